@@ -1,0 +1,147 @@
+//! What a limit is: a name and a quota, validated once so that an invalid
+//! limit cannot be represented anywhere else in the program.
+//!
+//! This module only describes limits; counting against them lives in
+//! `core::window` and `core::locker`.
+
+use std::num::{NonZeroU32, NonZeroU64};
+
+use super::time::{Nanos, NANOS_PER_SEC};
+
+/// The shortest slot a limit may have: one millisecond.
+pub const MIN_SLOT_SECONDS: f64 = 0.001;
+
+/// The longest slot a limit may have: one day. Longer slots are almost
+/// certainly a unit mistake, and a day keeps every product of slot length
+/// and count far from overflowing a `u64` of nanoseconds.
+pub const MAX_SLOT_SECONDS: f64 = 86_400.0;
+
+/// The name of the limit that the command-line flags define, used when a
+/// request names no limit.
+pub const DEFAULT_LIMIT: &str = "default";
+
+/// Why a limit could not be built.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LimitError {
+    #[error("max_requests must be at least 1")]
+    ZeroMaxRequests,
+    #[error("in_seconds must be a number from {MIN_SLOT_SECONDS} to {MAX_SLOT_SECONDS}, got {0}")]
+    SlotOutOfRange(f64),
+    #[error("a limit name must be 1 to 64 printable characters without spaces, got {0:?}")]
+    BadName(String),
+}
+
+/// At most `max_requests` go in every slot of `slot` nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quota {
+    max_requests: NonZeroU32,
+    slot: NonZeroU64,
+}
+
+impl Quota {
+    /// Builds a quota from the seed's names: `max_requests` in `in_seconds`.
+    pub fn new(max_requests: u32, in_seconds: f64) -> Result<Quota, LimitError> {
+        let max_requests = NonZeroU32::new(max_requests).ok_or(LimitError::ZeroMaxRequests)?;
+        if !(MIN_SLOT_SECONDS..=MAX_SLOT_SECONDS).contains(&in_seconds) {
+            return Err(LimitError::SlotOutOfRange(in_seconds));
+        }
+        let slot = (in_seconds * NANOS_PER_SEC as f64).round() as u64;
+        let slot = NonZeroU64::new(slot).ok_or(LimitError::SlotOutOfRange(in_seconds))?;
+        Ok(Quota { max_requests, slot })
+    }
+
+    /// The most permits granted in one slot.
+    pub fn max_requests(&self) -> u32 {
+        self.max_requests.get()
+    }
+
+    /// The slot length in nanoseconds.
+    pub fn slot_ns(&self) -> Nanos {
+        self.slot.get()
+    }
+
+    /// The slot length in seconds, as configured.
+    pub fn in_seconds(&self) -> f64 {
+        self.slot.get() as f64 / NANOS_PER_SEC as f64
+    }
+
+    /// The number of the slot that `now` falls in. Slots are aligned to the
+    /// Unix epoch so that lockers on different hosts agree on boundaries
+    /// without talking to each other.
+    pub fn slot_of(&self, now: Nanos) -> u64 {
+        now / self.slot.get()
+    }
+
+    /// When slot number `slot` ends.
+    pub fn slot_end(&self, slot: u64) -> Nanos {
+        slot.saturating_add(1).saturating_mul(self.slot.get())
+    }
+}
+
+/// A named quota.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limit {
+    name: String,
+    quota: Quota,
+}
+
+impl Limit {
+    /// Builds a limit, checking that the name is usable on the wire and in logs.
+    pub fn new(name: &str, quota: Quota) -> Result<Limit, LimitError> {
+        let printable = name.chars().all(|c| c.is_ascii_graphic() || (!c.is_ascii() && !c.is_whitespace()));
+        if name.is_empty() || name.len() > 64 || !printable {
+            return Err(LimitError::BadName(name.to_owned()));
+        }
+        Ok(Limit { name: name.to_owned(), quota })
+    }
+
+    /// The limit's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The limit's quota.
+    pub fn quota(&self) -> Quota {
+        self.quota
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quota_rejects_zero_and_out_of_range_slots() {
+        assert_eq!(Quota::new(0, 1.0), Err(LimitError::ZeroMaxRequests));
+        assert!(matches!(Quota::new(1, 0.0005), Err(LimitError::SlotOutOfRange(_))));
+        assert!(matches!(Quota::new(1, f64::NAN), Err(LimitError::SlotOutOfRange(_))));
+        assert!(matches!(Quota::new(1, f64::INFINITY), Err(LimitError::SlotOutOfRange(_))));
+        assert!(matches!(Quota::new(1, -1.0), Err(LimitError::SlotOutOfRange(_))));
+    }
+
+    #[test]
+    fn quota_accepts_the_seed_example_and_a_millisecond_slot() {
+        let q = Quota::new(5, 0.8).unwrap();
+        assert_eq!(q.max_requests(), 5);
+        assert_eq!(q.slot_ns(), 800_000_000);
+        assert_eq!(Quota::new(1, 0.001).unwrap().slot_ns(), 1_000_000);
+    }
+
+    #[test]
+    fn slots_are_aligned_to_the_epoch() {
+        let q = Quota::new(5, 0.8).unwrap();
+        assert_eq!(q.slot_of(0), 0);
+        assert_eq!(q.slot_of(799_999_999), 0);
+        assert_eq!(q.slot_of(800_000_000), 1);
+        assert_eq!(q.slot_end(1), 1_600_000_000);
+    }
+
+    #[test]
+    fn limit_names_must_be_printable() {
+        let q = Quota::new(1, 1.0).unwrap();
+        assert!(Limit::new("api", q).is_ok());
+        assert!(Limit::new("", q).is_err());
+        assert!(Limit::new("has space", q).is_err());
+        assert!(Limit::new(&"x".repeat(65), q).is_err());
+    }
+}

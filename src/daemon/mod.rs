@@ -1,0 +1,10 @@
+//! The I/O shell around the core: the clock and the socket loop.
+//!
+//! Everything that waits, reads time or touches a socket on the locker's
+//! side lives here, and nothing here decides go or sorry.
+
+pub mod clock;
+pub mod server;
+
+pub use clock::Clock;
+pub use server::{Server, ServerError};

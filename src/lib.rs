@@ -1,0 +1,24 @@
+//! locker: a rate-limit daemon reached over ZeroMQ.
+//!
+//! Callers ask "may I go?" before each request to a limited resource and get
+//! go or sorry. Counts live in fixed timeslots aligned to the Unix epoch and
+//! free themselves when the slot ends; nothing is ever unlocked by hand.
+//!
+//! The layout follows the request path:
+//! - [`core`]: the pure rules (limits, slots, the decision table); takes `now`, does no I/O;
+//! - [`wire`]: the one definition of every message and its bytes;
+//! - [`service`]: request bytes to reply bytes, the seam protocol tests drive;
+//! - [`daemon`]: the loop that owns the sockets and the clock;
+//! - [`client`]: the client library, with failover between lockers;
+//! - [`config`] and [`cli`]: settings and the command line.
+
+pub mod cli;
+pub mod client;
+pub mod config;
+pub mod core;
+pub mod daemon;
+pub mod service;
+pub mod wire;
+
+pub use client::{Client, ClientError};
+pub use wire::{Ask, GoReply, StatsReply};

@@ -1,0 +1,111 @@
+//! The protocol seam: request bytes in, reply bytes out, given `now`.
+//!
+//! `Service::respond` always produces exactly one reply, whatever the input,
+//! which is what a REP socket needs. It joins the wire format (`wire`) to
+//! the decision table (`core`), and it is where protocol tests drive the
+//! whole request path without a socket. It must not read a clock or touch a
+//! socket: the daemon loop does both.
+
+use crate::core::{time::ceil_ms, AskError, Locker, Nanos, Verdict};
+use crate::wire::{self, ErrorReply, GoReply, LimitStatsReply, Request, StatsReply, WireError};
+
+/// The locker behind the wire.
+#[derive(Debug)]
+pub struct Service {
+    locker: Locker,
+}
+
+impl Service {
+    /// Serves requests from `locker`.
+    pub fn new(locker: Locker) -> Service {
+        Service { locker }
+    }
+
+    /// The decision table, for inspection.
+    pub fn locker(&self) -> &Locker {
+        &self.locker
+    }
+
+    /// When the service next needs `on_timeout`, if ever: the loop caps its
+    /// wait on the sockets by this instant. Fixed slots need no wake-up (a
+    /// stale count is dropped when next asked), so this is `None` for now.
+    pub fn next_deadline(&self) -> Option<Nanos> {
+        None
+    }
+
+    /// Does the work that falls due at `now` (see `next_deadline`).
+    pub fn on_timeout(&mut self, _now: Nanos) {}
+
+    /// Answers one single-part request received at `now`, writing the reply
+    /// into `out` (cleared first).
+    pub fn respond(&mut self, now: Nanos, body: &[u8], out: &mut Vec<u8>) {
+        out.clear();
+        match wire::decode_request(body) {
+            Ok(Request::Plain(body)) => self.plain(now, body, out),
+            Ok(Request::Go(go)) => self.go(now, go, out),
+            Ok(Request::Stats) => wire::encode(&self.stats(), out),
+            Err(e) => self.reject(e, out),
+        }
+    }
+
+    /// Answers a request that could not be decoded (for instance a
+    /// multi-part message), writing an error map into `out` (cleared first).
+    pub fn reject(&mut self, error: WireError, out: &mut Vec<u8>) {
+        out.clear();
+        self.locker.record_error(None);
+        wire::encode(&ErrorReply { error: error.to_string() }, out);
+    }
+
+    fn plain(&mut self, now: Nanos, body: &[u8], out: &mut Vec<u8>) {
+        let id = self.locker.find_plain(body);
+        // A plain request names no key and costs 1, which every limit allows,
+        // so it cannot fail.
+        let go = self.locker.go(now, id, None, 1).is_ok_and(|v| v.go);
+        out.extend_from_slice(if go { wire::GO } else { wire::SORRY });
+    }
+
+    fn go(&mut self, now: Nanos, go: wire::Ask, out: &mut Vec<u8>) {
+        let verdict = match self.locker.find(go.limit) {
+            Ok(id) => self.locker.go(now, id, go.key, go.cost),
+            Err(e) => {
+                self.locker.record_error(None);
+                Err(e)
+            }
+        };
+        match verdict {
+            Ok(v) => wire::encode(&go_reply(&v), out),
+            Err(e) => wire::encode(&error_reply(&e), out),
+        }
+    }
+
+    fn stats(&self) -> StatsReply {
+        let limits = self
+            .locker
+            .stats()
+            .map(|(limit, s)| LimitStatsReply {
+                name: limit.name().to_owned(),
+                max_requests: limit.quota().max_requests(),
+                in_seconds: limit.quota().in_seconds(),
+                requests: s.requests,
+                go: s.go,
+                sorry: s.sorry,
+                errors: s.errors,
+            })
+            .collect();
+        StatsReply { limits, errors: self.locker.unattributed_errors(), live_keys: self.locker.live_keys() as u64 }
+    }
+}
+
+fn go_reply(v: &Verdict) -> GoReply {
+    GoReply {
+        ok: v.go,
+        limit: v.limit,
+        remaining: v.remaining,
+        retry_after_ms: ceil_ms(v.retry_after),
+        reset_after_ms: ceil_ms(v.reset_after),
+    }
+}
+
+fn error_reply(e: &AskError) -> ErrorReply {
+    ErrorReply { error: e.to_string() }
+}
