@@ -1,0 +1,144 @@
+//! The harness for real-process tests: start the `locker` binary on a
+//! wildcard loopback port, read the endpoint it prints, talk to it with
+//! sockets that time out, and always clean the process up.
+//!
+//! Nothing here sleeps to wait for readiness: `Daemon::start` returns once
+//! the daemon has printed its bound endpoint, which it does only after the
+//! socket is bound.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// How long a daemon may take to start, and a socket may wait for a reply,
+/// before the test fails instead of hanging.
+pub const DEADLINE: Duration = Duration::from_secs(10);
+
+/// The path of the binary under test.
+pub fn locker_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_locker")
+}
+
+/// A running `locker serve`, killed when dropped.
+pub struct Daemon {
+    child: Child,
+    /// The endpoint the daemon printed, with its real port.
+    pub endpoint: String,
+}
+
+impl Daemon {
+    /// Starts `locker serve --bind tcp://127.0.0.1:* <args>` and waits for
+    /// its `listening on` line.
+    pub fn start(args: &[&str]) -> Daemon {
+        Daemon::start_with(&["--bind", "tcp://127.0.0.1:*"], args)
+    }
+
+    /// Starts `locker serve <bind_args> <args>`.
+    pub fn start_with(bind_args: &[&str], args: &[&str]) -> Daemon {
+        let mut child = Command::new(locker_bin())
+            .arg("serve")
+            .args(bind_args)
+            .args(args)
+            .env("LOCKER_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn locker");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            if let Some(Ok(line)) = lines.next() {
+                let _ = tx.send(line);
+            }
+            // Keep reading so the daemon never blocks on a full pipe.
+            for _ in lines {}
+        });
+        let line = match rx.recv_timeout(DEADLINE) {
+            Ok(line) => line,
+            Err(_) => {
+                let _ = child.kill();
+                panic!("locker printed no endpoint within {DEADLINE:?}");
+            }
+        };
+        let endpoint = line.strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+        Daemon { endpoint: endpoint.to_owned(), child }
+    }
+
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends `signal` (a name such as "TERM" or "KILL") to the daemon.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill").arg(format!("-{signal}")).arg(self.pid().to_string()).status().expect("kill");
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
+    /// Waits for the daemon to exit, for at most `limit`; `None` if it did not.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let end = Instant::now() + limit;
+        while Instant::now() < end {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        None
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A REQ socket connected to `endpoint` whose sends and receives fail after
+/// `DEADLINE` instead of hanging.
+pub fn req(ctx: &zmq::Context, endpoint: &str) -> zmq::Socket {
+    let s = ctx.socket(zmq::REQ).unwrap();
+    s.set_linger(0).unwrap();
+    s.set_rcvtimeo(DEADLINE.as_millis() as i32).unwrap();
+    s.set_sndtimeo(DEADLINE.as_millis() as i32).unwrap();
+    s.connect(endpoint).unwrap();
+    s
+}
+
+/// Sends `body` on `socket` and returns the reply.
+pub fn round_trip(socket: &zmq::Socket, body: &[u8]) -> Vec<u8> {
+    socket.send(body, 0).expect("send");
+    socket.recv_bytes(0).expect("a reply within the deadline")
+}
+
+/// Runs `locker <args>` to completion (it must finish within `DEADLINE`).
+pub fn run_locker(args: &[&str]) -> Output {
+    let child = Command::new(locker_bin())
+        .args(args)
+        .env("LOCKER_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn locker");
+    wait_output(child, DEADLINE)
+}
+
+/// Collects a child's output, killing it if it runs past `limit`.
+pub fn wait_output(mut child: Child, limit: Duration) -> Output {
+    let end = Instant::now() + limit;
+    loop {
+        if child.try_wait().expect("try_wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        if Instant::now() > end {
+            let _ = child.kill();
+            panic!("process ran past {limit:?}: {:?}", child.wait_with_output().map(|o| o.stderr));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
