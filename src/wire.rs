@@ -141,16 +141,26 @@ pub fn decode_request(body: &[u8]) -> Result<Request<'_>, WireError> {
 fn decode_exact<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, WireError> {
     let mut de = rmp_serde::Deserializer::from_read_ref(body);
     de.set_max_depth(MAX_DEPTH);
-    let value = T::deserialize(&mut de).map_err(|e| match e {
-        rmp_serde::decode::Error::DepthLimitExceeded => WireError::TooDeep,
-        other => WireError::Malformed(other.to_string()),
-    })?;
+    let value = T::deserialize(&mut de).map_err(malformed)?;
     // A second value that decodes means bytes were left over; an error here
     // means the input ended where it should.
     match IgnoredAny::deserialize(&mut de) {
         Ok(_) | Err(rmp_serde::decode::Error::DepthLimitExceeded) => Err(WireError::TrailingBytes),
         Err(_) => Ok(value),
     }
+}
+
+/// Turns a decoder error into a message for the person who sent the request.
+fn malformed(e: rmp_serde::decode::Error) -> WireError {
+    use rmp_serde::decode::Error as E;
+    let message = match e {
+        E::DepthLimitExceeded => return WireError::TooDeep,
+        E::InvalidMarkerRead(_) | E::InvalidDataRead(_) => "the message ends in the middle of a value".to_owned(),
+        E::TypeMismatch(marker) => format!("a field has the wrong type (found MessagePack {marker:?})"),
+        // serde's own wording, minus an implementation detail.
+        other => other.to_string().replace("a borrowed string", "a string"),
+    };
+    WireError::Malformed(message)
 }
 
 /// The structured reply to "go".

@@ -4,5 +4,15 @@
 #[allow(dead_code)] // each test module uses a different part of the harness
 mod support;
 
+/// `locker ask` and `locker stats` from the command line: output and exit codes.
+mod ask;
+/// `locker::Client` failing over between lockers.
+mod failover;
+/// Hostile input: malformed, empty, multi-part, oversized and random messages.
+mod hostile;
 /// The daemon's lifecycle: the endpoint line, and a clean stop on signals.
 mod lifecycle;
+/// The seed's own Python client, unchanged.
+mod seed;
+/// Structured requests, named limits from a file, and the client library.
+mod structured;

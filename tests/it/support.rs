@@ -142,3 +142,26 @@ pub fn wait_output(mut child: Child, limit: Duration) -> Output {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// A file in the system temp directory, removed when dropped.
+pub struct TempFile(std::path::PathBuf);
+
+impl TempFile {
+    /// Writes `text` to a file whose name is unique to this process and `name`.
+    pub fn new(name: &str, text: &str) -> TempFile {
+        let path = std::env::temp_dir().join(format!("locker-test-{}-{name}", std::process::id()));
+        std::fs::write(&path, text).expect("write temp file");
+        TempFile(path)
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &str {
+        self.0.to_str().expect("a UTF-8 temp path")
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}

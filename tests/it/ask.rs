@@ -1,0 +1,80 @@
+use crate::support::{run_locker, Daemon};
+
+fn ask(endpoint: &str, extra: &[&str]) -> (Option<i32>, String, String) {
+    let mut args = vec!["ask", "--connect", endpoint];
+    args.extend_from_slice(extra);
+    let out = run_locker(&args);
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn ask_exits_0_on_go_1_on_sorry_2_on_errors() {
+    let d = Daemon::start(&["--max-requests", "1", "--in-seconds", "60"]);
+    assert_eq!(ask(&d.endpoint, &[]), (Some(0), "go\n".into(), String::new()));
+    assert_eq!(ask(&d.endpoint, &[]).0, Some(1));
+    let (code, out, err) = ask(&d.endpoint, &["--limit", "nope"]);
+    assert_eq!(code, Some(2));
+    assert!(out.is_empty());
+    assert!(err.contains("unknown limit \"nope\""), "{err}");
+    let (code, _, err) = ask(&d.endpoint, &["--cost", "0"]);
+    assert_eq!((code, err.contains("cost must be at least 1")), (Some(2), true), "{err}");
+}
+
+#[test]
+fn ask_json_prints_the_whole_reply() {
+    let d = Daemon::start(&["--max-requests", "3", "--in-seconds", "60"]);
+    let (code, out, _) = ask(&d.endpoint, &["--json", "--key", "k", "--cost", "2"]);
+    assert_eq!(code, Some(0));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["limit"], 3);
+    assert_eq!(v["remaining"], 1);
+    assert_eq!(v["retry_after_ms"], 0);
+}
+
+#[test]
+fn ask_with_no_locker_exits_2_within_its_timeout() {
+    // A port that was bound a moment ago and is now closed.
+    let dead = Daemon::start(&[]);
+    let endpoint = dead.endpoint.clone();
+    drop(dead);
+    let (code, out, err) = ask(&endpoint, &["--timeout", "300ms"]);
+    assert_eq!(code, Some(2));
+    assert!(out.is_empty());
+    assert!(err.contains("no locker answered within 300ms"), "{err}");
+}
+
+#[test]
+fn stats_prints_counters_per_limit() {
+    let d = Daemon::start(&["--max-requests", "1", "--in-seconds", "60"]);
+    ask(&d.endpoint, &[]);
+    ask(&d.endpoint, &[]);
+    let out = run_locker(&["stats", "--connect", &d.endpoint, "--json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let default = &v["limits"][0];
+    assert_eq!(
+        (default["name"].as_str(), default["go"].as_u64(), default["sorry"].as_u64()),
+        (Some("default"), Some(1), Some(1))
+    );
+    let table = run_locker(&["stats", "--connect", &d.endpoint]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.lines().any(|l| l.starts_with("default") && l.split_whitespace().nth(3) == Some("2")), "{text}");
+}
+
+#[test]
+fn bad_settings_fail_fast_with_a_clear_message() {
+    let out = run_locker(&["serve", "--bind", "tcp://127.0.0.1:*", "--in-seconds", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("in_seconds must be a number from 0.001"));
+    let out = run_locker(&["serve", "--bind", "nonsense"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("binding nonsense"));
+    let out = run_locker(&["serve", "--config", "/nonexistent/locker.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read /nonexistent/locker.toml"));
+}

@@ -1,0 +1,60 @@
+use std::time::{Duration, Instant};
+
+use locker::{Ask, Client, ClientError};
+
+use crate::support::Daemon;
+
+#[test]
+fn the_client_fails_over_from_a_dead_endpoint_and_then_prefers_the_live_one() {
+    let mut dead = Daemon::start(&[]);
+    dead.signal("KILL");
+    dead.wait_exit(Duration::from_secs(5)).expect("killed");
+    let live = Daemon::start(&["--max-requests", "100"]);
+    let mut c = Client::new([dead.endpoint.as_str(), live.endpoint.as_str()], Duration::from_secs(2)).unwrap();
+    assert!(c.ask(&Ask::new()).unwrap().ok);
+    assert_eq!(c.current_endpoint(), Some(live.endpoint.as_str()));
+    assert!(c.ask(&Ask::new()).unwrap().ok);
+    let stats = c.stats().unwrap();
+    assert_eq!(stats.limits[0].requests, 2, "each ask was counted once");
+}
+
+#[test]
+fn a_silent_locker_gets_each_request_at_most_once_and_is_then_passed_over() {
+    // A socket that takes requests and never answers: it shows exactly what
+    // reached the silent endpoint.
+    let ctx = zmq::Context::new();
+    let silent = ctx.socket(zmq::ROUTER).unwrap();
+    silent.set_linger(0).unwrap();
+    silent.bind("tcp://127.0.0.1:*").unwrap();
+    let silent_ep = silent.get_last_endpoint().unwrap().unwrap();
+    let live = Daemon::start(&["--max-requests", "100"]);
+    let mut c = Client::new([silent_ep.as_str(), live.endpoint.as_str()], Duration::from_millis(600)).unwrap();
+    for _ in 0..3 {
+        assert!(c.ask(&Ask::new()).unwrap().ok);
+    }
+    let mut received = 0;
+    while silent.poll(zmq::POLLIN, 100).unwrap() > 0 {
+        silent.recv_multipart(0).unwrap();
+        received += 1;
+    }
+    assert_eq!(received, 1, "only the first ask tried the silent endpoint");
+    assert_eq!(c.stats().unwrap().limits[0].go, 3);
+}
+
+#[test]
+fn the_client_returns_an_error_when_no_locker_answers() {
+    let mut a = Daemon::start(&[]);
+    let mut b = Daemon::start(&[]);
+    let endpoints = [a.endpoint.clone(), b.endpoint.clone()];
+    for d in [&mut a, &mut b] {
+        d.signal("KILL");
+        d.wait_exit(Duration::from_secs(5)).expect("killed");
+    }
+    let mut c = Client::new(endpoints, Duration::from_millis(300)).unwrap();
+    let start = Instant::now();
+    match c.ask(&Ask::new()) {
+        Err(ClientError::NoAnswer { .. }) => {}
+        other => panic!("expected NoAnswer, got {other:?}"),
+    }
+    assert!(start.elapsed() < Duration::from_secs(5), "the call must not hang");
+}

@@ -1,0 +1,84 @@
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::Duration;
+
+use locker::wire::{self, ErrorReply, Reply};
+
+use crate::support::{req, round_trip, Daemon};
+
+fn error_of(reply: &[u8]) -> String {
+    match wire::decode_reply::<ErrorReply>(reply) {
+        Ok(Reply::Refused(e)) => e,
+        other => panic!("expected an error map, got {other:?} from {reply:?}"),
+    }
+}
+
+/// Asserts the daemon still answers a well-behaved client on a fresh socket.
+fn still_serving(ctx: &zmq::Context, endpoint: &str) {
+    let reply = round_trip(&req(ctx, endpoint), b"let me go");
+    assert!(reply == b"go" || reply == b"sorry", "{reply:?}");
+}
+
+#[test]
+fn bad_structured_requests_get_error_maps_on_the_same_socket() {
+    let d = Daemon::start(&["--max-requests", "1000"]);
+    let ctx = zmq::Context::new();
+    let s = req(&ctx, &d.endpoint);
+    let mut deep = b"\x81\xa1x".to_vec();
+    deep.extend(std::iter::repeat_n(0x91, 10_000));
+    deep.push(0x00);
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (b"\x81\xa2op\xa4jump".to_vec(), "unknown op"),
+        (b"\x81\xa5limit\xa4nope".to_vec(), "unknown limit"),
+        (b"\x81\xa3key\x05".to_vec(), "expected a string"),
+        (b"\x81\xa4cost\x00".to_vec(), "cost must be at least 1"),
+        (b"\x81\xa4cost\xcd\x03\xe9".to_vec(), "above the limit's max_requests"),
+        (b"\x80\x00".to_vec(), "trailing bytes"),
+        (b"\x81\xa2op".to_vec(), "ends in the middle"),
+        (deep, "nesting deeper"),
+    ];
+    for (body, want) in cases {
+        let e = error_of(&round_trip(&s, &body));
+        assert!(e.contains(want), "{body:?}: {e}");
+    }
+    assert_eq!(round_trip(&s, b"let me go"), b"go");
+}
+
+#[test]
+fn empty_multipart_and_random_messages_never_stop_the_daemon() {
+    let d = Daemon::start(&["--max-requests", "100000"]);
+    let ctx = zmq::Context::new();
+    let s = req(&ctx, &d.endpoint);
+    assert_eq!(round_trip(&s, b""), b"go", "an empty message is a plain request");
+    s.send_multipart([&b"a"[..], b"b", b"c"], 0).unwrap();
+    let e = error_of(&s.recv_bytes(0).expect("a reply to a multi-part message"));
+    assert!(e.contains("3"), "{e}");
+    let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+    for len in 0..300usize {
+        let body: Vec<u8> = (0..len)
+            .map(|_| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (x >> 56) as u8
+            })
+            .collect();
+        assert!(!round_trip(&s, &body).is_empty(), "no reply to {body:?}");
+    }
+    still_serving(&ctx, &d.endpoint);
+}
+
+#[test]
+fn oversized_messages_and_raw_garbage_only_hurt_their_sender() {
+    let d = Daemon::start(&["--max-message-size", "1024", "--max-requests", "1000"]);
+    let ctx = zmq::Context::new();
+    let big = req(&ctx, &d.endpoint);
+    big.set_rcvtimeo(300).unwrap();
+    big.send(vec![b'x'; 4096], 0).unwrap();
+    assert!(big.recv_bytes(0).is_err(), "a message over the cap is dropped, not answered");
+    // Bytes that are not ZMTP at all, straight onto the TCP port.
+    let addr = d.endpoint.trim_start_matches("tcp://");
+    let mut raw = TcpStream::connect_timeout(&addr.parse().unwrap(), Duration::from_secs(5)).unwrap();
+    let _ = raw.write_all(&[0xff; 512]);
+    still_serving(&ctx, &d.endpoint);
+    let s = req(&ctx, &d.endpoint);
+    assert_eq!(round_trip(&s, &[b'y'; 1000]), b"go", "a message under the cap is served");
+}
