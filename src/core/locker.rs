@@ -121,15 +121,18 @@ impl Locker {
     }
 
     fn decide(&mut self, now: Nanos, id: LimitId, key: Option<&str>, cost: u64) -> Result<Verdict, AskError> {
-        let entry = &mut self.entries[id.0];
-        let max = entry.limit.quota().max_requests();
+        let max = self.entries[id.0].limit.quota().max_requests();
         let cost = match cost {
             0 => return Err(AskError::ZeroCost),
             c if c > u64::from(max) => return Err(AskError::CostAboveMax { cost: c, max }),
             c => c as u32,
         };
-        self.live_keys -= entry.window.advance(now);
+        self.live_keys -= self.entries[id.0].window.advance(now);
+        if self.live_keys >= self.max_keys {
+            self.drop_stale(now);
+        }
         let room = if self.live_keys < self.max_keys { KeyRoom::Free } else { KeyRoom::Full };
+        let entry = &mut self.entries[id.0];
         let new_key = key.is_some_and(|k| !entry.window.has_key(k));
         match entry.window.take(now, key, cost, room) {
             Ok(v) => {
@@ -137,6 +140,15 @@ impl Locker {
                 Ok(v)
             }
             Err(NoRoom) => Err(AskError::TooManyKeys(self.max_keys)),
+        }
+    }
+
+    /// Drops the keys of every limit whose slot has ended, not just the one
+    /// being asked, so that a limit nobody asks any more does not hold key
+    /// room that another limit needs. Runs only when the key table is full.
+    fn drop_stale(&mut self, now: Nanos) {
+        for entry in &mut self.entries {
+            self.live_keys -= entry.window.advance(now);
         }
     }
 
@@ -222,6 +234,16 @@ mod tests {
         assert!(l.go(0, api, Some("a"), 1).is_ok(), "existing keys still count");
         assert_eq!(l.live_keys(), 2);
         assert!(l.go(800_000_000, api, Some("c"), 1).unwrap().go, "a new slot frees the table");
+        assert_eq!(l.live_keys(), 1);
+    }
+
+    #[test]
+    fn a_full_key_table_reclaims_keys_of_limits_nobody_asks_any_more() {
+        let mut l = locker(1);
+        let (default, api) = (l.find(None).unwrap(), l.find(Some("api")).unwrap());
+        assert!(l.go(0, default, Some("a"), 1).is_ok());
+        // The default limit's slot (1 s) has ended; nobody asks it again.
+        assert!(l.go(1_600_000_000, api, Some("b"), 1).unwrap().go);
         assert_eq!(l.live_keys(), 1);
     }
 
