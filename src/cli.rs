@@ -36,12 +36,29 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the locker: answer go or sorry on a REP socket until SIGINT or SIGTERM.
+    #[command(after_help = SERVE_EXAMPLES)]
     Serve(ServeArgs),
     /// Ask a locker once; exit 0 on go, 1 on sorry, 2 on an error or no answer.
+    #[command(after_help = ASK_EXAMPLES)]
     Ask(AskArgs),
     /// Print a locker's counters per limit.
     Stats(StatsArgs),
 }
+
+const SERVE_EXAMPLES: &str = "\
+Once bound, prints one line on stdout: `listening on <endpoint>`, with the real port.
+Logs go to stderr; set the level with LOCKER_LOG (e.g. LOCKER_LOG=debug).
+
+Examples:
+  locker serve --max-requests 5 --in-seconds 0.8     5 go per 0.8 s slot on tcp://*:7777
+  locker serve --bind 'tcp://127.0.0.1:*'            any free port on loopback
+  locker serve --config limits.toml                  named limits from a file";
+
+const ASK_EXAMPLES: &str = "\
+Examples:
+  locker ask && curl https://api.example/...          go on, or stop on sorry
+  locker ask --limit api --key user-7 --json          the whole reply as JSON
+  locker ask --connect tcp://a:7777 --connect tcp://b:7777 --timeout 250ms";
 
 #[derive(Debug, Args)]
 struct ServeArgs {
