@@ -243,13 +243,13 @@ fn stats(args: StatsArgs) -> u8 {
 
 fn print_stats(s: &StatsReply) {
     println!(
-        "{:<20} {:>8} {:>10} {:>12} {:>12} {:>12} {:>8}",
-        "limit", "max", "in_seconds", "requests", "go", "sorry", "errors"
+        "{:<20} {:<13} {:>8} {:>10} {:>12} {:>12} {:>12} {:>8} {:>10}",
+        "limit", "kind", "max", "in_seconds", "requests", "go", "sorry", "errors", "waited"
     );
     for l in &s.limits {
         println!(
-            "{:<20} {:>8} {:>10} {:>12} {:>12} {:>12} {:>8}",
-            l.name, l.max_requests, l.in_seconds, l.requests, l.go, l.sorry, l.errors
+            "{:<20} {:<13} {:>8} {:>10} {:>12} {:>12} {:>12} {:>8} {:>10}",
+            l.name, l.algorithm, l.max_requests, l.in_seconds, l.requests, l.go, l.sorry, l.errors, l.waited
         );
     }
     println!("live keys: {}   unattributed errors: {}", s.live_keys, s.errors);

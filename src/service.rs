@@ -134,3 +134,6 @@ fn go_reply(v: &Verdict, ask: &wire::Ask) -> GoReply {
 fn error_reply(e: &AskError) -> ErrorReply {
     ErrorReply { error: e.to_string() }
 }
+
+#[cfg(test)]
+mod tests;

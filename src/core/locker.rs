@@ -153,7 +153,8 @@ impl Locker {
     }
 
     /// Asks for `cost` permits (0 peeks) of limit `id` for `key` at `now`:
-    /// all of them, or with `up_to` as many as are available (at least one);
+    /// all of them, or with `up_to` as many as are available (at least one;
+    /// a cost above the capacity then asks for the capacity);
     /// with `max_wait_ms`, a reservation the caller may use after `wait`.
     pub fn ask(
         &mut self,
@@ -188,6 +189,8 @@ impl Locker {
         max_wait_ms: u64,
     ) -> Result<Verdict, AskError> {
         let max = self.entries[id.0].limit.capacity();
+        // "As many as you can, up to n" has a sensible answer for any n.
+        let cost = if up_to { cost.min(u64::from(max)) } else { cost };
         let cost = match u32::try_from(cost) {
             Ok(c) if c <= max => c,
             _ => return Err(AskError::CostAboveMax { cost, max }),
