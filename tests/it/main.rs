@@ -6,3 +6,7 @@ mod support;
 
 /// The daemon's lifecycle: the endpoint line, and a clean stop on signals.
 mod lifecycle;
+
+/// The kinds of limits: a token-bucket and fixed-window reservation, a lease
+/// that expires on time, a lease restored after a restart, the lease guard.
+mod kinds;
