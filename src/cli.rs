@@ -1,4 +1,4 @@
-//! The command line: `locker serve`, `locker ask` and `locker stats`.
+//! The command line: `locker serve`, `locker ask`, `locker lease` and `locker stats`.
 //!
 //! Parsing yields plain data, which is turned into a checked config or a
 //! client before anything runs; each command returns its exit code. This is
@@ -14,14 +14,16 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::client::Client;
-use crate::config::{FileConfig, Flags, ServeConfig};
+use crate::config::{AlgorithmName, FileConfig, Flags, ServeConfig};
 use crate::daemon::Server;
-use crate::wire::{Ask, StatsReply};
+use crate::wire::{Ask, GoReply, StatsReply};
+
+mod lease;
 
 /// Exit code for go (and for any command that succeeded).
-const EXIT_GO: u8 = 0;
+pub(crate) const EXIT_GO: u8 = 0;
 /// Exit code for sorry.
-const EXIT_SORRY: u8 = 1;
+pub(crate) const EXIT_SORRY: u8 = 1;
 /// Exit code for an error, a refused request, or no answer in time.
 const EXIT_ERROR: u8 = 2;
 
@@ -41,6 +43,9 @@ enum Command {
     /// Ask a locker once; exit 0 on go, 1 on sorry, 2 on an error or no answer.
     #[command(after_help = ASK_EXAMPLES)]
     Ask(AskArgs),
+    /// Acquire, heartbeat or release a lease on a semaphore limit.
+    #[command(subcommand)]
+    Lease(lease::LeaseCommand),
     /// Print a locker's counters per limit.
     Stats(StatsArgs),
 }
@@ -71,7 +76,13 @@ struct ServeArgs {
     /// Slot length of the default limit in seconds, from 0.001 [default: 1.0].
     #[arg(long, value_name = "S")]
     in_seconds: Option<f64>,
-    /// TOML file with named limits ([[limits]] name, max_requests, in_seconds) and settings.
+    /// Kind of the default limit: fixed-window, token-bucket or semaphore [default: fixed-window].
+    #[arg(long, value_name = "KIND")]
+    algorithm: Option<AlgorithmName>,
+    /// Capacity of the default limit when it is a token bucket [default: max-requests].
+    #[arg(long, value_name = "N")]
+    burst: Option<u32>,
+    /// TOML file with named limits ([[limits]] name, max_requests, in_seconds, algorithm, burst) and settings.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Most live keys held across all limits; asks for new keys beyond it get an error [default: 1000000].
@@ -83,16 +94,16 @@ struct ServeArgs {
 }
 
 #[derive(Debug, Args)]
-struct ConnectArgs {
+pub(crate) struct ConnectArgs {
     /// Locker endpoint; repeat for failover between lockers.
     #[arg(long = "connect", value_name = "ENDPOINT", default_value = "tcp://localhost:7777")]
-    connect: Vec<String>,
+    pub(crate) connect: Vec<String>,
     /// Give up when no locker answered within this long (e.g. 1s, 250ms, 0.5).
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
-    timeout: Duration,
+    pub(crate) timeout: Duration,
     /// Print the whole reply as JSON.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -105,9 +116,15 @@ struct AskArgs {
     /// Key within the limit; each key has its own count.
     #[arg(long, value_name = "KEY")]
     key: Option<String>,
-    /// Permits to take at once.
+    /// Permits to take at once; 0 peeks without taking.
     #[arg(long, value_name = "N", default_value_t = 1)]
     cost: u64,
+    /// Take as many of --cost as are available (at least one) and print how many.
+    #[arg(long)]
+    up_to: bool,
+    /// Accept a reservation within this long (e.g. 500ms) and sleep until it may go.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    wait: Option<Duration>,
 }
 
 #[derive(Debug, Args)]
@@ -117,7 +134,7 @@ struct StatsArgs {
 }
 
 /// Parses a duration as humantime ("250ms", "1s") or as plain seconds ("0.5").
-fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     if let Ok(secs) = s.parse::<f64>() {
         return Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"));
     }
@@ -131,6 +148,7 @@ pub fn main() -> ExitCode {
     let code = match cli.command {
         Command::Serve(args) => serve(args),
         Command::Ask(args) => ask(args),
+        Command::Lease(command) => lease::run(command),
         Command::Stats(args) => stats(args),
     };
     ExitCode::from(code)
@@ -144,7 +162,7 @@ fn init_logging() {
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
 }
 
-fn fail(message: impl std::fmt::Display) -> u8 {
+pub(crate) fn fail(message: impl std::fmt::Display) -> u8 {
     eprintln!("locker: {message}");
     EXIT_ERROR
 }
@@ -160,6 +178,8 @@ fn serve(args: ServeArgs) -> u8 {
         in_seconds: args.in_seconds,
         max_keys: args.max_keys,
         max_message_size: args.max_message_size,
+        algorithm: args.algorithm,
+        burst: args.burst,
     };
     let config = match ServeConfig::resolve(flags, file) {
         Ok(c) => c,
@@ -190,14 +210,17 @@ fn ask(args: AskArgs) -> u8 {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    let ask = Ask { limit: args.limit.as_deref(), key: args.key.as_deref(), cost: args.cost };
-    match client.ask(&ask) {
+    let ask = Ask {
+        limit: args.limit.as_deref(),
+        key: args.key.as_deref(),
+        cost: args.cost,
+        up_to: args.up_to,
+        max_wait_ms: args.wait.map(|w| w.as_millis().min(u128::from(u64::MAX)) as u64),
+    };
+    // `acquire` sleeps through a reservation, so "go" is printed when the caller may go.
+    match client.acquire(&ask) {
         Ok(reply) => {
-            if args.connect.json {
-                println!("{}", serde_json::to_string(&reply).expect("a reply is plain data"));
-            } else {
-                println!("{}", if reply.ok { "go" } else { "sorry" });
-            }
+            print_go(&reply, args.connect.json);
             if reply.ok {
                 EXIT_GO
             } else {
@@ -205,6 +228,18 @@ fn ask(args: AskArgs) -> u8 {
             }
         }
         Err(e) => fail(e),
+    }
+}
+
+fn print_go(reply: &GoReply, json: bool) {
+    if json {
+        println!("{}", serde_json::to_string(reply).expect("a reply is plain data"));
+    } else if !reply.ok {
+        println!("sorry");
+    } else if let Some(n) = reply.granted {
+        println!("go {n}");
+    } else {
+        println!("go");
     }
 }
 
@@ -225,13 +260,13 @@ fn stats(args: StatsArgs) -> u8 {
 
 fn print_stats(s: &StatsReply) {
     println!(
-        "{:<20} {:>8} {:>10} {:>12} {:>12} {:>12} {:>8}",
-        "limit", "max", "in_seconds", "requests", "go", "sorry", "errors"
+        "{:<20} {:<13} {:>8} {:>10} {:>12} {:>12} {:>12} {:>8} {:>10}",
+        "limit", "kind", "max", "in_seconds", "requests", "go", "sorry", "errors", "waited"
     );
     for l in &s.limits {
         println!(
-            "{:<20} {:>8} {:>10} {:>12} {:>12} {:>12} {:>8}",
-            l.name, l.max_requests, l.in_seconds, l.requests, l.go, l.sorry, l.errors
+            "{:<20} {:<13} {:>8} {:>10} {:>12} {:>12} {:>12} {:>8} {:>10}",
+            l.name, l.algorithm, l.max_requests, l.in_seconds, l.requests, l.go, l.sorry, l.errors, l.waited
         );
     }
     println!("live keys: {}   unattributed errors: {}", s.live_keys, s.errors);

@@ -7,12 +7,19 @@
 //! can never send again), and the next endpoint is tried. Each endpoint is
 //! tried at most once per request, so a request is never counted twice by
 //! the same locker. The endpoint that answered last is tried first next time.
+//! Waiting acquires and the lease guard are in `client::lease`.
 
 use std::time::{Duration, Instant};
 
 use tracing::debug;
 
-use crate::wire::{self, Ask, GoReply, Reply, RequestMap, StatsReply, WireError};
+use crate::wire::{
+    self, Ask, GoReply, Heartbeat, LeaseAsk, LeaseReply, Release, Reply, RequestMap, StatsReply, WireError,
+};
+
+mod lease;
+
+pub use lease::Lease;
 
 /// The default deadline for one request.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -71,6 +78,56 @@ impl Client {
         let reply = self.round_trip(&body);
         self.buf = body;
         structured(&reply?)
+    }
+
+    /// Asks for permits and, when the locker answers with a reservation
+    /// (`wait_ms`), sleeps until the caller may go. Returns the reply: `ok`
+    /// means go now; not `ok` means sorry even within `max_wait_ms`.
+    pub fn acquire(&mut self, ask: &Ask) -> Result<GoReply, ClientError> {
+        let reply = self.ask(ask)?;
+        if let Some(ms) = reply.wait_ms.filter(|&ms| reply.ok && ms > 0) {
+            std::thread::sleep(Duration::from_millis(ms));
+        }
+        Ok(reply)
+    }
+
+    /// Sends one acquire for a semaphore lease and returns the reply as is
+    /// (held, pending or refused); see `Client::lease` for the waiting guard.
+    pub fn acquire_lease(&mut self, ask: &LeaseAsk) -> Result<LeaseReply, ClientError> {
+        self.send_map(&ask.to_map())
+    }
+
+    /// Keeps a lease alive (or, with `count`, restores it on a locker that
+    /// does not know it).
+    pub fn heartbeat(&mut self, beat: &Heartbeat) -> Result<LeaseReply, ClientError> {
+        self.send_map(&beat.to_map())
+    }
+
+    /// Frees a lease; `ok` is false when the locker no longer held it.
+    pub fn release(&mut self, release: &Release) -> Result<LeaseReply, ClientError> {
+        self.send_map(&release.to_map())
+    }
+
+    fn send_map<T: serde::de::DeserializeOwned>(&mut self, map: &RequestMap) -> Result<T, ClientError> {
+        self.buf.clear();
+        wire::encode(map, &mut self.buf);
+        let body = std::mem::take(&mut self.buf);
+        let reply = self.round_trip(&body);
+        self.buf = body;
+        structured(&reply?)
+    }
+
+    /// A new client for the same lockers, sharing this one's ZeroMQ context,
+    /// for use on another thread (sockets cannot be shared between threads).
+    pub fn sibling(&self) -> Client {
+        Client {
+            ctx: self.ctx.clone(),
+            endpoints: self.endpoints.clone(),
+            timeout: self.timeout,
+            preferred: self.preferred,
+            live: None,
+            buf: Vec::new(),
+        }
     }
 
     /// Asks in the seed's plain form: true for go, false for sorry.

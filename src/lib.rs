@@ -1,11 +1,12 @@
 //! locker: a rate-limit daemon reached over ZeroMQ.
 //!
 //! Callers ask "may I go?" before each request to a limited resource and get
-//! go or sorry. Counts live in fixed timeslots aligned to the Unix epoch and
-//! free themselves when the slot ends; nothing is ever unlocked by hand.
+//! go or sorry. Each limit is one of three kinds: a fixed-timeslot counter
+//! (slots aligned to the Unix epoch, freed when the slot ends), a token
+//! bucket, or a semaphore taken by leases that expire.
 //!
 //! The layout follows the request path:
-//! - [`core`]: the pure rules (limits, slots, the decision table); takes `now`, does no I/O;
+//! - [`core`]: the pure rules (limits, slots, buckets, leases, the decision table); takes `now`, does no I/O;
 //! - [`wire`]: the one definition of every message and its bytes;
 //! - [`service`]: request bytes to reply bytes, the seam protocol tests drive;
 //! - [`daemon`]: the loop that owns the sockets and the clock;
@@ -20,5 +21,5 @@ pub mod daemon;
 pub mod service;
 pub mod wire;
 
-pub use client::{Client, ClientError};
-pub use wire::{Ask, GoReply, StatsReply};
+pub use client::{Client, ClientError, Lease};
+pub use wire::{Ask, GoReply, LeaseAsk, LeaseReply, StatsReply};

@@ -10,9 +10,14 @@
 //!   MessagePack map.
 //!
 //! This module only translates bytes to values and back. It holds no state,
-//! makes no decisions and never touches a socket.
+//! makes no decisions and never touches a socket. Lease messages live in
+//! `wire::lease`.
 
 use serde::{de::IgnoredAny, Deserialize, Serialize};
+
+mod lease;
+
+pub use lease::{Heartbeat, LeaseAsk, LeaseReply, Release};
 
 /// The plain form's reply when the caller may go.
 pub const GO: &[u8] = b"go";
@@ -33,7 +38,7 @@ pub const MAX_DEPTH: usize = 8;
 /// one definition.
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestMap<'a> {
-    /// "go" (the default) or "stats".
+    /// "go" (the default), "stats", "acquire", "heartbeat" or "release".
     #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
     pub op: Option<&'a str>,
     /// A configured limit's name; the default limit when absent.
@@ -42,9 +47,24 @@ pub struct RequestMap<'a> {
     /// A key within the limit; each key has its own count.
     #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
     pub key: Option<&'a str>,
-    /// Permits to take at once; 1 when absent.
+    /// Permits to take at once; 1 when absent, 0 peeks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<u64>,
+    /// Take as many of `cost` as are available instead of all or nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub up_to: Option<bool>,
+    /// Wait up to this long for a reservation (go) or in the queue (acquire).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_wait_ms: Option<u64>,
+    /// A semaphore count to hold (acquire), or to restore (heartbeat).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
+    /// How long a lease lives without a heartbeat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
+    /// A lease id (heartbeat, release).
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<&'a str>,
 }
 
 /// A decoded request.
@@ -56,22 +76,33 @@ pub enum Request<'a> {
     Go(Ask<'a>),
     /// The locker's counters.
     Stats,
+    /// Take a semaphore count under a new lease.
+    Acquire(LeaseAsk<'a>),
+    /// Keep a lease alive, or restore it.
+    Heartbeat(Heartbeat<'a>),
+    /// Free a lease.
+    Release(Release<'a>),
 }
 
-/// A structured "may I go?": which limit, which key, how many permits.
+/// A structured "may I go?": which limit, which key, how many permits, and
+/// how long the caller would wait for them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ask<'a> {
     /// A configured limit's name; the default limit when `None`.
     pub limit: Option<&'a str>,
     /// A key within the limit; the limit's unkeyed count when `None`.
     pub key: Option<&'a str>,
-    /// Permits to take at once.
+    /// Permits to take at once; 0 peeks without taking.
     pub cost: u64,
+    /// Take as many of `cost` as are available (at least one).
+    pub up_to: bool,
+    /// Accept a reservation that may be used after at most this long.
+    pub max_wait_ms: Option<u64>,
 }
 
 impl Default for Ask<'_> {
     fn default() -> Self {
-        Ask { limit: None, key: None, cost: 1 }
+        Ask { limit: None, key: None, cost: 1, up_to: false, max_wait_ms: None }
     }
 }
 
@@ -96,9 +127,27 @@ impl<'a> Ask<'a> {
         Ask { cost, ..self }
     }
 
+    /// Takes as many of `cost` permits as are available, at least one.
+    pub fn up_to(self) -> Ask<'a> {
+        Ask { up_to: true, ..self }
+    }
+
+    /// Accepts a reservation usable within `ms` milliseconds instead of sorry.
+    pub fn max_wait_ms(self, ms: u64) -> Ask<'a> {
+        Ask { max_wait_ms: Some(ms), ..self }
+    }
+
     /// The request map that carries this ask.
     pub fn to_map(&self) -> RequestMap<'a> {
-        RequestMap { op: Some("go"), limit: self.limit, key: self.key, cost: Some(self.cost) }
+        RequestMap {
+            op: Some("go"),
+            limit: self.limit,
+            key: self.key,
+            cost: Some(self.cost),
+            up_to: self.up_to.then_some(true),
+            max_wait_ms: self.max_wait_ms,
+            ..RequestMap::default()
+        }
     }
 }
 
@@ -113,8 +162,10 @@ pub enum WireError {
     TooDeep,
     #[error("bad request: trailing bytes after the request map")]
     TrailingBytes,
-    #[error("unknown op {0:?} (expected \"go\" or \"stats\")")]
+    #[error("unknown op {0:?} (expected \"go\", \"stats\", \"acquire\", \"heartbeat\" or \"release\")")]
     UnknownOp(String),
+    #[error("bad request: op {0:?} needs a lease")]
+    NoLease(&'static str),
 }
 
 /// Whether `body` is a structured request: it starts with a MessagePack map
@@ -130,8 +181,17 @@ pub fn decode_request(body: &[u8]) -> Result<Request<'_>, WireError> {
     }
     let map: RequestMap = decode_exact(body)?;
     match map.op.unwrap_or("go") {
-        "go" => Ok(Request::Go(Ask { limit: map.limit, key: map.key, cost: map.cost.unwrap_or(1) })),
+        "go" => Ok(Request::Go(Ask {
+            limit: map.limit,
+            key: map.key,
+            cost: map.cost.unwrap_or(1),
+            up_to: map.up_to.unwrap_or(false),
+            max_wait_ms: map.max_wait_ms,
+        })),
         "stats" => Ok(Request::Stats),
+        "acquire" => Ok(Request::Acquire(LeaseAsk::from_map(&map))),
+        "heartbeat" => Heartbeat::from_map(&map).map(Request::Heartbeat),
+        "release" => Release::from_map(&map).map(Request::Release),
         other => Err(WireError::UnknownOp(other.to_owned())),
     }
 }
@@ -166,16 +226,24 @@ fn malformed(e: rmp_serde::decode::Error) -> WireError {
 /// The structured reply to "go".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GoReply {
-    /// Whether the caller may go.
+    /// Whether the caller may go (after `wait_ms`, when present).
     pub ok: bool,
-    /// The limit's max_requests.
+    /// The limit's capacity: max_requests, or a token bucket's burst.
     pub limit: u32,
-    /// Permits left for this key in the current slot.
+    /// Permits a new ask could take now.
     pub remaining: u32,
-    /// When not ok: milliseconds until the next slot, rounded up. 0 when ok.
+    /// When not ok: milliseconds until the ask would fit, rounded up. 0 when ok.
     pub retry_after_ms: u64,
-    /// Milliseconds until the current slot ends, rounded up.
+    /// Milliseconds until the count is whole again (the slot ends, the
+    /// bucket is full), rounded up.
     pub reset_after_ms: u64,
+    /// Permits taken; present when the request had `up_to`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub granted: Option<u32>,
+    /// Milliseconds, rounded up, after which the caller may go; present
+    /// when the request had `max_wait_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u64>,
 }
 
 /// The reply to a request that could not be served.
@@ -206,6 +274,15 @@ pub struct LimitStatsReply {
     pub go: u64,
     pub sorry: u64,
     pub errors: u64,
+    /// "fixed-window", "token-bucket" or "semaphore".
+    #[serde(default)]
+    pub algorithm: String,
+    /// A token bucket's burst; absent for other kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u32>,
+    /// Go that were reservations, and lease acquires that queued.
+    #[serde(default)]
+    pub waited: u64,
 }
 
 /// Appends the MessagePack encoding of `value` (as a map with field names)

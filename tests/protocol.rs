@@ -52,7 +52,18 @@ fn structured_replies_carry_the_numbers_a_caller_plans_with() {
     let mut s = service(10);
     let now = T0 + 100_000_000;
     let first = ask(&mut s, now, Ask::new()).unwrap();
-    assert_eq!(first, GoReply { ok: true, limit: 5, remaining: 4, retry_after_ms: 0, reset_after_ms: 700 });
+    assert_eq!(
+        first,
+        GoReply {
+            ok: true,
+            limit: 5,
+            remaining: 4,
+            retry_after_ms: 0,
+            reset_after_ms: 700,
+            granted: None,
+            wait_ms: None
+        }
+    );
     let big = ask(&mut s, now, Ask::new().cost(4)).unwrap();
     assert_eq!((big.ok, big.remaining), (true, 0));
     let sorry = ask(&mut s, now + 1, Ask::new()).unwrap();
@@ -74,8 +85,8 @@ fn bad_asks_get_error_replies_naming_the_problem() {
     let mut s = service(10);
     for (a, want) in [
         (Ask::new().limit("nope"), "unknown limit \"nope\""),
-        (Ask::new().cost(0), "cost must be at least 1"),
-        (Ask::new().cost(6), "cost 6 is above the limit's max_requests 5"),
+        (Ask::new().max_wait_ms(3_600_001), "max_wait_ms 3600001 is above the most a request may wait, 3600000"),
+        (Ask::new().cost(6), "cost 6 is above the limit's capacity 5"),
     ] {
         assert_eq!(ask(&mut s, 0, a).unwrap_err(), want);
     }

@@ -2,16 +2,34 @@
 //! breaks deployed clients, so it must be deliberate: update the README's
 //! wire contract in the same change.
 
-use locker::wire::{self, Ask, ErrorReply, GoReply, LimitStatsReply, Reply, Request, RequestMap, StatsReply};
+use locker::wire::{
+    self, Ask, ErrorReply, GoReply, LeaseAsk, LeaseReply, LimitStatsReply, Reply, Request, RequestMap, StatsReply,
+};
+
+/// A MessagePack fixstr, written out by hand rather than by the encoder.
+fn fixstr(s: &str) -> Vec<u8> {
+    assert!(s.len() < 32);
+    let mut out = vec![0xa0 | s.len() as u8];
+    out.extend_from_slice(s.as_bytes());
+    out
+}
+
+fn concat(parts: &[&[u8]]) -> Vec<u8> {
+    parts.concat()
+}
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" ")
 }
 
-fn encoded<T: serde::Serialize>(value: &T) -> String {
+fn encoded_bytes<T: serde::Serialize>(value: &T) -> Vec<u8> {
     let mut out = Vec::new();
     wire::encode(value, &mut out);
-    hex(&out)
+    out
+}
+
+fn encoded<T: serde::Serialize>(value: &T) -> String {
+    hex(&encoded_bytes(value))
 }
 
 #[test]
@@ -32,7 +50,7 @@ fn the_readme_request_example_decodes() {
     // {"op": "go", "limit": "api", "key": "user-7"}, as written in the README.
     let bytes = b"\x83\xa2op\xa2go\xa5limit\xa3api\xa3key\xa6user-7";
     assert_eq!(bytes.len(), 28);
-    let want = Ask { limit: Some("api"), key: Some("user-7"), cost: 1 };
+    let want = Ask::new().limit("api").key("user-7");
     assert_eq!(wire::decode_request(bytes), Ok(Request::Go(want)));
 }
 
@@ -56,7 +74,15 @@ fn a_stats_request_is_one_field() {
 
 #[test]
 fn a_go_reply_encodes_as_the_readme_says() {
-    let reply = GoReply { ok: true, limit: 5, remaining: 4, retry_after_ms: 0, reset_after_ms: 700 };
+    let reply = GoReply {
+        ok: true,
+        limit: 5,
+        remaining: 4,
+        retry_after_ms: 0,
+        reset_after_ms: 700,
+        granted: None,
+        wait_ms: None,
+    };
     assert_eq!(
         encoded(&reply),
         "85 a2 6f 6b c3 a5 6c 69 6d 69 74 05 a9 72 65 6d 61 69 6e 69 6e 67 04 \
@@ -74,7 +100,15 @@ fn an_error_reply_is_a_map_with_one_field() {
 #[test]
 fn replies_round_trip_through_the_client_decoder() {
     let mut out = Vec::new();
-    let go = GoReply { ok: false, limit: 1, remaining: 0, retry_after_ms: 9, reset_after_ms: 9 };
+    let go = GoReply {
+        ok: false,
+        limit: 1,
+        remaining: 0,
+        retry_after_ms: 9,
+        reset_after_ms: 9,
+        granted: None,
+        wait_ms: None,
+    };
     wire::encode(&go, &mut out);
     assert_eq!(wire::decode_reply::<GoReply>(&out), Ok(Reply::Answer(go)));
     out.clear();
@@ -120,4 +154,101 @@ fn malformed_structured_requests_are_errors() {
     assert!(
         matches!(wire::decode_request(b"\x82\xa5extra\x91\x91\x01\xa4cost\x02"), Ok(Request::Go(a)) if a.cost == 2)
     );
+}
+
+#[test]
+fn a_reservation_and_batch_request_and_its_reply() {
+    let ask = Ask::new().limit("api").cost(3).up_to().max_wait_ms(500);
+    let expected = concat(&[
+        &[0x85],
+        &fixstr("op"),
+        &fixstr("go"),
+        &fixstr("limit"),
+        &fixstr("api"),
+        &fixstr("cost"),
+        &[3],
+        &fixstr("up_to"),
+        &[0xc3],
+        &fixstr("max_wait_ms"),
+        &[0xcd, 0x01, 0xf4],
+    ]);
+    let bytes = encoded_bytes(&ask.to_map());
+    assert_eq!(bytes, expected);
+    assert_eq!(wire::decode_request(&bytes).unwrap(), Request::Go(ask));
+    let reply = GoReply {
+        ok: true,
+        limit: 5,
+        remaining: 0,
+        retry_after_ms: 0,
+        reset_after_ms: 700,
+        granted: Some(2),
+        wait_ms: Some(300),
+    };
+    let tail = concat(&[&fixstr("granted"), &[2], &fixstr("wait_ms"), &[0xcd, 0x01, 0x2c]]);
+    let bytes = encoded_bytes(&reply);
+    assert_eq!(bytes[0], 0x87);
+    assert!(bytes.ends_with(&tail), "{bytes:02x?}");
+}
+
+#[test]
+fn a_lease_acquire_and_its_reply() {
+    let acquire = LeaseAsk::new("db", 2).ttl_ms(5_000);
+    let expected = concat(&[
+        &[0x84],
+        &fixstr("op"),
+        &fixstr("acquire"),
+        &fixstr("limit"),
+        &fixstr("db"),
+        &fixstr("count"),
+        &[2],
+        &fixstr("ttl_ms"),
+        &[0xcd, 0x13, 0x88],
+    ]);
+    assert_eq!(encoded_bytes(&acquire.to_map()), expected);
+    let reply = LeaseReply {
+        ok: true,
+        lease: Some("00000000000000ab-1".into()),
+        pending: false,
+        limit: 4,
+        remaining: 2,
+        expires_in_ms: 5_000,
+    };
+    let expected = concat(&[
+        &[0x86],
+        &fixstr("ok"),
+        &[0xc3],
+        &fixstr("lease"),
+        &fixstr("00000000000000ab-1"),
+        &fixstr("pending"),
+        &[0xc2],
+        &fixstr("limit"),
+        &[4],
+        &fixstr("remaining"),
+        &[2],
+        &fixstr("expires_in_ms"),
+        &[0xcd, 0x13, 0x88],
+    ]);
+    assert_eq!(encoded_bytes(&reply), expected);
+}
+
+#[test]
+fn heartbeat_and_release_carry_the_lease_and_unknown_fields_are_ignored() {
+    let beat = concat(&[
+        &[0x85],
+        &fixstr("op"),
+        &fixstr("heartbeat"),
+        &fixstr("limit"),
+        &fixstr("db"),
+        &fixstr("lease"),
+        &fixstr("ab-1"),
+        &fixstr("count"),
+        &[2],
+        &fixstr("future"),
+        &[0xc3],
+    ]);
+    let Request::Heartbeat(h) = wire::decode_request(&beat).unwrap() else { panic!("not a heartbeat") };
+    assert_eq!((h.limit, h.lease, h.count, h.ttl_ms), (Some("db"), "ab-1", Some(2), None));
+    let release = concat(&[&[0x82], &fixstr("op"), &fixstr("release"), &fixstr("lease"), &fixstr("ab-1")]);
+    let Request::Release(r) = wire::decode_request(&release).unwrap() else { panic!("not a release") };
+    assert_eq!((r.limit, r.lease), (None, "ab-1"));
 }

@@ -1,8 +1,8 @@
-//! What a limit is: a name and a quota, validated once so that an invalid
-//! limit cannot be represented anywhere else in the program.
+//! What a limit is: a name, a quota and an algorithm, validated once so that
+//! an invalid limit cannot be represented anywhere else in the program.
 //!
 //! This module only describes limits; counting against them lives in
-//! `core::window` and `core::locker`.
+//! `core::window`, `core::bucket`, `core::semaphore` and `core::locker`.
 
 use std::num::{NonZeroU32, NonZeroU64};
 
@@ -29,6 +29,46 @@ pub enum LimitError {
     SlotOutOfRange(f64),
     #[error("a limit name must be 1 to 64 printable characters without spaces, got {0:?}")]
     BadName(String),
+    #[error("burst must be at least 1")]
+    ZeroBurst,
+}
+
+/// How a limit counts. Every kind shares the quota's numbers, read per kind:
+/// - `FixedWindow`: at most max_requests in every slot of in_seconds, slots
+///   aligned to the Unix epoch;
+/// - `TokenBucket`: a bucket of `burst` tokens refilled at max_requests per
+///   in_seconds, computed from elapsed time (GCRA), so grants are spaced
+///   evenly at the steady rate once the burst is spent;
+/// - `Semaphore`: at most max_requests held at once by leases; in_seconds is
+///   the ttl of a lease whose acquire names none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Algorithm {
+    /// Counts in fixed timeslots (the default).
+    #[default]
+    FixedWindow,
+    /// A token bucket holding at most `burst` tokens.
+    TokenBucket {
+        /// The bucket's capacity: the most permits granted at once after a pause.
+        burst: NonZeroU32,
+    },
+    /// A count of concurrent holders, taken by leases.
+    Semaphore,
+}
+
+impl Algorithm {
+    /// A token bucket of `burst` tokens.
+    pub fn token_bucket(burst: u32) -> Result<Algorithm, LimitError> {
+        NonZeroU32::new(burst).map(|burst| Algorithm::TokenBucket { burst }).ok_or(LimitError::ZeroBurst)
+    }
+
+    /// The name used in config files and stats.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Algorithm::FixedWindow => "fixed-window",
+            Algorithm::TokenBucket { .. } => "token-bucket",
+            Algorithm::Semaphore => "semaphore",
+        }
+    }
 }
 
 /// At most `max_requests` go in every slot of `slot` nanoseconds.
@@ -78,21 +118,42 @@ impl Quota {
     }
 }
 
-/// A named quota.
+/// A named quota with the algorithm that enforces it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limit {
     name: String,
     quota: Quota,
+    algorithm: Algorithm,
 }
 
 impl Limit {
-    /// Builds a limit, checking that the name is usable on the wire and in logs.
+    /// Builds a fixed-window limit, checking that the name is usable on the
+    /// wire and in logs.
     pub fn new(name: &str, quota: Quota) -> Result<Limit, LimitError> {
+        Limit::with_algorithm(name, quota, Algorithm::FixedWindow)
+    }
+
+    /// Builds a limit of any kind.
+    pub fn with_algorithm(name: &str, quota: Quota, algorithm: Algorithm) -> Result<Limit, LimitError> {
         let printable = name.chars().all(|c| c.is_ascii_graphic() || (!c.is_ascii() && !c.is_whitespace()));
         if name.is_empty() || name.len() > 64 || !printable {
             return Err(LimitError::BadName(name.to_owned()));
         }
-        Ok(Limit { name: name.to_owned(), quota })
+        Ok(Limit { name: name.to_owned(), quota, algorithm })
+    }
+
+    /// How the limit counts.
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    /// The most permits one ask may take: the burst of a token bucket,
+    /// max_requests otherwise.
+    pub fn capacity(&self) -> u32 {
+        match self.algorithm {
+            Algorithm::TokenBucket { burst } => burst.get(),
+            Algorithm::FixedWindow | Algorithm::Semaphore => self.quota.max_requests(),
+        }
     }
 
     /// The limit's name.
@@ -143,5 +204,15 @@ mod tests {
         assert!(Limit::new("", q).is_err());
         assert!(Limit::new("has space", q).is_err());
         assert!(Limit::new(&"x".repeat(65), q).is_err());
+    }
+
+    #[test]
+    fn capacity_is_the_burst_of_a_bucket_and_max_requests_otherwise() {
+        let q = Quota::new(5, 1.0).unwrap();
+        assert_eq!(Algorithm::token_bucket(0), Err(LimitError::ZeroBurst));
+        let bucket = Limit::with_algorithm("b", q, Algorithm::token_bucket(20).unwrap()).unwrap();
+        assert_eq!(bucket.capacity(), 20);
+        assert_eq!(Limit::with_algorithm("s", q, Algorithm::Semaphore).unwrap().capacity(), 5);
+        assert_eq!(Limit::new("w", q).unwrap().algorithm().name(), "fixed-window");
     }
 }

@@ -4,13 +4,25 @@
 //! This is the pure core the daemon wraps. It takes `now` on every call,
 //! never reads a clock, never logs and never touches a socket, so the same
 //! code can be embedded in a program without a daemon (see
-//! `examples/embedded.rs`) and tested with literal instants.
+//! `examples/embedded.rs`) and tested with literal instants. Asks are checked
+//! here against the limit they name; the counting itself is `core::rule`'s.
 
 use std::collections::HashMap;
 
+use super::ask::{Verdict, Want};
 use super::limit::{Limit, DEFAULT_LIMIT};
-use super::time::Nanos;
-use super::window::{FixedWindow, KeyRoom, NoRoom, Verdict};
+use super::rule::{Rule, TakeError};
+use super::time::{Nanos, NANOS_PER_MS};
+use super::window::KeyRoom;
+
+mod leases;
+
+/// The longest a request may offer to wait (`max_wait_ms`): one hour. Waits
+/// hold counts in future slots or leases in a queue, so they are bounded.
+pub const MAX_WAIT_MS: u64 = 3_600_000;
+
+/// The longest ttl a lease may ask for: one day, like the longest slot.
+pub const MAX_TTL_MS: u64 = 86_400_000;
 
 /// An index into the locker's limits, found once per request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,28 +33,44 @@ pub struct LimitId(usize);
 pub enum AskError {
     #[error("unknown limit {0:?}")]
     UnknownLimit(String),
-    #[error("cost must be at least 1")]
-    ZeroCost,
-    #[error("cost {cost} is above the limit's max_requests {max}")]
+    #[error("cost {cost} is above the limit's capacity {max}")]
     CostAboveMax { cost: u64, max: u32 },
     #[error("too many live keys: the locker holds at most {0} (see --max-keys)")]
     TooManyKeys(usize),
+    #[error("max_wait_ms {0} is above the most a request may wait, {MAX_WAIT_MS}")]
+    WaitTooLong(u64),
+    #[error("limit {0:?} is a semaphore: take it with op \"acquire\"")]
+    IsSemaphore(String),
+    #[error("limit {0:?} is not a semaphore: ask it with op \"go\"")]
+    NotSemaphore(String),
+    #[error("a semaphore has no keys")]
+    KeyOnSemaphore,
+    #[error("count {count} must be from 1 to the semaphore's capacity {max}")]
+    BadCount { count: u64, max: u32 },
+    #[error("ttl_ms {0} must be from 1 to {MAX_TTL_MS}")]
+    BadTtl(u64),
+    #[error("unknown lease {0:?} (expired or released); a heartbeat with its count restores it")]
+    UnknownLease(String),
+    #[error("cannot restore lease {lease:?} of count {count}: only {free} is free")]
+    CannotRestore { lease: String, count: u32, free: u32 },
 }
 
-/// Counters for one limit since start-up.
+/// Counters for one limit since start-up. Reservations count as go, and
+/// also as waited; queued lease acquires count only as waited.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LimitStats {
     pub requests: u64,
     pub go: u64,
     pub sorry: u64,
     pub errors: u64,
+    pub waited: u64,
 }
 
 /// One limit's rules, counts and counters.
 #[derive(Debug)]
 struct Entry {
     limit: Limit,
-    window: FixedWindow,
+    rule: Rule,
     stats: LimitStats,
 }
 
@@ -55,6 +83,8 @@ pub struct Locker {
     max_keys: usize,
     live_keys: usize,
     unattributed_errors: u64,
+    lease_prefix: u64,
+    leases_made: u64,
 }
 
 impl Locker {
@@ -69,6 +99,8 @@ impl Locker {
             max_keys,
             live_keys: 0,
             unattributed_errors: 0,
+            lease_prefix: 0,
+            leases_made: 0,
         };
         for limit in std::iter::once(default).chain(limits) {
             locker.insert(limit);
@@ -77,8 +109,16 @@ impl Locker {
         locker
     }
 
+    /// Starts lease ids with `prefix`. A daemon passes a random number, so
+    /// that ids stay unique across restarts and a heartbeat after a restart
+    /// restores the lease it names rather than one issued since.
+    pub fn with_lease_prefix(mut self, prefix: u64) -> Locker {
+        self.lease_prefix = prefix;
+        self
+    }
+
     fn insert(&mut self, limit: Limit) {
-        let entry = Entry { window: FixedWindow::new(limit.quota()), limit, stats: LimitStats::default() };
+        let entry = Entry { rule: Rule::new(&limit), limit, stats: LimitStats::default() };
         match self.by_name.get(entry.limit.name()) {
             Some(&LimitId(i)) => self.entries[i] = entry,
             None => {
@@ -107,48 +147,102 @@ impl Locker {
         &self.entries[id.0].limit
     }
 
-    /// Asks for `cost` permits of limit `id` for `key` at `now`.
+    /// Asks for `cost` permits of limit `id` for `key` at `now`, now or never.
     pub fn go(&mut self, now: Nanos, id: LimitId, key: Option<&str>, cost: u64) -> Result<Verdict, AskError> {
-        let verdict = self.decide(now, id, key, cost);
+        self.ask(now, id, key, cost, false, 0)
+    }
+
+    /// Asks for `cost` permits (0 peeks) of limit `id` for `key` at `now`:
+    /// all of them, or with `up_to` as many as are available (at least one;
+    /// a cost above the capacity then asks for the capacity);
+    /// with `max_wait_ms`, a reservation the caller may use after `wait`.
+    pub fn ask(
+        &mut self,
+        now: Nanos,
+        id: LimitId,
+        key: Option<&str>,
+        cost: u64,
+        up_to: bool,
+        max_wait_ms: u64,
+    ) -> Result<Verdict, AskError> {
+        let verdict = self.decide(now, id, key, cost, up_to, max_wait_ms);
         let stats = &mut self.entries[id.0].stats;
         stats.requests += 1;
         match &verdict {
-            Ok(v) if v.go => stats.go += 1,
+            Ok(v) if v.go => {
+                stats.go += 1;
+                stats.waited += u64::from(v.wait > 0);
+            }
             Ok(_) => stats.sorry += 1,
             Err(_) => stats.errors += 1,
         }
         verdict
     }
 
-    fn decide(&mut self, now: Nanos, id: LimitId, key: Option<&str>, cost: u64) -> Result<Verdict, AskError> {
-        let max = self.entries[id.0].limit.quota().max_requests();
-        let cost = match cost {
-            0 => return Err(AskError::ZeroCost),
-            c if c > u64::from(max) => return Err(AskError::CostAboveMax { cost: c, max }),
-            c => c as u32,
+    fn decide(
+        &mut self,
+        now: Nanos,
+        id: LimitId,
+        key: Option<&str>,
+        cost: u64,
+        up_to: bool,
+        max_wait_ms: u64,
+    ) -> Result<Verdict, AskError> {
+        let max = self.entries[id.0].limit.capacity();
+        // "As many as you can, up to n" has a sensible answer for any n.
+        let cost = if up_to { cost.min(u64::from(max)) } else { cost };
+        let cost = match u32::try_from(cost) {
+            Ok(c) if c <= max => c,
+            _ => return Err(AskError::CostAboveMax { cost, max }),
         };
-        self.live_keys -= self.entries[id.0].window.advance(now);
-        if self.live_keys >= self.max_keys {
-            self.drop_stale(now);
+        if max_wait_ms > MAX_WAIT_MS {
+            return Err(AskError::WaitTooLong(max_wait_ms));
         }
-        let room = if self.live_keys < self.max_keys { KeyRoom::Free } else { KeyRoom::Full };
-        let entry = &mut self.entries[id.0];
-        let new_key = key.is_some_and(|k| !entry.window.has_key(k));
-        match entry.window.take(now, key, cost, room) {
-            Ok(v) => {
-                self.live_keys += usize::from(new_key);
-                Ok(v)
-            }
-            Err(NoRoom) => Err(AskError::TooManyKeys(self.max_keys)),
+        let want = Want { cost, up_to, max_wait: max_wait_ms * NANOS_PER_MS };
+        match self.counted(now, id, |rule, room| rule.take(now, key, want, room)) {
+            Ok(v) => Ok(v),
+            Err(TakeError::NoRoom) => Err(AskError::TooManyKeys(self.max_keys)),
+            Err(TakeError::Semaphore) => Err(AskError::IsSemaphore(self.entries[id.0].limit.name().to_owned())),
         }
     }
 
-    /// Drops the keys of every limit whose slot has ended, not just the one
-    /// being asked, so that a limit nobody asks any more does not hold key
-    /// room that another limit needs. Runs only when the key table is full.
+    /// Brings limit `id` up to `now`, runs `f` on its rule with the room
+    /// left for new keys, and keeps the live-key count in step.
+    fn counted<T>(&mut self, now: Nanos, id: LimitId, f: impl FnOnce(&mut Rule, KeyRoom) -> T) -> T {
+        if self.live_keys >= self.max_keys {
+            self.drop_stale(now);
+        }
+        let rule = &mut self.entries[id.0].rule;
+        let others = self.live_keys - rule.live_keys();
+        rule.advance(now);
+        let room = if others + rule.live_keys() < self.max_keys { KeyRoom::Free } else { KeyRoom::Full };
+        let out = f(rule, room);
+        self.live_keys = others + rule.live_keys();
+        out
+    }
+
+    /// Brings every limit up to `now`, not just the one being asked, so that
+    /// a limit nobody asks any more does not hold key room that another limit
+    /// needs. Runs only when the key table is full.
     fn drop_stale(&mut self, now: Nanos) {
         for entry in &mut self.entries {
-            self.live_keys -= entry.window.advance(now);
+            entry.rule.advance(now);
+        }
+        self.live_keys = self.entries.iter().map(|e| e.rule.live_keys()).sum();
+    }
+
+    /// When the locker next needs `expire` without a request: the soonest
+    /// lease expiry or end of a wait over all semaphores.
+    pub fn next_deadline(&self) -> Option<Nanos> {
+        self.entries.iter().filter_map(|e| e.rule.next_deadline()).min()
+    }
+
+    /// Frees every lease due by `now` and grants waiters what that frees.
+    pub fn expire(&mut self, now: Nanos) {
+        for i in 0..self.entries.len() {
+            if self.entries[i].rule.next_deadline().is_some_and(|d| d <= now) {
+                self.counted(now, LimitId(i), |_, _| ());
+            }
         }
     }
 
@@ -174,7 +268,8 @@ impl Locker {
         self.unattributed_errors
     }
 
-    /// Keys with a count in their limit's current slot. Keys of a slot that
+    /// Keys with a count in their limit's current slot or a reservation,
+    /// keys whose token bucket is not full, and leases. Keys of a slot that
     /// has ended are dropped the next time their limit is asked.
     pub fn live_keys(&self) -> usize {
         self.live_keys
@@ -218,10 +313,20 @@ mod tests {
         let mut l = locker(10);
         let api = l.find(Some("api")).unwrap();
         assert_eq!(l.find(Some("nope")), Err(AskError::UnknownLimit("nope".into())));
-        assert_eq!(l.go(0, api, None, 0), Err(AskError::ZeroCost));
         assert_eq!(l.go(0, api, None, 6), Err(AskError::CostAboveMax { cost: 6, max: 5 }));
+        assert_eq!(l.ask(0, api, None, 1, false, MAX_WAIT_MS + 1), Err(AskError::WaitTooLong(MAX_WAIT_MS + 1)));
         let stats: Vec<_> = l.stats().map(|(lim, s)| (lim.name().to_owned(), s)).collect();
-        assert_eq!(stats[1].1, LimitStats { requests: 2, go: 0, sorry: 0, errors: 2 });
+        assert_eq!(stats[1].1, LimitStats { requests: 2, go: 0, sorry: 0, errors: 2, waited: 0 });
+    }
+
+    #[test]
+    fn a_full_key_table_reclaims_keys_of_limits_nobody_asks_any_more() {
+        let mut l = locker(1);
+        let (default, api) = (l.find(None).unwrap(), l.find(Some("api")).unwrap());
+        assert!(l.go(0, default, Some("a"), 1).is_ok());
+        // The default limit's slot (1 s) has ended; nobody asks it again.
+        assert!(l.go(1_600_000_000, api, Some("b"), 1).unwrap().go);
+        assert_eq!(l.live_keys(), 1);
     }
 
     #[test]
@@ -234,16 +339,6 @@ mod tests {
         assert!(l.go(0, api, Some("a"), 1).is_ok(), "existing keys still count");
         assert_eq!(l.live_keys(), 2);
         assert!(l.go(800_000_000, api, Some("c"), 1).unwrap().go, "a new slot frees the table");
-        assert_eq!(l.live_keys(), 1);
-    }
-
-    #[test]
-    fn a_full_key_table_reclaims_keys_of_limits_nobody_asks_any_more() {
-        let mut l = locker(1);
-        let (default, api) = (l.find(None).unwrap(), l.find(Some("api")).unwrap());
-        assert!(l.go(0, default, Some("a"), 1).is_ok());
-        // The default limit's slot (1 s) has ended; nobody asks it again.
-        assert!(l.go(1_600_000_000, api, Some("b"), 1).unwrap().go);
         assert_eq!(l.live_keys(), 1);
     }
 

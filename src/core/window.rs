@@ -1,39 +1,36 @@
-//! The fixed-timeslot counter: one count per key for the current slot.
+//! The fixed-timeslot counter: one count per key for the current slot, and
+//! for keys with reservations, counts for the next few slots.
 //!
 //! Every key of a limit shares the limit's slot boundaries, so when the slot
-//! changes every count is stale at once and the whole map is cleared in one
-//! step. A key whose slot has ended therefore costs nothing: there is no
-//! per-key expiry to track and no sweep. This module knows nothing of names,
+//! changes every current count is stale at once and the whole map is cleared
+//! in one step. A key whose slot has ended therefore costs nothing: there is
+//! no per-key expiry to track and no sweep. Reservations (asks that may wait)
+//! count against the first future slot they fit in; only keys holding one
+//! live in the `ahead` map, so the plain go path never touches it. Slots
+//! ahead are only opened when the one before is full, so a key holds at most
+//! one future count per reservation. This module knows nothing of names,
 //! sockets or clocks.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
+pub use super::ask::Verdict;
+use super::ask::Want;
 use super::limit::Quota;
 use super::time::Nanos;
 
-/// The answer to one ask: go or sorry, and the numbers a caller needs to
-/// plan its next ask. "Sorry" is a value, not an error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Verdict {
-    /// Whether the caller may go.
-    pub go: bool,
-    /// The limit's max_requests.
-    pub limit: u32,
-    /// Permits left for this key in the current slot after this ask.
-    pub remaining: u32,
-    /// When not go: nanoseconds until the next slot starts. Zero on go.
-    pub retry_after: Nanos,
-    /// Nanoseconds until the current slot ends.
-    pub reset_after: Nanos,
-}
-
-/// Counts for one limit within its current slot.
+/// Counts for one limit within its current slot, and reserved counts for
+/// the slots after it.
 #[derive(Debug)]
 pub struct FixedWindow {
     quota: Quota,
     slot: u64,
     unkeyed: u32,
     keys: HashMap<Box<str>, u32>,
+    /// Counts of slot+1, slot+2, ... for the unkeyed count.
+    unkeyed_ahead: VecDeque<u32>,
+    /// Counts of slot+1, slot+2, ... for keys with reservations. Every key
+    /// here is also in `keys` (maybe with 0), so `keys` alone counts live keys.
+    ahead: HashMap<Box<str>, VecDeque<u32>>,
 }
 
 /// What a take needs from the caller when it must add a new key.
@@ -48,10 +45,23 @@ pub enum KeyRoom {
 #[derive(Debug, PartialEq, Eq)]
 pub struct NoRoom;
 
+/// Where an ask lands: `index` slots after the current one, `granted` permits.
+struct Plan {
+    index: usize,
+    granted: u32,
+}
+
 impl FixedWindow {
     /// An empty window for `quota`.
     pub fn new(quota: Quota) -> FixedWindow {
-        FixedWindow { quota, slot: 0, unkeyed: 0, keys: HashMap::new() }
+        FixedWindow {
+            quota,
+            slot: 0,
+            unkeyed: 0,
+            keys: HashMap::new(),
+            unkeyed_ahead: VecDeque::new(),
+            ahead: HashMap::new(),
+        }
     }
 
     /// The quota this window enforces.
@@ -59,7 +69,7 @@ impl FixedWindow {
         self.quota
     }
 
-    /// Live keys: keys with a count in the current slot.
+    /// Live keys: keys with a count in the current slot or a reservation.
     pub fn live_keys(&self) -> usize {
         self.keys.len()
     }
@@ -73,20 +83,87 @@ impl FixedWindow {
         if slot <= self.slot {
             return 0;
         }
+        let steps = slot - self.slot;
         self.slot = slot;
-        self.unkeyed = 0;
-        let dropped = self.keys.len();
+        self.unkeyed = roll(&mut self.unkeyed_ahead, steps);
+        let before = self.keys.len();
         self.keys.clear();
-        dropped
+        if !self.ahead.is_empty() {
+            self.roll_reservations(steps);
+        }
+        before - self.keys.len()
     }
 
-    /// Takes `cost` permits for `key` (or for the limit's unkeyed count) if
-    /// they all fit in the current slot; otherwise takes nothing and answers
-    /// sorry. Call `advance` first. `cost` must be at least 1 and at most
-    /// max_requests; the caller checks.
-    pub fn take(&mut self, now: Nanos, key: Option<&str>, cost: u32, room: KeyRoom) -> Result<Verdict, NoRoom> {
+    /// Brings reserved counts forward by `steps` slots into the current one.
+    fn roll_reservations(&mut self, steps: u64) {
+        for (key, mut counts) in std::mem::take(&mut self.ahead) {
+            let current = roll(&mut counts, steps);
+            if current > 0 || !counts.is_empty() {
+                self.keys.insert(key.clone(), current);
+            }
+            if !counts.is_empty() {
+                self.ahead.insert(key, counts);
+            }
+        }
+    }
+
+    /// Takes permits for `key` (or for the limit's unkeyed count) as `want`
+    /// says; otherwise takes nothing and answers sorry. Call `advance` first.
+    /// `want.cost` must be at most max_requests; the caller checks.
+    ///
+    /// Arrival order: an ask never lands before the last slot holding a
+    /// reservation for the same key, so later asks never go before earlier
+    /// ones, and a large ask is never overtaken by small ones.
+    pub fn take(&mut self, now: Nanos, key: Option<&str>, want: Want, room: KeyRoom) -> Result<Verdict, NoRoom> {
         let max = self.quota.max_requests();
-        let count = match key {
+        let (current, ahead) = self.counts(key);
+        let queued = ahead.map_or(0, VecDeque::len);
+        let free_now = if queued == 0 { max - current } else { 0 };
+        let reset_after = self.quota.slot_end(self.slot).saturating_sub(now);
+        let mut v =
+            Verdict { go: false, limit: max, remaining: free_now, retry_after: 0, reset_after, granted: 0, wait: 0 };
+        if want.cost == 0 {
+            // A peek: would one permit go now, and if not, when?
+            let one = plan(current, ahead, max, Want::now(1));
+            v.go = one.index == 0;
+            v.retry_after = self.wait_for(now, one.index);
+            return Ok(v);
+        }
+        let plan = plan(current, ahead, max, want);
+        let wait = self.wait_for(now, plan.index);
+        if wait > want.max_wait {
+            v.retry_after = wait;
+            return Ok(v);
+        }
+        self.add(key, plan.index, plan.granted, room)?;
+        v.go = true;
+        v.granted = plan.granted;
+        v.wait = wait;
+        v.remaining = if plan.index == 0 { free_now - plan.granted } else { 0 };
+        Ok(v)
+    }
+
+    /// Nanoseconds from `now` until the slot `index` after the current one starts.
+    fn wait_for(&self, now: Nanos, index: usize) -> Nanos {
+        match index {
+            0 => 0,
+            i => self.quota.slot_end(self.slot + i as u64 - 1).saturating_sub(now),
+        }
+    }
+
+    fn counts(&self, key: Option<&str>) -> (u32, Option<&VecDeque<u32>>) {
+        match key {
+            None => (self.unkeyed, Some(&self.unkeyed_ahead).filter(|a| !a.is_empty())),
+            // The second lookup only happens while some key holds a reservation.
+            Some(k) => {
+                (self.keys.get(k).copied().unwrap_or(0), if self.ahead.is_empty() { None } else { self.ahead.get(k) })
+            }
+        }
+    }
+
+    /// Adds `n` permits to the count `index` slots after the current one.
+    fn add(&mut self, key: Option<&str>, index: usize, n: u32, room: KeyRoom) -> Result<(), NoRoom> {
+        let current = match key {
             None => &mut self.unkeyed,
             Some(k) => match self.keys.get_mut(k) {
                 Some(c) => c,
@@ -96,96 +173,56 @@ impl FixedWindow {
                 },
             },
         };
-        let go = max - *count >= cost;
-        if go {
-            *count += cost;
+        if index == 0 {
+            *current += n;
+            return Ok(());
         }
-        let remaining = max - *count;
-        let reset_after = self.quota.slot_end(self.slot).saturating_sub(now);
-        let retry_after = if go { 0 } else { reset_after };
-        Ok(Verdict { go, limit: max, remaining, retry_after, reset_after })
+        let ahead = match key {
+            None => &mut self.unkeyed_ahead,
+            Some(k) => self.ahead.entry(k.into()).or_default(),
+        };
+        if ahead.len() < index {
+            ahead.resize(index, 0);
+        }
+        ahead[index - 1] += n;
+        Ok(())
     }
 
-    /// Whether `key` already has a count in the current slot.
+    /// Whether `key` already has a count in the current slot or a reservation.
     pub fn has_key(&self, key: &str) -> bool {
         self.keys.contains_key(key)
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn window(max: u32, secs: f64) -> FixedWindow {
-        FixedWindow::new(Quota::new(max, secs).unwrap())
-    }
-
-    fn take(w: &mut FixedWindow, now: Nanos, key: Option<&str>) -> Verdict {
-        w.advance(now);
-        w.take(now, key, 1, KeyRoom::Free).unwrap()
-    }
-
-    #[test]
-    fn grants_max_requests_then_sorry_until_the_slot_ends() {
-        let mut w = window(5, 0.8);
-        let t0 = 8_000_000_000; // the start of slot 10
-        for i in 0..5 {
-            let v = take(&mut w, t0 + i, None);
-            assert!(v.go, "ask {i} should go");
-            assert_eq!(v.remaining, 4 - i as u32);
-            assert_eq!(v.retry_after, 0);
-        }
-        let v = take(&mut w, t0 + 100_000_000, None);
-        assert!(!v.go);
-        assert_eq!(v.retry_after, 700_000_000);
-        assert_eq!(v.reset_after, 700_000_000);
-        assert!(take(&mut w, t0 + 800_000_000, None).go, "the next slot frees the count");
-    }
-
-    #[test]
-    fn each_key_has_its_own_count() {
-        let mut w = window(1, 1.0);
-        assert!(take(&mut w, 0, Some("a")).go);
-        assert!(!take(&mut w, 1, Some("a")).go);
-        assert!(take(&mut w, 2, Some("b")).go);
-        assert!(take(&mut w, 3, None).go);
-        assert_eq!(w.live_keys(), 2);
-    }
-
-    #[test]
-    fn a_new_slot_drops_every_key() {
-        let mut w = window(1, 1.0);
-        take(&mut w, 0, Some("a"));
-        take(&mut w, 0, Some("b"));
-        assert_eq!(w.advance(1_000_000_000), 2);
-        assert_eq!(w.live_keys(), 0);
-    }
-
-    #[test]
-    fn a_cost_that_does_not_fit_takes_nothing() {
-        let mut w = window(5, 1.0);
-        w.advance(0);
-        assert!(w.take(0, None, 3, KeyRoom::Free).unwrap().go);
-        let v = w.take(0, None, 3, KeyRoom::Free).unwrap();
-        assert!(!v.go);
-        assert_eq!(v.remaining, 2);
-        assert!(w.take(0, None, 2, KeyRoom::Free).unwrap().go);
-    }
-
-    #[test]
-    fn a_full_key_table_refuses_only_new_keys() {
-        let mut w = window(2, 1.0);
-        w.advance(0);
-        w.take(0, Some("a"), 1, KeyRoom::Free).unwrap();
-        assert!(w.take(0, Some("a"), 1, KeyRoom::Full).unwrap().go);
-        assert_eq!(w.take(0, Some("b"), 1, KeyRoom::Full), Err(NoRoom));
-        assert!(w.take(0, None, 1, KeyRoom::Full).unwrap().go);
-    }
-
-    #[test]
-    fn time_running_backwards_counts_in_the_current_slot() {
-        let mut w = window(1, 1.0);
-        assert!(take(&mut w, 5_000_000_000, None).go);
-        assert!(!take(&mut w, 4_000_000_000, None).go);
+/// Where `want` lands for a key with `current` permits taken and `ahead`
+/// reserved: in the last slot holding a reservation if it fits there, else in
+/// the slot after it, which is empty (cost never exceeds max).
+fn plan(current: u32, ahead: Option<&VecDeque<u32>>, max: u32, want: Want) -> Plan {
+    let last = ahead.map_or(0, VecDeque::len);
+    let taken = match ahead.and_then(VecDeque::back) {
+        Some(&n) => n,
+        None => current,
+    };
+    let room = max - taken;
+    if room >= want.need() {
+        Plan { index: last, granted: want.grant(room) }
+    } else {
+        Plan { index: last + 1, granted: want.grant(max) }
     }
 }
+
+/// Moves `counts` (of the slots after the current one) forward by `steps`
+/// slots and returns the count of the new current slot.
+fn roll(counts: &mut VecDeque<u32>, steps: u64) -> u32 {
+    let steps = usize::try_from(steps).unwrap_or(usize::MAX);
+    if steps > counts.len() {
+        counts.clear();
+        return 0;
+    }
+    counts.drain(..steps - 1);
+    counts.pop_front().unwrap_or(0)
+}
+
+#[cfg(test)]
+#[path = "window_tests.rs"]
+mod tests;

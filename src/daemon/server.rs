@@ -58,7 +58,8 @@ impl Server {
             .get_last_endpoint()
             .map_err(zmq_err("reading the bound endpoint"))?
             .unwrap_or_else(|raw| String::from_utf8_lossy(&raw).into_owned());
-        let locker = Locker::new(config.default.clone(), config.limits.clone(), config.max_keys);
+        let locker = Locker::new(config.default.clone(), config.limits.clone(), config.max_keys)
+            .with_lease_prefix(lease_prefix());
         Ok(Server { rep, _ctx: ctx, endpoint, service: Service::new(locker), clock: Clock::start() })
     }
 
@@ -134,4 +135,17 @@ impl Server {
         }
         Ok(parts)
     }
+}
+
+/// A number unlikely to repeat between runs, to start lease ids with: a
+/// lease issued before a restart must never collide with one issued after
+/// it, or a restoring heartbeat could take over someone else's lease.
+/// `RandomState` is seeded randomly per process; the pid and the time make a
+/// repeat across restarts even less likely.
+fn lease_prefix() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+    h.finish()
 }

@@ -10,6 +10,9 @@ mod ask;
 mod failover;
 /// Hostile input: malformed, empty, multi-part, oversized and random messages.
 mod hostile;
+/// The kinds of limits: a token-bucket and fixed-window reservation, a lease
+/// that expires on time, a lease restored after a restart, the lease guard.
+mod kinds;
 /// The daemon's lifecycle: the endpoint line, and a clean stop on signals.
 mod lifecycle;
 /// The seed's own Python client, unchanged.

@@ -1,0 +1,140 @@
+//! Waiting for a semaphore lease, and `Lease`, the guard that keeps one.
+//!
+//! A queued acquire is answered "pending" at once (the locker's REP loop
+//! never blocks); the client then polls with heartbeats until the lease is
+//! held or the wait ends. A held lease is kept by a thread with its own
+//! socket (ZeroMQ sockets are not shared between threads) that heartbeats
+//! every third of the ttl, carrying the lease's count so that a locker that
+//! restarted restores it, and releases it when the guard is dropped.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tracing::debug;
+
+use super::{Client, ClientError};
+use crate::wire::{Heartbeat, LeaseAsk, LeaseReply, Release};
+
+/// The first pause between polls of a pending lease; it doubles up to `MAX_POLL`.
+const FIRST_POLL: Duration = Duration::from_millis(2);
+/// The longest pause between polls of a pending lease.
+const MAX_POLL: Duration = Duration::from_millis(50);
+
+impl Client {
+    /// Acquires a lease and, while it is pending, polls until it is held or
+    /// the wait (`max_wait_ms`) ends. Returns the last reply: `ok` when held.
+    pub fn wait_for_lease(&mut self, ask: &LeaseAsk) -> Result<LeaseReply, ClientError> {
+        let mut reply = self.acquire_lease(ask)?;
+        let deadline = Instant::now() + Duration::from_millis(reply.expires_in_ms);
+        let mut pause = FIRST_POLL;
+        while reply.pending {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            std::thread::sleep(pause.min(left));
+            pause = (pause * 2).min(MAX_POLL);
+            let lease = reply.lease.clone().unwrap_or_default();
+            reply = self.heartbeat(&Heartbeat { limit: ask.limit, lease: &lease, ttl_ms: ask.ttl_ms, count: None })?;
+        }
+        Ok(reply)
+    }
+
+    /// Takes a lease and keeps it alive until the returned guard is dropped;
+    /// `None` when the count was not free within `max_wait_ms`.
+    pub fn lease(&mut self, ask: &LeaseAsk) -> Result<Option<Lease>, ClientError> {
+        let reply = self.wait_for_lease(ask)?;
+        match reply.lease {
+            Some(id) if reply.ok => {
+                let ttl_ms = ask.ttl_ms.unwrap_or(reply.expires_in_ms).max(1);
+                Ok(Some(Lease::keep(self.sibling(), ask.limit.map(str::to_owned), id, ask.count, ttl_ms)))
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+/// A held semaphore lease, heartbeated in the background and released on drop.
+pub struct Lease {
+    id: String,
+    held: Arc<AtomicBool>,
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// What the heartbeat thread needs to keep and free one lease.
+struct Keeper {
+    client: Client,
+    limit: Option<String>,
+    id: String,
+    count: u64,
+    ttl_ms: u64,
+    held: Arc<AtomicBool>,
+}
+
+impl Lease {
+    fn keep(client: Client, limit: Option<String>, id: String, count: u64, ttl_ms: u64) -> Lease {
+        let held = Arc::new(AtomicBool::new(true));
+        let (stop, stopped) = mpsc::channel();
+        let keeper = Keeper { client, limit, id: id.clone(), count, ttl_ms, held: Arc::clone(&held) };
+        let thread = std::thread::spawn(move || keeper.run(stopped));
+        Lease { id, held, stop: Some(stop), thread: Some(thread) }
+    }
+
+    /// The lease's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// False once a locker refused a heartbeat (the lease expired and could
+    /// not be restored): the count is then no longer held.
+    pub fn is_held(&self) -> bool {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// Releases the lease now (dropping the guard does the same).
+    pub fn release(self) {}
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        // Closing the channel wakes the keeper, which releases and exits.
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Keeper {
+    fn run(mut self, stopped: mpsc::Receiver<()>) {
+        let every = Duration::from_millis(self.ttl_ms / 3).max(Duration::from_millis(1));
+        while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
+            self.beat();
+        }
+        let release = Release { limit: self.limit.as_deref(), lease: &self.id };
+        if let Err(e) = self.client.release(&release) {
+            debug!(lease = %self.id, error = %e, "release failed; the lease will expire");
+        }
+    }
+
+    fn beat(&mut self) {
+        let beat = Heartbeat {
+            limit: self.limit.as_deref(),
+            lease: &self.id,
+            ttl_ms: Some(self.ttl_ms),
+            count: Some(self.count),
+        };
+        match self.client.heartbeat(&beat) {
+            Ok(reply) => self.held.store(reply.ok, Ordering::Relaxed),
+            Err(ClientError::Refused(why)) => {
+                debug!(lease = %self.id, %why, "heartbeat refused");
+                self.held.store(false, Ordering::Relaxed);
+            }
+            // No answer: try again next time; the lease lives until its ttl.
+            Err(e) => debug!(lease = %self.id, error = %e, "heartbeat failed"),
+        }
+    }
+}

@@ -1,0 +1,258 @@
+//! The token bucket, as GCRA: per key, one theoretical arrival time (TAT).
+//!
+//! A bucket of `burst` tokens refills at one token per `interval`
+//! nanoseconds. Instead of a token count and a refill timer it keeps the
+//! instant the bucket would be full again (the TAT): the tokens available at
+//! `now` are `(burst * interval - (TAT - now)) / interval`, so refill is
+//! computed from elapsed time to the nanosecond and no thread ever runs.
+//! Taking n tokens moves the TAT n intervals later; a reservation moves it
+//! past `now + burst * interval`, which makes every later ask wait behind it,
+//! so reservations are served in arrival order. A key whose TAT has passed
+//! holds a full bucket, exactly like a key never seen, so such keys are
+//! dropped by a sweep at most once a refill period (and at least once a
+//! second). This module knows nothing of names, sockets or clocks.
+
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+
+use super::ask::{Verdict, Want};
+use super::limit::Quota;
+use super::time::{Nanos, NANOS_PER_SEC};
+use super::window::{KeyRoom, NoRoom};
+
+/// Token buckets for every key of one limit.
+#[derive(Debug)]
+pub struct Bucket {
+    /// Nanoseconds per token, rounded up so the rate is never above the quota's.
+    interval: Nanos,
+    burst: u32,
+    /// `burst * interval`: how far ahead of `now` a TAT may be with tokens left.
+    depth: Nanos,
+    unkeyed: Nanos,
+    keys: HashMap<Box<str>, Nanos>,
+    next_sweep: Nanos,
+}
+
+impl Bucket {
+    /// A bucket of `burst` tokens refilled at the quota's max_requests per in_seconds.
+    pub fn new(quota: Quota, burst: NonZeroU32) -> Bucket {
+        let interval = quota.slot_ns().div_ceil(u64::from(quota.max_requests())).max(1);
+        let burst = burst.get();
+        Bucket {
+            interval,
+            burst,
+            depth: interval.saturating_mul(u64::from(burst)),
+            unkeyed: 0,
+            keys: HashMap::new(),
+            next_sweep: 0,
+        }
+    }
+
+    /// Nanoseconds per token at the steady rate.
+    pub fn interval(&self) -> Nanos {
+        self.interval
+    }
+
+    /// Keys whose bucket is not full.
+    pub fn live_keys(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Drops keys whose bucket has refilled, once per refill period at most;
+    /// returns how many were dropped.
+    pub fn advance(&mut self, now: Nanos) -> usize {
+        if now < self.next_sweep {
+            return 0;
+        }
+        self.next_sweep = now.saturating_add(self.depth.max(NANOS_PER_SEC));
+        let before = self.keys.len();
+        self.keys.retain(|_, tat| *tat > now);
+        before - self.keys.len()
+    }
+
+    /// Takes tokens for `key` as `want` says, now or (with `max_wait`) as a
+    /// reservation; otherwise takes nothing and answers sorry. `want.cost`
+    /// must be at most `burst`; the caller checks.
+    pub fn take(&mut self, now: Nanos, key: Option<&str>, want: Want, room: KeyRoom) -> Result<Verdict, NoRoom> {
+        let stored = match key {
+            None => self.unkeyed,
+            Some(k) => self.keys.get(k).copied().unwrap_or(0),
+        };
+        let tat = stored.max(now);
+        let available = self.available(now, tat);
+        let mut v = Verdict {
+            go: false,
+            limit: self.burst,
+            remaining: available,
+            retry_after: 0,
+            reset_after: tat - now,
+            granted: 0,
+            wait: 0,
+        };
+        if want.cost == 0 {
+            v.go = available > 0;
+            v.retry_after = self.wait_for(now, tat, 1);
+            return Ok(v);
+        }
+        let (granted, wait) = if available >= want.need() {
+            (want.grant(available), 0)
+        } else {
+            // At the instant `need` tokens fit, no more than `need` do.
+            (want.need(), self.wait_for(now, tat, want.need()))
+        };
+        if wait > want.max_wait {
+            v.retry_after = wait;
+            return Ok(v);
+        }
+        let tat = tat.saturating_add(self.interval.saturating_mul(u64::from(granted)));
+        self.store(key, tat, room)?;
+        v.go = true;
+        v.granted = granted;
+        v.wait = wait;
+        v.remaining = self.available(now, tat);
+        v.reset_after = tat - now;
+        Ok(v)
+    }
+
+    /// Adds `n` tokens taken elsewhere (by a peer) to `key`'s bucket, so that
+    /// consumption counted on several lockers adds up here.
+    pub fn absorb(&mut self, now: Nanos, key: Option<&str>, n: u32) {
+        let add = self.interval.saturating_mul(u64::from(n));
+        let tat = match key {
+            None => &mut self.unkeyed,
+            Some(k) => self.keys.entry(k.into()).or_insert(0),
+        };
+        *tat = (*tat).max(now).saturating_add(add);
+    }
+
+    /// Whole tokens available at `now` for a key whose TAT is `tat` (>= now).
+    fn available(&self, now: Nanos, tat: Nanos) -> u32 {
+        let slack = self.depth.saturating_sub(tat - now);
+        (slack / self.interval) as u32
+    }
+
+    /// Nanoseconds from `now` until `n` tokens are available.
+    fn wait_for(&self, now: Nanos, tat: Nanos, n: u32) -> Nanos {
+        let needed = tat.saturating_add(self.interval.saturating_mul(u64::from(n)));
+        needed.saturating_sub(self.depth).saturating_sub(now)
+    }
+
+    fn store(&mut self, key: Option<&str>, tat: Nanos, room: KeyRoom) -> Result<(), NoRoom> {
+        match key {
+            None => self.unkeyed = tat,
+            Some(k) => match self.keys.get_mut(k) {
+                Some(t) => *t = tat,
+                None => match room {
+                    KeyRoom::Free => {
+                        self.keys.insert(k.into(), tat);
+                    }
+                    KeyRoom::Full => return Err(NoRoom),
+                },
+            },
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Nanos = 1_000_000;
+
+    /// 10 per second (one token per 100 ms), burst 3.
+    fn bucket() -> Bucket {
+        Bucket::new(Quota::new(10, 1.0).unwrap(), NonZeroU32::new(3).unwrap())
+    }
+
+    fn ask(b: &mut Bucket, now: Nanos, want: Want) -> Verdict {
+        b.advance(now);
+        b.take(now, Some("k"), want, KeyRoom::Free).unwrap()
+    }
+
+    #[test]
+    fn a_burst_then_one_token_per_interval() {
+        let mut b = bucket();
+        let t = 1_000 * MS;
+        for left in [2, 1, 0] {
+            let v = ask(&mut b, t, Want::now(1));
+            assert!(v.go);
+            assert_eq!(v.remaining, left);
+        }
+        let v = ask(&mut b, t, Want::now(1));
+        assert!(!v.go);
+        assert_eq!(v.retry_after, 100 * MS);
+        assert!(!ask(&mut b, t + 100 * MS - 1, Want::now(1)).go, "a nanosecond early");
+        assert!(ask(&mut b, t + 100 * MS, Want::now(1)).go);
+        assert!(!ask(&mut b, t + 150 * MS, Want::now(1)).go);
+        let later = ask(&mut b, t + 10_000 * MS, Want::now(3));
+        assert!(later.go, "a long pause refills only up to burst");
+        assert!(!ask(&mut b, t + 10_000 * MS, Want::now(1)).go);
+    }
+
+    #[test]
+    fn reservations_are_spaced_at_the_steady_rate_in_arrival_order() {
+        let mut b = bucket();
+        let t = 1_000 * MS;
+        ask(&mut b, t, Want::now(3));
+        let patient = Want { cost: 1, up_to: false, max_wait: 250 * MS };
+        assert_eq!(ask(&mut b, t, patient).wait, 100 * MS);
+        assert_eq!(ask(&mut b, t, patient).wait, 200 * MS);
+        let v = ask(&mut b, t, patient);
+        assert!(!v.go, "the next token comes after 300 ms");
+        assert_eq!(v.retry_after, 300 * MS);
+        assert!(!ask(&mut b, t + 150 * MS, Want::now(1)).go, "no jumping ahead of reservations");
+    }
+
+    #[test]
+    fn up_to_takes_what_is_there_and_zero_peeks() {
+        let mut b = bucket();
+        let batch = Want { cost: 3, up_to: true, max_wait: 0 };
+        assert_eq!(ask(&mut b, 0, Want::now(2)).remaining, 1);
+        let v = ask(&mut b, 0, batch);
+        assert_eq!((v.go, v.granted, v.remaining), (true, 1, 0));
+        let peek = ask(&mut b, 0, Want::now(0));
+        assert!(!peek.go);
+        assert_eq!((peek.granted, peek.retry_after), (0, 100 * MS));
+        assert_eq!(ask(&mut b, 200 * MS, batch).granted, 2);
+    }
+
+    #[test]
+    fn full_buckets_are_swept_and_absorb_counts_remote_takes() {
+        let mut b = bucket();
+        ask(&mut b, 0, Want::now(1));
+        assert_eq!(b.live_keys(), 1);
+        assert_eq!(b.advance(2_000 * MS), 1);
+        b.absorb(3_000 * MS, Some("k"), 3);
+        assert!(!ask(&mut b, 3_000 * MS, Want::now(1)).go, "a peer took the burst");
+    }
+
+    proptest::proptest! {
+        /// In any span of time the bucket grants at most burst + rate x span,
+        /// counting reservations at the instant they may go.
+        #[test]
+        fn never_grants_more_than_burst_plus_rate_times_elapsed(
+            asks in proptest::collection::vec((0u64..150, 0u32..=3, 0u64..400, proptest::bool::ANY), 1..80),
+        ) {
+            let mut b = bucket();
+            let mut grants = Vec::new();
+            let mut now = 0;
+            for (gap_ms, cost, wait_ms, up_to) in asks {
+                now += gap_ms * MS;
+                let v = ask(&mut b, now, Want { cost, up_to, max_wait: wait_ms * MS });
+                if v.granted > 0 {
+                    grants.push((now + v.wait, v.granted));
+                }
+            }
+            grants.sort();
+            for (i, &(start, _)) in grants.iter().enumerate() {
+                let mut taken = 0;
+                for &(at, n) in &grants[i..] {
+                    taken += u64::from(n);
+                    // 10 per second: span / 100 ms tokens, plus the burst of 3.
+                    proptest::prop_assert!(taken <= 3 + (at - start) / (100 * MS), "{} by {}", taken, at - start);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! One limit's counting state, whichever kind it is: the dispatch from a
+//! limit's algorithm to `FixedWindow`, `Bucket` or `Semaphore`.
+//!
+//! It holds no names and no statistics (those live in `core::locker`), and
+//! like the rest of the core it takes `now` and does no I/O.
+
+use super::ask::{Verdict, Want};
+use super::bucket::Bucket;
+use super::limit::{Algorithm, Limit};
+use super::semaphore::Semaphore;
+use super::time::Nanos;
+use super::window::{FixedWindow, KeyRoom, NoRoom};
+
+/// The counting state of one limit.
+#[derive(Debug)]
+pub enum Rule {
+    /// Fixed timeslots.
+    Window(FixedWindow),
+    /// A token bucket per key.
+    Bucket(Bucket),
+    /// Leases on a count of concurrent holders.
+    Semaphore(Semaphore),
+}
+
+/// Why a rule could not take an ask.
+#[derive(Debug, PartialEq, Eq)]
+pub enum TakeError {
+    /// A new key was needed but the key table is full.
+    NoRoom,
+    /// A semaphore is taken with leases, not with asks.
+    Semaphore,
+}
+
+impl From<NoRoom> for TakeError {
+    fn from(_: NoRoom) -> TakeError {
+        TakeError::NoRoom
+    }
+}
+
+impl Rule {
+    /// Empty counts for `limit`.
+    pub fn new(limit: &Limit) -> Rule {
+        match limit.algorithm() {
+            Algorithm::FixedWindow => Rule::Window(FixedWindow::new(limit.quota())),
+            Algorithm::TokenBucket { burst } => Rule::Bucket(Bucket::new(limit.quota(), burst)),
+            Algorithm::Semaphore => Rule::Semaphore(Semaphore::new(limit.capacity())),
+        }
+    }
+
+    /// Brings the state up to `now`; returns how many keys or leases were dropped.
+    pub fn advance(&mut self, now: Nanos) -> usize {
+        match self {
+            Rule::Window(w) => w.advance(now),
+            Rule::Bucket(b) => b.advance(now),
+            Rule::Semaphore(s) => s.advance(now),
+        }
+    }
+
+    /// Keys (or leases) this rule holds, which count against --max-keys.
+    pub fn live_keys(&self) -> usize {
+        match self {
+            Rule::Window(w) => w.live_keys(),
+            Rule::Bucket(b) => b.live_keys(),
+            Rule::Semaphore(s) => s.live_keys(),
+        }
+    }
+
+    /// Answers an ask on a counting rule. Call `advance` first.
+    pub fn take(&mut self, now: Nanos, key: Option<&str>, want: Want, room: KeyRoom) -> Result<Verdict, TakeError> {
+        match self {
+            Rule::Window(w) => Ok(w.take(now, key, want, room)?),
+            Rule::Bucket(b) => Ok(b.take(now, key, want, room)?),
+            Rule::Semaphore(_) => Err(TakeError::Semaphore),
+        }
+    }
+
+    /// The semaphore, if this rule is one.
+    pub fn semaphore(&mut self) -> Option<&mut Semaphore> {
+        match self {
+            Rule::Semaphore(s) => Some(s),
+            Rule::Window(_) | Rule::Bucket(_) => None,
+        }
+    }
+
+    /// When this rule next needs `advance` without a request: a lease
+    /// expiry or the end of a wait. Counting rules never do.
+    pub fn next_deadline(&self) -> Option<Nanos> {
+        match self {
+            Rule::Semaphore(s) => s.next_deadline(),
+            Rule::Window(_) | Rule::Bucket(_) => None,
+        }
+    }
+}

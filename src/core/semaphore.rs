@@ -1,0 +1,219 @@
+//! The semaphore: a count of concurrent holders, taken by leases that expire.
+//!
+//! A lease holds `count` of the capacity until its expiry; a heartbeat moves
+//! the expiry, a release or the expiry frees the count. Expiries are kept in
+//! order, so the next one is the loop's next wake-up (`next_deadline`) and
+//! expiry needs no periodic sweep.
+//!
+//! Waiting: one REP request gets one reply, so an acquire that may wait
+//! (`max_wait`) and cannot be served now becomes a *pending* lease, queued in
+//! arrival order with its own id. Capacity that frees goes to the head of the
+//! queue, and only to the head: a large acquire is never overtaken by small
+//! ones, and an acquire that does not wait is refused while anyone waits. The
+//! holder of a pending lease learns it was granted by sending a heartbeat; a
+//! pending lease that is not granted by its wait deadline is dropped.
+//!
+//! Restore: a heartbeat that carries the lease's count for a lease this
+//! semaphore does not know (after a restart) re-creates it if the count is
+//! free, so a restart cannot double the capacity. This module knows nothing
+//! of names, sockets or clocks.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+
+use super::time::Nanos;
+
+/// What a lease is now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseState {
+    /// Held until `until` unless a heartbeat extends it.
+    Held { until: Nanos },
+    /// Queued; dropped at `until` if not granted by then.
+    Pending { until: Nanos },
+    /// Not granted and not queued.
+    Refused,
+    /// Released by this request.
+    Released,
+    /// This semaphore holds no lease by that id.
+    Unknown,
+}
+
+/// A semaphore's answer, with the numbers a caller may want to show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseVerdict {
+    pub state: LeaseState,
+    /// The semaphore's capacity.
+    pub capacity: u32,
+    /// Capacity neither held nor promised, after this request.
+    pub free: u32,
+}
+
+/// A heartbeat for an unknown lease asked to restore more than is free.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoCapacity {
+    pub free: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Lease {
+    count: u32,
+    ttl: Nanos,
+    until: Nanos,
+    pending: bool,
+}
+
+/// One semaphore and its leases.
+#[derive(Debug)]
+pub struct Semaphore {
+    capacity: u32,
+    held: u32,
+    leases: HashMap<Box<str>, Lease>,
+    /// (expiry or wait deadline, id) for every lease, soonest first.
+    deadlines: BTreeSet<(Nanos, Box<str>)>,
+    /// Pending leases in arrival order.
+    queue: VecDeque<Box<str>>,
+}
+
+impl Semaphore {
+    /// A semaphore with `capacity` (at least 1; the limit guarantees it).
+    pub fn new(capacity: u32) -> Semaphore {
+        Semaphore { capacity, held: 0, leases: HashMap::new(), deadlines: BTreeSet::new(), queue: VecDeque::new() }
+    }
+
+    /// Leases held or pending.
+    pub fn live_keys(&self) -> usize {
+        self.leases.len()
+    }
+
+    /// The next instant a lease expires or a wait ends, if any.
+    pub fn next_deadline(&self) -> Option<Nanos> {
+        self.deadlines.first().map(|(t, _)| *t)
+    }
+
+    /// Held leases as (id, count, expiry), for inspection.
+    pub fn holders(&self) -> impl Iterator<Item = (&str, u32, Nanos)> {
+        self.leases.iter().filter(|(_, l)| !l.pending).map(|(id, l)| (&**id, l.count, l.until))
+    }
+
+    /// Frees every lease due at or before `now` and grants what the queue's
+    /// head can now take. Returns how many leases were dropped.
+    pub fn advance(&mut self, now: Nanos) -> usize {
+        let mut dropped = 0;
+        while let Some((due, _)) = self.deadlines.first() {
+            if *due > now {
+                break;
+            }
+            let (_, id) = self.deadlines.pop_first().expect("checked above");
+            self.forget(&id);
+            dropped += 1;
+        }
+        self.promote(now);
+        dropped
+    }
+
+    /// Takes `count` (at most the capacity; the caller checks) for `ttl`
+    /// under the new lease `id`, queueing it for up to `max_wait` when it
+    /// cannot be served now. Call `advance` first.
+    pub fn acquire(&mut self, now: Nanos, id: &str, count: u32, ttl: Nanos, max_wait: Nanos) -> LeaseVerdict {
+        let state = if self.queue.is_empty() && self.free() >= count {
+            self.insert(id, Lease { count, ttl, until: now.saturating_add(ttl), pending: false })
+        } else if max_wait > 0 {
+            self.queue.push_back(id.into());
+            self.insert(id, Lease { count, ttl, until: now.saturating_add(max_wait), pending: true })
+        } else {
+            LeaseState::Refused
+        };
+        self.verdict(state)
+    }
+
+    /// Extends a held lease to `now + ttl`; reports a pending one; restores
+    /// an unknown one when `restore` gives its count and the count is free.
+    pub fn heartbeat(
+        &mut self,
+        now: Nanos,
+        id: &str,
+        ttl: Nanos,
+        restore: Option<u32>,
+    ) -> Result<LeaseVerdict, NoCapacity> {
+        let state = match self.leases.get(id).copied() {
+            Some(lease) if lease.pending => LeaseState::Pending { until: lease.until },
+            Some(lease) => {
+                self.deadlines.remove(&(lease.until, id.into()));
+                self.insert(id, Lease { ttl, until: now.saturating_add(ttl), ..lease })
+            }
+            // A restored lease was held before the restart, so it does not
+            // queue behind acquirers that came later; it only needs the count.
+            None => match restore {
+                Some(count) if self.free() >= count => {
+                    self.insert(id, Lease { count, ttl, until: now.saturating_add(ttl), pending: false })
+                }
+                Some(_) => return Err(NoCapacity { free: self.free() }),
+                None => LeaseState::Unknown,
+            },
+        };
+        Ok(self.verdict(state))
+    }
+
+    /// Frees a lease, held or pending, and grants what the queue can take.
+    pub fn release(&mut self, now: Nanos, id: &str) -> LeaseVerdict {
+        let state = match self.leases.get(id) {
+            Some(lease) => {
+                self.deadlines.remove(&(lease.until, id.into()));
+                self.forget(id);
+                self.promote(now);
+                LeaseState::Released
+            }
+            None => LeaseState::Unknown,
+        };
+        self.verdict(state)
+    }
+
+    /// Capacity neither held nor promised.
+    pub fn free(&self) -> u32 {
+        self.capacity - self.held
+    }
+
+    /// Removes a lease whose deadline entry is already gone.
+    fn forget(&mut self, id: &str) {
+        if let Some(lease) = self.leases.remove(id) {
+            if lease.pending {
+                self.queue.retain(|q| &**q != id);
+            } else {
+                self.held -= lease.count;
+            }
+        }
+    }
+
+    /// Grants pending leases from the head of the queue while they fit.
+    fn promote(&mut self, now: Nanos) {
+        while let Some(head) = self.queue.front() {
+            let lease = self.leases[head];
+            if lease.count > self.free() {
+                break;
+            }
+            let id = self.queue.pop_front().expect("checked above");
+            self.deadlines.remove(&(lease.until, id.clone()));
+            self.insert(&id, Lease { until: now.saturating_add(lease.ttl), pending: false, ..lease });
+        }
+    }
+
+    fn insert(&mut self, id: &str, lease: Lease) -> LeaseState {
+        let before = self.leases.insert(id.into(), lease);
+        if !lease.pending && before.map_or(true, |b| b.pending) {
+            self.held += lease.count;
+        }
+        self.deadlines.insert((lease.until, id.into()));
+        if lease.pending {
+            LeaseState::Pending { until: lease.until }
+        } else {
+            LeaseState::Held { until: lease.until }
+        }
+    }
+
+    fn verdict(&self, state: LeaseState) -> LeaseVerdict {
+        LeaseVerdict { state, capacity: self.capacity, free: self.free() }
+    }
+}
+
+#[cfg(test)]
+#[path = "semaphore_tests.rs"]
+mod tests;

@@ -1,0 +1,159 @@
+//! The fixed window's rules with literal instants, and a property test of reservations.
+
+use super::*;
+
+fn window(max: u32, secs: f64) -> FixedWindow {
+    FixedWindow::new(Quota::new(max, secs).unwrap())
+}
+
+fn take(w: &mut FixedWindow, now: Nanos, key: Option<&str>) -> Verdict {
+    w.advance(now);
+    w.take(now, key, Want::now(1), KeyRoom::Free).unwrap()
+}
+
+#[test]
+fn grants_max_requests_then_sorry_until_the_slot_ends() {
+    let mut w = window(5, 0.8);
+    let t0 = 8_000_000_000; // the start of slot 10
+    for i in 0..5 {
+        let v = take(&mut w, t0 + i, None);
+        assert!(v.go, "ask {i} should go");
+        assert_eq!(v.remaining, 4 - i as u32);
+        assert_eq!(v.retry_after, 0);
+    }
+    let v = take(&mut w, t0 + 100_000_000, None);
+    assert!(!v.go);
+    assert_eq!(v.retry_after, 700_000_000);
+    assert_eq!(v.reset_after, 700_000_000);
+    assert!(take(&mut w, t0 + 800_000_000, None).go, "the next slot frees the count");
+}
+
+#[test]
+fn each_key_has_its_own_count() {
+    let mut w = window(1, 1.0);
+    assert!(take(&mut w, 0, Some("a")).go);
+    assert!(!take(&mut w, 1, Some("a")).go);
+    assert!(take(&mut w, 2, Some("b")).go);
+    assert!(take(&mut w, 3, None).go);
+    assert_eq!(w.live_keys(), 2);
+}
+
+#[test]
+fn a_new_slot_drops_every_key() {
+    let mut w = window(1, 1.0);
+    take(&mut w, 0, Some("a"));
+    take(&mut w, 0, Some("b"));
+    assert_eq!(w.advance(1_000_000_000), 2);
+    assert_eq!(w.live_keys(), 0);
+}
+
+#[test]
+fn a_cost_that_does_not_fit_takes_nothing() {
+    let mut w = window(5, 1.0);
+    w.advance(0);
+    assert!(w.take(0, None, Want::now(3), KeyRoom::Free).unwrap().go);
+    let v = w.take(0, None, Want::now(3), KeyRoom::Free).unwrap();
+    assert!(!v.go);
+    assert_eq!(v.remaining, 2);
+    assert!(w.take(0, None, Want::now(2), KeyRoom::Free).unwrap().go);
+}
+
+#[test]
+fn a_full_key_table_refuses_only_new_keys() {
+    let mut w = window(2, 1.0);
+    w.advance(0);
+    w.take(0, Some("a"), Want::now(1), KeyRoom::Free).unwrap();
+    assert!(w.take(0, Some("a"), Want::now(1), KeyRoom::Full).unwrap().go);
+    assert_eq!(w.take(0, Some("b"), Want::now(1), KeyRoom::Full), Err(NoRoom));
+    assert!(w.take(0, None, Want::now(1), KeyRoom::Full).unwrap().go);
+}
+
+#[test]
+fn time_running_backwards_counts_in_the_current_slot() {
+    let mut w = window(1, 1.0);
+    assert!(take(&mut w, 5_000_000_000, None).go);
+    assert!(!take(&mut w, 4_000_000_000, None).go);
+}
+
+fn wait(w: &mut FixedWindow, now: Nanos, cost: u32, max_wait: Nanos) -> Verdict {
+    w.advance(now);
+    w.take(now, Some("k"), Want { cost, up_to: false, max_wait }, KeyRoom::Free).unwrap()
+}
+
+#[test]
+fn a_reservation_counts_against_the_next_slot_in_arrival_order() {
+    let mut w = window(2, 1.0);
+    let t = 10_250_000_000; // 250 ms into slot 10
+    assert_eq!(wait(&mut w, t, 2, 0).wait, 0);
+    let first = wait(&mut w, t, 1, 1_000_000_000);
+    assert!(first.go);
+    assert_eq!(first.wait, 750_000_000, "go at the start of slot 11");
+    assert_eq!(wait(&mut w, t, 1, 1_000_000_000).wait, 750_000_000);
+    let third = wait(&mut w, t, 1, 2_000_000_000);
+    assert_eq!(third.wait, 1_750_000_000, "slot 11 is full, so slot 12");
+    let beyond = wait(&mut w, t, 1, 1_000_000_000);
+    assert!(!beyond.go, "slot 12 starts beyond max_wait");
+    assert_eq!(beyond.retry_after, 1_750_000_000);
+    w.advance(11_000_000_000);
+    assert_eq!(w.live_keys(), 1, "the key lives on with its reservations");
+    assert!(!wait(&mut w, 11_000_000_000, 1, 0).go, "slot 11 was filled by reservations");
+    w.advance(12_000_000_000);
+    let v = wait(&mut w, 12_000_000_000, 1, 0);
+    assert!(v.go, "slot 12 holds one reservation and one free permit");
+    assert_eq!(v.remaining, 0);
+}
+
+#[test]
+fn a_plain_ask_does_not_jump_ahead_of_reservations() {
+    let mut w = window(4, 1.0);
+    assert!(wait(&mut w, 0, 3, 0).go);
+    let big = wait(&mut w, 0, 3, 2_000_000_000);
+    assert_eq!(big.wait, 1_000_000_000);
+    let small = wait(&mut w, 0, 1, 0);
+    assert!(!small.go, "one permit is free now, but a reservation is queued");
+    assert_eq!(small.retry_after, 1_000_000_000);
+    assert_eq!(small.remaining, 0);
+}
+
+#[test]
+fn up_to_takes_what_is_left_and_a_zero_cost_peeks() {
+    let mut w = window(5, 1.0);
+    w.advance(0);
+    let batch = Want { cost: 3, up_to: true, max_wait: 0 };
+    assert_eq!(w.take(0, None, batch, KeyRoom::Free).unwrap().granted, 3);
+    let v = w.take(0, None, batch, KeyRoom::Free).unwrap();
+    assert!(v.go);
+    assert_eq!((v.granted, v.remaining), (2, 0));
+    assert!(!w.take(0, None, batch, KeyRoom::Free).unwrap().go);
+    let peek = w.take(0, Some("new"), Want::now(0), KeyRoom::Full).unwrap();
+    assert!(peek.go && peek.granted == 0 && peek.remaining == 5, "{peek:?}");
+    assert_eq!(w.live_keys(), 0, "a peek adds no key");
+    assert!(!w.take(0, None, Want::now(0), KeyRoom::Free).unwrap().go);
+}
+
+proptest::proptest! {
+    /// Honoured go (immediate or reserved) never exceed max_requests in
+    /// any slot, whatever the asks and their timing.
+    #[test]
+    fn honoured_reservations_never_exceed_the_limit(
+        asks in proptest::collection::vec((0u64..400, 1u32..=3, 0u64..3_000, proptest::bool::ANY), 1..120),
+    ) {
+        let q = Quota::new(3, 0.1).unwrap();
+        let mut w = FixedWindow::new(q);
+        let mut per_slot = HashMap::new();
+        let mut now = 1_000_000_000;
+        for (gap_ms, cost, max_wait_ms, up_to) in asks {
+            now += gap_ms * 100_000;
+            w.advance(now);
+            let want = Want { cost, up_to, max_wait: max_wait_ms * 100_000 };
+            let v = w.take(now, Some("k"), want, KeyRoom::Free).unwrap();
+            if v.go {
+                proptest::prop_assert!(v.wait <= want.max_wait);
+                *per_slot.entry(q.slot_of(now + v.wait)).or_insert(0) += v.granted;
+            }
+        }
+        for (slot, n) in per_slot {
+            proptest::prop_assert!(n <= 3, "slot {} got {}", slot, n);
+        }
+    }
+}

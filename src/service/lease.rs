@@ -1,0 +1,53 @@
+//! Lease requests on the protocol seam: acquire, heartbeat and release,
+//! decoded by `wire`, decided by `core`, answered with a `LeaseReply`.
+
+use super::{error_reply, Service};
+use crate::core::semaphore::{LeaseState, LeaseVerdict};
+use crate::core::{time::ceil_ms, AskError, Nanos};
+use crate::wire::{self, Heartbeat, LeaseAsk, LeaseReply, Release};
+
+impl Service {
+    pub(super) fn acquire(&mut self, now: Nanos, ask: LeaseAsk, out: &mut Vec<u8>) {
+        let max_wait_ms = ask.max_wait_ms.unwrap_or(0);
+        let answer = self
+            .find(ask.limit)
+            .and_then(|id| self.locker.acquire(now, id, ask.key, ask.count, ask.ttl_ms, max_wait_ms));
+        encode(answer.map(|(lease, v)| lease_reply(now, &v, lease)), out);
+    }
+
+    pub(super) fn heartbeat(&mut self, now: Nanos, beat: Heartbeat, out: &mut Vec<u8>) {
+        let answer =
+            self.find(beat.limit).and_then(|id| self.locker.heartbeat(now, id, beat.lease, beat.ttl_ms, beat.count));
+        encode(answer.map(|v| lease_reply(now, &v, beat.lease.to_owned())), out);
+    }
+
+    pub(super) fn release(&mut self, now: Nanos, release: Release, out: &mut Vec<u8>) {
+        let answer = self.find(release.limit).and_then(|id| self.locker.release(now, id, release.lease));
+        encode(answer.map(|v| lease_reply(now, &v, release.lease.to_owned())), out);
+    }
+}
+
+fn encode(answer: Result<LeaseReply, AskError>, out: &mut Vec<u8>) {
+    match answer {
+        Ok(reply) => wire::encode(&reply, out),
+        Err(e) => wire::encode(&error_reply(&e), out),
+    }
+}
+
+/// The reply for `v`; the lease id is shown only while the lease exists.
+fn lease_reply(now: Nanos, v: &LeaseVerdict, lease: String) -> LeaseReply {
+    let (ok, pending, until) = match v.state {
+        LeaseState::Held { until } => (true, false, Some(until)),
+        LeaseState::Pending { until } => (false, true, Some(until)),
+        LeaseState::Released => (true, false, None),
+        LeaseState::Refused | LeaseState::Unknown => (false, false, None),
+    };
+    LeaseReply {
+        ok,
+        lease: until.map(|_| lease),
+        pending,
+        limit: v.capacity,
+        remaining: v.free,
+        expires_in_ms: until.map_or(0, |u| ceil_ms(u.saturating_sub(now))),
+    }
+}
