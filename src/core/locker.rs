@@ -5,12 +5,20 @@
 //! never reads a clock, never logs and never touches a socket, so the same
 //! code can be embedded in a program without a daemon (see
 //! `examples/embedded.rs`) and tested with literal instants.
+//!
+//! When lockers are peered, the table also merges the counts peers report
+//! (`merge`), lists its own grants for publishing (`take_granted`,
+//! `drain_touched`, `snapshot`), and follows the peer view the caller sets
+//! (`set_view`): how many lockers are live, and whether to hold off while
+//! the counts are still being learned.
 
 use std::collections::HashMap;
 
 use super::limit::{Limit, DEFAULT_LIMIT};
+use super::peers::Nodes;
+use super::tally::{NodeIx, Share};
 use super::time::Nanos;
-use super::window::{FixedWindow, KeyRoom, NoRoom, Verdict};
+use super::window::{FixedWindow, KeyRoom, NoRoom, SlotFit, Verdict};
 
 /// An index into the locker's limits, found once per request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +35,32 @@ pub enum AskError {
     CostAboveMax { cost: u64, max: u32 },
     #[error("too many live keys: the locker holds at most {0} (see --max-keys)")]
     TooManyKeys(usize),
+}
+
+/// A cumulative count of one node for one (limit, key, slot): what peers
+/// publish to each other.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Count {
+    pub limit: LimitId,
+    pub key: Option<Box<str>>,
+    pub slot: u64,
+    pub node: NodeIx,
+    pub count: u32,
+}
+
+/// What the peers mean for the next asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerView {
+    /// Lockers live, this one included.
+    pub live: u32,
+    /// While `now` is before this, every ask is sorry: the counts of the
+    /// current slot are still being learned from peers.
+    pub hold_until: Option<Nanos>,
+}
+
+impl PeerView {
+    /// No peers: decide alone.
+    pub const ALONE: PeerView = PeerView { live: 1, hold_until: None };
 }
 
 /// Counters for one limit since start-up.
@@ -55,6 +89,11 @@ pub struct Locker {
     max_keys: usize,
     live_keys: usize,
     unattributed_errors: u64,
+    view: PeerView,
+    /// Own counts after each grant, until `take_granted`; only kept when
+    /// `publishing` is on.
+    granted: Vec<Count>,
+    publishing: bool,
 }
 
 impl Locker {
@@ -69,6 +108,9 @@ impl Locker {
             max_keys,
             live_keys: 0,
             unattributed_errors: 0,
+            view: PeerView::ALONE,
+            granted: Vec::new(),
+            publishing: false,
         };
         for limit in std::iter::once(default).chain(limits) {
             locker.insert(limit);
@@ -129,15 +171,97 @@ impl Locker {
             c => c as u32,
         };
         self.live_keys -= entry.window.advance(now);
+        if let Some(until) = self.view.hold_until.filter(|&u| u > now) {
+            return Ok(entry.window.refuse(now, key, until - now));
+        }
         let room = if self.live_keys < self.max_keys { KeyRoom::Free } else { KeyRoom::Full };
         let new_key = key.is_some_and(|k| !entry.window.has_key(k));
-        match entry.window.take(now, key, cost, room) {
+        let share = Share { live: self.view.live, in_flight_window: Share::window_for(entry.limit.quota().slot_ns()) };
+        match entry.window.take(now, key, cost, room, share) {
             Ok(v) => {
                 self.live_keys += usize::from(new_key);
+                if v.go && self.publishing {
+                    let own = entry.window.tally(key).map_or(0, |t| t.own());
+                    let slot = entry.window.slot();
+                    self.granted.push(Count { limit: id, key: key.map(Into::into), slot, node: Nodes::ME, count: own });
+                }
                 Ok(v)
             }
             Err(NoRoom) => Err(AskError::TooManyKeys(self.max_keys)),
         }
+    }
+
+    /// Sets what the peers mean for the next asks, and starts keeping own
+    /// counts for publishing.
+    pub fn set_view(&mut self, view: PeerView) {
+        self.view = view;
+        self.publishing = true;
+    }
+
+    /// Own counts after each grant since the last call, oldest first.
+    pub fn take_granted(&mut self) -> std::vec::Drain<'_, Count> {
+        self.granted.drain(..)
+    }
+
+    /// Merges a count a peer reported, received at `now`. `Nodes::ME` as
+    /// the node is an echo of this locker's own count. Returns whether
+    /// anything changed: a count for an ended slot, a slot too far ahead, a
+    /// smaller count than known, or a new key beyond `max_keys` changes
+    /// nothing.
+    pub fn merge(&mut self, now: Nanos, c: &Count) -> bool {
+        let entry = &mut self.entries[c.limit.0];
+        let (fit, dropped) = entry.window.advance_for_peer(now, c.slot);
+        self.live_keys -= dropped;
+        if fit != SlotFit::Current {
+            return false;
+        }
+        let key = c.key.as_deref();
+        let room = if self.live_keys < self.max_keys { KeyRoom::Free } else { KeyRoom::Full };
+        let new_key = key.is_some_and(|k| !entry.window.has_key(k));
+        let Ok(tally) = entry.window.tally_mut(key, room) else {
+            return false;
+        };
+        self.live_keys += usize::from(new_key);
+        match c.node {
+            Nodes::ME => tally.merge_own(c.count),
+            node => tally.merge(node, c.count),
+        }
+    }
+
+    /// Calls `f` with every count this locker knows for the current slot of
+    /// every limit at `now`, its own and each peer node's.
+    pub fn snapshot(&mut self, now: Nanos, mut f: impl FnMut(Count)) {
+        for (i, entry) in self.entries.iter_mut().enumerate() {
+            self.live_keys -= entry.window.advance(now);
+            let slot = entry.window.slot();
+            for (key, tally) in entry.window.tallies() {
+                let count = |node, count| Count { limit: LimitId(i), key: key.map(Into::into), slot, node, count };
+                if tally.own() > 0 {
+                    f(count(Nodes::ME, tally.own()));
+                }
+                for (node, n) in tally.peers() {
+                    f(count(node, n));
+                }
+            }
+        }
+    }
+
+    /// Calls `f` with the own count of every key granted since the last
+    /// call, for republishing: a count lost on the way is repaired by the
+    /// next one.
+    pub fn drain_touched(&mut self, now: Nanos, mut f: impl FnMut(Count)) {
+        for (i, entry) in self.entries.iter_mut().enumerate() {
+            self.live_keys -= entry.window.advance(now);
+            let slot = entry.window.slot();
+            entry.window.drain_touched(|key, count| {
+                f(Count { limit: LimitId(i), key: key.map(Into::into), slot, node: Nodes::ME, count })
+            });
+        }
+    }
+
+    /// The shortest slot of any limit.
+    pub fn shortest_slot(&self) -> Nanos {
+        self.entries.iter().map(|e| e.limit.quota().slot_ns()).min().unwrap_or(Nanos::MAX)
     }
 
     /// Counts a request that failed before it reached a limit (it could not

@@ -1,4 +1,4 @@
-//! The pure core: limits, slots and the decision table.
+//! The pure core: limits, slots, the decision table and the peer ledger.
 //!
 //! Nothing under `core` reads a clock, logs, or touches a socket. Every
 //! decision takes `now` (nanoseconds since the Unix epoch) as an argument,
@@ -7,10 +7,16 @@
 
 pub mod limit;
 pub mod locker;
+pub mod peering;
+pub mod peers;
+pub mod tally;
 pub mod time;
 pub mod window;
 
 pub use limit::{Limit, LimitError, Quota, DEFAULT_LIMIT};
-pub use locker::{AskError, LimitId, LimitStats, Locker};
+pub use locker::{AskError, Count, LimitId, LimitStats, Locker, PeerView};
+pub use peering::{Outgoing, Peering, PeeringSettings};
+pub use peers::{NodeKey, Nodes, PeerEvent, PeerState};
+pub use tally::{NodeIx, Share};
 pub use time::Nanos;
 pub use window::Verdict;
