@@ -64,6 +64,25 @@ impl Recent {
     }
 }
 
+/// The outcome of a take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Take {
+    /// The permits were taken.
+    Go,
+    /// The slot's count is spent.
+    Spent,
+    /// Permits are left, but this locker's share of them is in flight; it
+    /// may grant again once its recent grants have reached the peers.
+    OverShare,
+}
+
+impl Take {
+    /// Whether the permits were taken.
+    pub fn is_go(self) -> bool {
+        self == Take::Go
+    }
+}
+
 /// One key's counts in the current slot.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Tally {
@@ -123,7 +142,7 @@ impl Tally {
         grew
     }
 
-    /// Takes `cost` permits out of `max` if they fit; returns whether they did.
+    /// Takes `cost` permits out of `max` if they fit.
     ///
     /// They fit when the total stays within `max` and, with peers live, when
     /// this locker's grants still in flight stay within its share of what is
@@ -131,20 +150,20 @@ impl Tally {
     /// share of the same remainder, so grants made at once on stale views
     /// cannot add up to much more than what was left. The first grant in a
     /// window is always allowed when it fits, so no cost can starve.
-    pub fn take(&mut self, now: Nanos, max: u32, cost: u32, share: Share) -> bool {
+    pub fn take(&mut self, now: Nanos, max: u32, cost: u32, share: Share) -> Take {
         let left = max.saturating_sub(self.total());
         if cost > left {
-            return false;
+            return Take::Spent;
         }
         if share.live > 1 {
             let in_flight = self.recent.in_flight(now, self.own, share.in_flight_window);
             if in_flight > 0 && in_flight + cost > left.div_ceil(share.live) {
-                return false;
+                return Take::OverShare;
             }
         }
         self.own += cost;
         self.touched = true;
-        true
+        Take::Go
     }
 
     /// Permits left out of `max`.
@@ -184,7 +203,7 @@ mod tests {
     #[test]
     fn alone_a_tally_fills_to_max_exactly() {
         let mut t = Tally::default();
-        let granted = (0..20).filter(|&i| t.take(i, 10, 1, Share::ALONE)).count();
+        let granted = (0..20).filter(|&i| t.take(i, 10, 1, Share::ALONE).is_go()).count();
         assert_eq!(granted, 10);
         assert_eq!(t.remaining(10), 0);
     }
@@ -193,11 +212,12 @@ mod tests {
     fn with_peers_in_flight_grants_stay_within_a_share_of_what_is_left() {
         let mut t = Tally::default();
         t.merge(1, 970); // 30 left: a third of it is 10
-        let granted = (0..30).filter(|_| t.take(100 * MS, 1000, 1, TRIO)).count();
+        let granted = (0..30).filter(|_| t.take(100 * MS, 1000, 1, TRIO).is_go()).count();
         // The first grant is free; then in-flight + 1 must fit ceil(left / 3).
         assert!((7..=10).contains(&granted), "granted {granted}");
         // Once the window has passed, the grants are no longer in flight.
-        assert!(t.take(105 * MS, 1000, 1, TRIO));
+        assert_eq!(t.take(100 * MS, 1000, 1, TRIO), Take::OverShare);
+        assert!(t.take(105 * MS, 1000, 1, TRIO).is_go());
     }
 
     #[test]
@@ -208,7 +228,7 @@ mod tests {
         for _ in 0..3 {
             let mut t = Tally::default();
             t.merge(1, 970);
-            total += (0..100).filter(|_| t.take(MS, 1000, 1, TRIO)).count();
+            total += (0..100).filter(|_| t.take(MS, 1000, 1, TRIO).is_go()).count();
         }
         assert!(total <= 30, "granted {total} of 30 left");
     }
@@ -216,7 +236,7 @@ mod tests {
     #[test]
     fn a_large_cost_is_never_starved_by_the_share_rule() {
         let mut t = Tally::default();
-        assert!(t.take(0, 5, 5, TRIO));
+        assert!(t.take(0, 5, 5, TRIO).is_go());
     }
 
     #[test]

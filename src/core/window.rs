@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 
 use super::limit::Quota;
-use super::tally::{Share, Tally};
+use super::tally::{Share, Take, Tally};
 use super::time::Nanos;
 
 /// The answer to one ask: go or sorry, and the numbers a caller needs to
@@ -134,9 +134,12 @@ impl FixedWindow {
     ) -> Result<Verdict, NoRoom> {
         let max = self.quota.max_requests();
         let tally = self.tally_mut(key, room)?;
-        let go = tally.take(now, max, cost, share);
+        let take = tally.take(now, max, cost, share);
         let remaining = tally.remaining(max);
-        Ok(self.verdict(now, go, remaining, None))
+        // Over its share, this locker may grant again once its recent grants
+        // are no longer in flight; the slot's end would be a needless wait.
+        let retry = (take == Take::OverShare).then_some(share.in_flight_window);
+        Ok(self.verdict(now, take.is_go(), remaining, retry))
     }
 
     /// Answers sorry without counting, for a locker that may not grant yet;

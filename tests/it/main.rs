@@ -6,3 +6,6 @@ mod support;
 
 /// The daemon's lifecycle: the endpoint line, and a clean stop on signals.
 mod lifecycle;
+
+/// Peered lockers: a shared count, the overshoot bound, restarts, lone survivors, stats.
+mod peering;
