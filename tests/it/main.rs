@@ -9,3 +9,6 @@ mod lifecycle;
 
 /// Peered lockers: a shared count, the overshoot bound, restarts, lone survivors, stats.
 mod peering;
+
+/// Client failover when a locker is killed with SIGKILL.
+mod failover;
