@@ -91,6 +91,18 @@ struct ServeArgs {
     /// Largest request accepted, in bytes; ZeroMQ disconnects a sender of a larger one [default: 65536].
     #[arg(long, value_name = "BYTES")]
     max_message_size: Option<usize>,
+    /// ZeroMQ endpoint for the PUB socket that peers subscribe to; turns peering on.
+    #[arg(long, value_name = "ENDPOINT")]
+    peer_bind: Option<String>,
+    /// A peer's --peer-bind endpoint to subscribe to; repeat for each peer.
+    #[arg(long = "peer", value_name = "ENDPOINT")]
+    peers: Vec<String>,
+    /// This locker's name among its peers [default: <hostname>-<pid>].
+    #[arg(long, value_name = "ID")]
+    node_id: Option<String>,
+    /// Seconds a starting locker waits for its peers' counts before serving with what it has [default: 1.0].
+    #[arg(long, value_name = "S")]
+    peer_grace: Option<f64>,
 }
 
 #[derive(Debug, Args)]
@@ -180,6 +192,10 @@ fn serve(args: ServeArgs) -> u8 {
         max_message_size: args.max_message_size,
         algorithm: args.algorithm,
         burst: args.burst,
+        peer_bind: args.peer_bind,
+        peers: args.peers,
+        node_id: args.node_id,
+        peer_grace: args.peer_grace,
     };
     let config = match ServeConfig::resolve(flags, file) {
         Ok(c) => c,
@@ -270,4 +286,12 @@ fn print_stats(s: &StatsReply) {
         );
     }
     println!("live keys: {}   unattributed errors: {}", s.live_keys, s.errors);
+    if let Some(node) = &s.node {
+        println!("node: {node}{}", if s.joining { "   (joining: learning counts from peers)" } else { "" });
+        println!("{:<24} {:>14} {:>16} {:>6} {:>8}", "peer", "last_heard_ms", "clock_offset_ms", "live", "flagged");
+        for p in &s.peers {
+            let flag = if p.flagged { "SKEW" } else { "-" };
+            println!("{:<24} {:>14} {:>16.3} {:>6} {:>8}", p.node, p.last_heard_ms, p.clock_offset_ms, p.live, flag);
+        }
+    }
 }

@@ -21,6 +21,8 @@ pub const DEFAULT_MAX_REQUESTS: u32 = 1;
 pub const DEFAULT_IN_SECONDS: f64 = 1.0;
 /// Live keys held at most, across all limits, unless configured.
 pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
+/// How long a starting peered locker waits for its peers' counts at most.
+pub const DEFAULT_PEER_GRACE_SECONDS: f64 = 1.0;
 
 /// Why the settings could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +41,12 @@ pub enum ConfigError {
     MessageSize { got: usize },
     #[error("limit {0:?}: burst is only for algorithm = \"token-bucket\"")]
     BurstWithoutBucket(String),
+    #[error("peers are set but peer_bind is not: a peered locker must publish its own counts")]
+    PeersWithoutBind,
+    #[error("a node id must be 1 to 64 printable characters without spaces, got {0:?}")]
+    BadNodeId(String),
+    #[error("peer_grace must be from 0 to 60 seconds, got {0}")]
+    BadGrace(f64),
 }
 
 /// The `algorithm` of a `[[limits]]` table, as written.
@@ -70,6 +78,14 @@ pub struct FileConfig {
     pub bind: Option<String>,
     pub max_keys: Option<usize>,
     pub max_message_size: Option<usize>,
+    /// Where to bind the PUB socket that peers subscribe to.
+    pub peer_bind: Option<String>,
+    /// The other lockers' `peer_bind` endpoints.
+    pub peers: Option<Vec<String>>,
+    /// This locker's name among its peers.
+    pub node_id: Option<String>,
+    /// Seconds a starting locker waits for its peers' counts at most.
+    pub peer_grace: Option<f64>,
     #[serde(default)]
     pub limits: Vec<FileLimit>,
 }
@@ -108,6 +124,24 @@ pub struct Flags {
     pub max_message_size: Option<usize>,
     pub algorithm: Option<AlgorithmName>,
     pub burst: Option<u32>,
+    pub peer_bind: Option<String>,
+    /// Empty when not given; given peers replace the file's.
+    pub peers: Vec<String>,
+    pub node_id: Option<String>,
+    pub peer_grace: Option<f64>,
+}
+
+/// How `locker serve` shares its counts with peers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PeerConfig {
+    /// Where the PUB socket binds.
+    pub bind: String,
+    /// The peers' PUB endpoints to subscribe to.
+    pub peers: Vec<String>,
+    /// This locker's node id.
+    pub node_id: String,
+    /// How long a starting locker waits for its peers' counts at most.
+    pub grace: std::time::Duration,
 }
 
 /// Everything `locker serve` needs, checked.
@@ -120,6 +154,8 @@ pub struct ServeConfig {
     pub limits: Vec<Limit>,
     pub max_keys: usize,
     pub max_message_size: usize,
+    /// Peering, when `peer_bind` is set.
+    pub peering: Option<PeerConfig>,
 }
 
 impl ServeConfig {
@@ -161,9 +197,40 @@ impl ServeConfig {
         if !(64..=i64::MAX as usize).contains(&max_message_size) {
             return Err(ConfigError::MessageSize { got: max_message_size });
         }
-        let bind = flags.bind.or(file.bind).unwrap_or_else(|| DEFAULT_BIND.to_owned());
-        Ok(ServeConfig { bind, default, limits, max_keys, max_message_size })
+        let bind = flags.bind.clone().or(file.bind.clone()).unwrap_or_else(|| DEFAULT_BIND.to_owned());
+        let peering = resolve_peering(&flags, &file)?;
+        Ok(ServeConfig { bind, default, limits, max_keys, max_message_size, peering })
     }
+}
+
+fn resolve_peering(flags: &Flags, file: &FileConfig) -> Result<Option<PeerConfig>, ConfigError> {
+    let peers = if flags.peers.is_empty() { file.peers.clone().unwrap_or_default() } else { flags.peers.clone() };
+    let Some(bind) = flags.peer_bind.clone().or(file.peer_bind.clone()) else {
+        return if peers.is_empty() { Ok(None) } else { Err(ConfigError::PeersWithoutBind) };
+    };
+    let node_id = flags.node_id.clone().or(file.node_id.clone()).unwrap_or_else(default_node_id);
+    let printable = node_id.chars().all(|c| c.is_ascii_graphic() || (!c.is_ascii() && !c.is_whitespace()));
+    if node_id.is_empty() || node_id.len() > 64 || !printable {
+        return Err(ConfigError::BadNodeId(node_id));
+    }
+    let grace = flags.peer_grace.or(file.peer_grace).unwrap_or(DEFAULT_PEER_GRACE_SECONDS);
+    if !(0.0..=60.0).contains(&grace) {
+        return Err(ConfigError::BadGrace(grace));
+    }
+    Ok(Some(PeerConfig { bind, peers, node_id, grace: std::time::Duration::from_secs_f64(grace) }))
+}
+
+/// `<hostname>-<pid>`: unique among running lockers. A restart gets a new
+/// id; that is safe, since each run's count is kept apart anyway (see
+/// `core::peers`), but a fixed `--node-id` keeps stats readable.
+fn default_node_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().replace(char::is_whitespace, "_"))
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "locker".to_owned());
+    format!("{host}-{}", std::process::id())
 }
 
 fn build_limit(
@@ -250,5 +317,35 @@ mod tests {
         let c = ServeConfig::resolve(flags, FileConfig::default()).unwrap();
         assert_eq!(c.default.capacity(), 7);
         assert_eq!(c.default.algorithm().name(), "token-bucket");
+    }
+
+    #[test]
+    fn peering_comes_from_the_file_or_the_flags() {
+        let file = parse(
+            "peer_bind = 'tcp://*:7778'\npeers = ['tcp://b:7778', 'tcp://c:7778']\nnode_id = 'a'\npeer_grace = 0.5\n",
+        );
+        let c = ServeConfig::resolve(Flags::default(), file).unwrap().peering.unwrap();
+        assert_eq!(c.bind, "tcp://*:7778");
+        assert_eq!(c.peers, ["tcp://b:7778", "tcp://c:7778"]);
+        assert_eq!(c.node_id, "a");
+        assert_eq!(c.grace, std::time::Duration::from_millis(500));
+        let flags = Flags { peers: vec!["tcp://d:1".into()], node_id: Some("x".into()), ..Flags::default() };
+        let file = parse("peer_bind = 'tcp://*:7778'\npeers = ['tcp://b:7778']\n");
+        let c = ServeConfig::resolve(flags, file).unwrap().peering.unwrap();
+        assert_eq!((c.peers, c.node_id), (vec!["tcp://d:1".to_owned()], "x".to_owned()));
+    }
+
+    #[test]
+    fn peering_settings_are_checked() {
+        assert!(ServeConfig::resolve(Flags::default(), FileConfig::default()).unwrap().peering.is_none());
+        let no_bind = Flags { peers: vec!["tcp://b:1".into()], ..Flags::default() };
+        assert!(matches!(ServeConfig::resolve(no_bind, FileConfig::default()), Err(ConfigError::PeersWithoutBind)));
+        let bind = || Flags { peer_bind: Some("tcp://*:1".into()), ..Flags::default() };
+        let bad_id = Flags { node_id: Some("a b".into()), ..bind() };
+        assert!(matches!(ServeConfig::resolve(bad_id, FileConfig::default()), Err(ConfigError::BadNodeId(_))));
+        let bad_grace = Flags { peer_grace: Some(-1.0), ..bind() };
+        assert!(matches!(ServeConfig::resolve(bad_grace, FileConfig::default()), Err(ConfigError::BadGrace(_))));
+        let generated = ServeConfig::resolve(bind(), FileConfig::default()).unwrap().peering.unwrap();
+        assert!(generated.node_id.ends_with(&format!("-{}", std::process::id())), "{}", generated.node_id);
     }
 }

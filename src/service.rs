@@ -1,13 +1,22 @@
-//! The protocol seam: request bytes in, reply bytes out, given `now`.
+//! The protocol seam: request bytes in, reply bytes out, given `now`; and,
+//! when peered, peer messages in and out.
 //!
 //! `Service::respond` always produces exactly one reply, whatever the input,
 //! which is what a REP socket needs. It joins the wire format (`wire`) to
 //! the decision table (`core`), and it is where protocol tests drive the
-//! whole request path without a socket. It must not read a clock or touch a
-//! socket: the daemon loop does both. Lease requests are in `service::lease`.
+//! whole request path without a socket. `on_peer` and `publish` do the same
+//! for the PUB/SUB side, so two services can be wired together by hand in a
+//! test. It must not read a clock or touch a socket: the daemon loop does
+//! both. Lease requests are in `service::lease`.
 
-use crate::core::{time::ceil_ms, Algorithm, AskError, LimitId, Locker, Nanos, Verdict};
-use crate::wire::{self, ErrorReply, GoReply, LimitStatsReply, Request, StatsReply, WireError};
+use crate::core::{
+    time::ceil_ms, Algorithm, AskError, Count, LimitId, Locker, Nanos, NodeKey, Nodes, Outgoing, PeerEvent, Peering,
+    Verdict,
+};
+use crate::wire::{
+    self, ErrorReply, GoReply, LimitStatsReply, PeerCount, PeerKind, PeerMsg, PeerNode, PeerStatsReply, Request,
+    StatsReply, WireError, MAX_COUNTS_PER_MESSAGE,
+};
 
 mod lease;
 
@@ -15,12 +24,19 @@ mod lease;
 #[derive(Debug)]
 pub struct Service {
     locker: Locker,
+    peering: Option<Peering>,
 }
 
 impl Service {
-    /// Serves requests from `locker`.
+    /// Serves requests from `locker`, alone.
     pub fn new(locker: Locker) -> Service {
-        Service { locker }
+        Service { locker, peering: None }
+    }
+
+    /// Serves requests from `locker`, sharing its counts with peers.
+    pub fn peered(mut locker: Locker, mut peering: Peering, now: Nanos) -> Service {
+        locker.set_view(peering.view(now));
+        Service { locker, peering: Some(peering) }
     }
 
     /// The decision table, for inspection.
@@ -28,31 +44,44 @@ impl Service {
         &self.locker
     }
 
-    /// When the service next needs `on_timeout`, if ever: the loop caps its
-    /// wait on the sockets by this instant. Fixed slots and token buckets
-    /// need no wake-up (stale counts are dropped when next asked); the next
-    /// lease expiry or end of a queued acquire's wait does.
+    /// When the service next needs `on_timeout` and `publish`, if ever: the
+    /// loop caps its wait on the sockets by this instant. Fixed slots and
+    /// token buckets need no wake-up (stale counts are dropped when next
+    /// asked); the next lease expiry or end of a queued acquire's wait does,
+    /// and so do peering's heartbeats, snapshots and the end of joining.
     pub fn next_deadline(&self) -> Option<Nanos> {
-        self.locker.next_deadline()
+        let peering = self.peering.as_ref().map(Peering::next_deadline);
+        [self.locker.next_deadline(), peering].into_iter().flatten().min()
     }
 
     /// Does the work that falls due at `now` (see `next_deadline`): frees
-    /// expired leases and grants their count to waiters.
+    /// expired leases, grants their count to waiters, and follows the peers.
     pub fn on_timeout(&mut self, now: Nanos) {
         self.locker.expire(now);
+        if let Some(p) = &mut self.peering {
+            self.locker.set_view(p.view(now));
+        }
+    }
+
+    /// The next peering event worth logging, if any.
+    pub fn poll_event(&mut self) -> Option<PeerEvent> {
+        self.peering.as_mut().and_then(Peering::poll_event)
     }
 
     /// Answers one single-part request received at `now`, writing the reply
     /// into `out` (cleared first).
     pub fn respond(&mut self, now: Nanos, body: &[u8], out: &mut Vec<u8>) {
         out.clear();
+        if let Some(p) = &mut self.peering {
+            self.locker.set_view(p.view(now));
+        }
         match wire::decode_request(body) {
             Ok(Request::Plain(body)) => self.plain(now, body, out),
             Ok(Request::Go(go)) => self.go(now, go, out),
-            Ok(Request::Stats) => wire::encode(&self.stats(), out),
             Ok(Request::Acquire(ask)) => self.acquire(now, ask, out),
             Ok(Request::Heartbeat(beat)) => self.heartbeat(now, beat, out),
             Ok(Request::Release(release)) => self.release(now, release, out),
+            Ok(Request::Stats) => wire::encode(&self.stats(now), out),
             Err(e) => self.reject(e, out),
         }
     }
@@ -93,7 +122,7 @@ impl Service {
         found
     }
 
-    fn stats(&self) -> StatsReply {
+    fn stats(&self, now: Nanos) -> StatsReply {
         let limits = self
             .locker
             .stats()
@@ -113,7 +142,176 @@ impl Service {
                 waited: s.waited,
             })
             .collect();
-        StatsReply { limits, errors: self.locker.unattributed_errors(), live_keys: self.locker.live_keys() as u64 }
+        let mut reply = StatsReply {
+            limits,
+            errors: self.locker.unattributed_errors(),
+            live_keys: self.locker.live_keys() as u64,
+            ..StatsReply::default()
+        };
+        if let Some(p) = &self.peering {
+            reply.node = Some(p.nodes().me().id.to_string());
+            reply.joining = p.is_joining();
+            let timeout = p.settings().live_timeout;
+            reply.peers = p
+                .peers()
+                .map(|(id, s)| PeerStatsReply {
+                    node: id.to_owned(),
+                    last_heard_ms: now.saturating_sub(s.last_heard) / 1_000_000,
+                    clock_offset_ms: s.offset as f64 / 1e6,
+                    flagged: s.flagged,
+                    live: now.saturating_sub(s.last_heard) <= timeout,
+                })
+                .collect();
+        }
+        reply
+    }
+
+    /// Takes in one message from a peer, received at `now`. A message that
+    /// cannot be decoded is dropped: peers cannot be answered, and the next
+    /// cumulative count repairs whatever it carried. Returns whether it was
+    /// understood.
+    pub fn on_peer(&mut self, now: Nanos, body: &[u8]) -> bool {
+        let (Some(p), Ok(msg)) = (&mut self.peering, wire::decode_peer(body)) else {
+            return false;
+        };
+        let Some(sender) = msg.sender().map(node_key) else {
+            return false;
+        };
+        match msg.kind {
+            PeerKind::Beat => p.on_heartbeat(now, &sender, msg.at, msg.joining),
+            PeerKind::Counts | PeerKind::Snapshot => {
+                let nodes: Vec<NodeKey> = msg.nodes.iter().map(node_key).collect();
+                for c in &msg.counts {
+                    if let Some(count) = resolve(&self.locker, p.nodes_mut(), &nodes, c) {
+                        self.locker.merge(now, &count);
+                    }
+                }
+                if msg.kind == PeerKind::Snapshot && msg.done {
+                    p.on_snapshot_done(now, &sender);
+                }
+            }
+        }
+        self.locker.set_view(p.view(now));
+        true
+    }
+
+    /// Hands every peer message due at `now` to `send`, encoded: the counts
+    /// of grants since the last call, then heartbeats, repairs and snapshots
+    /// as the peering schedule asks. Does nothing when not peered.
+    pub fn publish(&mut self, now: Nanos, mut send: impl FnMut(&[u8])) {
+        let Some(p) = &mut self.peering else { return };
+        let mut counts: Vec<Count> = self.locker.take_granted().collect();
+        send_counts(&self.locker, p.nodes(), PeerKind::Counts, now, &counts, &mut send);
+        while let Some(out) = p.poll_transmit(now) {
+            counts.clear();
+            let kind = match out {
+                Outgoing::Heartbeat { joining } => {
+                    let mut msg = Batch::new(&self.locker, p.nodes(), PeerKind::Beat, now);
+                    msg.msg.joining = joining;
+                    msg.finish(true, &mut send);
+                    continue;
+                }
+                Outgoing::Repair => {
+                    self.locker.drain_touched(now, |c| counts.push(c));
+                    PeerKind::Counts
+                }
+                Outgoing::Snapshot => {
+                    self.locker.snapshot(now, |c| counts.push(c));
+                    PeerKind::Snapshot
+                }
+            };
+            send_counts(&self.locker, p.nodes(), kind, now, &counts, &mut send);
+        }
+    }
+}
+
+/// Sends `counts` as messages of `kind`; a snapshot is sent even when
+/// empty, since its `done` part is what a joining peer waits for.
+fn send_counts(
+    locker: &Locker,
+    table: &Nodes,
+    kind: PeerKind,
+    now: Nanos,
+    counts: &[Count],
+    send: &mut impl FnMut(&[u8]),
+) {
+    let mut batch = Batch::new(locker, table, kind, now);
+    for c in counts {
+        batch.push(c, send);
+    }
+    batch.finish(kind == PeerKind::Snapshot, send);
+}
+
+/// Turns a count from a peer into the core's terms, or `None` for a limit
+/// this locker does not have or a node the message does not list.
+fn resolve(locker: &Locker, table: &mut Nodes, nodes: &[NodeKey], c: &PeerCount) -> Option<Count> {
+    let PeerCount(limit, key, slot, node, count) = c;
+    let limit = locker.find(Some(limit)).ok()?;
+    let node = nodes.get(*node as usize)?;
+    let node = if node == table.me() { Nodes::ME } else { table.intern(node) };
+    Some(Count { limit, key: key.as_deref().map(Into::into), slot: *slot, node, count: *count })
+}
+
+fn node_key(n: &PeerNode) -> NodeKey {
+    NodeKey { id: n.0.as_str().into(), incarnation: n.1 }
+}
+
+/// Counts gathered into peer messages of at most `MAX_COUNTS_PER_MESSAGE`.
+struct Batch<'a> {
+    locker: &'a Locker,
+    table: &'a Nodes,
+    msg: PeerMsg,
+    ixs: Vec<u32>,
+    buf: Vec<u8>,
+}
+
+impl<'a> Batch<'a> {
+    fn new(locker: &'a Locker, table: &'a Nodes, kind: PeerKind, now: Nanos) -> Batch<'a> {
+        let me = table.me();
+        let msg = PeerMsg {
+            kind,
+            nodes: vec![PeerNode(me.id.to_string(), me.incarnation)],
+            at: now,
+            joining: false,
+            done: false,
+            counts: Vec::new(),
+        };
+        Batch { locker, table, msg, ixs: vec![Nodes::ME], buf: Vec::new() }
+    }
+
+    fn push(&mut self, c: &Count, send: &mut impl FnMut(&[u8])) {
+        let node = match self.ixs.iter().position(|&ix| ix == c.node) {
+            Some(i) => i,
+            None => {
+                let key = self.table.key(c.node);
+                self.msg.nodes.push(PeerNode(key.id.to_string(), key.incarnation));
+                self.ixs.push(c.node);
+                self.ixs.len() - 1
+            }
+        };
+        let limit = self.locker.limit(c.limit).name().to_owned();
+        self.msg.counts.push(PeerCount(limit, c.key.as_deref().map(String::from), c.slot, node as u32, c.count));
+        if self.msg.counts.len() >= MAX_COUNTS_PER_MESSAGE {
+            self.send(send);
+        }
+    }
+
+    /// Sends what is left; with `always`, also when nothing is (a heartbeat,
+    /// or the `done` part of a snapshot).
+    fn finish(mut self, always: bool, send: &mut impl FnMut(&[u8])) {
+        self.msg.done = self.msg.kind == PeerKind::Snapshot;
+        if always || !self.msg.counts.is_empty() {
+            self.send(send);
+        }
+    }
+
+    fn send(&mut self, send: &mut impl FnMut(&[u8])) {
+        self.buf.clear();
+        wire::encode(&self.msg, &mut self.buf);
+        send(&self.buf);
+        self.msg.counts.clear();
+        self.msg.nodes.truncate(1);
+        self.ixs.truncate(1);
     }
 }
 

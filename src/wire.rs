@@ -9,6 +9,10 @@
 //! - the **structured form**: a MessagePack map with an `op`, answered with a
 //!   MessagePack map.
 //!
+//! Peered lockers talk over PUB/SUB with [`PeerMsg`]: heartbeats, the
+//! cumulative counts each grant produces, and snapshots for a locker that
+//! (re)starts.
+//!
 //! This module only translates bytes to values and back. It holds no state,
 //! makes no decisions and never touches a socket. Lease messages live in
 //! `wire::lease`.
@@ -262,6 +266,30 @@ pub struct StatsReply {
     pub errors: u64,
     /// Keys with a count in their limit's current slot.
     pub live_keys: u64,
+    /// This locker's node id, when peered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// Whether this locker is still learning the counts from its peers.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub joining: bool,
+    /// Every peer heard of, when peered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peers: Vec<PeerStatsReply>,
+}
+
+/// One peer in a stats reply.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PeerStatsReply {
+    /// The peer's node id.
+    pub node: String,
+    /// Milliseconds since its last heartbeat arrived.
+    pub last_heard_ms: u64,
+    /// Its clock minus this locker's, in milliseconds (transit included).
+    pub clock_offset_ms: f64,
+    /// Whether the offset is beyond a quarter of the shortest slot.
+    pub flagged: bool,
+    /// Whether it was heard recently enough to count as live.
+    pub live: bool,
 }
 
 /// One limit's counters in a stats reply.
@@ -291,6 +319,73 @@ pub struct LimitStatsReply {
 pub fn encode<T: Serialize>(value: &T, out: &mut Vec<u8>) {
     // Writing to a Vec cannot fail, and every type here is serialisable.
     rmp_serde::encode::write_named(out, value).expect("encoding to a Vec cannot fail");
+}
+
+/// The most counts one peer message carries; longer lists are split.
+pub const MAX_COUNTS_PER_MESSAGE: usize = 256;
+
+/// The largest peer message accepted (ZMQ_MAXMSGSIZE on the SUB socket).
+/// It fits `MAX_COUNTS_PER_MESSAGE` counts with long keys, and bounds what a
+/// stray publisher can make a locker buffer.
+pub const MAX_PEER_MESSAGE_SIZE: usize = 4 * 1024 * 1024;
+
+/// What a peer message says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PeerKind {
+    /// A heartbeat: the sender is alive, its clock reads `at`, and with
+    /// `joining` it asks for a snapshot.
+    Beat,
+    /// The sender's own cumulative counts, after grants or as a repair.
+    Counts,
+    /// Part of a snapshot: every count the sender knows, its own and its
+    /// peers'; `done` marks the last part.
+    Snapshot,
+}
+
+/// One run of one locker, as `[id, incarnation]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerNode(pub String, pub u64);
+
+/// A cumulative count, as `[limit, key or nil, slot, node, count]`, where
+/// `node` indexes the message's `nodes`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerCount(pub String, pub Option<String>, pub u64, pub u32, pub u32);
+
+/// A message from one locker to its peers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerMsg {
+    /// What the message says.
+    pub kind: PeerKind,
+    /// The nodes the counts name; the first is the sender.
+    pub nodes: Vec<PeerNode>,
+    /// The sender's clock when it sent the message, in nanoseconds since
+    /// the Unix epoch.
+    pub at: u64,
+    /// In a heartbeat: the sender is still learning the counts.
+    #[serde(default)]
+    pub joining: bool,
+    /// In a snapshot: this is the last part.
+    #[serde(default)]
+    pub done: bool,
+    /// The counts, at most `MAX_COUNTS_PER_MESSAGE`.
+    #[serde(default)]
+    pub counts: Vec<PeerCount>,
+}
+
+impl PeerMsg {
+    /// The sender.
+    pub fn sender(&self) -> Option<&PeerNode> {
+        self.nodes.first()
+    }
+}
+
+/// Decodes one peer message.
+pub fn decode_peer(body: &[u8]) -> Result<PeerMsg, WireError> {
+    if !is_structured(body) {
+        return Err(WireError::Malformed("a peer message is a map".into()));
+    }
+    decode_exact(body)
 }
 
 /// A structured reply as a client reads it.

@@ -124,6 +124,7 @@ fn replies_round_trip_through_the_client_decoder() {
         }],
         errors: 3,
         live_keys: 2,
+        ..Default::default()
     };
     wire::encode(&stats, &mut out);
     assert_eq!(wire::decode_reply::<StatsReply>(&out), Ok(Reply::Answer(stats)));

@@ -1,5 +1,5 @@
-//! The pure core: limits, slots, token buckets, semaphore leases and the
-//! decision table.
+//! The pure core: limits, slots, token buckets, semaphore leases, the
+//! decision table and the peer ledger.
 //!
 //! Nothing under `core` reads a clock, logs, or touches a socket. Every
 //! decision takes `now` (nanoseconds since the Unix epoch) as an argument,
@@ -10,12 +10,18 @@ pub mod ask;
 pub mod bucket;
 pub mod limit;
 pub mod locker;
+pub mod peering;
+pub mod peers;
 pub mod rule;
 pub mod semaphore;
+pub mod tally;
 pub mod time;
 pub mod window;
 
 pub use ask::{Verdict, Want};
 pub use limit::{Algorithm, Limit, LimitError, Quota, DEFAULT_LIMIT};
-pub use locker::{AskError, LimitId, LimitStats, Locker};
+pub use locker::{AskError, Count, LimitId, LimitStats, Locker, PeerView};
+pub use peering::{Outgoing, Peering, PeeringSettings};
+pub use peers::{NodeKey, Nodes, PeerEvent, PeerState};
+pub use tally::{NodeIx, Share};
 pub use time::Nanos;

@@ -8,6 +8,7 @@ use super::ask::{Verdict, Want};
 use super::bucket::Bucket;
 use super::limit::{Algorithm, Limit};
 use super::semaphore::Semaphore;
+use super::tally::Share;
 use super::time::Nanos;
 use super::window::{FixedWindow, KeyRoom, NoRoom};
 
@@ -65,12 +66,36 @@ impl Rule {
         }
     }
 
-    /// Answers an ask on a counting rule. Call `advance` first.
-    pub fn take(&mut self, now: Nanos, key: Option<&str>, want: Want, room: KeyRoom) -> Result<Verdict, TakeError> {
+    /// Answers an ask on a counting rule. Call `advance` first. `share`
+    /// applies to the kinds that peers share (fixed windows).
+    pub fn take(
+        &mut self,
+        now: Nanos,
+        key: Option<&str>,
+        want: Want,
+        room: KeyRoom,
+        share: Share,
+    ) -> Result<Verdict, TakeError> {
         match self {
-            Rule::Window(w) => Ok(w.take(now, key, want, room)?),
+            Rule::Window(w) => Ok(w.take_shared(now, key, want, room, share)?),
             Rule::Bucket(b) => Ok(b.take(now, key, want, room)?),
             Rule::Semaphore(_) => Err(TakeError::Semaphore),
+        }
+    }
+
+    /// The fixed window, if this rule is one.
+    pub fn window(&self) -> Option<&FixedWindow> {
+        match self {
+            Rule::Window(w) => Some(w),
+            Rule::Bucket(_) | Rule::Semaphore(_) => None,
+        }
+    }
+
+    /// The fixed window, if this rule is one, to change.
+    pub fn window_mut(&mut self) -> Option<&mut FixedWindow> {
+        match self {
+            Rule::Window(w) => Some(w),
+            Rule::Bucket(_) | Rule::Semaphore(_) => None,
         }
     }
 

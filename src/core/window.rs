@@ -10,12 +10,19 @@
 //! ahead are only opened when the one before is full, so a key holds at most
 //! one future count per reservation. This module knows nothing of names,
 //! sockets or clocks.
+//!
+//! When lockers are peered, a key's count in the current slot is this
+//! locker's own grants plus what each peer node said it granted (see
+//! [`Tally`]), and a grant must also fit the key's share of what is left
+//! (see [`Share`]). Reserved counts of future slots are this locker's own;
+//! they join the key's tally, and reach the peers, when their slot begins.
 
 use std::collections::{HashMap, VecDeque};
 
 pub use super::ask::Verdict;
 use super::ask::Want;
 use super::limit::Quota;
+use super::tally::{Share, Take, Tally};
 use super::time::Nanos;
 
 /// Counts for one limit within its current slot, and reserved counts for
@@ -24,8 +31,8 @@ use super::time::Nanos;
 pub struct FixedWindow {
     quota: Quota,
     slot: u64,
-    unkeyed: u32,
-    keys: HashMap<Box<str>, u32>,
+    unkeyed: Tally,
+    keys: HashMap<Box<str>, Tally>,
     /// Counts of slot+1, slot+2, ... for the unkeyed count.
     unkeyed_ahead: VecDeque<u32>,
     /// Counts of slot+1, slot+2, ... for keys with reservations. Every key
@@ -45,6 +52,17 @@ pub enum KeyRoom {
 #[derive(Debug, PartialEq, Eq)]
 pub struct NoRoom;
 
+/// Where a count reported for `slot` falls against the window's own slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotFit {
+    /// The current slot: merge it.
+    Current,
+    /// A slot that has ended: ignore it.
+    Stale,
+    /// A slot too far ahead of `now` to trust: ignore it.
+    TooEarly,
+}
+
 /// Where an ask lands: `index` slots after the current one, `granted` permits.
 struct Plan {
     index: usize,
@@ -57,7 +75,7 @@ impl FixedWindow {
         FixedWindow {
             quota,
             slot: 0,
-            unkeyed: 0,
+            unkeyed: Tally::default(),
             keys: HashMap::new(),
             unkeyed_ahead: VecDeque::new(),
             ahead: HashMap::new(),
@@ -67,6 +85,11 @@ impl FixedWindow {
     /// The quota this window enforces.
     pub fn quota(&self) -> Quota {
         self.quota
+    }
+
+    /// The slot the current counts belong to.
+    pub fn slot(&self) -> u64 {
+        self.slot
     }
 
     /// Live keys: keys with a count in the current slot or a reservation.
@@ -79,13 +102,16 @@ impl FixedWindow {
     /// the current slot is counted in the current slot: time never runs
     /// backwards here, which is the conservative reading.
     pub fn advance(&mut self, now: Nanos) -> usize {
-        let slot = self.quota.slot_of(now);
+        self.advance_to(self.quota.slot_of(now))
+    }
+
+    fn advance_to(&mut self, slot: u64) -> usize {
         if slot <= self.slot {
             return 0;
         }
         let steps = slot - self.slot;
         self.slot = slot;
-        self.unkeyed = roll(&mut self.unkeyed_ahead, steps);
+        self.unkeyed = Tally::reserved(roll(&mut self.unkeyed_ahead, steps));
         let before = self.keys.len();
         self.keys.clear();
         if !self.ahead.is_empty() {
@@ -94,12 +120,28 @@ impl FixedWindow {
         before - self.keys.len()
     }
 
+    /// Prepares for a peer's count for `slot` received at `now`: a slot that
+    /// starts less than a quarter slot after `now` (a peer whose clock runs a
+    /// little ahead) moves the window there, which only ever counts more.
+    /// Returns where the slot falls and how many keys were dropped.
+    pub fn advance_for_peer(&mut self, now: Nanos, slot: u64) -> (SlotFit, usize) {
+        let dropped = self.advance(now);
+        if slot < self.slot {
+            return (SlotFit::Stale, dropped);
+        }
+        let starts = self.quota.slot_end(slot.saturating_sub(1));
+        if slot > self.slot && starts > now.saturating_add(self.quota.slot_ns() / 4) {
+            return (SlotFit::TooEarly, dropped);
+        }
+        (SlotFit::Current, dropped + self.advance_to(slot))
+    }
+
     /// Brings reserved counts forward by `steps` slots into the current one.
     fn roll_reservations(&mut self, steps: u64) {
         for (key, mut counts) in std::mem::take(&mut self.ahead) {
             let current = roll(&mut counts, steps);
             if current > 0 || !counts.is_empty() {
-                self.keys.insert(key.clone(), current);
+                self.keys.insert(key.clone(), Tally::reserved(current));
             }
             if !counts.is_empty() {
                 self.ahead.insert(key, counts);
@@ -108,17 +150,32 @@ impl FixedWindow {
     }
 
     /// Takes permits for `key` (or for the limit's unkeyed count) as `want`
+    /// says, for a locker on its own. See `take_shared`.
+    pub fn take(&mut self, now: Nanos, key: Option<&str>, want: Want, room: KeyRoom) -> Result<Verdict, NoRoom> {
+        self.take_shared(now, key, want, room, Share::ALONE)
+    }
+
+    /// Takes permits for `key` (or for the limit's unkeyed count) as `want`
     /// says; otherwise takes nothing and answers sorry. Call `advance` first.
-    /// `want.cost` must be at most max_requests; the caller checks.
+    /// `want.cost` must be at most max_requests; the caller checks. With
+    /// peers live, a grant in the current slot must also fit this locker's
+    /// `share` of what is left.
     ///
     /// Arrival order: an ask never lands before the last slot holding a
     /// reservation for the same key, so later asks never go before earlier
     /// ones, and a large ask is never overtaken by small ones.
-    pub fn take(&mut self, now: Nanos, key: Option<&str>, want: Want, room: KeyRoom) -> Result<Verdict, NoRoom> {
+    pub fn take_shared(
+        &mut self,
+        now: Nanos,
+        key: Option<&str>,
+        want: Want,
+        room: KeyRoom,
+        share: Share,
+    ) -> Result<Verdict, NoRoom> {
         let max = self.quota.max_requests();
         let (current, ahead) = self.counts(key);
         let queued = ahead.map_or(0, VecDeque::len);
-        let free_now = if queued == 0 { max - current } else { 0 };
+        let free_now = if queued == 0 { max - current.min(max) } else { 0 };
         let reset_after = self.quota.slot_end(self.slot).saturating_sub(now);
         let mut v =
             Verdict { go: false, limit: max, remaining: free_now, retry_after: 0, reset_after, granted: 0, wait: 0 };
@@ -135,12 +192,32 @@ impl FixedWindow {
             v.retry_after = wait;
             return Ok(v);
         }
-        self.add(key, plan.index, plan.granted, room)?;
+        if plan.index == 0 {
+            if self.tally_mut(key, room)?.take(now, max, plan.granted, share) == Take::OverShare {
+                // Over its share, this locker may grant again once its recent
+                // grants are no longer in flight; the slot's end would be a
+                // needless wait.
+                v.retry_after = share.in_flight_window.min(reset_after);
+                return Ok(v);
+            }
+        } else {
+            self.reserve(key, plan.index, plan.granted, room)?;
+        }
         v.go = true;
         v.granted = plan.granted;
         v.wait = wait;
         v.remaining = if plan.index == 0 { free_now - plan.granted } else { 0 };
         Ok(v)
+    }
+
+    /// Answers sorry without counting, for a locker that may not grant yet;
+    /// `retry_after` is when it may (capped at the slot's end).
+    pub fn refuse(&self, now: Nanos, key: Option<&str>, retry_after: Nanos) -> Verdict {
+        let max = self.quota.max_requests();
+        let remaining = self.tally(key).map_or(max, |t| t.remaining(max));
+        let reset_after = self.quota.slot_end(self.slot).saturating_sub(now);
+        let retry_after = retry_after.min(reset_after);
+        Verdict { go: false, limit: max, remaining, retry_after, reset_after, granted: 0, wait: 0 }
     }
 
     /// Nanoseconds from `now` until the slot `index` after the current one starts.
@@ -151,32 +228,22 @@ impl FixedWindow {
         }
     }
 
+    /// The key's count in the current slot, all lockers together, and its
+    /// own reservations in the slots after it.
     fn counts(&self, key: Option<&str>) -> (u32, Option<&VecDeque<u32>>) {
         match key {
-            None => (self.unkeyed, Some(&self.unkeyed_ahead).filter(|a| !a.is_empty())),
+            None => (self.unkeyed.total(), Some(&self.unkeyed_ahead).filter(|a| !a.is_empty())),
             // The second lookup only happens while some key holds a reservation.
             Some(k) => {
-                (self.keys.get(k).copied().unwrap_or(0), if self.ahead.is_empty() { None } else { self.ahead.get(k) })
+                (self.keys.get(k).map_or(0, Tally::total), if self.ahead.is_empty() { None } else { self.ahead.get(k) })
             }
         }
     }
 
-    /// Adds `n` permits to the count `index` slots after the current one.
-    fn add(&mut self, key: Option<&str>, index: usize, n: u32, room: KeyRoom) -> Result<(), NoRoom> {
-        let current = match key {
-            None => &mut self.unkeyed,
-            Some(k) => match self.keys.get_mut(k) {
-                Some(c) => c,
-                None => match room {
-                    KeyRoom::Free => self.keys.entry(k.into()).or_insert(0),
-                    KeyRoom::Full => return Err(NoRoom),
-                },
-            },
-        };
-        if index == 0 {
-            *current += n;
-            return Ok(());
-        }
+    /// Reserves `n` permits `index` (at least 1) slots after the current one.
+    fn reserve(&mut self, key: Option<&str>, index: usize, n: u32, room: KeyRoom) -> Result<(), NoRoom> {
+        // The key stays live while it holds a reservation.
+        self.tally_mut(key, room)?;
         let ahead = match key {
             None => &mut self.unkeyed_ahead,
             Some(k) => self.ahead.entry(k.into()).or_default(),
@@ -186,6 +253,49 @@ impl FixedWindow {
         }
         ahead[index - 1] += n;
         Ok(())
+    }
+
+    /// The tally for `key`, adding it if there is room.
+    pub fn tally_mut(&mut self, key: Option<&str>, room: KeyRoom) -> Result<&mut Tally, NoRoom> {
+        match key {
+            None => Ok(&mut self.unkeyed),
+            Some(k) => {
+                if !self.keys.contains_key(k) {
+                    if let KeyRoom::Full = room {
+                        return Err(NoRoom);
+                    }
+                    self.keys.insert(k.into(), Tally::default());
+                }
+                Ok(self.keys.get_mut(k).expect("present or just inserted"))
+            }
+        }
+    }
+
+    /// The tally for `key`, if it has one in the current slot.
+    pub fn tally(&self, key: Option<&str>) -> Option<&Tally> {
+        match key {
+            None => Some(&self.unkeyed),
+            Some(k) => self.keys.get(k),
+        }
+    }
+
+    /// Every tally with a count, the unkeyed one first (as `None`).
+    pub fn tallies(&self) -> impl Iterator<Item = (Option<&str>, &Tally)> {
+        let unkeyed = (self.unkeyed != Tally::default()).then_some((None, &self.unkeyed));
+        unkeyed.into_iter().chain(self.keys.iter().map(|(k, t)| (Some(&**k), t)))
+    }
+
+    /// Calls `f` with the own count of every tally granted since the last
+    /// call, and clears the marks.
+    pub fn drain_touched(&mut self, mut f: impl FnMut(Option<&str>, u32)) {
+        if std::mem::take(&mut self.unkeyed.touched) {
+            f(None, self.unkeyed.own());
+        }
+        for (k, t) in self.keys.iter_mut() {
+            if std::mem::take(&mut t.touched) {
+                f(Some(k), t.own());
+            }
+        }
     }
 
     /// Whether `key` already has a count in the current slot or a reservation.
@@ -203,7 +313,8 @@ fn plan(current: u32, ahead: Option<&VecDeque<u32>>, max: u32, want: Want) -> Pl
         Some(&n) => n,
         None => current,
     };
-    let room = max - taken;
+    // Peers' counts can push a total past max; nothing is left then.
+    let room = max.saturating_sub(taken);
     if room >= want.need() {
         Plan { index: last, granted: want.grant(room) }
     } else {

@@ -5,16 +5,23 @@
 //! is the single thread that waits on the socket, reads the clock once per
 //! request, asks the `Service` for a reply and sends it. Every request gets
 //! exactly one reply. The loop makes no decisions of its own.
+//!
+//! When peered, the same thread also polls a SUB socket subscribed to every
+//! peer and publishes on a PUB socket whatever the service hands it. Peer
+//! messages are read before requests, and publishing follows every small
+//! batch of requests, so that counts travel within one loop turn. A publish
+//! never blocks: past the high-water mark ZeroMQ drops it, which cumulative
+//! counts make harmless.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use tracing::{debug, info, warn};
 
 use super::clock::Clock;
-use crate::config::ServeConfig;
-use crate::core::{time::NANOS_PER_MS, Locker};
+use crate::config::{PeerConfig, ServeConfig};
+use crate::core::{time::NANOS_PER_MS, Locker, NodeKey, PeerEvent, Peering, PeeringSettings};
 use crate::service::Service;
-use crate::wire::WireError;
+use crate::wire::{WireError, MAX_PEER_MESSAGE_SIZE};
 
 /// How long one wait on the sockets may last, so that a stop request is seen
 /// well within a second even when no traffic arrives.
@@ -23,6 +30,21 @@ const TICK_MS: i64 = 100;
 /// How many requests are served back to back before the loop looks at the
 /// stop flag again, so a flood cannot delay shutdown.
 const BATCH: usize = 1024;
+
+/// How many requests are served between two looks at the peers, so that a
+/// flood of requests cannot leave peer counts waiting.
+const INNER_BATCH: usize = 8;
+
+/// How many peer messages are read in one go.
+const PEER_BATCH: usize = 256;
+
+/// Peer messages queued per peer before ZeroMQ drops new ones.
+const PEER_HWM: i32 = 100_000;
+
+/// How soon a SUB socket retries a peer that went away, in milliseconds:
+/// short, so that a restarted locker is heard (and can learn the counts)
+/// quickly.
+const PEER_RECONNECT_MS: i32 = 10;
 
 /// A failure of the socket layer, with what was being done.
 #[derive(Debug, thiserror::Error)]
@@ -36,10 +58,18 @@ fn zmq_err(what: impl Into<String>) -> impl FnOnce(zmq::Error) -> ServerError {
     move |source| ServerError { what: what.into(), source }
 }
 
+/// The sockets a peered locker talks to its peers with.
+struct PeerSockets {
+    publisher: zmq::Socket,
+    subscriber: zmq::Socket,
+    endpoint: String,
+}
+
 /// A bound locker, ready to run.
 pub struct Server {
-    // The context must outlive the socket; field order drops the socket first.
+    // The context must outlive the sockets; field order drops them first.
     rep: zmq::Socket,
+    peers: Option<PeerSockets>,
     _ctx: zmq::Context,
     endpoint: String,
     service: Service,
@@ -54,13 +84,27 @@ impl Server {
         rep.set_linger(0).map_err(zmq_err("setting ZMQ_LINGER"))?;
         rep.set_maxmsgsize(config.max_message_size as i64).map_err(zmq_err("setting ZMQ_MAXMSGSIZE"))?;
         rep.bind(&config.bind).map_err(zmq_err(format!("binding {}", config.bind)))?;
-        let endpoint = rep
-            .get_last_endpoint()
-            .map_err(zmq_err("reading the bound endpoint"))?
-            .unwrap_or_else(|raw| String::from_utf8_lossy(&raw).into_owned());
+        let endpoint = last_endpoint(&rep)?;
         let locker = Locker::new(config.default.clone(), config.limits.clone(), config.max_keys)
             .with_lease_prefix(lease_prefix());
-        Ok(Server { rep, _ctx: ctx, endpoint, service: Service::new(locker), clock: Clock::start() })
+        let clock = Clock::start();
+        let (peers, service) = match &config.peering {
+            None => (None, Service::new(locker)),
+            Some(pc) => {
+                let sockets = peer_sockets(&ctx, pc)?;
+                let now = clock.now();
+                let me = NodeKey { id: pc.node_id.as_str().into(), incarnation: now };
+                let grace = pc.grace.as_nanos() as u64;
+                let settings = PeeringSettings::new(me, pc.peers.len(), grace, locker.shortest_slot());
+                (Some(sockets), Service::peered(locker, Peering::new(settings, now), now))
+            }
+        };
+        Ok(Server { rep, peers, _ctx: ctx, endpoint, service, clock })
+    }
+
+    /// The endpoint the PUB socket bound, when peered.
+    pub fn peer_endpoint(&self) -> Option<&str> {
+        self.peers.as_ref().map(|p| p.endpoint.as_str())
     }
 
     /// The endpoint actually bound, with the real port when the config asked
@@ -71,17 +115,23 @@ impl Server {
 
     /// Serves until `stop` becomes true.
     pub fn run(mut self, stop: &AtomicBool) -> Result<(), ServerError> {
-        info!(endpoint = %self.endpoint, "serving");
+        info!(endpoint = %self.endpoint, peer_endpoint = ?self.peer_endpoint(), "serving");
         let mut msg = zmq::Message::new();
         let mut out = Vec::with_capacity(256);
         while !stop.load(Ordering::Relaxed) {
             let readable = self.wait_readable()?;
             self.service.on_timeout(self.clock.now());
+            self.publish();
             if !readable {
                 continue;
             }
-            for _ in 0..BATCH {
-                if !self.serve_one(&mut msg, &mut out)? {
+            let mut served = 0;
+            while served < BATCH {
+                let heard = self.read_peers(&mut msg)?;
+                let n = self.serve_some(&mut msg, &mut out)?;
+                self.publish();
+                served += n.max(1);
+                if heard == 0 && n == 0 {
                     break;
                 }
             }
@@ -90,17 +140,67 @@ impl Server {
         Ok(())
     }
 
-    /// Waits until a request arrives, the service's next deadline passes, or
-    /// a tick goes by; returns whether a request is waiting.
+    /// Waits until a request or a peer message arrives, the service's next
+    /// deadline passes, or a tick goes by; returns whether anything arrived.
     fn wait_readable(&self) -> Result<bool, ServerError> {
         let now = self.clock.now();
         let until_deadline = self.service.next_deadline().map(|d| d.saturating_sub(now).div_ceil(NANOS_PER_MS));
         let timeout = until_deadline.map_or(TICK_MS, |ms| (ms as i64).min(TICK_MS));
-        let mut items = [self.rep.as_poll_item(zmq::POLLIN)];
+        let mut items = vec![self.rep.as_poll_item(zmq::POLLIN)];
+        if let Some(p) = &self.peers {
+            items.push(p.subscriber.as_poll_item(zmq::POLLIN));
+        }
         match zmq::poll(&mut items, timeout) {
             Ok(n) => Ok(n > 0),
             Err(zmq::Error::EINTR) => Ok(false),
             Err(e) => Err(zmq_err("waiting for requests")(e)),
+        }
+    }
+
+    /// Serves up to `INNER_BATCH` waiting requests; returns how many.
+    fn serve_some(&mut self, msg: &mut zmq::Message, out: &mut Vec<u8>) -> Result<usize, ServerError> {
+        for n in 0..INNER_BATCH {
+            if !self.serve_one(msg, out)? {
+                return Ok(n);
+            }
+        }
+        Ok(INNER_BATCH)
+    }
+
+    /// Hands up to `PEER_BATCH` waiting peer messages to the service;
+    /// returns how many.
+    fn read_peers(&mut self, msg: &mut zmq::Message) -> Result<usize, ServerError> {
+        let Some(p) = &self.peers else { return Ok(0) };
+        for n in 0..PEER_BATCH {
+            match p.subscriber.recv(msg, zmq::DONTWAIT) {
+                Ok(()) => {}
+                Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => return Ok(n),
+                Err(e) => return Err(zmq_err("receiving from a peer")(e)),
+            }
+            // A peer message is one part; anything else is not from a locker.
+            if msg.get_more() || !self.service.on_peer(self.clock.now(), msg) {
+                debug!("peer message not understood; dropped");
+                while msg.get_more() && p.subscriber.recv(msg, zmq::DONTWAIT).is_ok() {}
+            }
+        }
+        Ok(PEER_BATCH)
+    }
+
+    /// Publishes whatever the service has for the peers, and logs what
+    /// happened to them.
+    fn publish(&mut self) {
+        let Some(p) = &self.peers else { return };
+        let mut dropped = 0usize;
+        self.service.publish(self.clock.now(), |bytes| {
+            if p.publisher.send(bytes, zmq::DONTWAIT).is_err() {
+                dropped += 1;
+            }
+        });
+        if dropped > 0 {
+            debug!(dropped, "peer messages dropped at the high-water mark");
+        }
+        while let Some(event) = self.service.poll_event() {
+            log_event(&event);
         }
     }
 
@@ -148,4 +248,43 @@ fn lease_prefix() -> u64 {
     h.write_u32(std::process::id());
     h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
     h.finish()
+}
+
+fn last_endpoint(socket: &zmq::Socket) -> Result<String, ServerError> {
+    Ok(socket
+        .get_last_endpoint()
+        .map_err(zmq_err("reading the bound endpoint"))?
+        .unwrap_or_else(|raw| String::from_utf8_lossy(&raw).into_owned()))
+}
+
+/// Binds the PUB socket and subscribes to every peer.
+fn peer_sockets(ctx: &zmq::Context, pc: &PeerConfig) -> Result<PeerSockets, ServerError> {
+    let publisher = ctx.socket(zmq::PUB).map_err(zmq_err("creating the PUB socket"))?;
+    publisher.set_linger(0).map_err(zmq_err("setting ZMQ_LINGER"))?;
+    publisher.set_sndhwm(PEER_HWM).map_err(zmq_err("setting ZMQ_SNDHWM"))?;
+    publisher.bind(&pc.bind).map_err(zmq_err(format!("binding {}", pc.bind)))?;
+    let endpoint = last_endpoint(&publisher)?;
+    let subscriber = ctx.socket(zmq::SUB).map_err(zmq_err("creating the SUB socket"))?;
+    subscriber.set_linger(0).map_err(zmq_err("setting ZMQ_LINGER"))?;
+    subscriber.set_rcvhwm(PEER_HWM).map_err(zmq_err("setting ZMQ_RCVHWM"))?;
+    subscriber.set_maxmsgsize(MAX_PEER_MESSAGE_SIZE as i64).map_err(zmq_err("setting ZMQ_MAXMSGSIZE"))?;
+    subscriber.set_reconnect_ivl(PEER_RECONNECT_MS).map_err(zmq_err("setting ZMQ_RECONNECT_IVL"))?;
+    subscriber.set_subscribe(b"").map_err(zmq_err("subscribing"))?;
+    for peer in &pc.peers {
+        subscriber.connect(peer).map_err(zmq_err(format!("connecting to peer {peer}")))?;
+    }
+    Ok(PeerSockets { publisher, subscriber, endpoint })
+}
+
+fn log_event(event: &PeerEvent) {
+    match event {
+        PeerEvent::Joined { id } => info!(peer = %id, "peer heard"),
+        PeerEvent::Restarted { id } => info!(peer = %id, "peer restarted"),
+        PeerEvent::ClockSkew { id, offset_ms } => {
+            warn!(peer = %id, offset_ms, "peer clock differs by more than a quarter of the shortest slot")
+        }
+        PeerEvent::ClockSkewCleared { id } => info!(peer = %id, "peer clock back within tolerance"),
+        PeerEvent::Ready { synced: 0 } => warn!("no peer sent its counts within the grace period; serving alone"),
+        PeerEvent::Ready { synced } => info!(synced, "learned the current counts from peers; serving"),
+    }
 }

@@ -6,7 +6,7 @@ mod support;
 
 /// `locker ask` and `locker stats` from the command line: output and exit codes.
 mod ask;
-/// `locker::Client` failing over between lockers.
+/// `locker::Client` and `locker ask` failing over between lockers, dead or silent.
 mod failover;
 /// Hostile input: malformed, empty, multi-part, oversized and random messages.
 mod hostile;
@@ -15,6 +15,8 @@ mod hostile;
 mod kinds;
 /// The daemon's lifecycle: the endpoint line, and a clean stop on signals.
 mod lifecycle;
+/// Peered lockers: a shared count, the overshoot bound, restarts, lone survivors, stats.
+mod peering;
 /// The seed's own Python client, unchanged.
 mod seed;
 /// Structured requests, named limits from a file, and the client library.

@@ -165,3 +165,86 @@ impl Drop for TempFile {
         let _ = std::fs::remove_file(&self.0);
     }
 }
+
+/// A free TCP port on loopback, for a PUB socket that peers must know in
+/// advance. Peers subscribe before every locker is up, so a wildcard port
+/// read back after binding would come too late for the others' command
+/// lines; the port is free when this returns, and a bind race fails the
+/// test loudly rather than silently.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port").local_addr().unwrap().port()
+}
+
+/// A group of peered lockers on loopback, each with its own PUB port.
+pub struct Peered {
+    /// The running lockers, in the order of `pubs`; `None` after a kill.
+    pub lockers: Vec<Option<Daemon>>,
+    /// Each locker's `--peer-bind` endpoint.
+    pub pubs: Vec<String>,
+    /// Arguments given to every locker besides the peering ones.
+    pub args: Vec<String>,
+}
+
+impl Peered {
+    /// Starts `n` lockers, each subscribed to all the others, with `args`.
+    pub fn start(n: usize, args: &[&str]) -> Peered {
+        let pubs: Vec<String> = (0..n).map(|_| format!("tcp://127.0.0.1:{}", free_port())).collect();
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let mut group = Peered { lockers: Vec::new(), pubs, args };
+        for i in 0..n {
+            let d = group.spawn(i);
+            group.lockers.push(Some(d));
+        }
+        group
+    }
+
+    /// Starts locker `i` (again) with its node id, PUB port and peers.
+    pub fn spawn(&self, i: usize) -> Daemon {
+        let node = format!("node-{i}");
+        let mut args: Vec<&str> = vec!["--peer-bind", &self.pubs[i], "--node-id", &node];
+        for (j, p) in self.pubs.iter().enumerate() {
+            if j != i {
+                args.extend(["--peer", p.as_str()]);
+            }
+        }
+        args.extend(self.args.iter().map(String::as_str));
+        Daemon::start(&args)
+    }
+
+    /// The REP endpoint of locker `i`.
+    pub fn endpoint(&self, i: usize) -> String {
+        self.lockers[i].as_ref().expect("locker is running").endpoint.clone()
+    }
+
+    /// Kills locker `i` with SIGKILL and waits for it to be gone.
+    pub fn kill(&mut self, i: usize) {
+        let mut d = self.lockers[i].take().expect("locker is running");
+        d.signal("KILL");
+        d.wait_exit(DEADLINE).expect("gone after SIGKILL");
+    }
+
+    /// Restarts a killed locker `i` under the same node id and ports.
+    pub fn restart(&mut self, i: usize) {
+        assert!(self.lockers[i].is_none(), "kill it first");
+        let d = self.spawn(i);
+        self.lockers[i] = Some(d);
+    }
+
+    /// Waits until every running locker has joined and hears `live_peers`
+    /// live peers, polling stats; panics after `DEADLINE`.
+    pub fn wait_joined(&self, live_peers: usize) {
+        let end = Instant::now() + DEADLINE;
+        for (i, d) in self.lockers.iter().enumerate() {
+            let Some(d) = d else { continue };
+            let mut client = locker::Client::new([d.endpoint.as_str()], DEADLINE).unwrap();
+            loop {
+                let s = client.stats().expect("stats");
+                if !s.joining && s.peers.iter().filter(|p| p.live).count() >= live_peers {
+                    break;
+                }
+                assert!(Instant::now() < end, "locker {i} not joined with {live_peers} live peers: {s:?}");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+}

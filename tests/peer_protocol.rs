@@ -1,0 +1,203 @@
+//! Protocol tests for peering on the pure seam: services wired together by
+//! hand, with literal instants and a network the test controls (it can
+//! drop, repeat and reorder messages), plus the golden bytes of a peer
+//! message.
+
+use locker::core::{Limit, Locker, NodeKey, Peering, PeeringSettings, Quota, DEFAULT_LIMIT};
+use locker::service::Service;
+use locker::wire::{self, Ask, GoReply, PeerCount, PeerKind, PeerMsg, PeerNode, Reply, StatsReply};
+
+const MS: u64 = 1_000_000;
+/// The start of a 1 s slot.
+const T0: u64 = 1_700_000_000_000 * MS;
+
+fn locker(max: u32) -> Locker {
+    Locker::new(Limit::new(DEFAULT_LIMIT, Quota::new(max, 1.0).unwrap()).unwrap(), vec![], 1000)
+}
+
+fn service(id: &str, incarnation: u64, peers: usize, now: u64) -> Service {
+    let me = NodeKey { id: id.into(), incarnation };
+    let settings = PeeringSettings::new(me, peers, 500 * MS, 1000 * MS);
+    Service::peered(locker(10), Peering::new(settings, now), now)
+}
+
+fn ask(s: &mut Service, now: u64) -> GoReply {
+    let mut body = Vec::new();
+    wire::encode(&Ask::new().key("k").to_map(), &mut body);
+    let mut out = Vec::new();
+    s.respond(now, &body, &mut out);
+    match wire::decode_reply(&out).unwrap() {
+        Reply::Answer(r) => r,
+        Reply::Refused(e) => panic!("{e}"),
+    }
+}
+
+fn stats(s: &mut Service, now: u64) -> StatsReply {
+    let mut body = Vec::new();
+    wire::encode(&wire::RequestMap { op: Some("stats"), ..Default::default() }, &mut body);
+    let mut out = Vec::new();
+    s.respond(now, &body, &mut out);
+    match wire::decode_reply(&out).unwrap() {
+        Reply::Answer(r) => r,
+        Reply::Refused(e) => panic!("{e}"),
+    }
+}
+
+fn outbox(s: &mut Service, now: u64) -> Vec<Vec<u8>> {
+    let mut msgs = Vec::new();
+    s.publish(now, |m| msgs.push(m.to_vec()));
+    msgs
+}
+
+fn deliver(to: &mut Service, now: u64, msgs: &[Vec<u8>]) {
+    for m in msgs {
+        assert!(to.on_peer(now, m), "a peer message was not understood");
+    }
+}
+
+/// Two services that have exchanged heartbeats and snapshots.
+fn joined_pair() -> (Service, Service) {
+    let mut a = service("a", T0, 1, T0);
+    let mut b = service("b", T0, 1, T0);
+    for round in 0..3 {
+        let now = T0 + round * 10 * MS;
+        let (from_a, from_b) = (outbox(&mut a, now), outbox(&mut b, now));
+        deliver(&mut b, now, &from_a);
+        deliver(&mut a, now, &from_b);
+    }
+    assert!(!stats(&mut a, T0 + 30 * MS).joining && !stats(&mut b, T0 + 30 * MS).joining);
+    (a, b)
+}
+
+#[test]
+fn a_granted_count_reaches_the_peer() {
+    let (mut a, mut b) = joined_pair();
+    let now = T0 + 100 * MS;
+    // Spaced beyond the in-flight window, so the share rule stays out of it.
+    for i in 0..6 {
+        assert!(ask(&mut a, now + i * 5 * MS).ok);
+    }
+    deliver(&mut b, now, &outbox(&mut a, now + 30 * MS));
+    let r = ask(&mut b, now + 40 * MS);
+    assert!(r.ok);
+    assert_eq!(r.remaining, 3, "6 granted by a, 1 by b, of 10");
+}
+
+#[test]
+fn duplicates_reordering_and_loss_do_not_change_the_sum() {
+    let (mut a, mut b) = joined_pair();
+    let now = T0 + 100 * MS;
+    let mut sent = Vec::new();
+    for i in 0..5 {
+        assert!(ask(&mut a, now + i * 10 * MS).ok);
+        sent.extend(outbox(&mut a, now + i * 10 * MS));
+    }
+    // The message that carries a's cumulative count `n`.
+    let carrying = |n: u32| {
+        sent.iter()
+            .find(|m| wire::decode_peer(m).unwrap().counts.iter().any(|c| c.4 == n))
+            .unwrap_or_else(|| panic!("no message carries {n}"))
+    };
+    // The last count first, then two older ones, each twice; the rest lost.
+    for m in [carrying(5), carrying(2), carrying(5), carrying(3), carrying(3)] {
+        assert!(b.on_peer(now + 60 * MS, m));
+    }
+    assert_eq!(ask(&mut b, now + 70 * MS).remaining, 4, "5 from a and 1 from b, counted once");
+}
+
+#[test]
+fn counts_of_an_ended_slot_are_ignored() {
+    let (mut a, mut b) = joined_pair();
+    for _ in 0..4 {
+        assert!(ask(&mut a, T0 + 900 * MS).ok);
+    }
+    let late = outbox(&mut a, T0 + 900 * MS);
+    deliver(&mut b, T0 + 1100 * MS, &late);
+    assert_eq!(ask(&mut b, T0 + 1100 * MS).remaining, 9, "a new slot starts from zero");
+}
+
+#[test]
+fn a_restarted_locker_learns_the_slot_back_before_it_grants() {
+    let (mut a, mut b) = joined_pair();
+    let now = T0 + 100 * MS;
+    for i in 0..7 {
+        assert!(ask(&mut a, now + i * 5 * MS).ok);
+    }
+    deliver(&mut b, now, &outbox(&mut a, now + 35 * MS));
+    // a dies and comes back under the same id: a new run, knowing nothing.
+    let restart = now + 50 * MS;
+    let mut a = service("a", restart, 1, restart);
+    let held = ask(&mut a, restart);
+    assert!(!held.ok, "joining: no grant before the counts are learned");
+    assert!(held.retry_after_ms <= 500);
+    // Its heartbeat asks b for a snapshot, which carries a's earlier count.
+    deliver(&mut b, restart, &outbox(&mut a, restart));
+    let snapshot = outbox(&mut b, restart + MS);
+    assert!(snapshot.iter().any(|m| wire::decode_peer(m).unwrap().done));
+    deliver(&mut a, restart + MS, &snapshot);
+    assert!(!stats(&mut a, restart + MS).joining);
+    let granted = (0..10).filter(|i| ask(&mut a, restart + 10 * MS + i * 5 * MS).ok).count();
+    assert_eq!(granted, 3, "7 were granted before the restart");
+}
+
+#[test]
+fn a_restarted_locker_with_no_peer_left_serves_alone_after_the_grace() {
+    let mut a = service("a", T0, 2, T0);
+    assert!(!ask(&mut a, T0 + 499 * MS).ok);
+    assert!(ask(&mut a, T0 + 500 * MS).ok);
+}
+
+#[test]
+fn stats_list_peers_with_age_offset_and_skew_flag() {
+    let (mut a, _) = joined_pair();
+    let skewed = PeerMsg {
+        kind: PeerKind::Beat,
+        nodes: vec![PeerNode("c".into(), 1)],
+        at: T0 + 40 * MS - 400 * MS,
+        joining: false,
+        done: false,
+        counts: vec![],
+    };
+    let mut body = Vec::new();
+    wire::encode(&skewed, &mut body);
+    assert!(a.on_peer(T0 + 40 * MS, &body));
+    let s = stats(&mut a, T0 + 50 * MS);
+    assert_eq!(s.node.as_deref(), Some("a"));
+    let peers: Vec<_> = s.peers.iter().map(|p| (p.node.as_str(), p.last_heard_ms, p.flagged)).collect();
+    assert_eq!(peers, [("b", 30, false), ("c", 10, true)]);
+    assert_eq!(s.peers[1].clock_offset_ms, -400.0);
+}
+
+#[test]
+fn garbage_from_a_peer_is_dropped() {
+    let (mut a, _) = joined_pair();
+    assert!(!a.on_peer(T0, b"let me go"));
+    assert!(!a.on_peer(T0, &[0x81, 0xa1, 0x78, 0xc0]));
+    assert!(ask(&mut a, T0 + 100 * MS).ok);
+}
+
+#[test]
+fn peer_messages_have_pinned_bytes() {
+    let msg = PeerMsg {
+        kind: PeerKind::Counts,
+        nodes: vec![PeerNode("a".into(), 7)],
+        at: 9,
+        joining: false,
+        done: false,
+        counts: vec![PeerCount("api".into(), Some("k".into()), 3, 0, 5)],
+    };
+    let mut bytes = Vec::new();
+    wire::encode(&msg, &mut bytes);
+    let expected: &[u8] = &[
+        0x86, // a map of 6
+        0xa4, b'k', b'i', b'n', b'd', 0xa6, b'c', b'o', b'u', b'n', b't', b's', // kind: "counts"
+        0xa5, b'n', b'o', b'd', b'e', b's', 0x91, 0x92, 0xa1, b'a', 0x07, // nodes: [["a", 7]]
+        0xa2, b'a', b't', 0x09, // at: 9
+        0xa7, b'j', b'o', b'i', b'n', b'i', b'n', b'g', 0xc2, // joining: false
+        0xa4, b'd', b'o', b'n', b'e', 0xc2, // done: false
+        0xa6, b'c', b'o', b'u', b'n', b't', b's', // counts:
+        0x91, 0x95, 0xa3, b'a', b'p', b'i', 0xa1, b'k', 0x03, 0x00, 0x05, // [["api", "k", 3, 0, 5]]
+    ];
+    assert_eq!(bytes, expected);
+    assert_eq!(wire::decode_peer(&bytes).unwrap(), msg);
+}
