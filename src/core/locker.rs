@@ -250,7 +250,7 @@ impl Locker {
         });
         match verdict {
             Ok(v) => {
-                if v.go && v.wait == 0 && self.publishing {
+                if v.granted > 0 && v.wait == 0 && self.publishing {
                     self.note_grant(id, key);
                 }
                 Ok(v)
