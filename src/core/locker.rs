@@ -330,7 +330,8 @@ impl Locker {
     }
 
     /// Keys with a count in their limit's current slot or a reservation,
-    /// keys whose token bucket is not full, and leases. Keys of a slot that
+    /// keys whose token bucket is not full or holds peers' counts of the
+    /// current or previous period, and leases. Keys of a slot that
     /// has ended are dropped the next time their limit is asked.
     pub fn live_keys(&self) -> usize {
         self.live_keys

@@ -67,7 +67,8 @@ impl Rule {
     }
 
     /// Answers an ask on a counting rule. Call `advance` first. `share`
-    /// applies to the kinds that peers share (fixed windows).
+    /// applies to fixed windows only: a token bucket shared by peers holds
+    /// its bound by absorbing their grants (see `bucket::shared`).
     pub fn take(
         &mut self,
         now: Nanos,
