@@ -84,22 +84,6 @@ impl Rule {
         }
     }
 
-    /// The fixed window, if this rule is one.
-    pub fn window(&self) -> Option<&FixedWindow> {
-        match self {
-            Rule::Window(w) => Some(w),
-            Rule::Bucket(_) | Rule::Semaphore(_) => None,
-        }
-    }
-
-    /// The fixed window, if this rule is one, to change.
-    pub fn window_mut(&mut self) -> Option<&mut FixedWindow> {
-        match self {
-            Rule::Window(w) => Some(w),
-            Rule::Bucket(_) | Rule::Semaphore(_) => None,
-        }
-    }
-
     /// The semaphore, if this rule is one.
     pub fn semaphore(&mut self) -> Option<&mut Semaphore> {
         match self {
