@@ -3,7 +3,7 @@
 //! drop, repeat and reorder messages), plus the golden bytes of a peer
 //! message.
 
-use locker::core::{Limit, Locker, NodeKey, Peering, PeeringSettings, Quota, DEFAULT_LIMIT};
+use locker::core::{Algorithm, Limit, Locker, NodeKey, Peering, PeeringSettings, Quota, DEFAULT_LIMIT};
 use locker::service::Service;
 use locker::wire::{self, Ask, GoReply, PeerCount, PeerKind, PeerMsg, PeerNode, Reply, StatsReply};
 
@@ -15,10 +15,21 @@ fn locker(max: u32) -> Locker {
     Locker::new(Limit::new(DEFAULT_LIMIT, Quota::new(max, 1.0).unwrap()).unwrap(), vec![], 1000)
 }
 
+/// A token bucket of 5 refilled at 10 per second: one token per 100 ms.
+fn bucket_locker() -> Locker {
+    let quota = Quota::new(10, 1.0).unwrap();
+    let limit = Limit::with_algorithm(DEFAULT_LIMIT, quota, Algorithm::token_bucket(5).unwrap()).unwrap();
+    Locker::new(limit, vec![], 1000)
+}
+
 fn service(id: &str, incarnation: u64, peers: usize, now: u64) -> Service {
+    service_of(locker(10), id, incarnation, peers, now)
+}
+
+fn service_of(locker: Locker, id: &str, incarnation: u64, peers: usize, now: u64) -> Service {
     let me = NodeKey { id: id.into(), incarnation };
     let settings = PeeringSettings::new(me, peers, 500 * MS, 1000 * MS);
-    Service::peered(locker(10), Peering::new(settings, now), now)
+    Service::peered(locker, Peering::new(settings, now), now)
 }
 
 fn ask(s: &mut Service, now: u64) -> GoReply {
@@ -57,8 +68,15 @@ fn deliver(to: &mut Service, now: u64, msgs: &[Vec<u8>]) {
 
 /// Two services that have exchanged heartbeats and snapshots.
 fn joined_pair() -> (Service, Service) {
-    let mut a = service("a", T0, 1, T0);
-    let mut b = service("b", T0, 1, T0);
+    joined(service("a", T0, 1, T0), service("b", T0, 1, T0))
+}
+
+/// Two services sharing a token bucket, joined.
+fn bucket_pair() -> (Service, Service) {
+    joined(service_of(bucket_locker(), "a", T0, 1, T0), service_of(bucket_locker(), "b", T0, 1, T0))
+}
+
+fn joined(mut a: Service, mut b: Service) -> (Service, Service) {
     for round in 0..3 {
         let now = T0 + round * 10 * MS;
         let (from_a, from_b) = (outbox(&mut a, now), outbox(&mut b, now));
@@ -200,4 +218,89 @@ fn peer_messages_have_pinned_bytes() {
     ];
     assert_eq!(bytes, expected);
     assert_eq!(wire::decode_peer(&bytes).unwrap(), msg);
+}
+
+#[test]
+fn a_bucket_drained_on_one_locker_is_drained_on_its_peer() {
+    let (mut a, mut b) = bucket_pair();
+    let now = T0 + 100 * MS;
+    for left in [4, 3, 2] {
+        assert_eq!(ask(&mut a, now).remaining, left);
+    }
+    deliver(&mut b, now, &outbox(&mut a, now));
+    assert_eq!(ask(&mut b, now).remaining, 1, "3 taken on a, 1 on b, of 5");
+    assert!(ask(&mut b, now).ok);
+    let sorry = ask(&mut b, now);
+    assert!(!sorry.ok);
+    assert_eq!(sorry.retry_after_ms, 100, "one token per 100 ms");
+    deliver(&mut a, now, &outbox(&mut b, now));
+    assert!(!ask(&mut a, now).ok, "a heard b's 2");
+    assert!(ask(&mut a, now + 100 * MS).ok, "and both refill at the rate");
+}
+
+#[test]
+fn bucket_counts_survive_duplicates_reordering_and_loss() {
+    let (mut a, mut b) = bucket_pair();
+    let now = T0 + 100 * MS;
+    let mut sent = Vec::new();
+    for _ in 0..4 {
+        assert!(ask(&mut a, now).ok);
+        sent.extend(outbox(&mut a, now));
+    }
+    let carrying = |n: u32| {
+        sent.iter()
+            .find(|m| wire::decode_peer(m).unwrap().counts.iter().any(|c| c.4 == n))
+            .unwrap_or_else(|| panic!("no message carries {n}"))
+    };
+    // The last count first, then older ones, repeated; the count 3 is lost.
+    for m in [carrying(4), carrying(1), carrying(4), carrying(2), carrying(2)] {
+        assert!(b.on_peer(now, m));
+    }
+    assert_eq!(ask(&mut b, now).remaining, 0, "4 from a and 1 from b, counted once");
+    assert!(!ask(&mut b, now).ok);
+}
+
+#[test]
+fn a_lost_bucket_count_is_repaired_by_the_next_heartbeat() {
+    let (mut a, mut b) = bucket_pair();
+    let now = T0 + 100 * MS;
+    for _ in 0..5 {
+        assert!(ask(&mut a, now).ok);
+    }
+    let lost = outbox(&mut a, now);
+    assert!(!lost.is_empty());
+    // The heartbeat after the next one republishes what was granted since.
+    let repair = outbox(&mut a, T0 + 200 * MS);
+    deliver(&mut b, T0 + 200 * MS, &repair);
+    assert!(!ask(&mut b, T0 + 200 * MS).ok, "b learned of a's 5 from the repair");
+}
+
+#[test]
+fn a_grant_just_before_a_period_boundary_is_absorbed_after_it() {
+    let (mut a, mut b) = bucket_pair();
+    let before = T0 + 999 * MS;
+    for _ in 0..5 {
+        assert!(ask(&mut a, before).ok);
+    }
+    let late = outbox(&mut a, before);
+    deliver(&mut b, T0 + 1001 * MS, &late);
+    assert!(!ask(&mut b, T0 + 1001 * MS).ok, "the previous period's count still counts");
+}
+
+#[test]
+fn a_restarted_locker_learns_the_bucket_back_before_it_grants() {
+    let (mut a, mut b) = bucket_pair();
+    let now = T0 + 100 * MS;
+    for _ in 0..4 {
+        assert!(ask(&mut a, now).ok);
+    }
+    deliver(&mut b, now, &outbox(&mut a, now));
+    let restart = now + 10 * MS;
+    let mut a = service_of(bucket_locker(), "a", restart, 1, restart);
+    assert!(!ask(&mut a, restart).ok, "joining: no grant before the counts are learned");
+    deliver(&mut b, restart, &outbox(&mut a, restart));
+    deliver(&mut a, restart + MS, &outbox(&mut b, restart + MS));
+    assert!(!stats(&mut a, restart + MS).joining);
+    let granted = (0..5).filter(|_| ask(&mut a, restart + 2 * MS).ok).count();
+    assert_eq!(granted, 1, "4 of 5 were taken before the restart");
 }

@@ -11,6 +11,10 @@
 //! holds a full bucket, exactly like a key never seen, so such keys are
 //! dropped by a sweep at most once a refill period (and at least once a
 //! second). This module knows nothing of names, sockets or clocks.
+//!
+//! When lockers are peered, each key also keeps a ledger of the grants made
+//! from it per node and period (see `shared`), so that a peer's grants move
+//! this locker's TAT as if they had been made here.
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -20,6 +24,17 @@ use super::limit::Quota;
 use super::time::{Nanos, NANOS_PER_SEC};
 use super::window::{KeyRoom, NoRoom};
 
+mod shared;
+
+pub use shared::Ledger;
+
+/// One key's bucket: its TAT, and the grants peers shared for it.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct Key {
+    tat: Nanos,
+    ledger: Ledger,
+}
+
 /// Token buckets for every key of one limit.
 #[derive(Debug)]
 pub struct Bucket {
@@ -28,8 +43,11 @@ pub struct Bucket {
     burst: u32,
     /// `burst * interval`: how far ahead of `now` a TAT may be with tokens left.
     depth: Nanos,
-    unkeyed: Nanos,
-    keys: HashMap<Box<str>, Nanos>,
+    /// The refill period, whose epoch-aligned slots number the counts that
+    /// peers exchange.
+    quota: Quota,
+    unkeyed: Key,
+    keys: HashMap<Box<str>, Key>,
     next_sweep: Nanos,
 }
 
@@ -42,7 +60,8 @@ impl Bucket {
             interval,
             burst,
             depth: interval.saturating_mul(u64::from(burst)),
-            unkeyed: 0,
+            quota,
+            unkeyed: Key::default(),
             keys: HashMap::new(),
             next_sweep: 0,
         }
@@ -53,7 +72,8 @@ impl Bucket {
         self.interval
     }
 
-    /// Keys whose bucket is not full.
+    /// Keys whose bucket is not full, or that hold counts peers shared in
+    /// the current or the previous period.
     pub fn live_keys(&self) -> usize {
         self.keys.len()
     }
@@ -65,8 +85,13 @@ impl Bucket {
             return 0;
         }
         self.next_sweep = now.saturating_add(self.depth.max(NANOS_PER_SEC));
+        let oldest = self.oldest_period(now);
+        self.unkeyed.ledger.prune(oldest);
         let before = self.keys.len();
-        self.keys.retain(|_, tat| *tat > now);
+        self.keys.retain(|_, k| {
+            k.ledger.prune(oldest);
+            k.tat > now || !k.ledger.is_empty()
+        });
         before - self.keys.len()
     }
 
@@ -75,8 +100,8 @@ impl Bucket {
     /// must be at most `burst`; the caller checks.
     pub fn take(&mut self, now: Nanos, key: Option<&str>, want: Want, room: KeyRoom) -> Result<Verdict, NoRoom> {
         let stored = match key {
-            None => self.unkeyed,
-            Some(k) => self.keys.get(k).copied().unwrap_or(0),
+            None => self.unkeyed.tat,
+            Some(k) => self.keys.get(k).map_or(0, |k| k.tat),
         };
         let tat = stored.max(now);
         let available = self.available(now, tat);
@@ -114,15 +139,37 @@ impl Bucket {
         Ok(v)
     }
 
+    /// Answers sorry without taking, for a locker that may not grant yet;
+    /// `retry_after` is when it may.
+    pub fn refuse(&self, now: Nanos, key: Option<&str>, retry_after: Nanos) -> Verdict {
+        let tat = self.key(key).map_or(0, |k| k.tat).max(now);
+        Verdict {
+            go: false,
+            limit: self.burst,
+            remaining: self.available(now, tat),
+            retry_after,
+            reset_after: tat - now,
+            granted: 0,
+            wait: 0,
+        }
+    }
+
     /// Adds `n` tokens taken elsewhere (by a peer) to `key`'s bucket, so that
     /// consumption counted on several lockers adds up here.
     pub fn absorb(&mut self, now: Nanos, key: Option<&str>, n: u32) {
-        let add = self.interval.saturating_mul(u64::from(n));
-        let tat = match key {
+        let interval = self.interval;
+        let k = match key {
             None => &mut self.unkeyed,
-            Some(k) => self.keys.entry(k.into()).or_insert(0),
+            Some(k) => self.keys.entry(k.into()).or_default(),
         };
-        *tat = (*tat).max(now).saturating_add(add);
+        absorb(k, now, interval, n);
+    }
+
+    fn key(&self, key: Option<&str>) -> Option<&Key> {
+        match key {
+            None => Some(&self.unkeyed),
+            Some(k) => self.keys.get(k),
+        }
     }
 
     /// Whole tokens available at `now` for a key whose TAT is `tat` (>= now).
@@ -139,12 +186,12 @@ impl Bucket {
 
     fn store(&mut self, key: Option<&str>, tat: Nanos, room: KeyRoom) -> Result<(), NoRoom> {
         match key {
-            None => self.unkeyed = tat,
+            None => self.unkeyed.tat = tat,
             Some(k) => match self.keys.get_mut(k) {
-                Some(t) => *t = tat,
+                Some(t) => t.tat = tat,
                 None => match room {
                     KeyRoom::Free => {
-                        self.keys.insert(k.into(), tat);
+                        self.keys.insert(k.into(), Key { tat, ledger: Ledger::default() });
                     }
                     KeyRoom::Full => return Err(NoRoom),
                 },
@@ -152,6 +199,11 @@ impl Bucket {
         }
         Ok(())
     }
+}
+
+/// Moves `k`'s TAT by `n` intervals, from `now` if its bucket is full.
+fn absorb(k: &mut Key, now: Nanos, interval: Nanos, n: u32) {
+    k.tat = k.tat.max(now).saturating_add(interval.saturating_mul(u64::from(n)));
 }
 
 #[cfg(test)]

@@ -11,19 +11,20 @@
 //! (`merge`), lists its own grants for publishing (`take_granted`,
 //! `drain_touched`, `snapshot`), and follows the peer view the caller sets
 //! (`set_view`): how many lockers are live, and whether to hold off while
-//! the counts are still being learned. Fixed windows are what peers share.
+//! the counts are still being learned. Fixed windows and token buckets are
+//! what peers share; that glue is in `locker::shared`.
 
 use std::collections::HashMap;
 
 use super::ask::{Verdict, Want};
 use super::limit::{Limit, DEFAULT_LIMIT};
-use super::peers::Nodes;
 use super::rule::{Rule, TakeError};
 use super::tally::{NodeIx, Share};
 use super::time::{Nanos, NANOS_PER_MS};
-use super::window::{FixedWindow, KeyRoom, SlotFit};
+use super::window::KeyRoom;
 
 mod leases;
+mod shared;
 
 /// The longest a request may offer to wait (`max_wait_ms`): one hour. Waits
 /// hold counts in future slots or leases in a queue, so they are bounded.
@@ -246,103 +247,19 @@ impl Locker {
             Share { live: view.live, in_flight_window: Share::window_for(self.entries[id.0].limit.quota().slot_ns()) };
         let verdict = self.counted(now, id, |rule, room| match (rule, view.hold_until.filter(|&u| u > now)) {
             (Rule::Window(w), Some(until)) => Ok(w.refuse(now, key, until - now)),
+            (Rule::Bucket(b), Some(until)) => Ok(b.refuse(now, key, until - now)),
             (rule, _) => rule.take(now, key, want, room, share),
         });
         match verdict {
             Ok(v) => {
-                if v.granted > 0 && v.wait == 0 && self.publishing {
-                    self.note_grant(id, key);
+                if v.granted > 0 && self.publishing {
+                    self.note_grant(now, id, key, &v);
                 }
                 Ok(v)
             }
             Err(TakeError::NoRoom) => Err(AskError::TooManyKeys(self.max_keys)),
             Err(TakeError::Semaphore) => Err(AskError::IsSemaphore(self.entries[id.0].limit.name().to_owned())),
         }
-    }
-
-    /// Queues the own count of a fixed window's key after a grant, for the
-    /// peers.
-    fn note_grant(&mut self, id: LimitId, key: Option<&str>) {
-        if let Some(w) = self.entries[id.0].rule.window() {
-            let own = w.tally(key).map_or(0, |t| t.own());
-            let slot = w.slot();
-            self.granted.push(Count { limit: id, key: key.map(Into::into), slot, node: Nodes::ME, count: own });
-        }
-    }
-
-    /// Sets what the peers mean for the next asks, and starts keeping own
-    /// counts for publishing.
-    pub fn set_view(&mut self, view: PeerView) {
-        self.view = view;
-        self.publishing = true;
-    }
-
-    /// Own counts after each grant since the last call, oldest first.
-    pub fn take_granted(&mut self) -> std::vec::Drain<'_, Count> {
-        self.granted.drain(..)
-    }
-
-    /// Merges a count a peer reported, received at `now`. `Nodes::ME` as
-    /// the node is an echo of this locker's own count. Returns whether
-    /// anything changed: a count for an ended slot, a slot too far ahead, a
-    /// limit that is not a fixed window, a smaller count than known, or a
-    /// new key beyond `max_keys` changes nothing.
-    pub fn merge(&mut self, now: Nanos, c: &Count) -> bool {
-        let max_keys = self.max_keys;
-        let Some(w) = self.entries[c.limit.0].rule.window_mut() else {
-            return false;
-        };
-        let others = self.live_keys - w.live_keys();
-        let (fit, _) = w.advance_for_peer(now, c.slot);
-        let room = if others + w.live_keys() < max_keys { KeyRoom::Free } else { KeyRoom::Full };
-        let changed = fit == SlotFit::Current
-            && match w.tally_mut(c.key.as_deref(), room) {
-                Ok(tally) if c.node == Nodes::ME => tally.merge_own(c.count),
-                Ok(tally) => tally.merge(c.node, c.count),
-                Err(_) => false,
-            };
-        self.live_keys = others + w.live_keys();
-        changed
-    }
-
-    /// Calls `f` with every count this locker knows for the current slot of
-    /// every fixed window at `now`, its own and each peer node's.
-    pub fn snapshot(&mut self, now: Nanos, mut f: impl FnMut(Count)) {
-        self.each_window(now, |i, w| {
-            let slot = w.slot();
-            for (key, tally) in w.tallies() {
-                let count = |node, count| Count { limit: LimitId(i), key: key.map(Into::into), slot, node, count };
-                if tally.own() > 0 {
-                    f(count(Nodes::ME, tally.own()));
-                }
-                for (node, n) in tally.peers() {
-                    f(count(node, n));
-                }
-            }
-        });
-    }
-
-    /// Calls `f` with the own count of every key granted since the last
-    /// call, for republishing: a count lost on the way is repaired by the
-    /// next one.
-    pub fn drain_touched(&mut self, now: Nanos, mut f: impl FnMut(Count)) {
-        self.each_window(now, |i, w| {
-            let slot = w.slot();
-            w.drain_touched(|key, count| {
-                f(Count { limit: LimitId(i), key: key.map(Into::into), slot, node: Nodes::ME, count })
-            });
-        });
-    }
-
-    /// Brings every fixed window up to `now` and calls `f` with each.
-    fn each_window(&mut self, now: Nanos, mut f: impl FnMut(usize, &mut FixedWindow)) {
-        for (i, entry) in self.entries.iter_mut().enumerate() {
-            if let Some(w) = entry.rule.window_mut() {
-                w.advance(now);
-                f(i, w);
-            }
-        }
-        self.live_keys = self.entries.iter().map(|e| e.rule.live_keys()).sum();
     }
 
     /// The shortest slot of any limit.
@@ -413,7 +330,8 @@ impl Locker {
     }
 
     /// Keys with a count in their limit's current slot or a reservation,
-    /// keys whose token bucket is not full, and leases. Keys of a slot that
+    /// keys whose token bucket is not full or holds peers' counts of the
+    /// current or previous period, and leases. Keys of a slot that
     /// has ended are dropped the next time their limit is asked.
     pub fn live_keys(&self) -> usize {
         self.live_keys

@@ -67,7 +67,8 @@ impl Rule {
     }
 
     /// Answers an ask on a counting rule. Call `advance` first. `share`
-    /// applies to the kinds that peers share (fixed windows).
+    /// applies to fixed windows only: a token bucket shared by peers holds
+    /// its bound by absorbing their grants (see `bucket::shared`).
     pub fn take(
         &mut self,
         now: Nanos,
@@ -80,22 +81,6 @@ impl Rule {
             Rule::Window(w) => Ok(w.take_shared(now, key, want, room, share)?),
             Rule::Bucket(b) => Ok(b.take(now, key, want, room)?),
             Rule::Semaphore(_) => Err(TakeError::Semaphore),
-        }
-    }
-
-    /// The fixed window, if this rule is one.
-    pub fn window(&self) -> Option<&FixedWindow> {
-        match self {
-            Rule::Window(w) => Some(w),
-            Rule::Bucket(_) | Rule::Semaphore(_) => None,
-        }
-    }
-
-    /// The fixed window, if this rule is one, to change.
-    pub fn window_mut(&mut self) -> Option<&mut FixedWindow> {
-        match self {
-            Rule::Window(w) => Some(w),
-            Rule::Bucket(_) | Rule::Semaphore(_) => None,
         }
     }
 

@@ -17,6 +17,8 @@ mod kinds;
 mod lifecycle;
 /// Peered lockers: a shared count, the overshoot bound, restarts, lone survivors, stats.
 mod peering;
+/// Peered lockers sharing a token bucket under saturation: the stated bound.
+mod peering_bucket;
 /// The seed's own Python client, unchanged.
 mod seed;
 /// Structured requests, named limits from a file, and the client library.
