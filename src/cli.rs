@@ -237,13 +237,18 @@ fn ask(args: AskArgs) -> u8 {
     match client.acquire(&ask) {
         Ok(reply) => {
             print_go(&reply, args.connect.json);
-            if reply.ok {
-                EXIT_GO
-            } else {
-                EXIT_SORRY
-            }
+            exit_for(reply.ok)
         }
         Err(e) => fail(e),
+    }
+}
+
+/// The exit code for a held permit or lease (0) or a refusal (1).
+pub(crate) fn exit_for(ok: bool) -> u8 {
+    if ok {
+        EXIT_GO
+    } else {
+        EXIT_SORRY
     }
 }
 

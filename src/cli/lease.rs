@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use super::{fail, parse_duration, ConnectArgs, EXIT_GO, EXIT_SORRY};
+use super::{exit_for, fail, parse_duration, ConnectArgs};
 use crate::client::Client;
 use crate::wire::{Heartbeat, LeaseAsk, LeaseReply, Release};
 
@@ -104,11 +104,7 @@ pub(crate) fn run(command: LeaseCommand) -> u8 {
     match result {
         Ok(reply) => {
             print_lease(&reply, connect.json);
-            if reply.ok {
-                EXIT_GO
-            } else {
-                EXIT_SORRY
-            }
+            exit_for(reply.ok)
         }
         Err(e) => fail(e),
     }
