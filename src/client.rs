@@ -18,8 +18,10 @@ use crate::wire::{
 };
 
 mod lease;
+mod pool;
 
 pub use lease::Lease;
+pub use pool::{PermitPool, Permits};
 
 /// The default deadline for one request.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);

@@ -21,5 +21,5 @@ pub mod daemon;
 pub mod service;
 pub mod wire;
 
-pub use client::{Client, ClientError, Lease};
+pub use client::{Client, ClientError, Lease, PermitPool};
 pub use wire::{Ask, GoReply, LeaseAsk, LeaseReply, StatsReply};

@@ -19,6 +19,8 @@ mod lifecycle;
 mod peering;
 /// Peered lockers sharing a token bucket under saturation: the stated bound.
 mod peering_bucket;
+/// `PermitPool`: batches of permits taken with `up_to`, within the limit.
+mod pool;
 /// The seed's own Python client, unchanged.
 mod seed;
 /// Structured requests, named limits from a file, and the client library.
