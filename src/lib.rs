@@ -10,8 +10,10 @@
 //! - [`service`]: request bytes to reply bytes, the seam protocol tests drive;
 //! - [`daemon`]: the loop that owns the sockets and the clock;
 //! - [`client`]: the client library, with failover between lockers;
-//! - [`config`] and [`cli`]: settings and the command line.
+//! - [`config`] and [`cli`]: settings and the command line;
+//! - [`bench`]: `locker bench`, the load generator.
 
+pub mod bench;
 pub mod cli;
 pub mod client;
 pub mod config;

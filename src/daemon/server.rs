@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tracing::{debug, info, warn};
 
 use super::clock::Clock;
+use super::transport::{self, zmq_err, TransportError};
 use crate::config::ServeConfig;
 use crate::core::{time::NANOS_PER_MS, Locker};
 use crate::service::Service;
@@ -25,16 +26,7 @@ const TICK_MS: i64 = 100;
 const BATCH: usize = 1024;
 
 /// A failure of the socket layer, with what was being done.
-#[derive(Debug, thiserror::Error)]
-#[error("{what}: {source}")]
-pub struct ServerError {
-    what: String,
-    source: zmq::Error,
-}
-
-fn zmq_err(what: impl Into<String>) -> impl FnOnce(zmq::Error) -> ServerError {
-    move |source| ServerError { what: what.into(), source }
-}
+pub type ServerError = TransportError;
 
 /// A bound locker, ready to run.
 pub struct Server {
@@ -49,15 +41,8 @@ pub struct Server {
 impl Server {
     /// Binds the REP socket described by `config` and builds the locker.
     pub fn bind(config: &ServeConfig) -> Result<Server, ServerError> {
-        let ctx = zmq::Context::new();
-        let rep = ctx.socket(zmq::REP).map_err(zmq_err("creating the REP socket"))?;
-        rep.set_linger(0).map_err(zmq_err("setting ZMQ_LINGER"))?;
-        rep.set_maxmsgsize(config.max_message_size as i64).map_err(zmq_err("setting ZMQ_MAXMSGSIZE"))?;
-        rep.bind(&config.bind).map_err(zmq_err(format!("binding {}", config.bind)))?;
-        let endpoint = rep
-            .get_last_endpoint()
-            .map_err(zmq_err("reading the bound endpoint"))?
-            .unwrap_or_else(|raw| String::from_utf8_lossy(&raw).into_owned());
+        let ctx = transport::context()?;
+        let (rep, endpoint) = transport::bind_rep(&ctx, &config.bind, config.max_message_size)?;
         let locker = Locker::new(config.default.clone(), config.limits.clone(), config.max_keys);
         Ok(Server { rep, _ctx: ctx, endpoint, service: Service::new(locker), clock: Clock::start() })
     }

@@ -6,3 +6,6 @@ mod support;
 
 /// The daemon's lifecycle: the endpoint line, and a clean stop on signals.
 mod lifecycle;
+
+/// `locker bench` against a real daemon: counts add up, prefill makes keys live.
+mod bench;
