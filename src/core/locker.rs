@@ -130,10 +130,12 @@ impl Locker {
         };
         self.live_keys -= entry.window.advance(now);
         let room = if self.live_keys < self.max_keys { KeyRoom::Free } else { KeyRoom::Full };
-        let new_key = key.is_some_and(|k| !entry.window.has_key(k));
+        // Counting the window's keys before and after costs less than a
+        // second lookup of the key to learn whether the take added it.
+        let before = entry.window.live_keys();
         match entry.window.take(now, key, cost, room) {
             Ok(v) => {
-                self.live_keys += usize::from(new_key);
+                self.live_keys += entry.window.live_keys() - before;
                 Ok(v)
             }
             Err(NoRoom) => Err(AskError::TooManyKeys(self.max_keys)),

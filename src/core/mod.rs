@@ -5,6 +5,7 @@
 //! which makes the rules deterministic under test and embeddable without a
 //! daemon.
 
+pub mod keys;
 pub mod limit;
 pub mod locker;
 pub mod time;

@@ -6,8 +6,7 @@
 //! per-key expiry to track and no sweep. This module knows nothing of names,
 //! sockets or clocks.
 
-use std::collections::HashMap;
-
+use super::keys::KeyTable;
 use super::limit::Quota;
 use super::time::Nanos;
 
@@ -33,7 +32,7 @@ pub struct FixedWindow {
     quota: Quota,
     slot: u64,
     unkeyed: u32,
-    keys: HashMap<Box<str>, u32>,
+    keys: KeyTable,
 }
 
 /// What a take needs from the caller when it must add a new key.
@@ -51,7 +50,7 @@ pub struct NoRoom;
 impl FixedWindow {
     /// An empty window for `quota`.
     pub fn new(quota: Quota) -> FixedWindow {
-        FixedWindow { quota, slot: 0, unkeyed: 0, keys: HashMap::new() }
+        FixedWindow { quota, slot: 0, unkeyed: 0, keys: KeyTable::new() }
     }
 
     /// The quota this window enforces.
@@ -91,7 +90,7 @@ impl FixedWindow {
             Some(k) => match self.keys.get_mut(k) {
                 Some(c) => c,
                 None => match room {
-                    KeyRoom::Free => self.keys.entry(k.into()).or_insert(0),
+                    KeyRoom::Free => self.keys.get_or_insert(k),
                     KeyRoom::Full => return Err(NoRoom),
                 },
             },
