@@ -21,6 +21,7 @@ pub mod core;
 pub mod daemon;
 pub mod service;
 pub mod wire;
+mod wire_fast;
 
 pub use client::{Client, ClientError};
 pub use wire::{Ask, GoReply, StatsReply};

@@ -73,7 +73,7 @@ impl Service {
             }
         };
         match verdict {
-            Ok(v) => wire::encode(&go_reply(&v), out),
+            Ok(v) => wire::encode_go_reply(&go_reply(&v), out),
             Err(e) => wire::encode(&error_reply(&e), out),
         }
     }

@@ -128,7 +128,12 @@ pub fn decode_request(body: &[u8]) -> Result<Request<'_>, WireError> {
     if !is_structured(body) {
         return Ok(Request::Plain(body));
     }
-    let map: RequestMap = decode_exact(body)?;
+    // The hand-written decoder reads the common shapes; everything else,
+    // errors included, goes to serde.
+    let map = match crate::wire_fast::decode_request_map(body) {
+        Some(map) => map,
+        None => decode_exact(body)?,
+    };
     match map.op.unwrap_or("go") {
         "go" => Ok(Request::Go(Ask { limit: map.limit, key: map.key, cost: map.cost.unwrap_or(1) })),
         "stats" => Ok(Request::Stats),
@@ -204,6 +209,12 @@ pub struct LimitStatsReply {
 pub fn encode<T: Serialize>(value: &T, out: &mut Vec<u8>) {
     // Writing to a Vec cannot fail, and every type here is serialisable.
     rmp_serde::encode::write_named(out, value).expect("encoding to a Vec cannot fail");
+}
+
+/// Appends the encoding of a go reply to `out`: the bytes `encode` gives,
+/// written by hand because every structured request's reply is one.
+pub fn encode_go_reply(reply: &GoReply, out: &mut Vec<u8>) {
+    crate::wire_fast::encode_go_reply(reply, out);
 }
 
 /// A structured reply as a client reads it.
