@@ -7,7 +7,13 @@
 //!
 //! ```sh
 //! cargo run --release --example echo_server -- 'tcp://127.0.0.1:*'
+//! cargo run --release --example echo_server -- 'tcp://127.0.0.1:*' 67
 //! ```
+//!
+//! The optional second argument replaces `go` with a reply of that many
+//! bytes: the size of the locker's structured reply, to tell the cost of a
+//! larger reply on the transport (ZeroMQ copies replies of up to 33 bytes
+//! inline and allocates for larger ones) from the locker's own.
 //!
 //! Like `locker serve`, it prints `listening on <endpoint>` once bound. It
 //! runs until killed.
@@ -19,6 +25,10 @@ use locker::wire::{DEFAULT_MAX_MESSAGE_SIZE, GO};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let bind = std::env::args().nth(1).unwrap_or_else(|| "tcp://127.0.0.1:*".to_owned());
+    let reply = match std::env::args().nth(2) {
+        Some(size) => vec![b'x'; size.parse()?],
+        None => GO.to_vec(),
+    };
     let ctx = transport::context()?;
     let (rep, endpoint) = transport::bind_rep(&ctx, &bind, DEFAULT_MAX_MESSAGE_SIZE)?;
     let mut stdout = std::io::stdout().lock();
@@ -32,6 +42,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         while msg.get_more() {
             rep.recv(&mut msg, 0)?;
         }
-        rep.send(GO, 0)?;
+        rep.send(&reply[..], 0)?;
     }
 }

@@ -22,6 +22,8 @@ pub struct Tally {
     pub go: u64,
     pub sorry: u64,
     pub errors: u64,
+    /// Bytes of all replies counted.
+    pub reply_bytes: u64,
     /// Round-trip times in nanoseconds, from send to reply.
     pub latency: Histogram<u64>,
 }
@@ -29,13 +31,14 @@ pub struct Tally {
 impl Default for Tally {
     fn default() -> Self {
         let latency = Histogram::new_with_bounds(1, MAX_LATENCY_NS, 3).expect("static bounds are valid");
-        Tally { go: 0, sorry: 0, errors: 0, latency }
+        Tally { go: 0, sorry: 0, errors: 0, reply_bytes: 0, latency }
     }
 }
 
 impl Tally {
-    /// Counts one reply and its round-trip time.
-    pub fn record(&mut self, outcome: Outcome, latency: Duration) {
+    /// Counts one reply of `bytes` bytes and its round-trip time.
+    pub fn record(&mut self, outcome: Outcome, bytes: usize, latency: Duration) {
+        self.reply_bytes += bytes as u64;
         match outcome {
             Outcome::Go => self.go += 1,
             Outcome::Sorry => self.sorry += 1,
@@ -54,6 +57,7 @@ impl Tally {
         self.go += other.go;
         self.sorry += other.sorry;
         self.errors += other.errors;
+        self.reply_bytes += other.reply_bytes;
         self.latency.add(&other.latency).expect("histograms with the same bounds add up");
     }
 }
@@ -73,6 +77,8 @@ pub struct Report {
     pub go: u64,
     pub sorry: u64,
     pub errors: u64,
+    /// The mean size of a reply.
+    pub reply_bytes: f64,
     pub p50_us: f64,
     pub p99_us: f64,
     pub p999_us: f64,
@@ -94,6 +100,7 @@ impl Report {
             go: 0,
             sorry: 0,
             errors: 0,
+            reply_bytes: 0.0,
             p50_us: 0.0,
             p99_us: 0.0,
             p999_us: 0.0,
@@ -128,6 +135,7 @@ impl ReportBuilder {
             go: t.go,
             sorry: t.sorry,
             errors: t.errors,
+            reply_bytes: if t.replies() > 0 { t.reply_bytes as f64 / t.replies() as f64 } else { 0.0 },
             p50_us: us(0.5),
             p99_us: us(0.99),
             p999_us: us(0.999),
@@ -147,6 +155,7 @@ impl fmt::Display for Report {
         writeln!(f, "go          {}", self.go)?;
         writeln!(f, "sorry       {}", self.sorry)?;
         writeln!(f, "errors      {}", self.errors)?;
+        writeln!(f, "reply_bytes {:.1}", self.reply_bytes)?;
         write!(
             f,
             "latency_us  p50 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}",
@@ -164,16 +173,17 @@ mod tests {
         let mut a = Tally::default();
         let mut b = Tally::default();
         for i in 1..=99 {
-            a.record(Outcome::Go, Duration::from_micros(i));
+            a.record(Outcome::Go, 2, Duration::from_micros(i));
         }
-        b.record(Outcome::Sorry, Duration::from_millis(5));
-        b.record(Outcome::Error, Duration::from_millis(5));
+        b.record(Outcome::Sorry, 5, Duration::from_millis(5));
+        b.record(Outcome::Error, 30, Duration::from_millis(5));
         let mut builder = Report::builder("tcp://127.0.0.1:1", 2, 1, "plain", 0);
         builder.add(&a);
         builder.add(&b);
         let r = builder.finish(Duration::from_secs(2));
         assert_eq!((r.requests, r.go, r.sorry, r.errors), (101, 99, 1, 1));
         assert_eq!(r.requests_per_second, 50.5);
+        assert_eq!(r.reply_bytes, (99.0 * 2.0 + 5.0 + 30.0) / 101.0);
         assert!((50.9..=51.1).contains(&r.p50_us), "the 51st of 101: {}", r.p50_us);
         assert!(r.p999_us >= 4990.0, "{}", r.p999_us);
         let text = r.to_string();

@@ -125,7 +125,7 @@ impl Worker {
             }
             self.in_flight.pop_front();
             if timed {
-                self.tally.record(classify(&self.reply), sent.elapsed());
+                self.tally.record(classify(&self.reply), self.reply.len(), sent.elapsed());
             }
         }
         Ok(())
