@@ -10,6 +10,7 @@
 //! - [`service`]: request bytes to reply bytes, the seam protocol tests drive;
 //! - [`daemon`]: the loop that owns the sockets and the clock;
 //! - [`client`]: the client library, with failover between lockers;
+//! - [`pool`]: a permit pool that hands out a batch of permits locally;
 //! - [`config`] and [`cli`]: settings and the command line;
 //! - [`bench`]: `locker bench`, the load generator.
 
@@ -19,6 +20,7 @@ pub mod client;
 pub mod config;
 pub mod core;
 pub mod daemon;
+pub mod pool;
 pub mod service;
 pub mod wire;
 mod wire_fast;

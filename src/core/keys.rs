@@ -42,11 +42,22 @@ struct Slot {
     /// equals the table's current generation.
     generation: u32,
     count: u32,
-    len: u8,
-    key: [u8; INLINE],
+    /// The key's length, then its bytes, then zeros: two keys are equal
+    /// exactly when their names are, which compares in three words.
+    name: Name,
 }
 
-const EMPTY: Slot = Slot { generation: 0, count: 0, len: 0, key: [0; INLINE] };
+type Name = [u8; INLINE + 1];
+
+const EMPTY: Slot = Slot { generation: 0, count: 0, name: [0; INLINE + 1] };
+
+/// The padded name of an inline key.
+fn name_of(key: &str) -> Name {
+    let mut name = [0; INLINE + 1];
+    name[0] = key.len() as u8;
+    name[1..=key.len()].copy_from_slice(key.as_bytes());
+    name
+}
 
 /// Counts per key, cleared all at once.
 #[derive(Debug)]
@@ -132,18 +143,12 @@ impl KeyTable {
         let i = match self.find(key) {
             Ok(i) => i,
             Err(i) => {
-                self.slots[i] = self.fresh(key);
+                self.slots[i] = Slot { generation: self.generation, count: 0, name: name_of(key) };
                 self.inline += 1;
                 i
             }
         };
         &mut self.slots[i].count
-    }
-
-    fn fresh(&self, key: &str) -> Slot {
-        let mut slot = Slot { generation: self.generation, len: key.len() as u8, ..EMPTY };
-        slot.key[..key.len()].copy_from_slice(key.as_bytes());
-        slot
     }
 
     /// Where `key` is (`Ok`), or the empty slot where it would go (`Err`).
@@ -152,6 +157,7 @@ impl KeyTable {
         if self.slots.is_empty() {
             return Err(0);
         }
+        let name = name_of(key);
         let mask = self.slots.len() - 1;
         let mut i = self.hasher.hash_one(key) as usize & mask;
         loop {
@@ -159,7 +165,7 @@ impl KeyTable {
             if slot.generation != self.generation {
                 return Err(i);
             }
-            if usize::from(slot.len) == key.len() && &slot.key[..key.len()] == key.as_bytes() {
+            if slot.name == name {
                 return Ok(i);
             }
             i = (i + 1) & mask;
@@ -171,7 +177,8 @@ impl KeyTable {
         let size = (self.slots.len() * 2).max(MIN_SLOTS);
         let old = std::mem::replace(&mut self.slots, new_slots(size));
         for slot in old.into_iter().filter(|s| s.generation == self.generation) {
-            let key = std::str::from_utf8(&slot.key[..usize::from(slot.len)]).expect("stored from a str");
+            let key = &slot.name[1..=usize::from(slot.name[0])];
+            let key = std::str::from_utf8(key).expect("stored from a str");
             let Err(i) = self.find(key) else { unreachable!("keys are unique") };
             self.slots[i] = slot;
         }
