@@ -60,6 +60,21 @@ fn decide(c: &mut Criterion) {
     });
     assert_eq!(locker.live_keys(), KEYS, "every key stayed live");
     c.bench_function("decide/unkeyed", |b| b.iter(|| black_box(locker.go(NOW, id, None, 1).unwrap())));
+    drop(locker);
+
+    // Keys longer than the table stores inline (a UUID, say) take the
+    // general map: this is their cost.
+    let mut locker = self::locker();
+    let long: Vec<String> = keys.iter().map(|k| format!("{k}-00000000-0000-0000-0000")).collect();
+    for key in &long {
+        locker.go(NOW, id, Some(key), 1).unwrap();
+    }
+    c.bench_function("decide/1M live keys of 36 bytes", |b| {
+        b.iter(|| {
+            i = if i + 1 == KEYS { 0 } else { i + 1 };
+            black_box(locker.go(NOW, id, Some(&long[i]), 1).unwrap())
+        })
+    });
 }
 
 fn respond(c: &mut Criterion) {
