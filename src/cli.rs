@@ -1,4 +1,4 @@
-//! The command line: `locker serve`, `locker ask`, `locker lease` and `locker stats`.
+//! The command line: `locker serve`, `ask`, `lease`, `stats` and `bench`.
 //!
 //! Parsing yields plain data, which is turned into a checked config or a
 //! client before anything runs; each command returns its exit code. This is
@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::bench::{self, BenchConfig, Form};
 use crate::client::Client;
 use crate::config::{AlgorithmName, FileConfig, Flags, ServeConfig};
 use crate::daemon::Server;
@@ -48,6 +49,8 @@ enum Command {
     Lease(lease::LeaseCommand),
     /// Print a locker's counters per limit.
     Stats(StatsArgs),
+    /// Load a running locker and print requests/s, go/sorry counts and latency percentiles.
+    Bench(BenchArgs),
 }
 
 const SERVE_EXAMPLES: &str = "\
@@ -145,6 +148,43 @@ struct StatsArgs {
     connect: ConnectArgs,
 }
 
+#[derive(Debug, Args)]
+struct BenchArgs {
+    /// The locker (or echo server) to load.
+    #[arg(long, value_name = "ENDPOINT", default_value = "tcp://localhost:7777")]
+    connect: String,
+    /// Client threads, each with its own socket.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    clients: usize,
+    /// Requests in flight per client: 1 is a plain REQ socket, more a DEALER.
+    #[arg(long, value_name = "W", default_value_t = 1)]
+    pipeline: usize,
+    /// How long the timed phase lasts (e.g. 5s, 500ms).
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Untimed load before the timed phase.
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
+    warmup: Duration,
+    /// Send the seed's plain form instead of the structured one.
+    #[arg(long)]
+    plain: bool,
+    /// Limit to ask (the plain form sends its name as the body); the default limit when absent.
+    #[arg(long, value_name = "NAME")]
+    limit: Option<String>,
+    /// Spread structured requests over K distinct keys (0: no key).
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    keys: usize,
+    /// Send every key once before the warm-up, so the locker holds them all live while timed.
+    #[arg(long)]
+    prefill: bool,
+    /// Fail when no reply comes within this long.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    timeout: Duration,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
 /// Parses a duration as humantime ("250ms", "1s") or as plain seconds ("0.5").
 pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     if let Ok(secs) = s.parse::<f64>() {
@@ -162,6 +202,7 @@ pub fn main() -> ExitCode {
         Command::Ask(args) => ask(args),
         Command::Lease(command) => lease::run(command),
         Command::Stats(args) => stats(args),
+        Command::Bench(args) => run_bench(args),
     };
     ExitCode::from(code)
 }
@@ -298,5 +339,31 @@ fn print_stats(s: &StatsReply) {
             let flag = if p.flagged { "SKEW" } else { "-" };
             println!("{:<24} {:>14} {:>16.3} {:>6} {:>8}", p.node, p.last_heard_ms, p.clock_offset_ms, p.live, flag);
         }
+    }
+}
+
+fn run_bench(args: BenchArgs) -> u8 {
+    let config = BenchConfig {
+        endpoint: args.connect,
+        clients: args.clients,
+        pipeline: args.pipeline,
+        duration: args.duration,
+        warmup: args.warmup,
+        form: if args.plain { Form::Plain } else { Form::Structured },
+        limit: args.limit,
+        keys: args.keys,
+        prefill: args.prefill,
+        timeout: args.timeout,
+    };
+    match bench::run(&config) {
+        Ok(report) if args.json => {
+            println!("{}", serde_json::to_string(&report).expect("a report is plain data"));
+            EXIT_GO
+        }
+        Ok(report) => {
+            println!("{report}");
+            EXIT_GO
+        }
+        Err(e) => fail(e),
     }
 }

@@ -10,9 +10,12 @@
 //! - [`wire`]: the one definition of every message and its bytes;
 //! - [`service`]: request bytes to reply bytes, the seam protocol tests drive;
 //! - [`daemon`]: the loop that owns the sockets and the clock;
-//! - [`client`]: the client library, with failover between lockers;
-//! - [`config`] and [`cli`]: settings and the command line.
+//! - [`client`]: the client library, with failover between lockers, leases
+//!   and a permit pool that hands out a batch of permits locally;
+//! - [`config`] and [`cli`]: settings and the command line;
+//! - [`bench`]: `locker bench`, the load generator.
 
+pub mod bench;
 pub mod cli;
 pub mod client;
 pub mod config;
@@ -20,6 +23,7 @@ pub mod core;
 pub mod daemon;
 pub mod service;
 pub mod wire;
+mod wire_fast;
 
 pub use client::{Client, ClientError, Lease, PermitPool};
 pub use wire::{Ask, GoReply, LeaseAsk, LeaseReply, StatsReply};

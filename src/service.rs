@@ -20,23 +20,32 @@ use crate::wire::{
 
 mod lease;
 
+/// The longest plain body whose limit is remembered: longer than any limit
+/// name, so every body that names a limit fits.
+const PLAIN_MEMO_BYTES: usize = 64;
+
 /// The locker behind the wire.
 #[derive(Debug)]
 pub struct Service {
     locker: Locker,
     peering: Option<Peering>,
+    /// The last plain body and the limit it selects. A caller sends the same
+    /// body over and over, and comparing a few bytes costs less than hashing
+    /// them again; limits never change while serving, so this stays true.
+    plain_memo: (Vec<u8>, LimitId),
 }
 
 impl Service {
     /// Serves requests from `locker`, alone.
     pub fn new(locker: Locker) -> Service {
-        Service { locker, peering: None }
+        let default = locker.find_plain(b"");
+        Service { locker, peering: None, plain_memo: (Vec::with_capacity(PLAIN_MEMO_BYTES), default) }
     }
 
     /// Serves requests from `locker`, sharing its counts with peers.
     pub fn peered(mut locker: Locker, mut peering: Peering, now: Nanos) -> Service {
         locker.set_view(peering.view(now));
-        Service { locker, peering: Some(peering) }
+        Service { peering: Some(peering), ..Service::new(locker) }
     }
 
     /// The decision table, for inspection.
@@ -95,7 +104,7 @@ impl Service {
     }
 
     fn plain(&mut self, now: Nanos, body: &[u8], out: &mut Vec<u8>) {
-        let id = self.locker.find_plain(body);
+        let id = self.plain_limit(body);
         // A plain request names no key and costs 1, which every counting
         // limit allows; a semaphore cannot be taken without a lease, so it
         // answers sorry (and counts an error).
@@ -103,12 +112,26 @@ impl Service {
         out.extend_from_slice(if go { wire::GO } else { wire::SORRY });
     }
 
+    fn plain_limit(&mut self, body: &[u8]) -> LimitId {
+        if body.len() > PLAIN_MEMO_BYTES {
+            return self.locker.find_plain(body);
+        }
+        let (last, id) = &mut self.plain_memo;
+        if body != &last[..] {
+            *id = self.locker.find_plain(body);
+            // Within the capacity reserved at start, so this never allocates.
+            last.clear();
+            last.extend_from_slice(body);
+        }
+        *id
+    }
+
     fn go(&mut self, now: Nanos, go: wire::Ask, out: &mut Vec<u8>) {
         let max_wait_ms = go.max_wait_ms.unwrap_or(0);
         let verdict =
             self.find(go.limit).and_then(|id| self.locker.ask(now, id, go.key, go.cost, go.up_to, max_wait_ms));
         match verdict {
-            Ok(v) => wire::encode(&go_reply(&v, &go), out),
+            Ok(v) => wire::encode_go_reply(&go_reply(&v, &go), out),
             Err(e) => wire::encode(&error_reply(&e), out),
         }
     }

@@ -183,7 +183,12 @@ pub fn decode_request(body: &[u8]) -> Result<Request<'_>, WireError> {
     if !is_structured(body) {
         return Ok(Request::Plain(body));
     }
-    let map: RequestMap = decode_exact(body)?;
+    // The hand-written decoder reads the common shapes; everything else,
+    // errors included, goes to serde.
+    let map = match crate::wire_fast::decode_request_map(body) {
+        Some(map) => map,
+        None => decode_exact(body)?,
+    };
     match map.op.unwrap_or("go") {
         "go" => Ok(Request::Go(Ask {
             limit: map.limit,
@@ -386,6 +391,12 @@ pub fn decode_peer(body: &[u8]) -> Result<PeerMsg, WireError> {
         return Err(WireError::Malformed("a peer message is a map".into()));
     }
     decode_exact(body)
+}
+
+/// Appends the encoding of a go reply to `out`: the bytes `encode` gives,
+/// written by hand because every structured request's reply is one.
+pub fn encode_go_reply(reply: &GoReply, out: &mut Vec<u8>) {
+    crate::wire_fast::encode_go_reply(reply, out);
 }
 
 /// A structured reply as a client reads it.

@@ -8,6 +8,7 @@
 
 pub mod ask;
 pub mod bucket;
+pub mod keys;
 pub mod limit;
 pub mod locker;
 pub mod peering;

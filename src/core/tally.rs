@@ -84,14 +84,24 @@ impl Take {
 }
 
 /// One key's counts in the current slot.
+///
+/// Every live key of a fixed window holds one, in the window's key table, so
+/// it is kept small: what only peering needs (each node's count, the recent
+/// grants) lives behind a box that a locker on its own never allocates.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Tally {
     own: u32,
     heard: u32,
-    peers: Vec<(NodeIx, u32)>,
-    recent: Recent,
     /// Granted since the last repair publish (see `Locker::drain_touched`).
     pub(crate) touched: bool,
+    shared: Option<Box<Shared>>,
+}
+
+/// The part of a tally that only peered lockers use.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct Shared {
+    peers: Vec<(NodeIx, u32)>,
+    recent: Recent,
 }
 
 impl Tally {
@@ -118,26 +128,28 @@ impl Tally {
 
     /// Each peer node's reported count.
     pub fn peers(&self) -> impl Iterator<Item = (NodeIx, u32)> + '_ {
-        self.peers.iter().copied()
+        self.shared.iter().flat_map(|s| s.peers.iter().copied())
+    }
+
+    fn shared(&mut self) -> &mut Shared {
+        self.shared.get_or_insert_with(Box::default)
     }
 
     /// Records that `node` has granted `count` in all (cumulative). Keeps the
     /// larger of this and what was heard before, so repeats and reordering
     /// change nothing. Returns whether the count grew.
     pub fn merge(&mut self, node: NodeIx, count: u32) -> bool {
-        match self.peers.iter_mut().find(|(n, _)| *n == node) {
-            Some((_, c)) if *c >= count => false,
-            Some((_, c)) => {
-                self.heard = self.heard.saturating_add(count - *c);
-                *c = count;
-                true
-            }
+        let peers = &mut self.shared().peers;
+        let grown = match peers.iter_mut().find(|(n, _)| *n == node) {
+            Some((_, c)) if *c >= count => return false,
+            Some((_, c)) => count - std::mem::replace(c, count),
             None => {
-                self.peers.push((node, count));
-                self.heard = self.heard.saturating_add(count);
-                true
+                peers.push((node, count));
+                count
             }
-        }
+        };
+        self.heard = self.heard.saturating_add(grown);
+        true
     }
 
     /// Records that this very node had granted `count`, as a peer echoed it
@@ -162,7 +174,8 @@ impl Tally {
             return Take::Spent;
         }
         if share.live > 1 {
-            let in_flight = self.recent.in_flight(now, self.own, share.in_flight_window);
+            let own = self.own;
+            let in_flight = self.shared().recent.in_flight(now, own, share.in_flight_window);
             if in_flight > 0 && in_flight + cost > left.div_ceil(share.live) {
                 return Take::OverShare;
             }
@@ -184,6 +197,14 @@ mod tests {
 
     const MS: Nanos = NANOS_PER_MS;
     const TRIO: Share = Share { live: 3, in_flight_window: 2 * MS };
+
+    #[test]
+    fn a_tally_is_small_and_allocates_nothing_alone() {
+        assert!(std::mem::size_of::<Tally>() <= 24, "{}", std::mem::size_of::<Tally>());
+        let mut t = Tally::default();
+        assert!(t.take(0, 10, 1, Share::ALONE).is_go());
+        assert!(t.shared.is_none());
+    }
 
     #[test]
     fn merge_keeps_the_maximum_per_node_and_sums_over_nodes() {

@@ -21,6 +21,7 @@ use std::collections::{HashMap, VecDeque};
 
 pub use super::ask::Verdict;
 use super::ask::Want;
+use super::keys::KeyTable;
 use super::limit::Quota;
 use super::tally::{Share, Take, Tally};
 use super::time::Nanos;
@@ -32,7 +33,7 @@ pub struct FixedWindow {
     quota: Quota,
     slot: u64,
     unkeyed: Tally,
-    keys: HashMap<Box<str>, Tally>,
+    keys: KeyTable,
     /// Counts of slot+1, slot+2, ... for the unkeyed count.
     unkeyed_ahead: VecDeque<u32>,
     /// Counts of slot+1, slot+2, ... for keys with reservations. Every key
@@ -76,7 +77,7 @@ impl FixedWindow {
             quota,
             slot: 0,
             unkeyed: Tally::default(),
-            keys: HashMap::new(),
+            keys: KeyTable::new(),
             unkeyed_ahead: VecDeque::new(),
             ahead: HashMap::new(),
         }
@@ -141,7 +142,7 @@ impl FixedWindow {
         for (key, mut counts) in std::mem::take(&mut self.ahead) {
             let current = roll(&mut counts, steps);
             if current > 0 || !counts.is_empty() {
-                self.keys.insert(key.clone(), Tally::reserved(current));
+                self.keys.insert(&key, Tally::reserved(current));
             }
             if !counts.is_empty() {
                 self.ahead.insert(key, counts);
@@ -259,15 +260,9 @@ impl FixedWindow {
     pub fn tally_mut(&mut self, key: Option<&str>, room: KeyRoom) -> Result<&mut Tally, NoRoom> {
         match key {
             None => Ok(&mut self.unkeyed),
-            Some(k) => {
-                if !self.keys.contains_key(k) {
-                    if let KeyRoom::Full = room {
-                        return Err(NoRoom);
-                    }
-                    self.keys.insert(k.into(), Tally::default());
-                }
-                Ok(self.keys.get_mut(k).expect("present or just inserted"))
-            }
+            // A full table refuses only new keys: look before adding.
+            Some(k) if matches!(room, KeyRoom::Full) && !self.keys.contains_key(k) => Err(NoRoom),
+            Some(k) => Ok(self.keys.get_or_insert(k)),
         }
     }
 
@@ -282,7 +277,7 @@ impl FixedWindow {
     /// Every tally with a count, the unkeyed one first (as `None`).
     pub fn tallies(&self) -> impl Iterator<Item = (Option<&str>, &Tally)> {
         let unkeyed = (self.unkeyed != Tally::default()).then_some((None, &self.unkeyed));
-        unkeyed.into_iter().chain(self.keys.iter().map(|(k, t)| (Some(&**k), t)))
+        unkeyed.into_iter().chain(self.keys.iter().map(|(k, t)| (Some(k), t)))
     }
 
     /// Calls `f` with the own count of every tally granted since the last

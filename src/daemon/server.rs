@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tracing::{debug, info, warn};
 
 use super::clock::Clock;
+use super::transport::{self, zmq_err, TransportError};
 use crate::config::{PeerConfig, ServeConfig};
 use crate::core::{time::NANOS_PER_MS, Locker, NodeKey, PeerEvent, Peering, PeeringSettings};
 use crate::service::Service;
@@ -47,16 +48,7 @@ const PEER_HWM: i32 = 100_000;
 const PEER_RECONNECT_MS: i32 = 10;
 
 /// A failure of the socket layer, with what was being done.
-#[derive(Debug, thiserror::Error)]
-#[error("{what}: {source}")]
-pub struct ServerError {
-    what: String,
-    source: zmq::Error,
-}
-
-fn zmq_err(what: impl Into<String>) -> impl FnOnce(zmq::Error) -> ServerError {
-    move |source| ServerError { what: what.into(), source }
-}
+pub type ServerError = TransportError;
 
 /// The sockets a peered locker talks to its peers with.
 struct PeerSockets {
@@ -79,12 +71,8 @@ pub struct Server {
 impl Server {
     /// Binds the REP socket described by `config` and builds the locker.
     pub fn bind(config: &ServeConfig) -> Result<Server, ServerError> {
-        let ctx = zmq::Context::new();
-        let rep = ctx.socket(zmq::REP).map_err(zmq_err("creating the REP socket"))?;
-        rep.set_linger(0).map_err(zmq_err("setting ZMQ_LINGER"))?;
-        rep.set_maxmsgsize(config.max_message_size as i64).map_err(zmq_err("setting ZMQ_MAXMSGSIZE"))?;
-        rep.bind(&config.bind).map_err(zmq_err(format!("binding {}", config.bind)))?;
-        let endpoint = last_endpoint(&rep)?;
+        let ctx = transport::context()?;
+        let (rep, endpoint) = transport::bind_rep(&ctx, &config.bind, config.max_message_size)?;
         let locker = Locker::new(config.default.clone(), config.limits.clone(), config.max_keys)
             .with_lease_prefix(lease_prefix());
         let clock = Clock::start();
@@ -250,20 +238,13 @@ fn lease_prefix() -> u64 {
     h.finish()
 }
 
-fn last_endpoint(socket: &zmq::Socket) -> Result<String, ServerError> {
-    Ok(socket
-        .get_last_endpoint()
-        .map_err(zmq_err("reading the bound endpoint"))?
-        .unwrap_or_else(|raw| String::from_utf8_lossy(&raw).into_owned()))
-}
-
 /// Binds the PUB socket and subscribes to every peer.
 fn peer_sockets(ctx: &zmq::Context, pc: &PeerConfig) -> Result<PeerSockets, ServerError> {
     let publisher = ctx.socket(zmq::PUB).map_err(zmq_err("creating the PUB socket"))?;
     publisher.set_linger(0).map_err(zmq_err("setting ZMQ_LINGER"))?;
     publisher.set_sndhwm(PEER_HWM).map_err(zmq_err("setting ZMQ_SNDHWM"))?;
     publisher.bind(&pc.bind).map_err(zmq_err(format!("binding {}", pc.bind)))?;
-    let endpoint = last_endpoint(&publisher)?;
+    let endpoint = transport::last_endpoint(&publisher)?;
     let subscriber = ctx.socket(zmq::SUB).map_err(zmq_err("creating the SUB socket"))?;
     subscriber.set_linger(0).map_err(zmq_err("setting ZMQ_LINGER"))?;
     subscriber.set_rcvhwm(PEER_HWM).map_err(zmq_err("setting ZMQ_RCVHWM"))?;

@@ -92,3 +92,22 @@ fn kinds_refuse_the_wrong_ops_with_a_reason() {
     s.respond(0, b"db", &mut out);
     assert_eq!(out, wire::SORRY, "the plain form cannot hold a lease");
 }
+
+#[test]
+fn plain_bodies_keep_selecting_their_own_limits() {
+    let limit = |name, max| Limit::new(name, Quota::new(max, 1.0).unwrap()).unwrap();
+    let mut service = Service::new(Locker::new(limit(DEFAULT_LIMIT, 2), vec![limit("api", 1)], 10));
+    let mut out = Vec::new();
+    let long = vec![b'x'; PLAIN_MEMO_BYTES + 1];
+    let mut ask = |body: &[u8]| {
+        service.respond(0, body, &mut out);
+        String::from_utf8(out.clone()).unwrap()
+    };
+    // "api" allows 1, the default 2: each answer shows which was asked.
+    assert_eq!(ask(b"api"), "go");
+    assert_eq!(ask(b"let me go"), "go");
+    assert_eq!(ask(b"api"), "sorry");
+    assert_eq!(ask(&long), "go");
+    assert_eq!(ask(b""), "sorry", "the default's count is spent");
+    assert_eq!(ask(b"api"), "sorry");
+}

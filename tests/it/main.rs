@@ -6,6 +6,8 @@ mod support;
 
 /// `locker ask` and `locker stats` from the command line: output and exit codes.
 mod ask;
+/// `locker bench` against a real locker: its counts add up.
+mod bench;
 /// `locker::Client` and `locker ask` failing over between lockers, dead or silent.
 mod failover;
 /// Hostile input: malformed, empty, multi-part, oversized and random messages.

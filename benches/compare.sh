@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# The locker against the transport's limit, in one run: starts the bare echo
+# server (examples/echo_server.rs) and `locker serve` side by side, loads
+# each with the same `locker bench` runs, alternating between the two to
+# spread out the noise of a shared machine, and prints the median of each
+# figure and of the per-round ratio locker/echo. Beside each figure it prints
+# the CPU time the server process spent per request (user + system, from
+# /proc), which other programs on the machine disturb far less than rates.
+#
+#   bash benches/compare.sh                 # about two minutes
+#   ROUNDS=5 DURATION=3s bash benches/compare.sh
+#
+# Load goes to 127.0.0.1 only. Both servers are stopped on exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Many short rounds rather than a few long ones: the machine's background
+# load changes slowly, so neighbouring runs see the same conditions. Both
+# servers stay up across rounds and are warm after the prefill.
+ROUNDS=${ROUNDS:-9}
+DURATION=${DURATION:-1s}
+KEYS=${KEYS:-1000000}
+
+cargo build --release --quiet --bin locker --example echo_server
+LOCKER=target/release/locker
+ECHO=target/release/examples/echo_server
+
+PIDS=()
+cleanup() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+# Starts a server and sets ENDPOINT from the `listening on` line it prints once
+# bound: waiting for that line, not for a fixed time, is how we know it is up.
+start() {
+  local fifo line
+  fifo=$(mktemp -u)
+  mkfifo "$fifo"
+  "$@" >"$fifo" &
+  PID=$!
+  PIDS+=("$PID")
+  exec {out}<"$fifo"
+  rm "$fifo"
+  read -r -t 30 -u "$out" line || { echo "$1 printed no endpoint" >&2; exit 1; }
+  ENDPOINT=${line#listening on }
+}
+
+start "$ECHO" 'tcp://127.0.0.1:*'
+ECHO_EP=$ENDPOINT
+ECHO_PID=$PID
+# One limit with room for every request of the run and a day-long slot, so
+# all keys stay live while measured (slots are aligned to the Unix epoch: a
+# run across midnight UTC would see them dropped, and the live-key count
+# printed below would say so).
+LOCKER_LOG=warn start "$LOCKER" serve --bind 'tcp://127.0.0.1:*' \
+  --max-requests 1000000000 --in-seconds 86400 --max-keys "$((KEYS + 1))"
+LOCKER_EP=$ENDPOINT
+LOCKER_PID=$PID
+
+# bench ENDPOINT ARGS... -> the report on stdout
+bench() {
+  local ep=$1
+  shift
+  "$LOCKER" bench --connect "$ep" --duration "$DURATION" --timeout 5s "$@"
+}
+rate() { awk '$1 == "requests/s" { print $2 }'; }
+p99() { awk '$1 == "latency_us" { print $5 }'; }
+count() { awk '$1 == "requests" { print $2 }'; }
+# CPU clock ticks (user + system) a process has used so far.
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
+HZ=$(getconf CLK_TCK)
+
+# measure SERVER ARGS... -> sets V (the scenario's figure) and CPU (server
+# CPU microseconds per request)
+measure() {
+  local pid=$1 ep=$2 pick=$3 before report
+  shift 3
+  before=$(ticks "$pid")
+  report=$(bench "$ep" "$@")
+  V=$($pick <<<"$report")
+  CPU=$(awk -v t="$(($(ticks "$pid") - before))" -v n="$(count <<<"$report")" -v hz="$HZ" \
+    'BEGIN { printf "%.2f", t / hz * 1e6 / n }')
+}
+
+# Every key once into the locker before anything is timed (and the same load
+# into the echo server, so both runs see the same generator).
+echo "prefilling $KEYS keys..." >&2
+"$LOCKER" bench --connect "$ECHO_EP" --keys "$KEYS" --prefill --clients 4 --pipeline 64 --duration 100ms >/dev/null
+REPLY=$("$LOCKER" bench --connect "$LOCKER_EP" --keys "$KEYS" --prefill --clients 4 --pipeline 64 --duration 100ms |
+  awk '$1 == "reply_bytes" { printf "%.0f", $2 }')
+
+# A second baseline for the structured form: the echo server answering with
+# as many bytes as the locker's structured reply, which tells the transport's
+# cost of the larger reply from the locker's own.
+start "$ECHO" 'tcp://127.0.0.1:*' "$REPLY"
+SIZED_EP=$ENDPOINT
+SIZED_PID=$PID
+
+NAMES=("plain, 4 clients x 64 in flight (req/s)"
+  "structured, ${KEYS} live keys, 4 x 64 (req/s)"
+  "plain, 4 REQ clients: p99 latency (us)"
+  "  the same vs an echo of ${REPLY}-byte replies")
+ARGS=("--plain --clients 4 --pipeline 64"
+  "--keys $KEYS --clients 4 --pipeline 64"
+  "--plain --clients 4 --pipeline 1"
+  "--keys $KEYS --clients 4 --pipeline 64")
+PICK=(rate rate p99 rate)
+BASE_EP=("$ECHO_EP" "$ECHO_EP" "$ECHO_EP" "$SIZED_EP")
+BASE_PID=("$ECHO_PID" "$ECHO_PID" "$ECHO_PID" "$SIZED_PID")
+
+declare -A ECHO_V LOCKER_V RATIO_V ECHO_C LOCKER_C CPU_RATIO
+for round in $(seq "$ROUNDS"); do
+  for i in "${!NAMES[@]}"; do
+    # Alternate which server goes first, so a trend in the machine's load
+    # does not favour one of them.
+    order=(echo locker)
+    ((round % 2)) || order=(locker echo)
+    for server in "${order[@]}"; do
+      # shellcheck disable=SC2086
+      if [ "$server" = echo ]; then
+        measure "${BASE_PID[$i]}" "${BASE_EP[$i]}" "${PICK[$i]}" ${ARGS[$i]}
+        e=$V ec=$CPU
+      else
+        measure "$LOCKER_PID" "$LOCKER_EP" "${PICK[$i]}" ${ARGS[$i]}
+        l=$V lc=$CPU
+      fi
+    done
+    ECHO_V[$i]+="$e " LOCKER_V[$i]+="$l " RATIO_V[$i]+="$(ratio "$l" "$e") "
+    ECHO_C[$i]+="$ec " LOCKER_C[$i]+="$lc " CPU_RATIO[$i]+="$(ratio "$lc" "$ec") "
+    printf 'round %d  %-48s echo %10s (%6s us cpu)  locker %10s (%6s us cpu)\n' \
+      "$round" "${NAMES[$i]}" "$e" "$ec" "$l" "$lc" >&2
+  done
+done
+
+med() { tr ' ' '\n' <<<"$1" | grep . | median; }
+live=$("$LOCKER" stats --connect "$LOCKER_EP" --json | sed -n 's/.*"live_keys":\([0-9]*\).*/\1/p')
+echo
+echo "medians of $ROUNDS rounds of $DURATION each; locker live keys at the end: $live"
+printf '%-48s %10s %10s %8s   %s\n' "scenario" "echo" "locker" "ratio" "server CPU us/request: echo, locker, ratio"
+for i in "${!NAMES[@]}"; do
+  printf '%-48s %10s %10s %8s   %6s %6s %6s\n' "${NAMES[$i]}" \
+    "$(med "${ECHO_V[$i]}")" "$(med "${LOCKER_V[$i]}")" "$(med "${RATIO_V[$i]}")" \
+    "$(med "${ECHO_C[$i]}")" "$(med "${LOCKER_C[$i]}")" "$(med "${CPU_RATIO[$i]}")"
+done

@@ -1,0 +1,337 @@
+//! The key table of a fixed window: one tally per key, for the current slot.
+//!
+//! A locker in front of many callers holds up to millions of live keys, and
+//! each decision must find its key among them. A general-purpose map keeps
+//! its keys in separate allocations and its control bytes apart from its
+//! entries, so one lookup in a large map costs two or three cache misses.
+//! This table stores keys of up to `INLINE` bytes inside the slot, next to
+//! their tally, in 64-byte slots (one cache line) with open addressing
+//! (linear probing, at most half full): a lookup usually costs one cache
+//! line. Longer keys, which are rare, go to an ordinary map.
+//!
+//! Every key of a window expires at the same instant, so the table never
+//! removes one key; it only forgets them all. Each slot carries the
+//! generation it was written in, and `clear` starts a new generation in O(1)
+//! time instead of touching memory the size of the table. (A tally of a
+//! peered locker may own a small allocation; an old slot's is freed when the
+//! slot is written again or the table grows or is freed.)
+//!
+//! Keys come from clients, so the hash is seeded, with a random seed per
+//! table: colliding keys cannot be chosen in advance. It is foldhash rather
+//! than std's SipHash because the hash sits on the path of every decision
+//! and halves its cost with a million live keys (see `benches/decide.rs`);
+//! foldhash resists precomputed collisions but, unlike SipHash, does not
+//! claim to resist an attacker who measures timings to recover the seed.
+//! Such an attacker could at worst lengthen probes for their own keys'
+//! neighbours within one slot; the table is emptied at every slot change.
+//! This module stores; it knows nothing of limits or time.
+
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+
+use super::tally::Tally;
+
+/// The longest key stored inline.
+pub const INLINE: usize = 23;
+
+/// The smallest table allocated, in slots.
+const MIN_SLOTS: usize = 16;
+
+/// One key and its tally. 64 bytes, aligned, so each is one cache line.
+#[derive(Debug, Clone, Default)]
+#[repr(C, align(64))]
+struct Slot {
+    /// The generation this slot was written in; the slot is empty unless it
+    /// equals the table's current generation.
+    generation: u32,
+    /// The key's length, then its bytes, then zeros: two keys are equal
+    /// exactly when their names are, which compares in three words.
+    name: Name,
+    tally: Tally,
+}
+
+type Name = [u8; INLINE + 1];
+
+/// The padded name of an inline key.
+fn name_of(key: &str) -> Name {
+    let mut name = [0; INLINE + 1];
+    name[0] = key.len() as u8;
+    name[1..=key.len()].copy_from_slice(key.as_bytes());
+    name
+}
+
+/// Tallies per key, cleared all at once.
+#[derive(Debug)]
+pub struct KeyTable {
+    /// A power of two in length, or empty before the first key.
+    slots: Vec<Slot>,
+    /// The live generation; never 0, which marks a slot never written.
+    generation: u32,
+    /// Inline keys of the live generation.
+    inline: usize,
+    /// Keys longer than `INLINE` bytes.
+    long: HashMap<Box<str>, Tally>,
+    /// Seeded afresh for every table.
+    hasher: foldhash::quality::RandomState,
+}
+
+impl Default for KeyTable {
+    fn default() -> Self {
+        KeyTable::new()
+    }
+}
+
+impl KeyTable {
+    /// An empty table; it allocates with its first key.
+    pub fn new() -> KeyTable {
+        KeyTable { slots: Vec::new(), generation: 1, inline: 0, long: HashMap::new(), hasher: Default::default() }
+    }
+
+    /// Live keys.
+    pub fn len(&self) -> usize {
+        self.inline + self.long.len()
+    }
+
+    /// Whether there are no live keys.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Forgets every key. The memory is kept for the next slot, unless that
+    /// slot's keys used less than an eighth of it.
+    pub fn clear(&mut self) {
+        if self.slots.len() > MIN_SLOTS && self.inline * 8 < self.slots.len() {
+            self.slots = Vec::new();
+        }
+        self.inline = 0;
+        self.long.clear();
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            // After 2^32 clears, generation numbers come round again: wipe
+            // the slots once so that no old slot looks live.
+            self.slots.fill(Slot::default());
+            self.generation = 1;
+        }
+    }
+
+    /// The tally of `key`, if it is live.
+    pub fn get(&self, key: &str) -> Option<&Tally> {
+        if key.len() > INLINE {
+            return self.long.get(key);
+        }
+        self.find(key).ok().map(|i| &self.slots[i].tally)
+    }
+
+    /// The tally of `key`, if it is live, to change.
+    pub fn get_mut(&mut self, key: &str) -> Option<&mut Tally> {
+        if key.len() > INLINE {
+            return self.long.get_mut(key);
+        }
+        match self.find(key) {
+            Ok(i) => Some(&mut self.slots[i].tally),
+            Err(_) => None,
+        }
+    }
+
+    /// Whether `key` is live.
+    pub fn contains_key(&self, key: &str) -> bool {
+        if key.len() > INLINE {
+            return self.long.contains_key(key);
+        }
+        self.find(key).is_ok()
+    }
+
+    /// The tally of `key`, added empty if it is not live.
+    pub fn get_or_insert(&mut self, key: &str) -> &mut Tally {
+        if key.len() > INLINE {
+            return self.long.entry(key.into()).or_default();
+        }
+        if (self.inline + 1) * 2 > self.slots.len() {
+            self.grow();
+        }
+        let i = match self.find(key) {
+            Ok(i) => i,
+            Err(i) => {
+                self.slots[i] = Slot { generation: self.generation, name: name_of(key), tally: Tally::default() };
+                self.inline += 1;
+                i
+            }
+        };
+        &mut self.slots[i].tally
+    }
+
+    /// Sets the tally of `key`, adding the key if it is not live.
+    pub fn insert(&mut self, key: &str, tally: Tally) {
+        *self.get_or_insert(key) = tally;
+    }
+
+    /// Every live key with its tally, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Tally)> {
+        let generation = self.generation;
+        let inline = self.slots.iter().filter(move |s| s.generation == generation).map(|s| (key_of(&s.name), &s.tally));
+        inline.chain(self.long.iter().map(|(k, t)| (&**k, t)))
+    }
+
+    /// Every live key with its tally, to change.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&str, &mut Tally)> {
+        let generation = self.generation;
+        let inline =
+            self.slots.iter_mut().filter(move |s| s.generation == generation).map(|s| (key_of(&s.name), &mut s.tally));
+        inline.chain(self.long.iter_mut().map(|(k, t)| (&**k, t)))
+    }
+
+    /// Where `key` is (`Ok`), or the empty slot where it would go (`Err`).
+    /// The table is never more than half full, so the probe ends.
+    fn find(&self, key: &str) -> Result<usize, usize> {
+        if self.slots.is_empty() {
+            return Err(0);
+        }
+        let name = name_of(key);
+        let mask = self.slots.len() - 1;
+        let mut i = self.hasher.hash_one(key) as usize & mask;
+        loop {
+            let slot = &self.slots[i];
+            if slot.generation != self.generation {
+                return Err(i);
+            }
+            if slot.name == name {
+                return Ok(i);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Doubles the table, moving the live keys over.
+    fn grow(&mut self) {
+        let size = (self.slots.len() * 2).max(MIN_SLOTS);
+        let old = std::mem::replace(&mut self.slots, new_slots(size));
+        for slot in old.into_iter().filter(|s| s.generation == self.generation) {
+            let Err(i) = self.find(key_of(&slot.name)) else { unreachable!("keys are unique") };
+            self.slots[i] = slot;
+        }
+    }
+
+    /// Bytes held by the table itself (not counting the long keys' map).
+    pub fn slot_bytes(&self) -> usize {
+        self.slots.capacity() * std::mem::size_of::<Slot>()
+    }
+}
+
+/// The key an inline name holds.
+fn key_of(name: &Name) -> &str {
+    std::str::from_utf8(&name[1..=usize::from(name[0])]).expect("stored from a str")
+}
+
+/// `size` empty slots. A large table is read at random, one line per
+/// lookup, so with 4 KiB pages nearly every lookup also misses the TLB; on
+/// Linux the kernel is asked to back it with huge pages where it can.
+fn new_slots(size: usize) -> Vec<Slot> {
+    let mut slots = Vec::with_capacity(size);
+    #[cfg(target_os = "linux")]
+    hint_huge_pages(&slots);
+    slots.resize_with(size, Slot::default);
+    slots
+}
+
+/// Advises the kernel (madvise MADV_HUGEPAGE) to use huge pages for the
+/// whole 2 MiB pages inside `slots`' allocation, before it is touched. A
+/// hint only: the kernel may ignore it, and nothing else changes.
+#[cfg(target_os = "linux")]
+fn hint_huge_pages(slots: &Vec<Slot>) {
+    const HUGE: usize = 2 << 20;
+    let bytes = slots.capacity() * std::mem::size_of::<Slot>();
+    if bytes < 2 * HUGE {
+        return;
+    }
+    let start = slots.as_ptr() as usize;
+    let aligned = start.next_multiple_of(HUGE);
+    let len = (start + bytes - aligned) / HUGE * HUGE;
+    // SAFETY: the range lies within the vector's own allocation, and
+    // MADV_HUGEPAGE changes how the memory is backed, never its contents.
+    unsafe {
+        libc::madvise(aligned as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_one_cache_line() {
+        assert_eq!(std::mem::size_of::<Slot>(), 64);
+        assert_eq!(std::mem::align_of::<Slot>(), 64);
+    }
+
+    /// Takes `n` permits of `key`, as a window would.
+    fn take(t: &mut KeyTable, key: &str, n: u32) {
+        for _ in 0..n {
+            assert!(t.get_or_insert(key).take(0, u32::MAX, 1, crate::core::Share::ALONE).is_go());
+        }
+    }
+
+    fn own(t: &mut KeyTable, key: &str) -> Option<u32> {
+        t.get_mut(key).map(|tally| tally.own())
+    }
+
+    #[test]
+    fn counts_keys_short_and_long_until_cleared() {
+        let mut t = KeyTable::new();
+        let long = "x".repeat(INLINE + 1);
+        for key in ["", "a", "b", &"y".repeat(INLINE), &long] {
+            assert!(!t.contains_key(key));
+            take(&mut t, key, 2);
+            take(&mut t, key, 1);
+            assert_eq!(own(&mut t, key), Some(3), "{key:?}");
+        }
+        assert_eq!(t.len(), 5);
+        t.clear();
+        assert_eq!(t.len(), 0);
+        assert!(!t.contains_key("a") && !t.contains_key(&long));
+        assert_eq!(t.get_or_insert("a").own(), 0, "a cleared key starts again from 0");
+        assert_eq!(t.iter().count(), 1);
+    }
+
+    #[test]
+    fn growing_keeps_every_count() {
+        let mut t = KeyTable::new();
+        for i in 0..10_000u32 {
+            t.insert(&i.to_string(), Tally::reserved(i));
+        }
+        assert_eq!(t.len(), 10_000);
+        assert!(t.slot_bytes() <= 64 * 32_768, "at most four slots per key");
+        for i in 0..10_000u32 {
+            assert_eq!(own(&mut t, &i.to_string()), Some(i));
+        }
+        assert_eq!(t.iter().map(|(_, tally)| u64::from(tally.own())).sum::<u64>(), 49_995_000);
+        assert!(!t.contains_key("10000"));
+    }
+
+    #[test]
+    fn clearing_many_times_never_revives_a_key() {
+        let mut t = KeyTable::new();
+        take(&mut t, "k", 7);
+        t.generation = u32::MAX; // the next clear wraps around
+        take(&mut t, "k", 7);
+        t.clear();
+        assert_eq!(t.generation, 1);
+        assert!(!t.contains_key("k"));
+        for _ in 0..3 {
+            t.clear();
+            assert!(!t.contains_key("k"));
+        }
+    }
+
+    #[test]
+    fn a_mostly_unused_table_is_freed_at_clear() {
+        let mut t = KeyTable::new();
+        for i in 0..1000 {
+            t.get_or_insert(&i.to_string());
+        }
+        t.clear();
+        assert!(t.slot_bytes() > 0, "a full slot keeps its memory for the next");
+        t.get_or_insert("only");
+        t.clear();
+        assert_eq!(t.slot_bytes(), 0, "a nearly empty slot gives it back");
+    }
+}

@@ -1,0 +1,57 @@
+//! The ZeroMQ settings of the locker's REP socket, in one place, so that the
+//! bare echo baseline (`examples/echo_server.rs`) runs on exactly the same
+//! transport and the benchmark ratio measures the locker's own cost.
+//!
+//! This module only creates and configures sockets; it never serves a request.
+
+/// A failure of the socket layer, with what was being done.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}: {source}")]
+pub struct TransportError {
+    what: String,
+    source: zmq::Error,
+}
+
+/// Wraps a ZeroMQ error with what was being done when it happened.
+pub fn zmq_err(what: impl Into<String>) -> impl FnOnce(zmq::Error) -> TransportError {
+    move |source| TransportError { what: what.into(), source }
+}
+
+/// ZeroMQ queues this many messages per peer before it pushes back. The
+/// default (1000) already covers a few hundred requests in flight; the locker
+/// states it so the echo baseline cannot drift from it.
+const HWM: i32 = 1000;
+
+/// A context with one I/O thread. On the small machines the locker targets,
+/// a second I/O thread only competes with the serving thread for a core: the
+/// serving thread, not the I/O thread, is the busy one.
+pub fn context() -> Result<zmq::Context, TransportError> {
+    let ctx = zmq::Context::new();
+    ctx.set_io_threads(1).map_err(zmq_err("setting ZMQ_IO_THREADS"))?;
+    Ok(ctx)
+}
+
+/// A REP socket bound to `endpoint`, and the endpoint actually bound (with the
+/// real port when `endpoint` asked for a wildcard one).
+pub fn bind_rep(
+    ctx: &zmq::Context,
+    endpoint: &str,
+    max_message_size: usize,
+) -> Result<(zmq::Socket, String), TransportError> {
+    let rep = ctx.socket(zmq::REP).map_err(zmq_err("creating the REP socket"))?;
+    rep.set_linger(0).map_err(zmq_err("setting ZMQ_LINGER"))?;
+    rep.set_maxmsgsize(max_message_size as i64).map_err(zmq_err("setting ZMQ_MAXMSGSIZE"))?;
+    rep.set_rcvhwm(HWM).map_err(zmq_err("setting ZMQ_RCVHWM"))?;
+    rep.set_sndhwm(HWM).map_err(zmq_err("setting ZMQ_SNDHWM"))?;
+    rep.bind(endpoint).map_err(zmq_err(format!("binding {endpoint}")))?;
+    let bound = last_endpoint(&rep)?;
+    Ok((rep, bound))
+}
+
+/// The endpoint `socket` last bound, with the real port.
+pub fn last_endpoint(socket: &zmq::Socket) -> Result<String, TransportError> {
+    Ok(socket
+        .get_last_endpoint()
+        .map_err(zmq_err("reading the bound endpoint"))?
+        .unwrap_or_else(|raw| String::from_utf8_lossy(&raw).into_owned()))
+}

@@ -1,0 +1,87 @@
+//! The hot path allocates nothing: once warmed up, answering a plain or a
+//! structured request through `Service::respond` makes no heap allocation.
+//! A counting global allocator (for this test binary only) counts the
+//! allocations made on the current thread while each request is answered.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use locker::core::{Limit, Locker, Quota, DEFAULT_LIMIT};
+use locker::service::Service;
+use locker::wire::{self, Ask};
+
+struct Counting;
+
+thread_local! {
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+// SAFETY: every call is passed straight to the system allocator; the only
+// addition is a thread-local counter, which itself never allocates.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.with(|n| n.set(n.get() + 1));
+        System.alloc(layout)
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        System.dealloc(ptr, layout)
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.with(|n| n.set(n.get() + 1));
+        System.realloc(ptr, layout, new_size)
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocations_in(f: impl FnOnce()) -> u64 {
+    let before = ALLOCATIONS.with(Cell::get);
+    f();
+    ALLOCATIONS.with(Cell::get) - before
+}
+
+const NOW: u64 = 1_700_000_000_000_000_000;
+
+fn service() -> Service {
+    let quota = Quota::new(3, 1.0).unwrap();
+    let api = Limit::new("api", Quota::new(1000, 1.0).unwrap()).unwrap();
+    Service::new(Locker::new(Limit::new(DEFAULT_LIMIT, quota).unwrap(), vec![api], 1000))
+}
+
+fn structured(ask: Ask) -> Vec<u8> {
+    let mut body = Vec::new();
+    wire::encode(&ask.to_map(), &mut body);
+    body
+}
+
+#[test]
+fn answering_a_warmed_up_request_allocates_nothing() {
+    let mut service = service();
+    let mut out = Vec::with_capacity(256);
+    let requests: Vec<(&str, Vec<u8>)> = vec![
+        ("plain, default limit", b"let me go".to_vec()),
+        ("plain, named limit", b"api".to_vec()),
+        ("structured, unkeyed", structured(Ask::new())),
+        ("structured, keyed", structured(Ask::new().limit("api").key("user-7"))),
+        ("structured, cost 2", structured(Ask::new().limit("api").key("user-7").cost(2))),
+    ];
+    // Warm up: the first requests grow the reply buffer and the key table.
+    for (_, body) in &requests {
+        service.respond(NOW, body, &mut out);
+    }
+    for (name, body) in &requests {
+        // Repeat past the default limit's quota so that sorry is covered too.
+        for i in 0..5 {
+            let n = allocations_in(|| service.respond(NOW + i, body, &mut out));
+            assert_eq!(n, 0, "{name}, request {i}: {n} allocations, reply {out:?}");
+        }
+    }
+    assert!(out.starts_with(&[0x85, 0xa2, b'o', b'k']), "the last reply is a go map: {out:?}");
+}
+
+#[test]
+fn the_counter_sees_allocations() {
+    // Guards the test above: a counter that never counts would pass it.
+    assert!(allocations_in(|| drop(std::hint::black_box(vec![1u8; 64]))) >= 1);
+}
