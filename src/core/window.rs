@@ -42,6 +42,7 @@ pub struct FixedWindow {
 }
 
 /// What a take needs from the caller when it must add a new key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyRoom {
     /// A new key may be added.
     Free,
@@ -173,6 +174,11 @@ impl FixedWindow {
         room: KeyRoom,
         share: Share,
     ) -> Result<Verdict, NoRoom> {
+        if want.cost > 0 && !self.has_reservations(key) {
+            if let Some(v) = self.take_now(now, key, want, room, share) {
+                return v;
+            }
+        }
         let max = self.quota.max_requests();
         let (current, ahead) = self.counts(key);
         let queued = ahead.map_or(0, VecDeque::len);
@@ -209,6 +215,58 @@ impl FixedWindow {
         v.wait = wait;
         v.remaining = if plan.index == 0 { free_now - plan.granted } else { 0 };
         Ok(v)
+    }
+
+    /// The common ask, with one lookup of the key: nothing queued for it, and
+    /// it fits now, or it does not and may not wait. `None` leaves the ask to
+    /// the general path (a reservation).
+    fn take_now(
+        &mut self,
+        now: Nanos,
+        key: Option<&str>,
+        want: Want,
+        room: KeyRoom,
+        share: Share,
+    ) -> Option<Result<Verdict, NoRoom>> {
+        let max = self.quota.max_requests();
+        let reset_after = self.quota.slot_end(self.slot).saturating_sub(now);
+        let tally = match key {
+            None => &mut self.unkeyed,
+            // A full table refuses only new keys: look before adding.
+            Some(k) if matches!(room, KeyRoom::Full) && !self.keys.contains_key(k) => return Some(Err(NoRoom)),
+            Some(k) => self.keys.get_or_insert(k),
+        };
+        let free = max.saturating_sub(tally.total());
+        let mut v =
+            Verdict { go: false, limit: max, remaining: free, retry_after: 0, reset_after, granted: 0, wait: 0 };
+        if free < want.need() {
+            if want.max_wait > 0 {
+                return None;
+            }
+            // Sorry until the next slot, which is when it would fit.
+            v.retry_after = reset_after;
+            return Some(Ok(v));
+        }
+        let granted = want.grant(free);
+        if tally.take(now, max, granted, share) == Take::OverShare {
+            // Over its share, this locker may grant again once its recent
+            // grants are no longer in flight; the slot's end would be a
+            // needless wait.
+            v.retry_after = share.in_flight_window.min(reset_after);
+            return Some(Ok(v));
+        }
+        v.go = true;
+        v.granted = granted;
+        v.remaining = free - granted;
+        Some(Ok(v))
+    }
+
+    /// Whether `key` holds reservations in the slots after the current one.
+    fn has_reservations(&self, key: Option<&str>) -> bool {
+        match key {
+            None => !self.unkeyed_ahead.is_empty(),
+            Some(k) => !self.ahead.is_empty() && self.ahead.contains_key(k),
+        }
     }
 
     /// Answers sorry without counting, for a locker that may not grant yet;
