@@ -24,6 +24,7 @@ impl Want {
     }
 
     /// The fewest permits that make a go: 1 for `up_to`, `cost` otherwise.
+    #[inline]
     pub fn need(&self) -> u32 {
         if self.up_to {
             self.cost.min(1)
@@ -33,6 +34,7 @@ impl Want {
     }
 
     /// How many permits to grant when `room` are free and at least `need` fit.
+    #[inline]
     pub fn grant(&self, room: u32) -> u32 {
         if self.up_to {
             self.cost.min(room)

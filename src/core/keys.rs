@@ -88,6 +88,7 @@ impl KeyTable {
     }
 
     /// Live keys.
+    #[inline]
     pub fn len(&self) -> usize {
         self.inline + self.long.len()
     }
@@ -134,6 +135,7 @@ impl KeyTable {
     }
 
     /// Whether `key` is live.
+    #[inline]
     pub fn contains_key(&self, key: &str) -> bool {
         if key.len() > INLINE {
             return self.long.contains_key(key);
@@ -142,6 +144,7 @@ impl KeyTable {
     }
 
     /// The tally of `key`, added empty if it is not live.
+    #[inline]
     pub fn get_or_insert(&mut self, key: &str) -> &mut Tally {
         if key.len() > INLINE {
             return self.long.entry(key.into()).or_default();
@@ -182,6 +185,7 @@ impl KeyTable {
 
     /// Where `key` is (`Ok`), or the empty slot where it would go (`Err`).
     /// The table is never more than half full, so the probe ends.
+    #[inline]
     fn find(&self, key: &str) -> Result<usize, usize> {
         if self.slots.is_empty() {
             return Err(0);

@@ -191,6 +191,7 @@ impl Locker {
     }
 
     /// Asks for `cost` permits of limit `id` for `key` at `now`, now or never.
+    #[inline]
     pub fn go(&mut self, now: Nanos, id: LimitId, key: Option<&str>, cost: u64) -> Result<Verdict, AskError> {
         self.ask(now, id, key, cost, false, 0)
     }
@@ -199,6 +200,7 @@ impl Locker {
     /// all of them, or with `up_to` as many as are available (at least one;
     /// a cost above the capacity then asks for the capacity);
     /// with `max_wait_ms`, a reservation the caller may use after `wait`.
+    #[inline]
     pub fn ask(
         &mut self,
         now: Nanos,
@@ -222,6 +224,7 @@ impl Locker {
         verdict
     }
 
+    #[inline]
     fn decide(
         &mut self,
         now: Nanos,
@@ -269,6 +272,7 @@ impl Locker {
 
     /// Brings limit `id` up to `now`, runs `f` on its rule with the room
     /// left for new keys, and keeps the live-key count in step.
+    #[inline]
     fn counted<T>(&mut self, now: Nanos, id: LimitId, f: impl FnOnce(&mut Rule, KeyRoom) -> T) -> T {
         if self.live_keys >= self.max_keys {
             self.drop_stale(now);

@@ -49,6 +49,7 @@ impl Rule {
     }
 
     /// Brings the state up to `now`; returns how many keys or leases were dropped.
+    #[inline]
     pub fn advance(&mut self, now: Nanos) -> usize {
         match self {
             Rule::Window(w) => w.advance(now),
@@ -58,6 +59,7 @@ impl Rule {
     }
 
     /// Keys (or leases) this rule holds, which count against --max-keys.
+    #[inline]
     pub fn live_keys(&self) -> usize {
         match self {
             Rule::Window(w) => w.live_keys(),
@@ -69,6 +71,7 @@ impl Rule {
     /// Answers an ask on a counting rule. Call `advance` first. `share`
     /// applies to fixed windows only: a token bucket shared by peers holds
     /// its bound by absorbing their grants (see `bucket::shared`).
+    #[inline]
     pub fn take(
         &mut self,
         now: Nanos,

@@ -37,6 +37,7 @@ impl Share {
     /// The in-flight window for a slot of `slot_ns`: the propagation
     /// allowance, but never more than an eighth of the slot, so that very
     /// short slots still fill.
+    #[inline]
     pub fn window_for(slot_ns: Nanos) -> Nanos {
         PROPAGATION_ALLOWANCE.min(slot_ns / 8).max(1)
     }
@@ -53,6 +54,7 @@ struct Recent {
 }
 
 impl Recent {
+    #[inline]
     fn in_flight(&mut self, now: Nanos, own: u32, window: Nanos) -> u32 {
         let age = now.saturating_sub(self.since);
         if age >= window.saturating_mul(2) {
@@ -122,6 +124,7 @@ impl Tally {
     }
 
     /// Own grants plus every peer's, saturating.
+    #[inline]
     pub fn total(&self) -> u32 {
         self.own.saturating_add(self.heard)
     }
@@ -168,6 +171,7 @@ impl Tally {
     /// share of the same remainder, so grants made at once on stale views
     /// cannot add up to much more than what was left. The first grant in a
     /// window is always allowed when it fits, so no cost can starve.
+    #[inline]
     pub fn take(&mut self, now: Nanos, max: u32, cost: u32, share: Share) -> Take {
         let left = max.saturating_sub(self.total());
         if cost > left {

@@ -95,6 +95,7 @@ impl FixedWindow {
     }
 
     /// Live keys: keys with a count in the current slot or a reservation.
+    #[inline]
     pub fn live_keys(&self) -> usize {
         self.keys.len()
     }
@@ -103,14 +104,23 @@ impl FixedWindow {
     /// earlier slot. Returns how many keys were dropped. A `now` earlier than
     /// the current slot is counted in the current slot: time never runs
     /// backwards here, which is the conservative reading.
+    #[inline]
     pub fn advance(&mut self, now: Nanos) -> usize {
         self.advance_to(self.quota.slot_of(now))
     }
 
+    #[inline]
     fn advance_to(&mut self, slot: u64) -> usize {
+        // Almost every ask falls in the current slot: keep that check inline
+        // and the rollover out of the way.
         if slot <= self.slot {
             return 0;
         }
+        self.roll_to(slot)
+    }
+
+    #[cold]
+    fn roll_to(&mut self, slot: u64) -> usize {
         let steps = slot - self.slot;
         self.slot = slot;
         self.unkeyed = Tally::reserved(roll(&mut self.unkeyed_ahead, steps));
@@ -166,6 +176,7 @@ impl FixedWindow {
     /// Arrival order: an ask never lands before the last slot holding a
     /// reservation for the same key, so later asks never go before earlier
     /// ones, and a large ask is never overtaken by small ones.
+    #[inline]
     pub fn take_shared(
         &mut self,
         now: Nanos,
@@ -220,6 +231,7 @@ impl FixedWindow {
     /// The common ask, with one lookup of the key: nothing queued for it, and
     /// it fits now, or it does not and may not wait. `None` leaves the ask to
     /// the general path (a reservation).
+    #[inline]
     fn take_now(
         &mut self,
         now: Nanos,
@@ -262,6 +274,7 @@ impl FixedWindow {
     }
 
     /// Whether `key` holds reservations in the slots after the current one.
+    #[inline]
     fn has_reservations(&self, key: Option<&str>) -> bool {
         match key {
             None => !self.unkeyed_ahead.is_empty(),
