@@ -210,7 +210,7 @@ impl Locker {
         up_to: bool,
         max_wait_ms: u64,
     ) -> Result<Verdict, AskError> {
-        let verdict = self.decide(now, id, key, cost, up_to, max_wait_ms);
+        let verdict = self.want(id, cost, up_to, max_wait_ms).and_then(|want| self.decide(now, id, key, want));
         let stats = &mut self.entries[id.0].stats;
         stats.requests += 1;
         match &verdict {
@@ -224,16 +224,9 @@ impl Locker {
         verdict
     }
 
+    /// Checks an ask's numbers against limit `id`.
     #[inline]
-    fn decide(
-        &mut self,
-        now: Nanos,
-        id: LimitId,
-        key: Option<&str>,
-        cost: u64,
-        up_to: bool,
-        max_wait_ms: u64,
-    ) -> Result<Verdict, AskError> {
+    fn want(&self, id: LimitId, cost: u64, up_to: bool, max_wait_ms: u64) -> Result<Want, AskError> {
         let max = self.entries[id.0].limit.capacity();
         // "As many as you can, up to n" has a sensible answer for any n.
         let cost = if up_to { cost.min(u64::from(max)) } else { cost };
@@ -244,7 +237,12 @@ impl Locker {
         if max_wait_ms > MAX_WAIT_MS {
             return Err(AskError::WaitTooLong(max_wait_ms));
         }
-        let want = Want { cost, up_to, max_wait: max_wait_ms * NANOS_PER_MS };
+        Ok(Want { cost, up_to, max_wait: max_wait_ms * NANOS_PER_MS })
+    }
+
+    /// Answers a checked ask of limit `id` for `key` at `now`.
+    #[inline]
+    fn decide(&mut self, now: Nanos, id: LimitId, key: Option<&str>, want: Want) -> Result<Verdict, AskError> {
         let view = self.view;
         let share =
             Share { live: view.live, in_flight_window: Share::window_for(self.entries[id.0].limit.quota().slot_ns()) };
