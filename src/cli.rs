@@ -4,7 +4,7 @@
 //! client before anything runs; each command returns its exit code. This is
 //! the only module that prints for a person or maps failures to exit codes.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,6 +20,7 @@ use crate::daemon::Server;
 use crate::wire::{Ask, GoReply, StatsReply};
 
 mod lease;
+mod logging;
 
 /// Exit code for go (and for any command that succeeded).
 pub(crate) const EXIT_GO: u8 = 0;
@@ -196,7 +197,7 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
 /// Parses the command line, runs the command, and returns its exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    logging::init();
     let code = match cli.command {
         Command::Serve(args) => serve(args),
         Command::Ask(args) => ask(args),
@@ -205,14 +206,6 @@ pub fn main() -> ExitCode {
         Command::Bench(args) => run_bench(args),
     };
     ExitCode::from(code)
-}
-
-/// Logs go to stderr; `LOCKER_LOG` sets the level (e.g. `LOCKER_LOG=debug`).
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("LOCKER_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let ansi = std::io::stderr().is_terminal();
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
 }
 
 pub(crate) fn fail(message: impl std::fmt::Display) -> u8 {
