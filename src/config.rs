@@ -13,8 +13,6 @@ use serde::Deserialize;
 use crate::core::{Algorithm, Limit, LimitError, Quota, DEFAULT_LIMIT};
 use crate::wire::DEFAULT_MAX_MESSAGE_SIZE;
 
-mod toml_error;
-
 /// The seed's endpoint.
 pub const DEFAULT_BIND: &str = "tcp://*:7777";
 /// The seed's default quota: one request per second.
@@ -112,7 +110,7 @@ impl FileConfig {
     pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
         let shown = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: shown.clone(), source })?;
-        toml::from_str(&text).map_err(|e| ConfigError::Parse { path: shown, message: toml_error::describe(&text, &e) })
+        toml::from_str(&text).map_err(|e| ConfigError::Parse { path: shown, message: e.message().to_owned() })
     }
 }
 
