@@ -4,7 +4,6 @@
 //! side lives here, and nothing here decides go or sorry.
 
 pub mod clock;
-pub mod endpoint;
 pub mod metrics;
 pub mod server;
 pub mod signals;
