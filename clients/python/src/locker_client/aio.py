@@ -337,7 +337,7 @@ class AsyncPermitPool:
 
     async def take(self) -> bool:
         """One permit: True to go, False for sorry."""
-        now = time.monotonic()
+        now = time.monotonic_ns()
         if self._permits.take(now):
             return True
         if not self._permits.may_ask(now):
@@ -345,7 +345,7 @@ class AsyncPermitPool:
         self.round_trips += 1
         reply = await self._client.ask(self._limit, self._key, cost=self._batch, up_to=True)
         self._permits.refill(now, reply)
-        return self._permits.take(time.monotonic())
+        return self._permits.take(time.monotonic_ns())
 
 
 __all__ = ["AsyncClient", "AsyncLease", "AsyncPermitPool", "LeaseRequest"]

@@ -20,21 +20,23 @@ from typing import Optional
 from .client import Client
 from .wire import GoReply, check_count, check_name
 
-#: How long before its slot's end a batch stops being handed out, in seconds.
-MARGIN = 0.001
+#: How long before its slot's end a batch stops being handed out, in ns.
+MARGIN_NS = 1_000_000
+_MS = 1_000_000
 
 
 class Permits:
     """Permits in hand and when they lapse; pure bookkeeping on monotonic
-    seconds."""
+    nanoseconds (``time.monotonic_ns()``), integers so that no rounding can
+    move a batch's end."""
 
     def __init__(self) -> None:
         self.left = 0
-        self._lapses_at: Optional[float] = None
-        self._slot_end: Optional[float] = None
-        self._quiet_until: Optional[float] = None
+        self._lapses_at: Optional[int] = None
+        self._slot_end: Optional[int] = None
+        self._quiet_until: Optional[int] = None
 
-    def take(self, now: float) -> bool:
+    def take(self, now: int) -> bool:
         """Hands out one permit if one is in hand and its slot has not ended."""
         if self._lapses_at is not None and now >= self._lapses_at:
             self.left = 0
@@ -43,7 +45,7 @@ class Permits:
         self.left -= 1
         return True
 
-    def may_ask(self, now: float) -> bool:
+    def may_ask(self, now: int) -> bool:
         """Whether asking the locker now could help: not before a sorry's
         retry hint, and not in the last millisecond of a batch's slot, where
         a new batch would lapse as soon as it came."""
@@ -56,15 +58,15 @@ class Permits:
         )
         return not hushed and not closing
 
-    def refill(self, sent: float, reply: GoReply) -> None:
+    def refill(self, sent: int, reply: GoReply) -> None:
         """Takes in the answer to a batch ask sent at ``sent``."""
         if not reply.ok:
             self.left = 0
-            self._quiet_until = sent + reply.retry_after_ms / 1000
+            self._quiet_until = sent + reply.retry_after_ms * _MS
             return
-        slot_end = sent + reply.reset_after_ms / 1000
+        slot_end = sent + reply.reset_after_ms * _MS
         self.left = reply.granted or 0
-        self._lapses_at = slot_end - min(MARGIN, slot_end - sent)
+        self._lapses_at = slot_end - min(MARGIN_NS, slot_end - sent)
         self._slot_end = slot_end
         self._quiet_until = None
 
@@ -97,7 +99,7 @@ class PermitPool:
     def take(self) -> bool:
         """One permit: True to go, False for sorry."""
         with self._lock:
-            now = time.monotonic()
+            now = time.monotonic_ns()
             if self._permits.take(now):
                 return True
             if not self._permits.may_ask(now):
@@ -106,4 +108,4 @@ class PermitPool:
             reply = self._client.ask(self._limit, self._key, cost=self._batch, up_to=True)
             self._permits.refill(now, reply)
             # The permit is used from now on, after the locker's decision.
-            return self._permits.take(time.monotonic())
+            return self._permits.take(time.monotonic_ns())
