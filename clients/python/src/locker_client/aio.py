@@ -166,7 +166,8 @@ class AsyncClient:
         socket = self._open(index)
         try:
             await socket.send(body)
-            if await socket.poll(pirate.poll_ms(budget), zmq.POLLIN):
+            # POLLIN is the default event of an asyncio socket's poll.
+            if await socket.poll(pirate.poll_ms(budget)):
                 return await socket.recv()
         except BaseException:
             # Cancelled or failed between send and receive: the REQ socket

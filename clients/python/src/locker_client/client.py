@@ -49,16 +49,16 @@ class Client:
         endpoints: Union[str, Sequence[str]],
         timeout: float = DEFAULT_TIMEOUT,
         *,
-        context: Optional[zmq.Context] = None,
+        context: Optional[zmq.Context[Any]] = None,
     ) -> None:
         self._endpoints: List[str] = pirate.endpoints_list(endpoints)
         self._timeout = pirate.check_timeout(timeout)
         # The process-wide context is never terminated: sockets of siblings
         # on other threads may outlive this client.
-        self._ctx: zmq.Context = context if context is not None else zmq.Context.instance()
+        self._ctx: zmq.Context[Any] = context if context is not None else zmq.Context.instance()
         self._lock = threading.Lock()
         self._preferred = 0
-        self._socket: Optional[zmq.Socket] = None
+        self._socket: Optional[zmq.Socket[bytes]] = None
         self._index = 0
         self._closed = False
 
@@ -227,7 +227,7 @@ class Client:
         self._drop()
         return None
 
-    def _open(self, index: int) -> zmq.Socket:
+    def _open(self, index: int) -> zmq.Socket[bytes]:
         if self._socket is not None and self._index != index:
             self._drop()
         if self._socket is None:

@@ -66,7 +66,8 @@ def wait_for_lease(client: "Client", acquire: wire.Request) -> LeaseReply:
     if reply.pending and reply.lease:
         # Give the place back rather than leave the count to be granted to
         # nobody in the instant before the locker drops the waiter.
-        _quietly(lambda: client.round_trip(wire.encode(wire.release_request(acquire.get("limit"), reply.lease))))
+        release = wire.encode(wire.release_request(acquire.get("limit"), reply.lease))
+        _quietly(lambda: client.round_trip(release))
     raise NotAcquired(acquire.get("limit"), acquire["count"], reply.remaining)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, cast
 
 import msgpack
 
@@ -206,7 +206,7 @@ def _put(request: Request, field: str, value: Any) -> None:
 
 def encode(request: Request) -> bytes:
     """The MessagePack bytes of a request map (strings as str, not bin)."""
-    return msgpack.packb(request, use_bin_type=True)
+    return cast(bytes, msgpack.packb(request, use_bin_type=True))
 
 
 # ---- replies -------------------------------------------------------------
