@@ -122,3 +122,22 @@ def test_a_lease_lost_to_another_holder_is_reported(lockers: Lockers) -> None:
             assert seen.wait(5.0), "on_lost was called"
             assert lost == [lease] and not lease.held
         assert lease.release() is False
+
+
+def test_on_lost_may_release_the_lease_from_the_heartbeat_thread(lockers: Lockers) -> None:
+    d = lockers.start()
+    released: List[bool] = []
+    done = threading.Event()
+
+    def on_lost(lease: Lease) -> None:
+        released.append(lease.release())
+        done.set()
+
+    with Client(d.endpoint, timeout=5.0) as c, Client(d.endpoint, timeout=5.0) as thief:
+        lease = c.lease("db", ttl=0.3, on_lost=on_lost)
+        for _ in range(20):
+            thief.release("db", lease.id)
+            if thief.acquire_lease("db", ttl=30).ok:
+                break
+        assert done.wait(5.0), "on_lost was called"
+        assert released == [False], "nothing left to free, and no deadlock"

@@ -191,7 +191,10 @@ class Lease(LeaseState):
             return False
         self._released = True
         self._stop.set()
-        self._thread.join()
+        # From on_lost the heartbeat thread releases its own lease: it is
+        # already on its way out, and a thread cannot join itself.
+        if threading.current_thread() is not self._thread:
+            self._thread.join()
         freed = False
         if self._held:
             try:
