@@ -48,6 +48,45 @@ struct Live {
 }
 
 /// A connection to one or more lockers.
+///
+/// Give it every locker's endpoint: each request goes to the one that
+/// answered last, and when it does not answer within its share of the
+/// deadline, to the next. A request that no locker answers in time returns
+/// [`ClientError::NoAnswer`] instead of hanging. A `Client` holds one socket
+/// and is used from one thread; [`Client::sibling`] makes another for
+/// another thread.
+///
+/// # Examples
+///
+/// Ask a limit of two go per slot three times, with a dead locker listed
+/// first:
+///
+/// ```
+/// # use std::sync::atomic::AtomicBool;
+/// # use locker::config::{FileConfig, Flags, ServeConfig};
+/// # let flags = Flags { bind: Some("tcp://127.0.0.1:*".into()), max_requests: Some(2), in_seconds: Some(86_400.0), ..Flags::default() };
+/// # let server = locker::daemon::Server::bind(&ServeConfig::resolve(flags, FileConfig::default())?)?;
+/// # let endpoint = server.endpoint().to_owned();
+/// # std::thread::spawn(move || server.run(&AtomicBool::new(false)));
+/// use std::time::Duration;
+/// use locker::{Ask, Client};
+///
+/// // `endpoint` is a running locker's, e.g. "tcp://127.0.0.1:7777".
+/// let mut client = Client::new(["tcp://127.0.0.1:1", endpoint.as_str()], Duration::from_secs(1))?;
+/// let reply = client.ask(&Ask::new().key("user-7"))?;
+/// assert!(reply.ok);
+/// assert_eq!((reply.limit, reply.remaining), (2, 1));
+/// assert_eq!(client.current_endpoint(), Some(endpoint.as_str()));
+///
+/// assert!(client.ask(&Ask::new().key("user-7"))?.ok);
+/// let sorry = client.ask(&Ask::new().key("user-7"))?;
+/// assert!(!sorry.ok && sorry.retry_after_ms > 0); // the next slot
+///
+/// // Another key has a count of its own; the plain form asks unkeyed.
+/// assert!(client.ask(&Ask::new().key("user-8"))?.ok);
+/// assert!(client.plain(b"let me go")?);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Client {
     ctx: zmq::Context,
     endpoints: Vec<String>,
