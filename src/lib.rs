@@ -23,7 +23,6 @@ pub mod core;
 pub mod daemon;
 pub mod service;
 pub mod wire;
-mod wire_fast;
 
 pub use client::{Client, ClientError, Lease, PermitPool};
 pub use wire::{Ask, GoReply, LeaseAsk, LeaseReply, StatsReply};

@@ -19,6 +19,7 @@
 
 use serde::{de::IgnoredAny, Deserialize, Serialize};
 
+mod fast;
 mod lease;
 
 pub use lease::{Heartbeat, LeaseAsk, LeaseReply, Release};
@@ -185,7 +186,7 @@ pub fn decode_request(body: &[u8]) -> Result<Request<'_>, WireError> {
     }
     // The hand-written decoder reads the common shapes; everything else,
     // errors included, goes to serde.
-    let map = match crate::wire_fast::decode_request_map(body) {
+    let map = match fast::decode_request_map(body) {
         Some(map) => map,
         None => decode_exact(body)?,
     };
@@ -396,7 +397,7 @@ pub fn decode_peer(body: &[u8]) -> Result<PeerMsg, WireError> {
 /// Appends the encoding of a go reply to `out`: the bytes `encode` gives,
 /// written by hand because every structured request's reply is one.
 pub fn encode_go_reply(reply: &GoReply, out: &mut Vec<u8>) {
-    crate::wire_fast::encode_go_reply(reply, out);
+    fast::encode_go_reply(reply, out);
 }
 
 /// A structured reply as a client reads it.
