@@ -17,7 +17,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-pub use load::{classify, key_name, Outcome, Requests, PLAIN_BODY};
+pub use load::{key_name, Requests, PLAIN_BODY};
 pub use report::{Report, Tally};
 use worker::Worker;
 

@@ -13,9 +13,10 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::load::{classify, Requests};
+use super::load::Requests;
 use super::report::Tally;
 use super::BenchError;
+use crate::wire;
 
 /// A connected client and what it has measured.
 pub struct Worker {
@@ -125,7 +126,7 @@ impl Worker {
             }
             self.in_flight.pop_front();
             if timed {
-                self.tally.record(classify(&self.reply), self.reply.len(), sent.elapsed());
+                self.tally.record(wire::classify_reply(&self.reply), self.reply.len(), sent.elapsed());
             }
         }
         Ok(())

@@ -1,5 +1,6 @@
-//! Real-process tests: each module starts the `locker` binary on a wildcard
-//! loopback port and talks to it over ZeroMQ.
+//! The integration tests, one binary. Most modules start the `locker` binary
+//! on a wildcard loopback port and talk to it over ZeroMQ; `golden` pins the
+//! bytes of the wire format without a socket.
 
 #[allow(dead_code)] // each test module uses a different part of the harness
 mod support;
@@ -10,6 +11,8 @@ mod ask;
 mod bench;
 /// `locker::Client` and `locker ask` failing over between lockers, dead or silent.
 mod failover;
+/// Golden bytes of every message: both request forms, the replies, the peer messages.
+mod golden;
 /// Hostile input: malformed, empty, multi-part, oversized and random messages.
 mod hostile;
 /// The kinds of limits: a token-bucket and fixed-window reservation, a lease
