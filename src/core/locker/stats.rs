@@ -70,20 +70,31 @@ impl Outcome {
 }
 
 impl LimitStats {
-    /// Counts one request's outcome.
+    /// Counts one request's outcome. Each arm is complete, with no test
+    /// shared between them, so that on the ask path this folds into the
+    /// match on the verdict.
     #[inline]
     pub(crate) fn record(&mut self, outcome: Outcome) {
-        let request = !matches!(outcome, Outcome::FollowUp | Outcome::FollowUpError);
-        self.requests += u64::from(request);
         match outcome {
             Outcome::Go { waited } => {
+                self.requests += 1;
                 self.go += 1;
                 self.waited += u64::from(waited);
             }
-            Outcome::Queued => self.waited += 1,
-            Outcome::Sorry => self.sorry += 1,
-            Outcome::Error | Outcome::FollowUpError => self.errors += 1,
+            Outcome::Queued => {
+                self.requests += 1;
+                self.waited += 1;
+            }
+            Outcome::Sorry => {
+                self.requests += 1;
+                self.sorry += 1;
+            }
+            Outcome::Error => {
+                self.requests += 1;
+                self.errors += 1;
+            }
             Outcome::FollowUp => {}
+            Outcome::FollowUpError => self.errors += 1,
         }
     }
 }
