@@ -13,6 +13,7 @@
 //! - [`client`]: the client library, with failover between lockers, leases
 //!   and a permit pool that hands out a batch of permits locally;
 //! - [`config`] and [`cli`]: settings and the command line;
+//! - [`curve`]: CURVE key files and allowlists (encryption and client authentication);
 //! - [`bench`]: `locker bench`, the load generator.
 
 pub mod bench;
@@ -20,6 +21,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod core;
+pub mod curve;
 pub mod daemon;
 pub mod service;
 pub mod wire;
