@@ -363,6 +363,29 @@ mod tests {
     }
 
     #[test]
+    fn curve_keys_come_from_the_file_or_the_flags() {
+        let dir = std::env::temp_dir().join(format!("locker-config-curve-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (server, alice) = (KeyPair::generate().unwrap(), KeyPair::generate().unwrap());
+        std::fs::write(dir.join("server.key"), format!("{}\n", server.secret.to_z85())).unwrap();
+        std::fs::write(dir.join("clients"), format!("# alice\n{}\n", alice.public)).unwrap();
+        let file = parse(&format!(
+            "curve_secret_key = '{}'\ncurve_clients = '{}'\n",
+            dir.join("server.key").display(),
+            dir.join("clients").display()
+        ));
+        let curve = ServeConfig::resolve(Flags::default(), file).unwrap().curve.unwrap();
+        assert_eq!(curve.keys, server);
+        assert_eq!(curve.clients, Some(Allowlist::of([alice.public])));
+        let open = Flags { curve_secret_key: Some(dir.join("server.key")), ..Flags::default() };
+        assert_eq!(ServeConfig::resolve(open, FileConfig::default()).unwrap().curve.unwrap().clients, None);
+        let no_secret = Flags { curve_clients: Some(dir.join("clients")), ..Flags::default() };
+        let e = ServeConfig::resolve(no_secret, FileConfig::default()).unwrap_err();
+        assert!(matches!(e, ConfigError::ClientsWithoutSecret), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn peering_settings_are_checked() {
         assert!(ServeConfig::resolve(Flags::default(), FileConfig::default()).unwrap().peering.is_none());
         let no_bind = Flags { peers: vec!["tcp://b:1".into()], ..Flags::default() };

@@ -229,13 +229,23 @@ fn decode(text: &str, origin: &str) -> Result<[u8; KEY_BYTES], KeyError> {
 }
 
 /// The keys in a text: one per line, blank lines and `#` comments skipped.
+/// `#` is itself a Z85 character, so a key may start with it: a line is a
+/// key when its first word is a valid key, and a comment otherwise when it
+/// starts with `#`. After a key, only a `#` comment may follow.
 fn parse_keys(text: &str, origin: &str) -> Result<Vec<[u8; KEY_BYTES]>, KeyError> {
-    text.lines()
-        .enumerate()
-        .map(|(n, line)| (n, line.split('#').next().unwrap_or("").trim()))
-        .filter(|(_, line)| !line.is_empty())
-        .map(|(n, line)| decode(line, &format!("{origin}:{}", n + 1)))
-        .collect()
+    let mut keys = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        let (word, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+        let at = || format!("{origin}:{}", n + 1);
+        match decode(word, &at()) {
+            Ok(key) if rest.trim_start().is_empty() || rest.trim_start().starts_with('#') => keys.push(key),
+            Ok(_) => return Err(KeyError::NotZ85 { origin: at(), got: line.to_owned() }),
+            Err(_) if line.is_empty() || line.starts_with('#') => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(keys)
 }
 
 fn read(path: &Path) -> Result<String, KeyError> {
@@ -336,9 +346,13 @@ mod tests {
     #[test]
     fn key_lists_skip_comments_and_blank_lines() {
         let (a, b) = (KeyPair::generate().unwrap().public, KeyPair::generate().unwrap().public);
-        let text = format!("# clients\n\n{a}  # alice\n   {b}\n");
+        let text = format!("# clients\n\n{a}  # alice\n   {b}\n#{a} (41 characters: a comment)\n");
         let keys = parse_keys(&text, "list").unwrap();
         assert_eq!(keys, [a.0, b.0]);
+        // '#' is a Z85 character: a key may start with it.
+        let hash_key = PublicKey::from_z85(&format!("#{}", &a.to_z85()[1..]), "t").unwrap();
+        assert_eq!(parse_keys(&format!("{hash_key}\n"), "list").unwrap(), [hash_key.0]);
+        assert!(parse_keys(&format!("{a} trailing words\n"), "list").is_err());
         let e = parse_keys("# ok\nnot-a-key\n", "list").unwrap_err();
         assert!(e.to_string().starts_with("list:2: not a CURVE key"), "{e}");
     }

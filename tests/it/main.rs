@@ -8,6 +8,8 @@ mod support;
 mod ask;
 /// `locker bench` against a real locker: its counts add up.
 mod bench;
+/// CURVE: allowlisted clients get answers, unknown keys and plain clients none; keygen; config; peering.
+mod curve;
 /// `locker::Client` and `locker ask` failing over between lockers, dead or silent.
 mod failover;
 /// Hostile input: malformed, empty, multi-part, oversized and random messages.
