@@ -73,7 +73,15 @@ impl Client {
         if endpoints.is_empty() {
             return Err(ClientError::NoEndpoints);
         }
-        Ok(Client { ctx: zmq::Context::new(), endpoints, timeout, preferred: 0, live: None, buf: Vec::new(), curve: None })
+        Ok(Client {
+            ctx: zmq::Context::new(),
+            endpoints,
+            timeout,
+            preferred: 0,
+            live: None,
+            buf: Vec::new(),
+            curve: None,
+        })
     }
 
     /// This client, speaking CURVE: requests and replies are encrypted, and

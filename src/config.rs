@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::curve::{Allowlist, KeyError, KeyPair, ServerCurve};
 use crate::core::{Algorithm, Limit, LimitError, Quota, DEFAULT_LIMIT};
+use crate::curve::{Allowlist, KeyError, KeyPair, ServerCurve};
 use crate::wire::DEFAULT_MAX_MESSAGE_SIZE;
 
 /// The seed's endpoint.

@@ -19,8 +19,7 @@ pub const Z85_CHARS: usize = 40;
 
 /// The characters of the Z85 alphabet (ZeroMQ RFC 32). libzmq decodes any
 /// other character silently into garbage, so keys are checked here first.
-const Z85_ALPHABET: &str =
-    "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
+const Z85_ALPHABET: &str = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
 
 /// Why a key or a key file could not be used.
 #[derive(Debug, thiserror::Error)]

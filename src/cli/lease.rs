@@ -84,8 +84,7 @@ pub(crate) fn run(command: LeaseCommand) -> u8 {
                 max_wait_ms: a.wait.map(ms),
                 ..LeaseAsk::default()
             };
-            let result =
-                a.connect.client().and_then(|mut c| c.wait_for_lease(&ask));
+            let result = a.connect.client().and_then(|mut c| c.wait_for_lease(&ask));
             (a.connect, result)
         }
         LeaseCommand::Heartbeat(h) => {
@@ -95,8 +94,7 @@ pub(crate) fn run(command: LeaseCommand) -> u8 {
         }
         LeaseCommand::Release(r) => {
             let release = Release { limit: r.limit.as_deref(), lease: &r.lease };
-            let result =
-                r.connect.client().and_then(|mut c| c.release(&release));
+            let result = r.connect.client().and_then(|mut c| c.release(&release));
             (r.connect, result)
         }
     };

@@ -21,8 +21,8 @@ use super::clock::Clock;
 use super::curve::{self, Gate};
 use super::transport::{self, zmq_err, TransportError};
 use crate::config::{PeerConfig, ServeConfig};
-use crate::curve::KeyPair;
 use crate::core::{time::NANOS_PER_MS, Locker, NodeKey, PeerEvent, Peering, PeeringSettings};
+use crate::curve::KeyPair;
 use crate::service::Service;
 use crate::wire::{WireError, MAX_PEER_MESSAGE_SIZE};
 

@@ -130,7 +130,14 @@ fn only_allowlisted_clients_get_an_answer() {
     keys.allow("alice");
     let d = Logged::start(
         &keys,
-        &["--max-requests", "100", "--curve-secret-key", &keys.path("server.key"), "--curve-clients", &keys.path("clients")],
+        &[
+            "--max-requests",
+            "100",
+            "--curve-secret-key",
+            &keys.path("server.key"),
+            "--curve-clients",
+            &keys.path("clients"),
+        ],
     );
 
     let out = run_locker(&[
