@@ -114,7 +114,7 @@ impl Drop for Logged {
 }
 
 fn ask() -> Ask<'static> {
-    Ask { limit: None, key: None, cost: 1, up_to: false, max_wait_ms: None }
+    Ask::new()
 }
 
 fn no_answer(result: Result<locker::GoReply, ClientError>) -> bool {
