@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use tracing::debug;
 
+use crate::curve::ClientCurve;
 use crate::wire::{
     self, Ask, GoReply, Heartbeat, LeaseAsk, LeaseReply, Release, Reply, RequestMap, StatsReply, WireError,
 };
@@ -39,6 +40,8 @@ pub enum ClientError {
     BadReply(WireError),
     #[error("zeromq error on {endpoint}: {source}")]
     Zmq { endpoint: String, source: zmq::Error },
+    #[error("{0}")]
+    Key(#[from] crate::curve::KeyError),
 }
 
 /// A REQ socket connected to one endpoint.
@@ -94,6 +97,7 @@ pub struct Client {
     preferred: usize,
     live: Option<Live>,
     buf: Vec<u8>,
+    curve: Option<ClientCurve>,
 }
 
 impl Client {
@@ -108,7 +112,25 @@ impl Client {
         if endpoints.is_empty() {
             return Err(ClientError::NoEndpoints);
         }
-        Ok(Client { ctx: zmq::Context::new(), endpoints, timeout, preferred: 0, live: None, buf: Vec::new() })
+        Ok(Client {
+            ctx: zmq::Context::new(),
+            endpoints,
+            timeout,
+            preferred: 0,
+            live: None,
+            buf: Vec::new(),
+            curve: None,
+        })
+    }
+
+    /// This client, speaking CURVE: requests and replies are encrypted, and
+    /// the locker must know `curve.keys.public` when it keeps an allowlist.
+    /// A locker that refuses the key, or does not speak CURVE, gives no
+    /// answer (`ClientError::NoAnswer`): ZeroMQ does not say why.
+    pub fn with_curve(mut self, curve: ClientCurve) -> Client {
+        self.live = None;
+        self.curve = Some(curve);
+        self
     }
 
     /// Asks for permits in the structured form and returns the whole reply.
@@ -168,6 +190,7 @@ impl Client {
             preferred: self.preferred,
             live: None,
             buf: Vec::new(),
+            curve: self.curve.clone(),
         }
     }
 
@@ -239,6 +262,9 @@ impl Client {
             let socket = self.ctx.socket(zmq::REQ).map_err(zerr)?;
             // Unsent requests die with the socket instead of holding up exit.
             socket.set_linger(0).map_err(zerr)?;
+            if let Some(curve) = &self.curve {
+                curve.secure(&socket).map_err(zerr)?;
+            }
             socket.connect(endpoint).map_err(zerr)?;
             self.live = Some(Live { index, socket });
         }

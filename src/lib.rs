@@ -13,6 +13,7 @@
 //! - [`client`]: the client library, with failover between lockers, leases
 //!   and a permit pool that hands out a batch of permits locally;
 //! - [`config`] and [`cli`]: settings and the command line;
+//! - [`curve`]: CURVE key files and allowlists (encryption and client authentication);
 //! - [`bench`]: `locker bench`, the load generator.
 //!
 //! The daemon, config, cli and bench modules (and the `locker` binary) are
@@ -27,6 +28,7 @@ pub mod client;
 #[cfg(feature = "cli")]
 pub mod config;
 pub mod core;
+pub mod curve;
 #[cfg(feature = "cli")]
 pub mod daemon;
 pub mod service;
