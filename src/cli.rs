@@ -7,17 +7,19 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
 use crate::bench::{self, BenchConfig, Form};
 use crate::config::{AlgorithmName, FileConfig, Flags, ServeConfig};
+use crate::daemon::metrics::{Feed, Mailbox, MetricsServer};
+use crate::daemon::reload::Reload;
+use crate::daemon::signals::Control;
 use crate::daemon::Server;
 use crate::wire::{Ask, GoReply, StatsReply};
 
+mod check_config;
 mod curve;
 mod keygen;
 mod lease;
@@ -55,6 +57,8 @@ enum Command {
     Bench(BenchArgs),
     /// Generate a CURVE key pair for a locker or a client (see docs/security.md).
     Keygen(keygen::KeygenArgs),
+    /// Check a config file as `serve` and a reload would; exit 0 when valid, 2 with the error.
+    CheckConfig(check_config::CheckConfigArgs),
 }
 
 const SERVE_EXAMPLES: &str = "\
@@ -116,6 +120,9 @@ struct ServeArgs {
     /// Client public keys allowed in: a file with one Z85 key per line, or a directory of *.pub files.
     #[arg(long, value_name = "DIR|FILE")]
     curve_clients: Option<PathBuf>,
+    /// Serve GET /metrics (Prometheus) and GET /health over plain HTTP on HOST:PORT.
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics_bind: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -218,6 +225,7 @@ pub fn main() -> ExitCode {
         Command::Stats(args) => stats(args),
         Command::Bench(args) => run_bench(args),
         Command::Keygen(args) => keygen::run(args),
+        Command::CheckConfig(args) => check_config::run(args),
     };
     ExitCode::from(code)
 }
@@ -246,29 +254,47 @@ fn serve(args: ServeArgs) -> u8 {
         peer_grace: args.peer_grace,
         curve_secret_key: args.curve_secret_key,
         curve_clients: args.curve_clients,
+        metrics_bind: args.metrics_bind,
     };
-    let config = match ServeConfig::resolve(flags, file) {
+    let config = match ServeConfig::resolve(flags.clone(), file) {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&stop);
-    if let Err(e) = ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed)) {
-        return fail(format!("cannot handle signals: {e}"));
-    }
-    let server = match Server::bind(&config) {
+    let control = match Control::from_signals() {
+        Ok(c) => c,
+        Err(e) => return fail(format!("cannot handle signals: {e}")),
+    };
+    let mut server = match Server::bind(&config) {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
+    if let Some(addr) = &config.metrics_bind {
+        match serve_metrics(addr) {
+            Ok(feed) => server = server.with_metrics(feed),
+            Err(e) => return fail(format!("metrics on {addr}: {e}")),
+        }
+    }
+    if let Some(path) = args.config {
+        server = server.with_reload(Reload::new(path, flags, config));
+    }
     // Exactly one line on stdout, once bound, so scripts and tests can read
     // the real port without waiting blindly.
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "listening on {}", server.endpoint()).and_then(|_| stdout.flush());
     drop(stdout);
-    match server.run(&stop) {
+    match server.run_with(&control) {
         Ok(()) => EXIT_GO,
         Err(e) => fail(e),
     }
+}
+
+/// Binds the metrics listener and starts its thread; returns the loop's end.
+fn serve_metrics(addr: &str) -> std::io::Result<Feed> {
+    let listener = MetricsServer::bind(addr)?;
+    tracing::info!(address = %listener.local_addr(), "metrics and health over http");
+    let mailbox = Mailbox::default();
+    listener.spawn(mailbox.clone(), std::time::Instant::now())?;
+    Ok(Feed::new(mailbox))
 }
 
 fn ask(args: AskArgs) -> u8 {

@@ -96,6 +96,8 @@ pub struct FileConfig {
     pub curve_secret_key: Option<PathBuf>,
     /// The client public keys allowed in: a file of keys or a directory of `*.pub` files.
     pub curve_clients: Option<PathBuf>,
+    /// `HOST:PORT` for plain-HTTP metrics and health; off when absent.
+    pub metrics_bind: Option<String>,
     #[serde(default)]
     pub limits: Vec<FileLimit>,
 }
@@ -141,6 +143,7 @@ pub struct Flags {
     pub peer_grace: Option<f64>,
     pub curve_secret_key: Option<PathBuf>,
     pub curve_clients: Option<PathBuf>,
+    pub metrics_bind: Option<String>,
 }
 
 /// How `locker serve` shares its counts with peers.
@@ -170,6 +173,8 @@ pub struct ServeConfig {
     pub peering: Option<PeerConfig>,
     /// CURVE, when a server secret key is set.
     pub curve: Option<ServerCurve>,
+    /// Where metrics and health are served over HTTP, when they are.
+    pub metrics_bind: Option<String>,
 }
 
 impl ServeConfig {
@@ -214,7 +219,8 @@ impl ServeConfig {
         let bind = flags.bind.clone().or(file.bind.clone()).unwrap_or_else(|| DEFAULT_BIND.to_owned());
         let peering = resolve_peering(&flags, &file)?;
         let curve = resolve_curve(&flags, &file)?;
-        Ok(ServeConfig { bind, default, limits, max_keys, max_message_size, peering, curve })
+        let metrics_bind = flags.metrics_bind.or(file.metrics_bind);
+        Ok(ServeConfig { bind, default, limits, max_keys, max_message_size, peering, curve, metrics_bind })
     }
 }
 

@@ -6,6 +6,7 @@
 pub mod clock;
 pub mod curve;
 pub mod metrics;
+pub mod reload;
 pub mod server;
 pub mod signals;
 pub mod transport;

@@ -21,6 +21,7 @@ use std::time::Instant;
 use crate::core::Nanos;
 
 pub mod exposition;
+pub mod gather;
 pub mod http;
 
 /// What `/health` says: 200 only while serving.
