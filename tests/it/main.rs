@@ -27,6 +27,8 @@ mod hostile;
 mod kinds;
 /// The daemon's lifecycle: the endpoint line, and a clean stop on signals.
 mod lifecycle;
+/// Operating it: Prometheus scrapes (alone and peered), health, reload on SIGHUP, check-config, JSON logs.
+mod operations;
 /// Peering on the seam: services wired by hand through a network the test controls.
 mod peer_protocol;
 /// Peered lockers: a shared count, the overshoot bound, restarts, lone survivors, stats.
