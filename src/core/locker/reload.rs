@@ -114,7 +114,7 @@ mod tests {
 
     fn ask(l: &mut Locker, name: &str) -> bool {
         let id = l.find(Some(name)).unwrap();
-        l.ask(NOW, &PermitAsk::new(id)).unwrap().go
+        l.ask(NOW, &PermitAsk::new(id).key("k")).unwrap().go
     }
 
     fn locker(limits: Vec<Limit>) -> Locker {
@@ -154,7 +154,7 @@ mod tests {
     fn a_semaphore_keeps_its_leases_under_a_new_capacity() {
         let mut l = locker(vec![semaphore("db", 2)]);
         let id = l.find(Some("db")).unwrap();
-        let mut take = |l: &mut Locker| l.acquire(NOW, &AcquireAsk::new(id, 1)).unwrap().1.state;
+        let take = |l: &mut Locker| l.acquire(NOW, &AcquireAsk::new(id, 1)).unwrap().1.state;
         assert!(matches!(take(&mut l), crate::core::semaphore::LeaseState::Held { .. }));
         assert!(matches!(take(&mut l), crate::core::semaphore::LeaseState::Held { .. }));
         l.reload(window(DEFAULT_LIMIT, 1, 1.0), vec![semaphore("db", 1)], 100);
