@@ -90,9 +90,9 @@ fn a_peered_pair_shows_each_other_in_its_scrape() {
             Daemon::start(&[&args[..], &["--max-requests", "5", "--in-seconds", "60"]].concat())
         })
         .collect();
-    for i in 0..2 {
+    for (i, addr) in metrics.iter().enumerate() {
         let other = format!(r#"locker_peer_live{{peer="node-{}"}}"#, 1 - i);
-        let scrape = scrape_until(&metrics[i], &[(&other, 1.0), ("locker_peers_live", 1.0)]);
+        let scrape = scrape_until(addr, &[(&other, 1.0), ("locker_peers_live", 1.0)]);
         let flagged = format!(r#"locker_peer_flagged{{peer="node-{}"}}"#, 1 - i);
         assert_eq!(value(&scrape, &flagged), Some(0.0), "{scrape}");
         assert!(scrape.contains(&format!(r#"locker_peer_last_heard_seconds{{peer="node-{}"}}"#, 1 - i)));
