@@ -6,8 +6,9 @@
 #   docker run --rm -p 7777:7777 -v "$PWD/locker.toml:/etc/locker/locker.toml:ro" locker
 #
 # The first stage builds the binary (the zmq crate compiles its bundled
-# libzmq, which needs a C++ compiler: the rust image has one); the second
-# holds only the binary, run as an unprivileged user.
+# libzmq with libsodium for CURVE, which needs a C++ compiler and make: the
+# rust image has both); the second holds only the binary, run as an
+# unprivileged user.
 
 ARG RUST_VERSION=1
 ARG DEBIAN_RELEASE=bookworm
@@ -18,6 +19,8 @@ COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY benches ./benches
 COPY examples ./examples
+# The patched zmq-sys that builds libzmq with libsodium.
+COPY vendor ./vendor
 # The caches keep the registry and the compiled dependencies between builds;
 # the binary is copied out of the cached target directory.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
@@ -26,8 +29,8 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     && install -m 0755 target/release/locker /usr/local/bin/locker
 
 FROM debian:${DEBIAN_RELEASE}-slim
-# libzmq is linked statically; the binary needs only libc and libstdc++,
-# which the slim image has.
+# libzmq and libsodium are linked statically; the binary needs only libc
+# and libstdc++, which the slim image has.
 RUN groupadd --system locker \
     && useradd --system --gid locker --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin locker \
     && mkdir -p /etc/locker

@@ -210,3 +210,26 @@ fn check_config_exits_0_for_a_valid_file_and_2_with_the_error() {
     let out = run_locker(&["check-config", "/nonexistent/locker.toml"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
 }
+
+#[test]
+fn a_locker_waiting_for_its_peers_is_503_joining() {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let me = format!("tcp://127.0.0.1:{}", free_port());
+    // A peer that never answers, and a grace long enough to outlast the test.
+    let nobody = format!("tcp://127.0.0.1:{}", free_port());
+    let args = ["--peer-bind", &me, "--peer", &nobody, "--peer-grace", "60", "--metrics-bind", &addr];
+    let _d = Daemon::start(&args);
+    assert_eq!(get(&addr, "/health"), (503, "joining\n".to_owned()));
+    scrape_until(&addr, &[(r#"locker_health{state="joining"}"#, 1.0), ("locker_peers_live", 0.0)]);
+}
+
+#[test]
+fn sighup_without_a_config_file_keeps_serving() {
+    let mut d = Daemon::start(&[]);
+    d.signal("HUP");
+    let mut c = client(&d);
+    assert!(c.ask(&Ask::new()).is_ok(), "answers after SIGHUP");
+    assert!(d.wait_exit(Duration::from_millis(300)).is_none(), "SIGHUP does not stop the locker");
+    d.signal("TERM");
+    assert_eq!(d.wait_exit(DEADLINE).and_then(|s| s.code()), Some(0));
+}
