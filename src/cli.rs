@@ -63,12 +63,14 @@ enum Command {
 
 const SERVE_EXAMPLES: &str = "\
 Once bound, prints one line on stdout: `listening on <endpoint>`, with the real port.
-Logs go to stderr; set the level with LOCKER_LOG (e.g. LOCKER_LOG=debug).
+Logs go to stderr; set the level with LOCKER_LOG (e.g. LOCKER_LOG=debug), LOCKER_LOG_FORMAT=json for JSON.
+SIGHUP reads the --config file again, keeping the counts of unchanged limits.
 
 Examples:
   locker serve --max-requests 5 --in-seconds 0.8     5 go per 0.8 s slot on tcp://*:7777
   locker serve --bind 'tcp://127.0.0.1:*'            any free port on loopback
-  locker serve --config limits.toml                  named limits from a file";
+  locker serve --config limits.toml                  named limits from a file
+  locker serve --metrics-bind 0.0.0.0:9090           Prometheus at /metrics, a health check at /health";
 
 const ASK_EXAMPLES: &str = "\
 Examples:
