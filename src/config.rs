@@ -403,6 +403,41 @@ mod tests {
     }
 
     #[test]
+    fn file_errors_say_the_line_column_and_limit() {
+        let e = FileConfig::parse("max_keys = 1\n\n[[limits]]\nname = 'a'\nmax_requests = 1\n").unwrap_err();
+        assert_eq!(e, "line 3, column 1: limit \"a\": missing field `in_seconds`");
+        let e = FileConfig::parse("[[limits]]\nmax_requests = 1\nin_seconds = 1\n").unwrap_err();
+        assert!(e.starts_with("line 1, column 1: limit number 1: missing field `name`"), "{e}");
+        let e = FileConfig::parse("max_keys = 1\nnonsense = 2\n").unwrap_err();
+        assert!(e.starts_with("line 2, column 1: unknown field `nonsense`"), "{e}");
+        let e = FileConfig::parse("max_keys = 'x'\n").unwrap_err();
+        assert!(e.starts_with("line 1, column 12: "), "{e}");
+    }
+
+    #[test]
+    fn bind_endpoints_resolve_host_names_and_refuse_large_ports() {
+        assert_eq!(bind_endpoint("tcp://localhost:7777").unwrap(), "tcp://127.0.0.1:7777");
+        assert_eq!(bind_endpoint("tcp://localhost:*").unwrap(), "tcp://127.0.0.1:*");
+        for kept in ["tcp://*:7777", "tcp://10.0.0.5:1", "tcp://[::1]:1", "tcp://lo:7777", "ipc:///tmp/x", "inproc://a"]
+        {
+            assert_eq!(bind_endpoint(kept).unwrap(), kept);
+        }
+        let e = bind_endpoint("tcp://127.0.0.1:70000").unwrap_err();
+        assert_eq!(e.to_string(), "cannot bind tcp://127.0.0.1:70000: port 70000 is above 65535");
+        let flags = Flags { bind: Some("tcp://*:65536".into()), ..Flags::default() };
+        assert!(matches!(ServeConfig::resolve(flags, FileConfig::default()), Err(ConfigError::Bind { .. })));
+    }
+
+    #[test]
+    fn peering_settings_without_peer_bind_are_reported_as_ignored() {
+        let flags = Flags { node_id: Some("a".into()), ..Flags::default() };
+        assert_eq!(ignored_settings(&flags, &parse("peer_grace = 0.5\n")), ["node_id", "peer_grace"]);
+        let peered = Flags { peer_bind: Some("tcp://*:1".into()), ..flags.clone() };
+        assert!(ignored_settings(&peered, &FileConfig::default()).is_empty());
+        assert!(ignored_settings(&Flags::default(), &FileConfig::default()).is_empty());
+    }
+
+    #[test]
     fn one_file_mixes_the_three_kinds() {
         let file = parse(
             "[[limits]]\nname = 'api'\nmax_requests = 5\nin_seconds = 0.8\n\
