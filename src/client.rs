@@ -250,6 +250,7 @@ impl Client {
         Err(ClientError::NoAnswer { timeout: self.timeout, tried: self.endpoints.join(", ") })
     }
 
+    /// The endpoint that answered is asked first next time.
     fn answered(&mut self, index: usize, reply: zmq::Message) -> zmq::Message {
         self.preferred = index;
         reply
