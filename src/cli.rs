@@ -10,9 +10,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use tracing::warn;
 
 use crate::bench::{self, BenchConfig, Form};
-use crate::config::{AlgorithmName, FileConfig, Flags, ServeConfig};
+use crate::config::{self, AlgorithmName, FileConfig, Flags, ServeConfig};
 use crate::daemon::metrics::{Feed, Mailbox, MetricsServer};
 use crate::daemon::reload::Reload;
 use crate::daemon::signals::Control;
@@ -21,6 +22,7 @@ use crate::wire::{Ask, GoReply, StatsReply};
 
 mod check_config;
 mod curve;
+mod failure;
 mod keygen;
 mod lease;
 mod logging;
@@ -84,25 +86,25 @@ struct ServeArgs {
     #[arg(long, value_name = "ENDPOINT", help = "ZeroMQ endpoint to bind [default: tcp://*:7777]")]
     bind: Option<String>,
     /// Requests that may go per slot in the default limit [default: 1].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     max_requests: Option<u32>,
     /// Slot length of the default limit in seconds, from 0.001 [default: 1.0].
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", allow_negative_numbers = true)]
     in_seconds: Option<f64>,
     /// Kind of the default limit: fixed-window, token-bucket or semaphore [default: fixed-window].
     #[arg(long, value_name = "KIND")]
     algorithm: Option<AlgorithmName>,
     /// Capacity of the default limit when it is a token bucket [default: max-requests].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     burst: Option<u32>,
     /// TOML file with named limits ([[limits]] name, max_requests, in_seconds, algorithm, burst) and settings.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Most live keys held across all limits; asks for new keys beyond it get an error [default: 1000000].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     max_keys: Option<usize>,
     /// Largest request accepted, in bytes; ZeroMQ disconnects a sender of a larger one [default: 65536].
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", allow_negative_numbers = true)]
     max_message_size: Option<usize>,
     /// ZeroMQ endpoint for the PUB socket that peers subscribe to; turns peering on.
     #[arg(long, value_name = "ENDPOINT")]
@@ -114,7 +116,7 @@ struct ServeArgs {
     #[arg(long, value_name = "ID")]
     node_id: Option<String>,
     /// Seconds a starting locker waits for its peers' counts before serving with what it has [default: 1.0].
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", allow_negative_numbers = true)]
     peer_grace: Option<f64>,
     /// Secret key file (from `locker keygen`): encrypt with CURVE; clients need the public key.
     #[arg(long, value_name = "FILE")]
@@ -153,7 +155,7 @@ struct AskArgs {
     #[arg(long, value_name = "KEY")]
     key: Option<String>,
     /// Permits to take at once; 0 peeks without taking.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1, allow_negative_numbers = true)]
     cost: u64,
     /// Take as many of --cost as are available (at least one) and print how many.
     #[arg(long)]
@@ -258,10 +260,17 @@ fn serve(args: ServeArgs) -> u8 {
         curve_clients: args.curve_clients,
         metrics_bind: args.metrics_bind,
     };
+    let ignored = config::ignored_settings(&flags, &file);
     let config = match ServeConfig::resolve(flags.clone(), file) {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
+    for setting in ignored {
+        warn!(
+            setting,
+            "{setting} is set but peer_bind (--peer-bind) is not: it takes no effect, this locker does not peer"
+        );
+    }
     let control = match Control::from_signals() {
         Ok(c) => c,
         Err(e) => return fail(format!("cannot handle signals: {e}")),
@@ -302,7 +311,7 @@ fn serve_metrics(addr: &str) -> std::io::Result<Feed> {
 fn ask(args: AskArgs) -> u8 {
     let mut client = match args.connect.client() {
         Ok(c) => c,
-        Err(e) => return fail(e),
+        Err(e) => return failure::request_failed(&e, args.connect.json),
     };
     let ask = Ask {
         limit: args.limit.as_deref(),
@@ -317,7 +326,7 @@ fn ask(args: AskArgs) -> u8 {
             print_go(&reply, args.connect.json);
             exit_for(reply.ok)
         }
-        Err(e) => fail(e),
+        Err(e) => failure::request_failed(&e, args.connect.json),
     }
 }
 
@@ -353,7 +362,7 @@ fn stats(args: StatsArgs) -> u8 {
             print_stats(&s);
             EXIT_GO
         }
-        Err(e) => fail(e),
+        Err(e) => failure::request_failed(&e, args.connect.json),
     }
 }
 

@@ -325,6 +325,10 @@ fn log_event(event: &PeerEvent) {
             warn!(peer = %id, offset_ms, "peer clock differs by more than a quarter of the shortest slot")
         }
         PeerEvent::ClockSkewCleared { id } => info!(peer = %id, "peer clock back within tolerance"),
+        PeerEvent::Silent { id, last_heard_ms } => {
+            warn!(peer = %id, last_heard_ms, "peer silent: no longer counted as live")
+        }
+        PeerEvent::Back { id, silent_ms } => info!(peer = %id, silent_ms, "peer back: heard again"),
         PeerEvent::Ready { synced: 0 } => warn!("no peer sent its counts within the grace period; serving alone"),
         PeerEvent::Ready { synced } => info!(synced, "learned the current counts from peers; serving"),
     }

@@ -16,6 +16,8 @@ mod bucket_peer_properties;
 mod core_properties;
 /// CURVE: allowlisted clients get answers, unknown keys and plain clients none; keygen; config; peering.
 mod curve;
+/// Rough edges a new user hits: lease waits, config and flag errors, binds, CLI errors, peer logs, dead endpoints.
+mod edges;
 /// `locker::Client` and `locker ask` failing over between lockers, dead or silent.
 mod failover;
 /// Golden bytes of every message: both request forms, the replies, the peer messages.

@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, Generator, List, Optional, Sequence, Uni
 import zmq
 import zmq.asyncio
 
-from . import pirate, wire
+from . import curve, pirate, wire
 from .client import DEFAULT_TIMEOUT
 from .errors import ClientError, LockerError, NoAnswer, NotAcquired
 from .lease import FIRST_POLL, LeaseState, log, next_poll, poll_request
@@ -30,9 +30,10 @@ from .wire import GoReply, LeaseReply
 class AsyncClient:
     """A connection to one or more lockers for asyncio programs.
 
-    Same arguments and failover as :class:`~locker_client.Client`. Tasks may
-    share a client: an ``asyncio.Lock`` around each request keeps the REQ
-    socket to one request at a time. A client belongs to the event loop it
+    Same arguments (CURVE keys included) and failover as
+    :class:`~locker_client.Client`. Tasks may share a client: an
+    ``asyncio.Lock`` around each request keeps the REQ socket to one
+    request at a time. A client belongs to the event loop it
     is first used on. A request cancelled mid-way closes its socket, so the
     next one starts clean.
     """
@@ -43,9 +44,12 @@ class AsyncClient:
         timeout: float = DEFAULT_TIMEOUT,
         *,
         context: Optional[zmq.asyncio.Context] = None,
+        server_key: Optional[curve.KeySource] = None,
+        client_key: Optional[curve.KeySource] = None,
     ) -> None:
         self._endpoints: List[str] = pirate.endpoints_list(endpoints)
         self._timeout = pirate.check_timeout(timeout)
+        self._curve = curve.load(server_key, client_key)
         self._ctx = context if context is not None else zmq.asyncio.Context.instance()
         # Made on first use, inside the loop (Python 3.9 binds a Lock to the
         # loop current when it is created).
@@ -142,6 +146,7 @@ class AsyncClient:
     def sibling(self) -> "AsyncClient":
         """A new client for the same lockers, sharing the ZeroMQ context."""
         twin = AsyncClient(self._endpoints, self._timeout, context=self._ctx)
+        twin._curve = self._curve
         twin._preferred = self._preferred
         return twin
 
@@ -183,6 +188,7 @@ class AsyncClient:
         if self._socket is None:
             socket = self._ctx.socket(zmq.REQ)
             socket.setsockopt(zmq.LINGER, 0)
+            curve.secure(socket, self._curve)
             socket.connect(self._endpoints[index])
             self._socket, self._index = socket, index
         return self._socket

@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import zmq
 
-from . import pirate, wire
+from . import curve, pirate, wire
 from .errors import ClientError, NoAnswer
 from .lease import Lease, wait_for_lease
 from .wire import GoReply, LeaseReply
@@ -41,6 +41,14 @@ class Client:
     requests in parallel, give each thread its own client with
     :meth:`sibling`. The lease guard's heartbeat thread does exactly that.
 
+    CURVE: with ``server_key`` (the locker's public key: Z85 text or its
+    ``.pub`` file) and ``client_key`` (this client's secret key: Z85 text,
+    its ``.key`` file, or the prefix given to ``locker keygen --out``),
+    requests and replies are encrypted and the locker can check this client
+    against its allowlist. A locker that refuses the key, or does not speak
+    CURVE, gives no answer (:class:`~locker_client.NoAnswer`): ZeroMQ does
+    not say why.
+
     Use it as a context manager, or call :meth:`close`, to close its socket.
     """
 
@@ -50,9 +58,12 @@ class Client:
         timeout: float = DEFAULT_TIMEOUT,
         *,
         context: Optional[zmq.Context[Any]] = None,
+        server_key: Optional[curve.KeySource] = None,
+        client_key: Optional[curve.KeySource] = None,
     ) -> None:
         self._endpoints: List[str] = pirate.endpoints_list(endpoints)
         self._timeout = pirate.check_timeout(timeout)
+        self._curve = curve.load(server_key, client_key)
         # The process-wide context is never terminated: sockets of siblings
         # on other threads may outlive this client.
         self._ctx: zmq.Context[Any] = context if context is not None else zmq.Context.instance()
@@ -193,6 +204,7 @@ class Client:
         ZeroMQ context and preferring the endpoint that answered last, for
         use on another thread."""
         twin = Client(self._endpoints, self._timeout, context=self._ctx)
+        twin._curve = self._curve
         twin._preferred = self._preferred
         return twin
 
@@ -234,6 +246,7 @@ class Client:
             socket = self._ctx.socket(zmq.REQ)
             # Unsent requests die with the socket instead of holding up exit.
             socket.setsockopt(zmq.LINGER, 0)
+            curve.secure(socket, self._curve)
             socket.connect(self._endpoints[index])
             self._socket, self._index = socket, index
         return self._socket
