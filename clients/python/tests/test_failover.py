@@ -50,7 +50,8 @@ def test_the_last_locker_that_answered_is_asked_first(lockers: Lockers) -> None:
 @pytest.fixture
 def silent() -> "Iterator[zmq.Socket[bytes]]":
     """A bound socket that takes requests and never replies."""
-    socket = zmq.Context.instance().socket(zmq.ROUTER)
+    ctx: "zmq.Context[zmq.Socket[bytes]]" = zmq.Context.instance()
+    socket = ctx.socket(zmq.ROUTER)
     socket.setsockopt(zmq.LINGER, 0)
     socket.bind("tcp://127.0.0.1:*")
     yield socket

@@ -149,7 +149,7 @@ def test_a_sorry_keeps_the_pool_quiet_until_its_retry_hint() -> None:
 
 def lease_reply(ok: bool, pending: bool, expires_in_ms: int, lease: str = "L1") -> bytes:
     fields = {"ok": ok, "lease": lease, "limit": 1, "remaining": 0, "expires_in_ms": expires_in_ms}
-    return msgpack.packb({**fields, "pending": True} if pending else fields)
+    return bytes(msgpack.packb({**fields, "pending": True} if pending else fields))
 
 
 ACQUIRE = wire.acquire_request("db", 1, 3000, 100)
