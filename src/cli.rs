@@ -115,6 +115,9 @@ struct ServeArgs {
     /// Client public keys allowed in: a file with one Z85 key per line, or a directory of *.pub files.
     #[arg(long, value_name = "DIR|FILE")]
     curve_clients: Option<PathBuf>,
+    /// File of at least 32 secret bytes, the same on every peer: only lease ids minted under it can be restored.
+    #[arg(long, value_name = "FILE")]
+    lease_secret: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -253,6 +256,7 @@ fn serve(args: ServeArgs) -> u8 {
         peer_grace: args.peer_grace,
         curve_secret_key: args.curve_secret_key,
         curve_clients: args.curve_clients,
+        lease_secret: args.lease_secret,
     };
     let config = match ServeConfig::resolve(flags, file) {
         Ok(c) => c,
