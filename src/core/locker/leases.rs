@@ -185,7 +185,7 @@ mod tests {
         assert!(matches!(l.heartbeat(0, &restore(&lease, 1)).unwrap().state, LeaseState::Held { .. }));
         assert!(matches!(l.heartbeat(1, &restore(&lease, 2)).unwrap().state, LeaseState::Held { .. }), "known: the id is enough");
         let stats: Vec<_> = l.stats().map(|(_, s)| s).collect();
-        assert_eq!((stats[1].requests, stats[1].errors), (4, 2));
+        assert_eq!(stats[1].errors, 2, "each forged restore is counted");
     }
 
     #[test]
