@@ -273,12 +273,14 @@ impl Locker {
     }
 
     /// When the locker next needs `expire` without a request: the soonest
-    /// lease expiry or end of a wait over all semaphores.
+    /// lease expiry or end of a wait over all semaphores, or the end of a
+    /// slot (or a bucket's sweep) that drops keys and gives memory back.
     pub fn next_deadline(&self) -> Option<Nanos> {
         self.entries.iter().filter_map(|e| e.rule.next_deadline()).min()
     }
 
-    /// Frees every lease due by `now` and grants waiters what that frees.
+    /// Frees every lease due by `now` and grants waiters what that frees;
+    /// drops the keys of slots that have ended, with their memory.
     pub fn expire(&mut self, now: Nanos) {
         for i in 0..self.entries.len() {
             if self.entries[i].rule.next_deadline().is_some_and(|d| d <= now) {
@@ -299,6 +301,13 @@ impl Locker {
     /// Each limit with its counters, the default limit first.
     pub fn stats(&self) -> impl Iterator<Item = (&Limit, LimitStats)> {
         self.entries.iter().map(|e| (&e.limit, e.stats))
+    }
+
+    /// Bytes the key tables of all limits hold on the heap, roughly: what
+    /// `--max-keys` bounds, and what a flood of keys leaves behind until
+    /// the slot changes.
+    pub fn key_bytes(&self) -> usize {
+        self.entries.iter().map(|e| e.rule.heap_bytes()).sum()
     }
 
     /// Errors that could not be attributed to a limit.

@@ -7,6 +7,7 @@ pub mod clock;
 pub mod curve;
 pub mod server;
 pub mod transport;
+mod trim;
 
 pub use clock::Clock;
 pub use server::{Server, ServerError};

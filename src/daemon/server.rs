@@ -20,6 +20,7 @@ use tracing::{debug, info, warn};
 use super::clock::Clock;
 use super::curve::{self, Gate};
 use super::transport::{self, zmq_err, TransportError};
+use super::trim::Trim;
 use crate::config::{PeerConfig, ServeConfig};
 use crate::core::lease_id::RANDOM_BYTES;
 use crate::core::{
@@ -121,12 +122,14 @@ impl Server {
         info!(endpoint = %self.endpoint, peer_endpoint = ?self.peer_endpoint(), "serving");
         let mut msg = zmq::Message::new();
         let mut out = Vec::with_capacity(256);
+        let mut trim = Trim::default();
         while !stop.load(Ordering::Relaxed) {
             let readable = self.wait_readable()?;
             if let Some(gate) = &mut self.gate {
                 gate.answer_waiting()?;
             }
             self.service.on_timeout(self.clock.now());
+            trim.note(self.service.locker().live_keys());
             self.publish();
             if !readable {
                 continue;

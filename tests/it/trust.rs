@@ -2,6 +2,8 @@
 //! other clients' lease ids, restoring made-up leases, and flooding the key
 //! table. Each attack must fail, and the locker must go on serving.
 
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
 use locker::wire::{Heartbeat, LeaseAsk, LeaseReply, Release};
 use locker::{Client, ClientError};
 
@@ -111,4 +113,90 @@ fn with_a_secret_only_a_lease_a_locker_minted_is_restored_also_after_a_restart()
     let other_key = secret("restore-other", 'x');
     let third = Daemon::start(&["--config", config.path(), "--lease-secret", other_key.path()]);
     refused(&mut client(&third), &lease, 1);
+}
+
+/// Requests in flight in a flood: well within the REP socket's high-water
+/// mark (1000), past which it would drop replies.
+const IN_FLIGHT: usize = 256;
+
+/// The daemon's resident memory, from /proc/<pid>/statm, in bytes.
+fn rss(pid: u32) -> u64 {
+    let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).expect("statm");
+    let pages: u64 = statm.split_whitespace().nth(1).and_then(|p| p.parse().ok()).expect("resident pages");
+    pages * 4096
+}
+
+/// Asks once for each of `keys` through one DEALER socket, `IN_FLIGHT` at
+/// a time; returns how many got an answer (go, sorry or error).
+fn flood(endpoint: &str, keys: impl Iterator<Item = String>) -> usize {
+    let ctx = zmq::Context::new();
+    let s = ctx.socket(zmq::DEALER).unwrap();
+    s.set_linger(0).unwrap();
+    s.set_rcvtimeo(DEADLINE.as_millis() as i32).unwrap();
+    s.set_sndhwm(0).unwrap();
+    s.connect(endpoint).unwrap();
+    let (mut sent, mut answered) = (0usize, 0usize);
+    let mut body = Vec::new();
+    for key in keys {
+        body.clear();
+        locker::wire::encode(&locker::Ask::new().key(&key).to_map(), &mut body);
+        s.send_multipart([&b""[..], &body], 0).unwrap();
+        sent += 1;
+        while sent - answered >= IN_FLIGHT {
+            s.recv_multipart(0).expect("an answer within the deadline");
+            answered += 1;
+        }
+    }
+    while answered < sent {
+        s.recv_multipart(0).expect("an answer within the deadline");
+        answered += 1;
+    }
+    answered
+}
+
+#[test]
+fn a_flood_of_keys_gives_its_memory_back_at_the_next_slot_change_without_a_request() {
+    // Issue 11: after a flood the key table (and the long keys' map) kept
+    // their memory until asked again, or for good.
+    const KEYS: usize = 100_000;
+    const SLOT_MS: u64 = 2_000;
+    let d = Daemon::start(&["--max-requests", "5", "--in-seconds", "2", "--max-keys", &KEYS.to_string()]);
+    let before = rss(d.pid());
+    // Start just after a slot boundary (slots are aligned to the epoch), so
+    // that the flood (well under a second) most likely fills one slot.
+    let into_slot = UNIX_EPOCH.elapsed().unwrap().as_millis() as u64 % SLOT_MS;
+    std::thread::sleep(Duration::from_millis(SLOT_MS + 20 - into_slot));
+    let started = Instant::now();
+    let short = (0..KEYS / 2).map(|i| format!("user-{i:08}"));
+    let long = (0..KEYS / 2).map(|i| format!("account-{i:08}-0000-0000-000000000"));
+    assert_eq!(flood(&d.endpoint, short.chain(long)), KEYS);
+    let flooded = rss(d.pid());
+    // About 14 MiB when the flood fills one slot; less if a busy machine
+    // spread it over two and the first slot's share was already given back.
+    assert!(flooded > before + (2 << 20), "the flood took memory: {before} -> {flooded} bytes");
+    // No request from here on: the loop notices the slot change itself.
+    let deadline = started + Duration::from_millis(3 * SLOT_MS);
+    let mut after = flooded;
+    while after > before + (3 << 19) {
+        assert!(Instant::now() < deadline, "still {after} bytes resident (from {before}, flooded {flooded})");
+        std::thread::sleep(Duration::from_millis(20));
+        after = rss(d.pid());
+    }
+    eprintln!(
+        "resident: {} KiB before, {} KiB flooded, {} KiB {:?} after the flood began",
+        before >> 10,
+        flooded >> 10,
+        after >> 10,
+        started.elapsed()
+    );
+    // Stats do not touch the tables; they report what the slot change left.
+    let mut c = client(&d);
+    loop {
+        let stats = c.stats().unwrap();
+        if (stats.live_keys, stats.key_bytes) == (0, 0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{stats:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
