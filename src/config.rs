@@ -223,7 +223,8 @@ impl ServeConfig {
         let bind = flags.bind.clone().or(file.bind.clone()).unwrap_or_else(|| DEFAULT_BIND.to_owned());
         let peering = resolve_peering(&flags, &file)?;
         let curve = resolve_curve(&flags, &file)?;
-        let lease_secret = flags.lease_secret.as_ref().or(file.lease_secret.as_ref()).map(|p| load_secret(p)).transpose()?;
+        let lease_secret =
+            flags.lease_secret.as_ref().or(file.lease_secret.as_ref()).map(|p| load_secret(p)).transpose()?;
         Ok(ServeConfig { bind, default, limits, max_keys, max_message_size, peering, curve, lease_secret })
     }
 }

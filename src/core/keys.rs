@@ -252,7 +252,7 @@ impl KeyTable {
     /// Whether a slot change would give nothing back: no live keys and no
     /// more than the smallest table.
     pub fn is_idle(&self) -> bool {
-        self.len() == 0 && self.slots.len() <= MIN_SLOTS && self.long.capacity() <= MIN_SLOTS
+        self.is_empty() && self.slots.len() <= MIN_SLOTS && self.long.capacity() <= MIN_SLOTS
     }
 }
 

@@ -23,9 +23,7 @@ use super::transport::{self, zmq_err, TransportError};
 use super::trim::Trim;
 use crate::config::{PeerConfig, ServeConfig};
 use crate::core::lease_id::RANDOM_BYTES;
-use crate::core::{
-    time::NANOS_PER_MS, Entropy, LeaseMinter, Locker, NodeKey, PeerEvent, Peering, PeeringSettings,
-};
+use crate::core::{time::NANOS_PER_MS, Entropy, LeaseMinter, Locker, NodeKey, PeerEvent, Peering, PeeringSettings};
 use crate::curve::KeyPair;
 use crate::service::Service;
 use crate::wire::{WireError, MAX_PEER_MESSAGE_SIZE};
@@ -87,7 +85,8 @@ impl Server {
             keys.map_or(Ok(()), |k| curve::secure_rep(rep, k))
         })?;
         let minter = LeaseMinter::new(Box::new(OsEntropy), config.lease_secret.as_ref());
-        let locker = Locker::new(config.default.clone(), config.limits.clone(), config.max_keys).with_lease_minter(minter);
+        let locker =
+            Locker::new(config.default.clone(), config.limits.clone(), config.max_keys).with_lease_minter(minter);
         if locker.has_semaphores() && !locker.leases_are_vouched() {
             warn!("serving a semaphore without --lease-secret: any client may restore a lease with a made-up id");
         }

@@ -203,7 +203,8 @@ impl<'a> Reader<'a> {
             0xc1 => return None,
         };
         self.take(usize::try_from(data).ok()?)?;
-        let depth = if matches!(marker, 0x80..=0x9f | 0xdc..=0xdf) { depth.checked_sub(1).filter(|&d| d > 0)? } else { depth };
+        let depth =
+            if matches!(marker, 0x80..=0x9f | 0xdc..=0xdf) { depth.checked_sub(1).filter(|&d| d > 0)? } else { depth };
         for _ in 0..items {
             self.skip(depth)?;
         }
@@ -308,7 +309,12 @@ mod tests {
         for cut in 0..body.len() {
             assert_eq!(value_len(&body[..cut], 8), None, "cut at {cut}");
         }
-        for ext in [&b"\xc4\x03bin"[..], b"\xd4\x01\x00", b"\xd8\x01\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f", b"\xc7\x02\x05ab"] {
+        for ext in [
+            &b"\xc4\x03bin"[..],
+            b"\xd4\x01\x00",
+            b"\xd8\x01\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f",
+            b"\xc7\x02\x05ab",
+        ] {
             assert_eq!(value_len(ext, 8), Some(ext.len()), "{ext:?}");
         }
         assert_eq!(value_len(b"\xc1", 8), None, "reserved");

@@ -200,3 +200,35 @@ fn a_flood_of_keys_gives_its_memory_back_at_the_next_slot_change_without_a_reque
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// What `locker serve <args>` logs at `warn` before it is ready.
+fn start_up_warnings(args: &[&str]) -> String {
+    use std::io::{BufRead, BufReader, Read};
+    let mut child = std::process::Command::new(crate::support::locker_bin())
+        .args(["serve", "--bind", "tcp://127.0.0.1:*"])
+        .args(args)
+        .env("LOCKER_LOG", "warn")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn locker");
+    // The endpoint line comes after the start-up checks; then stop it.
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.starts_with("listening on"), "{line:?}");
+    child.kill().unwrap();
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    child.wait().unwrap();
+    stderr
+}
+
+#[test]
+fn a_locker_warns_at_start_when_it_serves_a_semaphore_without_a_lease_secret() {
+    let (config, key) = (semaphore("warn", 1), secret("warn", 'w'));
+    let warning = "without --lease-secret";
+    assert!(start_up_warnings(&["--config", config.path()]).contains(warning));
+    assert!(!start_up_warnings(&["--config", config.path(), "--lease-secret", key.path()]).contains(warning));
+    assert!(!start_up_warnings(&[]).contains(warning), "no semaphore, nothing to warn of");
+}

@@ -183,7 +183,10 @@ mod tests {
         assert_eq!(l.heartbeat(0, &restore(&lease, 2)), Err(LeaseError::NotMinted(lease.clone())), "a larger count");
         assert_eq!(l.live_keys(), 0, "nothing was restored");
         assert!(matches!(l.heartbeat(0, &restore(&lease, 1)).unwrap().state, LeaseState::Held { .. }));
-        assert!(matches!(l.heartbeat(1, &restore(&lease, 2)).unwrap().state, LeaseState::Held { .. }), "known: the id is enough");
+        assert!(
+            matches!(l.heartbeat(1, &restore(&lease, 2)).unwrap().state, LeaseState::Held { .. }),
+            "known: the id is enough"
+        );
         let stats: Vec<_> = l.stats().map(|(_, s)| s).collect();
         assert_eq!(stats[1].errors, 2, "each forged restore is counted");
     }
