@@ -232,3 +232,28 @@ fn a_locker_warns_at_start_when_it_serves_a_semaphore_without_a_lease_secret() {
     assert!(!start_up_warnings(&["--config", config.path(), "--lease-secret", key.path()]).contains(warning));
     assert!(!start_up_warnings(&[]).contains(warning), "no semaphore, nothing to warn of");
 }
+
+#[test]
+fn a_made_up_restore_does_not_take_the_count_a_waiter_is_queued_for() {
+    // Issue 11: a client that never acquired sent a heartbeat with a
+    // made-up id and a count, and got the capacity ahead of a waiter.
+    let (config, key) = (semaphore("queue", 2), secret("queue", 'q'));
+    let d = Daemon::start(&["--config", config.path(), "--lease-secret", key.path()]);
+    let (mut holder, mut waiter, mut attacker) = (client(&d), client(&d), client(&d));
+    let held = acquire(&mut holder, 2).lease.expect("held");
+    let queued = waiter.acquire_lease(&LeaseAsk::new("db", 2).ttl_ms(10_000).max_wait_ms(10_000)).unwrap();
+    assert!(queued.pending, "{queued:?}");
+    let waiting = queued.lease.unwrap();
+    assert!(holder.release(&Release { limit: Some("db"), lease: &held }).unwrap().ok);
+    // The count is the waiter's now; a made-up restore cannot take it, nor
+    // a share of it, with an id made up or derived from the waiter's.
+    let made_up = format!("{}.{}", "5".repeat(32), "a".repeat(32));
+    for (lease, count) in [(made_up.clone(), 2), (made_up, 1), (derived(&waiting).remove(0), 2)] {
+        match attacker.heartbeat(&beat(&lease, Some(count))) {
+            Err(ClientError::Refused(why)) => assert!(why.contains("minted"), "{why}"),
+            other => panic!("a restore of {lease} with count {count} answered {other:?}"),
+        }
+    }
+    let mine = waiter.heartbeat(&beat(&waiting, None)).unwrap();
+    assert!(mine.ok && mine.remaining == 0, "the waiter holds the whole count: {mine:?}");
+}
