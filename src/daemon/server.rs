@@ -127,8 +127,9 @@ impl Server {
             if let Some(gate) = &mut self.gate {
                 gate.answer_waiting()?;
             }
-            self.service.on_timeout(self.clock.now());
-            trim.note(self.service.locker().live_keys());
+            let now = self.clock.now();
+            self.service.on_timeout(now);
+            trim.note(now, self.service.locker().live_keys());
             self.publish();
             if !readable {
                 continue;

@@ -8,22 +8,34 @@
 //! heap, so it runs only after such a fall, never per request. Elsewhere
 //! (other allocators, other systems) this does nothing.
 
+use crate::core::{time::NANOS_PER_SEC, Nanos};
+
 /// Below this many live keys a fall is not worth a trim.
 const MIN_PEAK: usize = 4096;
 
-/// The peak of live keys since the last trim.
+/// The least time between two trims: short slots full of keys fall to none
+/// at every slot change, and a trim per slot would cost more than it gives.
+const MIN_INTERVAL: Nanos = NANOS_PER_SEC;
+
+/// The peak of live keys since the last trim, and when that was.
 #[derive(Debug, Default)]
 pub struct Trim {
     peak: usize,
+    last: Option<Nanos>,
 }
 
 impl Trim {
-    /// Notes the live keys now, trimming the heap after a large fall.
-    pub fn note(&mut self, live_keys: usize) {
+    /// Notes the live keys at `now`, trimming the heap after a large fall.
+    /// A fall within `MIN_INTERVAL` of the last trim waits for a later turn.
+    pub fn note(&mut self, now: Nanos, live_keys: usize) {
         if live_keys > self.peak {
             self.peak = live_keys;
-        } else if self.peak >= MIN_PEAK && live_keys * 8 < self.peak {
+            return;
+        }
+        let due = self.last.map_or(true, |last| now.saturating_sub(last) >= MIN_INTERVAL);
+        if self.peak >= MIN_PEAK && live_keys * 8 < self.peak && due {
             self.peak = live_keys;
+            self.last = Some(now);
             release_free_heap();
         }
     }

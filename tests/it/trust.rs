@@ -123,7 +123,9 @@ const IN_FLIGHT: usize = 256;
 fn rss(pid: u32) -> u64 {
     let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).expect("statm");
     let pages: u64 = statm.split_whitespace().nth(1).and_then(|p| p.parse().ok()).expect("resident pages");
-    pages * 4096
+    // SAFETY: sysconf only reads a system setting.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages * u64::try_from(page).expect("a page size")
 }
 
 /// Asks once for each of `keys` through one DEALER socket, `IN_FLIGHT` at
@@ -159,11 +161,11 @@ fn a_flood_of_keys_gives_its_memory_back_at_the_next_slot_change_without_a_reque
     // Issue 11: after a flood the key table (and the long keys' map) kept
     // their memory until asked again, or for good.
     const KEYS: usize = 100_000;
-    const SLOT_MS: u64 = 2_000;
-    let d = Daemon::start(&["--max-requests", "5", "--in-seconds", "2", "--max-keys", &KEYS.to_string()]);
+    const SLOT_MS: u64 = 3_000;
+    let d = Daemon::start(&["--max-requests", "5", "--in-seconds", "3", "--max-keys", &KEYS.to_string()]);
     let before = rss(d.pid());
     // Start just after a slot boundary (slots are aligned to the epoch), so
-    // that the flood (well under a second) most likely fills one slot.
+    // that the flood (about a second on a busy machine) fills one slot.
     let into_slot = UNIX_EPOCH.elapsed().unwrap().as_millis() as u64 % SLOT_MS;
     std::thread::sleep(Duration::from_millis(SLOT_MS + 20 - into_slot));
     let started = Instant::now();
@@ -171,13 +173,15 @@ fn a_flood_of_keys_gives_its_memory_back_at_the_next_slot_change_without_a_reque
     let long = (0..KEYS / 2).map(|i| format!("account-{i:08}-0000-0000-000000000"));
     assert_eq!(flood(&d.endpoint, short.chain(long)), KEYS);
     let flooded = rss(d.pid());
-    // About 14 MiB when the flood fills one slot; less if a busy machine
-    // spread it over two and the first slot's share was already given back.
-    assert!(flooded > before + (2 << 20), "the flood took memory: {before} -> {flooded} bytes");
+    eprintln!("flood of {KEYS} keys took {:?}", started.elapsed());
+    // About 14 MiB when the flood fills one slot; less if a very busy
+    // machine spread it over two and the first slot's share was given back.
+    assert!(flooded > before + (4 << 20), "the flood took memory: {before} -> {flooded} bytes");
     // No request from here on: the loop notices the slot change itself.
     let deadline = started + Duration::from_millis(3 * SLOT_MS);
     let mut after = flooded;
-    while after > before + (3 << 19) {
+    // What stays (about a MiB) is ZeroMQ's buffers and the allocator's own.
+    while after > before + (3 << 20) {
         assert!(Instant::now() < deadline, "still {after} bytes resident (from {before}, flooded {flooded})");
         std::thread::sleep(Duration::from_millis(20));
         after = rss(d.pid());
