@@ -127,6 +127,9 @@ struct ServeArgs {
     /// Serve GET /metrics (Prometheus) and GET /health over plain HTTP on HOST:PORT.
     #[arg(long, value_name = "HOST:PORT")]
     metrics_bind: Option<String>,
+    /// File of at least 32 secret bytes, the same on every peer: only lease ids minted under it can be restored.
+    #[arg(long, value_name = "FILE")]
+    lease_secret: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -259,6 +262,7 @@ fn serve(args: ServeArgs) -> u8 {
         curve_secret_key: args.curve_secret_key,
         curve_clients: args.curve_clients,
         metrics_bind: args.metrics_bind,
+        lease_secret: args.lease_secret,
     };
     let ignored = config::ignored_settings(&flags, &file);
     let config = match ServeConfig::resolve(flags.clone(), file) {

@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::core::{Algorithm, Limit, LimitError, Quota, DEFAULT_LIMIT};
+use crate::core::lease_id::ShortSecret;
+use crate::core::{Algorithm, LeaseSecret, Limit, LimitError, Quota, DEFAULT_LIMIT};
 use crate::curve::{Allowlist, KeyError, KeyPair, ServerCurve};
 use crate::wire::DEFAULT_MAX_MESSAGE_SIZE;
 
@@ -56,6 +57,8 @@ pub enum ConfigError {
     Bind { endpoint: String, why: String },
     #[error("CURVE: {0}")]
     Curve(#[from] KeyError),
+    #[error("lease secret {path}: {source}")]
+    LeaseSecret { path: String, source: ShortSecret },
 }
 
 /// The `algorithm` of a `[[limits]]` table, as written.
@@ -101,6 +104,9 @@ pub struct FileConfig {
     pub curve_clients: Option<PathBuf>,
     /// `HOST:PORT` for plain-HTTP metrics and health; off when absent.
     pub metrics_bind: Option<String>,
+    /// A file of at least 32 secret bytes, shared by peered lockers: only
+    /// lease ids minted under it can be restored.
+    pub lease_secret: Option<PathBuf>,
     #[serde(default)]
     pub limits: Vec<FileLimit>,
 }
@@ -183,6 +189,7 @@ pub struct Flags {
     pub curve_secret_key: Option<PathBuf>,
     pub curve_clients: Option<PathBuf>,
     pub metrics_bind: Option<String>,
+    pub lease_secret: Option<PathBuf>,
 }
 
 /// How `locker serve` shares its counts with peers.
@@ -214,6 +221,8 @@ pub struct ServeConfig {
     pub curve: Option<ServerCurve>,
     /// Where metrics and health are served over HTTP, when they are.
     pub metrics_bind: Option<String>,
+    /// The secret lease ids carry a MAC under, when set.
+    pub lease_secret: Option<LeaseSecret>,
 }
 
 impl ServeConfig {
@@ -259,7 +268,9 @@ impl ServeConfig {
         let peering = resolve_peering(&flags, &file)?;
         let curve = resolve_curve(&flags, &file)?;
         let metrics_bind = flags.metrics_bind.or(file.metrics_bind);
-        Ok(ServeConfig { bind, default, limits, max_keys, max_message_size, peering, curve, metrics_bind })
+        let lease_secret =
+            flags.lease_secret.as_ref().or(file.lease_secret.as_ref()).map(|p| load_secret(p)).transpose()?;
+        Ok(ServeConfig { bind, default, limits, max_keys, max_message_size, peering, curve, metrics_bind, lease_secret })
     }
 }
 
@@ -334,6 +345,14 @@ fn resolve_curve(flags: &Flags, file: &FileConfig) -> Result<Option<ServerCurve>
     let keys = KeyPair::load(secret)?;
     let clients = clients.map(|c| Allowlist::load(c)).transpose()?;
     Ok(Some(ServerCurve { keys, clients }))
+}
+
+/// Reads a lease secret: the file's bytes, whatever they are (so a copy of
+/// the same file gives every peer the same secret).
+fn load_secret(path: &Path) -> Result<LeaseSecret, ConfigError> {
+    let shown = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|source| ConfigError::Read { path: shown.clone(), source })?;
+    LeaseSecret::new(bytes).map_err(|source| ConfigError::LeaseSecret { path: shown, source })
 }
 
 /// `<hostname>-<pid>`: unique among running lockers. A restart gets a new
@@ -506,6 +525,21 @@ mod tests {
         let no_secret = Flags { curve_clients: Some(dir.join("clients")), ..Flags::default() };
         let e = ServeConfig::resolve(no_secret, FileConfig::default()).unwrap_err();
         assert!(matches!(e, ConfigError::ClientsWithoutSecret), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_lease_secret_comes_from_the_file_or_the_flags_and_is_long() {
+        let dir = std::env::temp_dir().join(format!("locker-config-lease-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("long"), [7u8; 32]).unwrap();
+        std::fs::write(dir.join("short"), [7u8; 31]).unwrap();
+        let file = parse(&format!("lease_secret = '{}'\n", dir.join("long").display()));
+        assert!(ServeConfig::resolve(Flags::default(), file).unwrap().lease_secret.is_some());
+        let short = Flags { lease_secret: Some(dir.join("short")), ..Flags::default() };
+        let e = ServeConfig::resolve(short, FileConfig::default()).unwrap_err();
+        assert!(e.to_string().contains("at least 32 bytes"), "{e}");
+        assert!(ServeConfig::resolve(Flags::default(), FileConfig::default()).unwrap().lease_secret.is_none());
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -71,10 +71,11 @@ impl Service {
     }
 
     /// When the service next needs `on_timeout` and `publish`, if ever: the
-    /// loop caps its wait on the sockets by this instant. Fixed slots and
-    /// token buckets need no wake-up (stale counts are dropped when next
-    /// asked); the next lease expiry or end of a queued acquire's wait does,
-    /// and so do peering's heartbeats, snapshots and the end of joining.
+    /// loop caps its wait on the sockets by this instant. The next lease
+    /// expiry or end of a queued acquire's wait needs a wake-up, and so do
+    /// peering's heartbeats, snapshots and the end of joining; so does the
+    /// end of a slot that holds keys, so that their memory comes back
+    /// without waiting for the next ask of that limit.
     pub fn next_deadline(&self) -> Option<Nanos> {
         let peering = self.peering.as_ref().map(Peering::next_deadline);
         [self.locker.next_deadline(), peering].into_iter().flatten().min()
@@ -187,6 +188,7 @@ impl Service {
             limits,
             errors: self.locker.unattributed_errors(),
             live_keys: self.locker.live_keys() as u64,
+            key_bytes: self.locker.key_bytes() as u64,
             ..StatsReply::default()
         };
         if let Some(p) = &self.peering {

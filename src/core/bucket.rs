@@ -104,7 +104,24 @@ impl Bucket {
             k.ledger.prune(oldest);
             k.tat > now || !k.ledger.is_empty()
         });
+        // A flood's keys leave a map far too large: give most of it back,
+        // keeping room to double, so that a steady load does not reallocate.
+        if self.keys.capacity() > 64 && self.keys.len() * 8 < self.keys.capacity() {
+            self.keys.shrink_to(self.keys.len() * 2);
+        }
         before - self.keys.len()
+    }
+
+    /// The next sweep, while there are keys for it to drop: the loop wakes
+    /// then even without a request, so a flood's memory comes back.
+    pub fn next_deadline(&self) -> Option<Nanos> {
+        (!self.keys.is_empty()).then_some(self.next_sweep)
+    }
+
+    /// Bytes the keys' map holds on the heap, roughly (not the keys' names
+    /// or peers' ledgers).
+    pub fn heap_bytes(&self) -> usize {
+        self.keys.capacity() * (std::mem::size_of::<(Box<str>, Key)>() + 1)
     }
 
     /// Takes tokens for `key` as `want` says, now or (with `max_wait`) as a

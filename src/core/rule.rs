@@ -113,11 +113,22 @@ impl Rule {
     }
 
     /// When this rule next needs `advance` without a request: a lease
-    /// expiry or the end of a wait. Counting rules never do.
+    /// expiry or the end of a wait; for counting rules, the end of a slot or
+    /// a sweep that would drop keys and give memory back.
     pub fn next_deadline(&self) -> Option<Nanos> {
         match self {
             Rule::Semaphore(s) => s.next_deadline(),
-            Rule::Window(_) | Rule::Bucket(_) => None,
+            Rule::Window(w) => w.next_deadline(),
+            Rule::Bucket(b) => b.next_deadline(),
+        }
+    }
+
+    /// Bytes this rule's key table holds on the heap, roughly.
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            Rule::Window(w) => w.heap_bytes(),
+            Rule::Bucket(b) => b.heap_bytes(),
+            Rule::Semaphore(_) => 0,
         }
     }
 }

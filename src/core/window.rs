@@ -101,6 +101,20 @@ impl FixedWindow {
         self.keys.len()
     }
 
+    /// When the slot ends, if its end gives something back: live keys to
+    /// drop, or a table larger than the smallest to free. The loop wakes
+    /// then even without a request, so a flood's memory does not wait for
+    /// the next ask of this limit.
+    pub fn next_deadline(&self) -> Option<Nanos> {
+        let idle = self.keys.is_idle() && self.ahead.is_empty();
+        (!idle).then(|| self.quota.slot_end(self.slot))
+    }
+
+    /// Bytes the key table holds on the heap (see `KeyTable::heap_bytes`).
+    pub fn heap_bytes(&self) -> usize {
+        self.keys.heap_bytes()
+    }
+
     /// Moves to the slot that `now` falls in, dropping every count of an
     /// earlier slot. Returns how many keys were dropped. A `now` earlier than
     /// the current slot is counted in the current slot: time never runs

@@ -10,6 +10,7 @@ pub mod reload;
 pub mod server;
 pub mod signals;
 pub mod transport;
+mod trim;
 
 pub use clock::Clock;
 pub use server::{Server, ServerError};

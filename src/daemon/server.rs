@@ -23,8 +23,10 @@ use super::metrics::Feed;
 use super::reload::{self, Reload};
 use super::signals::Control;
 use super::transport::{self, zmq_err, TransportError};
+use super::trim::Trim;
 use crate::config::{PeerConfig, ServeConfig};
-use crate::core::{time::NANOS_PER_MS, Locker, NodeKey, PeerEvent, Peering, PeeringSettings};
+use crate::core::lease_id::RANDOM_BYTES;
+use crate::core::{time::NANOS_PER_MS, Entropy, LeaseMinter, Locker, NodeKey, PeerEvent, Peering, PeeringSettings};
 use crate::curve::KeyPair;
 use crate::service::Service;
 use crate::wire::{WireError, MAX_PEER_MESSAGE_SIZE};
@@ -89,8 +91,12 @@ impl Server {
         let (rep, endpoint) = transport::bind_rep_with(&ctx, &config.bind, config.max_message_size, |rep| {
             keys.map_or(Ok(()), |k| curve::secure_rep(rep, k))
         })?;
-        let locker = Locker::new(config.default.clone(), config.limits.clone(), config.max_keys)
-            .with_lease_prefix(lease_prefix());
+        let minter = LeaseMinter::new(Box::new(OsEntropy), config.lease_secret.as_ref());
+        let locker =
+            Locker::new(config.default.clone(), config.limits.clone(), config.max_keys).with_lease_minter(minter);
+        if locker.has_semaphores() && !locker.leases_are_vouched() {
+            warn!("serving a semaphore without --lease-secret: any client may restore a lease with a made-up id");
+        }
         let clock = Clock::start();
         let (peers, service) = match &config.peering {
             None => (None, Service::new(locker)),
@@ -143,6 +149,7 @@ impl Server {
         info!(endpoint = %self.endpoint, peer_endpoint = ?self.peer_endpoint(), "serving");
         let mut msg = zmq::Message::new();
         let mut out = Vec::with_capacity(256);
+        let mut trim = Trim::default();
         while !stop() {
             if reload() {
                 match &mut self.reload {
@@ -157,7 +164,9 @@ impl Server {
             if let Some(gate) = &mut self.gate {
                 gate.answer_waiting()?;
             }
-            self.service.on_timeout(self.clock.now());
+            let now = self.clock.now();
+            self.service.on_timeout(now);
+            trim.note(now, self.service.locker().live_keys());
             self.publish();
             if !readable {
                 continue;
@@ -281,17 +290,15 @@ impl Server {
     }
 }
 
-/// A number unlikely to repeat between runs, to start lease ids with: a
-/// lease issued before a restart must never collide with one issued after
-/// it, or a restoring heartbeat could take over someone else's lease.
-/// `RandomState` is seeded randomly per process; the pid and the time make a
-/// repeat across restarts even less likely.
-fn lease_prefix() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u32(std::process::id());
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
-    h.finish()
+/// Lease ids' randomness, from the OS's CSPRNG (getrandom(2) on Linux,
+/// which waits until it is seeded and then does not fail).
+#[derive(Debug)]
+struct OsEntropy;
+
+impl Entropy for OsEntropy {
+    fn fill(&mut self, out: &mut [u8; RANDOM_BYTES]) {
+        getrandom::fill(out).expect("the OS's random source failed");
+    }
 }
 
 /// Binds the PUB socket and subscribes to every peer.

@@ -45,3 +45,5 @@ mod protocol;
 mod seed;
 /// Structured requests, named limits from a file, and the client library.
 mod structured;
+/// Attacks by clients: guessed lease ids, made-up restores, key floods.
+mod trust;
