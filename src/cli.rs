@@ -100,8 +100,9 @@ struct ServeArgs {
     /// ZeroMQ endpoint for the PUB socket that peers subscribe to; turns peering on.
     #[arg(long, value_name = "ENDPOINT")]
     peer_bind: Option<String>,
-    /// A peer's --peer-bind endpoint to subscribe to; repeat for each peer.
-    #[arg(long = "peer", value_name = "ENDPOINT")]
+    /// A peer's --peer-bind endpoint to subscribe to; repeat for each peer. With CURVE, `ENDPOINT=KEY`
+    /// names the peer's public key (its .pub file or Z85); only listed peers' keys may subscribe.
+    #[arg(long = "peer", value_name = "ENDPOINT[=KEY]")]
     peers: Vec<String>,
     /// This locker's name among its peers [default: <hostname>-<pid>].
     #[arg(long, value_name = "ID")]

@@ -26,9 +26,11 @@ fn service(id: &str, incarnation: u64, peers: usize, now: u64) -> Service {
     service_of(locker(10), id, incarnation, peers, now)
 }
 
+/// A service with `peers` configured peers, numbered from 0.
 fn service_of(locker: Locker, id: &str, incarnation: u64, peers: usize, now: u64) -> Service {
     let me = NodeKey { id: id.into(), incarnation };
-    let settings = PeeringSettings::new(me, peers, 500 * MS, 1000 * MS);
+    let names = (0..peers).map(|i| format!("tcp://peer-{i}").into()).collect();
+    let settings = PeeringSettings::new(me, names, 500 * MS, 1000 * MS);
     Service::peered(locker, Peering::new(settings, now), now)
 }
 
@@ -60,9 +62,10 @@ fn outbox(s: &mut Service, now: u64) -> Vec<Vec<u8>> {
     msgs
 }
 
+/// Delivers `msgs` as from the receiver's first configured peer.
 fn deliver(to: &mut Service, now: u64, msgs: &[Vec<u8>]) {
     for m in msgs {
-        assert!(to.on_peer(now, m), "a peer message was not understood");
+        assert!(to.on_peer(now, 0, m), "a peer message was not understood");
     }
 }
 
@@ -118,7 +121,7 @@ fn duplicates_reordering_and_loss_do_not_change_the_sum() {
     };
     // The last count first, then two older ones, each twice; the rest lost.
     for m in [carrying(5), carrying(2), carrying(5), carrying(3), carrying(3)] {
-        assert!(b.on_peer(now + 60 * MS, m));
+        assert!(b.on_peer(now + 60 * MS, 0, m));
     }
     assert_eq!(ask(&mut b, now + 70 * MS).remaining, 4, "5 from a and 1 from b, counted once");
 }
@@ -165,32 +168,41 @@ fn a_restarted_locker_with_no_peer_left_serves_alone_after_the_grace() {
     assert!(ask(&mut a, T0 + 500 * MS).ok);
 }
 
-#[test]
-fn stats_list_peers_with_age_offset_and_skew_flag() {
-    let (mut a, _) = joined_pair();
-    let skewed = PeerMsg {
+/// A heartbeat of node `id`, sent at `at` by its clock.
+fn beat(id: &str, at: u64) -> Vec<u8> {
+    let msg = PeerMsg {
         kind: PeerKind::Beat,
-        nodes: vec![PeerNode("c".into(), 1)],
-        at: T0 + 40 * MS - 400 * MS,
+        nodes: vec![PeerNode(id.into(), 1)],
+        at,
         joining: false,
         done: false,
         counts: vec![],
+        limits: vec![],
     };
     let mut body = Vec::new();
-    wire::encode(&skewed, &mut body);
-    assert!(a.on_peer(T0 + 40 * MS, &body));
+    wire::encode(&msg, &mut body);
+    body
+}
+
+#[test]
+fn stats_list_peers_with_age_offset_and_skew_flag() {
+    let mut a = service("a", T0, 2, T0);
+    assert!(a.on_peer(T0 + 20 * MS, 0, &beat("b", T0 + 20 * MS)));
+    assert!(a.on_peer(T0 + 40 * MS, 1, &beat("c", T0 + 40 * MS - 400 * MS)));
     let s = stats(&mut a, T0 + 50 * MS);
     assert_eq!(s.node.as_deref(), Some("a"));
     let peers: Vec<_> = s.peers.iter().map(|p| (p.node.as_str(), p.last_heard_ms, p.flagged)).collect();
     assert_eq!(peers, [("b", 30, false), ("c", 10, true)]);
     assert_eq!(s.peers[1].clock_offset_ms, -400.0);
+    assert_eq!(s.peers[1].endpoint, "tcp://peer-1");
+    assert_eq!(s.peer_runs, Some(2));
 }
 
 #[test]
 fn garbage_from_a_peer_is_dropped() {
     let (mut a, _) = joined_pair();
-    assert!(!a.on_peer(T0, b"let me go"));
-    assert!(!a.on_peer(T0, &[0x81, 0xa1, 0x78, 0xc0]));
+    assert!(!a.on_peer(T0, 0, b"let me go"));
+    assert!(!a.on_peer(T0, 0, &[0x81, 0xa1, 0x78, 0xc0]));
     assert!(ask(&mut a, T0 + 100 * MS).ok);
 }
 
@@ -203,6 +215,7 @@ fn peer_messages_have_pinned_bytes() {
         joining: false,
         done: false,
         counts: vec![PeerCount("api".into(), Some("k".into()), 3, 0, 5)],
+        limits: vec![],
     };
     let mut bytes = Vec::new();
     wire::encode(&msg, &mut bytes);
@@ -254,7 +267,7 @@ fn bucket_counts_survive_duplicates_reordering_and_loss() {
     };
     // The last count first, then older ones, repeated; the count 3 is lost.
     for m in [carrying(4), carrying(1), carrying(4), carrying(2), carrying(2)] {
-        assert!(b.on_peer(now, m));
+        assert!(b.on_peer(now, 0, m));
     }
     assert_eq!(ask(&mut b, now).remaining, 0, "4 from a and 1 from b, counted once");
     assert!(!ask(&mut b, now).ok);
