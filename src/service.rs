@@ -211,7 +211,7 @@ impl Service {
         let (Some(p), Ok(msg)) = (&mut self.peering, wire::decode_peer(body)) else {
             return false;
         };
-        let Some(sender) = msg.sender().map(node_key) else {
+        let Some(sender) = msg.sender().map(node_key).filter(|_| peer < p.nodes().configured()) else {
             return false;
         };
         let heard = match msg.kind {

@@ -317,3 +317,113 @@ fn a_restarted_locker_learns_the_bucket_back_before_it_grants() {
     let granted = (0..5).filter(|_| ask(&mut a, restart + 2 * MS).ok).count();
     assert_eq!(granted, 1, "4 of 5 were taken before the restart");
 }
+
+/// A counts message sent by node `from` of `nodes`, with each count
+/// `(node index, count)` for the default limit's key "k" in T0's slot.
+fn counts(nodes: &[(&str, u64)], counts: &[(u32, u32)]) -> Vec<u8> {
+    let msg = PeerMsg {
+        kind: PeerKind::Counts,
+        nodes: nodes.iter().map(|&(id, inc)| PeerNode(id.into(), inc)).collect(),
+        at: T0,
+        joining: false,
+        done: false,
+        counts: counts
+            .iter()
+            .map(|&(node, n)| PeerCount(DEFAULT_LIMIT.into(), Some("k".into()), T0 / 1000 / MS, node, n))
+            .collect(),
+        limits: vec![],
+    };
+    let mut body = Vec::new();
+    wire::encode(&msg, &mut body);
+    body
+}
+
+#[test]
+fn a_count_above_what_one_locker_can_grant_is_refused_and_counted() {
+    let (mut a, mut b) = joined_pair();
+    let now = T0 + 100 * MS;
+    assert!(b.on_peer(now, 0, &counts(&[("a", T0)], &[(0, u32::MAX)])));
+    assert!(b.on_peer(now, 0, &counts(&[("a", T0)], &[(0, 11)])), "one above max_requests");
+    let r = ask(&mut b, now);
+    assert!(r.ok, "the key is not blocked");
+    assert_eq!(r.remaining, 9);
+    assert_eq!(stats(&mut b, now).peers[0].rejected, 2);
+    // A plausible count still counts.
+    assert!(b.on_peer(now, 0, &counts(&[("a", T0)], &[(0, 9)])));
+    assert!(!ask(&mut b, now).ok);
+    let _ = ask(&mut a, now);
+}
+
+#[test]
+fn a_flood_of_made_up_node_ids_leaves_a_bounded_node_table() {
+    let (_, mut b) = joined_pair();
+    let now = T0 + 100 * MS;
+    for batch in 0..120u64 {
+        let ids: Vec<String> = (0..250).map(|i| format!("made-up-{batch}-{i}")).collect();
+        let mut nodes = vec![("a", T0)];
+        nodes.extend(ids.iter().map(|id| (id.as_str(), 1)));
+        let made_up: Vec<(u32, u32)> = (1..=250).map(|i| (i, 1)).collect();
+        assert!(b.on_peer(now, 0, &counts(&nodes, &made_up)));
+    }
+    let s = stats(&mut b, now);
+    assert!(s.peer_runs.unwrap() <= locker::core::peering::MAX_RUNS_PER_PEER as u64, "{:?}", s.peer_runs);
+    assert!(s.peers[0].rejected >= 30_000 - locker::core::peering::MAX_RUNS_PER_PEER as u64);
+    let r = ask(&mut b, now);
+    assert!(r.ok);
+    assert!(r.remaining >= 10 - locker::core::peering::MAX_RUNS_PER_PEER as u32, "at most the admitted runs count");
+}
+
+#[test]
+fn nobody_may_speak_as_this_locker_or_for_an_unconfigured_peer() {
+    let (_, mut b) = joined_pair();
+    let now = T0 + 100 * MS;
+    assert!(b.on_peer(now, 0, &counts(&[("b", T0)], &[(0, 10)])), "understood, and refused");
+    assert!(!b.on_peer(now, 1, &counts(&[("a", T0)], &[(0, 10)])), "there is no second peer");
+    assert!(ask(&mut b, now).ok);
+}
+
+#[test]
+fn a_limit_defined_differently_is_flagged_and_never_mixed() {
+    let a = service_of(locker(10), "a", T0, 1, T0);
+    let b = service_of(locker(20), "b", T0, 1, T0);
+    let mut a = a;
+    let mut b = b;
+    for round in 0..3 {
+        let now = T0 + round * 10 * MS;
+        let (from_a, from_b) = (outbox(&mut a, now), outbox(&mut b, now));
+        deliver(&mut b, now, &from_a);
+        deliver(&mut a, now, &from_b);
+    }
+    let now = T0 + 600 * MS; // past the grace: each serves with what it has
+    for i in 0..15 {
+        assert!(ask(&mut b, now + i * 5 * MS).ok);
+    }
+    deliver(&mut a, now + 80 * MS, &outbox(&mut b, now + 80 * MS));
+    let r = ask(&mut a, now + 90 * MS);
+    assert!(r.ok, "b's 15 of 20 are not a's 10");
+    assert_eq!(r.remaining, 9);
+    let s = stats(&mut a, now + 90 * MS);
+    assert_eq!(s.peers[0].mismatched_limits, [DEFAULT_LIMIT]);
+}
+
+#[test]
+fn a_locker_paused_past_the_peer_dead_time_learns_the_counts_again() {
+    let (mut a, mut b) = joined_pair();
+    let now = T0 + 100 * MS;
+    a.on_pause(now, 400 * MS);
+    assert!(ask(&mut a, now).ok, "a short pause changes nothing");
+    // a is frozen for 3 s; meanwhile b grants 6 in the slot a resumes in.
+    let resumed = T0 + 3100 * MS;
+    for i in 0..6 {
+        assert!(ask(&mut b, resumed - 50 * MS + i * 5 * MS).ok);
+    }
+    a.on_pause(resumed, 3000 * MS);
+    let held = ask(&mut a, resumed);
+    assert!(!held.ok, "a stale view grants nothing");
+    assert!(stats(&mut a, resumed).joining);
+    deliver(&mut b, resumed, &outbox(&mut a, resumed));
+    deliver(&mut a, resumed + MS, &outbox(&mut b, resumed + MS));
+    assert!(!stats(&mut a, resumed + MS).joining);
+    let granted = (0..10).filter(|i| ask(&mut a, resumed + 10 * MS + i * 5 * MS).ok).count();
+    assert_eq!(granted, 4, "b granted 6 of 10 while a was away");
+}
