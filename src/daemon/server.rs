@@ -25,7 +25,7 @@ use super::clock::Clock;
 use super::curve::{self, Gate};
 use super::transport::{self, zmq_err, TransportError};
 use crate::config::{PeerConfig, PeerSpec, ServeConfig};
-use crate::core::{time::NANOS_PER_MS, Locker, NodeKey, PeerEvent, Peering, PeeringSettings};
+use crate::core::{time::NANOS_PER_MS, Locker, Nanos, NodeKey, PeerEvent, Peering, PeeringSettings};
 use crate::curve::{Allowlist, KeyPair};
 use crate::service::Service;
 use crate::wire::{WireError, MAX_PEER_MESSAGE_SIZE};
@@ -49,8 +49,13 @@ const PEER_BATCH: usize = 64;
 /// service decides whether it was long enough to matter.
 const PAUSE_NS: u64 = 2 * TICK_MS as u64 * NANOS_PER_MS;
 
-/// Peer messages queued per peer before ZeroMQ drops new ones.
+/// Peer messages queued for sending before ZeroMQ drops new ones.
 const PEER_HWM: i32 = 100_000;
+
+/// Peer messages queued per peer before ZeroMQ drops new ones: with
+/// `MAX_PEER_MESSAGE_SIZE` this bounds what one peer can make a locker
+/// buffer, and it holds seconds of a busy peer's counts.
+const PEER_RCVHWM: i32 = 10_000;
 
 /// How soon a SUB socket retries a peer that went away, in milliseconds:
 /// short, so that a restarted locker is heard (and can learn the counts)
@@ -78,9 +83,30 @@ pub struct Server {
     _ctx: zmq::Context,
     endpoint: String,
     service: Service,
+    watch: Watch,
+}
+
+/// The clock as the loop reads it. Each reading also says how long it has
+/// been since the previous one: a loop that reads the clock at least every
+/// tick and finds much more time gone was not running (SIGSTOP, a frozen
+/// VM), and the service hears of it before the reading is used for
+/// anything, so no request is decided on the view from before the pause.
+struct Watch {
     clock: Clock,
-    /// When the loop last looked at the clock between turns.
-    last_turn: crate::core::Nanos,
+    last: Nanos,
+}
+
+impl Watch {
+    fn now(&mut self, service: &mut Service) -> Nanos {
+        let now = self.clock.now();
+        let away = now.saturating_sub(self.last);
+        self.last = now;
+        if away > PAUSE_NS {
+            info!(away_ms = away / NANOS_PER_MS, "the loop did not run for a while");
+            service.on_pause(now, away);
+        }
+        now
+    }
 }
 
 impl Server {
@@ -111,8 +137,8 @@ impl Server {
                 (Some(sockets), Service::peered(locker, Peering::new(settings, now), now))
             }
         };
-        let last_turn = clock.now();
-        Ok(Server { rep, peers, gate, _ctx: ctx, endpoint, service, clock, last_turn })
+        let watch = Watch { clock, last: clock.now() };
+        Ok(Server { rep, peers, gate, _ctx: ctx, endpoint, service, watch })
     }
 
     /// The endpoint the PUB socket bound, when peered.
@@ -132,13 +158,12 @@ impl Server {
         let mut msg = zmq::Message::new();
         let mut out = Vec::with_capacity(256);
         while !stop.load(Ordering::Relaxed) {
-            self.note_turn();
             let readable = self.wait_readable()?;
-            self.note_turn();
             if let Some(gate) = &mut self.gate {
                 gate.answer_waiting()?;
             }
-            self.service.on_timeout(self.clock.now());
+            let now = self.watch.now(&mut self.service);
+            self.service.on_timeout(now);
             self.publish();
             if !readable {
                 continue;
@@ -150,7 +175,6 @@ impl Server {
                 let heard = self.read_peers(&mut msg)?;
                 let n = self.serve_some(&mut msg, &mut out)?;
                 self.publish();
-                self.note_turn();
                 handled += n + heard;
                 if heard == 0 && n == 0 {
                     break;
@@ -162,22 +186,10 @@ impl Server {
         Ok(())
     }
 
-    /// Tells the service when the loop was away longer than a turn takes:
-    /// the process was stopped or its machine frozen.
-    fn note_turn(&mut self) {
-        let now = self.clock.now();
-        let away = now.saturating_sub(self.last_turn);
-        if away > PAUSE_NS {
-            info!(away_ms = away / NANOS_PER_MS, "the loop did not run for a while");
-            self.service.on_pause(now, away);
-        }
-        self.last_turn = now;
-    }
-
     /// Waits until a request or a peer message arrives, the service's next
     /// deadline passes, or a tick goes by; returns whether anything arrived.
     fn wait_readable(&self) -> Result<bool, ServerError> {
-        let now = self.clock.now();
+        let now = self.watch.clock.now();
         let until_deadline = self.service.next_deadline().map(|d| d.saturating_sub(now).div_ceil(NANOS_PER_MS));
         let timeout = until_deadline.map_or(TICK_MS, |ms| (ms as i64).min(TICK_MS));
         let mut items = vec![self.rep.as_poll_item(zmq::POLLIN)];
@@ -217,7 +229,8 @@ impl Server {
                     Err(e) => return Err(zmq_err("receiving from a peer")(e)),
                 }
                 // A peer message is one part; anything else is not from a locker.
-                if msg.get_more() || !self.service.on_peer(self.clock.now(), peer, msg) {
+                let now = self.watch.now(&mut self.service);
+                if msg.get_more() || !self.service.on_peer(now, peer, msg) {
                     debug!(peer, "peer message not understood; dropped");
                     while msg.get_more() && subscriber.recv(msg, zmq::DONTWAIT).is_ok() {}
                 }
@@ -231,7 +244,8 @@ impl Server {
     fn publish(&mut self) {
         let Some(p) = &self.peers else { return };
         let mut dropped = 0usize;
-        self.service.publish(self.clock.now(), |bytes| {
+        let now = self.watch.now(&mut self.service);
+        self.service.publish(now, |bytes| {
             if p.publisher.send(bytes, zmq::DONTWAIT).is_err() {
                 dropped += 1;
             }
@@ -256,7 +270,8 @@ impl Server {
             debug!(parts, "multi-part request refused");
             self.service.reject(WireError::MultiPart(parts), out);
         } else {
-            self.service.respond(self.clock.now(), msg, out);
+            let now = self.watch.now(&mut self.service);
+            self.service.respond(now, msg, out);
         }
         // A REP socket drops a reply whose requester has gone instead of
         // blocking, so this send cannot stall the loop.
@@ -309,7 +324,7 @@ fn peer_sockets(ctx: &zmq::Context, pc: &PeerConfig, keys: Option<&KeyPair>) -> 
 fn subscribe(ctx: &zmq::Context, peer: &PeerSpec, keys: Option<&KeyPair>) -> Result<zmq::Socket, ServerError> {
     let subscriber = ctx.socket(zmq::SUB).map_err(zmq_err("creating a SUB socket"))?;
     subscriber.set_linger(0).map_err(zmq_err("setting ZMQ_LINGER"))?;
-    subscriber.set_rcvhwm(PEER_HWM).map_err(zmq_err("setting ZMQ_RCVHWM"))?;
+    subscriber.set_rcvhwm(PEER_RCVHWM).map_err(zmq_err("setting ZMQ_RCVHWM"))?;
     subscriber.set_maxmsgsize(MAX_PEER_MESSAGE_SIZE as i64).map_err(zmq_err("setting ZMQ_MAXMSGSIZE"))?;
     subscriber.set_reconnect_ivl(PEER_RECONNECT_MS).map_err(zmq_err("setting ZMQ_RECONNECT_IVL"))?;
     subscriber.set_subscribe(b"").map_err(zmq_err("subscribing"))?;

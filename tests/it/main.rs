@@ -27,6 +27,8 @@ mod hostile;
 mod kinds;
 /// The daemon's lifecycle: the endpoint line, and a clean stop on signals.
 mod lifecycle;
+/// The peer link under attack: a rogue publisher, a node-id flood, a frozen peer, mismatched limits.
+mod peer_attacks;
 /// Peering on the seam: services wired by hand through a network the test controls.
 mod peer_protocol;
 /// Peered lockers: a shared count, the overshoot bound, restarts, lone survivors, stats.
