@@ -14,7 +14,8 @@ mod bench;
 mod bucket_peer_properties;
 /// Generated asks on the fixed-timeslot counter: never more than max per slot.
 mod core_properties;
-/// CURVE: allowlisted clients get answers, unknown keys and plain clients none; keygen; config; peering.
+/// CURVE: allowlisted clients get answers, unknown keys and plain clients none; keygen; config;
+/// peers with their own keys, and no counts for an unlisted subscriber.
 mod curve;
 /// `locker::Client` and `locker ask` failing over between lockers, dead or silent.
 mod failover;
