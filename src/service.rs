@@ -9,6 +9,7 @@
 //! test. It must not read a clock or touch a socket: the daemon loop does
 //! both. Lease requests are in `service::lease`.
 
+use crate::core::peering::nodes::shown;
 use crate::core::{
     time::ceil_ms, Algorithm, Count, LimitId, Locker, Nanos, NodeKey, Nodes, Outgoing, PeerEvent, PeerIx, Peering,
     PermitAsk, TableError, Verdict,
@@ -222,7 +223,7 @@ impl Service {
             PeerKind::Counts | PeerKind::Snapshot => p.on_message(now, peer, &sender),
         };
         if !heard {
-            p.refuse(now, peer, || format!("a message sent as {:?}", sender.id));
+            p.refuse(now, peer, || format!("a message sent as {:?}", shown(&sender.id)));
             return true;
         }
         for PeerLimit(name, digest) in &msg.limits {
@@ -327,7 +328,7 @@ fn accept(
         return None;
     };
     let Some(node) = p.nodes_mut().resolve(now, peer, &node) else {
-        p.refuse(now, peer, || format!("node id {:?}: more runs than one peer may name", node.id));
+        p.refuse(now, peer, || format!("node id {:?}: more runs than one peer may name", shown(&node.id)));
         return None;
     };
     Some(Count { limit, key: key.as_deref().map(Into::into), slot: *slot, node, count: *count })

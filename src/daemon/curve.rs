@@ -128,7 +128,10 @@ impl Gate {
             d if d == PEERS_DOMAIN.as_bytes() => &self.peers,
             _ => return false,
         };
-        list.as_ref().is_none_or(|l| l.allows(key))
+        match list {
+            Some(l) => l.allows(key),
+            None => true,
+        }
     }
 }
 

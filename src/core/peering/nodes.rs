@@ -61,6 +61,9 @@ pub struct PeerState {
     /// When a refusal was last reported, so a flood is reported once a
     /// second, not once a message.
     last_reported: Option<Nanos>,
+    /// When a restart was last reported, likewise: a publisher at the
+    /// peer's address could claim a new run in every message.
+    last_restart: Option<Nanos>,
 }
 
 /// Something about a peer worth logging.
@@ -196,13 +199,11 @@ impl Nodes {
         };
         let state = &mut self.peers[peer];
         let event = match &state.run {
-            Some(live) if live == key => None,
-            Some(_) => Some(PeerEvent::Restarted { id: key.id.to_string() }),
-            None => Some(PeerEvent::Joined { id: key.id.to_string() }),
+            Some(live) if live == key => return Some((ix, None)),
+            Some(_) => once_a_second(&mut state.last_restart, now).then(|| PeerEvent::Restarted { id: shown(&key.id) }),
+            None => Some(PeerEvent::Joined { id: shown(&key.id) }),
         };
-        if event.is_some() {
-            state.run = Some(key.clone());
-        }
+        state.run = Some(key.clone());
         Some((ix, event))
     }
 
@@ -278,7 +279,7 @@ impl Nodes {
             return events;
         }
         let flagged = offset.unsigned_abs() > self.max_skew;
-        let id = from.id.to_string();
+        let id = shown(&from.id);
         match (std::mem::replace(&mut state.flagged, flagged), flagged) {
             (false, true) => events.push(PeerEvent::ClockSkew { id, offset_ms: offset / 1_000_000 }),
             (true, false) => events.push(PeerEvent::ClockSkewCleared { id }),
@@ -299,11 +300,9 @@ impl Nodes {
     pub fn refuse(&mut self, now: Nanos, peer: PeerIx, what: impl FnOnce() -> String) -> Option<PeerEvent> {
         let state = self.peers.get_mut(peer)?;
         state.rejected += 1;
-        let quiet = state.last_reported.is_some_and(|at| now.saturating_sub(at) < crate::core::time::NANOS_PER_SEC);
-        if quiet {
+        if !once_a_second(&mut state.last_reported, now) {
             return None;
         }
-        state.last_reported = Some(now);
         Some(PeerEvent::Refused { peer: state.name.to_string(), what: what(), rejected: state.rejected })
     }
 
@@ -319,6 +318,25 @@ impl Nodes {
     }
 }
 
+/// Whether something last reported at `last` may be reported again at
+/// `now`; if so, `now` becomes the last time.
+fn once_a_second(last: &mut Option<Nanos>, now: Nanos) -> bool {
+    if last.is_some_and(|at| now.saturating_sub(at) < crate::core::time::NANOS_PER_SEC) {
+        return false;
+    }
+    *last = Some(now);
+    true
+}
+
+/// A node id a peer sent, cut to a length fit for a log line.
+pub fn shown(id: &str) -> String {
+    const MOST: usize = 64;
+    match id.char_indices().nth(MOST) {
+        Some((end, _)) => format!("{}...", &id[..end]),
+        None => id.to_owned(),
+    }
+}
+
 impl PeerState {
     fn new(name: Box<str>) -> PeerState {
         PeerState {
@@ -330,6 +348,7 @@ impl PeerState {
             joining: false,
             rejected: 0,
             last_reported: None,
+            last_restart: None,
         }
     }
 }
@@ -433,6 +452,15 @@ mod tests {
         assert_eq!(n.sender(0, 1, &node("b", 1)), None);
         assert!(n.heartbeat(0, 0, &node("a", 1), 0, false).is_empty());
         assert_eq!(n.live_peers(0, 500 * MS), 0);
+    }
+
+    #[test]
+    fn a_new_run_in_every_message_is_reported_once_a_second() {
+        let mut n = table(&["b"]);
+        let events: Vec<_> = (0..100).filter_map(|i| n.sender(i * MS, 0, &node("b", i)).unwrap().1).collect();
+        assert_eq!(events, [PeerEvent::Joined { id: "b".into() }, PeerEvent::Restarted { id: "b".into() }]);
+        assert_eq!(n.runs(), MAX_RUNS_PER_PEER);
+        assert_eq!(shown(&"x".repeat(1000)).len(), 67);
     }
 
     #[test]
