@@ -355,6 +355,10 @@ fn print_stats(s: &StatsReply) {
         for p in &s.peers {
             let flag = if p.flagged { "SKEW" } else { "-" };
             println!("{:<24} {:>14} {:>16.3} {:>6} {:>8}", p.node, p.last_heard_ms, p.clock_offset_ms, p.live, flag);
+            if p.rejected > 0 || !p.mismatched_limits.is_empty() {
+                let limits = p.mismatched_limits.join(", ");
+                println!("  {}: {} refused, limits defined differently: [{limits}]", p.endpoint, p.rejected);
+            }
         }
     }
 }

@@ -216,10 +216,7 @@ impl Service {
             return false;
         };
         let heard = match msg.kind {
-            PeerKind::Beat => {
-                p.on_heartbeat(now, peer, &sender, msg.at, msg.joining);
-                p.nodes().peers().nth(peer).is_some_and(|(_, s)| s.run.as_ref() == Some(&sender))
-            }
+            PeerKind::Beat => p.on_heartbeat(now, peer, &sender, msg.at, msg.joining),
             PeerKind::Counts | PeerKind::Snapshot => p.on_message(now, peer, &sender),
         };
         if !heard {

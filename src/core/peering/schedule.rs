@@ -162,14 +162,16 @@ impl Peering {
     }
 
     /// Records a heartbeat from `peer`, sent by `from`. A joining peer gets
-    /// a snapshot, within its allowance.
-    pub fn on_heartbeat(&mut self, now: Nanos, peer: PeerIx, from: &NodeKey, sent_at: Nanos, joining: bool) {
+    /// a snapshot, within its allowance. Returns false when the sender is
+    /// refused (see `on_message`).
+    pub fn on_heartbeat(&mut self, now: Nanos, peer: PeerIx, from: &NodeKey, sent_at: Nanos, joining: bool) -> bool {
         let events = self.nodes.heartbeat(now, peer, from, sent_at, joining);
         let heard = self.nodes.peers().nth(peer).is_some_and(|(_, s)| s.run.as_ref() == Some(from));
         self.events.extend(events);
         if heard && joining && self.snapshot_allowed(now, peer) {
             self.snapshot_wanted = true;
         }
+        heard
     }
 
     /// Records that a message from `peer` was sent by `from`, its live run
