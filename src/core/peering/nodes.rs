@@ -28,6 +28,10 @@ use crate::core::time::Nanos;
 /// live and earlier run, the third locker's, and this one's earlier run).
 pub const MAX_RUNS_PER_PEER: usize = 8;
 
+/// How long a run no longer live is kept, unless set: enough for slots of
+/// up to a second and the bucket period before.
+pub const DEFAULT_RETENTION: Nanos = 2 * crate::core::time::NANOS_PER_SEC;
+
 /// An index naming one configured peer, in configuration order.
 pub type PeerIx = usize;
 
@@ -110,6 +114,7 @@ pub struct Nodes {
     next: NodeIx,
     peers: Vec<PeerState>,
     max_skew: Nanos,
+    retention: Nanos,
     /// Heartbeats received before this instant are not judged for skew: a
     /// locker resumed from a pause first reads what queued up meanwhile.
     judge_skew_from: Nanos,
@@ -127,6 +132,7 @@ impl Nodes {
             next: Self::ME + 1,
             peers,
             max_skew,
+            retention: DEFAULT_RETENTION,
             judge_skew_from: 0,
         }
     }
@@ -175,10 +181,12 @@ impl Nodes {
     }
 
     /// Records that `peer`'s messages are sent by `key` at `now`: its live
-    /// run. A new run makes room for itself by dropping `peer`'s run named
-    /// longest ago, so a peer that restarts is always heard. Returns the
-    /// run's index and what changed, or `None` when `peer` is not
-    /// configured or claims to be this locker.
+    /// run. A new run needs room among `peer`'s runs, which runs forgotten
+    /// after the retention time make: runs are never dropped while they may
+    /// still hold counts, so a publisher that claims a new run in every
+    /// message adds at most `MAX_RUNS_PER_PEER` per retention time. Returns
+    /// the run's index and what changed, or `None` when the sender is
+    /// refused: no room, `peer` not configured, or this locker's own node.
     pub fn sender(&mut self, now: Nanos, peer: PeerIx, key: &NodeKey) -> Option<(NodeIx, Option<PeerEvent>)> {
         if *key == self.me || peer >= self.peers.len() {
             return None;
@@ -192,7 +200,10 @@ impl Nodes {
             }
             None => {
                 if self.held_by(peer) >= MAX_RUNS_PER_PEER {
-                    self.evict_oldest(peer);
+                    self.forget(now, self.retention);
+                }
+                if self.held_by(peer) >= MAX_RUNS_PER_PEER {
+                    return None;
                 }
                 self.admit(now, peer, key)
             }
@@ -222,23 +233,16 @@ impl Nodes {
         self.runs.values().filter(|r| r.peer == peer).count()
     }
 
-    fn evict_oldest(&mut self, peer: PeerIx) {
-        let live = self.peers[peer].run.as_ref();
-        let oldest = self
-            .runs
-            .iter()
-            .filter(|(_, r)| r.peer == peer && Some(&r.key) != live)
-            .min_by_key(|(_, r)| r.last_named)
-            .map(|(&ix, _)| ix);
-        if let Some(ix) = oldest.or_else(|| self.runs.iter().find(|(_, r)| r.peer == peer).map(|(&ix, _)| ix)) {
-            self.remove(ix);
-        }
-    }
-
     fn remove(&mut self, ix: NodeIx) {
         if let Some(run) = self.runs.remove(&ix) {
             self.index.remove(&run.key);
         }
+    }
+
+    /// Sets how long a run no longer live is kept after it was last named:
+    /// long enough for every count it may hold to have ended with its slot.
+    pub fn set_retention(&mut self, retention: Nanos) {
+        self.retention = retention;
     }
 
     /// Forgets every run that is no peer's live run and was last named
@@ -429,20 +433,24 @@ mod tests {
     }
 
     #[test]
-    fn a_new_sender_always_gets_in_and_old_runs_are_forgotten() {
+    fn a_new_run_waits_for_room_and_old_runs_are_forgotten() {
         let mut n = table(&["b"]);
         let retention = 2000 * MS;
-        for i in 0..20 {
+        n.set_retention(retention);
+        for i in 0..8 {
             assert!(n.sender(i * MS, 0, &node("b", i)).is_some());
         }
-        assert_eq!(n.runs(), MAX_RUNS_PER_PEER);
-        let live = n.resolve(20 * MS, 0, &node("b", 19)).unwrap();
-        n.forget(12 * MS + retention, retention);
+        assert_eq!(n.sender(10 * MS, 0, &node("b", 8)), None, "no room: every run may still hold counts");
+        assert_eq!(n.peers().next().unwrap().1.run, Some(node("b", 7)));
+        n.forget(retention, retention);
         assert_eq!(n.runs(), MAX_RUNS_PER_PEER, "named within the retention");
-        n.forget(30 * MS + retention, retention);
+        let later = 6 * MS + retention;
+        let (ix, _) = n.sender(later, 0, &node("b", 8)).expect("room, once the oldest runs expired");
+        assert_eq!(n.runs(), 2 + 1, "b 6 and b 7 are not expired yet; b 8 is live");
+        n.forget(later + retention + 1, retention);
         assert_eq!(n.runs(), 1, "only the live run stays");
-        assert_eq!(n.key(live), Some(&node("b", 19)));
-        assert!(n.key(live - 1).is_none());
+        assert_eq!(n.key(ix), Some(&node("b", 8)));
+        assert!(n.key(ix - 1).is_none());
     }
 
     #[test]
@@ -457,9 +465,9 @@ mod tests {
     #[test]
     fn a_new_run_in_every_message_is_reported_once_a_second() {
         let mut n = table(&["b"]);
-        let events: Vec<_> = (0..100).filter_map(|i| n.sender(i * MS, 0, &node("b", i)).unwrap().1).collect();
+        let events: Vec<_> = (0..100).filter_map(|i| n.sender(i * MS, 0, &node("b", i)).and_then(|s| s.1)).collect();
         assert_eq!(events, [PeerEvent::Joined { id: "b".into() }, PeerEvent::Restarted { id: "b".into() }]);
-        assert_eq!(n.runs(), MAX_RUNS_PER_PEER);
+        assert_eq!(n.runs(), MAX_RUNS_PER_PEER, "the rest are refused");
         assert_eq!(shown(&"x".repeat(1000)).len(), 67);
     }
 

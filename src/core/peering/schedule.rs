@@ -123,7 +123,7 @@ impl Peering {
         Peering {
             joining: !settings.peers.is_empty(),
             terms: vec![terms; settings.peers.len()],
-            retention: settings.live_timeout,
+            retention: super::nodes::DEFAULT_RETENTION,
             settings,
             nodes,
             started: now,
@@ -144,6 +144,7 @@ impl Peering {
             t.limits = vec![Agreement::Unknown; n];
         }
         self.retention = self.settings.live_timeout.max(locker.longest_slot().saturating_mul(2));
+        self.nodes.set_retention(self.retention);
     }
 
     /// The node table.
