@@ -10,8 +10,8 @@
 //! both. Lease requests are in `service::lease`.
 
 use crate::core::{
-    time::ceil_ms, Algorithm, Count, LimitId, Locker, Nanos, NodeKey, Nodes, Outgoing, PeerEvent, Peering, PermitAsk,
-    TableError, Verdict,
+    time::ceil_ms, Algorithm, Count, Counted, LimitId, Locker, Nanos, NodeKey, Nodes, Outgoing, PeerEvent, Peering,
+    PermitAsk, TableError, Verdict,
 };
 use crate::wire::{
     self, ErrorReply, GoReply, LimitStatsReply, PeerCount, PeerKind, PeerMsg, PeerNode, PeerStatsReply, Request,
@@ -205,8 +205,9 @@ impl Service {
             PeerKind::Beat => p.on_heartbeat(now, &sender, msg.at, msg.joining),
             PeerKind::Counts | PeerKind::Snapshot => {
                 let nodes: Vec<NodeKey> = msg.nodes.iter().map(node_key).collect();
-                for c in &msg.counts {
-                    if let Some(count) = resolve(&self.locker, p.nodes_mut(), &nodes, c) {
+                let counts = msg.counts.iter().map(|c| (c, Counted::Granted));
+                for (c, what) in counts.chain(msg.asked.iter().map(|c| (c, Counted::Asked))) {
+                    if let Some(count) = resolve(&self.locker, p.nodes_mut(), &nodes, c, what) {
                         self.locker.merge(now, &count);
                     }
                 }
@@ -268,12 +269,12 @@ fn send_counts(
 
 /// Turns a count from a peer into the core's terms, or `None` for a limit
 /// this locker does not have or a node the message does not list.
-fn resolve(locker: &Locker, table: &mut Nodes, nodes: &[NodeKey], c: &PeerCount) -> Option<Count> {
+fn resolve(locker: &Locker, table: &mut Nodes, nodes: &[NodeKey], c: &PeerCount, what: Counted) -> Option<Count> {
     let PeerCount(limit, key, slot, node, count) = c;
     let limit = locker.find(Some(limit)).ok()?;
     let node = nodes.get(*node as usize)?;
     let node = if node == table.me() { Nodes::ME } else { table.intern(node) };
-    Some(Count { limit, key: key.as_deref().map(Into::into), slot: *slot, node, count: *count })
+    Some(Count { limit, key: key.as_deref().map(Into::into), slot: *slot, node, count: *count, what })
 }
 
 fn node_key(n: &PeerNode) -> NodeKey {
@@ -299,6 +300,7 @@ impl<'a> Batch<'a> {
             joining: false,
             done: false,
             counts: Vec::new(),
+            asked: Vec::new(),
         };
         Batch { locker, table, msg, ixs: vec![Nodes::ME], buf: Vec::new() }
     }
@@ -314,8 +316,12 @@ impl<'a> Batch<'a> {
             }
         };
         let limit = self.locker.limit(c.limit).name().to_owned();
-        self.msg.counts.push(PeerCount(limit, c.key.as_deref().map(String::from), c.slot, node as u32, c.count));
-        if self.msg.counts.len() >= MAX_COUNTS_PER_MESSAGE {
+        let list = match c.what {
+            Counted::Granted => &mut self.msg.counts,
+            Counted::Asked => &mut self.msg.asked,
+        };
+        list.push(PeerCount(limit, c.key.as_deref().map(String::from), c.slot, node as u32, c.count));
+        if self.msg.counts.len() + self.msg.asked.len() >= MAX_COUNTS_PER_MESSAGE {
             self.send(send);
         }
     }
@@ -324,7 +330,7 @@ impl<'a> Batch<'a> {
     /// or the `done` part of a snapshot).
     fn finish(mut self, always: bool, send: &mut impl FnMut(&[u8])) {
         self.msg.done = self.msg.kind == PeerKind::Snapshot;
-        if always || !self.msg.counts.is_empty() {
+        if always || !self.msg.counts.is_empty() || !self.msg.asked.is_empty() {
             self.send(send);
         }
     }
@@ -334,6 +340,7 @@ impl<'a> Batch<'a> {
         wire::encode(&self.msg, &mut self.buf);
         send(&self.buf);
         self.msg.counts.clear();
+        self.msg.asked.clear();
         self.msg.nodes.truncate(1);
         self.ixs.truncate(1);
     }

@@ -23,6 +23,6 @@ pub use ask::{AcquireAsk, HeartbeatAsk, PermitAsk, Verdict, Want};
 pub use limit::{Algorithm, Limit, LimitError, Quota, DEFAULT_LIMIT};
 pub use locker::{AskError, LeaseError, LimitId, LimitStats, Locker, TableError};
 pub use peering::{
-    Count, NodeIx, NodeKey, Nodes, Outgoing, PeerEvent, PeerState, PeerView, Peering, PeeringSettings, Share,
+    Count, Counted, NodeIx, NodeKey, Nodes, Outgoing, PeerEvent, PeerState, PeerView, Peering, PeeringSettings, Share,
 };
 pub use time::Nanos;

@@ -59,6 +59,13 @@ pub struct PeerMsg {
     /// The counts, at most `MAX_COUNTS_PER_MESSAGE`.
     #[serde(default)]
     pub counts: Vec<PeerCount>,
+    /// Demand figures, in the same form as counts: the permits asked of a
+    /// node (go and sorry) before the slot's cutoff, which split the next
+    /// slot. At most `MAX_COUNTS_PER_MESSAGE` with the counts. Left out
+    /// when empty, so messages without figures keep their bytes, and a
+    /// locker that does not know the field ignores it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asked: Vec<PeerCount>,
 }
 
 impl PeerMsg {

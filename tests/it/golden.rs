@@ -291,6 +291,7 @@ fn a_peer_heartbeat_has_pinned_bytes() {
         joining: true,
         done: false,
         counts: vec![],
+        asked: vec![],
     };
     let expected = concat(&[
         &[0x86],
@@ -321,6 +322,7 @@ fn peer_counts_have_pinned_bytes() {
         joining: false,
         done: false,
         counts: vec![PeerCount("api".into(), Some("k".into()), 3, 0, 5)],
+        asked: vec![],
     };
     let expected: &[u8] = &[
         0x86, // a map of 6
@@ -346,6 +348,7 @@ fn the_last_part_of_a_snapshot_has_pinned_bytes() {
         joining: false,
         done: true,
         counts: vec![PeerCount("api".into(), None, 3, 1, 200)],
+        asked: vec![],
     };
     let expected = concat(&[
         &[0x86],

@@ -175,6 +175,7 @@ fn stats_list_peers_with_age_offset_and_skew_flag() {
         joining: false,
         done: false,
         counts: vec![],
+        asked: vec![],
     };
     let mut body = Vec::new();
     wire::encode(&skewed, &mut body);
@@ -203,6 +204,7 @@ fn peer_messages_have_pinned_bytes() {
         joining: false,
         done: false,
         counts: vec![PeerCount("api".into(), Some("k".into()), 3, 0, 5)],
+        asked: vec![],
     };
     let mut bytes = Vec::new();
     wire::encode(&msg, &mut bytes);

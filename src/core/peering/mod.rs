@@ -15,7 +15,7 @@ pub mod schedule;
 pub mod share;
 pub mod view;
 
-pub use merge::Count;
+pub use merge::{Count, Counted};
 pub use nodes::{NodeKey, Nodes, PeerEvent, PeerState};
 pub use schedule::{Outgoing, Peering, PeeringSettings};
 pub use share::{NodeIx, Share};
