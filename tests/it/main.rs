@@ -33,6 +33,9 @@ mod peer_protocol;
 mod peering;
 /// Peered lockers sharing a token bucket under saturation: the stated bound.
 mod peering_bucket;
+/// Peered lockers splitting each slot by demand: a bursty or fast caller on
+/// one locker gets its whole quota, and load that moves adapts within a slot.
+mod peering_split;
 /// `PermitPool`: batches of permits taken with `up_to`, within the limit.
 mod pool;
 /// The request path on the seam (`Service::respond`), bytes in and out, for each kind.
