@@ -362,6 +362,46 @@ mod tests {
     }
 
     #[test]
+    fn a_share_is_granted_at_once_and_others_unused_shares_are_held() {
+        // The previous slot: this locker asked 6, node 1 asked 3, node 2 asked 1.
+        let mut t = Tally::default();
+        t.set_basis(vec![(Nodes::ME, 6), (1, 3), (2, 1)]);
+        assert_eq!(t.split(10), Split { mine: 6, pool: 0 });
+        let granted = (0..10).filter(|_| t.take(MS, 10, 1, TRIO).is_go()).count();
+        assert_eq!(granted, 6, "the whole share at once, nothing of the others'");
+        t.merge(1, 3);
+        assert_eq!(t.split(10), Split { mine: 0, pool: 0 }, "node 2 still holds its 1");
+        assert_eq!(t.free(10, TRIO), 0);
+        assert_eq!(t.free(10, Share::ALONE), 1, "alone, every permit left is free");
+    }
+
+    #[test]
+    fn what_rounding_leaves_is_pool_under_the_in_flight_rule() {
+        let mut t = Tally::default();
+        t.set_basis(vec![(Nodes::ME, 1), (1, 1), (2, 1)]);
+        assert_eq!(t.split(5), Split { mine: 1, pool: 2 });
+        assert_eq!(t.take(MS, 5, 2, TRIO), Take::Go, "one from the share, one from the pool");
+        assert_eq!(t.take(MS, 5, 1, TRIO), Take::OverShare, "the pool grant is still in flight");
+        assert_eq!(t.take(10 * MS, 5, 1, TRIO), Take::Go);
+        assert_eq!(t.take(20 * MS, 5, 1, TRIO), Take::Spent, "the other two hold their shares");
+    }
+
+    #[test]
+    fn figures_merge_by_maximum_and_roll_into_the_basis() {
+        let mut t = Tally::default();
+        t.note_asked(2);
+        t.note_asked(1);
+        assert!(t.merge_asked(1, 4, false));
+        assert!(!t.merge_asked(1, 3, false), "an older figure changes nothing");
+        assert!(t.merge_asked(Nodes::ME, 5, false), "an echo of the own figure raises it");
+        assert_eq!(t.asked_own(), 5);
+        let basis = t.take_asked().expect("figures");
+        let mut next = Tally::default();
+        next.set_basis(basis);
+        assert_eq!(next.split(9), Split { mine: 5, pool: 0 });
+    }
+
+    #[test]
     fn a_large_cost_is_never_starved_by_the_share_rule() {
         let mut t = Tally::default();
         assert!(t.take(0, 5, 5, TRIO).is_go());

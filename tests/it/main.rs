@@ -29,6 +29,9 @@ mod kinds;
 mod lifecycle;
 /// Peering on the seam: services wired by hand through a network the test controls.
 mod peer_protocol;
+/// Splitting slots by demand on the seam: shares exact on views that differ
+/// by a lost, repeated or reordered message, and learned by a joining locker.
+mod peer_split_protocol;
 /// Peered lockers: a shared count, the overshoot bound, restarts, lone survivors, stats.
 mod peering;
 /// Peered lockers sharing a token bucket under saturation: the stated bound.

@@ -7,9 +7,9 @@ use locker::core::{Algorithm, Limit, Locker, NodeKey, Peering, PeeringSettings, 
 use locker::service::Service;
 use locker::wire::{self, Ask, GoReply, PeerCount, PeerKind, PeerMsg, PeerNode, Reply, StatsReply};
 
-const MS: u64 = 1_000_000;
+pub(crate) const MS: u64 = 1_000_000;
 /// The start of a 1 s slot.
-const T0: u64 = 1_700_000_000_000 * MS;
+pub(crate) const T0: u64 = 1_700_000_000_000 * MS;
 
 fn locker(max: u32) -> Locker {
     Locker::new(Limit::new(DEFAULT_LIMIT, Quota::new(max, 1.0).unwrap()).unwrap(), vec![], 1000)
@@ -22,7 +22,7 @@ fn bucket_locker() -> Locker {
     Locker::new(limit, vec![], 1000)
 }
 
-fn service(id: &str, incarnation: u64, peers: usize, now: u64) -> Service {
+pub(crate) fn service(id: &str, incarnation: u64, peers: usize, now: u64) -> Service {
     service_of(locker(10), id, incarnation, peers, now)
 }
 
@@ -32,7 +32,7 @@ fn service_of(locker: Locker, id: &str, incarnation: u64, peers: usize, now: u64
     Service::peered(locker, Peering::new(settings, now), now)
 }
 
-fn ask(s: &mut Service, now: u64) -> GoReply {
+pub(crate) fn ask(s: &mut Service, now: u64) -> GoReply {
     let mut body = Vec::new();
     wire::encode(&Ask::new().key("k").to_map(), &mut body);
     let mut out = Vec::new();
@@ -43,7 +43,7 @@ fn ask(s: &mut Service, now: u64) -> GoReply {
     }
 }
 
-fn stats(s: &mut Service, now: u64) -> StatsReply {
+pub(crate) fn stats(s: &mut Service, now: u64) -> StatsReply {
     let mut body = Vec::new();
     wire::encode(&wire::RequestMap { op: Some("stats"), ..Default::default() }, &mut body);
     let mut out = Vec::new();
@@ -54,20 +54,20 @@ fn stats(s: &mut Service, now: u64) -> StatsReply {
     }
 }
 
-fn outbox(s: &mut Service, now: u64) -> Vec<Vec<u8>> {
+pub(crate) fn outbox(s: &mut Service, now: u64) -> Vec<Vec<u8>> {
     let mut msgs = Vec::new();
     s.publish(now, |m| msgs.push(m.to_vec()));
     msgs
 }
 
-fn deliver(to: &mut Service, now: u64, msgs: &[Vec<u8>]) {
+pub(crate) fn deliver(to: &mut Service, now: u64, msgs: &[Vec<u8>]) {
     for m in msgs {
         assert!(to.on_peer(now, m), "a peer message was not understood");
     }
 }
 
 /// Two services that have exchanged heartbeats and snapshots.
-fn joined_pair() -> (Service, Service) {
+pub(crate) fn joined_pair() -> (Service, Service) {
     joined(service("a", T0, 1, T0), service("b", T0, 1, T0))
 }
 
