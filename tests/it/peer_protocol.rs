@@ -72,7 +72,7 @@ pub(crate) fn joined_pair() -> (Service, Service) {
 }
 
 /// Two services sharing a token bucket, joined.
-fn bucket_pair() -> (Service, Service) {
+pub(crate) fn bucket_pair() -> (Service, Service) {
     joined(service_of(bucket_locker(), "a", T0, 1, T0), service_of(bucket_locker(), "b", T0, 1, T0))
 }
 

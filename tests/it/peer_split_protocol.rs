@@ -6,7 +6,7 @@
 
 use locker::service::Service;
 
-use crate::peer_protocol::{ask, deliver, joined_pair, outbox, service, stats, MS, T0};
+use crate::peer_protocol::{ask, bucket_pair, deliver, joined_pair, outbox, service, stats, MS, T0};
 
 /// Delivers what each of `a` and `b` publishes at `now` to the other.
 fn exchange(a: &mut Service, b: &mut Service, now: u64) {
@@ -110,4 +110,16 @@ fn a_joining_locker_learns_the_split_and_takes_no_share_of_others() {
     assert!(!stats(&mut c, now).joining);
     assert_eq!(go_of(&mut c, now, 5), 0, "the 2 left are b's unused share");
     assert_eq!(go_of(&mut b, now, 5), 2, "and b still grants them");
+}
+
+/// A token bucket needs no split: a peered bucket holds its bound by
+/// absorbing the peers' grants, with no in-flight rule, so a burst on one
+/// locker takes the whole burst at once, and its peer then has none.
+#[test]
+fn a_burst_on_one_peered_bucket_takes_the_whole_burst() {
+    let (mut a, mut b) = bucket_pair();
+    let now = T0 + 100 * MS;
+    assert_eq!(go_of(&mut a, now, 10), 5, "a bucket of 5, all of it on the first locker");
+    deliver(&mut b, now, &outbox(&mut a, now));
+    assert_eq!(go_of(&mut b, now, 10), 0);
 }
