@@ -142,7 +142,7 @@ impl FixedWindow {
     }
 
     /// How far `now` is into the current slot (0 before it).
-    fn into_slot(&self, now: Nanos) -> Nanos {
+    fn elapsed_in_slot(&self, now: Nanos) -> Nanos {
         let start = self.quota.slot_end(self.slot).saturating_sub(self.quota.slot_ns());
         now.saturating_sub(start)
     }
@@ -150,7 +150,7 @@ impl FixedWindow {
     /// Whether the demand figures of the current slot are frozen at `now`:
     /// past the cutoff, every repair republishes them all.
     pub fn figures_frozen(&self, now: Nanos) -> bool {
-        self.into_slot(now) >= super::peering::share::demand_cutoff(self.quota.slot_ns())
+        self.elapsed_in_slot(now) >= super::peering::share::demand_cutoff(self.quota.slot_ns())
     }
 
     /// Merges a peer's demand figure for `slot`, received at `now`: one
@@ -239,7 +239,7 @@ impl FixedWindow {
     fn take_now(&mut self, now: Nanos, key: Option<&str>, want: Want, terms: Terms) -> Option<Result<Verdict, NoRoom>> {
         let max = self.quota.max_requests();
         let reset_after = self.quota.slot_end(self.slot).saturating_sub(now);
-        let counting = terms.share.counts_demand(self.into_slot(now), self.quota.slot_ns());
+        let counting = terms.share.counts_demand(self.elapsed_in_slot(now), self.quota.slot_ns());
         let tally = match key {
             None => &mut self.unkeyed,
             // A full table refuses only new keys: look before adding.
