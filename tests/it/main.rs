@@ -34,7 +34,7 @@ mod peer_protocol;
 mod peer_split_protocol;
 /// Peered lockers: a shared count, the overshoot bound, restarts, lone survivors, stats.
 mod peering;
-/// Peered lockers sharing a token bucket under saturation: the stated bound.
+/// Peered lockers sharing a token bucket: the stated bound under saturation, a whole burst on one locker.
 mod peering_bucket;
 /// Peered lockers splitting each slot by demand: a bursty or fast caller on
 /// one locker gets its whole quota, and load that moves adapts within a slot.
