@@ -45,5 +45,7 @@ mod pool;
 mod protocol;
 /// The seed's own Python client, unchanged.
 mod seed;
+/// Generated asks on peered fixed windows split by demand: shares whole, overshoot only from the pool.
+mod split_properties;
 /// Structured requests, named limits from a file, and the client library.
 mod structured;
