@@ -11,8 +11,8 @@
 
 use crate::core::peering::nodes::shown;
 use crate::core::{
-    time::ceil_ms, Algorithm, Count, Limit, LimitId, Locker, Nanos, NodeKey, Nodes, Outgoing, PeerEvent, PeerIx,
-    Peering, PermitAsk, Reloaded, TableError, Verdict,
+    time::ceil_ms, Algorithm, Count, Counted, Limit, LimitId, Locker, Nanos, NodeKey, Nodes, Outgoing, PeerEvent,
+    PeerIx, Peering, PermitAsk, Reloaded, TableError, Verdict,
 };
 use crate::wire::{
     self, ErrorReply, GoReply, LimitStatsReply, PeerCount, PeerKind, PeerLimit, PeerMsg, PeerNode, PeerStatsReply,
@@ -247,8 +247,9 @@ impl Service {
                 p.on_limit(peer, id, self.locker.limit(id).digest() == *digest, || name.clone());
             }
         }
-        for c in &msg.counts {
-            if let Some(count) = accept(&self.locker, p, now, peer, &msg.nodes, c) {
+        let counts = msg.counts.iter().map(|c| (c, Counted::Granted));
+        for (c, what) in counts.chain(msg.asked.iter().map(|c| (c, Counted::Asked))) {
+            if let Some(count) = accept(&self.locker, p, now, peer, &msg.nodes, c, what) {
                 self.locker.merge(now, &count);
             }
         }
@@ -320,7 +321,9 @@ fn send_counts(
 /// not merged: a limit this locker does not have (or a semaphore, whose
 /// counts `merge` ignores), a limit the peer defines differently, a count
 /// above what one locker can grant in a slot, or a node the message does
-/// not list or the peer has no room for. Refusals are counted.
+/// not list or the peer has no room for. Refusals are counted. Demand
+/// figures (`Counted::Asked`) count sorry as well as go, so they may
+/// exceed a slot's capacity and are not held to it.
 fn accept(
     locker: &Locker,
     p: &mut Peering,
@@ -328,6 +331,7 @@ fn accept(
     peer: PeerIx,
     nodes: &[PeerNode],
     c: &PeerCount,
+    what: Counted,
 ) -> Option<Count> {
     let PeerCount(name, key, slot, node, count) = c;
     let limit = locker.find(Some(name)).ok()?;
@@ -335,7 +339,7 @@ fn accept(
         return None; // flagged and logged once, when the digest was heard
     }
     let most = locker.limit(limit).most_per_slot();
-    if *count > most {
+    if what == Counted::Granted && *count > most {
         p.refuse(now, peer, || format!("a count of {count} for limit {name:?}, above the {most} one locker can grant"));
         return None;
     }
@@ -347,7 +351,7 @@ fn accept(
         p.refuse(now, peer, || format!("node id {:?}: more runs than one peer may name", shown(&node.id)));
         return None;
     };
-    Some(Count { limit, key: key.as_deref().map(Into::into), slot: *slot, node, count: *count })
+    Some(Count { limit, key: key.as_deref().map(Into::into), slot: *slot, node, count: *count, what })
 }
 
 fn node_key(n: &PeerNode) -> NodeKey {
@@ -374,6 +378,7 @@ impl<'a> Batch<'a> {
             done: false,
             counts: Vec::new(),
             limits: Vec::new(),
+            asked: Vec::new(),
         };
         let mut batch = Batch { locker, table, msg, ixs: vec![Nodes::ME], buf: Vec::new() };
         // Heartbeats and snapshot parts say how each limit is defined, so a
@@ -396,8 +401,12 @@ impl<'a> Batch<'a> {
             }
         };
         let limit = self.locker.limit(c.limit).name().to_owned();
-        self.msg.counts.push(PeerCount(limit, c.key.as_deref().map(String::from), c.slot, node as u32, c.count));
-        if self.msg.counts.len() >= MAX_COUNTS_PER_MESSAGE {
+        let list = match c.what {
+            Counted::Granted => &mut self.msg.counts,
+            Counted::Asked => &mut self.msg.asked,
+        };
+        list.push(PeerCount(limit, c.key.as_deref().map(String::from), c.slot, node as u32, c.count));
+        if self.msg.counts.len() + self.msg.asked.len() >= MAX_COUNTS_PER_MESSAGE {
             self.send(send);
         }
     }
@@ -406,7 +415,7 @@ impl<'a> Batch<'a> {
     /// or the `done` part of a snapshot).
     fn finish(mut self, always: bool, send: &mut impl FnMut(&[u8])) {
         self.msg.done = self.msg.kind == PeerKind::Snapshot;
-        if always || !self.msg.counts.is_empty() {
+        if always || !self.msg.counts.is_empty() || !self.msg.asked.is_empty() {
             self.send(send);
         }
     }
@@ -416,6 +425,7 @@ impl<'a> Batch<'a> {
         wire::encode(&self.msg, &mut self.buf);
         send(&self.buf);
         self.msg.counts.clear();
+        self.msg.asked.clear();
         self.msg.nodes.truncate(1);
         self.ixs.truncate(1);
     }

@@ -8,8 +8,14 @@
 //! over nodes gives the count all lockers granted together. This module is
 //! pure arithmetic: it never reads a clock, and it knows nothing of sockets,
 //! names or slots.
+//!
+//! A peered tally also keeps the demand figures that split the next slot
+//! by demand (see `peering::share`): the permits asked of each node in this
+//! slot, and the figures of the previous slot, which give each node its
+//! share of this one.
 
-use super::peering::{NodeIx, Share};
+use super::peering::share::share_of;
+use super::peering::{NodeIx, Nodes, Share};
 use super::time::Nanos;
 
 /// Own count at two checkpoints, at least `window` apart, so that
@@ -42,8 +48,9 @@ pub enum Take {
     Go,
     /// The slot's count is spent.
     Spent,
-    /// Permits are left, but this locker's share of them is in flight; it
-    /// may grant again once its recent grants have reached the peers.
+    /// Permits are left in the pool, but this locker's share of them is in
+    /// flight; it may grant again once its recent grants have reached the
+    /// peers.
     OverShare,
 }
 
@@ -73,6 +80,41 @@ pub struct Tally {
 struct Peered {
     peers: Vec<(NodeIx, u32)>,
     recent: Recent,
+    /// Permits asked of each node in this slot before the cutoff, this
+    /// locker's own under `Nodes::ME`.
+    asked: Vec<(NodeIx, u32)>,
+    /// The figures of the previous slot: they split this slot.
+    basis: Vec<(NodeIx, u32)>,
+}
+
+/// What a peered locker may grant of one key's slot: the unused part of
+/// its own share, and the pool (what is neither granted nor another
+/// node's unused share).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Split {
+    /// This locker's share not yet granted.
+    pub mine: u32,
+    /// The permits nobody holds a share of.
+    pub pool: u32,
+}
+
+/// Raises `node`'s figure in `list` to `count`; returns whether it grew.
+fn raise(list: &mut Vec<(NodeIx, u32)>, node: NodeIx, count: u32) -> bool {
+    match list.iter_mut().find(|(n, _)| *n == node) {
+        Some((_, c)) if *c >= count => false,
+        Some((_, c)) => {
+            *c = count;
+            true
+        }
+        None => {
+            list.push((node, count));
+            true
+        }
+    }
+}
+
+fn figure_of(list: &[(NodeIx, u32)], node: NodeIx) -> u32 {
+    list.iter().find(|(n, _)| *n == node).map_or(0, |&(_, c)| c)
 }
 
 impl Tally {
@@ -112,15 +154,11 @@ impl Tally {
     /// change nothing. Returns whether the count grew.
     pub fn merge(&mut self, node: NodeIx, count: u32) -> bool {
         let peers = &mut self.peered().peers;
-        let grown = match peers.iter_mut().find(|(n, _)| *n == node) {
-            Some((_, c)) if *c >= count => return false,
-            Some((_, c)) => count - std::mem::replace(c, count),
-            None => {
-                peers.push((node, count));
-                count
-            }
-        };
-        self.heard = self.heard.saturating_add(grown);
+        let before = figure_of(peers, node);
+        if !raise(peers, node, count) {
+            return false;
+        }
+        self.heard = self.heard.saturating_add(count - before);
         true
     }
 
@@ -134,28 +172,117 @@ impl Tally {
 
     /// Takes `cost` permits out of `max` if they fit.
     ///
-    /// They fit when the total stays within `max` and, with peers live, when
-    /// this locker's grants still in flight stay within its share of what is
-    /// left, `ceil(left / live)`. Every live locker holds itself to the same
-    /// share of the same remainder, so grants made at once on stale views
-    /// cannot add up to much more than what was left. The first grant in a
+    /// They fit when the total stays within `max` and, with peers live,
+    /// when they fit the unused part of this locker's share of the slot
+    /// (split by the previous slot's demand) plus the pool. Within its
+    /// share a locker grants at once: no other node may grant those
+    /// permits. Beyond it, its grants still in flight must stay within its
+    /// part of the pool, `ceil(pool / live)`. Every live locker holds itself
+    /// to the same part of the same pool, so grants made at once on stale
+    /// views cannot add up to much more than the pool. The first grant in a
     /// window is always allowed when it fits, so no cost can starve.
     #[inline]
     pub fn take(&mut self, now: Nanos, max: u32, cost: u32, share: Share) -> Take {
-        let left = max.saturating_sub(self.total());
-        if cost > left {
+        if cost > self.remaining(max) {
             return Take::Spent;
         }
         if share.live > 1 {
-            let own = self.own;
-            let in_flight = self.peered().recent.in_flight(now, own, share.in_flight_window);
-            if in_flight > 0 && in_flight + cost > left.div_ceil(share.live) {
-                return Take::OverShare;
+            let split = self.split(max);
+            if cost > split.mine {
+                let need = cost - split.mine;
+                if need > split.pool {
+                    return Take::Spent;
+                }
+                let own = self.own;
+                let in_flight = self.peered().recent.in_flight(now, own, share.in_flight_window);
+                if in_flight > 0 && in_flight + need > split.pool.div_ceil(share.live) {
+                    return Take::OverShare;
+                }
             }
         }
         self.own += cost;
         self.touched = true;
         Take::Go
+    }
+
+    /// What this locker may grant now out of `max`: everything left when
+    /// alone, its unused share plus the pool when peered.
+    #[inline]
+    pub fn free(&self, max: u32, share: Share) -> u32 {
+        if share.live > 1 {
+            let split = self.split(max);
+            split.mine + split.pool
+        } else {
+            self.remaining(max)
+        }
+    }
+
+    /// This slot split by the previous slot's demand figures: each node's
+    /// share is `max x its figure / all figures`, rounded down. A node that
+    /// granted less than its share holds the rest until the slot ends;
+    /// without figures everything left is pool.
+    pub fn split(&self, max: u32) -> Split {
+        let left = self.remaining(max);
+        let Some(p) = self.peered.as_deref() else {
+            return Split { mine: 0, pool: left };
+        };
+        let total: u64 = p.basis.iter().map(|&(_, d)| u64::from(d)).sum();
+        let (mut mine, mut others) = (0u32, 0u32);
+        for &(node, asked) in &p.basis {
+            let share = share_of(max, asked, total);
+            if node == Nodes::ME {
+                mine = share.saturating_sub(self.own);
+            } else {
+                others = others.saturating_add(share.saturating_sub(figure_of(&p.peers, node)));
+            }
+        }
+        let mine = mine.min(left);
+        Split { mine, pool: left - mine - others.min(left - mine) }
+    }
+
+    /// Counts `cost` permits asked of this locker, go or sorry, towards the
+    /// next slot's split.
+    pub fn note_asked(&mut self, cost: u32) {
+        let asked = &mut self.peered().asked;
+        match asked.iter_mut().find(|(n, _)| *n == Nodes::ME) {
+            Some((_, c)) => *c = c.saturating_add(cost),
+            None => asked.push((Nodes::ME, cost)),
+        }
+        self.touched = true;
+    }
+
+    /// Permits asked of this locker in this slot, before the cutoff.
+    pub fn asked_own(&self) -> u32 {
+        self.peered.as_deref().map_or(0, |p| figure_of(&p.asked, Nodes::ME))
+    }
+
+    /// Records that `node` was asked for `count` permits in this slot
+    /// (with `previous`, in the slot before, which splits this one).
+    /// Keeps the larger figure, as `merge` does. Returns whether it grew.
+    pub fn merge_asked(&mut self, node: NodeIx, count: u32, previous: bool) -> bool {
+        let p = self.peered();
+        raise(if previous { &mut p.basis } else { &mut p.asked }, node, count)
+    }
+
+    /// Each node's figure in this slot, this locker's under `Nodes::ME`.
+    pub fn asked(&self) -> impl Iterator<Item = (NodeIx, u32)> + '_ {
+        self.peered.iter().flat_map(|s| s.asked.iter().copied())
+    }
+
+    /// Each node's figure in the previous slot.
+    pub fn basis(&self) -> impl Iterator<Item = (NodeIx, u32)> + '_ {
+        self.peered.iter().flat_map(|s| s.basis.iter().copied())
+    }
+
+    /// Takes this slot's figures, if any, to split the next slot with.
+    pub fn take_asked(&mut self) -> Option<Vec<(NodeIx, u32)>> {
+        let p = self.peered.as_deref_mut()?;
+        p.asked.iter().any(|&(_, c)| c > 0).then(|| std::mem::take(&mut p.asked))
+    }
+
+    /// Sets the previous slot's figures, which split this slot.
+    pub fn set_basis(&mut self, basis: Vec<(NodeIx, u32)>) {
+        self.peered().basis = basis;
     }
 
     /// Permits left out of `max`.
@@ -165,94 +292,4 @@ impl Tally {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::core::time::NANOS_PER_MS;
-
-    const MS: Nanos = NANOS_PER_MS;
-    const TRIO: Share = Share { live: 3, in_flight_window: 2 * MS };
-
-    #[test]
-    fn a_tally_is_small_and_allocates_nothing_alone() {
-        assert!(std::mem::size_of::<Tally>() <= 24, "{}", std::mem::size_of::<Tally>());
-        let mut t = Tally::default();
-        assert!(t.take(0, 10, 1, Share::ALONE).is_go());
-        assert!(t.peered.is_none());
-    }
-
-    #[test]
-    fn merge_keeps_the_maximum_per_node_and_sums_over_nodes() {
-        let mut t = Tally::default();
-        assert!(t.merge(1, 5));
-        assert!(t.merge(2, 3));
-        assert!(!t.merge(1, 5), "a duplicate changes nothing");
-        assert!(!t.merge(1, 4), "an older count arriving late changes nothing");
-        assert!(t.merge(1, 9), "a later count replaces a lost one in between");
-        assert_eq!(t.heard(), 12);
-        assert_eq!(t.total(), 12);
-    }
-
-    #[test]
-    fn an_echo_of_the_own_count_only_ever_raises_it() {
-        let mut t = Tally::default();
-        assert!(t.merge_own(7));
-        assert!(!t.merge_own(3));
-        assert_eq!(t.own(), 7);
-        assert_eq!(t.heard(), 0);
-    }
-
-    #[test]
-    fn alone_a_tally_fills_to_max_exactly() {
-        let mut t = Tally::default();
-        let granted = (0..20).filter(|&i| t.take(i, 10, 1, Share::ALONE).is_go()).count();
-        assert_eq!(granted, 10);
-        assert_eq!(t.remaining(10), 0);
-    }
-
-    #[test]
-    fn with_peers_in_flight_grants_stay_within_a_share_of_what_is_left() {
-        let mut t = Tally::default();
-        t.merge(1, 970); // 30 left: a third of it is 10
-        let granted = (0..30).filter(|_| t.take(100 * MS, 1000, 1, TRIO).is_go()).count();
-        // The first grant is free; then in-flight + 1 must fit ceil(left / 3).
-        assert!((7..=10).contains(&granted), "granted {granted}");
-        // Once the window has passed, the grants are no longer in flight.
-        assert_eq!(t.take(100 * MS, 1000, 1, TRIO), Take::OverShare);
-        assert!(t.take(105 * MS, 1000, 1, TRIO).is_go());
-    }
-
-    #[test]
-    fn three_stale_views_together_stay_near_max() {
-        // Three lockers start from the same view with 30 left and grant as
-        // fast as they can before hearing from each other.
-        let mut total = 0;
-        for _ in 0..3 {
-            let mut t = Tally::default();
-            t.merge(1, 970);
-            total += (0..100).filter(|_| t.take(MS, 1000, 1, TRIO).is_go()).count();
-        }
-        assert!(total <= 30, "granted {total} of 30 left");
-    }
-
-    #[test]
-    fn a_large_cost_is_never_starved_by_the_share_rule() {
-        let mut t = Tally::default();
-        assert!(t.take(0, 5, 5, TRIO).is_go());
-    }
-
-    #[test]
-    fn a_lone_busy_locker_still_drains_the_slot() {
-        // All load on one of three live lockers: in-flight is capped per
-        // window, but the count still fills within a few dozen windows.
-        let mut t = Tally::default();
-        let mut now = 0;
-        while t.remaining(1000) > 0 && now < 200 * MS {
-            for _ in 0..50 {
-                t.take(now, 1000, 1, TRIO);
-            }
-            now += 100_000; // 0.1 ms between bursts
-        }
-        assert_eq!(t.remaining(1000), 0, "filled by {} ms", now / MS);
-        assert!(now < 100 * MS, "took {} ms", now / MS);
-    }
-}
+mod tests;

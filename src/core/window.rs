@@ -16,6 +16,8 @@
 //! [`Tally`]), and a grant must also fit the key's share of what is left
 //! (see [`Share`]). Reserved counts of future slots are this locker's own;
 //! they join the key's tally, and reach the peers, when their slot begins.
+//! The demand figures a peered tally counts in one slot become, when the
+//! slot ends, the basis that splits the next one between the nodes.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -23,7 +25,7 @@ pub use super::ask::Verdict;
 use super::ask::Want;
 use super::keys::KeyTable;
 use super::limit::Quota;
-use super::peering::Share;
+use super::peering::{NodeIx, Share};
 use super::room::{KeyRoom, NoRoom, Terms};
 use super::tally::{Take, Tally};
 use super::time::Nanos;
@@ -138,13 +140,66 @@ impl FixedWindow {
     fn roll_to(&mut self, slot: u64) -> usize {
         let steps = slot - self.slot;
         self.slot = slot;
+        // Only the slot just ended splits the next one: after a gap, no
+        // node was asked in the slot before (or this locker would have
+        // heard its count and moved along).
+        let next = steps == 1;
+        let unkeyed_basis = if next { self.unkeyed.take_asked() } else { None };
+        let basis: Vec<(Box<str>, _)> = if next {
+            self.keys.iter_mut().filter_map(|(k, t)| Some((k.into(), t.take_asked()?))).collect()
+        } else {
+            Vec::new()
+        };
         self.unkeyed = Tally::reserved(roll(&mut self.unkeyed_ahead, steps));
+        if let Some(b) = unkeyed_basis {
+            self.unkeyed.set_basis(b);
+        }
         let before = self.keys.len();
         self.keys.clear();
         if !self.ahead.is_empty() {
             self.roll_reservations(steps);
         }
-        before - self.keys.len()
+        // A key asked in the slot just ended stays live: its figures split this one.
+        for (key, b) in basis {
+            self.keys.get_or_insert(&key).set_basis(b);
+        }
+        before.saturating_sub(self.keys.len())
+    }
+
+    /// How far `now` is into the current slot (0 before it).
+    fn elapsed_in_slot(&self, now: Nanos) -> Nanos {
+        let start = self.quota.slot_end(self.slot).saturating_sub(self.quota.slot_ns());
+        now.saturating_sub(start)
+    }
+
+    /// Whether the demand figures of the current slot are frozen at `now`:
+    /// past the cutoff, every repair republishes them all.
+    pub fn figures_frozen(&self, now: Nanos) -> bool {
+        self.elapsed_in_slot(now) >= super::peering::share::demand_cutoff(self.quota.slot_ns())
+    }
+
+    /// Merges a peer's demand figure for `slot`, received at `now`: one
+    /// for the current slot joins its figures, one for the slot before
+    /// joins the basis that splits the current one. Returns whether
+    /// anything changed.
+    pub fn merge_asked(
+        &mut self,
+        now: Nanos,
+        key: Option<&str>,
+        slot: u64,
+        node: NodeIx,
+        count: u32,
+        room: KeyRoom,
+    ) -> bool {
+        self.advance(now);
+        let previous = slot.saturating_add(1) == self.slot;
+        if !previous && self.advance_for_peer(now, slot).0 != SlotFit::Current {
+            return false;
+        }
+        match self.tally_mut(key, room) {
+            Ok(t) => t.merge_asked(node, count, previous),
+            Err(_) => false,
+        }
     }
 
     /// Prepares for a peer's count for `slot` received at `now`: a slot that
@@ -209,13 +264,17 @@ impl FixedWindow {
     fn take_now(&mut self, now: Nanos, key: Option<&str>, want: Want, terms: Terms) -> Option<Result<Verdict, NoRoom>> {
         let max = self.quota.max_requests();
         let reset_after = self.quota.slot_end(self.slot).saturating_sub(now);
+        let counting = terms.share.counts_demand(self.elapsed_in_slot(now), self.quota.slot_ns());
         let tally = match key {
             None => &mut self.unkeyed,
             // A full table refuses only new keys: look before adding.
             Some(k) if matches!(terms.room, KeyRoom::Full) && !self.keys.contains_key(k) => return Some(Err(NoRoom)),
             Some(k) => self.keys.get_or_insert(k),
         };
-        let free = max.saturating_sub(tally.total());
+        if counting {
+            tally.note_asked(want.cost);
+        }
+        let free = tally.free(max, terms.share);
         let sorry = Verdict::sorry(max, free, 0, reset_after);
         if free < want.need() {
             if want.max_wait > 0 {
@@ -225,14 +284,16 @@ impl FixedWindow {
             return Some(Ok(Verdict { retry_after: reset_after, ..sorry }));
         }
         let granted = want.grant(free);
-        if tally.take(now, max, granted, terms.share) == Take::OverShare {
-            // Over its share, this locker may grant again once its recent
-            // grants are no longer in flight; the slot's end would be a
-            // needless wait.
-            let retry_after = terms.share.in_flight_window.min(reset_after);
-            return Some(Ok(Verdict { retry_after, ..sorry }));
+        match tally.take(now, max, granted, terms.share) {
+            Take::Go => Some(Ok(Verdict { go: true, granted, remaining: free - granted, ..sorry })),
+            // Over its part of the pool, this locker may grant again once
+            // its recent grants are no longer in flight; the slot's end
+            // would be a needless wait.
+            Take::OverShare => {
+                Some(Ok(Verdict { retry_after: terms.share.in_flight_window.min(reset_after), ..sorry }))
+            }
+            Take::Spent => Some(Ok(Verdict { retry_after: reset_after, ..sorry })),
         }
-        Some(Ok(Verdict { go: true, granted, remaining: free - granted, ..sorry }))
     }
 
     /// A peek, or an ask that can only go in a later slot: the key holds
@@ -343,15 +404,17 @@ impl FixedWindow {
         unkeyed.into_iter().chain(self.keys.iter().map(|(k, t)| (Some(k), t)))
     }
 
-    /// Calls `f` with the own count of every tally granted since the last
-    /// call, and clears the marks.
-    pub fn drain_touched(&mut self, mut f: impl FnMut(Option<&str>, u32)) {
-        if std::mem::take(&mut self.unkeyed.touched) {
-            f(None, self.unkeyed.own());
+    /// Calls `f` with every tally granted or asked since the last call,
+    /// and clears the marks; with `all_asked` (figures frozen, see
+    /// `figures_frozen`), also with every tally holding an own figure.
+    pub fn drain_touched(&mut self, all_asked: bool, mut f: impl FnMut(Option<&str>, &Tally)) {
+        let due = |t: &mut Tally| std::mem::take(&mut t.touched) || (all_asked && t.asked_own() > 0);
+        if due(&mut self.unkeyed) {
+            f(None, &self.unkeyed);
         }
         for (k, t) in self.keys.iter_mut() {
-            if std::mem::take(&mut t.touched) {
-                f(Some(k), t.own());
+            if due(t) {
+                f(Some(k), t);
             }
         }
     }

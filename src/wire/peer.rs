@@ -71,6 +71,13 @@ pub struct PeerMsg {
     /// limit the sender shares, at most `MAX_LIMITS_PER_MESSAGE`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub limits: Vec<PeerLimit>,
+    /// Demand figures, in the same form as counts: the permits asked of a
+    /// node (go and sorry) before the slot's cutoff, which split the next
+    /// slot. At most `MAX_COUNTS_PER_MESSAGE` with the counts. Left out
+    /// when empty, so messages without figures keep their bytes, and a
+    /// locker that does not know the field ignores it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asked: Vec<PeerCount>,
 }
 
 impl PeerMsg {
@@ -89,7 +96,7 @@ pub fn decode_peer(body: &[u8]) -> Result<PeerMsg, WireError> {
     }
     let msg: PeerMsg = decode_exact(body)?;
     // A message names at most its sender and one node per count.
-    let too_many = msg.counts.len() > MAX_COUNTS_PER_MESSAGE
+    let too_many = msg.counts.len() + msg.asked.len() > MAX_COUNTS_PER_MESSAGE
         || msg.nodes.len() > MAX_COUNTS_PER_MESSAGE + 1
         || msg.limits.len() > MAX_LIMITS_PER_MESSAGE;
     if too_many {

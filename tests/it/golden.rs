@@ -298,6 +298,7 @@ fn a_peer_heartbeat_has_pinned_bytes() {
         done: false,
         counts: vec![],
         limits: vec![],
+        asked: vec![],
     };
     let expected = concat(&[
         &[0x86],
@@ -329,6 +330,7 @@ fn peer_counts_have_pinned_bytes() {
         done: false,
         counts: vec![PeerCount("api".into(), Some("k".into()), 3, 0, 5)],
         limits: vec![],
+        asked: vec![],
     };
     let expected: &[u8] = &[
         0x86, // a map of 6
@@ -344,6 +346,49 @@ fn peer_counts_have_pinned_bytes() {
 }
 
 #[test]
+fn demand_figures_have_pinned_bytes_and_an_older_peer_skips_them() {
+    let msg = PeerMsg {
+        kind: PeerKind::Counts,
+        nodes: vec![PeerNode("a".into(), 7)],
+        at: 9,
+        joining: false,
+        done: false,
+        counts: vec![],
+        limits: vec![],
+        asked: vec![PeerCount("api".into(), Some("k".into()), 3, 0, 12)],
+    };
+    let expected = concat(&[
+        &[0x87], // a map of 7: `asked` is the seventh field
+        &fixstr("kind"),
+        &fixstr("counts"),
+        &fixstr("nodes"),
+        &[0x91, 0x92, 0xa1, b'a', 0x07],
+        &fixstr("at"),
+        &[0x09],
+        &fixstr("joining"),
+        &[0xc2],
+        &fixstr("done"),
+        &[0xc2],
+        &fixstr("counts"),
+        &[0x90],
+        &fixstr("asked"),
+        &[0x91, 0x95, 0xa3, b'a', b'p', b'i', 0xa1, b'k', 0x03, 0x00, 0x0c],
+    ]);
+    peer_round_trip(&msg, &expected);
+    // A peer built before `asked` existed decodes the same map without it.
+    #[derive(serde::Deserialize)]
+    #[allow(dead_code)]
+    struct OlderPeerMsg {
+        kind: PeerKind,
+        nodes: Vec<PeerNode>,
+        at: u64,
+        counts: Vec<PeerCount>,
+    }
+    let older: OlderPeerMsg = rmp_serde::from_slice(&expected).expect("unknown fields are skipped");
+    assert_eq!(older.at, 9);
+}
+
+#[test]
 fn the_last_part_of_a_snapshot_has_pinned_bytes() {
     // A count another node made, for an unkeyed limit: the node indexes
     // `nodes`, the key is nil.
@@ -355,6 +400,7 @@ fn the_last_part_of_a_snapshot_has_pinned_bytes() {
         done: true,
         counts: vec![PeerCount("api".into(), None, 3, 1, 200)],
         limits: vec![],
+        asked: vec![],
     };
     let expected = concat(&[
         &[0x86],

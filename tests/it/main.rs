@@ -36,16 +36,24 @@ mod operations;
 mod peer_attacks;
 /// Peering on the seam: services wired by hand through a network the test controls.
 mod peer_protocol;
+/// Splitting slots by demand on the seam: shares exact on views that differ
+/// by a lost, repeated or reordered message, and learned by a joining locker.
+mod peer_split_protocol;
 /// Peered lockers: a shared count, the overshoot bound, restarts, lone survivors, stats.
 mod peering;
-/// Peered lockers sharing a token bucket under saturation: the stated bound.
+/// Peered lockers sharing a token bucket: the stated bound under saturation, a whole burst on one locker.
 mod peering_bucket;
+/// Peered lockers splitting each slot by demand: a bursty or fast caller on
+/// one locker gets its whole quota, and load that moves adapts within a slot.
+mod peering_split;
 /// `PermitPool`: batches of permits taken with `up_to`, within the limit.
 mod pool;
 /// The request path on the seam (`Service::respond`), bytes in and out, for each kind.
 mod protocol;
 /// The seed's own Python client, unchanged.
 mod seed;
+/// Generated asks on peered fixed windows split by demand: shares whole, overshoot only from the pool.
+mod split_properties;
 /// Structured requests, named limits from a file, and the client library.
 mod structured;
 /// Attacks by clients: guessed lease ids, made-up restores, key floods.

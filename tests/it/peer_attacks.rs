@@ -68,6 +68,7 @@ impl Rogue {
             done: false,
             counts: vec![],
             limits: vec![PeerLimit(DEFAULT_LIMIT.into(), digest)],
+            asked: vec![],
         });
     }
 
@@ -88,6 +89,7 @@ impl Rogue {
                 .map(|&(n, key, c)| PeerCount(DEFAULT_LIMIT.into(), Some(key.into()), slot, n, c))
                 .collect(),
             limits: vec![],
+            asked: vec![],
         });
     }
 }

@@ -7,9 +7,9 @@ use locker::core::{Algorithm, Limit, Locker, NodeKey, Peering, PeeringSettings, 
 use locker::service::Service;
 use locker::wire::{self, Ask, GoReply, PeerCount, PeerKind, PeerMsg, PeerNode, Reply, StatsReply};
 
-const MS: u64 = 1_000_000;
+pub(crate) const MS: u64 = 1_000_000;
 /// The start of a 1 s slot.
-const T0: u64 = 1_700_000_000_000 * MS;
+pub(crate) const T0: u64 = 1_700_000_000_000 * MS;
 
 fn locker(max: u32) -> Locker {
     Locker::new(Limit::new(DEFAULT_LIMIT, Quota::new(max, 1.0).unwrap()).unwrap(), vec![], 1000)
@@ -22,7 +22,7 @@ fn bucket_locker() -> Locker {
     Locker::new(limit, vec![], 1000)
 }
 
-fn service(id: &str, incarnation: u64, peers: usize, now: u64) -> Service {
+pub(crate) fn service(id: &str, incarnation: u64, peers: usize, now: u64) -> Service {
     service_of(locker(10), id, incarnation, peers, now)
 }
 
@@ -34,7 +34,7 @@ fn service_of(locker: Locker, id: &str, incarnation: u64, peers: usize, now: u64
     Service::peered(locker, Peering::new(settings, now), now)
 }
 
-fn ask(s: &mut Service, now: u64) -> GoReply {
+pub(crate) fn ask(s: &mut Service, now: u64) -> GoReply {
     let mut body = Vec::new();
     wire::encode(&Ask::new().key("k").to_map(), &mut body);
     let mut out = Vec::new();
@@ -45,7 +45,7 @@ fn ask(s: &mut Service, now: u64) -> GoReply {
     }
 }
 
-fn stats(s: &mut Service, now: u64) -> StatsReply {
+pub(crate) fn stats(s: &mut Service, now: u64) -> StatsReply {
     let mut body = Vec::new();
     wire::encode(&wire::RequestMap { op: Some("stats"), ..Default::default() }, &mut body);
     let mut out = Vec::new();
@@ -56,26 +56,31 @@ fn stats(s: &mut Service, now: u64) -> StatsReply {
     }
 }
 
-fn outbox(s: &mut Service, now: u64) -> Vec<Vec<u8>> {
+pub(crate) fn outbox(s: &mut Service, now: u64) -> Vec<Vec<u8>> {
     let mut msgs = Vec::new();
     s.publish(now, |m| msgs.push(m.to_vec()));
     msgs
 }
 
 /// Delivers `msgs` as from the receiver's first configured peer.
-fn deliver(to: &mut Service, now: u64, msgs: &[Vec<u8>]) {
+pub(crate) fn deliver(to: &mut Service, now: u64, msgs: &[Vec<u8>]) {
+    deliver_from(to, 0, now, msgs);
+}
+
+/// Delivers `msgs` as from the receiver's configured peer number `peer`.
+pub(crate) fn deliver_from(to: &mut Service, peer: usize, now: u64, msgs: &[Vec<u8>]) {
     for m in msgs {
-        assert!(to.on_peer(now, 0, m), "a peer message was not understood");
+        assert!(to.on_peer(now, peer, m), "a peer message was not understood");
     }
 }
 
 /// Two services that have exchanged heartbeats and snapshots.
-fn joined_pair() -> (Service, Service) {
+pub(crate) fn joined_pair() -> (Service, Service) {
     joined(service("a", T0, 1, T0), service("b", T0, 1, T0))
 }
 
 /// Two services sharing a token bucket, joined.
-fn bucket_pair() -> (Service, Service) {
+pub(crate) fn bucket_pair() -> (Service, Service) {
     joined(service_of(bucket_locker(), "a", T0, 1, T0), service_of(bucket_locker(), "b", T0, 1, T0))
 }
 
@@ -178,6 +183,7 @@ fn beat(id: &str, at: u64) -> Vec<u8> {
         done: false,
         counts: vec![],
         limits: vec![],
+        asked: vec![],
     };
     let mut body = Vec::new();
     wire::encode(&msg, &mut body);
@@ -305,6 +311,7 @@ fn counts(nodes: &[(&str, u64)], counts: &[(u32, u32)]) -> Vec<u8> {
             .map(|&(node, n)| PeerCount(DEFAULT_LIMIT.into(), Some("k".into()), T0 / 1000 / MS, node, n))
             .collect(),
         limits: vec![],
+        asked: vec![],
     };
     let mut body = Vec::new();
     wire::encode(&msg, &mut body);

@@ -58,3 +58,40 @@ fn three_saturated_lockers_share_one_token_bucket_within_the_stated_bound() {
     assert!((granted as f64) <= bound, "{granted} go, above {bound:.0}");
     assert!(granted as f64 >= 0.9 * RATE as f64 * elapsed, "only {granted} go in {elapsed:.3} s: not filled");
 }
+
+/// Issue 15, for token buckets: a burst on one of three peered lockers
+/// takes the whole `burst` at once (a bucket has no in-flight rule to
+/// refuse it), and the peers then find the bucket empty.
+#[test]
+fn a_burst_on_one_of_three_lockers_takes_the_whole_bucket() {
+    // One token per 12 s: nothing refills during the test.
+    let config = TempFile::new(
+        "bucket-burst.toml",
+        "[[limits]]\nname = 'slow'\nalgorithm = 'token-bucket'\nmax_requests = 5\nin_seconds = 60\n",
+    );
+    let trio = Peered::start(3, &["--config", config.path()]);
+    trio.wait_joined(2);
+    let ctx = zmq::Context::new();
+    let ask = |socket: &zmq::Socket, cost: u64| {
+        let mut body = Vec::new();
+        wire::encode(&Ask::new().limit("slow").key("burst").cost(cost).to_map(), &mut body);
+        socket.send(&body[..], 0).expect("send");
+        match wire::decode_reply::<GoReply>(&socket.recv_bytes(0).expect("a reply")).expect("a go reply") {
+            Reply::Answer(r) => r,
+            Reply::Refused(why) => panic!("refused: {why}"),
+        }
+    };
+    let busy = req(&ctx, &trio.endpoint(0));
+    let go = (0..6).filter(|_| ask(&busy, 1).ok).count();
+    assert_eq!(go, 5, "the whole burst of 5, then sorry");
+    for i in 1..3 {
+        let peer = req(&ctx, &trio.endpoint(i));
+        let end = Instant::now() + crate::support::DEADLINE;
+        // Peek (cost 0) until the peer has heard the burst, then ask.
+        while ask(&peer, 0).remaining > 0 {
+            assert!(Instant::now() < end, "locker {i} never heard the burst");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(!ask(&peer, 1).ok, "locker {i} grants nothing of an empty bucket");
+    }
+}

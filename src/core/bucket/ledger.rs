@@ -193,7 +193,7 @@ mod tests {
 
     /// `count` granted in all by `node` from `key` in `period`.
     fn heard(key: &str, period: u64, node: NodeIx, count: u32) -> Count {
-        Count { limit: LimitId(0), key: Some(key.into()), slot: period, node, count }
+        Count::granted(LimitId(0), Some(key), period, node, count)
     }
 
     fn ask(b: &mut Bucket, now: Nanos) -> Verdict {

@@ -29,6 +29,31 @@ pub struct Count {
     pub slot: u64,
     pub node: NodeIx,
     pub count: u32,
+    /// What is counted: permits granted, or (fixed windows only) asked.
+    pub what: Counted,
+}
+
+/// What a `Count` counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Counted {
+    /// Permits the node granted: the shared count.
+    #[default]
+    Granted,
+    /// Permits asked of the node before the slot's cutoff, go or sorry: the
+    /// demand figure that splits the next slot (see `peering::share`).
+    Asked,
+}
+
+impl Count {
+    /// A count of permits granted.
+    pub fn granted(limit: LimitId, key: Option<&str>, slot: u64, node: NodeIx, count: u32) -> Count {
+        Count { limit, key: key.map(Into::into), slot, node, count, what: Counted::Granted }
+    }
+
+    /// A demand figure.
+    pub fn asked(limit: LimitId, key: Option<&str>, slot: u64, node: NodeIx, count: u32) -> Count {
+        Count { what: Counted::Asked, ..Count::granted(limit, key, slot, node, count) }
+    }
 }
 
 impl Locker {
@@ -39,12 +64,21 @@ impl Locker {
     /// (a reservation is consumption at once, so it goes out at once).
     pub(in crate::core) fn note_grant(&mut self, now: Nanos, ask: &PermitAsk, v: &Verdict) {
         let (id, key) = (ask.limit, ask.key);
-        let (slot, count) = match &mut self.entries[id.0].rule {
-            Rule::Window(w) if v.wait == 0 && v.granted > 0 => (w.slot(), w.tally(key).map_or(0, |t| t.own())),
-            Rule::Bucket(b) if v.granted > 0 => b.note_own(now, key, v.granted),
+        let (slot, count, asked) = match &mut self.entries[id.0].rule {
+            Rule::Window(w) if v.wait == 0 && v.granted > 0 => {
+                let (own, asked) = w.tally(key).map_or((0, 0), |t| (t.own(), t.asked_own()));
+                (w.slot(), own, asked)
+            }
+            Rule::Bucket(b) if v.granted > 0 => {
+                let (period, count) = b.note_own(now, key, v.granted);
+                (period, count, 0)
+            }
             _ => return,
         };
-        self.granted.push(Count { limit: id, key: key.map(Into::into), slot, node: Nodes::ME, count });
+        self.granted.push(Count::granted(id, key, slot, Nodes::ME, count));
+        if asked > 0 {
+            self.granted.push(Count::asked(id, key, slot, Nodes::ME, asked));
+        }
     }
 
     /// Sets what the peers mean for the next asks, and starts keeping own
@@ -69,10 +103,14 @@ impl Locker {
         let rule = &mut self.entries[c.limit.0].rule;
         let others = self.live_keys - rule.live_keys();
         let budget = KeyBudget { others, max_keys: self.max_keys };
-        let changed = match rule {
-            Rule::Window(w) => merge_window(w, now, c, budget),
-            Rule::Bucket(b) => merge_bucket(b, now, c, budget),
-            Rule::Semaphore(_) => false,
+        let changed = match (&mut *rule, c.what) {
+            (Rule::Window(w), Counted::Granted) => merge_window(w, now, c, budget),
+            (Rule::Window(w), Counted::Asked) => {
+                let room = budget.room(w.live_keys());
+                w.merge_asked(now, c.key.as_deref(), c.slot, c.node, c.count, room)
+            }
+            (Rule::Bucket(b), Counted::Granted) => merge_bucket(b, now, c, budget),
+            (Rule::Bucket(_), Counted::Asked) | (Rule::Semaphore(_), _) => false,
         };
         self.live_keys = others + rule.live_keys();
         changed
@@ -83,13 +121,8 @@ impl Locker {
     /// the current and previous period of every token bucket.
     pub fn snapshot(&mut self, now: Nanos, mut f: impl FnMut(Count)) {
         self.each_shared(now, |i, rule| {
-            let count = |key: Option<&str>, slot, node, count| Count {
-                limit: LimitId(i),
-                key: key.map(Into::into),
-                slot,
-                node,
-                count,
-            };
+            let count = |key: Option<&str>, slot, node, count| Count::granted(LimitId(i), key, slot, node, count);
+            let asked = |key: Option<&str>, slot, node, count| Count::asked(LimitId(i), key, slot, node, count);
             match rule {
                 Rule::Window(w) => {
                     let slot = w.slot();
@@ -99,6 +132,12 @@ impl Locker {
                         }
                         for (node, n) in tally.peers() {
                             f(count(key, slot, node, n));
+                        }
+                        for (node, n) in tally.asked() {
+                            f(asked(key, slot, node, n));
+                        }
+                        for (node, n) in tally.basis() {
+                            f(asked(key, slot.saturating_sub(1), node, n));
                         }
                     }
                 }
@@ -110,18 +149,28 @@ impl Locker {
 
     /// Calls `f` with the own count of every key granted since the last
     /// call, for republishing: a count lost on the way is repaired by the
-    /// next one.
+    /// next one. Own demand figures go along: those changed since the last
+    /// call, and once a slot's figures are frozen, all of them at every
+    /// call, so that a figure lost once still arrives before the slot it
+    /// splits.
     pub fn drain_touched(&mut self, now: Nanos, mut f: impl FnMut(Count)) {
         self.each_shared(now, |i, rule| {
-            let mut own = |key: Option<&str>, slot, count| {
-                f(Count { limit: LimitId(i), key: key.map(Into::into), slot, node: Nodes::ME, count })
-            };
+            let id = LimitId(i);
             match rule {
                 Rule::Window(w) => {
-                    let slot = w.slot();
-                    w.drain_touched(|key, count| own(key, slot, count));
+                    let (slot, frozen) = (w.slot(), w.figures_frozen(now));
+                    w.drain_touched(frozen, |key, tally| {
+                        if tally.own() > 0 {
+                            f(Count::granted(id, key, slot, Nodes::ME, tally.own()));
+                        }
+                        if tally.asked_own() > 0 {
+                            f(Count::asked(id, key, slot, Nodes::ME, tally.asked_own()));
+                        }
+                    });
                 }
-                Rule::Bucket(b) => b.drain_touched(own),
+                Rule::Bucket(b) => {
+                    b.drain_touched(|key, slot, count| f(Count::granted(id, key, slot, Nodes::ME, count)))
+                }
                 Rule::Semaphore(_) => {}
             }
         });

@@ -1,7 +1,8 @@
 //! Peering, all in one place: who the peers are (`nodes`), when to talk to
-//! them (`schedule`), what they mean for the next asks (`view`), how much
-//! of a shared count this locker may grant (`share`), and how the counts
-//! they report join the locker's own (`merge`).
+//! them (`schedule`), what they mean for the next asks (`view`), how a
+//! slot is split by demand and how much of the rest this locker may grant
+//! (`share`), and how the counts they report join the locker's own
+//! (`merge`).
 //!
 //! Like the rest of the core this takes `now`, never reads a clock, and
 //! never touches a socket: the wire format is `wire`'s, the sockets the
@@ -15,7 +16,7 @@ pub mod schedule;
 pub mod share;
 pub mod view;
 
-pub use merge::Count;
+pub use merge::{Count, Counted};
 pub use nodes::{NodeKey, Nodes, PeerEvent, PeerIx, PeerState, MAX_RUNS_PER_PEER};
 pub use schedule::{Outgoing, Peering, PeeringSettings};
 pub use share::{NodeIx, Share};

@@ -1,9 +1,14 @@
-//! The share rule's terms: how many lockers are live, and how long a grant
-//! counts as in flight, which together bound what one locker may grant of
-//! what is left of a shared count.
+//! The share rule's terms, and the split of a slot's quota by demand.
 //!
-//! Plain values and the one constant they derive from; the rule itself is
-//! applied per key by `core::tally`. No clock, no counts, no sockets.
+//! Each peered locker counts the permits asked of it (go and sorry alike)
+//! for each key until a cutoff a third of a slot before the slot ends, and
+//! publishes that figure. Every locker then splits the next slot's
+//! `max_requests` between the nodes in proportion to those figures, each
+//! node's share rounded down, so the shares add up to at most
+//! `max_requests` and each locker may grant its whole share at once,
+//! without waiting on its peers. What the rounding leaves, and what nobody
+//! asked for, is the pool: granted under the in-flight rule. The split is
+//! applied per key by `core::tally`. No clock, no counts kept, no sockets.
 
 use crate::core::time::{Nanos, NANOS_PER_MS};
 
@@ -17,6 +22,18 @@ pub type NodeIx = u32;
 /// of them.
 pub const PROPAGATION_ALLOWANCE: Nanos = 2 * NANOS_PER_MS;
 
+/// How often own figures are republished (the heartbeat's repair): a
+/// figure lost once is repaired by the next repair.
+pub const REPAIR_PERIOD: Nanos = 100 * NANOS_PER_MS;
+
+/// The shortest slot whose quota is split by demand. Demand figures freeze
+/// a third of a slot before it ends and every repair after the freeze
+/// republishes them, so a third of a slot must span two repairs plus the
+/// propagation allowance: then a figure lost once still reaches every peer
+/// before the slot it splits begins. Shorter slots use the in-flight rule
+/// alone.
+pub const SHORTEST_SPLIT_SLOT: Nanos = 3 * (2 * REPAIR_PERIOD + PROPAGATION_ALLOWANCE);
+
 /// What a grant needs to know about the peers besides the counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Share {
@@ -24,11 +41,18 @@ pub struct Share {
     pub live: u32,
     /// Grants younger than this are counted as in flight.
     pub in_flight_window: Nanos,
+    /// Whether the slot is long enough to split its quota by demand.
+    pub split: bool,
 }
 
 impl Share {
     /// A locker on its own: the share rule never applies.
-    pub const ALONE: Share = Share { live: 1, in_flight_window: PROPAGATION_ALLOWANCE };
+    pub const ALONE: Share = Share { live: 1, in_flight_window: PROPAGATION_ALLOWANCE, split: false };
+
+    /// The terms for `live` lockers and a slot of `slot_ns`.
+    pub fn new(live: u32, slot_ns: Nanos) -> Share {
+        Share { live, in_flight_window: Share::window_for(slot_ns), split: slot_ns >= SHORTEST_SPLIT_SLOT }
+    }
 
     /// The in-flight window for a slot of `slot_ns`: the propagation
     /// allowance, but never more than an eighth of the slot, so that very
@@ -36,5 +60,55 @@ impl Share {
     #[inline]
     pub fn window_for(slot_ns: Nanos) -> Nanos {
         PROPAGATION_ALLOWANCE.min(slot_ns / 8).max(1)
+    }
+
+    /// Whether asks at `into` nanoseconds into a slot of `slot_ns` count
+    /// towards the next slot's split: peered, a long enough slot, and
+    /// before the cutoff.
+    #[inline]
+    pub fn counts_demand(&self, into: Nanos, slot_ns: Nanos) -> bool {
+        self.live > 1 && self.split && into < demand_cutoff(slot_ns)
+    }
+}
+
+/// How far into a slot demand stops counting: two thirds of it.
+#[inline]
+pub fn demand_cutoff(slot_ns: Nanos) -> Nanos {
+    slot_ns - slot_ns / 3
+}
+
+/// One node's share of `max` for a figure of `asked` out of `total` asked
+/// of all nodes: rounded down, so that shares never add up to more than
+/// `max`.
+#[inline]
+pub fn share_of(max: u32, asked: u32, total: u64) -> u32 {
+    if total == 0 {
+        return 0;
+    }
+    (u64::from(max) * u64::from(asked) / total) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_add_up_to_at_most_max() {
+        let figures = [7u32, 7, 7];
+        let total: u64 = figures.iter().map(|&d| u64::from(d)).sum();
+        let shares: Vec<u32> = figures.iter().map(|&d| share_of(5, d, total)).collect();
+        assert_eq!(shares, [1, 1, 1], "5 split three ways leaves 2 to the pool");
+        assert_eq!(share_of(5, 5, 5), 5, "all the demand on one node gets it all");
+        assert_eq!(share_of(100, 0, 0), 0);
+    }
+
+    #[test]
+    fn only_slots_long_enough_for_two_repairs_are_split() {
+        assert!(Share::new(3, 800 * NANOS_PER_MS).split);
+        assert!(!Share::new(3, 500 * NANOS_PER_MS).split);
+        let s = Share::new(3, 900 * NANOS_PER_MS);
+        assert!(s.counts_demand(0, 900 * NANOS_PER_MS));
+        assert!(!s.counts_demand(600 * NANOS_PER_MS, 900 * NANOS_PER_MS));
+        assert!(!Share::new(1, 900 * NANOS_PER_MS).counts_demand(0, 900 * NANOS_PER_MS));
     }
 }
