@@ -13,6 +13,7 @@ pub mod limit;
 pub mod locker;
 pub mod peering;
 pub mod peers;
+pub mod rolling;
 pub mod rule;
 pub mod semaphore;
 pub mod tally;
