@@ -42,6 +42,7 @@ mod log;
 mod shared;
 
 use log::{Fit, Log, Span};
+use shared::Shared;
 
 /// Quotas up to this many permits per window are counted exactly.
 pub const EXACT_UP_TO: u32 = 64;
@@ -122,16 +123,18 @@ impl RollingWindow {
         share: Share,
     ) -> Result<Verdict, NoRoom> {
         let span = self.span;
-        let mut fresh = Log::default();
-        let log = self.log_mut(key).unwrap_or(&mut fresh);
-        log.prune(now, span);
-        let (v, at) = decide(log, now, span, want, share);
-        if let Some(at) = at {
-            let log = self.log_entry(key, room)?;
-            if share.live > 1 {
-                log.shared_mut();
+        if let Some(log) = self.log_mut(key) {
+            log.prune(now, span);
+            let (v, at) = decide(log, now, span, want, share);
+            if let Some(at) = at {
+                grant(log, now, at, v.granted, span, share);
             }
-            log.add(at, v.granted, span);
+            return Ok(v);
+        }
+        // A key not seen yet is added only when it is granted permits.
+        let (v, at) = decide(&mut Log::default(), now, span, want, share);
+        if let Some(at) = at {
+            grant(self.log_entry(key, room)?, now, at, v.granted, span, share);
         }
         Ok(v)
     }
@@ -208,6 +211,16 @@ fn decide(log: &mut Log, now: Nanos, span: Span, want: Want, share: Share) -> (V
     v.remaining = if wait == 0 { room - granted } else { 0 };
     v.reset_after = v.reset_after.max(span.stamp(at).saturating_add(span.window) - now);
     (v, Some(at))
+}
+
+/// Counts `n` permits going at `at`, and with peers live, as own grants
+/// that may still be in flight.
+fn grant(log: &mut Log, now: Nanos, at: Nanos, n: u32, span: Span, share: Share) {
+    if share.live > 1 && log.shared.is_none() {
+        // The in-flight record starts now, so this very grant is in flight.
+        log.shared = Some(Box::new(Shared::since(now)));
+    }
+    log.add(at, n, span);
 }
 
 /// Whether `cost` more would put this locker's grants still in flight over

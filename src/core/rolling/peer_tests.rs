@@ -225,3 +225,15 @@ fn three_saturated_peers_fill_the_window_and_stay_within_the_bound() {
         assert!(worst <= u64::from(max) + 2, "{worst} in one window of {max}");
     }
 }
+
+#[test]
+fn the_first_grant_of_a_new_key_counts_as_in_flight() {
+    // Two lockers, 8 per 100 ms, asked at one instant before any count
+    // arrives: each may take only its share of what it sees left.
+    let quota = Quota::new(8, 0.1).unwrap();
+    let mut sim = Sim::new(2, quota, T0);
+    let step = |locker, cost| Step { gap: 0, locker, cost, up_to: false, max_wait: 0, delay: MS, lost: false };
+    sim.run(T0, &[step(1, 2), step(0, 4), step(0, 4), step(1, 3)], 8);
+    let granted: Vec<(usize, u32)> = sim.grants.iter().map(|g| (g.locker, g.n)).collect();
+    assert_eq!(granted, [(1, 2), (0, 4)]);
+}

@@ -73,6 +73,11 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// A record that counts own grants as in flight from `now` on.
+    pub fn since(now: Nanos) -> Shared {
+        Shared { recent: Recent { prev: 0, cur: 0, since: now }, ..Shared::default() }
+    }
+
     /// Forgets peer counts that no longer count at `now` or after.
     pub fn prune(&mut self, now: Nanos, span: Span) {
         self.heard.retain(|h| span.sub_bounds(h.sub).1.saturating_add(span.window) > now);

@@ -1,0 +1,149 @@
+//! Rolling windows against the real binary: the seed's client and busy
+//! Rust clients never see more than max_requests go within any interval of
+//! length in_seconds, slot boundaries or not, on one locker and on three
+//! peered ones; and a saturated caller still gets nearly max_requests per
+//! interval.
+//!
+//! A go was decided between its request's send and its reply's receipt, so
+//! grants whose whole [send, receive] spans lie within one interval of
+//! length T were certainly decided within it: counting those can only
+//! under-count, and any excess it finds is real.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use locker::wire::{self, Ask, GoReply, Reply};
+
+use crate::support::{req, wait_output, Daemon, Peered};
+
+/// One go: when its request left and its reply arrived, in seconds since
+/// the test's origin.
+#[derive(Debug, Clone, Copy)]
+struct Go {
+    sent: f64,
+    received: f64,
+}
+
+/// The most grants certainly decided within one interval of `window` seconds.
+fn most_in_any_window(goes: &[Go], window: f64) -> usize {
+    let mut goes = goes.to_vec();
+    goes.sort_by(|a, b| a.received.total_cmp(&b.received));
+    let mut worst = 0;
+    for (j, end) in goes.iter().enumerate() {
+        let from = end.received - window;
+        // Earlier receipts before `from` were also sent before it.
+        let inside = goes[..=j].iter().rev().take_while(|g| g.received > from).filter(|g| g.sent > from).count();
+        worst = worst.max(inside);
+    }
+    worst
+}
+
+/// Grants received within `windows` intervals of `window` seconds from the
+/// first one's send: a lower bound of those decided then.
+fn filled(goes: &[Go], window: f64, windows: u32) -> usize {
+    let first = goes.iter().map(|g| g.sent).fold(f64::INFINITY, f64::min);
+    goes.iter().filter(|g| g.received < first + window * f64::from(windows)).count()
+}
+
+/// Asks `endpoint` for `key` as fast as one client can until `end`; returns the goes.
+fn saturate_one(origin: Instant, endpoint: &str, key: &str, end: Instant) -> Vec<Go> {
+    let ctx = zmq::Context::new();
+    let socket = req(&ctx, endpoint);
+    let mut body = Vec::new();
+    wire::encode(&Ask::new().key(key).to_map(), &mut body);
+    let mut goes = Vec::new();
+    while Instant::now() < end {
+        let sent = origin.elapsed().as_secs_f64();
+        socket.send(&body[..], 0).expect("send");
+        let reply = socket.recv_bytes(0).expect("a reply within the deadline");
+        let received = origin.elapsed().as_secs_f64();
+        match wire::decode_reply::<GoReply>(&reply).expect("a go reply") {
+            Reply::Answer(r) if r.ok => goes.push(Go { sent, received }),
+            Reply::Answer(_) => {}
+            Reply::Refused(why) => panic!("refused: {why}"),
+        }
+    }
+    goes
+}
+
+/// Goes of `clients` clients per endpoint saturating `key` for `run`.
+fn saturate(endpoints: &[String], clients: usize, key: &str, run: Duration) -> Vec<Go> {
+    let origin = Instant::now();
+    let end = origin + run;
+    let handles: Vec<_> = endpoints
+        .iter()
+        .flat_map(|ep| std::iter::repeat(ep.clone()).take(clients))
+        .map(|ep| {
+            let key = key.to_owned();
+            std::thread::spawn(move || saturate_one(origin, &ep, &key, end))
+        })
+        .collect();
+    handles.into_iter().flat_map(|h| h.join().expect("client thread")).collect()
+}
+
+#[test]
+fn the_seed_client_never_sees_more_than_five_go_in_any_0_8_s() {
+    let d = Daemon::start(&["--algorithm", "rolling-window", "--max-requests", "5", "--in-seconds", "0.8"]);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/compat/seed_client.py");
+    let have_pyzmq = Command::new("python3").args(["-c", "import zmq"]).status().is_ok_and(|s| s.success());
+    assert!(have_pyzmq, "this test needs python3 with pyzmq: pip install pyzmq (.ci/run does)");
+    // 10 ms apart for 2.6 s: across three slot boundaries of a fixed window.
+    let child = Command::new("python3")
+        .args([script, &d.endpoint, "260", "0.01"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let out = wait_output(child, Duration::from_secs(20));
+    assert!(out.status.success(), "seed client failed: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    // The client stamps a line just before it sends; the reply follows
+    // within a few milliseconds.
+    let goes: Vec<Go> = text
+        .lines()
+        .filter(|l| l.ends_with(" go"))
+        .map(|l| l.split_once(' ').unwrap().0.parse::<f64>().unwrap())
+        .map(|t| Go { sent: t, received: t + 0.010 })
+        .collect();
+    assert!(text.lines().any(|l| l.ends_with(" sorry")), "{text}");
+    let worst = most_in_any_window(&goes, 0.8);
+    eprintln!("seed client, rolling window of 5 per 0.8 s: {} go, at most {worst} in any 0.8 s", goes.len());
+    assert!(worst <= 5, "{worst} go within 0.8 s\n{text}");
+    // A caller asking every 10 ms gets a permit back at most 10 ms after it frees.
+    let got = filled(&goes, 0.8, 3);
+    assert!(got * 100 >= 15 * 95, "only {got} go in three windows of 5\n{text}");
+}
+
+#[test]
+fn a_saturated_caller_gets_max_per_window_and_never_more() {
+    let d = Daemon::start(&["--algorithm", "rolling-window", "--max-requests", "5", "--in-seconds", "0.8"]);
+    let goes = saturate(&[d.endpoint.clone()], 1, "busy", Duration::from_millis(2500));
+    let (worst, got) = (most_in_any_window(&goes, 0.8), filled(&goes, 0.8, 3));
+    eprintln!("one saturated caller: {} go, at most {worst} in any 0.8 s, {got} in three windows", goes.len());
+    assert!(worst <= 5, "{worst} go within 0.8 s");
+    assert!(got * 100 >= 15 * 95, "only {got} go in three windows of 5");
+}
+
+/// Saturates three peered lockers sharing a rolling window of `max` per
+/// `secs` with two clients each; returns (most in any window, filled in three).
+fn saturate_trio(max: u32, secs: f64) -> (usize, usize, usize) {
+    let (max, secs) = (max.to_string(), secs.to_string());
+    let trio = Peered::start(3, &["--algorithm", "rolling-window", "--max-requests", &max, "--in-seconds", &secs]);
+    trio.wait_joined(2);
+    let endpoints: Vec<String> = (0..3).map(|i| trio.endpoint(i)).collect();
+    let window: f64 = secs.parse().unwrap();
+    let goes = saturate(&endpoints, 2, "all-three", Duration::from_secs_f64(window * 3.3));
+    (goes.len(), most_in_any_window(&goes, window), filled(&goes, window, 3))
+}
+
+#[test]
+fn three_saturated_peered_lockers_stay_within_the_bound_in_any_window() {
+    // The stated bound: max + (lockers - 1) x cost while counts reach the
+    // peers within the in-flight window.
+    for (max, secs) in [(5u32, 0.8), (1000, 1.0)] {
+        let (all, worst, got) = saturate_trio(max, secs);
+        eprintln!("three saturated lockers, {max} per {secs} s: {all} go, at most {worst} in any window, {got} in three");
+        assert!(worst <= max as usize + 2, "{worst} go within {secs} s, above {max} + 2");
+        assert!(got * 100 >= 3 * max as usize * 95, "only {got} go in three windows of {max}");
+    }
+}
