@@ -34,9 +34,9 @@ use std::collections::HashMap;
 
 use super::ask::{Verdict, Want};
 use super::limit::Quota;
-use super::tally::Share;
+use super::peering::Share;
+use super::room::{KeyRoom, NoRoom, Terms};
 use super::time::{Nanos, NANOS_PER_SEC};
-use super::window::{KeyRoom, NoRoom};
 
 mod log;
 mod shared;
@@ -105,24 +105,17 @@ impl RollingWindow {
     /// Takes permits for `key` as `want` says, for a locker on its own.
     /// See `take_shared`.
     pub fn take(&mut self, now: Nanos, key: Option<&str>, want: Want, room: KeyRoom) -> Result<Verdict, NoRoom> {
-        self.take_shared(now, key, want, room, Share::ALONE)
+        self.take_shared(now, key, want, Terms { room, share: Share::ALONE })
     }
 
     /// Takes permits for `key` (or the limit's unkeyed count) as `want`
     /// says: now, or with `max_wait` as a reservation at the earliest
     /// instant they fit; otherwise takes nothing and answers sorry.
-    /// `want.cost` must be at most max_requests; the caller checks. With
-    /// peers live, the grant must also fit this locker's `share` of what is
-    /// left.
-    pub fn take_shared(
-        &mut self,
-        now: Nanos,
-        key: Option<&str>,
-        want: Want,
-        room: KeyRoom,
-        share: Share,
-    ) -> Result<Verdict, NoRoom> {
-        let span = self.span;
+    /// `want.cost` must be at most max_requests; the caller checks. A new
+    /// key needs room in `terms`, and with peers live the grant must also
+    /// fit this locker's share of what is left.
+    pub fn take_shared(&mut self, now: Nanos, key: Option<&str>, want: Want, terms: Terms) -> Result<Verdict, NoRoom> {
+        let (span, Terms { room, share }) = (self.span, terms);
         if let Some(log) = self.log_mut(key) {
             log.prune(now, span);
             let (v, at) = decide(log, now, span, want, share);
@@ -145,15 +138,7 @@ impl RollingWindow {
         let empty = Log::default();
         let log = self.log(key).unwrap_or(&empty);
         let fit = log.fit(now, self.span, 1);
-        Verdict {
-            go: false,
-            limit: self.span.max,
-            remaining: fit.room_now,
-            retry_after,
-            reset_after: log.empty_at(self.span).saturating_sub(now),
-            granted: 0,
-            wait: 0,
-        }
+        Verdict::sorry(self.span.max, fit.room_now, retry_after, log.empty_at(self.span).saturating_sub(now))
     }
 
     fn log(&self, key: Option<&str>) -> Option<&Log> {
@@ -187,15 +172,12 @@ fn decide(log: &mut Log, now: Nanos, span: Span, want: Want, share: Share) -> (V
     let Fit { at, room, room_now } = log.fit(now, span, want.need().max(1));
     let wait = at - now;
     let reset_after = log.empty_at(span).saturating_sub(now);
-    let mut v =
-        Verdict { go: false, limit: span.max, remaining: room_now, retry_after: 0, reset_after, granted: 0, wait: 0 };
+    let mut v = Verdict::sorry(span.max, room_now, wait, reset_after);
     if want.cost == 0 {
         v.go = wait == 0;
-        v.retry_after = wait;
         return (v, None);
     }
     if wait > want.max_wait {
-        v.retry_after = wait;
         return (v, None);
     }
     let granted = want.grant(room);
@@ -206,6 +188,7 @@ fn decide(log: &mut Log, now: Nanos, span: Span, want: Want, share: Share) -> (V
         return (v, None);
     }
     v.go = true;
+    v.retry_after = 0;
     v.granted = granted;
     v.wait = wait;
     v.remaining = if wait == 0 { room - granted } else { 0 };

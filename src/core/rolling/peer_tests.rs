@@ -4,7 +4,7 @@
 //! what it granted since. Checked over every interval of length T.
 
 use super::*;
-use crate::core::tally::NodeIx;
+use crate::core::peering::NodeIx;
 use proptest::prelude::*;
 
 const MS: Nanos = 1_000_000;
@@ -122,7 +122,7 @@ impl Sim {
             let want = Want { cost: s.cost.min(max), up_to: s.up_to, max_wait: s.max_wait };
             let w = &mut self.windows[from];
             w.advance(now);
-            let v = w.take_shared(now, Some("k"), want, KeyRoom::Free, self.share).unwrap();
+            let v = w.take_shared(now, Some("k"), want, Terms { room: KeyRoom::Free, share: self.share }).unwrap();
             if v.granted > 0 {
                 let (sub, cumulative) = w.note_own(Some("k"), now + v.wait);
                 let mut known = [Nanos::MAX; 3];

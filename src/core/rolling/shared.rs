@@ -20,10 +20,9 @@
 
 use super::log::{Log, Span};
 use super::RollingWindow;
-use crate::core::peers::Nodes;
-use crate::core::tally::NodeIx;
+use crate::core::peering::{NodeIx, Nodes};
+use crate::core::room::{KeyRoom, NoRoom};
 use crate::core::time::{Nanos, NANOS_PER_SEC};
-use crate::core::window::{KeyRoom, NoRoom};
 
 /// How far ahead of `now` a peer's count may lie and still be merged: a
 /// reservation waits at most an hour (`MAX_WAIT_MS`), plus clock skew.
