@@ -209,6 +209,7 @@ impl Locker {
         let verdict = self.counted(now, id, |rule, room| match (rule, view.hold_until.filter(|&u| u > now)) {
             (Rule::Window(w), Some(until)) => Ok(w.refuse(now, key, until - now)),
             (Rule::Bucket(b), Some(until)) => Ok(b.refuse(now, key, until - now)),
+            (Rule::Rolling(r), Some(until)) => Ok(r.refuse(now, key, until - now)),
             (rule, _) => rule.take(now, key, want, Terms { room, share }),
         });
         match verdict {

@@ -37,6 +37,8 @@ mod peering_bucket;
 mod pool;
 /// The request path on the seam (`Service::respond`), bytes in and out, for each kind.
 mod protocol;
+/// Rolling windows, alone and peered: never more than max in any interval of length T.
+mod rolling;
 /// The seed's own Python client, unchanged.
 mod seed;
 /// Structured requests, named limits from a file, and the client library.

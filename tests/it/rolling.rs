@@ -1,8 +1,9 @@
-//! Rolling windows against the real binary: the seed's client and busy
-//! Rust clients never see more than max_requests go within any interval of
-//! length in_seconds, slot boundaries or not, on one locker and on three
-//! peered ones; and a saturated caller still gets nearly max_requests per
-//! interval.
+//! Rolling windows end to end: on the seam (`Service::respond`, and two
+//! services peered by hand), then against the real binary, where the
+//! seed's client and busy Rust clients never see more than max_requests go
+//! within any interval of length in_seconds, slot boundaries or not, on one
+//! locker and on three peered ones; and a saturated caller still gets
+//! nearly max_requests per interval.
 //!
 //! A go was decided between its request's send and its reply's receipt, so
 //! grants whose whole [send, receive] spans lie within one interval of
@@ -12,9 +13,116 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use locker::wire::{self, Ask, GoReply, Reply};
+use locker::core::{Algorithm, Limit, Locker, NodeKey, Peering, PeeringSettings, Quota, DEFAULT_LIMIT};
+use locker::service::Service;
+use locker::wire::{self, Ask, GoReply, Reply, RequestMap, StatsReply};
 
 use crate::support::{req, wait_output, Daemon, Peered};
+
+const MS: u64 = 1_000_000;
+/// The start of a 0.8 s slot of a fixed window, which a rolling window ignores.
+const T0: u64 = 2_125_000_000 * 800 * MS;
+
+/// A service whose default limit rolls: 5 in any 0.8 s.
+fn rolling_locker() -> Locker {
+    let quota = Quota::new(5, 0.8).unwrap();
+    Locker::new(Limit::with_algorithm(DEFAULT_LIMIT, quota, Algorithm::RollingWindow).unwrap(), vec![], 10)
+}
+
+fn respond(s: &mut Service, now: u64, body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    s.respond(now, body, &mut out);
+    out
+}
+
+fn answer<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> T {
+    match wire::decode_reply(bytes).expect("a decodable reply") {
+        Reply::Answer(r) => r,
+        Reply::Refused(e) => panic!("{e}"),
+    }
+}
+
+fn ask_at(s: &mut Service, now: u64, a: Ask) -> GoReply {
+    let mut body = Vec::new();
+    wire::encode(&a.to_map(), &mut body);
+    answer(&respond(s, now, &body))
+}
+
+#[test]
+fn the_seed_form_gets_no_second_burst_across_a_slot_boundary() {
+    let mut s = Service::new(rolling_locker());
+    for i in 0..5 {
+        assert_eq!(respond(&mut s, T0 - 50 * MS + i, b"let me go"), b"go");
+    }
+    assert_eq!(respond(&mut s, T0, b"let me go"), b"sorry", "a fixed window would start afresh here");
+    assert_eq!(respond(&mut s, T0 + 749 * MS, b"let me go"), b"sorry");
+    assert_eq!(respond(&mut s, T0 + 750 * MS, b"let me go"), b"go", "the first go is 0.8 s old");
+}
+
+#[test]
+fn replies_say_exactly_when_the_oldest_grant_leaves() {
+    let mut s = Service::new(rolling_locker());
+    let first = ask_at(&mut s, T0, Ask::new().key("k").cost(2));
+    assert_eq!((first.ok, first.remaining, first.reset_after_ms), (true, 3, 800));
+    assert!(ask_at(&mut s, T0 + 300 * MS, Ask::new().key("k").cost(3)).ok);
+    let sorry = ask_at(&mut s, T0 + 500 * MS, Ask::new().key("k"));
+    assert_eq!((sorry.ok, sorry.retry_after_ms, sorry.reset_after_ms), (false, 300, 600));
+    let reserved = ask_at(&mut s, T0 + 500 * MS, Ask::new().key("k").cost(3).max_wait_ms(700));
+    assert_eq!((reserved.ok, reserved.wait_ms), (true, Some(600)), "3 fit once all of T0 + 300 ms leave");
+    let peek = ask_at(&mut s, T0 + 500 * MS, Ask::new().key("k").cost(0));
+    assert_eq!((peek.ok, peek.remaining), (false, 0));
+    let stats: StatsReply = answer(&respond(&mut s, T0, &stats_body()));
+    assert_eq!(stats.limits[0].algorithm, "rolling-window");
+    assert_eq!((stats.limits[0].go, stats.limits[0].sorry, stats.limits[0].waited), (3, 2, 1));
+}
+
+fn stats_body() -> Vec<u8> {
+    let mut body = Vec::new();
+    wire::encode(&RequestMap { op: Some("stats"), ..Default::default() }, &mut body);
+    body
+}
+
+fn peered(id: &str, now: u64) -> Service {
+    let settings = PeeringSettings::new(NodeKey { id: id.into(), incarnation: now }, 1, 500 * MS, 800 * MS);
+    Service::peered(rolling_locker(), Peering::new(settings, now), now)
+}
+
+fn outbox(s: &mut Service, now: u64) -> Vec<Vec<u8>> {
+    let mut msgs = Vec::new();
+    s.publish(now, |m| msgs.push(m.to_vec()));
+    msgs
+}
+
+fn deliver(to: &mut Service, now: u64, msgs: &[Vec<u8>]) {
+    for m in msgs {
+        assert!(to.on_peer(now, m), "a peer message was not understood");
+    }
+}
+
+#[test]
+fn peers_count_each_others_grants_until_their_sub_slot_leaves_the_window() {
+    let (mut a, mut b) = (peered("a", T0), peered("b", T0));
+    for round in 0..3 {
+        let now = T0 + round * 10 * MS;
+        let (from_a, from_b) = (outbox(&mut a, now), outbox(&mut b, now));
+        deliver(&mut b, now, &from_a);
+        deliver(&mut a, now, &from_b);
+    }
+    let now = T0 + 100 * MS;
+    // Spaced beyond the in-flight window, so the share rule stays out of it.
+    for i in 0..3 {
+        assert!(ask_at(&mut a, now + i * 5 * MS, Ask::new().key("k")).ok);
+    }
+    deliver(&mut b, now + 20 * MS, &outbox(&mut a, now + 20 * MS));
+    let r = ask_at(&mut b, now + 30 * MS, Ask::new().key("k").cost(2));
+    assert_eq!((r.ok, r.remaining), (true, 0), "3 granted by a, 2 by b, of 5");
+    let sorry = ask_at(&mut b, now + 40 * MS, Ask::new().key("k"));
+    assert!(!sorry.ok);
+    // a's first grant, at T0 + 100 ms, is counted to the end of its
+    // sub-slot of 12.5 ms: until T0 + 112.5 ms + 0.8 s, 772.5 ms from now.
+    assert_eq!(sorry.retry_after_ms, 773, "{sorry:?}");
+    assert!(ask_at(&mut b, T0 + 912_500_000, Ask::new().key("k")).ok);
+}
 
 /// One go: when its request left and its reply arrived, in seconds since
 /// the test's origin.
