@@ -204,8 +204,8 @@ impl Locker {
     #[inline]
     fn decide(&mut self, now: Nanos, ask: &PermitAsk, want: Want) -> Result<Verdict, AskError> {
         let (id, key, view) = (ask.limit, ask.key, self.view);
-        let share =
-            Share { live: view.live, in_flight_window: Share::window_for(self.entries[id.0].limit.quota().slot_ns()) };
+        let in_flight_window = Share::window_for(self.entries[id.0].limit.quota().slot_ns());
+        let share = Share { live: view.live, rank: view.rank, in_flight_window };
         let verdict = self.counted(now, id, |rule, room| match (rule, view.hold_until.filter(|&u| u > now)) {
             (Rule::Window(w), Some(until)) => Ok(w.refuse(now, key, until - now)),
             (Rule::Bucket(b), Some(until)) => Ok(b.refuse(now, key, until - now)),

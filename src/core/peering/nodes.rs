@@ -123,6 +123,14 @@ impl Nodes {
         self.peers.values().filter(|p| now.saturating_sub(p.last_heard) <= timeout).count()
     }
 
+    /// Live peers whose id sorts before this locker's: its place among the
+    /// live lockers, which every live locker computes alike.
+    pub fn rank(&self, now: Nanos, timeout: Nanos) -> usize {
+        let me = &self.me().id;
+        let live = |p: &&PeerState| now.saturating_sub(p.last_heard) <= timeout;
+        self.peers.iter().take_while(|(id, _)| *id < me).map(|(_, p)| p).filter(live).count()
+    }
+
     /// Every peer id heard of, in id order.
     pub fn peers(&self) -> impl Iterator<Item = (&str, &PeerState)> {
         self.peers.iter().map(|(id, p)| (&**id, p))

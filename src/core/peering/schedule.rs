@@ -151,8 +151,9 @@ impl Peering {
     pub fn view(&mut self, now: Nanos) -> PeerView {
         self.update(now);
         let live = 1 + self.nodes.live_peers(now, self.settings.live_timeout) as u32;
+        let rank = self.nodes.rank(now, self.settings.live_timeout) as u32;
         let hold_until = self.joining.then(|| self.started.saturating_add(self.settings.grace));
-        PeerView { live, hold_until }
+        PeerView { live, rank, hold_until }
     }
 
     /// The next thing to publish at `now`, if any. Call until `None`.
@@ -245,7 +246,7 @@ mod tests {
         assert_eq!(p.next_deadline(), T0 + JOINING_HEARTBEAT);
         assert!(p.view(T0 + 999 * MS).hold_until.is_some());
         let view = p.view(T0 + 1000 * MS);
-        assert_eq!(view, PeerView { live: 1, hold_until: None });
+        assert_eq!(view, PeerView { live: 1, rank: 0, hold_until: None });
         assert_eq!(p.poll_event(), Some(PeerEvent::Ready { synced: 0 }));
     }
 

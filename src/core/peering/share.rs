@@ -22,13 +22,17 @@ pub const PROPAGATION_ALLOWANCE: Nanos = 2 * NANOS_PER_MS;
 pub struct Share {
     /// Lockers currently live, this one included; 1 when alone.
     pub live: u32,
+    /// This locker's place among the live ones, 0 to live - 1. A rolling
+    /// window splits a small remainder by turns in this order, so that
+    /// lockers deciding at once do not each take the same last permit.
+    pub rank: u32,
     /// Grants younger than this are counted as in flight.
     pub in_flight_window: Nanos,
 }
 
 impl Share {
     /// A locker on its own: the share rule never applies.
-    pub const ALONE: Share = Share { live: 1, in_flight_window: PROPAGATION_ALLOWANCE };
+    pub const ALONE: Share = Share { live: 1, rank: 0, in_flight_window: PROPAGATION_ALLOWANCE };
 
     /// The in-flight window for a slot of `slot_ns`: the propagation
     /// allowance, but never more than an eighth of the slot, so that very

@@ -65,6 +65,7 @@ struct Grant {
 
 struct Sim {
     windows: Vec<RollingWindow>,
+    /// Every locker's terms but its rank, which is its index.
     share: Share,
     wire: Vec<Msg>,
     grants: Vec<Grant>,
@@ -74,7 +75,7 @@ struct Sim {
 impl Sim {
     fn new(n: usize, quota: Quota, start: Nanos) -> Sim {
         let windows = vec![RollingWindow::new(quota); n];
-        let share = Share { live: n as u32, in_flight_window: Share::window_for(quota.slot_ns()) };
+        let share = Share { live: n as u32, rank: 0, in_flight_window: Share::window_for(quota.slot_ns()) };
         Sim { windows, share, wire: Vec::new(), grants: Vec::new(), next_repair: start + REPAIR }
     }
 
@@ -122,7 +123,8 @@ impl Sim {
             let want = Want { cost: s.cost.min(max), up_to: s.up_to, max_wait: s.max_wait };
             let w = &mut self.windows[from];
             w.advance(now);
-            let v = w.take_shared(now, Some("k"), want, Terms { room: KeyRoom::Free, share: self.share }).unwrap();
+            let share = Share { rank: from as u32, ..self.share };
+            let v = w.take_shared(now, Some("k"), want, Terms { room: KeyRoom::Free, share }).unwrap();
             if v.granted > 0 {
                 let (sub, cumulative) = w.note_own(Some("k"), now + v.wait);
                 let mut known = [Nanos::MAX; 3];
@@ -186,9 +188,11 @@ proptest! {
     }
 
     /// While every count arrives within the in-flight window, an interval
-    /// of length T holds at most max + (N - 1) x the largest cost.
+    /// of length T holds at most max + the largest cost - 1: lockers split
+    /// what is left by turns, and only the turn holder may take a cost
+    /// above its share.
     #[test]
-    fn peers_heard_in_time_overshoot_by_at_most_a_cost_per_peer(
+    fn peers_heard_in_time_overshoot_by_less_than_one_cost(
         n in 2usize..=3,
         max in prop_oneof![1u32..=10, 65u32..=100],
         tenths in 1u64..=10,
@@ -200,7 +204,7 @@ proptest! {
         let d = sim.share.in_flight_window;
         let steps: Vec<Step> = steps.into_iter().map(|s| Step { delay: s.delay.min(d), ..s }).collect();
         sim.run(T0 + start, &steps, max);
-        let bound = u64::from(max) + (n as u64 - 1) * u64::from(4.min(max));
+        let bound = u64::from(max) + u64::from(4.min(max)) - 1;
         for (total, _) in sim.intervals(tenths * 100 * MS) {
             prop_assert!(total <= bound, "{} in one window, bound {}", total, bound);
         }
@@ -222,7 +226,7 @@ fn three_saturated_peers_fill_the_window_and_stay_within_the_bound() {
         let granted: u64 = sim.grants.iter().map(|g| u64::from(g.n)).sum();
         assert!(granted * 100 >= windows * u64::from(max) * 95, "{granted} in {windows} windows of {max}");
         let worst = sim.intervals(window).iter().map(|&(total, _)| total).max().unwrap();
-        assert!(worst <= u64::from(max) + 2, "{worst} in one window of {max}");
+        assert!(worst <= u64::from(max), "{worst} in one window of {max}");
     }
 }
 
