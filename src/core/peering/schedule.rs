@@ -280,6 +280,16 @@ mod tests {
     }
 
     #[test]
+    fn rank_is_the_place_among_live_lockers_by_id() {
+        let mut p = Peering::new(PeeringSettings::new(node("m", T0), 0, 1000 * MS, 1000 * MS), T0);
+        p.on_heartbeat(T0, &node("a", 1), T0, false);
+        p.on_heartbeat(T0, &node("z", 1), T0, false);
+        p.on_heartbeat(T0 + 400 * MS, &node("b", 1), T0 + 400 * MS, false);
+        assert_eq!(p.view(T0 + 450 * MS).rank, 2, "a and b sort before m");
+        assert_eq!(p.view(T0 + 600 * MS).rank, 1, "a has gone quiet");
+    }
+
+    #[test]
     fn heartbeats_slow_down_once_joined() {
         let mut p = peering(1);
         drain(&mut p, T0);

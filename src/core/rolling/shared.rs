@@ -13,10 +13,10 @@
 //! peer's grant stops counting at the end of its sub-slot + T.
 //!
 //! Grants made on several lockers at once, each on a view that lacks the
-//! others' latest grants, could add up past `max`; as for fixed windows,
-//! each locker holds the own grants of the last in-flight window (`Share`)
-//! to its share of what is left. This module does the arithmetic only: no
-//! clock, no names, no wire format.
+//! others' latest grants, could add up past `max`; so each locker holds the
+//! own grants of the last in-flight window (`Share`) to its share of what
+//! is left, the remainder going by turns (see `over_share`). This module
+//! keeps the counts only: no clock, no names, no wire format.
 
 use super::log::{Log, Span};
 use super::RollingWindow;
