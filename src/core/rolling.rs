@@ -22,8 +22,9 @@
 //!   entries per window (100,000 per hour costs the same as 100 per second).
 //!
 //! Either way an entry is 16 bytes, so a key costs at most about 1 KiB of
-//! entries plus about 80 bytes and its name, and reservations queued ahead add at
-//! most 66 entries per T they reach into (max_wait is at most an hour).
+//! entries plus about 80 bytes and its name, and reservations queued
+//! ahead add at most 66 entries per T they reach into (max_wait is at most
+//! an hour).
 //! Keys are dropped by a sweep, at most once per second or per half window,
 //! once nothing of theirs counts. This module knows nothing of names beyond
 //! keys, sockets or clocks: it takes `now`.

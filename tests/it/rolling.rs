@@ -228,7 +228,7 @@ fn the_seed_client_never_sees_more_than_five_go_in_any_0_8_s() {
 #[test]
 fn a_saturated_caller_gets_max_per_window_and_never_more() {
     let d = Daemon::start(&["--algorithm", "rolling-window", "--max-requests", "5", "--in-seconds", "0.8"]);
-    let goes = saturate(&[d.endpoint.clone()], 1, "busy", Duration::from_millis(2500));
+    let goes = saturate(std::slice::from_ref(&d.endpoint), 1, "busy", Duration::from_millis(2500));
     let (worst, got) = (most_in_any_window(&goes, 0.8), filled(&goes, 0.8, 3));
     eprintln!("one saturated caller: {} go, at most {worst} in any 0.8 s, {got} in three windows", goes.len());
     assert!(worst <= 5, "{worst} go within 0.8 s");
