@@ -208,13 +208,17 @@ fn the_seed_client_never_sees_more_than_five_go_in_any_0_8_s() {
     let out = wait_output(child, Duration::from_secs(20));
     assert!(out.status.success(), "seed client failed: {}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
-    // The client stamps a line just before it sends; the reply follows
-    // within a few milliseconds.
-    let goes: Vec<Go> = text
+    // The client stamps a line just before it sends, and sends the next
+    // request only after the reply: each go was decided between its own
+    // stamp and the next line's.
+    let lines: Vec<(f64, bool)> = text
         .lines()
-        .filter(|l| l.ends_with(" go"))
-        .map(|l| l.split_once(' ').unwrap().0.parse::<f64>().unwrap())
-        .map(|t| Go { sent: t, received: t + 0.010 })
+        .map(|l| l.split_once(' ').unwrap_or_else(|| panic!("bad line {l:?}")))
+        .map(|(t, reply)| (t.parse::<f64>().unwrap(), reply == "go"))
+        .collect();
+    let goes: Vec<Go> = (0..lines.len())
+        .filter(|&i| lines[i].1)
+        .map(|i| Go { sent: lines[i].0, received: lines.get(i + 1).map_or(lines[i].0 + 1.0, |next| next.0) })
         .collect();
     assert!(text.lines().any(|l| l.ends_with(" sorry")), "{text}");
     let worst = most_in_any_window(&goes, 0.8);
