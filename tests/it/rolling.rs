@@ -127,6 +127,27 @@ fn peers_count_each_others_grants_until_their_sub_slot_leaves_the_window() {
     assert!(ask_at(&mut b, T0 + 912_500_000, Ask::new().key("k")).ok);
 }
 
+#[test]
+fn a_starting_locker_learns_the_counts_from_a_snapshot() {
+    let mut a = peered("a", T0);
+    let now = T0 + 600 * MS; // a's grace has run out: it serves alone
+    for i in 0..3 {
+        assert!(ask_at(&mut a, now + i * 5 * MS, Ask::new().key("k")).ok);
+    }
+    // a's repair of those counts goes out before c listens.
+    assert!(!outbox(&mut a, now + 15 * MS).is_empty());
+    let mut c = peered("c", now + 20 * MS);
+    assert!(!ask_at(&mut c, now + 20 * MS, Ask::new().key("k")).ok, "joining: sorry until it has the counts");
+    for round in 0..3 {
+        let at = now + (20 + round * 10) * MS;
+        let (from_a, from_c) = (outbox(&mut a, at), outbox(&mut c, at));
+        deliver(&mut c, at, &from_a);
+        deliver(&mut a, at, &from_c);
+    }
+    let peek = ask_at(&mut c, now + 60 * MS, Ask::new().key("k").cost(0));
+    assert_eq!((peek.ok, peek.remaining), (true, 2), "3 of 5 granted by a before c started");
+}
+
 /// One go: when its request left and its reply arrived, in seconds since
 /// the test's origin.
 #[derive(Debug, Clone, Copy)]
