@@ -10,8 +10,8 @@
 //! both. Lease requests are in `service::lease`.
 
 use crate::core::{
-    time::ceil_ms, Algorithm, Count, LimitId, Locker, Nanos, NodeKey, Nodes, Outgoing, PeerEvent, Peering, PermitAsk,
-    TableError, Verdict,
+    time::ceil_ms, Algorithm, Count, Limit, LimitId, Locker, Nanos, NodeKey, Nodes, Outgoing, PeerEvent, Peering,
+    PermitAsk, Reloaded, TableError, Verdict,
 };
 use crate::wire::{
     self, ErrorReply, GoReply, LimitStatsReply, PeerCount, PeerKind, PeerMsg, PeerNode, PeerStatsReply, Request,
@@ -51,6 +51,23 @@ impl Service {
     /// The decision table, for inspection.
     pub fn locker(&self) -> &Locker {
         &self.locker
+    }
+
+    /// The peering state, when peered, for inspection.
+    pub fn peering(&self) -> Option<&Peering> {
+        self.peering.as_ref()
+    }
+
+    /// Serves `default` and `limits` from now on, keeping what unchanged
+    /// limits hold (see `Locker::reload`). Peering keeps the shortest slot
+    /// it started with for its schedule.
+    pub fn reload(&mut self, default: Limit, limits: Vec<Limit>, max_keys: usize) -> Reloaded {
+        let done = self.locker.reload(default, limits, max_keys);
+        // Limit ids may have moved: forget the remembered plain body.
+        let default = self.locker.find_plain(b"");
+        self.plain_memo.0.clear();
+        self.plain_memo.1 = default;
+        done
     }
 
     /// When the service next needs `on_timeout` and `publish`, if ever: the

@@ -67,6 +67,18 @@ impl Bucket {
         }
     }
 
+    /// Takes a new rate and burst, keeping every key's state when the
+    /// refill period is the same (its epoch-aligned periods number the
+    /// counts peers exchange); returns false, changing nothing, otherwise.
+    pub fn retune(&mut self, quota: Quota, burst: NonZeroU32) -> bool {
+        if quota.slot_ns() != self.quota.slot_ns() {
+            return false;
+        }
+        let fresh = Bucket::new(quota, burst);
+        (self.interval, self.burst, self.depth, self.quota) = (fresh.interval, fresh.burst, fresh.depth, fresh.quota);
+        true
+    }
+
     /// Nanoseconds per token at the steady rate.
     pub fn interval(&self) -> Nanos {
         self.interval

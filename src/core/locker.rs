@@ -40,9 +40,11 @@ use super::rule::{Rule, TakeError};
 use super::time::{Nanos, NANOS_PER_MS};
 
 mod leases;
+mod reload;
 mod stats;
 
 pub use leases::LeaseError;
+pub use reload::{Holdings, Reloaded};
 pub use stats::LimitStats;
 use stats::Outcome;
 
@@ -139,7 +141,11 @@ impl Locker {
     }
 
     fn insert(&mut self, limit: Limit) {
-        let entry = Entry { rule: Rule::new(&limit), limit, stats: LimitStats::default() };
+        self.put(Entry { rule: Rule::new(&limit), limit, stats: LimitStats::default() });
+    }
+
+    /// Adds `entry`, or replaces the entry of the same name.
+    fn put(&mut self, entry: Entry) {
         match self.by_name.get(entry.limit.name()) {
             Some(&LimitId(i)) => self.entries[i] = entry,
             None => {

@@ -22,7 +22,7 @@ pub mod window;
 
 pub use ask::{AcquireAsk, HeartbeatAsk, PermitAsk, Verdict, Want};
 pub use limit::{Algorithm, Limit, LimitError, Quota, DEFAULT_LIMIT};
-pub use locker::{AskError, LeaseError, LimitId, LimitStats, Locker, TableError};
+pub use locker::{AskError, Holdings, LeaseError, LimitId, LimitStats, Locker, Reloaded, TableError};
 pub use peering::{
     Count, NodeIx, NodeKey, Nodes, Outgoing, PeerEvent, PeerState, PeerView, Peering, PeeringSettings, Share,
 };

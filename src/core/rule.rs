@@ -88,6 +88,29 @@ impl Rule {
         }
     }
 
+    /// Takes `limit`'s new numbers, keeping the counts, when it is of the
+    /// same kind and the counts keep their meaning (see each kind's
+    /// `retune`); returns false, changing nothing, when they would not.
+    pub fn retune(&mut self, limit: &Limit) -> bool {
+        match (self, limit.algorithm()) {
+            (Rule::Window(w), Algorithm::FixedWindow) => w.retune(limit.quota()),
+            (Rule::Bucket(b), Algorithm::TokenBucket { burst }) => b.retune(limit.quota(), burst),
+            (Rule::Semaphore(s), Algorithm::Semaphore) => {
+                s.set_capacity(limit.capacity());
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Leases held and waiting; none for a counting rule.
+    pub fn lease_counts(&self) -> (usize, usize) {
+        match self {
+            Rule::Semaphore(s) => s.lease_counts(),
+            Rule::Window(_) | Rule::Bucket(_) => (0, 0),
+        }
+    }
+
     /// The semaphore, if this rule is one.
     pub fn semaphore(&mut self) -> Option<&mut Semaphore> {
         match self {

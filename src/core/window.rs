@@ -79,6 +79,17 @@ impl FixedWindow {
         self.quota
     }
 
+    /// Takes a new quota, keeping the counts when the slot length is the
+    /// same (a new `max_requests` applies to them from the next ask);
+    /// returns false, changing nothing, when the slots would differ.
+    pub fn retune(&mut self, quota: Quota) -> bool {
+        let same_slots = quota.slot_ns() == self.quota.slot_ns();
+        if same_slots {
+            self.quota = quota;
+        }
+        same_slots
+    }
+
     /// The slot the current counts belong to.
     pub fn slot(&self) -> u64 {
         self.slot

@@ -5,7 +5,10 @@
 
 pub mod clock;
 pub mod curve;
+pub mod metrics;
+pub mod reload;
 pub mod server;
+pub mod signals;
 pub mod transport;
 
 pub use clock::Clock;

@@ -19,6 +19,9 @@ use tracing::{debug, info, warn};
 
 use super::clock::Clock;
 use super::curve::{self, Gate};
+use super::metrics::Feed;
+use super::reload::{self, Reload};
+use super::signals::Control;
 use super::transport::{self, zmq_err, TransportError};
 use crate::config::{PeerConfig, ServeConfig};
 use crate::core::{time::NANOS_PER_MS, Locker, NodeKey, PeerEvent, Peering, PeeringSettings};
@@ -70,6 +73,10 @@ pub struct Server {
     endpoint: String,
     service: Service,
     clock: Clock,
+    /// Where snapshots for the metrics thread go, when metrics are on.
+    metrics: Option<Feed>,
+    /// Where the config is read again from, when it came from a file.
+    reload: Option<Reload>,
 }
 
 impl Server {
@@ -96,7 +103,19 @@ impl Server {
                 (Some(sockets), Service::peered(locker, Peering::new(settings, now), now))
             }
         };
-        Ok(Server { rep, peers, gate, _ctx: ctx, endpoint, service, clock })
+        Ok(Server { rep, peers, gate, _ctx: ctx, endpoint, service, clock, metrics: None, reload: None })
+    }
+
+    /// Hands a snapshot to `feed` every `Feed::EVERY` while running.
+    pub fn with_metrics(mut self, feed: Feed) -> Server {
+        self.metrics = Some(feed);
+        self
+    }
+
+    /// Reads the config again from `reload` when `Control::reload` asks.
+    pub fn with_reload(mut self, reload: Reload) -> Server {
+        self.reload = Some(reload);
+        self
     }
 
     /// The endpoint the PUB socket bound, when peered.
@@ -111,11 +130,29 @@ impl Server {
     }
 
     /// Serves until `stop` becomes true.
-    pub fn run(mut self, stop: &AtomicBool) -> Result<(), ServerError> {
+    pub fn run(self, stop: &AtomicBool) -> Result<(), ServerError> {
+        self.serve(|| stop.load(Ordering::Relaxed), || false)
+    }
+
+    /// Serves until `control` asks to stop, reloading when it asks to.
+    pub fn run_with(self, control: &Control) -> Result<(), ServerError> {
+        self.serve(|| control.should_stop(), || control.take_reload())
+    }
+
+    fn serve(mut self, stop: impl Fn() -> bool, reload: impl Fn() -> bool) -> Result<(), ServerError> {
         info!(endpoint = %self.endpoint, peer_endpoint = ?self.peer_endpoint(), "serving");
         let mut msg = zmq::Message::new();
         let mut out = Vec::with_capacity(256);
-        while !stop.load(Ordering::Relaxed) {
+        while !stop() {
+            if reload() {
+                match &mut self.reload {
+                    Some(r) => reload::apply(r, &mut self.service),
+                    None => warn!("asked to reload, but the config came from no file"),
+                }
+            }
+            if let Some(feed) = &mut self.metrics {
+                feed.tick(&self.service, self.clock.now(), false);
+            }
             let readable = self.wait_readable()?;
             if let Some(gate) = &mut self.gate {
                 gate.answer_waiting()?;
@@ -135,6 +172,9 @@ impl Server {
                     break;
                 }
             }
+        }
+        if let Some(feed) = &mut self.metrics {
+            feed.tick(&self.service, self.clock.now(), true);
         }
         let refused = self.gate.as_ref().map(Gate::refused);
         info!(refused_connections = ?refused, "stopping");
@@ -285,6 +325,10 @@ fn log_event(event: &PeerEvent) {
             warn!(peer = %id, offset_ms, "peer clock differs by more than a quarter of the shortest slot")
         }
         PeerEvent::ClockSkewCleared { id } => info!(peer = %id, "peer clock back within tolerance"),
+        PeerEvent::Silent { id, last_heard_ms } => {
+            warn!(peer = %id, last_heard_ms, "peer silent: no longer counted as live")
+        }
+        PeerEvent::Back { id, silent_ms } => info!(peer = %id, silent_ms, "peer back: heard again"),
         PeerEvent::Ready { synced: 0 } => warn!("no peer sent its counts within the grace period; serving alone"),
         PeerEvent::Ready { synced } => info!(synced, "learned the current counts from peers; serving"),
     }
