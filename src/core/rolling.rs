@@ -79,6 +79,18 @@ impl RollingWindow {
         self.quota
     }
 
+    /// Takes a new quota, keeping the counts when the window length and the
+    /// way grants are stamped stay the same (a new `max_requests` applies
+    /// from the next ask); returns false, changing nothing, otherwise.
+    pub fn retune(&mut self, quota: Quota) -> bool {
+        let fresh = RollingWindow::new(quota);
+        let same = fresh.span.window == self.span.window && fresh.span.grain == self.span.grain;
+        if same {
+            (self.quota, self.span) = (quota, fresh.span);
+        }
+        same
+    }
+
     /// Whether every grant is kept with its own instant (no utilisation given up).
     pub fn is_exact(&self) -> bool {
         self.span.grain == 1

@@ -95,6 +95,7 @@ impl Rule {
         match (self, limit.algorithm()) {
             (Rule::Window(w), Algorithm::FixedWindow) => w.retune(limit.quota()),
             (Rule::Bucket(b), Algorithm::TokenBucket { burst }) => b.retune(limit.quota(), burst),
+            (Rule::Rolling(r), Algorithm::RollingWindow) => r.retune(limit.quota()),
             (Rule::Semaphore(s), Algorithm::Semaphore) => {
                 s.set_capacity(limit.capacity());
                 true
@@ -107,7 +108,7 @@ impl Rule {
     pub fn lease_counts(&self) -> (usize, usize) {
         match self {
             Rule::Semaphore(s) => s.lease_counts(),
-            Rule::Window(_) | Rule::Bucket(_) => (0, 0),
+            Rule::Window(_) | Rule::Bucket(_) | Rule::Rolling(_) => (0, 0),
         }
     }
 

@@ -138,6 +138,18 @@ fn keys_count_apart_and_are_swept_once_nothing_counts() {
     assert_eq!(w.advance(T0 + 2_000 * MS), 2);
 }
 
+#[test]
+fn a_reload_keeps_the_counts_only_while_grants_are_stamped_alike() {
+    let mut w = seed();
+    assert!(ask(&mut w, T0, Want::now(5)).go);
+    assert!(w.retune(Quota::new(6, 0.8).unwrap()), "same window, still exact");
+    let v = ask(&mut w, T0 + MS, Want::now(1));
+    assert_eq!((v.go, v.remaining), (true, 0), "the 5 still count against the new 6");
+    assert!(!w.retune(Quota::new(6, 1.0).unwrap()), "another window length");
+    assert!(!w.retune(Quota::new(100, 0.8).unwrap()), "sub-slots instead of instants");
+    assert_eq!(w.quota().max_requests(), 6);
+}
+
 /// Every interval of length `window` that ends at a grant's instant holds
 /// at most `max` permits. `grants` must be sorted by instant.
 fn worst_window(grants: &[(Nanos, u32)], window: Nanos) -> u64 {
