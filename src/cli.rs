@@ -91,7 +91,7 @@ struct ServeArgs {
     /// Slot length of the default limit in seconds, from 0.001 [default: 1.0].
     #[arg(long, value_name = "S", allow_negative_numbers = true)]
     in_seconds: Option<f64>,
-    /// Kind of the default limit: fixed-window, token-bucket or semaphore [default: fixed-window].
+    /// Kind of the default limit: fixed-window, token-bucket, semaphore or rolling-window [default: fixed-window].
     #[arg(long, value_name = "KIND")]
     algorithm: Option<AlgorithmName>,
     /// Capacity of the default limit when it is a token bucket [default: max-requests].

@@ -71,6 +71,7 @@ pub enum AlgorithmName {
     FixedWindow,
     TokenBucket,
     Semaphore,
+    RollingWindow,
 }
 
 impl std::str::FromStr for AlgorithmName {
@@ -80,7 +81,10 @@ impl std::str::FromStr for AlgorithmName {
             "fixed-window" => Ok(AlgorithmName::FixedWindow),
             "token-bucket" => Ok(AlgorithmName::TokenBucket),
             "semaphore" => Ok(AlgorithmName::Semaphore),
-            other => Err(format!("unknown algorithm {other:?} (fixed-window, token-bucket or semaphore)")),
+            "rolling-window" => Ok(AlgorithmName::RollingWindow),
+            other => {
+                Err(format!("unknown algorithm {other:?} (fixed-window, token-bucket, semaphore or rolling-window)"))
+            }
         }
     }
 }
@@ -419,6 +423,7 @@ fn build_limit(
         (_, Some(_)) => return Err(ConfigError::BurstWithoutBucket(name.to_owned())),
         (AlgorithmName::FixedWindow, None) => Algorithm::FixedWindow,
         (AlgorithmName::Semaphore, None) => Algorithm::Semaphore,
+        (AlgorithmName::RollingWindow, None) => Algorithm::RollingWindow,
     };
     Limit::with_algorithm(name, Quota::new(max_requests, in_seconds).map_err(err)?, algorithm).map_err(err)
 }
@@ -517,6 +522,16 @@ mod tests {
             "[[limits]]\nname='x'\nmax_requests=1\nin_seconds=1\nalgorithm='leaky'\n"
         )
         .is_err());
+    }
+
+    #[test]
+    fn a_limit_may_roll_and_takes_no_burst() {
+        let file = parse("[[limits]]\nname='r'\nalgorithm='rolling-window'\nmax_requests=5\nin_seconds=0.8\n");
+        let c = ServeConfig::resolve(Flags::default(), file).unwrap();
+        assert_eq!((c.limits[0].algorithm().name(), c.limits[0].capacity()), ("rolling-window", 5));
+        let flags = Flags { algorithm: Some("rolling-window".parse().unwrap()), burst: Some(3), ..Flags::default() };
+        let e = ServeConfig::resolve(flags, FileConfig::default()).unwrap_err();
+        assert!(matches!(e, ConfigError::BurstWithoutBucket(_)), "{e}");
     }
 
     #[test]

@@ -39,6 +39,8 @@ pub enum LimitError {
 /// - `TokenBucket`: a bucket of `burst` tokens refilled at max_requests per
 ///   in_seconds, computed from elapsed time (GCRA), so grants are spaced
 ///   evenly at the steady rate once the burst is spent;
+/// - `RollingWindow`: at most max_requests in ANY interval of in_seconds,
+///   not only in aligned slots;
 /// - `Semaphore`: at most max_requests held at once by leases; in_seconds is
 ///   the ttl of a lease whose acquire names none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -53,6 +55,9 @@ pub enum Algorithm {
     },
     /// A count of concurrent holders, taken by leases.
     Semaphore,
+    /// Counts over a window that rolls with time: no interval of
+    /// in_seconds holds more than max_requests.
+    RollingWindow,
 }
 
 impl Algorithm {
@@ -67,6 +72,7 @@ impl Algorithm {
             Algorithm::FixedWindow => "fixed-window",
             Algorithm::TokenBucket { .. } => "token-bucket",
             Algorithm::Semaphore => "semaphore",
+            Algorithm::RollingWindow => "rolling-window",
         }
     }
 }
@@ -152,7 +158,7 @@ impl Limit {
     pub fn capacity(&self) -> u32 {
         match self.algorithm {
             Algorithm::TokenBucket { burst } => burst.get(),
-            Algorithm::FixedWindow | Algorithm::Semaphore => self.quota.max_requests(),
+            Algorithm::FixedWindow | Algorithm::Semaphore | Algorithm::RollingWindow => self.quota.max_requests(),
         }
     }
 
@@ -163,7 +169,7 @@ impl Limit {
     pub fn most_per_slot(&self) -> u32 {
         match self.algorithm {
             Algorithm::TokenBucket { burst } => self.quota.max_requests().saturating_add(burst.get()),
-            Algorithm::FixedWindow | Algorithm::Semaphore => self.quota.max_requests(),
+            Algorithm::FixedWindow | Algorithm::Semaphore | Algorithm::RollingWindow => self.quota.max_requests(),
         }
     }
 

@@ -223,10 +223,11 @@ impl Locker {
     #[inline]
     fn decide(&mut self, now: Nanos, ask: &PermitAsk, want: Want) -> Result<Verdict, AskError> {
         let (id, key, view) = (ask.limit, ask.key, self.view);
-        let share = Share::new(view.live, self.entries[id.0].limit.quota().slot_ns());
+        let share = Share { rank: view.rank, ..Share::new(view.live, self.entries[id.0].limit.quota().slot_ns()) };
         let verdict = self.counted(now, id, |rule, room| match (rule, view.hold_until.filter(|&u| u > now)) {
             (Rule::Window(w), Some(until)) => Ok(w.refuse(now, key, until - now)),
             (Rule::Bucket(b), Some(until)) => Ok(b.refuse(now, key, until - now)),
+            (Rule::Rolling(r), Some(until)) => Ok(r.refuse(now, key, until - now)),
             (rule, _) => rule.take(now, key, want, Terms { room, share }),
         });
         match verdict {

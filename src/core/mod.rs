@@ -13,6 +13,7 @@ pub mod lease_id;
 pub mod limit;
 pub mod locker;
 pub mod peering;
+pub mod rolling;
 pub mod room;
 pub mod rule;
 pub mod semaphore;

@@ -1,5 +1,5 @@
 //! One limit's counting state, whichever kind it is: the dispatch from a
-//! limit's algorithm to `FixedWindow`, `Bucket` or `Semaphore`.
+//! limit's algorithm to `FixedWindow`, `Bucket`, `RollingWindow` or `Semaphore`.
 //!
 //! It holds no names and no statistics (those live in `core::locker`), and
 //! like the rest of the core it takes `now` and does no I/O.
@@ -7,6 +7,7 @@
 use super::ask::{Verdict, Want};
 use super::bucket::Bucket;
 use super::limit::{Algorithm, Limit};
+use super::rolling::RollingWindow;
 use super::room::{NoRoom, Terms};
 use super::semaphore::Semaphore;
 use super::time::Nanos;
@@ -19,6 +20,8 @@ pub enum Rule {
     Window(FixedWindow),
     /// A token bucket per key.
     Bucket(Bucket),
+    /// A window rolling with time, per key.
+    Rolling(RollingWindow),
     /// Leases on a count of concurrent holders.
     Semaphore(Semaphore),
 }
@@ -45,6 +48,7 @@ impl Rule {
             Algorithm::FixedWindow => Rule::Window(FixedWindow::new(limit.quota())),
             Algorithm::TokenBucket { burst } => Rule::Bucket(Bucket::new(limit.quota(), burst)),
             Algorithm::Semaphore => Rule::Semaphore(Semaphore::new(limit.capacity())),
+            Algorithm::RollingWindow => Rule::Rolling(RollingWindow::new(limit.quota())),
         }
     }
 
@@ -54,6 +58,7 @@ impl Rule {
         match self {
             Rule::Window(w) => w.advance(now),
             Rule::Bucket(b) => b.advance(now),
+            Rule::Rolling(r) => r.advance(now),
             Rule::Semaphore(s) => s.advance(now),
         }
     }
@@ -64,6 +69,7 @@ impl Rule {
         match self {
             Rule::Window(w) => w.live_keys(),
             Rule::Bucket(b) => b.live_keys(),
+            Rule::Rolling(r) => r.live_keys(),
             Rule::Semaphore(s) => s.live_keys(),
         }
     }
@@ -77,6 +83,7 @@ impl Rule {
         match self {
             Rule::Window(w) => Ok(w.take_shared(now, key, want, terms)?),
             Rule::Bucket(b) => Ok(b.take(now, key, want, terms.room)?),
+            Rule::Rolling(r) => Ok(r.take_shared(now, key, want, terms)?),
             Rule::Semaphore(_) => Err(TakeError::Semaphore),
         }
     }
@@ -88,6 +95,7 @@ impl Rule {
         match (self, limit.algorithm()) {
             (Rule::Window(w), Algorithm::FixedWindow) => w.retune(limit.quota()),
             (Rule::Bucket(b), Algorithm::TokenBucket { burst }) => b.retune(limit.quota(), burst),
+            (Rule::Rolling(r), Algorithm::RollingWindow) => r.retune(limit.quota()),
             (Rule::Semaphore(s), Algorithm::Semaphore) => {
                 s.set_capacity(limit.capacity());
                 true
@@ -100,7 +108,7 @@ impl Rule {
     pub fn lease_counts(&self) -> (usize, usize) {
         match self {
             Rule::Semaphore(s) => s.lease_counts(),
-            Rule::Window(_) | Rule::Bucket(_) => (0, 0),
+            Rule::Window(_) | Rule::Bucket(_) | Rule::Rolling(_) => (0, 0),
         }
     }
 
@@ -108,7 +116,7 @@ impl Rule {
     pub fn semaphore(&mut self) -> Option<&mut Semaphore> {
         match self {
             Rule::Semaphore(s) => Some(s),
-            Rule::Window(_) | Rule::Bucket(_) => None,
+            Rule::Window(_) | Rule::Bucket(_) | Rule::Rolling(_) => None,
         }
     }
 
@@ -120,6 +128,8 @@ impl Rule {
             Rule::Semaphore(s) => s.next_deadline(),
             Rule::Window(w) => w.next_deadline(),
             Rule::Bucket(b) => b.next_deadline(),
+            // A rolling window sweeps its keys when asked, at most once a second.
+            Rule::Rolling(_) => None,
         }
     }
 
@@ -128,7 +138,7 @@ impl Rule {
         match self {
             Rule::Window(w) => w.heap_bytes(),
             Rule::Bucket(b) => b.heap_bytes(),
-            Rule::Semaphore(_) => 0,
+            Rule::Rolling(_) | Rule::Semaphore(_) => 0,
         }
     }
 }

@@ -111,7 +111,7 @@ pub struct LimitStatsReply {
     pub go: u64,
     pub sorry: u64,
     pub errors: u64,
-    /// "fixed-window", "token-bucket" or "semaphore".
+    /// "fixed-window", "token-bucket", "semaphore" or "rolling-window".
     #[serde(default)]
     pub algorithm: String,
     /// A token bucket's burst; absent for other kinds.

@@ -50,6 +50,8 @@ mod peering_split;
 mod pool;
 /// The request path on the seam (`Service::respond`), bytes in and out, for each kind.
 mod protocol;
+/// Rolling windows, alone and peered: never more than max in any interval of length T.
+mod rolling;
 /// The seed's own Python client, unchanged.
 mod seed;
 /// Generated asks on peered fixed windows split by demand: shares whole, overshoot only from the pool.

@@ -2,9 +2,10 @@
 //! counts peers report merged into the limit they name, and the snapshot
 //! and repair lists.
 //!
-//! Fixed windows and token buckets are shared; semaphores are not, and
-//! their counts are never published or merged. How a count is kept is
-//! `core::tally`'s (windows) and `core::bucket::ledger`'s (buckets); this
+//! Fixed windows, token buckets and rolling windows are shared; semaphores
+//! are not, and their counts are never published or merged. How a count
+//! is kept is `core::tally`'s (windows), `core::bucket::ledger`'s (buckets)
+//! and `core::rolling`'s (rolling windows, per sub-slot); this
 //! module only dispatches and keeps the live-key count in step. It must
 //! not reach into a kind's private state, nor encode anything: the bytes
 //! are `wire`'s.
@@ -15,13 +16,15 @@ use super::view::PeerView;
 use crate::core::ask::{PermitAsk, Verdict};
 use crate::core::bucket::Bucket;
 use crate::core::locker::{LimitId, Locker};
+use crate::core::rolling::RollingWindow;
 use crate::core::room::KeyBudget;
 use crate::core::rule::Rule;
 use crate::core::time::Nanos;
 use crate::core::window::{FixedWindow, SlotFit};
 
 /// A cumulative count of one node for one (limit, key, slot): what peers
-/// publish to each other.
+/// publish to each other. The slot is the limit's own numbering: a fixed
+/// window's slot, a token bucket's period, a rolling window's sub-slot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Count {
     pub limit: LimitId,
@@ -60,8 +63,10 @@ impl Locker {
     /// Queues the own count of a key after a go that took permits (a peek
     /// takes none), for the peers: a fixed
     /// window's count in the current slot (a reservation reaches the peers
-    /// when its slot begins), or a bucket's count in the current period
-    /// (a reservation is consumption at once, so it goes out at once).
+    /// when its slot begins), a bucket's count in the current period
+    /// (a reservation is consumption at once, so it goes out at once), or
+    /// a rolling window's count in the sub-slot its caller goes in (a
+    /// reservation goes out at once, so that peers count it ahead).
     pub(in crate::core) fn note_grant(&mut self, now: Nanos, ask: &PermitAsk, v: &Verdict) {
         let (id, key) = (ask.limit, ask.key);
         let (slot, count, asked) = match &mut self.entries[id.0].rule {
@@ -72,6 +77,10 @@ impl Locker {
             Rule::Bucket(b) if v.granted > 0 => {
                 let (period, count) = b.note_own(now, key, v.granted);
                 (period, count, 0)
+            }
+            Rule::Rolling(r) if v.granted > 0 => {
+                let (sub, count) = r.note_own(key, now + v.wait);
+                (sub, count, 0)
             }
             _ => return,
         };
@@ -110,15 +119,17 @@ impl Locker {
                 w.merge_asked(now, c.key.as_deref(), c.slot, c.node, c.count, room)
             }
             (Rule::Bucket(b), Counted::Granted) => merge_bucket(b, now, c, budget),
-            (Rule::Bucket(_), Counted::Asked) | (Rule::Semaphore(_), _) => false,
+            (Rule::Rolling(r), Counted::Granted) => merge_rolling(r, now, c, budget),
+            (Rule::Bucket(_) | Rule::Rolling(_), Counted::Asked) | (Rule::Semaphore(_), _) => false,
         };
         self.live_keys = others + rule.live_keys();
         changed
     }
 
     /// Calls `f` with every count this locker knows at `now`, its own and
-    /// each peer node's: for the current slot of every fixed window, and
-    /// the current and previous period of every token bucket.
+    /// each peer node's: for the current slot of every fixed window, the
+    /// current and previous period of every token bucket, and every
+    /// sub-slot of a rolling window that still counts.
     pub fn snapshot(&mut self, now: Nanos, mut f: impl FnMut(Count)) {
         self.each_shared(now, |i, rule| {
             let count = |key: Option<&str>, slot, node, count| Count::granted(LimitId(i), key, slot, node, count);
@@ -142,6 +153,7 @@ impl Locker {
                     }
                 }
                 Rule::Bucket(b) => b.counts(now, |key, period, node, n| f(count(key, period, node, n))),
+                Rule::Rolling(r) => r.counts(now, |key, sub, node, n| f(count(key, sub, node, n))),
                 Rule::Semaphore(_) => {}
             }
         });
@@ -170,6 +182,9 @@ impl Locker {
                 }
                 Rule::Bucket(b) => {
                     b.drain_touched(|key, slot, count| f(Count::granted(id, key, slot, Nodes::ME, count)))
+                }
+                Rule::Rolling(r) => {
+                    r.drain_touched(|key, sub, count| f(Count::granted(id, key, sub, Nodes::ME, count)))
                 }
                 Rule::Semaphore(_) => {}
             }
@@ -203,4 +218,10 @@ fn merge_bucket(b: &mut Bucket, now: Nanos, c: &Count, budget: KeyBudget) -> boo
     b.advance(now);
     let room = budget.room(b.live_keys());
     b.merge(now, c, room).unwrap_or(false)
+}
+
+fn merge_rolling(r: &mut RollingWindow, now: Nanos, c: &Count, budget: KeyBudget) -> bool {
+    r.advance(now);
+    let room = budget.room(r.live_keys());
+    r.merge(now, c.key.as_deref(), c.slot, c.node, c.count, room).unwrap_or(false)
 }

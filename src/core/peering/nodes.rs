@@ -341,6 +341,14 @@ impl Nodes {
         self.peers.iter().filter(|p| p.run.is_some() && now.saturating_sub(p.last_heard) <= timeout).count()
     }
 
+    /// Live peers whose run's id sorts before this locker's: its place among
+    /// the live lockers, which every live locker computes alike.
+    pub fn rank(&self, now: Nanos, timeout: Nanos) -> usize {
+        let me = &self.me.id;
+        let before = |p: &&PeerState| p.run.as_ref().is_some_and(|r| r.id < *me);
+        self.peers.iter().filter(before).filter(|p| now.saturating_sub(p.last_heard) <= timeout).count()
+    }
+
     /// Every configured peer, in configuration order.
     pub fn peers(&self) -> impl Iterator<Item = (PeerIx, &PeerState)> {
         self.peers.iter().enumerate()

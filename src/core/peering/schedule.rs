@@ -271,8 +271,9 @@ impl Peering {
             self.update(now);
         }
         let live = 1 + self.nodes.live_peers(now, self.settings.live_timeout) as u32;
+        let rank = self.nodes.rank(now, self.settings.live_timeout) as u32;
         let hold_until = self.joining.then(|| self.started.saturating_add(self.settings.grace));
-        PeerView { live, hold_until }
+        PeerView { live, rank, hold_until }
     }
 
     /// The next thing to publish at `now`, if any. Call until `None`.
@@ -374,7 +375,7 @@ mod tests {
         assert_eq!(p.next_deadline(), T0 + JOINING_HEARTBEAT);
         assert!(p.view(T0 + 999 * MS).hold_until.is_some());
         let view = p.view(T0 + 1000 * MS);
-        assert_eq!(view, PeerView { live: 1, hold_until: None });
+        assert_eq!(view, PeerView { live: 1, rank: 0, hold_until: None });
         assert_eq!(p.poll_event(), Some(PeerEvent::Ready { synced: 0 }));
     }
 
@@ -424,6 +425,17 @@ mod tests {
         p.on_heartbeat(T0 + 400 * MS, 2, &node("d", 1), T0 + 400 * MS, false);
         assert_eq!(p.view(T0 + 450 * MS).live, 3, "d is not configured");
         assert_eq!(p.view(T0 + 600 * MS).live, 2, "b has gone quiet");
+    }
+
+    #[test]
+    fn rank_is_the_place_among_live_lockers_by_id() {
+        let peers = ["pa", "pz", "pb"].iter().map(|&p| p.into()).collect();
+        let mut p = Peering::new(PeeringSettings::new(node("m", T0), peers, 1000 * MS, 1000 * MS), T0);
+        p.on_heartbeat(T0, 0, &node("a", 1), T0, false);
+        p.on_heartbeat(T0, 1, &node("z", 1), T0, false);
+        p.on_heartbeat(T0 + 400 * MS, 2, &node("b", 1), T0 + 400 * MS, false);
+        assert_eq!(p.view(T0 + 450 * MS).rank, 2, "a and b sort before m");
+        assert_eq!(p.view(T0 + 600 * MS).rank, 1, "a has gone quiet");
     }
 
     #[test]

@@ -39,6 +39,10 @@ pub const SHORTEST_SPLIT_SLOT: Nanos = 3 * (2 * REPAIR_PERIOD + PROPAGATION_ALLO
 pub struct Share {
     /// Lockers currently live, this one included; 1 when alone.
     pub live: u32,
+    /// This locker's place among the live ones, 0 to live - 1. A rolling
+    /// window splits a small remainder by turns in this order, so that
+    /// lockers deciding at once do not each take the same last permit.
+    pub rank: u32,
     /// Grants younger than this are counted as in flight.
     pub in_flight_window: Nanos,
     /// Whether the slot is long enough to split its quota by demand.
@@ -47,11 +51,11 @@ pub struct Share {
 
 impl Share {
     /// A locker on its own: the share rule never applies.
-    pub const ALONE: Share = Share { live: 1, in_flight_window: PROPAGATION_ALLOWANCE, split: false };
+    pub const ALONE: Share = Share { live: 1, rank: 0, in_flight_window: PROPAGATION_ALLOWANCE, split: false };
 
     /// The terms for `live` lockers and a slot of `slot_ns`.
     pub fn new(live: u32, slot_ns: Nanos) -> Share {
-        Share { live, in_flight_window: Share::window_for(slot_ns), split: slot_ns >= SHORTEST_SPLIT_SLOT }
+        Share { live, rank: 0, in_flight_window: Share::window_for(slot_ns), split: slot_ns >= SHORTEST_SPLIT_SLOT }
     }
 
     /// The in-flight window for a slot of `slot_ns`: the propagation

@@ -11,6 +11,9 @@ use crate::core::time::Nanos;
 pub struct PeerView {
     /// Lockers live, this one included.
     pub live: u32,
+    /// This locker's place among the live lockers by id, 0 to live - 1, so
+    /// that they can take turns without talking (see `Share::rank`).
+    pub rank: u32,
     /// While `now` is before this, every ask of a shared limit is sorry: the
     /// counts of the current slot are still being learned from peers.
     pub hold_until: Option<Nanos>,
@@ -18,5 +21,5 @@ pub struct PeerView {
 
 impl PeerView {
     /// No peers: decide alone.
-    pub const ALONE: PeerView = PeerView { live: 1, hold_until: None };
+    pub const ALONE: PeerView = PeerView { live: 1, rank: 0, hold_until: None };
 }

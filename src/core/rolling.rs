@@ -1,0 +1,252 @@
+//! The rolling window: for every key, at most max_requests permits go in
+//! ANY interval of length T = in_seconds, not only in epoch-aligned slots.
+//!
+//! Per key it keeps the grants that still count (see `log`): each with the
+//! instant its caller goes, and the permits. An ask fits at the earliest
+//! instant at which every interval of length T holding it stays within
+//! max_requests; that is now (go), later within `max_wait` (a reservation,
+//! served in arrival order: no ask goes before an earlier one of the same
+//! key), or too late (sorry, with `retry_after` the exact time until the
+//! oldest grants in the way stop counting).
+//!
+//! Two representations, picked per limit:
+//! - **exact** for max_requests up to 64 (`EXACT_UP_TO`): every grant is
+//!   kept with its own instant, so a key holds at most max_requests entries
+//!   per window and nothing is given up: a saturated caller gets exactly
+//!   max_requests per T;
+//! - **sub-slots** above that: grants are summed per sub-slot of T / 64
+//!   (`SUB_SLOTS`, epoch-aligned) and each sub-slot is counted until its
+//!   last nanosecond + T, in full: never over, and a permit comes back at
+//!   most one sub-slot late, so a saturated caller gets at least
+//!   max_requests x 64 / 65 (98.5 %) per T. A key holds at most 66
+//!   entries per window (100,000 per hour costs the same as 100 per second).
+//!
+//! Either way an entry is 16 bytes, so a key costs at most about 1 KiB of
+//! entries plus about 80 bytes and its name, and reservations queued
+//! ahead add at most 66 entries per T they reach into (max_wait is at most
+//! an hour).
+//! Keys are dropped by a sweep, at most once per second or per half window,
+//! once nothing of theirs counts. This module knows nothing of names beyond
+//! keys, sockets or clocks: it takes `now`.
+//!
+//! Peers share the count per sub-slot (see `shared`).
+
+use std::collections::HashMap;
+
+use super::ask::{Verdict, Want};
+use super::limit::Quota;
+use super::peering::Share;
+use super::room::{KeyRoom, NoRoom, Terms};
+use super::time::{Nanos, NANOS_PER_SEC};
+
+mod log;
+mod shared;
+
+use log::{Fit, Log, Span};
+use shared::Shared;
+
+/// Quotas up to this many permits per window are counted exactly.
+pub const EXACT_UP_TO: u32 = 64;
+
+/// Sub-slots per window, for large quotas and for the counts peers exchange.
+pub const SUB_SLOTS: u64 = 64;
+
+/// How many in-flight windows one turn of peered lockers lasts (see `over_share`).
+const TURN_WINDOWS: u64 = 4;
+
+/// Rolling-window counts for every key of one limit.
+#[derive(Debug, Clone)]
+pub struct RollingWindow {
+    quota: Quota,
+    span: Span,
+    unkeyed: Log,
+    keys: HashMap<Box<str>, Log>,
+    next_sweep: Nanos,
+}
+
+impl RollingWindow {
+    /// An empty window for `quota`: max_requests in any in_seconds.
+    pub fn new(quota: Quota) -> RollingWindow {
+        let window = quota.slot_ns();
+        let peer_grain = (window / SUB_SLOTS).max(1);
+        let grain = if quota.max_requests() <= EXACT_UP_TO { 1 } else { peer_grain };
+        let span = Span { window, max: quota.max_requests(), grain, peer_grain };
+        RollingWindow { quota, span, unkeyed: Log::default(), keys: HashMap::new(), next_sweep: 0 }
+    }
+
+    /// The quota this window enforces.
+    pub fn quota(&self) -> Quota {
+        self.quota
+    }
+
+    /// Takes a new quota, keeping the counts when the window length and the
+    /// way grants are stamped stay the same (a new `max_requests` applies
+    /// from the next ask); returns false, changing nothing, otherwise.
+    pub fn retune(&mut self, quota: Quota) -> bool {
+        let fresh = RollingWindow::new(quota);
+        let same = fresh.span.window == self.span.window && fresh.span.grain == self.span.grain;
+        if same {
+            (self.quota, self.span) = (quota, fresh.span);
+        }
+        same
+    }
+
+    /// Whether every grant is kept with its own instant (no utilisation given up).
+    pub fn is_exact(&self) -> bool {
+        self.span.grain == 1
+    }
+
+    /// Keys with grants that still count, a reservation, or peers' counts.
+    pub fn live_keys(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Drops keys of which nothing counts any more, at most once per
+    /// second or half window; returns how many were dropped.
+    pub fn advance(&mut self, now: Nanos) -> usize {
+        if now < self.next_sweep {
+            return 0;
+        }
+        self.next_sweep = now.saturating_add((self.span.window / 2).max(NANOS_PER_SEC));
+        let span = self.span;
+        self.unkeyed.prune(now, span);
+        let before = self.keys.len();
+        self.keys.retain(|_, log| {
+            log.prune(now, span);
+            !log.is_idle(now)
+        });
+        before - self.keys.len()
+    }
+
+    /// Takes permits for `key` as `want` says, for a locker on its own.
+    /// See `take_shared`.
+    pub fn take(&mut self, now: Nanos, key: Option<&str>, want: Want, room: KeyRoom) -> Result<Verdict, NoRoom> {
+        self.take_shared(now, key, want, Terms { room, share: Share::ALONE })
+    }
+
+    /// Takes permits for `key` (or the limit's unkeyed count) as `want`
+    /// says: now, or with `max_wait` as a reservation at the earliest
+    /// instant they fit; otherwise takes nothing and answers sorry.
+    /// `want.cost` must be at most max_requests; the caller checks. A new
+    /// key needs room in `terms`, and with peers live the grant must also
+    /// fit this locker's share of what is left.
+    pub fn take_shared(&mut self, now: Nanos, key: Option<&str>, want: Want, terms: Terms) -> Result<Verdict, NoRoom> {
+        let (span, Terms { room, share }) = (self.span, terms);
+        if let Some(log) = self.log_mut(key) {
+            log.prune(now, span);
+            let (v, at) = decide(log, now, span, want, share);
+            if let Some(at) = at {
+                grant(log, now, at, v.granted, span, share);
+            }
+            return Ok(v);
+        }
+        // A key not seen yet is added only when it is granted permits.
+        let (v, at) = decide(&mut Log::default(), now, span, want, share);
+        if let Some(at) = at {
+            grant(self.log_entry(key, room)?, now, at, v.granted, span, share);
+        }
+        Ok(v)
+    }
+
+    /// Answers sorry without taking, for a locker that may not grant yet;
+    /// `retry_after` is when it may.
+    pub fn refuse(&self, now: Nanos, key: Option<&str>, retry_after: Nanos) -> Verdict {
+        let empty = Log::default();
+        let log = self.log(key).unwrap_or(&empty);
+        let fit = log.fit(now, self.span, 1);
+        Verdict::sorry(self.span.max, fit.room_now, retry_after, log.empty_at(self.span).saturating_sub(now))
+    }
+
+    fn log(&self, key: Option<&str>) -> Option<&Log> {
+        match key {
+            None => Some(&self.unkeyed),
+            Some(k) => self.keys.get(k),
+        }
+    }
+
+    fn log_mut(&mut self, key: Option<&str>) -> Option<&mut Log> {
+        match key {
+            None => Some(&mut self.unkeyed),
+            Some(k) => self.keys.get_mut(k),
+        }
+    }
+
+    /// The log of `key`, added if there is room.
+    fn log_entry(&mut self, key: Option<&str>, room: KeyRoom) -> Result<&mut Log, NoRoom> {
+        match key {
+            None => Ok(&mut self.unkeyed),
+            Some(k) if matches!(room, KeyRoom::Full) && !self.keys.contains_key(k) => Err(NoRoom),
+            Some(k) => Ok(self.keys.entry(k.into()).or_default()),
+        }
+    }
+}
+
+/// The verdict on `want` for a key whose grants are `log`, and the instant
+/// the permits go at if they are granted.
+fn decide(log: &mut Log, now: Nanos, span: Span, want: Want, share: Share) -> (Verdict, Option<Nanos>) {
+    // A peek asks whether one permit would go.
+    let Fit { at, room, room_now } = log.fit(now, span, want.need().max(1));
+    let wait = at - now;
+    let reset_after = log.empty_at(span).saturating_sub(now);
+    let mut v = Verdict::sorry(span.max, room_now, wait, reset_after);
+    if want.cost == 0 {
+        v.go = wait == 0;
+        return (v, None);
+    }
+    if wait > want.max_wait {
+        return (v, None);
+    }
+    let granted = want.grant(room);
+    if share.live > 1 && over_share(log, now, share, room, granted) {
+        // Over its share, this locker may grant again once its recent
+        // grants have reached the peers.
+        v.retry_after = share.in_flight_window;
+        return (v, None);
+    }
+    v.go = true;
+    v.retry_after = 0;
+    v.granted = granted;
+    v.wait = wait;
+    v.remaining = if wait == 0 { room - granted } else { 0 };
+    v.reset_after = v.reset_after.max(span.stamp(at).saturating_add(span.window) - now);
+    (v, Some(at))
+}
+
+/// Counts `n` permits going at `at`, and with peers live, as own grants
+/// that may still be in flight.
+fn grant(log: &mut Log, now: Nanos, at: Nanos, n: u32, span: Span, share: Share) {
+    if share.live > 1 && log.shared.is_none() {
+        // The in-flight record starts now, so this very grant is in flight.
+        log.shared = Some(Box::new(Shared::since(now)));
+    }
+    log.add(at, n, span);
+}
+
+/// Whether `cost` more would put this locker's grants still in flight over
+/// its share of the `room` left. Each of the `live` lockers may have
+/// `room / live` in flight, and the remainder goes by turns: the locker
+/// whose turn it is (its rank plus the turn number, modulo live) gets one
+/// permit more than the rest, so lockers that see the same room at once
+/// take no more than it between them. A cost larger than its share may
+/// still go on the locker whose turn it is, with nothing in flight, so no
+/// cost starves.
+fn over_share(log: &mut Log, now: Nanos, share: Share, room: u32, cost: u32) -> bool {
+    let in_flight = log.shared.as_mut().map_or(0, |s| s.in_flight(now, share.in_flight_window));
+    let (live, room) = (u64::from(share.live), u64::from(room));
+    // Turns last a few in-flight windows, so that lockers agree on whose
+    // it is and every locker gets one soon. Its first in-flight window
+    // is no one's: what the last holder granted at its turn's end is then
+    // still on the way.
+    let (window, len) = (share.in_flight_window, share.in_flight_window * TURN_WINDOWS);
+    let turn = (now / len + u64::from(share.rank)) % live;
+    let on_turn = turn == 0 && now % len >= window;
+    let fair = room / live + u64::from(turn < room % live && now % len >= window);
+    let first_on_turn = in_flight == 0 && on_turn;
+    in_flight + u64::from(cost) > fair && !first_on_turn
+}
+
+#[cfg(test)]
+mod tests;
+
+#[cfg(test)]
+mod peer_tests;
