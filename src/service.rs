@@ -14,8 +14,8 @@ use crate::core::{
     TableError, Verdict,
 };
 use crate::wire::{
-    self, ErrorReply, GoReply, LimitStatsReply, PeerCount, PeerKind, PeerMsg, PeerNode, PeerStatsReply, Request,
-    StatsReply, WireError, MAX_COUNTS_PER_MESSAGE,
+    self, AskBatch, ErrorReply, GoReply, LimitStatsReply, PeerCount, PeerKind, PeerMsg, PeerNode, PeerStatsReply,
+    Request, StatsReply, WireError, MAX_COUNTS_PER_MESSAGE,
 };
 
 mod lease;
@@ -78,7 +78,8 @@ impl Service {
     }
 
     /// Answers one single-part request received at `now`, writing the reply
-    /// into `out` (cleared first).
+    /// into `out` (cleared first). A batch of asks gets one reply holding
+    /// each ask's reply in order.
     pub fn respond(&mut self, now: Nanos, body: &[u8], out: &mut Vec<u8>) {
         out.clear();
         if let Some(p) = &mut self.peering {
@@ -87,6 +88,7 @@ impl Service {
         match wire::decode_request(body) {
             Ok(Request::Plain(body)) => self.plain(now, body, out),
             Ok(Request::Go(go)) => self.go(now, go, out),
+            Ok(Request::Batch(batch)) => self.batch(now, &batch, out),
             Ok(Request::Acquire(ask)) => self.acquire(now, ask, out),
             Ok(Request::Heartbeat(beat)) => self.heartbeat(now, beat, out),
             Ok(Request::Release(release)) => self.release(now, release, out),
@@ -134,6 +136,22 @@ impl Service {
         match verdict {
             Ok(v) => wire::encode_go_reply(&go_reply(&v, &go), out),
             Err(e) => wire::encode(&error_reply(&e), out),
+        }
+    }
+
+    /// Answers every ask of a batch in order, each exactly as if it had come
+    /// on its own: the same decision, the same counters, the same grants
+    /// for the peers, and an error for that entry alone when it has one.
+    fn batch(&mut self, now: Nanos, batch: &AskBatch, out: &mut Vec<u8>) {
+        wire::begin_batch_reply(batch.len(), out);
+        for entry in batch.iter() {
+            match entry {
+                Ok(go) => self.go(now, go, out),
+                Err(e) => {
+                    self.locker.record_error(None);
+                    wire::encode(&error_reply(&e), out);
+                }
+            }
         }
     }
 

@@ -101,12 +101,73 @@ fn put_uint(out: &mut Vec<u8>, v: u64) {
 
 /// A cursor over a message; every read answers `None` past the end or on
 /// a marker it does not handle.
-struct Reader<'a> {
-    body: &'a [u8],
-    at: usize,
+pub(super) struct Reader<'a> {
+    pub(super) body: &'a [u8],
+    pub(super) at: usize,
 }
 
 impl<'a> Reader<'a> {
+    /// A cursor at the start of `body`.
+    pub(super) fn new(body: &'a [u8]) -> Reader<'a> {
+        Reader { body, at: 0 }
+    }
+
+    /// Steps over one value of any type, nested at most `depth` levels
+    /// (a map or an array is one level, a scalar none); `Err(true)` when nested deeper,
+    /// `Err(false)` when the message ends inside it or holds a byte that is
+    /// no MessagePack marker. Every step consumes at least one byte, so a
+    /// length that claims more than the message holds fails at its end.
+    pub(super) fn skip(&mut self, depth: usize) -> Result<(), bool> {
+        let marker = self.byte().ok_or(false)?;
+        let (items, bytes) = match marker {
+            0x00..=0x7f | 0xe0..=0xff | 0xc0 | 0xc2 | 0xc3 => (0, 0),
+            0x80..=0x8f => (2 * u64::from(marker & 0x0f), 0),
+            0x90..=0x9f => (u64::from(marker & 0x0f), 0),
+            0xa0..=0xbf => (0, u64::from(marker & 0x1f)),
+            0xc4 | 0xd9 => (0, self.be(1).ok_or(false)?),
+            0xc5 | 0xda => (0, self.be(2).ok_or(false)?),
+            0xc6 | 0xdb => (0, self.be(4).ok_or(false)?),
+            0xc7 => (0, self.be(1).ok_or(false)? + 1),
+            0xc8 => (0, self.be(2).ok_or(false)? + 1),
+            0xc9 => (0, self.be(4).ok_or(false)? + 1),
+            0xca => (0, 4),
+            0xcb => (0, 8),
+            0xcc | 0xd0 => (0, 1),
+            0xcd | 0xd1 => (0, 2),
+            0xce | 0xd2 => (0, 4),
+            0xcf | 0xd3 => (0, 8),
+            0xd4 => (0, 2),
+            0xd5 => (0, 3),
+            0xd6 => (0, 5),
+            0xd7 => (0, 9),
+            0xd8 => (0, 17),
+            0xdc => (self.be(2).ok_or(false)?, 0),
+            0xdd => (self.be(4).ok_or(false)?, 0),
+            0xde => (2 * self.be(2).ok_or(false)?, 0),
+            0xdf => (2 * self.be(4).ok_or(false)?, 0),
+            0xc1 => return Err(false),
+        };
+        self.take(usize::try_from(bytes).map_err(|_| false)?).ok_or(false)?;
+        let container = matches!(marker, 0x80..=0x9f | 0xdc..=0xdf);
+        if container && depth == 0 {
+            return Err(true);
+        }
+        for _ in 0..items {
+            self.skip(depth - 1)?;
+        }
+        Ok(())
+    }
+
+    /// The length of an array (fixarray, array16 or array32).
+    pub(super) fn array_len(&mut self) -> Option<u64> {
+        match self.byte()? {
+            m @ 0x90..=0x9f => Some(u64::from(m & 0x0f)),
+            0xdc => self.be(2),
+            0xdd => self.be(4),
+            _ => None,
+        }
+    }
+
     fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         let bytes = self.body.get(self.at..self.at.checked_add(n)?)?;
         self.at += n;
@@ -122,7 +183,7 @@ impl<'a> Reader<'a> {
         Some(self.take(n)?.iter().fold(0, |acc, &b| acc << 8 | u64::from(b)))
     }
 
-    fn map_len(&mut self) -> Option<u64> {
+    pub(super) fn map_len(&mut self) -> Option<u64> {
         match self.byte()? {
             m @ 0x80..=0x8f => Some(u64::from(m & 0x0f)),
             0xde => self.be(2),
@@ -132,7 +193,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A string's bytes, not yet checked to be UTF-8.
-    fn str_bytes(&mut self) -> Option<&'a [u8]> {
+    pub(super) fn str_bytes(&mut self) -> Option<&'a [u8]> {
         let len = match self.byte()? {
             m @ 0xa0..=0xbf => u64::from(m & 0x1f),
             0xd9 => self.be(1)?,
@@ -143,7 +204,7 @@ impl<'a> Reader<'a> {
         self.take(usize::try_from(len).ok()?)
     }
 
-    fn str(&mut self) -> Option<&'a str> {
+    pub(super) fn str(&mut self) -> Option<&'a str> {
         let bytes = self.str_bytes()?;
         if bytes.is_ascii() {
             // SAFETY: ASCII is UTF-8. Checking ASCII a word at a time is far
