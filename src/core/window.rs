@@ -90,6 +90,15 @@ impl FixedWindow {
         self.keys.len()
     }
 
+    /// Starts loading `key`'s place in the key table into the cache (see
+    /// `KeyTable::prefetch`); the unkeyed count needs nothing.
+    #[inline]
+    pub fn prefetch(&self, key: Option<&str>) {
+        if let Some(k) = key {
+            self.keys.prefetch(k);
+        }
+    }
+
     /// Moves to the slot that `now` falls in, dropping every count of an
     /// earlier slot. Returns how many keys were dropped. A `now` earlier than
     /// the current slot is counted in the current slot: time never runs
