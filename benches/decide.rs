@@ -68,7 +68,7 @@ fn decide(c: &mut Criterion) {
     group.throughput(Throughput::Elements(BATCH as u64));
     group.bench_function("1M live keys, batches of 100", |b| {
         b.iter(|| {
-            i = if i + BATCH >= KEYS { 0 } else { i + BATCH };
+            i = if i + 2 * BATCH > KEYS { 0 } else { i + BATCH };
             let asks = keys[i..i + BATCH].iter().map(|k| PermitAsk::new(id).key(k));
             for ask in asks.clone() {
                 locker.prefetch(&ask);
@@ -81,7 +81,7 @@ fn decide(c: &mut Criterion) {
     // The same without the prefetch, to show what overlapping misses buys.
     group.bench_function("1M live keys, batches of 100, no prefetch", |b| {
         b.iter(|| {
-            i = if i + BATCH >= KEYS { 0 } else { i + BATCH };
+            i = if i + 2 * BATCH > KEYS { 0 } else { i + BATCH };
             for k in &keys[i..i + BATCH] {
                 black_box(locker.ask(NOW, &PermitAsk::new(id).key(k)).unwrap());
             }

@@ -200,13 +200,12 @@ impl FixedWindow {
             Some(k) => self.keys.get_or_insert(k),
         };
         let free = max.saturating_sub(tally.total());
-        let sorry = Verdict::sorry(max, free, 0, reset_after);
         if free < want.need() {
             if want.max_wait > 0 {
                 return None;
             }
             // Sorry until the next slot, which is when it would fit.
-            return Some(Ok(Verdict { retry_after: reset_after, ..sorry }));
+            return Some(Ok(Verdict::sorry(max, free, reset_after, reset_after)));
         }
         let granted = want.grant(free);
         if tally.take(now, max, granted, terms.share) == Take::OverShare {
@@ -214,9 +213,35 @@ impl FixedWindow {
             // grants are no longer in flight; the slot's end would be a
             // needless wait.
             let retry_after = terms.share.in_flight_window.min(reset_after);
-            return Some(Ok(Verdict { retry_after, ..sorry }));
+            return Some(Ok(Verdict::sorry(max, free, retry_after, reset_after)));
         }
-        Some(Ok(Verdict { go: true, granted, remaining: free - granted, ..sorry }))
+        Some(Ok(Verdict::go(max, free - granted, reset_after, granted)))
+    }
+
+    /// The commonest ask of all, for a locker on its own: `cost` permits
+    /// (at least 1, at most max_requests), all or nothing, now or never,
+    /// with room for a new key. The same answer as `take_shared` gives it,
+    /// without the general machinery; `None` when the key holds
+    /// reservations, which only the general path knows how to queue
+    /// behind. Call `advance` first.
+    #[inline]
+    pub fn take_lone(&mut self, now: Nanos, key: Option<&str>, cost: u32) -> Option<Verdict> {
+        if self.has_reservations(key) {
+            return None;
+        }
+        let max = self.quota.max_requests();
+        let reset_after = self.quota.slot_end(self.slot).saturating_sub(now);
+        let tally = match key {
+            None => &mut self.unkeyed,
+            Some(k) => self.keys.get_or_insert(k),
+        };
+        let free = max.saturating_sub(tally.total());
+        if free < cost {
+            return Some(Verdict::sorry(max, free, reset_after, reset_after));
+        }
+        // Alone, the share rule never applies: a take that fits is a go.
+        tally.take(now, max, cost, Share::ALONE);
+        Some(Verdict::go(max, free - cost, reset_after, cost))
     }
 
     /// A peek, or an ask that can only go in a later slot: the key holds
