@@ -24,6 +24,11 @@ mod lease;
 /// name, so every body that names a limit fits.
 const PLAIN_MEMO_BYTES: usize = 64;
 
+/// How many asks of a batch are looked up together before they are
+/// decided: enough misses in flight to keep the memory busy, few enough
+/// that their cache lines are still there when the decisions need them.
+const BATCH_CHUNK: usize = 32;
+
 /// The locker behind the wire.
 #[derive(Debug)]
 pub struct Service {
@@ -149,21 +154,30 @@ impl Service {
     /// for the peers, and an error for that entry alone when it has one.
     fn batch(&mut self, now: Nanos, batch: &AskBatch, out: &mut Vec<u8>) {
         wire::begin_batch_reply(batch.len(), out);
-        // With many live keys each ask's key misses the cache. Asked one at
-        // a time, every miss is waited for in turn; looked up all at once
-        // first, the misses overlap, and the decisions below find their
-        // keys in the cache.
-        for go in batch.iter().flatten() {
-            if let Ok(limit) = self.lookup(go.limit) {
-                self.locker.prefetch(&permit_ask(limit, &go));
+        let mut entries = batch.iter();
+        loop {
+            // Read a chunk of entries, on the stack: no allocation per batch.
+            let mut chunk: [Option<Result<wire::Ask, WireError>>; BATCH_CHUNK] = Default::default();
+            let n = chunk.iter_mut().zip(&mut entries).map(|(slot, entry)| *slot = Some(entry)).count();
+            if n == 0 {
+                return;
             }
-        }
-        for entry in batch.iter() {
-            match entry {
-                Ok(go) => self.go(now, go, out),
-                Err(e) => {
-                    self.locker.record_error(None);
-                    wire::encode(&error_reply(&e), out);
+            // With many live keys each ask's key misses the cache. Asked one
+            // at a time, every miss is waited for in turn; looked up all at
+            // once first, the misses overlap, and the decisions below find
+            // their keys in the cache.
+            for go in chunk[..n].iter().flatten().flatten() {
+                if let Ok(limit) = self.lookup(go.limit) {
+                    self.locker.prefetch(&permit_ask(limit, go));
+                }
+            }
+            for entry in chunk[..n].iter_mut().filter_map(Option::take) {
+                match entry {
+                    Ok(go) => self.go(now, go, out),
+                    Err(e) => {
+                        self.locker.record_error(None);
+                        wire::encode(&error_reply(&e), out);
+                    }
                 }
             }
         }

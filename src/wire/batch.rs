@@ -24,7 +24,7 @@ use serde::Deserialize;
 use super::fast::{self, Reader};
 use super::reply::{ErrorReply, GoReply, Reply};
 use super::request::Ask;
-use super::{decode_exact, is_structured, WireError, MAX_DEPTH};
+use super::{decode_exact, is_structured, RequestMap, WireError, MAX_DEPTH};
 
 /// The most asks one batch may carry. A batch of this many short asks is
 /// about 40 KB, within the default `--max-message-size` of 64 KiB; its
@@ -76,7 +76,14 @@ impl<'a> Iterator for Entries<'a> {
         }
         self.left -= 1;
         let start = self.reader.at;
-        // Checked whole when the batch was decoded, so this always steps.
+        // The common shape is read in one pass; anything else is stepped
+        // over (it was checked whole when the batch was decoded) and read
+        // on its own.
+        let rest = &self.reader.body[start..];
+        if let Some((map, len)) = fast::decode_request_map_prefix(rest) {
+            self.reader.at += len;
+            return Some(ask_of(&map));
+        }
         self.reader.skip(MAX_DEPTH - BATCH_LEVELS).ok()?;
         Some(decode_entry(&self.reader.body[start..self.reader.at]))
     }
@@ -139,8 +146,13 @@ fn decode_entry(bytes: &[u8]) -> Result<Ask<'_>, WireError> {
         Some(map) => map,
         None => decode_exact(bytes)?,
     };
+    ask_of(&map)
+}
+
+/// The ask an entry's map carries, if it is a go.
+fn ask_of<'a>(map: &RequestMap<'a>) -> Result<Ask<'a>, WireError> {
     match map.op {
-        None | Some("go") => Ok(Ask::from_map(&map)),
+        None | Some("go") => Ok(Ask::from_map(map)),
         Some(op) => Err(WireError::EntryNotAGo(op.to_owned())),
     }
 }

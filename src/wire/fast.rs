@@ -20,6 +20,13 @@ use super::RequestMap;
 /// Decodes a request map in its common shape, or `None` to leave it to the
 /// serde decoder.
 pub fn decode_request_map(body: &[u8]) -> Option<RequestMap<'_>> {
+    let (map, len) = decode_request_map_prefix(body)?;
+    (len == body.len()).then_some(map)
+}
+
+/// Decodes a request map in its common shape from the start of `body`,
+/// with the bytes it took: how a batch reads its entries in one pass.
+pub fn decode_request_map_prefix(body: &[u8]) -> Option<(RequestMap<'_>, usize)> {
     let mut r = Reader { body, at: 0 };
     let fields = r.map_len()?;
     let mut map = RequestMap::default();
@@ -39,7 +46,7 @@ pub fn decode_request_map(body: &[u8]) -> Option<RequestMap<'_>> {
             return None;
         }
     }
-    (r.at == body.len()).then_some(map)
+    Some((map, r.at))
 }
 
 /// Appends the encoding of `reply` to `out`: the bytes `wire::encode` gives

@@ -27,7 +27,8 @@ fn locker() -> Locker {
 /// A mix of every kind of ask, including ones that are errors.
 fn mixed_asks() -> Vec<Ask<'static>> {
     let mut asks = Vec::new();
-    for _ in 0..2 {
+    // Three rounds: more asks than the service looks up at once.
+    for _ in 0..3 {
         asks.extend([
             Ask::new(),
             Ask::new().key("a").cost(2),
