@@ -7,8 +7,11 @@
 # the CPU time the server process spent per request (user + system, from
 # /proc), which other programs on the machine disturb far less than rates.
 #
-#   bash benches/compare.sh                 # about two minutes
+#   bash benches/compare.sh                 # about two and a half minutes
 #   ROUNDS=5 DURATION=3s bash benches/compare.sh
+#
+# A last row loads the locker alone with batched asks (BATCH asks per
+# message, 100 by default) and prints decisions per second.
 #
 # Load goes to 127.0.0.1 only. Both servers are stopped on exit.
 set -euo pipefail
@@ -135,6 +138,25 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 
+# Batched asks: decisions per second with batches of BATCH asks over all the
+# live keys, BATCH_PIPELINE batch messages in flight per client. The echo
+# server cannot answer a batch, so this row has no ratio; compare it with
+# the criterion figure of `respond/batches of 100, 1M live keys`.
+BATCH=${BATCH:-100}
+BATCH_PIPELINE=${BATCH_PIPELINE:-4}
+BATCH_NAME="batches of $BATCH, ${KEYS} live keys, 4 x $BATCH_PIPELINE (decisions/s)"
+decisions() { awk '$1 == "decisions/s" { print $2 }'; }
+BATCH_V="" BATCH_C=""
+for round in $(seq "$ROUNDS"); do
+  before=$(ticks "$LOCKER_PID")
+  report=$(bench "$LOCKER_EP" --keys "$KEYS" --batch "$BATCH" --clients 4 --pipeline "$BATCH_PIPELINE")
+  v=$(decisions <<<"$report")
+  n=$(awk '$1 == "decisions" { print $2 }' <<<"$report")
+  c=$(awk -v t="$(($(ticks "$LOCKER_PID") - before))" -v n="$n" -v hz="$HZ" 'BEGIN { printf "%.3f", t / hz * 1e6 / n }')
+  BATCH_V+="$v " BATCH_C+="$c "
+  printf 'round %d  %-48s locker %10s (%6s us cpu per decision)\n' "$round" "$BATCH_NAME" "$v" "$c" >&2
+done
+
 med() { tr ' ' '\n' <<<"$1" | grep . | median; }
 live=$("$LOCKER" stats --connect "$LOCKER_EP" --json | sed -n 's/.*"live_keys":\([0-9]*\).*/\1/p')
 echo
@@ -145,3 +167,4 @@ for i in "${!NAMES[@]}"; do
     "$(med "${ECHO_V[$i]}")" "$(med "${LOCKER_V[$i]}")" "$(med "${RATIO_V[$i]}")" \
     "$(med "${ECHO_C[$i]}")" "$(med "${LOCKER_C[$i]}")" "$(med "${CPU_RATIO[$i]}")"
 done
+printf '%-48s %10s %10s %8s   %6s %6s\n' "$BATCH_NAME" "-" "$(med "$BATCH_V")" "-" "-" "$(med "$BATCH_C")"

@@ -2,7 +2,8 @@
 //! asked once before timing, so each timed ask finds its key among a million
 //! others, in an order unrelated to the one they were added in. Also the
 //! unkeyed count, and the whole protocol seam (`Service::respond`: decode,
-//! decide, encode) for both request forms.
+//! decide, encode) for both request forms; and the same decisions a hundred
+//! at a time, as a batched ask is answered (slots prefetched, then decided).
 //!
 //! ```sh
 //! cargo bench --bench decide
@@ -10,12 +11,14 @@
 
 use std::hint::black_box;
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use locker::bench::{key_name, Requests};
 use locker::core::{Limit, Locker, PermitAsk, Quota, DEFAULT_LIMIT};
 use locker::service::Service;
 
 const KEYS: usize = 1_000_000;
+/// Asks per batch in the batched benchmarks.
+const BATCH: usize = 100;
 /// A fixed instant well inside a day-long slot.
 const NOW: u64 = 1_700_000_000 * 1_000_000_000 + 3_600 * 1_000_000_000;
 
@@ -58,6 +61,33 @@ fn decide(c: &mut Criterion) {
             black_box(locker.ask(NOW, &PermitAsk::new(id).key(&keys[i])).unwrap())
         })
     });
+    // The same decisions a hundred at a time, as a batch is answered: every
+    // key's slot prefetched first, then each ask decided. Reported per
+    // batch, with criterion's decisions per second beside it.
+    let mut group = c.benchmark_group("decide");
+    group.throughput(Throughput::Elements(BATCH as u64));
+    group.bench_function("1M live keys, batches of 100", |b| {
+        b.iter(|| {
+            i = if i + 2 * BATCH > KEYS { 0 } else { i + BATCH };
+            let asks = keys[i..i + BATCH].iter().map(|k| PermitAsk::new(id).key(k));
+            for ask in asks.clone() {
+                locker.prefetch(&ask);
+            }
+            for ask in asks {
+                black_box(locker.ask(NOW, &ask).unwrap());
+            }
+        })
+    });
+    // The same without the prefetch, to show what overlapping misses buys.
+    group.bench_function("1M live keys, batches of 100, no prefetch", |b| {
+        b.iter(|| {
+            i = if i + 2 * BATCH > KEYS { 0 } else { i + BATCH };
+            for k in &keys[i..i + BATCH] {
+                black_box(locker.ask(NOW, &PermitAsk::new(id).key(k)).unwrap());
+            }
+        })
+    });
+    group.finish();
     assert_eq!(locker.live_keys(), KEYS, "every key stayed live");
     let unkeyed = PermitAsk::new(id);
     c.bench_function("decide/unkeyed", |b| b.iter(|| black_box(locker.ask(NOW, black_box(&unkeyed)).unwrap())));
@@ -98,5 +128,28 @@ fn respond(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, decide, respond);
+/// A batch of 100 asks through the seam, as `locker bench --batch 100
+/// --keys 1000000` sends them: the in-process limit of what a real locker
+/// can answer, with nothing of the transport's cost.
+fn respond_batch(c: &mut Criterion) {
+    let mut service = Service::new(locker());
+    let mut out = Vec::with_capacity(16 * 1024);
+    let requests = Requests::batches(None, KEYS, BATCH);
+    for i in 0..requests.len() {
+        service.respond(NOW, requests.get(i), &mut out);
+    }
+    assert_eq!(service.locker().live_keys(), KEYS);
+    let mut group = c.benchmark_group("respond");
+    group.throughput(Throughput::Elements(BATCH as u64));
+    let mut i = 0;
+    group.bench_function("batches of 100, 1M live keys", |b| {
+        b.iter(|| {
+            i = if i + 1 == requests.len() { 0 } else { i + 1 };
+            service.respond(NOW, black_box(requests.get(i)), &mut out)
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, decide, respond, respond_batch);
 criterion_main!(benches);

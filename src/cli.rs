@@ -204,6 +204,9 @@ struct BenchArgs {
     /// Send every key once before the warm-up, so the locker holds them all live while timed.
     #[arg(long)]
     prefill: bool,
+    /// Send N asks per message, as one batch (structured form; at most 1000).
+    #[arg(long, value_name = "N")]
+    batch: Option<usize>,
     /// Fail when no reply comes within this long.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
     timeout: Duration,
@@ -412,6 +415,7 @@ fn run_bench(args: BenchArgs) -> u8 {
         limit: args.limit,
         keys: args.keys,
         prefill: args.prefill,
+        batch: args.batch,
         timeout: args.timeout,
         curve,
     };

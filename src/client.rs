@@ -149,6 +149,41 @@ impl Client {
         structured(&reply?)
     }
 
+    /// Asks for permits many times in one message (at most
+    /// `wire::MAX_BATCH_ASKS`): one round trip, and the replies in the order
+    /// of `asks`, each the reply that ask would get on its own or the
+    /// reason the locker refused that ask alone. An error refuses them all.
+    ///
+    /// ```
+    /// # use std::sync::atomic::AtomicBool;
+    /// # use locker::config::{FileConfig, Flags, ServeConfig};
+    /// # let flags = Flags { bind: Some("tcp://127.0.0.1:*".into()), max_requests: Some(2), in_seconds: Some(86_400.0), ..Flags::default() };
+    /// # let server = locker::daemon::Server::bind(&ServeConfig::resolve(flags, FileConfig::default())?)?;
+    /// # let endpoint = server.endpoint().to_owned();
+    /// # std::thread::spawn(move || server.run(&AtomicBool::new(false)));
+    /// use std::time::Duration;
+    /// use locker::{Ask, Client};
+    ///
+    /// let mut client = Client::new([endpoint.as_str()], Duration::from_secs(1))?;
+    /// let asks = [Ask::new().key("a"), Ask::new().key("a"), Ask::new().key("a"), Ask::new().limit("nope")];
+    /// let replies = client.ask_many(&asks)?;
+    /// let ok: Vec<bool> = replies[..3].iter().map(|r| r.as_ref().unwrap().ok).collect();
+    /// assert_eq!(ok, [true, true, false]);
+    /// assert!(replies[3].as_ref().unwrap_err().contains("unknown limit"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn ask_many(&mut self, asks: &[Ask]) -> Result<Vec<Result<GoReply, String>>, ClientError> {
+        self.buf.clear();
+        wire::encode_batch(asks, &mut self.buf);
+        let body = std::mem::take(&mut self.buf);
+        let reply = self.round_trip(&body);
+        self.buf = body;
+        match wire::decode_batch_reply(&reply?).map_err(ClientError::BadReply)? {
+            Reply::Answer(replies) => Ok(replies),
+            Reply::Refused(why) => Err(ClientError::Refused(why)),
+        }
+    }
+
     /// Asks for permits and, when the locker answers with a reservation
     /// (`wait_ms`), sleeps until the caller may go. Returns the reply: `ok`
     /// means go now; not `ok` means sorry even within `max_wait_ms`.

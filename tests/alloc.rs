@@ -55,6 +55,12 @@ fn structured(ask: Ask) -> Vec<u8> {
     body
 }
 
+fn batch(asks: &[Ask]) -> Vec<u8> {
+    let mut body = Vec::new();
+    wire::encode_batch(asks, &mut body);
+    body
+}
+
 #[test]
 fn answering_a_warmed_up_request_allocates_nothing() {
     let mut service = service();
@@ -64,6 +70,7 @@ fn answering_a_warmed_up_request_allocates_nothing() {
         ("plain, named limit", b"api".to_vec()),
         ("structured, unkeyed", structured(Ask::new())),
         ("structured, keyed", structured(Ask::new().limit("api").key("user-7"))),
+        ("a batch of asks", batch(&[Ask::new().limit("api").key("user-8"), Ask::new().key("user-9"), Ask::new()])),
         ("structured, cost 2", structured(Ask::new().limit("api").key("user-7").cost(2))),
     ];
     // Warm up: the first requests grow the reply buffer and the key table.

@@ -42,6 +42,27 @@ impl Requests {
         requests
     }
 
+    /// The structured form in batches of `per` asks (see `wire::encode_batch`):
+    /// body `j` asks keys `j * per` up to `j * per + per - 1`, wrapping
+    /// round to key 0 in the last body, so the bodies together ask every
+    /// key; or `per` asks without a key when `keys` is 0.
+    pub fn batches(limit: Option<&str>, keys: usize, per: usize) -> Requests {
+        let bodies = if keys == 0 { 1 } else { keys.div_ceil(per) };
+        let mut requests = Requests { bytes: Vec::new(), ends: Vec::with_capacity(bodies) };
+        let ask = Ask { limit, ..Ask::new() };
+        let mut names = vec![String::new(); per];
+        for j in 0..bodies {
+            for (i, name) in names.iter_mut().enumerate() {
+                name.clear();
+                key_name((j * per + i) % keys.max(1), name);
+            }
+            let asks: Vec<Ask> = names.iter().map(|n| if keys == 0 { ask } else { ask.key(n) }).collect();
+            wire::encode_batch(&asks, &mut requests.bytes);
+            requests.ends.push(requests.bytes.len());
+        }
+        requests
+    }
+
     fn push(&mut self, ask: &Ask) {
         wire::encode(&ask.to_map(), &mut self.bytes);
         self.ends.push(self.bytes.len());
@@ -87,6 +108,22 @@ mod tests {
             }
         }
         assert!(matches!(wire::decode_request(Requests::structured(None, 0).get(0)), Ok(wire::Request::Go(_))));
+    }
+
+    #[test]
+    fn batches_ask_every_key_in_order() {
+        let r = Requests::batches(None, 5, 2);
+        assert_eq!(r.len(), 3);
+        let keys: Vec<String> = (0..3)
+            .flat_map(|j| match wire::decode_request(r.get(j)).unwrap() {
+                wire::Request::Batch(b) => b.iter().map(|a| a.unwrap().key.unwrap().to_owned()).collect::<Vec<_>>(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        let want: Vec<String> = [0, 1, 2, 3, 4, 0].iter().map(|i| format!("user-{i:07}")).collect();
+        assert_eq!(keys, want);
+        let unkeyed = Requests::batches(None, 0, 3);
+        assert!(matches!(wire::decode_request(unkeyed.get(0)), Ok(wire::Request::Batch(b)) if b.len() == 3));
     }
 
     #[test]

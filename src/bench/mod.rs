@@ -3,7 +3,8 @@
 //! under the same load.
 //!
 //! Each client runs on its own thread with its own socket and keeps
-//! `pipeline` requests in flight. A run has up to three phases, all bounded:
+//! `pipeline` requests in flight; with `batch`, each request is a batch of
+//! asks, and the report counts decisions as well as messages. A run has up to three phases, all bounded:
 //! a prefill that sends every key once (so a locker holds all of them live
 //! before anything is timed), an untimed warm-up, and the timed phase. The
 //! clients start the timed phase together. The generator only produces load
@@ -20,6 +21,8 @@ use std::time::{Duration, Instant};
 pub use load::{key_name, Requests, PLAIN_BODY};
 pub use report::{Report, Tally};
 use worker::Worker;
+
+use crate::wire::MAX_BATCH_ASKS;
 
 /// The most clients one run may start: each is a thread.
 pub const MAX_CLIENTS: usize = 256;
@@ -72,6 +75,9 @@ pub struct BenchConfig {
     pub keys: usize,
     /// Send every key once before the warm-up.
     pub prefill: bool,
+    /// Asks per message, structured form only: each message is a batch of
+    /// this many; `None` sends one ask per message.
+    pub batch: Option<usize>,
     /// The longest wait for any reply.
     pub timeout: Duration,
     /// Speak CURVE, with these keys.
@@ -91,8 +97,11 @@ impl BenchConfig {
         if self.duration.is_zero() || self.timeout.is_zero() {
             return bad("--duration and --timeout must be above zero");
         }
-        if self.form == Form::Plain && (self.keys > 0 || self.prefill) {
-            return bad("--keys and --prefill need the structured form (leave out --plain)");
+        if self.form == Form::Plain && (self.keys > 0 || self.prefill || self.batch.is_some()) {
+            return bad("--keys, --prefill and --batch need the structured form (leave out --plain)");
+        }
+        if self.batch.is_some_and(|n| !(1..=MAX_BATCH_ASKS).contains(&n)) {
+            return bad(&format!("--batch must be from 1 to {MAX_BATCH_ASKS}"));
         }
         Ok(())
     }
@@ -100,7 +109,10 @@ impl BenchConfig {
     fn requests(&self) -> Requests {
         match self.form {
             Form::Plain => Requests::plain(self.limit.as_deref()),
-            Form::Structured => Requests::structured(self.limit.as_deref(), self.keys),
+            Form::Structured => match self.batch {
+                None => Requests::structured(self.limit.as_deref(), self.keys),
+                Some(per) => Requests::batches(self.limit.as_deref(), self.keys, per),
+            },
         }
     }
 }
@@ -119,7 +131,8 @@ pub fn run(config: &BenchConfig) -> Result<Report, BenchError> {
         })
         .collect();
     let mut report =
-        Report::builder(&config.endpoint, config.clients, config.pipeline, config.form.name(), config.keys);
+        Report::builder(&config.endpoint, config.clients, config.pipeline, config.form.name(), config.keys)
+            .batch(config.batch.unwrap_or(0));
     let mut elapsed = Duration::ZERO;
     let mut failure = None;
     for handle in handles {
@@ -152,7 +165,8 @@ fn client(
     // spread over all of them from the first request.
     let (share_from, share_to) = (c * n / config.clients, (c + 1) * n / config.clients);
     let curve = config.curve.as_ref();
-    let connected = Worker::connect(ctx, &config.endpoint, config.pipeline, config.timeout, requests, curve);
+    let connected = Worker::connect(ctx, &config.endpoint, config.pipeline, config.timeout, requests, curve)
+        .map(|w| w.batched(config.batch.is_some()));
     let ready = connected.and_then(|mut w| {
         if config.prefill {
             w.send_range(share_from, share_to)?;

@@ -10,15 +10,17 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::wire::ReplyKind;
+use crate::wire::{self, ReplyKind};
 
 /// The slowest latency the histogram tells apart: anything slower is
 /// recorded as this (a run's timeout is far below it).
 const MAX_LATENCY_NS: u64 = 60_000_000_000;
 
-/// One client's counts and latencies.
+/// One client's counts and latencies. Go, sorry and errors count
+/// decisions (each ask of a batch), `messages` the round trips.
 #[derive(Debug, Clone)]
 pub struct Tally {
+    pub messages: u64,
     pub go: u64,
     pub sorry: u64,
     pub errors: u64,
@@ -31,29 +33,45 @@ pub struct Tally {
 impl Default for Tally {
     fn default() -> Self {
         let latency = Histogram::new_with_bounds(1, MAX_LATENCY_NS, 3).expect("static bounds are valid");
-        Tally { go: 0, sorry: 0, errors: 0, reply_bytes: 0, latency }
+        Tally { messages: 0, go: 0, sorry: 0, errors: 0, reply_bytes: 0, latency }
     }
 }
 
 impl Tally {
     /// Counts one reply of `bytes` bytes and its round-trip time.
     pub fn record(&mut self, outcome: ReplyKind, bytes: usize, latency: Duration) {
-        self.reply_bytes += bytes as u64;
+        self.count(outcome);
+        self.round_trip(bytes, latency);
+    }
+
+    /// Counts the reply to a batch, each of its asks' replies, and its round-trip time.
+    pub fn record_batch(&mut self, reply: &[u8], latency: Duration) {
+        wire::classify_batch_reply(reply, |outcome| self.count(outcome));
+        self.round_trip(reply.len(), latency);
+    }
+
+    fn count(&mut self, outcome: ReplyKind) {
         match outcome {
             ReplyKind::Go => self.go += 1,
             ReplyKind::Sorry => self.sorry += 1,
             ReplyKind::Error => self.errors += 1,
         }
+    }
+
+    fn round_trip(&mut self, bytes: usize, latency: Duration) {
+        self.messages += 1;
+        self.reply_bytes += bytes as u64;
         self.latency.saturating_record(latency.as_nanos().min(u128::from(MAX_LATENCY_NS)) as u64);
     }
 
-    /// Replies counted.
-    pub fn replies(&self) -> u64 {
+    /// Decisions counted: every reply, or every ask's reply in a batch.
+    pub fn decisions(&self) -> u64 {
         self.go + self.sorry + self.errors
     }
 
     /// Adds another client's tally to this one.
     pub fn merge(&mut self, other: &Tally) {
+        self.messages += other.messages;
         self.go += other.go;
         self.sorry += other.sorry;
         self.errors += other.errors;
@@ -70,14 +88,20 @@ pub struct Report {
     pub pipeline: usize,
     pub form: &'static str,
     pub keys: usize,
+    /// Asks per message; 0 when each message is one ask.
+    pub batch: usize,
     /// The measured time, from the start of the timed phase to the last reply.
     pub seconds: f64,
+    /// Messages answered (a batch is one).
     pub requests: u64,
     pub requests_per_second: f64,
+    /// Asks answered: `requests`, or every ask of every batch.
+    pub decisions: u64,
+    pub decisions_per_second: f64,
     pub go: u64,
     pub sorry: u64,
     pub errors: u64,
-    /// The mean size of a reply.
+    /// The mean size of a reply message.
     pub reply_bytes: f64,
     pub p50_us: f64,
     pub p99_us: f64,
@@ -94,9 +118,12 @@ impl Report {
             pipeline,
             form,
             keys,
+            batch: 0,
             seconds: 0.0,
             requests: 0,
             requests_per_second: 0.0,
+            decisions: 0,
+            decisions_per_second: 0.0,
             go: 0,
             sorry: 0,
             errors: 0,
@@ -118,6 +145,12 @@ pub struct ReportBuilder {
 }
 
 impl ReportBuilder {
+    /// Records that each message was a batch of `per` asks.
+    pub fn batch(mut self, per: usize) -> ReportBuilder {
+        self.report.batch = per;
+        self
+    }
+
     /// Adds one client's tally.
     pub fn add(&mut self, tally: &Tally) {
         self.total.merge(tally);
@@ -128,14 +161,17 @@ impl ReportBuilder {
         let t = &self.total;
         let us = |q: f64| t.latency.value_at_quantile(q) as f64 / 1000.0;
         let seconds = elapsed.as_secs_f64();
+        let per_second = |n: u64| if seconds > 0.0 { n as f64 / seconds } else { 0.0 };
         Report {
             seconds,
-            requests: t.replies(),
-            requests_per_second: if seconds > 0.0 { t.replies() as f64 / seconds } else { 0.0 },
+            requests: t.messages,
+            requests_per_second: per_second(t.messages),
+            decisions: t.decisions(),
+            decisions_per_second: per_second(t.decisions()),
             go: t.go,
             sorry: t.sorry,
             errors: t.errors,
-            reply_bytes: if t.replies() > 0 { t.reply_bytes as f64 / t.replies() as f64 } else { 0.0 },
+            reply_bytes: if t.messages > 0 { t.reply_bytes as f64 / t.messages as f64 } else { 0.0 },
             p50_us: us(0.5),
             p99_us: us(0.99),
             p999_us: us(0.999),
@@ -148,10 +184,17 @@ impl ReportBuilder {
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let keys = if self.keys == 0 { "no key".to_owned() } else { format!("{} keys", self.keys) };
+        let batch = if self.batch == 0 { String::new() } else { format!(", batches of {}", self.batch) };
         writeln!(f, "target      {}", self.endpoint)?;
-        writeln!(f, "load        {} clients x {} in flight, {} form, {keys}", self.clients, self.pipeline, self.form)?;
+        writeln!(
+            f,
+            "load        {} clients x {} in flight, {} form, {keys}{batch}",
+            self.clients, self.pipeline, self.form
+        )?;
         writeln!(f, "requests    {} in {:.3} s", self.requests, self.seconds)?;
         writeln!(f, "requests/s  {:.0}", self.requests_per_second)?;
+        writeln!(f, "decisions   {}", self.decisions)?;
+        writeln!(f, "decisions/s {:.0}", self.decisions_per_second)?;
         writeln!(f, "go          {}", self.go)?;
         writeln!(f, "sorry       {}", self.sorry)?;
         writeln!(f, "errors      {}", self.errors)?;
@@ -167,6 +210,24 @@ impl fmt::Display for Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_batch_counts_one_message_and_each_decision() {
+        let mut t = Tally::default();
+        let mut reply = Vec::new();
+        wire::begin_batch_reply(2, &mut reply);
+        wire::encode(&wire::ErrorReply { error: "no".into() }, &mut reply);
+        reply.extend_from_slice(
+            b"\x85\xa2ok\xc3\xa5limit\x01\xa9remaining\x00\xaeretry_after_ms\x00\xaereset_after_ms\x00",
+        );
+        t.record_batch(&reply, Duration::from_micros(10));
+        assert_eq!((t.messages, t.decisions(), t.go, t.errors), (1, 2, 1, 1));
+        let mut b = Report::builder("tcp://127.0.0.1:1", 1, 1, "structured", 0).batch(2);
+        b.add(&t);
+        let r = b.finish(Duration::from_secs(1));
+        assert_eq!((r.requests, r.decisions, r.batch), (1, 2, 2));
+        assert!(r.to_string().contains("decisions/s 2\n"), "{r}");
+    }
 
     #[test]
     fn tallies_merge_into_rates_and_quantiles() {
@@ -186,6 +247,7 @@ mod tests {
         assert_eq!(r.reply_bytes, (99.0 * 2.0 + 5.0 + 30.0) / 101.0);
         assert!((50.9..=51.1).contains(&r.p50_us), "the 51st of 101: {}", r.p50_us);
         assert!(r.p999_us >= 4990.0, "{}", r.p999_us);
+        assert_eq!((r.decisions, r.decisions_per_second), (101, 50.5));
         let text = r.to_string();
         assert!(text.contains("requests/s  50\n") || text.contains("requests/s  51\n"), "{text}");
     }

@@ -22,6 +22,8 @@ use crate::wire;
 pub struct Worker {
     socket: zmq::Socket,
     dealer: bool,
+    /// Replies are a batch's: count each ask's reply.
+    batched: bool,
     pipeline: usize,
     timeout_ms: i64,
     requests: Arc<Requests>,
@@ -57,6 +59,7 @@ impl Worker {
         Ok(Worker {
             socket,
             dealer,
+            batched: false,
             pipeline,
             timeout_ms: i64::from(timeout_ms),
             requests,
@@ -64,6 +67,11 @@ impl Worker {
             reply: zmq::Message::new(),
             tally: Tally::default(),
         })
+    }
+
+    /// This worker, reading every reply as a batch's when `batched`.
+    pub fn batched(self, batched: bool) -> Worker {
+        Worker { batched, ..self }
     }
 
     /// Sends bodies numbered `from` up to `to` once each, untimed.
@@ -129,7 +137,9 @@ impl Worker {
                 break;
             }
             self.in_flight.pop_front();
-            if timed {
+            if timed && self.batched {
+                self.tally.record_batch(&self.reply, sent.elapsed());
+            } else if timed {
                 self.tally.record(wire::classify_reply(&self.reply), self.reply.len(), sent.elapsed());
             }
         }

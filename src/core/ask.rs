@@ -172,10 +172,16 @@ pub struct Verdict {
 
 impl Verdict {
     /// Sorry: nothing granted; the numbers say what is left and when to
-    /// come back. Every sorry is built here; a go is a sorry's numbers with
-    /// `go`, `granted` and `wait` set.
+    /// come back. Every sorry is built here; a go is `go`, or a sorry's
+    /// numbers with `go`, `granted` and `wait` set.
     #[inline]
     pub const fn sorry(limit: u32, remaining: u32, retry_after: Nanos, reset_after: Nanos) -> Verdict {
         Verdict { go: false, limit, remaining, retry_after, reset_after, granted: 0, wait: 0 }
+    }
+
+    /// Go now: `granted` permits taken, `remaining` left.
+    #[inline]
+    pub const fn go(limit: u32, remaining: u32, reset_after: Nanos, granted: u32) -> Verdict {
+        Verdict { go: true, limit, remaining, retry_after: 0, reset_after, granted, wait: 0 }
     }
 }

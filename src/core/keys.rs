@@ -184,6 +184,20 @@ impl KeyTable {
         &mut self.slots[i].tally
     }
 
+    /// Starts loading the slot where `key`'s search begins into the cache,
+    /// without waiting for it. A lookup in a large table misses the cache;
+    /// when many keys are known at once (a batch of asks), prefetching all
+    /// their slots first lets those misses overlap instead of each lookup
+    /// waiting for its own in turn. A hint only: it changes nothing.
+    #[inline]
+    pub fn prefetch(&self, key: &str) {
+        if key.len() > INLINE || self.slots.is_empty() {
+            return;
+        }
+        let i = self.hasher.hash_one(key) as usize & (self.slots.len() - 1);
+        prefetch_line(&self.slots[i]);
+    }
+
     /// Sets the tally of `key`, adding the key if it is not live.
     pub fn insert(&mut self, key: &str, tally: Tally) {
         *self.get_or_insert(key) = tally;
@@ -254,6 +268,21 @@ impl KeyTable {
     pub fn is_idle(&self) -> bool {
         self.is_empty() && self.slots.len() <= MIN_SLOTS && self.long.capacity() <= MIN_SLOTS
     }
+}
+
+/// Asks the CPU to bring the cache line holding `slot` in, where it can.
+#[inline]
+fn prefetch_line(slot: &Slot) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint to the cache: it never faults and never
+    // reads or writes memory on the program's behalf, and `slot` is a live
+    // reference anyway.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>((slot as *const Slot).cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = slot;
 }
 
 /// The key an inline name holds.

@@ -112,6 +112,16 @@ impl Rule {
         }
     }
 
+    /// Starts loading the state an ask for `key` will read into the cache,
+    /// where the kind keeps it in a table that can do so.
+    #[inline]
+    pub fn prefetch(&self, key: Option<&str>) {
+        // A hint only: kinds without a key table of their own skip it.
+        if let Rule::Window(w) = self {
+            w.prefetch(key);
+        }
+    }
+
     /// The semaphore, if this rule is one.
     pub fn semaphore(&mut self) -> Option<&mut Semaphore> {
         match self {

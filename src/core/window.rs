@@ -117,6 +117,15 @@ impl FixedWindow {
         self.keys.heap_bytes()
     }
 
+    /// Starts loading `key`'s place in the key table into the cache (see
+    /// `KeyTable::prefetch`); the unkeyed count needs nothing.
+    #[inline]
+    pub fn prefetch(&self, key: Option<&str>) {
+        if let Some(k) = key {
+            self.keys.prefetch(k);
+        }
+    }
+
     /// Moves to the slot that `now` falls in, dropping every count of an
     /// earlier slot. Returns how many keys were dropped. A `now` earlier than
     /// the current slot is counted in the current slot: time never runs
@@ -275,25 +284,51 @@ impl FixedWindow {
             tally.note_asked(want.cost);
         }
         let free = tally.free(max, terms.share);
-        let sorry = Verdict::sorry(max, free, 0, reset_after);
         if free < want.need() {
             if want.max_wait > 0 {
                 return None;
             }
             // Sorry until the next slot, which is when it would fit.
-            return Some(Ok(Verdict { retry_after: reset_after, ..sorry }));
+            return Some(Ok(Verdict::sorry(max, free, reset_after, reset_after)));
         }
         let granted = want.grant(free);
         match tally.take(now, max, granted, terms.share) {
-            Take::Go => Some(Ok(Verdict { go: true, granted, remaining: free - granted, ..sorry })),
+            Take::Go => Some(Ok(Verdict::go(max, free - granted, reset_after, granted))),
             // Over its part of the pool, this locker may grant again once
             // its recent grants are no longer in flight; the slot's end
             // would be a needless wait.
             Take::OverShare => {
-                Some(Ok(Verdict { retry_after: terms.share.in_flight_window.min(reset_after), ..sorry }))
+                let retry_after = terms.share.in_flight_window.min(reset_after);
+                Some(Ok(Verdict::sorry(max, free, retry_after, reset_after)))
             }
-            Take::Spent => Some(Ok(Verdict { retry_after: reset_after, ..sorry })),
+            Take::Spent => Some(Ok(Verdict::sorry(max, free, reset_after, reset_after))),
         }
+    }
+
+    /// The commonest ask of all, for a locker on its own: `cost` permits
+    /// (at least 1, at most max_requests), all or nothing, now or never,
+    /// with room for a new key. The same answer as `take_shared` gives it,
+    /// without the general machinery; `None` when the key holds
+    /// reservations, which only the general path knows how to queue
+    /// behind. Call `advance` first.
+    #[inline]
+    pub fn take_lone(&mut self, now: Nanos, key: Option<&str>, cost: u32) -> Option<Verdict> {
+        if self.has_reservations(key) {
+            return None;
+        }
+        let max = self.quota.max_requests();
+        let reset_after = self.quota.slot_end(self.slot).saturating_sub(now);
+        let tally = match key {
+            None => &mut self.unkeyed,
+            Some(k) => self.keys.get_or_insert(k),
+        };
+        let free = max.saturating_sub(tally.total());
+        if free < cost {
+            return Some(Verdict::sorry(max, free, reset_after, reset_after));
+        }
+        // Alone, the share rule never applies: a take that fits is a go.
+        tally.take(now, max, cost, Share::ALONE);
+        Some(Verdict::go(max, free - cost, reset_after, cost))
     }
 
     /// A peek, or an ask that can only go in a later slot: the key holds

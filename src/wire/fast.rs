@@ -20,6 +20,13 @@ use super::RequestMap;
 /// Decodes a request map in its common shape, or `None` to leave it to the
 /// serde decoder.
 pub fn decode_request_map(body: &[u8]) -> Option<RequestMap<'_>> {
+    let (map, len) = decode_request_map_prefix(body)?;
+    (len == body.len()).then_some(map)
+}
+
+/// Decodes a request map in its common shape from the start of `body`,
+/// with the bytes it took: how a batch reads its entries in one pass.
+pub fn decode_request_map_prefix(body: &[u8]) -> Option<(RequestMap<'_>, usize)> {
     let mut r = Reader { body, at: 0 };
     let fields = r.map_len()?;
     let mut map = RequestMap::default();
@@ -39,7 +46,7 @@ pub fn decode_request_map(body: &[u8]) -> Option<RequestMap<'_>> {
             return None;
         }
     }
-    (r.at == body.len()).then_some(map)
+    Some((map, r.at))
 }
 
 /// Appends the encoding of `reply` to `out`: the bytes `wire::encode` gives
@@ -85,7 +92,8 @@ pub fn go_reply_ok(reply: &[u8]) -> Option<bool> {
 /// asks this after decoding, since its decoder does not say where it stopped.
 pub fn value_len(body: &[u8], depth: usize) -> Option<usize> {
     let mut r = Reader { body, at: 0 };
-    r.skip(depth)?;
+    // `skip` counts the levels below the value; serde counts the value too.
+    r.skip(depth.saturating_sub(1)).ok()?;
     Some(r.at)
 }
 
@@ -111,12 +119,73 @@ fn put_uint(out: &mut Vec<u8>, v: u64) {
 
 /// A cursor over a message; every read answers `None` past the end or on
 /// a marker it does not handle.
-struct Reader<'a> {
-    body: &'a [u8],
-    at: usize,
+pub(super) struct Reader<'a> {
+    pub(super) body: &'a [u8],
+    pub(super) at: usize,
 }
 
 impl<'a> Reader<'a> {
+    /// A cursor at the start of `body`.
+    pub(super) fn new(body: &'a [u8]) -> Reader<'a> {
+        Reader { body, at: 0 }
+    }
+
+    /// Steps over one value of any type, nested at most `depth` levels
+    /// (a map or an array is one level, a scalar none); `Err(true)` when nested deeper,
+    /// `Err(false)` when the message ends inside it or holds a byte that is
+    /// no MessagePack marker. Every step consumes at least one byte, so a
+    /// length that claims more than the message holds fails at its end.
+    pub(super) fn skip(&mut self, depth: usize) -> Result<(), bool> {
+        let marker = self.byte().ok_or(false)?;
+        let (items, bytes) = match marker {
+            0x00..=0x7f | 0xe0..=0xff | 0xc0 | 0xc2 | 0xc3 => (0, 0),
+            0x80..=0x8f => (2 * u64::from(marker & 0x0f), 0),
+            0x90..=0x9f => (u64::from(marker & 0x0f), 0),
+            0xa0..=0xbf => (0, u64::from(marker & 0x1f)),
+            0xc4 | 0xd9 => (0, self.be(1).ok_or(false)?),
+            0xc5 | 0xda => (0, self.be(2).ok_or(false)?),
+            0xc6 | 0xdb => (0, self.be(4).ok_or(false)?),
+            0xc7 => (0, self.be(1).ok_or(false)? + 1),
+            0xc8 => (0, self.be(2).ok_or(false)? + 1),
+            0xc9 => (0, self.be(4).ok_or(false)? + 1),
+            0xca => (0, 4),
+            0xcb => (0, 8),
+            0xcc | 0xd0 => (0, 1),
+            0xcd | 0xd1 => (0, 2),
+            0xce | 0xd2 => (0, 4),
+            0xcf | 0xd3 => (0, 8),
+            0xd4 => (0, 2),
+            0xd5 => (0, 3),
+            0xd6 => (0, 5),
+            0xd7 => (0, 9),
+            0xd8 => (0, 17),
+            0xdc => (self.be(2).ok_or(false)?, 0),
+            0xdd => (self.be(4).ok_or(false)?, 0),
+            0xde => (2 * self.be(2).ok_or(false)?, 0),
+            0xdf => (2 * self.be(4).ok_or(false)?, 0),
+            0xc1 => return Err(false),
+        };
+        self.take(usize::try_from(bytes).map_err(|_| false)?).ok_or(false)?;
+        let container = matches!(marker, 0x80..=0x9f | 0xdc..=0xdf);
+        if container && depth == 0 {
+            return Err(true);
+        }
+        for _ in 0..items {
+            self.skip(depth - 1)?;
+        }
+        Ok(())
+    }
+
+    /// The length of an array (fixarray, array16 or array32).
+    pub(super) fn array_len(&mut self) -> Option<u64> {
+        match self.byte()? {
+            m @ 0x90..=0x9f => Some(u64::from(m & 0x0f)),
+            0xdc => self.be(2),
+            0xdd => self.be(4),
+            _ => None,
+        }
+    }
+
     fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         let bytes = self.body.get(self.at..self.at.checked_add(n)?)?;
         self.at += n;
@@ -132,7 +201,7 @@ impl<'a> Reader<'a> {
         Some(self.take(n)?.iter().fold(0, |acc, &b| acc << 8 | u64::from(b)))
     }
 
-    fn map_len(&mut self) -> Option<u64> {
+    pub(super) fn map_len(&mut self) -> Option<u64> {
         match self.byte()? {
             m @ 0x80..=0x8f => Some(u64::from(m & 0x0f)),
             0xde => self.be(2),
@@ -142,7 +211,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A string's bytes, not yet checked to be UTF-8.
-    fn str_bytes(&mut self) -> Option<&'a [u8]> {
+    pub(super) fn str_bytes(&mut self) -> Option<&'a [u8]> {
         let len = match self.byte()? {
             m @ 0xa0..=0xbf => u64::from(m & 0x1f),
             0xd9 => self.be(1)?,
@@ -153,7 +222,7 @@ impl<'a> Reader<'a> {
         self.take(usize::try_from(len).ok()?)
     }
 
-    fn str(&mut self) -> Option<&'a str> {
+    pub(super) fn str(&mut self) -> Option<&'a str> {
         let bytes = self.str_bytes()?;
         if bytes.is_ascii() {
             // SAFETY: ASCII is UTF-8. Checking ASCII a word at a time is far
@@ -170,45 +239,6 @@ impl<'a> Reader<'a> {
             0xc3 => Some(true),
             _ => None,
         }
-    }
-
-    /// Steps over one whole value of any type, with arrays and maps nested
-    /// fewer than `depth` deep (as the serde decoder counts them).
-    fn skip(&mut self, depth: usize) -> Option<()> {
-        let marker = self.byte()?;
-        let (data, items) = match marker {
-            0x00..=0x7f | 0xc0 | 0xc2 | 0xc3 | 0xe0..=0xff => (0, 0),
-            0x80..=0x8f => (0, 2 * u64::from(marker & 0x0f)),
-            0x90..=0x9f => (0, u64::from(marker & 0x0f)),
-            0xa0..=0xbf => (u64::from(marker & 0x1f), 0),
-            0xc4 | 0xd9 => (self.be(1)?, 0),
-            0xc5 | 0xda => (self.be(2)?, 0),
-            0xc6 | 0xdb => (self.be(4)?, 0),
-            // ext: a length, then a type byte, then the data.
-            0xc7 => (self.be(1)? + 1, 0),
-            0xc8 => (self.be(2)? + 1, 0),
-            0xc9 => (self.be(4)? + 1, 0),
-            0xca => (4, 0),
-            0xcb => (8, 0),
-            0xcc | 0xd0 => (1, 0),
-            0xcd | 0xd1 => (2, 0),
-            0xce | 0xd2 => (4, 0),
-            0xcf | 0xd3 => (8, 0),
-            0xd4..=0xd8 => (1 + (1 << (marker - 0xd4)), 0),
-            0xdc => (0, self.be(2)?),
-            0xdd => (0, self.be(4)?),
-            0xde => (0, 2 * self.be(2)?),
-            0xdf => (0, 2 * self.be(4)?),
-            // 0xc1 is reserved: never a value.
-            0xc1 => return None,
-        };
-        self.take(usize::try_from(data).ok()?)?;
-        let depth =
-            if matches!(marker, 0x80..=0x9f | 0xdc..=0xdf) { depth.checked_sub(1).filter(|&d| d > 0)? } else { depth };
-        for _ in 0..items {
-            self.skip(depth)?;
-        }
-        Some(())
     }
 
     fn uint(&mut self) -> Option<u64> {

@@ -11,6 +11,7 @@
 //!   MessagePack map.
 //!
 //! One file per message family: `request` (the ask and the decoded request),
+//! `batch` (many asks in one message),
 //! `lease` (acquire, heartbeat, release), `reply` (go, sorry, errors, stats)
 //! and `peer` (what peered lockers say over PUB/SUB). This file holds what
 //! they share: the request map they all travel in, the error, the size
@@ -23,12 +24,16 @@
 
 use serde::{Deserialize, Serialize};
 
+mod batch;
 mod fast;
 mod lease;
 mod peer;
 mod reply;
 mod request;
 
+pub use batch::{
+    begin_batch_reply, classify_batch_reply, decode_batch_reply, encode_batch, AskBatch, Entries, MAX_BATCH_ASKS,
+};
 pub use lease::{Heartbeat, LeaseAsk, LeaseReply, Release};
 pub use peer::{
     decode_peer, PeerCount, PeerKind, PeerLimit, PeerMsg, PeerNode, MAX_COUNTS_PER_MESSAGE, MAX_LIMITS_PER_MESSAGE,
@@ -54,7 +59,7 @@ pub const MAX_DEPTH: usize = 8;
 /// one definition.
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestMap<'a> {
-    /// "go" (the default), "stats", "acquire", "heartbeat" or "release".
+    /// "go" (the default), "batch", "stats", "acquire", "heartbeat" or "release".
     #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
     pub op: Option<&'a str>,
     /// A configured limit's name; the default limit when absent.
@@ -94,10 +99,18 @@ pub enum WireError {
     TooDeep,
     #[error("bad request: trailing bytes after the request map")]
     TrailingBytes,
-    #[error("unknown op {0:?} (expected \"go\", \"stats\", \"acquire\", \"heartbeat\" or \"release\")")]
+    #[error("unknown op {0:?} (expected \"go\", \"batch\", \"stats\", \"acquire\", \"heartbeat\" or \"release\")")]
     UnknownOp(String),
     #[error("bad request: op {0:?} needs a lease")]
     NoLease(&'static str),
+    #[error("bad request: op \"batch\" needs one array of asks")]
+    NoAsks,
+    #[error("bad request: a batch carries at most {MAX_BATCH_ASKS} asks, this one has {0}")]
+    TooManyAsks(usize),
+    #[error("bad request: a batch entry must be a map")]
+    EntryNotAMap,
+    #[error("bad request: a batch entry is a go, not op {0:?}")]
+    EntryNotAGo(String),
 }
 
 /// Whether `body` is a structured request: it starts with a MessagePack map

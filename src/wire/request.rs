@@ -4,6 +4,7 @@
 //! Like the rest of `wire`, this only translates; what an ask means is the
 //! core's business.
 
+use super::batch::{self, AskBatch};
 use super::lease::{Heartbeat, LeaseAsk, Release};
 use super::{decode_exact, fast, is_structured, RequestMap, WireError};
 
@@ -14,6 +15,8 @@ pub enum Request<'a> {
     Plain(&'a [u8]),
     /// May I go?
     Go(Ask<'a>),
+    /// May each of these go? Answered in one message, in order.
+    Batch(AskBatch<'a>),
     /// The locker's counters.
     Stats,
     /// Take a semaphore count under a new lease.
@@ -101,6 +104,22 @@ impl<'a> Ask<'a> {
             ..RequestMap::default()
         }
     }
+
+    /// The map that carries this ask in a batch: `to_map` without `op`.
+    pub fn to_entry(&self) -> RequestMap<'a> {
+        RequestMap { op: None, ..self.to_map() }
+    }
+
+    /// The ask a go request's map carries.
+    pub(super) fn from_map(map: &RequestMap<'a>) -> Ask<'a> {
+        Ask {
+            limit: map.limit,
+            key: map.key,
+            cost: map.cost.unwrap_or(1),
+            up_to: map.up_to.unwrap_or(false),
+            max_wait_ms: map.max_wait_ms,
+        }
+    }
 }
 
 /// Decodes one single-part request: a body that is not a MessagePack map is
@@ -117,20 +136,19 @@ pub fn decode_request(body: &[u8]) -> Result<Request<'_>, WireError> {
     if !is_structured(body) {
         return Ok(Request::Plain(body));
     }
-    // The hand-written decoder reads the common shapes; everything else,
-    // errors included, goes to serde.
+    // The hand-written decoder reads the common shapes and the batch reader
+    // reads batches; everything else, errors included, goes to serde.
     let map = match fast::decode_request_map(body) {
         Some(map) => map,
-        None => decode_exact(body)?,
+        None => match batch::decode(body)? {
+            Some(batch) => return Ok(Request::Batch(batch)),
+            None => decode_exact(body)?,
+        },
     };
     match map.op.unwrap_or("go") {
-        "go" => Ok(Request::Go(Ask {
-            limit: map.limit,
-            key: map.key,
-            cost: map.cost.unwrap_or(1),
-            up_to: map.up_to.unwrap_or(false),
-            max_wait_ms: map.max_wait_ms,
-        })),
+        "go" => Ok(Request::Go(Ask::from_map(&map))),
+        // A batch whose asks could be read was answered above.
+        "batch" => Err(WireError::NoAsks),
         "stats" => Ok(Request::Stats),
         "acquire" => Ok(Request::Acquire(LeaseAsk::from_map(&map))),
         "heartbeat" => Heartbeat::from_map(&map).map(Request::Heartbeat),

@@ -438,3 +438,59 @@ fn a_peer_message_may_leave_out_its_flags_and_counts_but_must_be_a_map() {
     assert!(wire::decode_peer(b"let me go").is_err());
     assert!(wire::decode_peer(&[0x81, 0xa1, 0x78, 0xc0]).is_err(), "a map without the fields");
 }
+
+#[test]
+fn a_batch_of_asks_and_its_reply() {
+    let mut body = Vec::new();
+    wire::encode_batch(&[Ask::new().key("a"), Ask::new().limit("api").cost(2)], &mut body);
+    let expected = concat(&[
+        &[0x82],
+        &fixstr("op"),
+        &fixstr("batch"),
+        &fixstr("asks"),
+        &[0x92],
+        &[0x82],
+        &fixstr("key"),
+        &fixstr("a"),
+        &fixstr("cost"),
+        &[1],
+        &[0x82],
+        &fixstr("limit"),
+        &fixstr("api"),
+        &fixstr("cost"),
+        &[2],
+    ]);
+    assert_eq!(hex(&body), hex(&expected));
+    let Ok(Request::Batch(batch)) = wire::decode_request(&body) else { panic!("not a batch") };
+    let asks: Vec<Ask> = batch.iter().map(Result::unwrap).collect();
+    assert_eq!(asks, [Ask::new().key("a"), Ask::new().limit("api").cost(2)]);
+
+    // {"replies": [a go reply, {"error": "unknown limit \"x\""}]}
+    let mut reply = Vec::new();
+    wire::begin_batch_reply(2, &mut reply);
+    let go = GoReply {
+        ok: true,
+        limit: 5,
+        remaining: 4,
+        retry_after_ms: 0,
+        reset_after_ms: 700,
+        granted: None,
+        wait_ms: None,
+    };
+    wire::encode_go_reply(&go, &mut reply);
+    wire::encode(&ErrorReply { error: "unknown limit \"x\"".into() }, &mut reply);
+    let expected = concat(&[
+        &[0x81],
+        &fixstr("replies"),
+        &[0x92],
+        &encoded_bytes(&go),
+        &[0x81],
+        &fixstr("error"),
+        &fixstr("unknown limit \"x\""),
+    ]);
+    assert_eq!(hex(&reply), hex(&expected));
+    assert_eq!(wire::decode_batch_reply(&reply), Ok(Reply::Answer(vec![Ok(go), Err("unknown limit \"x\"".into())])));
+    let mut kinds = Vec::new();
+    assert_eq!(wire::classify_batch_reply(&reply, |k| kinds.push(k)), 2);
+    assert_eq!(kinds, [ReplyKind::Go, ReplyKind::Error]);
+}

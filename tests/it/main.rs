@@ -8,6 +8,8 @@ mod support;
 
 /// `locker ask` and `locker stats` from the command line: output and exit codes.
 mod ask;
+/// Batched asks: each entry as the same ask alone, on the seam and against the real locker.
+mod batch;
 /// `locker bench` against a real locker: its counts add up.
 mod bench;
 /// Generated asks on a token bucket shared by peers: the stated overshoot bound.

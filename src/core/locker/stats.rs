@@ -48,6 +48,16 @@ impl Outcome {
         }
     }
 
+    /// The outcome of an ask that got a verdict.
+    #[inline]
+    pub(crate) fn of_verdict(v: &Verdict) -> Outcome {
+        if v.go {
+            Outcome::Go { waited: v.wait > 0 }
+        } else {
+            Outcome::Sorry
+        }
+    }
+
     /// The outcome of an acquire.
     pub(crate) fn of_acquire<T, E>(result: &Result<(T, LeaseVerdict), E>) -> Outcome {
         match result {

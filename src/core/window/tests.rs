@@ -156,4 +156,32 @@ proptest::proptest! {
             proptest::prop_assert!(n <= 3, "slot {} got {}", slot, n);
         }
     }
+
+    /// The short path answers every ask it takes exactly as the general
+    /// path does, and leaves the same counts behind, reservations included.
+    #[test]
+    fn the_lone_path_answers_as_the_general_path(
+        asks in proptest::collection::vec((0u64..300, 0usize..3, 1u32..=3, 0u64..3_000), 1..120),
+    ) {
+        let q = Quota::new(3, 0.1).unwrap();
+        let (mut lone, mut general) = (FixedWindow::new(q), FixedWindow::new(q));
+        let mut now = 1_000_000_000;
+        for (gap_ms, key, cost, max_wait_ms) in asks {
+            now += gap_ms * 100_000;
+            let key = [None, Some("a"), Some("b")][key];
+            lone.advance(now);
+            general.advance(now);
+            // Asks that may wait build up reservations on both sides, which
+            // the lone path must then leave to the general one.
+            let want = Want { cost, up_to: false, max_wait: max_wait_ms * 100_000 };
+            let short = if want.max_wait == 0 { lone.take_lone(now, key, cost) } else { None };
+            let expected = general.take(now, key, want, KeyRoom::Free).unwrap();
+            let got = match short {
+                Some(v) => v,
+                None => lone.take(now, key, want, KeyRoom::Free).unwrap(),
+            };
+            proptest::prop_assert_eq!(got, expected);
+            proptest::prop_assert_eq!(lone.live_keys(), general.live_keys());
+        }
+    }
 }
