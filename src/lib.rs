@@ -10,6 +10,7 @@
 //! - [`wire`]: the one definition of every message and its bytes;
 //! - [`service`]: request bytes to reply bytes, the seam protocol tests drive;
 //! - [`daemon`]: the loop that owns the sockets and the clock;
+//! - [`state`]: the state log that keeps counts across restarts;
 //! - [`client`]: the client library, with failover between lockers, leases
 //!   and a permit pool that hands out a batch of permits locally;
 //! - [`config`] and [`cli`]: settings and the command line;
@@ -22,6 +23,7 @@ pub mod config;
 pub mod core;
 pub mod daemon;
 pub mod service;
+pub mod state;
 pub mod wire;
 mod wire_fast;
 
