@@ -24,6 +24,7 @@ use super::limit::Quota;
 use super::time::{Nanos, NANOS_PER_SEC};
 use super::window::{KeyRoom, NoRoom};
 
+mod kept;
 mod shared;
 
 pub use shared::Ledger;

@@ -23,6 +23,7 @@ use super::tally::{NodeIx, Share};
 use super::time::{Nanos, NANOS_PER_MS};
 use super::window::KeyRoom;
 
+pub mod kept;
 mod leases;
 mod shared;
 

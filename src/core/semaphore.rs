@@ -214,6 +214,8 @@ impl Semaphore {
     }
 }
 
+pub mod kept;
+
 #[cfg(test)]
 #[path = "semaphore_tests.rs"]
 mod tests;

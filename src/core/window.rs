@@ -400,6 +400,8 @@ fn roll(counts: &mut VecDeque<u32>, steps: u64) -> u32 {
     counts.pop_front().unwrap_or(0)
 }
 
+mod kept;
+
 #[cfg(test)]
 #[path = "window_tests.rs"]
 mod tests;
