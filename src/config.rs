@@ -11,6 +11,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::core::{Algorithm, Limit, LimitError, Quota, DEFAULT_LIMIT};
+use crate::state::StateConfig;
 use crate::wire::DEFAULT_MAX_MESSAGE_SIZE;
 
 /// The seed's endpoint.
@@ -47,6 +48,8 @@ pub enum ConfigError {
     BadNodeId(String),
     #[error("peer_grace must be from 0 to 60 seconds, got {0}")]
     BadGrace(f64),
+    #[error("state_fsync must be from 0.001 to 3600 seconds, got {0}")]
+    BadStateFsync(f64),
 }
 
 /// The `algorithm` of a `[[limits]]` table, as written.
@@ -86,6 +89,12 @@ pub struct FileConfig {
     pub node_id: Option<String>,
     /// Seconds a starting locker waits for its peers' counts at most.
     pub peer_grace: Option<f64>,
+    /// The state file that keeps counts across restarts.
+    pub state: Option<std::path::PathBuf>,
+    /// Seconds between two syncs of the state file to the disk.
+    pub state_fsync: Option<f64>,
+    /// Replace a state file that cannot be used instead of refusing to start.
+    pub state_discard: Option<bool>,
     #[serde(default)]
     pub limits: Vec<FileLimit>,
 }
@@ -129,6 +138,9 @@ pub struct Flags {
     pub peers: Vec<String>,
     pub node_id: Option<String>,
     pub peer_grace: Option<f64>,
+    pub state: Option<std::path::PathBuf>,
+    pub state_fsync: Option<f64>,
+    pub state_discard: bool,
 }
 
 /// How `locker serve` shares its counts with peers.
@@ -156,6 +168,8 @@ pub struct ServeConfig {
     pub max_message_size: usize,
     /// Peering, when `peer_bind` is set.
     pub peering: Option<PeerConfig>,
+    /// The state file, when `state` is set.
+    pub state: Option<StateConfig>,
 }
 
 impl ServeConfig {
@@ -199,7 +213,8 @@ impl ServeConfig {
         }
         let bind = flags.bind.clone().or(file.bind.clone()).unwrap_or_else(|| DEFAULT_BIND.to_owned());
         let peering = resolve_peering(&flags, &file)?;
-        Ok(ServeConfig { bind, default, limits, max_keys, max_message_size, peering })
+        let state = resolve_state(&flags, &file)?;
+        Ok(ServeConfig { bind, default, limits, max_keys, max_message_size, peering, state })
     }
 }
 
@@ -218,6 +233,17 @@ fn resolve_peering(flags: &Flags, file: &FileConfig) -> Result<Option<PeerConfig
         return Err(ConfigError::BadGrace(grace));
     }
     Ok(Some(PeerConfig { bind, peers, node_id, grace: std::time::Duration::from_secs_f64(grace) }))
+}
+
+fn resolve_state(flags: &Flags, file: &FileConfig) -> Result<Option<StateConfig>, ConfigError> {
+    let Some(path) = flags.state.clone().or(file.state.clone()) else { return Ok(None) };
+    let fsync = match flags.state_fsync.or(file.state_fsync) {
+        None => None,
+        Some(s) if (0.001..=3600.0).contains(&s) => Some(std::time::Duration::from_secs_f64(s)),
+        Some(s) => return Err(ConfigError::BadStateFsync(s)),
+    };
+    let discard = flags.state_discard || file.state_discard.unwrap_or(false);
+    Ok(Some(StateConfig { path, fsync, discard }))
 }
 
 /// `<hostname>-<pid>`: unique among running lockers. A restart gets a new

@@ -18,7 +18,10 @@ use crate::wire::{
     StatsReply, WireError, MAX_COUNTS_PER_MESSAGE,
 };
 
+mod kept;
 mod lease;
+
+pub use kept::Restored;
 
 /// The longest plain body whose limit is remembered: longer than any limit
 /// name, so every body that names a limit fits.
@@ -33,13 +36,15 @@ pub struct Service {
     /// body over and over, and comparing a few bytes costs less than hashing
     /// them again; limits never change while serving, so this stays true.
     plain_memo: (Vec<u8>, LimitId),
+    /// What the last request left behind, for the state log; `None` without one.
+    journal: Option<kept::Journal>,
 }
 
 impl Service {
     /// Serves requests from `locker`, alone.
     pub fn new(locker: Locker) -> Service {
         let default = locker.find_plain(b"");
-        Service { locker, peering: None, plain_memo: (Vec::with_capacity(PLAIN_MEMO_BYTES), default) }
+        Service { locker, peering: None, plain_memo: (Vec::with_capacity(PLAIN_MEMO_BYTES), default), journal: None }
     }
 
     /// Serves requests from `locker`, sharing its counts with peers.
@@ -108,7 +113,13 @@ impl Service {
         // A plain request names no key and costs 1, which every counting
         // limit allows; a semaphore cannot be taken without a lease, so it
         // answers sorry (and counts an error).
-        let go = self.locker.go(now, id, None, 1).is_ok_and(|v| v.go);
+        let go = match self.locker.go(now, id, None, 1) {
+            Ok(v) => {
+                self.note_go(id, None, &v);
+                v.go
+            }
+            Err(_) => false,
+        };
         out.extend_from_slice(if go { wire::GO } else { wire::SORRY });
     }
 
@@ -128,10 +139,14 @@ impl Service {
 
     fn go(&mut self, now: Nanos, go: wire::Ask, out: &mut Vec<u8>) {
         let max_wait_ms = go.max_wait_ms.unwrap_or(0);
-        let verdict =
-            self.find(go.limit).and_then(|id| self.locker.ask(now, id, go.key, go.cost, go.up_to, max_wait_ms));
+        let verdict = self
+            .find(go.limit)
+            .and_then(|id| self.locker.ask(now, id, go.key, go.cost, go.up_to, max_wait_ms).map(|v| (id, v)));
         match verdict {
-            Ok(v) => wire::encode_go_reply(&go_reply(&v, &go), out),
+            Ok((id, v)) => {
+                self.note_go(id, go.key, &v);
+                wire::encode_go_reply(&go_reply(&v, &go), out)
+            }
             Err(e) => wire::encode(&error_reply(&e), out),
         }
     }

@@ -5,6 +5,7 @@
 
 pub mod clock;
 pub mod server;
+pub mod state;
 pub mod transport;
 
 pub use clock::Clock;

@@ -18,10 +18,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tracing::{debug, info, warn};
 
 use super::clock::Clock;
+use super::state::{self, Keeper, Loaded};
 use super::transport::{self, zmq_err, TransportError};
 use crate::config::{PeerConfig, ServeConfig};
 use crate::core::{time::NANOS_PER_MS, Locker, NodeKey, PeerEvent, Peering, PeeringSettings};
 use crate::service::Service;
+use crate::state::StateError;
 use crate::wire::{WireError, MAX_PEER_MESSAGE_SIZE};
 
 /// How long one wait on the sockets may last, so that a stop request is seen
@@ -47,8 +49,14 @@ const PEER_HWM: i32 = 100_000;
 /// quickly.
 const PEER_RECONNECT_MS: i32 = 10;
 
-/// A failure of the socket layer, with what was being done.
-pub type ServerError = TransportError;
+/// Why the locker could not start or stopped serving.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    #[error(transparent)]
+    State(#[from] StateError),
+}
 
 /// The sockets a peered locker talks to its peers with.
 struct PeerSockets {
@@ -66,6 +74,7 @@ pub struct Server {
     endpoint: String,
     service: Service,
     clock: Clock,
+    state: Option<Keeper>,
 }
 
 impl Server {
@@ -75,8 +84,16 @@ impl Server {
         let (rep, endpoint) = transport::bind_rep(&ctx, &config.bind, config.max_message_size)?;
         let locker = Locker::new(config.default.clone(), config.limits.clone(), config.max_keys)
             .with_lease_prefix(lease_prefix());
-        let clock = Clock::start();
-        let (peers, service) = match &config.peering {
+        let loaded = config.state.as_ref().map(|s| state::load(s, &locker)).transpose()?;
+        let (clock, behind) = Clock::start_not_before(loaded.as_ref().map_or(0, Loaded::not_before));
+        if behind > 0 {
+            warn!(
+                behind_ms = behind / NANOS_PER_MS,
+                "the wall clock is behind the state file; counting from the file's time"
+            );
+        }
+        let started = clock.now();
+        let (peers, mut service) = match &config.peering {
             None => (None, Service::new(locker)),
             Some(pc) => {
                 let sockets = peer_sockets(&ctx, pc)?;
@@ -87,7 +104,11 @@ impl Server {
                 (Some(sockets), Service::peered(locker, Peering::new(settings, now), now))
             }
         };
-        Ok(Server { rep, peers, _ctx: ctx, endpoint, service, clock })
+        let state = match (&config.state, loaded) {
+            (Some(sc), Some(loaded)) => Some(Keeper::start(sc, loaded, &mut service, clock.now(), started)?),
+            _ => None,
+        };
+        Ok(Server { rep, peers, _ctx: ctx, endpoint, service, clock, state })
     }
 
     /// The endpoint the PUB socket bound, when peered.
@@ -108,7 +129,11 @@ impl Server {
         let mut out = Vec::with_capacity(256);
         while !stop.load(Ordering::Relaxed) {
             let readable = self.wait_readable()?;
-            self.service.on_timeout(self.clock.now());
+            let now = self.clock.now();
+            self.service.on_timeout(now);
+            if let Some(state) = &mut self.state {
+                state.on_timeout(&self.service, now);
+            }
             self.publish();
             if !readable {
                 continue;
@@ -125,6 +150,9 @@ impl Server {
             }
         }
         info!("stopping");
+        if let Some(state) = self.state.take() {
+            state.close();
+        }
         Ok(())
     }
 
@@ -132,7 +160,9 @@ impl Server {
     /// deadline passes, or a tick goes by; returns whether anything arrived.
     fn wait_readable(&self) -> Result<bool, ServerError> {
         let now = self.clock.now();
-        let until_deadline = self.service.next_deadline().map(|d| d.saturating_sub(now).div_ceil(NANOS_PER_MS));
+        let deadline =
+            [self.service.next_deadline(), self.state.as_ref().map(Keeper::next_deadline)].into_iter().flatten().min();
+        let until_deadline = deadline.map(|d| d.saturating_sub(now).div_ceil(NANOS_PER_MS));
         let timeout = until_deadline.map_or(TICK_MS, |ms| (ms as i64).min(TICK_MS));
         let mut items = vec![self.rep.as_poll_item(zmq::POLLIN)];
         if let Some(p) = &self.peers {
@@ -141,7 +171,7 @@ impl Server {
         match zmq::poll(&mut items, timeout) {
             Ok(n) => Ok(n > 0),
             Err(zmq::Error::EINTR) => Ok(false),
-            Err(e) => Err(zmq_err("waiting for requests")(e)),
+            Err(e) => Err(zmq_err("waiting for requests")(e).into()),
         }
     }
 
@@ -163,7 +193,7 @@ impl Server {
             match p.subscriber.recv(msg, zmq::DONTWAIT) {
                 Ok(()) => {}
                 Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => return Ok(n),
-                Err(e) => return Err(zmq_err("receiving from a peer")(e)),
+                Err(e) => return Err(zmq_err("receiving from a peer")(e).into()),
             }
             // A peer message is one part; anything else is not from a locker.
             if msg.get_more() || !self.service.on_peer(self.clock.now(), msg) {
@@ -197,14 +227,20 @@ impl Server {
         match self.rep.recv(msg, zmq::DONTWAIT) {
             Ok(()) => {}
             Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => return Ok(false),
-            Err(e) => return Err(zmq_err("receiving a request")(e)),
+            Err(e) => return Err(zmq_err("receiving a request")(e).into()),
         }
+        let now = self.clock.now();
         if msg.get_more() {
             let parts = self.drain_parts(msg)?;
             debug!(parts, "multi-part request refused");
             self.service.reject(WireError::MultiPart(parts), out);
         } else {
-            self.service.respond(self.clock.now(), msg, out);
+            self.service.respond(now, msg, out);
+        }
+        // Recorded before the reply leaves: a grant the caller hears of is
+        // in the state file, even if the locker is killed right after.
+        if let Some(state) = &mut self.state {
+            state.record(&mut self.service, now);
         }
         // A REP socket drops a reply whose requester has gone instead of
         // blocking, so this send cannot stall the loop.

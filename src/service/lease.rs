@@ -9,20 +9,29 @@ use crate::wire::{self, Heartbeat, LeaseAsk, LeaseReply, Release};
 impl Service {
     pub(super) fn acquire(&mut self, now: Nanos, ask: LeaseAsk, out: &mut Vec<u8>) {
         let max_wait_ms = ask.max_wait_ms.unwrap_or(0);
-        let answer = self
-            .find(ask.limit)
-            .and_then(|id| self.locker.acquire(now, id, ask.key, ask.count, ask.ttl_ms, max_wait_ms));
+        let answer = self.find(ask.limit).and_then(|id| {
+            let (lease, v) = self.locker.acquire(now, id, ask.key, ask.count, ask.ttl_ms, max_wait_ms)?;
+            self.note_lease(id, &lease);
+            Ok((lease, v))
+        });
         encode(answer.map(|(lease, v)| lease_reply(now, &v, lease)), out);
     }
 
     pub(super) fn heartbeat(&mut self, now: Nanos, beat: Heartbeat, out: &mut Vec<u8>) {
-        let answer =
-            self.find(beat.limit).and_then(|id| self.locker.heartbeat(now, id, beat.lease, beat.ttl_ms, beat.count));
+        let answer = self.find(beat.limit).and_then(|id| {
+            let v = self.locker.heartbeat(now, id, beat.lease, beat.ttl_ms, beat.count)?;
+            self.note_lease(id, beat.lease);
+            Ok(v)
+        });
         encode(answer.map(|v| lease_reply(now, &v, beat.lease.to_owned())), out);
     }
 
     pub(super) fn release(&mut self, now: Nanos, release: Release, out: &mut Vec<u8>) {
-        let answer = self.find(release.limit).and_then(|id| self.locker.release(now, id, release.lease));
+        let answer = self.find(release.limit).and_then(|id| {
+            let v = self.locker.release(now, id, release.lease)?;
+            self.note_lease(id, release.lease);
+            Ok(v)
+        });
         encode(answer.map(|v| lease_reply(now, &v, release.lease.to_owned())), out);
     }
 }

@@ -69,3 +69,16 @@ pub fn digest(description: &str) -> u64 {
     high.update(description.as_bytes());
     (u64::from(high.finalize()) << 32) | u64::from(low)
 }
+
+/// How a locker keeps its state across restarts (`--state` and friends).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateConfig {
+    /// The state file.
+    pub path: std::path::PathBuf,
+    /// How often what was recorded is synced to the disk, bounding what a
+    /// power loss can cost; `None` leaves it to the kernel's writeback.
+    pub fsync: Option<std::time::Duration>,
+    /// Whether a file that cannot be used (another version, other limits,
+    /// not a state file) is replaced instead of refused.
+    pub discard: bool,
+}

@@ -76,6 +76,25 @@ impl<'a> Record<'a> {
         }
     }
 
+    /// The limit a record is about, if any.
+    pub fn limit(&self) -> Option<u32> {
+        match *self {
+            Record::Run { .. } => None,
+            Record::Window { limit, .. }
+            | Record::Bucket { limit, .. }
+            | Record::Lease { limit, .. }
+            | Record::Release { limit, .. } => Some(limit),
+        }
+    }
+
+    /// The run a record belongs to: the run it names, or whose count it is.
+    pub fn run(&self) -> Option<u32> {
+        match *self {
+            Record::Run { run, .. } | Record::Window { run, .. } | Record::Bucket { run, .. } => Some(run),
+            Record::Lease { .. } | Record::Release { .. } => None,
+        }
+    }
+
     /// The payload's length in bytes.
     #[inline]
     pub fn encoded_len(&self) -> usize {

@@ -25,5 +25,7 @@ mod peering_bucket;
 mod pool;
 /// The seed's own Python client, unchanged.
 mod seed;
+/// `--state`: counts, reservations and leases survive kill -9; damaged files; compaction.
+mod state;
 /// Structured requests, named limits from a file, and the client library.
 mod structured;

@@ -36,6 +36,16 @@ impl Daemon {
 
     /// Starts `locker serve <bind_args> <args>`.
     pub fn start_with(bind_args: &[&str], args: &[&str]) -> Daemon {
+        Daemon::spawn(bind_args, args, Stdio::inherit())
+    }
+
+    /// Starts `locker serve --bind tcp://127.0.0.1:* <args>` with its log
+    /// (warnings and errors) going to `log`.
+    pub fn start_logged(args: &[&str], log: std::fs::File) -> Daemon {
+        Daemon::spawn(&["--bind", "tcp://127.0.0.1:*"], args, Stdio::from(log))
+    }
+
+    fn spawn(bind_args: &[&str], args: &[&str], stderr: Stdio) -> Daemon {
         let mut child = Command::new(locker_bin())
             .arg("serve")
             .args(bind_args)
@@ -43,7 +53,7 @@ impl Daemon {
             .env("LOCKER_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("spawn locker");
         let stdout = child.stdout.take().expect("piped stdout");

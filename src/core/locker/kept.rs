@@ -73,6 +73,15 @@ impl Locker {
         }
     }
 
+    /// This locker's own count for `key` of fixed window `id` in `slot`:
+    /// granted in the current slot, or reserved in a later one.
+    pub fn own_count(&self, id: LimitId, key: Option<&str>, slot: u64) -> u32 {
+        match &self.entries[id.0].rule {
+            Rule::Window(w) => w.own_in(key, slot),
+            _ => 0,
+        }
+    }
+
     /// Puts back `count`, an earlier run's own count for `key` of fixed
     /// window `id` in `slot`: in the current slot as node `node`'s (see
     /// `merge`), in a later slot as this run's own reservation. Returns

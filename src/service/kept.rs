@@ -1,0 +1,212 @@
+//! The state log's side of the service: noting what each request left
+//! behind, handing it out as a record before the reply leaves, and putting
+//! an earlier run's records back on start.
+//!
+//! Like the rest of the service this reads no clock and touches no file:
+//! the daemon brings `now`, appends the records, and reads the file back.
+//! Noting costs a copy of the key into a buffer kept between requests, and
+//! only when a state file is in use; without one, requests never come here.
+
+use std::collections::HashMap;
+
+use super::Service;
+use crate::core::locker::kept::Kept;
+use crate::core::semaphore::kept::HeldLease;
+use crate::core::{Algorithm, LimitId, Nanos, NodeIx, NodeKey, Verdict};
+use crate::state::{collapse, Record};
+
+/// What the last request changed, until the daemon takes it.
+#[derive(Debug)]
+pub(super) struct Journal {
+    run: u32,
+    pending: Option<Pending>,
+    /// The key (or lease id) the pending change is about; reused.
+    name: String,
+    has_name: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Pending {
+    Go { id: LimitId, verdict: Verdict },
+    Lease { id: LimitId },
+}
+
+impl Journal {
+    fn note(&mut self, pending: Pending, name: Option<&str>) {
+        self.pending = Some(pending);
+        self.name.clear();
+        self.name.push_str(name.unwrap_or(""));
+        self.has_name = name.is_some();
+    }
+}
+
+/// What a restore put back.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Restored {
+    /// Fixed-window counts of earlier runs in the current slot.
+    pub counts: usize,
+    /// Reservations in later slots.
+    pub reservations: usize,
+    /// Token bucket keys.
+    pub buckets: usize,
+    /// Held leases.
+    pub leases: usize,
+    /// Records that could not be put back: a key beyond `max_keys`, a
+    /// limit that is not of the recorded kind, a run that was not named.
+    pub skipped: usize,
+}
+
+impl Service {
+    /// Starts noting what each request leaves behind, for the state log,
+    /// as run `run`.
+    pub fn keep_state(&mut self, run: u32) {
+        self.journal = Some(Journal { run, pending: None, name: String::with_capacity(64), has_name: false });
+    }
+
+    /// This locker's node when peered.
+    pub fn node(&self) -> Option<&NodeKey> {
+        self.peering.as_ref().map(|p| p.nodes().me())
+    }
+
+    #[inline]
+    pub(super) fn note_go(&mut self, id: LimitId, key: Option<&str>, verdict: &Verdict) {
+        if let Some(j) = &mut self.journal {
+            if verdict.go && verdict.granted > 0 {
+                j.note(Pending::Go { id, verdict: *verdict }, key);
+            }
+        }
+    }
+
+    pub(super) fn note_lease(&mut self, id: LimitId, lease: &str) {
+        if let Some(j) = &mut self.journal {
+            j.note(Pending::Lease { id }, Some(lease));
+        }
+    }
+
+    /// Hands `f` the record of what the last request, answered at `now`,
+    /// left behind, if it changed anything. The daemon calls this after
+    /// each request, before the reply leaves.
+    #[inline]
+    pub fn take_kept(&mut self, now: Nanos, f: impl FnOnce(&Record)) {
+        let Some(j) = &mut self.journal else { return };
+        let Some(pending) = j.pending.take() else { return };
+        let name = j.has_name.then_some(j.name.as_str());
+        let (run, at) = (j.run, now);
+        let record = match pending {
+            Pending::Go { id, verdict } => {
+                let limit = id.index() as u32;
+                match self.locker.kept_go(now, id, name, &verdict) {
+                    Some(Kept::Window { slot, count }) => Record::Window { at, run, limit, slot, count, key: name },
+                    Some(Kept::Bucket { tat, period, count }) => {
+                        Record::Bucket { at, run, limit, period, count, tat, key: name }
+                    }
+                    _ => return,
+                }
+            }
+            Pending::Lease { id } => {
+                let (limit, lease) = (id.index() as u32, name.unwrap_or(""));
+                match self.locker.kept_lease(id, lease) {
+                    Kept::Lease(HeldLease { count, ttl, until }) => {
+                        Record::Lease { at, limit, count, ttl, until, lease }
+                    }
+                    _ => Record::Release { at, limit, lease },
+                }
+            }
+        };
+        f(&record);
+    }
+
+    /// Whether `record` still says something at `now`: a count of a slot
+    /// that has not ended, a bucket not yet full again or holding a count
+    /// of the current or previous period, a lease not expired.
+    pub fn is_live(&self, now: Nanos, record: &Record) -> bool {
+        let limit = |i: u32| self.locker.limit_at(i as usize).map(|id| self.locker.limit(id));
+        match *record {
+            Record::Run { .. } => true,
+            Record::Window { limit: i, slot, .. } => limit(i)
+                .is_some_and(|l| matches!(l.algorithm(), Algorithm::FixedWindow) && slot >= l.quota().slot_of(now)),
+            Record::Bucket { limit: i, tat, period, .. } => limit(i).is_some_and(|l| {
+                matches!(l.algorithm(), Algorithm::TokenBucket { .. })
+                    && (tat > now || period.saturating_add(1) >= l.quota().slot_of(now))
+            }),
+            Record::Lease { limit: i, until, .. } => {
+                limit(i).is_some_and(|l| matches!(l.algorithm(), Algorithm::Semaphore)) && until > now
+            }
+            Record::Release { .. } => false,
+        }
+    }
+
+    /// Puts back the records of earlier runs at `now`, before serving:
+    /// the latest live record of each thing. Returns what was put back and
+    /// the records the new state file starts with: those read, except that
+    /// reservations, which this run now holds as its own, become records
+    /// of run `run`.
+    pub fn restore<'a>(
+        &mut self,
+        now: Nanos,
+        run: u32,
+        records: impl Iterator<Item = Record<'a>>,
+    ) -> (Restored, Vec<Record<'a>>) {
+        let live = collapse(records, |r| self.is_live(now, r));
+        let nodes = self.run_nodes(&live);
+        let mut done = Restored::default();
+        let mut rewrite = Vec::with_capacity(live.len());
+        for r in live {
+            let id = r.limit().and_then(|i| self.locker.limit_at(i as usize));
+            let node = r.run().and_then(|run| nodes.get(&run).copied());
+            let ok = match (r, id, node) {
+                (Record::Run { .. }, _, _) => {
+                    rewrite.push(r);
+                    continue;
+                }
+                (Record::Window { slot, count, key, .. }, Some(id), Some(node)) => {
+                    let current = self.locker.limit(id).quota().slot_of(now);
+                    let ok = self.locker.restore_count(now, id, key, slot, node, count);
+                    if slot > current {
+                        done.reservations += usize::from(ok);
+                        let count = self.locker.own_count(id, key, slot);
+                        rewrite.push(Record::Window { at: now, run, limit: id.index() as u32, slot, count, key });
+                        continue;
+                    }
+                    done.counts += usize::from(ok);
+                    ok
+                }
+                (Record::Bucket { key, tat, period, count, .. }, Some(id), Some(node)) => {
+                    let ok = self.locker.restore_bucket(now, id, key, tat, node, period, count);
+                    done.buckets += usize::from(ok);
+                    ok
+                }
+                (Record::Lease { count, ttl, until, lease, .. }, Some(id), _) => {
+                    let ok = self.locker.restore_lease(now, id, lease, HeldLease { count, ttl, until });
+                    done.leases += usize::from(ok);
+                    ok
+                }
+                _ => false,
+            };
+            if ok {
+                rewrite.push(r);
+            } else {
+                done.skipped += 1;
+            }
+        }
+        // Several earlier runs may have reserved in the same slot: one record each is enough.
+        (done, collapse(rewrite.into_iter(), |_| true))
+    }
+
+    /// A node for every earlier run named in `records`: the run's own node
+    /// key when peered (so a peer's snapshot of that run merges with what
+    /// is restored), otherwise a number no other count uses.
+    fn run_nodes(&mut self, records: &[Record]) -> HashMap<u32, NodeIx> {
+        let mut nodes = HashMap::new();
+        for r in records {
+            if let Record::Run { run, incarnation, node } = *r {
+                let ix = match &mut self.peering {
+                    Some(p) => p.nodes_mut().intern(&NodeKey { id: node.into(), incarnation }),
+                    None => 1 + nodes.len() as NodeIx,
+                };
+                nodes.insert(run, ix);
+            }
+        }
+        nodes
+    }
+}
