@@ -21,7 +21,7 @@ use crate::wire::{
 mod kept;
 mod lease;
 
-pub use kept::Restored;
+pub use kept::{Liveness, Restored};
 
 /// The longest plain body whose limit is remembered: longer than any limit
 /// name, so every body that names a limit fits.

@@ -132,7 +132,7 @@ impl Server {
             let now = self.clock.now();
             self.service.on_timeout(now);
             if let Some(state) = &mut self.state {
-                state.on_timeout(&self.service, now);
+                state.on_timeout(now);
             }
             self.publish();
             if !readable {

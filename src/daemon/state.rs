@@ -7,14 +7,15 @@
 //! logs what happened: a damaged file, a refused one, a clock behind the
 //! file's, how much was restored and how long it took.
 
+use std::thread::JoinHandle;
 use std::time::Instant;
 
 use tracing::{debug, error, info, warn};
 
 use crate::core::time::NANOS_PER_SEC;
 use crate::core::{Locker, Nanos};
-use crate::service::Service;
-use crate::state::{digest, Header, Record, Replay, StateConfig, StateError, StateLog};
+use crate::service::{Liveness, Service};
+use crate::state::{digest, Compacted, Header, Record, Replay, StateConfig, StateError, StateLog};
 
 /// Below this many bytes appended since the last compaction, a slot
 /// change does not compact: the file is small anyway.
@@ -64,6 +65,11 @@ pub fn load(config: &StateConfig, locker: &Locker) -> Result<Loaded, StateError>
 /// The state file being kept while serving.
 pub struct Keeper {
     log: StateLog,
+    liveness: Liveness,
+    /// This run's `Run` record: (run, incarnation, node id).
+    run: (u32, Nanos, String),
+    /// A compaction under way on its own thread, and when it started.
+    compaction: Option<(JoinHandle<Result<Compacted, StateError>>, Instant)>,
     durable: bool,
     fsync: Option<Nanos>,
     next_sync: Nanos,
@@ -97,6 +103,7 @@ impl Keeper {
         let (restored, mut keep) = service.restore(now, run, records);
         let node = service.node().map_or(String::new(), |n| n.id.to_string());
         keep.insert(0, Record::Run { run, incarnation, node: &node });
+        let run_record = (run, incarnation, node.clone());
         let durable = config.fsync.is_some();
         let log = StateLog::create(&config.path, Header { limits: loaded.digest, written: now }, keep, durable)?;
         info!(
@@ -115,6 +122,9 @@ impl Keeper {
         let compacted_len = log.len();
         Ok(Keeper {
             log,
+            liveness: service.liveness(),
+            run: run_record,
+            compaction: None,
             durable,
             fsync,
             next_sync: now.saturating_add(fsync.unwrap_or(Nanos::MAX)),
@@ -144,17 +154,19 @@ impl Keeper {
     }
 
     /// Syncs and compacts when due at `now`.
-    pub fn on_timeout(&mut self, service: &Service, now: Nanos) {
+    pub fn on_timeout(&mut self, now: Nanos) {
         if self.broken {
             return;
         }
+        self.finish_compaction();
         let slot_changed = now >= self.next_slot_check;
         if slot_changed {
             self.next_slot_check = next_boundary(now, self.shortest_slot);
         }
         let grown = self.log.len() - self.compacted_len;
-        if (slot_changed && grown >= MIN_COMPACT_AT_SLOT) || self.log.wants_compaction(MIN_COMPACT) {
-            self.compact(service, now);
+        let due = (slot_changed && grown >= MIN_COMPACT_AT_SLOT) || self.log.wants_compaction(MIN_COMPACT);
+        if due && self.compaction.is_none() {
+            self.start_compaction(now);
         }
         if now >= self.next_sync {
             self.next_sync = now.saturating_add(self.fsync.unwrap_or(Nanos::MAX));
@@ -164,15 +176,49 @@ impl Keeper {
         }
     }
 
-    fn compact(&mut self, service: &Service, now: Nanos) {
-        let started = Instant::now();
-        match self.log.compact(|r| service.is_live(now, r), self.durable) {
+    /// Collapses what the log holds so far on another thread, so that a
+    /// large live state does not stall the loop; appends go on meanwhile
+    /// and are carried over when the new file is put in place.
+    fn start_compaction(&mut self, now: Nanos) {
+        let prefix = match self.log.prefix() {
+            Ok(p) => p,
+            Err(e) => return self.fail(e),
+        };
+        let liveness = self.liveness.clone();
+        let (run, incarnation, node) = self.run.clone();
+        let job = std::thread::Builder::new().name("state-compaction".into()).spawn(move || {
+            let me = Record::Run { run, incarnation, node: &node };
+            prefix.compact(|r| liveness.is_live(now, r), Some(me))
+        });
+        match job {
+            Ok(handle) => self.compaction = Some((handle, Instant::now())),
+            Err(e) => warn!(error = %e, "cannot start a thread to compact the state file; trying later"),
+        }
+    }
+
+    /// Puts a finished compaction's file in place.
+    fn finish_compaction(&mut self) {
+        if !self.compaction.as_ref().is_some_and(|(job, _)| job.is_finished()) {
+            return;
+        }
+        let (job, started) = self.compaction.take().expect("checked above");
+        let done = match job.join() {
+            Ok(result) => result.and_then(|c| self.log.adopt(c, self.durable)),
+            Err(_) => return self.fail_compaction(),
+        };
+        match done {
             Ok(c) => {
                 self.compacted_len = self.log.len();
                 debug!(before = c.before, after = c.after, kept = c.kept, took = ?started.elapsed(), "state file compacted");
             }
             Err(e) => self.fail(e),
         }
+    }
+
+    #[cold]
+    fn fail_compaction(&mut self) {
+        error!("the state file's compaction failed; counts are no longer kept across a restart");
+        self.broken = true;
     }
 
     /// Syncs what was recorded, at shutdown.

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use super::Service;
 use crate::core::locker::kept::Kept;
 use crate::core::semaphore::kept::HeldLease;
-use crate::core::{Algorithm, LimitId, Nanos, NodeIx, NodeKey, Verdict};
+use crate::core::{Algorithm, LimitId, Nanos, NodeIx, NodeKey, Quota, Verdict};
 use crate::state::{collapse, Record};
 
 /// What the last request changed, until the daemon takes it.
@@ -116,24 +116,11 @@ impl Service {
         f(&record);
     }
 
-    /// Whether `record` still says something at `now`: a count of a slot
-    /// that has not ended, a bucket not yet full again or holding a count
-    /// of the current or previous period, a lease not expired.
-    pub fn is_live(&self, now: Nanos, record: &Record) -> bool {
-        let limit = |i: u32| self.locker.limit_at(i as usize).map(|id| self.locker.limit(id));
-        match *record {
-            Record::Run { .. } => true,
-            Record::Window { limit: i, slot, .. } => limit(i)
-                .is_some_and(|l| matches!(l.algorithm(), Algorithm::FixedWindow) && slot >= l.quota().slot_of(now)),
-            Record::Bucket { limit: i, tat, period, .. } => limit(i).is_some_and(|l| {
-                matches!(l.algorithm(), Algorithm::TokenBucket { .. })
-                    && (tat > now || period.saturating_add(1) >= l.quota().slot_of(now))
-            }),
-            Record::Lease { limit: i, until, .. } => {
-                limit(i).is_some_and(|l| matches!(l.algorithm(), Algorithm::Semaphore)) && until > now
-            }
-            Record::Release { .. } => false,
-        }
+    /// What decides whether a record is still live, to take to another
+    /// thread: the limits' kinds and quotas.
+    pub fn liveness(&self) -> Liveness {
+        let limits = (0..).map_while(|i| self.locker.limit_at(i)).map(|id| self.locker.limit(id));
+        Liveness { limits: limits.map(|l| (l.algorithm(), l.quota())).collect() }
     }
 
     /// Puts back the records of earlier runs at `now`, before serving:
@@ -147,7 +134,8 @@ impl Service {
         run: u32,
         records: impl Iterator<Item = Record<'a>>,
     ) -> (Restored, Vec<Record<'a>>) {
-        let live = collapse(records, |r| self.is_live(now, r));
+        let liveness = self.liveness();
+        let live = collapse(records, |r| liveness.is_live(now, r));
         let nodes = self.run_nodes(&live);
         let mut done = Restored::default();
         let mut rewrite = Vec::with_capacity(live.len());
@@ -208,5 +196,34 @@ impl Service {
             }
         }
         nodes
+    }
+}
+
+/// Whether a record still says something, by the limits' kinds and quotas.
+#[derive(Debug, Clone)]
+pub struct Liveness {
+    limits: Vec<(Algorithm, Quota)>,
+}
+
+impl Liveness {
+    /// Whether `record` still says something at `now`: a count of a slot
+    /// that has not ended, a bucket not yet full again or holding a count
+    /// of the current or previous period, a lease not expired. A record
+    /// naming a limit of another kind is not.
+    pub fn is_live(&self, now: Nanos, record: &Record) -> bool {
+        let limit = |i: u32| self.limits.get(i as usize);
+        match *record {
+            Record::Run { .. } => true,
+            Record::Window { limit: i, slot, .. } => {
+                limit(i).is_some_and(|(a, q)| matches!(a, Algorithm::FixedWindow) && slot >= q.slot_of(now))
+            }
+            Record::Bucket { limit: i, tat, period, .. } => limit(i).is_some_and(|(a, q)| {
+                matches!(a, Algorithm::TokenBucket { .. }) && (tat > now || period.saturating_add(1) >= q.slot_of(now))
+            }),
+            Record::Lease { limit: i, until, .. } => {
+                limit(i).is_some_and(|(a, _)| matches!(a, Algorithm::Semaphore)) && until > now
+            }
+            Record::Release { .. } => false,
+        }
     }
 }

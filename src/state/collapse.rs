@@ -7,6 +7,8 @@
 
 use std::collections::{HashMap, HashSet};
 
+use foldhash::fast::RandomState;
+
 use super::record::{Identity, Record};
 
 /// The latest record of each identity that `keep` keeps, in the order of
@@ -16,7 +18,7 @@ pub fn collapse<'a>(
     records: impl Iterator<Item = Record<'a>>,
     mut keep: impl FnMut(&Record) -> bool,
 ) -> Vec<Record<'a>> {
-    let mut latest: HashMap<Identity<'a>, usize> = HashMap::new();
+    let mut latest: HashMap<Identity<'a>, usize, RandomState> = HashMap::default();
     let mut all: Vec<Option<Record<'a>>> = Vec::new();
     for r in records {
         if let Some(i) = latest.insert(r.identity(), all.len()) {

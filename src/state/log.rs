@@ -16,7 +16,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{compiler_fence, Ordering};
 
-use memmap2::MmapMut;
+use memmap2::{Mmap, MmapMut, MmapOptions};
 
 use super::collapse::collapse;
 use super::file::{scan, Frames, Header, FRAME_LEN, HEADER_LEN};
@@ -168,16 +168,54 @@ impl StateLog {
 
     /// Rewrites the file with the latest record of each thing (see
     /// `Record::identity`) for which `keep` says it is still live, and runs
-    /// no longer needed; a new file is renamed over the old one.
+    /// no longer needed; a new file is renamed over the old one. This is
+    /// `prefix`, `Prefix::compact` and `adopt` in one go, on this thread.
     pub fn compact(&mut self, keep: impl FnMut(&Record) -> bool, durable: bool) -> Result<Compaction, StateError> {
-        let before = self.tail - HEADER_LEN;
-        let live = collapse(self.records(), keep);
-        let header =
-            Header { written: self.records().map(|r| r.at()).fold(self.header.written, u64::max), ..self.header };
-        let kept = live.len();
-        let new = StateLog::create(&self.path, header, live, durable)?;
-        *self = new;
-        Ok(Compaction { before, after: self.tail - HEADER_LEN, kept })
+        let compacted = self.prefix()?.compact(keep, None)?;
+        self.adopt(compacted, durable)
+    }
+
+    /// What was appended so far, readable on another thread while appends
+    /// go on: a frame never changes once written, and a mapping of its own
+    /// is not disturbed when this log grows.
+    pub fn prefix(&self) -> Result<Prefix, StateError> {
+        // SAFETY: the bytes mapped are the log's written prefix, which
+        // nothing writes again (appends go after it).
+        let map = unsafe { MmapOptions::new().len(self.tail).map(&self.file) }.map_err(self.io_err())?;
+        Ok(Prefix { map, header: self.header, path: self.path.clone() })
+    }
+
+    /// Puts a compacted file in place: appends to it what was appended
+    /// here after its prefix, renames it over this log's file, and goes on
+    /// in it. With `durable`, the new file and the rename are synced first.
+    pub fn adopt(&mut self, mut new: Compacted, durable: bool) -> Result<Compaction, StateError> {
+        let later = self.tail - new.upto;
+        let kept = new.log.tail;
+        new.log.append_frames(&self.map[new.upto..self.tail])?;
+        if durable {
+            new.log.file.sync_all().map_err(new.log.io_err())?;
+        }
+        std::fs::rename(&new.log.path, &self.path).map_err(self.io_err())?;
+        if durable {
+            sync_dir(&self.path)?;
+        }
+        new.log.path = self.path.clone();
+        new.log.compacted = kept;
+        new.log.dirty = true;
+        let after = new.log.tail - HEADER_LEN;
+        *self = new.log;
+        Ok(Compaction { before: new.before + later, after, kept: new.kept })
+    }
+
+    /// Copies whole frames, already checksummed, to the end.
+    fn append_frames(&mut self, frames: &[u8]) -> Result<(), StateError> {
+        let next = self.tail + frames.len();
+        if next > self.map.len() {
+            self.grow(next)?;
+        }
+        self.map[self.tail..next].copy_from_slice(frames);
+        self.tail = next;
+        Ok(())
     }
 
     /// Checks the whole mapped file as a reader would; for tests.
@@ -187,6 +225,44 @@ impl StateLog {
 
     fn io_err(&self) -> impl Fn(io::Error) -> StateError + '_ {
         |source| StateError::Io { path: self.path.display().to_string(), source }
+    }
+}
+
+/// The records of a log up to some instant, mapped on their own.
+#[derive(Debug)]
+pub struct Prefix {
+    map: Mmap,
+    header: Header,
+    path: PathBuf,
+}
+
+/// A compacted file next to the log, not yet in place (see `StateLog::adopt`).
+#[derive(Debug)]
+pub struct Compacted {
+    log: StateLog,
+    /// Where in the old log the compacted records ended.
+    upto: usize,
+    /// Bytes of records in the old log up to `upto`.
+    before: usize,
+    kept: usize,
+}
+
+impl Prefix {
+    /// Writes `first`, then the latest record of each thing that `keep`
+    /// keeps (see `collapse`), into a new file next to the log. Runs on any
+    /// thread; the log goes on taking appends meanwhile.
+    pub fn compact(self, keep: impl FnMut(&Record) -> bool, first: Option<Record>) -> Result<Compacted, StateError> {
+        let upto = self.map.len();
+        let records = Frames::new(&self.map, upto);
+        let written = records.clone().map(|r| r.at()).fold(self.header.written, u64::max);
+        let live = collapse(records, keep);
+        let kept = live.len();
+        let tmp = sibling(&self.path, "new");
+        let mut log = StateLog::fresh(&tmp, Header { written, ..self.header })?;
+        for r in first.iter().chain(&live) {
+            log.append(r)?;
+        }
+        Ok(Compacted { log, upto, before: upto - HEADER_LEN, kept })
     }
 }
 

@@ -27,7 +27,7 @@ mod tests;
 
 pub use collapse::collapse;
 pub use file::{Frames, Header, Problem, Replay, VERSION};
-pub use log::{Compaction, StateLog};
+pub use log::{Compacted, Compaction, Prefix, StateLog};
 pub use record::{Identity, Record};
 
 /// Why a state file cannot be used. Every message names the file, and those
