@@ -12,7 +12,7 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use locker::bench::{key_name, Requests};
-use locker::core::{Limit, Locker, Quota, DEFAULT_LIMIT};
+use locker::core::{Limit, Locker, PermitAsk, Quota, DEFAULT_LIMIT};
 use locker::service::Service;
 
 const KEYS: usize = 1_000_000;
@@ -48,18 +48,19 @@ fn decide(c: &mut Criterion) {
     for i in 0..KEYS {
         name.clear();
         key_name(i, &mut name);
-        locker.go(NOW, id, Some(&name), 1).unwrap();
+        locker.ask(NOW, &PermitAsk::new(id).key(&name)).unwrap();
     }
     assert_eq!(locker.live_keys(), KEYS);
     let mut i = 0;
     c.bench_function("decide/1M live keys", |b| {
         b.iter(|| {
             i = if i + 1 == KEYS { 0 } else { i + 1 };
-            black_box(locker.go(NOW, id, Some(&keys[i]), 1).unwrap())
+            black_box(locker.ask(NOW, &PermitAsk::new(id).key(&keys[i])).unwrap())
         })
     });
     assert_eq!(locker.live_keys(), KEYS, "every key stayed live");
-    c.bench_function("decide/unkeyed", |b| b.iter(|| black_box(locker.go(NOW, id, None, 1).unwrap())));
+    let unkeyed = PermitAsk::new(id);
+    c.bench_function("decide/unkeyed", |b| b.iter(|| black_box(locker.ask(NOW, black_box(&unkeyed)).unwrap())));
     drop(locker);
 
     // Keys longer than the table stores inline (a UUID, say) take the
@@ -67,12 +68,12 @@ fn decide(c: &mut Criterion) {
     let mut locker = self::locker();
     let long: Vec<String> = keys.iter().map(|k| format!("{k}-00000000-0000-0000-0000")).collect();
     for key in &long {
-        locker.go(NOW, id, Some(key), 1).unwrap();
+        locker.ask(NOW, &PermitAsk::new(id).key(key)).unwrap();
     }
     c.bench_function("decide/1M live keys of 36 bytes", |b| {
         b.iter(|| {
             i = if i + 1 == KEYS { 0 } else { i + 1 };
-            black_box(locker.go(NOW, id, Some(&long[i]), 1).unwrap())
+            black_box(locker.ask(NOW, &PermitAsk::new(id).key(&long[i])).unwrap())
         })
     });
 }

@@ -1,4 +1,4 @@
-//! The command line: `locker serve`, `ask`, `lease`, `stats` and `bench`.
+//! The command line: `locker serve`, `ask`, `lease`, `stats`, `bench` and `keygen`.
 //!
 //! Parsing yields plain data, which is turned into a checked config or a
 //! client before anything runs; each command returns its exit code. This is
@@ -14,11 +14,12 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::bench::{self, BenchConfig, Form};
-use crate::client::Client;
 use crate::config::{AlgorithmName, FileConfig, Flags, ServeConfig};
 use crate::daemon::Server;
 use crate::wire::{Ask, GoReply, StatsReply};
 
+mod curve;
+mod keygen;
 mod lease;
 
 /// Exit code for go (and for any command that succeeded).
@@ -51,6 +52,8 @@ enum Command {
     Stats(StatsArgs),
     /// Load a running locker and print requests/s, go/sorry counts and latency percentiles.
     Bench(BenchArgs),
+    /// Generate a CURVE key pair for a locker or a client (see docs/security.md).
+    Keygen(keygen::KeygenArgs),
 }
 
 const SERVE_EXAMPLES: &str = "\
@@ -115,6 +118,12 @@ struct ServeArgs {
     /// Replace a state file written for other limits or by another version instead of refusing to start.
     #[arg(long)]
     state_discard: bool,
+    /// Secret key file (from `locker keygen`): encrypt with CURVE; clients need the public key.
+    #[arg(long, value_name = "FILE")]
+    curve_secret_key: Option<PathBuf>,
+    /// Client public keys allowed in: a file with one Z85 key per line, or a directory of *.pub files.
+    #[arg(long, value_name = "DIR|FILE")]
+    curve_clients: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -128,6 +137,8 @@ pub(crate) struct ConnectArgs {
     /// Print the whole reply as JSON.
     #[arg(long)]
     pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) curve: curve::CurveArgs,
 }
 
 #[derive(Debug, Args)]
@@ -192,6 +203,8 @@ struct BenchArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    curve: curve::CurveArgs,
 }
 
 /// Parses a duration as humantime ("250ms", "1s") or as plain seconds ("0.5").
@@ -212,6 +225,7 @@ pub fn main() -> ExitCode {
         Command::Lease(command) => lease::run(command),
         Command::Stats(args) => stats(args),
         Command::Bench(args) => run_bench(args),
+        Command::Keygen(args) => keygen::run(args),
     };
     ExitCode::from(code)
 }
@@ -249,6 +263,8 @@ fn serve(args: ServeArgs) -> u8 {
         state: args.state,
         state_fsync: args.state_fsync.map(|d| d.as_secs_f64()),
         state_discard: args.state_discard,
+        curve_secret_key: args.curve_secret_key,
+        curve_clients: args.curve_clients,
     };
     let config = match ServeConfig::resolve(flags, file) {
         Ok(c) => c,
@@ -275,7 +291,7 @@ fn serve(args: ServeArgs) -> u8 {
 }
 
 fn ask(args: AskArgs) -> u8 {
-    let mut client = match Client::new(args.connect.connect, args.connect.timeout) {
+    let mut client = match args.connect.client() {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
@@ -318,7 +334,7 @@ fn print_go(reply: &GoReply, json: bool) {
 }
 
 fn stats(args: StatsArgs) -> u8 {
-    let result = Client::new(args.connect.connect, args.connect.timeout).and_then(|mut c| c.stats());
+    let result = args.connect.client().and_then(|mut c| c.stats());
     match result {
         Ok(s) if args.connect.json => {
             println!("{}", serde_json::to_string(&s).expect("stats are plain data"));
@@ -355,6 +371,10 @@ fn print_stats(s: &StatsReply) {
 }
 
 fn run_bench(args: BenchArgs) -> u8 {
+    let curve = match args.curve.load() {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
     let config = BenchConfig {
         endpoint: args.connect,
         clients: args.clients,
@@ -366,6 +386,7 @@ fn run_bench(args: BenchArgs) -> u8 {
         keys: args.keys,
         prefill: args.prefill,
         timeout: args.timeout,
+        curve,
     };
     match bench::run(&config) {
         Ok(report) if args.json => {

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use tracing::debug;
 
+use crate::curve::ClientCurve;
 use crate::wire::{
     self, Ask, GoReply, Heartbeat, LeaseAsk, LeaseReply, Release, Reply, RequestMap, StatsReply, WireError,
 };
@@ -39,6 +40,8 @@ pub enum ClientError {
     BadReply(WireError),
     #[error("zeromq error on {endpoint}: {source}")]
     Zmq { endpoint: String, source: zmq::Error },
+    #[error("{0}")]
+    Key(#[from] crate::curve::KeyError),
 }
 
 /// A REQ socket connected to one endpoint.
@@ -48,6 +51,45 @@ struct Live {
 }
 
 /// A connection to one or more lockers.
+///
+/// Give it every locker's endpoint: each request goes to the one that
+/// answered last, and when it does not answer within its share of the
+/// deadline, to the next. A request that no locker answers in time returns
+/// [`ClientError::NoAnswer`] instead of hanging. A `Client` holds one socket
+/// and is used from one thread; [`Client::sibling`] makes another for
+/// another thread.
+///
+/// # Examples
+///
+/// Ask a limit of two go per slot three times, with a dead locker listed
+/// first:
+///
+/// ```
+/// # use std::sync::atomic::AtomicBool;
+/// # use locker::config::{FileConfig, Flags, ServeConfig};
+/// # let flags = Flags { bind: Some("tcp://127.0.0.1:*".into()), max_requests: Some(2), in_seconds: Some(86_400.0), ..Flags::default() };
+/// # let server = locker::daemon::Server::bind(&ServeConfig::resolve(flags, FileConfig::default())?)?;
+/// # let endpoint = server.endpoint().to_owned();
+/// # std::thread::spawn(move || server.run(&AtomicBool::new(false)));
+/// use std::time::Duration;
+/// use locker::{Ask, Client};
+///
+/// // `endpoint` is a running locker's, e.g. "tcp://127.0.0.1:7777".
+/// let mut client = Client::new(["tcp://127.0.0.1:1", endpoint.as_str()], Duration::from_secs(1))?;
+/// let reply = client.ask(&Ask::new().key("user-7"))?;
+/// assert!(reply.ok);
+/// assert_eq!((reply.limit, reply.remaining), (2, 1));
+/// assert_eq!(client.current_endpoint(), Some(endpoint.as_str()));
+///
+/// assert!(client.ask(&Ask::new().key("user-7"))?.ok);
+/// let sorry = client.ask(&Ask::new().key("user-7"))?;
+/// assert!(!sorry.ok && sorry.retry_after_ms > 0); // the next slot
+///
+/// // Another key has a count of its own; the plain form asks unkeyed.
+/// assert!(client.ask(&Ask::new().key("user-8"))?.ok);
+/// assert!(client.plain(b"let me go")?);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Client {
     ctx: zmq::Context,
     endpoints: Vec<String>,
@@ -55,6 +97,7 @@ pub struct Client {
     preferred: usize,
     live: Option<Live>,
     buf: Vec<u8>,
+    curve: Option<ClientCurve>,
 }
 
 impl Client {
@@ -69,7 +112,25 @@ impl Client {
         if endpoints.is_empty() {
             return Err(ClientError::NoEndpoints);
         }
-        Ok(Client { ctx: zmq::Context::new(), endpoints, timeout, preferred: 0, live: None, buf: Vec::new() })
+        Ok(Client {
+            ctx: zmq::Context::new(),
+            endpoints,
+            timeout,
+            preferred: 0,
+            live: None,
+            buf: Vec::new(),
+            curve: None,
+        })
+    }
+
+    /// This client, speaking CURVE: requests and replies are encrypted, and
+    /// the locker must know `curve.keys.public` when it keeps an allowlist.
+    /// A locker that refuses the key, or does not speak CURVE, gives no
+    /// answer (`ClientError::NoAnswer`): ZeroMQ does not say why.
+    pub fn with_curve(mut self, curve: ClientCurve) -> Client {
+        self.live = None;
+        self.curve = Some(curve);
+        self
     }
 
     /// Asks for permits in the structured form and returns the whole reply.
@@ -129,6 +190,7 @@ impl Client {
             preferred: self.preferred,
             live: None,
             buf: Vec::new(),
+            curve: self.curve.clone(),
         }
     }
 
@@ -200,6 +262,9 @@ impl Client {
             let socket = self.ctx.socket(zmq::REQ).map_err(zerr)?;
             // Unsent requests die with the socket instead of holding up exit.
             socket.set_linger(0).map_err(zerr)?;
+            if let Some(curve) = &self.curve {
+                curve.secure(&socket).map_err(zerr)?;
+            }
             socket.connect(endpoint).map_err(zerr)?;
             self.live = Some(Live { index, socket });
         }

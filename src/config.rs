@@ -3,14 +3,16 @@
 //!
 //! Precedence: a flag given on the command line wins over the file, and the
 //! file wins over the built-in defaults. This module reads the file it is
-//! given and nothing else; it does not bind sockets or start anything.
+//! given and the CURVE key files it names, nothing else; it does not bind
+//! sockets or start anything.
 
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
 use crate::core::{Algorithm, Limit, LimitError, Quota, DEFAULT_LIMIT};
+use crate::curve::{Allowlist, KeyError, KeyPair, ServerCurve};
 use crate::state::StateConfig;
 use crate::wire::DEFAULT_MAX_MESSAGE_SIZE;
 
@@ -50,6 +52,10 @@ pub enum ConfigError {
     BadGrace(f64),
     #[error("state_fsync must be from 0.001 to 3600 seconds, got {0}")]
     BadStateFsync(f64),
+    #[error("curve_clients is set but curve_secret_key is not: an allowlist of clients needs a CURVE server key")]
+    ClientsWithoutSecret,
+    #[error("CURVE: {0}")]
+    Curve(#[from] KeyError),
 }
 
 /// The `algorithm` of a `[[limits]]` table, as written.
@@ -90,11 +96,15 @@ pub struct FileConfig {
     /// Seconds a starting locker waits for its peers' counts at most.
     pub peer_grace: Option<f64>,
     /// The state file that keeps counts across restarts.
-    pub state: Option<std::path::PathBuf>,
+    pub state: Option<PathBuf>,
     /// Seconds between two syncs of the state file to the disk.
     pub state_fsync: Option<f64>,
     /// Replace a state file that cannot be used instead of refusing to start.
     pub state_discard: Option<bool>,
+    /// The server's secret key file; turns CURVE on.
+    pub curve_secret_key: Option<PathBuf>,
+    /// The client public keys allowed in: a file of keys or a directory of `*.pub` files.
+    pub curve_clients: Option<PathBuf>,
     #[serde(default)]
     pub limits: Vec<FileLimit>,
 }
@@ -138,9 +148,11 @@ pub struct Flags {
     pub peers: Vec<String>,
     pub node_id: Option<String>,
     pub peer_grace: Option<f64>,
-    pub state: Option<std::path::PathBuf>,
+    pub state: Option<PathBuf>,
     pub state_fsync: Option<f64>,
     pub state_discard: bool,
+    pub curve_secret_key: Option<PathBuf>,
+    pub curve_clients: Option<PathBuf>,
 }
 
 /// How `locker serve` shares its counts with peers.
@@ -170,6 +182,8 @@ pub struct ServeConfig {
     pub peering: Option<PeerConfig>,
     /// The state file, when `state` is set.
     pub state: Option<StateConfig>,
+    /// CURVE, when a server secret key is set.
+    pub curve: Option<ServerCurve>,
 }
 
 impl ServeConfig {
@@ -214,7 +228,8 @@ impl ServeConfig {
         let bind = flags.bind.clone().or(file.bind.clone()).unwrap_or_else(|| DEFAULT_BIND.to_owned());
         let peering = resolve_peering(&flags, &file)?;
         let state = resolve_state(&flags, &file)?;
-        Ok(ServeConfig { bind, default, limits, max_keys, max_message_size, peering, state })
+        let curve = resolve_curve(&flags, &file)?;
+        Ok(ServeConfig { bind, default, limits, max_keys, max_message_size, peering, state, curve })
     }
 }
 
@@ -244,6 +259,18 @@ fn resolve_state(flags: &Flags, file: &FileConfig) -> Result<Option<StateConfig>
     };
     let discard = flags.state_discard || file.state_discard.unwrap_or(false);
     Ok(Some(StateConfig { path, fsync, discard }))
+}
+
+/// Reads the server key pair and the allowlist, when set.
+fn resolve_curve(flags: &Flags, file: &FileConfig) -> Result<Option<ServerCurve>, ConfigError> {
+    let secret = flags.curve_secret_key.as_ref().or(file.curve_secret_key.as_ref());
+    let clients = flags.curve_clients.as_ref().or(file.curve_clients.as_ref());
+    let Some(secret) = secret else {
+        return if clients.is_some() { Err(ConfigError::ClientsWithoutSecret) } else { Ok(None) };
+    };
+    let keys = KeyPair::load(secret)?;
+    let clients = clients.map(|c| Allowlist::load(c)).transpose()?;
+    Ok(Some(ServerCurve { keys, clients }))
 }
 
 /// `<hostname>-<pid>`: unique among running lockers. A restart gets a new
@@ -359,6 +386,29 @@ mod tests {
         let file = parse("peer_bind = 'tcp://*:7778'\npeers = ['tcp://b:7778']\n");
         let c = ServeConfig::resolve(flags, file).unwrap().peering.unwrap();
         assert_eq!((c.peers, c.node_id), (vec!["tcp://d:1".to_owned()], "x".to_owned()));
+    }
+
+    #[test]
+    fn curve_keys_come_from_the_file_or_the_flags() {
+        let dir = std::env::temp_dir().join(format!("locker-config-curve-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (server, alice) = (KeyPair::generate().unwrap(), KeyPair::generate().unwrap());
+        std::fs::write(dir.join("server.key"), format!("{}\n", server.secret.to_z85())).unwrap();
+        std::fs::write(dir.join("clients"), format!("# alice\n{}\n", alice.public)).unwrap();
+        let file = parse(&format!(
+            "curve_secret_key = '{}'\ncurve_clients = '{}'\n",
+            dir.join("server.key").display(),
+            dir.join("clients").display()
+        ));
+        let curve = ServeConfig::resolve(Flags::default(), file).unwrap().curve.unwrap();
+        assert_eq!(curve.keys, server);
+        assert_eq!(curve.clients, Some(Allowlist::of([alice.public])));
+        let open = Flags { curve_secret_key: Some(dir.join("server.key")), ..Flags::default() };
+        assert_eq!(ServeConfig::resolve(open, FileConfig::default()).unwrap().curve.unwrap().clients, None);
+        let no_secret = Flags { curve_clients: Some(dir.join("clients")), ..Flags::default() };
+        let e = ServeConfig::resolve(no_secret, FileConfig::default()).unwrap_err();
+        assert!(matches!(e, ConfigError::ClientsWithoutSecret), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -14,18 +14,27 @@
 //! - [`client`]: the client library, with failover between lockers, leases
 //!   and a permit pool that hands out a batch of permits locally;
 //! - [`config`] and [`cli`]: settings and the command line;
+//! - [`curve`]: CURVE key files and allowlists (encryption and client authentication);
 //! - [`bench`]: `locker bench`, the load generator.
+//!
+//! The daemon, config, cli and bench modules (and the `locker` binary) are
+//! behind the default `cli` feature. Without it the crate is the core, the
+//! wire format, the service and the client, on zmq, serde and rmp-serde.
 
+#[cfg(feature = "cli")]
 pub mod bench;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod client;
+#[cfg(feature = "cli")]
 pub mod config;
 pub mod core;
+pub mod curve;
+#[cfg(feature = "cli")]
 pub mod daemon;
 pub mod service;
 pub mod state;
 pub mod wire;
-mod wire_fast;
 
 pub use client::{Client, ClientError, Lease, PermitPool};
 pub use wire::{Ask, GoReply, LeaseAsk, LeaseReply, StatsReply};

@@ -10,8 +10,8 @@
 //! both. Lease requests are in `service::lease`.
 
 use crate::core::{
-    time::ceil_ms, Algorithm, AskError, Count, LimitId, Locker, Nanos, NodeKey, Nodes, Outgoing, PeerEvent, Peering,
-    Verdict,
+    time::ceil_ms, Algorithm, Count, LimitId, Locker, Nanos, NodeKey, Nodes, Outgoing, PeerEvent, Peering, PermitAsk,
+    TableError, Verdict,
 };
 use crate::wire::{
     self, ErrorReply, GoReply, LimitStatsReply, PeerCount, PeerKind, PeerMsg, PeerNode, PeerStatsReply, Request,
@@ -138,10 +138,10 @@ impl Service {
     }
 
     fn go(&mut self, now: Nanos, go: wire::Ask, out: &mut Vec<u8>) {
-        let max_wait_ms = go.max_wait_ms.unwrap_or(0);
-        let verdict = self
-            .find(go.limit)
-            .and_then(|id| self.locker.ask(now, id, go.key, go.cost, go.up_to, max_wait_ms).map(|v| (id, v)));
+        let verdict = match self.find(go.limit) {
+            Ok(limit) => self.locker.ask(now, &permit_ask(limit, &go)).map(|v| (limit, v)),
+            Err(e) => Err(e.into()),
+        };
         match verdict {
             Ok((id, v)) => {
                 self.note_go(id, go.key, &v);
@@ -152,7 +152,7 @@ impl Service {
     }
 
     /// The limit a request names, counting an error when there is none.
-    fn find(&mut self, name: Option<&str>) -> Result<LimitId, AskError> {
+    fn find(&mut self, name: Option<&str>) -> Result<LimitId, TableError> {
         let found = self.locker.find(name);
         if found.is_err() {
             self.locker.record_error(None);
@@ -353,6 +353,12 @@ impl<'a> Batch<'a> {
     }
 }
 
+/// The core's ask for a go of `limit`, from the wire's.
+#[inline]
+fn permit_ask<'k>(limit: LimitId, go: &wire::Ask<'k>) -> PermitAsk<'k> {
+    PermitAsk { limit, key: go.key, cost: go.cost, up_to: go.up_to, max_wait_ms: go.max_wait_ms.unwrap_or(0) }
+}
+
 /// The reply to a go; `granted` and `wait_ms` appear only when the ask used
 /// `up_to` and `max_wait_ms`, so replies to older clients keep their bytes.
 fn go_reply(v: &Verdict, ask: &wire::Ask) -> GoReply {
@@ -367,9 +373,6 @@ fn go_reply(v: &Verdict, ask: &wire::Ask) -> GoReply {
     }
 }
 
-fn error_reply(e: &AskError) -> ErrorReply {
+fn error_reply(e: &impl std::fmt::Display) -> ErrorReply {
     ErrorReply { error: e.to_string() }
 }
-
-#[cfg(test)]
-mod tests;

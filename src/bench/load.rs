@@ -1,11 +1,10 @@
-//! What the load generator sends and how it reads the answers: every request
-//! body encoded once, up front, so that producing load costs a slice lookup,
-//! and a classifier that tells go, sorry and errors apart from the reply's
-//! first bytes without decoding it.
+//! What the load generator sends: every request body encoded once, up
+//! front, so that producing load costs a slice lookup. The replies are read
+//! by `wire::classify_reply`, which alone knows their layout.
 //!
 //! This module holds bytes only; it opens no socket and keeps no time.
 
-use crate::wire::{self, Ask, GO, SORRY};
+use crate::wire::{self, Ask};
 
 /// The plain form's body when no limit is named: the seed's own message.
 pub const PLAIN_BODY: &[u8] = b"let me go";
@@ -72,37 +71,9 @@ pub fn key_name(i: usize, out: &mut String) {
     let _ = write!(out, "user-{i:07}");
 }
 
-/// What one reply said.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    Go,
-    Sorry,
-    /// An error map, or anything that is neither go nor sorry.
-    Error,
-}
-
-/// Reads a reply of either form. A structured go reply is a map whose first
-/// field is `ok` (see `wire::GoReply`), so its first five bytes decide it.
-pub fn classify(reply: &[u8]) -> Outcome {
-    match reply {
-        GO => Outcome::Go,
-        SORRY => Outcome::Sorry,
-        [0x80..=0x8f, 0xa2, b'o', b'k', 0xc3, ..] => Outcome::Go,
-        [0x80..=0x8f, 0xa2, b'o', b'k', 0xc2, ..] => Outcome::Sorry,
-        _ => Outcome::Error,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::{ErrorReply, GoReply};
-
-    fn encoded<T: serde::Serialize>(value: &T) -> Vec<u8> {
-        let mut out = Vec::new();
-        wire::encode(value, &mut out);
-        out
-    }
 
     #[test]
     fn structured_bodies_decode_to_their_keys() {
@@ -122,24 +93,5 @@ mod tests {
     fn plain_bodies_are_the_limit_name_or_the_seed_message() {
         assert_eq!(Requests::plain(None).get(0), b"let me go");
         assert_eq!(Requests::plain(Some("api")).get(0), b"api");
-    }
-
-    #[test]
-    fn classify_reads_both_forms_and_errors() {
-        let reply = |ok| GoReply {
-            ok,
-            limit: 5,
-            remaining: 0,
-            retry_after_ms: 0,
-            reset_after_ms: 9,
-            granted: None,
-            wait_ms: None,
-        };
-        assert_eq!(classify(b"go"), Outcome::Go);
-        assert_eq!(classify(b"sorry"), Outcome::Sorry);
-        assert_eq!(classify(&encoded(&reply(true))), Outcome::Go);
-        assert_eq!(classify(&encoded(&reply(false))), Outcome::Sorry);
-        assert_eq!(classify(&encoded(&ErrorReply { error: "no".into() })), Outcome::Error);
-        assert_eq!(classify(b""), Outcome::Error);
     }
 }

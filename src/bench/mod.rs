@@ -17,7 +17,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-pub use load::{classify, key_name, Outcome, Requests, PLAIN_BODY};
+pub use load::{key_name, Requests, PLAIN_BODY};
 pub use report::{Report, Tally};
 use worker::Worker;
 
@@ -74,6 +74,8 @@ pub struct BenchConfig {
     pub prefill: bool,
     /// The longest wait for any reply.
     pub timeout: Duration,
+    /// Speak CURVE, with these keys.
+    pub curve: Option<crate::curve::ClientCurve>,
 }
 
 impl BenchConfig {
@@ -149,7 +151,9 @@ fn client(
     // Each client starts at its own place in the keys, so together they
     // spread over all of them from the first request.
     let (share_from, share_to) = (c * n / config.clients, (c + 1) * n / config.clients);
-    let ready = Worker::connect(ctx, &config.endpoint, config.pipeline, config.timeout, requests).and_then(|mut w| {
+    let curve = config.curve.as_ref();
+    let connected = Worker::connect(ctx, &config.endpoint, config.pipeline, config.timeout, requests, curve);
+    let ready = connected.and_then(|mut w| {
         if config.prefill {
             w.send_range(share_from, share_to)?;
         }

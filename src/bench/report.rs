@@ -10,7 +10,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use super::load::Outcome;
+use crate::wire::ReplyKind;
 
 /// The slowest latency the histogram tells apart: anything slower is
 /// recorded as this (a run's timeout is far below it).
@@ -37,12 +37,12 @@ impl Default for Tally {
 
 impl Tally {
     /// Counts one reply of `bytes` bytes and its round-trip time.
-    pub fn record(&mut self, outcome: Outcome, bytes: usize, latency: Duration) {
+    pub fn record(&mut self, outcome: ReplyKind, bytes: usize, latency: Duration) {
         self.reply_bytes += bytes as u64;
         match outcome {
-            Outcome::Go => self.go += 1,
-            Outcome::Sorry => self.sorry += 1,
-            Outcome::Error => self.errors += 1,
+            ReplyKind::Go => self.go += 1,
+            ReplyKind::Sorry => self.sorry += 1,
+            ReplyKind::Error => self.errors += 1,
         }
         self.latency.saturating_record(latency.as_nanos().min(u128::from(MAX_LATENCY_NS)) as u64);
     }
@@ -173,10 +173,10 @@ mod tests {
         let mut a = Tally::default();
         let mut b = Tally::default();
         for i in 1..=99 {
-            a.record(Outcome::Go, 2, Duration::from_micros(i));
+            a.record(ReplyKind::Go, 2, Duration::from_micros(i));
         }
-        b.record(Outcome::Sorry, 5, Duration::from_millis(5));
-        b.record(Outcome::Error, 30, Duration::from_millis(5));
+        b.record(ReplyKind::Sorry, 5, Duration::from_millis(5));
+        b.record(ReplyKind::Error, 30, Duration::from_millis(5));
         let mut builder = Report::builder("tcp://127.0.0.1:1", 2, 1, "plain", 0);
         builder.add(&a);
         builder.add(&b);

@@ -13,9 +13,10 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::load::{classify, Requests};
+use super::load::Requests;
 use super::report::Tally;
 use super::BenchError;
+use crate::wire;
 
 /// A connected client and what it has measured.
 pub struct Worker {
@@ -42,12 +43,16 @@ impl Worker {
         pipeline: usize,
         timeout: Duration,
         requests: Arc<Requests>,
+        curve: Option<&crate::curve::ClientCurve>,
     ) -> Result<Worker, BenchError> {
         let dealer = pipeline > 1;
         let socket = ctx.socket(if dealer { zmq::DEALER } else { zmq::REQ }).map_err(zerr("creating a socket"))?;
         let timeout_ms = timeout.as_millis().clamp(1, i32::MAX as u128) as i32;
         socket.set_linger(0).map_err(zerr("setting ZMQ_LINGER"))?;
         socket.set_sndtimeo(timeout_ms).map_err(zerr("setting ZMQ_SNDTIMEO"))?;
+        if let Some(curve) = curve {
+            curve.secure(&socket).map_err(zerr("setting the CURVE keys"))?;
+        }
         socket.connect(endpoint).map_err(zerr("connecting"))?;
         Ok(Worker {
             socket,
@@ -125,7 +130,7 @@ impl Worker {
             }
             self.in_flight.pop_front();
             if timed {
-                self.tally.record(classify(&self.reply), self.reply.len(), sent.elapsed());
+                self.tally.record(wire::classify_reply(&self.reply), self.reply.len(), sent.elapsed());
             }
         }
         Ok(())

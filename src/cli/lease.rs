@@ -9,7 +9,6 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 
 use super::{exit_for, fail, parse_duration, ConnectArgs};
-use crate::client::Client;
 use crate::wire::{Heartbeat, LeaseAsk, LeaseReply, Release};
 
 #[derive(Debug, Subcommand)]
@@ -85,19 +84,17 @@ pub(crate) fn run(command: LeaseCommand) -> u8 {
                 max_wait_ms: a.wait.map(ms),
                 ..LeaseAsk::default()
             };
-            let result =
-                Client::new(a.connect.connect.clone(), a.connect.timeout).and_then(|mut c| c.wait_for_lease(&ask));
+            let result = a.connect.client().and_then(|mut c| c.wait_for_lease(&ask));
             (a.connect, result)
         }
         LeaseCommand::Heartbeat(h) => {
             let beat = Heartbeat { limit: h.limit.as_deref(), lease: &h.lease, ttl_ms: h.ttl.map(ms), count: h.count };
-            let result = Client::new(h.connect.connect.clone(), h.connect.timeout).and_then(|mut c| c.heartbeat(&beat));
+            let result = h.connect.client().and_then(|mut c| c.heartbeat(&beat));
             (h.connect, result)
         }
         LeaseCommand::Release(r) => {
             let release = Release { limit: r.limit.as_deref(), lease: &r.lease };
-            let result =
-                Client::new(r.connect.connect.clone(), r.connect.timeout).and_then(|mut c| c.release(&release));
+            let result = r.connect.client().and_then(|mut c| c.release(&release));
             (r.connect, result)
         }
     };

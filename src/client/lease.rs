@@ -57,6 +57,44 @@ impl Client {
 }
 
 /// A held semaphore lease, heartbeated in the background and released on drop.
+///
+/// [`Client::lease`] returns one once the count is held. A thread with its
+/// own socket heartbeats every third of the ttl, with the lease's count, so
+/// a locker that restarted restores the lease; [`Lease::is_held`] turns
+/// false if a locker refuses a heartbeat. Dropping the guard (or calling
+/// [`Lease::release`]) releases the lease and waits for the thread.
+///
+/// # Examples
+///
+/// A semaphore `db` of capacity 1:
+///
+/// ```
+/// # use std::sync::atomic::AtomicBool;
+/// # use locker::config::{AlgorithmName, FileConfig, FileLimit, Flags, ServeConfig};
+/// # let db = FileLimit { name: "db".into(), max_requests: 1, in_seconds: 30.0, algorithm: AlgorithmName::Semaphore, burst: None };
+/// # let file = FileConfig { limits: vec![db], ..FileConfig::default() };
+/// # let flags = Flags { bind: Some("tcp://127.0.0.1:*".into()), ..Flags::default() };
+/// # let server = locker::daemon::Server::bind(&ServeConfig::resolve(flags, file)?)?;
+/// # let endpoint = server.endpoint().to_owned();
+/// # std::thread::spawn(move || server.run(&AtomicBool::new(false)));
+/// use std::time::Duration;
+/// use locker::{Client, LeaseAsk};
+///
+/// let mut client = Client::new([endpoint], Duration::from_secs(1))?;
+/// // Hold 1 of "db"; the lease lives 10 s between heartbeats.
+/// let ask = LeaseAsk::new("db", 1).ttl_ms(10_000);
+///
+/// let lease = client.lease(&ask)?.expect("the count is free");
+/// assert!(lease.is_held());
+/// // The whole capacity is held: an acquire that does not wait is refused.
+/// assert!(client.lease(&ask)?.is_none());
+///
+/// lease.release(); // or drop it
+/// // Queue for up to a second when the count is not free at once.
+/// let again = client.lease(&ask.max_wait_ms(1_000))?;
+/// assert!(again.is_some_and(|l| l.is_held()));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Lease {
     id: String,
     held: Arc<AtomicBool>,

@@ -79,6 +79,42 @@ impl Permits {
 }
 
 /// A client that fetches permits of one (limit, key) in batches.
+///
+/// Each round trip asks with `up_to` for up to `batch` permits; `take` hands
+/// them out without a round trip until they are spent or their slot is
+/// about to end. Meant for fixed-window limits, whose replies say when the
+/// slot ends.
+///
+/// # Examples
+///
+/// Five permits per slot, fetched two at a time:
+///
+/// ```
+/// # use std::sync::atomic::AtomicBool;
+/// # use locker::config::{AlgorithmName, FileConfig, FileLimit, Flags, ServeConfig};
+/// # let api = FileLimit { name: "api".into(), max_requests: 5, in_seconds: 86_400.0, algorithm: AlgorithmName::FixedWindow, burst: None };
+/// # let file = FileConfig { limits: vec![api], ..FileConfig::default() };
+/// # let flags = Flags { bind: Some("tcp://127.0.0.1:*".into()), ..Flags::default() };
+/// # let server = locker::daemon::Server::bind(&ServeConfig::resolve(flags, file)?)?;
+/// # let endpoint = server.endpoint().to_owned();
+/// # std::thread::spawn(move || server.run(&AtomicBool::new(false)));
+/// use std::time::Duration;
+/// use locker::{Client, PermitPool};
+///
+/// let client = Client::new([endpoint], Duration::from_secs(1))?;
+/// let mut pool = PermitPool::new(client, Some("api"), None, 2);
+/// let mut go = 0;
+/// for _ in 0..10 {
+///     if pool.take()? {
+///         go += 1;
+///     }
+/// }
+/// assert_eq!(go, 5); // never more than the locker granted
+/// // Batches of 2, 2 and 1, then one sorry; after it the pool stays quiet
+/// // until the sorry's retry hint.
+/// assert_eq!(pool.round_trips(), 4);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct PermitPool {
     client: Client,
     limit: Option<String>,

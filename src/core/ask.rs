@@ -1,9 +1,114 @@
-//! What a caller wants from a rate limit, and the verdict it gets back.
+//! What a caller asks of the core, and the verdict it gets back.
 //!
-//! Shared by every counting kind (`window`, `bucket`) so that the locker can
-//! dispatch without translating. Plain data: no rules live here.
+//! At the core's edge, one value per request: a `PermitAsk` (go or sorry),
+//! an `AcquireAsk` and a `HeartbeatAsk` (leases), with every number named,
+//! built once from the wire by the service and passed by reference. Inside,
+//! the checked `Want` is shared by every counting kind (`window`, `bucket`)
+//! so that the locker can dispatch without translating. Plain data: the
+//! checks are the locker's, the rules the kinds'.
 
+use super::locker::LimitId;
 use super::time::Nanos;
+
+/// An ask for permits of one limit, as it arrives: unchecked numbers, named.
+///
+/// ```
+/// use locker::core::{Limit, Locker, PermitAsk, Quota, DEFAULT_LIMIT};
+///
+/// let quota = Quota::new(3, 1.0).unwrap();
+/// let mut locker = Locker::new(Limit::new(DEFAULT_LIMIT, quota).unwrap(), vec![], 100);
+/// let limit = locker.find(None).unwrap();
+/// // As many as there are, up to 5, for the key "alice".
+/// let ask = PermitAsk::new(limit).key("alice").cost(5).up_to();
+/// let v = locker.ask(0, &ask).unwrap();
+/// assert!(v.go);
+/// assert_eq!(v.granted, 3);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PermitAsk<'k> {
+    /// The limit asked, found once with `Locker::find`.
+    pub limit: LimitId,
+    /// The key counted; `None` for the limit's unkeyed count.
+    pub key: Option<&'k str>,
+    /// Permits asked for; 0 peeks without taking.
+    pub cost: u64,
+    /// Take as many of `cost` as are available (at least one).
+    pub up_to: bool,
+    /// The longest the caller will wait for a reservation, in
+    /// milliseconds; 0 for go-or-sorry now.
+    pub max_wait_ms: u64,
+}
+
+impl<'k> PermitAsk<'k> {
+    /// One permit of `limit`, unkeyed, now or never.
+    pub fn new(limit: LimitId) -> PermitAsk<'k> {
+        PermitAsk { limit, key: None, cost: 1, up_to: false, max_wait_ms: 0 }
+    }
+
+    /// Counts against `key`.
+    pub fn key(self, key: &'k str) -> PermitAsk<'k> {
+        PermitAsk { key: Some(key), ..self }
+    }
+
+    /// Asks for `cost` permits.
+    pub fn cost(self, cost: u64) -> PermitAsk<'k> {
+        PermitAsk { cost, ..self }
+    }
+
+    /// Takes as many of `cost` as are available.
+    pub fn up_to(self) -> PermitAsk<'k> {
+        PermitAsk { up_to: true, ..self }
+    }
+
+    /// Waits up to `ms` milliseconds for a reservation.
+    pub fn max_wait_ms(self, ms: u64) -> PermitAsk<'k> {
+        PermitAsk { max_wait_ms: ms, ..self }
+    }
+}
+
+/// An acquire of a semaphore, as it arrives: unchecked numbers, named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AcquireAsk<'k> {
+    /// The semaphore asked.
+    pub limit: LimitId,
+    /// Must be `None`: a semaphore has no keys.
+    pub key: Option<&'k str>,
+    /// Capacity to hold, from 1 to the semaphore's capacity.
+    pub count: u64,
+    /// How long the lease lives without a heartbeat, in milliseconds; the
+    /// limit's in_seconds when `None`.
+    pub ttl_ms: Option<u64>,
+    /// The longest the acquire may wait in the queue, in milliseconds.
+    pub max_wait_ms: u64,
+}
+
+impl<'k> AcquireAsk<'k> {
+    /// `count` of semaphore `limit`, for the default ttl, now or never.
+    pub fn new(limit: LimitId, count: u64) -> AcquireAsk<'k> {
+        AcquireAsk { limit, key: None, count, ttl_ms: None, max_wait_ms: 0 }
+    }
+}
+
+/// A heartbeat of a lease, as it arrives: unchecked numbers, named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeartbeatAsk<'k> {
+    /// The semaphore the lease is on.
+    pub limit: LimitId,
+    /// The lease's id, as `acquire` issued it.
+    pub lease: &'k str,
+    /// The new ttl from now, in milliseconds; the limit's in_seconds when `None`.
+    pub ttl_ms: Option<u64>,
+    /// The lease's count: with it, a lease the semaphore does not know
+    /// (after a restart) is restored if that count is free.
+    pub count: Option<u64>,
+}
+
+impl<'k> HeartbeatAsk<'k> {
+    /// A heartbeat of `lease` on `limit` for the default ttl, restoring nothing.
+    pub fn new(limit: LimitId, lease: &'k str) -> HeartbeatAsk<'k> {
+        HeartbeatAsk { limit, lease, ttl_ms: None, count: None }
+    }
+}
 
 /// One checked ask: `cost` permits (0 peeks), all or nothing unless
 /// `up_to`, and how long the caller is willing to wait for them.
@@ -63,4 +168,14 @@ pub struct Verdict {
     pub granted: u32,
     /// On go: nanoseconds the caller must wait before going (a reservation).
     pub wait: Nanos,
+}
+
+impl Verdict {
+    /// Sorry: nothing granted; the numbers say what is left and when to
+    /// come back. Every sorry is built here; a go is a sorry's numbers with
+    /// `go`, `granted` and `wait` set.
+    #[inline]
+    pub const fn sorry(limit: u32, remaining: u32, retry_after: Nanos, reset_after: Nanos) -> Verdict {
+        Verdict { go: false, limit, remaining, retry_after, reset_after, granted: 0, wait: 0 }
+    }
 }

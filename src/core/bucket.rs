@@ -13,7 +13,7 @@
 //! second). This module knows nothing of names, sockets or clocks.
 //!
 //! When lockers are peered, each key also keeps a ledger of the grants made
-//! from it per node and period (see `shared`), so that a peer's grants move
+//! from it per node and period (see `ledger`), so that a peer's grants move
 //! this locker's TAT as if they had been made here.
 
 use std::collections::HashMap;
@@ -21,13 +21,13 @@ use std::num::NonZeroU32;
 
 use super::ask::{Verdict, Want};
 use super::limit::Quota;
+use super::room::{KeyRoom, NoRoom};
 use super::time::{Nanos, NANOS_PER_SEC};
-use super::window::{KeyRoom, NoRoom};
 
 mod kept;
-mod shared;
+mod ledger;
 
-pub use shared::Ledger;
+pub use ledger::Ledger;
 
 /// One key's bucket: its TAT, and the grants peers shared for it.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -106,19 +106,10 @@ impl Bucket {
         };
         let tat = stored.max(now);
         let available = self.available(now, tat);
-        let mut v = Verdict {
-            go: false,
-            limit: self.burst,
-            remaining: available,
-            retry_after: 0,
-            reset_after: tat - now,
-            granted: 0,
-            wait: 0,
-        };
+        let sorry = Verdict::sorry(self.burst, available, 0, tat - now);
         if want.cost == 0 {
-            v.go = available > 0;
-            v.retry_after = self.wait_for(now, tat, 1);
-            return Ok(v);
+            let retry_after = self.wait_for(now, tat, 1);
+            return Ok(Verdict { go: available > 0, retry_after, ..sorry });
         }
         let (granted, wait) = if available >= want.need() {
             (want.grant(available), 0)
@@ -127,32 +118,19 @@ impl Bucket {
             (want.need(), self.wait_for(now, tat, want.need()))
         };
         if wait > want.max_wait {
-            v.retry_after = wait;
-            return Ok(v);
+            return Ok(Verdict { retry_after: wait, ..sorry });
         }
         let tat = tat.saturating_add(self.interval.saturating_mul(u64::from(granted)));
         self.store(key, tat, room)?;
-        v.go = true;
-        v.granted = granted;
-        v.wait = wait;
-        v.remaining = self.available(now, tat);
-        v.reset_after = tat - now;
-        Ok(v)
+        let remaining = self.available(now, tat);
+        Ok(Verdict { go: true, granted, wait, ..Verdict::sorry(self.burst, remaining, 0, tat - now) })
     }
 
     /// Answers sorry without taking, for a locker that may not grant yet;
     /// `retry_after` is when it may.
     pub fn refuse(&self, now: Nanos, key: Option<&str>, retry_after: Nanos) -> Verdict {
         let tat = self.key(key).map_or(0, |k| k.tat).max(now);
-        Verdict {
-            go: false,
-            limit: self.burst,
-            remaining: self.available(now, tat),
-            retry_after,
-            reset_after: tat - now,
-            granted: 0,
-            wait: 0,
-        }
+        Verdict::sorry(self.burst, self.available(now, tat), retry_after, tat - now)
     }
 
     /// Adds `n` tokens taken elsewhere (by a peer) to `key`'s bucket, so that

@@ -12,20 +12,40 @@
 //! `drain_touched`, `snapshot`), and follows the peer view the caller sets
 //! (`set_view`): how many lockers are live, and whether to hold off while
 //! the counts are still being learned. Fixed windows and token buckets are
-//! what peers share; that glue is in `locker::shared`.
+//! what peers share; that glue is in `core::peering::merge`.
+//!
+//! # Example
+//!
+//! ```
+//! use locker::core::{Limit, Locker, PermitAsk, Quota, DEFAULT_LIMIT};
+//!
+//! // One permit per second, and at most 100 live keys.
+//! let quota = Quota::new(1, 1.0).unwrap();
+//! let mut locker = Locker::new(Limit::new(DEFAULT_LIMIT, quota).unwrap(), vec![], 100);
+//! let ask = PermitAsk::new(locker.find(None).unwrap());
+//! let now = 5_000_000_000; // any instant, in nanoseconds since the epoch
+//! assert!(locker.ask(now, &ask).unwrap().go);
+//! let sorry = locker.ask(now + 1, &ask).unwrap();
+//! assert!(!sorry.go);
+//! assert_eq!(sorry.retry_after, 1_000_000_000 - 1, "until the next slot");
+//! ```
 
 use std::collections::HashMap;
 
-use super::ask::{Verdict, Want};
+use super::ask::{PermitAsk, Verdict, Want};
 use super::limit::{Limit, DEFAULT_LIMIT};
+use super::peering::{Count, PeerView, Share};
+use super::room::{KeyBudget, KeyRoom, Terms};
 use super::rule::{Rule, TakeError};
-use super::tally::{NodeIx, Share};
 use super::time::{Nanos, NANOS_PER_MS};
-use super::window::KeyRoom;
 
 pub mod kept;
 mod leases;
-mod shared;
+mod stats;
+
+pub use leases::LeaseError;
+pub use stats::LimitStats;
+use stats::Outcome;
 
 /// The longest a request may offer to wait (`max_wait_ms`): one hour. Waits
 /// hold counts in future slots or leases in a queue, so they are bounded.
@@ -36,96 +56,54 @@ pub const MAX_TTL_MS: u64 = 86_400_000;
 
 /// An index into the locker's limits, found once per request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LimitId(usize);
+pub struct LimitId(pub(in crate::core) usize);
 
-/// Why an ask got neither go nor sorry.
+/// Errors any request on the table can meet, whatever it asks.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AskError {
+pub enum TableError {
     #[error("unknown limit {0:?}")]
     UnknownLimit(String),
-    #[error("cost {cost} is above the limit's capacity {max}")]
-    CostAboveMax { cost: u64, max: u32 },
     #[error("too many live keys: the locker holds at most {0} (see --max-keys)")]
     TooManyKeys(usize),
     #[error("max_wait_ms {0} is above the most a request may wait, {MAX_WAIT_MS}")]
     WaitTooLong(u64),
+}
+
+/// Why an ask for permits got neither go nor sorry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AskError {
+    #[error(transparent)]
+    Table(#[from] TableError),
+    #[error("cost {cost} is above the limit's capacity {max}")]
+    CostAboveMax { cost: u64, max: u32 },
     #[error("limit {0:?} is a semaphore: take it with op \"acquire\"")]
     IsSemaphore(String),
-    #[error("limit {0:?} is not a semaphore: ask it with op \"go\"")]
-    NotSemaphore(String),
-    #[error("a semaphore has no keys")]
-    KeyOnSemaphore,
-    #[error("count {count} must be from 1 to the semaphore's capacity {max}")]
-    BadCount { count: u64, max: u32 },
-    #[error("ttl_ms {0} must be from 1 to {MAX_TTL_MS}")]
-    BadTtl(u64),
-    #[error("unknown lease {0:?} (expired or released); a heartbeat with its count restores it")]
-    UnknownLease(String),
-    #[error("cannot restore lease {lease:?} of count {count}: only {free} is free")]
-    CannotRestore { lease: String, count: u32, free: u32 },
-}
-
-/// A cumulative count of one node for one (limit, key, slot): what peers
-/// publish to each other.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Count {
-    pub limit: LimitId,
-    pub key: Option<Box<str>>,
-    pub slot: u64,
-    pub node: NodeIx,
-    pub count: u32,
-}
-
-/// What the peers mean for the next asks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PeerView {
-    /// Lockers live, this one included.
-    pub live: u32,
-    /// While `now` is before this, every ask of a shared limit is sorry: the
-    /// counts of the current slot are still being learned from peers.
-    pub hold_until: Option<Nanos>,
-}
-
-impl PeerView {
-    /// No peers: decide alone.
-    pub const ALONE: PeerView = PeerView { live: 1, hold_until: None };
-}
-
-/// Counters for one limit since start-up. Reservations count as go, and
-/// also as waited; queued lease acquires count only as waited.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LimitStats {
-    pub requests: u64,
-    pub go: u64,
-    pub sorry: u64,
-    pub errors: u64,
-    pub waited: u64,
 }
 
 /// One limit's rules, counts and counters.
 #[derive(Debug)]
-struct Entry {
-    limit: Limit,
-    rule: Rule,
-    stats: LimitStats,
+pub(in crate::core) struct Entry {
+    pub(in crate::core) limit: Limit,
+    pub(in crate::core) rule: Rule,
+    pub(in crate::core) stats: LimitStats,
 }
 
 /// The decision table.
 #[derive(Debug)]
 pub struct Locker {
-    entries: Vec<Entry>,
+    pub(in crate::core) entries: Vec<Entry>,
     by_name: HashMap<String, LimitId>,
     default: LimitId,
-    max_keys: usize,
-    live_keys: usize,
+    pub(in crate::core) max_keys: usize,
+    pub(in crate::core) live_keys: usize,
     unattributed_errors: u64,
     lease_prefix: u64,
     leases_made: u64,
-    view: PeerView,
+    pub(in crate::core) view: PeerView,
     /// Own counts after each grant, until `take_granted`; only kept when
     /// `publishing` is on.
-    granted: Vec<Count>,
-    publishing: bool,
+    pub(in crate::core) granted: Vec<Count>,
+    pub(in crate::core) publishing: bool,
 }
 
 impl Locker {
@@ -173,10 +151,10 @@ impl Locker {
     }
 
     /// The limit named `name`, or the default limit when `name` is `None`.
-    pub fn find(&self, name: Option<&str>) -> Result<LimitId, AskError> {
+    pub fn find(&self, name: Option<&str>) -> Result<LimitId, TableError> {
         match name {
             None => Ok(self.default),
-            Some(n) => self.by_name.get(n).copied().ok_or_else(|| AskError::UnknownLimit(n.to_owned())),
+            Some(n) => self.by_name.get(n).copied().ok_or_else(|| TableError::UnknownLimit(n.to_owned())),
         }
     }
 
@@ -191,75 +169,57 @@ impl Locker {
         &self.entries[id.0].limit
     }
 
-    /// Asks for `cost` permits of limit `id` for `key` at `now`, now or never.
+    /// Asks for `cost` permits of limit `id` for `key` at `now`, now or
+    /// never: `ask` with a plain `PermitAsk`.
     #[inline]
     pub fn go(&mut self, now: Nanos, id: LimitId, key: Option<&str>, cost: u64) -> Result<Verdict, AskError> {
-        self.ask(now, id, key, cost, false, 0)
+        self.ask(now, &PermitAsk { limit: id, key, cost, up_to: false, max_wait_ms: 0 })
     }
 
-    /// Asks for `cost` permits (0 peeks) of limit `id` for `key` at `now`:
-    /// all of them, or with `up_to` as many as are available (at least one;
-    /// a cost above the capacity then asks for the capacity);
-    /// with `max_wait_ms`, a reservation the caller may use after `wait`.
+    /// Answers `ask` at `now`: all of its `cost` (0 peeks), or with `up_to`
+    /// as many as are available (at least one; a cost above the capacity
+    /// then asks for the capacity); with `max_wait_ms`, a reservation the
+    /// caller may use after `wait`.
     #[inline]
-    pub fn ask(
-        &mut self,
-        now: Nanos,
-        id: LimitId,
-        key: Option<&str>,
-        cost: u64,
-        up_to: bool,
-        max_wait_ms: u64,
-    ) -> Result<Verdict, AskError> {
-        let verdict = self.want(id, cost, up_to, max_wait_ms).and_then(|want| self.decide(now, id, key, want));
-        let stats = &mut self.entries[id.0].stats;
-        stats.requests += 1;
-        match &verdict {
-            Ok(v) if v.go => {
-                stats.go += 1;
-                stats.waited += u64::from(v.wait > 0);
-            }
-            Ok(_) => stats.sorry += 1,
-            Err(_) => stats.errors += 1,
-        }
+    pub fn ask(&mut self, now: Nanos, ask: &PermitAsk) -> Result<Verdict, AskError> {
+        let verdict = self.want(ask).and_then(|want| self.decide(now, ask, want));
+        self.entries[ask.limit.0].stats.record(Outcome::of_ask(&verdict));
         verdict
     }
 
-    /// Checks an ask's numbers against limit `id`.
+    /// Checks an ask's numbers against the limit it names.
     #[inline]
-    fn want(&self, id: LimitId, cost: u64, up_to: bool, max_wait_ms: u64) -> Result<Want, AskError> {
-        let max = self.entries[id.0].limit.capacity();
+    fn want(&self, ask: &PermitAsk) -> Result<Want, AskError> {
+        let max = self.entries[ask.limit.0].limit.capacity();
         // "As many as you can, up to n" has a sensible answer for any n.
-        let cost = if up_to { cost.min(u64::from(max)) } else { cost };
+        let cost = if ask.up_to { ask.cost.min(u64::from(max)) } else { ask.cost };
         let cost = match u32::try_from(cost) {
             Ok(c) if c <= max => c,
             _ => return Err(AskError::CostAboveMax { cost, max }),
         };
-        if max_wait_ms > MAX_WAIT_MS {
-            return Err(AskError::WaitTooLong(max_wait_ms));
-        }
-        Ok(Want { cost, up_to, max_wait: max_wait_ms * NANOS_PER_MS })
+        let max_wait = wait_ns(ask.max_wait_ms)?;
+        Ok(Want { cost, up_to: ask.up_to, max_wait })
     }
 
-    /// Answers a checked ask of limit `id` for `key` at `now`.
+    /// Answers a checked ask at `now`.
     #[inline]
-    fn decide(&mut self, now: Nanos, id: LimitId, key: Option<&str>, want: Want) -> Result<Verdict, AskError> {
-        let view = self.view;
+    fn decide(&mut self, now: Nanos, ask: &PermitAsk, want: Want) -> Result<Verdict, AskError> {
+        let (id, key, view) = (ask.limit, ask.key, self.view);
         let share =
             Share { live: view.live, in_flight_window: Share::window_for(self.entries[id.0].limit.quota().slot_ns()) };
         let verdict = self.counted(now, id, |rule, room| match (rule, view.hold_until.filter(|&u| u > now)) {
             (Rule::Window(w), Some(until)) => Ok(w.refuse(now, key, until - now)),
             (Rule::Bucket(b), Some(until)) => Ok(b.refuse(now, key, until - now)),
-            (rule, _) => rule.take(now, key, want, room, share),
+            (rule, _) => rule.take(now, key, want, Terms { room, share }),
         });
         match verdict {
             Ok(v) => {
                 if v.granted > 0 && self.publishing {
-                    self.note_grant(now, id, key, &v);
+                    self.note_grant(now, ask, &v);
                 }
                 Ok(v)
             }
-            Err(TakeError::NoRoom) => Err(AskError::TooManyKeys(self.max_keys)),
+            Err(TakeError::NoRoom) => Err(TableError::TooManyKeys(self.max_keys).into()),
             Err(TakeError::Semaphore) => Err(AskError::IsSemaphore(self.entries[id.0].limit.name().to_owned())),
         }
     }
@@ -272,14 +232,19 @@ impl Locker {
     /// Brings limit `id` up to `now`, runs `f` on its rule with the room
     /// left for new keys, and keeps the live-key count in step.
     #[inline]
-    fn counted<T>(&mut self, now: Nanos, id: LimitId, f: impl FnOnce(&mut Rule, KeyRoom) -> T) -> T {
+    pub(in crate::core) fn counted<T>(
+        &mut self,
+        now: Nanos,
+        id: LimitId,
+        f: impl FnOnce(&mut Rule, KeyRoom) -> T,
+    ) -> T {
         if self.live_keys >= self.max_keys {
             self.drop_stale(now);
         }
         let rule = &mut self.entries[id.0].rule;
         let others = self.live_keys - rule.live_keys();
         rule.advance(now);
-        let room = if others + rule.live_keys() < self.max_keys { KeyRoom::Free } else { KeyRoom::Full };
+        let room = KeyBudget { others, max_keys: self.max_keys }.room(rule.live_keys());
         let out = f(rule, room);
         self.live_keys = others + rule.live_keys();
         out
@@ -314,10 +279,7 @@ impl Locker {
     /// be decoded, or named no known limit), or one that failed on limit `id`.
     pub fn record_error(&mut self, id: Option<LimitId>) {
         match id {
-            Some(LimitId(i)) => {
-                self.entries[i].stats.requests += 1;
-                self.entries[i].stats.errors += 1;
-            }
+            Some(LimitId(i)) => self.entries[i].stats.record(Outcome::Error),
             None => self.unattributed_errors += 1,
         }
     }
@@ -339,6 +301,15 @@ impl Locker {
     pub fn live_keys(&self) -> usize {
         self.live_keys
     }
+}
+
+/// A wait in milliseconds as nanoseconds, if it is within `MAX_WAIT_MS`.
+#[inline]
+fn wait_ns(max_wait_ms: u64) -> Result<Nanos, TableError> {
+    if max_wait_ms > MAX_WAIT_MS {
+        return Err(TableError::WaitTooLong(max_wait_ms));
+    }
+    Ok(max_wait_ms * NANOS_PER_MS)
 }
 
 #[cfg(test)]
@@ -377,9 +348,10 @@ mod tests {
     fn bad_asks_are_errors_and_are_counted() {
         let mut l = locker(10);
         let api = l.find(Some("api")).unwrap();
-        assert_eq!(l.find(Some("nope")), Err(AskError::UnknownLimit("nope".into())));
+        assert_eq!(l.find(Some("nope")), Err(TableError::UnknownLimit("nope".into())));
         assert_eq!(l.go(0, api, None, 6), Err(AskError::CostAboveMax { cost: 6, max: 5 }));
-        assert_eq!(l.ask(0, api, None, 1, false, MAX_WAIT_MS + 1), Err(AskError::WaitTooLong(MAX_WAIT_MS + 1)));
+        let patient = PermitAsk::new(api).max_wait_ms(MAX_WAIT_MS + 1);
+        assert_eq!(l.ask(0, &patient), Err(TableError::WaitTooLong(MAX_WAIT_MS + 1).into()));
         let stats: Vec<_> = l.stats().map(|(lim, s)| (lim.name().to_owned(), s)).collect();
         assert_eq!(stats[1].1, LimitStats { requests: 2, go: 0, sorry: 0, errors: 2, waited: 0 });
     }
@@ -400,7 +372,7 @@ mod tests {
         let api = l.find(Some("api")).unwrap();
         assert!(l.go(0, api, Some("a"), 1).is_ok());
         assert!(l.go(0, api, Some("b"), 1).is_ok());
-        assert_eq!(l.go(0, api, Some("c"), 1), Err(AskError::TooManyKeys(2)));
+        assert_eq!(l.go(0, api, Some("c"), 1), Err(TableError::TooManyKeys(2).into()));
         assert!(l.go(0, api, Some("a"), 1).is_ok(), "existing keys still count");
         assert_eq!(l.live_keys(), 2);
         assert!(l.go(800_000_000, api, Some("c"), 1).unwrap().go, "a new slot frees the table");

@@ -12,17 +12,17 @@ pub mod keys;
 pub mod limit;
 pub mod locker;
 pub mod peering;
-pub mod peers;
+pub mod room;
 pub mod rule;
 pub mod semaphore;
 pub mod tally;
 pub mod time;
 pub mod window;
 
-pub use ask::{Verdict, Want};
+pub use ask::{AcquireAsk, HeartbeatAsk, PermitAsk, Verdict, Want};
 pub use limit::{Algorithm, Limit, LimitError, Quota, DEFAULT_LIMIT};
-pub use locker::{AskError, Count, LimitId, LimitStats, Locker, PeerView};
-pub use peering::{Outgoing, Peering, PeeringSettings};
-pub use peers::{NodeKey, Nodes, PeerEvent, PeerState};
-pub use tally::{NodeIx, Share};
+pub use locker::{AskError, LeaseError, LimitId, LimitStats, Locker, TableError};
+pub use peering::{
+    Count, NodeIx, NodeKey, Nodes, Outgoing, PeerEvent, PeerState, PeerView, Peering, PeeringSettings, Share,
+};
 pub use time::Nanos;

@@ -7,10 +7,10 @@
 use super::ask::{Verdict, Want};
 use super::bucket::Bucket;
 use super::limit::{Algorithm, Limit};
+use super::room::{NoRoom, Terms};
 use super::semaphore::Semaphore;
-use super::tally::Share;
 use super::time::Nanos;
-use super::window::{FixedWindow, KeyRoom, NoRoom};
+use super::window::FixedWindow;
 
 /// The counting state of one limit.
 #[derive(Debug)]
@@ -68,21 +68,15 @@ impl Rule {
         }
     }
 
-    /// Answers an ask on a counting rule. Call `advance` first. `share`
-    /// applies to fixed windows only: a token bucket shared by peers holds
-    /// its bound by absorbing their grants (see `bucket::shared`).
+    /// Answers an ask on a counting rule. Call `advance` first. The share
+    /// in `terms` applies to fixed windows only: a token bucket shared by
+    /// peers holds its bound by absorbing their grants (see
+    /// `bucket::ledger`).
     #[inline]
-    pub fn take(
-        &mut self,
-        now: Nanos,
-        key: Option<&str>,
-        want: Want,
-        room: KeyRoom,
-        share: Share,
-    ) -> Result<Verdict, TakeError> {
+    pub fn take(&mut self, now: Nanos, key: Option<&str>, want: Want, terms: Terms) -> Result<Verdict, TakeError> {
         match self {
-            Rule::Window(w) => Ok(w.take_shared(now, key, want, room, share)?),
-            Rule::Bucket(b) => Ok(b.take(now, key, want, room)?),
+            Rule::Window(w) => Ok(w.take_shared(now, key, want, terms)?),
+            Rule::Bucket(b) => Ok(b.take(now, key, want, terms.room)?),
             Rule::Semaphore(_) => Err(TakeError::Semaphore),
         }
     }

@@ -9,39 +9,8 @@
 //! pure arithmetic: it never reads a clock, and it knows nothing of sockets,
 //! names or slots.
 
-use super::time::{Nanos, NANOS_PER_MS};
-
-/// An index naming one peer node (one process of one locker) in the node
-/// table; see `core::peers`.
-pub type NodeIx = u32;
-
-/// How long a grant is assumed to take to reach every peer: the publish
-/// batching bound plus transit and the receiver's loop turn. Grants younger
-/// than this are "in flight": peers may still be granting without knowing
-/// of them.
-pub const PROPAGATION_ALLOWANCE: Nanos = 2 * NANOS_PER_MS;
-
-/// What a grant needs to know about the peers besides the counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Share {
-    /// Lockers currently live, this one included; 1 when alone.
-    pub live: u32,
-    /// Grants younger than this are counted as in flight.
-    pub in_flight_window: Nanos,
-}
-
-impl Share {
-    /// A locker on its own: the share rule never applies.
-    pub const ALONE: Share = Share { live: 1, in_flight_window: PROPAGATION_ALLOWANCE };
-
-    /// The in-flight window for a slot of `slot_ns`: the propagation
-    /// allowance, but never more than an eighth of the slot, so that very
-    /// short slots still fill.
-    #[inline]
-    pub fn window_for(slot_ns: Nanos) -> Nanos {
-        PROPAGATION_ALLOWANCE.min(slot_ns / 8).max(1)
-    }
-}
+use super::peering::{NodeIx, Share};
+use super::time::Nanos;
 
 /// Own count at two checkpoints, at least `window` apart, so that
 /// `own - prev` covers every grant of the last `window` (and possibly a
@@ -96,12 +65,12 @@ pub struct Tally {
     heard: u32,
     /// Granted since the last repair publish (see `Locker::drain_touched`).
     pub(crate) touched: bool,
-    shared: Option<Box<Shared>>,
+    peered: Option<Box<Peered>>,
 }
 
 /// The part of a tally that only peered lockers use.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-struct Shared {
+struct Peered {
     peers: Vec<(NodeIx, u32)>,
     recent: Recent,
 }
@@ -131,18 +100,18 @@ impl Tally {
 
     /// Each peer node's reported count.
     pub fn peers(&self) -> impl Iterator<Item = (NodeIx, u32)> + '_ {
-        self.shared.iter().flat_map(|s| s.peers.iter().copied())
+        self.peered.iter().flat_map(|s| s.peers.iter().copied())
     }
 
-    fn shared(&mut self) -> &mut Shared {
-        self.shared.get_or_insert_with(Box::default)
+    fn peered(&mut self) -> &mut Peered {
+        self.peered.get_or_insert_with(Box::default)
     }
 
     /// Records that `node` has granted `count` in all (cumulative). Keeps the
     /// larger of this and what was heard before, so repeats and reordering
     /// change nothing. Returns whether the count grew.
     pub fn merge(&mut self, node: NodeIx, count: u32) -> bool {
-        let peers = &mut self.shared().peers;
+        let peers = &mut self.peered().peers;
         let grown = match peers.iter_mut().find(|(n, _)| *n == node) {
             Some((_, c)) if *c >= count => return false,
             Some((_, c)) => count - std::mem::replace(c, count),
@@ -179,7 +148,7 @@ impl Tally {
         }
         if share.live > 1 {
             let own = self.own;
-            let in_flight = self.shared().recent.in_flight(now, own, share.in_flight_window);
+            let in_flight = self.peered().recent.in_flight(now, own, share.in_flight_window);
             if in_flight > 0 && in_flight + cost > left.div_ceil(share.live) {
                 return Take::OverShare;
             }
@@ -198,6 +167,7 @@ impl Tally {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::time::NANOS_PER_MS;
 
     const MS: Nanos = NANOS_PER_MS;
     const TRIO: Share = Share { live: 3, in_flight_window: 2 * MS };
@@ -207,7 +177,7 @@ mod tests {
         assert!(std::mem::size_of::<Tally>() <= 24, "{}", std::mem::size_of::<Tally>());
         let mut t = Tally::default();
         assert!(t.take(0, 10, 1, Share::ALONE).is_go());
-        assert!(t.shared.is_none());
+        assert!(t.peered.is_none());
     }
 
     #[test]

@@ -23,7 +23,9 @@ pub use super::ask::Verdict;
 use super::ask::Want;
 use super::keys::KeyTable;
 use super::limit::Quota;
-use super::tally::{Share, Take, Tally};
+use super::peering::Share;
+use super::room::{KeyRoom, NoRoom, Terms};
+use super::tally::{Take, Tally};
 use super::time::Nanos;
 
 /// Counts for one limit within its current slot, and reserved counts for
@@ -41,19 +43,6 @@ pub struct FixedWindow {
     ahead: HashMap<Box<str>, VecDeque<u32>>,
 }
 
-/// What a take needs from the caller when it must add a new key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeyRoom {
-    /// A new key may be added.
-    Free,
-    /// The key table is full; only existing keys may be counted.
-    Full,
-}
-
-/// A new key was needed but the key table is full.
-#[derive(Debug, PartialEq, Eq)]
-pub struct NoRoom;
-
 /// Where a count reported for `slot` falls against the window's own slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SlotFit {
@@ -66,6 +55,7 @@ pub enum SlotFit {
 }
 
 /// Where an ask lands: `index` slots after the current one, `granted` permits.
+#[derive(Clone, Copy)]
 struct Plan {
     index: usize,
     granted: u32,
@@ -164,113 +154,89 @@ impl FixedWindow {
     /// Takes permits for `key` (or for the limit's unkeyed count) as `want`
     /// says, for a locker on its own. See `take_shared`.
     pub fn take(&mut self, now: Nanos, key: Option<&str>, want: Want, room: KeyRoom) -> Result<Verdict, NoRoom> {
-        self.take_shared(now, key, want, room, Share::ALONE)
+        self.take_shared(now, key, want, Terms { room, share: Share::ALONE })
     }
 
     /// Takes permits for `key` (or for the limit's unkeyed count) as `want`
     /// says; otherwise takes nothing and answers sorry. Call `advance` first.
     /// `want.cost` must be at most max_requests; the caller checks. With
     /// peers live, a grant in the current slot must also fit this locker's
-    /// `share` of what is left.
+    /// share of what is left (`terms.share`).
     ///
     /// Arrival order: an ask never lands before the last slot holding a
     /// reservation for the same key, so later asks never go before earlier
     /// ones, and a large ask is never overtaken by small ones.
     #[inline]
-    pub fn take_shared(
-        &mut self,
-        now: Nanos,
-        key: Option<&str>,
-        want: Want,
-        room: KeyRoom,
-        share: Share,
-    ) -> Result<Verdict, NoRoom> {
+    pub fn take_shared(&mut self, now: Nanos, key: Option<&str>, want: Want, terms: Terms) -> Result<Verdict, NoRoom> {
         if want.cost > 0 && !self.has_reservations(key) {
-            if let Some(v) = self.take_now(now, key, want, room, share) {
+            if let Some(v) = self.take_now(now, key, want, terms) {
                 return v;
             }
         }
-        let max = self.quota.max_requests();
-        let (current, ahead) = self.counts(key);
-        let queued = ahead.map_or(0, VecDeque::len);
-        let free_now = if queued == 0 { max - current.min(max) } else { 0 };
-        let reset_after = self.quota.slot_end(self.slot).saturating_sub(now);
-        let mut v =
-            Verdict { go: false, limit: max, remaining: free_now, retry_after: 0, reset_after, granted: 0, wait: 0 };
-        if want.cost == 0 {
-            // A peek: would one permit go now, and if not, when?
-            let one = plan(current, ahead, max, Want::now(1));
-            v.go = one.index == 0;
-            v.retry_after = self.wait_for(now, one.index);
-            return Ok(v);
-        }
-        let plan = plan(current, ahead, max, want);
-        let wait = self.wait_for(now, plan.index);
-        if wait > want.max_wait {
-            v.retry_after = wait;
-            return Ok(v);
-        }
-        if plan.index == 0 {
-            if self.tally_mut(key, room)?.take(now, max, plan.granted, share) == Take::OverShare {
-                // Over its share, this locker may grant again once its recent
-                // grants are no longer in flight; the slot's end would be a
-                // needless wait.
-                v.retry_after = share.in_flight_window.min(reset_after);
-                return Ok(v);
-            }
-        } else {
-            self.reserve(key, plan.index, plan.granted, room)?;
-        }
-        v.go = true;
-        v.granted = plan.granted;
-        v.wait = wait;
-        v.remaining = if plan.index == 0 { free_now - plan.granted } else { 0 };
-        Ok(v)
+        self.take_later(now, key, want, terms.room)
     }
 
     /// The common ask, with one lookup of the key: nothing queued for it, and
     /// it fits now, or it does not and may not wait. `None` leaves the ask to
-    /// the general path (a reservation).
+    /// `take_later` (a reservation). The only place a grant in the current
+    /// slot is made.
     #[inline]
-    fn take_now(
-        &mut self,
-        now: Nanos,
-        key: Option<&str>,
-        want: Want,
-        room: KeyRoom,
-        share: Share,
-    ) -> Option<Result<Verdict, NoRoom>> {
+    fn take_now(&mut self, now: Nanos, key: Option<&str>, want: Want, terms: Terms) -> Option<Result<Verdict, NoRoom>> {
         let max = self.quota.max_requests();
         let reset_after = self.quota.slot_end(self.slot).saturating_sub(now);
         let tally = match key {
             None => &mut self.unkeyed,
             // A full table refuses only new keys: look before adding.
-            Some(k) if matches!(room, KeyRoom::Full) && !self.keys.contains_key(k) => return Some(Err(NoRoom)),
+            Some(k) if matches!(terms.room, KeyRoom::Full) && !self.keys.contains_key(k) => return Some(Err(NoRoom)),
             Some(k) => self.keys.get_or_insert(k),
         };
         let free = max.saturating_sub(tally.total());
-        let mut v =
-            Verdict { go: false, limit: max, remaining: free, retry_after: 0, reset_after, granted: 0, wait: 0 };
+        let sorry = Verdict::sorry(max, free, 0, reset_after);
         if free < want.need() {
             if want.max_wait > 0 {
                 return None;
             }
             // Sorry until the next slot, which is when it would fit.
-            v.retry_after = reset_after;
-            return Some(Ok(v));
+            return Some(Ok(Verdict { retry_after: reset_after, ..sorry }));
         }
         let granted = want.grant(free);
-        if tally.take(now, max, granted, share) == Take::OverShare {
+        if tally.take(now, max, granted, terms.share) == Take::OverShare {
             // Over its share, this locker may grant again once its recent
             // grants are no longer in flight; the slot's end would be a
             // needless wait.
-            v.retry_after = share.in_flight_window.min(reset_after);
-            return Some(Ok(v));
+            let retry_after = terms.share.in_flight_window.min(reset_after);
+            return Some(Ok(Verdict { retry_after, ..sorry }));
         }
-        v.go = true;
-        v.granted = granted;
-        v.remaining = free - granted;
-        Some(Ok(v))
+        Some(Ok(Verdict { go: true, granted, remaining: free - granted, ..sorry }))
+    }
+
+    /// A peek, or an ask that can only go in a later slot: the key holds
+    /// reservations, or the ask does not fit now and may wait. Reserves
+    /// and never grants in the current slot: an ask that fits now, with
+    /// nothing queued before it, is `take_now`'s.
+    fn take_later(&mut self, now: Nanos, key: Option<&str>, want: Want, room: KeyRoom) -> Result<Verdict, NoRoom> {
+        let max = self.quota.max_requests();
+        let (current, ahead) = self.counts(key);
+        let queued = ahead.map_or(0, VecDeque::len);
+        let free_now = if queued == 0 { max - current.min(max) } else { 0 };
+        let reset_after = self.quota.slot_end(self.slot).saturating_sub(now);
+        let sorry = Verdict::sorry(max, free_now, 0, reset_after);
+        if want.cost == 0 {
+            // A peek: would one permit go now, and if not, when?
+            let one = plan(current, ahead, max, Want::now(1));
+            return Ok(Verdict { go: one.index == 0, retry_after: self.wait_for(now, one.index), ..sorry });
+        }
+        let plan = plan(current, ahead, max, want);
+        let wait = self.wait_for(now, plan.index);
+        if wait > want.max_wait {
+            return Ok(Verdict { retry_after: wait, ..sorry });
+        }
+        // With nothing queued, an ask lands in the current slot only if it
+        // fits there, and then `take_now` has served it; with something
+        // queued, it lands at or after the last reservation.
+        debug_assert!(plan.index > 0, "a grant in the current slot is take_now's");
+        self.reserve(key, &plan, room)?;
+        Ok(Verdict { go: true, granted: plan.granted, wait, remaining: 0, ..sorry })
     }
 
     /// Whether `key` holds reservations in the slots after the current one.
@@ -288,8 +254,7 @@ impl FixedWindow {
         let max = self.quota.max_requests();
         let remaining = self.tally(key).map_or(max, |t| t.remaining(max));
         let reset_after = self.quota.slot_end(self.slot).saturating_sub(now);
-        let retry_after = retry_after.min(reset_after);
-        Verdict { go: false, limit: max, remaining, retry_after, reset_after, granted: 0, wait: 0 }
+        Verdict::sorry(max, remaining, retry_after.min(reset_after), reset_after)
     }
 
     /// Nanoseconds from `now` until the slot `index` after the current one starts.
@@ -312,8 +277,10 @@ impl FixedWindow {
         }
     }
 
-    /// Reserves `n` permits `index` (at least 1) slots after the current one.
-    fn reserve(&mut self, key: Option<&str>, index: usize, n: u32, room: KeyRoom) -> Result<(), NoRoom> {
+    /// Reserves `plan.granted` permits `plan.index` (at least 1) slots after
+    /// the current one.
+    fn reserve(&mut self, key: Option<&str>, plan: &Plan, room: KeyRoom) -> Result<(), NoRoom> {
+        let Plan { index, granted: n } = *plan;
         // The key stays live while it holds a reservation.
         self.tally_mut(key, room)?;
         let ahead = match key {
@@ -403,5 +370,4 @@ fn roll(counts: &mut VecDeque<u32>, steps: u64) -> u32 {
 mod kept;
 
 #[cfg(test)]
-#[path = "window_tests.rs"]
 mod tests;

@@ -4,6 +4,7 @@
 //! side lives here, and nothing here decides go or sorry.
 
 pub mod clock;
+pub mod curve;
 pub mod server;
 pub mod state;
 pub mod transport;

@@ -18,10 +18,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tracing::{debug, info, warn};
 
 use super::clock::Clock;
+use super::curve::{self, Gate};
 use super::state::{self, Keeper, Loaded};
 use super::transport::{self, zmq_err, TransportError};
 use crate::config::{PeerConfig, ServeConfig};
 use crate::core::{time::NANOS_PER_MS, Locker, NodeKey, PeerEvent, Peering, PeeringSettings};
+use crate::curve::KeyPair;
 use crate::service::Service;
 use crate::state::StateError;
 use crate::wire::{WireError, MAX_PEER_MESSAGE_SIZE};
@@ -70,6 +72,8 @@ pub struct Server {
     // The context must outlive the sockets; field order drops them first.
     rep: zmq::Socket,
     peers: Option<PeerSockets>,
+    /// The ZAP handler, when CURVE clients are limited to an allowlist.
+    gate: Option<Gate>,
     _ctx: zmq::Context,
     endpoint: String,
     service: Service,
@@ -81,7 +85,12 @@ impl Server {
     /// Binds the REP socket described by `config` and builds the locker.
     pub fn bind(config: &ServeConfig) -> Result<Server, ServerError> {
         let ctx = transport::context()?;
-        let (rep, endpoint) = transport::bind_rep(&ctx, &config.bind, config.max_message_size)?;
+        // The ZAP handler must be bound before any CURVE socket binds.
+        let gate = config.curve.as_ref().map(|c| Gate::start(&ctx, c)).transpose()?.flatten();
+        let keys = config.curve.as_ref().map(|c| &c.keys);
+        let (rep, endpoint) = transport::bind_rep_with(&ctx, &config.bind, config.max_message_size, |rep| {
+            keys.map_or(Ok(()), |k| curve::secure_rep(rep, k))
+        })?;
         let locker = Locker::new(config.default.clone(), config.limits.clone(), config.max_keys)
             .with_lease_prefix(lease_prefix());
         let loaded = config.state.as_ref().map(|s| state::load(s, &locker)).transpose()?;
@@ -96,7 +105,7 @@ impl Server {
         let (peers, mut service) = match &config.peering {
             None => (None, Service::new(locker)),
             Some(pc) => {
-                let sockets = peer_sockets(&ctx, pc)?;
+                let sockets = peer_sockets(&ctx, pc, keys)?;
                 let now = clock.now();
                 let me = NodeKey { id: pc.node_id.as_str().into(), incarnation: now };
                 let grace = pc.grace.as_nanos() as u64;
@@ -108,7 +117,7 @@ impl Server {
             (Some(sc), Some(loaded)) => Some(Keeper::start(sc, loaded, &mut service, clock.now(), started)?),
             _ => None,
         };
-        Ok(Server { rep, peers, _ctx: ctx, endpoint, service, clock, state })
+        Ok(Server { rep, peers, gate, _ctx: ctx, endpoint, service, clock, state })
     }
 
     /// The endpoint the PUB socket bound, when peered.
@@ -129,6 +138,9 @@ impl Server {
         let mut out = Vec::with_capacity(256);
         while !stop.load(Ordering::Relaxed) {
             let readable = self.wait_readable()?;
+            if let Some(gate) = &mut self.gate {
+                gate.answer_waiting()?;
+            }
             let now = self.clock.now();
             self.service.on_timeout(now);
             if let Some(state) = &mut self.state {
@@ -149,7 +161,8 @@ impl Server {
                 }
             }
         }
-        info!("stopping");
+        let refused = self.gate.as_ref().map(Gate::refused);
+        info!(refused_connections = ?refused, "stopping");
         if let Some(state) = self.state.take() {
             state.close();
         }
@@ -167,6 +180,9 @@ impl Server {
         let mut items = vec![self.rep.as_poll_item(zmq::POLLIN)];
         if let Some(p) = &self.peers {
             items.push(p.subscriber.as_poll_item(zmq::POLLIN));
+        }
+        if let Some(g) = &self.gate {
+            items.push(g.poll_item());
         }
         match zmq::poll(&mut items, timeout) {
             Ok(n) => Ok(n > 0),
@@ -275,10 +291,13 @@ fn lease_prefix() -> u64 {
 }
 
 /// Binds the PUB socket and subscribes to every peer.
-fn peer_sockets(ctx: &zmq::Context, pc: &PeerConfig) -> Result<PeerSockets, ServerError> {
+/// With CURVE `keys`, the PUB socket is a CURVE server and the SUB socket
+/// its peers' client (see `curve::peer_client`).
+fn peer_sockets(ctx: &zmq::Context, pc: &PeerConfig, keys: Option<&KeyPair>) -> Result<PeerSockets, ServerError> {
     let publisher = ctx.socket(zmq::PUB).map_err(zmq_err("creating the PUB socket"))?;
     publisher.set_linger(0).map_err(zmq_err("setting ZMQ_LINGER"))?;
     publisher.set_sndhwm(PEER_HWM).map_err(zmq_err("setting ZMQ_SNDHWM"))?;
+    keys.map_or(Ok(()), |k| curve::secure_pub(&publisher, k))?;
     publisher.bind(&pc.bind).map_err(zmq_err(format!("binding {}", pc.bind)))?;
     let endpoint = transport::last_endpoint(&publisher)?;
     let subscriber = ctx.socket(zmq::SUB).map_err(zmq_err("creating the SUB socket"))?;
@@ -287,6 +306,7 @@ fn peer_sockets(ctx: &zmq::Context, pc: &PeerConfig) -> Result<PeerSockets, Serv
     subscriber.set_maxmsgsize(MAX_PEER_MESSAGE_SIZE as i64).map_err(zmq_err("setting ZMQ_MAXMSGSIZE"))?;
     subscriber.set_reconnect_ivl(PEER_RECONNECT_MS).map_err(zmq_err("setting ZMQ_RECONNECT_IVL"))?;
     subscriber.set_subscribe(b"").map_err(zmq_err("subscribing"))?;
+    keys.map_or(Ok(()), |k| curve::peer_client(&subscriber, k))?;
     for peer in &pc.peers {
         subscriber.connect(peer).map_err(zmq_err(format!("connecting to peer {peer}")))?;
     }

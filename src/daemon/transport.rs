@@ -38,11 +38,23 @@ pub fn bind_rep(
     endpoint: &str,
     max_message_size: usize,
 ) -> Result<(zmq::Socket, String), TransportError> {
+    bind_rep_with(ctx, endpoint, max_message_size, |_| Ok(()))
+}
+
+/// `bind_rep`, with `secure` setting security options (CURVE) on the socket
+/// before it binds.
+pub fn bind_rep_with(
+    ctx: &zmq::Context,
+    endpoint: &str,
+    max_message_size: usize,
+    secure: impl FnOnce(&zmq::Socket) -> Result<(), TransportError>,
+) -> Result<(zmq::Socket, String), TransportError> {
     let rep = ctx.socket(zmq::REP).map_err(zmq_err("creating the REP socket"))?;
     rep.set_linger(0).map_err(zmq_err("setting ZMQ_LINGER"))?;
     rep.set_maxmsgsize(max_message_size as i64).map_err(zmq_err("setting ZMQ_MAXMSGSIZE"))?;
     rep.set_rcvhwm(HWM).map_err(zmq_err("setting ZMQ_RCVHWM"))?;
     rep.set_sndhwm(HWM).map_err(zmq_err("setting ZMQ_SNDHWM"))?;
+    secure(&rep)?;
     rep.bind(endpoint).map_err(zmq_err(format!("binding {endpoint}")))?;
     let bound = last_endpoint(&rep)?;
     Ok((rep, bound))

@@ -3,31 +3,38 @@
 
 use super::{error_reply, Service};
 use crate::core::semaphore::{LeaseState, LeaseVerdict};
-use crate::core::{time::ceil_ms, AskError, Nanos};
+use crate::core::{time::ceil_ms, AcquireAsk, HeartbeatAsk, LeaseError, Nanos};
 use crate::wire::{self, Heartbeat, LeaseAsk, LeaseReply, Release};
 
 impl Service {
     pub(super) fn acquire(&mut self, now: Nanos, ask: LeaseAsk, out: &mut Vec<u8>) {
-        let max_wait_ms = ask.max_wait_ms.unwrap_or(0);
-        let answer = self.find(ask.limit).and_then(|id| {
-            let (lease, v) = self.locker.acquire(now, id, ask.key, ask.count, ask.ttl_ms, max_wait_ms)?;
-            self.note_lease(id, &lease);
+        let answer = self.find(ask.limit).map_err(LeaseError::from).and_then(|limit| {
+            let acquire = AcquireAsk {
+                limit,
+                key: ask.key,
+                count: ask.count,
+                ttl_ms: ask.ttl_ms,
+                max_wait_ms: ask.max_wait_ms.unwrap_or(0),
+            };
+            let (lease, v) = self.locker.acquire(now, &acquire)?;
+            self.note_lease(limit, &lease);
             Ok((lease, v))
         });
         encode(answer.map(|(lease, v)| lease_reply(now, &v, lease)), out);
     }
 
     pub(super) fn heartbeat(&mut self, now: Nanos, beat: Heartbeat, out: &mut Vec<u8>) {
-        let answer = self.find(beat.limit).and_then(|id| {
-            let v = self.locker.heartbeat(now, id, beat.lease, beat.ttl_ms, beat.count)?;
-            self.note_lease(id, beat.lease);
+        let answer = self.find(beat.limit).map_err(LeaseError::from).and_then(|limit| {
+            let renew = HeartbeatAsk { limit, lease: beat.lease, ttl_ms: beat.ttl_ms, count: beat.count };
+            let v = self.locker.heartbeat(now, &renew)?;
+            self.note_lease(limit, beat.lease);
             Ok(v)
         });
         encode(answer.map(|v| lease_reply(now, &v, beat.lease.to_owned())), out);
     }
 
     pub(super) fn release(&mut self, now: Nanos, release: Release, out: &mut Vec<u8>) {
-        let answer = self.find(release.limit).and_then(|id| {
+        let answer = self.find(release.limit).map_err(LeaseError::from).and_then(|id| {
             let v = self.locker.release(now, id, release.lease)?;
             self.note_lease(id, release.lease);
             Ok(v)
@@ -36,7 +43,7 @@ impl Service {
     }
 }
 
-fn encode(answer: Result<LeaseReply, AskError>, out: &mut Vec<u8>) {
+fn encode(answer: Result<LeaseReply, LeaseError>, out: &mut Vec<u8>) {
     match answer {
         Ok(reply) => wire::encode(&reply, out),
         Err(e) => wire::encode(&error_reply(&e), out),

@@ -1,5 +1,7 @@
-//! Real-process tests: each module starts the `locker` binary on a wildcard
-//! loopback port and talks to it over ZeroMQ.
+//! The integration tests, in one binary. Most modules start the `locker`
+//! binary on a wildcard loopback port and talk to it over ZeroMQ; the
+//! golden, protocol and property modules drive the library in-process at
+//! literal instants and never spawn a process.
 
 #[allow(dead_code)] // each test module uses a different part of the harness
 mod support;
@@ -8,8 +10,16 @@ mod support;
 mod ask;
 /// `locker bench` against a real locker: its counts add up.
 mod bench;
+/// Generated asks on a token bucket shared by peers: the stated overshoot bound.
+mod bucket_peer_properties;
+/// Generated asks on the fixed-timeslot counter: never more than max per slot.
+mod core_properties;
+/// CURVE: allowlisted clients get answers, unknown keys and plain clients none; keygen; config; peering.
+mod curve;
 /// `locker::Client` and `locker ask` failing over between lockers, dead or silent.
 mod failover;
+/// Golden bytes of every message: both request forms, the replies, the peer messages.
+mod golden;
 /// Hostile input: malformed, empty, multi-part, oversized and random messages.
 mod hostile;
 /// The kinds of limits: a token-bucket and fixed-window reservation, a lease
@@ -17,12 +27,16 @@ mod hostile;
 mod kinds;
 /// The daemon's lifecycle: the endpoint line, and a clean stop on signals.
 mod lifecycle;
+/// Peering on the seam: services wired by hand through a network the test controls.
+mod peer_protocol;
 /// Peered lockers: a shared count, the overshoot bound, restarts, lone survivors, stats.
 mod peering;
 /// Peered lockers sharing a token bucket under saturation: the stated bound.
 mod peering_bucket;
 /// `PermitPool`: batches of permits taken with `up_to`, within the limit.
 mod pool;
+/// The request path on the seam (`Service::respond`), bytes in and out, for each kind.
+mod protocol;
 /// The seed's own Python client, unchanged.
 mod seed;
 /// `--state`: counts, reservations and leases survive kill -9; damaged files; compaction.

@@ -207,19 +207,30 @@ fn a_corrupted_state_file_restores_its_good_prefix_and_says_so() {
 #[test]
 fn a_file_for_other_limits_is_refused_unless_discarded() {
     let dir = Dir::new("refused");
-    let d = serve(&dir, "first.log", &["--max-requests", "3"]);
+    within_one_slot(Duration::from_secs(3600), Duration::from_secs(10));
+    let d = serve(&dir, "first.log", &["--max-requests", "3", "--in-seconds", "3600"]);
     assert_eq!(plain_goes(&d, 1), 1);
     drop(d);
     let state = dir.state();
     let out = Command::new(crate::support::locker_bin())
-        .args(["serve", "--bind", "tcp://127.0.0.1:*", "--state", &state, "--max-requests", "4"])
+        .args([
+            "serve",
+            "--bind",
+            "tcp://127.0.0.1:*",
+            "--state",
+            &state,
+            "--max-requests",
+            "4",
+            "--in-seconds",
+            "3600",
+        ])
         .stdin(Stdio::null())
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("other limits") && stderr.contains("--state-discard"), "{stderr}");
-    let d = serve(&dir, "second.log", &["--max-requests", "4", "--state-discard"]);
+    let d = serve(&dir, "second.log", &["--max-requests", "4", "--in-seconds", "3600", "--state-discard"]);
     assert_eq!(plain_goes(&d, 5), 4);
 }
 

@@ -9,10 +9,9 @@
 //! clock, no file: the caller brings both.
 
 use super::Bucket;
-use crate::core::peers::Nodes;
-use crate::core::tally::NodeIx;
+use crate::core::peering::{NodeIx, Nodes};
+use crate::core::room::{KeyRoom, NoRoom};
 use crate::core::time::Nanos;
-use crate::core::window::{KeyRoom, NoRoom};
 
 impl Bucket {
     /// `key`'s TAT, and the period `now` falls in with this locker's own
@@ -64,7 +63,9 @@ mod tests {
     use crate::core::ask::Want;
     use crate::core::bucket::Bucket;
     use crate::core::limit::Quota;
-    use crate::core::window::KeyRoom;
+    use crate::core::peering::Count;
+    use crate::core::room::KeyRoom;
+    use crate::core::LimitId;
 
     const MS: u64 = 1_000_000;
 
@@ -93,7 +94,8 @@ mod tests {
         let mut b = bucket();
         assert_eq!(b.restore(0, None, 200 * MS, 5, 0, 2, KeyRoom::Free), Ok(true));
         // A peer's snapshot of the same run carries the same count: nothing grows.
-        assert_eq!(b.merge(0, None, 0, 5, 2, KeyRoom::Free), Ok(false));
+        let echo = Count { limit: LimitId(0), key: None, slot: 0, node: 5, count: 2 };
+        assert_eq!(b.merge(0, &echo, KeyRoom::Free), Ok(false));
         assert_eq!(b.kept(0, None).0, 200 * MS);
     }
 }

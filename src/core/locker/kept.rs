@@ -8,13 +8,13 @@
 //! them, so restore and peering merge by maximum per node run and neither
 //! counts the other's twice.
 
-use super::{Count, LimitId, Locker};
+use super::{LimitId, Locker};
 use crate::core::ask::Verdict;
+use crate::core::peering::{Count, NodeIx};
+use crate::core::room::KeyRoom;
 use crate::core::rule::Rule;
 use crate::core::semaphore::kept::HeldLease;
-use crate::core::tally::NodeIx;
 use crate::core::time::Nanos;
-use crate::core::window::KeyRoom;
 
 /// What a request left behind in its limit, for the state log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,6 +145,7 @@ impl Locker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::ask::{AcquireAsk, PermitAsk};
     use crate::core::limit::{Algorithm, Limit, Quota, DEFAULT_LIMIT};
 
     const SEC: Nanos = 1_000_000_000;
@@ -173,7 +174,7 @@ mod tests {
             let v = first.go(10 * SEC, d, Some("k"), 1).unwrap();
             kept.push(first.kept_go(10 * SEC, d, Some("k"), &v).unwrap());
         }
-        let reserved = first.ask(10 * SEC, d, Some("k"), 3, false, 5_000).unwrap();
+        let reserved = first.ask(10 * SEC, &PermitAsk::new(d).key("k").cost(3).max_wait_ms(5_000)).unwrap();
         assert!(reserved.go && reserved.wait > 0);
         kept.push(first.kept_go(10 * SEC, d, Some("k"), &reserved).unwrap());
         assert_eq!(
@@ -203,7 +204,8 @@ mod tests {
         let (smooth, db) = (first.limit_at(1).unwrap(), first.limit_at(2).unwrap());
         let v = first.go(0, smooth, None, 3).unwrap();
         let Some(Kept::Bucket { tat, period, count }) = first.kept_go(0, smooth, None, &v) else { panic!() };
-        let (lease, _) = first.acquire(0, db, None, 3, Some(30_000), 0).unwrap();
+        let ask = AcquireAsk { limit: db, key: None, count: 3, ttl_ms: Some(30_000), max_wait_ms: 0 };
+        let (lease, _) = first.acquire(0, &ask).unwrap();
         let Kept::Lease(held) = first.kept_lease(db, &lease) else { panic!() };
 
         let mut second = locker();
@@ -211,7 +213,8 @@ mod tests {
         assert!(second.restore_lease(SEC, db, &lease, held));
         let after = second.go(4 * SEC / 10, smooth, None, 2).unwrap();
         assert!(!after.go && after.remaining == 1, "one token refilled in 400 ms");
-        assert!(second.acquire(SEC, db, None, 1, None, 0).unwrap().1.free == 0);
+        let one = AcquireAsk { limit: db, key: None, count: 1, ttl_ms: None, max_wait_ms: 0 };
+        assert!(second.acquire(SEC, &one).unwrap().1.free == 0);
         assert_eq!(second.next_deadline(), Some(30 * SEC));
         assert_eq!(second.release(SEC, db, &lease).map(|_| second.kept_lease(db, &lease)), Ok(Kept::Released));
     }

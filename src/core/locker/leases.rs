@@ -4,118 +4,98 @@
 //! The rules of holding, waiting, expiry and restore are `core::semaphore`'s;
 //! this module only adds names, checks and statistics.
 
-use super::{AskError, LimitId, Locker, MAX_TTL_MS, MAX_WAIT_MS};
+use super::stats::Outcome;
+use super::{wait_ns, LimitId, Locker, TableError, MAX_TTL_MS};
+use crate::core::ask::{AcquireAsk, HeartbeatAsk};
+use crate::core::room::KeyRoom;
 use crate::core::rule::Rule;
-use crate::core::semaphore::{LeaseState, LeaseVerdict, NoCapacity, Semaphore};
+use crate::core::semaphore::{Hold, LeaseState, LeaseVerdict, NoCapacity, Semaphore};
 use crate::core::time::{Nanos, NANOS_PER_MS};
-use crate::core::window::KeyRoom;
+
+/// Why a lease op got no answer from the semaphore.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LeaseError {
+    #[error(transparent)]
+    Table(#[from] TableError),
+    #[error("limit {0:?} is not a semaphore: ask it with op \"go\"")]
+    NotSemaphore(String),
+    #[error("a semaphore has no keys")]
+    KeyOnSemaphore,
+    #[error("count {count} must be from 1 to the semaphore's capacity {max}")]
+    BadCount { count: u64, max: u32 },
+    #[error("ttl_ms {0} must be from 1 to {MAX_TTL_MS}")]
+    BadTtl(u64),
+    #[error("unknown lease {0:?} (expired or released); a heartbeat with its count restores it")]
+    UnknownLease(String),
+    #[error("cannot restore lease {lease:?} of count {count}: only {free} is free")]
+    CannotRestore { lease: String, count: u32, free: u32 },
+}
 
 impl Locker {
-    /// Takes `count` of semaphore `id` under a new lease that lives
-    /// `ttl_ms` (the limit's in_seconds when `None`), waiting in the queue up
-    /// to `max_wait_ms` when the count is not free now. Returns the new
-    /// lease's id, meaningful when the lease is held or pending.
-    pub fn acquire(
-        &mut self,
-        now: Nanos,
-        id: LimitId,
-        key: Option<&str>,
-        count: u64,
-        ttl_ms: Option<u64>,
-        max_wait_ms: u64,
-    ) -> Result<(String, LeaseVerdict), AskError> {
-        let result = self.try_acquire(now, id, key, count, ttl_ms, max_wait_ms);
-        let stats = &mut self.entries[id.0].stats;
-        stats.requests += 1;
-        match &result {
-            Ok((_, v)) => match v.state {
-                LeaseState::Held { .. } => stats.go += 1,
-                LeaseState::Pending { .. } => stats.waited += 1,
-                _ => stats.sorry += 1,
-            },
-            Err(_) => stats.errors += 1,
-        }
+    /// Takes `ask.count` of a semaphore under a new lease that lives
+    /// `ask.ttl_ms` (the limit's in_seconds when `None`), waiting in the
+    /// queue up to `ask.max_wait_ms` when the count is not free now.
+    /// Returns the new lease's id, meaningful when the lease is held or
+    /// pending.
+    pub fn acquire(&mut self, now: Nanos, ask: &AcquireAsk) -> Result<(String, LeaseVerdict), LeaseError> {
+        let result = self.take_lease(now, ask);
+        self.entries[ask.limit.0].stats.record(Outcome::of_acquire(&result));
         result
     }
 
-    fn try_acquire(
-        &mut self,
-        now: Nanos,
-        id: LimitId,
-        key: Option<&str>,
-        count: u64,
-        ttl_ms: Option<u64>,
-        max_wait_ms: u64,
-    ) -> Result<(String, LeaseVerdict), AskError> {
-        if key.is_some() {
-            return Err(AskError::KeyOnSemaphore);
+    fn take_lease(&mut self, now: Nanos, ask: &AcquireAsk) -> Result<(String, LeaseVerdict), LeaseError> {
+        if ask.key.is_some() {
+            return Err(LeaseError::KeyOnSemaphore);
         }
-        let count = self.lease_count(id, count)?;
-        let ttl = self.lease_ttl(id, ttl_ms)?;
-        if max_wait_ms > MAX_WAIT_MS {
-            return Err(AskError::WaitTooLong(max_wait_ms));
-        }
+        let hold = Hold {
+            count: self.lease_count(ask.limit, ask.count)?,
+            ttl: self.lease_ttl(ask.limit, ask.ttl_ms)?,
+            max_wait: wait_ns(ask.max_wait_ms)?,
+        };
         self.leases_made += 1;
         let lease = format!("{:016x}-{}", self.lease_prefix, self.leases_made);
-        let max_wait = max_wait_ms * NANOS_PER_MS;
-        let verdict = self.on_semaphore(now, id, |s, room| match room {
+        let verdict = self.on_semaphore(now, ask.limit, |s, room| match room {
             KeyRoom::Full => None,
-            KeyRoom::Free => Some(s.acquire(now, &lease, count, ttl, max_wait)),
+            KeyRoom::Free => Some(s.acquire(now, &lease, hold)),
         })?;
-        verdict.map(|v| (lease, v)).ok_or(AskError::TooManyKeys(self.max_keys))
+        verdict.map(|v| (lease, v)).ok_or(TableError::TooManyKeys(self.max_keys).into())
     }
 
-    /// Extends lease `lease` of semaphore `id` by `ttl_ms` from now. With
-    /// `count`, a lease the semaphore does not know (after a restart) is
-    /// restored if that count is free.
-    pub fn heartbeat(
-        &mut self,
-        now: Nanos,
-        id: LimitId,
-        lease: &str,
-        ttl_ms: Option<u64>,
-        count: Option<u64>,
-    ) -> Result<LeaseVerdict, AskError> {
-        let result = self.try_heartbeat(now, id, lease, ttl_ms, count);
-        if result.is_err() {
-            self.entries[id.0].stats.errors += 1;
-        }
+    /// Extends lease `beat.lease` by `beat.ttl_ms` from now. With
+    /// `beat.count`, a lease the semaphore does not know (after a restart)
+    /// is restored if that count is free.
+    pub fn heartbeat(&mut self, now: Nanos, beat: &HeartbeatAsk) -> Result<LeaseVerdict, LeaseError> {
+        let result = self.renew(now, beat);
+        self.entries[beat.limit.0].stats.record(Outcome::of_follow_up(&result));
         result
     }
 
-    fn try_heartbeat(
-        &mut self,
-        now: Nanos,
-        id: LimitId,
-        lease: &str,
-        ttl_ms: Option<u64>,
-        count: Option<u64>,
-    ) -> Result<LeaseVerdict, AskError> {
-        let ttl = self.lease_ttl(id, ttl_ms)?;
-        let restore = count.map(|c| self.lease_count(id, c)).transpose()?;
+    fn renew(&mut self, now: Nanos, beat: &HeartbeatAsk) -> Result<LeaseVerdict, LeaseError> {
+        let ttl = self.lease_ttl(beat.limit, beat.ttl_ms)?;
+        let restore = beat.count.map(|c| self.lease_count(beat.limit, c)).transpose()?;
         let max_keys = self.max_keys;
-        let outcome = self.on_semaphore(now, id, |s, room| {
+        let outcome = self.on_semaphore(now, beat.limit, |s, room| {
             // A full key table still lets known leases beat; it only stops a restore.
             let restore = if matches!(room, KeyRoom::Full) { None } else { restore };
-            s.heartbeat(now, lease, ttl, restore)
+            s.heartbeat(now, beat.lease, ttl, restore)
         })?;
         match outcome {
-            Ok(v) if v.state == LeaseState::Unknown && restore.is_some() => Err(AskError::TooManyKeys(max_keys)),
-            Ok(v) if v.state == LeaseState::Unknown => Err(AskError::UnknownLease(lease.to_owned())),
+            Ok(v) if v.state == LeaseState::Unknown && restore.is_some() => {
+                Err(TableError::TooManyKeys(max_keys).into())
+            }
+            Ok(v) if v.state == LeaseState::Unknown => Err(LeaseError::UnknownLease(beat.lease.to_owned())),
             Ok(v) => Ok(v),
             Err(NoCapacity { free }) => {
-                Err(AskError::CannotRestore { lease: lease.to_owned(), count: restore.unwrap_or(0), free })
+                Err(LeaseError::CannotRestore { lease: beat.lease.to_owned(), count: restore.unwrap_or(0), free })
             }
         }
     }
 
     /// Frees lease `lease` of semaphore `id`; an unknown lease (already
     /// expired or released) is not an error.
-    pub fn release(&mut self, now: Nanos, id: LimitId, lease: &str) -> Result<LeaseVerdict, AskError> {
+    pub fn release(&mut self, now: Nanos, id: LimitId, lease: &str) -> Result<LeaseVerdict, LeaseError> {
         let result = self.on_semaphore(now, id, |s, _| s.release(now, lease));
-        if result.is_err() {
-            self.entries[id.0].stats.errors += 1;
-        }
+        self.entries[id.0].stats.record(Outcome::of_follow_up(&result));
         result
     }
 
@@ -125,26 +105,26 @@ impl Locker {
         now: Nanos,
         id: LimitId,
         f: impl FnOnce(&mut Semaphore, KeyRoom) -> T,
-    ) -> Result<T, AskError> {
+    ) -> Result<T, LeaseError> {
         if !matches!(self.entries[id.0].rule, Rule::Semaphore(_)) {
-            return Err(AskError::NotSemaphore(self.entries[id.0].limit.name().to_owned()));
+            return Err(LeaseError::NotSemaphore(self.entries[id.0].limit.name().to_owned()));
         }
         Ok(self.counted(now, id, |rule, room| f(rule.semaphore().expect("checked above"), room)))
     }
 
-    fn lease_count(&self, id: LimitId, count: u64) -> Result<u32, AskError> {
+    fn lease_count(&self, id: LimitId, count: u64) -> Result<u32, LeaseError> {
         let max = self.entries[id.0].limit.capacity();
         match u32::try_from(count) {
             Ok(c) if (1..=max).contains(&c) => Ok(c),
-            _ => Err(AskError::BadCount { count, max }),
+            _ => Err(LeaseError::BadCount { count, max }),
         }
     }
 
-    fn lease_ttl(&self, id: LimitId, ttl_ms: Option<u64>) -> Result<Nanos, AskError> {
+    fn lease_ttl(&self, id: LimitId, ttl_ms: Option<u64>) -> Result<Nanos, LeaseError> {
         match ttl_ms {
             None => Ok(self.entries[id.0].limit.quota().slot_ns()),
             Some(ms) if (1..=MAX_TTL_MS).contains(&ms) => Ok(ms * NANOS_PER_MS),
-            Some(ms) => Err(AskError::BadTtl(ms)),
+            Some(ms) => Err(LeaseError::BadTtl(ms)),
         }
     }
 }
@@ -153,7 +133,7 @@ impl Locker {
 mod tests {
     use crate::core::limit::{Algorithm, Limit, Quota, DEFAULT_LIMIT};
     use crate::core::semaphore::LeaseState;
-    use crate::core::{AskError, Locker};
+    use crate::core::{AcquireAsk, AskError, HeartbeatAsk, LeaseError, Locker, TableError};
 
     const MS: u64 = 1_000_000;
 
@@ -167,15 +147,16 @@ mod tests {
     fn leases_have_prefixed_ids_count_as_live_keys_and_drive_the_deadline() {
         let mut l = locker(10);
         let db = l.find(Some("db")).unwrap();
-        let (lease, v) = l.acquire(0, db, None, 1, Some(100), 0).unwrap();
+        let (lease, v) = l.acquire(0, &AcquireAsk { ttl_ms: Some(100), ..AcquireAsk::new(db, 1) }).unwrap();
         assert_eq!(lease, "00000000000000ab-1");
         assert_eq!(v.state, LeaseState::Held { until: 100 * MS });
         assert_eq!(l.live_keys(), 1);
         assert_eq!(l.next_deadline(), Some(100 * MS));
         l.expire(100 * MS);
         assert_eq!((l.live_keys(), l.next_deadline()), (0, None));
-        assert_eq!(l.heartbeat(0, db, &lease, None, None), Err(AskError::UnknownLease(lease.clone())));
-        let restored = l.heartbeat(200 * MS, db, &lease, None, Some(2)).unwrap();
+        assert_eq!(l.heartbeat(0, &HeartbeatAsk::new(db, &lease)), Err(LeaseError::UnknownLease(lease.clone())));
+        let restore = HeartbeatAsk { count: Some(2), ..HeartbeatAsk::new(db, &lease) };
+        let restored = l.heartbeat(200 * MS, &restore).unwrap();
         assert_eq!(restored.state, LeaseState::Held { until: 1_200 * MS }, "the default ttl is in_seconds");
     }
 
@@ -184,13 +165,14 @@ mod tests {
         let mut l = locker(1);
         let db = l.find(Some("db")).unwrap();
         let default = l.find(None).unwrap();
-        assert_eq!(l.acquire(0, db, None, 3, None, 0), Err(AskError::BadCount { count: 3, max: 2 }));
-        assert_eq!(l.acquire(0, db, None, 1, Some(0), 0), Err(AskError::BadTtl(0)));
-        assert_eq!(l.acquire(0, db, Some("k"), 1, None, 0), Err(AskError::KeyOnSemaphore));
-        assert!(matches!(l.acquire(0, default, None, 1, None, 0), Err(AskError::NotSemaphore(_))));
+        let one = AcquireAsk::new(db, 1);
+        assert_eq!(l.acquire(0, &AcquireAsk::new(db, 3)), Err(LeaseError::BadCount { count: 3, max: 2 }));
+        assert_eq!(l.acquire(0, &AcquireAsk { ttl_ms: Some(0), ..one }), Err(LeaseError::BadTtl(0)));
+        assert_eq!(l.acquire(0, &AcquireAsk { key: Some("k"), ..one }), Err(LeaseError::KeyOnSemaphore));
+        assert!(matches!(l.acquire(0, &AcquireAsk::new(default, 1)), Err(LeaseError::NotSemaphore(_))));
         assert!(matches!(l.go(0, db, None, 1), Err(AskError::IsSemaphore(_))));
-        l.acquire(0, db, None, 1, None, 0).unwrap();
-        assert_eq!(l.acquire(0, db, None, 1, None, 0), Err(AskError::TooManyKeys(1)));
+        l.acquire(0, &one).unwrap();
+        assert_eq!(l.acquire(0, &one), Err(TableError::TooManyKeys(1).into()));
         let stats: Vec<_> = l.stats().map(|(_, s)| s).collect();
         assert_eq!((stats[1].requests, stats[1].go, stats[1].errors), (6, 1, 5));
     }

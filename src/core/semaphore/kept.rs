@@ -39,11 +39,12 @@ impl Semaphore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::semaphore::Hold;
 
     #[test]
     fn a_held_lease_is_read_and_put_back_with_its_expiry() {
         let mut s = Semaphore::new(2);
-        s.acquire(0, "a", 2, 30, 0);
+        s.acquire(0, "a", Hold { count: 2, ttl: 30, max_wait: 0 });
         let held = s.held("a").unwrap();
         assert_eq!(held, HeldLease { count: 2, ttl: 30, until: 30 });
         assert_eq!(s.held("b"), None);

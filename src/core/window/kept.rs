@@ -9,7 +9,8 @@
 
 use std::collections::VecDeque;
 
-use super::{FixedWindow, KeyRoom, NoRoom};
+use super::{FixedWindow, Plan};
+use crate::core::room::{KeyRoom, NoRoom};
 
 impl FixedWindow {
     /// This locker's own count for `key` in `slot`: granted in the current
@@ -27,7 +28,7 @@ impl FixedWindow {
     pub fn restore_reserved(&mut self, key: Option<&str>, slot: u64, n: u32, room: KeyRoom) -> Result<bool, NoRoom> {
         match slot.checked_sub(self.slot) {
             Some(index) if index > 0 && n > 0 => {
-                self.reserve(key, usize::try_from(index).unwrap_or(usize::MAX), n, room)?;
+                self.reserve(key, &Plan { index: usize::try_from(index).unwrap_or(usize::MAX), granted: n }, room)?;
                 Ok(true)
             }
             _ => Ok(false),
@@ -46,7 +47,8 @@ impl FixedWindow {
 mod tests {
     use crate::core::ask::Want;
     use crate::core::limit::Quota;
-    use crate::core::window::{FixedWindow, KeyRoom};
+    use crate::core::room::KeyRoom;
+    use crate::core::window::FixedWindow;
 
     const SEC: u64 = 1_000_000_000;
 

@@ -13,7 +13,7 @@
 
 use std::num::NonZeroU32;
 
-use locker::core::{Algorithm, Count, Limit, Locker, PeerView, Quota, DEFAULT_LIMIT};
+use locker::core::{Algorithm, Count, Limit, Locker, PeerView, PermitAsk, Quota, DEFAULT_LIMIT};
 use proptest::prelude::*;
 
 const MS: u64 = 1_000_000;
@@ -69,7 +69,8 @@ fn run(n: usize, lockers: &mut [Locker], start: u64, steps: &[Step]) -> Vec<Gran
         now += step.advance_ns;
         deliver(lockers, &mut wire, now);
         let from = step.locker % n;
-        let v = lockers[from].ask(now, id, Some("k"), u64::from(step.cost), step.up_to, 0).unwrap();
+        let ask = PermitAsk { up_to: step.up_to, ..PermitAsk::new(id).key("k").cost(u64::from(step.cost)) };
+        let v = lockers[from].ask(now, &ask).unwrap();
         if v.go {
             grants.push(Grant { at: now, locker: from, n: u64::from(v.granted) });
         }

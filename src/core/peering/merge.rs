@@ -4,16 +4,32 @@
 //!
 //! Fixed windows and token buckets are shared; semaphores are not, and
 //! their counts are never published or merged. How a count is kept is
-//! `core::tally`'s (windows) and `core::bucket`'s (buckets); this module
-//! only dispatches and keeps the live-key count in step.
+//! `core::tally`'s (windows) and `core::bucket::ledger`'s (buckets); this
+//! module only dispatches and keeps the live-key count in step. It must
+//! not reach into a kind's private state, nor encode anything: the bytes
+//! are `wire`'s.
 
-use super::{Count, LimitId, Locker, PeerView};
-use crate::core::ask::Verdict;
+use super::nodes::Nodes;
+use super::share::NodeIx;
+use super::view::PeerView;
+use crate::core::ask::{PermitAsk, Verdict};
 use crate::core::bucket::Bucket;
-use crate::core::peers::Nodes;
+use crate::core::locker::{LimitId, Locker};
+use crate::core::room::KeyBudget;
 use crate::core::rule::Rule;
 use crate::core::time::Nanos;
-use crate::core::window::{FixedWindow, KeyRoom, SlotFit};
+use crate::core::window::{FixedWindow, SlotFit};
+
+/// A cumulative count of one node for one (limit, key, slot): what peers
+/// publish to each other.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Count {
+    pub limit: LimitId,
+    pub key: Option<Box<str>>,
+    pub slot: u64,
+    pub node: NodeIx,
+    pub count: u32,
+}
 
 impl Locker {
     /// Queues the own count of a key after a go that took permits (a peek
@@ -21,7 +37,8 @@ impl Locker {
     /// window's count in the current slot (a reservation reaches the peers
     /// when its slot begins), or a bucket's count in the current period
     /// (a reservation is consumption at once, so it goes out at once).
-    pub(super) fn note_grant(&mut self, now: Nanos, id: LimitId, key: Option<&str>, v: &Verdict) {
+    pub(in crate::core) fn note_grant(&mut self, now: Nanos, ask: &PermitAsk, v: &Verdict) {
+        let (id, key) = (ask.limit, ask.key);
         let (slot, count) = match &mut self.entries[id.0].rule {
             Rule::Window(w) if v.wait == 0 && v.granted > 0 => (w.slot(), w.tally(key).map_or(0, |t| t.own())),
             Rule::Bucket(b) if v.granted > 0 => b.note_own(now, key, v.granted),
@@ -49,12 +66,12 @@ impl Locker {
     /// smaller count than known, or a new key beyond `max_keys` changes
     /// nothing.
     pub fn merge(&mut self, now: Nanos, c: &Count) -> bool {
-        let max_keys = self.max_keys;
         let rule = &mut self.entries[c.limit.0].rule;
         let others = self.live_keys - rule.live_keys();
+        let budget = KeyBudget { others, max_keys: self.max_keys };
         let changed = match rule {
-            Rule::Window(w) => merge_window(w, now, c, others, max_keys),
-            Rule::Bucket(b) => merge_bucket(b, now, c, others, max_keys),
+            Rule::Window(w) => merge_window(w, now, c, budget),
+            Rule::Bucket(b) => merge_bucket(b, now, c, budget),
             Rule::Semaphore(_) => false,
         };
         self.live_keys = others + rule.live_keys();
@@ -122,18 +139,9 @@ impl Locker {
     }
 }
 
-/// Whether one more key fits when `others` are live in other limits.
-fn room(others: usize, own: usize, max_keys: usize) -> KeyRoom {
-    if others + own < max_keys {
-        KeyRoom::Free
-    } else {
-        KeyRoom::Full
-    }
-}
-
-fn merge_window(w: &mut FixedWindow, now: Nanos, c: &Count, others: usize, max_keys: usize) -> bool {
+fn merge_window(w: &mut FixedWindow, now: Nanos, c: &Count, budget: KeyBudget) -> bool {
     let (fit, _) = w.advance_for_peer(now, c.slot);
-    let room = room(others, w.live_keys(), max_keys);
+    let room = budget.room(w.live_keys());
     fit == SlotFit::Current
         && match w.tally_mut(c.key.as_deref(), room) {
             Ok(tally) if c.node == Nodes::ME => tally.merge_own(c.count),
@@ -142,8 +150,8 @@ fn merge_window(w: &mut FixedWindow, now: Nanos, c: &Count, others: usize, max_k
         }
 }
 
-fn merge_bucket(b: &mut Bucket, now: Nanos, c: &Count, others: usize, max_keys: usize) -> bool {
+fn merge_bucket(b: &mut Bucket, now: Nanos, c: &Count, budget: KeyBudget) -> bool {
     b.advance(now);
-    let room = room(others, b.live_keys(), max_keys);
-    b.merge(now, c.key.as_deref(), c.slot, c.node, c.count, room).unwrap_or(false)
+    let room = budget.room(b.live_keys());
+    b.merge(now, c, room).unwrap_or(false)
 }

@@ -10,9 +10,9 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
-use super::locker::PeerView;
-use super::peers::{NodeKey, Nodes, PeerEvent, PeerState};
-use super::time::{Nanos, NANOS_PER_MS};
+use super::nodes::{NodeKey, Nodes, PeerEvent, PeerState};
+use super::view::PeerView;
+use crate::core::time::{Nanos, NANOS_PER_MS};
 
 /// Heartbeats while joining come this often, so that a sync request reaches
 /// peers soon after their subscriptions reconnect.

@@ -1,9 +1,11 @@
-//! Golden bytes for both wire forms. A change that alters any of these
-//! breaks deployed clients, so it must be deliberate: update the README's
-//! wire contract in the same change.
+//! Golden bytes for both wire forms and for the peer messages, in one place.
+//! A change that alters any of these breaks deployed clients or peers
+//! running the previous version, so it must be deliberate: update the
+//! README's wire contract in the same change.
 
 use locker::wire::{
-    self, Ask, ErrorReply, GoReply, LeaseAsk, LeaseReply, LimitStatsReply, Reply, Request, RequestMap, StatsReply,
+    self, Ask, ErrorReply, GoReply, LeaseAsk, LeaseReply, LimitStatsReply, PeerCount, PeerKind, PeerMsg, PeerNode,
+    Reply, ReplyKind, Request, RequestMap, StatsReply,
 };
 
 /// A MessagePack fixstr, written out by hand rather than by the encoder.
@@ -252,4 +254,132 @@ fn heartbeat_and_release_carry_the_lease_and_unknown_fields_are_ignored() {
     let release = concat(&[&[0x82], &fixstr("op"), &fixstr("release"), &fixstr("lease"), &fixstr("ab-1")]);
     let Request::Release(r) = wire::decode_request(&release).unwrap() else { panic!("not a release") };
     assert_eq!((r.limit, r.lease), (None, "ab-1"));
+}
+
+#[test]
+fn the_load_generator_reads_replies_of_both_forms() {
+    let go = |ok| GoReply {
+        ok,
+        limit: 5,
+        remaining: 0,
+        retry_after_ms: 0,
+        reset_after_ms: 9,
+        granted: Some(1),
+        wait_ms: None,
+    };
+    assert_eq!(wire::classify_reply(b"go"), ReplyKind::Go);
+    assert_eq!(wire::classify_reply(b"sorry"), ReplyKind::Sorry);
+    assert_eq!(wire::classify_reply(&encoded_bytes(&go(true))), ReplyKind::Go);
+    assert_eq!(wire::classify_reply(&encoded_bytes(&go(false))), ReplyKind::Sorry);
+    assert_eq!(wire::classify_reply(&encoded_bytes(&ErrorReply { error: "no".into() })), ReplyKind::Error);
+    assert_eq!(wire::classify_reply(b""), ReplyKind::Error);
+    assert_eq!(wire::classify_reply(b"gone"), ReplyKind::Error);
+}
+
+fn peer_round_trip(msg: &PeerMsg, expected: &[u8]) {
+    let bytes = encoded_bytes(msg);
+    assert_eq!(hex(&bytes), hex(expected));
+    assert_eq!(wire::decode_peer(&bytes).as_ref(), Ok(msg));
+}
+
+#[test]
+fn a_peer_heartbeat_has_pinned_bytes() {
+    let beat = PeerMsg {
+        kind: PeerKind::Beat,
+        nodes: vec![PeerNode("b".into(), 1)],
+        at: 1_700_000_000_000_000_000,
+        joining: true,
+        done: false,
+        counts: vec![],
+    };
+    let expected = concat(&[
+        &[0x86],
+        &fixstr("kind"),
+        &fixstr("beat"),
+        &fixstr("nodes"),
+        &[0x91, 0x92],
+        &fixstr("b"),
+        &[0x01],
+        &fixstr("at"),
+        &[0xcf, 0x17, 0x97, 0x9c, 0xfe, 0x36, 0x2a, 0x00, 0x00],
+        &fixstr("joining"),
+        &[0xc3],
+        &fixstr("done"),
+        &[0xc2],
+        &fixstr("counts"),
+        &[0x90],
+    ]);
+    peer_round_trip(&beat, &expected);
+}
+
+#[test]
+fn peer_counts_have_pinned_bytes() {
+    let msg = PeerMsg {
+        kind: PeerKind::Counts,
+        nodes: vec![PeerNode("a".into(), 7)],
+        at: 9,
+        joining: false,
+        done: false,
+        counts: vec![PeerCount("api".into(), Some("k".into()), 3, 0, 5)],
+    };
+    let expected: &[u8] = &[
+        0x86, // a map of 6
+        0xa4, b'k', b'i', b'n', b'd', 0xa6, b'c', b'o', b'u', b'n', b't', b's', // kind: "counts"
+        0xa5, b'n', b'o', b'd', b'e', b's', 0x91, 0x92, 0xa1, b'a', 0x07, // nodes: [["a", 7]]
+        0xa2, b'a', b't', 0x09, // at: 9
+        0xa7, b'j', b'o', b'i', b'n', b'i', b'n', b'g', 0xc2, // joining: false
+        0xa4, b'd', b'o', b'n', b'e', 0xc2, // done: false
+        0xa6, b'c', b'o', b'u', b'n', b't', b's', // counts:
+        0x91, 0x95, 0xa3, b'a', b'p', b'i', 0xa1, b'k', 0x03, 0x00, 0x05, // [["api", "k", 3, 0, 5]]
+    ];
+    peer_round_trip(&msg, expected);
+}
+
+#[test]
+fn the_last_part_of_a_snapshot_has_pinned_bytes() {
+    // A count another node made, for an unkeyed limit: the node indexes
+    // `nodes`, the key is nil.
+    let part = PeerMsg {
+        kind: PeerKind::Snapshot,
+        nodes: vec![PeerNode("a".into(), 7), PeerNode("b".into(), 2)],
+        at: 9,
+        joining: false,
+        done: true,
+        counts: vec![PeerCount("api".into(), None, 3, 1, 200)],
+    };
+    let expected = concat(&[
+        &[0x86],
+        &fixstr("kind"),
+        &fixstr("snapshot"),
+        &fixstr("nodes"),
+        &[0x92, 0x92, 0xa1, b'a', 0x07, 0x92, 0xa1, b'b', 0x02],
+        &fixstr("at"),
+        &[0x09],
+        &fixstr("joining"),
+        &[0xc2],
+        &fixstr("done"),
+        &[0xc3],
+        &fixstr("counts"),
+        &[0x91, 0x95, 0xa3, b'a', b'p', b'i', 0xc0, 0x03, 0x01, 0xcc, 0xc8],
+    ]);
+    peer_round_trip(&part, &expected);
+    assert_eq!(part.sender(), Some(&PeerNode("a".into(), 7)));
+}
+
+#[test]
+fn a_peer_message_may_leave_out_its_flags_and_counts_but_must_be_a_map() {
+    // {"kind": "beat", "nodes": [["a", 7]], "at": 9}, as an older peer may send.
+    let short = concat(&[
+        &[0x83],
+        &fixstr("kind"),
+        &fixstr("beat"),
+        &fixstr("nodes"),
+        &[0x91, 0x92, 0xa1, b'a', 0x07],
+        &fixstr("at"),
+        &[0x09],
+    ]);
+    let msg = wire::decode_peer(&short).unwrap();
+    assert_eq!((msg.kind, msg.joining, msg.done, msg.counts.len()), (PeerKind::Beat, false, false, 0));
+    assert!(wire::decode_peer(b"let me go").is_err());
+    assert!(wire::decode_peer(&[0x81, 0xa1, 0x78, 0xc0]).is_err(), "a map without the fields");
 }

@@ -10,8 +10,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::tally::NodeIx;
-use super::time::Nanos;
+use super::share::NodeIx;
+use crate::core::time::Nanos;
 
 /// One run of one locker.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

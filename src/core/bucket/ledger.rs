@@ -9,13 +9,14 @@
 //! and a later count repairs a lost one. Counts of the current and the
 //! previous period are kept, so a grant made just before a period boundary
 //! is still absorbed when its count arrives just after. This module does
-//! the arithmetic only: no clock, no names, no wire format.
+//! the arithmetic only: no clock, no names, no wire format. It stays with
+//! the bucket, not under `core::peering`, because it moves the bucket's
+//! private TATs; `peering::merge` calls it.
 
 use super::{absorb, Bucket, Key};
-use crate::core::peers::Nodes;
-use crate::core::tally::NodeIx;
+use crate::core::peering::{Count, NodeIx, Nodes};
+use crate::core::room::{KeyRoom, NoRoom};
 use crate::core::time::Nanos;
-use crate::core::window::{KeyRoom, NoRoom};
 
 /// One node's cumulative grants from one key in one period.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,19 +119,12 @@ impl Bucket {
         (period, k.ledger.add_own(period, n))
     }
 
-    /// Merges `count`, the cumulative grants of `node` from `key` in
-    /// `period`, received at `now`: the growth over what was heard moves
-    /// the TAT. Returns whether anything changed; a count for a period that
-    /// does not fit, or no larger than known, changes nothing.
-    pub fn merge(
-        &mut self,
-        now: Nanos,
-        key: Option<&str>,
-        period: u64,
-        node: NodeIx,
-        count: u32,
-        room: KeyRoom,
-    ) -> Result<bool, NoRoom> {
+    /// Merges `c`, the cumulative grants of `c.node` from `c.key` in the
+    /// period `c.slot`, received at `now`: the growth over what was heard
+    /// moves the TAT. Returns whether anything changed; a count for a
+    /// period that does not fit, or no larger than known, changes nothing.
+    pub fn merge(&mut self, now: Nanos, c: &Count, room: KeyRoom) -> Result<bool, NoRoom> {
+        let (key, period) = (c.key.as_deref(), c.slot);
         if !self.fits(now, period) {
             return Ok(false);
         }
@@ -142,7 +136,7 @@ impl Bucket {
         let (oldest, interval) = (self.oldest_period(now), self.interval);
         let k = self.key_mut(key);
         k.ledger.prune(oldest);
-        let grew = k.ledger.merge(node, period, count);
+        let grew = k.ledger.merge(c.node, period, c.count);
         if grew > 0 {
             absorb(k, now, interval, grew);
         }
@@ -183,7 +177,8 @@ impl Bucket {
 mod tests {
     use super::*;
     use crate::core::limit::Quota;
-    use crate::core::window::KeyRoom::Free;
+    use crate::core::locker::LimitId;
+    use crate::core::room::KeyRoom::Free;
     use crate::core::{Verdict, Want};
     use std::num::NonZeroU32;
 
@@ -196,6 +191,11 @@ mod tests {
         Bucket::new(Quota::new(10, 1.0).unwrap(), NonZeroU32::new(3).unwrap())
     }
 
+    /// `count` granted in all by `node` from `key` in `period`.
+    fn heard(key: &str, period: u64, node: NodeIx, count: u32) -> Count {
+        Count { limit: LimitId(0), key: Some(key.into()), slot: period, node, count }
+    }
+
     fn ask(b: &mut Bucket, now: Nanos) -> Verdict {
         b.take(now, Some("k"), Want::now(1), Free).unwrap()
     }
@@ -204,9 +204,9 @@ mod tests {
     fn only_growth_is_absorbed_whatever_the_order() {
         let mut b = bucket();
         let p = b.period(T0);
-        assert!(b.merge(T0, Some("k"), p, 1, 2, Free).unwrap());
-        assert!(!b.merge(T0, Some("k"), p, 1, 2, Free).unwrap(), "a repeat");
-        assert!(!b.merge(T0, Some("k"), p, 1, 1, Free).unwrap(), "an older count, late");
+        assert!(b.merge(T0, &heard("k", p, 1, 2), Free).unwrap());
+        assert!(!b.merge(T0, &heard("k", p, 1, 2), Free).unwrap(), "a repeat");
+        assert!(!b.merge(T0, &heard("k", p, 1, 1), Free).unwrap(), "an older count, late");
         assert_eq!(ask(&mut b, T0).remaining, 0, "2 by the peer, 1 here, of 3");
         assert!(!ask(&mut b, T0).go);
     }
@@ -215,9 +215,9 @@ mod tests {
     fn a_later_count_repairs_a_lost_one() {
         let mut b = bucket();
         let p = b.period(T0);
-        b.merge(T0, Some("k"), p, 1, 1, Free).unwrap();
+        b.merge(T0, &heard("k", p, 1, 1), Free).unwrap();
         // The count 2 was lost; 3 arrives.
-        b.merge(T0, Some("k"), p, 1, 3, Free).unwrap();
+        b.merge(T0, &heard("k", p, 1, 3), Free).unwrap();
         assert!(!ask(&mut b, T0).go, "the peer took the whole burst");
         assert!(ask(&mut b, T0 + 100 * MS).go, "and the bucket refills at the rate");
     }
@@ -226,14 +226,14 @@ mod tests {
     fn the_previous_period_is_still_absorbed_and_older_ones_are_not() {
         let mut b = bucket();
         let p = b.period(T0);
-        assert!(b.merge(T0 + 1000 * MS, Some("k"), p, 1, 3, Free).unwrap(), "granted just before the boundary");
+        assert!(b.merge(T0 + 1000 * MS, &heard("k", p, 1, 3), Free).unwrap(), "granted just before the boundary");
         assert!(!ask(&mut b, T0 + 1000 * MS).go);
-        assert!(!b.merge(T0 + 2500 * MS, Some("k"), p, 1, 3, Free).unwrap());
-        assert!(!b.merge(T0 + 2500 * MS, Some("x"), p, 1, 3, Free).unwrap(), "two periods late");
-        assert!(b.merge(T0 + 2500 * MS, Some("k"), p + 2, 1, 1, Free).unwrap());
+        assert!(!b.merge(T0 + 2500 * MS, &heard("k", p, 1, 3), Free).unwrap());
+        assert!(!b.merge(T0 + 2500 * MS, &heard("x", p, 1, 3), Free).unwrap(), "two periods late");
+        assert!(b.merge(T0 + 2500 * MS, &heard("k", p + 2, 1, 1), Free).unwrap());
         let early = T0 + 2800 * MS;
-        assert!(b.merge(early, Some("k"), p + 3, 1, 1, Free).unwrap(), "a peer's clock a little ahead");
-        assert!(!b.merge(early, Some("k"), p + 4, 1, 1, Free).unwrap(), "too far ahead");
+        assert!(b.merge(early, &heard("k", p + 3, 1, 1), Free).unwrap(), "a peer's clock a little ahead");
+        assert!(!b.merge(early, &heard("k", p + 4, 1, 1), Free).unwrap(), "too far ahead");
     }
 
     #[test]
@@ -248,7 +248,7 @@ mod tests {
         b.drain_touched(|k, p, c| drained.push((k.map(String::from), p, c)));
         assert_eq!(drained, [(Some("k".to_owned()), p, 2)]);
         b.drain_touched(|_, _, _| panic!("nothing granted since"));
-        b.merge(T0, Some("k"), p, 4, 1, Free).unwrap();
+        b.merge(T0, &heard("k", p, 4, 1), Free).unwrap();
         let mut all = Vec::new();
         b.counts(T0, |_, p, node, c| all.push((p, node, c)));
         all.sort();
@@ -259,11 +259,11 @@ mod tests {
     fn a_key_holding_peer_counts_stays_live_until_its_periods_end() {
         let mut b = bucket();
         let p = b.period(T0);
-        b.merge(T0, Some("k"), p, 1, 1, Free).unwrap();
+        b.merge(T0, &heard("k", p, 1, 1), Free).unwrap();
         assert_eq!(b.live_keys(), 1);
         b.advance(T0 + 1500 * MS);
         assert_eq!(b.live_keys(), 1, "the count may still be repeated");
         assert_eq!(b.advance(T0 + 3000 * MS), 1);
-        assert_eq!(b.merge(T0 + 3000 * MS, Some("n"), p + 3, 1, 1, KeyRoom::Full), Err(NoRoom));
+        assert_eq!(b.merge(T0 + 3000 * MS, &heard("n", p + 3, 1, 1), KeyRoom::Full), Err(NoRoom));
     }
 }

@@ -1,5 +1,6 @@
 //! Hand-written MessagePack for the two messages on every structured
-//! request's path: the request map in, the go reply out. They give the same
+//! request's path: the request map in, the go reply out (and the go reply's
+//! first field read back, for the load generator). They give the same
 //! values and the same bytes as the serde definitions in `wire` (the tests
 //! below check this on generated values), at a fraction of the cost.
 //!
@@ -9,9 +10,12 @@
 //! `wire` falls back to the full serde decoder, which gives the same values
 //! or the same errors. The encoder destructures `GoReply` field by field, so
 //! a field added to it fails to compile here until this module learns it.
-//! This module holds no state and makes no decisions.
+//! This module holds no state and makes no decisions. It depends on the
+//! message types in `wire`; they never call it: the entry points in
+//! `wire` (mod.rs) choose between it and serde.
 
-use crate::wire::{GoReply, RequestMap};
+use super::reply::GoReply;
+use super::RequestMap;
 
 /// Decodes a request map in its common shape, or `None` to leave it to the
 /// serde decoder.
@@ -61,6 +65,17 @@ pub fn encode_go_reply(reply: &GoReply, out: &mut Vec<u8>) {
     if let Some(wait_ms) = wait_ms {
         out.extend_from_slice(b"\xa7wait_ms");
         put_uint(out, wait_ms);
+    }
+}
+
+/// Whether a reply that starts as `encode_go_reply` writes it (a map whose
+/// first field is `ok`) says ok, read from its first five bytes; `None` for
+/// anything else.
+pub fn go_reply_ok(reply: &[u8]) -> Option<bool> {
+    match reply {
+        [0x80..=0x8f, 0xa2, b'o', b'k', 0xc3, ..] => Some(true),
+        [0x80..=0x8f, 0xa2, b'o', b'k', 0xc2, ..] => Some(false),
+        _ => None,
     }
 }
 
@@ -188,7 +203,8 @@ mod tests {
             let reply = GoReply { ok, limit, remaining, retry_after_ms: retry, reset_after_ms: reset, granted, wait_ms };
             let mut out = Vec::new();
             encode_go_reply(&reply, &mut out);
-            prop_assert_eq!(out, serde_bytes(&reply));
+            prop_assert_eq!(&out, &serde_bytes(&reply));
+            prop_assert_eq!(go_reply_ok(&out), Some(ok));
         }
 
         #[test]
@@ -219,6 +235,14 @@ mod tests {
                 prop_assert_eq!(Some(fast), serde_map(&body));
             }
         }
+    }
+
+    #[test]
+    fn only_a_go_reply_reads_as_one() {
+        assert_eq!(go_reply_ok(&serde_bytes(&wire::ErrorReply { error: "no".into() })), None);
+        assert_eq!(go_reply_ok(b"go"), None);
+        assert_eq!(go_reply_ok(b"\x85\xa2ok"), None, "cut short before the value");
+        assert_eq!(go_reply_ok(b""), None);
     }
 
     #[test]

@@ -1,0 +1,47 @@
+"""A Python client for the locker, a rate-limit daemon reached over ZeroMQ.
+
+Before each call to a rate-limited resource, ask the locker "may I go?"::
+
+    from locker_client import Client
+
+    with Client(["tcp://10.0.0.1:7777", "tcp://10.0.0.2:7777"], timeout=1.0) as client:
+        reply = client.ask("api", key="user-7")
+        if reply.ok:
+            ...  # go
+        else:
+            ...  # sorry: retry after reply.retry_after_ms
+
+It speaks the locker's wire contract (the structured MessagePack form and
+the seed's plain form) with the same failover as the Rust ``locker::Client``:
+:class:`Client` (blocking), :class:`AsyncClient` (asyncio), semaphore leases
+kept alive in the background (:class:`Lease`, :class:`AsyncLease`) and
+permit pools that take permits in batches (:class:`PermitPool`,
+:class:`AsyncPermitPool`).
+"""
+
+from .aio import AsyncClient, AsyncLease, AsyncPermitPool
+from .client import DEFAULT_TIMEOUT, Client
+from .errors import BadReply, ClientError, LockerError, NoAnswer, NotAcquired
+from .lease import Lease
+from .pool import PermitPool, Permits
+from .wire import GoReply, LeaseReply
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncClient",
+    "AsyncLease",
+    "AsyncPermitPool",
+    "BadReply",
+    "Client",
+    "ClientError",
+    "DEFAULT_TIMEOUT",
+    "GoReply",
+    "Lease",
+    "LeaseReply",
+    "LockerError",
+    "NoAnswer",
+    "NotAcquired",
+    "PermitPool",
+    "Permits",
+]

@@ -1,0 +1,211 @@
+"""Waiting for a semaphore lease, and :class:`Lease`, the guard that keeps one.
+
+A queued acquire is answered "pending" at once (the locker never blocks);
+the client then polls with heartbeats, 2 ms apart and doubling up to 50 ms,
+until the lease is held or the wait ends, as the Rust lease guard does. A
+held lease is kept by a thread with its own client (ZeroMQ sockets are not
+thread-safe) that heartbeats every third of the ttl carrying the lease's
+count, so a locker that restarted restores it, and the lease is released
+when the guard exits.
+
+A lease is *lost* when a locker refuses its heartbeat: the lease expired and
+its count could not be restored (someone else holds it now). Losing is
+final: ``held`` becomes False, ``on_lost`` is called once, and heartbeats
+stop. A heartbeat that gets no answer is not a loss: the lease lives until
+its ttl on the locker, and the next heartbeat (failing over, with the count)
+may still reach one.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from . import wire
+from .errors import ClientError, LockerError, NoAnswer, NotAcquired
+from .wire import LeaseReply
+
+if TYPE_CHECKING:
+    from .client import Client
+
+log = logging.getLogger("locker_client")
+
+#: The first pause between polls of a pending lease, in seconds; it doubles.
+FIRST_POLL = 0.002
+#: The longest pause between polls of a pending lease.
+MAX_POLL = 0.05
+
+
+def next_poll(pause: float) -> float:
+    """The pause after ``pause`` while a lease is pending."""
+    return min(pause * 2, MAX_POLL)
+
+
+def wait_for_lease(client: "Client", acquire: wire.Request) -> LeaseReply:
+    """Sends ``acquire`` and, while pending, polls until the lease is held;
+    raises NotAcquired when it is not held by the end of the wait."""
+    reply = wire.decode_lease(client.round_trip(wire.encode(acquire)))
+    deadline = time.monotonic() + reply.expires_in_ms / 1000
+    pause = FIRST_POLL
+    try:
+        while reply.pending:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            time.sleep(min(pause, left))
+            pause = next_poll(pause)
+            beat = poll_request(acquire, reply)
+            reply = wire.decode_lease(client.round_trip(wire.encode(beat)))
+    except LockerError:
+        # The waiter was dropped between two polls: the wait is over.
+        pass
+    if reply.ok and not reply.pending and reply.lease:
+        return reply
+    if reply.pending and reply.lease:
+        # Give the place back rather than leave the count to be granted to
+        # nobody in the instant before the locker drops the waiter.
+        release = wire.encode(wire.release_request(acquire.get("limit"), reply.lease))
+        _quietly(lambda: client.round_trip(release))
+    raise NotAcquired(acquire.get("limit"), acquire["count"], reply.remaining)
+
+
+def poll_request(acquire: wire.Request, pending: LeaseReply) -> wire.Request:
+    """The heartbeat that asks whether a pending lease is held (no count:
+    a waiter the locker dropped must not be re-created)."""
+    return wire.heartbeat_request(acquire.get("limit"), pending.lease or "", acquire.get("ttl_ms"), None)
+
+
+def _quietly(call: Callable[[], Any]) -> None:
+    try:
+        call()
+    except ClientError as e:
+        log.debug("ignored: %s", e)
+
+
+class LeaseState:
+    """What a held lease is, and whether it is still held; shared by the
+    thread-kept :class:`Lease` and the task-kept ``AsyncLease``."""
+
+    def __init__(
+        self, limit: Optional[str], lease_id: str, count: int, ttl_ms: int, on_lost: Optional[Callable[[Any], None]]
+    ) -> None:
+        self._limit = limit
+        self._id = lease_id
+        self._count = count
+        self._ttl_ms = max(1, ttl_ms)
+        self._on_lost = on_lost
+        self._held = True
+        self._released = False
+
+    @property
+    def id(self) -> str:
+        """The lease's id, as the locker gave it."""
+        return self._id
+
+    @property
+    def limit(self) -> Optional[str]:
+        """The semaphore."""
+        return self._limit
+
+    @property
+    def count(self) -> int:
+        """How much of the semaphore this lease holds."""
+        return self._count
+
+    @property
+    def ttl(self) -> float:
+        """Seconds the lease lives without a heartbeat."""
+        return self._ttl_ms / 1000
+
+    @property
+    def held(self) -> bool:
+        """True until the lease is released or lost."""
+        return self._held and not self._released
+
+    def _beat_interval(self) -> float:
+        return max(self._ttl_ms / 3, 1) / 1000
+
+    def _heartbeat(self) -> wire.Request:
+        return wire.heartbeat_request(self._limit, self._id, self._ttl_ms, self._count)
+
+    def _took(self, reply: Optional[LeaseReply], error: Optional[ClientError]) -> bool:
+        """Takes in a heartbeat's outcome; False when the lease is lost."""
+        if isinstance(error, NoAnswer) or (error is not None and not isinstance(error, LockerError)):
+            log.debug("heartbeat for lease %s failed: %s", self._id, error)
+            return True
+        if reply is not None and reply.ok:
+            return True
+        log.warning("lease %s on %r was lost: %s", self._id, self._limit, error or "the locker no longer holds it")
+        self._held = False
+        if self._on_lost is not None:
+            try:
+                self._on_lost(self)
+            except Exception:
+                log.exception("on_lost callback for lease %s raised", self._id)
+        return False
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(limit={self._limit!r}, id={self._id!r}, count={self._count}, held={self.held})"
+
+
+class Lease(LeaseState):
+    """A held semaphore lease, heartbeated by a background thread and
+    released on exit from its ``with`` block (or by :meth:`release`).
+
+    ``held`` is False once the lease was released or lost; ``on_lost`` is
+    then called once, from the heartbeat thread, with the lease.
+    """
+
+    def __init__(
+        self,
+        client: "Client",
+        limit: Optional[str],
+        lease_id: str,
+        count: int,
+        ttl_ms: int,
+        on_lost: Optional[Callable[["Lease"], None]] = None,
+    ) -> None:
+        super().__init__(limit, lease_id, count, ttl_ms, on_lost)
+        self._client = client
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._keep, name=f"lease-{lease_id}", daemon=True)
+        self._thread.start()
+
+    def _keep(self) -> None:
+        while not self._stop.wait(self._beat_interval()):
+            try:
+                reply = wire.decode_lease(self._client.round_trip(wire.encode(self._heartbeat())))
+                alive = self._took(reply, None)
+            except ClientError as e:
+                alive = self._took(None, e)
+            if not alive:
+                return
+
+    def release(self) -> bool:
+        """Stops the heartbeats and frees the lease. Returns True when the
+        locker freed it; False when it was already released or lost, or no
+        locker answered (the lease then expires at its ttl)."""
+        if self._released:
+            return False
+        self._released = True
+        self._stop.set()
+        # From on_lost the heartbeat thread releases its own lease: it is
+        # already on its way out, and a thread cannot join itself.
+        if threading.current_thread() is not self._thread:
+            self._thread.join()
+        freed = False
+        if self._held:
+            try:
+                freed = self._client.release(self._limit, self._id).ok
+            except ClientError as e:
+                log.debug("release of lease %s failed; it will expire: %s", self._id, e)
+        self._client.close()
+        return freed
+
+    def __enter__(self) -> "Lease":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

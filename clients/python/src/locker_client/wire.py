@@ -1,0 +1,267 @@
+"""The wire format as this client speaks it: request maps, their bytes, and
+the replies decoded into frozen dataclasses.
+
+It mirrors the locker's ``src/wire.rs``: a structured request is a
+MessagePack map whose absent fields are left out (never sent as nil), in the
+field order the Rust client uses, so the bytes are the same; a plain request
+is any bytes that are not a map, answered ``go`` or ``sorry``. Arguments are
+checked here, before anything is sent. This module only translates: it
+holds no state and never touches a socket.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Dict, Optional, cast
+
+import msgpack
+
+from .errors import BadReply, LockerError
+
+#: The plain form's replies.
+GO = b"go"
+SORRY = b"sorry"
+
+#: What the seed's client sends in the plain form.
+PLAIN_BODY = b"let me go"
+
+#: The most a locker accepts for ``max_wait_ms`` (an hour).
+MAX_WAIT_MS = 3_600_000
+#: The range of a lease's ``ttl_ms``.
+MAX_TTL_MS = 86_400_000
+
+_U64 = 2**64
+
+Request = Dict[str, Any]
+
+
+@dataclass(frozen=True)
+class GoReply:
+    """The locker's answer to an ask. True in a boolean context when ``ok``.
+
+    ``ok``: go (after ``wait_ms``, when present) or sorry.
+    ``remaining``: permits a new ask for this key could take now.
+    ``retry_after_ms``: when sorry, until the ask would fit; 0 when ok.
+    ``reset_after_ms``: until the slot ends (a bucket is full again).
+    ``granted``: permits taken, present when the ask had ``up_to``.
+    ``wait_ms``: go after this long, present when the ask had ``max_wait_ms``.
+    ``limit``: the limit's capacity (max_requests, or a bucket's burst).
+    """
+
+    ok: bool
+    remaining: int
+    retry_after_ms: int
+    reset_after_ms: int
+    granted: Optional[int]
+    wait_ms: Optional[int]
+    limit: int
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+@dataclass(frozen=True)
+class LeaseReply:
+    """The locker's answer to acquire, heartbeat and release.
+
+    ``ok``: acquire, heartbeat: the lease is held; release: a lease was freed.
+    ``lease``: the lease id while it is held or pending.
+    ``pending``: the acquire is queued; heartbeats tell when it is held.
+    ``limit``: the semaphore's capacity. ``remaining``: capacity free.
+    ``expires_in_ms``: held: until it expires without a heartbeat;
+    pending: until the wait ends; else 0.
+    """
+
+    ok: bool
+    lease: Optional[str]
+    pending: bool
+    limit: int
+    remaining: int
+    expires_in_ms: int
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+# ---- checking arguments -------------------------------------------------
+
+
+def check_name(what: str, value: object) -> Optional[str]:
+    if value is None or isinstance(value, str):
+        return value
+    raise TypeError(f"{what} must be a str or None, not {type(value).__name__}")
+
+
+def check_count(what: str, value: object, low: int = 0, high: int = _U64 - 1) -> int:
+    # bool is an int in Python, but True as a cost is a mistake, not a 1.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
+    if not low <= value <= high:
+        raise ValueError(f"{what} must be between {low} and {high}, not {value}")
+    return value
+
+
+def check_flag(what: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{what} must be a bool, not {type(value).__name__}")
+    return value
+
+
+def seconds_to_ms(what: str, value: object, low: int, high: int) -> int:
+    """Seconds (int or float) as whole milliseconds, rounded up so a wait or
+    a ttl is never shorter than asked, checked against [low, high] ms."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} must be a number of seconds, not {type(value).__name__}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{what} must be a finite, non-negative number of seconds, not {value}")
+    ms = math.ceil(value * 1000)
+    if not low <= ms <= high:
+        raise ValueError(f"{what} must be between {low / 1000:g} and {high / 1000:g} s, not {value}")
+    return ms
+
+
+def ttl_ms(ttl: Optional[float]) -> Optional[int]:
+    """A lease's ttl in seconds (None: the limit's own) as ``ttl_ms``."""
+    return None if ttl is None else seconds_to_ms("ttl", ttl, 1, MAX_TTL_MS)
+
+
+def wait_ms(wait: Optional[float]) -> Optional[int]:
+    """A wait in seconds (None: no waiting) as ``max_wait_ms``."""
+    return None if wait is None else seconds_to_ms("wait", wait, 0, MAX_WAIT_MS)
+
+
+# ---- requests ------------------------------------------------------------
+
+
+def go_request(
+    limit: Optional[str], key: Optional[str], cost: int, up_to: bool, max_wait_ms: Optional[int]
+) -> Request:
+    """The map of an ask, checked; fields in the Rust client's order."""
+    request: Request = {"op": "go"}
+    _put(request, "limit", check_name("limit", limit))
+    _put(request, "key", check_name("key", key))
+    request["cost"] = check_count("cost", cost)
+    if check_flag("up_to", up_to):
+        request["up_to"] = True
+    if max_wait_ms is not None:
+        request["max_wait_ms"] = check_count("max_wait_ms", max_wait_ms, 0, MAX_WAIT_MS)
+    return request
+
+
+def acquire_request(
+    limit: Optional[str], count: int, ttl_ms: Optional[int], max_wait_ms: Optional[int]
+) -> Request:
+    """The map of a lease acquire."""
+    request: Request = {"op": "acquire"}
+    _put(request, "limit", check_name("limit", limit))
+    _put(request, "max_wait_ms", max_wait_ms)
+    request["count"] = check_count("count", count, 1)
+    _put(request, "ttl_ms", ttl_ms)
+    return request
+
+
+def heartbeat_request(
+    limit: Optional[str], lease: str, ttl_ms: Optional[int], count: Optional[int]
+) -> Request:
+    """The map of a heartbeat; with ``count``, a locker that does not know
+    the lease restores it."""
+    request: Request = {"op": "heartbeat"}
+    _put(request, "limit", check_name("limit", limit))
+    if count is not None:
+        request["count"] = check_count("count", count, 1)
+    _put(request, "ttl_ms", ttl_ms)
+    request["lease"] = _lease_id(lease)
+    return request
+
+
+def release_request(limit: Optional[str], lease: str) -> Request:
+    """The map of a release."""
+    request: Request = {"op": "release"}
+    _put(request, "limit", check_name("limit", limit))
+    request["lease"] = _lease_id(lease)
+    return request
+
+
+STATS_REQUEST: Request = {"op": "stats"}
+
+
+def plain_body(limit: Optional[str]) -> bytes:
+    """The plain form's body: a limit's name selects it; the seed's bytes
+    ask the default limit."""
+    name = check_name("limit", limit)
+    return PLAIN_BODY if name is None else name.encode()
+
+
+def _lease_id(lease: object) -> str:
+    if not isinstance(lease, str):
+        raise TypeError(f"lease must be a str, not {type(lease).__name__}")
+    return lease
+
+
+def _put(request: Request, field: str, value: Any) -> None:
+    if value is not None:
+        request[field] = value
+
+
+def encode(request: Request) -> bytes:
+    """The MessagePack bytes of a request map (strings as str, not bin)."""
+    return cast(bytes, msgpack.packb(request, use_bin_type=True))
+
+
+# ---- replies -------------------------------------------------------------
+
+
+def decode_map(body: bytes) -> Dict[str, Any]:
+    """A structured reply as a dict; raises LockerError for an error reply."""
+    try:
+        value = msgpack.unpackb(body, raw=False)
+    except Exception as e:  # msgpack raises several unrelated types
+        raise BadReply(f"not MessagePack: {e}") from e
+    if not isinstance(value, dict):
+        raise BadReply(f"expected a map, got {body[:40]!r}")
+    if "error" in value and len(value) == 1:
+        raise LockerError(str(value["error"]))
+    return value
+
+
+def decode_go(body: bytes) -> GoReply:
+    """A go reply."""
+    m = decode_map(body)
+    try:
+        return GoReply(
+            ok=bool(m["ok"]),
+            remaining=int(m["remaining"]),
+            retry_after_ms=int(m["retry_after_ms"]),
+            reset_after_ms=int(m["reset_after_ms"]),
+            granted=m.get("granted"),
+            wait_ms=m.get("wait_ms"),
+            limit=int(m["limit"]),
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise BadReply(f"not a go reply: {m!r}") from e
+
+
+def decode_lease(body: bytes) -> LeaseReply:
+    """A reply to acquire, heartbeat or release."""
+    m = decode_map(body)
+    try:
+        return LeaseReply(
+            ok=bool(m["ok"]),
+            lease=m.get("lease"),
+            pending=bool(m.get("pending", False)),
+            limit=int(m["limit"]),
+            remaining=int(m["remaining"]),
+            expires_in_ms=int(m["expires_in_ms"]),
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise BadReply(f"not a lease reply: {m!r}") from e
+
+
+def decode_plain(body: bytes) -> bool:
+    """A plain reply: True for go, False for sorry."""
+    if body == GO:
+        return True
+    if body == SORRY:
+        return False
+    raise BadReply(f"expected go or sorry, got {body[:40]!r}")

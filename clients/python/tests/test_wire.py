@@ -1,0 +1,97 @@
+"""The bytes this client sends and reads, against the golden bytes the Rust
+side pins in tests/wire_golden.rs; no daemon needed."""
+
+from __future__ import annotations
+
+import msgpack
+import pytest
+
+from locker_client import BadReply, GoReply, LockerError, wire
+
+
+def hexed(data: bytes) -> str:
+    return data.hex(" ")
+
+
+def test_an_ask_encodes_as_the_rust_client_encodes_it() -> None:
+    body = wire.encode(wire.go_request("api", "k", 2, False, None))
+    assert hexed(body) == "84 a2 6f 70 a2 67 6f a5 6c 69 6d 69 74 a3 61 70 69 a3 6b 65 79 a1 6b a4 63 6f 73 74 02"
+    # Absent fields are left out, not sent as nil.
+    assert hexed(wire.encode(wire.go_request(None, None, 1, False, None))) == "82 a2 6f 70 a2 67 6f a4 63 6f 73 74 01"
+
+
+def test_a_stats_request_is_one_field() -> None:
+    assert hexed(wire.encode(wire.STATS_REQUEST)) == "81 a2 6f 70 a5 73 74 61 74 73"
+
+
+def test_optional_fields_appear_only_when_asked_for() -> None:
+    decoded = msgpack.unpackb(wire.encode(wire.go_request("a", None, 3, True, 250)))
+    assert decoded == {"op": "go", "limit": "a", "cost": 3, "up_to": True, "max_wait_ms": 250}
+    beat = msgpack.unpackb(wire.encode(wire.heartbeat_request("db", "x-1", 900, 2)))
+    assert list(beat) == ["op", "limit", "count", "ttl_ms", "lease"], "the Rust field order"
+    acquire = msgpack.unpackb(wire.encode(wire.acquire_request("db", 1, None, 0)))
+    assert acquire == {"op": "acquire", "limit": "db", "max_wait_ms": 0, "count": 1}
+
+
+def test_the_readme_go_reply_decodes() -> None:
+    body = bytes.fromhex(
+        "85 a2 6f 6b c3 a5 6c 69 6d 69 74 05 a9 72 65 6d 61 69 6e 69 6e 67 04 "
+        "ae 72 65 74 72 79 5f 61 66 74 65 72 5f 6d 73 00 "
+        "ae 72 65 73 65 74 5f 61 66 74 65 72 5f 6d 73 cd 02 bc"
+    )
+    reply = wire.decode_go(body)
+    assert reply == GoReply(ok=True, remaining=4, retry_after_ms=0, reset_after_ms=700, granted=None, wait_ms=None, limit=5)
+    assert reply
+
+
+def test_an_error_reply_raises_with_the_lockers_message() -> None:
+    body = bytes.fromhex("81 a5 65 72 72 6f 72 b1 75 6e 6b 6e 6f 77 6e 20 6c 69 6d 69 74 20 22 78 22")
+    with pytest.raises(LockerError) as caught:
+        wire.decode_go(body)
+    assert caught.value.message == 'unknown limit "x"'
+
+
+def test_replies_of_another_shape_are_bad_replies() -> None:
+    for body in [b"go", b"\x81\xa2ok\xc3", b"\xc1", msgpack.packb([1, 2])]:
+        with pytest.raises(BadReply):
+            wire.decode_go(body)
+    assert wire.decode_plain(b"go") is True
+    assert wire.decode_plain(b"sorry") is False
+    with pytest.raises(BadReply):
+        wire.decode_plain(b"\x81\xa2ok\xc3")
+
+
+def test_the_plain_body_is_the_seeds_or_a_limits_name() -> None:
+    assert wire.plain_body(None) == b"let me go"
+    assert wire.plain_body("hour") == b"hour"
+
+
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        ({"cost": -1}, ValueError),
+        ({"cost": 2**64}, ValueError),
+        ({"cost": 1.5}, TypeError),
+        ({"cost": "1"}, TypeError),
+        ({"cost": True}, TypeError),
+        ({"up_to": 1}, TypeError),
+        ({"max_wait_ms": -5}, ValueError),
+        ({"max_wait_ms": 3_600_001}, ValueError),
+        ({"limit": 5}, TypeError),
+        ({"key": b"bytes"}, TypeError),
+    ],
+)
+def test_bad_ask_arguments_are_refused(kwargs: dict, error: type) -> None:
+    args = {"limit": None, "key": None, "cost": 1, "up_to": False, "max_wait_ms": None, **kwargs}
+    with pytest.raises(error):
+        wire.go_request(**args)
+
+
+def test_seconds_become_whole_milliseconds_rounded_up() -> None:
+    assert wire.ttl_ms(10) == 10_000
+    assert wire.ttl_ms(0.0001) == 1
+    assert wire.wait_ms(0) == 0
+    assert wire.wait_ms(None) is None
+    for bad, error in [(0, ValueError), (-1, ValueError), (float("nan"), ValueError), ("1", TypeError)]:
+        with pytest.raises(error):
+            wire.ttl_ms(bad)

@@ -1,0 +1,177 @@
+//! The wire format, for both sides: every message a client sends, every
+//! reply a locker gives and every message peered lockers exchange, how each
+//! is encoded, and the limits on their size and shape. Nothing else in the
+//! crate knows a byte of it.
+//!
+//! Two request forms share one REP socket:
+//! - the seed's **plain form**: any single-part message that is not a
+//!   MessagePack map (b"let me go", a limit's name, even an empty message),
+//!   answered with the bare bytes `go` or `sorry`;
+//! - the **structured form**: a MessagePack map with an `op`, answered with a
+//!   MessagePack map.
+//!
+//! One file per message family: `request` (the ask and the decoded request),
+//! `lease` (acquire, heartbeat, release), `reply` (go, sorry, errors, stats)
+//! and `peer` (what peered lockers say over PUB/SUB). This file holds what
+//! they share: the request map they all travel in, the error, the size
+//! limits, and the encode and decode entry points. The private `fast` codec
+//! reads and writes the two messages on every structured request's path by
+//! hand; it depends on the message types, never the other way round.
+//!
+//! This module only translates bytes to values and back. It holds no state,
+//! makes no decisions and never touches a socket.
+
+use serde::{de::IgnoredAny, Deserialize, Serialize};
+
+mod fast;
+mod lease;
+mod peer;
+mod reply;
+mod request;
+
+pub use lease::{Heartbeat, LeaseAsk, LeaseReply, Release};
+pub use peer::{decode_peer, PeerCount, PeerKind, PeerMsg, PeerNode, MAX_COUNTS_PER_MESSAGE, MAX_PEER_MESSAGE_SIZE};
+pub use reply::{
+    decode_plain_reply, decode_reply, ErrorReply, GoReply, LimitStatsReply, PeerStatsReply, Reply, ReplyKind,
+    StatsReply, GO, SORRY,
+};
+pub use request::{decode_request, Ask, Request};
+
+/// The largest request a locker accepts by default; larger messages are
+/// dropped by ZeroMQ itself (ZMQ_MAXMSGSIZE), which disconnects the sender.
+pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 64 * 1024;
+
+/// How deeply values may nest inside a request map. Requests are flat maps;
+/// a small allowance leaves room for fields this version ignores, and the
+/// cap keeps a hostile message from exhausting the stack.
+pub const MAX_DEPTH: usize = 8;
+
+/// A request as it travels: a flat map whose fields depend on `op`. The
+/// client encodes this struct and the locker decodes it, so both sides share
+/// one definition.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestMap<'a> {
+    /// "go" (the default), "stats", "acquire", "heartbeat" or "release".
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub op: Option<&'a str>,
+    /// A configured limit's name; the default limit when absent.
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<&'a str>,
+    /// A key within the limit; each key has its own count.
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<&'a str>,
+    /// Permits to take at once; 1 when absent, 0 peeks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<u64>,
+    /// Take as many of `cost` as are available instead of all or nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub up_to: Option<bool>,
+    /// Wait up to this long for a reservation (go) or in the queue (acquire).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_wait_ms: Option<u64>,
+    /// A semaphore count to hold (acquire), or to restore (heartbeat).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
+    /// How long a lease lives without a heartbeat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
+    /// A lease id (heartbeat, release).
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<&'a str>,
+}
+
+/// Why a structured request could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    #[error("a request has one part, this one has {0}")]
+    MultiPart(usize),
+    #[error("bad request: {0}")]
+    Malformed(String),
+    #[error("bad request: nesting deeper than {MAX_DEPTH} levels")]
+    TooDeep,
+    #[error("bad request: trailing bytes after the request map")]
+    TrailingBytes,
+    #[error("unknown op {0:?} (expected \"go\", \"stats\", \"acquire\", \"heartbeat\" or \"release\")")]
+    UnknownOp(String),
+    #[error("bad request: op {0:?} needs a lease")]
+    NoLease(&'static str),
+}
+
+/// Whether `body` is a structured request: it starts with a MessagePack map
+/// marker (fixmap, map16 or map32). Everything else is the plain form.
+pub fn is_structured(body: &[u8]) -> bool {
+    matches!(body.first(), Some(0x80..=0x8f | 0xde | 0xdf))
+}
+
+/// Appends the MessagePack encoding of `value` (as a map with field names)
+/// to `out`. Encoding into a reused buffer does not allocate once the buffer
+/// has grown to fit.
+pub fn encode<T: Serialize>(value: &T, out: &mut Vec<u8>) {
+    // Writing to a Vec cannot fail, and every type here is serialisable.
+    rmp_serde::encode::write_named(out, value).expect("encoding to a Vec cannot fail");
+}
+
+/// Appends the encoding of a go reply to `out`: the bytes `encode` gives,
+/// written by hand because every structured request's reply is one.
+///
+/// ```
+/// use locker::wire::{self, GoReply};
+///
+/// let reply = GoReply { ok: true, limit: 5, remaining: 4, retry_after_ms: 0, reset_after_ms: 700, granted: None, wait_ms: None };
+/// let (mut fast, mut serde) = (Vec::new(), Vec::new());
+/// wire::encode_go_reply(&reply, &mut fast);
+/// wire::encode(&reply, &mut serde);
+/// assert_eq!(fast, serde);
+/// ```
+pub fn encode_go_reply(reply: &GoReply, out: &mut Vec<u8>) {
+    fast::encode_go_reply(reply, out);
+}
+
+/// What a reply to "may I go?" says, in either form, read from its first
+/// bytes without decoding it: the load generator's view of a reply.
+///
+/// ```
+/// use locker::wire::{self, ReplyKind};
+///
+/// assert_eq!(wire::classify_reply(wire::GO), ReplyKind::Go);
+/// assert_eq!(wire::classify_reply(b"sorry"), ReplyKind::Sorry);
+/// assert_eq!(wire::classify_reply(b"\x81\xa5error\xa2no"), ReplyKind::Error);
+/// ```
+pub fn classify_reply(reply: &[u8]) -> ReplyKind {
+    match reply {
+        GO => ReplyKind::Go,
+        SORRY => ReplyKind::Sorry,
+        structured => match fast::go_reply_ok(structured) {
+            Some(true) => ReplyKind::Go,
+            Some(false) => ReplyKind::Sorry,
+            None => ReplyKind::Error,
+        },
+    }
+}
+
+/// Decodes exactly one MessagePack value of type `T` from `body`, with the
+/// nesting cap, and rejects anything after it.
+fn decode_exact<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, WireError> {
+    let mut de = rmp_serde::Deserializer::from_read_ref(body);
+    de.set_max_depth(MAX_DEPTH);
+    let value = T::deserialize(&mut de).map_err(malformed)?;
+    // A second value that decodes means bytes were left over; an error here
+    // means the input ended where it should.
+    match IgnoredAny::deserialize(&mut de) {
+        Ok(_) | Err(rmp_serde::decode::Error::DepthLimitExceeded) => Err(WireError::TrailingBytes),
+        Err(_) => Ok(value),
+    }
+}
+
+/// Turns a decoder error into a message for the person who sent the request.
+fn malformed(e: rmp_serde::decode::Error) -> WireError {
+    use rmp_serde::decode::Error as E;
+    let message = match e {
+        E::DepthLimitExceeded => return WireError::TooDeep,
+        E::InvalidMarkerRead(_) | E::InvalidDataRead(_) => "the message ends in the middle of a value".to_owned(),
+        E::TypeMismatch(marker) => format!("a field has the wrong type (found MessagePack {marker:?})"),
+        // serde's own wording, minus an implementation detail.
+        other => other.to_string().replace("a borrowed string", "a string"),
+    };
+    WireError::Malformed(message)
+}

@@ -1,0 +1,77 @@
+//! Peer messages: what peered lockers say to each other over PUB/SUB —
+//! heartbeats, the cumulative counts each grant produces, and snapshots for
+//! a locker that (re)starts.
+//!
+//! Like the rest of `wire`, this only translates; the ledger that merges
+//! counts lives in the core.
+
+use serde::{Deserialize, Serialize};
+
+use super::{decode_exact, is_structured, WireError};
+
+/// The most counts one peer message carries; longer lists are split.
+pub const MAX_COUNTS_PER_MESSAGE: usize = 256;
+
+/// The largest peer message accepted (ZMQ_MAXMSGSIZE on the SUB socket).
+/// It fits `MAX_COUNTS_PER_MESSAGE` counts with long keys, and bounds what a
+/// stray publisher can make a locker buffer.
+pub const MAX_PEER_MESSAGE_SIZE: usize = 4 * 1024 * 1024;
+
+/// What a peer message says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PeerKind {
+    /// A heartbeat: the sender is alive, its clock reads `at`, and with
+    /// `joining` it asks for a snapshot.
+    Beat,
+    /// The sender's own cumulative counts, after grants or as a repair.
+    Counts,
+    /// Part of a snapshot: every count the sender knows, its own and its
+    /// peers'; `done` marks the last part.
+    Snapshot,
+}
+
+/// One run of one locker, as `[id, incarnation]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerNode(pub String, pub u64);
+
+/// A cumulative count, as `[limit, key or nil, slot, node, count]`, where
+/// `node` indexes the message's `nodes`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerCount(pub String, pub Option<String>, pub u64, pub u32, pub u32);
+
+/// A message from one locker to its peers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerMsg {
+    /// What the message says.
+    pub kind: PeerKind,
+    /// The nodes the counts name; the first is the sender.
+    pub nodes: Vec<PeerNode>,
+    /// The sender's clock when it sent the message, in nanoseconds since
+    /// the Unix epoch.
+    pub at: u64,
+    /// In a heartbeat: the sender is still learning the counts.
+    #[serde(default)]
+    pub joining: bool,
+    /// In a snapshot: this is the last part.
+    #[serde(default)]
+    pub done: bool,
+    /// The counts, at most `MAX_COUNTS_PER_MESSAGE`.
+    #[serde(default)]
+    pub counts: Vec<PeerCount>,
+}
+
+impl PeerMsg {
+    /// The sender.
+    pub fn sender(&self) -> Option<&PeerNode> {
+        self.nodes.first()
+    }
+}
+
+/// Decodes one peer message.
+pub fn decode_peer(body: &[u8]) -> Result<PeerMsg, WireError> {
+    if !is_structured(body) {
+        return Err(WireError::Malformed("a peer message is a map".into()));
+    }
+    decode_exact(body)
+}

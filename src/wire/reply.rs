@@ -1,0 +1,135 @@
+//! Replies: the plain form's go and sorry, the structured go reply, the
+//! error reply, the stats reply, and how a client reads them.
+//!
+//! Like the rest of `wire`, this only translates. The go reply's bytes are
+//! also written by hand in `wire::fast`, which a field added here must reach.
+
+use serde::{Deserialize, Serialize};
+
+use super::{decode_exact, WireError};
+
+/// The plain form's reply when the caller may go.
+pub const GO: &[u8] = b"go";
+/// The plain form's reply when the caller may not go.
+pub const SORRY: &[u8] = b"sorry";
+
+/// The structured reply to "go".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GoReply {
+    /// Whether the caller may go (after `wait_ms`, when present).
+    pub ok: bool,
+    /// The limit's capacity: max_requests, or a token bucket's burst.
+    pub limit: u32,
+    /// Permits a new ask could take now.
+    pub remaining: u32,
+    /// When not ok: milliseconds until the ask would fit, rounded up. 0 when ok.
+    pub retry_after_ms: u64,
+    /// Milliseconds until the count is whole again (the slot ends, the
+    /// bucket is full), rounded up.
+    pub reset_after_ms: u64,
+    /// Permits taken; present when the request had `up_to`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub granted: Option<u32>,
+    /// Milliseconds, rounded up, after which the caller may go; present
+    /// when the request had `max_wait_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u64>,
+}
+
+/// The reply to a request that could not be served.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorReply {
+    /// What was wrong, for a person to read.
+    pub error: String,
+}
+
+/// The reply to "stats".
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StatsReply {
+    /// One entry per limit, the default limit first.
+    pub limits: Vec<LimitStatsReply>,
+    /// Requests that failed before reaching a limit.
+    pub errors: u64,
+    /// Keys with a count in their limit's current slot.
+    pub live_keys: u64,
+    /// This locker's node id, when peered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// Whether this locker is still learning the counts from its peers.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub joining: bool,
+    /// Every peer heard of, when peered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peers: Vec<PeerStatsReply>,
+}
+
+/// One peer in a stats reply.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PeerStatsReply {
+    /// The peer's node id.
+    pub node: String,
+    /// Milliseconds since its last heartbeat arrived.
+    pub last_heard_ms: u64,
+    /// Its clock minus this locker's, in milliseconds (transit included).
+    pub clock_offset_ms: f64,
+    /// Whether the offset is beyond a quarter of the shortest slot.
+    pub flagged: bool,
+    /// Whether it was heard recently enough to count as live.
+    pub live: bool,
+}
+
+/// One limit's counters in a stats reply.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LimitStatsReply {
+    pub name: String,
+    pub max_requests: u32,
+    pub in_seconds: f64,
+    pub requests: u64,
+    pub go: u64,
+    pub sorry: u64,
+    pub errors: u64,
+    /// "fixed-window", "token-bucket" or "semaphore".
+    #[serde(default)]
+    pub algorithm: String,
+    /// A token bucket's burst; absent for other kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u32>,
+    /// Go that were reservations, and lease acquires that queued.
+    #[serde(default)]
+    pub waited: u64,
+}
+
+/// What a reply to "may I go?" said; see `wire::classify_reply`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyKind {
+    Go,
+    Sorry,
+    /// An error map, or anything that is neither go nor sorry.
+    Error,
+}
+
+/// A structured reply as a client reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply<T> {
+    /// The locker answered the request.
+    Answer(T),
+    /// The locker refused the request and said why.
+    Refused(String),
+}
+
+/// Decodes a structured reply: either a `T` or an error map.
+pub fn decode_reply<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<Reply<T>, WireError> {
+    if let Ok(e) = decode_exact::<ErrorReply>(body) {
+        return Ok(Reply::Refused(e.error));
+    }
+    decode_exact(body).map(Reply::Answer)
+}
+
+/// Decodes a plain-form reply.
+pub fn decode_plain_reply(body: &[u8]) -> Result<bool, WireError> {
+    match body {
+        GO => Ok(true),
+        SORRY => Ok(false),
+        other => Err(WireError::Malformed(format!("expected go or sorry, got {:?}", String::from_utf8_lossy(other)))),
+    }
+}

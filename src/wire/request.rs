@@ -1,0 +1,140 @@
+//! Requests: the structured "may I go?" ([`Ask`]) and every request a
+//! locker decodes from its REP socket ([`Request`]), of either form.
+//!
+//! Like the rest of `wire`, this only translates; what an ask means is the
+//! core's business.
+
+use super::lease::{Heartbeat, LeaseAsk, Release};
+use super::{decode_exact, fast, is_structured, RequestMap, WireError};
+
+/// A decoded request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request<'a> {
+    /// The seed's form: the body selects a limit by name, or the default.
+    Plain(&'a [u8]),
+    /// May I go?
+    Go(Ask<'a>),
+    /// The locker's counters.
+    Stats,
+    /// Take a semaphore count under a new lease.
+    Acquire(LeaseAsk<'a>),
+    /// Keep a lease alive, or restore it.
+    Heartbeat(Heartbeat<'a>),
+    /// Free a lease.
+    Release(Release<'a>),
+}
+
+/// A structured "may I go?": which limit, which key, how many permits, and
+/// how long the caller would wait for them.
+///
+/// Built at the edge with its builder methods, carried in a [`RequestMap`]:
+///
+/// ```
+/// use locker::wire::{self, Ask, Request};
+///
+/// let ask = Ask::new().limit("api").key("user-7").cost(2);
+/// let mut body = Vec::new();
+/// wire::encode(&ask.to_map(), &mut body);
+/// assert_eq!(body, b"\x84\xa2op\xa2go\xa5limit\xa3api\xa3key\xa6user-7\xa4cost\x02");
+/// assert_eq!(wire::decode_request(&body), Ok(Request::Go(ask)));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ask<'a> {
+    /// A configured limit's name; the default limit when `None`.
+    pub limit: Option<&'a str>,
+    /// A key within the limit; the limit's unkeyed count when `None`.
+    pub key: Option<&'a str>,
+    /// Permits to take at once; 0 peeks without taking.
+    pub cost: u64,
+    /// Take as many of `cost` as are available (at least one).
+    pub up_to: bool,
+    /// Accept a reservation that may be used after at most this long.
+    pub max_wait_ms: Option<u64>,
+}
+
+impl Default for Ask<'_> {
+    fn default() -> Self {
+        Ask { limit: None, key: None, cost: 1, up_to: false, max_wait_ms: None }
+    }
+}
+
+impl<'a> Ask<'a> {
+    /// One permit of the default limit.
+    pub fn new() -> Ask<'a> {
+        Ask::default()
+    }
+
+    /// Asks the limit called `name`.
+    pub fn limit(self, name: &'a str) -> Ask<'a> {
+        Ask { limit: Some(name), ..self }
+    }
+
+    /// Asks for `key`'s own count within the limit.
+    pub fn key(self, key: &'a str) -> Ask<'a> {
+        Ask { key: Some(key), ..self }
+    }
+
+    /// Asks for `cost` permits at once.
+    pub fn cost(self, cost: u64) -> Ask<'a> {
+        Ask { cost, ..self }
+    }
+
+    /// Takes as many of `cost` permits as are available, at least one.
+    pub fn up_to(self) -> Ask<'a> {
+        Ask { up_to: true, ..self }
+    }
+
+    /// Accepts a reservation usable within `ms` milliseconds instead of sorry.
+    pub fn max_wait_ms(self, ms: u64) -> Ask<'a> {
+        Ask { max_wait_ms: Some(ms), ..self }
+    }
+
+    /// The request map that carries this ask.
+    pub fn to_map(&self) -> RequestMap<'a> {
+        RequestMap {
+            op: Some("go"),
+            limit: self.limit,
+            key: self.key,
+            cost: Some(self.cost),
+            up_to: self.up_to.then_some(true),
+            max_wait_ms: self.max_wait_ms,
+            ..RequestMap::default()
+        }
+    }
+}
+
+/// Decodes one single-part request: a body that is not a MessagePack map is
+/// the plain form, whatever it holds.
+///
+/// ```
+/// use locker::wire::{decode_request, Ask, Request};
+///
+/// assert_eq!(decode_request(b"let me go"), Ok(Request::Plain(b"let me go")));
+/// assert_eq!(decode_request(b"\x81\xa5limit\xa3api"), Ok(Request::Go(Ask::new().limit("api"))));
+/// assert!(decode_request(b"\x81\xa2op\xa4jump").is_err());
+/// ```
+pub fn decode_request(body: &[u8]) -> Result<Request<'_>, WireError> {
+    if !is_structured(body) {
+        return Ok(Request::Plain(body));
+    }
+    // The hand-written decoder reads the common shapes; everything else,
+    // errors included, goes to serde.
+    let map = match fast::decode_request_map(body) {
+        Some(map) => map,
+        None => decode_exact(body)?,
+    };
+    match map.op.unwrap_or("go") {
+        "go" => Ok(Request::Go(Ask {
+            limit: map.limit,
+            key: map.key,
+            cost: map.cost.unwrap_or(1),
+            up_to: map.up_to.unwrap_or(false),
+            max_wait_ms: map.max_wait_ms,
+        })),
+        "stats" => Ok(Request::Stats),
+        "acquire" => Ok(Request::Acquire(LeaseAsk::from_map(&map))),
+        "heartbeat" => Heartbeat::from_map(&map).map(Request::Heartbeat),
+        "release" => Release::from_map(&map).map(Request::Release),
+        other => Err(WireError::UnknownOp(other.to_owned())),
+    }
+}

@@ -1,0 +1,240 @@
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use locker::curve::{ClientCurve, KeyPair, PublicKey};
+use locker::{Ask, Client, ClientError};
+
+use crate::support::{locker_bin, run_locker, Peered, DEADLINE};
+
+/// How long a client waits before it counts a locker as silent: a refused
+/// or plain client never gets an answer, so this only bounds the test.
+const SILENT: Duration = Duration::from_millis(300);
+
+/// A directory of key files for one test, removed when dropped.
+struct KeyDir(PathBuf);
+
+impl KeyDir {
+    fn new(test: &str) -> KeyDir {
+        let dir = std::env::temp_dir().join(format!("locker-curve-{}-{test}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("clients")).expect("create the key directory");
+        KeyDir(dir)
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).to_str().expect("a UTF-8 temp path").to_owned()
+    }
+
+    /// Runs `locker keygen --out <dir>/<name>` and returns the pair it wrote.
+    fn keygen(&self, name: &str) -> KeyPair {
+        let out = run_locker(&["keygen", "--out", &self.path(name)]);
+        assert!(out.status.success(), "keygen: {}", String::from_utf8_lossy(&out.stderr));
+        KeyPair::load(Path::new(&self.path(name))).expect("keygen wrote a usable secret key")
+    }
+
+    /// Puts `name.pub` into the allowlist directory.
+    fn allow(&self, name: &str) {
+        std::fs::copy(self.path(&format!("{name}.pub")), self.path(&format!("clients/{name}.pub"))).unwrap();
+    }
+}
+
+impl Drop for KeyDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A `locker serve` whose log goes to a file the test can read.
+struct Logged {
+    child: Child,
+    endpoint: String,
+    log: PathBuf,
+}
+
+impl Logged {
+    /// Starts `locker serve` on a loopback wildcard port with `args`, and
+    /// waits for its endpoint line (never sleeping for readiness).
+    fn start(keys: &KeyDir, args: &[&str]) -> Logged {
+        let log = keys.0.join("serve.log");
+        let mut child = Command::new(locker_bin())
+            .args(["serve", "--bind", "tcp://127.0.0.1:*"])
+            .args(args)
+            .env("LOCKER_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(File::create(&log).expect("create the log file"))
+            .spawn()
+            .expect("spawn locker");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            let mut lines = std::io::BufReader::new(stdout).lines();
+            let _ = tx.send(lines.next().and_then(Result::ok));
+            for _ in lines {}
+        });
+        let line = rx.recv_timeout(DEADLINE).ok().flatten().unwrap_or_default();
+        let Some(endpoint) = line.strip_prefix("listening on ") else {
+            let _ = child.kill();
+            panic!("no endpoint line, got {line:?}: {}", std::fs::read_to_string(&log).unwrap_or_default());
+        };
+        Logged { endpoint: endpoint.to_owned(), child, log }
+    }
+
+    fn client(&self, curve: Option<ClientCurve>) -> Client {
+        let client = Client::new([self.endpoint.as_str()], SILENT).unwrap();
+        match curve {
+            Some(c) => client.with_curve(c),
+            None => client,
+        }
+    }
+
+    /// Waits (within the deadline) until the log holds a line with every
+    /// one of `words`, and returns that line.
+    fn wait_for_log(&self, words: &[&str]) -> String {
+        let end = Instant::now() + DEADLINE;
+        loop {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            if let Some(line) = log.lines().find(|l| words.iter().all(|w| l.contains(w))) {
+                return line.to_owned();
+            }
+            assert!(Instant::now() < end, "no log line with {words:?} in:\n{log}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Logged {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn ask() -> Ask<'static> {
+    Ask::new()
+}
+
+fn no_answer(result: Result<locker::GoReply, ClientError>) -> bool {
+    matches!(result, Err(ClientError::NoAnswer { .. }))
+}
+
+#[test]
+fn only_allowlisted_clients_get_an_answer() {
+    let keys = KeyDir::new("allowlist");
+    let server = keys.keygen("server");
+    let alice = keys.keygen("alice");
+    let mallory = keys.keygen("mallory");
+    keys.allow("alice");
+    let d = Logged::start(
+        &keys,
+        &[
+            "--max-requests",
+            "100",
+            "--curve-secret-key",
+            &keys.path("server.key"),
+            "--curve-clients",
+            &keys.path("clients"),
+        ],
+    );
+
+    let out = run_locker(&[
+        "ask",
+        "--connect",
+        &d.endpoint,
+        "--server-key",
+        &keys.path("server.pub"),
+        "--client-key",
+        &keys.path("alice"),
+    ]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "go\n", "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0));
+    let mut alice_client = d.client(Some(ClientCurve { server: server.public, keys: alice }));
+    assert!(alice_client.ask(&ask()).unwrap().ok);
+
+    let mut mallory_client = d.client(Some(ClientCurve { server: server.public, keys: mallory.clone() }));
+    assert!(no_answer(mallory_client.ask(&ask())), "a key not in the allowlist must get no answer");
+    let line = d.wait_for_log(&["not in the allowlist", &mallory.public.to_z85()]);
+    assert!(line.contains("refused=1"), "{line}");
+
+    assert!(no_answer(d.client(None).ask(&ask())), "a plain client must get no answer");
+    // A client that expects another server key cannot finish the handshake.
+    let wrong_server = ClientCurve { server: mallory.public, keys: keys.keygen("bob") };
+    assert!(no_answer(d.client(Some(wrong_server)).ask(&ask())));
+    let stats = alice_client.stats().unwrap();
+    assert_eq!(stats.limits[0].go, 2, "only alice's two asks reached the locker");
+}
+
+#[test]
+fn without_an_allowlist_any_client_with_the_server_key_gets_go() {
+    let keys = KeyDir::new("open");
+    let server = keys.keygen("server");
+    let d = Logged::start(&keys, &["--max-requests", "100", "--curve-secret-key", &keys.path("server.key")]);
+    d.wait_for_log(&["no CURVE client allowlist"]);
+    let anyone = KeyPair::generate().unwrap();
+    assert!(d.client(Some(ClientCurve { server: server.public, keys: anyone })).ask(&ask()).unwrap().ok);
+    assert!(no_answer(d.client(None).ask(&ask())), "a plain client must get no answer");
+}
+
+#[test]
+fn keygen_writes_a_private_secret_and_never_overwrites_it() {
+    let keys = KeyDir::new("keygen");
+    let pair = keys.keygen("k");
+    let public = PublicKey::load(Path::new(&keys.path("k.pub"))).unwrap();
+    assert_eq!(public, pair.public, "the .pub file holds the public key of the .key file");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(keys.path("k.key")).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let again = run_locker(&["keygen", "--out", &keys.path("k")]);
+    assert_eq!(again.status.code(), Some(2));
+    assert_eq!(KeyPair::load(Path::new(&keys.path("k.key"))).unwrap(), pair, "the secret key was kept");
+
+    let printed = run_locker(&["keygen"]);
+    let text = String::from_utf8(printed.stdout).unwrap();
+    let field = |name: &str| text.lines().find_map(|l| l.strip_prefix(name)).unwrap_or_else(|| panic!("{text}"));
+    std::fs::write(keys.path("printed.key"), field("secret: ")).unwrap();
+    let derived = KeyPair::load(Path::new(&keys.path("printed.key"))).unwrap();
+    assert_eq!(derived.public.to_z85(), field("public: "));
+}
+
+#[test]
+fn an_allowlist_without_a_server_key_is_a_config_error() {
+    let keys = KeyDir::new("config");
+    keys.keygen("alice");
+    keys.allow("alice");
+    let out = run_locker(&["serve", "--bind", "tcp://127.0.0.1:*", "--curve-clients", &keys.path("clients")]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("curve_clients is set but curve_secret_key is not"), "{stderr}");
+    let missing = run_locker(&["serve", "--bind", "tcp://127.0.0.1:*", "--curve-secret-key", &keys.path("nothing")]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("cannot read"));
+}
+
+#[test]
+fn peered_lockers_sharing_a_key_pair_hear_each_other() {
+    let keys = KeyDir::new("peered");
+    let server = keys.keygen("server");
+    let alice = keys.keygen("alice");
+    keys.allow("alice");
+    let (secret, clients) = (keys.path("server.key"), keys.path("clients"));
+    let group = Peered::start(2, &["--curve-secret-key", &secret, "--curve-clients", &clients]);
+    let end = Instant::now() + DEADLINE;
+    for i in 0..2 {
+        let curve = ClientCurve { server: server.public, keys: alice.clone() };
+        let mut client = Client::new([group.endpoint(i)], DEADLINE).unwrap().with_curve(curve);
+        loop {
+            let s = client.stats().expect("stats over CURVE");
+            if !s.joining && s.peers.iter().any(|p| p.live) {
+                break;
+            }
+            assert!(Instant::now() < end, "locker {i} never heard its peer over CURVE: {s:?}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
