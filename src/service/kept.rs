@@ -126,8 +126,13 @@ impl Service {
     /// Puts back the records of earlier runs at `now`, before serving:
     /// the latest live record of each thing. Returns what was put back and
     /// the records the new state file starts with: those read, except that
-    /// reservations, which this run now holds as its own, become records
-    /// of run `run`.
+    /// counts this run now holds as its own (reservations, and every count
+    /// of a locker that is not peered) become records of run `run`.
+    ///
+    /// A peered locker puts an earlier run's count in the current slot back
+    /// as that run's node, so that a peer's snapshot of the same run merges
+    /// with it by maximum; alone, the count is simply this run's own, which
+    /// costs no more memory per key than a grant does.
     pub fn restore<'a>(
         &mut self,
         now: Nanos,
@@ -139,6 +144,7 @@ impl Service {
         let nodes = self.run_nodes(&live);
         let mut done = Restored::default();
         let mut rewrite = Vec::with_capacity(live.len());
+        let mut adopted = Vec::new();
         for r in live {
             let id = r.limit().and_then(|i| self.locker.limit_at(i as usize));
             let node = r.run().and_then(|run| nodes.get(&run).copied());
@@ -148,14 +154,16 @@ impl Service {
                     continue;
                 }
                 (Record::Window { slot, count, key, .. }, Some(id), Some(node)) => {
-                    let current = self.locker.limit(id).quota().slot_of(now);
-                    let ok = self.locker.restore_count(now, id, key, slot, node, count);
-                    if slot > current {
-                        done.reservations += usize::from(ok);
-                        let count = self.locker.own_count(id, key, slot);
-                        rewrite.push(Record::Window { at: now, run, limit: id.index() as u32, slot, count, key });
+                    let later = slot > self.locker.limit(id).quota().slot_of(now);
+                    // Alone, or reserved ahead, an earlier run's count becomes
+                    // this run's own: nobody else will ever count it.
+                    if later || self.peering.is_none() {
+                        let ok = self.locker.restore_own(now, id, key, slot, count);
+                        *(if later { &mut done.reservations } else { &mut done.counts }) += usize::from(ok);
+                        adopted.push((id, key, slot));
                         continue;
                     }
+                    let ok = self.locker.restore_count(now, id, key, slot, node, count);
                     done.counts += usize::from(ok);
                     ok
                 }
@@ -177,7 +185,13 @@ impl Service {
                 done.skipped += 1;
             }
         }
-        // Several earlier runs may have reserved in the same slot: one record each is enough.
+        for (id, key, slot) in adopted {
+            let count = self.locker.own_count(id, key, slot);
+            if count > 0 {
+                rewrite.push(Record::Window { at: now, run, limit: id.index() as u32, slot, count, key });
+            }
+        }
+        // Several earlier runs may have counted the same key and slot: one record each is enough.
         (done, collapse(rewrite.into_iter(), |_| true))
     }
 

@@ -25,6 +25,8 @@ use super::StateError;
 
 /// The size a new file is mapped with.
 const INITIAL_LEN: usize = 1 << 20;
+/// How many times the live records' bytes are appended before compaction.
+const GROWTH: usize = 3;
 /// The most a file grows by at once.
 const MAX_STEP: usize = 256 << 20;
 
@@ -159,11 +161,13 @@ impl StateLog {
     }
 
     /// Whether the records appended since the last compaction make up at
-    /// least as many bytes as what it kept, and at least `min` bytes: then
-    /// a compaction costs no more than the appends did.
+    /// least `GROWTH` times as many bytes as what it kept, and at least
+    /// `min` bytes: then a compaction reads no more than a third more than
+    /// was appended, and the file stays within `GROWTH + 1` times the live
+    /// state.
     pub fn wants_compaction(&self, min: usize) -> bool {
         let appended = self.tail - self.compacted;
-        appended >= min && appended >= self.compacted - HEADER_LEN
+        appended >= min && appended >= GROWTH * (self.compacted - HEADER_LEN)
     }
 
     /// Rewrites the file with the latest record of each thing (see
@@ -253,8 +257,8 @@ impl Prefix {
     /// thread; the log goes on taking appends meanwhile.
     pub fn compact(self, keep: impl FnMut(&Record) -> bool, first: Option<Record>) -> Result<Compacted, StateError> {
         let upto = self.map.len();
-        let records = Frames::new(&self.map, upto);
-        let written = records.clone().map(|r| r.at()).fold(self.header.written, u64::max);
+        let mut written = self.header.written;
+        let records = Frames::new(&self.map, upto).inspect(|r| written = written.max(r.at()));
         let live = collapse(records, keep);
         let kept = live.len();
         let tmp = sibling(&self.path, "new");

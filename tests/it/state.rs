@@ -111,6 +111,21 @@ fn a_locker_killed_mid_slot_regrants_nothing_of_it() {
 }
 
 #[test]
+fn a_locker_killed_twice_in_one_slot_counts_both_runs_once() {
+    let dir = Dir::new("twice");
+    let args = ["--max-requests", "100", "--in-seconds", "20"];
+    within_one_slot(Duration::from_secs(20), Duration::from_secs(8));
+    let d = serve(&dir, "first.log", &args);
+    assert_eq!(plain_goes(&d, 60), 60);
+    kill_9(d);
+    let d = serve(&dir, "second.log", &args);
+    assert_eq!(plain_goes(&d, 25), 25);
+    kill_9(d);
+    let d = serve(&dir, "third.log", &args);
+    assert_eq!(plain_goes(&d, 100), 15);
+}
+
+#[test]
 fn a_token_bucket_keeps_its_tokens_spent_across_kill_9() {
     let dir = Dir::new("bucket");
     // 100 tokens refilled over an hour: the test cannot wait for a refill.

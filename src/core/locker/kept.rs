@@ -113,6 +113,17 @@ impl Locker {
         })
     }
 
+    /// Adds `count`, an earlier run's own count for `key` of fixed window
+    /// `id` in `slot` (the current slot or a later one), to this run's own.
+    /// Returns whether it was added (an ended slot, or a key beyond
+    /// `max_keys`, is not).
+    pub fn restore_own(&mut self, now: Nanos, id: LimitId, key: Option<&str>, slot: u64, count: u32) -> bool {
+        self.counted(now, id, |rule, room| match rule {
+            Rule::Window(w) => w.restore_own(key, slot, count, room).unwrap_or(false),
+            _ => false,
+        })
+    }
+
     /// Puts back a token bucket key: its TAT, and `node`'s grants in
     /// `period`. Returns whether the key is held.
     #[allow(clippy::too_many_arguments)]

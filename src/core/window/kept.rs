@@ -23,6 +23,18 @@ impl FixedWindow {
         }
     }
 
+    /// Adds `n` to this locker's own count for `key` in `slot`: the current
+    /// slot, or (as a reservation) a later one. Returns whether `slot` was
+    /// one of those.
+    pub fn restore_own(&mut self, key: Option<&str>, slot: u64, n: u32, room: KeyRoom) -> Result<bool, NoRoom> {
+        if slot != self.slot || n == 0 {
+            return self.restore_reserved(key, slot, n, room);
+        }
+        let tally = self.tally_mut(key, room)?;
+        tally.merge_own(tally.own().saturating_add(n));
+        Ok(true)
+    }
+
     /// Adds `n` reserved permits for `key` in `slot`, a slot after the
     /// current one. Returns whether it was one.
     pub fn restore_reserved(&mut self, key: Option<&str>, slot: u64, n: u32, room: KeyRoom) -> Result<bool, NoRoom> {
