@@ -51,6 +51,7 @@ STATEFUL=(--state "$STATE")
 [ -n "$FSYNC" ] && STATEFUL+=(--state-fsync "$FSYNC")
 LOCKER_LOG=warn start "$LOCKER" serve --bind 'tcp://127.0.0.1:*' "${LIMITS[@]}"
 PLAIN_EP=$ENDPOINT
+PLAIN_PID=$PID
 LOCKER_LOG=info start "$LOCKER" serve --bind 'tcp://127.0.0.1:*' "${LIMITS[@]}" "${STATEFUL[@]}"
 STATE_EP=$ENDPOINT
 STATE_PID=$PID
@@ -61,6 +62,10 @@ bench() {
   "$LOCKER" bench --connect "$ep" --duration "$DURATION" --timeout 5s "$@"
 }
 rate() { awk '$1 == "requests/s" { print $2 }'; }
+count() { awk '$1 == "requests" { print $2 }'; }
+# CPU clock ticks (user + system, every thread) a process has used so far.
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+HZ=$(getconf CLK_TCK)
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
 
@@ -71,29 +76,37 @@ done
 
 NAMES=("plain, 4 clients x 64 in flight (req/s)" "structured, ${KEYS} live keys, 4 x 64 (req/s)")
 ARGS=("--plain --clients 4 --pipeline 64" "--keys $KEYS --clients 4 --pipeline 64")
-declare -A WITHOUT WITH RATIO
+declare -A WITHOUT WITH RATIO CPU_WITHOUT CPU_WITH CPU_RATIO
 for round in $(seq "$ROUNDS"); do
   for i in "${!NAMES[@]}"; do
     order=(without with)
     ((round % 2)) || order=(with without)
     for which in "${order[@]}"; do
-      ep=$PLAIN_EP
-      [ "$which" = with ] && ep=$STATE_EP
+      ep=$PLAIN_EP pid=$PLAIN_PID
+      [ "$which" = with ] && ep=$STATE_EP pid=$STATE_PID
+      before=$(ticks "$pid")
       # shellcheck disable=SC2086
-      v=$(bench "$ep" ${ARGS[$i]} | rate)
-      if [ "$which" = with ]; then s=$v; else p=$v; fi
+      report=$(bench "$ep" ${ARGS[$i]})
+      v=$(rate <<<"$report")
+      c=$(awk -v t="$(($(ticks "$pid") - before))" -v n="$(count <<<"$report")" -v hz="$HZ" \
+        'BEGIN { printf "%.2f", t / hz * 1e6 / n }')
+      if [ "$which" = with ]; then s=$v sc=$c; else p=$v pc=$c; fi
     done
     WITHOUT[$i]+="$p " WITH[$i]+="$s " RATIO[$i]+="$(ratio "$s" "$p") "
-    printf 'round %d  %-48s without %10s  with --state %10s\n' "$round" "${NAMES[$i]}" "$p" "$s" >&2
+    CPU_WITHOUT[$i]+="$pc " CPU_WITH[$i]+="$sc " CPU_RATIO[$i]+="$(ratio "$sc" "$pc") "
+    printf 'round %d  %-48s without %10s (%5s us cpu)  with --state %10s (%5s us cpu)\n' \
+      "$round" "${NAMES[$i]}" "$p" "$pc" "$s" "$sc" >&2
   done
 done
 
 med() { tr ' ' '\n' <<<"$1" | grep . | median; }
 echo
 echo "medians of $ROUNDS rounds of $DURATION each${FSYNC:+, --state-fsync $FSYNC}"
-printf '%-48s %12s %14s %8s\n' "scenario" "without" "with --state" "ratio"
+printf '%-48s %12s %14s %8s   %s\n' "scenario" "without" "with --state" "ratio" \
+  "server CPU us/request: without, with, ratio"
 for i in "${!NAMES[@]}"; do
-  printf '%-48s %12s %14s %8s\n' "${NAMES[$i]}" "$(med "${WITHOUT[$i]}")" "$(med "${WITH[$i]}")" "$(med "${RATIO[$i]}")"
+  printf '%-48s %12s %14s %8s   %6s %6s %6s\n' "${NAMES[$i]}" "$(med "${WITHOUT[$i]}")" "$(med "${WITH[$i]}")" \
+    "$(med "${RATIO[$i]}")" "$(med "${CPU_WITHOUT[$i]}")" "$(med "${CPU_WITH[$i]}")" "$(med "${CPU_RATIO[$i]}")"
 done
 
 live=$("$LOCKER" stats --connect "$STATE_EP" --json | sed -n 's/.*"live_keys":\([0-9]*\).*/\1/p')

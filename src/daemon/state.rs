@@ -33,6 +33,8 @@ const SLOT_CHECK_GAP: Nanos = NANOS_PER_SEC / 10;
 pub struct Loaded {
     replay: Option<Replay>,
     digest: u64,
+    /// When reading began, so that the restore time logged covers it.
+    started: Instant,
 }
 
 impl Loaded {
@@ -47,6 +49,7 @@ impl Loaded {
 /// Reads the state file for a locker with `locker`'s limits. A file that
 /// cannot be used is an error, unless the config says to discard it.
 pub fn load(config: &StateConfig, locker: &Locker) -> Result<Loaded, StateError> {
+    let started = Instant::now();
     let digest = limits_digest(locker);
     let replay = match Replay::read(&config.path, digest) {
         Ok(r) => r,
@@ -59,7 +62,7 @@ pub fn load(config: &StateConfig, locker: &Locker) -> Result<Loaded, StateError>
     if let Some(problem) = replay.as_ref().and_then(|r| r.problem) {
         warn!(path = %config.path.display(), %problem, "state file damaged; restoring what comes before");
     }
-    Ok(Loaded { replay, digest })
+    Ok(Loaded { replay, digest, started })
 }
 
 /// The state file being kept while serving.
@@ -90,7 +93,7 @@ impl Keeper {
         now: Nanos,
         incarnation: Nanos,
     ) -> Result<Keeper, StateError> {
-        let started = Instant::now();
+        let started = loaded.started;
         let latest = loaded.not_before();
         if latest > 0 && now.saturating_sub(latest) > 86_400 * NANOS_PER_SEC {
             warn!(
@@ -99,7 +102,7 @@ impl Keeper {
             );
         }
         let records = loaded.replay.iter().flat_map(Replay::records);
-        let run = loaded.replay.as_ref().map_or(0, |r| r.records().filter_map(|r| r.run()).max().map_or(0, |m| m + 1));
+        let run = loaded.replay.as_ref().map_or(0, Replay::next_run);
         let (restored, mut keep) = service.restore(now, run, records);
         let node = service.node().map_or(String::new(), |n| n.id.to_string());
         keep.insert(0, Record::Run { run, incarnation, node: &node });

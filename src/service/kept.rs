@@ -144,7 +144,6 @@ impl Service {
         let nodes = self.run_nodes(&live);
         let mut done = Restored::default();
         let mut rewrite = Vec::with_capacity(live.len());
-        let mut adopted = Vec::new();
         for r in live {
             let id = r.limit().and_then(|i| self.locker.limit_at(i as usize));
             let node = r.run().and_then(|run| nodes.get(&run).copied());
@@ -158,9 +157,12 @@ impl Service {
                     // Alone, or reserved ahead, an earlier run's count becomes
                     // this run's own: nobody else will ever count it.
                     if later || self.peering.is_none() {
-                        let ok = self.locker.restore_own(now, id, key, slot, count);
-                        *(if later { &mut done.reservations } else { &mut done.counts }) += usize::from(ok);
-                        adopted.push((id, key, slot));
+                        let own = self.locker.restore_own(now, id, key, slot, count);
+                        *(if later { &mut done.reservations } else { &mut done.counts }) += usize::from(own.is_some());
+                        if let Some(count) = own {
+                            let limit = id.index() as u32;
+                            rewrite.push(Record::Window { at: now, run, limit, slot, count, key });
+                        }
                         continue;
                     }
                     let ok = self.locker.restore_count(now, id, key, slot, node, count);
@@ -185,14 +187,10 @@ impl Service {
                 done.skipped += 1;
             }
         }
-        for (id, key, slot) in adopted {
-            let count = self.locker.own_count(id, key, slot);
-            if count > 0 {
-                rewrite.push(Record::Window { at: now, run, limit: id.index() as u32, slot, count, key });
-            }
-        }
-        // Several earlier runs may have counted the same key and slot: one record each is enough.
-        (done, collapse(rewrite.into_iter(), |_| true))
+        // Several earlier runs may have counted the same key and slot, each
+        // adding to this run's own: the last record of each says the sum.
+        let rewrite = if nodes.len() > 1 { collapse(rewrite.into_iter(), |_| true) } else { rewrite };
+        (done, rewrite)
     }
 
     /// A node for every earlier run named in `records`: the run's own node

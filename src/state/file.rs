@@ -110,6 +110,8 @@ pub struct Replay {
     pub header: Header,
     /// Why reading stopped before a clean end, if it did.
     pub problem: Option<Problem>,
+    latest: u64,
+    next_run: u32,
 }
 
 impl Replay {
@@ -131,7 +133,13 @@ impl Replay {
         let map = unsafe { Mmap::map(&file) }.map_err(io_err)?;
         let header = Header::decode(&map, limits, path)?;
         let (end, problem) = scan(&map);
-        Ok(Some(Replay { map, end, header, problem }))
+        // One pass over the good prefix for what a restart needs first.
+        let (mut latest, mut next_run) = (header.written, 0);
+        for r in Frames::new(&map, end) {
+            latest = latest.max(r.at());
+            next_run = next_run.max(r.run().map_or(0, |run| run.saturating_add(1)));
+        }
+        Ok(Some(Replay { map, end, header, problem, latest, next_run }))
     }
 
     /// The records of the good prefix, oldest first.
@@ -152,7 +160,12 @@ impl Replay {
     /// The latest instant any record or the header speaks of having been
     /// written: the clock of a restarted locker must not be before it.
     pub fn latest(&self) -> u64 {
-        self.records().map(|r| r.at()).fold(self.header.written, u64::max)
+        self.latest
+    }
+
+    /// A run tag no record in the file uses, for the next run.
+    pub fn next_run(&self) -> u32 {
+        self.next_run
     }
 }
 

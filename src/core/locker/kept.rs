@@ -115,12 +115,12 @@ impl Locker {
 
     /// Adds `count`, an earlier run's own count for `key` of fixed window
     /// `id` in `slot` (the current slot or a later one), to this run's own.
-    /// Returns whether it was added (an ended slot, or a key beyond
-    /// `max_keys`, is not).
-    pub fn restore_own(&mut self, now: Nanos, id: LimitId, key: Option<&str>, slot: u64, count: u32) -> bool {
+    /// Returns the own count after, or `None` when nothing was added (an
+    /// ended slot, or a key beyond `max_keys`).
+    pub fn restore_own(&mut self, now: Nanos, id: LimitId, key: Option<&str>, slot: u64, count: u32) -> Option<u32> {
         self.counted(now, id, |rule, room| match rule {
-            Rule::Window(w) => w.restore_own(key, slot, count, room).unwrap_or(false),
-            _ => false,
+            Rule::Window(w) => w.restore_own(key, slot, count, room).ok().flatten(),
+            _ => None,
         })
     }
 

@@ -24,15 +24,16 @@ impl FixedWindow {
     }
 
     /// Adds `n` to this locker's own count for `key` in `slot`: the current
-    /// slot, or (as a reservation) a later one. Returns whether `slot` was
-    /// one of those.
-    pub fn restore_own(&mut self, key: Option<&str>, slot: u64, n: u32, room: KeyRoom) -> Result<bool, NoRoom> {
+    /// slot, or (as a reservation) a later one. Returns the own count after,
+    /// or `None` when `slot` is neither.
+    pub fn restore_own(&mut self, key: Option<&str>, slot: u64, n: u32, room: KeyRoom) -> Result<Option<u32>, NoRoom> {
         if slot != self.slot || n == 0 {
-            return self.restore_reserved(key, slot, n, room);
+            let reserved = self.restore_reserved(key, slot, n, room)?;
+            return Ok(reserved.then(|| self.own_in(key, slot)));
         }
         let tally = self.tally_mut(key, room)?;
         tally.merge_own(tally.own().saturating_add(n));
-        Ok(true)
+        Ok(Some(tally.own()))
     }
 
     /// Adds `n` reserved permits for `key` in `slot`, a slot after the
