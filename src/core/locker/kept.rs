@@ -73,15 +73,6 @@ impl Locker {
         }
     }
 
-    /// This locker's own count for `key` of fixed window `id` in `slot`:
-    /// granted in the current slot, or reserved in a later one.
-    pub fn own_count(&self, id: LimitId, key: Option<&str>, slot: u64) -> u32 {
-        match &self.entries[id.0].rule {
-            Rule::Window(w) => w.own_in(key, slot),
-            _ => 0,
-        }
-    }
-
     /// Puts back `count`, an earlier run's own count for `key` of fixed
     /// window `id` in `slot`: in the current slot as node `node`'s (see
     /// `merge`), in a later slot as this run's own reservation. Returns
@@ -207,6 +198,19 @@ mod tests {
         assert!(!second.go(10 * SEC, d, Some("k"), 1).unwrap().go);
         assert!(!second.go(11 * SEC, d, Some("k"), 1).unwrap().go, "slot 11 is reserved whole");
         assert!(second.go(12 * SEC, d, Some("k"), 1).unwrap().go);
+    }
+
+    #[test]
+    fn alone_earlier_runs_counts_add_up_as_this_runs_own() {
+        let mut l = locker();
+        let d = l.limit_at(0).unwrap();
+        assert_eq!(l.restore_own(10 * SEC, d, Some("k"), 10, 1), Some(1));
+        assert_eq!(l.restore_own(10 * SEC, d, Some("k"), 10, 1), Some(2), "a second earlier run adds to it");
+        assert_eq!(l.restore_own(10 * SEC, d, Some("k"), 11, 3), Some(3), "a reservation");
+        assert_eq!(l.restore_own(10 * SEC, d, Some("k"), 9, 3), None, "an ended slot");
+        let v = l.go(10 * SEC, d, Some("k"), 1).unwrap();
+        assert!(!v.go, "one permit left, but the reservation is queued first: {v:?}");
+        assert!(!l.go(11 * SEC, d, Some("k"), 1).unwrap().go, "slot 11 is reserved whole");
     }
 
     #[test]
