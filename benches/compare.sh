@@ -20,6 +20,8 @@ cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-9}
 DURATION=${DURATION:-1s}
 KEYS=${KEYS:-1000000}
+# More flags for `locker serve`, e.g. LOCKER_ARGS='--metrics-bind 127.0.0.1:0'.
+LOCKER_ARGS=${LOCKER_ARGS:-}
 
 cargo build --release --quiet --bin locker --example echo_server
 LOCKER=target/release/locker
@@ -52,7 +54,7 @@ ECHO_PID=$PID
 # run across midnight UTC would see them dropped, and the live-key count
 # printed below would say so).
 LOCKER_LOG=warn start "$LOCKER" serve --bind 'tcp://127.0.0.1:*' \
-  --max-requests 1000000000 --in-seconds 86400 --max-keys "$((KEYS + 1))"
+  --max-requests 1000000000 --in-seconds 86400 --max-keys "$((KEYS + 1))" $LOCKER_ARGS
 LOCKER_EP=$ENDPOINT
 LOCKER_PID=$PID
 

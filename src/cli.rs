@@ -4,23 +4,28 @@
 //! client before anything runs; each command returns its exit code. This is
 //! the only module that prints for a person or maps failures to exit codes.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use tracing::warn;
 
 use crate::bench::{self, BenchConfig, Form};
-use crate::config::{AlgorithmName, FileConfig, Flags, ServeConfig};
+use crate::config::{self, AlgorithmName, FileConfig, Flags, ServeConfig};
+use crate::daemon::metrics::{Feed, Mailbox, MetricsServer};
+use crate::daemon::reload::Reload;
+use crate::daemon::signals::Control;
 use crate::daemon::Server;
 use crate::wire::{Ask, GoReply, StatsReply};
 
+mod check_config;
 mod curve;
+mod failure;
 mod keygen;
 mod lease;
+mod logging;
 
 /// Exit code for go (and for any command that succeeded).
 pub(crate) const EXIT_GO: u8 = 0;
@@ -54,16 +59,20 @@ enum Command {
     Bench(BenchArgs),
     /// Generate a CURVE key pair for a locker or a client (see docs/security.md).
     Keygen(keygen::KeygenArgs),
+    /// Check a config file as `serve` and a reload would; exit 0 when valid, 2 with the error.
+    CheckConfig(check_config::CheckConfigArgs),
 }
 
 const SERVE_EXAMPLES: &str = "\
 Once bound, prints one line on stdout: `listening on <endpoint>`, with the real port.
-Logs go to stderr; set the level with LOCKER_LOG (e.g. LOCKER_LOG=debug).
+Logs go to stderr; set the level with LOCKER_LOG (e.g. LOCKER_LOG=debug), LOCKER_LOG_FORMAT=json for JSON.
+SIGHUP reads the --config file again, keeping the counts of unchanged limits.
 
 Examples:
   locker serve --max-requests 5 --in-seconds 0.8     5 go per 0.8 s slot on tcp://*:7777
   locker serve --bind 'tcp://127.0.0.1:*'            any free port on loopback
-  locker serve --config limits.toml                  named limits from a file";
+  locker serve --config limits.toml                  named limits from a file
+  locker serve --metrics-bind 0.0.0.0:9090           Prometheus at /metrics, a health check at /health";
 
 const ASK_EXAMPLES: &str = "\
 Examples:
@@ -77,25 +86,25 @@ struct ServeArgs {
     #[arg(long, value_name = "ENDPOINT", help = "ZeroMQ endpoint to bind [default: tcp://*:7777]")]
     bind: Option<String>,
     /// Requests that may go per slot in the default limit [default: 1].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     max_requests: Option<u32>,
     /// Slot length of the default limit in seconds, from 0.001 [default: 1.0].
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", allow_negative_numbers = true)]
     in_seconds: Option<f64>,
     /// Kind of the default limit: fixed-window, token-bucket or semaphore [default: fixed-window].
     #[arg(long, value_name = "KIND")]
     algorithm: Option<AlgorithmName>,
     /// Capacity of the default limit when it is a token bucket [default: max-requests].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     burst: Option<u32>,
     /// TOML file with named limits ([[limits]] name, max_requests, in_seconds, algorithm, burst) and settings.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Most live keys held across all limits; asks for new keys beyond it get an error [default: 1000000].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     max_keys: Option<usize>,
     /// Largest request accepted, in bytes; ZeroMQ disconnects a sender of a larger one [default: 65536].
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", allow_negative_numbers = true)]
     max_message_size: Option<usize>,
     /// ZeroMQ endpoint for the PUB socket that peers subscribe to; turns peering on.
     #[arg(long, value_name = "ENDPOINT")]
@@ -107,7 +116,7 @@ struct ServeArgs {
     #[arg(long, value_name = "ID")]
     node_id: Option<String>,
     /// Seconds a starting locker waits for its peers' counts before serving with what it has [default: 1.0].
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", allow_negative_numbers = true)]
     peer_grace: Option<f64>,
     /// File that keeps counts, reservations and leases across restarts (and kill -9).
     #[arg(long, value_name = "FILE")]
@@ -124,6 +133,12 @@ struct ServeArgs {
     /// Client public keys allowed in: a file with one Z85 key per line, or a directory of *.pub files.
     #[arg(long, value_name = "DIR|FILE")]
     curve_clients: Option<PathBuf>,
+    /// Serve GET /metrics (Prometheus) and GET /health over plain HTTP on HOST:PORT.
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics_bind: Option<String>,
+    /// File of at least 32 secret bytes, the same on every peer: only lease ids minted under it can be restored.
+    #[arg(long, value_name = "FILE")]
+    lease_secret: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -152,7 +167,7 @@ struct AskArgs {
     #[arg(long, value_name = "KEY")]
     key: Option<String>,
     /// Permits to take at once; 0 peeks without taking.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1, allow_negative_numbers = true)]
     cost: u64,
     /// Take as many of --cost as are available (at least one) and print how many.
     #[arg(long)]
@@ -218,7 +233,7 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
 /// Parses the command line, runs the command, and returns its exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    logging::init();
     let code = match cli.command {
         Command::Serve(args) => serve(args),
         Command::Ask(args) => ask(args),
@@ -226,16 +241,9 @@ pub fn main() -> ExitCode {
         Command::Stats(args) => stats(args),
         Command::Bench(args) => run_bench(args),
         Command::Keygen(args) => keygen::run(args),
+        Command::CheckConfig(args) => check_config::run(args),
     };
     ExitCode::from(code)
-}
-
-/// Logs go to stderr; `LOCKER_LOG` sets the level (e.g. `LOCKER_LOG=debug`).
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("LOCKER_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let ansi = std::io::stderr().is_terminal();
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
 }
 
 pub(crate) fn fail(message: impl std::fmt::Display) -> u8 {
@@ -265,35 +273,61 @@ fn serve(args: ServeArgs) -> u8 {
         state_discard: args.state_discard,
         curve_secret_key: args.curve_secret_key,
         curve_clients: args.curve_clients,
+        metrics_bind: args.metrics_bind,
+        lease_secret: args.lease_secret,
     };
-    let config = match ServeConfig::resolve(flags, file) {
+    let ignored = config::ignored_settings(&flags, &file);
+    let config = match ServeConfig::resolve(flags.clone(), file) {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&stop);
-    if let Err(e) = ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed)) {
-        return fail(format!("cannot handle signals: {e}"));
+    for setting in ignored {
+        warn!(
+            setting,
+            "{setting} is set but peer_bind (--peer-bind) is not: it takes no effect, this locker does not peer"
+        );
     }
-    let server = match Server::bind(&config) {
+    let control = match Control::from_signals() {
+        Ok(c) => c,
+        Err(e) => return fail(format!("cannot handle signals: {e}")),
+    };
+    let mut server = match Server::bind(&config) {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
+    if let Some(addr) = &config.metrics_bind {
+        match serve_metrics(addr) {
+            Ok(feed) => server = server.with_metrics(feed),
+            Err(e) => return fail(format!("metrics on {addr}: {e}")),
+        }
+    }
+    if let Some(path) = args.config {
+        server = server.with_reload(Reload::new(path, flags, config));
+    }
     // Exactly one line on stdout, once bound, so scripts and tests can read
     // the real port without waiting blindly.
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "listening on {}", server.endpoint()).and_then(|_| stdout.flush());
     drop(stdout);
-    match server.run(&stop) {
+    match server.run_with(&control) {
         Ok(()) => EXIT_GO,
         Err(e) => fail(e),
     }
 }
 
+/// Binds the metrics listener and starts its thread; returns the loop's end.
+fn serve_metrics(addr: &str) -> std::io::Result<Feed> {
+    let listener = MetricsServer::bind(addr)?;
+    tracing::info!(address = %listener.local_addr(), "metrics and health over http");
+    let mailbox = Mailbox::default();
+    listener.spawn(mailbox.clone(), std::time::Instant::now())?;
+    Ok(Feed::new(mailbox))
+}
+
 fn ask(args: AskArgs) -> u8 {
     let mut client = match args.connect.client() {
         Ok(c) => c,
-        Err(e) => return fail(e),
+        Err(e) => return failure::request_failed(&e, args.connect.json),
     };
     let ask = Ask {
         limit: args.limit.as_deref(),
@@ -308,7 +342,7 @@ fn ask(args: AskArgs) -> u8 {
             print_go(&reply, args.connect.json);
             exit_for(reply.ok)
         }
-        Err(e) => fail(e),
+        Err(e) => failure::request_failed(&e, args.connect.json),
     }
 }
 
@@ -344,7 +378,7 @@ fn stats(args: StatsArgs) -> u8 {
             print_stats(&s);
             EXIT_GO
         }
-        Err(e) => fail(e),
+        Err(e) => failure::request_failed(&e, args.connect.json),
     }
 }
 

@@ -7,6 +7,8 @@
 //! can never send again), and the next endpoint is tried. Each endpoint is
 //! tried at most once per request, so a request is never counted twice by
 //! the same locker. The endpoint that answered last is tried first next time.
+//! An endpoint with no connection (a dead locker) is passed over at first
+//! with nothing sent, so it does not take a share of the deadline.
 //! Waiting acquires and the lease guard are in `client::lease`.
 
 use std::time::{Duration, Instant};
@@ -26,6 +28,10 @@ pub use pool::{PermitPool, Permits};
 
 /// The default deadline for one request.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How long a try waits for a connection before passing an endpoint over
+/// for now: far longer than a connect on a LAN, far shorter than a timeout.
+const CONNECT_CHECK: Duration = Duration::from_millis(100);
 
 /// Why a request got no usable answer.
 #[derive(Debug, thiserror::Error)]
@@ -213,42 +219,74 @@ impl Client {
     }
 
     /// Sends `body` and waits for one reply, failing over between endpoints.
+    ///
+    /// An endpoint whose socket has no connection after `CONNECT_CHECK` is
+    /// passed over at first, with nothing sent (so one dead locker does not
+    /// cost everyone a share of the deadline), and tried again once the
+    /// others have been, with the time left. Each endpoint is still sent
+    /// the request at most once.
     pub fn round_trip(&mut self, body: &[u8]) -> Result<zmq::Message, ClientError> {
         let deadline = Instant::now() + self.timeout;
         let n = self.endpoints.len();
+        let mut not_sent = n;
+        let mut passed_over = Vec::new();
         for attempt in 0..n {
             let index = (self.preferred + attempt) % n;
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
+            let Some(share) = share_of(deadline, not_sent) else { break };
+            // The last endpoint with none passed over has nobody to make way for.
+            let last = attempt + 1 == n && passed_over.is_empty();
+            match self.attempt(index, body, share, if last { share } else { CONNECT_CHECK.min(share) })? {
+                Try::Answer(reply) => return Ok(self.answered(index, reply)),
+                Try::Silent => not_sent -= 1,
+                Try::NotConnected => passed_over.push(index),
             }
-            // Split what is left evenly over the endpoints not yet tried, so a
-            // dead first endpoint leaves time for the live ones.
-            let budget = left / (n - attempt) as u32;
-            if let Some(reply) = self.attempt(index, body, budget)? {
-                self.preferred = index;
-                return Ok(reply);
+        }
+        for (k, &index) in passed_over.iter().enumerate() {
+            let Some(share) = share_of(deadline, passed_over.len() - k) else { break };
+            if let Try::Answer(reply) = self.attempt(index, body, share, share)? {
+                return Ok(self.answered(index, reply));
             }
         }
         Err(ClientError::NoAnswer { timeout: self.timeout, tried: self.endpoints.join(", ") })
     }
 
-    /// One try on one endpoint. `Ok(None)` means no answer in time; the
-    /// socket is then closed so that a late reply cannot be mistaken for the
-    /// answer to a later request.
-    fn attempt(&mut self, index: usize, body: &[u8], budget: Duration) -> Result<Option<zmq::Message>, ClientError> {
+    /// The endpoint that answered is asked first next time.
+    fn answered(&mut self, index: usize, reply: zmq::Message) -> zmq::Message {
+        self.preferred = index;
+        reply
+    }
+
+    /// One try on one endpoint: wait up to `connect` for a connection (a
+    /// socket with `ZMQ_IMMEDIATE` is writable only then), send, and wait
+    /// for the reply until `budget` is spent. Without an answer the socket
+    /// is closed, so a late reply cannot be mistaken for the answer to a
+    /// later request.
+    fn attempt(&mut self, index: usize, body: &[u8], budget: Duration, connect: Duration) -> Result<Try, ClientError> {
+        let started = Instant::now();
         self.open(index)?;
         let socket = &self.live.as_ref().expect("opened above").socket;
         let endpoint = &self.endpoints[index];
         let zerr = |source| ClientError::Zmq { endpoint: endpoint.clone(), source };
-        socket.send(body, 0).map_err(zerr)?;
-        let timeout_ms = budget.as_millis().clamp(1, i64::MAX as u128) as i64;
-        if socket.poll(zmq::POLLIN, timeout_ms).map_err(zerr)? > 0 {
-            return socket.recv_msg(0).map(Some).map_err(zerr);
+        let connected = socket.poll(zmq::POLLOUT, poll_ms(connect)).map_err(zerr)? > 0;
+        // Without a connection, a send would wait (and queue the request
+        // for a locker that may come back later): pass over, nothing sent.
+        let sent = connected
+            && match socket.send(body, zmq::DONTWAIT) {
+                Ok(()) => true,
+                Err(zmq::Error::EAGAIN) => false,
+                Err(e) => return Err(zerr(e)),
+            };
+        if !sent {
+            debug!(%endpoint, ?connect, "not connected; passing over it for now");
+            self.live = None;
+            return Ok(Try::NotConnected);
+        }
+        if socket.poll(zmq::POLLIN, poll_ms(budget.saturating_sub(started.elapsed()))).map_err(zerr)? > 0 {
+            return socket.recv_msg(0).map(Try::Answer).map_err(zerr);
         }
         debug!(%endpoint, ?budget, "no answer; closing the socket and moving on");
         self.live = None;
-        Ok(None)
+        Ok(Try::Silent)
     }
 
     /// Makes sure a REQ socket to endpoint `index` is open.
@@ -262,6 +300,9 @@ impl Client {
             let socket = self.ctx.socket(zmq::REQ).map_err(zerr)?;
             // Unsent requests die with the socket instead of holding up exit.
             socket.set_linger(0).map_err(zerr)?;
+            // Queue nothing for an endpoint without a connection, so that
+            // `attempt` can see a dead locker at once and pass it over.
+            socket.set_immediate(true).map_err(zerr)?;
             if let Some(curve) = &self.curve {
                 curve.secure(&socket).map_err(zerr)?;
             }
@@ -270,6 +311,26 @@ impl Client {
         }
         Ok(())
     }
+}
+
+/// What one try on one endpoint came to.
+enum Try {
+    Answer(zmq::Message),
+    /// Sent, but no answer within the budget.
+    Silent,
+    /// No connection within the check: nothing was sent.
+    NotConnected,
+}
+
+/// An even share of the time left before `deadline` over `ways` tries;
+/// `None` when no time is left.
+fn share_of(deadline: Instant, ways: usize) -> Option<Duration> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    (!left.is_zero()).then(|| left / ways.max(1) as u32)
+}
+
+fn poll_ms(d: Duration) -> i64 {
+    d.as_millis().clamp(1, i64::MAX as u128) as i64
 }
 
 fn structured<'a, T: serde::Deserialize<'a>>(reply: &'a [u8]) -> Result<T, ClientError> {

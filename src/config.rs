@@ -3,15 +3,17 @@
 //!
 //! Precedence: a flag given on the command line wins over the file, and the
 //! file wins over the built-in defaults. This module reads the file it is
-//! given and the CURVE key files it names, nothing else; it does not bind
-//! sockets or start anything.
+//! given and the CURVE key files it names, and resolves a host name in a
+//! bind endpoint (ZeroMQ binds only an IP address, an interface or `*`);
+//! nothing else: it does not bind sockets or start anything.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::core::{Algorithm, Limit, LimitError, Quota, DEFAULT_LIMIT};
+use crate::core::lease_id::ShortSecret;
+use crate::core::{Algorithm, LeaseSecret, Limit, LimitError, Quota, DEFAULT_LIMIT};
 use crate::curve::{Allowlist, KeyError, KeyPair, ServerCurve};
 use crate::state::StateConfig;
 use crate::wire::DEFAULT_MAX_MESSAGE_SIZE;
@@ -54,8 +56,12 @@ pub enum ConfigError {
     BadStateFsync(f64),
     #[error("curve_clients is set but curve_secret_key is not: an allowlist of clients needs a CURVE server key")]
     ClientsWithoutSecret,
+    #[error("cannot bind {endpoint}: {why}")]
+    Bind { endpoint: String, why: String },
     #[error("CURVE: {0}")]
     Curve(#[from] KeyError),
+    #[error("lease secret {path}: {source}")]
+    LeaseSecret { path: String, source: ShortSecret },
 }
 
 /// The `algorithm` of a `[[limits]]` table, as written.
@@ -105,6 +111,11 @@ pub struct FileConfig {
     pub curve_secret_key: Option<PathBuf>,
     /// The client public keys allowed in: a file of keys or a directory of `*.pub` files.
     pub curve_clients: Option<PathBuf>,
+    /// `HOST:PORT` for plain-HTTP metrics and health; off when absent.
+    pub metrics_bind: Option<String>,
+    /// A file of at least 32 secret bytes, shared by peered lockers: only
+    /// lease ids minted under it can be restored.
+    pub lease_secret: Option<PathBuf>,
     #[serde(default)]
     pub limits: Vec<FileLimit>,
 }
@@ -129,8 +140,44 @@ impl FileConfig {
     pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
         let shown = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: shown.clone(), source })?;
-        toml::from_str(&text).map_err(|e| ConfigError::Parse { path: shown, message: e.message().to_owned() })
+        FileConfig::parse(&text).map_err(|message| ConfigError::Parse { path: shown, message })
     }
+
+    /// Parses the text of a TOML file. An error says where, as the `toml`
+    /// crate reports it ("line 6, column 1"), and which limit when it is
+    /// about one `[[limits]]` table: "missing field" alone does not say
+    /// which of twenty tables lacks it.
+    pub fn parse(text: &str) -> Result<FileConfig, String> {
+        toml::from_str(text).map_err(|e| {
+            let at = e.span().map(|span| line_column(text, span.start));
+            let at = at.map(|(line, column)| format!("line {line}, column {column}: ")).unwrap_or_default();
+            let limit = failing_limit(text, e.message()).map(|name| format!("limit {name}: ")).unwrap_or_default();
+            format!("{at}{limit}{}", e.message())
+        })
+    }
+}
+
+/// The 1-based line and column of byte `offset` in `text`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text.as_bytes()[..offset.min(text.len())];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let column = String::from_utf8_lossy(&before[line_start..]).chars().count() + 1;
+    (line, column)
+}
+
+/// The name (quoted) or position of the first `[[limits]]` table that fails
+/// on its own with `message`, when the file is valid TOML.
+fn failing_limit(text: &str, message: &str) -> Option<String> {
+    let table: toml::Table = toml::from_str(text).ok()?;
+    let limits = table.get("limits")?.as_array()?;
+    limits.iter().enumerate().find_map(|(i, entry)| {
+        let e = entry.clone().try_into::<FileLimit>().err()?;
+        (e.message() == message).then(|| match entry.get("name").and_then(toml::Value::as_str) {
+            Some(name) => format!("{name:?}"),
+            None => format!("number {}", i + 1),
+        })
+    })
 }
 
 /// What the command line says; `None` where a flag was not given.
@@ -153,6 +200,8 @@ pub struct Flags {
     pub state_discard: bool,
     pub curve_secret_key: Option<PathBuf>,
     pub curve_clients: Option<PathBuf>,
+    pub metrics_bind: Option<String>,
+    pub lease_secret: Option<PathBuf>,
 }
 
 /// How `locker serve` shares its counts with peers.
@@ -184,6 +233,10 @@ pub struct ServeConfig {
     pub state: Option<StateConfig>,
     /// CURVE, when a server secret key is set.
     pub curve: Option<ServerCurve>,
+    /// Where metrics and health are served over HTTP, when they are.
+    pub metrics_bind: Option<String>,
+    /// The secret lease ids carry a MAC under, when set.
+    pub lease_secret: Option<LeaseSecret>,
 }
 
 impl ServeConfig {
@@ -225,19 +278,45 @@ impl ServeConfig {
         if !(64..=i64::MAX as usize).contains(&max_message_size) {
             return Err(ConfigError::MessageSize { got: max_message_size });
         }
-        let bind = flags.bind.clone().or(file.bind.clone()).unwrap_or_else(|| DEFAULT_BIND.to_owned());
+        let bind = bind_endpoint(&flags.bind.clone().or(file.bind.clone()).unwrap_or_else(|| DEFAULT_BIND.to_owned()))?;
         let peering = resolve_peering(&flags, &file)?;
         let state = resolve_state(&flags, &file)?;
         let curve = resolve_curve(&flags, &file)?;
-        Ok(ServeConfig { bind, default, limits, max_keys, max_message_size, peering, state, curve })
+        let metrics_bind = flags.metrics_bind.or(file.metrics_bind);
+        let lease_secret =
+            flags.lease_secret.as_ref().or(file.lease_secret.as_ref()).map(|p| load_secret(p)).transpose()?;
+        Ok(ServeConfig {
+            bind,
+            default,
+            limits,
+            max_keys,
+            max_message_size,
+            peering,
+            state,
+            curve,
+            metrics_bind,
+            lease_secret,
+        })
     }
+}
+
+/// Settings that were given but take no effect, to warn about: the node
+/// id and the grace period mean nothing to a locker that does not peer.
+pub fn ignored_settings(flags: &Flags, file: &FileConfig) -> Vec<&'static str> {
+    if flags.peer_bind.is_some() || file.peer_bind.is_some() {
+        return Vec::new();
+    }
+    let node_id = flags.node_id.is_some() || file.node_id.is_some();
+    let grace = flags.peer_grace.is_some() || file.peer_grace.is_some();
+    [(node_id, "node_id"), (grace, "peer_grace")].into_iter().filter_map(|(set, name)| set.then_some(name)).collect()
 }
 
 fn resolve_peering(flags: &Flags, file: &FileConfig) -> Result<Option<PeerConfig>, ConfigError> {
     let peers = if flags.peers.is_empty() { file.peers.clone().unwrap_or_default() } else { flags.peers.clone() };
-    let Some(bind) = flags.peer_bind.clone().or(file.peer_bind.clone()) else {
+    let Some(bind) = flags.peer_bind.as_deref().or(file.peer_bind.as_deref()) else {
         return if peers.is_empty() { Ok(None) } else { Err(ConfigError::PeersWithoutBind) };
     };
+    let bind = bind_endpoint(bind)?;
     let node_id = flags.node_id.clone().or(file.node_id.clone()).unwrap_or_else(default_node_id);
     let printable = node_id.chars().all(|c| c.is_ascii_graphic() || (!c.is_ascii() && !c.is_whitespace()));
     if node_id.is_empty() || node_id.len() > 64 || !printable {
@@ -261,6 +340,38 @@ fn resolve_state(flags: &Flags, file: &FileConfig) -> Result<Option<StateConfig>
     Ok(Some(StateConfig { path, fsync, discard }))
 }
 
+/// `endpoint` as ZeroMQ can bind it: a TCP host name is resolved to an IP
+/// address (IPv4 first), since ZeroMQ takes a name there for an interface
+/// and fails with "No such device"; a port above 65535 is refused rather
+/// than left for ZeroMQ to wrap around. An IP address, `*`, an interface
+/// name and other transports pass unchanged.
+pub fn bind_endpoint(endpoint: &str) -> Result<String, ConfigError> {
+    let err = |why: String| ConfigError::Bind { endpoint: endpoint.to_owned(), why };
+    let Some((host, port)) = endpoint.strip_prefix("tcp://").and_then(|rest| rest.rsplit_once(':')) else {
+        return Ok(endpoint.to_owned());
+    };
+    if let Ok(n) = port.parse::<u64>() {
+        if n > u64::from(u16::MAX) {
+            return Err(err(format!("port {n} is above 65535")));
+        }
+    }
+    let literal = host == "*" || host.starts_with('[') || host.parse::<std::net::IpAddr>().is_ok();
+    if literal || Path::new("/sys/class/net").join(host).exists() {
+        return Ok(endpoint.to_owned());
+    }
+    use std::net::ToSocketAddrs;
+    let unknown = |e: String| {
+        err(format!("{host:?} is neither an IP address nor a network interface, and as a host name {e}; bind an interface or an IP address, e.g. tcp://127.0.0.1:{port} or tcp://*:{port}"))
+    };
+    let addrs: Vec<_> = (host, 0).to_socket_addrs().map_err(|e| unknown(e.to_string()))?.collect();
+    let ip = addrs.iter().find(|a| a.is_ipv4()).or(addrs.first()).map(|a| a.ip());
+    match ip {
+        Some(std::net::IpAddr::V4(ip)) => Ok(format!("tcp://{ip}:{port}")),
+        Some(std::net::IpAddr::V6(ip)) => Ok(format!("tcp://[{ip}]:{port}")),
+        None => Err(unknown("it resolves to no address".to_owned())),
+    }
+}
+
 /// Reads the server key pair and the allowlist, when set.
 fn resolve_curve(flags: &Flags, file: &FileConfig) -> Result<Option<ServerCurve>, ConfigError> {
     let secret = flags.curve_secret_key.as_ref().or(file.curve_secret_key.as_ref());
@@ -271,6 +382,14 @@ fn resolve_curve(flags: &Flags, file: &FileConfig) -> Result<Option<ServerCurve>
     let keys = KeyPair::load(secret)?;
     let clients = clients.map(|c| Allowlist::load(c)).transpose()?;
     Ok(Some(ServerCurve { keys, clients }))
+}
+
+/// Reads a lease secret: the file's bytes, whatever they are (so a copy of
+/// the same file gives every peer the same secret).
+fn load_secret(path: &Path) -> Result<LeaseSecret, ConfigError> {
+    let shown = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|source| ConfigError::Read { path: shown.clone(), source })?;
+    LeaseSecret::new(bytes).map_err(|source| ConfigError::LeaseSecret { path: shown, source })
 }
 
 /// `<hostname>-<pid>`: unique among running lockers. A restart gets a new
@@ -346,6 +465,41 @@ mod tests {
     }
 
     #[test]
+    fn file_errors_say_the_line_column_and_limit() {
+        let e = FileConfig::parse("max_keys = 1\n\n[[limits]]\nname = 'a'\nmax_requests = 1\n").unwrap_err();
+        assert_eq!(e, "line 3, column 1: limit \"a\": missing field `in_seconds`");
+        let e = FileConfig::parse("[[limits]]\nmax_requests = 1\nin_seconds = 1\n").unwrap_err();
+        assert!(e.starts_with("line 1, column 1: limit number 1: missing field `name`"), "{e}");
+        let e = FileConfig::parse("max_keys = 1\nnonsense = 2\n").unwrap_err();
+        assert!(e.starts_with("line 2, column 1: unknown field `nonsense`"), "{e}");
+        let e = FileConfig::parse("max_keys = 'x'\n").unwrap_err();
+        assert!(e.starts_with("line 1, column 12: "), "{e}");
+    }
+
+    #[test]
+    fn bind_endpoints_resolve_host_names_and_refuse_large_ports() {
+        assert_eq!(bind_endpoint("tcp://localhost:7777").unwrap(), "tcp://127.0.0.1:7777");
+        assert_eq!(bind_endpoint("tcp://localhost:*").unwrap(), "tcp://127.0.0.1:*");
+        for kept in ["tcp://*:7777", "tcp://10.0.0.5:1", "tcp://[::1]:1", "tcp://lo:7777", "ipc:///tmp/x", "inproc://a"]
+        {
+            assert_eq!(bind_endpoint(kept).unwrap(), kept);
+        }
+        let e = bind_endpoint("tcp://127.0.0.1:70000").unwrap_err();
+        assert_eq!(e.to_string(), "cannot bind tcp://127.0.0.1:70000: port 70000 is above 65535");
+        let flags = Flags { bind: Some("tcp://*:65536".into()), ..Flags::default() };
+        assert!(matches!(ServeConfig::resolve(flags, FileConfig::default()), Err(ConfigError::Bind { .. })));
+    }
+
+    #[test]
+    fn peering_settings_without_peer_bind_are_reported_as_ignored() {
+        let flags = Flags { node_id: Some("a".into()), ..Flags::default() };
+        assert_eq!(ignored_settings(&flags, &parse("peer_grace = 0.5\n")), ["node_id", "peer_grace"]);
+        let peered = Flags { peer_bind: Some("tcp://*:1".into()), ..flags.clone() };
+        assert!(ignored_settings(&peered, &FileConfig::default()).is_empty());
+        assert!(ignored_settings(&Flags::default(), &FileConfig::default()).is_empty());
+    }
+
+    #[test]
     fn one_file_mixes_the_three_kinds() {
         let file = parse(
             "[[limits]]\nname = 'api'\nmax_requests = 5\nin_seconds = 0.8\n\
@@ -408,6 +562,21 @@ mod tests {
         let no_secret = Flags { curve_clients: Some(dir.join("clients")), ..Flags::default() };
         let e = ServeConfig::resolve(no_secret, FileConfig::default()).unwrap_err();
         assert!(matches!(e, ConfigError::ClientsWithoutSecret), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_lease_secret_comes_from_the_file_or_the_flags_and_is_long() {
+        let dir = std::env::temp_dir().join(format!("locker-config-lease-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("long"), [7u8; 32]).unwrap();
+        std::fs::write(dir.join("short"), [7u8; 31]).unwrap();
+        let file = parse(&format!("lease_secret = '{}'\n", dir.join("long").display()));
+        assert!(ServeConfig::resolve(Flags::default(), file).unwrap().lease_secret.is_some());
+        let short = Flags { lease_secret: Some(dir.join("short")), ..Flags::default() };
+        let e = ServeConfig::resolve(short, FileConfig::default()).unwrap_err();
+        assert!(e.to_string().contains("at least 32 bytes"), "{e}");
+        assert!(ServeConfig::resolve(Flags::default(), FileConfig::default()).unwrap().lease_secret.is_none());
         let _ = std::fs::remove_dir_all(&dir);
     }
 

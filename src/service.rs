@@ -10,8 +10,8 @@
 //! both. Lease requests are in `service::lease`.
 
 use crate::core::{
-    time::ceil_ms, Algorithm, Count, LimitId, Locker, Nanos, NodeKey, Nodes, Outgoing, PeerEvent, Peering, PermitAsk,
-    TableError, Verdict,
+    time::ceil_ms, Algorithm, Count, Limit, LimitId, Locker, Nanos, NodeKey, Nodes, Outgoing, PeerEvent, Peering,
+    PermitAsk, Reloaded, TableError, Verdict,
 };
 use crate::wire::{
     self, ErrorReply, GoReply, LimitStatsReply, PeerCount, PeerKind, PeerMsg, PeerNode, PeerStatsReply, Request,
@@ -58,11 +58,29 @@ impl Service {
         &self.locker
     }
 
+    /// The peering state, when peered, for inspection.
+    pub fn peering(&self) -> Option<&Peering> {
+        self.peering.as_ref()
+    }
+
+    /// Serves `default` and `limits` from now on, keeping what unchanged
+    /// limits hold (see `Locker::reload`). Peering keeps the shortest slot
+    /// it started with for its schedule.
+    pub fn reload(&mut self, default: Limit, limits: Vec<Limit>, max_keys: usize) -> Reloaded {
+        let done = self.locker.reload(default, limits, max_keys);
+        // Limit ids may have moved: forget the remembered plain body.
+        let default = self.locker.find_plain(b"");
+        self.plain_memo.0.clear();
+        self.plain_memo.1 = default;
+        done
+    }
+
     /// When the service next needs `on_timeout` and `publish`, if ever: the
-    /// loop caps its wait on the sockets by this instant. Fixed slots and
-    /// token buckets need no wake-up (stale counts are dropped when next
-    /// asked); the next lease expiry or end of a queued acquire's wait does,
-    /// and so do peering's heartbeats, snapshots and the end of joining.
+    /// loop caps its wait on the sockets by this instant. The next lease
+    /// expiry or end of a queued acquire's wait needs a wake-up, and so do
+    /// peering's heartbeats, snapshots and the end of joining; so does the
+    /// end of a slot that holds keys, so that their memory comes back
+    /// without waiting for the next ask of that limit.
     pub fn next_deadline(&self) -> Option<Nanos> {
         let peering = self.peering.as_ref().map(Peering::next_deadline);
         [self.locker.next_deadline(), peering].into_iter().flatten().min()
@@ -184,6 +202,7 @@ impl Service {
             limits,
             errors: self.locker.unattributed_errors(),
             live_keys: self.locker.live_keys() as u64,
+            key_bytes: self.locker.key_bytes() as u64,
             ..StatsReply::default()
         };
         if let Some(p) = &self.peering {

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use super::{exit_for, fail, parse_duration, ConnectArgs};
+use super::failure::request_failed;
+use super::{exit_for, parse_duration, ConnectArgs};
 use crate::wire::{Heartbeat, LeaseAsk, LeaseReply, Release};
 
 #[derive(Debug, Subcommand)]
@@ -29,7 +30,7 @@ pub(crate) struct AcquireArgs {
     #[arg(long, value_name = "NAME")]
     limit: Option<String>,
     /// How much of the capacity to hold.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1, allow_negative_numbers = true)]
     count: u64,
     /// How long the lease lives without a heartbeat [default: the limit's in_seconds].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
@@ -53,7 +54,7 @@ pub(crate) struct HeartbeatArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     ttl: Option<Duration>,
     /// The lease's count, to restore it on a locker that does not know it.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     count: Option<u64>,
 }
 
@@ -103,7 +104,7 @@ pub(crate) fn run(command: LeaseCommand) -> u8 {
             print_lease(&reply, connect.json);
             exit_for(reply.ok)
         }
-        Err(e) => fail(e),
+        Err(e) => request_failed(&e, connect.json),
     }
 }
 
@@ -115,6 +116,6 @@ fn print_lease(reply: &LeaseReply, json: bool) {
     } else if reply.pending {
         println!("pending");
     } else {
-        println!("sorry");
+        println!("not held");
     }
 }

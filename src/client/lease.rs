@@ -24,7 +24,11 @@ const MAX_POLL: Duration = Duration::from_millis(50);
 
 impl Client {
     /// Acquires a lease and, while it is pending, polls until it is held or
-    /// the wait (`max_wait_ms`) ends. Returns the last reply: `ok` when held.
+    /// the wait (`max_wait_ms`) ends. Returns the last reply: `ok` when
+    /// held; not `ok` (and not pending) when the count was not free in time.
+    /// The end of a wait is not an error: the locker drops a waiter when its
+    /// wait ends, so the poll that finds it gone at or after that instant
+    /// means "not held"; a refusal before then is an error.
     pub fn wait_for_lease(&mut self, ask: &LeaseAsk) -> Result<LeaseReply, ClientError> {
         let mut reply = self.acquire_lease(ask)?;
         let deadline = Instant::now() + Duration::from_millis(reply.expires_in_ms);
@@ -32,18 +36,39 @@ impl Client {
         while reply.pending {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                break;
+                return Ok(self.give_up(ask, &reply));
             }
             std::thread::sleep(pause.min(left));
             pause = (pause * 2).min(MAX_POLL);
             let lease = reply.lease.clone().unwrap_or_default();
-            reply = self.heartbeat(&Heartbeat { limit: ask.limit, lease: &lease, ttl_ms: ask.ttl_ms, count: None })?;
+            match self.heartbeat(&Heartbeat { limit: ask.limit, lease: &lease, ttl_ms: ask.ttl_ms, count: None }) {
+                Ok(next) => reply = next,
+                Err(ClientError::Refused(why)) if Instant::now() >= deadline => {
+                    debug!(%lease, %why, "the wait ended in the queue");
+                    return Ok(not_held(&reply));
+                }
+                Err(e) => return Err(e),
+            }
         }
         Ok(reply)
     }
 
-    /// Takes a lease and keeps it alive until the returned guard is dropped;
-    /// `None` when the count was not free within `max_wait_ms`.
+    /// Gives a still-pending place back when the wait ended here first (the
+    /// locker's deadline is rounded up to the millisecond), so the count is
+    /// not granted to nobody in the instant before the locker drops it.
+    fn give_up(&mut self, ask: &LeaseAsk, pending: &LeaseReply) -> LeaseReply {
+        if let Some(lease) = &pending.lease {
+            if let Err(e) = self.release(&Release { limit: ask.limit, lease }) {
+                debug!(%lease, error = %e, "giving up the place failed; it ends with its wait");
+            }
+        }
+        not_held(pending)
+    }
+
+    /// Takes a lease and keeps it alive until the returned guard is dropped.
+    /// `Ok(None)` when the count was not free within `max_wait_ms` (at once
+    /// when it is absent); an error only when no locker answered, or one
+    /// refused the request itself (an unknown limit, a bad count).
     pub fn lease(&mut self, ask: &LeaseAsk) -> Result<Option<Lease>, ClientError> {
         let reply = self.wait_for_lease(ask)?;
         match reply.lease {
@@ -54,6 +79,11 @@ impl Client {
             _ => Ok(None),
         }
     }
+}
+
+/// The reply for a wait that ended without the count: neither held nor pending.
+fn not_held(last: &LeaseReply) -> LeaseReply {
+    LeaseReply { ok: false, lease: None, pending: false, expires_in_ms: 0, ..last.clone() }
 }
 
 /// A held semaphore lease, heartbeated in the background and released on drop.

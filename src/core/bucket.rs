@@ -68,6 +68,18 @@ impl Bucket {
         }
     }
 
+    /// Takes a new rate and burst, keeping every key's state when the
+    /// refill period is the same (its epoch-aligned periods number the
+    /// counts peers exchange); returns false, changing nothing, otherwise.
+    pub fn retune(&mut self, quota: Quota, burst: NonZeroU32) -> bool {
+        if quota.slot_ns() != self.quota.slot_ns() {
+            return false;
+        }
+        let fresh = Bucket::new(quota, burst);
+        (self.interval, self.burst, self.depth, self.quota) = (fresh.interval, fresh.burst, fresh.depth, fresh.quota);
+        true
+    }
+
     /// Nanoseconds per token at the steady rate.
     pub fn interval(&self) -> Nanos {
         self.interval
@@ -93,7 +105,24 @@ impl Bucket {
             k.ledger.prune(oldest);
             k.tat > now || !k.ledger.is_empty()
         });
+        // A flood's keys leave a map far too large: give most of it back,
+        // keeping room to double, so that a steady load does not reallocate.
+        if self.keys.capacity() > 64 && self.keys.len() * 8 < self.keys.capacity() {
+            self.keys.shrink_to(self.keys.len() * 2);
+        }
         before - self.keys.len()
+    }
+
+    /// The next sweep, while there are keys for it to drop: the loop wakes
+    /// then even without a request, so a flood's memory comes back.
+    pub fn next_deadline(&self) -> Option<Nanos> {
+        (!self.keys.is_empty()).then_some(self.next_sweep)
+    }
+
+    /// Bytes the keys' map holds on the heap, roughly (not the keys' names
+    /// or peers' ledgers).
+    pub fn heap_bytes(&self) -> usize {
+        self.keys.capacity() * (std::mem::size_of::<(Box<str>, Key)>() + 1)
     }
 
     /// Takes tokens for `key` as `want` says, now or (with `max_wait`) as a

@@ -71,6 +71,9 @@ pub struct KeyTable {
     inline: usize,
     /// Keys longer than `INLINE` bytes.
     long: HashMap<Box<str>, Tally>,
+    /// Inline and long keys live when the last slot ended: what the slot
+    /// before the current one needed.
+    last: (usize, usize),
     /// Seeded afresh for every table.
     hasher: foldhash::quality::RandomState,
 }
@@ -84,7 +87,14 @@ impl Default for KeyTable {
 impl KeyTable {
     /// An empty table; it allocates with its first key.
     pub fn new() -> KeyTable {
-        KeyTable { slots: Vec::new(), generation: 1, inline: 0, long: HashMap::new(), hasher: Default::default() }
+        KeyTable {
+            slots: Vec::new(),
+            generation: 1,
+            inline: 0,
+            long: HashMap::new(),
+            last: (0, 0),
+            hasher: Default::default(),
+        }
     }
 
     /// Live keys.
@@ -98,11 +108,22 @@ impl KeyTable {
         self.len() == 0
     }
 
-    /// Forgets every key. The memory is kept for the next slot, unless that
-    /// slot's keys used less than an eighth of it.
+    /// Forgets every key, and gives back memory no longer needed.
+    ///
+    /// The table and the long keys' map are kept for the next slot only
+    /// when both the slot that ended and the one before it filled at least
+    /// an eighth of them: a steady load never reallocates, while a burst of
+    /// new keys (a flood) returns its memory at the first slot change after
+    /// it, and a flood that lasted several slots at the change after the
+    /// first slot without it.
     pub fn clear(&mut self) {
-        if self.slots.len() > MIN_SLOTS && self.inline * 8 < self.slots.len() {
+        let (inline, long) = (self.inline.min(self.last.0), self.long.len().min(self.last.1));
+        self.last = (self.inline, self.long.len());
+        if self.slots.len() > MIN_SLOTS && inline * 8 < self.slots.len() {
             self.slots = Vec::new();
+        }
+        if self.long.capacity() > MIN_SLOTS && long * 8 < self.long.capacity() {
+            self.long = HashMap::new();
         }
         self.inline = 0;
         self.long.clear();
@@ -219,6 +240,20 @@ impl KeyTable {
     pub fn slot_bytes(&self) -> usize {
         self.slots.capacity() * std::mem::size_of::<Slot>()
     }
+
+    /// Bytes held on the heap: the table, the long keys' map and their
+    /// names (not the small allocations of peered tallies). Walks the long
+    /// keys: for stats, not for the request path.
+    pub fn heap_bytes(&self) -> usize {
+        let entry = std::mem::size_of::<(Box<str>, Tally)>() + 1;
+        self.slot_bytes() + self.long.capacity() * entry + self.long.keys().map(|k| k.len()).sum::<usize>()
+    }
+
+    /// Whether a slot change would give nothing back: no live keys and no
+    /// more than the smallest table.
+    pub fn is_idle(&self) -> bool {
+        self.is_empty() && self.slots.len() <= MIN_SLOTS && self.long.capacity() <= MIN_SLOTS
+    }
 }
 
 /// The key an inline name holds.
@@ -326,16 +361,31 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_mostly_unused_table_is_freed_at_clear() {
-        let mut t = KeyTable::new();
-        for i in 0..1000 {
+    /// Fills one slot with `n` short and `n` long keys, then ends it.
+    fn slot_of(t: &mut KeyTable, n: usize) {
+        for i in 0..n {
             t.get_or_insert(&i.to_string());
+            t.get_or_insert(&format!("{i:0>36}"));
         }
         t.clear();
-        assert!(t.slot_bytes() > 0, "a full slot keeps its memory for the next");
-        t.get_or_insert("only");
-        t.clear();
-        assert_eq!(t.slot_bytes(), 0, "a nearly empty slot gives it back");
+    }
+
+    #[test]
+    fn a_steady_load_keeps_its_memory_and_a_flood_gives_it_back_at_the_next_slot_change() {
+        let mut t = KeyTable::new();
+        for _ in 0..3 {
+            slot_of(&mut t, 1000);
+        }
+        let steady = t.heap_bytes();
+        assert!(t.slot_bytes() > 0 && steady > t.slot_bytes(), "two full slots in a row keep the table and the map");
+        slot_of(&mut t, 1000);
+        assert_eq!(t.heap_bytes(), steady, "and nothing is reallocated");
+        slot_of(&mut t, 1);
+        assert_eq!(t.heap_bytes(), 0, "the first nearly empty slot gives both back");
+        assert!(t.is_idle());
+        // A flood of one slot after a quiet one: back at its own slot change.
+        slot_of(&mut t, 100_000);
+        assert_eq!(t.heap_bytes(), 0, "a one-slot flood keeps nothing");
+        assert!(t.is_idle());
     }
 }

@@ -33,6 +33,7 @@
 use std::collections::HashMap;
 
 use super::ask::{PermitAsk, Verdict, Want};
+use super::lease_id::LeaseMinter;
 use super::limit::{Limit, DEFAULT_LIMIT};
 use super::peering::{Count, PeerView, Share};
 use super::room::{KeyBudget, KeyRoom, Terms};
@@ -41,9 +42,11 @@ use super::time::{Nanos, NANOS_PER_MS};
 
 pub mod kept;
 mod leases;
+mod reload;
 mod stats;
 
 pub use leases::LeaseError;
+pub use reload::{Holdings, Reloaded};
 pub use stats::LimitStats;
 use stats::Outcome;
 
@@ -97,8 +100,8 @@ pub struct Locker {
     pub(in crate::core) max_keys: usize,
     pub(in crate::core) live_keys: usize,
     unattributed_errors: u64,
-    lease_prefix: u64,
-    leases_made: u64,
+    /// Names new leases and vouches for restored ones.
+    pub(in crate::core) minter: LeaseMinter,
     pub(in crate::core) view: PeerView,
     /// Own counts after each grant, until `take_granted`; only kept when
     /// `publishing` is on.
@@ -118,8 +121,7 @@ impl Locker {
             max_keys,
             live_keys: 0,
             unattributed_errors: 0,
-            lease_prefix: 0,
-            leases_made: 0,
+            minter: LeaseMinter::default(),
             view: PeerView::ALONE,
             granted: Vec::new(),
             publishing: false,
@@ -131,16 +133,33 @@ impl Locker {
         locker
     }
 
-    /// Starts lease ids with `prefix`. A daemon passes a random number, so
-    /// that ids stay unique across restarts and a heartbeat after a restart
-    /// restores the lease it names rather than one issued since.
-    pub fn with_lease_prefix(mut self, prefix: u64) -> Locker {
-        self.lease_prefix = prefix;
+    /// Names leases with `minter`. Without one, ids count up from 1 and
+    /// every restore is trusted, which suits a locker embedded among trusted
+    /// callers; a daemon passes a minter over the OS's CSPRNG, so that ids
+    /// cannot be guessed and stay unique across restarts, and with a group
+    /// secret, so that only ids a locker of the group minted are restored.
+    pub fn with_lease_minter(mut self, minter: LeaseMinter) -> Locker {
+        self.minter = minter;
         self
     }
 
+    /// Whether some limit is a semaphore, whose leases a client might forge
+    /// a restore for unless the minter has a secret.
+    pub fn has_semaphores(&self) -> bool {
+        self.entries.iter().any(|e| matches!(e.rule, Rule::Semaphore(_)))
+    }
+
+    /// Whether lease ids carry a MAC, so that only they can be restored.
+    pub fn leases_are_vouched(&self) -> bool {
+        self.minter.has_secret()
+    }
+
     fn insert(&mut self, limit: Limit) {
-        let entry = Entry { rule: Rule::new(&limit), limit, stats: LimitStats::default() };
+        self.put(Entry { rule: Rule::new(&limit), limit, stats: LimitStats::default() });
+    }
+
+    /// Adds `entry`, or replaces the entry of the same name.
+    fn put(&mut self, entry: Entry) {
         match self.by_name.get(entry.limit.name()) {
             Some(&LimitId(i)) => self.entries[i] = entry,
             None => {
@@ -261,12 +280,14 @@ impl Locker {
     }
 
     /// When the locker next needs `expire` without a request: the soonest
-    /// lease expiry or end of a wait over all semaphores.
+    /// lease expiry or end of a wait over all semaphores, or the end of a
+    /// slot (or a bucket's sweep) that drops keys and gives memory back.
     pub fn next_deadline(&self) -> Option<Nanos> {
         self.entries.iter().filter_map(|e| e.rule.next_deadline()).min()
     }
 
-    /// Frees every lease due by `now` and grants waiters what that frees.
+    /// Frees every lease due by `now` and grants waiters what that frees;
+    /// drops the keys of slots that have ended, with their memory.
     pub fn expire(&mut self, now: Nanos) {
         for i in 0..self.entries.len() {
             if self.entries[i].rule.next_deadline().is_some_and(|d| d <= now) {
@@ -287,6 +308,13 @@ impl Locker {
     /// Each limit with its counters, the default limit first.
     pub fn stats(&self) -> impl Iterator<Item = (&Limit, LimitStats)> {
         self.entries.iter().map(|e| (&e.limit, e.stats))
+    }
+
+    /// Bytes the key tables of all limits hold on the heap, roughly: what
+    /// `--max-keys` bounds, and what a flood of keys leaves behind until
+    /// the slot changes.
+    pub fn key_bytes(&self) -> usize {
+        self.entries.iter().map(|e| e.rule.heap_bytes()).sum()
     }
 
     /// Errors that could not be attributed to a limit.

@@ -9,6 +9,7 @@
 pub mod ask;
 pub mod bucket;
 pub mod keys;
+pub mod lease_id;
 pub mod limit;
 pub mod locker;
 pub mod peering;
@@ -20,8 +21,9 @@ pub mod time;
 pub mod window;
 
 pub use ask::{AcquireAsk, HeartbeatAsk, PermitAsk, Verdict, Want};
+pub use lease_id::{Entropy, LeaseMinter, LeaseSecret};
 pub use limit::{Algorithm, Limit, LimitError, Quota, DEFAULT_LIMIT};
-pub use locker::{AskError, LeaseError, LimitId, LimitStats, Locker, TableError};
+pub use locker::{AskError, Holdings, LeaseError, LimitId, LimitStats, Locker, Reloaded, TableError};
 pub use peering::{
     Count, NodeIx, NodeKey, Nodes, Outgoing, PeerEvent, PeerState, PeerView, Peering, PeeringSettings, Share,
 };

@@ -81,6 +81,29 @@ impl Rule {
         }
     }
 
+    /// Takes `limit`'s new numbers, keeping the counts, when it is of the
+    /// same kind and the counts keep their meaning (see each kind's
+    /// `retune`); returns false, changing nothing, when they would not.
+    pub fn retune(&mut self, limit: &Limit) -> bool {
+        match (self, limit.algorithm()) {
+            (Rule::Window(w), Algorithm::FixedWindow) => w.retune(limit.quota()),
+            (Rule::Bucket(b), Algorithm::TokenBucket { burst }) => b.retune(limit.quota(), burst),
+            (Rule::Semaphore(s), Algorithm::Semaphore) => {
+                s.set_capacity(limit.capacity());
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Leases held and waiting; none for a counting rule.
+    pub fn lease_counts(&self) -> (usize, usize) {
+        match self {
+            Rule::Semaphore(s) => s.lease_counts(),
+            Rule::Window(_) | Rule::Bucket(_) => (0, 0),
+        }
+    }
+
     /// The semaphore, if this rule is one.
     pub fn semaphore(&mut self) -> Option<&mut Semaphore> {
         match self {
@@ -90,11 +113,22 @@ impl Rule {
     }
 
     /// When this rule next needs `advance` without a request: a lease
-    /// expiry or the end of a wait. Counting rules never do.
+    /// expiry or the end of a wait; for counting rules, the end of a slot or
+    /// a sweep that would drop keys and give memory back.
     pub fn next_deadline(&self) -> Option<Nanos> {
         match self {
             Rule::Semaphore(s) => s.next_deadline(),
-            Rule::Window(_) | Rule::Bucket(_) => None,
+            Rule::Window(w) => w.next_deadline(),
+            Rule::Bucket(b) => b.next_deadline(),
+        }
+    }
+
+    /// Bytes this rule's key table holds on the heap, roughly.
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            Rule::Window(w) => w.heap_bytes(),
+            Rule::Bucket(b) => b.heap_bytes(),
+            Rule::Semaphore(_) => 0,
         }
     }
 }

@@ -180,9 +180,22 @@ impl Semaphore {
         self.verdict(state)
     }
 
-    /// Capacity neither held nor promised.
+    /// Capacity neither held nor promised. After a reload lowered the
+    /// capacity, leases may hold more than it until they end: none is free.
     pub fn free(&self) -> u32 {
-        self.capacity - self.held
+        self.capacity.saturating_sub(self.held)
+    }
+
+    /// Takes a new capacity and keeps every lease and the queue: holders
+    /// above a lowered capacity keep their count until they release it, and
+    /// a raised one is granted to the queue at the next `advance`.
+    pub fn set_capacity(&mut self, capacity: u32) {
+        self.capacity = capacity;
+    }
+
+    /// Leases held and leases waiting in the queue.
+    pub fn lease_counts(&self) -> (usize, usize) {
+        (self.leases.len() - self.queue.len(), self.queue.len())
     }
 
     /// Removes a lease whose deadline entry is already gone.

@@ -79,6 +79,17 @@ impl FixedWindow {
         self.quota
     }
 
+    /// Takes a new quota, keeping the counts when the slot length is the
+    /// same (a new `max_requests` applies to them from the next ask);
+    /// returns false, changing nothing, when the slots would differ.
+    pub fn retune(&mut self, quota: Quota) -> bool {
+        let same_slots = quota.slot_ns() == self.quota.slot_ns();
+        if same_slots {
+            self.quota = quota;
+        }
+        same_slots
+    }
+
     /// The slot the current counts belong to.
     pub fn slot(&self) -> u64 {
         self.slot
@@ -88,6 +99,20 @@ impl FixedWindow {
     #[inline]
     pub fn live_keys(&self) -> usize {
         self.keys.len()
+    }
+
+    /// When the slot ends, if its end gives something back: live keys to
+    /// drop, or a table larger than the smallest to free. The loop wakes
+    /// then even without a request, so a flood's memory does not wait for
+    /// the next ask of this limit.
+    pub fn next_deadline(&self) -> Option<Nanos> {
+        let idle = self.keys.is_idle() && self.ahead.is_empty();
+        (!idle).then(|| self.quota.slot_end(self.slot))
+    }
+
+    /// Bytes the key table holds on the heap (see `KeyTable::heap_bytes`).
+    pub fn heap_bytes(&self) -> usize {
+        self.keys.heap_bytes()
     }
 
     /// Moves to the slot that `now` falls in, dropping every count of an

@@ -5,9 +5,13 @@
 
 pub mod clock;
 pub mod curve;
+pub mod metrics;
+pub mod reload;
 pub mod server;
+pub mod signals;
 pub mod state;
 pub mod transport;
+mod trim;
 
 pub use clock::Clock;
 pub use server::{Server, ServerError};

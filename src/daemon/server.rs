@@ -19,10 +19,15 @@ use tracing::{debug, info, warn};
 
 use super::clock::Clock;
 use super::curve::{self, Gate};
+use super::metrics::Feed;
+use super::reload::{self, Reload};
+use super::signals::Control;
 use super::state::{self, Keeper, Loaded};
 use super::transport::{self, zmq_err, TransportError};
+use super::trim::Trim;
 use crate::config::{PeerConfig, ServeConfig};
-use crate::core::{time::NANOS_PER_MS, Locker, NodeKey, PeerEvent, Peering, PeeringSettings};
+use crate::core::lease_id::RANDOM_BYTES;
+use crate::core::{time::NANOS_PER_MS, Entropy, LeaseMinter, Locker, NodeKey, PeerEvent, Peering, PeeringSettings};
 use crate::curve::KeyPair;
 use crate::service::Service;
 use crate::state::StateError;
@@ -79,6 +84,10 @@ pub struct Server {
     service: Service,
     clock: Clock,
     state: Option<Keeper>,
+    /// Where snapshots for the metrics thread go, when metrics are on.
+    metrics: Option<Feed>,
+    /// Where the config is read again from, when it came from a file.
+    reload: Option<Reload>,
 }
 
 impl Server {
@@ -91,8 +100,12 @@ impl Server {
         let (rep, endpoint) = transport::bind_rep_with(&ctx, &config.bind, config.max_message_size, |rep| {
             keys.map_or(Ok(()), |k| curve::secure_rep(rep, k))
         })?;
-        let locker = Locker::new(config.default.clone(), config.limits.clone(), config.max_keys)
-            .with_lease_prefix(lease_prefix());
+        let minter = LeaseMinter::new(Box::new(OsEntropy), config.lease_secret.as_ref());
+        let locker =
+            Locker::new(config.default.clone(), config.limits.clone(), config.max_keys).with_lease_minter(minter);
+        if locker.has_semaphores() && !locker.leases_are_vouched() {
+            warn!("serving a semaphore without --lease-secret: any client may restore a lease with a made-up id");
+        }
         let loaded = config.state.as_ref().map(|s| state::load(s, &locker)).transpose()?;
         let (clock, behind) = Clock::start_not_before(loaded.as_ref().map_or(0, Loaded::not_before));
         if behind > 0 {
@@ -117,7 +130,19 @@ impl Server {
             (Some(sc), Some(loaded)) => Some(Keeper::start(sc, loaded, &mut service, clock.now(), started)?),
             _ => None,
         };
-        Ok(Server { rep, peers, gate, _ctx: ctx, endpoint, service, clock, state })
+        Ok(Server { rep, peers, gate, _ctx: ctx, endpoint, service, clock, state, metrics: None, reload: None })
+    }
+
+    /// Hands a snapshot to `feed` every `Feed::EVERY` while running.
+    pub fn with_metrics(mut self, feed: Feed) -> Server {
+        self.metrics = Some(feed);
+        self
+    }
+
+    /// Reads the config again from `reload` when `Control::reload` asks.
+    pub fn with_reload(mut self, reload: Reload) -> Server {
+        self.reload = Some(reload);
+        self
     }
 
     /// The endpoint the PUB socket bound, when peered.
@@ -132,17 +157,43 @@ impl Server {
     }
 
     /// Serves until `stop` becomes true.
-    pub fn run(mut self, stop: &AtomicBool) -> Result<(), ServerError> {
+    pub fn run(self, stop: &AtomicBool) -> Result<(), ServerError> {
+        self.serve(|| stop.load(Ordering::Relaxed), || false)
+    }
+
+    /// Serves until `control` asks to stop, reloading when it asks to.
+    pub fn run_with(self, control: &Control) -> Result<(), ServerError> {
+        self.serve(|| control.should_stop(), || control.take_reload())
+    }
+
+    fn serve(mut self, stop: impl Fn() -> bool, reload: impl Fn() -> bool) -> Result<(), ServerError> {
         info!(endpoint = %self.endpoint, peer_endpoint = ?self.peer_endpoint(), "serving");
         let mut msg = zmq::Message::new();
         let mut out = Vec::with_capacity(256);
-        while !stop.load(Ordering::Relaxed) {
+        let mut trim = Trim::default();
+        while !stop() {
+            if reload() {
+                match &mut self.reload {
+                    Some(r) => {
+                        let before = state::Layout::of(self.service.locker());
+                        reload::apply(r, &mut self.service);
+                        if let Some(state) = &mut self.state {
+                            state.after_reload(&before, &self.service, self.clock.now());
+                        }
+                    }
+                    None => warn!("asked to reload, but the config came from no file"),
+                }
+            }
+            if let Some(feed) = &mut self.metrics {
+                feed.tick(&self.service, self.clock.now(), false);
+            }
             let readable = self.wait_readable()?;
             if let Some(gate) = &mut self.gate {
                 gate.answer_waiting()?;
             }
             let now = self.clock.now();
             self.service.on_timeout(now);
+            trim.note(now, self.service.locker().live_keys());
             if let Some(state) = &mut self.state {
                 state.on_timeout(now);
             }
@@ -160,6 +211,9 @@ impl Server {
                     break;
                 }
             }
+        }
+        if let Some(feed) = &mut self.metrics {
+            feed.tick(&self.service, self.clock.now(), true);
         }
         let refused = self.gate.as_ref().map(Gate::refused);
         info!(refused_connections = ?refused, "stopping");
@@ -277,17 +331,15 @@ impl Server {
     }
 }
 
-/// A number unlikely to repeat between runs, to start lease ids with: a
-/// lease issued before a restart must never collide with one issued after
-/// it, or a restoring heartbeat could take over someone else's lease.
-/// `RandomState` is seeded randomly per process; the pid and the time make a
-/// repeat across restarts even less likely.
-fn lease_prefix() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u32(std::process::id());
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
-    h.finish()
+/// Lease ids' randomness, from the OS's CSPRNG (getrandom(2) on Linux,
+/// which waits until it is seeded and then does not fail).
+#[derive(Debug)]
+struct OsEntropy;
+
+impl Entropy for OsEntropy {
+    fn fill(&mut self, out: &mut [u8; RANDOM_BYTES]) {
+        getrandom::fill(out).expect("the OS's random source failed");
+    }
 }
 
 /// Binds the PUB socket and subscribes to every peer.
@@ -321,6 +373,10 @@ fn log_event(event: &PeerEvent) {
             warn!(peer = %id, offset_ms, "peer clock differs by more than a quarter of the shortest slot")
         }
         PeerEvent::ClockSkewCleared { id } => info!(peer = %id, "peer clock back within tolerance"),
+        PeerEvent::Silent { id, last_heard_ms } => {
+            warn!(peer = %id, last_heard_ms, "peer silent: no longer counted as live")
+        }
+        PeerEvent::Back { id, silent_ms } => info!(peer = %id, silent_ms, "peer back: heard again"),
         PeerEvent::Ready { synced: 0 } => warn!("no peer sent its counts within the grace period; serving alone"),
         PeerEvent::Ready { synced } => info!(synced, "learned the current counts from peers; serving"),
     }

@@ -13,9 +13,9 @@ use std::time::Instant;
 use tracing::{debug, error, info, warn};
 
 use crate::core::time::NANOS_PER_SEC;
-use crate::core::{Locker, Nanos};
+use crate::core::{Algorithm, Locker, Nanos};
 use crate::service::{Liveness, Service};
-use crate::state::{digest, Compacted, Header, Record, Replay, StateConfig, StateError, StateLog};
+use crate::state::{collapse, digest, Compacted, Header, Record, Replay, StateConfig, StateError, StateLog};
 
 /// Below this many bytes appended since the last compaction, a slot
 /// change does not compact: the file is small anyway.
@@ -231,10 +231,68 @@ impl Keeper {
         }
     }
 
+    /// Rewrites the file for the limits `service` has after a reload (they
+    /// were `before`): records move to their limit's new number, those of
+    /// limits removed or reset are dropped, and the header names the new
+    /// limits, so that a restart with the new config restores them.
+    pub fn after_reload(&mut self, before: &Layout, service: &Service, now: Nanos) {
+        let digest = limits_digest(service.locker());
+        if self.broken || digest == self.log.header().limits {
+            return;
+        }
+        // A compaction under way collapses the old layout: let it finish, unused.
+        if let Some((job, _)) = self.compaction.take() {
+            let _ = job.join();
+        }
+        self.liveness = service.liveness();
+        let moved = before.moved_to(&Layout::of(service.locker()));
+        let records = self.log.records().filter_map(|r| match r.limit() {
+            None => Some(r),
+            Some(i) => moved.get(i as usize).copied().flatten().map(|to| r.with_limit(to)),
+        });
+        let live = collapse(records, |r| self.liveness.is_live(now, r));
+        let (run, incarnation, node) = &self.run;
+        let me = Record::Run { run: *run, incarnation: *incarnation, node };
+        let header = Header { limits: digest, written: now };
+        match StateLog::create(self.log.path(), header, std::iter::once(me).chain(live), self.durable) {
+            Ok(log) => {
+                self.compacted_len = log.len();
+                self.log = log;
+                info!("state file rewritten for the reloaded limits");
+            }
+            Err(e) => self.fail(e),
+        }
+    }
+
     #[cold]
     fn fail(&mut self, e: StateError) {
         error!(error = %e, "state file failed; counts are no longer kept across a restart");
         self.broken = true;
+    }
+}
+
+/// What the records' limit numbers mean: each limit's name, kind and slot
+/// length, in the locker's order.
+pub struct Layout(Vec<(String, Algorithm, Nanos)>);
+
+impl Layout {
+    /// The layout of `locker`'s limits now.
+    pub fn of(locker: &Locker) -> Layout {
+        Layout(locker.stats().map(|(l, _)| (l.name().to_owned(), l.algorithm(), l.quota().slot_ns())).collect())
+    }
+
+    /// Where each limit number of `self` went in `now`: to the limit of the
+    /// same name if its counts kept their meaning (same kind and slot
+    /// length, as `Locker::reload` keeps them), else nowhere.
+    fn moved_to(&self, now: &Layout) -> Vec<Option<u32>> {
+        let same_kind = |a: Algorithm, b: Algorithm| std::mem::discriminant(&a) == std::mem::discriminant(&b);
+        self.0
+            .iter()
+            .map(|(name, kind, slot)| {
+                let to = now.0.iter().position(|(n, k, s)| n == name && same_kind(*k, *kind) && s == slot)?;
+                Some(to as u32)
+            })
+            .collect()
     }
 }
 

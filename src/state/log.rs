@@ -150,6 +150,16 @@ impl StateLog {
         Frames::new(&self.map, self.tail)
     }
 
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file's header.
+    pub fn header(&self) -> Header {
+        self.header
+    }
+
     /// Bytes of records and header.
     pub fn len(&self) -> usize {
         self.tail

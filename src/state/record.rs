@@ -87,6 +87,22 @@ impl<'a> Record<'a> {
         }
     }
 
+    /// The same record about limit number `limit` instead (after a reload
+    /// moved the limits).
+    pub fn with_limit(self, to: u32) -> Record<'a> {
+        match self {
+            Record::Run { .. } => self,
+            Record::Window { at, run, slot, count, key, .. } => Record::Window { at, run, limit: to, slot, count, key },
+            Record::Bucket { at, run, period, count, tat, key, .. } => {
+                Record::Bucket { at, run, limit: to, period, count, tat, key }
+            }
+            Record::Lease { at, count, ttl, until, lease, .. } => {
+                Record::Lease { at, limit: to, count, ttl, until, lease }
+            }
+            Record::Release { at, lease, .. } => Record::Release { at, limit: to, lease },
+        }
+    }
+
     /// The run a record belongs to: the run it names, or whose count it is.
     pub fn run(&self) -> Option<u32> {
         match *self {

@@ -79,6 +79,16 @@ pub fn go_reply_ok(reply: &[u8]) -> Option<bool> {
     }
 }
 
+/// The length in bytes of the one MessagePack value `body` starts with,
+/// nested at most `depth` deep; `None` when `body` does not start with a
+/// whole value (a reserved marker, or a value cut short). The serde path
+/// asks this after decoding, since its decoder does not say where it stopped.
+pub fn value_len(body: &[u8], depth: usize) -> Option<usize> {
+    let mut r = Reader { body, at: 0 };
+    r.skip(depth)?;
+    Some(r.at)
+}
+
 /// An unsigned integer in its shortest MessagePack form.
 fn put_uint(out: &mut Vec<u8>, v: u64) {
     match v {
@@ -162,6 +172,45 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// Steps over one whole value of any type, with arrays and maps nested
+    /// fewer than `depth` deep (as the serde decoder counts them).
+    fn skip(&mut self, depth: usize) -> Option<()> {
+        let marker = self.byte()?;
+        let (data, items) = match marker {
+            0x00..=0x7f | 0xc0 | 0xc2 | 0xc3 | 0xe0..=0xff => (0, 0),
+            0x80..=0x8f => (0, 2 * u64::from(marker & 0x0f)),
+            0x90..=0x9f => (0, u64::from(marker & 0x0f)),
+            0xa0..=0xbf => (u64::from(marker & 0x1f), 0),
+            0xc4 | 0xd9 => (self.be(1)?, 0),
+            0xc5 | 0xda => (self.be(2)?, 0),
+            0xc6 | 0xdb => (self.be(4)?, 0),
+            // ext: a length, then a type byte, then the data.
+            0xc7 => (self.be(1)? + 1, 0),
+            0xc8 => (self.be(2)? + 1, 0),
+            0xc9 => (self.be(4)? + 1, 0),
+            0xca => (4, 0),
+            0xcb => (8, 0),
+            0xcc | 0xd0 => (1, 0),
+            0xcd | 0xd1 => (2, 0),
+            0xce | 0xd2 => (4, 0),
+            0xcf | 0xd3 => (8, 0),
+            0xd4..=0xd8 => (1 + (1 << (marker - 0xd4)), 0),
+            0xdc => (0, self.be(2)?),
+            0xdd => (0, self.be(4)?),
+            0xde => (0, 2 * self.be(2)?),
+            0xdf => (0, 2 * self.be(4)?),
+            // 0xc1 is reserved: never a value.
+            0xc1 => return None,
+        };
+        self.take(usize::try_from(data).ok()?)?;
+        let depth =
+            if matches!(marker, 0x80..=0x9f | 0xdc..=0xdf) { depth.checked_sub(1).filter(|&d| d > 0)? } else { depth };
+        for _ in 0..items {
+            self.skip(depth)?;
+        }
+        Some(())
+    }
+
     fn uint(&mut self) -> Option<u64> {
         match self.byte()? {
             m @ 0x00..=0x7f => Some(u64::from(m)),
@@ -227,6 +276,8 @@ mod tests {
             };
             let body = serde_bytes(&map);
             prop_assert_eq!(decode_request_map(&body), Some(map));
+            prop_assert_eq!(value_len(&body, 8), Some(body.len()));
+            prop_assert_eq!(value_len(&body[..body.len() - 1], 8), None, "cut short");
         }
 
         #[test]
@@ -243,6 +294,32 @@ mod tests {
         assert_eq!(go_reply_ok(b"go"), None);
         assert_eq!(go_reply_ok(b"\x85\xa2ok"), None, "cut short before the value");
         assert_eq!(go_reply_ok(b""), None);
+    }
+
+    #[test]
+    fn every_kind_of_value_is_measured_whole() {
+        let value = (
+            (-1i8, 300u16, -70_000i32, u64::MAX, 1.5f32, 2.5f64, "s", "x".repeat(40), "y".repeat(300)),
+            (vec![true; 20], Vec::<u8>::new(), None::<u8>, -100_000_000_000i64),
+            std::collections::BTreeMap::from([(1u8, "a"); 1]),
+            (0..20u32).map(|i| (i, i)).collect::<std::collections::BTreeMap<_, _>>(),
+        );
+        let body = serde_bytes(&value);
+        assert_eq!(value_len(&body, 8), Some(body.len()));
+        for cut in 0..body.len() {
+            assert_eq!(value_len(&body[..cut], 8), None, "cut at {cut}");
+        }
+        for ext in [
+            &b"\xc4\x03bin"[..],
+            b"\xd4\x01\x00",
+            b"\xd8\x01\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f",
+            b"\xc7\x02\x05ab",
+        ] {
+            assert_eq!(value_len(ext, 8), Some(ext.len()), "{ext:?}");
+        }
+        assert_eq!(value_len(b"\xc1", 8), None, "reserved");
+        assert_eq!(value_len(b"\x91\x91\x91\x00", 4), Some(4));
+        assert_eq!(value_len(b"\x91\x91\x91\x91\x00", 4), None, "nested too deep");
     }
 
     #[test]

@@ -21,7 +21,7 @@
 //! This module only translates bytes to values and back. It holds no state,
 //! makes no decisions and never touches a socket.
 
-use serde::{de::IgnoredAny, Deserialize, Serialize};
+use serde::{Deserialize, Serialize};
 
 mod fast;
 mod lease;
@@ -155,11 +155,13 @@ fn decode_exact<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, WireError> 
     let mut de = rmp_serde::Deserializer::from_read_ref(body);
     de.set_max_depth(MAX_DEPTH);
     let value = T::deserialize(&mut de).map_err(malformed)?;
-    // A second value that decodes means bytes were left over; an error here
-    // means the input ended where it should.
-    match IgnoredAny::deserialize(&mut de) {
-        Ok(_) | Err(rmp_serde::decode::Error::DepthLimitExceeded) => Err(WireError::TrailingBytes),
-        Err(_) => Ok(value),
+    // Any byte left over is an error, whether or not it starts a whole
+    // value: a reserved marker (0xc1) or a value cut short (0xb1 with no
+    // string after it) must not pass for the end of the message.
+    // The decoder does not say where the value ended, so the codec measures it.
+    match fast::value_len(body, MAX_DEPTH) {
+        Some(len) if len == body.len() => Ok(value),
+        _ => Err(WireError::TrailingBytes),
     }
 }
 

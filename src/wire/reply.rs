@@ -52,6 +52,10 @@ pub struct StatsReply {
     pub errors: u64,
     /// Keys with a count in their limit's current slot.
     pub live_keys: u64,
+    /// Bytes the key tables hold on the heap, roughly: they shrink when a
+    /// flood's keys have ended (docs/operations.md, "Memory and keys").
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub key_bytes: u64,
     /// This locker's node id, when peered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
@@ -132,4 +136,8 @@ pub fn decode_plain_reply(body: &[u8]) -> Result<bool, WireError> {
         SORRY => Ok(false),
         other => Err(WireError::Malformed(format!("expected go or sorry, got {:?}", String::from_utf8_lossy(other)))),
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

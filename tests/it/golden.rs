@@ -142,6 +142,12 @@ fn malformed_structured_requests_are_errors() {
         (b"\x81\xa4cost\xa1x", "wrong type"),
         (b"\x81\xa2op", "ends in the middle"),
         (b"\x80\x00", "trailing bytes"),
+        // Bytes that do not form a whole value are no less trailing (issue 11).
+        (b"\x81\xa2op\xa2go\xc1", "trailing bytes"),
+        (b"\x81\xa2op\xa2go\xb1", "trailing bytes"),
+        (b"\x81\xa2op\xa2go\x91", "trailing bytes"),
+        (b"\x81\xa2op\xa5stats\x81\xa1x", "trailing bytes"),
+        (b"\x82\xa2op\xa9heartbeat\xa5lease\xa1x\xdb\x00", "trailing bytes"),
         (b"\x82\xa2op\xa2go\xa2op\xa2go", "duplicate"),
     ];
     for (body, want) in cases {

@@ -34,6 +34,8 @@ fn bad_structured_requests_get_error_maps_on_the_same_socket() {
         (b"\x81\xa5up_to\xa3yes".to_vec(), "wrong type"),
         (b"\x81\xa4cost\xcd\x03\xe9".to_vec(), "above the limit's capacity"),
         (b"\x80\x00".to_vec(), "trailing bytes"),
+        (b"\x81\xa2op\xa2go\xc1".to_vec(), "trailing bytes"),
+        (b"\x81\xa2op\xa2go\xb1".to_vec(), "trailing bytes"),
         (b"\x81\xa2op".to_vec(), "ends in the middle"),
         (deep, "nesting deeper"),
     ];

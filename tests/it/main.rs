@@ -16,6 +16,8 @@ mod bucket_peer_properties;
 mod core_properties;
 /// CURVE: allowlisted clients get answers, unknown keys and plain clients none; keygen; config; peering.
 mod curve;
+/// Rough edges a new user hits: lease waits, config and flag errors, binds, CLI errors, peer logs, dead endpoints.
+mod edges;
 /// `locker::Client` and `locker ask` failing over between lockers, dead or silent.
 mod failover;
 /// Golden bytes of every message: both request forms, the replies, the peer messages.
@@ -27,6 +29,8 @@ mod hostile;
 mod kinds;
 /// The daemon's lifecycle: the endpoint line, and a clean stop on signals.
 mod lifecycle;
+/// Operating it: Prometheus scrapes (alone and peered), health, reload on SIGHUP, check-config, JSON logs.
+mod operations;
 /// Peering on the seam: services wired by hand through a network the test controls.
 mod peer_protocol;
 /// Peered lockers: a shared count, the overshoot bound, restarts, lone survivors, stats.
@@ -43,3 +47,5 @@ mod seed;
 mod state;
 /// Structured requests, named limits from a file, and the client library.
 mod structured;
+/// Attacks by clients: guessed lease ids, made-up restores, key floods.
+mod trust;

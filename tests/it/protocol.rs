@@ -93,6 +93,23 @@ fn bad_asks_get_error_replies_naming_the_problem() {
 }
 
 #[test]
+fn bytes_after_the_request_map_are_an_error_whole_or_not() {
+    // Issue 11: a reserved marker (0xc1) or a value cut short (0xb1) after
+    // the map was answered go.
+    let mut s = service(10);
+    let mut go = Vec::new();
+    wire::encode(&Ask::new().to_map(), &mut go);
+    for tail in [&b"\xc1"[..], b"\xb1", b"\xb1abc", b"\x92\x01", b"\xcd\x01", b"\xc0", b"\x01"] {
+        let body = [&go[..], tail].concat();
+        let Ok(Reply::Refused(why)) = wire::decode_reply::<GoReply>(&respond(&mut s, T0, &body)) else {
+            panic!("{tail:?} after the map was not refused")
+        };
+        assert!(why.contains("trailing bytes"), "{tail:?}: {why}");
+    }
+    assert_eq!(ask(&mut s, T0, Ask::new()).map(|r| r.remaining), Ok(4), "only the whole map took a permit");
+}
+
+#[test]
 fn every_input_gets_exactly_one_reply() {
     let mut s = service(10);
     let mut seed = 0x2545_f491_4f6c_dd1d_u64;

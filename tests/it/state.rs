@@ -343,3 +343,30 @@ fn a_restored_count_and_a_peers_snapshot_of_it_merge_by_maximum() {
     }
     assert!((39..=41).contains(&after), "{after} went after the restart; 40 were left");
 }
+
+#[test]
+fn a_reload_rewrites_the_state_file_for_the_new_limits() {
+    let dir = Dir::new("reload");
+    let config = dir.path("limits.toml");
+    let limits = |max: u32| format!("[[limits]]\nname = 'api'\nmax_requests = {max}\nin_seconds = 3600\n");
+    fs::write(&config, limits(5)).unwrap();
+    within_one_slot(Duration::from_secs(3600), Duration::from_secs(20));
+    let d = serve(&dir, "first.log", &["--config", &config]);
+    let mut c = client(&d);
+    for _ in 0..3 {
+        assert!(c.ask(&Ask::new().limit("api")).unwrap().ok);
+    }
+    fs::write(&config, limits(6)).unwrap();
+    d.signal("HUP");
+    let end = Instant::now() + DEADLINE;
+    while c.ask(&Ask::new().limit("api").cost(0)).unwrap().limit != 6 {
+        assert!(Instant::now() < end, "the reload never took effect");
+    }
+    assert!(c.ask(&Ask::new().limit("api")).unwrap().ok, "the fourth of six");
+    kill_9(d);
+    // Started on the new config, the file written after the reload is its own.
+    let d = serve(&dir, "second.log", &["--config", &config]);
+    let mut c = client(&d);
+    let batch = c.ask(&Ask::new().limit("api").cost(6).up_to()).unwrap();
+    assert_eq!(batch.granted, Some(2), "{batch:?}");
+}

@@ -1,15 +1,19 @@
-"""Failover between real lockers: a killed locker is passed over, a silent
-one gets each request at most once, and a list of dead lockers raises
-NoAnswer within the timeout instead of hanging."""
+"""Failover between real lockers: a killed locker is passed over, a dead
+first endpoint costs a new client only the connect check (blocking and
+asyncio alike), a silent one gets each request at most once, and a list of
+dead lockers raises NoAnswer within the timeout instead of hanging."""
 
 from __future__ import annotations
 
+import asyncio
 import time
+from typing import Iterator
 
+import pytest
 import zmq
 
 from conftest import Lockers, limit_stats
-from locker_client import Client, NoAnswer
+from locker_client import AsyncClient, Client, NoAnswer
 
 
 def test_the_client_keeps_getting_answers_when_its_locker_is_killed(lockers: Lockers) -> None:
@@ -43,24 +47,91 @@ def test_the_last_locker_that_answered_is_asked_first(lockers: Lockers) -> None:
         assert limit_stats(c.stats())["requests"] == 4, "each ask was counted once"
 
 
-def test_a_silent_locker_gets_each_request_at_most_once(lockers: Lockers) -> None:
-    ctx = zmq.Context.instance()
-    silent = ctx.socket(zmq.ROUTER)
-    silent.setsockopt(zmq.LINGER, 0)
-    silent.bind("tcp://127.0.0.1:*")
-    try:
-        live = lockers.start()
-        with Client([silent.getsockopt_string(zmq.LAST_ENDPOINT), live.endpoint], timeout=0.6) as c:
+@pytest.fixture
+def silent() -> "Iterator[zmq.Socket[bytes]]":
+    """A bound socket that takes requests and never replies."""
+    ctx: "zmq.Context[zmq.Socket[bytes]]" = zmq.Context.instance()
+    socket = ctx.socket(zmq.ROUTER)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.bind("tcp://127.0.0.1:*")
+    yield socket
+    socket.close()
+
+
+def requests_at(silent: "zmq.Socket[bytes]") -> int:
+    got = 0
+    while silent.poll(100, zmq.POLLIN):
+        silent.recv_multipart()
+        got += 1
+    return got
+
+
+def test_a_silent_locker_gets_each_request_at_most_once(lockers: Lockers, silent: "zmq.Socket[bytes]") -> None:
+    live = lockers.start()
+    with Client([silent.getsockopt_string(zmq.LAST_ENDPOINT), live.endpoint], timeout=0.6) as c:
+        for _ in range(3):
+            assert c.ask().ok
+        assert requests_at(silent) == 1, "only the first ask tried the silent endpoint"
+        assert limit_stats(c.stats())["go"] == 3
+
+
+def test_a_dead_first_locker_costs_a_new_client_only_the_connect_check(lockers: Lockers) -> None:
+    dead = lockers.start()
+    dead.kill()  # its port now has nothing listening
+    live = lockers.start()
+    with Client([dead.endpoint, live.endpoint], timeout=2.0) as c:
+        started = time.monotonic()
+        assert c.ask().ok
+        # Half the deadline would be 1 s: the dead one was passed over after
+        # its connect check instead of being waited on for its share.
+        assert time.monotonic() - started < 1.0
+        assert c.current_endpoint == live.endpoint
+        assert limit_stats(c.stats())["requests"] == 1, "the live locker counted the ask once"
+
+
+def test_the_asyncio_client_passes_a_dead_first_locker_over_too(lockers: Lockers) -> None:
+    dead = lockers.start()
+    dead.kill()
+    live = lockers.start()
+
+    async def main() -> float:
+        async with AsyncClient([dead.endpoint, live.endpoint], timeout=2.0) as c:
+            started = time.monotonic()
+            assert (await c.ask()).ok
+            elapsed = time.monotonic() - started
+            assert limit_stats(await c.stats())["requests"] == 1
+            return elapsed
+
+    assert asyncio.run(asyncio.wait_for(main(), 30)) < 1.0
+
+
+def test_a_silent_locker_gets_each_asyncio_request_at_most_once(
+    lockers: Lockers, silent: "zmq.Socket[bytes]"
+) -> None:
+    dead = lockers.start()
+    dead.kill()
+    live = lockers.start()
+    endpoints = [dead.endpoint, silent.getsockopt_string(zmq.LAST_ENDPOINT), live.endpoint]
+
+    async def main() -> None:
+        async with AsyncClient(endpoints, timeout=0.9) as c:
             for _ in range(3):
-                assert c.ask().ok
-            got = 0
-            while silent.poll(100, zmq.POLLIN):
-                silent.recv_multipart()
-                got += 1
-            assert got == 1, "only the first ask tried the silent endpoint"
-            assert limit_stats(c.stats())["go"] == 3
-    finally:
-        silent.close()
+                assert (await c.ask()).ok
+            assert limit_stats(await c.stats())["go"] == 3
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+    assert requests_at(silent) == 1, "only the first ask reached the silent endpoint"
+
+
+def test_a_request_no_one_answers_is_sent_to_each_endpoint_at_most_once(
+    lockers: Lockers, silent: "zmq.Socket[bytes]"
+) -> None:
+    dead = lockers.start()
+    dead.kill()
+    with Client([silent.getsockopt_string(zmq.LAST_ENDPOINT), dead.endpoint], timeout=0.5) as c:
+        with pytest.raises(NoAnswer):
+            c.ask()
+    assert requests_at(silent) == 1, "the silent endpoint was not asked again in the time left"
 
 
 def test_only_dead_lockers_raise_no_answer_within_the_timeout(lockers: Lockers) -> None:

@@ -27,6 +27,8 @@ pub enum LeaseError {
     BadTtl(u64),
     #[error("unknown lease {0:?} (expired or released); a heartbeat with its count restores it")]
     UnknownLease(String),
+    #[error("cannot restore lease {0:?}: no locker of this group minted it for this limit and count")]
+    NotMinted(String),
     #[error("cannot restore lease {lease:?} of count {count}: only {free} is free")]
     CannotRestore { lease: String, count: u32, free: u32 },
 }
@@ -52,8 +54,7 @@ impl Locker {
             ttl: self.lease_ttl(ask.limit, ask.ttl_ms)?,
             max_wait: wait_ns(ask.max_wait_ms)?,
         };
-        self.leases_made += 1;
-        let lease = format!("{:016x}-{}", self.lease_prefix, self.leases_made);
+        let lease = self.minter.mint(self.entries[ask.limit.0].limit.name(), hold.count);
         let verdict = self.on_semaphore(now, ask.limit, |s, room| match room {
             KeyRoom::Full => None,
             KeyRoom::Free => Some(s.acquire(now, &lease, hold)),
@@ -73,6 +74,11 @@ impl Locker {
     fn renew(&mut self, now: Nanos, beat: &HeartbeatAsk) -> Result<LeaseVerdict, LeaseError> {
         let ttl = self.lease_ttl(beat.limit, beat.ttl_ms)?;
         let restore = beat.count.map(|c| self.lease_count(beat.limit, c)).transpose()?;
+        // A restore must show that a locker of the group minted the lease;
+        // a known lease needs only its id, which is the holder's secret.
+        let name = self.entries[beat.limit.0].limit.name();
+        let forged = restore.is_some_and(|c| !self.minter.vouches(beat.lease, name, c));
+        let restore = restore.filter(|_| !forged);
         let max_keys = self.max_keys;
         let outcome = self.on_semaphore(now, beat.limit, |s, room| {
             // A full key table still lets known leases beat; it only stops a restore.
@@ -80,6 +86,7 @@ impl Locker {
             s.heartbeat(now, beat.lease, ttl, restore)
         })?;
         match outcome {
+            Ok(v) if v.state == LeaseState::Unknown && forged => Err(LeaseError::NotMinted(beat.lease.to_owned())),
             Ok(v) if v.state == LeaseState::Unknown && restore.is_some() => {
                 Err(TableError::TooManyKeys(max_keys).into())
             }
@@ -140,15 +147,15 @@ mod tests {
     fn locker(max_keys: usize) -> Locker {
         let q = Quota::new(2, 1.0).unwrap();
         let db = Limit::with_algorithm("db", q, Algorithm::Semaphore).unwrap();
-        Locker::new(Limit::new(DEFAULT_LIMIT, q).unwrap(), vec![db], max_keys).with_lease_prefix(0xab)
+        Locker::new(Limit::new(DEFAULT_LIMIT, q).unwrap(), vec![db], max_keys)
     }
 
     #[test]
-    fn leases_have_prefixed_ids_count_as_live_keys_and_drive_the_deadline() {
+    fn leases_have_minted_ids_count_as_live_keys_and_drive_the_deadline() {
         let mut l = locker(10);
         let db = l.find(Some("db")).unwrap();
         let (lease, v) = l.acquire(0, &AcquireAsk { ttl_ms: Some(100), ..AcquireAsk::new(db, 1) }).unwrap();
-        assert_eq!(lease, "00000000000000ab-1");
+        assert_eq!(lease, "00000000000000000000000000000001", "counting entropy, no secret");
         assert_eq!(v.state, LeaseState::Held { until: 100 * MS });
         assert_eq!(l.live_keys(), 1);
         assert_eq!(l.next_deadline(), Some(100 * MS));
@@ -158,6 +165,30 @@ mod tests {
         let restore = HeartbeatAsk { count: Some(2), ..HeartbeatAsk::new(db, &lease) };
         let restored = l.heartbeat(200 * MS, &restore).unwrap();
         assert_eq!(restored.state, LeaseState::Held { until: 1_200 * MS }, "the default ttl is in_seconds");
+    }
+
+    #[test]
+    fn with_a_secret_only_a_minted_lease_is_restored() {
+        use crate::core::lease_id::{Counting, LeaseMinter, LeaseSecret};
+        let secret = LeaseSecret::new(vec![3; 32]).unwrap();
+        let minter = || LeaseMinter::new(Box::<Counting>::default(), Some(&secret));
+        let mut l = locker(10).with_lease_minter(minter());
+        let db = l.find(Some("db")).unwrap();
+        let (lease, _) = l.acquire(0, &AcquireAsk { ttl_ms: Some(100), ..AcquireAsk::new(db, 1) }).unwrap();
+        // A restart: the same secret, none of the leases.
+        let mut l = locker(10).with_lease_minter(minter());
+        let restore = |lease, count| HeartbeatAsk { count: Some(count), ..HeartbeatAsk::new(db, lease) };
+        let made_up = "00000000000000000000000000000001.00000000000000000000000000000000";
+        assert_eq!(l.heartbeat(0, &restore(made_up, 2)), Err(LeaseError::NotMinted(made_up.into())));
+        assert_eq!(l.heartbeat(0, &restore(&lease, 2)), Err(LeaseError::NotMinted(lease.clone())), "a larger count");
+        assert_eq!(l.live_keys(), 0, "nothing was restored");
+        assert!(matches!(l.heartbeat(0, &restore(&lease, 1)).unwrap().state, LeaseState::Held { .. }));
+        assert!(
+            matches!(l.heartbeat(1, &restore(&lease, 2)).unwrap().state, LeaseState::Held { .. }),
+            "known: the id is enough"
+        );
+        let stats: Vec<_> = l.stats().map(|(_, s)| s).collect();
+        assert_eq!(stats[1].errors, 2, "each forged restore is counted");
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! kept per id. This module is pure: it takes `now` and never logs; it
 //! reports what changed so the caller can.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use super::share::NodeIx;
 use crate::core::time::Nanos;
@@ -36,6 +36,9 @@ pub struct PeerState {
     pub flagged: bool,
     /// Whether the peer said it is still learning the counts.
     pub joining: bool,
+    /// Whether the peer went unheard past the live timeout (and was
+    /// reported silent); cleared by its next heartbeat.
+    pub silent: bool,
 }
 
 /// Something about a peer worth logging.
@@ -49,6 +52,11 @@ pub enum PeerEvent {
     ClockSkew { id: String, offset_ms: i64 },
     /// A flagged peer's clock is back within the tolerated skew.
     ClockSkewCleared { id: String },
+    /// A peer was not heard for longer than the live timeout: it no longer
+    /// counts as live. `last_heard_ms` ago it was heard last.
+    Silent { id: String, last_heard_ms: u64 },
+    /// A silent peer was heard again, the same run, after `silent_ms`.
+    Back { id: String, silent_ms: u64 },
     /// This locker finished learning the counts (from `synced` peers; 0
     /// means the grace period ran out and it serves alone).
     Ready { synced: usize },
@@ -104,7 +112,8 @@ impl Nodes {
         let flagged = offset.unsigned_abs() > self.max_skew;
         let id = from.id.to_string();
         let offset_ms = offset / 1_000_000;
-        let fresh = PeerState { incarnation: from.incarnation, last_heard: now, offset, flagged, joining };
+        let fresh =
+            PeerState { incarnation: from.incarnation, last_heard: now, offset, flagged, joining, silent: false };
         let Some(state) = self.peers.get_mut(&from.id) else {
             self.peers.insert(from.id.clone(), fresh);
             return Some(if flagged { PeerEvent::ClockSkew { id, offset_ms } } else { PeerEvent::Joined { id } });
@@ -114,7 +123,20 @@ impl Nodes {
             (false, true) => Some(PeerEvent::ClockSkew { id, offset_ms }),
             (true, false) => Some(PeerEvent::ClockSkewCleared { id }),
             _ if old.incarnation != from.incarnation => Some(PeerEvent::Restarted { id }),
+            _ if old.silent => Some(PeerEvent::Back { id, silent_ms: now.saturating_sub(old.last_heard) / 1_000_000 }),
             _ => None,
+        }
+    }
+
+    /// Marks every peer not heard within `timeout` of `now` silent, and
+    /// reports each one once, when it goes silent.
+    pub fn sweep_silent(&mut self, now: Nanos, timeout: Nanos, events: &mut VecDeque<PeerEvent>) {
+        for (id, p) in &mut self.peers {
+            let quiet = now.saturating_sub(p.last_heard);
+            if !p.silent && quiet > timeout {
+                p.silent = true;
+                events.push_back(PeerEvent::Silent { id: id.to_string(), last_heard_ms: quiet / 1_000_000 });
+            }
         }
     }
 
@@ -165,6 +187,25 @@ mod tests {
         let (_, b) = n.peers().next().unwrap();
         assert!(b.joining);
         assert_eq!(b.incarnation, 2);
+    }
+
+    #[test]
+    fn a_peer_going_silent_and_coming_back_is_reported_once_each_way() {
+        let mut n = Nodes::new(node("a", 1), 250 * MS);
+        let t = 10_000 * MS;
+        let mut events = VecDeque::new();
+        n.heartbeat(t, &node("b", 1), t, false);
+        n.sweep_silent(t + 500 * MS, 500 * MS, &mut events);
+        assert!(events.is_empty(), "heard within the timeout");
+        n.sweep_silent(t + 501 * MS, 500 * MS, &mut events);
+        n.sweep_silent(t + 900 * MS, 500 * MS, &mut events);
+        assert_eq!(events, [PeerEvent::Silent { id: "b".into(), last_heard_ms: 501 }], "once");
+        let back = n.heartbeat(t + 2_000 * MS, &node("b", 1), t + 2_000 * MS, false);
+        assert_eq!(back, Some(PeerEvent::Back { id: "b".into(), silent_ms: 2_000 }));
+        assert_eq!(n.heartbeat(t + 2_100 * MS, &node("b", 1), t + 2_100 * MS, false), None);
+        n.sweep_silent(t + 3_000 * MS, 500 * MS, &mut events);
+        let restarted = n.heartbeat(t + 3_100 * MS, &node("b", 2), t + 3_100 * MS, false);
+        assert_eq!(restarted, Some(PeerEvent::Restarted { id: "b".into() }), "a new run is a restart");
     }
 
     #[test]

@@ -159,6 +159,8 @@ impl Peering {
     pub fn poll_transmit(&mut self, now: Nanos) -> Option<Outgoing> {
         self.update(now);
         if now >= self.next_heartbeat {
+            // Once per heartbeat is often enough to notice a silent peer.
+            self.nodes.sweep_silent(now, self.settings.live_timeout, &mut self.events);
             let every = if self.joining { JOINING_HEARTBEAT } else { self.settings.heartbeat };
             self.next_heartbeat = now.saturating_add(every);
             self.repair_due = true;

@@ -2,31 +2,35 @@
 
 One REQ round trip per request, following the ZeroMQ Guide's Lazy Pirate
 pattern exactly as the Rust ``locker::Client`` does (see ``pirate``): every
-request has a deadline, a locker that does not answer in its share has its
-socket closed (linger 0) and reopened, since a REQ socket that timed out can
-never send again and a late reply must not be taken for the answer to a
-later request. Each endpoint is tried at most once per request. The lease
-guard is in ``lease``, the permit pool in ``pool``.
+request has a deadline; an endpoint without a connection is passed over
+with nothing sent and tried again last; a locker that does not answer in
+its share has its socket closed (linger 0) and reopened, since a REQ socket
+that timed out can never send again and a late reply must not be taken for
+the answer to a later request. Each endpoint is sent a request at most
+once. The requests themselves are built in ``calls``, the state shared with
+the asyncio client is in ``base``, the lease guard in ``lease``, the permit
+pool in ``pool``. This module only adds the blocking waits.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Optional, Sequence, TypeVar, Union
 
 import zmq
 
-from . import pirate, wire
-from .errors import ClientError, NoAnswer
+from . import calls, curve, pirate, wire
+from .base import DEFAULT_TIMEOUT, ClientBase
 from .lease import Lease, wait_for_lease
 from .wire import GoReply, LeaseReply
 
-#: The default deadline of one request, in seconds.
-DEFAULT_TIMEOUT = 1.0
+T = TypeVar("T")
+
+__all__ = ["DEFAULT_TIMEOUT", "Client"]
 
 
-class Client:
+class Client(ClientBase["zmq.Socket[bytes]"]):
     """A connection to one or more lockers.
 
     ``endpoints`` is one ZeroMQ endpoint (``"tcp://host:7777"``) or a list of
@@ -41,6 +45,14 @@ class Client:
     requests in parallel, give each thread its own client with
     :meth:`sibling`. The lease guard's heartbeat thread does exactly that.
 
+    CURVE: with ``server_key`` (the locker's public key: Z85 text or its
+    ``.pub`` file) and ``client_key`` (this client's secret key: Z85 text,
+    its ``.key`` file, or the prefix given to ``locker keygen --out``),
+    requests and replies are encrypted and the locker can check this client
+    against its allowlist. A locker that refuses the key, or does not speak
+    CURVE, gives no answer (:class:`~locker_client.NoAnswer`): ZeroMQ does
+    not say why.
+
     Use it as a context manager, or call :meth:`close`, to close its socket.
     """
 
@@ -50,32 +62,15 @@ class Client:
         timeout: float = DEFAULT_TIMEOUT,
         *,
         context: Optional[zmq.Context[Any]] = None,
+        server_key: Optional[curve.KeySource] = None,
+        client_key: Optional[curve.KeySource] = None,
     ) -> None:
-        self._endpoints: List[str] = pirate.endpoints_list(endpoints)
-        self._timeout = pirate.check_timeout(timeout)
         # The process-wide context is never terminated: sockets of siblings
         # on other threads may outlive this client.
-        self._ctx: zmq.Context[Any] = context if context is not None else zmq.Context.instance()
+        ctx: zmq.Context[Any] = context if context is not None else zmq.Context.instance()
+        keys = curve.load(server_key, client_key)
+        super().__init__(pirate.endpoints_list(endpoints), pirate.check_timeout(timeout), ctx, keys)
         self._lock = threading.Lock()
-        self._preferred = 0
-        self._socket: Optional[zmq.Socket[bytes]] = None
-        self._index = 0
-        self._closed = False
-
-    @property
-    def endpoints(self) -> List[str]:
-        """The lockers this client talks to."""
-        return list(self._endpoints)
-
-    @property
-    def timeout(self) -> float:
-        """The deadline of each request, in seconds."""
-        return self._timeout
-
-    @property
-    def current_endpoint(self) -> Optional[str]:
-        """The endpoint that answered last, if its socket is still open."""
-        return self._endpoints[self._index] if self._socket is not None else None
 
     # ---- asks ---------------------------------------------------------
 
@@ -98,8 +93,7 @@ class Client:
         Raises :class:`~locker_client.LockerError` when the locker refuses,
         ``TypeError``/``ValueError`` for a bad argument, before sending.
         """
-        body = wire.encode(wire.go_request(limit, key, cost, up_to, max_wait_ms))
-        return wire.decode_go(self.round_trip(body))
+        return self._call(calls.ask(limit, key, cost, up_to, max_wait_ms))
 
     def acquire(
         self,
@@ -115,21 +109,20 @@ class Client:
         ``ok`` means go now; not ``ok`` means sorry even within
         ``max_wait_ms``."""
         reply = self.ask(limit, key, cost=cost, up_to=up_to, max_wait_ms=max_wait_ms)
-        if reply.ok and reply.wait_ms:
-            time.sleep(reply.wait_ms / 1000)
+        time.sleep(calls.reservation(reply))
         return reply
 
     def go(self, limit: Optional[str] = None) -> bool:
         """Asks in the seed's plain form: sends the limit's name (or
         ``b"let me go"`` for the default limit) and returns True for go,
         False for sorry."""
-        return wire.decode_plain(self.round_trip(wire.plain_body(limit)))
+        return self._call(calls.go(limit))
 
     def stats(self) -> Dict[str, Any]:
         """The locker's counters, as the map it sends: ``limits`` (one map
         per limit), ``errors``, ``live_keys`` and, when peered, ``node``,
         ``joining`` and ``peers``."""
-        return wire.decode_map(self.round_trip(wire.encode(wire.STATS_REQUEST)))
+        return self._call(calls.stats())
 
     # ---- leases -------------------------------------------------------
 
@@ -144,8 +137,7 @@ class Client:
         """Sends one acquire for ``count`` of semaphore ``limit`` and returns
         the reply as is: held, pending (queued for up to ``wait`` seconds)
         or refused. :meth:`lease` is the guard that waits and keeps it."""
-        request = wire.acquire_request(limit, count, wire.ttl_ms(ttl), wire.wait_ms(wait))
-        return wire.decode_lease(self.round_trip(wire.encode(request)))
+        return self._call(calls.acquire_lease(limit, count, ttl, wait))
 
     def heartbeat(
         self, limit: Optional[str], lease: str, *, ttl: Optional[float] = None, count: Optional[int] = None
@@ -153,12 +145,11 @@ class Client:
         """Keeps a lease alive for ``ttl`` more seconds (the ttl it was
         acquired with when None); with ``count``, a locker that does not
         know the lease (it restarted) restores it if that count is free."""
-        request = wire.heartbeat_request(limit, lease, wire.ttl_ms(ttl), count)
-        return wire.decode_lease(self.round_trip(wire.encode(request)))
+        return self._call(calls.heartbeat(limit, lease, ttl, count))
 
     def release(self, limit: Optional[str], lease: str) -> LeaseReply:
         """Frees a lease; ``ok`` is False when the locker no longer held it."""
-        return wire.decode_lease(self.round_trip(wire.encode(wire.release_request(limit, lease))))
+        return self._call(calls.release(limit, lease))
 
     def lease(
         self,
@@ -182,9 +173,8 @@ class Client:
             with client.lease("db", count=1, ttl=10, wait=2) as lease:
                 run_query()
         """
-        ttl_ms = wire.ttl_ms(ttl)
-        reply = wait_for_lease(self, wire.acquire_request(limit, count, ttl_ms, wire.wait_ms(wait)))
-        return Lease(self.sibling(), limit, reply.lease or "", count, ttl_ms or reply.expires_in_ms, on_lost)
+        acquire = wire.acquire_request(limit, count, wire.ttl_ms(ttl), wire.wait_ms(wait))
+        return Lease(self.sibling(), *wait_for_lease(self, acquire), on_lost)
 
     # ---- the connection ----------------------------------------------
 
@@ -192,63 +182,39 @@ class Client:
         """A new client for the same lockers and timeout, sharing this one's
         ZeroMQ context and preferring the endpoint that answered last, for
         use on another thread."""
-        twin = Client(self._endpoints, self._timeout, context=self._ctx)
-        twin._preferred = self._preferred
-        return twin
+        return self._like_me(Client(self._endpoints, self._timeout, context=self._ctx))
 
     def round_trip(self, body: bytes) -> bytes:
         """Sends ``body`` and returns the one reply, failing over between
         endpoints; raises :class:`~locker_client.NoAnswer` at the deadline."""
         with self._lock:
-            if self._closed:
-                raise ClientError("the client is closed")
-            deadline = time.monotonic() + self._timeout
-            n = len(self._endpoints)
-            for index, budget in pirate.attempts(n, self._preferred, deadline, time.monotonic):
-                reply = self._attempt(index, body, budget)
-                if reply is not None:
-                    self._preferred = index
-                    return reply
-            raise NoAnswer(self._timeout, self._endpoints)
+            plan = self._plan()
+            for tried in plan:
+                got = self._attempt(tried, body)
+                if isinstance(got, bytes):
+                    return self._answered(tried.index, got)
+                plan.missed(tried, got)
+            raise self._no_answer()
 
-    def _attempt(self, index: int, body: bytes, budget: float) -> Optional[bytes]:
-        """One try on one endpoint; None when it did not answer in time (its
-        socket is then closed)."""
-        socket = self._open(index)
-        try:
-            socket.send(body)
-            if socket.poll(pirate.poll_ms(budget), zmq.POLLIN):
-                return socket.recv()
-        except BaseException:
-            # Interrupted mid-request (Ctrl-C, a zmq error): the REQ socket
-            # is stuck between send and receive, so it cannot be reused.
-            self._drop()
-            raise
-        self._drop()
-        return None
+    def _call(self, call: calls.Call[T]) -> T:
+        return call.decode(self.round_trip(call.body))
 
-    def _open(self, index: int) -> zmq.Socket[bytes]:
-        if self._socket is not None and self._index != index:
-            self._drop()
-        if self._socket is None:
-            socket = self._ctx.socket(zmq.REQ)
-            # Unsent requests die with the socket instead of holding up exit.
-            socket.setsockopt(zmq.LINGER, 0)
-            socket.connect(self._endpoints[index])
-            self._socket, self._index = socket, index
-        return self._socket
-
-    def _drop(self) -> None:
-        if self._socket is not None:
-            self._socket.close(linger=0)
-            self._socket = None
+    def _attempt(self, tried: pirate.Try, body: bytes) -> Union[bytes, pirate.Missed]:
+        """One try on one endpoint: wait for a connection, send, wait for
+        the answer."""
+        started = time.monotonic()
+        with self._socket_for(tried.index) as socket:
+            if not (socket.poll(tried.connect_ms(), zmq.POLLOUT) and _sent(socket, body)):
+                return self._missed(pirate.Missed.NOT_CONNECTED)
+            if not socket.poll(tried.answer_ms(time.monotonic() - started), zmq.POLLIN):
+                return self._missed(pirate.Missed.SILENT)
+            return socket.recv()
 
     def close(self) -> None:
         """Closes the socket; later requests raise ``ClientError``. Leases
         taken through this client keep their own sockets until released."""
         with self._lock:
-            self._closed = True
-            self._drop()
+            self._close()
 
     def __enter__(self) -> "Client":
         return self
@@ -256,6 +222,11 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __repr__(self) -> str:
-        return f"Client({self._endpoints!r}, timeout={self._timeout!r})"
 
+def _sent(socket: "zmq.Socket[bytes]", body: bytes) -> bool:
+    """Sends without waiting; False when the connection went in between."""
+    try:
+        socket.send(body, zmq.DONTWAIT)
+    except zmq.Again:
+        return False
+    return True

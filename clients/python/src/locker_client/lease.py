@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Tuple
 
 from . import wire
 from .errors import ClientError, LockerError, NoAnswer, NotAcquired
@@ -43,45 +43,91 @@ def next_poll(pause: float) -> float:
     return min(pause * 2, MAX_POLL)
 
 
-def wait_for_lease(client: "Client", acquire: wire.Request) -> LeaseReply:
+#: What a held lease is: its limit, id, count and ttl in milliseconds.
+Terms = Tuple[Optional[str], str, int, int]
+
+
+class LeaseWait:
+    """The wait for one acquire to be held, without I/O: what to send
+    next, how long to pause before it, and the outcome. Both clients drive
+    it, each with its own way of waiting."""
+
+    def __init__(self, acquire: wire.Request) -> None:
+        self._acquire = acquire
+        self._reply: Optional[LeaseReply] = None
+        self._deadline = 0.0
+        self._pause = FIRST_POLL
+        self._over = False
+
+    def pause(self, now: float) -> Optional[float]:
+        """Seconds to wait before sending :meth:`request`; None when the
+        wait is over (held, refused, or out of time)."""
+        if self._reply is None:
+            return 0.0
+        left = self._deadline - now
+        if self._over or not self._reply.pending or left <= 0:
+            return None
+        pause, self._pause = min(self._pause, left), next_poll(self._pause)
+        return pause
+
+    def request(self) -> bytes:
+        """The acquire at first, then the polls that ask whether it is held."""
+        if self._reply is None:
+            return wire.encode(self._acquire)
+        return wire.encode(poll_request(self._acquire, self._reply))
+
+    def took(self, body: bytes, now: float) -> None:
+        """Takes in the answer to :meth:`request`, received at ``now``. A
+        refused acquire raises :class:`~locker_client.LockerError`."""
+        try:
+            reply = wire.decode_lease(body)
+        except LockerError:
+            if self._reply is None:
+                raise
+            # The waiter was dropped between two polls: the wait is over.
+            self._over = True
+            return
+        if self._reply is None:
+            self._deadline = now + reply.expires_in_ms / 1000
+        self._reply = reply
+
+    def give_back(self) -> Optional[bytes]:
+        """The release to send when the wait ended still pending: give the
+        place back rather than leave the count to be granted to nobody in
+        the instant before the locker drops the waiter."""
+        reply = self._reply
+        if reply is not None and reply.pending and reply.lease:
+            return wire.encode(wire.release_request(self._acquire.get("limit"), reply.lease))
+        return None
+
+    def held(self) -> Terms:
+        """The held lease's terms; raises NotAcquired when it is not held."""
+        reply, acquire = self._reply, self._acquire
+        if reply is not None and reply.ok and not reply.pending and reply.lease:
+            return acquire.get("limit"), reply.lease, acquire["count"], acquire.get("ttl_ms") or reply.expires_in_ms
+        raise NotAcquired(acquire.get("limit"), acquire["count"], reply.remaining if reply else 0)
+
+
+def wait_for_lease(client: "Client", acquire: wire.Request) -> Terms:
     """Sends ``acquire`` and, while pending, polls until the lease is held;
     raises NotAcquired when it is not held by the end of the wait."""
-    reply = wire.decode_lease(client.round_trip(wire.encode(acquire)))
-    deadline = time.monotonic() + reply.expires_in_ms / 1000
-    pause = FIRST_POLL
-    try:
-        while reply.pending:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            time.sleep(min(pause, left))
-            pause = next_poll(pause)
-            beat = poll_request(acquire, reply)
-            reply = wire.decode_lease(client.round_trip(wire.encode(beat)))
-    except LockerError:
-        # The waiter was dropped between two polls: the wait is over.
-        pass
-    if reply.ok and not reply.pending and reply.lease:
-        return reply
-    if reply.pending and reply.lease:
-        # Give the place back rather than leave the count to be granted to
-        # nobody in the instant before the locker drops the waiter.
-        release = wire.encode(wire.release_request(acquire.get("limit"), reply.lease))
-        _quietly(lambda: client.round_trip(release))
-    raise NotAcquired(acquire.get("limit"), acquire["count"], reply.remaining)
+    wait = LeaseWait(acquire)
+    while (pause := wait.pause(time.monotonic())) is not None:
+        time.sleep(pause)
+        wait.took(client.round_trip(wait.request()), time.monotonic())
+    release = wait.give_back()
+    if release is not None:
+        try:
+            client.round_trip(release)
+        except ClientError as e:
+            log.debug("ignored: %s", e)
+    return wait.held()
 
 
 def poll_request(acquire: wire.Request, pending: LeaseReply) -> wire.Request:
     """The heartbeat that asks whether a pending lease is held (no count:
     a waiter the locker dropped must not be re-created)."""
     return wire.heartbeat_request(acquire.get("limit"), pending.lease or "", acquire.get("ttl_ms"), None)
-
-
-def _quietly(call: Callable[[], Any]) -> None:
-    try:
-        call()
-    except ClientError as e:
-        log.debug("ignored: %s", e)
 
 
 class LeaseState:
@@ -127,8 +173,23 @@ class LeaseState:
     def _beat_interval(self) -> float:
         return max(self._ttl_ms / 3, 1) / 1000
 
-    def _heartbeat(self) -> wire.Request:
-        return wire.heartbeat_request(self._limit, self._id, self._ttl_ms, self._count)
+    def _heartbeat(self) -> bytes:
+        return wire.encode(wire.heartbeat_request(self._limit, self._id, self._ttl_ms, self._count))
+
+    def _beat_answered(self, body: bytes) -> bool:
+        """Takes in a heartbeat's answer; False when the lease is lost. A
+        refusal raises LockerError, for the caller to hand to :meth:`_took`."""
+        return self._took(wire.decode_lease(body), None)
+
+    def _releasing(self) -> bool:
+        """Marks the lease released; False when it already was."""
+        if self._released:
+            return False
+        self._released = True
+        return True
+
+    def _release_failed(self, error: ClientError) -> None:
+        log.debug("release of lease %s failed; it will expire: %s", self._id, error)
 
     def _took(self, reply: Optional[LeaseReply], error: Optional[ClientError]) -> bool:
         """Takes in a heartbeat's outcome; False when the lease is lost."""
@@ -176,8 +237,7 @@ class Lease(LeaseState):
     def _keep(self) -> None:
         while not self._stop.wait(self._beat_interval()):
             try:
-                reply = wire.decode_lease(self._client.round_trip(wire.encode(self._heartbeat())))
-                alive = self._took(reply, None)
+                alive = self._beat_answered(self._client.round_trip(self._heartbeat()))
             except ClientError as e:
                 alive = self._took(None, e)
             if not alive:
@@ -187,9 +247,8 @@ class Lease(LeaseState):
         """Stops the heartbeats and frees the lease. Returns True when the
         locker freed it; False when it was already released or lost, or no
         locker answered (the lease then expires at its ttl)."""
-        if self._released:
+        if not self._releasing():
             return False
-        self._released = True
         self._stop.set()
         # From on_lost the heartbeat thread releases its own lease: it is
         # already on its way out, and a thread cannot join itself.
@@ -200,7 +259,7 @@ class Lease(LeaseState):
             try:
                 freed = self._client.release(self._limit, self._id).ok
             except ClientError as e:
-                log.debug("release of lease %s failed; it will expire: %s", self._id, e)
+                self._release_failed(e)
         self._client.close()
         return freed
 

@@ -6,8 +6,9 @@ one by one. It never hands out more than the locker granted, and a batch
 lapses a millisecond before the slot it was granted in ends (as the reply's
 ``reset_after_ms`` tells, measured from before the ask was sent), so permits
 of one slot are never used in the next: the limit stays exact. Use it with
-fixed-window limits. The bookkeeping, :class:`Permits`, takes ``now`` and
-does no I/O; :class:`PermitPool` adds the client. Same rules as the Rust
+fixed-window limits. The bookkeeping, :class:`Permits` and
+:class:`PoolState`, takes ``now`` and does no I/O; :class:`PermitPool` adds
+the client (``AsyncPermitPool`` the asyncio one). Same rules as the Rust
 ``locker::PermitPool``.
 """
 
@@ -71,7 +72,44 @@ class Permits:
         self._quiet_until = None
 
 
-class PermitPool:
+class PoolState:
+    """A pool's limit, key and batch and the permits in hand: all of a
+    pool but the ask, shared by :class:`PermitPool` and
+    ``AsyncPermitPool``, which add the round trip."""
+
+    def __init__(self, limit: Optional[str], key: Optional[str], batch: int) -> None:
+        self._limit = check_name("limit", limit)
+        self._key = check_name("key", key)
+        self._batch = max(1, check_count("batch", batch))
+        self._permits = Permits()
+        self.round_trips = 0
+        """Batch asks sent so far."""
+
+    @property
+    def left(self) -> int:
+        """Permits in hand (some may have lapsed)."""
+        return self._permits.left
+
+    def _from_hand(self, now: int) -> Optional[bool]:
+        """The answer when the permits in hand decide it (True: one was
+        taken; False: asking now could not help); None when a batch must be
+        asked for, counted in ``round_trips``."""
+        if self._permits.take(now):
+            return True
+        if not self._permits.may_ask(now):
+            return False
+        self.round_trips += 1
+        return None
+
+    def _refilled(self, sent: int, reply: GoReply) -> bool:
+        """Takes in the answer to the batch ask sent at ``sent`` and hands
+        out a permit from it, if it brought one."""
+        self._permits.refill(sent, reply)
+        # The permit is used from now on, after the locker's decision.
+        return self._permits.take(time.monotonic_ns())
+
+
+class PermitPool(PoolState):
     """Permits of one (limit, key) fetched ``batch`` at a time.
 
     ``take()`` returns True to go, False for sorry; a round trip happens
@@ -82,30 +120,15 @@ class PermitPool:
     """
 
     def __init__(self, client: Client, limit: Optional[str] = None, key: Optional[str] = None, batch: int = 100):
+        super().__init__(limit, key, batch)
         self._client = client
-        self._limit = check_name("limit", limit)
-        self._key = check_name("key", key)
-        self._batch = max(1, check_count("batch", batch))
-        self._permits = Permits()
         self._lock = threading.Lock()
-        self.round_trips = 0
-        """Batch asks sent so far."""
-
-    @property
-    def left(self) -> int:
-        """Permits in hand (some may have lapsed)."""
-        return self._permits.left
 
     def take(self) -> bool:
         """One permit: True to go, False for sorry."""
         with self._lock:
             now = time.monotonic_ns()
-            if self._permits.take(now):
-                return True
-            if not self._permits.may_ask(now):
-                return False
-            self.round_trips += 1
-            reply = self._client.ask(self._limit, self._key, cost=self._batch, up_to=True)
-            self._permits.refill(now, reply)
-            # The permit is used from now on, after the locker's decision.
-            return self._permits.take(time.monotonic_ns())
+            decided = self._from_hand(now)
+            if decided is not None:
+                return decided
+            return self._refilled(now, self._client.ask(self._limit, self._key, cost=self._batch, up_to=True))

@@ -1,0 +1,45 @@
+# syntax=docker/dockerfile:1
+#
+# The locker in a small image:
+#
+#   docker build -t locker .
+#   docker run --rm -p 7777:7777 -v "$PWD/locker.toml:/etc/locker/locker.toml:ro" locker
+#
+# The first stage builds the binary (the zmq crate compiles its bundled
+# libzmq with libsodium for CURVE, which needs a C++ compiler and make: the
+# rust image has both); the second holds only the binary, run as an
+# unprivileged user.
+
+ARG RUST_VERSION=1
+ARG DEBIAN_RELEASE=bookworm
+
+FROM rust:${RUST_VERSION}-${DEBIAN_RELEASE} AS build
+WORKDIR /src
+COPY Cargo.toml Cargo.lock ./
+COPY src ./src
+COPY benches ./benches
+COPY examples ./examples
+# The patched zmq-sys that builds libzmq with libsodium.
+COPY vendor ./vendor
+# The caches keep the registry and the compiled dependencies between builds;
+# the binary is copied out of the cached target directory.
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/src/target \
+    cargo build --release --locked --bin locker \
+    && install -m 0755 target/release/locker /usr/local/bin/locker
+
+FROM debian:${DEBIAN_RELEASE}-slim
+# libzmq and libsodium are linked statically; the binary needs only libc
+# and libstdc++, which the slim image has.
+RUN groupadd --system locker \
+    && useradd --system --gid locker --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin locker \
+    && mkdir -p /etc/locker
+COPY --from=build /usr/local/bin/locker /usr/local/bin/locker
+COPY contrib/locker.toml /etc/locker/locker.toml
+USER locker:locker
+# 7777: the REP socket clients ask; 9090: metrics and health, when
+# metrics_bind is set in the file (as the sample does).
+EXPOSE 7777 9090
+# Mount your own file over /etc/locker/locker.toml; flags after the image
+# name are added to these (a flag wins over the file).
+ENTRYPOINT ["/usr/local/bin/locker", "serve", "--config", "/etc/locker/locker.toml"]

@@ -1,0 +1,125 @@
+"""What the blocking and the asyncio clients share: their endpoints,
+timeout and CURVE keys, the one REQ socket open at a time and how it is
+opened and dropped, and the bookkeeping of a request's tries (``pirate``).
+
+The clients add only the waiting: :class:`~locker_client.Client` blocks on
+the socket, :class:`~locker_client.AsyncClient` awaits it. Nothing here
+sends or receives.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import Any, Generic, Iterator, List, Optional, TypeVar
+
+import zmq
+
+from . import curve, pirate
+from .errors import ClientError, NoAnswer
+
+#: The default deadline of one request, in seconds.
+DEFAULT_TIMEOUT = 1.0
+
+S = TypeVar("S", bound="zmq.Socket[Any]")
+C = TypeVar("C", bound="ClientBase[Any]")
+
+
+class ClientBase(Generic[S]):
+    """A client's state, for sockets of type ``S`` (blocking or asyncio)."""
+
+    def __init__(self, endpoints: List[str], timeout: float, ctx: "zmq.Context[S]", keys: Optional[curve.Curve]) -> None:
+        self._endpoints = endpoints
+        self._timeout = timeout
+        self._curve = keys
+        self._ctx = ctx
+        self._preferred = 0
+        self._socket: Optional[S] = None
+        self._index = 0
+        self._closed = False
+
+    @property
+    def endpoints(self) -> List[str]:
+        """The lockers this client talks to."""
+        return list(self._endpoints)
+
+    @property
+    def timeout(self) -> float:
+        """The deadline of each request, in seconds."""
+        return self._timeout
+
+    @property
+    def current_endpoint(self) -> Optional[str]:
+        """The endpoint that answered last, if its socket is still open."""
+        return self._endpoints[self._index] if self._socket is not None else None
+
+    def _like_me(self, twin: C) -> C:
+        """``twin``, a new client for the same lockers, made to speak CURVE
+        as this one does and to prefer the endpoint that answered last."""
+        twin._curve = self._curve
+        twin._preferred = self._preferred
+        return twin
+
+    def _plan(self) -> pirate.Plan:
+        """The tries of a request starting now."""
+        if self._closed:
+            raise ClientError("the client is closed")
+        deadline = time.monotonic() + self._timeout
+        return pirate.Plan(len(self._endpoints), self._preferred, deadline, time.monotonic)
+
+    def _answered(self, index: int, reply: bytes) -> bytes:
+        """The endpoint that answered is asked first next time."""
+        self._preferred = index
+        return reply
+
+    def _no_answer(self) -> NoAnswer:
+        return NoAnswer(self._timeout, self._endpoints)
+
+    def _open(self, index: int) -> S:
+        """The REQ socket to endpoint ``index``, opened when needed."""
+        if self._socket is not None and self._index != index:
+            self._drop()
+        if self._socket is None:
+            socket = self._ctx.socket(zmq.REQ)
+            # Unsent requests die with the socket instead of holding up exit.
+            socket.setsockopt(zmq.LINGER, 0)
+            # Queue nothing for an endpoint without a connection: the socket
+            # is writable only once connected, so a try sees a dead locker
+            # within the connect check and passes it over.
+            socket.setsockopt(zmq.IMMEDIATE, 1)
+            curve.secure(socket, self._curve)
+            socket.connect(self._endpoints[index])
+            self._socket, self._index = socket, index
+        return self._socket
+
+    @contextmanager
+    def _socket_for(self, index: int) -> Iterator[S]:
+        """The socket for one try on endpoint ``index``. Interrupted
+        mid-request (Ctrl-C, a cancelled task, a zmq error), the REQ socket
+        is stuck between send and receive and cannot be reused: it is closed."""
+        socket = self._open(index)
+        try:
+            yield socket
+        except BaseException:
+            self._drop()
+            raise
+
+    def _missed(self, why: pirate.Missed) -> pirate.Missed:
+        """Ends a try that brought no answer: its socket is closed."""
+        self._drop()
+        return why
+
+    def _drop(self) -> None:
+        """Closes the socket: after a try without an answer a REQ socket
+        can never send again, and a late reply must not be taken for the
+        answer to a later request."""
+        if self._socket is not None:
+            self._socket.close(linger=0)
+            self._socket = None
+
+    def _close(self) -> None:
+        self._closed = True
+        self._drop()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._endpoints!r}, timeout={self._timeout!r})"

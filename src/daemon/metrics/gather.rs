@@ -1,0 +1,104 @@
+//! The loop's side of metrics: a [`Snapshot`] of the service at `now`.
+//!
+//! It copies one entry per limit and per peer, never per key, so it costs
+//! the same with a million live keys as with none; the loop calls it every
+//! [`Feed::EVERY`](super::Feed::EVERY) at most. It only reads the service.
+
+use super::{Feed, Health, LimitSnapshot, PeerSnapshot, Snapshot};
+use crate::core::Nanos;
+use crate::service::Service;
+
+const NANOS_PER_SECOND: f64 = 1e9;
+
+impl Feed {
+    /// Hands a snapshot of `service` over when one is due at `now`, or at
+    /// once when `stopping`. Costs a comparison when none is due.
+    pub fn tick(&mut self, service: &Service, now: Nanos, stopping: bool) {
+        if stopping || self.is_due(now) {
+            self.offer(now, snapshot(service, now, stopping));
+        }
+    }
+}
+
+/// What `service` holds at `now`. `stopping` wins over every other state;
+/// otherwise a peered locker still learning its peers' counts is joining.
+pub fn snapshot(service: &Service, now: Nanos, stopping: bool) -> Snapshot {
+    let locker = service.locker();
+    let limits = locker
+        .stats()
+        .zip(locker.holdings())
+        .map(|((limit, s), (_, h))| LimitSnapshot {
+            name: limit.name().to_owned(),
+            algorithm: limit.algorithm().name(),
+            requests: s.requests,
+            go: s.go,
+            sorry: s.sorry,
+            errors: s.errors,
+            waited: s.waited,
+            live_keys: h.live_keys as u64,
+            leases_held: h.leases_held as u64,
+            leases_waiting: h.leases_waiting as u64,
+        })
+        .collect();
+    let peering = service.peering();
+    let health = match (stopping, peering.is_some_and(|p| p.is_joining())) {
+        (true, _) => Health::Stopping,
+        (false, true) => Health::Joining,
+        (false, false) => Health::Serving,
+    };
+    let mut snapshot = Snapshot {
+        health,
+        limits,
+        unattributed_errors: locker.unattributed_errors(),
+        max_keys: locker.max_keys() as u64,
+        ..Snapshot::default()
+    };
+    if let Some(p) = peering {
+        let timeout = p.settings().live_timeout;
+        snapshot.node = Some(p.nodes().me().id.to_string());
+        snapshot.peers = p
+            .peers()
+            .map(|(id, s)| {
+                let age = now.saturating_sub(s.last_heard);
+                PeerSnapshot {
+                    node: id.to_owned(),
+                    live: age <= timeout,
+                    last_heard_seconds: age as f64 / NANOS_PER_SECOND,
+                    clock_offset_seconds: s.offset as f64 / NANOS_PER_SECOND,
+                    flagged: s.flagged,
+                }
+            })
+            .collect();
+    }
+    snapshot
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::{Algorithm, Limit, Locker, Quota, DEFAULT_LIMIT};
+
+    fn service() -> Service {
+        let default = Limit::new(DEFAULT_LIMIT, Quota::new(1, 60.0).unwrap()).unwrap();
+        let db = Limit::with_algorithm("db", Quota::new(2, 10.0).unwrap(), Algorithm::Semaphore).unwrap();
+        Service::new(Locker::new(default, vec![db], 50))
+    }
+
+    #[test]
+    fn a_snapshot_counts_per_limit() {
+        let mut s = service();
+        let mut out = Vec::new();
+        let now = 1_000_000_000_000;
+        for _ in 0..3 {
+            s.respond(now, b"", &mut out);
+        }
+        let snap = snapshot(&s, now, false);
+        assert_eq!(snap.health, Health::Serving);
+        assert_eq!(snap.max_keys, 50);
+        let default = &snap.limits[0];
+        assert_eq!((default.name.as_str(), default.requests, default.go, default.sorry), ("default", 3, 1, 2));
+        assert_eq!((snap.limits[1].name.as_str(), snap.limits[1].algorithm), ("db", "semaphore"));
+        assert!(snap.node.is_none() && snap.peers.is_empty());
+        assert_eq!(snapshot(&s, now, true).health, Health::Stopping);
+    }
+}

@@ -1,0 +1,126 @@
+//! Reading the config file again, as SIGHUP asks.
+//!
+//! The file is merged with the command line's flags as at start (a flag
+//! still wins) and checked in full; only then does the loop hand its limits
+//! to the service, so an invalid file changes nothing. Limits and
+//! `max_keys` take effect at once; the sockets, peering and CURVE settings
+//! are read only at start, and a change to them is reported so that the
+//! operator knows a restart is needed. This module reads the file; it
+//! decides nothing about counts (that is `Locker::reload`).
+
+use std::path::PathBuf;
+
+use tracing::{error, info, warn};
+
+use crate::config::{ConfigError, FileConfig, Flags, ServeConfig};
+use crate::service::Service;
+
+/// Where the config comes from, and what it was last.
+#[derive(Debug)]
+pub struct Reload {
+    path: PathBuf,
+    flags: Flags,
+    current: ServeConfig,
+}
+
+impl Reload {
+    /// Reloads from `path`, merged with `flags`; `current` is the config the
+    /// locker started with.
+    pub fn new(path: PathBuf, flags: Flags, current: ServeConfig) -> Reload {
+        Reload { path, flags, current }
+    }
+
+    /// The file's path, for logs.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// The config the file says now, checked.
+    pub fn read(&self) -> Result<ServeConfig, ConfigError> {
+        ServeConfig::resolve(self.flags.clone(), FileConfig::load(&self.path)?)
+    }
+
+    /// Takes `new` as the current config; returns the settings that differ
+    /// from the old one but apply only after a restart.
+    pub fn accept(&mut self, new: ServeConfig) -> Vec<&'static str> {
+        let old = std::mem::replace(&mut self.current, new);
+        restart_only_changes(&old, &self.current)
+    }
+}
+
+/// Reads the file again and hands its limits to `service`; an invalid
+/// file is logged and changes nothing.
+pub fn apply(reload: &mut Reload, service: &mut Service) {
+    let new = match reload.read() {
+        Ok(new) => new,
+        Err(e) => {
+            error!(path = %reload.path().display(), error = %e, "config not reloaded; the old one keeps serving");
+            return;
+        }
+    };
+    let done = service.reload(new.default.clone(), new.limits.clone(), new.max_keys);
+    info!(
+        path = %reload.path().display(),
+        added = ?done.added,
+        removed = ?done.removed,
+        changed = ?done.retuned,
+        reset = ?done.reset,
+        "config reloaded"
+    );
+    let later = reload.accept(new);
+    if !later.is_empty() {
+        warn!(settings = ?later, "these settings changed but apply only after a restart");
+    }
+}
+
+/// The settings read only at start that differ between `old` and `new`.
+pub fn restart_only_changes(old: &ServeConfig, new: &ServeConfig) -> Vec<&'static str> {
+    let mut changed = Vec::new();
+    if old.bind != new.bind {
+        changed.push("bind");
+    }
+    if old.max_message_size != new.max_message_size {
+        changed.push("max_message_size");
+    }
+    if old.peering != new.peering {
+        changed.push("peering (peer_bind, peers, node_id, peer_grace)");
+    }
+    if old.curve.is_some() != new.curve.is_some() {
+        changed.push("curve");
+    }
+    if old.metrics_bind != new.metrics_bind {
+        changed.push("metrics_bind");
+    }
+    changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(text: &str) -> ServeConfig {
+        ServeConfig::resolve(Flags::default(), toml::from_str(text).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn only_start_time_settings_need_a_restart() {
+        let old = config("bind = 'tcp://*:1'\n[[limits]]\nname='a'\nmax_requests=1\nin_seconds=1\n");
+        let limits_only = config("bind = 'tcp://*:1'\n[[limits]]\nname='a'\nmax_requests=5\nin_seconds=1\n");
+        assert!(restart_only_changes(&old, &limits_only).is_empty());
+        let moved = config("bind = 'tcp://*:2'\nmetrics_bind = '127.0.0.1:0'\nmax_message_size = 100\n");
+        assert_eq!(restart_only_changes(&old, &moved), ["bind", "max_message_size", "metrics_bind"]);
+    }
+
+    #[test]
+    fn the_file_is_read_with_the_flags_winning() {
+        let path = std::env::temp_dir().join(format!("locker-reload-{}.toml", std::process::id()));
+        std::fs::write(&path, "[[limits]]\nname='default'\nmax_requests=3\nin_seconds=2\n").unwrap();
+        let flags = Flags { max_requests: Some(9), ..Flags::default() };
+        let reload = Reload::new(path.clone(), flags, config(""));
+        let read = reload.read().unwrap();
+        assert_eq!((read.default.quota().max_requests(), read.default.quota().in_seconds()), (9, 2.0));
+        std::fs::write(&path, "[[limits]]\nname='default'\n").unwrap();
+        assert!(reload.read().is_err());
+        std::fs::remove_file(&path).unwrap();
+    }
+}

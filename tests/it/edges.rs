@@ -1,0 +1,215 @@
+//! Rough edges a new user hits, each pinned by a test that failed before its
+//! fix: a lease wait that ends, config and flag errors that say where and
+//! what, host names in binds, CLI errors in CLI terms, peers going silent
+//! in the log, and a dead first endpoint that no longer halves the timeout.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use locker::wire::LeaseAsk;
+use locker::Client;
+
+use crate::support::{free_port, locker_bin, run_locker, Daemon, TempFile, DEADLINE};
+
+/// A semaphore `db` of capacity 1 and a fixed window `api`.
+const LIMITS: &str = "[[limits]]\nname = 'db'\nalgorithm = 'semaphore'\nmax_requests = 1\nin_seconds = 30\n\
+                      [[limits]]\nname = 'api'\nmax_requests = 5\nin_seconds = 60\n";
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A `locker serve` whose stderr (the log) is read line by line.
+struct Logged {
+    child: Child,
+    endpoint: String,
+    log: mpsc::Receiver<String>,
+}
+
+impl Logged {
+    /// Starts `locker serve <args>` at log level `level` and waits for its endpoint line.
+    fn start(level: &str, args: &[&str]) -> Logged {
+        let mut child = Command::new(locker_bin())
+            .arg("serve")
+            .args(args)
+            .env("LOCKER_LOG", level)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn locker");
+        let (tx, log) = mpsc::channel();
+        let stderr = child.stderr.take().expect("piped stderr");
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("the endpoint line");
+        std::thread::spawn(move || for _ in stdout.lines() {});
+        let endpoint = line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("first line {line:?}"));
+        Logged { endpoint: endpoint.to_owned(), child, log }
+    }
+
+    /// The first log line containing every one of `words`; panics after `DEADLINE`.
+    fn wait_for(&self, words: &[&str]) -> String {
+        let end = Instant::now() + DEADLINE;
+        let mut seen = Vec::new();
+        while let Some(left) = end.checked_duration_since(Instant::now()) {
+            match self.log.recv_timeout(left) {
+                Ok(line) if words.iter().all(|w| line.contains(w)) => return line,
+                Ok(line) => seen.push(line),
+                Err(_) => break,
+            }
+        }
+        panic!("no log line with {words:?} within {DEADLINE:?}; saw {seen:#?}");
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill").arg(format!("-{signal}")).arg(self.child.id().to_string()).status();
+        assert!(status.expect("kill").success(), "kill -{signal}");
+    }
+}
+
+impl Drop for Logged {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_lease_wait_that_ends_in_the_queue_is_not_held_rather_than_an_error() {
+    let file = TempFile::new("edges-lease.toml", LIMITS);
+    let d = Daemon::start(&["--config", file.path()]);
+    let mut c = Client::new([d.endpoint.as_str()], DEADLINE).unwrap();
+    let held = c.lease(&LeaseAsk::new("db", 1).ttl_ms(30_000)).unwrap().expect("the count is free");
+    let waited = c.lease(&LeaseAsk::new("db", 1).max_wait_ms(300));
+    assert!(
+        matches!(waited, Ok(None)),
+        "a wait that ends is not held, not an error: {:?}",
+        waited.map(|l| l.is_some())
+    );
+    let out = run_locker(&["lease", "acquire", "--connect", &d.endpoint, "--limit", "db", "--wait", "300ms"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "not held");
+    assert!(held.is_held());
+}
+
+#[test]
+fn toml_errors_say_the_line_and_column_and_which_limit() {
+    let broken = TempFile::new("edges-syntax.toml", "max_keys = 10\n\n[[limits]]\nname = 'api\n");
+    let out = run_locker(&["serve", "--bind", "tcp://127.0.0.1:*", "--config", broken.path()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains(&format!("{}: line 4, column", broken.path())), "{err}");
+    let missing = TempFile::new(
+        "edges-missing.toml",
+        "[[limits]]\nname = 'db'\nmax_requests = 1\nin_seconds = 1\n\n[[limits]]\nname = 'api'\nmax_requests = 5\n",
+    );
+    let out = run_locker(&["serve", "--bind", "tcp://127.0.0.1:*", "--config", missing.path()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("line 6, column 1"), "{err}");
+    assert!(err.contains("limit \"api\"") && err.contains("missing field `in_seconds`"), "{err}");
+}
+
+#[test]
+fn host_names_in_binds_are_resolved_and_ports_are_checked() {
+    let port = free_port();
+    let d =
+        Daemon::start_with(&["--bind", "tcp://localhost:*", "--peer-bind", &format!("tcp://localhost:{port}")], &[]);
+    assert!(d.endpoint.starts_with("tcp://127.0.0.1:") || d.endpoint.starts_with("tcp://[::1]:"), "{}", d.endpoint);
+    let out = run_locker(&["ask", "--connect", &d.endpoint]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    for flag in ["--bind", "--peer-bind"] {
+        let mut args = vec!["serve", "--bind", "tcp://127.0.0.1:*", flag, "tcp://127.0.0.1:70000"];
+        if flag == "--bind" {
+            args.drain(1..3);
+        }
+        let out = run_locker(&args);
+        assert_eq!(out.status.code(), Some(2), "{flag}");
+        let err = text(&out.stderr);
+        assert!(err.contains("port 70000") && err.contains("65535"), "{flag}: {err}");
+    }
+}
+
+#[test]
+fn negative_numbers_reach_the_validation_message() {
+    let out = run_locker(&["serve", "--bind", "tcp://127.0.0.1:*", "--in-seconds", "-1"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("in_seconds must be a number from 0.001"), "{err}");
+    let out =
+        run_locker(&["serve", "--bind", "tcp://127.0.0.1:*", "--peer-bind", "tcp://127.0.0.1:*", "--peer-grace", "-2"]);
+    assert!(text(&out.stderr).contains("peer_grace must be from 0 to 60 seconds, got -2"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn a_node_id_without_peer_bind_is_warned_about() {
+    let d = Logged::start("warn", &["--bind", "tcp://127.0.0.1:*", "--node-id", "a"]);
+    let line = d.wait_for(&["WARN", "node_id"]);
+    assert!(line.contains("peer_bind"), "{line}");
+    let out = run_locker(&["ask", "--connect", &d.endpoint]);
+    assert_eq!(out.status.code(), Some(0), "it serves alone: {}", text(&out.stderr));
+}
+
+#[test]
+fn cli_errors_name_the_cli_command_and_json_gets_an_error_object() {
+    let file = TempFile::new("edges-errors.toml", LIMITS);
+    let d = Daemon::start(&["--config", file.path()]);
+    let out = run_locker(&["ask", "--connect", &d.endpoint, "--limit", "db"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("limit \"db\" is a semaphore: take it with `locker lease acquire --limit db`"), "{err}");
+    let out = run_locker(&["lease", "acquire", "--connect", &d.endpoint, "--limit", "api"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("limit \"api\" is not a semaphore: ask it with `locker ask --limit api`"), "{err}");
+    let out = run_locker(&["ask", "--connect", &d.endpoint, "--limit", "db", "--json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+    assert_eq!(v["kind"], "refused");
+    assert!(v["error"].as_str().unwrap().contains("`locker lease acquire --limit db`"), "{v}");
+    let dead = free_port();
+    let out = run_locker(&["stats", "--connect", &format!("tcp://127.0.0.1:{dead}"), "--timeout", "100ms", "--json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+    assert_eq!(v["kind"], "no_answer", "{v}");
+}
+
+#[test]
+fn a_peer_that_goes_silent_and_comes_back_is_logged() {
+    let (a_pub, b_pub) = (format!("tcp://127.0.0.1:{}", free_port()), format!("tcp://127.0.0.1:{}", free_port()));
+    let bind = ["--bind", "tcp://127.0.0.1:*"];
+    let a = Logged::start("info", &[&bind[..], &["--peer-bind", &a_pub, "--peer", &b_pub, "--node-id", "a"]].concat());
+    let b = Logged::start("warn", &[&bind[..], &["--peer-bind", &b_pub, "--peer", &a_pub, "--node-id", "b"]].concat());
+    a.wait_for(&["peer heard", "b"]);
+    b.signal("STOP");
+    let silent = a.wait_for(&["WARN", "peer silent"]);
+    assert!(silent.contains("peer=b"), "{silent}");
+    b.signal("CONT");
+    let back = a.wait_for(&["INFO", "peer back"]);
+    assert!(back.contains("peer=b"), "{back}");
+}
+
+#[test]
+fn a_dead_first_endpoint_does_not_cost_half_the_timeout() {
+    let live = Daemon::start(&[]);
+    let dead = format!("tcp://127.0.0.1:{}", free_port());
+    let started = Instant::now();
+    let out = run_locker(&["ask", "--connect", &dead, "--connect", &live.endpoint, "--timeout", "2s"]);
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(took < Duration::from_secs(1), "a dead first endpoint took {took:?} of the 2 s timeout");
+    // The library the same way, and the live one is counted once.
+    let mut c = Client::new([dead.as_str(), live.endpoint.as_str()], Duration::from_secs(2)).unwrap();
+    let started = Instant::now();
+    assert!(c.stats().is_ok());
+    assert!(started.elapsed() < Duration::from_secs(1), "took {:?}", started.elapsed());
+    assert_eq!(c.stats().unwrap().limits[0].requests, 1);
+}
