@@ -109,8 +109,9 @@ struct ServeArgs {
     /// ZeroMQ endpoint for the PUB socket that peers subscribe to; turns peering on.
     #[arg(long, value_name = "ENDPOINT")]
     peer_bind: Option<String>,
-    /// A peer's --peer-bind endpoint to subscribe to; repeat for each peer.
-    #[arg(long = "peer", value_name = "ENDPOINT")]
+    /// A peer's --peer-bind endpoint to subscribe to; repeat for each peer. With CURVE, `ENDPOINT=KEY`
+    /// names the peer's public key (its .pub file or Z85); only listed peers' keys may subscribe.
+    #[arg(long = "peer", value_name = "ENDPOINT[=KEY]")]
     peers: Vec<String>,
     /// This locker's name among its peers [default: <hostname>-<pid>].
     #[arg(long, value_name = "ID")]
@@ -400,6 +401,10 @@ fn print_stats(s: &StatsReply) {
         for p in &s.peers {
             let flag = if p.flagged { "SKEW" } else { "-" };
             println!("{:<24} {:>14} {:>16.3} {:>6} {:>8}", p.node, p.last_heard_ms, p.clock_offset_ms, p.live, flag);
+            if p.rejected > 0 || !p.mismatched_limits.is_empty() {
+                let limits = p.mismatched_limits.join(", ");
+                println!("  {}: {} refused, limits defined differently: [{limits}]", p.endpoint, p.rejected);
+            }
         }
     }
 }

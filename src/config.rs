@@ -14,7 +14,7 @@ use serde::Deserialize;
 
 use crate::core::lease_id::ShortSecret;
 use crate::core::{Algorithm, LeaseSecret, Limit, LimitError, Quota, DEFAULT_LIMIT};
-use crate::curve::{Allowlist, KeyError, KeyPair, ServerCurve};
+use crate::curve::{self, Allowlist, KeyError, KeyPair, PublicKey, ServerCurve};
 use crate::state::StateConfig;
 use crate::wire::DEFAULT_MAX_MESSAGE_SIZE;
 
@@ -62,6 +62,8 @@ pub enum ConfigError {
     Curve(#[from] KeyError),
     #[error("lease secret {path}: {source}")]
     LeaseSecret { path: String, source: ShortSecret },
+    #[error("peer {0:?} names a public key but curve_secret_key is not set: CURVE peers need a key pair")]
+    PeerKeyWithoutSecret(String),
 }
 
 /// The `algorithm` of a `[[limits]]` table, as written.
@@ -204,13 +206,34 @@ pub struct Flags {
     pub lease_secret: Option<PathBuf>,
 }
 
+/// One configured peer: `ENDPOINT` or `ENDPOINT=KEY`, where KEY is the
+/// peer's public key (its `.pub` file, or the key in Z85).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PeerSpec {
+    /// The peer's `peer_bind` endpoint.
+    pub endpoint: String,
+    /// Its CURVE public key; without one, a CURVE locker expects the
+    /// peer to hold its own key pair (one pair for the whole group).
+    pub key: Option<PublicKey>,
+}
+
+impl PeerSpec {
+    /// Reads `ENDPOINT` or `ENDPOINT=KEY`.
+    pub fn parse(text: &str) -> Result<PeerSpec, KeyError> {
+        Ok(match text.split_once('=') {
+            None => PeerSpec { endpoint: text.to_owned(), key: None },
+            Some((endpoint, key)) => PeerSpec { endpoint: endpoint.to_owned(), key: Some(curve::server_key(key)?) },
+        })
+    }
+}
+
 /// How `locker serve` shares its counts with peers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PeerConfig {
     /// Where the PUB socket binds.
     pub bind: String,
-    /// The peers' PUB endpoints to subscribe to.
-    pub peers: Vec<String>,
+    /// The peers to subscribe to, one SUB socket each.
+    pub peers: Vec<PeerSpec>,
     /// This locker's node id.
     pub node_id: String,
     /// How long a starting locker waits for its peers' counts at most.
@@ -325,6 +348,11 @@ fn resolve_peering(flags: &Flags, file: &FileConfig) -> Result<Option<PeerConfig
     let grace = flags.peer_grace.or(file.peer_grace).unwrap_or(DEFAULT_PEER_GRACE_SECONDS);
     if !(0.0..=60.0).contains(&grace) {
         return Err(ConfigError::BadGrace(grace));
+    }
+    let peers = peers.iter().map(|p| PeerSpec::parse(p)).collect::<Result<Vec<_>, _>>()?;
+    let curve = flags.curve_secret_key.is_some() || file.curve_secret_key.is_some();
+    if let Some(keyed) = peers.iter().find(|p| p.key.is_some() && !curve) {
+        return Err(ConfigError::PeerKeyWithoutSecret(keyed.endpoint.clone()));
     }
     Ok(Some(PeerConfig { bind, peers, node_id, grace: std::time::Duration::from_secs_f64(grace) }))
 }
@@ -533,13 +561,25 @@ mod tests {
         );
         let c = ServeConfig::resolve(Flags::default(), file).unwrap().peering.unwrap();
         assert_eq!(c.bind, "tcp://*:7778");
-        assert_eq!(c.peers, ["tcp://b:7778", "tcp://c:7778"]);
+        let endpoints: Vec<_> = c.peers.iter().map(|p| p.endpoint.as_str()).collect();
+        assert_eq!(endpoints, ["tcp://b:7778", "tcp://c:7778"]);
         assert_eq!(c.node_id, "a");
         assert_eq!(c.grace, std::time::Duration::from_millis(500));
         let flags = Flags { peers: vec!["tcp://d:1".into()], node_id: Some("x".into()), ..Flags::default() };
         let file = parse("peer_bind = 'tcp://*:7778'\npeers = ['tcp://b:7778']\n");
         let c = ServeConfig::resolve(flags, file).unwrap().peering.unwrap();
-        assert_eq!((c.peers, c.node_id), (vec!["tcp://d:1".to_owned()], "x".to_owned()));
+        assert_eq!((c.peers[0].endpoint.as_str(), c.node_id.as_str()), ("tcp://d:1", "x"));
+    }
+
+    #[test]
+    fn a_peer_may_name_its_public_key_when_curve_is_on() {
+        let key = KeyPair::generate().unwrap().public;
+        let spec = format!("tcp://b:7778={}", key.to_z85());
+        assert_eq!(PeerSpec::parse(&spec).unwrap(), PeerSpec { endpoint: "tcp://b:7778".into(), key: Some(key) });
+        assert!(PeerSpec::parse("tcp://b:7778=/nonexistent.pub").is_err());
+        let flags = Flags { peer_bind: Some("tcp://*:1".into()), peers: vec![spec], ..Flags::default() };
+        let plain = ServeConfig::resolve(flags, FileConfig::default());
+        assert!(matches!(plain, Err(ConfigError::PeerKeyWithoutSecret(e)) if e == "tcp://b:7778"));
     }
 
     #[test]

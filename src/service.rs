@@ -9,13 +9,14 @@
 //! test. It must not read a clock or touch a socket: the daemon loop does
 //! both. Lease requests are in `service::lease`.
 
+use crate::core::peering::nodes::shown;
 use crate::core::{
-    time::ceil_ms, Algorithm, Count, Limit, LimitId, Locker, Nanos, NodeKey, Nodes, Outgoing, PeerEvent, Peering,
-    PermitAsk, Reloaded, TableError, Verdict,
+    time::ceil_ms, Algorithm, Count, Limit, LimitId, Locker, Nanos, NodeKey, Nodes, Outgoing, PeerEvent, PeerIx,
+    Peering, PermitAsk, Reloaded, TableError, Verdict,
 };
 use crate::wire::{
-    self, ErrorReply, GoReply, LimitStatsReply, PeerCount, PeerKind, PeerMsg, PeerNode, PeerStatsReply, Request,
-    StatsReply, WireError, MAX_COUNTS_PER_MESSAGE,
+    self, ErrorReply, GoReply, LimitStatsReply, PeerCount, PeerKind, PeerLimit, PeerMsg, PeerNode, PeerStatsReply,
+    Request, StatsReply, WireError, MAX_COUNTS_PER_MESSAGE,
 };
 
 mod kept;
@@ -49,6 +50,7 @@ impl Service {
 
     /// Serves requests from `locker`, sharing its counts with peers.
     pub fn peered(mut locker: Locker, mut peering: Peering, now: Nanos) -> Service {
+        peering.fit_to(&locker);
         locker.set_view(peering.view(now));
         Service { peering: Some(peering), ..Service::new(locker) }
     }
@@ -208,48 +210,77 @@ impl Service {
         if let Some(p) = &self.peering {
             reply.node = Some(p.nodes().me().id.to_string());
             reply.joining = p.is_joining();
+            reply.peer_runs = Some(p.nodes().runs() as u64);
             let timeout = p.settings().live_timeout;
             reply.peers = p
                 .peers()
-                .map(|(id, s)| PeerStatsReply {
-                    node: id.to_owned(),
-                    last_heard_ms: now.saturating_sub(s.last_heard) / 1_000_000,
-                    clock_offset_ms: s.offset as f64 / 1e6,
-                    flagged: s.flagged,
-                    live: now.saturating_sub(s.last_heard) <= timeout,
+                .filter_map(|(ix, s)| {
+                    let run = s.run.as_ref()?;
+                    Some(PeerStatsReply {
+                        node: run.id.to_string(),
+                        last_heard_ms: now.saturating_sub(s.last_heard) / 1_000_000,
+                        clock_offset_ms: s.offset as f64 / 1e6,
+                        flagged: s.flagged,
+                        live: now.saturating_sub(s.last_heard) <= timeout,
+                        endpoint: s.name.to_string(),
+                        rejected: s.rejected,
+                        mismatched_limits: p.mismatched(ix).map(|id| self.locker.limit(id).name().to_owned()).collect(),
+                    })
                 })
                 .collect();
         }
         reply
     }
 
-    /// Takes in one message from a peer, received at `now`. A message that
-    /// cannot be decoded is dropped: peers cannot be answered, and the next
-    /// cumulative count repairs whatever it carried. Returns whether it was
-    /// understood.
-    pub fn on_peer(&mut self, now: Nanos, body: &[u8]) -> bool {
+    /// Takes in one message from configured peer `peer` (numbered as in
+    /// the settings), received at `now`. A message that cannot be decoded
+    /// is dropped: peers cannot be answered, and the next cumulative count
+    /// repairs whatever it carried. Returns whether it was understood.
+    ///
+    /// What a peer may say is bounded: counts only for limits it defines as
+    /// this locker does, none above what one locker can grant in a slot,
+    /// and node ids only as many as its room in the node table (see
+    /// `core::peering::nodes`); the rest is refused and counted.
+    pub fn on_peer(&mut self, now: Nanos, peer: PeerIx, body: &[u8]) -> bool {
         let (Some(p), Ok(msg)) = (&mut self.peering, wire::decode_peer(body)) else {
             return false;
         };
-        let Some(sender) = msg.sender().map(node_key) else {
+        let Some(sender) = msg.sender().map(node_key).filter(|_| peer < p.nodes().configured()) else {
             return false;
         };
-        match msg.kind {
-            PeerKind::Beat => p.on_heartbeat(now, &sender, msg.at, msg.joining),
-            PeerKind::Counts | PeerKind::Snapshot => {
-                let nodes: Vec<NodeKey> = msg.nodes.iter().map(node_key).collect();
-                for c in &msg.counts {
-                    if let Some(count) = resolve(&self.locker, p.nodes_mut(), &nodes, c) {
-                        self.locker.merge(now, &count);
-                    }
-                }
-                if msg.kind == PeerKind::Snapshot && msg.done {
-                    p.on_snapshot_done(now, &sender);
-                }
+        let heard = match msg.kind {
+            PeerKind::Beat => p.on_heartbeat(now, peer, &sender, msg.at, msg.joining),
+            PeerKind::Counts | PeerKind::Snapshot => p.on_message(now, peer, &sender),
+        };
+        if !heard {
+            p.refuse(now, peer, || format!("a message sent as {:?}", shown(&sender.id)));
+            return true;
+        }
+        for PeerLimit(name, digest) in &msg.limits {
+            if let Ok(id) = self.locker.find(Some(name)) {
+                p.on_limit(peer, id, self.locker.limit(id).digest() == *digest, || name.clone());
             }
+        }
+        for c in &msg.counts {
+            if let Some(count) = accept(&self.locker, p, now, peer, &msg.nodes, c) {
+                self.locker.merge(now, &count);
+            }
+        }
+        if msg.kind == PeerKind::Snapshot && msg.done {
+            p.on_snapshot_done(now, peer, &sender);
         }
         self.locker.set_view(p.view(now));
         true
+    }
+
+    /// Tells the service that the loop did not run for `paused` until
+    /// `now`; a pause longer than the peer-dead time makes a peered locker
+    /// learn the counts again before it grants (see `Peering::on_pause`).
+    pub fn on_pause(&mut self, now: Nanos, paused: Nanos) {
+        if let Some(p) = &mut self.peering {
+            p.on_pause(now, paused);
+            self.locker.set_view(p.view(now));
+        }
     }
 
     /// Hands every peer message due at `now` to `send`, encoded: the counts
@@ -299,13 +330,37 @@ fn send_counts(
     batch.finish(kind == PeerKind::Snapshot, send);
 }
 
-/// Turns a count from a peer into the core's terms, or `None` for a limit
-/// this locker does not have or a node the message does not list.
-fn resolve(locker: &Locker, table: &mut Nodes, nodes: &[NodeKey], c: &PeerCount) -> Option<Count> {
-    let PeerCount(limit, key, slot, node, count) = c;
-    let limit = locker.find(Some(limit)).ok()?;
-    let node = nodes.get(*node as usize)?;
-    let node = if node == table.me() { Nodes::ME } else { table.intern(node) };
+/// Turns a count from `peer` into the core's terms, or `None` when it is
+/// not merged: a limit this locker does not have (or a semaphore, whose
+/// counts `merge` ignores), a limit the peer defines differently, a count
+/// above what one locker can grant in a slot, or a node the message does
+/// not list or the peer has no room for. Refusals are counted.
+fn accept(
+    locker: &Locker,
+    p: &mut Peering,
+    now: Nanos,
+    peer: PeerIx,
+    nodes: &[PeerNode],
+    c: &PeerCount,
+) -> Option<Count> {
+    let PeerCount(name, key, slot, node, count) = c;
+    let limit = locker.find(Some(name)).ok()?;
+    if !p.accepts(peer, limit) {
+        return None; // flagged and logged once, when the digest was heard
+    }
+    let most = locker.limit(limit).most_per_slot();
+    if *count > most {
+        p.refuse(now, peer, || format!("a count of {count} for limit {name:?}, above the {most} one locker can grant"));
+        return None;
+    }
+    let Some(node) = nodes.get(*node as usize).map(node_key) else {
+        p.refuse(now, peer, || "a count naming no node".into());
+        return None;
+    };
+    let Some(node) = p.nodes_mut().resolve(now, peer, &node) else {
+        p.refuse(now, peer, || format!("node id {:?}: more runs than one peer may name", shown(&node.id)));
+        return None;
+    };
     Some(Count { limit, key: key.as_deref().map(Into::into), slot: *slot, node, count: *count })
 }
 
@@ -332,15 +387,23 @@ impl<'a> Batch<'a> {
             joining: false,
             done: false,
             counts: Vec::new(),
+            limits: Vec::new(),
         };
-        Batch { locker, table, msg, ixs: vec![Nodes::ME], buf: Vec::new() }
+        let mut batch = Batch { locker, table, msg, ixs: vec![Nodes::ME], buf: Vec::new() };
+        // Heartbeats and snapshot parts say how each limit is defined, so a
+        // peer merges the counts that come with them only when it agrees.
+        if matches!(kind, PeerKind::Beat | PeerKind::Snapshot) {
+            batch.msg.limits = locker.shared_digests().map(|(name, d)| PeerLimit(name.to_owned(), d)).collect();
+        }
+        batch
     }
 
     fn push(&mut self, c: &Count, send: &mut impl FnMut(&[u8])) {
         let node = match self.ixs.iter().position(|&ix| ix == c.node) {
             Some(i) => i,
             None => {
-                let key = self.table.key(c.node);
+                // A run forgotten since: its count stays here but is not relayed.
+                let Some(key) = self.table.key(c.node) else { return };
                 self.msg.nodes.push(PeerNode(key.id.to_string(), key.incarnation));
                 self.ixs.push(c.node);
                 self.ixs.len() - 1

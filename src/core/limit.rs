@@ -156,6 +156,32 @@ impl Limit {
         }
     }
 
+    /// The most one locker can grant of this limit in one slot (a bucket's
+    /// period): `max_requests`, plus the burst for a token bucket, which
+    /// starts a period full and refills `max_requests` over it. A peer's
+    /// count above this cannot be true.
+    pub fn most_per_slot(&self) -> u32 {
+        match self.algorithm {
+            Algorithm::TokenBucket { burst } => self.quota.max_requests().saturating_add(burst.get()),
+            Algorithm::FixedWindow | Algorithm::Semaphore => self.quota.max_requests(),
+        }
+    }
+
+    /// A digest of the limit's definition (kind, max_requests, slot length,
+    /// burst), the same on every locker and every build: peers compare it
+    /// so that counts of two different limits that share a name are never
+    /// added up. FNV-1a over a canonical text, since it only has to tell
+    /// honest configurations apart.
+    pub fn digest(&self) -> u64 {
+        let burst = match self.algorithm {
+            Algorithm::TokenBucket { burst } => burst.get(),
+            _ => 0,
+        };
+        let text =
+            format!("{}/{}/{}/{}", self.algorithm.name(), self.quota.max_requests(), self.quota.slot_ns(), burst);
+        text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    }
+
     /// The limit's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -214,5 +240,25 @@ mod tests {
         assert_eq!(bucket.capacity(), 20);
         assert_eq!(Limit::with_algorithm("s", q, Algorithm::Semaphore).unwrap().capacity(), 5);
         assert_eq!(Limit::new("w", q).unwrap().algorithm().name(), "fixed-window");
+    }
+
+    #[test]
+    fn a_peer_can_grant_at_most_max_per_slot_and_a_burst_more_from_a_bucket() {
+        let q = Quota::new(5, 1.0).unwrap();
+        assert_eq!(Limit::new("w", q).unwrap().most_per_slot(), 5);
+        let bucket = Limit::with_algorithm("b", q, Algorithm::token_bucket(20).unwrap()).unwrap();
+        assert_eq!(bucket.most_per_slot(), 25);
+    }
+
+    #[test]
+    fn the_digest_tells_definitions_apart_and_is_pinned() {
+        let w = |max, secs| Limit::new("api", Quota::new(max, secs).unwrap()).unwrap().digest();
+        assert_eq!(w(1000, 1.0), w(1000, 1.0));
+        assert_ne!(w(1000, 1.0), w(2000, 1.0));
+        assert_ne!(w(1000, 1.0), w(1000, 2.0));
+        let b = Limit::with_algorithm("api", Quota::new(1000, 1.0).unwrap(), Algorithm::token_bucket(1000).unwrap());
+        assert_ne!(b.unwrap().digest(), w(1000, 1.0));
+        // Lockers of different builds compare digests: the value must not drift.
+        assert_eq!(w(1000, 1.0), 0x4900_c190_f19f_056f, "{:#x}", w(1000, 1.0));
     }
 }

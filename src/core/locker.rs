@@ -58,7 +58,7 @@ pub const MAX_WAIT_MS: u64 = 3_600_000;
 pub const MAX_TTL_MS: u64 = 86_400_000;
 
 /// An index into the locker's limits, found once per request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LimitId(pub(in crate::core) usize);
 
 /// Errors any request on the table can meet, whatever it asks.
@@ -246,6 +246,20 @@ impl Locker {
     /// The shortest slot of any limit.
     pub fn shortest_slot(&self) -> Nanos {
         self.entries.iter().map(|e| e.limit.quota().slot_ns()).min().unwrap_or(Nanos::MAX)
+    }
+
+    /// The longest slot of any limit.
+    pub fn longest_slot(&self) -> Nanos {
+        self.entries.iter().map(|e| e.limit.quota().slot_ns()).max().unwrap_or(0)
+    }
+
+    /// The name and definition digest of every limit shared with peers
+    /// (fixed windows and token buckets), for the peers to compare.
+    pub fn shared_digests(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.entries
+            .iter()
+            .filter(|e| !matches!(e.rule, Rule::Semaphore(_)))
+            .map(|e| (e.limit.name(), e.limit.digest()))
     }
 
     /// Brings limit `id` up to `now`, runs `f` on its rule with the room

@@ -25,6 +25,6 @@ pub use lease_id::{Entropy, LeaseMinter, LeaseSecret};
 pub use limit::{Algorithm, Limit, LimitError, Quota, DEFAULT_LIMIT};
 pub use locker::{AskError, Holdings, LeaseError, LimitId, LimitStats, Locker, Reloaded, TableError};
 pub use peering::{
-    Count, NodeIx, NodeKey, Nodes, Outgoing, PeerEvent, PeerState, PeerView, Peering, PeeringSettings, Share,
+    Count, NodeIx, NodeKey, Nodes, Outgoing, PeerEvent, PeerIx, PeerState, PeerView, Peering, PeeringSettings, Share,
 };
 pub use time::Nanos;

@@ -7,8 +7,9 @@
 //! anything else. It must be bound before any CURVE server socket binds, or
 //! the first connections would be let in unchecked. Until the handler answers
 //! "200", a client's requests are not delivered at all, so a refused client
-//! simply gets no answer. This module decides who may connect; it never sees
-//! a request.
+//! simply gets no answer. Peers are let in the same way: the PUB socket that
+//! peers subscribe to admits only the configured peers' keys. This module
+//! decides who may connect; it never sees a request.
 
 use tracing::{info, warn};
 
@@ -29,7 +30,10 @@ const ZAP_HEADER_FRAMES: usize = 6;
 /// The ZAP handler and what it has refused.
 pub struct Gate {
     zap: zmq::Socket,
-    clients: Allowlist,
+    /// The clients allowed to ask; `None` lets in any client with the server key.
+    clients: Option<Allowlist>,
+    /// The peers allowed to subscribe to the counts.
+    peers: Option<Allowlist>,
     refused: u64,
 }
 
@@ -43,20 +47,30 @@ struct ZapRequest<'a> {
 }
 
 impl Gate {
-    /// Binds the ZAP handler on `ctx` when `curve` has an allowlist; with
-    /// none, every client that knows the server key may connect, which is
-    /// logged so that it is a visible choice.
-    pub fn start(ctx: &zmq::Context, curve: &ServerCurve) -> Result<Option<Gate>, TransportError> {
+    /// Binds the ZAP handler on `ctx` when `curve` has a client allowlist
+    /// or `peers` (the keys of the configured peers) is given; without a
+    /// client allowlist every client that knows the server key may connect,
+    /// which is logged so that it is a visible choice.
+    pub fn start(
+        ctx: &zmq::Context,
+        curve: &ServerCurve,
+        peers: Option<Allowlist>,
+    ) -> Result<Option<Gate>, TransportError> {
         info!(server_key = %curve.keys.public, "CURVE on: requests and replies are encrypted");
-        let Some(clients) = &curve.clients else {
-            warn!("no CURVE client allowlist: any client that knows the server key may connect");
+        match &curve.clients {
+            Some(clients) => info!(clients = clients.len(), "CURVE clients limited to the allowlist"),
+            None => warn!("no CURVE client allowlist: any client that knows the server key may connect"),
+        }
+        if let Some(peers) = &peers {
+            info!(peers = peers.len(), "peer subscriptions limited to the configured peers' keys");
+        }
+        if curve.clients.is_none() && peers.is_none() {
             return Ok(None);
-        };
+        }
         let zap = ctx.socket(zmq::REP).map_err(zmq_err("creating the ZAP socket"))?;
         zap.set_linger(0).map_err(zmq_err("setting ZMQ_LINGER"))?;
         zap.bind(ZAP_ENDPOINT).map_err(zmq_err(format!("binding {ZAP_ENDPOINT}")))?;
-        info!(clients = clients.len(), "CURVE clients limited to the allowlist");
-        Ok(Some(Gate { zap, clients: clients.clone(), refused: 0 }))
+        Ok(Some(Gate { zap, clients: curve.clients.clone(), peers, refused: 0 }))
     }
 
     /// The ZAP socket, for the loop's poll.
@@ -102,19 +116,21 @@ impl Gate {
             return reply(request.request_id, "200", "OK");
         }
         self.refused += 1;
-        warn!(peer = %address, key = %key, refused = self.refused, "CURVE client not in the allowlist refused");
+        let domain = String::from_utf8_lossy(request.domain);
+        warn!(peer = %address, key = %key, %domain, refused = self.refused, "CURVE client not in the allowlist refused");
         reply(request.request_id, "400", "key not allowed")
     }
 
     /// Whether `key` may connect to the socket of `domain`.
     fn allows(&self, domain: &[u8], key: &PublicKey) -> bool {
-        match domain {
-            d if d == CLIENTS_DOMAIN.as_bytes() => self.clients.allows(key),
-            // Peers' keys are not checked yet: the PUB socket only publishes
-            // counts, and peers share the locker's key pair to reach it (see
-            // `peer_client`). A per-peer allowlist belongs here.
-            d if d == PEERS_DOMAIN.as_bytes() => true,
-            _ => false,
+        let list = match domain {
+            d if d == CLIENTS_DOMAIN.as_bytes() => &self.clients,
+            d if d == PEERS_DOMAIN.as_bytes() => &self.peers,
+            _ => return false,
+        };
+        match list {
+            Some(l) => l.allows(key),
+            None => true,
         }
     }
 }
@@ -150,11 +166,10 @@ pub fn secure_pub(socket: &zmq::Socket, keys: &KeyPair) -> Result<(), TransportE
     secure_server(socket, keys, PEERS_DOMAIN)
 }
 
-/// Makes the SUB socket a CURVE client of its peers. Each peer is expected
-/// to hold this locker's own key pair (one pair per cluster), since the
-/// config does not name peers' keys yet; a per-peer server key goes here.
-pub fn peer_client(socket: &zmq::Socket, keys: &KeyPair) -> Result<(), TransportError> {
-    socket.set_curve_serverkey(&keys.public.0).map_err(zmq_err("setting ZMQ_CURVE_SERVERKEY"))?;
+/// Makes a SUB socket a CURVE client of the peer whose public key is
+/// `peer`, presenting this locker's own key pair.
+pub fn peer_client(socket: &zmq::Socket, keys: &KeyPair, peer: &PublicKey) -> Result<(), TransportError> {
+    socket.set_curve_serverkey(&peer.0).map_err(zmq_err("setting ZMQ_CURVE_SERVERKEY"))?;
     socket.set_curve_publickey(&keys.public.0).map_err(zmq_err("setting ZMQ_CURVE_PUBLICKEY"))?;
     socket.set_curve_secretkey(keys.secret.bytes()).map_err(zmq_err("setting ZMQ_CURVE_SECRETKEY"))
 }
@@ -179,7 +194,7 @@ mod tests {
     fn gate(allowed: PublicKey) -> Gate {
         let ctx = zmq::Context::new();
         let zap = ctx.socket(zmq::REP).unwrap();
-        Gate { zap, clients: Allowlist::of([allowed]), refused: 0 }
+        Gate { zap, clients: Some(Allowlist::of([allowed])), peers: None, refused: 0 }
     }
 
     #[test]
@@ -208,9 +223,18 @@ mod tests {
     }
 
     #[test]
-    fn peers_are_let_in_until_peer_keys_are_configured() {
-        let mut g = gate(KeyPair::generate().unwrap().public);
-        let stranger = KeyPair::generate().unwrap().public;
-        assert_eq!(g.decide(&request(PEERS_DOMAIN, "CURVE", &[&stranger.0]))[2], b"200");
+    fn only_configured_peers_may_subscribe() {
+        let (client, peer, stranger) = (
+            KeyPair::generate().unwrap().public,
+            KeyPair::generate().unwrap().public,
+            KeyPair::generate().unwrap().public,
+        );
+        let mut g = gate(client);
+        g.peers = Some(Allowlist::of([peer]));
+        assert_eq!(g.decide(&request(PEERS_DOMAIN, "CURVE", &[&peer.0]))[2], b"200");
+        assert_eq!(g.decide(&request(PEERS_DOMAIN, "CURVE", &[&stranger.0]))[2], b"400");
+        assert_eq!(g.decide(&request(PEERS_DOMAIN, "CURVE", &[&client.0]))[2], b"400", "a client is no peer");
+        g.clients = None;
+        assert_eq!(g.decide(&request(CLIENTS_DOMAIN, "CURVE", &[&stranger.0]))[2], b"200", "no client allowlist");
     }
 }

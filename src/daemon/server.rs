@@ -6,12 +6,16 @@
 //! request, asks the `Service` for a reply and sends it. Every request gets
 //! exactly one reply. The loop makes no decisions of its own.
 //!
-//! When peered, the same thread also polls a SUB socket subscribed to every
-//! peer and publishes on a PUB socket whatever the service hands it. Peer
+//! When peered, the same thread also polls one SUB socket per configured
+//! peer, so the socket a message arrives on names the peer it came from,
+//! and publishes on a PUB socket whatever the service hands it. Peer
 //! messages are read before requests, and publishing follows every small
 //! batch of requests, so that counts travel within one loop turn. A publish
 //! never blocks: past the high-water mark ZeroMQ drops it, which cumulative
-//! counts make harmless.
+//! counts make harmless. Peer messages and requests are read in bounded
+//! batches with the stop flag checked between them, so no flood delays a
+//! stop; and the loop tells the service how long it was away when the
+//! process was paused (SIGSTOP, a frozen VM).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -25,10 +29,12 @@ use super::signals::Control;
 use super::state::{self, Keeper, Loaded};
 use super::transport::{self, zmq_err, TransportError};
 use super::trim::Trim;
-use crate::config::{PeerConfig, ServeConfig};
+use crate::config::{PeerConfig, PeerSpec, ServeConfig};
 use crate::core::lease_id::RANDOM_BYTES;
-use crate::core::{time::NANOS_PER_MS, Entropy, LeaseMinter, Locker, NodeKey, PeerEvent, Peering, PeeringSettings};
-use crate::curve::KeyPair;
+use crate::core::{
+    time::NANOS_PER_MS, Entropy, LeaseMinter, Locker, Nanos, NodeKey, PeerEvent, Peering, PeeringSettings,
+};
+use crate::curve::{Allowlist, KeyPair};
 use crate::service::Service;
 use crate::state::StateError;
 use crate::wire::{WireError, MAX_PEER_MESSAGE_SIZE};
@@ -45,11 +51,20 @@ const BATCH: usize = 1024;
 /// flood of requests cannot leave peer counts waiting.
 const INNER_BATCH: usize = 8;
 
-/// How many peer messages are read in one go.
-const PEER_BATCH: usize = 256;
+/// How many peer messages are read from one peer in one go.
+const PEER_BATCH: usize = 64;
 
-/// Peer messages queued per peer before ZeroMQ drops new ones.
+/// A loop turn longer than this is reported to the service as a pause; the
+/// service decides whether it was long enough to matter.
+const PAUSE_NS: u64 = 2 * TICK_MS as u64 * NANOS_PER_MS;
+
+/// Peer messages queued for sending before ZeroMQ drops new ones.
 const PEER_HWM: i32 = 100_000;
+
+/// Peer messages queued per peer before ZeroMQ drops new ones: with
+/// `MAX_PEER_MESSAGE_SIZE` this bounds what one peer can make a locker
+/// buffer, and it holds seconds of a busy peer's counts.
+const PEER_RCVHWM: i32 = 10_000;
 
 /// How soon a SUB socket retries a peer that went away, in milliseconds:
 /// short, so that a restarted locker is heard (and can learn the counts)
@@ -68,7 +83,8 @@ pub enum ServerError {
 /// The sockets a peered locker talks to its peers with.
 struct PeerSockets {
     publisher: zmq::Socket,
-    subscriber: zmq::Socket,
+    /// One per configured peer, in configuration order.
+    subscribers: Vec<zmq::Socket>,
     endpoint: String,
 }
 
@@ -82,7 +98,7 @@ pub struct Server {
     _ctx: zmq::Context,
     endpoint: String,
     service: Service,
-    clock: Clock,
+    watch: Watch,
     state: Option<Keeper>,
     /// Where snapshots for the metrics thread go, when metrics are on.
     metrics: Option<Feed>,
@@ -90,12 +106,38 @@ pub struct Server {
     reload: Option<Reload>,
 }
 
+/// The clock as the loop reads it. Each reading also says how long it has
+/// been since the previous one: a loop that reads the clock at least every
+/// tick and finds much more time gone was not running (SIGSTOP, a frozen
+/// VM), and the service hears of it before the reading is used for
+/// anything, so no request is decided on the view from before the pause.
+struct Watch {
+    clock: Clock,
+    last: Nanos,
+}
+
+impl Watch {
+    fn now(&mut self, service: &mut Service) -> Nanos {
+        let now = self.clock.now();
+        let away = now.saturating_sub(self.last);
+        self.last = now;
+        if away > PAUSE_NS {
+            info!(away_ms = away / NANOS_PER_MS, "the loop did not run for a while");
+            service.on_pause(now, away);
+        }
+        now
+    }
+}
+
 impl Server {
     /// Binds the REP socket described by `config` and builds the locker.
     pub fn bind(config: &ServeConfig) -> Result<Server, ServerError> {
         let ctx = transport::context()?;
         // The ZAP handler must be bound before any CURVE socket binds.
-        let gate = config.curve.as_ref().map(|c| Gate::start(&ctx, c)).transpose()?.flatten();
+        let gate = match &config.curve {
+            Some(c) => Gate::start(&ctx, c, peer_allowlist(config.peering.as_ref(), &c.keys))?,
+            None => None,
+        };
         let keys = config.curve.as_ref().map(|c| &c.keys);
         let (rep, endpoint) = transport::bind_rep_with(&ctx, &config.bind, config.max_message_size, |rep| {
             keys.map_or(Ok(()), |k| curve::secure_rep(rep, k))
@@ -122,7 +164,8 @@ impl Server {
                 let now = clock.now();
                 let me = NodeKey { id: pc.node_id.as_str().into(), incarnation: now };
                 let grace = pc.grace.as_nanos() as u64;
-                let settings = PeeringSettings::new(me, pc.peers.len(), grace, locker.shortest_slot());
+                let names = pc.peers.iter().map(|p| p.endpoint.as_str().into()).collect();
+                let settings = PeeringSettings::new(me, names, grace, locker.shortest_slot());
                 (Some(sockets), Service::peered(locker, Peering::new(settings, now), now))
             }
         };
@@ -130,7 +173,8 @@ impl Server {
             (Some(sc), Some(loaded)) => Some(Keeper::start(sc, loaded, &mut service, clock.now(), started)?),
             _ => None,
         };
-        Ok(Server { rep, peers, gate, _ctx: ctx, endpoint, service, clock, state, metrics: None, reload: None })
+        let watch = Watch { clock, last: clock.now() };
+        Ok(Server { rep, peers, gate, _ctx: ctx, endpoint, service, watch, state, metrics: None, reload: None })
     }
 
     /// Hands a snapshot to `feed` every `Feed::EVERY` while running.
@@ -178,20 +222,20 @@ impl Server {
                         let before = state::Layout::of(self.service.locker());
                         reload::apply(r, &mut self.service);
                         if let Some(state) = &mut self.state {
-                            state.after_reload(&before, &self.service, self.clock.now());
+                            state.after_reload(&before, &self.service, self.watch.clock.now());
                         }
                     }
                     None => warn!("asked to reload, but the config came from no file"),
                 }
             }
             if let Some(feed) = &mut self.metrics {
-                feed.tick(&self.service, self.clock.now(), false);
+                feed.tick(&self.service, self.watch.clock.now(), false);
             }
             let readable = self.wait_readable()?;
             if let Some(gate) = &mut self.gate {
                 gate.answer_waiting()?;
             }
-            let now = self.clock.now();
+            let now = self.watch.now(&mut self.service);
             self.service.on_timeout(now);
             trim.note(now, self.service.locker().live_keys());
             if let Some(state) = &mut self.state {
@@ -201,19 +245,21 @@ impl Server {
             if !readable {
                 continue;
             }
-            let mut served = 0;
-            while served < BATCH {
+            // Requests and peer messages both count towards the batch, so a
+            // flood of either returns to the stop flag and the timers soon.
+            let mut handled = 0;
+            while handled < BATCH && !stop() {
                 let heard = self.read_peers(&mut msg)?;
                 let n = self.serve_some(&mut msg, &mut out)?;
                 self.publish();
-                served += n.max(1);
+                handled += n + heard;
                 if heard == 0 && n == 0 {
                     break;
                 }
             }
         }
         if let Some(feed) = &mut self.metrics {
-            feed.tick(&self.service, self.clock.now(), true);
+            feed.tick(&self.service, self.watch.clock.now(), true);
         }
         let refused = self.gate.as_ref().map(Gate::refused);
         info!(refused_connections = ?refused, "stopping");
@@ -226,14 +272,14 @@ impl Server {
     /// Waits until a request or a peer message arrives, the service's next
     /// deadline passes, or a tick goes by; returns whether anything arrived.
     fn wait_readable(&self) -> Result<bool, ServerError> {
-        let now = self.clock.now();
+        let now = self.watch.clock.now();
         let deadline =
             [self.service.next_deadline(), self.state.as_ref().map(Keeper::next_deadline)].into_iter().flatten().min();
         let until_deadline = deadline.map(|d| d.saturating_sub(now).div_ceil(NANOS_PER_MS));
         let timeout = until_deadline.map_or(TICK_MS, |ms| (ms as i64).min(TICK_MS));
         let mut items = vec![self.rep.as_poll_item(zmq::POLLIN)];
         if let Some(p) = &self.peers {
-            items.push(p.subscriber.as_poll_item(zmq::POLLIN));
+            items.extend(p.subscribers.iter().map(|s| s.as_poll_item(zmq::POLLIN)));
         }
         if let Some(g) = &self.gate {
             items.push(g.poll_item());
@@ -255,23 +301,27 @@ impl Server {
         Ok(INNER_BATCH)
     }
 
-    /// Hands up to `PEER_BATCH` waiting peer messages to the service;
-    /// returns how many.
+    /// Hands up to `PEER_BATCH` waiting messages of each peer to the
+    /// service, naming the peer by its socket; returns how many.
     fn read_peers(&mut self, msg: &mut zmq::Message) -> Result<usize, ServerError> {
         let Some(p) = &self.peers else { return Ok(0) };
-        for n in 0..PEER_BATCH {
-            match p.subscriber.recv(msg, zmq::DONTWAIT) {
-                Ok(()) => {}
-                Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => return Ok(n),
-                Err(e) => return Err(zmq_err("receiving from a peer")(e).into()),
-            }
-            // A peer message is one part; anything else is not from a locker.
-            if msg.get_more() || !self.service.on_peer(self.clock.now(), msg) {
-                debug!("peer message not understood; dropped");
-                while msg.get_more() && p.subscriber.recv(msg, zmq::DONTWAIT).is_ok() {}
+        let mut heard = 0;
+        for (peer, subscriber) in p.subscribers.iter().enumerate() {
+            for _ in 0..PEER_BATCH {
+                match subscriber.recv(msg, zmq::DONTWAIT) {
+                    Ok(()) => heard += 1,
+                    Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => break,
+                    Err(e) => return Err(zmq_err("receiving from a peer")(e).into()),
+                }
+                // A peer message is one part; anything else is not from a locker.
+                let now = self.watch.now(&mut self.service);
+                if msg.get_more() || !self.service.on_peer(now, peer, msg) {
+                    debug!(peer, "peer message not understood; dropped");
+                    while msg.get_more() && subscriber.recv(msg, zmq::DONTWAIT).is_ok() {}
+                }
             }
         }
-        Ok(PEER_BATCH)
+        Ok(heard)
     }
 
     /// Publishes whatever the service has for the peers, and logs what
@@ -279,7 +329,8 @@ impl Server {
     fn publish(&mut self) {
         let Some(p) = &self.peers else { return };
         let mut dropped = 0usize;
-        self.service.publish(self.clock.now(), |bytes| {
+        let now = self.watch.now(&mut self.service);
+        self.service.publish(now, |bytes| {
             if p.publisher.send(bytes, zmq::DONTWAIT).is_err() {
                 dropped += 1;
             }
@@ -299,7 +350,7 @@ impl Server {
             Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => return Ok(false),
             Err(e) => return Err(zmq_err("receiving a request")(e).into()),
         }
-        let now = self.clock.now();
+        let now = self.watch.now(&mut self.service);
         if msg.get_more() {
             let parts = self.drain_parts(msg)?;
             debug!(parts, "multi-part request refused");
@@ -342,9 +393,10 @@ impl Entropy for OsEntropy {
     }
 }
 
-/// Binds the PUB socket and subscribes to every peer.
-/// With CURVE `keys`, the PUB socket is a CURVE server and the SUB socket
-/// its peers' client (see `curve::peer_client`).
+/// Binds the PUB socket and subscribes to every peer, one SUB socket each.
+/// With CURVE `keys`, the PUB socket is a CURVE server and each SUB socket
+/// a CURVE client of its peer's key (this locker's own, when the peer names
+/// none).
 fn peer_sockets(ctx: &zmq::Context, pc: &PeerConfig, keys: Option<&KeyPair>) -> Result<PeerSockets, ServerError> {
     let publisher = ctx.socket(zmq::PUB).map_err(zmq_err("creating the PUB socket"))?;
     publisher.set_linger(0).map_err(zmq_err("setting ZMQ_LINGER"))?;
@@ -352,17 +404,30 @@ fn peer_sockets(ctx: &zmq::Context, pc: &PeerConfig, keys: Option<&KeyPair>) -> 
     keys.map_or(Ok(()), |k| curve::secure_pub(&publisher, k))?;
     publisher.bind(&pc.bind).map_err(zmq_err(format!("binding {}", pc.bind)))?;
     let endpoint = transport::last_endpoint(&publisher)?;
-    let subscriber = ctx.socket(zmq::SUB).map_err(zmq_err("creating the SUB socket"))?;
+    let subscribers = pc.peers.iter().map(|peer| subscribe(ctx, peer, keys)).collect::<Result<_, _>>()?;
+    Ok(PeerSockets { publisher, subscribers, endpoint })
+}
+
+/// A SUB socket connected to one peer.
+fn subscribe(ctx: &zmq::Context, peer: &PeerSpec, keys: Option<&KeyPair>) -> Result<zmq::Socket, ServerError> {
+    let subscriber = ctx.socket(zmq::SUB).map_err(zmq_err("creating a SUB socket"))?;
     subscriber.set_linger(0).map_err(zmq_err("setting ZMQ_LINGER"))?;
-    subscriber.set_rcvhwm(PEER_HWM).map_err(zmq_err("setting ZMQ_RCVHWM"))?;
+    subscriber.set_rcvhwm(PEER_RCVHWM).map_err(zmq_err("setting ZMQ_RCVHWM"))?;
     subscriber.set_maxmsgsize(MAX_PEER_MESSAGE_SIZE as i64).map_err(zmq_err("setting ZMQ_MAXMSGSIZE"))?;
     subscriber.set_reconnect_ivl(PEER_RECONNECT_MS).map_err(zmq_err("setting ZMQ_RECONNECT_IVL"))?;
     subscriber.set_subscribe(b"").map_err(zmq_err("subscribing"))?;
-    keys.map_or(Ok(()), |k| curve::peer_client(&subscriber, k))?;
-    for peer in &pc.peers {
-        subscriber.connect(peer).map_err(zmq_err(format!("connecting to peer {peer}")))?;
+    if let Some(k) = keys {
+        curve::peer_client(&subscriber, k, peer.key.as_ref().unwrap_or(&k.public))?;
     }
-    Ok(PeerSockets { publisher, subscriber, endpoint })
+    let endpoint = &peer.endpoint;
+    subscriber.connect(endpoint).map_err(zmq_err(format!("connecting to peer {endpoint}")))?;
+    Ok(subscriber)
+}
+
+/// The keys that may subscribe to this locker's counts under CURVE: each
+/// configured peer's, or this locker's own for a peer that names none.
+fn peer_allowlist(peering: Option<&PeerConfig>, keys: &KeyPair) -> Option<Allowlist> {
+    peering.map(|pc| Allowlist::of(pc.peers.iter().map(|p| p.key.unwrap_or(keys.public))))
 }
 
 fn log_event(event: &PeerEvent) {
@@ -379,5 +444,12 @@ fn log_event(event: &PeerEvent) {
         PeerEvent::Back { id, silent_ms } => info!(peer = %id, silent_ms, "peer back: heard again"),
         PeerEvent::Ready { synced: 0 } => warn!("no peer sent its counts within the grace period; serving alone"),
         PeerEvent::Ready { synced } => info!(synced, "learned the current counts from peers; serving"),
+        PeerEvent::Rejoining { paused_ms } => {
+            warn!(paused_ms, "this locker was paused longer than the peer-dead time; learning the counts again")
+        }
+        PeerEvent::Refused { peer, what, rejected } => warn!(%peer, rejected, "refused from a peer: {what}"),
+        PeerEvent::LimitMismatch { peer, limit } => {
+            warn!(%peer, %limit, "a peer defines this limit differently; its counts for it are not merged")
+        }
     }
 }

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use super::Service;
 use crate::core::locker::kept::Kept;
 use crate::core::semaphore::kept::HeldLease;
-use crate::core::{Algorithm, LimitId, Nanos, NodeIx, NodeKey, Quota, Verdict};
+use crate::core::{Algorithm, LimitId, Nanos, NodeIx, NodeKey, Nodes, Quota, Verdict};
 use crate::state::{collapse, Record};
 
 /// What the last request changed, until the daemon takes it.
@@ -141,7 +141,8 @@ impl Service {
     ) -> (Restored, Vec<Record<'a>>) {
         let liveness = self.liveness();
         let live = collapse(records, |r| liveness.is_live(now, r));
-        let nodes = self.run_nodes(&live);
+        let nodes = self.run_nodes(now, &live);
+        let runs = live.iter().filter(|r| matches!(r, Record::Run { .. })).count();
         let mut done = Restored::default();
         let mut rewrite = Vec::with_capacity(live.len());
         for r in live {
@@ -152,11 +153,11 @@ impl Service {
                     rewrite.push(r);
                     continue;
                 }
-                (Record::Window { slot, count, key, .. }, Some(id), Some(node)) => {
+                (Record::Window { slot, count, key, .. }, Some(id), node) => {
                     let later = slot > self.locker.limit(id).quota().slot_of(now);
                     // Alone, or reserved ahead, an earlier run's count becomes
                     // this run's own: nobody else will ever count it.
-                    if later || self.peering.is_none() {
+                    let Some(node) = node.filter(|_| !later && self.peering.is_some()) else {
                         let own = self.locker.restore_own(now, id, key, slot, count);
                         *(if later { &mut done.reservations } else { &mut done.counts }) += usize::from(own.is_some());
                         if let Some(count) = own {
@@ -164,12 +165,14 @@ impl Service {
                             rewrite.push(Record::Window { at: now, run, limit, slot, count, key });
                         }
                         continue;
-                    }
+                    };
                     let ok = self.locker.restore_count(now, id, key, slot, node, count);
                     done.counts += usize::from(ok);
                     ok
                 }
-                (Record::Bucket { key, tat, period, count, .. }, Some(id), Some(node)) => {
+                (Record::Bucket { key, tat, period, count, .. }, Some(id), node) => {
+                    // Without a node for its run, the TAT alone is put back.
+                    let (node, count) = node.map_or((Nodes::ME, 0), |n| (n, count));
                     let ok = self.locker.restore_bucket(now, id, key, tat, node, period, count);
                     done.buckets += usize::from(ok);
                     ok
@@ -189,22 +192,23 @@ impl Service {
         }
         // Several earlier runs may have counted the same key and slot, each
         // adding to this run's own: the last record of each says the sum.
-        let rewrite = if nodes.len() > 1 { collapse(rewrite.into_iter(), |_| true) } else { rewrite };
+        let rewrite = if runs > 1 { collapse(rewrite.into_iter(), |_| true) } else { rewrite };
         (done, rewrite)
     }
 
-    /// A node for every earlier run named in `records`: the run's own node
-    /// key when peered (so a peer's snapshot of that run merges with what
-    /// is restored), otherwise a number no other count uses.
-    fn run_nodes(&mut self, records: &[Record]) -> HashMap<u32, NodeIx> {
+    /// A node for every earlier run named in `records`, when peered: the
+    /// run's own node key, held in the node table (as if the first
+    /// configured peer had named it), so that a peer's snapshot of that run
+    /// merges with what is restored. Alone, or when the table has no room,
+    /// a run gets none and its counts become this run's own.
+    fn run_nodes(&mut self, now: Nanos, records: &[Record]) -> HashMap<u32, NodeIx> {
         let mut nodes = HashMap::new();
+        let Some(p) = &mut self.peering else { return nodes };
         for r in records {
             if let Record::Run { run, incarnation, node } = *r {
-                let ix = match &mut self.peering {
-                    Some(p) => p.nodes_mut().intern(&NodeKey { id: node.into(), incarnation }),
-                    None => 1 + nodes.len() as NodeIx,
-                };
-                nodes.insert(run, ix);
+                if let Some(ix) = p.nodes_mut().resolve(now, 0, &NodeKey { id: node.into(), incarnation }) {
+                    nodes.insert(run, ix);
+                }
             }
         }
         nodes

@@ -40,6 +40,14 @@ pub struct PeerNode(pub String, pub u64);
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PeerCount(pub String, pub Option<String>, pub u64, pub u32, pub u32);
 
+/// A limit's name and the digest of its definition (`Limit::digest`), as
+/// `[name, digest]`: peers merge counts only for limits defined alike.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerLimit(pub String, pub u64);
+
+/// The most limits a peer message may describe.
+pub const MAX_LIMITS_PER_MESSAGE: usize = 4096;
+
 /// A message from one locker to its peers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PeerMsg {
@@ -59,6 +67,10 @@ pub struct PeerMsg {
     /// The counts, at most `MAX_COUNTS_PER_MESSAGE`.
     #[serde(default)]
     pub counts: Vec<PeerCount>,
+    /// In a heartbeat and in each part of a snapshot: the digest of every
+    /// limit the sender shares, at most `MAX_LIMITS_PER_MESSAGE`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub limits: Vec<PeerLimit>,
 }
 
 impl PeerMsg {
@@ -68,10 +80,20 @@ impl PeerMsg {
     }
 }
 
-/// Decodes one peer message.
+/// Decodes one peer message. One that carries more counts, nodes or
+/// limits than a locker ever sends in one is refused whole, so a message
+/// costs at most that much work.
 pub fn decode_peer(body: &[u8]) -> Result<PeerMsg, WireError> {
     if !is_structured(body) {
         return Err(WireError::Malformed("a peer message is a map".into()));
     }
-    decode_exact(body)
+    let msg: PeerMsg = decode_exact(body)?;
+    // A message names at most its sender and one node per count.
+    let too_many = msg.counts.len() > MAX_COUNTS_PER_MESSAGE
+        || msg.nodes.len() > MAX_COUNTS_PER_MESSAGE + 1
+        || msg.limits.len() > MAX_LIMITS_PER_MESSAGE;
+    if too_many {
+        return Err(WireError::Malformed("a peer message with too many counts, nodes or limits".into()));
+    }
+    Ok(msg)
 }

@@ -62,9 +62,13 @@ pub struct StatsReply {
     /// Whether this locker is still learning the counts from its peers.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub joining: bool,
-    /// Every peer heard of, when peered.
+    /// Every configured peer heard from, when peered.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub peers: Vec<PeerStatsReply>,
+    /// Runs of other lockers in the node table, when peered: at most
+    /// `MAX_RUNS_PER_PEER` per configured peer, whatever peers send.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_runs: Option<u64>,
 }
 
 /// One peer in a stats reply.
@@ -80,6 +84,21 @@ pub struct PeerStatsReply {
     pub flagged: bool,
     /// Whether it was heard recently enough to count as live.
     pub live: bool,
+    /// The peer as configured (its endpoint).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub endpoint: String,
+    /// Counts and node ids it sent that were refused (implausible counts,
+    /// too many runs).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rejected: u64,
+    /// Limits it defines differently from this locker: their counts are
+    /// not merged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mismatched_limits: Vec<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One limit's counters in a stats reply.
@@ -136,8 +155,4 @@ pub fn decode_plain_reply(body: &[u8]) -> Result<bool, WireError> {
         SORRY => Ok(false),
         other => Err(WireError::Malformed(format!("expected go or sorry, got {:?}", String::from_utf8_lossy(other)))),
     }
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }

@@ -238,3 +238,58 @@ fn peered_lockers_sharing_a_key_pair_hear_each_other() {
         }
     }
 }
+
+/// A SUB socket that subscribes to `endpoint` as a CURVE client with
+/// `keys`, expecting the server key `server`.
+fn curve_subscriber(ctx: &zmq::Context, endpoint: &str, server: &PublicKey, keys: &KeyPair) -> zmq::Socket {
+    let sub = ctx.socket(zmq::SUB).unwrap();
+    sub.set_linger(0).unwrap();
+    ClientCurve { server: *server, keys: keys.clone() }.secure(&sub).unwrap();
+    sub.set_subscribe(b"").unwrap();
+    sub.set_rcvtimeo(SILENT.as_millis() as i32).unwrap();
+    sub.connect(endpoint).unwrap();
+    sub
+}
+
+#[test]
+fn peers_with_their_own_keys_hear_each_other_and_an_unlisted_key_hears_nothing() {
+    let keys = KeyDir::new("peer-keys");
+    let (a, b, stranger) = (keys.keygen("a"), keys.keygen("b"), keys.keygen("stranger"));
+    let pubs = [free_pub(), free_pub()];
+    let peer = |me: usize, other: &str| {
+        let listed = format!("{}={}", pubs[1 - me], keys.path(&format!("{other}.pub")));
+        let secret = keys.path(&format!("{}.key", ["a", "b"][me]));
+        let args = ["--peer-bind", &pubs[me], "--peer", &listed, "--curve-secret-key", &secret];
+        crate::support::Daemon::start(&args)
+    };
+    let lockers = [peer(0, "b"), peer(1, "a")];
+    let servers = [a.public, b.public];
+    let end = Instant::now() + DEADLINE;
+    for (i, d) in lockers.iter().enumerate() {
+        let curve = ClientCurve { server: servers[i], keys: stranger.clone() };
+        let mut client = Client::new([d.endpoint.as_str()], DEADLINE).unwrap().with_curve(curve);
+        loop {
+            let s = client.stats().expect("stats over CURVE");
+            if !s.joining && s.peers.iter().any(|p| p.live) {
+                break;
+            }
+            assert!(Instant::now() < end, "locker {i} never heard its peer with its own key: {s:?}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let ctx = zmq::Context::new();
+    let listed = curve_subscriber(&ctx, &pubs[0], &a.public, &b);
+    listed.set_rcvtimeo(DEADLINE.as_millis() as i32).unwrap();
+    assert!(listed.recv_bytes(0).is_ok(), "a listed peer's key hears the heartbeats");
+    let unlisted = curve_subscriber(&ctx, &pubs[0], &a.public, &stranger);
+    assert!(unlisted.recv_bytes(0).is_err(), "an unlisted key heard a's counts");
+    let plain = ctx.socket(zmq::SUB).unwrap();
+    plain.set_subscribe(b"").unwrap();
+    plain.set_rcvtimeo(SILENT.as_millis() as i32).unwrap();
+    plain.connect(&pubs[0]).unwrap();
+    assert!(plain.recv_bytes(0).is_err(), "a plain subscriber heard a's counts");
+}
+
+fn free_pub() -> String {
+    format!("tcp://127.0.0.1:{}", crate::support::free_port())
+}

@@ -297,6 +297,7 @@ fn a_peer_heartbeat_has_pinned_bytes() {
         joining: true,
         done: false,
         counts: vec![],
+        limits: vec![],
     };
     let expected = concat(&[
         &[0x86],
@@ -327,6 +328,7 @@ fn peer_counts_have_pinned_bytes() {
         joining: false,
         done: false,
         counts: vec![PeerCount("api".into(), Some("k".into()), 3, 0, 5)],
+        limits: vec![],
     };
     let expected: &[u8] = &[
         0x86, // a map of 6
@@ -352,6 +354,7 @@ fn the_last_part_of_a_snapshot_has_pinned_bytes() {
         joining: false,
         done: true,
         counts: vec![PeerCount("api".into(), None, 3, 1, 200)],
+        limits: vec![],
     };
     let expected = concat(&[
         &[0x86],

@@ -14,7 +14,8 @@ mod bench;
 mod bucket_peer_properties;
 /// Generated asks on the fixed-timeslot counter: never more than max per slot.
 mod core_properties;
-/// CURVE: allowlisted clients get answers, unknown keys and plain clients none; keygen; config; peering.
+/// CURVE: allowlisted clients get answers, unknown keys and plain clients none; keygen; config;
+/// peers with their own keys, and no counts for an unlisted subscriber.
 mod curve;
 /// Rough edges a new user hits: lease waits, config and flag errors, binds, CLI errors, peer logs, dead endpoints.
 mod edges;
@@ -31,6 +32,8 @@ mod kinds;
 mod lifecycle;
 /// Operating it: Prometheus scrapes (alone and peered), health, reload on SIGHUP, check-config, JSON logs.
 mod operations;
+/// The peer link under attack: a rogue publisher, a node-id flood, a frozen peer, mismatched limits.
+mod peer_attacks;
 /// Peering on the seam: services wired by hand through a network the test controls.
 mod peer_protocol;
 /// Peered lockers: a shared count, the overshoot bound, restarts, lone survivors, stats.

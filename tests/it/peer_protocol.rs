@@ -5,7 +5,7 @@
 
 use locker::core::{Algorithm, Limit, Locker, NodeKey, Peering, PeeringSettings, Quota, DEFAULT_LIMIT};
 use locker::service::Service;
-use locker::wire::{self, Ask, GoReply, PeerKind, PeerMsg, PeerNode, Reply, StatsReply};
+use locker::wire::{self, Ask, GoReply, PeerCount, PeerKind, PeerMsg, PeerNode, Reply, StatsReply};
 
 const MS: u64 = 1_000_000;
 /// The start of a 1 s slot.
@@ -26,9 +26,11 @@ fn service(id: &str, incarnation: u64, peers: usize, now: u64) -> Service {
     service_of(locker(10), id, incarnation, peers, now)
 }
 
+/// A service with `peers` configured peers, numbered from 0.
 fn service_of(locker: Locker, id: &str, incarnation: u64, peers: usize, now: u64) -> Service {
     let me = NodeKey { id: id.into(), incarnation };
-    let settings = PeeringSettings::new(me, peers, 500 * MS, 1000 * MS);
+    let names = (0..peers).map(|i| format!("tcp://peer-{i}").into()).collect();
+    let settings = PeeringSettings::new(me, names, 500 * MS, 1000 * MS);
     Service::peered(locker, Peering::new(settings, now), now)
 }
 
@@ -60,9 +62,10 @@ fn outbox(s: &mut Service, now: u64) -> Vec<Vec<u8>> {
     msgs
 }
 
+/// Delivers `msgs` as from the receiver's first configured peer.
 fn deliver(to: &mut Service, now: u64, msgs: &[Vec<u8>]) {
     for m in msgs {
-        assert!(to.on_peer(now, m), "a peer message was not understood");
+        assert!(to.on_peer(now, 0, m), "a peer message was not understood");
     }
 }
 
@@ -118,7 +121,7 @@ fn duplicates_reordering_and_loss_do_not_change_the_sum() {
     };
     // The last count first, then two older ones, each twice; the rest lost.
     for m in [carrying(5), carrying(2), carrying(5), carrying(3), carrying(3)] {
-        assert!(b.on_peer(now + 60 * MS, m));
+        assert!(b.on_peer(now + 60 * MS, 0, m));
     }
     assert_eq!(ask(&mut b, now + 70 * MS).remaining, 4, "5 from a and 1 from b, counted once");
 }
@@ -165,32 +168,41 @@ fn a_restarted_locker_with_no_peer_left_serves_alone_after_the_grace() {
     assert!(ask(&mut a, T0 + 500 * MS).ok);
 }
 
-#[test]
-fn stats_list_peers_with_age_offset_and_skew_flag() {
-    let (mut a, _) = joined_pair();
-    let skewed = PeerMsg {
+/// A heartbeat of node `id`, sent at `at` by its clock.
+fn beat(id: &str, at: u64) -> Vec<u8> {
+    let msg = PeerMsg {
         kind: PeerKind::Beat,
-        nodes: vec![PeerNode("c".into(), 1)],
-        at: T0 + 40 * MS - 400 * MS,
+        nodes: vec![PeerNode(id.into(), 1)],
+        at,
         joining: false,
         done: false,
         counts: vec![],
+        limits: vec![],
     };
     let mut body = Vec::new();
-    wire::encode(&skewed, &mut body);
-    assert!(a.on_peer(T0 + 40 * MS, &body));
+    wire::encode(&msg, &mut body);
+    body
+}
+
+#[test]
+fn stats_list_peers_with_age_offset_and_skew_flag() {
+    let mut a = service("a", T0, 2, T0);
+    assert!(a.on_peer(T0 + 20 * MS, 0, &beat("b", T0 + 20 * MS)));
+    assert!(a.on_peer(T0 + 40 * MS, 1, &beat("c", T0 + 40 * MS - 400 * MS)));
     let s = stats(&mut a, T0 + 50 * MS);
     assert_eq!(s.node.as_deref(), Some("a"));
     let peers: Vec<_> = s.peers.iter().map(|p| (p.node.as_str(), p.last_heard_ms, p.flagged)).collect();
     assert_eq!(peers, [("b", 30, false), ("c", 10, true)]);
     assert_eq!(s.peers[1].clock_offset_ms, -400.0);
+    assert_eq!(s.peers[1].endpoint, "tcp://peer-1");
+    assert_eq!(s.peer_runs, Some(2));
 }
 
 #[test]
 fn garbage_from_a_peer_is_dropped() {
     let (mut a, _) = joined_pair();
-    assert!(!a.on_peer(T0, b"let me go"));
-    assert!(!a.on_peer(T0, &[0x81, 0xa1, 0x78, 0xc0]));
+    assert!(!a.on_peer(T0, 0, b"let me go"));
+    assert!(!a.on_peer(T0, 0, &[0x81, 0xa1, 0x78, 0xc0]));
     assert!(ask(&mut a, T0 + 100 * MS).ok);
 }
 
@@ -228,7 +240,7 @@ fn bucket_counts_survive_duplicates_reordering_and_loss() {
     };
     // The last count first, then older ones, repeated; the count 3 is lost.
     for m in [carrying(4), carrying(1), carrying(4), carrying(2), carrying(2)] {
-        assert!(b.on_peer(now, m));
+        assert!(b.on_peer(now, 0, m));
     }
     assert_eq!(ask(&mut b, now).remaining, 0, "4 from a and 1 from b, counted once");
     assert!(!ask(&mut b, now).ok);
@@ -277,4 +289,114 @@ fn a_restarted_locker_learns_the_bucket_back_before_it_grants() {
     assert!(!stats(&mut a, restart + MS).joining);
     let granted = (0..5).filter(|_| ask(&mut a, restart + 2 * MS).ok).count();
     assert_eq!(granted, 1, "4 of 5 were taken before the restart");
+}
+
+/// A counts message sent by node `from` of `nodes`, with each count
+/// `(node index, count)` for the default limit's key "k" in T0's slot.
+fn counts(nodes: &[(&str, u64)], counts: &[(u32, u32)]) -> Vec<u8> {
+    let msg = PeerMsg {
+        kind: PeerKind::Counts,
+        nodes: nodes.iter().map(|&(id, inc)| PeerNode(id.into(), inc)).collect(),
+        at: T0,
+        joining: false,
+        done: false,
+        counts: counts
+            .iter()
+            .map(|&(node, n)| PeerCount(DEFAULT_LIMIT.into(), Some("k".into()), T0 / 1000 / MS, node, n))
+            .collect(),
+        limits: vec![],
+    };
+    let mut body = Vec::new();
+    wire::encode(&msg, &mut body);
+    body
+}
+
+#[test]
+fn a_count_above_what_one_locker_can_grant_is_refused_and_counted() {
+    let (mut a, mut b) = joined_pair();
+    let now = T0 + 100 * MS;
+    assert!(b.on_peer(now, 0, &counts(&[("a", T0)], &[(0, u32::MAX)])));
+    assert!(b.on_peer(now, 0, &counts(&[("a", T0)], &[(0, 11)])), "one above max_requests");
+    let r = ask(&mut b, now);
+    assert!(r.ok, "the key is not blocked");
+    assert_eq!(r.remaining, 9);
+    assert_eq!(stats(&mut b, now).peers[0].rejected, 2);
+    // A plausible count still counts.
+    assert!(b.on_peer(now, 0, &counts(&[("a", T0)], &[(0, 9)])));
+    assert!(!ask(&mut b, now).ok);
+    let _ = ask(&mut a, now);
+}
+
+#[test]
+fn a_flood_of_made_up_node_ids_leaves_a_bounded_node_table() {
+    let (_, mut b) = joined_pair();
+    let now = T0 + 100 * MS;
+    for batch in 0..120u64 {
+        let ids: Vec<String> = (0..250).map(|i| format!("made-up-{batch}-{i}")).collect();
+        let mut nodes = vec![("a", T0)];
+        nodes.extend(ids.iter().map(|id| (id.as_str(), 1)));
+        let made_up: Vec<(u32, u32)> = (1..=250).map(|i| (i, 1)).collect();
+        assert!(b.on_peer(now, 0, &counts(&nodes, &made_up)));
+    }
+    let s = stats(&mut b, now);
+    assert!(s.peer_runs.unwrap() <= locker::core::peering::MAX_RUNS_PER_PEER as u64, "{:?}", s.peer_runs);
+    assert!(s.peers[0].rejected >= 30_000 - locker::core::peering::MAX_RUNS_PER_PEER as u64);
+    let r = ask(&mut b, now);
+    assert!(r.ok);
+    assert!(r.remaining >= 10 - locker::core::peering::MAX_RUNS_PER_PEER as u32, "at most the admitted runs count");
+}
+
+#[test]
+fn nobody_may_speak_as_this_locker_or_for_an_unconfigured_peer() {
+    let (_, mut b) = joined_pair();
+    let now = T0 + 100 * MS;
+    assert!(b.on_peer(now, 0, &counts(&[("b", T0)], &[(0, 10)])), "understood, and refused");
+    assert!(!b.on_peer(now, 1, &counts(&[("a", T0)], &[(0, 10)])), "there is no second peer");
+    assert!(ask(&mut b, now).ok);
+}
+
+#[test]
+fn a_limit_defined_differently_is_flagged_and_never_mixed() {
+    let a = service_of(locker(10), "a", T0, 1, T0);
+    let b = service_of(locker(20), "b", T0, 1, T0);
+    let mut a = a;
+    let mut b = b;
+    for round in 0..3 {
+        let now = T0 + round * 10 * MS;
+        let (from_a, from_b) = (outbox(&mut a, now), outbox(&mut b, now));
+        deliver(&mut b, now, &from_a);
+        deliver(&mut a, now, &from_b);
+    }
+    let now = T0 + 600 * MS; // past the grace: each serves with what it has
+    for i in 0..15 {
+        assert!(ask(&mut b, now + i * 5 * MS).ok);
+    }
+    deliver(&mut a, now + 80 * MS, &outbox(&mut b, now + 80 * MS));
+    let r = ask(&mut a, now + 90 * MS);
+    assert!(r.ok, "b's 15 of 20 are not a's 10");
+    assert_eq!(r.remaining, 9);
+    let s = stats(&mut a, now + 90 * MS);
+    assert_eq!(s.peers[0].mismatched_limits, [DEFAULT_LIMIT]);
+}
+
+#[test]
+fn a_locker_paused_past_the_peer_dead_time_learns_the_counts_again() {
+    let (mut a, mut b) = joined_pair();
+    let now = T0 + 100 * MS;
+    a.on_pause(now, 400 * MS);
+    assert!(ask(&mut a, now).ok, "a short pause changes nothing");
+    // a is frozen for 3 s; meanwhile b grants 6 in the slot a resumes in.
+    let resumed = T0 + 3100 * MS;
+    for i in 0..6 {
+        assert!(ask(&mut b, resumed - 50 * MS + i * 5 * MS).ok);
+    }
+    a.on_pause(resumed, 3000 * MS);
+    let held = ask(&mut a, resumed);
+    assert!(!held.ok, "a stale view grants nothing");
+    assert!(stats(&mut a, resumed).joining);
+    deliver(&mut b, resumed, &outbox(&mut a, resumed));
+    deliver(&mut a, resumed + MS, &outbox(&mut b, resumed + MS));
+    assert!(!stats(&mut a, resumed + MS).joining);
+    let granted = (0..10).filter(|i| ask(&mut a, resumed + 10 * MS + i * 5 * MS).ok).count();
+    assert_eq!(granted, 4, "b granted 6 of 10 while a was away");
 }

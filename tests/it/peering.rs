@@ -6,12 +6,12 @@ use locker::wire::{self, Ask, GoReply, Reply};
 use crate::support::{req, Peered, DEADLINE};
 
 /// Milliseconds since the Unix epoch, by the wall clock the lockers anchor to.
-fn wall_ms() -> u64 {
+pub(crate) fn wall_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64
 }
 
 /// Asks once for `key` on `socket`.
-fn ask(socket: &zmq::Socket, key: &str, buf: &mut Vec<u8>) -> GoReply {
+pub(crate) fn ask(socket: &zmq::Socket, key: &str, buf: &mut Vec<u8>) -> GoReply {
     buf.clear();
     wire::encode(&Ask::new().key(key).to_map(), buf);
     socket.send(&buf[..], 0).expect("send");
@@ -38,13 +38,19 @@ fn ask_patiently(socket: &zmq::Socket, key: &str, buf: &mut Vec<u8>) -> GoReply 
 
 /// The slot a reply was decided in: its slot ends `reset_after_ms` after
 /// the decision, which came just before the reply arrived.
-fn slot_of(reply: &GoReply, received_ms: u64, slot_ms: u64) -> u64 {
+pub(crate) fn slot_of(reply: &GoReply, received_ms: u64, slot_ms: u64) -> u64 {
     (received_ms + reply.reset_after_ms + slot_ms / 2) / slot_ms - 1
 }
 
 /// Go answers per slot when `threads` clients per endpoint ask for `key`
 /// as fast as they can for `run`.
-fn saturate(endpoints: &[String], threads: usize, key: &str, run: Duration, slot_ms: u64) -> BTreeMap<u64, u64> {
+pub(crate) fn saturate(
+    endpoints: &[String],
+    threads: usize,
+    key: &str,
+    run: Duration,
+    slot_ms: u64,
+) -> BTreeMap<u64, u64> {
     let end = Instant::now() + run;
     let handles: Vec<_> = endpoints
         .iter()

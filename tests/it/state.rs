@@ -4,7 +4,7 @@
 //! after the slot ended starts fresh; the file stays small under a flood of
 //! new keys.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -38,13 +38,26 @@ impl Drop for Dir {
     }
 }
 
-/// Starts `locker serve --state <dir>/s.log <args>`, its log going to
-/// `<dir>/<log>`.
-fn serve(dir: &Dir, log: &str, args: &[&str]) -> Daemon {
+/// Starts `locker serve --state <dir>/s.log <args>`, keeping its log (the
+/// `_log` name only tells the runs of a test apart when reading it).
+fn serve(dir: &Dir, _log: &str, args: &[&str]) -> Daemon {
     let state = dir.state();
     let mut all = vec!["--state", state.as_str()];
     all.extend_from_slice(args);
-    Daemon::start_logged(&all, File::create(dir.path(log)).unwrap())
+    Daemon::start_logged(&all)
+}
+
+/// The daemon's log once it holds `needle`; the log is read by a thread,
+/// so a line may arrive a little after the request that followed it.
+fn log_with(d: &Daemon, needle: &str) -> String {
+    let end = Instant::now() + DEADLINE;
+    loop {
+        let log = d.log();
+        if log.contains(needle) || Instant::now() > end {
+            return log;
+        }
+        std::thread::yield_now();
+    }
 }
 
 /// Kills the daemon with SIGKILL and waits until it is gone.
@@ -192,7 +205,7 @@ fn damaged(name: &str, damage: impl FnOnce(&str)) -> (usize, String) {
     damage(&dir.state());
     let d = serve(&dir, "second.log", &args);
     let after = plain_goes(&d, 100);
-    (after, fs::read_to_string(dir.path("second.log")).unwrap())
+    (after, log_with(&d, "damaged"))
 }
 
 #[test]

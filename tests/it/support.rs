@@ -8,7 +8,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long a daemon may take to start, and a socket may wait for a reply,
@@ -25,6 +25,8 @@ pub struct Daemon {
     child: Child,
     /// The endpoint the daemon printed, with its real port.
     pub endpoint: String,
+    /// Its log (warnings and above), when started with `start_logged`.
+    log: Option<Arc<Mutex<String>>>,
 }
 
 impl Daemon {
@@ -36,16 +38,21 @@ impl Daemon {
 
     /// Starts `locker serve <bind_args> <args>`.
     pub fn start_with(bind_args: &[&str], args: &[&str]) -> Daemon {
-        Daemon::spawn(bind_args, args, Stdio::inherit())
+        Daemon::spawn(bind_args, args, false)
     }
 
-    /// Starts `locker serve --bind tcp://127.0.0.1:* <args>` with its log
-    /// (warnings and errors) going to `log`.
-    pub fn start_logged(args: &[&str], log: std::fs::File) -> Daemon {
-        Daemon::spawn(&["--bind", "tcp://127.0.0.1:*"], args, Stdio::from(log))
+    /// Starts `locker serve --bind tcp://127.0.0.1:* <args>`, keeping its
+    /// log for `log`.
+    pub fn start_logged(args: &[&str]) -> Daemon {
+        Daemon::spawn(&["--bind", "tcp://127.0.0.1:*"], args, true)
     }
 
-    fn spawn(bind_args: &[&str], args: &[&str], stderr: Stdio) -> Daemon {
+    /// What the daemon logged so far (only with `start_logged`).
+    pub fn log(&self) -> String {
+        self.log.as_ref().expect("started with start_logged").lock().unwrap().clone()
+    }
+
+    fn spawn(bind_args: &[&str], args: &[&str], capture: bool) -> Daemon {
         let mut child = Command::new(locker_bin())
             .arg("serve")
             .args(bind_args)
@@ -53,9 +60,21 @@ impl Daemon {
             .env("LOCKER_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(stderr)
+            .stderr(if capture { Stdio::piped() } else { Stdio::inherit() })
             .spawn()
             .expect("spawn locker");
+        let log = child.stderr.take().map(|stderr| {
+            let log = Arc::new(Mutex::new(String::new()));
+            let sink = Arc::clone(&log);
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    let mut log = sink.lock().unwrap();
+                    log.push_str(&line);
+                    log.push('\n');
+                }
+            });
+            log
+        });
         let stdout = child.stdout.take().expect("piped stdout");
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
@@ -74,7 +93,7 @@ impl Daemon {
             }
         };
         let endpoint = line.strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-        Daemon { endpoint: endpoint.to_owned(), child }
+        Daemon { endpoint: endpoint.to_owned(), child, log }
     }
 
     /// The daemon's process id.
@@ -193,6 +212,8 @@ pub struct Peered {
     pub pubs: Vec<String>,
     /// Arguments given to every locker besides the peering ones.
     pub args: Vec<String>,
+    /// Whether each locker's log is kept (see `Daemon::start_logged`).
+    pub logged: bool,
 }
 
 impl Peered {
@@ -200,7 +221,7 @@ impl Peered {
     pub fn start(n: usize, args: &[&str]) -> Peered {
         let pubs: Vec<String> = (0..n).map(|_| format!("tcp://127.0.0.1:{}", free_port())).collect();
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        let mut group = Peered { lockers: Vec::new(), pubs, args };
+        let mut group = Peered { lockers: Vec::new(), pubs, args, logged: false };
         for i in 0..n {
             let d = group.spawn(i);
             group.lockers.push(Some(d));
@@ -218,7 +239,23 @@ impl Peered {
             }
         }
         args.extend(self.args.iter().map(String::as_str));
-        Daemon::start(&args)
+        if self.logged {
+            Daemon::start_logged(&args)
+        } else {
+            Daemon::start(&args)
+        }
+    }
+
+    /// Starts `n` lockers as `start` does, keeping their logs.
+    pub fn start_logged(n: usize, args: &[&str]) -> Peered {
+        let pubs: Vec<String> = (0..n).map(|_| format!("tcp://127.0.0.1:{}", free_port())).collect();
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let mut group = Peered { lockers: Vec::new(), pubs, args, logged: true };
+        for i in 0..n {
+            let d = group.spawn(i);
+            group.lockers.push(Some(d));
+        }
+        group
     }
 
     /// The REP endpoint of locker `i`.

@@ -16,7 +16,7 @@ pub mod share;
 pub mod view;
 
 pub use merge::Count;
-pub use nodes::{NodeKey, Nodes, PeerEvent, PeerState};
+pub use nodes::{NodeKey, Nodes, PeerEvent, PeerIx, PeerState, MAX_RUNS_PER_PEER};
 pub use schedule::{Outgoing, Peering, PeeringSettings};
 pub use share::{NodeIx, Share};
 pub use view::PeerView;

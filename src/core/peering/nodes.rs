@@ -1,17 +1,39 @@
-//! The node table: every locker process this one has heard of, and what it
-//! knows about each peer's liveness and clock.
+//! The node table: the configured peers, the runs of lockers each of them
+//! has told this one about, and what it knows of each peer's liveness and
+//! clock.
 //!
 //! A node is one run of one locker: its configured id plus an incarnation
 //! (the instant that run started). Counts are kept per node, so a locker
 //! that restarts under the same id starts a new node and its earlier run's
-//! count keeps counting until the slot ends. Liveness and clock offsets are
-//! kept per id. This module is pure: it takes `now` and never logs; it
-//! reports what changed so the caller can.
+//! count keeps counting until the slot ends.
+//!
+//! The table is bounded by the configuration, not by what arrives: every
+//! message comes from one configured peer (the caller knows which, from the
+//! socket it arrived on), and each peer may name at most
+//! `MAX_RUNS_PER_PEER` runs: its live run (the sender of its messages) and
+//! the runs it relays in snapshots (its own earlier runs, other peers',
+//! this locker's earlier run). A run no longer live is forgotten once it
+//! has not been named for the retention time, after its slots ended. So a
+//! flood of made-up node ids costs a hash lookup each and holds at most
+//! `MAX_RUNS_PER_PEER` entries per configured peer. This module is pure: it
+//! takes `now` and never logs; it reports what changed so the caller can.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 
 use super::share::NodeIx;
 use crate::core::time::Nanos;
+
+/// The most runs one configured peer may have in the table at once: its
+/// live run and the runs it relays. A peered trio needs four (a peer's
+/// live and earlier run, the third locker's, and this one's earlier run).
+pub const MAX_RUNS_PER_PEER: usize = 8;
+
+/// How long a run no longer live is kept, unless set: enough for slots of
+/// up to a second and the bucket period before.
+pub const DEFAULT_RETENTION: Nanos = 2 * crate::core::time::NANOS_PER_SEC;
+
+/// An index naming one configured peer, in configuration order.
+pub type PeerIx = usize;
 
 /// One run of one locker.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -22,11 +44,13 @@ pub struct NodeKey {
     pub incarnation: u64,
 }
 
-/// What this locker knows of one peer id.
+/// What this locker knows of one configured peer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeerState {
-    /// The peer's latest run.
-    pub incarnation: u64,
+    /// The peer as configured (its endpoint), for stats and logs.
+    pub name: Box<str>,
+    /// The run that sends this peer's messages, once heard.
+    pub run: Option<NodeKey>,
     /// When a heartbeat from it last arrived, by this locker's clock.
     pub last_heard: Nanos,
     /// The peer's clock minus this locker's, in nanoseconds, as of its last
@@ -39,6 +63,14 @@ pub struct PeerState {
     /// Whether the peer went unheard past the live timeout (and was
     /// reported silent); cleared by its next heartbeat.
     pub silent: bool,
+    /// Counts and node ids from this peer that were refused.
+    pub rejected: u64,
+    /// When a refusal was last reported, so a flood is reported once a
+    /// second, not once a message.
+    last_reported: Option<Nanos>,
+    /// When a restart was last reported, likewise: a publisher at the
+    /// peer's address could claim a new run in every message.
+    last_restart: Option<Nanos>,
 }
 
 /// Something about a peer worth logging.
@@ -60,24 +92,57 @@ pub enum PeerEvent {
     /// This locker finished learning the counts (from `synced` peers; 0
     /// means the grace period ran out and it serves alone).
     Ready { synced: usize },
+    /// This locker's own loop was paused longer than the peer-dead time
+    /// (SIGSTOP, a frozen VM): it learns the counts again before granting.
+    Rejoining { paused_ms: u64 },
+    /// A peer sent something refused (an implausible count, too many node
+    /// ids); `rejected` is the peer's running total. Reported at most once
+    /// a second per peer.
+    Refused { peer: String, what: String, rejected: u64 },
+    /// A peer defines a limit of the same name differently: its counts for
+    /// that limit are not merged.
+    LimitMismatch { peer: String, limit: String },
 }
 
-/// Every node this locker has heard of; index 0 is this locker itself.
+/// A run the table holds, and the peer that named it.
+#[derive(Debug, Clone)]
+struct Run {
+    key: NodeKey,
+    peer: PeerIx,
+    last_named: Nanos,
+}
+
+/// Every run this locker knows, per configured peer; index 0 is this
+/// locker itself.
 #[derive(Debug)]
 pub struct Nodes {
-    keys: Vec<NodeKey>,
+    me: NodeKey,
+    runs: HashMap<NodeIx, Run>,
     index: HashMap<NodeKey, NodeIx>,
-    peers: BTreeMap<Box<str>, PeerState>,
+    next: NodeIx,
+    peers: Vec<PeerState>,
     max_skew: Nanos,
+    retention: Nanos,
+    /// Heartbeats received before this instant are not judged for skew: a
+    /// locker resumed from a pause first reads what queued up meanwhile.
+    judge_skew_from: Nanos,
 }
 
 impl Nodes {
-    /// A table holding only `me`; a peer whose clock is off by more than
-    /// `max_skew` is flagged.
-    pub fn new(me: NodeKey, max_skew: Nanos) -> Nodes {
-        let mut nodes = Nodes { keys: Vec::new(), index: HashMap::new(), peers: BTreeMap::new(), max_skew };
-        nodes.intern(&me);
-        nodes
+    /// A table for `me` and the configured `peers`; a peer whose clock is
+    /// off by more than `max_skew` is flagged.
+    pub fn new(me: NodeKey, peers: &[Box<str>], max_skew: Nanos) -> Nodes {
+        let peers = peers.iter().map(|name| PeerState::new(name.clone())).collect();
+        Nodes {
+            me,
+            runs: HashMap::new(),
+            index: HashMap::new(),
+            next: Self::ME + 1,
+            peers,
+            max_skew,
+            retention: DEFAULT_RETENTION,
+            judge_skew_from: 0,
+        }
     }
 
     /// This locker's own index.
@@ -85,69 +150,236 @@ impl Nodes {
 
     /// This locker's own node.
     pub fn me(&self) -> &NodeKey {
-        &self.keys[Self::ME as usize]
+        &self.me
     }
 
-    /// The index for `key`, adding it when new. Indices are never reused, so
-    /// a count held under one can never be credited to another node.
-    pub fn intern(&mut self, key: &NodeKey) -> NodeIx {
-        if let Some(&ix) = self.index.get(key) {
-            return ix;
+    /// How many configured peers there are.
+    pub fn configured(&self) -> usize {
+        self.peers.len()
+    }
+
+    /// How many runs of other lockers the table holds.
+    pub fn runs(&self) -> usize {
+        self.runs.len()
+    }
+
+    /// The node behind `ix`, unless it was forgotten.
+    pub fn key(&self, ix: NodeIx) -> Option<&NodeKey> {
+        if ix == Self::ME {
+            return Some(&self.me);
         }
-        let ix = self.keys.len() as NodeIx;
-        self.keys.push(key.clone());
+        self.runs.get(&ix).map(|r| &r.key)
+    }
+
+    /// The index of `key` named by `peer` in a count at `now`: this locker,
+    /// a known run, or a new run while `peer` has room for one. `None`
+    /// when `peer` is not configured or has no room: the count is refused.
+    pub fn resolve(&mut self, now: Nanos, peer: PeerIx, key: &NodeKey) -> Option<NodeIx> {
+        if *key == self.me {
+            return Some(Self::ME);
+        }
+        if peer >= self.peers.len() {
+            return None;
+        }
+        if let Some(&ix) = self.index.get(key) {
+            self.runs.get_mut(&ix).expect("indexed runs are held").last_named = now;
+            return Some(ix);
+        }
+        (self.held_by(peer) < MAX_RUNS_PER_PEER).then(|| self.admit(now, peer, key))
+    }
+
+    /// Records that `peer`'s messages are sent by `key` at `now`: its live
+    /// run. A new run needs room among `peer`'s runs, which runs forgotten
+    /// after the retention time make: runs are never dropped while they may
+    /// still hold counts, so a publisher that claims a new run in every
+    /// message adds at most `MAX_RUNS_PER_PEER` per retention time. Returns
+    /// the run's index and what changed, or `None` when the sender is
+    /// refused: no room, `peer` not configured, or this locker's own node.
+    pub fn sender(&mut self, now: Nanos, peer: PeerIx, key: &NodeKey) -> Option<(NodeIx, Option<PeerEvent>)> {
+        if *key == self.me || peer >= self.peers.len() {
+            return None;
+        }
+        let ix = match self.index.get(key) {
+            Some(&ix) => {
+                let run = self.runs.get_mut(&ix).expect("indexed runs are held");
+                run.peer = peer; // a run relayed by another peer speaks for itself now
+                run.last_named = now;
+                ix
+            }
+            None => {
+                if self.held_by(peer) >= MAX_RUNS_PER_PEER {
+                    self.forget(now, self.retention);
+                }
+                if self.held_by(peer) >= MAX_RUNS_PER_PEER {
+                    return None;
+                }
+                self.admit(now, peer, key)
+            }
+        };
+        let state = &mut self.peers[peer];
+        let event = match &state.run {
+            Some(live) if live == key => return Some((ix, None)),
+            Some(_) => once_a_second(&mut state.last_restart, now).then(|| PeerEvent::Restarted { id: shown(&key.id) }),
+            None => Some(PeerEvent::Joined { id: shown(&key.id) }),
+        };
+        state.run = Some(key.clone());
+        Some((ix, event))
+    }
+
+    fn admit(&mut self, now: Nanos, peer: PeerIx, key: &NodeKey) -> NodeIx {
+        // Indices are never reused, so a count held under one can never be
+        // credited to another node. Admissions are bounded per peer and
+        // retention time, so a u32 lasts far longer than any run.
+        let ix = self.next;
+        self.next += 1;
+        self.runs.insert(ix, Run { key: key.clone(), peer, last_named: now });
         self.index.insert(key.clone(), ix);
         ix
     }
 
-    /// The node behind `ix`.
-    pub fn key(&self, ix: NodeIx) -> &NodeKey {
-        &self.keys[ix as usize]
+    fn held_by(&self, peer: PeerIx) -> usize {
+        self.runs.values().filter(|r| r.peer == peer).count()
     }
 
-    /// Records a heartbeat from `from`, sent at `sent_at` by its clock and
-    /// received at `now` by ours. Returns what changed, if anything.
-    pub fn heartbeat(&mut self, now: Nanos, from: &NodeKey, sent_at: Nanos, joining: bool) -> Option<PeerEvent> {
-        let offset = (sent_at as i128 - now as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64;
-        let flagged = offset.unsigned_abs() > self.max_skew;
-        let id = from.id.to_string();
-        let offset_ms = offset / 1_000_000;
-        let fresh =
-            PeerState { incarnation: from.incarnation, last_heard: now, offset, flagged, joining, silent: false };
-        let Some(state) = self.peers.get_mut(&from.id) else {
-            self.peers.insert(from.id.clone(), fresh);
-            return Some(if flagged { PeerEvent::ClockSkew { id, offset_ms } } else { PeerEvent::Joined { id } });
-        };
-        let old = std::mem::replace(state, fresh);
-        match (old.flagged, flagged) {
-            (false, true) => Some(PeerEvent::ClockSkew { id, offset_ms }),
-            (true, false) => Some(PeerEvent::ClockSkewCleared { id }),
-            _ if old.incarnation != from.incarnation => Some(PeerEvent::Restarted { id }),
-            _ if old.silent => Some(PeerEvent::Back { id, silent_ms: now.saturating_sub(old.last_heard) / 1_000_000 }),
-            _ => None,
+    fn remove(&mut self, ix: NodeIx) {
+        if let Some(run) = self.runs.remove(&ix) {
+            self.index.remove(&run.key);
         }
     }
 
-    /// Marks every peer not heard within `timeout` of `now` silent, and
-    /// reports each one once, when it goes silent.
+    /// Sets how long a run no longer live is kept after it was last named:
+    /// long enough for every count it may hold to have ended with its slot.
+    pub fn set_retention(&mut self, retention: Nanos) {
+        self.retention = retention;
+    }
+
+    /// Forgets every run that is no peer's live run and was last named
+    /// longer than `retention` before `now`: its slots have ended, and the
+    /// counts it held with them.
+    pub fn forget(&mut self, now: Nanos, retention: Nanos) {
+        let peers = &self.peers;
+        let stale: Vec<NodeIx> = self
+            .runs
+            .iter()
+            .filter(|(_, r)| peers[r.peer].run.as_ref() != Some(&r.key))
+            .filter(|(_, r)| now.saturating_sub(r.last_named) > retention)
+            .map(|(&ix, _)| ix)
+            .collect();
+        for ix in stale {
+            self.remove(ix);
+        }
+    }
+
+    /// Records a heartbeat from `peer`, sent by `from` at `sent_at` by its
+    /// clock and received at `now` by ours. Returns what changed, if
+    /// anything; nothing as well when the sender is refused.
+    pub fn heartbeat(
+        &mut self,
+        now: Nanos,
+        peer: PeerIx,
+        from: &NodeKey,
+        sent_at: Nanos,
+        joining: bool,
+    ) -> Vec<PeerEvent> {
+        let Some((_, event)) = self.sender(now, peer, from) else { return Vec::new() };
+        let mut events: Vec<PeerEvent> = event.into_iter().collect();
+        let offset = (sent_at as i128 - now as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64;
+        let state = &mut self.peers[peer];
+        if std::mem::replace(&mut state.silent, false) && events.is_empty() {
+            let silent_ms = now.saturating_sub(state.last_heard) / 1_000_000;
+            events.push(PeerEvent::Back { id: shown(&from.id), silent_ms });
+        }
+        state.last_heard = now;
+        state.joining = joining;
+        if now < self.judge_skew_from {
+            return events;
+        }
+        let flagged = offset.unsigned_abs() > self.max_skew;
+        let id = shown(&from.id);
+        match (std::mem::replace(&mut state.flagged, flagged), flagged) {
+            (false, true) => events.push(PeerEvent::ClockSkew { id, offset_ms: offset / 1_000_000 }),
+            (true, false) => events.push(PeerEvent::ClockSkewCleared { id }),
+            _ => {}
+        }
+        state.offset = offset;
+        events
+    }
+
+    /// After this locker's own loop was paused, heartbeats received before
+    /// `until` are not judged for skew: they may have queued up meanwhile.
+    pub fn hold_skew_until(&mut self, until: Nanos) {
+        self.judge_skew_from = until;
+    }
+
+    /// Counts a refusal of something `peer` sent at `now`; returns the event
+    /// to log, at most once a second per peer.
+    pub fn refuse(&mut self, now: Nanos, peer: PeerIx, what: impl FnOnce() -> String) -> Option<PeerEvent> {
+        let state = self.peers.get_mut(peer)?;
+        state.rejected += 1;
+        if !once_a_second(&mut state.last_reported, now) {
+            return None;
+        }
+        Some(PeerEvent::Refused { peer: state.name.to_string(), what: what(), rejected: state.rejected })
+    }
+
+    /// Marks every heard peer not heard within `timeout` of `now` silent,
+    /// and reports each one once, when it goes silent.
     pub fn sweep_silent(&mut self, now: Nanos, timeout: Nanos, events: &mut VecDeque<PeerEvent>) {
-        for (id, p) in &mut self.peers {
+        for p in &mut self.peers {
+            let Some(run) = &p.run else { continue };
             let quiet = now.saturating_sub(p.last_heard);
             if !p.silent && quiet > timeout {
                 p.silent = true;
-                events.push_back(PeerEvent::Silent { id: id.to_string(), last_heard_ms: quiet / 1_000_000 });
+                events.push_back(PeerEvent::Silent { id: shown(&run.id), last_heard_ms: quiet / 1_000_000 });
             }
         }
     }
 
-    /// Peers heard within `timeout` of `now`.
+    /// Configured peers heard within `timeout` of `now`. Costs one step per
+    /// configured peer, whatever the runs.
     pub fn live_peers(&self, now: Nanos, timeout: Nanos) -> usize {
-        self.peers.values().filter(|p| now.saturating_sub(p.last_heard) <= timeout).count()
+        self.peers.iter().filter(|p| p.run.is_some() && now.saturating_sub(p.last_heard) <= timeout).count()
     }
 
-    /// Every peer id heard of, in id order.
-    pub fn peers(&self) -> impl Iterator<Item = (&str, &PeerState)> {
-        self.peers.iter().map(|(id, p)| (&**id, p))
+    /// Every configured peer, in configuration order.
+    pub fn peers(&self) -> impl Iterator<Item = (PeerIx, &PeerState)> {
+        self.peers.iter().enumerate()
+    }
+}
+
+/// Whether something last reported at `last` may be reported again at
+/// `now`; if so, `now` becomes the last time.
+fn once_a_second(last: &mut Option<Nanos>, now: Nanos) -> bool {
+    if last.is_some_and(|at| now.saturating_sub(at) < crate::core::time::NANOS_PER_SEC) {
+        return false;
+    }
+    *last = Some(now);
+    true
+}
+
+/// A node id a peer sent, cut to a length fit for a log line.
+pub fn shown(id: &str) -> String {
+    const MOST: usize = 64;
+    match id.char_indices().nth(MOST) {
+        Some((end, _)) => format!("{}...", &id[..end]),
+        None => id.to_owned(),
+    }
+}
+
+impl PeerState {
+    fn new(name: Box<str>) -> PeerState {
+        PeerState {
+            name,
+            run: None,
+            last_heard: 0,
+            offset: 0,
+            flagged: false,
+            joining: false,
+            silent: false,
+            rejected: 0,
+            last_reported: None,
+            last_restart: None,
+        }
     }
 }
 
@@ -161,61 +393,135 @@ mod tests {
         NodeKey { id: id.into(), incarnation }
     }
 
+    fn table(peers: &[&str]) -> Nodes {
+        let peers: Vec<Box<str>> = peers.iter().map(|&p| p.into()).collect();
+        Nodes::new(node("a", 1), &peers, 250 * MS)
+    }
+
     #[test]
-    fn interning_keeps_runs_of_one_id_apart() {
-        let mut n = Nodes::new(node("a", 1), 250 * MS);
-        assert_eq!(n.intern(&node("a", 1)), Nodes::ME);
-        let b1 = n.intern(&node("b", 1));
-        let b2 = n.intern(&node("b", 2));
+    fn runs_of_one_id_are_kept_apart() {
+        let mut n = table(&["b"]);
+        assert_eq!(n.resolve(0, 0, &node("a", 1)), Some(Nodes::ME));
+        let b1 = n.resolve(0, 0, &node("b", 1)).unwrap();
+        let b2 = n.resolve(0, 0, &node("b", 2)).unwrap();
         assert_ne!(b1, b2);
-        assert_eq!(n.intern(&node("b", 1)), b1);
-        assert_eq!(n.key(b2), &node("b", 2));
+        assert_eq!(n.resolve(0, 0, &node("b", 1)), Some(b1));
+        assert_eq!(n.key(b2), Some(&node("b", 2)));
     }
 
     #[test]
     fn heartbeats_track_liveness_offset_and_restarts() {
-        let mut n = Nodes::new(node("a", 1), 250 * MS);
+        let mut n = table(&["tcp://b"]);
         let t = 10_000 * MS;
-        assert_eq!(n.heartbeat(t, &node("b", 1), t + 3 * MS, false), Some(PeerEvent::Joined { id: "b".into() }));
-        assert_eq!(n.heartbeat(t + 100 * MS, &node("b", 1), t + 100 * MS, false), None);
-        assert_eq!(
-            n.heartbeat(t + 200 * MS, &node("b", 2), t + 200 * MS, true),
-            Some(PeerEvent::Restarted { id: "b".into() })
-        );
+        assert_eq!(n.heartbeat(t, 0, &node("b", 1), t + 3 * MS, false), [PeerEvent::Joined { id: "b".into() }]);
+        assert_eq!(n.heartbeat(t + 100 * MS, 0, &node("b", 1), t + 100 * MS, false), []);
+        let restarted = n.heartbeat(t + 200 * MS, 0, &node("b", 2), t + 200 * MS, true);
+        assert_eq!(restarted, [PeerEvent::Restarted { id: "b".into() }]);
         assert_eq!(n.live_peers(t + 300 * MS, 500 * MS), 1);
         assert_eq!(n.live_peers(t + 800 * MS, 500 * MS), 0);
         let (_, b) = n.peers().next().unwrap();
         assert!(b.joining);
-        assert_eq!(b.incarnation, 2);
+        assert_eq!(b.run, Some(node("b", 2)));
+        assert_eq!(&*b.name, "tcp://b");
     }
 
     #[test]
     fn a_peer_going_silent_and_coming_back_is_reported_once_each_way() {
-        let mut n = Nodes::new(node("a", 1), 250 * MS);
+        let mut n = table(&["b"]);
         let t = 10_000 * MS;
         let mut events = VecDeque::new();
-        n.heartbeat(t, &node("b", 1), t, false);
+        n.heartbeat(t, 0, &node("b", 1), t, false);
         n.sweep_silent(t + 500 * MS, 500 * MS, &mut events);
         assert!(events.is_empty(), "heard within the timeout");
         n.sweep_silent(t + 501 * MS, 500 * MS, &mut events);
         n.sweep_silent(t + 900 * MS, 500 * MS, &mut events);
         assert_eq!(events, [PeerEvent::Silent { id: "b".into(), last_heard_ms: 501 }], "once");
-        let back = n.heartbeat(t + 2_000 * MS, &node("b", 1), t + 2_000 * MS, false);
-        assert_eq!(back, Some(PeerEvent::Back { id: "b".into(), silent_ms: 2_000 }));
-        assert_eq!(n.heartbeat(t + 2_100 * MS, &node("b", 1), t + 2_100 * MS, false), None);
+        let back = n.heartbeat(t + 2_000 * MS, 0, &node("b", 1), t + 2_000 * MS, false);
+        assert_eq!(back, [PeerEvent::Back { id: "b".into(), silent_ms: 2_000 }]);
+        assert!(n.heartbeat(t + 2_100 * MS, 0, &node("b", 1), t + 2_100 * MS, false).is_empty());
         n.sweep_silent(t + 3_000 * MS, 500 * MS, &mut events);
-        let restarted = n.heartbeat(t + 3_100 * MS, &node("b", 2), t + 3_100 * MS, false);
-        assert_eq!(restarted, Some(PeerEvent::Restarted { id: "b".into() }), "a new run is a restart");
+        let restarted = n.heartbeat(t + 5_000 * MS, 0, &node("b", 2), t + 5_000 * MS, false);
+        assert_eq!(restarted, [PeerEvent::Restarted { id: "b".into() }], "a new run is a restart");
     }
 
     #[test]
     fn a_skewed_clock_is_flagged_and_cleared() {
-        let mut n = Nodes::new(node("a", 1), 250 * MS);
+        let mut n = table(&["b"]);
         let t = 10_000 * MS;
-        let skewed = n.heartbeat(t, &node("b", 1), t - 300 * MS, false);
-        assert_eq!(skewed, Some(PeerEvent::ClockSkew { id: "b".into(), offset_ms: -300 }));
+        let skewed = n.heartbeat(t, 0, &node("b", 1), t - 300 * MS, false);
+        assert_eq!(skewed[1], PeerEvent::ClockSkew { id: "b".into(), offset_ms: -300 });
         assert!(n.peers().next().unwrap().1.flagged);
-        let cleared = n.heartbeat(t + 100 * MS, &node("b", 1), t + 100 * MS, false);
-        assert_eq!(cleared, Some(PeerEvent::ClockSkewCleared { id: "b".into() }));
+        let cleared = n.heartbeat(t + 100 * MS, 0, &node("b", 1), t + 100 * MS, false);
+        assert_eq!(cleared, [PeerEvent::ClockSkewCleared { id: "b".into() }]);
+    }
+
+    #[test]
+    fn heartbeats_queued_during_a_pause_are_not_judged_for_skew() {
+        let mut n = table(&["b"]);
+        let t = 10_000 * MS;
+        n.hold_skew_until(t + 500 * MS);
+        assert_eq!(n.heartbeat(t, 0, &node("b", 1), t - 3000 * MS, false), [PeerEvent::Joined { id: "b".into() }]);
+        assert!(!n.peers().next().unwrap().1.flagged);
+        assert_eq!(n.heartbeat(t + 600 * MS, 0, &node("b", 1), t + 600 * MS, false), []);
+    }
+
+    #[test]
+    fn a_flood_of_made_up_node_ids_holds_a_few_runs_per_peer() {
+        let mut n = table(&["b", "c"]);
+        n.sender(0, 0, &node("b", 1)).unwrap();
+        let admitted = (0..30_000).filter(|&i| n.resolve(MS, 0, &node(&format!("x{i}"), i)).is_some()).count();
+        assert_eq!(admitted, MAX_RUNS_PER_PEER - 1, "the live run holds one place");
+        assert_eq!(n.runs(), MAX_RUNS_PER_PEER);
+        assert!(n.resolve(MS, 1, &node("c-relayed", 1)).is_some(), "another peer's room is its own");
+        assert!(n.resolve(MS, 0, &node("b", 1)).is_some(), "known runs are still resolved");
+        assert_eq!(n.resolve(MS, 2, &node("d", 1)), None, "not a configured peer");
+    }
+
+    #[test]
+    fn a_new_run_waits_for_room_and_old_runs_are_forgotten() {
+        let mut n = table(&["b"]);
+        let retention = 2000 * MS;
+        n.set_retention(retention);
+        for i in 0..8 {
+            assert!(n.sender(i * MS, 0, &node("b", i)).is_some());
+        }
+        assert_eq!(n.sender(10 * MS, 0, &node("b", 8)), None, "no room: every run may still hold counts");
+        assert_eq!(n.peers().next().unwrap().1.run, Some(node("b", 7)));
+        n.forget(retention, retention);
+        assert_eq!(n.runs(), MAX_RUNS_PER_PEER, "named within the retention");
+        let later = 6 * MS + retention;
+        let (ix, _) = n.sender(later, 0, &node("b", 8)).expect("room, once the oldest runs expired");
+        assert_eq!(n.runs(), 2 + 1, "b 6 and b 7 are not expired yet; b 8 is live");
+        n.forget(later + retention + 1, retention);
+        assert_eq!(n.runs(), 1, "only the live run stays");
+        assert_eq!(n.key(ix), Some(&node("b", 8)));
+        assert!(n.key(ix - 1).is_none());
+    }
+
+    #[test]
+    fn nobody_may_send_as_this_locker() {
+        let mut n = table(&["b"]);
+        assert_eq!(n.sender(0, 0, &node("a", 1)), None);
+        assert_eq!(n.sender(0, 1, &node("b", 1)), None);
+        assert!(n.heartbeat(0, 0, &node("a", 1), 0, false).is_empty());
+        assert_eq!(n.live_peers(0, 500 * MS), 0);
+    }
+
+    #[test]
+    fn a_new_run_in_every_message_is_reported_once_a_second() {
+        let mut n = table(&["b"]);
+        let events: Vec<_> = (0..100).filter_map(|i| n.sender(i * MS, 0, &node("b", i)).and_then(|s| s.1)).collect();
+        assert_eq!(events, [PeerEvent::Joined { id: "b".into() }, PeerEvent::Restarted { id: "b".into() }]);
+        assert_eq!(n.runs(), MAX_RUNS_PER_PEER, "the rest are refused");
+        assert_eq!(shown(&"x".repeat(1000)).len(), 67);
+    }
+
+    #[test]
+    fn refusals_are_counted_always_and_reported_once_a_second() {
+        let mut n = table(&["b"]);
+        assert!(n.refuse(0, 0, || "x".into()).is_some());
+        assert!(n.refuse(500 * MS, 0, || "x".into()).is_none());
+        let again = n.refuse(1000 * MS, 0, || "x".into());
+        assert_eq!(again, Some(PeerEvent::Refused { peer: "b".into(), what: "x".into(), rejected: 3 }));
     }
 }

@@ -8,10 +8,11 @@
 //! (`next_deadline`) and drains what to log (`poll_event`). It does not
 //! encode messages or hold counts; `wire` and `Locker` do.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 
-use super::nodes::{NodeKey, Nodes, PeerEvent, PeerState};
+use super::nodes::{NodeKey, Nodes, PeerEvent, PeerIx, PeerState};
 use super::view::PeerView;
+use crate::core::locker::{LimitId, Locker};
 use crate::core::time::{Nanos, NANOS_PER_MS};
 
 /// Heartbeats while joining come this often, so that a sync request reaches
@@ -21,14 +22,24 @@ pub const JOINING_HEARTBEAT: Nanos = 10 * NANOS_PER_MS;
 /// Snapshots are sent at most this often, however many peers ask.
 pub const SNAPSHOT_GAP: Nanos = 20 * NANOS_PER_MS;
 
+/// Each peer may ask for this many snapshots in a row (a joining peer asks
+/// until its subscription is up, usually within a few)...
+pub const SNAPSHOT_BURST: u64 = 8;
+
+/// ...and for one more per this much time after that, so a peer that keeps
+/// asking (or a rogue at a peer's address) cannot make this locker spend
+/// its time on snapshots.
+pub const SNAPSHOT_REFILL: Nanos = 500 * NANOS_PER_MS;
+
 /// How a locker takes part in peering.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeeringSettings {
     /// This run of this locker.
     pub me: NodeKey,
-    /// How many peers are configured; a starting locker grants once this
-    /// many have sent it their counts.
-    pub expected_peers: usize,
+    /// The configured peers (their endpoints), in the order the caller
+    /// numbers them; a starting locker grants once each has sent it its
+    /// counts.
+    pub peers: Vec<Box<str>>,
     /// How long a starting locker waits for its peers' counts at most;
     /// after that it serves with what it has (alone, if no peer answered).
     pub grace: Nanos,
@@ -41,14 +52,14 @@ pub struct PeeringSettings {
 }
 
 impl PeeringSettings {
-    /// Settings for `me` with `expected_peers` peers, a `grace` period, and
+    /// Settings for `me` with the configured `peers`, a `grace` period, and
     /// limits whose shortest slot is `shortest_slot`: heartbeats every
     /// 100 ms, a peer live while heard within 500 ms, and a quarter of the
     /// shortest slot as the tolerated clock skew.
-    pub fn new(me: NodeKey, expected_peers: usize, grace: Nanos, shortest_slot: Nanos) -> PeeringSettings {
+    pub fn new(me: NodeKey, peers: Vec<Box<str>>, grace: Nanos, shortest_slot: Nanos) -> PeeringSettings {
         PeeringSettings {
             me,
-            expected_peers,
+            peers,
             grace,
             heartbeat: 100 * NANOS_PER_MS,
             live_timeout: 500 * NANOS_PER_MS,
@@ -69,18 +80,37 @@ pub enum Outgoing {
     Snapshot,
 }
 
+/// Whether a peer defines a limit as this locker does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Agreement {
+    Unknown,
+    Same,
+    Differs,
+}
+
+/// What this locker keeps per configured peer besides the node table.
+#[derive(Debug, Clone)]
+struct PeerTerms {
+    synced: bool,
+    /// When the peer's snapshot allowance is next full again (GCRA).
+    snapshot_tat: Nanos,
+    /// Per limit, whether the peer's definition matches; indexed by limit.
+    limits: Vec<Agreement>,
+}
+
 /// The peering state of one locker.
 #[derive(Debug)]
 pub struct Peering {
     settings: PeeringSettings,
     nodes: Nodes,
+    terms: Vec<PeerTerms>,
     started: Nanos,
     joining: bool,
-    synced: BTreeSet<Box<str>>,
     next_heartbeat: Nanos,
     repair_due: bool,
     snapshot_wanted: bool,
     next_snapshot: Nanos,
+    retention: Nanos,
     events: VecDeque<PeerEvent>,
 }
 
@@ -88,13 +118,15 @@ impl Peering {
     /// A locker starting at `now`. With peers configured it joins first:
     /// it grants nothing until they sent their counts or the grace ran out.
     pub fn new(settings: PeeringSettings, now: Nanos) -> Peering {
-        let nodes = Nodes::new(settings.me.clone(), settings.max_skew);
+        let nodes = Nodes::new(settings.me.clone(), &settings.peers, settings.max_skew);
+        let terms = PeerTerms { synced: false, snapshot_tat: now, limits: Vec::new() };
         Peering {
-            joining: settings.expected_peers > 0,
+            joining: !settings.peers.is_empty(),
+            terms: vec![terms; settings.peers.len()],
+            retention: super::nodes::DEFAULT_RETENTION,
             settings,
             nodes,
             started: now,
-            synced: BTreeSet::new(),
             next_heartbeat: now,
             repair_due: false,
             snapshot_wanted: false,
@@ -103,12 +135,24 @@ impl Peering {
         }
     }
 
+    /// Fits the peering to the locker's limits: how many there are, and how
+    /// long a run no longer live is kept (until the longest slot and the
+    /// bucket period before it have ended).
+    pub fn fit_to(&mut self, locker: &Locker) {
+        let n = locker.stats().count();
+        for t in &mut self.terms {
+            t.limits = vec![Agreement::Unknown; n];
+        }
+        self.retention = self.settings.live_timeout.max(locker.longest_slot().saturating_mul(2));
+        self.nodes.set_retention(self.retention);
+    }
+
     /// The node table.
     pub fn nodes(&self) -> &Nodes {
         &self.nodes
     }
 
-    /// The node table, for interning the nodes named in a message.
+    /// The node table, for resolving the nodes named in a message.
     pub fn nodes_mut(&mut self) -> &mut Nodes {
         &mut self.nodes
     }
@@ -118,38 +162,114 @@ impl Peering {
         self.joining
     }
 
-    /// Records a heartbeat from `from`. A joining peer gets a snapshot.
-    pub fn on_heartbeat(&mut self, now: Nanos, from: &NodeKey, sent_at: Nanos, joining: bool) {
-        if from == self.nodes.me() {
-            return; // our own publication, when subscribed to ourselves
+    /// Records a heartbeat from `peer`, sent by `from`. A joining peer gets
+    /// a snapshot, within its allowance. Returns false when the sender is
+    /// refused (see `on_message`).
+    pub fn on_heartbeat(&mut self, now: Nanos, peer: PeerIx, from: &NodeKey, sent_at: Nanos, joining: bool) -> bool {
+        let events = self.nodes.heartbeat(now, peer, from, sent_at, joining);
+        let heard = self.nodes.peers().nth(peer).is_some_and(|(_, s)| s.run.as_ref() == Some(from));
+        self.events.extend(events);
+        if heard && joining && self.snapshot_allowed(now, peer) {
+            self.snapshot_wanted = true;
         }
-        if let Some(event) = self.nodes.heartbeat(now, from, sent_at, joining) {
-            self.events.push_back(event);
-        }
-        self.snapshot_wanted |= joining;
+        heard
     }
 
-    /// Records that `from` finished sending its snapshot.
-    pub fn on_snapshot_done(&mut self, now: Nanos, from: &NodeKey) {
-        if self.joining && from != self.nodes.me() {
-            self.synced.insert(from.id.clone());
+    /// Records that a message from `peer` was sent by `from`, its live run
+    /// from now on. Returns false when the sender is refused: this locker's
+    /// own node, or a peer that is not configured.
+    pub fn on_message(&mut self, now: Nanos, peer: PeerIx, from: &NodeKey) -> bool {
+        let Some((_, event)) = self.nodes.sender(now, peer, from) else { return false };
+        self.events.extend(event);
+        true
+    }
+
+    /// Takes one snapshot out of `peer`'s allowance, if there is one left.
+    fn snapshot_allowed(&mut self, now: Nanos, peer: PeerIx) -> bool {
+        let tat = &mut self.terms[peer].snapshot_tat;
+        let start = (*tat).max(now);
+        if start - now > (SNAPSHOT_BURST - 1) * SNAPSHOT_REFILL {
+            return false;
+        }
+        *tat = start + SNAPSHOT_REFILL;
+        true
+    }
+
+    /// Records that `peer`, sent by `from`, finished sending its snapshot.
+    pub fn on_snapshot_done(&mut self, now: Nanos, peer: PeerIx, from: &NodeKey) {
+        let live = self.nodes.peers().nth(peer).is_some_and(|(_, s)| s.run.as_ref() == Some(from));
+        if self.joining && live {
+            self.terms[peer].synced = true;
         }
         self.update(now);
+    }
+
+    /// Records how `peer` defines limit `id`: the same as this locker, or
+    /// not. Counts for a limit are merged only from peers that define it
+    /// the same.
+    pub fn on_limit(&mut self, peer: PeerIx, id: LimitId, same: bool, name: impl FnOnce() -> String) {
+        let Some(slot) = self.terms.get_mut(peer).and_then(|t| t.limits.get_mut(id.0)) else { return };
+        let now = if same { Agreement::Same } else { Agreement::Differs };
+        if std::mem::replace(slot, now) != Agreement::Differs && now == Agreement::Differs {
+            let peer = self.settings.peers[peer].to_string();
+            self.events.push_back(PeerEvent::LimitMismatch { peer, limit: name() });
+        }
+    }
+
+    /// Whether counts from `peer` for limit `id` are merged: only once the
+    /// peer said it defines the limit as this locker does.
+    pub fn accepts(&self, peer: PeerIx, id: LimitId) -> bool {
+        self.terms.get(peer).and_then(|t| t.limits.get(id.0)) == Some(&Agreement::Same)
+    }
+
+    /// The limits `peer` defines differently.
+    pub fn mismatched(&self, peer: PeerIx) -> impl Iterator<Item = LimitId> + '_ {
+        let limits = self.terms.get(peer).map_or(&[][..], |t| &t.limits[..]);
+        limits.iter().enumerate().filter(|(_, a)| **a == Agreement::Differs).map(|(i, _)| LimitId(i))
+    }
+
+    /// Counts a refusal of something `peer` sent, for stats and the log.
+    pub fn refuse(&mut self, now: Nanos, peer: PeerIx, what: impl FnOnce() -> String) {
+        if let Some(event) = self.nodes.refuse(now, peer, what) {
+            self.events.push_back(event);
+        }
+    }
+
+    /// Tells the peering that this locker's own loop did not run for
+    /// `paused` until `now`. Longer than the peer-dead time, its view is
+    /// stale (peers counted it out and granted meanwhile) and what queued up
+    /// in the sockets is old: it joins again as if restarted, keeping its
+    /// own counts, and does not judge clock skew on the backlog.
+    pub fn on_pause(&mut self, now: Nanos, paused: Nanos) {
+        if paused <= self.settings.live_timeout || self.settings.peers.is_empty() {
+            return;
+        }
+        self.joining = true;
+        self.started = now;
+        self.next_heartbeat = now;
+        for t in &mut self.terms {
+            t.synced = false;
+        }
+        self.nodes.hold_skew_until(now.saturating_add(self.settings.live_timeout));
+        self.events.push_back(PeerEvent::Rejoining { paused_ms: paused / NANOS_PER_MS });
     }
 
     /// Ends joining once every configured peer synced or the grace ran out.
     fn update(&mut self, now: Nanos) {
-        let done = self.synced.len() >= self.settings.expected_peers
-            || now >= self.started.saturating_add(self.settings.grace);
+        let synced = self.terms.iter().filter(|t| t.synced).count();
+        let done = synced >= self.terms.len() || now >= self.started.saturating_add(self.settings.grace);
         if self.joining && done {
             self.joining = false;
-            self.events.push_back(PeerEvent::Ready { synced: self.synced.len() });
+            self.events.push_back(PeerEvent::Ready { synced });
         }
     }
 
-    /// What the peers mean for asks at `now`.
+    /// What the peers mean for asks at `now`. Costs one step per configured
+    /// peer, whatever arrived from them.
     pub fn view(&mut self, now: Nanos) -> PeerView {
-        self.update(now);
+        if self.joining {
+            self.update(now);
+        }
         let live = 1 + self.nodes.live_peers(now, self.settings.live_timeout) as u32;
         let hold_until = self.joining.then(|| self.started.saturating_add(self.settings.grace));
         PeerView { live, hold_until }
@@ -164,6 +284,7 @@ impl Peering {
             let every = if self.joining { JOINING_HEARTBEAT } else { self.settings.heartbeat };
             self.next_heartbeat = now.saturating_add(every);
             self.repair_due = true;
+            self.nodes.forget(now, self.retention);
             return Some(Outgoing::Heartbeat { joining: self.joining });
         }
         if std::mem::take(&mut self.repair_due) {
@@ -194,8 +315,8 @@ impl Peering {
         self.events.pop_front()
     }
 
-    /// Every peer heard of, for stats.
-    pub fn peers(&self) -> impl Iterator<Item = (&str, &PeerState)> {
+    /// Every configured peer, for stats.
+    pub fn peers(&self) -> impl Iterator<Item = (PeerIx, &PeerState)> {
         self.nodes.peers()
     }
 
@@ -217,7 +338,8 @@ mod tests {
     }
 
     fn peering(expected: usize) -> Peering {
-        Peering::new(PeeringSettings::new(node("a", T0), expected, 1000 * MS, 1000 * MS), T0)
+        let peers = ["b", "c", "d"][..expected].iter().map(|&p| p.into()).collect();
+        Peering::new(PeeringSettings::new(node("a", T0), peers, 1000 * MS, 1000 * MS), T0)
     }
 
     fn drain(p: &mut Peering, now: Nanos) -> Vec<Outgoing> {
@@ -229,14 +351,19 @@ mod tests {
         let mut p = peering(2);
         assert_eq!(p.view(T0).hold_until, Some(T0 + 1000 * MS));
         assert_eq!(drain(&mut p, T0), [Outgoing::Heartbeat { joining: true }, Outgoing::Repair]);
-        p.on_snapshot_done(T0 + 5 * MS, &node("b", 1));
+        p.on_heartbeat(T0, 0, &node("b", 1), T0, false);
+        p.on_heartbeat(T0, 1, &node("c", 1), T0, false);
+        p.on_snapshot_done(T0 + 5 * MS, 0, &node("b", 1));
         assert!(p.is_joining());
-        p.on_snapshot_done(T0 + 6 * MS, &node("b", 1));
+        p.on_snapshot_done(T0 + 6 * MS, 0, &node("b", 1));
         assert!(p.is_joining(), "the same peer twice is still one peer");
-        p.on_snapshot_done(T0 + 7 * MS, &node("c", 1));
+        p.on_snapshot_done(T0 + 6 * MS, 1, &node("x", 1));
+        assert!(p.is_joining(), "a snapshot from a run that is not the peer's live one");
+        p.on_snapshot_done(T0 + 7 * MS, 1, &node("c", 1));
         assert!(!p.is_joining());
         assert_eq!(p.view(T0 + 7 * MS).hold_until, None);
-        assert_eq!(p.poll_event(), Some(PeerEvent::Ready { synced: 2 }));
+        let events: Vec<_> = std::iter::from_fn(|| p.poll_event()).collect();
+        assert_eq!(events.last(), Some(&PeerEvent::Ready { synced: 2 }));
     }
 
     #[test]
@@ -259,33 +386,75 @@ mod tests {
 
     #[test]
     fn a_joining_peer_gets_a_snapshot_at_most_every_gap() {
-        let mut p = peering(0);
-        drain(&mut p, T0);
-        p.on_heartbeat(T0 + MS, &node("b", 1), T0 + MS, true);
-        assert_eq!(drain(&mut p, T0 + MS), [Outgoing::Snapshot]);
-        p.on_heartbeat(T0 + 2 * MS, &node("b", 1), T0 + 2 * MS, true);
-        assert_eq!(drain(&mut p, T0 + 2 * MS), []);
-        assert_eq!(p.next_deadline(), T0 + MS + SNAPSHOT_GAP);
-        assert_eq!(drain(&mut p, T0 + MS + SNAPSHOT_GAP), [Outgoing::Snapshot]);
+        let mut p = peering(1);
+        p.on_snapshot_done(T0, 0, &node("b", 1));
+        drain(&mut p, T0 + 1000 * MS);
+        let t = T0 + 1000 * MS;
+        p.on_heartbeat(t + MS, 0, &node("b", 1), t + MS, true);
+        assert_eq!(drain(&mut p, t + MS), [Outgoing::Snapshot]);
+        p.on_heartbeat(t + 2 * MS, 0, &node("b", 1), t + 2 * MS, true);
+        assert_eq!(drain(&mut p, t + 2 * MS), []);
+        assert_eq!(p.next_deadline(), t + MS + SNAPSHOT_GAP);
+        assert_eq!(drain(&mut p, t + MS + SNAPSHOT_GAP), [Outgoing::Snapshot]);
     }
 
     #[test]
-    fn live_counts_peers_heard_recently_and_ignores_itself() {
-        let mut p = peering(0);
-        p.on_heartbeat(T0, &node("a", T0), T0, false);
-        p.on_heartbeat(T0, &node("b", 1), T0, false);
-        p.on_heartbeat(T0 + 400 * MS, &node("c", 1), T0 + 400 * MS, false);
-        assert_eq!(p.view(T0 + 450 * MS).live, 3);
+    fn a_peer_that_keeps_asking_gets_a_burst_of_snapshots_then_two_a_second() {
+        let mut p = peering(1);
+        let t = T0 + 2000 * MS;
+        drain(&mut p, t);
+        let mut snapshots = 0;
+        // "Joining" every 5 ms for 10 s, as a rogue at the peer's address could.
+        for i in 0..2000 {
+            let now = t + i * 5 * MS;
+            p.on_heartbeat(now, 0, &node("b", 1), now, true);
+            snapshots += drain(&mut p, now).iter().filter(|o| **o == Outgoing::Snapshot).count() as u64;
+        }
+        let most = SNAPSHOT_BURST + 10_000 * MS / SNAPSHOT_REFILL;
+        assert!((SNAPSHOT_BURST..=most).contains(&snapshots), "{snapshots} snapshots");
+    }
+
+    #[test]
+    fn live_counts_configured_peers_heard_recently_and_never_itself() {
+        let mut p = peering(2);
+        p.on_heartbeat(T0, 0, &node("a", T0), T0, false);
+        assert_eq!(p.view(T0).live, 1, "nobody speaks as this locker");
+        p.on_heartbeat(T0, 0, &node("b", 1), T0, false);
+        p.on_heartbeat(T0 + 400 * MS, 1, &node("c", 1), T0 + 400 * MS, false);
+        p.on_heartbeat(T0 + 400 * MS, 2, &node("d", 1), T0 + 400 * MS, false);
+        assert_eq!(p.view(T0 + 450 * MS).live, 3, "d is not configured");
         assert_eq!(p.view(T0 + 600 * MS).live, 2, "b has gone quiet");
-        assert_eq!(p.peers().count(), 2);
     }
 
     #[test]
     fn heartbeats_slow_down_once_joined() {
         let mut p = peering(1);
         drain(&mut p, T0);
-        p.on_snapshot_done(T0 + MS, &node("b", 1));
+        p.on_heartbeat(T0, 0, &node("b", 1), T0, false);
+        p.on_snapshot_done(T0 + MS, 0, &node("b", 1));
         assert_eq!(drain(&mut p, T0 + JOINING_HEARTBEAT), [Outgoing::Heartbeat { joining: false }, Outgoing::Repair]);
         assert_eq!(p.next_deadline(), T0 + JOINING_HEARTBEAT + 100 * MS);
+    }
+
+    #[test]
+    fn a_pause_longer_than_the_peer_dead_time_means_joining_again() {
+        let mut p = peering(1);
+        p.on_heartbeat(T0, 0, &node("b", 1), T0, false);
+        p.on_snapshot_done(T0, 0, &node("b", 1));
+        assert!(!p.is_joining());
+        p.on_pause(T0 + 400 * MS, 400 * MS);
+        assert!(!p.is_joining(), "shorter than the peer-dead time");
+        let resumed = T0 + 3400 * MS;
+        p.on_pause(resumed, 3000 * MS);
+        assert!(p.is_joining());
+        assert_eq!(p.view(resumed).hold_until, Some(resumed + 1000 * MS));
+        assert_eq!(drain(&mut p, resumed)[0], Outgoing::Heartbeat { joining: true });
+        // The backlog: a heartbeat b sent 3 s ago is no clock skew.
+        p.on_heartbeat(resumed + MS, 0, &node("b", 1), T0 + 400 * MS, false);
+        let events: Vec<_> = std::iter::from_fn(|| p.poll_event()).collect();
+        assert!(events.iter().all(|e| !matches!(e, PeerEvent::ClockSkew { .. })), "{events:?}");
+        assert!(events.contains(&PeerEvent::Rejoining { paused_ms: 3000 }));
+        p.on_snapshot_done(resumed + 2 * MS, 0, &node("b", 1));
+        assert!(!p.is_joining());
     }
 }

@@ -58,10 +58,11 @@ pub fn snapshot(service: &Service, now: Nanos, stopping: bool) -> Snapshot {
         snapshot.node = Some(p.nodes().me().id.to_string());
         snapshot.peers = p
             .peers()
-            .map(|(id, s)| {
+            .filter_map(|(_, s)| s.run.as_ref().map(|run| (run, s)))
+            .map(|(run, s)| {
                 let age = now.saturating_sub(s.last_heard);
                 PeerSnapshot {
-                    node: id.to_owned(),
+                    node: run.id.to_string(),
                     live: age <= timeout,
                     last_heard_seconds: age as f64 / NANOS_PER_SECOND,
                     clock_offset_seconds: s.offset as f64 / NANOS_PER_SECOND,
