@@ -119,6 +119,15 @@ struct ServeArgs {
     /// Seconds a starting locker waits for its peers' counts before serving with what it has [default: 1.0].
     #[arg(long, value_name = "S", allow_negative_numbers = true)]
     peer_grace: Option<f64>,
+    /// File that keeps counts, reservations and leases across restarts (and kill -9).
+    #[arg(long, value_name = "FILE")]
+    state: Option<PathBuf>,
+    /// Sync the state file to the disk this often (e.g. 1s, 100ms), bounding what a power loss can cost [default: never].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    state_fsync: Option<Duration>,
+    /// Replace a state file written for other limits or by another version instead of refusing to start.
+    #[arg(long)]
+    state_discard: bool,
     /// Secret key file (from `locker keygen`): encrypt with CURVE; clients need the public key.
     #[arg(long, value_name = "FILE")]
     curve_secret_key: Option<PathBuf>,
@@ -263,6 +272,9 @@ fn serve(args: ServeArgs) -> u8 {
         peers: args.peers,
         node_id: args.node_id,
         peer_grace: args.peer_grace,
+        state: args.state,
+        state_fsync: args.state_fsync.map(|d| d.as_secs_f64()),
+        state_discard: args.state_discard,
         curve_secret_key: args.curve_secret_key,
         curve_clients: args.curve_clients,
         metrics_bind: args.metrics_bind,

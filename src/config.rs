@@ -15,6 +15,7 @@ use serde::Deserialize;
 use crate::core::lease_id::ShortSecret;
 use crate::core::{Algorithm, LeaseSecret, Limit, LimitError, Quota, DEFAULT_LIMIT};
 use crate::curve::{self, Allowlist, KeyError, KeyPair, PublicKey, ServerCurve};
+use crate::state::StateConfig;
 use crate::wire::DEFAULT_MAX_MESSAGE_SIZE;
 
 /// The seed's endpoint.
@@ -51,6 +52,8 @@ pub enum ConfigError {
     BadNodeId(String),
     #[error("peer_grace must be from 0 to 60 seconds, got {0}")]
     BadGrace(f64),
+    #[error("state_fsync must be from 0.001 to 3600 seconds, got {0}")]
+    BadStateFsync(f64),
     #[error("curve_clients is set but curve_secret_key is not: an allowlist of clients needs a CURVE server key")]
     ClientsWithoutSecret,
     #[error("cannot bind {endpoint}: {why}")]
@@ -104,6 +107,12 @@ pub struct FileConfig {
     pub node_id: Option<String>,
     /// Seconds a starting locker waits for its peers' counts at most.
     pub peer_grace: Option<f64>,
+    /// The state file that keeps counts across restarts.
+    pub state: Option<PathBuf>,
+    /// Seconds between two syncs of the state file to the disk.
+    pub state_fsync: Option<f64>,
+    /// Replace a state file that cannot be used instead of refusing to start.
+    pub state_discard: Option<bool>,
     /// The server's secret key file; turns CURVE on.
     pub curve_secret_key: Option<PathBuf>,
     /// The client public keys allowed in: a file of keys or a directory of `*.pub` files.
@@ -192,6 +201,9 @@ pub struct Flags {
     pub peers: Vec<String>,
     pub node_id: Option<String>,
     pub peer_grace: Option<f64>,
+    pub state: Option<PathBuf>,
+    pub state_fsync: Option<f64>,
+    pub state_discard: bool,
     pub curve_secret_key: Option<PathBuf>,
     pub curve_clients: Option<PathBuf>,
     pub metrics_bind: Option<String>,
@@ -244,6 +256,8 @@ pub struct ServeConfig {
     pub max_message_size: usize,
     /// Peering, when `peer_bind` is set.
     pub peering: Option<PeerConfig>,
+    /// The state file, when `state` is set.
+    pub state: Option<StateConfig>,
     /// CURVE, when a server secret key is set.
     pub curve: Option<ServerCurve>,
     /// Where metrics and health are served over HTTP, when they are.
@@ -293,6 +307,7 @@ impl ServeConfig {
         }
         let bind = bind_endpoint(&flags.bind.clone().or(file.bind.clone()).unwrap_or_else(|| DEFAULT_BIND.to_owned()))?;
         let peering = resolve_peering(&flags, &file)?;
+        let state = resolve_state(&flags, &file)?;
         let curve = resolve_curve(&flags, &file)?;
         let metrics_bind = flags.metrics_bind.or(file.metrics_bind);
         let lease_secret =
@@ -304,6 +319,7 @@ impl ServeConfig {
             max_keys,
             max_message_size,
             peering,
+            state,
             curve,
             metrics_bind,
             lease_secret,
@@ -343,6 +359,17 @@ fn resolve_peering(flags: &Flags, file: &FileConfig) -> Result<Option<PeerConfig
         return Err(ConfigError::PeerKeyWithoutSecret(keyed.endpoint.clone()));
     }
     Ok(Some(PeerConfig { bind, peers, node_id, grace: std::time::Duration::from_secs_f64(grace) }))
+}
+
+fn resolve_state(flags: &Flags, file: &FileConfig) -> Result<Option<StateConfig>, ConfigError> {
+    let Some(path) = flags.state.clone().or(file.state.clone()) else { return Ok(None) };
+    let fsync = match flags.state_fsync.or(file.state_fsync) {
+        None => None,
+        Some(s) if (0.001..=3600.0).contains(&s) => Some(std::time::Duration::from_secs_f64(s)),
+        Some(s) => return Err(ConfigError::BadStateFsync(s)),
+    };
+    let discard = flags.state_discard || file.state_discard.unwrap_or(false);
+    Ok(Some(StateConfig { path, fsync, discard }))
 }
 
 /// `endpoint` as ZeroMQ can bind it: a TCP host name is resolved to an IP

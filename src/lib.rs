@@ -10,6 +10,7 @@
 //! - [`wire`]: the one definition of every message and its bytes;
 //! - [`service`]: request bytes to reply bytes, the seam protocol tests drive;
 //! - [`daemon`]: the loop that owns the sockets and the clock;
+//! - [`state`]: the state log that keeps counts across restarts;
 //! - [`client`]: the client library, with failover between lockers, leases
 //!   and a permit pool that hands out a batch of permits locally;
 //! - [`config`] and [`cli`]: settings and the command line;
@@ -32,6 +33,7 @@ pub mod curve;
 #[cfg(feature = "cli")]
 pub mod daemon;
 pub mod service;
+pub mod state;
 pub mod wire;
 
 pub use client::{Client, ClientError, Lease, PermitPool};

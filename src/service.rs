@@ -19,7 +19,10 @@ use crate::wire::{
     PeerStatsReply, Request, StatsReply, WireError, MAX_COUNTS_PER_MESSAGE,
 };
 
+mod kept;
 mod lease;
+
+pub use kept::{Liveness, Restored};
 
 /// The longest plain body whose limit is remembered: longer than any limit
 /// name, so every body that names a limit fits.
@@ -43,6 +46,8 @@ pub struct Service {
     /// of a batch, usually name the same one, and comparing its name costs
     /// less than hashing it.
     last_named: Option<LimitId>,
+    /// What the last request left behind, for the state log; `None` without one.
+    journal: Option<kept::Journal>,
 }
 
 impl Service {
@@ -50,7 +55,7 @@ impl Service {
     pub fn new(locker: Locker) -> Service {
         let default = locker.find_plain(b"");
         let plain_memo = (Vec::with_capacity(PLAIN_MEMO_BYTES), default);
-        Service { locker, peering: None, plain_memo, last_named: None }
+        Service { locker, peering: None, plain_memo, last_named: None, journal: None }
     }
 
     /// Serves requests from `locker`, sharing its counts with peers.
@@ -140,7 +145,13 @@ impl Service {
         // A plain request names no key and costs 1, which every counting
         // limit allows; a semaphore cannot be taken without a lease, so it
         // answers sorry (and counts an error).
-        let go = self.locker.go(now, id, None, 1).is_ok_and(|v| v.go);
+        let go = match self.locker.go(now, id, None, 1) {
+            Ok(v) => {
+                self.note_go(id, None, &v);
+                v.go
+            }
+            Err(_) => false,
+        };
         out.extend_from_slice(if go { wire::GO } else { wire::SORRY });
     }
 
@@ -160,11 +171,14 @@ impl Service {
 
     fn go(&mut self, now: Nanos, go: wire::Ask, out: &mut Vec<u8>) {
         let verdict = match self.find(go.limit) {
-            Ok(limit) => self.locker.ask(now, &permit_ask(limit, &go)),
+            Ok(limit) => self.locker.ask(now, &permit_ask(limit, &go)).map(|v| (limit, v)),
             Err(e) => Err(e.into()),
         };
         match verdict {
-            Ok(v) => wire::encode_go_reply(&go_reply(&v, &go), out),
+            Ok((id, v)) => {
+                self.note_go(id, go.key, &v);
+                wire::encode_go_reply(&go_reply(&v, &go), out)
+            }
             Err(e) => wire::encode(&error_reply(&e), out),
         }
     }

@@ -8,6 +8,7 @@ use std::cell::Cell;
 
 use locker::core::{Limit, Locker, Quota, DEFAULT_LIMIT};
 use locker::service::Service;
+use locker::state::{Header, StateLog};
 use locker::wire::{self, Ask};
 
 struct Counting;
@@ -85,6 +86,35 @@ fn answering_a_warmed_up_request_allocates_nothing() {
         }
     }
     assert!(out.starts_with(&[0x85, 0xa2, b'o', b'k']), "the last reply is a go map: {out:?}");
+}
+
+#[test]
+fn recording_a_warmed_up_grant_in_the_state_log_allocates_nothing() {
+    let dir = std::env::temp_dir().join(format!("locker-alloc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let header = Header { limits: 1, written: NOW };
+    let mut log = StateLog::create(&dir.join("s.log"), header, [], false).unwrap();
+    let mut service = service();
+    service.keep_state(0);
+    let mut out = Vec::with_capacity(256);
+    let requests = [b"api".to_vec(), structured(Ask::new().limit("api").key("user-7"))];
+    let mut recorded = 0;
+    for round in 0..6 {
+        for body in &requests {
+            let n = allocations_in(|| {
+                service.respond(NOW + round, body, &mut out);
+                service.take_kept(NOW + round, |r| {
+                    log.append(r).unwrap();
+                    recorded += 1;
+                });
+            });
+            // The first round warms up the key table and the journal's buffer.
+            assert!(round == 0 || n == 0, "round {round}: {n} allocations");
+        }
+    }
+    assert_eq!(recorded, 12, "every grant was recorded");
+    drop(log);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -24,6 +24,7 @@ use super::limit::Quota;
 use super::room::{KeyRoom, NoRoom};
 use super::time::{Nanos, NANOS_PER_SEC};
 
+mod kept;
 mod ledger;
 
 pub use ledger::Ledger;

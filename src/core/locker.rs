@@ -40,6 +40,7 @@ use super::room::{KeyBudget, KeyRoom, Terms};
 use super::rule::{Rule, TakeError};
 use super::time::{Nanos, NANOS_PER_MS};
 
+pub mod kept;
 mod leases;
 mod reload;
 mod stats;

@@ -240,6 +240,8 @@ impl Semaphore {
     }
 }
 
+pub mod kept;
+
 #[cfg(test)]
 mod tests {
     // The semaphore's rules with literal instants, and a property test of expiry.

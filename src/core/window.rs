@@ -490,5 +490,7 @@ fn roll(counts: &mut VecDeque<u32>, steps: u64) -> u32 {
     counts.pop_front().unwrap_or(0)
 }
 
+mod kept;
+
 #[cfg(test)]
 mod tests;

@@ -24,6 +24,15 @@ impl Clock {
         Clock { anchor_wall: wall.as_nanos() as Nanos, anchor: Instant::now() }
     }
 
+    /// Anchors a new clock to the wall clock now, or to `floor` if the wall
+    /// clock is behind it (it was stepped back since `floor` was read).
+    /// Returns the clock and how far it was behind.
+    pub fn start_not_before(floor: Nanos) -> (Clock, Nanos) {
+        let clock = Clock::start();
+        let behind = floor.saturating_sub(clock.anchor_wall);
+        (Clock { anchor_wall: clock.anchor_wall + behind, ..clock }, behind)
+    }
+
     /// Nanoseconds since the Unix epoch, by the anchored monotonic clock.
     pub fn now(&self) -> Nanos {
         self.anchor_wall + self.anchor.elapsed().as_nanos() as Nanos

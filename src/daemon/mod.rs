@@ -9,6 +9,7 @@ pub mod metrics;
 pub mod reload;
 pub mod server;
 pub mod signals;
+pub mod state;
 pub mod transport;
 mod trim;
 

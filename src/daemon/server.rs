@@ -26,6 +26,7 @@ use super::curve::{self, Gate};
 use super::metrics::Feed;
 use super::reload::{self, Reload};
 use super::signals::Control;
+use super::state::{self, Keeper, Loaded};
 use super::transport::{self, zmq_err, TransportError};
 use super::trim::Trim;
 use crate::config::{PeerConfig, PeerSpec, ServeConfig};
@@ -35,6 +36,7 @@ use crate::core::{
 };
 use crate::curve::{Allowlist, KeyPair};
 use crate::service::Service;
+use crate::state::StateError;
 use crate::wire::{WireError, MAX_PEER_MESSAGE_SIZE};
 
 /// How long one wait on the sockets may last, so that a stop request is seen
@@ -69,8 +71,14 @@ const PEER_RCVHWM: i32 = 10_000;
 /// quickly.
 const PEER_RECONNECT_MS: i32 = 10;
 
-/// A failure of the socket layer, with what was being done.
-pub type ServerError = TransportError;
+/// Why the locker could not start or stopped serving.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    #[error(transparent)]
+    State(#[from] StateError),
+}
 
 /// The sockets a peered locker talks to its peers with.
 struct PeerSockets {
@@ -91,6 +99,7 @@ pub struct Server {
     endpoint: String,
     service: Service,
     watch: Watch,
+    state: Option<Keeper>,
     /// Where snapshots for the metrics thread go, when metrics are on.
     metrics: Option<Feed>,
     /// Where the config is read again from, when it came from a file.
@@ -139,8 +148,16 @@ impl Server {
         if locker.has_semaphores() && !locker.leases_are_vouched() {
             warn!("serving a semaphore without --lease-secret: any client may restore a lease with a made-up id");
         }
-        let clock = Clock::start();
-        let (peers, service) = match &config.peering {
+        let loaded = config.state.as_ref().map(|s| state::load(s, &locker)).transpose()?;
+        let (clock, behind) = Clock::start_not_before(loaded.as_ref().map_or(0, Loaded::not_before));
+        if behind > 0 {
+            warn!(
+                behind_ms = behind / NANOS_PER_MS,
+                "the wall clock is behind the state file; counting from the file's time"
+            );
+        }
+        let started = clock.now();
+        let (peers, mut service) = match &config.peering {
             None => (None, Service::new(locker)),
             Some(pc) => {
                 let sockets = peer_sockets(&ctx, pc, keys)?;
@@ -152,8 +169,12 @@ impl Server {
                 (Some(sockets), Service::peered(locker, Peering::new(settings, now), now))
             }
         };
+        let state = match (&config.state, loaded) {
+            (Some(sc), Some(loaded)) => Some(Keeper::start(sc, loaded, &mut service, clock.now(), started)?),
+            _ => None,
+        };
         let watch = Watch { clock, last: clock.now() };
-        Ok(Server { rep, peers, gate, _ctx: ctx, endpoint, service, watch, metrics: None, reload: None })
+        Ok(Server { rep, peers, gate, _ctx: ctx, endpoint, service, watch, state, metrics: None, reload: None })
     }
 
     /// Hands a snapshot to `feed` every `Feed::EVERY` while running.
@@ -197,7 +218,13 @@ impl Server {
         while !stop() {
             if reload() {
                 match &mut self.reload {
-                    Some(r) => reload::apply(r, &mut self.service),
+                    Some(r) => {
+                        let before = state::Layout::of(self.service.locker());
+                        reload::apply(r, &mut self.service);
+                        if let Some(state) = &mut self.state {
+                            state.after_reload(&before, &self.service, self.watch.clock.now());
+                        }
+                    }
                     None => warn!("asked to reload, but the config came from no file"),
                 }
             }
@@ -211,6 +238,9 @@ impl Server {
             let now = self.watch.now(&mut self.service);
             self.service.on_timeout(now);
             trim.note(now, self.service.locker().live_keys());
+            if let Some(state) = &mut self.state {
+                state.on_timeout(now);
+            }
             self.publish();
             if !readable {
                 continue;
@@ -233,6 +263,9 @@ impl Server {
         }
         let refused = self.gate.as_ref().map(Gate::refused);
         info!(refused_connections = ?refused, "stopping");
+        if let Some(state) = self.state.take() {
+            state.close();
+        }
         Ok(())
     }
 
@@ -240,7 +273,9 @@ impl Server {
     /// deadline passes, or a tick goes by; returns whether anything arrived.
     fn wait_readable(&self) -> Result<bool, ServerError> {
         let now = self.watch.clock.now();
-        let until_deadline = self.service.next_deadline().map(|d| d.saturating_sub(now).div_ceil(NANOS_PER_MS));
+        let deadline =
+            [self.service.next_deadline(), self.state.as_ref().map(Keeper::next_deadline)].into_iter().flatten().min();
+        let until_deadline = deadline.map(|d| d.saturating_sub(now).div_ceil(NANOS_PER_MS));
         let timeout = until_deadline.map_or(TICK_MS, |ms| (ms as i64).min(TICK_MS));
         let mut items = vec![self.rep.as_poll_item(zmq::POLLIN)];
         if let Some(p) = &self.peers {
@@ -252,7 +287,7 @@ impl Server {
         match zmq::poll(&mut items, timeout) {
             Ok(n) => Ok(n > 0),
             Err(zmq::Error::EINTR) => Ok(false),
-            Err(e) => Err(zmq_err("waiting for requests")(e)),
+            Err(e) => Err(zmq_err("waiting for requests")(e).into()),
         }
     }
 
@@ -276,7 +311,7 @@ impl Server {
                 match subscriber.recv(msg, zmq::DONTWAIT) {
                     Ok(()) => heard += 1,
                     Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => break,
-                    Err(e) => return Err(zmq_err("receiving from a peer")(e)),
+                    Err(e) => return Err(zmq_err("receiving from a peer")(e).into()),
                 }
                 // A peer message is one part; anything else is not from a locker.
                 let now = self.watch.now(&mut self.service);
@@ -313,15 +348,20 @@ impl Server {
         match self.rep.recv(msg, zmq::DONTWAIT) {
             Ok(()) => {}
             Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => return Ok(false),
-            Err(e) => return Err(zmq_err("receiving a request")(e)),
+            Err(e) => return Err(zmq_err("receiving a request")(e).into()),
         }
+        let now = self.watch.now(&mut self.service);
         if msg.get_more() {
             let parts = self.drain_parts(msg)?;
             debug!(parts, "multi-part request refused");
             self.service.reject(WireError::MultiPart(parts), out);
         } else {
-            let now = self.watch.now(&mut self.service);
             self.service.respond(now, msg, out);
+        }
+        // Recorded before the reply leaves: a grant the caller hears of is
+        // in the state file, even if the locker is killed right after.
+        if let Some(state) = &mut self.state {
+            state.record(&mut self.service, now);
         }
         // A REP socket drops a reply whose requester has gone instead of
         // blocking, so this send cannot stall the loop.

@@ -16,7 +16,9 @@ impl Service {
                 ttl_ms: ask.ttl_ms,
                 max_wait_ms: ask.max_wait_ms.unwrap_or(0),
             };
-            self.locker.acquire(now, &acquire)
+            let (lease, v) = self.locker.acquire(now, &acquire)?;
+            self.note_lease(limit, &lease);
+            Ok((lease, v))
         });
         encode(answer.map(|(lease, v)| lease_reply(now, &v, lease)), out);
     }
@@ -24,16 +26,19 @@ impl Service {
     pub(super) fn heartbeat(&mut self, now: Nanos, beat: Heartbeat, out: &mut Vec<u8>) {
         let answer = self.find(beat.limit).map_err(LeaseError::from).and_then(|limit| {
             let renew = HeartbeatAsk { limit, lease: beat.lease, ttl_ms: beat.ttl_ms, count: beat.count };
-            self.locker.heartbeat(now, &renew)
+            let v = self.locker.heartbeat(now, &renew)?;
+            self.note_lease(limit, beat.lease);
+            Ok(v)
         });
         encode(answer.map(|v| lease_reply(now, &v, beat.lease.to_owned())), out);
     }
 
     pub(super) fn release(&mut self, now: Nanos, release: Release, out: &mut Vec<u8>) {
-        let answer = self
-            .find(release.limit)
-            .map_err(LeaseError::from)
-            .and_then(|id| self.locker.release(now, id, release.lease));
+        let answer = self.find(release.limit).map_err(LeaseError::from).and_then(|id| {
+            let v = self.locker.release(now, id, release.lease)?;
+            self.note_lease(id, release.lease);
+            Ok(v)
+        });
         encode(answer.map(|v| lease_reply(now, &v, release.lease.to_owned())), out);
     }
 }

@@ -58,6 +58,8 @@ mod rolling;
 mod seed;
 /// Generated asks on peered fixed windows split by demand: shares whole, overshoot only from the pool.
 mod split_properties;
+/// `--state`: counts, reservations and leases survive kill -9; damaged files; compaction.
+mod state;
 /// Structured requests, named limits from a file, and the client library.
 mod structured;
 /// Attacks by clients: guessed lease ids, made-up restores, key floods.

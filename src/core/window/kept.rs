@@ -1,0 +1,85 @@
+//! What a fixed window keeps across a restart: a key's own count in a slot
+//! (the current one, or a later one holding reservations), read after a
+//! grant for the state log and put back on start.
+//!
+//! Counts of an earlier run in the current slot go back as a peer node's
+//! (`Tally::merge`), so a peer's snapshot of that run merges with them by
+//! maximum; reservations go back as this run's own, since only this locker
+//! will ever count them. No clock, no file: the caller brings both.
+
+use std::collections::VecDeque;
+
+use super::{FixedWindow, Plan};
+use crate::core::room::{KeyRoom, NoRoom};
+
+impl FixedWindow {
+    /// This locker's own count for `key` in `slot`: granted in the current
+    /// slot, or reserved in a later one; 0 for anything else.
+    pub fn own_in(&self, key: Option<&str>, slot: u64) -> u32 {
+        match slot.checked_sub(self.slot) {
+            Some(0) => self.tally(key).map_or(0, |t| t.own()),
+            Some(index) => self.ahead_of(key).and_then(|a| a.get(index as usize - 1)).copied().unwrap_or(0),
+            None => 0,
+        }
+    }
+
+    /// Adds `n` to this locker's own count for `key` in `slot`: the current
+    /// slot, or (as a reservation) a later one. Returns the own count after,
+    /// or `None` when `slot` is neither.
+    pub fn restore_own(&mut self, key: Option<&str>, slot: u64, n: u32, room: KeyRoom) -> Result<Option<u32>, NoRoom> {
+        if slot != self.slot || n == 0 {
+            let reserved = self.restore_reserved(key, slot, n, room)?;
+            return Ok(reserved.then(|| self.own_in(key, slot)));
+        }
+        let tally = self.tally_mut(key, room)?;
+        tally.merge_own(tally.own().saturating_add(n));
+        Ok(Some(tally.own()))
+    }
+
+    /// Adds `n` reserved permits for `key` in `slot`, a slot after the
+    /// current one. Returns whether it was one.
+    pub fn restore_reserved(&mut self, key: Option<&str>, slot: u64, n: u32, room: KeyRoom) -> Result<bool, NoRoom> {
+        match slot.checked_sub(self.slot) {
+            Some(index) if index > 0 && n > 0 => {
+                self.reserve(key, &Plan { index: usize::try_from(index).unwrap_or(usize::MAX), granted: n }, room)?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    fn ahead_of(&self, key: Option<&str>) -> Option<&VecDeque<u32>> {
+        match key {
+            None => Some(&self.unkeyed_ahead),
+            Some(k) => self.ahead.get(k),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::core::ask::Want;
+    use crate::core::limit::Quota;
+    use crate::core::room::KeyRoom;
+    use crate::core::window::FixedWindow;
+
+    const SEC: u64 = 1_000_000_000;
+
+    #[test]
+    fn own_counts_of_the_current_and_reserved_slots_are_read_and_put_back() {
+        let mut w = FixedWindow::new(Quota::new(2, 1.0).unwrap());
+        w.advance(10 * SEC);
+        let wait = Want { cost: 2, up_to: false, max_wait: 5 * SEC };
+        w.take(10 * SEC, Some("k"), Want::now(1), KeyRoom::Free).unwrap();
+        assert!(w.take(10 * SEC, Some("k"), wait, KeyRoom::Free).unwrap().go);
+        assert_eq!((w.own_in(Some("k"), 10), w.own_in(Some("k"), 11), w.own_in(Some("k"), 12)), (1, 2, 0));
+
+        let mut back = FixedWindow::new(Quota::new(2, 1.0).unwrap());
+        back.advance(10 * SEC);
+        assert_eq!(back.restore_reserved(Some("k"), 11, 2, KeyRoom::Free), Ok(true));
+        assert_eq!(back.restore_reserved(Some("k"), 10, 2, KeyRoom::Free), Ok(false), "not a later slot");
+        assert!(!back.take(10 * SEC, Some("k"), Want::now(1), KeyRoom::Free).unwrap().go, "queued behind it");
+        back.advance(11 * SEC);
+        assert!(!back.take(11 * SEC, Some("k"), Want::now(1), KeyRoom::Free).unwrap().go, "the reserved slot is full");
+    }
+}

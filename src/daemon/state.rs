@@ -1,0 +1,313 @@
+//! The state file in the daemon: read back and replayed before the locker
+//! answers, appended to after every request that changed something and
+//! before its reply leaves, synced and compacted on the loop's timer.
+//!
+//! What to record and what is still live is the service's to say; the
+//! bytes and the file are `state`'s. This module only sequences them and
+//! logs what happened: a damaged file, a refused one, a clock behind the
+//! file's, how much was restored and how long it took.
+
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use tracing::{debug, error, info, warn};
+
+use crate::core::time::NANOS_PER_SEC;
+use crate::core::{Algorithm, Locker, Nanos};
+use crate::service::{Liveness, Service};
+use crate::state::{collapse, digest, Compacted, Header, Record, Replay, StateConfig, StateError, StateLog};
+
+/// Below this many bytes appended since the last compaction, a slot
+/// change does not compact: the file is small anyway.
+const MIN_COMPACT_AT_SLOT: usize = 64 << 10;
+
+/// However much is appended, compaction waits until it has at least this
+/// many bytes to drop, so that it stays rare (see `StateLog::wants_compaction`).
+const MIN_COMPACT: usize = 4 << 20;
+
+/// Slot changes are looked at no more often than this.
+const SLOT_CHECK_GAP: Nanos = NANOS_PER_SEC / 10;
+
+/// A state file read before the locker was built, with what its clock
+/// must not go back before.
+pub struct Loaded {
+    replay: Option<Replay>,
+    digest: u64,
+    /// When reading began, so that the restore time logged covers it.
+    started: Instant,
+}
+
+impl Loaded {
+    /// The latest instant the file speaks of: the clock of this run starts
+    /// no earlier, so that a clock stepped back across a restart cannot
+    /// open a slot twice or stretch a lease.
+    pub fn not_before(&self) -> Nanos {
+        self.replay.as_ref().map_or(0, Replay::latest)
+    }
+}
+
+/// Reads the state file for a locker with `locker`'s limits. A file that
+/// cannot be used is an error, unless the config says to discard it.
+pub fn load(config: &StateConfig, locker: &Locker) -> Result<Loaded, StateError> {
+    let started = Instant::now();
+    let digest = limits_digest(locker);
+    let replay = match Replay::read(&config.path, digest) {
+        Ok(r) => r,
+        Err(e) if e.is_refusal() && config.discard => {
+            warn!(error = %e, "state file discarded (--state-discard)");
+            None
+        }
+        Err(e) => return Err(e),
+    };
+    if let Some(problem) = replay.as_ref().and_then(|r| r.problem) {
+        warn!(path = %config.path.display(), %problem, "state file damaged; restoring what comes before");
+    }
+    Ok(Loaded { replay, digest, started })
+}
+
+/// The state file being kept while serving.
+pub struct Keeper {
+    log: StateLog,
+    liveness: Liveness,
+    /// This run's `Run` record: (run, incarnation, node id).
+    run: (u32, Nanos, String),
+    /// A compaction under way on its own thread, and when it started.
+    compaction: Option<(JoinHandle<Result<Compacted, StateError>>, Instant)>,
+    durable: bool,
+    fsync: Option<Nanos>,
+    next_sync: Nanos,
+    next_slot_check: Nanos,
+    shortest_slot: Nanos,
+    compacted_len: usize,
+    broken: bool,
+}
+
+impl Keeper {
+    /// Replays `loaded` into `service` at `now` (this run started at
+    /// `incarnation`), writes a fresh file with what is still live, and
+    /// starts noting every change.
+    pub fn start(
+        config: &StateConfig,
+        loaded: Loaded,
+        service: &mut Service,
+        now: Nanos,
+        incarnation: Nanos,
+    ) -> Result<Keeper, StateError> {
+        let started = loaded.started;
+        let latest = loaded.not_before();
+        if latest > 0 && now.saturating_sub(latest) > 86_400 * NANOS_PER_SEC {
+            warn!(
+                days = (now - latest) / 86_400 / NANOS_PER_SEC,
+                "the state file is more than a day old; nothing in it is current"
+            );
+        }
+        let records = loaded.replay.iter().flat_map(Replay::records);
+        let run = loaded.replay.as_ref().map_or(0, Replay::next_run);
+        let (restored, mut keep) = service.restore(now, run, records);
+        let node = service.node().map_or(String::new(), |n| n.id.to_string());
+        keep.insert(0, Record::Run { run, incarnation, node: &node });
+        let run_record = (run, incarnation, node.clone());
+        let durable = config.fsync.is_some();
+        let log = StateLog::create(&config.path, Header { limits: loaded.digest, written: now }, keep, durable)?;
+        info!(
+            path = %config.path.display(),
+            counts = restored.counts,
+            reservations = restored.reservations,
+            buckets = restored.buckets,
+            leases = restored.leases,
+            skipped = restored.skipped,
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "state restored"
+        );
+        service.keep_state(run);
+        let fsync = config.fsync.map(|d| (d.as_nanos() as Nanos).max(1));
+        let shortest_slot = service.locker().shortest_slot().max(SLOT_CHECK_GAP);
+        let compacted_len = log.len();
+        Ok(Keeper {
+            log,
+            liveness: service.liveness(),
+            run: run_record,
+            compaction: None,
+            durable,
+            fsync,
+            next_sync: now.saturating_add(fsync.unwrap_or(Nanos::MAX)),
+            next_slot_check: next_boundary(now, shortest_slot),
+            shortest_slot,
+            compacted_len,
+            broken: false,
+        })
+    }
+
+    /// Appends what the last request, answered at `now`, left behind.
+    #[inline]
+    pub fn record(&mut self, service: &mut Service, now: Nanos) {
+        if self.broken {
+            return;
+        }
+        let mut failed = None;
+        service.take_kept(now, |r| failed = self.log.append(r).err());
+        if let Some(e) = failed {
+            self.fail(e);
+        }
+    }
+
+    /// When the loop must wake next for a sync or a compaction.
+    pub fn next_deadline(&self) -> Nanos {
+        self.next_sync.min(self.next_slot_check)
+    }
+
+    /// Syncs and compacts when due at `now`.
+    pub fn on_timeout(&mut self, now: Nanos) {
+        if self.broken {
+            return;
+        }
+        self.finish_compaction();
+        let slot_changed = now >= self.next_slot_check;
+        if slot_changed {
+            self.next_slot_check = next_boundary(now, self.shortest_slot);
+        }
+        let grown = self.log.len() - self.compacted_len;
+        let due = (slot_changed && grown >= MIN_COMPACT_AT_SLOT) || self.log.wants_compaction(MIN_COMPACT);
+        if due && self.compaction.is_none() {
+            self.start_compaction(now);
+        }
+        if now >= self.next_sync {
+            self.next_sync = now.saturating_add(self.fsync.unwrap_or(Nanos::MAX));
+            if let Err(e) = self.log.sync() {
+                self.fail(e);
+            }
+        }
+    }
+
+    /// Collapses what the log holds so far on another thread, so that a
+    /// large live state does not stall the loop; appends go on meanwhile
+    /// and are carried over when the new file is put in place.
+    fn start_compaction(&mut self, now: Nanos) {
+        let prefix = match self.log.prefix() {
+            Ok(p) => p,
+            Err(e) => return self.fail(e),
+        };
+        let liveness = self.liveness.clone();
+        let (run, incarnation, node) = self.run.clone();
+        let job = std::thread::Builder::new().name("state-compaction".into()).spawn(move || {
+            let me = Record::Run { run, incarnation, node: &node };
+            prefix.compact(|r| liveness.is_live(now, r), Some(me))
+        });
+        match job {
+            Ok(handle) => self.compaction = Some((handle, Instant::now())),
+            Err(e) => warn!(error = %e, "cannot start a thread to compact the state file; trying later"),
+        }
+    }
+
+    /// Puts a finished compaction's file in place.
+    fn finish_compaction(&mut self) {
+        if !self.compaction.as_ref().is_some_and(|(job, _)| job.is_finished()) {
+            return;
+        }
+        let (job, started) = self.compaction.take().expect("checked above");
+        let done = match job.join() {
+            Ok(result) => result.and_then(|c| self.log.adopt(c, self.durable)),
+            Err(_) => return self.fail_compaction(),
+        };
+        match done {
+            Ok(c) => {
+                self.compacted_len = self.log.len();
+                debug!(before = c.before, after = c.after, kept = c.kept, took = ?started.elapsed(), "state file compacted");
+            }
+            Err(e) => self.fail(e),
+        }
+    }
+
+    #[cold]
+    fn fail_compaction(&mut self) {
+        error!("the state file's compaction failed; counts are no longer kept across a restart");
+        self.broken = true;
+    }
+
+    /// Syncs what was recorded, at shutdown.
+    pub fn close(mut self) {
+        if let Err(e) = self.log.sync() {
+            error!(error = %e, "state file not synced at shutdown");
+        }
+    }
+
+    /// Rewrites the file for the limits `service` has after a reload (they
+    /// were `before`): records move to their limit's new number, those of
+    /// limits removed or reset are dropped, and the header names the new
+    /// limits, so that a restart with the new config restores them.
+    pub fn after_reload(&mut self, before: &Layout, service: &Service, now: Nanos) {
+        let digest = limits_digest(service.locker());
+        if self.broken || digest == self.log.header().limits {
+            return;
+        }
+        // A compaction under way collapses the old layout: let it finish, unused.
+        if let Some((job, _)) = self.compaction.take() {
+            let _ = job.join();
+        }
+        self.liveness = service.liveness();
+        let moved = before.moved_to(&Layout::of(service.locker()));
+        let records = self.log.records().filter_map(|r| match r.limit() {
+            None => Some(r),
+            Some(i) => moved.get(i as usize).copied().flatten().map(|to| r.with_limit(to)),
+        });
+        let live = collapse(records, |r| self.liveness.is_live(now, r));
+        let (run, incarnation, node) = &self.run;
+        let me = Record::Run { run: *run, incarnation: *incarnation, node };
+        let header = Header { limits: digest, written: now };
+        match StateLog::create(self.log.path(), header, std::iter::once(me).chain(live), self.durable) {
+            Ok(log) => {
+                self.compacted_len = log.len();
+                self.log = log;
+                info!("state file rewritten for the reloaded limits");
+            }
+            Err(e) => self.fail(e),
+        }
+    }
+
+    #[cold]
+    fn fail(&mut self, e: StateError) {
+        error!(error = %e, "state file failed; counts are no longer kept across a restart");
+        self.broken = true;
+    }
+}
+
+/// What the records' limit numbers mean: each limit's name, kind and slot
+/// length, in the locker's order.
+pub struct Layout(Vec<(String, Algorithm, Nanos)>);
+
+impl Layout {
+    /// The layout of `locker`'s limits now.
+    pub fn of(locker: &Locker) -> Layout {
+        Layout(locker.stats().map(|(l, _)| (l.name().to_owned(), l.algorithm(), l.quota().slot_ns())).collect())
+    }
+
+    /// Where each limit number of `self` went in `now`: to the limit of the
+    /// same name if its counts kept their meaning (same kind and slot
+    /// length, as `Locker::reload` keeps them), else nowhere.
+    fn moved_to(&self, now: &Layout) -> Vec<Option<u32>> {
+        let same_kind = |a: Algorithm, b: Algorithm| std::mem::discriminant(&a) == std::mem::discriminant(&b);
+        self.0
+            .iter()
+            .map(|(name, kind, slot)| {
+                let to = now.0.iter().position(|(n, k, s)| n == name && same_kind(*k, *kind) && s == slot)?;
+                Some(to as u32)
+            })
+            .collect()
+    }
+}
+
+/// The first multiple of `step` after `now` (slots are aligned to the epoch).
+fn next_boundary(now: Nanos, step: Nanos) -> Nanos {
+    (now / step).saturating_add(1).saturating_mul(step)
+}
+
+/// What the records' limit numbers refer to: every limit's name, kind and
+/// numbers, in the locker's order.
+fn limits_digest(locker: &Locker) -> u64 {
+    let mut text = String::new();
+    for (limit, _) in locker.stats() {
+        let q = limit.quota();
+        text.push_str(&format!("{}|{:?}|{}|{}\n", limit.name(), limit.algorithm(), q.max_requests(), q.slot_ns()));
+    }
+    digest(&text)
+}

@@ -1,0 +1,260 @@
+//! The state log's side of the service: noting what each request left
+//! behind, handing it out as a record before the reply leaves, and putting
+//! an earlier run's records back on start.
+//!
+//! Like the rest of the service this reads no clock and touches no file:
+//! the daemon brings `now`, appends the records, and reads the file back.
+//! Noting costs a copy of the key into a buffer kept between requests, and
+//! only when a state file is in use; without one, requests never come here.
+
+use std::collections::HashMap;
+
+use super::Service;
+use crate::core::locker::kept::Kept;
+use crate::core::semaphore::kept::HeldLease;
+use crate::core::{Algorithm, LimitId, Nanos, NodeIx, NodeKey, Nodes, Quota, Verdict};
+use crate::state::{collapse, Record};
+
+/// What the last request changed, until the daemon takes it: one change
+/// for most requests, one per granted entry for a batch.
+#[derive(Debug)]
+pub(super) struct Journal {
+    run: u32,
+    /// Each change, with where its key (or lease id) lies in `names`, if
+    /// it has one. Both are cleared, never shrunk, so a warmed-up locker
+    /// notes without allocating.
+    pending: Vec<(Pending, Option<(usize, usize)>)>,
+    names: String,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Pending {
+    Go { id: LimitId, verdict: Verdict },
+    Lease { id: LimitId },
+}
+
+impl Journal {
+    fn note(&mut self, pending: Pending, name: Option<&str>) {
+        let span = name.map(|n| {
+            let start = self.names.len();
+            self.names.push_str(n);
+            (start, self.names.len())
+        });
+        self.pending.push((pending, span));
+    }
+}
+
+/// What a restore put back.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Restored {
+    /// Fixed-window counts of earlier runs in the current slot.
+    pub counts: usize,
+    /// Reservations in later slots.
+    pub reservations: usize,
+    /// Token bucket keys.
+    pub buckets: usize,
+    /// Held leases.
+    pub leases: usize,
+    /// Records that could not be put back: a key beyond `max_keys`, a
+    /// limit that is not of the recorded kind, a run that was not named.
+    pub skipped: usize,
+}
+
+impl Service {
+    /// Starts noting what each request leaves behind, for the state log,
+    /// as run `run`.
+    pub fn keep_state(&mut self, run: u32) {
+        self.journal = Some(Journal { run, pending: Vec::with_capacity(16), names: String::with_capacity(1024) });
+    }
+
+    /// This locker's node when peered.
+    pub fn node(&self) -> Option<&NodeKey> {
+        self.peering.as_ref().map(|p| p.nodes().me())
+    }
+
+    #[inline]
+    pub(super) fn note_go(&mut self, id: LimitId, key: Option<&str>, verdict: &Verdict) {
+        if let Some(j) = &mut self.journal {
+            if verdict.go && verdict.granted > 0 {
+                j.note(Pending::Go { id, verdict: *verdict }, key);
+            }
+        }
+    }
+
+    pub(super) fn note_lease(&mut self, id: LimitId, lease: &str) {
+        if let Some(j) = &mut self.journal {
+            j.note(Pending::Lease { id }, Some(lease));
+        }
+    }
+
+    /// Hands `f` the record of what the last request, answered at `now`,
+    /// left behind, if it changed anything. The daemon calls this after
+    /// each request, before the reply leaves.
+    #[inline]
+    pub fn take_kept(&mut self, now: Nanos, mut f: impl FnMut(&Record)) {
+        let Some(mut j) = self.journal.take() else { return };
+        for &(pending, span) in &j.pending {
+            let name = span.map(|(start, end)| &j.names[start..end]);
+            if let Some(record) = self.kept_record(now, j.run, pending, name) {
+                f(&record);
+            }
+        }
+        j.pending.clear();
+        j.names.clear();
+        self.journal = Some(j);
+    }
+
+    /// The record of one change, read from the locker as it is now.
+    fn kept_record<'a>(&self, now: Nanos, run: u32, pending: Pending, name: Option<&'a str>) -> Option<Record<'a>> {
+        let at = now;
+        let record = match pending {
+            Pending::Go { id, verdict } => {
+                let limit = id.index() as u32;
+                match self.locker.kept_go(now, id, name, &verdict) {
+                    Some(Kept::Window { slot, count }) => Record::Window { at, run, limit, slot, count, key: name },
+                    Some(Kept::Bucket { tat, period, count }) => {
+                        Record::Bucket { at, run, limit, period, count, tat, key: name }
+                    }
+                    _ => return None,
+                }
+            }
+            Pending::Lease { id } => {
+                let (limit, lease) = (id.index() as u32, name.unwrap_or(""));
+                match self.locker.kept_lease(id, lease) {
+                    Kept::Lease(HeldLease { count, ttl, until }) => {
+                        Record::Lease { at, limit, count, ttl, until, lease }
+                    }
+                    _ => Record::Release { at, limit, lease },
+                }
+            }
+        };
+        Some(record)
+    }
+
+    /// What decides whether a record is still live, to take to another
+    /// thread: the limits' kinds and quotas.
+    pub fn liveness(&self) -> Liveness {
+        let limits = (0..).map_while(|i| self.locker.limit_at(i)).map(|id| self.locker.limit(id));
+        Liveness { limits: limits.map(|l| (l.algorithm(), l.quota())).collect() }
+    }
+
+    /// Puts back the records of earlier runs at `now`, before serving:
+    /// the latest live record of each thing. Returns what was put back and
+    /// the records the new state file starts with: those read, except that
+    /// counts this run now holds as its own (reservations, and every count
+    /// of a locker that is not peered) become records of run `run`.
+    ///
+    /// A peered locker puts an earlier run's count in the current slot back
+    /// as that run's node, so that a peer's snapshot of the same run merges
+    /// with it by maximum; alone, the count is simply this run's own, which
+    /// costs no more memory per key than a grant does.
+    pub fn restore<'a>(
+        &mut self,
+        now: Nanos,
+        run: u32,
+        records: impl Iterator<Item = Record<'a>>,
+    ) -> (Restored, Vec<Record<'a>>) {
+        let liveness = self.liveness();
+        let live = collapse(records, |r| liveness.is_live(now, r));
+        let nodes = self.run_nodes(now, &live);
+        let runs = live.iter().filter(|r| matches!(r, Record::Run { .. })).count();
+        let mut done = Restored::default();
+        let mut rewrite = Vec::with_capacity(live.len());
+        for r in live {
+            let id = r.limit().and_then(|i| self.locker.limit_at(i as usize));
+            let node = r.run().and_then(|run| nodes.get(&run).copied());
+            let ok = match (r, id, node) {
+                (Record::Run { .. }, _, _) => {
+                    rewrite.push(r);
+                    continue;
+                }
+                (Record::Window { slot, count, key, .. }, Some(id), node) => {
+                    let later = slot > self.locker.limit(id).quota().slot_of(now);
+                    // Alone, or reserved ahead, an earlier run's count becomes
+                    // this run's own: nobody else will ever count it.
+                    let Some(node) = node.filter(|_| !later && self.peering.is_some()) else {
+                        let own = self.locker.restore_own(now, id, key, slot, count);
+                        *(if later { &mut done.reservations } else { &mut done.counts }) += usize::from(own.is_some());
+                        if let Some(count) = own {
+                            let limit = id.index() as u32;
+                            rewrite.push(Record::Window { at: now, run, limit, slot, count, key });
+                        }
+                        continue;
+                    };
+                    let ok = self.locker.restore_count(now, id, key, slot, node, count);
+                    done.counts += usize::from(ok);
+                    ok
+                }
+                (Record::Bucket { key, tat, period, count, .. }, Some(id), node) => {
+                    // Without a node for its run, the TAT alone is put back.
+                    let (node, count) = node.map_or((Nodes::ME, 0), |n| (n, count));
+                    let ok = self.locker.restore_bucket(now, id, key, tat, node, period, count);
+                    done.buckets += usize::from(ok);
+                    ok
+                }
+                (Record::Lease { count, ttl, until, lease, .. }, Some(id), _) => {
+                    let ok = self.locker.restore_lease(now, id, lease, HeldLease { count, ttl, until });
+                    done.leases += usize::from(ok);
+                    ok
+                }
+                _ => false,
+            };
+            if ok {
+                rewrite.push(r);
+            } else {
+                done.skipped += 1;
+            }
+        }
+        // Several earlier runs may have counted the same key and slot, each
+        // adding to this run's own: the last record of each says the sum.
+        let rewrite = if runs > 1 { collapse(rewrite.into_iter(), |_| true) } else { rewrite };
+        (done, rewrite)
+    }
+
+    /// A node for every earlier run named in `records`, when peered: the
+    /// run's own node key, held in the node table (as if the first
+    /// configured peer had named it), so that a peer's snapshot of that run
+    /// merges with what is restored. Alone, or when the table has no room,
+    /// a run gets none and its counts become this run's own.
+    fn run_nodes(&mut self, now: Nanos, records: &[Record]) -> HashMap<u32, NodeIx> {
+        let mut nodes = HashMap::new();
+        let Some(p) = &mut self.peering else { return nodes };
+        for r in records {
+            if let Record::Run { run, incarnation, node } = *r {
+                if let Some(ix) = p.nodes_mut().resolve(now, 0, &NodeKey { id: node.into(), incarnation }) {
+                    nodes.insert(run, ix);
+                }
+            }
+        }
+        nodes
+    }
+}
+
+/// Whether a record still says something, by the limits' kinds and quotas.
+#[derive(Debug, Clone)]
+pub struct Liveness {
+    limits: Vec<(Algorithm, Quota)>,
+}
+
+impl Liveness {
+    /// Whether `record` still says something at `now`: a count of a slot
+    /// that has not ended, a bucket not yet full again or holding a count
+    /// of the current or previous period, a lease not expired. A record
+    /// naming a limit of another kind is not.
+    pub fn is_live(&self, now: Nanos, record: &Record) -> bool {
+        let limit = |i: u32| self.limits.get(i as usize);
+        match *record {
+            Record::Run { .. } => true,
+            Record::Window { limit: i, slot, .. } => {
+                limit(i).is_some_and(|(a, q)| matches!(a, Algorithm::FixedWindow) && slot >= q.slot_of(now))
+            }
+            Record::Bucket { limit: i, tat, period, .. } => limit(i).is_some_and(|(a, q)| {
+                matches!(a, Algorithm::TokenBucket { .. }) && (tat > now || period.saturating_add(1) >= q.slot_of(now))
+            }),
+            Record::Lease { limit: i, until, .. } => {
+                limit(i).is_some_and(|(a, _)| matches!(a, Algorithm::Semaphore)) && until > now
+            }
+            Record::Release { .. } => false,
+        }
+    }
+}

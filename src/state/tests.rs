@@ -1,0 +1,274 @@
+//! The state file on disk: round trips, damage, refusals, growth,
+//! compaction and a simulated crash.
+
+use std::fs::{self, OpenOptions};
+use std::io::{Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use super::*;
+
+const LIMITS: u64 = 0x1111_2222_3333_4444;
+const HEADER: Header = Header { limits: LIMITS, written: 1_000 };
+
+/// A fresh directory for one test, removed when dropped.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(name: &str) -> Dir {
+        let dir = std::env::temp_dir().join(format!("locker-state-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        Dir(dir)
+    }
+    fn file(&self) -> PathBuf {
+        self.0.join("s.log")
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn window(at: u64, slot: u64, count: u32, key: Option<&str>) -> Record<'_> {
+    Record::Window { at, run: 1, limit: 0, slot, count, key }
+}
+
+fn keys(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("user-{i}")).collect()
+}
+
+fn read(path: &Path) -> Replay {
+    Replay::read(path, LIMITS).unwrap().expect("a state file")
+}
+
+/// Offsets of the frames in a file with `records`, after the header.
+fn offsets(records: &[Record]) -> Vec<usize> {
+    records.iter().scan(40, |at, r| Some(std::mem::replace(at, *at + 8 + r.encoded_len()))).collect()
+}
+
+fn write_at(path: &Path, offset: usize, bytes: &[u8]) {
+    let mut f = OpenOptions::new().write(true).open(path).unwrap();
+    f.seek(SeekFrom::Start(offset as u64)).unwrap();
+    f.write_all(bytes).unwrap();
+}
+
+fn sample(names: &[String]) -> Vec<Record<'_>> {
+    let mut records = vec![Record::Run { run: 1, incarnation: 900, node: "host-1" }];
+    records.extend(names.iter().enumerate().map(|(i, k)| window(1_000 + i as u64, 7, i as u32 + 1, Some(k))));
+    records.push(Record::Lease { at: 2_000, limit: 2, count: 1, ttl: 30, until: 2_030, lease: "ab-1" });
+    records
+}
+
+#[test]
+fn records_round_trip_through_a_file_without_any_sync() {
+    let dir = Dir::new("round-trip");
+    let names = keys(3);
+    let records = sample(&names);
+    let mut log = StateLog::create(&dir.file(), HEADER, records[..2].iter().copied(), false).unwrap();
+    for r in &records[2..] {
+        log.append(r).unwrap();
+    }
+    drop(log);
+    let replay = read(&dir.file());
+    assert_eq!(replay.records().collect::<Vec<_>>(), records);
+    assert_eq!((replay.problem, replay.header), (None, HEADER));
+    assert_eq!(replay.latest(), 2_000);
+}
+
+#[test]
+fn a_missing_or_empty_file_is_no_state() {
+    let dir = Dir::new("missing");
+    assert!(Replay::read(&dir.file(), LIMITS).unwrap().is_none());
+    fs::write(dir.file(), b"").unwrap();
+    assert!(Replay::read(&dir.file(), LIMITS).unwrap().is_none());
+}
+
+#[test]
+fn a_crash_loses_nothing_that_was_appended() {
+    // A killed process never syncs or unmaps cleanly; its stores are in the
+    // page cache. Leaking the log is that crash, as far as the file can tell.
+    let dir = Dir::new("crash");
+    let names = keys(1000);
+    let records = sample(&names);
+    let mut log = StateLog::create(&dir.file(), HEADER, [], false).unwrap();
+    for r in &records {
+        log.append(r).unwrap();
+    }
+    std::mem::forget(log);
+    let replay = read(&dir.file());
+    assert_eq!(replay.problem, None);
+    assert_eq!(replay.records().count(), records.len());
+}
+
+#[test]
+fn a_record_killed_half_way_is_dropped_and_reported_as_unfinished() {
+    let dir = Dir::new("half-way");
+    let names = keys(3);
+    let records = sample(&names);
+    StateLog::create(&dir.file(), HEADER, records.iter().copied(), false).unwrap();
+    // The payload and checksum of a next frame were stored, its length not.
+    let end = offsets(&records).last().unwrap() + 8 + records.last().unwrap().encoded_len();
+    write_at(&dir.file(), end + 4, &[0xde, 0xad, 0xbe, 0xef, 2, 1, 0]);
+    let replay = read(&dir.file());
+    assert_eq!(replay.problem, Some(Problem::Truncated { offset: end }));
+    assert_eq!(replay.records().count(), records.len());
+}
+
+#[test]
+fn a_truncated_file_keeps_its_good_prefix() {
+    let dir = Dir::new("truncated");
+    let names = keys(3);
+    let records = sample(&names);
+    StateLog::create(&dir.file(), HEADER, records.iter().copied(), false).unwrap();
+    let last = *offsets(&records).last().unwrap();
+    OpenOptions::new().write(true).open(dir.file()).unwrap().set_len(last as u64 + 10).unwrap();
+    let replay = read(&dir.file());
+    assert_eq!(replay.problem, Some(Problem::Truncated { offset: last }));
+    assert_eq!(replay.records().collect::<Vec<_>>(), records[..records.len() - 1]);
+}
+
+#[test]
+fn a_corrupted_record_stops_the_replay_at_the_good_prefix() {
+    let dir = Dir::new("corrupt");
+    let names = keys(3);
+    let records = sample(&names);
+    StateLog::create(&dir.file(), HEADER, records.iter().copied(), false).unwrap();
+    let third = offsets(&records)[2];
+    write_at(&dir.file(), third + 8 + 20, &[0xff]);
+    let replay = read(&dir.file());
+    assert_eq!(replay.problem, Some(Problem::Corrupt { offset: third }));
+    assert_eq!(replay.records().collect::<Vec<_>>(), records[..2]);
+}
+
+#[test]
+fn a_zeroed_length_hiding_later_records_is_damage() {
+    let dir = Dir::new("zeroed");
+    let names = keys(40_000);
+    let records = sample(&names);
+    StateLog::create(&dir.file(), HEADER, records.iter().copied(), false).unwrap();
+    let second = offsets(&records)[1];
+    write_at(&dir.file(), second, &[0, 0, 0, 0]);
+    let replay = read(&dir.file());
+    assert_eq!(replay.problem, Some(Problem::Corrupt { offset: second }));
+    assert_eq!(replay.records().count(), 1);
+}
+
+/// Rewrites the header with `edit` applied to its first 32 bytes and a
+/// matching checksum.
+fn edit_header(path: &Path, edit: impl FnOnce(&mut [u8])) {
+    let mut bytes = fs::read(path).unwrap();
+    edit(&mut bytes[..32]);
+    let crc = crc32fast::hash(&bytes[..32]);
+    bytes[32..36].copy_from_slice(&crc.to_le_bytes());
+    fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn files_of_another_version_other_limits_or_no_locker_are_refused() {
+    let dir = Dir::new("refused");
+    let path = dir.file();
+    StateLog::create(&path, HEADER, [], false).unwrap();
+    let err = Replay::read(&path, LIMITS + 1).unwrap_err();
+    assert!(matches!(err, StateError::OtherLimits { .. }) && err.is_refusal());
+    assert!(err.to_string().contains("other limits") && err.to_string().contains("--state-discard"), "{err}");
+
+    edit_header(&path, |h| h[8..12].copy_from_slice(&99u32.to_le_bytes()));
+    let err = Replay::read(&path, LIMITS).unwrap_err();
+    assert!(matches!(err, StateError::Version { found: 99, .. }), "{err}");
+    assert!(err.to_string().contains("version 99"), "{err}");
+
+    write_at(&path, 20, &[0x55]);
+    assert!(matches!(Replay::read(&path, LIMITS), Err(StateError::DamagedHeader { .. })));
+
+    fs::write(&path, b"bind = \"tcp://*:7777\"\n").unwrap();
+    assert!(matches!(Replay::read(&path, LIMITS), Err(StateError::NotState { .. })));
+}
+
+#[test]
+fn the_file_grows_in_steps_and_keeps_every_record() {
+    let dir = Dir::new("grow");
+    let names = keys(100_000); // about 4 MB of records
+    let mut log = StateLog::create(&dir.file(), HEADER, [], false).unwrap();
+    for (i, k) in names.iter().enumerate() {
+        log.append(&window(i as u64, 7, 1, Some(k))).unwrap();
+    }
+    assert_eq!(log.records().count(), names.len());
+    assert_eq!(log.check(), (log.len(), None));
+    let size = fs::metadata(dir.file()).unwrap().len() as usize;
+    assert!(size >= log.len() && size < 4 * log.len(), "file {size} for {} bytes of records", log.len());
+    drop(log);
+    assert_eq!(read(&dir.file()).records().count(), names.len());
+}
+
+#[test]
+fn compaction_keeps_the_latest_live_records_only() {
+    let dir = Dir::new("compact");
+    let mut log = StateLog::create(&dir.file(), Header { written: 0, ..HEADER }, [], false).unwrap();
+    for (at, r) in [
+        Record::Run { run: 1, incarnation: 1, node: "n" },
+        window(2, 7, 1, Some("a")),
+        window(3, 7, 2, Some("a")),
+        window(4, 8, 1, Some("a")),
+        Record::Lease { at: 5, limit: 2, count: 1, ttl: 9, until: 14, lease: "l" },
+        Record::Release { at: 6, limit: 2, lease: "l" },
+    ]
+    .iter()
+    .enumerate()
+    {
+        assert_eq!(r.at(), at as u64 + 1);
+        log.append(r).unwrap();
+    }
+    let done = log.compact(|r| !matches!(r, Record::Window { slot: 7, .. }), false).unwrap();
+    assert_eq!(done.kept, 2);
+    let live: Vec<_> = log.records().collect();
+    assert_eq!(live, vec![Record::Run { run: 1, incarnation: 1, node: "n" }, window(4, 8, 1, Some("a"))]);
+    assert_eq!(read(&dir.file()).header.written, 6, "the header keeps the latest instant written");
+    log.append(&window(7, 8, 2, Some("a"))).unwrap();
+    assert_eq!(read(&dir.file()).records().count(), 3, "appends go to the new file");
+}
+
+#[test]
+fn compaction_keeps_the_file_bounded_under_a_unique_key_flood() {
+    // Every ask names a new key; slots change every 10 000 asks. Compacting
+    // when the appends outweigh what the last compaction kept (and at slot
+    // changes) keeps the file near one slot's worth of keys.
+    let dir = Dir::new("flood");
+    let names = keys(200_000);
+    let mut log = StateLog::create(&dir.file(), HEADER, [], false).unwrap();
+    let per_slot = 10_000;
+    let mut largest = 0;
+    for (i, k) in names.iter().enumerate() {
+        let slot = (i / per_slot) as u64;
+        if i % per_slot == 0 || log.wants_compaction(64 << 10) {
+            log.compact(|r| matches!(r, Record::Window { slot: s, .. } if *s >= slot), false).unwrap();
+        }
+        log.append(&window(i as u64, slot, 1, Some(k))).unwrap();
+        largest = largest.max(log.len());
+    }
+    let one_slot = per_slot * (8 + window(0, 0, 1, Some("user-199999")).encoded_len());
+    assert!(largest <= 2 * one_slot, "largest {largest} bytes, one slot {one_slot}");
+    let on_disk = fs::metadata(dir.file()).unwrap().len() as usize;
+    assert!(on_disk <= 4 * one_slot, "file of {on_disk} bytes");
+}
+
+#[test]
+fn a_file_written_by_compaction_is_read_back_whole() {
+    let dir = Dir::new("compact-read");
+    let names = keys(500);
+    let records = sample(&names);
+    let mut log = StateLog::create(&dir.file(), HEADER, records.iter().copied(), false).unwrap();
+    log.compact(|_| true, true).unwrap();
+    drop(log);
+    let replay = read(&dir.file());
+    assert_eq!(replay.problem, None);
+    assert_eq!(replay.records().collect::<Vec<_>>(), records);
+    assert!(!dir.0.join("s.log.new").exists(), "the new file was renamed over the old");
+}
+
+#[test]
+fn digests_differ_for_different_limits() {
+    assert_eq!(digest("api 5/0.8s"), digest("api 5/0.8s"));
+    assert_ne!(digest("api 5/0.8s"), digest("api 6/0.8s"));
+}

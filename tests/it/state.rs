@@ -1,0 +1,405 @@
+//! `--state FILE`: a locker killed with -9 mid-slot and restarted on the
+//! same file re-grants nothing (fixed window, token bucket, reservation,
+//! lease); a damaged file restores its good prefix and says so; a restart
+//! after the slot ended starts fresh; the file stays small under a flood of
+//! new keys.
+
+use std::fs::{self, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use locker::wire::{LeaseAsk, Release};
+use locker::{Ask, Client};
+
+use crate::support::{free_port, Daemon, DEADLINE};
+
+/// A directory for one test's state file, config and log, removed when dropped.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(name: &str) -> Dir {
+        let dir = std::env::temp_dir().join(format!("locker-state-it-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        Dir(dir)
+    }
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).to_str().unwrap().to_owned()
+    }
+    fn state(&self) -> String {
+        self.path("s.log")
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Starts `locker serve --state <dir>/s.log <args>`, keeping its log (the
+/// `_log` name only tells the runs of a test apart when reading it).
+fn serve(dir: &Dir, _log: &str, args: &[&str]) -> Daemon {
+    let state = dir.state();
+    let mut all = vec!["--state", state.as_str()];
+    all.extend_from_slice(args);
+    Daemon::start_logged(&all)
+}
+
+/// The daemon's log once it holds `needle`; the log is read by a thread,
+/// so a line may arrive a little after the request that followed it.
+fn log_with(d: &Daemon, needle: &str) -> String {
+    let end = Instant::now() + DEADLINE;
+    loop {
+        let log = d.log();
+        if log.contains(needle) || Instant::now() > end {
+            return log;
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// Kills the daemon with SIGKILL and waits until it is gone.
+fn kill_9(mut d: Daemon) {
+    d.signal("KILL");
+    assert!(d.wait_exit(DEADLINE).is_some(), "not dead after kill -9");
+}
+
+fn client(d: &Daemon) -> Client {
+    Client::new([d.endpoint.as_str()], DEADLINE).unwrap()
+}
+
+/// How many of `n` plain asks went.
+fn plain_goes(d: &Daemon, n: usize) -> usize {
+    let mut c = client(d);
+    (0..n).filter(|_| c.plain(b"let me go").unwrap()).count()
+}
+
+/// Waits, when needed, until at least `need` of a `slot`-long slot is left,
+/// so that a test's asks all fall in one slot. This waits on time itself,
+/// not on the daemon.
+fn within_one_slot(slot: Duration, need: Duration) {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
+    let into = Duration::from_nanos((now % slot.as_nanos()) as u64);
+    if into + need > slot {
+        std::thread::sleep(slot - into + Duration::from_millis(20));
+    }
+}
+
+/// The bytes of the state file's records: up to the first zero frame length.
+fn records_end(path: &str) -> usize {
+    frames(path).last().map_or(40, |&(at, len)| at + 8 + len)
+}
+
+/// Every frame of the state file, as (offset, payload length).
+fn frames(path: &str) -> Vec<(usize, usize)> {
+    let bytes = fs::read(path).unwrap();
+    let mut out = Vec::new();
+    let mut at = 40;
+    while at + 8 <= bytes.len() {
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+        if len == 0 {
+            break;
+        }
+        out.push((at, len));
+        at += 8 + len;
+    }
+    out
+}
+
+#[test]
+fn a_locker_killed_mid_slot_regrants_nothing_of_it() {
+    // The acceptance test: 100 per 20 s slot, 60 go, kill -9, restart,
+    // 100 more asks: at most 100 go in that slot in all.
+    let dir = Dir::new("window");
+    let args = ["--max-requests", "100", "--in-seconds", "20"];
+    within_one_slot(Duration::from_secs(20), Duration::from_secs(8));
+    let d = serve(&dir, "first.log", &args);
+    assert_eq!(plain_goes(&d, 60), 60);
+    kill_9(d);
+    let d = serve(&dir, "second.log", &args);
+    let after = plain_goes(&d, 100);
+    assert_eq!(60 + after, 100, "{after} more went after the restart");
+}
+
+#[test]
+fn every_grant_of_a_batch_is_kept() {
+    // One message of asks is many grants: each is recorded, not only the last.
+    let dir = Dir::new("batch");
+    let args = ["--max-requests", "3", "--in-seconds", "20"];
+    within_one_slot(Duration::from_secs(20), Duration::from_secs(8));
+    let d = serve(&dir, "first.log", &args);
+    let keys = ["a", "b", "c", "d"];
+    let asks: Vec<Ask> = keys.iter().flat_map(|k| [Ask::new().key(k), Ask::new().key(k)]).collect();
+    let replies = client(&d).ask_many(&asks).unwrap();
+    assert!(replies.iter().all(|r| r.as_ref().is_ok_and(|g| g.ok)), "{replies:?}");
+    kill_9(d);
+    let d = serve(&dir, "second.log", &args);
+    let mut c = client(&d);
+    for k in keys {
+        let go = (0..3).filter(|_| c.ask(&Ask::new().key(k)).unwrap().ok).count();
+        assert_eq!(go, 1, "key {k}: 2 of 3 went before the restart");
+    }
+}
+
+#[test]
+fn a_locker_killed_twice_in_one_slot_counts_both_runs_once() {
+    let dir = Dir::new("twice");
+    let args = ["--max-requests", "100", "--in-seconds", "20"];
+    within_one_slot(Duration::from_secs(20), Duration::from_secs(8));
+    let d = serve(&dir, "first.log", &args);
+    assert_eq!(plain_goes(&d, 60), 60);
+    kill_9(d);
+    let d = serve(&dir, "second.log", &args);
+    assert_eq!(plain_goes(&d, 25), 25);
+    kill_9(d);
+    let d = serve(&dir, "third.log", &args);
+    assert_eq!(plain_goes(&d, 100), 15);
+}
+
+#[test]
+fn a_token_bucket_keeps_its_tokens_spent_across_kill_9() {
+    let dir = Dir::new("bucket");
+    // 100 tokens refilled over an hour: the test cannot wait for a refill.
+    let args = ["--algorithm", "token-bucket", "--max-requests", "100", "--in-seconds", "3600"];
+    let d = serve(&dir, "first.log", &args);
+    let mut c = client(&d);
+    assert!(c.ask(&Ask::new().key("k").cost(60)).unwrap().ok);
+    kill_9(d);
+    let d = serve(&dir, "second.log", &args);
+    let mut c = client(&d);
+    let reply = c.ask(&Ask::new().key("k").cost(100).up_to()).unwrap();
+    assert!(reply.ok, "{reply:?}");
+    assert!((40..=41).contains(&reply.granted.unwrap()), "{reply:?}");
+}
+
+#[test]
+fn a_reservation_is_still_queued_after_kill_9() {
+    let dir = Dir::new("reservation");
+    let args = ["--max-requests", "5", "--in-seconds", "20"];
+    within_one_slot(Duration::from_secs(20), Duration::from_secs(8));
+    let d = serve(&dir, "first.log", &args);
+    let mut c = client(&d);
+    assert!(c.ask(&Ask::new().key("k").cost(5)).unwrap().ok);
+    let reserved = c.ask(&Ask::new().key("k").cost(5).max_wait_ms(30_000)).unwrap();
+    assert!(reserved.ok && reserved.wait_ms.unwrap() > 0, "{reserved:?}");
+    kill_9(d);
+    let d = serve(&dir, "second.log", &args);
+    let mut c = client(&d);
+    let next = c.ask(&Ask::new().key("k").cost(1).max_wait_ms(60_000)).unwrap();
+    assert!(next.ok, "{next:?}");
+    let (first, second) = (reserved.wait_ms.unwrap(), next.wait_ms.unwrap());
+    assert!(second >= first + 19_000, "the next slot is taken by the reservation: {first} ms, then {second} ms");
+}
+
+#[test]
+fn a_lease_is_still_held_after_kill_9_and_can_be_released() {
+    let dir = Dir::new("lease");
+    let args = ["--algorithm", "semaphore", "--max-requests", "2", "--in-seconds", "60"];
+    let d = serve(&dir, "first.log", &args);
+    let mut c = client(&d);
+    let held = c.acquire_lease(&LeaseAsk::new("default", 2).ttl_ms(60_000)).unwrap();
+    assert!(held.ok, "{held:?}");
+    let lease = held.lease.unwrap();
+    kill_9(d);
+    let d = serve(&dir, "second.log", &args);
+    let mut c = client(&d);
+    let refused = c.acquire_lease(&LeaseAsk::new("default", 1).ttl_ms(1_000)).unwrap();
+    assert!(!refused.ok && refused.remaining == 0, "{refused:?}");
+    let released = c.release(&Release { limit: Some("default"), lease: &lease }).unwrap();
+    assert!(released.ok, "{released:?}");
+    assert!(c.acquire_lease(&LeaseAsk::new("default", 2).ttl_ms(1_000)).unwrap().ok);
+}
+
+/// Runs 60 plain asks on a fresh locker, kills it, damages its state file
+/// with `damage`, restarts it, and returns how many of 100 more went and
+/// what it logged.
+fn damaged(name: &str, damage: impl FnOnce(&str)) -> (usize, String) {
+    let dir = Dir::new(name);
+    let args = ["--max-requests", "100", "--in-seconds", "20"];
+    within_one_slot(Duration::from_secs(20), Duration::from_secs(8));
+    let d = serve(&dir, "first.log", &args);
+    assert_eq!(plain_goes(&d, 60), 60);
+    kill_9(d);
+    damage(&dir.state());
+    let d = serve(&dir, "second.log", &args);
+    let after = plain_goes(&d, 100);
+    (after, log_with(&d, "damaged"))
+}
+
+#[test]
+fn a_truncated_state_file_restores_its_good_prefix_and_says_so() {
+    let (after, log) = damaged("truncated", |path| {
+        let &(last, _) = frames(path).last().unwrap();
+        OpenOptions::new().write(true).open(path).unwrap().set_len(last as u64 + 10).unwrap();
+    });
+    // Counts are cumulative: losing the last record loses one grant, no more.
+    assert_eq!(after, 41, "{log}");
+    assert!(log.contains("damaged") && log.contains("unfinished"), "{log}");
+}
+
+#[test]
+fn a_corrupted_state_file_restores_its_good_prefix_and_says_so() {
+    let (after, log) = damaged("corrupted", |path| {
+        // Frame 0 names the run; frame 30 holds the count after 30 go.
+        let (at, _) = frames(path)[31];
+        let mut bytes = fs::read(path).unwrap();
+        bytes[at + 8 + 12] ^= 0xff;
+        fs::write(path, bytes).unwrap();
+    });
+    assert_eq!(after, 70, "{log}");
+    assert!(log.contains("damaged") && log.contains("checksum"), "{log}");
+}
+
+#[test]
+fn a_file_for_other_limits_is_refused_unless_discarded() {
+    let dir = Dir::new("refused");
+    within_one_slot(Duration::from_secs(3600), Duration::from_secs(10));
+    let d = serve(&dir, "first.log", &["--max-requests", "3", "--in-seconds", "3600"]);
+    assert_eq!(plain_goes(&d, 1), 1);
+    drop(d);
+    let state = dir.state();
+    let out = Command::new(crate::support::locker_bin())
+        .args([
+            "serve",
+            "--bind",
+            "tcp://127.0.0.1:*",
+            "--state",
+            &state,
+            "--max-requests",
+            "4",
+            "--in-seconds",
+            "3600",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("other limits") && stderr.contains("--state-discard"), "{stderr}");
+    let d = serve(&dir, "second.log", &["--max-requests", "4", "--in-seconds", "3600", "--state-discard"]);
+    assert_eq!(plain_goes(&d, 5), 4);
+}
+
+#[test]
+fn a_restart_after_the_slot_ended_starts_fresh() {
+    let dir = Dir::new("fresh");
+    let args = ["--max-requests", "5", "--in-seconds", "1"];
+    within_one_slot(Duration::from_secs(1), Duration::from_millis(500));
+    let d = serve(&dir, "first.log", &args);
+    assert_eq!(plain_goes(&d, 6), 5);
+    kill_9(d);
+    within_one_slot(Duration::from_secs(1), Duration::from_millis(999));
+    let d = serve(&dir, "second.log", &args);
+    assert_eq!(plain_goes(&d, 6), 5);
+}
+
+#[test]
+fn the_state_file_stays_bounded_under_a_flood_of_new_keys() {
+    let dir = Dir::new("flood");
+    let d = serve(&dir, "first.log", &["--max-requests", "1", "--in-seconds", "0.05"]);
+    let mut c = client(&d);
+    let keys = 40_000;
+    let mut largest = 0;
+    for i in 0..keys {
+        assert!(c.ask(&Ask::new().key(&format!("user-{i}"))).unwrap().ok);
+        if i % 1000 == 0 {
+            largest = largest.max(records_end(&dir.state()));
+        }
+    }
+    let written = keys * (8 + 36 + "user-39999".len());
+    let on_disk = fs::metadata(dir.state()).unwrap().len() as usize;
+    assert!(largest < written / 4, "records of {largest} bytes for {written} written");
+    assert!(on_disk <= 2 << 20, "a file of {on_disk} bytes");
+    assert_eq!(client(&d).stats().unwrap().limits[0].go, keys as u64);
+}
+
+#[test]
+fn sigterm_syncs_and_a_clean_restart_restores_too() {
+    let dir = Dir::new("sigterm");
+    let args = ["--max-requests", "10", "--in-seconds", "20", "--state-fsync", "50ms"];
+    within_one_slot(Duration::from_secs(20), Duration::from_secs(8));
+    let mut d = serve(&dir, "first.log", &args);
+    assert_eq!(plain_goes(&d, 4), 4);
+    d.signal("TERM");
+    assert_eq!(d.wait_exit(DEADLINE).and_then(|s| s.code()), Some(0));
+    let d = serve(&dir, "second.log", &args);
+    assert_eq!(plain_goes(&d, 10), 6);
+    assert!(Path::new(&dir.state()).exists());
+}
+
+#[test]
+fn a_restored_count_and_a_peers_snapshot_of_it_merge_by_maximum() {
+    // Locker a keeps a state file; its peer b hears a's grants. After a
+    // kill -9, a gets its earlier run's count twice: from its file and in
+    // b's snapshot. Counted once, 40 of 100 are left; counted twice, none.
+    let dir = Dir::new("peered");
+    let (pub_a, pub_b) = (format!("tcp://127.0.0.1:{}", free_port()), format!("tcp://127.0.0.1:{}", free_port()));
+    let common = ["--max-requests", "100", "--in-seconds", "20", "--peer-grace", "5"];
+    let a_args = |log: &str| {
+        let mut args = vec!["--peer-bind", &pub_a, "--peer", &pub_b, "--node-id", "a"];
+        args.extend(common);
+        serve(&dir, log, &args)
+    };
+    within_one_slot(Duration::from_secs(20), Duration::from_secs(12));
+    let a = a_args("first.log");
+    let mut b_args = vec!["--peer-bind", pub_b.as_str(), "--peer", pub_a.as_str(), "--node-id", "b"];
+    b_args.extend(common);
+    let b = Daemon::start(&b_args);
+    let mut ca = client(&a);
+    let mut cb = client(&b);
+    let end = Instant::now() + DEADLINE;
+    let mut went = 0;
+    while went < 60 {
+        assert!(Instant::now() < end, "a never granted 60: {went}");
+        went += usize::from(ca.ask(&Ask::new()).unwrap().ok);
+    }
+    while cb.ask(&Ask::new().cost(0)).unwrap().remaining > 40 {
+        assert!(Instant::now() < end, "b never heard a's 60 grants");
+    }
+    kill_9(a);
+    let a = a_args("second.log");
+    let mut ca = client(&a);
+    // Ask both until neither has granted for 300 ms: a peered locker may
+    // hold back its last permits for a few ms while its grants are in flight.
+    let (mut after, mut last_go) = (0, Instant::now());
+    let end = Instant::now() + DEADLINE;
+    while last_go.elapsed() < Duration::from_millis(300) {
+        assert!(Instant::now() < end, "never saturated: {after} went");
+        for c in [&mut ca, &mut cb] {
+            if c.ask(&Ask::new()).unwrap().ok {
+                after += 1;
+                last_go = Instant::now();
+            }
+        }
+    }
+    assert!((39..=41).contains(&after), "{after} went after the restart; 40 were left");
+}
+
+#[test]
+fn a_reload_rewrites_the_state_file_for_the_new_limits() {
+    let dir = Dir::new("reload");
+    let config = dir.path("limits.toml");
+    let limits = |max: u32| format!("[[limits]]\nname = 'api'\nmax_requests = {max}\nin_seconds = 3600\n");
+    fs::write(&config, limits(5)).unwrap();
+    within_one_slot(Duration::from_secs(3600), Duration::from_secs(20));
+    let d = serve(&dir, "first.log", &["--config", &config]);
+    let mut c = client(&d);
+    for _ in 0..3 {
+        assert!(c.ask(&Ask::new().limit("api")).unwrap().ok);
+    }
+    fs::write(&config, limits(6)).unwrap();
+    d.signal("HUP");
+    let end = Instant::now() + DEADLINE;
+    while c.ask(&Ask::new().limit("api").cost(0)).unwrap().limit != 6 {
+        assert!(Instant::now() < end, "the reload never took effect");
+    }
+    assert!(c.ask(&Ask::new().limit("api")).unwrap().ok, "the fourth of six");
+    kill_9(d);
+    // Started on the new config, the file written after the reload is its own.
+    let d = serve(&dir, "second.log", &["--config", &config]);
+    let mut c = client(&d);
+    let batch = c.ask(&Ask::new().limit("api").cost(6).up_to()).unwrap();
+    assert_eq!(batch.granted, Some(2), "{batch:?}");
+}
