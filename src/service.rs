@@ -48,6 +48,9 @@ pub struct Service {
     last_named: Option<LimitId>,
     /// What the last request left behind, for the state log; `None` without one.
     journal: Option<kept::Journal>,
+    /// CURVE handshakes refused so far, as the daemon's ZAP handler counts
+    /// them; only reported in stats.
+    refused_connections: u64,
 }
 
 impl Service {
@@ -55,7 +58,7 @@ impl Service {
     pub fn new(locker: Locker) -> Service {
         let default = locker.find_plain(b"");
         let plain_memo = (Vec::with_capacity(PLAIN_MEMO_BYTES), default);
-        Service { locker, peering: None, plain_memo, last_named: None, journal: None }
+        Service { locker, peering: None, plain_memo, last_named: None, journal: None, refused_connections: 0 }
     }
 
     /// Serves requests from `locker`, sharing its counts with peers.
@@ -238,6 +241,11 @@ impl Service {
         found
     }
 
+    /// Takes the count of CURVE handshakes the allowlist refused, for stats.
+    pub fn note_refused_connections(&mut self, refused: u64) {
+        self.refused_connections = refused;
+    }
+
     fn stats(&self, now: Nanos) -> StatsReply {
         let limits = self
             .locker
@@ -263,6 +271,7 @@ impl Service {
             errors: self.locker.unattributed_errors(),
             live_keys: self.locker.live_keys() as u64,
             key_bytes: self.locker.key_bytes() as u64,
+            refused_connections: self.refused_connections,
             ..StatsReply::default()
         };
         if let Some(p) = &self.peering {

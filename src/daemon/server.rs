@@ -234,6 +234,7 @@ impl Server {
             let readable = self.wait_readable()?;
             if let Some(gate) = &mut self.gate {
                 gate.answer_waiting()?;
+                self.service.note_refused_connections(gate.refused());
             }
             let now = self.watch.now(&mut self.service);
             self.service.on_timeout(now);

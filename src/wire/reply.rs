@@ -69,6 +69,10 @@ pub struct StatsReply {
     /// `MAX_RUNS_PER_PEER` per configured peer, whatever peers send.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer_runs: Option<u64>,
+    /// CURVE handshakes refused by the allowlist since start (each retry of
+    /// a refused client counts again).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub refused_connections: u64,
 }
 
 /// One peer in a stats reply.

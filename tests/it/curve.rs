@@ -165,6 +165,7 @@ fn only_allowlisted_clients_get_an_answer() {
     assert!(no_answer(d.client(Some(wrong_server)).ask(&ask())));
     let stats = alice_client.stats().unwrap();
     assert_eq!(stats.limits[0].go, 2, "only alice's two asks reached the locker");
+    assert!(stats.refused_connections >= 1, "mallory's handshake is counted: {stats:?}");
 }
 
 #[test]
