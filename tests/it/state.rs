@@ -1,6 +1,6 @@
 //! `--state FILE`: a locker killed with -9 mid-slot and restarted on the
 //! same file re-grants nothing (fixed window, token bucket, reservation,
-//! lease); a damaged file restores its good prefix and says so; a restart
+//! lease, rolling window); a damaged file restores its good prefix and says so; a restart
 //! after the slot ended starts fresh; the file stays small under a flood of
 //! new keys.
 
@@ -291,6 +291,34 @@ fn a_restart_after_the_slot_ended_starts_fresh() {
     assert_eq!(plain_goes(&d, 6), 5);
     kill_9(d);
     within_one_slot(Duration::from_secs(1), Duration::from_millis(999));
+    let d = serve(&dir, "second.log", &args);
+    assert_eq!(plain_goes(&d, 6), 5);
+}
+
+#[test]
+fn a_rolling_window_killed_mid_window_regrants_nothing_of_it() {
+    // No slot to wait for: a rolling window's grants count for 20 s from
+    // whenever they went.
+    let dir = Dir::new("rolling");
+    let args = ["--algorithm", "rolling-window", "--max-requests", "5", "--in-seconds", "20"];
+    let d = serve(&dir, "first.log", &args);
+    assert_eq!(plain_goes(&d, 3), 3);
+    kill_9(d);
+    let d = serve(&dir, "second.log", &args);
+    let after = plain_goes(&d, 5);
+    assert_eq!(after, 2, "{after} went after the restart, 3 of 5 before it");
+}
+
+#[test]
+fn a_rolling_window_restarted_after_its_window_passed_starts_fresh() {
+    let dir = Dir::new("rolling-fresh");
+    let args = ["--algorithm", "rolling-window", "--max-requests", "5", "--in-seconds", "1"];
+    let d = serve(&dir, "first.log", &args);
+    assert_eq!(plain_goes(&d, 6), 5);
+    kill_9(d);
+    // The grants stop counting a window after their sub-slot (1/64 s) ends.
+    // This waits on time itself, not on the daemon.
+    std::thread::sleep(Duration::from_millis(1_100));
     let d = serve(&dir, "second.log", &args);
     assert_eq!(plain_goes(&d, 6), 5);
 }

@@ -20,7 +20,8 @@ use crate::core::time::Nanos;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kept {
     /// A fixed window key's own count in `slot` (the current one, or the
-    /// later one a reservation landed in).
+    /// later one a reservation landed in); for a rolling window, its own
+    /// count in the peers' sub-slot `slot` its caller goes in.
     Window { slot: u64, count: u32 },
     /// A token bucket key's TAT, and its own grants in `period` (0 unless
     /// peered).
@@ -61,9 +62,14 @@ impl Locker {
                 let (tat, period, count) = b.kept(now, key);
                 Some(Kept::Bucket { tat, period, count })
             }
-            // Not kept yet: a restarted rolling window starts empty (see
-            // docs/operations.md, the state file).
-            Rule::Rolling(_) | Rule::Semaphore(_) => None,
+            Rule::Rolling(r) => {
+                // The figure peers are sent (`note_own`): cumulative, so the
+                // latest record of a sub-slot says all of it.
+                let slot = r.sub_slot(now.saturating_add(v.wait));
+                Some(Kept::Window { slot, count: r.own_in(key, slot) })
+            }
+            // Leases are kept by `kept_lease`.
+            Rule::Semaphore(_) => None,
         }
     }
 
@@ -115,6 +121,32 @@ impl Locker {
             Rule::Window(w) => w.restore_own(key, slot, count, room).ok().flatten(),
             _ => None,
         })
+    }
+
+    /// Adds `count`, an earlier run's own count for `key` of rolling
+    /// window `id` in sub-slot `sub`, written at `written`, to this run's
+    /// own. Returns the own count in `sub` after, or `None` when nothing
+    /// was added (a sub-slot that no longer counts, or a key beyond
+    /// `max_keys`). A peered locker merges it as the earlier run's node
+    /// instead (`merge`).
+    pub fn restore_rolling_own(
+        &mut self,
+        now: Nanos,
+        id: LimitId,
+        key: Option<&str>,
+        sub: u64,
+        written: Nanos,
+        count: u32,
+    ) -> Option<u32> {
+        self.counted(now, id, |rule, room| match rule {
+            Rule::Rolling(r) => r.restore_own(now, key, sub, written, count, room).ok().flatten(),
+            _ => None,
+        })
+    }
+
+    /// Whether limit `id` is a rolling window.
+    pub fn is_rolling(&self, id: LimitId) -> bool {
+        matches!(self.entries[id.0].rule, Rule::Rolling(_))
     }
 
     /// Puts back a token bucket key: its TAT, and `node`'s grants in
