@@ -359,18 +359,29 @@ fn sigterm_syncs_and_a_clean_restart_restores_too() {
 
 #[test]
 fn a_restored_count_and_a_peers_snapshot_of_it_merge_by_maximum() {
-    // Locker a keeps a state file; its peer b hears a's grants. After a
-    // kill -9, a gets its earlier run's count twice: from its file and in
-    // b's snapshot. Counted once, 40 of 100 are left; counted twice, none.
-    let dir = Dir::new("peered");
+    restored_and_snapshot_merge_by_maximum("fixed-window");
+}
+
+#[test]
+fn a_restored_rolling_count_and_a_peers_snapshot_of_it_merge_by_maximum() {
+    restored_and_snapshot_merge_by_maximum("rolling-window");
+}
+
+/// Locker a keeps a state file; its peer b hears a's grants. After a
+/// kill -9, a gets its earlier run's count twice: from its file and in b's
+/// snapshot. Counted once, 40 of 100 are left; counted twice, none.
+fn restored_and_snapshot_merge_by_maximum(kind: &str) {
+    let dir = Dir::new(&format!("peered-{kind}"));
     let (pub_a, pub_b) = (format!("tcp://127.0.0.1:{}", free_port()), format!("tcp://127.0.0.1:{}", free_port()));
-    let common = ["--max-requests", "100", "--in-seconds", "20", "--peer-grace", "5"];
+    let common = ["--algorithm", kind, "--max-requests", "100", "--in-seconds", "20", "--peer-grace", "5"];
     let a_args = |log: &str| {
         let mut args = vec!["--peer-bind", &pub_a, "--peer", &pub_b, "--node-id", "a"];
         args.extend(common);
         serve(&dir, log, &args)
     };
-    within_one_slot(Duration::from_secs(20), Duration::from_secs(12));
+    if kind == "fixed-window" {
+        within_one_slot(Duration::from_secs(20), Duration::from_secs(12));
+    }
     let a = a_args("first.log");
     let mut b_args = vec!["--peer-bind", pub_b.as_str(), "--peer", pub_a.as_str(), "--node-id", "b"];
     b_args.extend(common);

@@ -247,6 +247,48 @@ mod tests {
         assert!(!l.go(11 * SEC, d, Some("k"), 1).unwrap().go, "slot 11 is reserved whole");
     }
 
+    /// Grants and a reservation of a rolling window of 3 per 10 s, kept
+    /// by a first locker and put back into a second one alone.
+    #[test]
+    fn a_restarted_rolling_window_counts_the_earlier_runs_grants_and_reservation() {
+        let rolling = || {
+            let q = Quota::new(3, 10.0).unwrap();
+            Locker::new(Limit::with_algorithm(DEFAULT_LIMIT, q, Algorithm::RollingWindow).unwrap(), vec![], 100)
+        };
+        let mut first = rolling();
+        let d = first.limit_at(0).unwrap();
+        let mut kept = Vec::new();
+        for _ in 0..2 {
+            let v = first.go(10 * SEC, d, None, 1).unwrap();
+            kept.push((10 * SEC, first.kept_go(10 * SEC, d, None, &v).unwrap()));
+        }
+        let reserved = first.ask(11 * SEC, &PermitAsk::new(d).cost(2).max_wait_ms(20_000)).unwrap();
+        assert!(reserved.go && reserved.wait == 9 * SEC, "{reserved:?}");
+        kept.push((11 * SEC, first.kept_go(11 * SEC, d, None, &reserved).unwrap()));
+        // Sub-slots are 10 s / 64 = 156.25 ms: 10 s is the first of #64, 20 s of #128.
+        let subs: Vec<_> = kept.iter().map(|&(_, k)| k).collect();
+        assert_eq!(
+            subs,
+            [
+                Kept::Window { slot: 64, count: 1 },
+                Kept::Window { slot: 64, count: 2 },
+                Kept::Window { slot: 128, count: 2 }
+            ]
+        );
+
+        let mut second = rolling();
+        // The reservation's record first: the order of a file is no promise.
+        for &(written, k) in kept[1..].iter().rev() {
+            let Kept::Window { slot, count } = k else { unreachable!() };
+            assert_eq!(second.restore_rolling_own(12 * SEC, d, None, slot, written, count), Some(count));
+        }
+        assert_eq!(second.restore_rolling_own(12 * SEC, d, None, 8, SEC, 3), None, "a sub-slot that ended");
+        assert!(!second.go(12 * SEC, d, None, 1).unwrap().go, "the reservation is queued first");
+        // At 21 s the grants of 10 s have stopped counting; the reservation's have not.
+        assert!(second.go(21 * SEC, d, None, 1).unwrap().go);
+        assert!(!second.go(21 * SEC, d, None, 1).unwrap().go);
+    }
+
     #[test]
     fn a_restarted_bucket_and_semaphore_hold_what_the_earlier_run_granted() {
         let mut first = locker();
