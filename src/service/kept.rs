@@ -280,3 +280,26 @@ impl Liveness {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEC: Nanos = 1_000_000_000;
+
+    #[test]
+    fn a_rolling_windows_record_lives_while_its_sub_slot_counts() {
+        // 3 per 10 s: sub-slots of 156.25 ms, numbered 64 times faster than slots.
+        let q = Quota::new(3, 10.0).unwrap();
+        let liveness = Liveness { limits: vec![(Algorithm::RollingWindow, q), (Algorithm::FixedWindow, q)] };
+        let window = |limit, slot| Record::Window { at: 0, run: 0, limit, slot, count: 1, key: None };
+        // Sub-slot 64 is [10 s, 10.15625 s): its last instant counts for 10 s more.
+        assert!(liveness.is_live(20 * SEC, &window(0, 64)));
+        assert!(liveness.is_live(20 * SEC + 156_249_998, &window(0, 64)));
+        assert!(!liveness.is_live(20 * SEC + 156_249_999, &window(0, 64)));
+        assert!(liveness.is_live(20 * SEC, &window(0, 200)), "a reservation ahead");
+        // The same numbers as a fixed window's slots.
+        assert!(liveness.is_live(20 * SEC, &window(1, 2)));
+        assert!(!liveness.is_live(30 * SEC, &window(1, 2)));
+    }
+}
