@@ -39,6 +39,7 @@ use super::peering::Share;
 use super::room::{KeyRoom, NoRoom, Terms};
 use super::time::{Nanos, NANOS_PER_SEC};
 
+mod kept;
 mod log;
 mod shared;
 
@@ -67,11 +68,7 @@ pub struct RollingWindow {
 impl RollingWindow {
     /// An empty window for `quota`: max_requests in any in_seconds.
     pub fn new(quota: Quota) -> RollingWindow {
-        let window = quota.slot_ns();
-        let peer_grain = (window / SUB_SLOTS).max(1);
-        let grain = if quota.max_requests() <= EXACT_UP_TO { 1 } else { peer_grain };
-        let span = Span { window, max: quota.max_requests(), grain, peer_grain };
-        RollingWindow { quota, span, unkeyed: Log::default(), keys: HashMap::new(), next_sweep: 0 }
+        RollingWindow { quota, span: Span::of(quota), unkeyed: Log::default(), keys: HashMap::new(), next_sweep: 0 }
     }
 
     /// The quota this window enforces.

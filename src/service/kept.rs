@@ -11,8 +11,9 @@ use std::collections::HashMap;
 
 use super::Service;
 use crate::core::locker::kept::Kept;
+use crate::core::rolling::RollingWindow;
 use crate::core::semaphore::kept::HeldLease;
-use crate::core::{Algorithm, LimitId, Nanos, NodeIx, NodeKey, Nodes, Quota, Verdict};
+use crate::core::{Algorithm, Count, LimitId, Nanos, NodeIx, NodeKey, Nodes, Quota, Verdict};
 use crate::state::{collapse, Record};
 
 /// What the last request changed, until the daemon takes it: one change
@@ -47,7 +48,8 @@ impl Journal {
 /// What a restore put back.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Restored {
-    /// Fixed-window counts of earlier runs in the current slot.
+    /// Fixed-window counts of earlier runs in the current slot, and
+    /// rolling-window counts of sub-slots that still count.
     pub counts: usize,
     /// Reservations in later slots.
     pub reservations: usize,
@@ -168,6 +170,22 @@ impl Service {
                     rewrite.push(r);
                     continue;
                 }
+                (Record::Window { at, slot, count, key, .. }, Some(id), node) if self.locker.is_rolling(id) => {
+                    // A sub-slot's count, merged as its run's node when peered
+                    // (reservations ahead too: peers' counts may lie ahead).
+                    let Some(node) = node.filter(|_| self.peering.is_some()) else {
+                        let own = self.locker.restore_rolling_own(now, id, key, slot, at, count);
+                        done.counts += usize::from(own.is_some());
+                        if let Some(count) = own {
+                            let limit = id.index() as u32;
+                            rewrite.push(Record::Window { at: now, run, limit, slot, count, key });
+                        }
+                        continue;
+                    };
+                    let ok = self.locker.merge(now, &Count::granted(id, key, slot, node, count));
+                    done.counts += usize::from(ok);
+                    ok
+                }
                 (Record::Window { slot, count, key, .. }, Some(id), node) => {
                     let later = slot > self.locker.limit(id).quota().slot_of(now);
                     // Alone, or reserved ahead, an earlier run's count becomes
@@ -238,16 +256,20 @@ pub struct Liveness {
 
 impl Liveness {
     /// Whether `record` still says something at `now`: a count of a slot
-    /// that has not ended, a bucket not yet full again or holding a count
+    /// that has not ended (of a rolling window's sub-slot, one whose last
+    /// instant + the window is later), a bucket not yet full again or holding a count
     /// of the current or previous period, a lease not expired. A record
     /// naming a limit of another kind is not.
     pub fn is_live(&self, now: Nanos, record: &Record) -> bool {
         let limit = |i: u32| self.limits.get(i as usize);
         match *record {
             Record::Run { .. } => true,
-            Record::Window { limit: i, slot, .. } => {
-                limit(i).is_some_and(|(a, q)| matches!(a, Algorithm::FixedWindow) && slot >= q.slot_of(now))
-            }
+            Record::Window { limit: i, slot, .. } => limit(i).is_some_and(|&(a, q)| match a {
+                Algorithm::FixedWindow => slot >= q.slot_of(now),
+                // A rolling window's record is of a sub-slot, not a slot.
+                Algorithm::RollingWindow => RollingWindow::sub_counts(q, slot, now),
+                _ => false,
+            }),
             Record::Bucket { limit: i, tat, period, .. } => limit(i).is_some_and(|(a, q)| {
                 matches!(a, Algorithm::TokenBucket { .. }) && (tat > now || period.saturating_add(1) >= q.slot_of(now))
             }),
@@ -256,5 +278,28 @@ impl Liveness {
             }
             Record::Release { .. } => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEC: Nanos = 1_000_000_000;
+
+    #[test]
+    fn a_rolling_windows_record_lives_while_its_sub_slot_counts() {
+        // 3 per 10 s: sub-slots of 156.25 ms, numbered 64 times faster than slots.
+        let q = Quota::new(3, 10.0).unwrap();
+        let liveness = Liveness { limits: vec![(Algorithm::RollingWindow, q), (Algorithm::FixedWindow, q)] };
+        let window = |limit, slot| Record::Window { at: 0, run: 0, limit, slot, count: 1, key: None };
+        // Sub-slot 64 is [10 s, 10.15625 s): its last instant counts for 10 s more.
+        assert!(liveness.is_live(20 * SEC, &window(0, 64)));
+        assert!(liveness.is_live(20 * SEC + 156_249_998, &window(0, 64)));
+        assert!(!liveness.is_live(20 * SEC + 156_249_999, &window(0, 64)));
+        assert!(liveness.is_live(20 * SEC, &window(0, 200)), "a reservation ahead");
+        // The same numbers as a fixed window's slots.
+        assert!(liveness.is_live(20 * SEC, &window(1, 2)));
+        assert!(!liveness.is_live(30 * SEC, &window(1, 2)));
     }
 }

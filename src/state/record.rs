@@ -25,7 +25,8 @@ pub enum Record<'a> {
     Run { run: u32, incarnation: u64, node: &'a str },
     /// A run's own cumulative count for (limit, key) in `slot` of a fixed
     /// window: the slot current when written, or a later one holding
-    /// reservations.
+    /// reservations. For a rolling window, `slot` is the peers' sub-slot
+    /// the grants go in (the limit's kind tells which).
     Window { at: u64, run: u32, limit: u32, slot: u64, count: u32, key: Option<&'a str> },
     /// A token bucket key after a grant: its TAT (the instant its bucket is
     /// full again), and the run's own cumulative grants in `period`.

@@ -1,6 +1,6 @@
 //! `--state FILE`: a locker killed with -9 mid-slot and restarted on the
 //! same file re-grants nothing (fixed window, token bucket, reservation,
-//! lease); a damaged file restores its good prefix and says so; a restart
+//! lease, rolling window); a damaged file restores its good prefix and says so; a restart
 //! after the slot ended starts fresh; the file stays small under a flood of
 //! new keys.
 
@@ -296,6 +296,34 @@ fn a_restart_after_the_slot_ended_starts_fresh() {
 }
 
 #[test]
+fn a_rolling_window_killed_mid_window_regrants_nothing_of_it() {
+    // No slot to wait for: a rolling window's grants count for 20 s from
+    // whenever they went.
+    let dir = Dir::new("rolling");
+    let args = ["--algorithm", "rolling-window", "--max-requests", "5", "--in-seconds", "20"];
+    let d = serve(&dir, "first.log", &args);
+    assert_eq!(plain_goes(&d, 3), 3);
+    kill_9(d);
+    let d = serve(&dir, "second.log", &args);
+    let after = plain_goes(&d, 5);
+    assert_eq!(after, 2, "{after} went after the restart, 3 of 5 before it");
+}
+
+#[test]
+fn a_rolling_window_restarted_after_its_window_passed_starts_fresh() {
+    let dir = Dir::new("rolling-fresh");
+    let args = ["--algorithm", "rolling-window", "--max-requests", "5", "--in-seconds", "1"];
+    let d = serve(&dir, "first.log", &args);
+    assert_eq!(plain_goes(&d, 6), 5);
+    kill_9(d);
+    // The grants stop counting a window after their sub-slot (1/64 s) ends.
+    // This waits on time itself, not on the daemon.
+    std::thread::sleep(Duration::from_millis(1_100));
+    let d = serve(&dir, "second.log", &args);
+    assert_eq!(plain_goes(&d, 6), 5);
+}
+
+#[test]
 fn the_state_file_stays_bounded_under_a_flood_of_new_keys() {
     let dir = Dir::new("flood");
     let d = serve(&dir, "first.log", &["--max-requests", "1", "--in-seconds", "0.05"]);
@@ -331,18 +359,29 @@ fn sigterm_syncs_and_a_clean_restart_restores_too() {
 
 #[test]
 fn a_restored_count_and_a_peers_snapshot_of_it_merge_by_maximum() {
-    // Locker a keeps a state file; its peer b hears a's grants. After a
-    // kill -9, a gets its earlier run's count twice: from its file and in
-    // b's snapshot. Counted once, 40 of 100 are left; counted twice, none.
-    let dir = Dir::new("peered");
+    restored_and_snapshot_merge_by_maximum("fixed-window");
+}
+
+#[test]
+fn a_restored_rolling_count_and_a_peers_snapshot_of_it_merge_by_maximum() {
+    restored_and_snapshot_merge_by_maximum("rolling-window");
+}
+
+/// Locker a keeps a state file; its peer b hears a's grants. After a
+/// kill -9, a gets its earlier run's count twice: from its file and in b's
+/// snapshot. Counted once, 40 of 100 are left; counted twice, none.
+fn restored_and_snapshot_merge_by_maximum(kind: &str) {
+    let dir = Dir::new(&format!("peered-{kind}"));
     let (pub_a, pub_b) = (format!("tcp://127.0.0.1:{}", free_port()), format!("tcp://127.0.0.1:{}", free_port()));
-    let common = ["--max-requests", "100", "--in-seconds", "20", "--peer-grace", "5"];
+    let common = ["--algorithm", kind, "--max-requests", "100", "--in-seconds", "20", "--peer-grace", "5"];
     let a_args = |log: &str| {
         let mut args = vec!["--peer-bind", &pub_a, "--peer", &pub_b, "--node-id", "a"];
         args.extend(common);
         serve(&dir, log, &args)
     };
-    within_one_slot(Duration::from_secs(20), Duration::from_secs(12));
+    if kind == "fixed-window" {
+        within_one_slot(Duration::from_secs(20), Duration::from_secs(12));
+    }
     let a = a_args("first.log");
     let mut b_args = vec!["--peer-bind", pub_b.as_str(), "--peer", pub_a.as_str(), "--node-id", "b"];
     b_args.extend(common);

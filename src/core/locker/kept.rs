@@ -20,7 +20,8 @@ use crate::core::time::Nanos;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kept {
     /// A fixed window key's own count in `slot` (the current one, or the
-    /// later one a reservation landed in).
+    /// later one a reservation landed in); for a rolling window, its own
+    /// count in the peers' sub-slot `slot` its caller goes in.
     Window { slot: u64, count: u32 },
     /// A token bucket key's TAT, and its own grants in `period` (0 unless
     /// peered).
@@ -61,9 +62,14 @@ impl Locker {
                 let (tat, period, count) = b.kept(now, key);
                 Some(Kept::Bucket { tat, period, count })
             }
-            // Not kept yet: a restarted rolling window starts empty (see
-            // docs/operations.md, the state file).
-            Rule::Rolling(_) | Rule::Semaphore(_) => None,
+            Rule::Rolling(r) => {
+                // The figure peers are sent (`note_own`): cumulative, so the
+                // latest record of a sub-slot says all of it.
+                let slot = r.sub_slot(now.saturating_add(v.wait));
+                Some(Kept::Window { slot, count: r.own_in(key, slot) })
+            }
+            // Leases are kept by `kept_lease`.
+            Rule::Semaphore(_) => None,
         }
     }
 
@@ -115,6 +121,32 @@ impl Locker {
             Rule::Window(w) => w.restore_own(key, slot, count, room).ok().flatten(),
             _ => None,
         })
+    }
+
+    /// Adds `count`, an earlier run's own count for `key` of rolling
+    /// window `id` in sub-slot `sub`, written at `written`, to this run's
+    /// own. Returns the own count in `sub` after, or `None` when nothing
+    /// was added (a sub-slot that no longer counts, or a key beyond
+    /// `max_keys`). A peered locker merges it as the earlier run's node
+    /// instead (`merge`).
+    pub fn restore_rolling_own(
+        &mut self,
+        now: Nanos,
+        id: LimitId,
+        key: Option<&str>,
+        sub: u64,
+        written: Nanos,
+        count: u32,
+    ) -> Option<u32> {
+        self.counted(now, id, |rule, room| match rule {
+            Rule::Rolling(r) => r.restore_own(now, key, sub, written, count, room).ok().flatten(),
+            _ => None,
+        })
+    }
+
+    /// Whether limit `id` is a rolling window.
+    pub fn is_rolling(&self, id: LimitId) -> bool {
+        matches!(self.entries[id.0].rule, Rule::Rolling(_))
     }
 
     /// Puts back a token bucket key: its TAT, and `node`'s grants in
@@ -213,6 +245,48 @@ mod tests {
         let v = l.go(10 * SEC, d, Some("k"), 1).unwrap();
         assert!(!v.go, "one permit left, but the reservation is queued first: {v:?}");
         assert!(!l.go(11 * SEC, d, Some("k"), 1).unwrap().go, "slot 11 is reserved whole");
+    }
+
+    /// Grants and a reservation of a rolling window of 3 per 10 s, kept
+    /// by a first locker and put back into a second one alone.
+    #[test]
+    fn a_restarted_rolling_window_counts_the_earlier_runs_grants_and_reservation() {
+        let rolling = || {
+            let q = Quota::new(3, 10.0).unwrap();
+            Locker::new(Limit::with_algorithm(DEFAULT_LIMIT, q, Algorithm::RollingWindow).unwrap(), vec![], 100)
+        };
+        let mut first = rolling();
+        let d = first.limit_at(0).unwrap();
+        let mut kept = Vec::new();
+        for _ in 0..2 {
+            let v = first.go(10 * SEC, d, None, 1).unwrap();
+            kept.push((10 * SEC, first.kept_go(10 * SEC, d, None, &v).unwrap()));
+        }
+        let reserved = first.ask(11 * SEC, &PermitAsk::new(d).cost(2).max_wait_ms(20_000)).unwrap();
+        assert!(reserved.go && reserved.wait == 9 * SEC, "{reserved:?}");
+        kept.push((11 * SEC, first.kept_go(11 * SEC, d, None, &reserved).unwrap()));
+        // Sub-slots are 10 s / 64 = 156.25 ms: 10 s is the first of #64, 20 s of #128.
+        let subs: Vec<_> = kept.iter().map(|&(_, k)| k).collect();
+        assert_eq!(
+            subs,
+            [
+                Kept::Window { slot: 64, count: 1 },
+                Kept::Window { slot: 64, count: 2 },
+                Kept::Window { slot: 128, count: 2 }
+            ]
+        );
+
+        let mut second = rolling();
+        // The reservation's record first: the order of a file is no promise.
+        for &(written, k) in kept[1..].iter().rev() {
+            let Kept::Window { slot, count } = k else { unreachable!() };
+            assert_eq!(second.restore_rolling_own(12 * SEC, d, None, slot, written, count), Some(count));
+        }
+        assert_eq!(second.restore_rolling_own(12 * SEC, d, None, 8, SEC, 3), None, "a sub-slot that ended");
+        assert!(!second.go(12 * SEC, d, None, 1).unwrap().go, "the reservation is queued first");
+        // At 21 s the grants of 10 s have stopped counting; the reservation's have not.
+        assert!(second.go(21 * SEC, d, None, 1).unwrap().go);
+        assert!(!second.go(21 * SEC, d, None, 1).unwrap().go);
     }
 
     #[test]

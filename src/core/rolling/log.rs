@@ -20,6 +20,8 @@
 use std::collections::VecDeque;
 
 use super::shared::Shared;
+use super::{EXACT_UP_TO, SUB_SLOTS};
+use crate::core::limit::Quota;
 use crate::core::time::Nanos;
 
 /// The shape of one rolling window: how long grants count, how many may,
@@ -37,6 +39,14 @@ pub struct Span {
 }
 
 impl Span {
+    /// The span of a rolling window enforcing `quota`.
+    pub fn of(quota: Quota) -> Span {
+        let window = quota.slot_ns();
+        let peer_grain = (window / SUB_SLOTS).max(1);
+        let grain = if quota.max_requests() <= EXACT_UP_TO { 1 } else { peer_grain };
+        Span { window, max: quota.max_requests(), grain, peer_grain }
+    }
+
     /// The latest instant of the grain holding `at`: where a grant at `at` is stamped.
     #[inline]
     pub fn stamp(&self, at: Nanos) -> Nanos {

@@ -129,7 +129,7 @@ impl Log {
     }
 
     /// Own permits going in the peers' sub-slot `sub`.
-    fn own_in(&self, span: Span, sub: u64) -> u32 {
+    pub(super) fn own_in(&self, span: Span, sub: u64) -> u32 {
         let in_sub = self.own.iter().rev().skip_while(|&&(stamp, _)| span.sub(stamp) > sub);
         in_sub.take_while(|&&(stamp, _)| span.sub(stamp) == sub).map(|&(_, n)| n).sum()
     }

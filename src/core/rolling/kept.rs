@@ -1,0 +1,72 @@
+//! What a rolling window keeps across a restart: a key's own cumulative
+//! count per peers' sub-slot (the figure peers are sent), read after a
+//! grant and put back on start.
+//!
+//! An earlier run's count is put back as one own grant of the whole count,
+//! at the latest instant its grants may have gone: so it stops counting no
+//! earlier than any of them did. Like the rest of the window: no clock, no
+//! names, no file.
+
+use super::log::{Log, Span};
+use super::RollingWindow;
+use crate::core::limit::Quota;
+use crate::core::room::{KeyRoom, NoRoom};
+use crate::core::time::Nanos;
+
+impl RollingWindow {
+    /// The own count of `key` in sub-slot `sub`, as `note_own` publishes it.
+    pub fn own_in(&self, key: Option<&str>, sub: u64) -> u32 {
+        self.log(key).map_or(0, |log| log.own_in(self.span, sub))
+    }
+
+    /// Whether grants going in sub-slot `sub` of a rolling window for
+    /// `quota` still count at `now`: its last instant + the window is later.
+    pub fn sub_counts(quota: Quota, sub: u64, now: Nanos) -> bool {
+        let span = Span::of(quota);
+        span.sub_bounds(sub).1.saturating_add(span.window) > now
+    }
+
+    /// Adds `count`, an earlier run's own count for `key` in sub-slot
+    /// `sub`, written at `written`, to this run's own. Returns the own count
+    /// in `sub` after, or `None` when nothing was added (a sub-slot that no
+    /// longer counts, or a key beyond the room).
+    pub fn restore_own(
+        &mut self,
+        now: Nanos,
+        key: Option<&str>,
+        sub: u64,
+        written: Nanos,
+        count: u32,
+        room: KeyRoom,
+    ) -> Result<Option<u32>, NoRoom> {
+        let span = self.span;
+        let (first, last) = span.sub_bounds(sub);
+        if count == 0 || last.saturating_add(span.window) <= now {
+            return Ok(None);
+        }
+        // Written before its sub-slot began, the count is reservations only:
+        // they go by its end at the latest, and later asks queue behind
+        // them as they did. Written within it, its grants went by now,
+        // except a reservation still ahead within the same sub-slot, which
+        // then stops counting up to a sub-slot early: putting the count at
+        // the sub-slot's end instead would queue every ask behind it.
+        let at = if written < first { last } else { last.min(now) };
+        let log = self.log_entry(key, room)?;
+        log.restore(at, count, span);
+        Ok(Some(log.own_in(span, sub)))
+    }
+}
+
+impl Log {
+    /// Records `n` permits going at `at`, among grants already counted
+    /// (stamps stay in order), as a restore does.
+    fn restore(&mut self, at: Nanos, n: u32, span: Span) {
+        let stamp = span.stamp(at);
+        let i = self.own.partition_point(|&(s, _)| s < stamp);
+        match self.own.get_mut(i) {
+            Some((s, count)) if *s == stamp => *count += n,
+            _ => self.own.insert(i, (stamp, n)),
+        }
+        self.last = self.last.max(at);
+    }
+}
