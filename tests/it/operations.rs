@@ -58,14 +58,18 @@ fn go(c: &mut Client, limit: &str) -> bool {
 
 #[test]
 fn a_scrape_counts_asks_per_limit_and_health_is_200() {
-    let file = TempFile::new("metrics.toml", "[[limits]]\nname = 'api'\nmax_requests = 2\nin_seconds = 60\n");
+    // A day-long slot: slots align to the epoch, and one that ended during
+    // the test would drop the key it counts.
+    let file = TempFile::new("metrics.toml", "[[limits]]\nname = 'api'\nmax_requests = 2\nin_seconds = 86400\n");
     let addr = format!("127.0.0.1:{}", free_port());
     let d = Daemon::start(&["--config", file.path(), "--metrics-bind", &addr]);
     let mut c = client(&d);
     let answers: Vec<bool> = (0..3).map(|_| go(&mut c, "api")).collect();
     assert_eq!(answers, [true, true, false]);
     assert!(c.ask(&Ask::new().limit("nope")).is_err());
-    let scrape = scrape_until(&addr, &[(r#"locker_requests_total{limit="api"}"#, 3.0)]);
+    // A snapshot may be taken between two asks: wait for one after the last.
+    let last = [(r#"locker_requests_total{limit="api"}"#, 3.0), ("locker_unattributed_errors_total", 1.0)];
+    let scrape = scrape_until(&addr, &last);
     assert_eq!(value(&scrape, r#"locker_go_total{limit="api"}"#), Some(2.0));
     assert_eq!(value(&scrape, r#"locker_sorry_total{limit="api"}"#), Some(1.0));
     assert_eq!(value(&scrape, r#"locker_live_keys{limit="api"}"#), Some(1.0));
