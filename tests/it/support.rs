@@ -53,6 +53,13 @@ impl Daemon {
     }
 
     fn spawn(bind_args: &[&str], args: &[&str], capture: bool) -> Daemon {
+        Daemon::try_spawn(bind_args, args, capture).unwrap_or_else(|why| panic!("{why}"))
+    }
+
+    /// Starts a locker, or says why it did not print its endpoint (it
+    /// exited, for instance on a port taken since it was chosen, or it was
+    /// too slow).
+    fn try_spawn(bind_args: &[&str], args: &[&str], capture: bool) -> Result<Daemon, String> {
         let mut child = Command::new(locker_bin())
             .arg("serve")
             .args(bind_args)
@@ -89,11 +96,12 @@ impl Daemon {
             Ok(line) => line,
             Err(_) => {
                 let _ = child.kill();
-                panic!("locker printed no endpoint within {DEADLINE:?}");
+                let status = child.wait().ok();
+                return Err(format!("locker printed no endpoint within {DEADLINE:?} (exit: {status:?})"));
             }
         };
         let endpoint = line.strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-        Daemon { endpoint: endpoint.to_owned(), child, log }
+        Ok(Daemon { endpoint: endpoint.to_owned(), child, log })
     }
 
     /// The daemon's process id.
@@ -219,18 +227,42 @@ pub struct Peered {
 impl Peered {
     /// Starts `n` lockers, each subscribed to all the others, with `args`.
     pub fn start(n: usize, args: &[&str]) -> Peered {
-        let pubs: Vec<String> = (0..n).map(|_| format!("tcp://127.0.0.1:{}", free_port())).collect();
+        Peered::start_group(n, args, false)
+    }
+
+    /// Starts the group on fresh PUB ports. A port that `free_port` found
+    /// free may be taken again before the locker binds it (by another
+    /// test's connection), and then that locker exits: the whole group is
+    /// started again on other ports, at most three times.
+    fn start_group(n: usize, args: &[&str], logged: bool) -> Peered {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        let mut group = Peered { lockers: Vec::new(), pubs, args, logged: false };
-        for i in 0..n {
-            let d = group.spawn(i);
-            group.lockers.push(Some(d));
+        let mut why = String::new();
+        for _ in 0..3 {
+            let pubs: Vec<String> = (0..n).map(|_| format!("tcp://127.0.0.1:{}", free_port())).collect();
+            let mut group = Peered { lockers: Vec::new(), pubs, args: args.clone(), logged };
+            for i in 0..n {
+                match group.try_spawn(i) {
+                    Ok(d) => group.lockers.push(Some(d)),
+                    Err(e) => {
+                        why = e;
+                        break;
+                    }
+                }
+            }
+            if group.lockers.len() == n {
+                return group;
+            }
+            eprintln!("a peered locker did not start ({why}); starting the group again on other ports");
         }
-        group
+        panic!("a peered group did not start in three tries: {why}");
     }
 
     /// Starts locker `i` (again) with its node id, PUB port and peers.
     pub fn spawn(&self, i: usize) -> Daemon {
+        self.try_spawn(i).unwrap_or_else(|why| panic!("{why}"))
+    }
+
+    fn try_spawn(&self, i: usize) -> Result<Daemon, String> {
         let node = format!("node-{i}");
         let mut args: Vec<&str> = vec!["--peer-bind", &self.pubs[i], "--node-id", &node];
         for (j, p) in self.pubs.iter().enumerate() {
@@ -239,23 +271,12 @@ impl Peered {
             }
         }
         args.extend(self.args.iter().map(String::as_str));
-        if self.logged {
-            Daemon::start_logged(&args)
-        } else {
-            Daemon::start(&args)
-        }
+        Daemon::try_spawn(&["--bind", "tcp://127.0.0.1:*"], &args, self.logged)
     }
 
     /// Starts `n` lockers as `start` does, keeping their logs.
     pub fn start_logged(n: usize, args: &[&str]) -> Peered {
-        let pubs: Vec<String> = (0..n).map(|_| format!("tcp://127.0.0.1:{}", free_port())).collect();
-        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        let mut group = Peered { lockers: Vec::new(), pubs, args, logged: true };
-        for i in 0..n {
-            let d = group.spawn(i);
-            group.lockers.push(Some(d));
-        }
-        group
+        Peered::start_group(n, args, true)
     }
 
     /// The REP endpoint of locker `i`.

@@ -322,11 +322,12 @@ impl Nodes {
         Some(PeerEvent::Refused { peer: state.name.to_string(), what: what(), rejected: state.rejected })
     }
 
-    /// Marks every heard peer not heard within `timeout` of `now` silent,
+    /// Marks every peer heard (by heartbeat) but not within `timeout` of `now` silent,
     /// and reports each one once, when it goes silent.
     pub fn sweep_silent(&mut self, now: Nanos, timeout: Nanos, events: &mut VecDeque<PeerEvent>) {
         for p in &mut self.peers {
-            let Some(run) = &p.run else { continue };
+            // A peer known only from its counts was never live: nothing to lose.
+            let Some(run) = p.run.as_ref().filter(|_| p.last_heard > 0) else { continue };
             let quiet = now.saturating_sub(p.last_heard);
             if !p.silent && quiet > timeout {
                 p.silent = true;
