@@ -10,14 +10,13 @@
 //! length T were certainly decided within it: counting those can only
 //! under-count, and any excess it finds is real.
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use locker::core::{Algorithm, Limit, Locker, NodeKey, Peering, PeeringSettings, Quota, DEFAULT_LIMIT};
 use locker::service::Service;
 use locker::wire::{self, Ask, GoReply, Reply, RequestMap, StatsReply};
 
-use crate::support::{req, wait_output, Daemon, Peered};
+use crate::support::{req, run_seed_client, Daemon, Peered};
 
 const MS: u64 = 1_000_000;
 /// The start of a 0.8 s slot of a fixed window, which a rolling window ignores.
@@ -221,19 +220,8 @@ fn saturate(endpoints: &[String], clients: usize, key: &str, run: Duration) -> V
 #[test]
 fn the_seed_client_never_sees_more_than_five_go_in_any_0_8_s() {
     let d = Daemon::start(&["--algorithm", "rolling-window", "--max-requests", "5", "--in-seconds", "0.8"]);
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/compat/seed_client.py");
-    let have_pyzmq = Command::new("python3").args(["-c", "import zmq"]).status().is_ok_and(|s| s.success());
-    assert!(have_pyzmq, "this test needs python3 with pyzmq: pip install pyzmq (.ci/run does)");
     // 10 ms apart for 2.6 s: across three slot boundaries of a fixed window.
-    let child = Command::new("python3")
-        .args([script, &d.endpoint, "260", "0.01"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3");
-    let out = wait_output(child, Duration::from_secs(20));
-    assert!(out.status.success(), "seed client failed: {}", String::from_utf8_lossy(&out.stderr));
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = run_seed_client(&d.endpoint, 260, "0.01");
     // The client stamps a line just before it sends, and sends the next
     // request only after the reply: each go was decided between its own
     // stamp and the next line's.

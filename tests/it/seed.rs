@@ -1,7 +1,4 @@
-use std::process::{Command, Stdio};
-use std::time::Duration;
-
-use crate::support::{wait_output, Daemon};
+use crate::support::{run_seed_client, Daemon};
 
 const SLOT_S: f64 = 0.8;
 const MAX: usize = 5;
@@ -13,19 +10,7 @@ const BOUNDARY_SLACK_S: f64 = 0.010;
 #[test]
 fn the_seed_client_gets_go_and_sorry_and_never_more_than_max_per_slot() {
     let d = Daemon::start(&["--max-requests", "5", "--in-seconds", "0.8"]);
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/compat/seed_client.py");
-    assert!(std::path::Path::new(script).exists(), "missing {script}");
-    let have_pyzmq = Command::new("python3").args(["-c", "import zmq"]).status().is_ok_and(|s| s.success());
-    assert!(have_pyzmq, "this test needs python3 with pyzmq: pip install pyzmq (.ci/run does)");
-    let child = Command::new("python3")
-        .args([script, &d.endpoint, "20", "0.05"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3");
-    let out = wait_output(child, Duration::from_secs(20));
-    assert!(out.status.success(), "seed client failed: {}", String::from_utf8_lossy(&out.stderr));
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = run_seed_client(&d.endpoint, 20, "0.05");
     let replies: Vec<(f64, &str)> = text
         .lines()
         .map(|l| {

@@ -316,3 +316,22 @@ impl Peered {
         }
     }
 }
+
+/// Runs the seed's own Python client (`../shared/compat/seed_client.py`)
+/// against `endpoint`: `count` requests `interval` seconds apart. Returns
+/// its output, one `<unix time> <go|sorry>` line per request.
+pub fn run_seed_client(endpoint: &str, count: usize, interval: &str) -> String {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/compat/seed_client.py");
+    assert!(std::path::Path::new(script).exists(), "missing {script}");
+    let have_pyzmq = Command::new("python3").args(["-c", "import zmq"]).status().is_ok_and(|s| s.success());
+    assert!(have_pyzmq, "this test needs python3 with pyzmq: pip install pyzmq (.ci/run does)");
+    let child = Command::new("python3")
+        .args([script, endpoint, &count.to_string(), interval])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let out = wait_output(child, Duration::from_secs(20));
+    assert!(out.status.success(), "seed client failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
