@@ -5,16 +5,21 @@
 //! its keys in separate allocations and its control bytes apart from its
 //! entries, so one lookup in a large map costs two or three cache misses.
 //! This table stores keys of up to `INLINE` bytes inside the slot, next to
-//! their tally, in 64-byte slots (one cache line) with open addressing
+//! their count, in 32-byte slots (two to a cache line) with open addressing
 //! (linear probing, at most half full): a lookup usually costs one cache
-//! line. Longer keys, which are rare, go to an ordinary map.
+//! line, and a million keys fill 64 MiB rather than the 128 MiB that whole
+//! tallies inline would. What only a peered locker needs of a tally (the
+//! peers' counts and demand figures) is kept aside, in a list parallel to
+//! the slots that a locker on its own never allocates. Longer keys, which
+//! are rare, go to an ordinary map.
 //!
 //! Every key of a window expires at the same instant, so the table never
 //! removes one key; it only forgets them all. Each slot carries the
 //! generation it was written in, and `clear` starts a new generation in O(1)
 //! time instead of touching memory the size of the table. (A tally of a
-//! peered locker may own a small allocation; an old slot's is freed when the
-//! slot is written again or the table grows or is freed.)
+//! peered locker may own a small allocation aside; an old slot's is reused
+//! by the next key written there that needs one, and freed when the table
+//! is.)
 //!
 //! Keys come from clients, so the hash is seeded, with a random seed per
 //! table: colliding keys cannot be chosen in advance. It is foldhash rather
@@ -29,7 +34,7 @@
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 
-use super::tally::Tally;
+use super::tally::{Aside, Count, Peered, Tally, TallyMut, TallyRef};
 
 /// The longest key stored inline.
 pub const INLINE: usize = 23;
@@ -37,17 +42,28 @@ pub const INLINE: usize = 23;
 /// The smallest table allocated, in slots.
 const MIN_SLOTS: usize = 16;
 
-/// One key and its tally. 64 bytes, aligned, so each is one cache line.
-#[derive(Debug, Clone, Default)]
-#[repr(C, align(64))]
+/// Generations a count's stamp can tell apart (see `Count::stamped`).
+const GENERATIONS: u32 = 1 << (32 - Count::STAMP_SHIFT);
+
+/// One key and its count. 32 bytes, aligned, so two share a cache line and
+/// none straddles two.
+#[derive(Debug, Clone, Copy, Default)]
+#[repr(C, align(32))]
 struct Slot {
-    /// The generation this slot was written in; the slot is empty unless it
-    /// equals the table's current generation.
-    generation: u32,
+    /// The own count, and stamped in it the generation this slot was
+    /// written in: the slot is empty unless that equals the table's
+    /// current generation.
+    count: Count,
     /// The key's length, then its bytes, then zeros: two keys are equal
     /// exactly when their names are, which compares in three words.
     name: Name,
-    tally: Tally,
+}
+
+impl Slot {
+    #[inline]
+    fn is_live(&self, generation: u32) -> bool {
+        self.count.stamp() == generation
+    }
 }
 
 type Name = [u8; INLINE + 1];
@@ -65,7 +81,11 @@ fn name_of(key: &str) -> Name {
 pub struct KeyTable {
     /// A power of two in length, or empty before the first key.
     slots: Vec<Slot>,
-    /// The live generation; never 0, which marks a slot never written.
+    /// The peers' parts of the slots' tallies, by slot index: empty until
+    /// a tally first needs one, then as long as `slots`.
+    aside: Vec<Option<Box<Peered>>>,
+    /// The live generation, below `GENERATIONS`; never 0, which marks a
+    /// slot never written.
     generation: u32,
     /// Inline keys of the live generation.
     inline: usize,
@@ -89,6 +109,7 @@ impl KeyTable {
     pub fn new() -> KeyTable {
         KeyTable {
             slots: Vec::new(),
+            aside: Vec::new(),
             generation: 1,
             inline: 0,
             long: HashMap::new(),
@@ -121,38 +142,53 @@ impl KeyTable {
         self.last = (self.inline, self.long.len());
         if self.slots.len() > MIN_SLOTS && inline * 8 < self.slots.len() {
             self.slots = Vec::new();
+            self.aside = Vec::new();
         }
         if self.long.capacity() > MIN_SLOTS && long * 8 < self.long.capacity() {
             self.long = HashMap::new();
         }
         self.inline = 0;
         self.long.clear();
-        self.generation = self.generation.wrapping_add(1);
-        if self.generation == 0 {
-            // After 2^32 clears, generation numbers come round again: wipe
+        self.generation += 1;
+        if self.generation == GENERATIONS {
+            // After 2^30 clears, generation numbers come round again: wipe
             // the slots once so that no old slot looks live.
             self.slots.fill(Slot::default());
+            self.aside = Vec::new();
             self.generation = 1;
         }
     }
 
     /// The tally of `key`, if it is live.
-    pub fn get(&self, key: &str) -> Option<&Tally> {
+    pub fn get(&self, key: &str) -> Option<TallyRef<'_>> {
         if key.len() > INLINE {
-            return self.long.get(key);
+            return self.long.get(key).map(Tally::get);
         }
-        self.find(key).ok().map(|i| &self.slots[i].tally)
+        self.find(key).ok().map(|i| self.read(i))
     }
 
     /// The tally of `key`, if it is live, to change.
-    pub fn get_mut(&mut self, key: &str) -> Option<&mut Tally> {
+    pub fn get_mut(&mut self, key: &str) -> Option<TallyMut<'_>> {
         if key.len() > INLINE {
-            return self.long.get_mut(key);
+            return self.long.get_mut(key).map(Tally::get_mut);
         }
         match self.find(key) {
-            Ok(i) => Some(&mut self.slots[i].tally),
+            Ok(i) => Some(self.change(i)),
             Err(_) => None,
         }
+    }
+
+    /// The tally in slot `i`, to read.
+    #[inline]
+    fn read(&self, i: usize) -> TallyRef<'_> {
+        TallyRef::from_parts(self.slots[i].count, self.aside.get(i).and_then(|p| p.as_deref()))
+    }
+
+    /// The tally in slot `i`, to change.
+    #[inline]
+    fn change(&mut self, i: usize) -> TallyMut<'_> {
+        let len = self.slots.len();
+        TallyMut::from_parts(&mut self.slots[i].count, Aside::Table { list: &mut self.aside, at: i, len })
     }
 
     /// Whether `key` is live.
@@ -166,9 +202,9 @@ impl KeyTable {
 
     /// The tally of `key`, added empty if it is not live.
     #[inline]
-    pub fn get_or_insert(&mut self, key: &str) -> &mut Tally {
+    pub fn get_or_insert(&mut self, key: &str) -> TallyMut<'_> {
         if key.len() > INLINE {
-            return self.long.entry(key.into()).or_default();
+            return self.long.entry(key.into()).or_default().get_mut();
         }
         if (self.inline + 1) * 2 > self.slots.len() {
             self.grow();
@@ -176,12 +212,12 @@ impl KeyTable {
         let i = match self.find(key) {
             Ok(i) => i,
             Err(i) => {
-                self.slots[i] = Slot { generation: self.generation, name: name_of(key), tally: Tally::default() };
+                self.slots[i] = Slot { count: Count::stamped(self.generation), name: name_of(key) };
                 self.inline += 1;
                 i
             }
         };
-        &mut self.slots[i].tally
+        self.change(i)
     }
 
     /// Starts loading the slot where `key`'s search begins into the cache,
@@ -200,22 +236,29 @@ impl KeyTable {
 
     /// Sets the tally of `key`, adding the key if it is not live.
     pub fn insert(&mut self, key: &str, tally: Tally) {
-        *self.get_or_insert(key) = tally;
+        self.get_or_insert(key).set(tally);
     }
 
     /// Every live key with its tally, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &Tally)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&str, TallyRef<'_>)> {
         let generation = self.generation;
-        let inline = self.slots.iter().filter(move |s| s.generation == generation).map(|s| (key_of(&s.name), &s.tally));
-        inline.chain(self.long.iter().map(|(k, t)| (&**k, t)))
+        let live = self.slots.iter().enumerate().filter(move |(_, s)| s.is_live(generation));
+        let inline = live.map(|(i, s)| (key_of(&s.name), self.read(i)));
+        inline.chain(self.long.iter().map(|(k, t)| (&**k, t.get())))
     }
 
-    /// Every live key with its tally, to change.
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&str, &mut Tally)> {
-        let generation = self.generation;
-        let inline =
-            self.slots.iter_mut().filter(move |s| s.generation == generation).map(|s| (key_of(&s.name), &mut s.tally));
-        inline.chain(self.long.iter_mut().map(|(k, t)| (&**k, t)))
+    /// Calls `f` with every live key and its tally, to change, in no
+    /// particular order. (A closure rather than an iterator: the tallies
+    /// in the slots share the one list of their peers' parts.)
+    pub fn for_each_mut(&mut self, mut f: impl FnMut(&str, TallyMut<'_>)) {
+        let (generation, len) = (self.generation, self.slots.len());
+        for (i, slot) in self.slots.iter_mut().enumerate().filter(|(_, s)| s.is_live(generation)) {
+            let aside = Aside::Table { list: &mut self.aside, at: i, len };
+            f(key_of(&slot.name), TallyMut::from_parts(&mut slot.count, aside));
+        }
+        for (k, t) in self.long.iter_mut() {
+            f(k, t.get_mut());
+        }
     }
 
     /// Where `key` is (`Ok`), or the empty slot where it would go (`Err`).
@@ -230,7 +273,7 @@ impl KeyTable {
         let mut i = self.hasher.hash_one(key) as usize & mask;
         loop {
             let slot = &self.slots[i];
-            if slot.generation != self.generation {
+            if !slot.is_live(self.generation) {
                 return Err(i);
             }
             if slot.name == name {
@@ -240,19 +283,29 @@ impl KeyTable {
         }
     }
 
-    /// Doubles the table, moving the live keys over.
+    /// Doubles the table, moving the live keys over, with their peers'
+    /// parts if any.
     fn grow(&mut self) {
         let size = (self.slots.len() * 2).max(MIN_SLOTS);
         let old = std::mem::replace(&mut self.slots, new_slots(size));
-        for slot in old.into_iter().filter(|s| s.generation == self.generation) {
+        let mut old_aside = std::mem::take(&mut self.aside);
+        if !old_aside.is_empty() {
+            self.aside.resize_with(size, || None);
+        }
+        for (j, slot) in old.into_iter().enumerate().filter(|(_, s)| s.is_live(self.generation)) {
             let Err(i) = self.find(key_of(&slot.name)) else { unreachable!("keys are unique") };
             self.slots[i] = slot;
+            if slot.count.has_aside() {
+                self.aside[i] = old_aside[j].take();
+            }
         }
     }
 
-    /// Bytes held by the table itself (not counting the long keys' map).
+    /// Bytes held by the table itself and its list of peers' parts (not
+    /// counting the long keys' map, nor the parts themselves).
     pub fn slot_bytes(&self) -> usize {
         self.slots.capacity() * std::mem::size_of::<Slot>()
+            + self.aside.capacity() * std::mem::size_of::<Option<Box<Peered>>>()
     }
 
     /// Bytes held on the heap: the table, the long keys' map and their
@@ -326,9 +379,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn slots_are_one_cache_line() {
-        assert_eq!(std::mem::size_of::<Slot>(), 64);
-        assert_eq!(std::mem::align_of::<Slot>(), 64);
+    fn slots_are_half_a_cache_line() {
+        assert_eq!(std::mem::size_of::<Slot>(), 32);
+        assert_eq!(std::mem::align_of::<Slot>(), 32);
     }
 
     /// Takes `n` permits of `key`, as a window would.
@@ -339,7 +392,7 @@ mod tests {
     }
 
     fn own(t: &mut KeyTable, key: &str) -> Option<u32> {
-        t.get_mut(key).map(|tally| tally.own())
+        t.get_mut(key).map(|tally| tally.get().own())
     }
 
     #[test]
@@ -356,7 +409,7 @@ mod tests {
         t.clear();
         assert_eq!(t.len(), 0);
         assert!(!t.contains_key("a") && !t.contains_key(&long));
-        assert_eq!(t.get_or_insert("a").own(), 0, "a cleared key starts again from 0");
+        assert_eq!(t.get_or_insert("a").get().own(), 0, "a cleared key starts again from 0");
         assert_eq!(t.iter().count(), 1);
     }
 
@@ -367,7 +420,7 @@ mod tests {
             t.insert(&i.to_string(), Tally::reserved(i));
         }
         assert_eq!(t.len(), 10_000);
-        assert!(t.slot_bytes() <= 64 * 32_768, "at most four slots per key");
+        assert!(t.slot_bytes() <= 32 * 32_768, "at most four slots per key");
         for i in 0..10_000u32 {
             assert_eq!(own(&mut t, &i.to_string()), Some(i));
         }
@@ -379,7 +432,7 @@ mod tests {
     fn clearing_many_times_never_revives_a_key() {
         let mut t = KeyTable::new();
         take(&mut t, "k", 7);
-        t.generation = u32::MAX; // the next clear wraps around
+        t.generation = GENERATIONS - 1; // the next clear wraps around
         take(&mut t, "k", 7);
         t.clear();
         assert_eq!(t.generation, 1);
@@ -388,6 +441,44 @@ mod tests {
             t.clear();
             assert!(!t.contains_key("k"));
         }
+    }
+
+    #[test]
+    fn a_peers_part_follows_its_key_through_growth_and_never_outlives_its_slot() {
+        let mut t = KeyTable::new();
+        take(&mut t, "alone", 1);
+        assert!(t.aside.is_empty(), "a locker on its own keeps nothing aside");
+        assert!(t.get_or_insert("peered").merge(1, 5));
+        for i in 0..1_000u32 {
+            take(&mut t, &i.to_string(), 1);
+        }
+        let peered = t.get("peered").expect("live");
+        assert_eq!((peered.heard(), peered.total()), (5, 5), "moved with its key as the table grew");
+        assert_eq!(t.get("alone").expect("live").heard(), 0);
+        let held: Vec<_> = t.iter().filter(|(_, tally)| tally.heard() > 0).map(|(k, _)| k).collect();
+        assert_eq!(held, ["peered"]);
+        t.clear();
+        // Whichever keys land where "peered" was, none inherits its part.
+        for i in 0..1_000u32 {
+            let key = format!("k{i}");
+            assert_eq!(t.get_or_insert(&key).get().heard(), 0, "{key}");
+        }
+        assert_eq!(t.get_or_insert("peered").get().total(), 0);
+    }
+
+    #[test]
+    fn a_whole_tally_put_in_keeps_its_count_and_its_peers_part() {
+        let mut t = KeyTable::new();
+        let mut whole = Tally::reserved(3);
+        assert!(whole.get_mut().merge(2, 4));
+        t.insert("short", whole.clone());
+        t.insert(&"z".repeat(INLINE + 1), whole);
+        for (key, tally) in t.iter() {
+            assert_eq!((tally.own(), tally.heard(), tally.touched()), (3, 4, true), "{key}");
+        }
+        t.insert("short", Tally::reserved(0));
+        let short = t.get("short").expect("live");
+        assert_eq!((short.own(), short.heard(), short.touched()), (0, 0, false), "replaced whole");
     }
 
     /// Fills one slot with `n` short and `n` long keys, then ends it.

@@ -61,23 +61,93 @@ impl Take {
     }
 }
 
-/// One key's counts in the current slot.
+/// One key's count in the current slot, as it sits inline in a key
+/// table's slot: this locker's own grants and a mark word. Eight bytes, so
+/// that with a 24-byte name a key table slot is 32 bytes, two to a cache
+/// line. Everything else a tally needs (what the peers reported) is kept
+/// aside, and a locker on its own never has any.
 ///
-/// Every live key of a fixed window holds one, in the window's key table, so
-/// it is kept small: what only peering needs (each node's count, the recent
-/// grants) lives behind a box that a locker on its own never allocates.
+/// The mark holds two flags in its low bits and, above them, a value of
+/// the key table's own (the generation the slot was written in), which
+/// nothing here reads.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Count {
+    mark: u32,
+    own: u32,
+}
+
+impl Count {
+    /// Granted since the last repair publish (see `Locker::drain_touched`).
+    const TOUCHED: u32 = 1;
+    /// The peers' part of this tally is kept aside and is this slot's.
+    const ASIDE: u32 = 2;
+    /// The bits of the mark left to the key table.
+    pub const STAMP_SHIFT: u32 = 2;
+
+    /// A count of nothing, carrying the key table's `stamp`.
+    pub fn stamped(stamp: u32) -> Count {
+        Count { mark: stamp << Count::STAMP_SHIFT, own: 0 }
+    }
+
+    /// The key table's value, as `stamped` set it.
+    #[inline]
+    pub fn stamp(self) -> u32 {
+        self.mark >> Count::STAMP_SHIFT
+    }
+
+    fn has(self, flag: u32) -> bool {
+        self.mark & flag != 0
+    }
+
+    fn set(&mut self, flag: u32, on: bool) {
+        self.mark = if on { self.mark | flag } else { self.mark & !flag };
+    }
+
+    /// Whether the peers' part kept aside belongs to this count.
+    pub fn has_aside(self) -> bool {
+        self.has(Count::ASIDE)
+    }
+}
+
+/// One key's counts in the current slot, held whole: the unkeyed count of a
+/// window, and keys too long for a key table's slots.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Tally {
-    own: u32,
-    heard: u32,
-    /// Granted since the last repair publish (see `Locker::drain_touched`).
-    pub(crate) touched: bool,
+    count: Count,
     peered: Option<Box<Peered>>,
+}
+
+/// A tally to read, wherever it is stored.
+#[derive(Debug, Clone, Copy)]
+pub struct TallyRef<'a> {
+    count: Count,
+    peered: Option<&'a Peered>,
+}
+
+/// A tally to change, wherever it is stored: its count, and where its
+/// peers' part is or would go.
+#[derive(Debug)]
+pub struct TallyMut<'a> {
+    count: &'a mut Count,
+    aside: Aside<'a>,
+}
+
+/// Where a tally's peers' part lives.
+#[derive(Debug)]
+pub enum Aside<'a> {
+    /// A whole tally's own.
+    Own(&'a mut Option<Box<Peered>>),
+    /// A key table's list, parallel to its slots and empty until a tally
+    /// first needs it (`len` long then); `at` is this tally's place, whose
+    /// content is this slot's only while the count's `ASIDE` flag is set.
+    Table { list: &'a mut Vec<Option<Box<Peered>>>, at: usize, len: usize },
 }
 
 /// The part of a tally that only peered lockers use.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-struct Peered {
+pub struct Peered {
+    /// The sum of the peers' reported counts.
+    heard: u32,
     peers: Vec<(NodeIx, u32)>,
     recent: Recent,
     /// Permits asked of each node in this slot before the cutoff, this
@@ -85,6 +155,17 @@ struct Peered {
     asked: Vec<(NodeIx, u32)>,
     /// The figures of the previous slot: they split this slot.
     basis: Vec<(NodeIx, u32)>,
+}
+
+impl Peered {
+    /// Empty again, keeping the lists' memory for the next key in a slot.
+    fn reset(&mut self) {
+        self.heard = 0;
+        self.recent = Recent::default();
+        self.peers.clear();
+        self.asked.clear();
+        self.basis.clear();
+    }
 }
 
 /// What a peered locker may grant of one key's slot: the unused part of
@@ -121,52 +202,194 @@ impl Tally {
     /// A tally that starts its slot with `own` permits this locker reserved
     /// earlier, marked for publishing so the peers learn of them.
     pub fn reserved(own: u32) -> Tally {
-        Tally { own, touched: own > 0, ..Tally::default() }
+        let mut count = Count { mark: 0, own };
+        count.set(Count::TOUCHED, own > 0);
+        Tally { count, peered: None }
+    }
+
+    /// To read.
+    pub fn get(&self) -> TallyRef<'_> {
+        TallyRef { count: self.count, peered: self.peered.as_deref() }
+    }
+
+    /// To change.
+    pub fn get_mut(&mut self) -> TallyMut<'_> {
+        TallyMut { count: &mut self.count, aside: Aside::Own(&mut self.peered) }
+    }
+
+    /// Its parts, for a key table that stores them apart.
+    pub fn into_parts(self) -> (Count, Option<Box<Peered>>) {
+        (self.count, self.peered)
+    }
+}
+
+impl<'a> TallyRef<'a> {
+    /// A tally read from its parts; `peered` is ignored unless the count
+    /// says it is its own.
+    pub fn from_parts(count: Count, peered: Option<&'a Peered>) -> TallyRef<'a> {
+        TallyRef { count, peered: peered.filter(|_| count.has_aside()) }
     }
 
     /// This locker's own grants.
-    pub fn own(&self) -> u32 {
-        self.own
+    #[inline]
+    pub fn own(self) -> u32 {
+        self.count.own
     }
 
     /// The sum of the peers' reported counts.
-    pub fn heard(&self) -> u32 {
-        self.heard
+    #[inline]
+    pub fn heard(self) -> u32 {
+        self.peered.map_or(0, |p| p.heard)
     }
 
     /// Own grants plus every peer's, saturating.
     #[inline]
-    pub fn total(&self) -> u32 {
-        self.own.saturating_add(self.heard)
+    pub fn total(self) -> u32 {
+        self.own().saturating_add(self.heard())
+    }
+
+    /// Permits left out of `max`.
+    #[inline]
+    pub fn remaining(self, max: u32) -> u32 {
+        max.saturating_sub(self.total())
+    }
+
+    /// Whether it was granted or asked since the last repair publish.
+    pub fn touched(self) -> bool {
+        self.count.has(Count::TOUCHED)
     }
 
     /// Each peer node's reported count.
-    pub fn peers(&self) -> impl Iterator<Item = (NodeIx, u32)> + '_ {
-        self.peered.iter().flat_map(|s| s.peers.iter().copied())
+    pub fn peers(self) -> impl Iterator<Item = (NodeIx, u32)> + 'a {
+        self.peered.into_iter().flat_map(|s| s.peers.iter().copied())
     }
 
+    /// What this locker may grant now out of `max`: everything left when
+    /// alone, its unused share plus the pool when peered.
+    #[inline]
+    pub fn free(self, max: u32, share: Share) -> u32 {
+        if share.live > 1 {
+            let split = self.split(max);
+            split.mine + split.pool
+        } else {
+            self.remaining(max)
+        }
+    }
+
+    /// This slot split by the previous slot's demand figures: each node's
+    /// share is `max x its figure / all figures`, rounded down. A node that
+    /// granted less than its share holds the rest until the slot ends;
+    /// without figures everything left is pool.
+    pub fn split(self, max: u32) -> Split {
+        let left = self.remaining(max);
+        let Some(p) = self.peered else {
+            return Split { mine: 0, pool: left };
+        };
+        let total: u64 = p.basis.iter().map(|&(_, d)| u64::from(d)).sum();
+        let (mut mine, mut others) = (0u32, 0u32);
+        for &(node, asked) in &p.basis {
+            let share = share_of(max, asked, total);
+            if node == Nodes::ME {
+                mine = share.saturating_sub(self.own());
+            } else {
+                others = others.saturating_add(share.saturating_sub(figure_of(&p.peers, node)));
+            }
+        }
+        let mine = mine.min(left);
+        Split { mine, pool: left - mine - others.min(left - mine) }
+    }
+
+    /// Permits asked of this locker in this slot, before the cutoff.
+    pub fn asked_own(self) -> u32 {
+        self.peered.map_or(0, |p| figure_of(&p.asked, Nodes::ME))
+    }
+
+    /// Each node's figure in this slot, this locker's under `Nodes::ME`.
+    pub fn asked(self) -> impl Iterator<Item = (NodeIx, u32)> + 'a {
+        self.peered.into_iter().flat_map(|s| s.asked.iter().copied())
+    }
+
+    /// Each node's figure in the previous slot.
+    pub fn basis(self) -> impl Iterator<Item = (NodeIx, u32)> + 'a {
+        self.peered.into_iter().flat_map(|s| s.basis.iter().copied())
+    }
+}
+
+impl<'a> TallyMut<'a> {
+    /// A tally to change, from a key table's parts (see `Aside::Table`).
+    pub fn from_parts(count: &'a mut Count, aside: Aside<'a>) -> TallyMut<'a> {
+        TallyMut { count, aside }
+    }
+
+    /// To read.
+    #[inline]
+    pub fn get(&self) -> TallyRef<'_> {
+        let peered = match &self.aside {
+            Aside::Own(p) => p.as_deref(),
+            Aside::Table { list, at, .. } if self.count.has_aside() => list[*at].as_deref(),
+            Aside::Table { .. } => None,
+        };
+        TallyRef { count: *self.count, peered }
+    }
+
+    /// The peers' part, made empty the first time a slot needs it.
     fn peered(&mut self) -> &mut Peered {
-        self.peered.get_or_insert_with(Box::default)
+        match &mut self.aside {
+            Aside::Own(p) => p.get_or_insert_with(Box::default),
+            Aside::Table { list, at, len } => {
+                if list.is_empty() {
+                    list.resize_with(*len, || None);
+                }
+                let p = list[*at].get_or_insert_with(Box::default);
+                if !self.count.has_aside() {
+                    // A key of an earlier slot left it here.
+                    p.reset();
+                    self.count.set(Count::ASIDE, true);
+                }
+                p
+            }
+        }
+    }
+
+    /// Sets this tally to `tally`, as if it had been built here.
+    pub fn set(&mut self, tally: Tally) {
+        let mark = self.count.mark & !(Count::TOUCHED | Count::ASIDE);
+        *self.count = Count { mark: mark | (tally.count.mark & Count::TOUCHED), own: tally.count.own };
+        match tally.peered {
+            Some(p) => *self.peered() = *p,
+            None => {
+                if let Aside::Own(p) = &mut self.aside {
+                    **p = None;
+                }
+            }
+        }
+    }
+
+    /// Clears the mark of a repair publish; returns whether it was set.
+    pub fn take_touched(&mut self) -> bool {
+        let touched = self.count.has(Count::TOUCHED);
+        self.count.set(Count::TOUCHED, false);
+        touched
     }
 
     /// Records that `node` has granted `count` in all (cumulative). Keeps the
     /// larger of this and what was heard before, so repeats and reordering
     /// change nothing. Returns whether the count grew.
     pub fn merge(&mut self, node: NodeIx, count: u32) -> bool {
-        let peers = &mut self.peered().peers;
-        let before = figure_of(peers, node);
-        if !raise(peers, node, count) {
+        let p = self.peered();
+        let before = figure_of(&p.peers, node);
+        if !raise(&mut p.peers, node, count) {
             return false;
         }
-        self.heard = self.heard.saturating_add(count - before);
+        p.heard = p.heard.saturating_add(count - before);
         true
     }
 
     /// Records that this very node had granted `count`, as a peer echoed it
     /// back: raises the own count if the echo is larger.
     pub fn merge_own(&mut self, count: u32) -> bool {
-        let grew = count > self.own;
-        self.own = self.own.max(count);
+        let grew = count > self.count.own;
+        self.count.own = self.count.own.max(count);
         grew
     }
 
@@ -183,61 +406,26 @@ impl Tally {
     /// window is always allowed when it fits, so no cost can starve.
     #[inline]
     pub fn take(&mut self, now: Nanos, max: u32, cost: u32, share: Share) -> Take {
-        if cost > self.remaining(max) {
+        if cost > self.get().remaining(max) {
             return Take::Spent;
         }
         if share.live > 1 {
-            let split = self.split(max);
+            let split = self.get().split(max);
             if cost > split.mine {
                 let need = cost - split.mine;
                 if need > split.pool {
                     return Take::Spent;
                 }
-                let own = self.own;
+                let own = self.count.own;
                 let in_flight = self.peered().recent.in_flight(now, own, share.in_flight_window);
                 if in_flight > 0 && in_flight + need > split.pool.div_ceil(share.live) {
                     return Take::OverShare;
                 }
             }
         }
-        self.own += cost;
-        self.touched = true;
+        self.count.own += cost;
+        self.count.set(Count::TOUCHED, true);
         Take::Go
-    }
-
-    /// What this locker may grant now out of `max`: everything left when
-    /// alone, its unused share plus the pool when peered.
-    #[inline]
-    pub fn free(&self, max: u32, share: Share) -> u32 {
-        if share.live > 1 {
-            let split = self.split(max);
-            split.mine + split.pool
-        } else {
-            self.remaining(max)
-        }
-    }
-
-    /// This slot split by the previous slot's demand figures: each node's
-    /// share is `max x its figure / all figures`, rounded down. A node that
-    /// granted less than its share holds the rest until the slot ends;
-    /// without figures everything left is pool.
-    pub fn split(&self, max: u32) -> Split {
-        let left = self.remaining(max);
-        let Some(p) = self.peered.as_deref() else {
-            return Split { mine: 0, pool: left };
-        };
-        let total: u64 = p.basis.iter().map(|&(_, d)| u64::from(d)).sum();
-        let (mut mine, mut others) = (0u32, 0u32);
-        for &(node, asked) in &p.basis {
-            let share = share_of(max, asked, total);
-            if node == Nodes::ME {
-                mine = share.saturating_sub(self.own);
-            } else {
-                others = others.saturating_add(share.saturating_sub(figure_of(&p.peers, node)));
-            }
-        }
-        let mine = mine.min(left);
-        Split { mine, pool: left - mine - others.min(left - mine) }
     }
 
     /// Counts `cost` permits asked of this locker, go or sorry, towards the
@@ -248,12 +436,7 @@ impl Tally {
             Some((_, c)) => *c = c.saturating_add(cost),
             None => asked.push((Nodes::ME, cost)),
         }
-        self.touched = true;
-    }
-
-    /// Permits asked of this locker in this slot, before the cutoff.
-    pub fn asked_own(&self) -> u32 {
-        self.peered.as_deref().map_or(0, |p| figure_of(&p.asked, Nodes::ME))
+        self.count.set(Count::TOUCHED, true);
     }
 
     /// Records that `node` was asked for `count` permits in this slot
@@ -264,30 +447,17 @@ impl Tally {
         raise(if previous { &mut p.basis } else { &mut p.asked }, node, count)
     }
 
-    /// Each node's figure in this slot, this locker's under `Nodes::ME`.
-    pub fn asked(&self) -> impl Iterator<Item = (NodeIx, u32)> + '_ {
-        self.peered.iter().flat_map(|s| s.asked.iter().copied())
-    }
-
-    /// Each node's figure in the previous slot.
-    pub fn basis(&self) -> impl Iterator<Item = (NodeIx, u32)> + '_ {
-        self.peered.iter().flat_map(|s| s.basis.iter().copied())
-    }
-
     /// Takes this slot's figures, if any, to split the next slot with.
     pub fn take_asked(&mut self) -> Option<Vec<(NodeIx, u32)>> {
-        let p = self.peered.as_deref_mut()?;
+        // A tally without a peers' part has no figures: do not make one.
+        self.get().peered?;
+        let p = self.peered();
         p.asked.iter().any(|&(_, c)| c > 0).then(|| std::mem::take(&mut p.asked))
     }
 
     /// Sets the previous slot's figures, which split this slot.
     pub fn set_basis(&mut self, basis: Vec<(NodeIx, u32)>) {
         self.peered().basis = basis;
-    }
-
-    /// Permits left out of `max`.
-    pub fn remaining(&self, max: u32) -> u32 {
-        max.saturating_sub(self.total())
     }
 }
 

@@ -27,7 +27,7 @@ use super::keys::KeyTable;
 use super::limit::Quota;
 use super::peering::{NodeIx, Share};
 use super::room::{KeyRoom, NoRoom, Terms};
-use super::tally::{Take, Tally};
+use super::tally::{Take, Tally, TallyMut, TallyRef};
 use super::time::Nanos;
 
 /// Counts for one limit within its current slot, and reserved counts for
@@ -153,15 +153,14 @@ impl FixedWindow {
         // node was asked in the slot before (or this locker would have
         // heard its count and moved along).
         let next = steps == 1;
-        let unkeyed_basis = if next { self.unkeyed.take_asked() } else { None };
-        let basis: Vec<(Box<str>, _)> = if next {
-            self.keys.iter_mut().filter_map(|(k, t)| Some((k.into(), t.take_asked()?))).collect()
-        } else {
-            Vec::new()
-        };
+        let unkeyed_basis = if next { self.unkeyed.get_mut().take_asked() } else { None };
+        let mut basis: Vec<(Box<str>, _)> = Vec::new();
+        if next {
+            self.keys.for_each_mut(|k, mut t| basis.extend(t.take_asked().map(|b| (k.into(), b))));
+        }
         self.unkeyed = Tally::reserved(roll(&mut self.unkeyed_ahead, steps));
         if let Some(b) = unkeyed_basis {
-            self.unkeyed.set_basis(b);
+            self.unkeyed.get_mut().set_basis(b);
         }
         let before = self.keys.len();
         self.keys.clear();
@@ -206,7 +205,7 @@ impl FixedWindow {
             return false;
         }
         match self.tally_mut(key, room) {
-            Ok(t) => t.merge_asked(node, count, previous),
+            Ok(mut t) => t.merge_asked(node, count, previous),
             Err(_) => false,
         }
     }
@@ -274,8 +273,8 @@ impl FixedWindow {
         let max = self.quota.max_requests();
         let reset_after = self.quota.slot_end(self.slot).saturating_sub(now);
         let counting = terms.share.counts_demand(self.elapsed_in_slot(now), self.quota.slot_ns());
-        let tally = match key {
-            None => &mut self.unkeyed,
+        let mut tally = match key {
+            None => self.unkeyed.get_mut(),
             // A full table refuses only new keys: look before adding.
             Some(k) if matches!(terms.room, KeyRoom::Full) && !self.keys.contains_key(k) => return Some(Err(NoRoom)),
             Some(k) => self.keys.get_or_insert(k),
@@ -283,7 +282,7 @@ impl FixedWindow {
         if counting {
             tally.note_asked(want.cost);
         }
-        let free = tally.free(max, terms.share);
+        let free = tally.get().free(max, terms.share);
         if free < want.need() {
             if want.max_wait > 0 {
                 return None;
@@ -318,11 +317,11 @@ impl FixedWindow {
         }
         let max = self.quota.max_requests();
         let reset_after = self.quota.slot_end(self.slot).saturating_sub(now);
-        let tally = match key {
-            None => &mut self.unkeyed,
+        let mut tally = match key {
+            None => self.unkeyed.get_mut(),
             Some(k) => self.keys.get_or_insert(k),
         };
-        let free = max.saturating_sub(tally.total());
+        let free = tally.get().remaining(max);
         if free < cost {
             return Some(Verdict::sorry(max, free, reset_after, reset_after));
         }
@@ -390,11 +389,12 @@ impl FixedWindow {
     /// own reservations in the slots after it.
     fn counts(&self, key: Option<&str>) -> (u32, Option<&VecDeque<u32>>) {
         match key {
-            None => (self.unkeyed.total(), Some(&self.unkeyed_ahead).filter(|a| !a.is_empty())),
+            None => (self.unkeyed.get().total(), Some(&self.unkeyed_ahead).filter(|a| !a.is_empty())),
             // The second lookup only happens while some key holds a reservation.
-            Some(k) => {
-                (self.keys.get(k).map_or(0, Tally::total), if self.ahead.is_empty() { None } else { self.ahead.get(k) })
-            }
+            Some(k) => (
+                self.keys.get(k).map_or(0, TallyRef::total),
+                if self.ahead.is_empty() { None } else { self.ahead.get(k) },
+            ),
         }
     }
 
@@ -416,9 +416,9 @@ impl FixedWindow {
     }
 
     /// The tally for `key`, adding it if there is room.
-    pub fn tally_mut(&mut self, key: Option<&str>, room: KeyRoom) -> Result<&mut Tally, NoRoom> {
+    pub fn tally_mut(&mut self, key: Option<&str>, room: KeyRoom) -> Result<TallyMut<'_>, NoRoom> {
         match key {
-            None => Ok(&mut self.unkeyed),
+            None => Ok(self.unkeyed.get_mut()),
             // A full table refuses only new keys: look before adding.
             Some(k) if matches!(room, KeyRoom::Full) && !self.keys.contains_key(k) => Err(NoRoom),
             Some(k) => Ok(self.keys.get_or_insert(k)),
@@ -426,32 +426,33 @@ impl FixedWindow {
     }
 
     /// The tally for `key`, if it has one in the current slot.
-    pub fn tally(&self, key: Option<&str>) -> Option<&Tally> {
+    pub fn tally(&self, key: Option<&str>) -> Option<TallyRef<'_>> {
         match key {
-            None => Some(&self.unkeyed),
+            None => Some(self.unkeyed.get()),
             Some(k) => self.keys.get(k),
         }
     }
 
     /// Every tally with a count, the unkeyed one first (as `None`).
-    pub fn tallies(&self) -> impl Iterator<Item = (Option<&str>, &Tally)> {
-        let unkeyed = (self.unkeyed != Tally::default()).then_some((None, &self.unkeyed));
+    pub fn tallies(&self) -> impl Iterator<Item = (Option<&str>, TallyRef<'_>)> {
+        let unkeyed = (self.unkeyed != Tally::default()).then_some((None, self.unkeyed.get()));
         unkeyed.into_iter().chain(self.keys.iter().map(|(k, t)| (Some(k), t)))
     }
 
     /// Calls `f` with every tally granted or asked since the last call,
     /// and clears the marks; with `all_asked` (figures frozen, see
     /// `figures_frozen`), also with every tally holding an own figure.
-    pub fn drain_touched(&mut self, all_asked: bool, mut f: impl FnMut(Option<&str>, &Tally)) {
-        let due = |t: &mut Tally| std::mem::take(&mut t.touched) || (all_asked && t.asked_own() > 0);
-        if due(&mut self.unkeyed) {
-            f(None, &self.unkeyed);
+    pub fn drain_touched(&mut self, all_asked: bool, mut f: impl FnMut(Option<&str>, TallyRef<'_>)) {
+        let due = |t: &mut TallyMut<'_>| t.take_touched() || (all_asked && t.get().asked_own() > 0);
+        let mut unkeyed = self.unkeyed.get_mut();
+        if due(&mut unkeyed) {
+            f(None, unkeyed.get());
         }
-        for (k, t) in self.keys.iter_mut() {
-            if due(t) {
-                f(Some(k), t);
+        self.keys.for_each_mut(|k, mut t| {
+            if due(&mut t) {
+                f(Some(k), t.get());
             }
-        }
+        });
     }
 
     /// Whether `key` already has a count in the current slot or a reservation.

@@ -208,8 +208,8 @@ fn merge_window(w: &mut FixedWindow, now: Nanos, c: &Count, budget: KeyBudget) -
     let room = budget.room(w.live_keys());
     fit == SlotFit::Current
         && match w.tally_mut(c.key.as_deref(), room) {
-            Ok(tally) if c.node == Nodes::ME => tally.merge_own(c.count),
-            Ok(tally) => tally.merge(c.node, c.count),
+            Ok(mut tally) if c.node == Nodes::ME => tally.merge_own(c.count),
+            Ok(mut tally) => tally.merge(c.node, c.count),
             Err(_) => false,
         }
 }

@@ -3,7 +3,7 @@
 //! grant for the state log and put back on start.
 //!
 //! Counts of an earlier run in the current slot go back as a peer node's
-//! (`Tally::merge`), so a peer's snapshot of that run merges with them by
+//! (`TallyMut::merge`), so a peer's snapshot of that run merges with them by
 //! maximum; reservations go back as this run's own, since only this locker
 //! will ever count them. No clock, no file: the caller brings both.
 
@@ -31,9 +31,9 @@ impl FixedWindow {
             let reserved = self.restore_reserved(key, slot, n, room)?;
             return Ok(reserved.then(|| self.own_in(key, slot)));
         }
-        let tally = self.tally_mut(key, room)?;
-        tally.merge_own(tally.own().saturating_add(n));
-        Ok(Some(tally.own()))
+        let mut tally = self.tally_mut(key, room)?;
+        tally.merge_own(tally.get().own().saturating_add(n));
+        Ok(Some(tally.get().own()))
     }
 
     /// Adds `n` reserved permits for `key` in `slot`, a slot after the
