@@ -79,10 +79,9 @@ impl<'a> Iterator for Entries<'a> {
         // The common shape is read in one pass; anything else is stepped
         // over (it was checked whole when the batch was decoded) and read
         // on its own.
-        let rest = &self.reader.body[start..];
-        if let Some((map, len)) = fast::decode_request_map_prefix(rest) {
+        if let Some((ask, len)) = fast::decode_go_prefix(&self.reader.body[start..]) {
             self.reader.at += len;
-            return Some(ask_of(&map));
+            return Some(Ok(ask));
         }
         self.reader.skip(MAX_DEPTH - BATCH_LEVELS).ok()?;
         Some(decode_entry(&self.reader.body[start..self.reader.at]))
@@ -132,7 +131,12 @@ fn entries<'a>(r: &mut Reader<'a>) -> Option<AskBatch<'a>> {
     let len = usize::try_from(r.array_len()?).ok()?;
     let start = r.at;
     for _ in 0..len {
-        r.skip(MAX_DEPTH - BATCH_LEVELS).ok()?;
+        // A go in the common shape is a whole value; reading it is cheaper
+        // than stepping over it value by value.
+        match fast::decode_go_prefix(&r.body[r.at..]) {
+            Some((_, taken)) => r.at += taken,
+            None => r.skip(MAX_DEPTH - BATCH_LEVELS).ok()?,
+        }
     }
     Some(AskBatch { entries: &r.body[start..r.at], len })
 }

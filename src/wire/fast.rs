@@ -15,6 +15,7 @@
 //! `wire` (mod.rs) choose between it and serde.
 
 use super::reply::GoReply;
+use super::request::Ask;
 use super::RequestMap;
 
 /// Decodes a request map in its common shape, or `None` to leave it to the
@@ -49,29 +50,115 @@ pub fn decode_request_map_prefix(body: &[u8]) -> Option<(RequestMap<'_>, usize)>
     Some((map, r.at))
 }
 
+/// Decodes a go in its common shape from the start of `body` straight into
+/// an ask, with the bytes it took: what `decode_request_map_prefix`
+/// followed by `Ask::from_map` gives for a map whose `op` is absent or
+/// `"go"`, and `None` for everything else (any other op included), without
+/// building the request map. The path of every structured ask and batch
+/// entry, so it compares field names by length first and reads each value
+/// once.
+#[inline]
+pub fn decode_go_prefix(body: &[u8]) -> Option<(Ask<'_>, usize)> {
+    let mut r = Reader { body, at: 0 };
+    let fields = r.map_len()?;
+    let mut ask = Ask::default();
+    // One bit per field seen: a repeated field is an error for serde.
+    let mut seen = 0u8;
+    for _ in 0..fields {
+        let name = r.str_bytes()?;
+        let bit = match name {
+            b"op" => (r.str()? == "go").then_some(1)?,
+            b"key" => {
+                ask.key = Some(r.str()?);
+                2
+            }
+            b"cost" => {
+                ask.cost = r.uint()?;
+                4
+            }
+            b"limit" => {
+                ask.limit = Some(r.str()?);
+                8
+            }
+            b"up_to" => {
+                ask.up_to = r.bool()?;
+                16
+            }
+            b"max_wait_ms" => {
+                ask.max_wait_ms = Some(r.uint()?);
+                32
+            }
+            _ => return None,
+        };
+        if seen & bit != 0 {
+            return None;
+        }
+        seen |= bit;
+    }
+    Some((ask, r.at))
+}
+
 /// Appends the encoding of `reply` to `out`: the bytes `wire::encode` gives
 /// (a map of five named fields, integers in their shortest form).
 pub fn encode_go_reply(reply: &GoReply, out: &mut Vec<u8>) {
     let GoReply { ok, limit, remaining, retry_after_ms, reset_after_ms, granted, wait_ms } = *reply;
+    // Written on the stack and appended once: one capacity check for the
+    // reply instead of one per piece. The longest reply is 119 bytes.
+    let mut buf = Buf { bytes: [0; 128], len: 0 };
     // A fixmap: five fields, plus the optional ones that are present.
-    out.push(0x85 + u8::from(granted.is_some()) + u8::from(wait_ms.is_some()));
-    out.extend_from_slice(b"\xa2ok");
-    out.push(if ok { 0xc3 } else { 0xc2 });
-    out.extend_from_slice(b"\xa5limit");
-    put_uint(out, u64::from(limit));
-    out.extend_from_slice(b"\xa9remaining");
-    put_uint(out, u64::from(remaining));
-    out.extend_from_slice(b"\xaeretry_after_ms");
-    put_uint(out, retry_after_ms);
-    out.extend_from_slice(b"\xaereset_after_ms");
-    put_uint(out, reset_after_ms);
+    buf.put(&[0x85 + u8::from(granted.is_some()) + u8::from(wait_ms.is_some())]);
+    buf.put(if ok { b"\xa2ok\xc3" } else { b"\xa2ok\xc2" });
+    buf.put(b"\xa5limit");
+    buf.uint(u64::from(limit));
+    buf.put(b"\xa9remaining");
+    buf.uint(u64::from(remaining));
+    buf.put(b"\xaeretry_after_ms");
+    buf.uint(retry_after_ms);
+    buf.put(b"\xaereset_after_ms");
+    buf.uint(reset_after_ms);
     if let Some(granted) = granted {
-        out.extend_from_slice(b"\xa7granted");
-        put_uint(out, u64::from(granted));
+        buf.put(b"\xa7granted");
+        buf.uint(u64::from(granted));
     }
     if let Some(wait_ms) = wait_ms {
-        out.extend_from_slice(b"\xa7wait_ms");
-        put_uint(out, wait_ms);
+        buf.put(b"\xa7wait_ms");
+        buf.uint(wait_ms);
+    }
+    out.extend_from_slice(&buf.bytes[..buf.len]);
+}
+
+/// A reply being written, on the stack.
+struct Buf {
+    bytes: [u8; 128],
+    len: usize,
+}
+
+impl Buf {
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        self.bytes[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
+    }
+
+    /// An unsigned integer in its shortest MessagePack form.
+    #[inline]
+    fn uint(&mut self, v: u64) {
+        match v {
+            0..=0x7f => self.put(&[v as u8]),
+            0x80..=0xff => self.put(&[0xcc, v as u8]),
+            0x100..=0xffff => {
+                self.put(&[0xcd]);
+                self.put(&(v as u16).to_be_bytes());
+            }
+            0x1_0000..=0xffff_ffff => {
+                self.put(&[0xce]);
+                self.put(&(v as u32).to_be_bytes());
+            }
+            _ => {
+                self.put(&[0xcf]);
+                self.put(&v.to_be_bytes());
+            }
+        }
     }
 }
 
@@ -95,26 +182,6 @@ pub fn value_len(body: &[u8], depth: usize) -> Option<usize> {
     // `skip` counts the levels below the value; serde counts the value too.
     r.skip(depth.saturating_sub(1)).ok()?;
     Some(r.at)
-}
-
-/// An unsigned integer in its shortest MessagePack form.
-fn put_uint(out: &mut Vec<u8>, v: u64) {
-    match v {
-        0..=0x7f => out.push(v as u8),
-        0x80..=0xff => out.extend_from_slice(&[0xcc, v as u8]),
-        0x100..=0xffff => {
-            out.push(0xcd);
-            out.extend_from_slice(&(v as u16).to_be_bytes());
-        }
-        0x1_0000..=0xffff_ffff => {
-            out.push(0xce);
-            out.extend_from_slice(&(v as u32).to_be_bytes());
-        }
-        _ => {
-            out.push(0xcf);
-            out.extend_from_slice(&v.to_be_bytes());
-        }
-    }
 }
 
 /// A cursor over a message; every read answers `None` past the end or on
@@ -186,21 +253,25 @@ impl<'a> Reader<'a> {
         }
     }
 
+    #[inline]
     fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         let bytes = self.body.get(self.at..self.at.checked_add(n)?)?;
         self.at += n;
         Some(bytes)
     }
 
+    #[inline]
     fn byte(&mut self) -> Option<u8> {
         self.take(1).map(|b| b[0])
     }
 
     /// A big-endian unsigned integer of `n` bytes.
+    #[inline]
     fn be(&mut self, n: usize) -> Option<u64> {
         Some(self.take(n)?.iter().fold(0, |acc, &b| acc << 8 | u64::from(b)))
     }
 
+    #[inline]
     pub(super) fn map_len(&mut self) -> Option<u64> {
         match self.byte()? {
             m @ 0x80..=0x8f => Some(u64::from(m & 0x0f)),
@@ -211,6 +282,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A string's bytes, not yet checked to be UTF-8.
+    #[inline]
     pub(super) fn str_bytes(&mut self) -> Option<&'a [u8]> {
         let len = match self.byte()? {
             m @ 0xa0..=0xbf => u64::from(m & 0x1f),
@@ -222,6 +294,7 @@ impl<'a> Reader<'a> {
         self.take(usize::try_from(len).ok()?)
     }
 
+    #[inline]
     pub(super) fn str(&mut self) -> Option<&'a str> {
         let bytes = self.str_bytes()?;
         if bytes.is_ascii() {
@@ -233,6 +306,7 @@ impl<'a> Reader<'a> {
         std::str::from_utf8(bytes).ok()
     }
 
+    #[inline]
     fn bool(&mut self) -> Option<bool> {
         match self.byte()? {
             0xc2 => Some(false),
@@ -241,6 +315,7 @@ impl<'a> Reader<'a> {
         }
     }
 
+    #[inline]
     fn uint(&mut self) -> Option<u64> {
         match self.byte()? {
             m @ 0x00..=0x7f => Some(u64::from(m)),
@@ -268,6 +343,13 @@ mod tests {
 
     fn serde_map(body: &[u8]) -> Option<RequestMap<'_>> {
         rmp_serde::from_slice(body).ok()
+    }
+
+    /// What `decode_go_prefix` must give: the request map's fast decoding,
+    /// for a go.
+    fn go_by_map(body: &[u8]) -> Option<(Ask<'_>, usize)> {
+        let (map, len) = decode_request_map_prefix(body)?;
+        matches!(map.op, None | Some("go")).then(|| (Ask::from_map(&map), len))
     }
 
     proptest! {
@@ -315,6 +397,26 @@ mod tests {
             if let Some(fast) = decode_request_map(&body) {
                 prop_assert_eq!(Some(fast), serde_map(&body));
             }
+            prop_assert_eq!(decode_go_prefix(&body), go_by_map(&body));
+        }
+
+        #[test]
+        fn gos_decode_as_through_the_request_map(
+            op in proptest::option::of("go|stats|g"),
+            limit in proptest::option::of("[a-z]{0,6}"),
+            key in proptest::option::of(".{0,30}"),
+            cost in proptest::option::of(prop_oneof![0..300u64, any::<u64>()]),
+            up_to: Option<bool>,
+            max_wait_ms in proptest::option::of(0..100_000u64),
+            count in proptest::option::of(0..3u64),
+            tail in proptest::collection::vec(any::<u8>(), 0..3),
+        ) {
+            let map = RequestMap { op: op.as_deref(), limit: limit.as_deref(), key: key.as_deref(), cost, up_to, max_wait_ms, count, ..RequestMap::default() };
+            let mut body = serde_bytes(&map);
+            body.extend_from_slice(&tail);
+            let fast = decode_go_prefix(&body);
+            prop_assert_eq!(fast, go_by_map(&body));
+            prop_assert_eq!(fast.is_some(), matches!(op.as_deref(), None | Some("go")) && count.is_none());
         }
     }
 

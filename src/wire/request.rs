@@ -111,7 +111,7 @@ impl<'a> Ask<'a> {
     }
 
     /// The ask a go request's map carries.
-    pub(super) fn from_map(map: &RequestMap<'a>) -> Ask<'a> {
+    pub(in crate::wire) fn from_map(map: &RequestMap<'a>) -> Ask<'a> {
         Ask {
             limit: map.limit,
             key: map.key,
@@ -136,8 +136,13 @@ pub fn decode_request(body: &[u8]) -> Result<Request<'_>, WireError> {
     if !is_structured(body) {
         return Ok(Request::Plain(body));
     }
-    // The hand-written decoder reads the common shapes and the batch reader
+    // The hand-written decoders read the common shapes and the batch reader
     // reads batches; everything else, errors included, goes to serde.
+    if let Some((ask, len)) = fast::decode_go_prefix(body) {
+        if len == body.len() {
+            return Ok(Request::Go(ask));
+        }
+    }
     let map = match fast::decode_request_map(body) {
         Some(map) => map,
         None => match batch::decode(body)? {
