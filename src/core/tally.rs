@@ -13,10 +13,20 @@
 //! by demand (see `peering::share`): the permits asked of each node in this
 //! slot, and the figures of the previous slot, which give each node its
 //! share of this one.
+//!
+//! A key table keeps a million tallies, so a tally is stored in two parts:
+//! the [`Count`] (own grants and two marks, eight bytes) inline in the
+//! table's slot, and the [`Peered`] part aside, which a locker on its own
+//! never allocates. The rules read a tally through [`TallyRef`] and change
+//! it through [`TallyMut`], wherever its parts are; [`Tally`] holds both
+//! parts whole, for the unkeyed count and keys too long for the table.
 
 use super::peering::share::share_of;
 use super::peering::{NodeIx, Nodes, Share};
 use super::time::Nanos;
+
+mod count;
+pub use count::Count;
 
 /// Own count at two checkpoints, at least `window` apart, so that
 /// `own - prev` covers every grant of the last `window` (and possibly a
@@ -58,54 +68,6 @@ impl Take {
     /// Whether the permits were taken.
     pub fn is_go(self) -> bool {
         self == Take::Go
-    }
-}
-
-/// One key's count in the current slot, as it sits inline in a key
-/// table's slot: this locker's own grants and a mark word. Eight bytes, so
-/// that with a 24-byte name a key table slot is 32 bytes, two to a cache
-/// line. Everything else a tally needs (what the peers reported) is kept
-/// aside, and a locker on its own never has any.
-///
-/// The mark holds two flags in its low bits and, above them, a value of
-/// the key table's own (the generation the slot was written in), which
-/// nothing here reads.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Count {
-    mark: u32,
-    own: u32,
-}
-
-impl Count {
-    /// Granted since the last repair publish (see `Locker::drain_touched`).
-    const TOUCHED: u32 = 1;
-    /// The peers' part of this tally is kept aside and is this slot's.
-    const ASIDE: u32 = 2;
-    /// The bits of the mark left to the key table.
-    pub const STAMP_SHIFT: u32 = 2;
-
-    /// A count of nothing, carrying the key table's `stamp`.
-    pub fn stamped(stamp: u32) -> Count {
-        Count { mark: stamp << Count::STAMP_SHIFT, own: 0 }
-    }
-
-    /// The key table's value, as `stamped` set it.
-    #[inline]
-    pub fn stamp(self) -> u32 {
-        self.mark >> Count::STAMP_SHIFT
-    }
-
-    fn has(self, flag: u32) -> bool {
-        self.mark & flag != 0
-    }
-
-    fn set(&mut self, flag: u32, on: bool) {
-        self.mark = if on { self.mark | flag } else { self.mark & !flag };
-    }
-
-    /// Whether the peers' part kept aside belongs to this count.
-    pub fn has_aside(self) -> bool {
-        self.has(Count::ASIDE)
     }
 }
 
