@@ -1,12 +1,12 @@
 """The bytes this client sends and reads, against the golden bytes the Rust
-side pins in tests/wire_golden.rs; no daemon needed."""
+side pins in tests/it/golden.rs; no daemon needed."""
 
 from __future__ import annotations
 
 import msgpack
 import pytest
 
-from locker_client import BadReply, GoReply, LockerError, wire
+from locker_client import Ask, BadReply, GoReply, LockerError, Refused, wire
 
 
 def hexed(data: bytes) -> str:
@@ -85,6 +85,60 @@ def test_bad_ask_arguments_are_refused(kwargs: dict, error: type) -> None:
     args = {"limit": None, "key": None, "cost": 1, "up_to": False, "max_wait_ms": None, **kwargs}
     with pytest.raises(error):
         wire.go_request(**args)
+
+
+#: The go reply of docs/wire.md: ok, limit 5, remaining 4, reset after 700 ms.
+GO_REPLY = (
+    "85 a2 6f 6b c3 a5 6c 69 6d 69 74 05 a9 72 65 6d 61 69 6e 69 6e 67 04 "
+    "ae 72 65 74 72 79 5f 61 66 74 65 72 5f 6d 73 00 "
+    "ae 72 65 73 65 74 5f 61 66 74 65 72 5f 6d 73 cd 02 bc"
+)
+
+
+def test_a_batch_encodes_as_the_golden_bytes_of_the_wire_contract() -> None:
+    # docs/wire.md, "Batched asks": {"op": "batch", "asks": [{"key": "a", "cost": 1}, {"limit": "api", "cost": 2}]}
+    body = wire.encode(wire.batch_request([Ask(key="a"), Ask("api", cost=2)]))
+    assert hexed(body) == (
+        "82 a2 6f 70 a5 62 61 74 63 68 a4 61 73 6b 73 92 "
+        "82 a3 6b 65 79 a1 61 a4 63 6f 73 74 01 "
+        "82 a5 6c 69 6d 69 74 a3 61 70 69 a4 63 6f 73 74 02"
+    )
+
+
+def test_batch_entries_are_asks_without_op_in_the_rust_field_order() -> None:
+    request = msgpack.unpackb(wire.encode(wire.batch_request([Ask("a", "k", 3, True, 250), Ask()])))
+    assert list(request) == ["op", "asks"]
+    first, second = request["asks"]
+    assert list(first) == ["limit", "key", "cost", "up_to", "max_wait_ms"]
+    assert first == {"limit": "a", "key": "k", "cost": 3, "up_to": True, "max_wait_ms": 250}
+    assert second == {"cost": 1}
+    # Past 15 asks the array takes the 16-bit header, as the Rust encoder writes it.
+    assert wire.encode(wire.batch_request([Ask()] * 16))[15:18] == bytes.fromhex("dc 00 10")
+    assert wire.encode(wire.batch_request([]))[15:] == bytes.fromhex("90")
+
+
+def test_a_batch_reply_decodes_each_entry_on_its_own() -> None:
+    # docs/wire.md: {"replies": [a go reply, {"error": "unknown limit \"api\""}]}
+    body = bytes.fromhex("81 a7 72 65 70 6c 69 65 73 92 " + GO_REPLY + " 81 a5 65 72 72 6f 72")
+    body += msgpack.packb('unknown limit "api"')
+    go, refused = wire.decode_batch(body, 2)
+    assert go == GoReply(ok=True, remaining=4, retry_after_ms=0, reset_after_ms=700, granted=None, wait_ms=None, limit=5)
+    assert refused == Refused('unknown limit "api"')
+    assert refused.ok is False and not refused
+    assert wire.decode_batch(bytes.fromhex("81 a7 72 65 70 6c 69 65 73 90"), 0) == []
+
+
+def test_a_refused_batch_raises_and_odd_batch_replies_are_bad_replies() -> None:
+    whole = msgpack.packb({"error": "bad request: a batch carries at most 1000 asks, this one has 1001"})
+    with pytest.raises(LockerError) as caught:
+        wire.decode_batch(whole, 1001)
+    assert caught.value.message.endswith("this one has 1001")
+    go = bytes.fromhex(GO_REPLY)
+    for body in [go, msgpack.packb({"replies": 5}), msgpack.packb({"replies": [1]}), msgpack.packb({"replies": [{"ok": True}]})]:
+        with pytest.raises(BadReply):
+            wire.decode_batch(body, 1)
+    with pytest.raises(BadReply, match="1 replies to a batch of 2 asks"):
+        wire.decode_batch(bytes.fromhex("81 a7 72 65 70 6c 69 65 73 91 " + GO_REPLY), 2)
 
 
 def test_seconds_become_whole_milliseconds_rounded_up() -> None:

@@ -13,10 +13,11 @@ Before each call to a rate-limited resource, ask the locker "may I go?"::
 
 It speaks the locker's wire contract (the structured MessagePack form and
 the seed's plain form) with the same failover as the Rust ``locker::Client``:
-:class:`Client` (blocking), :class:`AsyncClient` (asyncio), semaphore leases
-kept alive in the background (:class:`Lease`, :class:`AsyncLease`) and
-permit pools that take permits in batches (:class:`PermitPool`,
-:class:`AsyncPermitPool`).
+:class:`Client` (blocking), :class:`AsyncClient` (asyncio), many asks in one
+message (``ask_many`` with :class:`Ask`; :class:`Refused` for an ask refused
+alone), semaphore leases kept alive in the background (:class:`Lease`,
+:class:`AsyncLease`) and permit pools that take permits in batches
+(:class:`PermitPool`, :class:`AsyncPermitPool`).
 """
 
 from .aio import AsyncClient, AsyncLease, AsyncPermitPool
@@ -24,11 +25,12 @@ from .client import DEFAULT_TIMEOUT, Client
 from .errors import BadReply, ClientError, LockerError, NoAnswer, NotAcquired
 from .lease import Lease
 from .pool import PermitPool, Permits
-from .wire import GoReply, LeaseReply
+from .wire import Ask, GoReply, LeaseReply, Refused
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Ask",
     "AsyncClient",
     "AsyncLease",
     "AsyncPermitPool",
@@ -44,4 +46,5 @@ __all__ = [
     "NotAcquired",
     "PermitPool",
     "Permits",
+    "Refused",
 ]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable, Dict, Generator, Optional, Sequence, TypeVar, Union, cast
+from typing import Any, Callable, Dict, Generator, Iterable, List, Optional, Sequence, TypeVar, Union, cast
 
 import zmq
 import zmq.asyncio
@@ -24,7 +24,7 @@ from .base import DEFAULT_TIMEOUT, ClientBase
 from .errors import ClientError
 from .lease import LeaseState, LeaseWait, Terms, log
 from .pool import PoolState
-from .wire import GoReply, LeaseReply
+from .wire import Ask, BatchReply, GoReply, LeaseReply
 
 T = TypeVar("T")
 
@@ -67,6 +67,11 @@ class AsyncClient(ClientBase[zmq.asyncio.Socket]):
     ) -> GoReply:
         """Asks for permits; see :meth:`locker_client.Client.ask`."""
         return await self._call(calls.ask(limit, key, cost, up_to, max_wait_ms))
+
+    async def ask_many(self, asks: Iterable[Ask]) -> List[BatchReply]:
+        """Many asks in one message, their replies in order; see
+        :meth:`locker_client.Client.ask_many`."""
+        return await self._call(calls.ask_many(asks))
 
     async def acquire(
         self,

@@ -9,10 +9,11 @@ module holds no state and never touches a socket.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Generic, Optional, TypeVar
+from functools import partial
+from typing import Any, Callable, Dict, Generic, Iterable, List, Optional, TypeVar
 
 from . import wire
-from .wire import GoReply, LeaseReply
+from .wire import Ask, BatchReply, GoReply, LeaseReply
 
 T = TypeVar("T")
 
@@ -28,6 +29,12 @@ class Call(Generic[T]):
 def ask(limit: Optional[str], key: Optional[str], cost: int, up_to: bool, max_wait_ms: Optional[int]) -> Call[GoReply]:
     """An ask for ``cost`` permits of ``limit`` for ``key``."""
     return Call(wire.encode(wire.go_request(limit, key, cost, up_to, max_wait_ms)), wire.decode_go)
+
+
+def ask_many(asks: Iterable[Ask]) -> Call[List[BatchReply]]:
+    """Many asks in one message, their replies in the same order."""
+    request = wire.batch_request(asks)
+    return Call(wire.encode(request), partial(wire.decode_batch, count=len(request["asks"])))
 
 
 def reservation(reply: GoReply) -> float:

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Dict, Optional, Sequence, TypeVar, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, TypeVar, Union
 
 import zmq
 
 from . import calls, curve, pirate, wire
 from .base import DEFAULT_TIMEOUT, ClientBase
 from .lease import Lease, wait_for_lease
-from .wire import GoReply, LeaseReply
+from .wire import Ask, BatchReply, GoReply, LeaseReply
 
 T = TypeVar("T")
 
@@ -94,6 +94,22 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         ``TypeError``/``ValueError`` for a bad argument, before sending.
         """
         return self._call(calls.ask(limit, key, cost, up_to, max_wait_ms))
+
+    def ask_many(self, asks: Iterable[Ask]) -> List[BatchReply]:
+        """Sends many asks in one message (at most 1000,
+        ``wire.MAX_BATCH_ASKS``) and returns their replies in the order of
+        ``asks``: for each, the :class:`~locker_client.GoReply` it would get
+        on its own at that moment (a later ask sees what an earlier one
+        took), or a :class:`~locker_client.Refused` when the locker refused
+        that ask alone. One round trip however many asks::
+
+            replies = client.ask_many([Ask("api", "user-7"), Ask("api", "user-8", cost=3)])
+
+        Raises :class:`~locker_client.LockerError` when the locker refuses
+        the whole batch, ``TypeError``/``ValueError`` for a bad ask or more
+        than 1000 of them, before sending. A reservation is not slept.
+        """
+        return self._call(calls.ask_many(asks))
 
     def acquire(
         self,

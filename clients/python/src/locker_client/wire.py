@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, cast
+from typing import Any, Dict, Iterable, List, Optional, Union, cast
 
 import msgpack
 
@@ -30,6 +30,8 @@ PLAIN_BODY = b"let me go"
 MAX_WAIT_MS = 3_600_000
 #: The range of a lease's ``ttl_ms``.
 MAX_TTL_MS = 86_400_000
+#: The most asks one batch may carry (the locker's ``MAX_BATCH_ASKS``).
+MAX_BATCH_ASKS = 1000
 
 _U64 = 2**64
 
@@ -59,6 +61,42 @@ class GoReply:
 
     def __bool__(self) -> bool:
         return self.ok
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One ask of a batch, with the arguments of
+    :meth:`~locker_client.Client.ask` and the same defaults: ``cost``
+    permits of ``limit`` (the default limit when None) for ``key``, with
+    ``up_to`` and ``max_wait_ms`` as there. Checked when the batch is built.
+    """
+
+    limit: Optional[str] = None
+    key: Optional[str] = None
+    cost: int = 1
+    up_to: bool = False
+    max_wait_ms: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The locker's refusal of one ask of a batch, the others answered
+    (an unknown limit, a cost above the capacity...): ``message`` is its
+    own words, as :class:`~locker_client.LockerError` carries them. ``ok``
+    is False, and so is the value in a boolean context: never a go."""
+
+    message: str
+
+    @property
+    def ok(self) -> bool:
+        return False
+
+    def __bool__(self) -> bool:
+        return False
+
+
+#: What a batch answers for each of its asks.
+BatchReply = Union[GoReply, Refused]
 
 
 @dataclass(frozen=True)
@@ -138,15 +176,41 @@ def go_request(
     limit: Optional[str], key: Optional[str], cost: int, up_to: bool, max_wait_ms: Optional[int]
 ) -> Request:
     """The map of an ask, checked; fields in the Rust client's order."""
-    request: Request = {"op": "go"}
-    _put(request, "limit", check_name("limit", limit))
-    _put(request, "key", check_name("key", key))
-    request["cost"] = check_count("cost", cost)
+    return {"op": "go", **ask_entry(limit, key, cost, up_to, max_wait_ms)}
+
+
+def ask_entry(
+    limit: Optional[str], key: Optional[str], cost: int, up_to: bool, max_wait_ms: Optional[int]
+) -> Request:
+    """The map of an ask without ``op``, checked: a batch's entry."""
+    entry: Request = {}
+    _put(entry, "limit", check_name("limit", limit))
+    _put(entry, "key", check_name("key", key))
+    entry["cost"] = check_count("cost", cost)
     if check_flag("up_to", up_to):
-        request["up_to"] = True
+        entry["up_to"] = True
     if max_wait_ms is not None:
-        request["max_wait_ms"] = check_count("max_wait_ms", max_wait_ms, 0, MAX_WAIT_MS)
-    return request
+        entry["max_wait_ms"] = check_count("max_wait_ms", max_wait_ms, 0, MAX_WAIT_MS)
+    return entry
+
+
+def batch_request(asks: Iterable[Ask]) -> Request:
+    """The map of a batch of asks, checked: at most :data:`MAX_BATCH_ASKS`,
+    each an :class:`Ask` with good arguments."""
+    listed = list(asks)
+    if len(listed) > MAX_BATCH_ASKS:
+        raise ValueError(f"a batch carries at most {MAX_BATCH_ASKS} asks, this one has {len(listed)}")
+    return {"op": "batch", "asks": [_batch_entry(i, ask) for i, ask in enumerate(listed)]}
+
+
+def _batch_entry(index: int, ask: object) -> Request:
+    """The entry of ask ``index``; a bad one says which it is."""
+    if not isinstance(ask, Ask):
+        raise TypeError(f"ask {index} must be an Ask, not {type(ask).__name__}")
+    try:
+        return ask_entry(ask.limit, ask.key, ask.cost, ask.up_to, ask.max_wait_ms)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"ask {index}: {e}") from e
 
 
 def acquire_request(
@@ -220,14 +284,24 @@ def decode_map(body: bytes) -> Dict[str, Any]:
         raise BadReply(f"not MessagePack: {e}") from e
     if not isinstance(value, dict):
         raise BadReply(f"expected a map, got {body[:40]!r}")
-    if "error" in value and len(value) == 1:
-        raise LockerError(str(value["error"]))
+    error = _error_of(value)
+    if error is not None:
+        raise LockerError(error)
     return value
+
+
+def _error_of(m: Dict[Any, Any]) -> Optional[str]:
+    """The message of an error map, None for any other map."""
+    return str(m["error"]) if "error" in m and len(m) == 1 else None
 
 
 def decode_go(body: bytes) -> GoReply:
     """A go reply."""
-    m = decode_map(body)
+    return _go_reply(decode_map(body))
+
+
+def _go_reply(m: Dict[str, Any]) -> GoReply:
+    """A go reply's map as a :class:`GoReply`."""
     try:
         return GoReply(
             ok=bool(m["ok"]),
@@ -240,6 +314,26 @@ def decode_go(body: bytes) -> GoReply:
         )
     except (KeyError, TypeError, ValueError) as e:
         raise BadReply(f"not a go reply: {m!r}") from e
+
+
+def decode_batch(body: bytes, count: int) -> List[BatchReply]:
+    """The reply to a batch of ``count`` asks: a go reply or a
+    :class:`Refused` for each, in order. Raises LockerError when the locker
+    refused the whole batch."""
+    replies = decode_map(body).get("replies")
+    if not isinstance(replies, list):
+        raise BadReply(f"not a batch's reply: {body[:40]!r}")
+    if len(replies) != count:
+        raise BadReply(f"{len(replies)} replies to a batch of {count} asks")
+    return [_batch_reply(r) for r in replies]
+
+
+def _batch_reply(value: Any) -> BatchReply:
+    """One reply of a batch: a go reply, or an error map for that ask alone."""
+    if not isinstance(value, dict):
+        raise BadReply(f"a batch's reply holds {value!r}, not a map")
+    error = _error_of(value)
+    return _go_reply(value) if error is None else Refused(error)
 
 
 def decode_lease(body: bytes) -> LeaseReply:
