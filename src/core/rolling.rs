@@ -26,7 +26,9 @@
 //! ahead add at most 66 entries per T they reach into (max_wait is at most
 //! an hour).
 //! Keys are dropped by a sweep, at most once per second or per half window,
-//! once nothing of theirs counts. This module knows nothing of names beyond
+//! once nothing of theirs counts; while there are keys, the sweep is also a
+//! deadline for the serving loop, so a flood's memory comes back without a
+//! request. This module knows nothing of names beyond
 //! keys, sockets or clocks: it takes `now`.
 //!
 //! Peers share the count per sub-slot (see `shared`).
@@ -63,12 +65,21 @@ pub struct RollingWindow {
     unkeyed: Log,
     keys: HashMap<Box<str>, Log>,
     next_sweep: Nanos,
+    /// Bytes the keys' grants held at the last sweep (see `heap_bytes`).
+    swept_bytes: usize,
 }
 
 impl RollingWindow {
     /// An empty window for `quota`: max_requests in any in_seconds.
     pub fn new(quota: Quota) -> RollingWindow {
-        RollingWindow { quota, span: Span::of(quota), unkeyed: Log::default(), keys: HashMap::new(), next_sweep: 0 }
+        RollingWindow {
+            quota,
+            span: Span::of(quota),
+            unkeyed: Log::default(),
+            keys: HashMap::new(),
+            next_sweep: 0,
+            swept_bytes: 0,
+        }
     }
 
     /// The quota this window enforces.
@@ -108,11 +119,35 @@ impl RollingWindow {
         let span = self.span;
         self.unkeyed.prune(now, span);
         let before = self.keys.len();
+        let mut grants = 0;
         self.keys.retain(|_, log| {
             log.prune(now, span);
-            !log.is_idle(now)
+            let live = !log.is_idle(now);
+            grants += if live { log.own.capacity() } else { 0 };
+            live
         });
+        self.swept_bytes = grants * std::mem::size_of::<(Nanos, u32)>();
+        // A flood's keys leave a map far too large: give most of it back,
+        // keeping room to double, so that a steady load does not reallocate.
+        if self.keys.capacity() > 64 && self.keys.len() * 8 < self.keys.capacity() {
+            self.keys.shrink_to(self.keys.len() * 2);
+        }
         before - self.keys.len()
+    }
+
+    /// The next sweep, while there are keys for it to drop: the loop wakes
+    /// then even without a request, so a flood's memory comes back.
+    pub fn next_deadline(&self) -> Option<Nanos> {
+        (!self.keys.is_empty()).then_some(self.next_sweep)
+    }
+
+    /// Bytes the keys hold on the heap, roughly: the map, and the keys'
+    /// grants as the last sweep counted them (walking every key's grants at
+    /// each scrape would cost what a million keys cost); not the keys' names
+    /// or peers' counts.
+    pub fn heap_bytes(&self) -> usize {
+        let map = self.keys.capacity() * (std::mem::size_of::<(Box<str>, Log)>() + 1);
+        map + if self.keys.is_empty() { 0 } else { self.swept_bytes }
     }
 
     /// Takes permits for `key` as `want` says, for a locker on its own.

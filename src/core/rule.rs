@@ -138,8 +138,7 @@ impl Rule {
             Rule::Semaphore(s) => s.next_deadline(),
             Rule::Window(w) => w.next_deadline(),
             Rule::Bucket(b) => b.next_deadline(),
-            // A rolling window sweeps its keys when asked, at most once a second.
-            Rule::Rolling(_) => None,
+            Rule::Rolling(r) => r.next_deadline(),
         }
     }
 
@@ -148,7 +147,8 @@ impl Rule {
         match self {
             Rule::Window(w) => w.heap_bytes(),
             Rule::Bucket(b) => b.heap_bytes(),
-            Rule::Rolling(_) | Rule::Semaphore(_) => 0,
+            Rule::Rolling(r) => r.heap_bytes(),
+            Rule::Semaphore(_) => 0,
         }
     }
 }

@@ -205,6 +205,50 @@ fn a_flood_of_keys_gives_its_memory_back_at_the_next_slot_change_without_a_reque
     }
 }
 
+#[test]
+fn a_flood_of_rolling_window_keys_gives_its_memory_back_without_a_request() {
+    // A rolling window swept its keys only when next asked: after a flood
+    // and silence, they and their memory stayed for good.
+    const KEYS: usize = 50_000;
+    let d = Daemon::start(&[
+        "--algorithm",
+        "rolling-window",
+        "--max-requests",
+        "5",
+        "--in-seconds",
+        "1",
+        "--max-keys",
+        &KEYS.to_string(),
+    ]);
+    let before = rss(d.pid());
+    let started = Instant::now();
+    assert_eq!(flood(&d.endpoint, (0..KEYS).map(|i| format!("user-{i:08}"))), KEYS);
+    let flooded = rss(d.pid());
+    eprintln!("flood of {KEYS} keys took {:?}", started.elapsed());
+    assert!(flooded > before + (2 << 20), "the flood took memory: {before} -> {flooded} bytes");
+    let mut c = client(&d);
+    let stats = c.stats().unwrap();
+    assert!(stats.live_keys > 0 && stats.key_bytes > 0, "the flood's keys are live: {stats:?}");
+    // No ask from here on (stats do not touch the tables): the loop sweeps
+    // once the grants stop counting, a second or two after the flood.
+    let deadline = Instant::now() + Duration::from_secs(8);
+    loop {
+        let stats = c.stats().unwrap();
+        if (stats.live_keys, stats.key_bytes) == (0, 0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{stats:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut after = rss(d.pid());
+    while after > before + (2 << 20) {
+        assert!(Instant::now() < deadline, "still {after} bytes resident (from {before}, flooded {flooded})");
+        std::thread::sleep(Duration::from_millis(20));
+        after = rss(d.pid());
+    }
+    eprintln!("resident: {} KiB before, {} KiB flooded, {} KiB after", before >> 10, flooded >> 10, after >> 10);
+}
+
 /// What `locker serve <args>` logs at `warn` before it is ready.
 fn start_up_warnings(args: &[&str]) -> String {
     use std::io::{BufRead, BufReader, Read};

@@ -139,6 +139,31 @@ fn keys_count_apart_and_are_swept_once_nothing_counts() {
 }
 
 #[test]
+fn a_flood_of_keys_is_swept_at_the_loops_deadline_and_the_map_given_back() {
+    // 5 in any 3 s: a sweep every 1.5 s, while grants count for 3 s.
+    let mut w = RollingWindow::new(Quota::new(5, 3.0).unwrap());
+    assert_eq!(w.next_deadline(), None, "no keys, nothing to wake for");
+    w.advance(T0);
+    for i in 0..10_000 {
+        assert!(w.take(T0, Some(&format!("key-{i}")), Want::now(1), KeyRoom::Free).unwrap().go);
+    }
+    let sweep = w.next_deadline().expect("keys to sweep");
+    assert_eq!(sweep, T0 + 1_500 * MS);
+    let map = w.heap_bytes();
+    assert!(map >= 10_000 * std::mem::size_of::<(Box<str>, Log)>(), "{map} bytes");
+    // The first sweep keeps every key (their grants still count) and
+    // counts their grants' bytes.
+    assert_eq!(w.advance(sweep), 0);
+    assert!(w.heap_bytes() >= map + 10_000 * 16, "{} bytes with the grants", w.heap_bytes());
+    let next = w.next_deadline().expect("still keys");
+    assert_eq!(next, sweep + 1_500 * MS);
+    // By the next one nothing counts: every key goes, and the memory with them.
+    assert_eq!(w.advance(next), 10_000);
+    assert_eq!((w.live_keys(), w.next_deadline()), (0, None));
+    assert!(w.heap_bytes() < 64 * std::mem::size_of::<(Box<str>, Log)>(), "{} bytes kept", w.heap_bytes());
+}
+
+#[test]
 fn a_reload_keeps_the_counts_only_while_grants_are_stamped_alike() {
     let mut w = seed();
     assert!(ask(&mut w, T0, Want::now(5)).go);
