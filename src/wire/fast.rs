@@ -1,12 +1,13 @@
-//! Hand-written MessagePack for the two messages on every structured
-//! request's path: the request map in, the go reply out (and the go reply's
-//! first field read back, for the load generator). They give the same
-//! values and the same bytes as the serde definitions in `wire` (the tests
-//! below check this on generated values), at a fraction of the cost.
+//! Hand-written MessagePack for the messages on every structured request's
+//! path: a go (straight into an ask) and the request map in, the go reply
+//! out (and the go reply's first field read back, for the load generator).
+//! They give the same values and the same bytes as the serde definitions in
+//! `wire` (the tests in `fast/tests.rs` check this on generated values), at
+//! a fraction of the cost.
 //!
-//! The decoder is a fast path only: it reads the common shape of a go (a
+//! The decoders are a fast path only: they read the common shape of a go (a
 //! flat map of `op`, `limit`, `key`, `cost`, `up_to` and `max_wait_ms`) and
-//! answers `None` for anything else, any other field included, so that
+//! answer `None` for anything else, any other field included, so that
 //! `wire` falls back to the full serde decoder, which gives the same values
 //! or the same errors. The encoder destructures `GoReply` field by field, so
 //! a field added to it fails to compile here until this module learns it.
@@ -329,142 +330,4 @@ impl<'a> Reader<'a> {
 }
 
 #[cfg(test)]
-mod tests {
-    use proptest::prelude::*;
-
-    use super::*;
-    use crate::wire;
-
-    fn serde_bytes<T: serde::Serialize>(value: &T) -> Vec<u8> {
-        let mut out = Vec::new();
-        wire::encode(value, &mut out);
-        out
-    }
-
-    fn serde_map(body: &[u8]) -> Option<RequestMap<'_>> {
-        rmp_serde::from_slice(body).ok()
-    }
-
-    /// What `decode_go_prefix` must give: the request map's fast decoding,
-    /// for a go.
-    fn go_by_map(body: &[u8]) -> Option<(Ask<'_>, usize)> {
-        let (map, len) = decode_request_map_prefix(body)?;
-        matches!(map.op, None | Some("go")).then(|| (Ask::from_map(&map), len))
-    }
-
-    proptest! {
-        #[test]
-        fn go_replies_encode_as_serde_does(
-            ok: bool, limit: u32, remaining: u32,
-            retry in prop_oneof![Just(0u64), 0..200u64, any::<u64>()],
-            reset in prop_oneof![0..70_000u64, any::<u64>()],
-            granted: Option<u32>,
-            wait_ms in proptest::option::of(prop_oneof![0..1000u64, any::<u64>()]),
-        ) {
-            let reply = GoReply { ok, limit, remaining, retry_after_ms: retry, reset_after_ms: reset, granted, wait_ms };
-            let mut out = Vec::new();
-            encode_go_reply(&reply, &mut out);
-            prop_assert_eq!(&out, &serde_bytes(&reply));
-            prop_assert_eq!(go_reply_ok(&out), Some(ok));
-        }
-
-        #[test]
-        fn request_maps_decode_as_serde_does(
-            op in proptest::option::of("go|stats|[a-z]{0,3}"),
-            limit in proptest::option::of(".{0,40}"),
-            key in proptest::option::of(".{0,300}"),
-            cost in proptest::option::of(prop_oneof![0..300u64, any::<u64>()]),
-            up_to: Option<bool>,
-            max_wait_ms in proptest::option::of(prop_oneof![0..300u64, any::<u64>()]),
-        ) {
-            let map = RequestMap {
-                op: op.as_deref(),
-                limit: limit.as_deref(),
-                key: key.as_deref(),
-                cost,
-                up_to,
-                max_wait_ms,
-                ..RequestMap::default()
-            };
-            let body = serde_bytes(&map);
-            prop_assert_eq!(decode_request_map(&body), Some(map));
-            prop_assert_eq!(value_len(&body, 8), Some(body.len()));
-            prop_assert_eq!(value_len(&body[..body.len() - 1], 8), None, "cut short");
-        }
-
-        #[test]
-        fn any_bytes_decode_as_serde_does_or_fall_back(body in proptest::collection::vec(any::<u8>(), 0..40)) {
-            if let Some(fast) = decode_request_map(&body) {
-                prop_assert_eq!(Some(fast), serde_map(&body));
-            }
-            prop_assert_eq!(decode_go_prefix(&body), go_by_map(&body));
-        }
-
-        #[test]
-        fn gos_decode_as_through_the_request_map(
-            op in proptest::option::of("go|stats|g"),
-            limit in proptest::option::of("[a-z]{0,6}"),
-            key in proptest::option::of(".{0,30}"),
-            cost in proptest::option::of(prop_oneof![0..300u64, any::<u64>()]),
-            up_to: Option<bool>,
-            max_wait_ms in proptest::option::of(0..100_000u64),
-            count in proptest::option::of(0..3u64),
-            tail in proptest::collection::vec(any::<u8>(), 0..3),
-        ) {
-            let map = RequestMap { op: op.as_deref(), limit: limit.as_deref(), key: key.as_deref(), cost, up_to, max_wait_ms, count, ..RequestMap::default() };
-            let mut body = serde_bytes(&map);
-            body.extend_from_slice(&tail);
-            let fast = decode_go_prefix(&body);
-            prop_assert_eq!(fast, go_by_map(&body));
-            prop_assert_eq!(fast.is_some(), matches!(op.as_deref(), None | Some("go")) && count.is_none());
-        }
-    }
-
-    #[test]
-    fn only_a_go_reply_reads_as_one() {
-        assert_eq!(go_reply_ok(&serde_bytes(&wire::ErrorReply { error: "no".into() })), None);
-        assert_eq!(go_reply_ok(b"go"), None);
-        assert_eq!(go_reply_ok(b"\x85\xa2ok"), None, "cut short before the value");
-        assert_eq!(go_reply_ok(b""), None);
-    }
-
-    #[test]
-    fn every_kind_of_value_is_measured_whole() {
-        let value = (
-            (-1i8, 300u16, -70_000i32, u64::MAX, 1.5f32, 2.5f64, "s", "x".repeat(40), "y".repeat(300)),
-            (vec![true; 20], Vec::<u8>::new(), None::<u8>, -100_000_000_000i64),
-            std::collections::BTreeMap::from([(1u8, "a"); 1]),
-            (0..20u32).map(|i| (i, i)).collect::<std::collections::BTreeMap<_, _>>(),
-        );
-        let body = serde_bytes(&value);
-        assert_eq!(value_len(&body, 8), Some(body.len()));
-        for cut in 0..body.len() {
-            assert_eq!(value_len(&body[..cut], 8), None, "cut at {cut}");
-        }
-        for ext in [
-            &b"\xc4\x03bin"[..],
-            b"\xd4\x01\x00",
-            b"\xd8\x01\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f",
-            b"\xc7\x02\x05ab",
-        ] {
-            assert_eq!(value_len(ext, 8), Some(ext.len()), "{ext:?}");
-        }
-        assert_eq!(value_len(b"\xc1", 8), None, "reserved");
-        assert_eq!(value_len(b"\x91\x91\x91\x00", 4), Some(4));
-        assert_eq!(value_len(b"\x91\x91\x91\x91\x00", 4), None, "nested too deep");
-    }
-
-    #[test]
-    fn uncommon_shapes_fall_back_to_serde() {
-        let with = |extra: &[u8]| [&[0x82, 0xa2, b'o', b'p', 0xa2, b'g', b'o'][..], extra].concat();
-        assert_eq!(decode_request_map(&with(&[0xa1, b'x', 0x01])), None, "an unknown field");
-        assert_eq!(decode_request_map(&with(&[0xa5, b'l', b'e', b'a', b's', b'e', 0xa1, b'x'])), None, "a lease field");
-        assert_eq!(decode_request_map(&with(&[0xa2, b'o', b'p', 0xa2, b'g', b'o'])), None, "a repeated field");
-        assert_eq!(decode_request_map(&with(&[0xa3, b'k', b'e', b'y', 0xc0])), None, "a nil key");
-        assert_eq!(decode_request_map(&with(&[0xa4, b'c', b'o', b's', b't', 0xd0, 0x01])), None, "a signed cost");
-        let mut trailing = serde_bytes(&RequestMap { op: Some("go"), ..RequestMap::default() });
-        trailing.push(0xc0);
-        assert_eq!(decode_request_map(&trailing), None, "trailing bytes");
-        assert_eq!(decode_request_map(&[0x81, 0xa2, b'o', b'p', 0xa2, 0xff, 0xfe]), None, "invalid UTF-8");
-    }
-}
+mod tests;

@@ -1,0 +1,190 @@
+//! Unit tests of `config`.
+
+use super::*;
+
+fn parse(text: &str) -> FileConfig {
+    toml::from_str(text).unwrap()
+}
+
+#[test]
+fn defaults_are_the_seeds() {
+    let c = ServeConfig::resolve(Flags::default(), FileConfig::default()).unwrap();
+    assert_eq!(c.bind, "tcp://*:7777");
+    assert_eq!(c.default.quota(), Quota::new(1, 1.0).unwrap());
+    assert!(c.limits.is_empty());
+}
+
+#[test]
+fn flags_win_over_the_file() {
+    let file = parse(
+        "bind = 'tcp://127.0.0.1:1'\n[[limits]]\nname = 'default'\nmax_requests = 3\nin_seconds = 2.0\n\
+         [[limits]]\nname = 'api'\nmax_requests = 5\nin_seconds = 0.8\n",
+    );
+    let flags = Flags { max_requests: Some(7), ..Flags::default() };
+    let c = ServeConfig::resolve(flags, file).unwrap();
+    assert_eq!(c.bind, "tcp://127.0.0.1:1");
+    assert_eq!(c.default.quota(), Quota::new(7, 2.0).unwrap());
+    assert_eq!(c.limits.len(), 1);
+    assert_eq!(c.limits[0].name(), "api");
+}
+
+#[test]
+fn bad_files_are_clear_errors() {
+    let dup = parse(
+        "[[limits]]\nname='a'\nmax_requests=1\nin_seconds=1\n[[limits]]\nname='a'\nmax_requests=1\nin_seconds=1\n",
+    );
+    assert!(matches!(ServeConfig::resolve(Flags::default(), dup), Err(ConfigError::Duplicate(_))));
+    let zero = parse("[[limits]]\nname='a'\nmax_requests=0\nin_seconds=1\n");
+    let e = ServeConfig::resolve(Flags::default(), zero).unwrap_err();
+    assert_eq!(e.to_string(), "limit \"a\": max_requests must be at least 1");
+    assert!(toml::from_str::<FileConfig>("nonsense = 1").is_err());
+}
+
+#[test]
+fn file_errors_say_the_line_column_and_limit() {
+    let e = FileConfig::parse("max_keys = 1\n\n[[limits]]\nname = 'a'\nmax_requests = 1\n").unwrap_err();
+    assert_eq!(e, "line 3, column 1: limit \"a\": missing field `in_seconds`");
+    let e = FileConfig::parse("[[limits]]\nmax_requests = 1\nin_seconds = 1\n").unwrap_err();
+    assert!(e.starts_with("line 1, column 1: limit number 1: missing field `name`"), "{e}");
+    let e = FileConfig::parse("max_keys = 1\nnonsense = 2\n").unwrap_err();
+    assert!(e.starts_with("line 2, column 1: unknown field `nonsense`"), "{e}");
+    let e = FileConfig::parse("max_keys = 'x'\n").unwrap_err();
+    assert!(e.starts_with("line 1, column 12: "), "{e}");
+}
+
+#[test]
+fn bind_endpoints_resolve_host_names_and_refuse_large_ports() {
+    assert_eq!(bind_endpoint("tcp://localhost:7777").unwrap(), "tcp://127.0.0.1:7777");
+    assert_eq!(bind_endpoint("tcp://localhost:*").unwrap(), "tcp://127.0.0.1:*");
+    for kept in ["tcp://*:7777", "tcp://10.0.0.5:1", "tcp://[::1]:1", "tcp://lo:7777", "ipc:///tmp/x", "inproc://a"] {
+        assert_eq!(bind_endpoint(kept).unwrap(), kept);
+    }
+    let e = bind_endpoint("tcp://127.0.0.1:70000").unwrap_err();
+    assert_eq!(e.to_string(), "cannot bind tcp://127.0.0.1:70000: port 70000 is above 65535");
+    let flags = Flags { bind: Some("tcp://*:65536".into()), ..Flags::default() };
+    assert!(matches!(ServeConfig::resolve(flags, FileConfig::default()), Err(ConfigError::Bind { .. })));
+}
+
+#[test]
+fn peering_settings_without_peer_bind_are_reported_as_ignored() {
+    let flags = Flags { node_id: Some("a".into()), ..Flags::default() };
+    assert_eq!(ignored_settings(&flags, &parse("peer_grace = 0.5\n")), ["node_id", "peer_grace"]);
+    let peered = Flags { peer_bind: Some("tcp://*:1".into()), ..flags.clone() };
+    assert!(ignored_settings(&peered, &FileConfig::default()).is_empty());
+    assert!(ignored_settings(&Flags::default(), &FileConfig::default()).is_empty());
+}
+
+#[test]
+fn one_file_mixes_the_three_kinds() {
+    let file = parse(
+        "[[limits]]\nname = 'api'\nmax_requests = 5\nin_seconds = 0.8\n\
+         [[limits]]\nname = 'smooth'\nalgorithm = 'token-bucket'\nmax_requests = 10\nin_seconds = 1\nburst = 20\n\
+         [[limits]]\nname = 'db'\nalgorithm = 'semaphore'\nmax_requests = 4\nin_seconds = 30\n",
+    );
+    let c = ServeConfig::resolve(Flags::default(), file).unwrap();
+    let kinds: Vec<_> = c.limits.iter().map(|l| (l.name(), l.algorithm().name(), l.capacity())).collect();
+    assert_eq!(kinds, [("api", "fixed-window", 5), ("smooth", "token-bucket", 20), ("db", "semaphore", 4)]);
+    let burst_on_window = parse("[[limits]]\nname='w'\nmax_requests=1\nin_seconds=1\nburst=3\n");
+    let e = ServeConfig::resolve(Flags::default(), burst_on_window).unwrap_err();
+    assert!(matches!(e, ConfigError::BurstWithoutBucket(_)), "{e}");
+    assert!(toml::from_str::<FileConfig>("[[limits]]\nname='x'\nmax_requests=1\nin_seconds=1\nalgorithm='leaky'\n")
+        .is_err());
+}
+
+#[test]
+fn a_limit_may_roll_and_takes_no_burst() {
+    let file = parse("[[limits]]\nname='r'\nalgorithm='rolling-window'\nmax_requests=5\nin_seconds=0.8\n");
+    let c = ServeConfig::resolve(Flags::default(), file).unwrap();
+    assert_eq!((c.limits[0].algorithm().name(), c.limits[0].capacity()), ("rolling-window", 5));
+    let flags = Flags { algorithm: Some("rolling-window".parse().unwrap()), burst: Some(3), ..Flags::default() };
+    let e = ServeConfig::resolve(flags, FileConfig::default()).unwrap_err();
+    assert!(matches!(e, ConfigError::BurstWithoutBucket(_)), "{e}");
+}
+
+#[test]
+fn flags_can_make_the_default_limit_a_token_bucket() {
+    let flags = Flags { algorithm: Some(AlgorithmName::TokenBucket), burst: Some(7), ..Flags::default() };
+    let c = ServeConfig::resolve(flags, FileConfig::default()).unwrap();
+    assert_eq!(c.default.capacity(), 7);
+    assert_eq!(c.default.algorithm().name(), "token-bucket");
+}
+
+#[test]
+fn peering_comes_from_the_file_or_the_flags() {
+    let file = parse(
+        "peer_bind = 'tcp://*:7778'\npeers = ['tcp://b:7778', 'tcp://c:7778']\nnode_id = 'a'\npeer_grace = 0.5\n",
+    );
+    let c = ServeConfig::resolve(Flags::default(), file).unwrap().peering.unwrap();
+    assert_eq!(c.bind, "tcp://*:7778");
+    let endpoints: Vec<_> = c.peers.iter().map(|p| p.endpoint.as_str()).collect();
+    assert_eq!(endpoints, ["tcp://b:7778", "tcp://c:7778"]);
+    assert_eq!(c.node_id, "a");
+    assert_eq!(c.grace, std::time::Duration::from_millis(500));
+    let flags = Flags { peers: vec!["tcp://d:1".into()], node_id: Some("x".into()), ..Flags::default() };
+    let file = parse("peer_bind = 'tcp://*:7778'\npeers = ['tcp://b:7778']\n");
+    let c = ServeConfig::resolve(flags, file).unwrap().peering.unwrap();
+    assert_eq!((c.peers[0].endpoint.as_str(), c.node_id.as_str()), ("tcp://d:1", "x"));
+}
+
+#[test]
+fn a_peer_may_name_its_public_key_when_curve_is_on() {
+    let key = KeyPair::generate().unwrap().public;
+    let spec = format!("tcp://b:7778={}", key.to_z85());
+    assert_eq!(PeerSpec::parse(&spec).unwrap(), PeerSpec { endpoint: "tcp://b:7778".into(), key: Some(key) });
+    assert!(PeerSpec::parse("tcp://b:7778=/nonexistent.pub").is_err());
+    let flags = Flags { peer_bind: Some("tcp://*:1".into()), peers: vec![spec], ..Flags::default() };
+    let plain = ServeConfig::resolve(flags, FileConfig::default());
+    assert!(matches!(plain, Err(ConfigError::PeerKeyWithoutSecret(e)) if e == "tcp://b:7778"));
+}
+
+#[test]
+fn curve_keys_come_from_the_file_or_the_flags() {
+    let dir = std::env::temp_dir().join(format!("locker-config-curve-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (server, alice) = (KeyPair::generate().unwrap(), KeyPair::generate().unwrap());
+    std::fs::write(dir.join("server.key"), format!("{}\n", server.secret.to_z85())).unwrap();
+    std::fs::write(dir.join("clients"), format!("# alice\n{}\n", alice.public)).unwrap();
+    let file = parse(&format!(
+        "curve_secret_key = '{}'\ncurve_clients = '{}'\n",
+        dir.join("server.key").display(),
+        dir.join("clients").display()
+    ));
+    let curve = ServeConfig::resolve(Flags::default(), file).unwrap().curve.unwrap();
+    assert_eq!(curve.keys, server);
+    assert_eq!(curve.clients, Some(Allowlist::of([alice.public])));
+    let open = Flags { curve_secret_key: Some(dir.join("server.key")), ..Flags::default() };
+    assert_eq!(ServeConfig::resolve(open, FileConfig::default()).unwrap().curve.unwrap().clients, None);
+    let no_secret = Flags { curve_clients: Some(dir.join("clients")), ..Flags::default() };
+    let e = ServeConfig::resolve(no_secret, FileConfig::default()).unwrap_err();
+    assert!(matches!(e, ConfigError::ClientsWithoutSecret), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_lease_secret_comes_from_the_file_or_the_flags_and_is_long() {
+    let dir = std::env::temp_dir().join(format!("locker-config-lease-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("long"), [7u8; 32]).unwrap();
+    std::fs::write(dir.join("short"), [7u8; 31]).unwrap();
+    let file = parse(&format!("lease_secret = '{}'\n", dir.join("long").display()));
+    assert!(ServeConfig::resolve(Flags::default(), file).unwrap().lease_secret.is_some());
+    let short = Flags { lease_secret: Some(dir.join("short")), ..Flags::default() };
+    let e = ServeConfig::resolve(short, FileConfig::default()).unwrap_err();
+    assert!(e.to_string().contains("at least 32 bytes"), "{e}");
+    assert!(ServeConfig::resolve(Flags::default(), FileConfig::default()).unwrap().lease_secret.is_none());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn peering_settings_are_checked() {
+    assert!(ServeConfig::resolve(Flags::default(), FileConfig::default()).unwrap().peering.is_none());
+    let no_bind = Flags { peers: vec!["tcp://b:1".into()], ..Flags::default() };
+    assert!(matches!(ServeConfig::resolve(no_bind, FileConfig::default()), Err(ConfigError::PeersWithoutBind)));
+    let bind = || Flags { peer_bind: Some("tcp://*:1".into()), ..Flags::default() };
+    let bad_id = Flags { node_id: Some("a b".into()), ..bind() };
+    assert!(matches!(ServeConfig::resolve(bad_id, FileConfig::default()), Err(ConfigError::BadNodeId(_))));
+    let bad_grace = Flags { peer_grace: Some(-1.0), ..bind() };
+    assert!(matches!(ServeConfig::resolve(bad_grace, FileConfig::default()), Err(ConfigError::BadGrace(_))));
+    let generated = ServeConfig::resolve(bind(), FileConfig::default()).unwrap().peering.unwrap();
+    assert!(generated.node_id.ends_with(&format!("-{}", std::process::id())), "{}", generated.node_id);
+}

@@ -1,0 +1,141 @@
+//! Unit tests of `nodes`.
+
+use super::*;
+
+const MS: Nanos = 1_000_000;
+
+fn node(id: &str, incarnation: u64) -> NodeKey {
+    NodeKey { id: id.into(), incarnation }
+}
+
+fn table(peers: &[&str]) -> Nodes {
+    let peers: Vec<Box<str>> = peers.iter().map(|&p| p.into()).collect();
+    Nodes::new(node("a", 1), &peers, 250 * MS)
+}
+
+#[test]
+fn runs_of_one_id_are_kept_apart() {
+    let mut n = table(&["b"]);
+    assert_eq!(n.resolve(0, 0, &node("a", 1)), Some(Nodes::ME));
+    let b1 = n.resolve(0, 0, &node("b", 1)).unwrap();
+    let b2 = n.resolve(0, 0, &node("b", 2)).unwrap();
+    assert_ne!(b1, b2);
+    assert_eq!(n.resolve(0, 0, &node("b", 1)), Some(b1));
+    assert_eq!(n.key(b2), Some(&node("b", 2)));
+}
+
+#[test]
+fn heartbeats_track_liveness_offset_and_restarts() {
+    let mut n = table(&["tcp://b"]);
+    let t = 10_000 * MS;
+    assert_eq!(n.heartbeat(t, 0, &node("b", 1), t + 3 * MS, false), [PeerEvent::Joined { id: "b".into() }]);
+    assert_eq!(n.heartbeat(t + 100 * MS, 0, &node("b", 1), t + 100 * MS, false), []);
+    let restarted = n.heartbeat(t + 200 * MS, 0, &node("b", 2), t + 200 * MS, true);
+    assert_eq!(restarted, [PeerEvent::Restarted { id: "b".into() }]);
+    assert_eq!(n.live_peers(t + 300 * MS, 500 * MS), 1);
+    assert_eq!(n.live_peers(t + 800 * MS, 500 * MS), 0);
+    let (_, b) = n.peers().next().unwrap();
+    assert!(b.joining);
+    assert_eq!(b.run, Some(node("b", 2)));
+    assert_eq!(&*b.name, "tcp://b");
+}
+
+#[test]
+fn a_peer_going_silent_and_coming_back_is_reported_once_each_way() {
+    let mut n = table(&["b"]);
+    let t = 10_000 * MS;
+    let mut events = VecDeque::new();
+    n.heartbeat(t, 0, &node("b", 1), t, false);
+    n.sweep_silent(t + 500 * MS, 500 * MS, &mut events);
+    assert!(events.is_empty(), "heard within the timeout");
+    n.sweep_silent(t + 501 * MS, 500 * MS, &mut events);
+    n.sweep_silent(t + 900 * MS, 500 * MS, &mut events);
+    assert_eq!(events, [PeerEvent::Silent { id: "b".into(), last_heard_ms: 501 }], "once");
+    let back = n.heartbeat(t + 2_000 * MS, 0, &node("b", 1), t + 2_000 * MS, false);
+    assert_eq!(back, [PeerEvent::Back { id: "b".into(), silent_ms: 2_000 }]);
+    assert!(n.heartbeat(t + 2_100 * MS, 0, &node("b", 1), t + 2_100 * MS, false).is_empty());
+    n.sweep_silent(t + 3_000 * MS, 500 * MS, &mut events);
+    let restarted = n.heartbeat(t + 5_000 * MS, 0, &node("b", 2), t + 5_000 * MS, false);
+    assert_eq!(restarted, [PeerEvent::Restarted { id: "b".into() }], "a new run is a restart");
+}
+
+#[test]
+fn a_skewed_clock_is_flagged_and_cleared() {
+    let mut n = table(&["b"]);
+    let t = 10_000 * MS;
+    let skewed = n.heartbeat(t, 0, &node("b", 1), t - 300 * MS, false);
+    assert_eq!(skewed[1], PeerEvent::ClockSkew { id: "b".into(), offset_ms: -300 });
+    assert!(n.peers().next().unwrap().1.flagged);
+    let cleared = n.heartbeat(t + 100 * MS, 0, &node("b", 1), t + 100 * MS, false);
+    assert_eq!(cleared, [PeerEvent::ClockSkewCleared { id: "b".into() }]);
+}
+
+#[test]
+fn heartbeats_queued_during_a_pause_are_not_judged_for_skew() {
+    let mut n = table(&["b"]);
+    let t = 10_000 * MS;
+    n.hold_skew_until(t + 500 * MS);
+    assert_eq!(n.heartbeat(t, 0, &node("b", 1), t - 3000 * MS, false), [PeerEvent::Joined { id: "b".into() }]);
+    assert!(!n.peers().next().unwrap().1.flagged);
+    assert_eq!(n.heartbeat(t + 600 * MS, 0, &node("b", 1), t + 600 * MS, false), []);
+}
+
+#[test]
+fn a_flood_of_made_up_node_ids_holds_a_few_runs_per_peer() {
+    let mut n = table(&["b", "c"]);
+    n.sender(0, 0, &node("b", 1)).unwrap();
+    let admitted = (0..30_000).filter(|&i| n.resolve(MS, 0, &node(&format!("x{i}"), i)).is_some()).count();
+    assert_eq!(admitted, MAX_RUNS_PER_PEER - 1, "the live run holds one place");
+    assert_eq!(n.runs(), MAX_RUNS_PER_PEER);
+    assert!(n.resolve(MS, 1, &node("c-relayed", 1)).is_some(), "another peer's room is its own");
+    assert!(n.resolve(MS, 0, &node("b", 1)).is_some(), "known runs are still resolved");
+    assert_eq!(n.resolve(MS, 2, &node("d", 1)), None, "not a configured peer");
+}
+
+#[test]
+fn a_new_run_waits_for_room_and_old_runs_are_forgotten() {
+    let mut n = table(&["b"]);
+    let retention = 2000 * MS;
+    n.set_retention(retention);
+    for i in 0..8 {
+        assert!(n.sender(i * MS, 0, &node("b", i)).is_some());
+    }
+    assert_eq!(n.sender(10 * MS, 0, &node("b", 8)), None, "no room: every run may still hold counts");
+    assert_eq!(n.peers().next().unwrap().1.run, Some(node("b", 7)));
+    n.forget(retention, retention);
+    assert_eq!(n.runs(), MAX_RUNS_PER_PEER, "named within the retention");
+    let later = 6 * MS + retention;
+    let (ix, _) = n.sender(later, 0, &node("b", 8)).expect("room, once the oldest runs expired");
+    assert_eq!(n.runs(), 2 + 1, "b 6 and b 7 are not expired yet; b 8 is live");
+    n.forget(later + retention + 1, retention);
+    assert_eq!(n.runs(), 1, "only the live run stays");
+    assert_eq!(n.key(ix), Some(&node("b", 8)));
+    assert!(n.key(ix - 1).is_none());
+}
+
+#[test]
+fn nobody_may_send_as_this_locker() {
+    let mut n = table(&["b"]);
+    assert_eq!(n.sender(0, 0, &node("a", 1)), None);
+    assert_eq!(n.sender(0, 1, &node("b", 1)), None);
+    assert!(n.heartbeat(0, 0, &node("a", 1), 0, false).is_empty());
+    assert_eq!(n.live_peers(0, 500 * MS), 0);
+}
+
+#[test]
+fn a_new_run_in_every_message_is_reported_once_a_second() {
+    let mut n = table(&["b"]);
+    let events: Vec<_> = (0..100).filter_map(|i| n.sender(i * MS, 0, &node("b", i)).and_then(|s| s.1)).collect();
+    assert_eq!(events, [PeerEvent::Joined { id: "b".into() }, PeerEvent::Restarted { id: "b".into() }]);
+    assert_eq!(n.runs(), MAX_RUNS_PER_PEER, "the rest are refused");
+    assert_eq!(shown(&"x".repeat(1000)).len(), 67);
+}
+
+#[test]
+fn refusals_are_counted_always_and_reported_once_a_second() {
+    let mut n = table(&["b"]);
+    assert!(n.refuse(0, 0, || "x".into()).is_some());
+    assert!(n.refuse(500 * MS, 0, || "x".into()).is_none());
+    let again = n.refuse(1000 * MS, 0, || "x".into());
+    assert_eq!(again, Some(PeerEvent::Refused { peer: "b".into(), what: "x".into(), rejected: 3 }));
+}

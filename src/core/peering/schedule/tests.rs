@@ -1,0 +1,142 @@
+//! Unit tests of `schedule`.
+
+use super::*;
+
+const MS: Nanos = NANOS_PER_MS;
+const T0: Nanos = 1_000_000 * MS;
+
+fn node(id: &str, incarnation: u64) -> NodeKey {
+    NodeKey { id: id.into(), incarnation }
+}
+
+fn peering(expected: usize) -> Peering {
+    let peers = ["b", "c", "d"][..expected].iter().map(|&p| p.into()).collect();
+    Peering::new(PeeringSettings::new(node("a", T0), peers, 1000 * MS, 1000 * MS), T0)
+}
+
+fn drain(p: &mut Peering, now: Nanos) -> Vec<Outgoing> {
+    std::iter::from_fn(|| p.poll_transmit(now)).take(10).collect()
+}
+
+#[test]
+fn a_starting_locker_holds_until_every_peer_synced() {
+    let mut p = peering(2);
+    assert_eq!(p.view(T0).hold_until, Some(T0 + 1000 * MS));
+    assert_eq!(drain(&mut p, T0), [Outgoing::Heartbeat { joining: true }, Outgoing::Repair]);
+    p.on_heartbeat(T0, 0, &node("b", 1), T0, false);
+    p.on_heartbeat(T0, 1, &node("c", 1), T0, false);
+    p.on_snapshot_done(T0 + 5 * MS, 0, &node("b", 1));
+    assert!(p.is_joining());
+    p.on_snapshot_done(T0 + 6 * MS, 0, &node("b", 1));
+    assert!(p.is_joining(), "the same peer twice is still one peer");
+    p.on_snapshot_done(T0 + 6 * MS, 1, &node("x", 1));
+    assert!(p.is_joining(), "a snapshot from a run that is not the peer's live one");
+    p.on_snapshot_done(T0 + 7 * MS, 1, &node("c", 1));
+    assert!(!p.is_joining());
+    assert_eq!(p.view(T0 + 7 * MS).hold_until, None);
+    let events: Vec<_> = std::iter::from_fn(|| p.poll_event()).collect();
+    assert_eq!(events.last(), Some(&PeerEvent::Ready { synced: 2 }));
+}
+
+#[test]
+fn a_locker_whose_peers_are_gone_serves_alone_after_the_grace() {
+    let mut p = peering(2);
+    assert_eq!(p.next_deadline(), T0);
+    drain(&mut p, T0);
+    assert_eq!(p.next_deadline(), T0 + JOINING_HEARTBEAT);
+    assert!(p.view(T0 + 999 * MS).hold_until.is_some());
+    let view = p.view(T0 + 1000 * MS);
+    assert_eq!(view, PeerView { live: 1, rank: 0, hold_until: None });
+    assert_eq!(p.poll_event(), Some(PeerEvent::Ready { synced: 0 }));
+}
+
+#[test]
+fn without_peers_there_is_nothing_to_wait_for() {
+    let mut p = peering(0);
+    assert_eq!(p.view(T0).hold_until, None);
+}
+
+#[test]
+fn a_joining_peer_gets_a_snapshot_at_most_every_gap() {
+    let mut p = peering(1);
+    p.on_snapshot_done(T0, 0, &node("b", 1));
+    drain(&mut p, T0 + 1000 * MS);
+    let t = T0 + 1000 * MS;
+    p.on_heartbeat(t + MS, 0, &node("b", 1), t + MS, true);
+    assert_eq!(drain(&mut p, t + MS), [Outgoing::Snapshot]);
+    p.on_heartbeat(t + 2 * MS, 0, &node("b", 1), t + 2 * MS, true);
+    assert_eq!(drain(&mut p, t + 2 * MS), []);
+    assert_eq!(p.next_deadline(), t + MS + SNAPSHOT_GAP);
+    assert_eq!(drain(&mut p, t + MS + SNAPSHOT_GAP), [Outgoing::Snapshot]);
+}
+
+#[test]
+fn a_peer_that_keeps_asking_gets_a_burst_of_snapshots_then_two_a_second() {
+    let mut p = peering(1);
+    let t = T0 + 2000 * MS;
+    drain(&mut p, t);
+    let mut snapshots = 0;
+    // "Joining" every 5 ms for 10 s, as a rogue at the peer's address could.
+    for i in 0..2000 {
+        let now = t + i * 5 * MS;
+        p.on_heartbeat(now, 0, &node("b", 1), now, true);
+        snapshots += drain(&mut p, now).iter().filter(|o| **o == Outgoing::Snapshot).count() as u64;
+    }
+    let most = SNAPSHOT_BURST + 10_000 * MS / SNAPSHOT_REFILL;
+    assert!((SNAPSHOT_BURST..=most).contains(&snapshots), "{snapshots} snapshots");
+}
+
+#[test]
+fn live_counts_configured_peers_heard_recently_and_never_itself() {
+    let mut p = peering(2);
+    p.on_heartbeat(T0, 0, &node("a", T0), T0, false);
+    assert_eq!(p.view(T0).live, 1, "nobody speaks as this locker");
+    p.on_heartbeat(T0, 0, &node("b", 1), T0, false);
+    p.on_heartbeat(T0 + 400 * MS, 1, &node("c", 1), T0 + 400 * MS, false);
+    p.on_heartbeat(T0 + 400 * MS, 2, &node("d", 1), T0 + 400 * MS, false);
+    assert_eq!(p.view(T0 + 450 * MS).live, 3, "d is not configured");
+    assert_eq!(p.view(T0 + 600 * MS).live, 2, "b has gone quiet");
+}
+
+#[test]
+fn rank_is_the_place_among_live_lockers_by_id() {
+    let peers = ["pa", "pz", "pb"].iter().map(|&p| p.into()).collect();
+    let mut p = Peering::new(PeeringSettings::new(node("m", T0), peers, 1000 * MS, 1000 * MS), T0);
+    p.on_heartbeat(T0, 0, &node("a", 1), T0, false);
+    p.on_heartbeat(T0, 1, &node("z", 1), T0, false);
+    p.on_heartbeat(T0 + 400 * MS, 2, &node("b", 1), T0 + 400 * MS, false);
+    assert_eq!(p.view(T0 + 450 * MS).rank, 2, "a and b sort before m");
+    assert_eq!(p.view(T0 + 600 * MS).rank, 1, "a has gone quiet");
+}
+
+#[test]
+fn heartbeats_slow_down_once_joined() {
+    let mut p = peering(1);
+    drain(&mut p, T0);
+    p.on_heartbeat(T0, 0, &node("b", 1), T0, false);
+    p.on_snapshot_done(T0 + MS, 0, &node("b", 1));
+    assert_eq!(drain(&mut p, T0 + JOINING_HEARTBEAT), [Outgoing::Heartbeat { joining: false }, Outgoing::Repair]);
+    assert_eq!(p.next_deadline(), T0 + JOINING_HEARTBEAT + 100 * MS);
+}
+
+#[test]
+fn a_pause_longer_than_the_peer_dead_time_means_joining_again() {
+    let mut p = peering(1);
+    p.on_heartbeat(T0, 0, &node("b", 1), T0, false);
+    p.on_snapshot_done(T0, 0, &node("b", 1));
+    assert!(!p.is_joining());
+    p.on_pause(T0 + 400 * MS, 400 * MS);
+    assert!(!p.is_joining(), "shorter than the peer-dead time");
+    let resumed = T0 + 3400 * MS;
+    p.on_pause(resumed, 3000 * MS);
+    assert!(p.is_joining());
+    assert_eq!(p.view(resumed).hold_until, Some(resumed + 1000 * MS));
+    assert_eq!(drain(&mut p, resumed)[0], Outgoing::Heartbeat { joining: true });
+    // The backlog: a heartbeat b sent 3 s ago is no clock skew.
+    p.on_heartbeat(resumed + MS, 0, &node("b", 1), T0 + 400 * MS, false);
+    let events: Vec<_> = std::iter::from_fn(|| p.poll_event()).collect();
+    assert!(events.iter().all(|e| !matches!(e, PeerEvent::ClockSkew { .. })), "{events:?}");
+    assert!(events.contains(&PeerEvent::Rejoining { paused_ms: 3000 }));
+    p.on_snapshot_done(resumed + 2 * MS, 0, &node("b", 1));
+    assert!(!p.is_joining());
+}
