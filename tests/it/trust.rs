@@ -194,7 +194,13 @@ fn a_flood_of_keys_gives_its_memory_back_at_the_next_slot_change_without_a_reque
         started.elapsed()
     );
     // Stats do not touch the tables; they report what the slot change left.
-    let mut c = client(&d);
+    wait_for_no_keys(&mut client(&d), deadline);
+}
+
+/// Polls stats until no key is live and the key tables hold nothing,
+/// failing at `deadline`. Stats do not touch the tables: this waits for the
+/// serving loop to drop the keys on its own.
+fn wait_for_no_keys(c: &mut Client, deadline: Instant) {
     loop {
         let stats = c.stats().unwrap();
         if (stats.live_keys, stats.key_bytes) == (0, 0) {
@@ -232,14 +238,7 @@ fn a_flood_of_rolling_window_keys_gives_its_memory_back_without_a_request() {
     // No ask from here on (stats do not touch the tables): the loop sweeps
     // once the grants stop counting, a second or two after the flood.
     let deadline = Instant::now() + Duration::from_secs(8);
-    loop {
-        let stats = c.stats().unwrap();
-        if (stats.live_keys, stats.key_bytes) == (0, 0) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{stats:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_no_keys(&mut c, deadline);
     let mut after = rss(d.pid());
     while after > before + (2 << 20) {
         assert!(Instant::now() < deadline, "still {after} bytes resident (from {before}, flooded {flooded})");
