@@ -24,6 +24,11 @@ fn go_by_map(body: &[u8]) -> Option<(Ask<'_>, usize)> {
 
 proptest! {
     #[test]
+    fn the_ascii_check_agrees_with_std(bytes in proptest::collection::vec(prop_oneof![0..0x80u8, any::<u8>()], 0..40)) {
+        prop_assert_eq!(is_ascii(&bytes), bytes.is_ascii());
+    }
+
+    #[test]
     fn go_replies_encode_as_serde_does(
         ok: bool, limit: u32, remaining: u32,
         retry in prop_oneof![Just(0u64), 0..200u64, any::<u64>()],
