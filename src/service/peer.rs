@@ -1,0 +1,224 @@
+//! The peer side of the seam: peer messages in (`on_peer`), the pause a
+//! frozen loop reports (`on_pause`), and peer messages out (`publish`),
+//! each as bytes, given `now`. The bounds on what a peer may say are
+//! checked here, before the core merges a count; the sharing itself is
+//! `core::peering`'s. No clock, no socket: the daemon loop brings both.
+
+use super::Service;
+use crate::core::peering::nodes::shown;
+use crate::core::{Count, Counted, Locker, Nanos, NodeKey, Nodes, Outgoing, PeerIx, Peering};
+use crate::wire::{self, PeerCount, PeerKind, PeerLimit, PeerMsg, PeerNode, MAX_COUNTS_PER_MESSAGE};
+
+impl Service {
+    /// Takes in one message from configured peer `peer` (numbered as in
+    /// the settings), received at `now`. A message that cannot be decoded
+    /// is dropped: peers cannot be answered, and the next cumulative count
+    /// repairs whatever it carried. Returns whether it was understood.
+    ///
+    /// What a peer may say is bounded: counts only for limits it defines as
+    /// this locker does, none above what one locker can grant in a slot,
+    /// and node ids only as many as its room in the node table (see
+    /// `core::peering::nodes`); the rest is refused and counted.
+    pub fn on_peer(&mut self, now: Nanos, peer: PeerIx, body: &[u8]) -> bool {
+        let (Some(p), Ok(msg)) = (&mut self.peering, wire::decode_peer(body)) else {
+            return false;
+        };
+        let Some(sender) = msg.sender().map(node_key).filter(|_| peer < p.nodes().configured()) else {
+            return false;
+        };
+        let heard = match msg.kind {
+            PeerKind::Beat => p.on_heartbeat(now, peer, &sender, msg.at, msg.joining),
+            PeerKind::Counts | PeerKind::Snapshot => p.on_message(now, peer, &sender),
+        };
+        if !heard {
+            p.refuse(now, peer, || format!("a message sent as {:?}", shown(&sender.id)));
+            return true;
+        }
+        for PeerLimit(name, digest) in &msg.limits {
+            if let Ok(id) = self.locker.find(Some(name)) {
+                p.on_limit(peer, id, self.locker.limit(id).digest() == *digest, || name.clone());
+            }
+        }
+        let counts = msg.counts.iter().map(|c| (c, Counted::Granted));
+        for (c, what) in counts.chain(msg.asked.iter().map(|c| (c, Counted::Asked))) {
+            if let Some(count) = accept(&self.locker, p, now, peer, &msg.nodes, c, what) {
+                self.locker.merge(now, &count);
+            }
+        }
+        if msg.kind == PeerKind::Snapshot && msg.done {
+            p.on_snapshot_done(now, peer, &sender);
+        }
+        self.locker.set_view(p.view(now));
+        true
+    }
+
+    /// Tells the service that the loop did not run for `paused` until
+    /// `now`; a pause longer than the peer-dead time makes a peered locker
+    /// learn the counts again before it grants (see `Peering::on_pause`).
+    pub fn on_pause(&mut self, now: Nanos, paused: Nanos) {
+        if let Some(p) = &mut self.peering {
+            p.on_pause(now, paused);
+            self.locker.set_view(p.view(now));
+        }
+    }
+
+    /// Hands every peer message due at `now` to `send`, encoded: the counts
+    /// of grants since the last call, then heartbeats, repairs and snapshots
+    /// as the peering schedule asks. Does nothing when not peered.
+    pub fn publish(&mut self, now: Nanos, mut send: impl FnMut(&[u8])) {
+        let Some(p) = &mut self.peering else { return };
+        let mut counts: Vec<Count> = self.locker.take_granted().collect();
+        send_counts(&self.locker, p.nodes(), PeerKind::Counts, now, &counts, &mut send);
+        while let Some(out) = p.poll_transmit(now) {
+            counts.clear();
+            let kind = match out {
+                Outgoing::Heartbeat { joining } => {
+                    let mut msg = Batch::new(&self.locker, p.nodes(), PeerKind::Beat, now);
+                    msg.msg.joining = joining;
+                    msg.finish(true, &mut send);
+                    continue;
+                }
+                Outgoing::Repair => {
+                    self.locker.drain_touched(now, |c| counts.push(c));
+                    PeerKind::Counts
+                }
+                Outgoing::Snapshot => {
+                    self.locker.snapshot(now, |c| counts.push(c));
+                    PeerKind::Snapshot
+                }
+            };
+            send_counts(&self.locker, p.nodes(), kind, now, &counts, &mut send);
+        }
+    }
+}
+
+/// Sends `counts` as messages of `kind`; a snapshot is sent even when
+/// empty, since its `done` part is what a joining peer waits for.
+fn send_counts(
+    locker: &Locker,
+    table: &Nodes,
+    kind: PeerKind,
+    now: Nanos,
+    counts: &[Count],
+    send: &mut impl FnMut(&[u8]),
+) {
+    let mut batch = Batch::new(locker, table, kind, now);
+    for c in counts {
+        batch.push(c, send);
+    }
+    batch.finish(kind == PeerKind::Snapshot, send);
+}
+
+/// Turns a count from `peer` into the core's terms, or `None` when it is
+/// not merged: a limit this locker does not have (or a semaphore, whose
+/// counts `merge` ignores), a limit the peer defines differently, a count
+/// above what one locker can grant in a slot, or a node the message does
+/// not list or the peer has no room for. Refusals are counted. Demand
+/// figures (`Counted::Asked`) count sorry as well as go, so they may
+/// exceed a slot's capacity and are not held to it.
+fn accept(
+    locker: &Locker,
+    p: &mut Peering,
+    now: Nanos,
+    peer: PeerIx,
+    nodes: &[PeerNode],
+    c: &PeerCount,
+    what: Counted,
+) -> Option<Count> {
+    let PeerCount(name, key, slot, node, count) = c;
+    let limit = locker.find(Some(name)).ok()?;
+    if !p.accepts(peer, limit) {
+        return None; // flagged and logged once, when the digest was heard
+    }
+    let most = locker.limit(limit).most_per_slot();
+    if what == Counted::Granted && *count > most {
+        p.refuse(now, peer, || format!("a count of {count} for limit {name:?}, above the {most} one locker can grant"));
+        return None;
+    }
+    let Some(node) = nodes.get(*node as usize).map(node_key) else {
+        p.refuse(now, peer, || "a count naming no node".into());
+        return None;
+    };
+    let Some(node) = p.nodes_mut().resolve(now, peer, &node) else {
+        p.refuse(now, peer, || format!("node id {:?}: more runs than one peer may name", shown(&node.id)));
+        return None;
+    };
+    Some(Count { limit, key: key.as_deref().map(Into::into), slot: *slot, node, count: *count, what })
+}
+
+fn node_key(n: &PeerNode) -> NodeKey {
+    NodeKey { id: n.0.as_str().into(), incarnation: n.1 }
+}
+
+/// Counts gathered into peer messages of at most `MAX_COUNTS_PER_MESSAGE`.
+struct Batch<'a> {
+    locker: &'a Locker,
+    table: &'a Nodes,
+    msg: PeerMsg,
+    ixs: Vec<u32>,
+    buf: Vec<u8>,
+}
+
+impl<'a> Batch<'a> {
+    fn new(locker: &'a Locker, table: &'a Nodes, kind: PeerKind, now: Nanos) -> Batch<'a> {
+        let me = table.me();
+        let msg = PeerMsg {
+            kind,
+            nodes: vec![PeerNode(me.id.to_string(), me.incarnation)],
+            at: now,
+            joining: false,
+            done: false,
+            counts: Vec::new(),
+            limits: Vec::new(),
+            asked: Vec::new(),
+        };
+        let mut batch = Batch { locker, table, msg, ixs: vec![Nodes::ME], buf: Vec::new() };
+        // Heartbeats and snapshot parts say how each limit is defined, so a
+        // peer merges the counts that come with them only when it agrees.
+        if matches!(kind, PeerKind::Beat | PeerKind::Snapshot) {
+            batch.msg.limits = locker.shared_digests().map(|(name, d)| PeerLimit(name.to_owned(), d)).collect();
+        }
+        batch
+    }
+
+    fn push(&mut self, c: &Count, send: &mut impl FnMut(&[u8])) {
+        let node = match self.ixs.iter().position(|&ix| ix == c.node) {
+            Some(i) => i,
+            None => {
+                // A run forgotten since: its count stays here but is not relayed.
+                let Some(key) = self.table.key(c.node) else { return };
+                self.msg.nodes.push(PeerNode(key.id.to_string(), key.incarnation));
+                self.ixs.push(c.node);
+                self.ixs.len() - 1
+            }
+        };
+        let limit = self.locker.limit(c.limit).name().to_owned();
+        let list = match c.what {
+            Counted::Granted => &mut self.msg.counts,
+            Counted::Asked => &mut self.msg.asked,
+        };
+        list.push(PeerCount(limit, c.key.as_deref().map(String::from), c.slot, node as u32, c.count));
+        if self.msg.counts.len() + self.msg.asked.len() >= MAX_COUNTS_PER_MESSAGE {
+            self.send(send);
+        }
+    }
+
+    /// Sends what is left; with `always`, also when nothing is (a heartbeat,
+    /// or the `done` part of a snapshot).
+    fn finish(mut self, always: bool, send: &mut impl FnMut(&[u8])) {
+        self.msg.done = self.msg.kind == PeerKind::Snapshot;
+        if always || !self.msg.counts.is_empty() || !self.msg.asked.is_empty() {
+            self.send(send);
+        }
+    }
+
+    fn send(&mut self, send: &mut impl FnMut(&[u8])) {
+        self.buf.clear();
+        wire::encode(&self.msg, &mut self.buf);
+        send(&self.buf);
+        self.msg.counts.clear();
+        self.msg.asked.clear();
+        self.msg.nodes.truncate(1);
+        self.ixs.truncate(1);
+    }
+}
