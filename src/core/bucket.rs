@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::num::NonZeroU32;
 
 use super::ask::{Verdict, Want};
+use super::keys::give_back_spare;
 use super::limit::Quota;
 use super::room::{KeyRoom, NoRoom};
 use super::time::{Nanos, NANOS_PER_SEC};
@@ -105,11 +106,7 @@ impl Bucket {
             k.ledger.prune(oldest);
             k.tat > now || !k.ledger.is_empty()
         });
-        // A flood's keys leave a map far too large: give most of it back,
-        // keeping room to double, so that a steady load does not reallocate.
-        if self.keys.capacity() > 64 && self.keys.len() * 8 < self.keys.capacity() {
-            self.keys.shrink_to(self.keys.len() * 2);
-        }
+        give_back_spare(&mut self.keys);
         before - self.keys.len()
     }
 

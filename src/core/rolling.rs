@@ -36,6 +36,7 @@
 use std::collections::HashMap;
 
 use super::ask::{Verdict, Want};
+use super::keys::give_back_spare;
 use super::limit::Quota;
 use super::peering::Share;
 use super::room::{KeyRoom, NoRoom, Terms};
@@ -127,11 +128,7 @@ impl RollingWindow {
             live
         });
         self.swept_bytes = grants * std::mem::size_of::<(Nanos, u32)>();
-        // A flood's keys leave a map far too large: give most of it back,
-        // keeping room to double, so that a steady load does not reallocate.
-        if self.keys.capacity() > 64 && self.keys.len() * 8 < self.keys.capacity() {
-            self.keys.shrink_to(self.keys.len() * 2);
-        }
+        give_back_spare(&mut self.keys);
         before - self.keys.len()
     }
 

@@ -178,11 +178,6 @@ impl Tally {
     pub fn get_mut(&mut self) -> TallyMut<'_> {
         TallyMut { count: &mut self.count, aside: Aside::Own(&mut self.peered) }
     }
-
-    /// Its parts, for a key table that stores them apart.
-    pub fn into_parts(self) -> (Count, Option<Box<Peered>>) {
-        (self.count, self.peered)
-    }
 }
 
 impl<'a> TallyRef<'a> {
