@@ -7,11 +7,13 @@
 # the CPU time the server process spent per request (user + system, from
 # /proc), which other programs on the machine disturb far less than rates.
 #
-#   bash benches/compare.sh                 # about two and a half minutes
+#   bash benches/compare.sh                 # about three minutes
 #   ROUNDS=5 DURATION=3s bash benches/compare.sh
 #
-# A last row loads the locker alone with batched asks (BATCH asks per
-# message, 100 by default) and prints decisions per second.
+# The last rows load the locker alone with batched asks (BATCH asks per
+# message, 100 by default) from several load shapes (BATCH_SHAPES, by
+# default 4 clients x 4 in flight, 2 x 4 and 1 x 8) and print decisions per
+# second.
 #
 # Load goes to 127.0.0.1 only. Both servers are stopped on exit.
 set -euo pipefail
@@ -139,22 +141,30 @@ for round in $(seq "$ROUNDS"); do
 done
 
 # Batched asks: decisions per second with batches of BATCH asks over all the
-# live keys, BATCH_PIPELINE batch messages in flight per client. The echo
-# server cannot answer a batch, so this row has no ratio; compare it with
-# the criterion figure of `respond/batches of 100, 1M live keys`.
+# live keys, for each load shape in BATCH_SHAPES (CLIENTSxIN_FLIGHT: client
+# threads, batch messages in flight per client). The echo server cannot
+# answer a batch, so these rows have no ratio; compare them with the
+# criterion figure of `respond/batches of 100, 1M live keys`. Beside each:
+# the server's CPU per decision, and the share of a core it used while
+# timed, which tells whether the locker's core was the limit.
 BATCH=${BATCH:-100}
-BATCH_PIPELINE=${BATCH_PIPELINE:-4}
-BATCH_NAME="batches of $BATCH, ${KEYS} live keys, 4 x $BATCH_PIPELINE (decisions/s)"
+BATCH_SHAPES=${BATCH_SHAPES:-4x4 2x4 1x8}
 decisions() { awk '$1 == "decisions/s" { print $2 }'; }
-BATCH_V="" BATCH_C=""
+declare -A BATCH_V BATCH_C BATCH_CORE
 for round in $(seq "$ROUNDS"); do
-  before=$(ticks "$LOCKER_PID")
-  report=$(bench "$LOCKER_EP" --keys "$KEYS" --batch "$BATCH" --clients 4 --pipeline "$BATCH_PIPELINE")
-  v=$(decisions <<<"$report")
-  n=$(awk '$1 == "decisions" { print $2 }' <<<"$report")
-  c=$(awk -v t="$(($(ticks "$LOCKER_PID") - before))" -v n="$n" -v hz="$HZ" 'BEGIN { printf "%.3f", t / hz * 1e6 / n }')
-  BATCH_V+="$v " BATCH_C+="$c "
-  printf 'round %d  %-48s locker %10s (%6s us cpu per decision)\n' "$round" "$BATCH_NAME" "$v" "$c" >&2
+  for shape in $BATCH_SHAPES; do
+    before=$(ticks "$LOCKER_PID")
+    report=$(bench "$LOCKER_EP" --keys "$KEYS" --batch "$BATCH" --clients "${shape%x*}" --pipeline "${shape#*x}")
+    t=$(($(ticks "$LOCKER_PID") - before))
+    v=$(decisions <<<"$report")
+    n=$(awk '$1 == "decisions" { print $2 }' <<<"$report")
+    secs=$(awk '$1 == "requests" { print $4 }' <<<"$report")
+    c=$(awk -v t="$t" -v n="$n" -v hz="$HZ" 'BEGIN { printf "%.3f", t / hz * 1e6 / n }')
+    core=$(awk -v t="$t" -v s="$secs" -v hz="$HZ" 'BEGIN { printf "%.2f", t / hz / s }')
+    BATCH_V[$shape]+="$v " BATCH_C[$shape]+="$c " BATCH_CORE[$shape]+="$core "
+    printf 'round %d  %-48s locker %10s (%6s us cpu per decision, %s of a core)\n' \
+      "$round" "batches of $BATCH, ${KEYS} live keys, $shape" "$v" "$c" "$core" >&2
+  done
 done
 
 med() { tr ' ' '\n' <<<"$1" | grep . | median; }
@@ -167,4 +177,7 @@ for i in "${!NAMES[@]}"; do
     "$(med "${ECHO_V[$i]}")" "$(med "${LOCKER_V[$i]}")" "$(med "${RATIO_V[$i]}")" \
     "$(med "${ECHO_C[$i]}")" "$(med "${LOCKER_C[$i]}")" "$(med "${CPU_RATIO[$i]}")"
 done
-printf '%-48s %10s %10s %8s   %6s %6s\n' "$BATCH_NAME" "-" "$(med "$BATCH_V")" "-" "-" "$(med "$BATCH_C")"
+for shape in $BATCH_SHAPES; do
+  printf '%-48s %10s %10s %8s   %6s %6s   %s of a core\n' "batches of $BATCH, ${KEYS} live keys, $shape (decisions/s)" \
+    "-" "$(med "${BATCH_V[$shape]}")" "-" "-" "$(med "${BATCH_C[$shape]}")" "$(med "${BATCH_CORE[$shape]}")"
+done
