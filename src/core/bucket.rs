@@ -21,7 +21,7 @@ use std::num::NonZeroU32;
 
 use super::ask::{Verdict, Want};
 use super::keys::give_back_spare;
-use super::limit::Quota;
+use super::limit::{bucket_interval, Quota};
 use super::room::{KeyRoom, NoRoom};
 use super::time::{Nanos, NANOS_PER_SEC};
 
@@ -56,7 +56,8 @@ pub struct Bucket {
 impl Bucket {
     /// A bucket of `burst` tokens refilled at the quota's max_requests per in_seconds.
     pub fn new(quota: Quota, burst: NonZeroU32) -> Bucket {
-        let interval = quota.slot_ns().div_ceil(u64::from(quota.max_requests())).max(1);
+        // `Limit` refuses buckets deeper than a year, so the depth fits.
+        let interval = bucket_interval(quota);
         let burst = burst.get();
         Bucket {
             interval,

@@ -16,6 +16,13 @@ pub const MIN_SLOT_SECONDS: f64 = 0.001;
 /// and count far from overflowing a `u64` of nanoseconds.
 pub const MAX_SLOT_SECONDS: f64 = 86_400.0;
 
+/// The longest a token bucket may take to refill from empty (`burst`
+/// tokens at the refill rate): a year. A bucket's theoretical arrival time
+/// runs at most this far ahead of `now`, so with times in nanoseconds since
+/// the epoch every sum stays far below `u64::MAX`; a deeper bucket could
+/// saturate it and never run out again.
+pub const MAX_BUCKET_REFILL_SECONDS: u64 = 365 * 86_400;
+
 /// The name of the limit that the command-line flags define, used when a
 /// request names no limit.
 pub const DEFAULT_LIMIT: &str = "default";
@@ -31,6 +38,11 @@ pub enum LimitError {
     BadName(String),
     #[error("burst must be at least 1")]
     ZeroBurst,
+    #[error(
+        "burst {burst} at max_requests {max_requests} per {in_seconds} s takes {refill_days} days to refill; \
+         a token bucket may take at most 365 days (lower burst or raise the rate)"
+    )]
+    BucketTooDeep { burst: u32, max_requests: u32, in_seconds: f64, refill_days: u64 },
 }
 
 /// How a limit counts. Every kind shares the quota's numbers, read per kind:
@@ -124,6 +136,28 @@ impl Quota {
     }
 }
 
+/// The refill interval of a token bucket for `quota`: the time one token
+/// takes to come back, rounded up so that the rate is never exceeded.
+pub fn bucket_interval(quota: Quota) -> Nanos {
+    quota.slot_ns().div_ceil(u64::from(quota.max_requests())).max(1)
+}
+
+/// Refuses a token bucket that takes longer than
+/// `MAX_BUCKET_REFILL_SECONDS` to refill, computed without overflow.
+fn check_bucket_depth(quota: Quota, burst: u32) -> Result<(), LimitError> {
+    let depth = u128::from(bucket_interval(quota)) * u128::from(burst);
+    let most = u128::from(MAX_BUCKET_REFILL_SECONDS) * u128::from(NANOS_PER_SEC);
+    if depth <= most {
+        return Ok(());
+    }
+    Err(LimitError::BucketTooDeep {
+        burst,
+        max_requests: quota.max_requests(),
+        in_seconds: quota.in_seconds(),
+        refill_days: (depth / (86_400 * u128::from(NANOS_PER_SEC))) as u64,
+    })
+}
+
 /// A named quota with the algorithm that enforces it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limit {
@@ -144,6 +178,9 @@ impl Limit {
         let printable = name.chars().all(|c| c.is_ascii_graphic() || (!c.is_ascii() && !c.is_whitespace()));
         if name.is_empty() || name.len() > 64 || !printable {
             return Err(LimitError::BadName(name.to_owned()));
+        }
+        if let Algorithm::TokenBucket { burst } = algorithm {
+            check_bucket_depth(quota, burst.get())?;
         }
         Ok(Limit { name: name.to_owned(), quota, algorithm })
     }

@@ -21,6 +21,8 @@ mod core_properties;
 mod curve;
 /// Rough edges a new user hits: lease waits, config and flag errors, binds, CLI errors, peer logs, dead endpoints.
 mod edges;
+/// Extreme numbers: a limit is refused when built, or every kind holds its bound.
+mod extremes;
 /// `locker::Client` and `locker ask` failing over between lockers, dead or silent.
 mod failover;
 /// Golden bytes of every message: both request forms, the replies, the peer messages.
