@@ -108,18 +108,45 @@ impl Semaphore {
 
     /// Frees every lease due at or before `now` and grants what the queue's
     /// head can now take. Returns how many leases were dropped.
+    ///
+    /// Deadlines are handled in time order, as if the loop had woken at
+    /// each: what a lease frees at its expiry goes to the waiters queued
+    /// then (granted from that instant), before any later deadline drops a
+    /// waiter. A late wake-up (a coarse poll timeout, a long batch) thus
+    /// gives the same leases as a timely one.
     pub fn advance(&mut self, now: Nanos) -> usize {
         let mut dropped = 0;
-        while let Some((due, _)) = self.deadlines.first() {
-            if *due > now {
-                break;
-            }
-            let (_, id) = self.deadlines.pop_first().expect("checked above");
-            self.forget(&id);
-            dropped += 1;
+        while let Some(due) = self.next_deadline().filter(|&d| d <= now) {
+            dropped += self.pass(due);
         }
         self.promote(now);
         dropped
+    }
+
+    /// Handles every deadline at `due`: held leases end first, so that what
+    /// they free reaches a waiter whose wait ends at the same instant; then
+    /// the waits that end there and were not granted drop their lease, which
+    /// may let the waiters behind them in.
+    fn pass(&mut self, due: Nanos) -> usize {
+        let mut ending = Vec::new();
+        while self.deadlines.first().is_some_and(|(t, _)| *t == due) {
+            ending.push(self.deadlines.pop_first().expect("checked above").1);
+        }
+        let (waits, holds): (Vec<_>, Vec<_>) = ending.into_iter().partition(|id| self.is_pending(id));
+        for id in &holds {
+            self.forget(id);
+        }
+        self.promote(due);
+        let unserved: Vec<_> = waits.into_iter().filter(|id| self.is_pending(id)).collect();
+        for id in &unserved {
+            self.forget(id);
+        }
+        self.promote(due);
+        holds.len() + unserved.len()
+    }
+
+    fn is_pending(&self, id: &str) -> bool {
+        self.leases.get(id).is_some_and(|l| l.pending)
     }
 
     /// Takes `hold.count` (at most the capacity; the caller checks) for

@@ -189,3 +189,64 @@ fn check(
     proptest::prop_assert!(total <= 3);
     Ok(())
 }
+
+/// A waiter is granted what a lease frees while it waits, however late the
+/// loop wakes: capacity 1, A holds until 10 ms, B waits until 10.5 ms, and
+/// the loop first runs again at 10.6 ms.
+#[test]
+fn a_late_wake_up_still_hands_an_expired_lease_to_its_waiter() {
+    let mut s = Semaphore::new(1);
+    s.acquire(0, "a", Hold { count: 1, ttl: 10 * MS, max_wait: 0 });
+    let b = s.acquire(MS / 2, "b", Hold { count: 1, ttl: 10 * MS, max_wait: 10 * MS });
+    assert_eq!(b.state, LeaseState::Pending { until: 10 * MS + MS / 2 });
+    assert_eq!(s.advance(10 * MS + 6 * MS / 10), 1, "only a's lease ends");
+    let v = s.heartbeat(10 * MS + 6 * MS / 10, "b", 10 * MS, None).unwrap();
+    assert_eq!(v.state, LeaseState::Held { until: 20 * MS + 6 * MS / 10 }, "b got a's count");
+    assert_eq!(v.free, 0);
+}
+
+/// A lease that expires at the very instant a wait ends is freed first.
+#[test]
+fn an_expiry_and_a_wait_at_the_same_instant_favour_the_waiter() {
+    let mut s = Semaphore::new(1);
+    s.acquire(0, "a", Hold { count: 1, ttl: 10 * MS, max_wait: 0 });
+    s.acquire(0, "b", Hold { count: 1, ttl: 10 * MS, max_wait: 10 * MS });
+    s.advance(10 * MS);
+    assert_eq!(s.lease_counts(), (1, 0), "b holds a's count");
+    assert!(s.holders().any(|(id, _, until)| id == "b" && until == 20 * MS));
+}
+
+proptest::proptest! {
+    /// Driven by requests alone, with wake-ups as late as they come, the
+    /// semaphore answers every request exactly as one woken at each deadline.
+    #[test]
+    fn late_wake_ups_answer_as_timely_ones(
+        capacity in 1u32..4,
+        steps in proptest::collection::vec((0u64..30, 0u8..6, 1u32..3, 1u64..40, 0u64..40), 1..60),
+    ) {
+        let (mut late, mut timely) = (Semaphore::new(capacity), Semaphore::new(capacity));
+        let (mut now, mut minted) = (0, 0u32);
+        for (advance_ms, who, count, ttl_ms, wait_ms) in steps {
+            let next = now + advance_ms * MS;
+            while let Some(d) = timely.next_deadline().filter(|&d| d <= next) {
+                timely.advance(d);
+            }
+            now = next;
+            late.advance(now);
+            timely.advance(now);
+            let count = count.min(capacity);
+            // Ids are minted once each, as the locker does; heartbeats name
+            // one minted before (or one never minted).
+            let (a, b) = if who % 2 == 0 {
+                minted += 1;
+                let id = minted.to_string();
+                let hold = Hold { count, ttl: ttl_ms * MS, max_wait: wait_ms * MS };
+                (late.acquire(now, &id, hold), timely.acquire(now, &id, hold))
+            } else {
+                let id = minted.saturating_sub(u32::from(who) / 2).to_string();
+                (late.heartbeat(now, &id, ttl_ms * MS, None).unwrap(), timely.heartbeat(now, &id, ttl_ms * MS, None).unwrap())
+            };
+            proptest::prop_assert_eq!(a, b, "at {} ms", now / MS);
+        }
+    }
+}
