@@ -194,9 +194,11 @@ impl Nodes {
     /// still hold counts, so a publisher that claims a new run in every
     /// message adds at most `MAX_RUNS_PER_PEER` per retention time. Returns
     /// the run's index and what changed, or `None` when the sender is
-    /// refused: no room, `peer` not configured, or this locker's own node.
+    /// refused: no room, `peer` not configured, or this locker's own node
+    /// id in any run (a peer is never this locker, so such a message is
+    /// forged or misconfigured, and must not become a peer entry).
     pub fn sender(&mut self, now: Nanos, peer: PeerIx, key: &NodeKey) -> Option<(NodeIx, Option<PeerEvent>)> {
-        if *key == self.me || peer >= self.peers.len() {
+        if key.id == self.me.id || peer >= self.peers.len() {
             return None;
         }
         let ix = match self.index.get(key) {

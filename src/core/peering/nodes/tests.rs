@@ -117,8 +117,11 @@ fn a_new_run_waits_for_room_and_old_runs_are_forgotten() {
 fn nobody_may_send_as_this_locker() {
     let mut n = table(&["b"]);
     assert_eq!(n.sender(0, 0, &node("a", 1)), None);
+    assert_eq!(n.sender(0, 0, &node("a", 2)), None, "nor as another run of this locker's id");
     assert_eq!(n.sender(0, 1, &node("b", 1)), None);
     assert!(n.heartbeat(0, 0, &node("a", 1), 0, false).is_empty());
+    assert!(n.heartbeat(0, 0, &node("a", 7), 0, false).is_empty());
+    assert!(n.peers().all(|(_, s)| s.run.is_none()), "no peer entry for this locker's own id");
     assert_eq!(n.live_peers(0, 500 * MS), 0);
 }
 
