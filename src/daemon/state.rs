@@ -59,8 +59,10 @@ pub fn load(config: &StateConfig, locker: &Locker) -> Result<Loaded, StateError>
         }
         Err(e) => return Err(e),
     };
-    if let Some(problem) = replay.as_ref().and_then(|r| r.problem) {
-        warn!(path = %config.path.display(), %problem, "state file damaged; restoring what comes before");
+    if let Some(r) = replay.as_ref().filter(|r| r.problem.is_some()) {
+        let problem = r.problem.expect("filtered on it");
+        let skipped = r.skipped;
+        warn!(path = %config.path.display(), %problem, skipped, "state file damaged; restoring every good record");
     }
     Ok(Loaded { replay, digest, started })
 }

@@ -9,10 +9,13 @@
 //!
 //! A frame's length is written last, after its checksum and payload, so a
 //! locker killed while appending leaves a zero length, and the frame is not
-//! there at all. Reading stops at the first frame that is zero, runs past
-//! the end of the file or fails its checksum: what came before is the good
-//! prefix, and what stopped the reading is reported. This module reads;
-//! `log` writes.
+//! there at all. Reading stops at the first frame that is zero or runs past
+//! the end of the file. A frame that fails its checksum is damage: reading
+//! steps over it (by its length when the frame after it reads well, else
+//! to the next offset where a whole frame with a good checksum starts) and
+//! goes on, so one bad byte costs one record, not every record after it.
+//! What was skipped is counted and the first problem is reported. This
+//! module reads; `log` writes.
 
 use std::fs::File;
 use std::io;
@@ -101,11 +104,22 @@ impl std::fmt::Display for Problem {
     }
 }
 
-/// A state file read back: its header and its good prefix of records.
+/// The longest payload a frame may claim when reading resumes past
+/// damage: far above any record, so that no real frame is missed, and a
+/// bound on the bytes checked at each offset tried.
+const MOST_FRAME: usize = 1 << 16;
+
+/// A state file read back: its header and its good records.
 #[derive(Debug)]
 pub struct Replay {
     map: Mmap,
+    /// The byte ranges of good frames, in file order: one, unless damage
+    /// was stepped over.
+    runs: Vec<(usize, usize)>,
     end: usize,
+    /// Damaged stretches stepped over (each one record, or several whose
+    /// frames could not be told apart).
+    pub skipped: usize,
     /// The file's header.
     pub header: Header,
     /// Why reading stopped before a clean end, if it did.
@@ -132,22 +146,23 @@ impl Replay {
         // to change it while it is read (a change shows up as damage).
         let map = unsafe { Mmap::map(&file) }.map_err(io_err)?;
         let header = Header::decode(&map, limits, path)?;
-        let (end, problem) = scan(&map);
-        // One pass over the good prefix for what a restart needs first.
+        let Scan { runs, problem, skipped } = scan_all(&map);
+        let end = runs.last().map_or(HEADER_LEN, |r| r.1);
+        // One pass over the good records for what a restart needs first.
         let (mut latest, mut next_run) = (header.written, 0);
-        for r in Frames::new(&map, end) {
+        for r in runs.iter().flat_map(|&(from, to)| Frames::between(&map, from, to)) {
             latest = latest.max(r.at());
             next_run = next_run.max(r.run().map_or(0, |run| run.saturating_add(1)));
         }
-        Ok(Some(Replay { map, end, header, problem, latest, next_run }))
+        Ok(Some(Replay { map, runs, end, skipped, header, problem, latest, next_run }))
     }
 
-    /// The records of the good prefix, oldest first.
-    pub fn records(&self) -> Frames<'_> {
-        Frames { bytes: &self.map[..self.end], at: HEADER_LEN }
+    /// The good records, oldest first.
+    pub fn records(&self) -> impl Iterator<Item = Record<'_>> + Clone + '_ {
+        self.runs.iter().flat_map(|&(from, to)| Frames::between(&self.map, from, to))
     }
 
-    /// Bytes of the good prefix, header included.
+    /// Bytes up to the end of the last good record, header included.
     pub fn len(&self) -> usize {
         self.end
     }
@@ -180,7 +195,12 @@ impl<'a> Frames<'a> {
     /// The frames in `bytes[HEADER_LEN..end]`, which must all have been
     /// checked by `scan` or written by `StateLog::append`.
     pub(super) fn new(bytes: &'a [u8], end: usize) -> Frames<'a> {
-        Frames { bytes: &bytes[..end], at: HEADER_LEN }
+        Frames::between(bytes, HEADER_LEN, end)
+    }
+
+    /// The frames in `bytes[from..to]`, checked as for `new`.
+    fn between(bytes: &'a [u8], from: usize, to: usize) -> Frames<'a> {
+        Frames { bytes: &bytes[..to], at: from }
     }
 }
 
@@ -223,7 +243,41 @@ fn frame(bytes: &[u8], at: usize) -> Result<Option<(&[u8], usize)>, Problem> {
 /// Finds the end of the good prefix of a whole file (header included) and
 /// what, if anything, stopped it before a clean end.
 pub fn scan(bytes: &[u8]) -> (usize, Option<Problem>) {
-    let mut at = HEADER_LEN;
+    scan_from(bytes, HEADER_LEN)
+}
+
+/// What reading a whole file found: the good frames, the first problem, and
+/// how many damaged stretches were stepped over.
+struct Scan {
+    runs: Vec<(usize, usize)>,
+    problem: Option<Problem>,
+    skipped: usize,
+}
+
+/// Reads every good frame of a whole file, stepping over damage: after a
+/// damaged or cut frame (or data past a zeroed length), reading resumes at
+/// the next offset where a whole, checked frame starts; an unfinished last
+/// frame has none after it, and ends the reading as in `scan`.
+fn scan_all(bytes: &[u8]) -> Scan {
+    let mut found = Scan { runs: Vec::new(), problem: None, skipped: 0 };
+    let mut from = HEADER_LEN;
+    loop {
+        let (end, problem) = scan_from(bytes, from);
+        if end > from {
+            found.runs.push((from, end));
+        }
+        let Some(problem) = problem else { return found };
+        found.problem.get_or_insert(problem);
+        let (Problem::Corrupt { offset } | Problem::Truncated { offset }) = problem;
+        let Some(next) = resume(bytes, offset) else { return found };
+        found.skipped += 1;
+        from = next;
+    }
+}
+
+/// `scan`, from the frame at `from`.
+fn scan_from(bytes: &[u8], from: usize) -> (usize, Option<Problem>) {
+    let mut at = from;
     loop {
         match frame(bytes, at) {
             Ok(Some((_, next))) => at = next,
@@ -231,6 +285,23 @@ pub fn scan(bytes: &[u8]) -> (usize, Option<Problem>) {
             Err(problem) => return (at, Some(problem)),
         }
     }
+}
+
+/// Where reading may resume after damage at `at`: past the damaged frame
+/// by its own length when a good frame follows there, else the first later
+/// offset where a whole frame of plausible length with a good checksum
+/// starts (a random match is about one in four billion, and must also
+/// decode as a record).
+fn resume(bytes: &[u8], at: usize) -> Option<usize> {
+    let good = |o: usize| {
+        let len = bytes.get(o..o + 4).map_or(0, |h| u32::from_le_bytes(h.try_into().expect("4 bytes")) as usize);
+        len <= MOST_FRAME && matches!(frame(bytes, o), Ok(Some(_)))
+    };
+    let by_length = bytes
+        .get(at..at + 4)
+        .map(|h| at + FRAME_LEN + u32::from_le_bytes(h.try_into().expect("4 bytes")) as usize)
+        .filter(|&o| o > at && good(o));
+    by_length.or_else(|| (at + 1..bytes.len().saturating_sub(FRAME_LEN)).find(|&o| good(o)))
 }
 
 /// Past a clean end the file must be zeros. Nonzero bytes right after it

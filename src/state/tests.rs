@@ -130,7 +130,7 @@ fn a_truncated_file_keeps_its_good_prefix() {
 }
 
 #[test]
-fn a_corrupted_record_stops_the_replay_at_the_good_prefix() {
+fn a_corrupted_record_is_skipped() {
     let dir = Dir::new("corrupt");
     let names = keys(3);
     let records = sample(&names);
@@ -139,7 +139,43 @@ fn a_corrupted_record_stops_the_replay_at_the_good_prefix() {
     write_at(&dir.file(), third + 8 + 20, &[0xff]);
     let replay = read(&dir.file());
     assert_eq!(replay.problem, Some(Problem::Corrupt { offset: third }));
-    assert_eq!(replay.records().collect::<Vec<_>>(), records[..2]);
+    let want: Vec<_> = records[..2].iter().chain(&records[3..]).copied().collect();
+    assert_eq!(replay.records().collect::<Vec<_>>(), want);
+    assert_eq!(replay.skipped, 1);
+}
+
+/// One flipped byte in record 250 of 501 costs that record alone: the
+/// reading steps over it by its length and keeps the 250 after it.
+#[test]
+fn a_damaged_record_is_stepped_over_and_every_record_after_it_kept() {
+    let dir = Dir::new("stepped");
+    let names = keys(501);
+    let records = sample(&names);
+    StateLog::create(&dir.file(), HEADER, records.iter().copied(), false).unwrap();
+    let bad = offsets(&records)[249];
+    write_at(&dir.file(), bad + 8 + 3, &[0x5a]);
+    let replay = read(&dir.file());
+    assert_eq!(replay.problem, Some(Problem::Corrupt { offset: bad }));
+    assert_eq!(replay.skipped, 1);
+    let kept: Vec<_> = replay.records().collect();
+    let want: Vec<_> = records[..249].iter().chain(&records[250..]).copied().collect();
+    assert_eq!(kept, want);
+}
+
+/// A damaged length hides where the next frame starts: reading resumes at
+/// the next offset where a whole frame with a good checksum starts.
+#[test]
+fn a_damaged_length_is_stepped_over_to_the_next_good_frame() {
+    let dir = Dir::new("length");
+    let names = keys(100);
+    let records = sample(&names);
+    StateLog::create(&dir.file(), HEADER, records.iter().copied(), false).unwrap();
+    let bad = offsets(&records)[10];
+    write_at(&dir.file(), bad, &[0x7f, 0x01]);
+    let replay = read(&dir.file());
+    assert_eq!(replay.skipped, 1);
+    let want: Vec<_> = records[..10].iter().chain(&records[11..]).copied().collect();
+    assert_eq!(replay.records().collect::<Vec<_>>(), want);
 }
 
 #[test]
@@ -152,7 +188,8 @@ fn a_zeroed_length_hiding_later_records_is_damage() {
     write_at(&dir.file(), second, &[0, 0, 0, 0]);
     let replay = read(&dir.file());
     assert_eq!(replay.problem, Some(Problem::Corrupt { offset: second }));
-    assert_eq!(replay.records().count(), 1);
+    assert_eq!(replay.records().count(), records.len() - 1, "the records it hid are found again");
+    assert_eq!(replay.skipped, 1);
 }
 
 /// Rewrites the header with `edit` applied to its first 32 bytes and a

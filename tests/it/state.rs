@@ -1,6 +1,6 @@
 //! `--state FILE`: a locker killed with -9 mid-slot and restarted on the
 //! same file re-grants nothing (fixed window, token bucket, reservation,
-//! lease, rolling window); a damaged file restores its good prefix and says so; a restart
+//! lease, rolling window); a damaged file restores every good record and says so; a restart
 //! after the slot ended starts fresh; the file stays small under a flood of
 //! new keys.
 
@@ -240,7 +240,7 @@ fn a_truncated_state_file_restores_its_good_prefix_and_says_so() {
 }
 
 #[test]
-fn a_corrupted_state_file_restores_its_good_prefix_and_says_so() {
+fn a_corrupted_record_is_stepped_over_and_the_records_after_it_restored() {
     let (after, log) = damaged("corrupted", |path| {
         // Frame 0 names the run; frame 30 holds the count after 30 go.
         let (at, _) = frames(path)[31];
@@ -248,8 +248,9 @@ fn a_corrupted_state_file_restores_its_good_prefix_and_says_so() {
         bytes[at + 8 + 12] ^= 0xff;
         fs::write(path, bytes).unwrap();
     });
-    assert_eq!(after, 70, "{log}");
-    assert!(log.contains("damaged") && log.contains("checksum"), "{log}");
+    // The records after the bad one still count: nothing is granted again.
+    assert_eq!(after, 40, "{log}");
+    assert!(log.contains("damaged") && log.contains("checksum") && log.contains("skipped=1"), "{log}");
 }
 
 #[test]
