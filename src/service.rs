@@ -51,6 +51,9 @@ pub struct Service {
     /// CURVE handshakes refused so far, as the daemon's ZAP handler counts
     /// them; only reported in stats.
     refused_connections: u64,
+    /// Why every grant is refused for now, if it is: the state file cannot
+    /// grow, and a grant is never answered before it is recorded.
+    refusing: Option<&'static str>,
 }
 
 impl Service {
@@ -58,7 +61,15 @@ impl Service {
     pub fn new(locker: Locker) -> Service {
         let default = locker.find_plain(b"");
         let plain_memo = (Vec::with_capacity(PLAIN_MEMO_BYTES), default);
-        Service { locker, peering: None, plain_memo, last_named: None, journal: None, refused_connections: 0 }
+        Service {
+            locker,
+            peering: None,
+            plain_memo,
+            last_named: None,
+            journal: None,
+            refused_connections: 0,
+            refusing: None,
+        }
     }
 
     /// Serves requests from `locker`, sharing its counts with peers.
@@ -123,7 +134,13 @@ impl Service {
         if let Some(p) = &mut self.peering {
             self.locker.set_view(p.view(now));
         }
-        match wire::decode_request(body) {
+        let request = wire::decode_request(body);
+        if let (Some(reason), Ok(r)) = (self.refusing, &request) {
+            if may_grant(r) {
+                return self.refuse_grant(r, reason, out);
+            }
+        }
+        match request {
             Ok(Request::Plain(body)) => self.plain(now, body, out),
             Ok(Request::Go(go)) => self.go(now, go, out),
             Ok(Request::Batch(batch)) => self.batch(now, &batch, out),
@@ -132,6 +149,31 @@ impl Service {
             Ok(Request::Release(release)) => self.release(now, release, out),
             Ok(Request::Stats) => wire::encode(&self.stats(now), out),
             Err(e) => self.reject(e, out),
+        }
+    }
+
+    /// Refuses every grant from now on with `reason`, or grants again with
+    /// `None`. The daemon refuses while the state file cannot grow: a grant
+    /// must be recorded before its reply, and a full disk could not record
+    /// it. Heartbeats, releases and stats are still answered.
+    pub fn set_refusing(&mut self, reason: Option<&'static str>) {
+        self.refusing = reason;
+    }
+
+    /// Why grants are refused for now, if they are (see `set_refusing`).
+    pub fn refusing(&self) -> Option<&'static str> {
+        self.refusing
+    }
+
+    /// Answers a request that may grant while grants are refused: sorry in
+    /// the plain form, which has no room for a reason, and an error naming
+    /// the reason in the structured form. Each counts as an error.
+    #[cold]
+    fn refuse_grant(&mut self, request: &Request, reason: &str, out: &mut Vec<u8>) {
+        self.locker.record_error(None);
+        match request {
+            Request::Plain(_) => out.extend_from_slice(wire::SORRY),
+            _ => wire::encode(&ErrorReply { error: reason.to_owned() }, out),
         }
     }
 
@@ -272,6 +314,7 @@ impl Service {
             live_keys: self.locker.live_keys() as u64,
             key_bytes: self.locker.key_bytes() as u64,
             refused_connections: self.refused_connections,
+            refusing: self.refusing.map(str::to_owned),
             ..StatsReply::default()
         };
         if let Some(p) = &self.peering {
@@ -298,6 +341,11 @@ impl Service {
         }
         reply
     }
+}
+
+/// Whether answering `request` may grant permits or a lease.
+fn may_grant(request: &Request) -> bool {
+    matches!(request, Request::Plain(_) | Request::Go(_) | Request::Batch(_) | Request::Acquire(_))
 }
 
 /// The core's ask for a go of `limit`, from the wire's.

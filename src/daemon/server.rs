@@ -170,7 +170,10 @@ impl Server {
             }
         };
         let state = match (&config.state, loaded) {
-            (Some(sc), Some(loaded)) => Some(Keeper::start(sc, loaded, &mut service, clock.now(), started)?),
+            (Some(sc), Some(loaded)) => {
+                let now = clock.now();
+                Some(Keeper::start(sc, loaded, &mut service, now, started, config.max_message_size)?)
+            }
             _ => None,
         };
         let watch = Watch { clock, last: clock.now() };
@@ -240,7 +243,7 @@ impl Server {
             self.service.on_timeout(now);
             trim.note(now, self.service.locker().live_keys());
             if let Some(state) = &mut self.state {
-                state.on_timeout(now);
+                state.on_timeout(&mut self.service, now);
             }
             self.publish();
             if !readable {

@@ -82,7 +82,18 @@ pub struct Keeper {
     shortest_slot: Nanos,
     compacted_len: usize,
     broken: bool,
+    /// Bytes the file keeps reserved beyond its records: more than any one
+    /// request can record, so a decided request is always recorded.
+    headroom: usize,
+    /// While grants are refused for want of disk space, when to try again.
+    retry_room: Option<Nanos>,
 }
+
+/// Why grants are refused while the state file cannot grow.
+const NO_ROOM: &str = "the state file cannot grow (the disk is full): no grant can be recorded, so none is made";
+
+/// How often a locker refusing grants for want of disk space tries again.
+const ROOM_RETRY: Nanos = NANOS_PER_SEC;
 
 impl Keeper {
     /// Replays `loaded` into `service` at `now` (this run started at
@@ -94,6 +105,7 @@ impl Keeper {
         service: &mut Service,
         now: Nanos,
         incarnation: Nanos,
+        max_request: usize,
     ) -> Result<Keeper, StateError> {
         let started = loaded.started;
         let latest = loaded.not_before();
@@ -110,7 +122,9 @@ impl Keeper {
         keep.insert(0, Record::Run { run, incarnation, node: &node });
         let run_record = (run, incarnation, node.clone());
         let durable = config.fsync.is_some();
-        let log = StateLog::create(&config.path, Header { limits: loaded.digest, written: now }, keep, durable)?;
+        let mut log = StateLog::create(&config.path, Header { limits: loaded.digest, written: now }, keep, durable)?;
+        let headroom = headroom(max_request);
+        log.make_room(headroom)?;
         info!(
             path = %config.path.display(),
             counts = restored.counts,
@@ -137,6 +151,8 @@ impl Keeper {
             shortest_slot,
             compacted_len,
             broken: false,
+            headroom,
+            retry_room: None,
         })
     }
 
@@ -147,21 +163,50 @@ impl Keeper {
             return;
         }
         let mut failed = None;
-        service.take_kept(now, |r| failed = self.log.append(r).err());
+        service.take_kept(now, |r| failed = failed.take().or_else(|| self.log.append(r).err()));
         if let Some(e) = failed {
             self.fail(e);
+        }
+        if self.log.room() < self.headroom {
+            self.make_room(service, now);
+        }
+    }
+
+    /// Reserves the headroom for the next requests, or, when the disk has
+    /// no room for it, refuses every grant until it has: a grant is
+    /// recorded before its reply, and one the disk could not take must not
+    /// be made. The headroom left covers every request already decided.
+    #[cold]
+    fn make_room(&mut self, service: &mut Service, now: Nanos) {
+        match self.log.make_room(self.headroom) {
+            Ok(()) if self.retry_room.take().is_some() => {
+                info!(path = %self.log.path().display(), "the state file has room again; granting");
+                service.set_refusing(None);
+            }
+            Ok(()) => {}
+            Err(e) => {
+                if self.retry_room.is_none() {
+                    error!(error = %e, "the state file cannot grow; refusing every grant until the disk has room");
+                    service.set_refusing(Some(NO_ROOM));
+                }
+                self.retry_room = Some(now.saturating_add(ROOM_RETRY));
+            }
         }
     }
 
     /// When the loop must wake next for a sync or a compaction.
     pub fn next_deadline(&self) -> Nanos {
-        self.next_sync.min(self.next_slot_check)
+        self.next_sync.min(self.next_slot_check).min(self.retry_room.unwrap_or(Nanos::MAX))
     }
 
-    /// Syncs and compacts when due at `now`.
-    pub fn on_timeout(&mut self, now: Nanos) {
+    /// Syncs and compacts when due at `now`, and tries again for room
+    /// while grants are refused for want of it.
+    pub fn on_timeout(&mut self, service: &mut Service, now: Nanos) {
         if self.broken {
             return;
+        }
+        if self.retry_room.is_some_and(|at| now >= at) {
+            self.make_room(service, now);
         }
         self.finish_compaction();
         let slot_changed = now >= self.next_slot_check;
@@ -216,7 +261,9 @@ impl Keeper {
                 self.compacted_len = self.log.len();
                 debug!(before = c.before, after = c.after, kept = c.kept, took = ?started.elapsed(), "state file compacted");
             }
-            Err(e) => self.fail(e),
+            // The old file is whole and still taking appends: keep it, and
+            // compact again later (a full disk may have room by then).
+            Err(e) => warn!(error = %e, "the state file could not be compacted; keeping it as it is"),
         }
     }
 
@@ -271,6 +318,15 @@ impl Keeper {
         error!(error = %e, "state file failed; counts are no longer kept across a restart");
         self.broken = true;
     }
+}
+
+/// The headroom for requests of up to `max_request` bytes: every ask of a
+/// batch leaves at most one record, of its key's bytes plus at most 48
+/// bytes of frame and numbers, so twice the message's size plus a margin
+/// covers any one request (capped at 1 GiB, far above any sane
+/// `--max-message-size`).
+fn headroom(max_request: usize) -> usize {
+    max_request.saturating_mul(2).saturating_add(256 << 10).min(1 << 30)
 }
 
 /// What the records' limit numbers mean: each limit's name, kind and slot

@@ -89,7 +89,7 @@ impl StateLog {
     fn fresh(path: &Path, header: Header) -> Result<StateLog, StateError> {
         let io_err = |source| StateError::Io { path: path.display().to_string(), source };
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path).map_err(io_err)?;
-        file.set_len(INITIAL_LEN as u64).map_err(io_err)?;
+        reserve(&file, INITIAL_LEN).map_err(io_err)?;
         // SAFETY: the file was just created by this locker, which alone
         // writes it; the map lives no longer than the log that owns the file.
         let mut map = unsafe { MmapMut::map_mut(&file) }.map_err(io_err)?;
@@ -126,10 +126,27 @@ impl StateLog {
         let len = self.map.len();
         let step = len.clamp(INITIAL_LEN, MAX_STEP);
         let new_len = need.max(len + step);
-        self.file.set_len(new_len as u64).map_err(self.io_err())?;
+        // On a nearly full disk a step may not fit where `need` still does.
+        reserve(&self.file, new_len).or_else(|_| reserve(&self.file, need)).map_err(self.io_err())?;
         // SAFETY: as in `fresh`; the old map is dropped by the assignment,
         // and what was stored through it is in the file.
         self.map = unsafe { MmapMut::map_mut(&self.file) }.map_err(self.io_err())?;
+        Ok(())
+    }
+
+    /// Bytes that can still be appended without growing the file: space the
+    /// disk has already given it.
+    pub fn room(&self) -> usize {
+        self.map.len() - self.tail
+    }
+
+    /// Grows the file, if needed, so that at least `want` more bytes can be
+    /// appended without asking the disk for space. Fails, changing nothing,
+    /// when the disk has no room (`ENOSPC`) or the file cannot grow.
+    pub fn make_room(&mut self, want: usize) -> Result<(), StateError> {
+        if self.room() < want {
+            self.grow(self.tail + want)?;
+        }
         Ok(())
     }
 
@@ -272,15 +289,44 @@ impl Prefix {
         let live = collapse(records, keep);
         let kept = live.len();
         let tmp = sibling(&self.path, "new");
-        let mut log = StateLog::fresh(&tmp, Header { written, ..self.header })?;
-        for r in first.iter().chain(&live) {
-            log.append(r)?;
+        let written = StateLog::fresh(&tmp, Header { written, ..self.header })
+            .and_then(|mut log| first.iter().chain(&live).try_for_each(|r| log.append(r)).map(|()| log));
+        match written {
+            Ok(log) => Ok(Compacted { log, upto, before: upto - HEADER_LEN, kept }),
+            Err(e) => {
+                // A half-written file (a full disk) takes space and is of no use.
+                let _ = std::fs::remove_file(&tmp);
+                Err(e)
+            }
         }
-        Ok(Compacted { log, upto, before: upto - HEADER_LEN, kept })
     }
 }
 
 /// `path` with `.suffix` added.
+/// Makes `file` `len` bytes long with every block of it allocated on the
+/// disk, so that stores through a map of it never meet a full disk: a map
+/// over a sparse file turns a full disk into SIGBUS, which kills the
+/// process, where this returns `ENOSPC`.
+#[cfg(target_os = "linux")]
+fn reserve(file: &File, len: usize) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let len = libc::off_t::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: a plain system call on a descriptor this file owns.
+    match unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) } {
+        0 => Ok(()),
+        // A file system without fallocate (some network ones): the file is
+        // grown sparse, as before, and the disk is trusted to have room.
+        libc::EOPNOTSUPP | libc::EINVAL => file.set_len(len as u64),
+        errno => Err(io::Error::from_raw_os_error(errno)),
+    }
+}
+
+/// Makes `file` `len` bytes long (no way to reserve space on this OS).
+#[cfg(not(target_os = "linux"))]
+fn reserve(file: &File, len: usize) -> io::Result<()> {
+    file.set_len(len as u64)
+}
+
 fn sibling(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(".");

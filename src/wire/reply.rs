@@ -73,6 +73,10 @@ pub struct StatsReply {
     /// a refused client counts again).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub refused_connections: u64,
+    /// Why every grant is refused for now, if it is: the state file cannot
+    /// grow (docs/operations.md, "A full disk").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusing: Option<String>,
 }
 
 /// One peer in a stats reply.

@@ -25,6 +25,8 @@ mod edges;
 mod extremes;
 /// `locker::Client` and `locker ask` failing over between lockers, dead or silent.
 mod failover;
+/// Faults on a real process: a full disk under the state file.
+mod faults;
 /// Golden bytes of every message: both request forms, the replies, the peer messages.
 mod golden;
 /// Hostile input: malformed, empty, multi-part, oversized and random messages.

@@ -43,9 +43,14 @@ fn register_process(registry: &mut Registry, snapshot: &Snapshot, uptime_seconds
     let uptime = Gauge::<f64, AtomicU64>::default();
     uptime.set(uptime_seconds);
     registry.register_with_unit("uptime", "Time since the locker started", Unit::Seconds, uptime);
-    let states = [Health::Joining, Health::Serving, Health::Stopping];
+    let states = [Health::Joining, Health::Serving, Health::Refusing, Health::Stopping];
     let health = states.iter().map(|&h| (vec![("state", h.name().to_owned())], i64::from(h == snapshot.health)));
-    register_gauges(registry, "health", "1 for the locker's state: joining, serving or stopping", health);
+    register_gauges(
+        registry,
+        "health",
+        "1 for the locker's state: joining, serving, refusing (the state file cannot grow) or stopping",
+        health,
+    );
     let keys = Gauge::<i64>::default();
     keys.set(clamp(snapshot.max_keys));
     registry.register("max_keys", "Live keys allowed across all limits", keys);

@@ -41,10 +41,11 @@ pub fn snapshot(service: &Service, now: Nanos, stopping: bool) -> Snapshot {
         })
         .collect();
     let peering = service.peering();
-    let health = match (stopping, peering.is_some_and(|p| p.is_joining())) {
-        (true, _) => Health::Stopping,
-        (false, true) => Health::Joining,
-        (false, false) => Health::Serving,
+    let health = match (stopping, peering.is_some_and(|p| p.is_joining()), service.refusing().is_some()) {
+        (true, _, _) => Health::Stopping,
+        (false, _, true) => Health::Refusing,
+        (false, true, false) => Health::Joining,
+        (false, false, false) => Health::Serving,
     };
     let mut snapshot = Snapshot {
         health,

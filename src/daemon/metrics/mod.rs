@@ -32,6 +32,9 @@ pub enum Health {
     Joining,
     /// Answering requests.
     Serving,
+    /// Answering, but refusing every grant: the state file cannot grow
+    /// (a full disk), so no grant could be recorded before its reply.
+    Refusing,
     /// Asked to stop; the loop is finishing.
     Stopping,
 }
@@ -42,6 +45,7 @@ impl Health {
         match self {
             Health::Joining => "joining",
             Health::Serving => "serving",
+            Health::Refusing => "refusing",
             Health::Stopping => "stopping",
         }
     }

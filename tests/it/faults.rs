@@ -1,0 +1,95 @@
+//! Faults real deployments meet, on a real process: a state file on a full
+//! disk. The locker must neither die by a signal nor grant what it cannot
+//! record.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use locker::{Ask, Client, ClientError};
+
+use crate::support::{run_locker, Daemon};
+
+/// A small tmpfs mounted for one test, unmounted when dropped.
+struct SmallDisk(PathBuf);
+
+impl SmallDisk {
+    /// Mounts a tmpfs of `size` (e.g. "2m"), or says why it could not.
+    fn mount(name: &str, size: &str) -> Result<SmallDisk, String> {
+        let dir = std::env::temp_dir().join(format!("locker-faults-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            let _ = std::fs::remove_dir(&dir);
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        Ok(SmallDisk(dir))
+    }
+
+    fn file(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// Batches of 1,000 asks with new keys until the locker refuses one for
+/// want of disk space (at most `most` batches); returns the keys granted.
+fn fill(client: &mut Client, most: usize) -> Option<usize> {
+    let mut granted = 0;
+    for batch in 0..most {
+        let keys: Vec<String> = (0..1000).map(|i| format!("key-{batch}-{i}")).collect();
+        let asks: Vec<Ask> = keys.iter().map(|k| Ask::new().key(k)).collect();
+        match client.ask_many(&asks) {
+            Ok(replies) => granted += replies.iter().filter(|r| r.as_ref().is_ok_and(|g| g.ok)).count(),
+            Err(ClientError::Refused(why)) if why.contains("cannot grow") => return Some(granted),
+            Err(e) => panic!("batch {batch}: {e}"),
+        }
+    }
+    None
+}
+
+/// The report: `--state` on a tiny tmpfs, batches of distinct keys. The
+/// locker used to die by SIGBUS; now it refuses grants, says so in stats,
+/// keeps answering, stops cleanly, and a restart on the still-full disk
+/// exits 2 with a message (or serves, refusing) instead of dying.
+#[test]
+fn a_full_disk_refuses_grants_instead_of_killing_the_locker() {
+    let disk = match SmallDisk::mount("full", "2m") {
+        Ok(d) => d,
+        Err(why) => {
+            eprintln!("skipped: cannot mount a tmpfs here ({why})");
+            return;
+        }
+    };
+    let state = disk.file("state.log");
+    let args = ["--max-requests", "1", "--in-seconds", "600", "--state", state.as_str()];
+    let mut d = Daemon::start_logged(&args);
+    let mut client = Client::new([d.endpoint.as_str()], Duration::from_secs(5)).unwrap();
+    let granted = fill(&mut client, 400).expect("a 2 MiB disk fills before 400,000 keys");
+    assert!(granted > 1000, "some keys were granted before the disk filled: {granted}");
+    let stats = client.stats().expect("still answering");
+    assert!(stats.refusing.as_deref().is_some_and(|r| r.contains("disk is full")), "{stats:?}");
+    assert!(!client.plain(b"let me go").unwrap(), "a plain ask is sorry while nothing can be recorded");
+    assert!(d.log().contains("cannot grow"), "{}", d.log());
+    d.signal("TERM");
+    let status = d.wait_exit(Duration::from_secs(10)).expect("stops on SIGTERM");
+    assert_eq!(status.code(), Some(0), "a clean stop, not a signal: {status:?}");
+
+    // Still full: a restart must not die by a signal either.
+    let mut restart = vec!["serve", "--bind", "tcp://127.0.0.1:*"];
+    restart.extend_from_slice(&args);
+    let out = run_locker(&restart);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "exit 2 with a message, not a signal: {:?} {stderr}", out.status);
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+}
