@@ -295,6 +295,7 @@ fn serve(args: ServeArgs) -> u8 {
         Ok(c) => c,
         Err(e) => return fail(format!("cannot handle signals: {e}")),
     };
+    crate::daemon::fds::raise_open_files();
     let mut server = match Server::bind(&config) {
         Ok(s) => s,
         Err(e) => return fail(e),

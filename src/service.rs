@@ -51,6 +51,9 @@ pub struct Service {
     /// CURVE handshakes refused so far, as the daemon's ZAP handler counts
     /// them; only reported in stats.
     refused_connections: u64,
+    /// Client connections the daemon could not accept (out of open files),
+    /// as its socket monitor counts them; only reported.
+    accept_failures: u64,
     /// Why every grant is refused for now, if it is: the state file cannot
     /// grow, and a grant is never answered before it is recorded.
     refusing: Option<&'static str>,
@@ -68,6 +71,7 @@ impl Service {
             last_named: None,
             journal: None,
             refused_connections: 0,
+            accept_failures: 0,
             refusing: None,
         }
     }
@@ -288,6 +292,16 @@ impl Service {
         self.refused_connections = refused;
     }
 
+    /// Takes the count of client connections that could not be accepted.
+    pub fn note_accept_failures(&mut self, failed: u64) {
+        self.accept_failures = failed;
+    }
+
+    /// Client connections that could not be accepted since start.
+    pub fn accept_failures(&self) -> u64 {
+        self.accept_failures
+    }
+
     fn stats(&self, now: Nanos) -> StatsReply {
         let limits = self
             .locker
@@ -315,6 +329,7 @@ impl Service {
             key_bytes: self.locker.key_bytes() as u64,
             refused_connections: self.refused_connections,
             refusing: self.refusing.map(str::to_owned),
+            accept_failures: self.accept_failures,
             ..StatsReply::default()
         };
         if let Some(p) = &self.peering {

@@ -5,6 +5,7 @@
 
 pub mod clock;
 pub mod curve;
+pub mod fds;
 pub mod metrics;
 pub mod reload;
 pub mod server;

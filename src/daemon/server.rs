@@ -23,6 +23,7 @@ use tracing::{debug, info, warn};
 
 use super::clock::Clock;
 use super::curve::{self, Gate};
+use super::fds::AcceptWatch;
 use super::metrics::Feed;
 use super::reload::{self, Reload};
 use super::signals::Control;
@@ -95,6 +96,8 @@ pub struct Server {
     peers: Option<PeerSockets>,
     /// The ZAP handler, when CURVE clients are limited to an allowlist.
     gate: Option<Gate>,
+    /// Connections the serving socket could not accept (out of open files).
+    accepts: AcceptWatch,
     _ctx: zmq::Context,
     endpoint: String,
     service: Service,
@@ -142,6 +145,7 @@ impl Server {
         let (rep, endpoint) = transport::bind_rep_with(&ctx, &config.bind, config.max_message_size, |rep| {
             keys.map_or(Ok(()), |k| curve::secure_rep(rep, k))
         })?;
+        let accepts = AcceptWatch::start(&ctx, &rep).map_err(zmq_err("watching the serving socket's accepts"))?;
         let minter = LeaseMinter::new(Box::new(OsEntropy), config.lease_secret.as_ref());
         let locker =
             Locker::new(config.default.clone(), config.limits.clone(), config.max_keys).with_lease_minter(minter);
@@ -177,7 +181,19 @@ impl Server {
             _ => None,
         };
         let watch = Watch { clock, last: clock.now() };
-        Ok(Server { rep, peers, gate, _ctx: ctx, endpoint, service, watch, state, metrics: None, reload: None })
+        Ok(Server {
+            rep,
+            peers,
+            gate,
+            accepts,
+            _ctx: ctx,
+            endpoint,
+            service,
+            watch,
+            state,
+            metrics: None,
+            reload: None,
+        })
     }
 
     /// Hands a snapshot to `feed` every `Feed::EVERY` while running.
@@ -239,6 +255,7 @@ impl Server {
                 gate.answer_waiting()?;
                 self.service.note_refused_connections(gate.refused());
             }
+            self.service.note_accept_failures(self.accepts.read());
             let now = self.watch.now(&mut self.service);
             self.service.on_timeout(now);
             trim.note(now, self.service.locker().live_keys());
@@ -288,6 +305,7 @@ impl Server {
         if let Some(g) = &self.gate {
             items.push(g.poll_item());
         }
+        items.push(self.accepts.poll_item());
         match zmq::poll(&mut items, timeout) {
             Ok(n) => Ok(n > 0),
             Err(zmq::Error::EINTR) => Ok(false),

@@ -77,6 +77,10 @@ pub struct StatsReply {
     /// grow (docs/operations.md, "A full disk").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refusing: Option<String>,
+    /// Client connections the locker could not accept since start (it ran
+    /// out of open files; docs/operations.md, "Open files").
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub accept_failures: u64,
 }
 
 /// One peer in a stats reply.

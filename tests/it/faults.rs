@@ -93,3 +93,44 @@ fn a_full_disk_refuses_grants_instead_of_killing_the_locker() {
     assert_eq!(out.status.code(), Some(2), "exit 2 with a message, not a signal: {:?} {stderr}", out.status);
     assert!(stderr.contains("No space left on device"), "{stderr}");
 }
+
+/// Reads the soft and hard open-files limits of process `pid`.
+fn open_files(pid: u32) -> (String, String) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits.lines().find(|l| l.starts_with("Max open files")).unwrap().to_owned();
+    let words: Vec<&str> = line.split_whitespace().collect();
+    (words[3].to_owned(), words[4].to_owned())
+}
+
+/// Started with a soft limit of 256 open files and a hard one of 4096, the
+/// locker raises its soft limit to the hard one.
+#[test]
+fn the_soft_open_files_limit_is_raised_to_the_hard_one() {
+    let d = Daemon::start_logged_under(&["prlimit", "--nofile=256:4096", "--"], &[]);
+    assert_eq!(open_files(d.pid()), ("4096".to_owned(), "4096".to_owned()));
+}
+
+/// With no open files to spare, connections that cannot be accepted are
+/// logged and counted, where they used to go unanswered in silence.
+#[test]
+fn connections_it_cannot_accept_are_logged_and_counted() {
+    let d = Daemon::start_logged_under(&["prlimit", "--nofile=64:64", "--"], &[]);
+    let ctx = zmq::Context::new();
+    let crowd: Vec<zmq::Socket> = (0..120)
+        .map(|_| {
+            let s = ctx.socket(zmq::REQ).unwrap();
+            s.set_linger(0).unwrap();
+            s.connect(&d.endpoint).unwrap();
+            s
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !d.log().contains("could not accept") && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(d.log().contains("could not accept"), "{}", d.log());
+    drop(crowd);
+    let mut client = Client::new([d.endpoint.as_str()], Duration::from_secs(5)).unwrap();
+    let stats = client.stats().expect("answers once the crowd is gone");
+    assert!(stats.accept_failures > 0, "{stats:?}");
+}

@@ -52,6 +52,15 @@ impl Daemon {
         self.log.as_ref().expect("started with start_logged").lock().unwrap().clone()
     }
 
+    /// Starts `locker serve --bind tcp://127.0.0.1:* <args>` under
+    /// `wrapper` (a command such as `prlimit --nofile=64:64`), keeping its log.
+    pub fn start_logged_under(wrapper: &[&str], args: &[&str]) -> Daemon {
+        let mut command = Command::new(wrapper[0]);
+        command.args(&wrapper[1..]).arg(locker_bin());
+        Daemon::try_spawn_with(command, &["--bind", "tcp://127.0.0.1:*"], args, true)
+            .unwrap_or_else(|why| panic!("{why}"))
+    }
+
     fn spawn(bind_args: &[&str], args: &[&str], capture: bool) -> Daemon {
         Daemon::try_spawn(bind_args, args, capture).unwrap_or_else(|why| panic!("{why}"))
     }
@@ -60,7 +69,17 @@ impl Daemon {
     /// exited, for instance on a port taken since it was chosen, or it was
     /// too slow).
     fn try_spawn(bind_args: &[&str], args: &[&str], capture: bool) -> Result<Daemon, String> {
-        let mut child = Command::new(locker_bin())
+        Daemon::try_spawn_with(Command::new(locker_bin()), bind_args, args, capture)
+    }
+
+    /// `try_spawn`, with `command` as the start of the command line.
+    fn try_spawn_with(
+        mut command: Command,
+        bind_args: &[&str],
+        args: &[&str],
+        capture: bool,
+    ) -> Result<Daemon, String> {
+        let mut child = command
             .arg("serve")
             .args(bind_args)
             .args(args)

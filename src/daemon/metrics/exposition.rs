@@ -57,6 +57,9 @@ fn register_process(registry: &mut Registry, snapshot: &Snapshot, uptime_seconds
     let errors = Counter::<u64>::default();
     errors.inc_by(snapshot.unattributed_errors);
     registry.register("unattributed_errors", "Errors not attributed to a limit (unknown limit, bad bytes)", errors);
+    let accepts = Counter::<u64>::default();
+    accepts.inc_by(snapshot.accept_failures);
+    registry.register("accept_failures", "Client connections that could not be accepted (out of open files)", accepts);
 }
 
 fn register_limits(registry: &mut Registry, limits: &[LimitSnapshot]) {

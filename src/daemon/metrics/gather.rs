@@ -51,6 +51,7 @@ pub fn snapshot(service: &Service, now: Nanos, stopping: bool) -> Snapshot {
         health,
         limits,
         unattributed_errors: locker.unattributed_errors(),
+        accept_failures: service.accept_failures(),
         max_keys: locker.max_keys() as u64,
         ..Snapshot::default()
     };

@@ -83,6 +83,8 @@ pub struct Snapshot {
     pub limits: Vec<LimitSnapshot>,
     /// Errors no limit could be blamed for (an unknown limit, bad bytes).
     pub unattributed_errors: u64,
+    /// Client connections that could not be accepted (out of open files).
+    pub accept_failures: u64,
     /// The most live keys allowed across all limits.
     pub max_keys: u64,
     /// This locker's name among its peers; `None` when not peered.
