@@ -143,7 +143,10 @@ fn decode_entry(bytes: &[u8]) -> Result<Ask<'_>, WireError> {
     }
     let map = match fast::decode_request_map(bytes) {
         Some(map) => map,
-        None => decode_exact(bytes)?,
+        None => {
+            fast::check_fields(bytes)?;
+            decode_exact(bytes)?
+        }
     };
     ask_of(&map)
 }

@@ -17,7 +17,7 @@
 
 use super::reply::GoReply;
 use super::request::Ask;
-use super::RequestMap;
+use super::{RequestMap, WireError, MAX_DEPTH};
 
 /// Decodes a request map in its common shape, or `None` to leave it to the
 /// serde decoder.
@@ -185,6 +185,46 @@ pub fn value_len(body: &[u8], depth: usize) -> Option<usize> {
     Some(r.at)
 }
 
+/// Fields whose values the contract (docs/wire.md) says are strings.
+const STRING_FIELDS: [&[u8]; 4] = [b"op", b"limit", b"key", b"lease"];
+
+/// Checks a request map against the contract before anything reads it by
+/// field: every field name is a string (MessagePack decoders would
+/// otherwise read an integer name as a field's position), every string
+/// field holds a string (not binary data that happens to be UTF-8), and so
+/// does each map of a batch's `asks`. Other values are left to the decoder.
+pub fn check_fields(body: &[u8]) -> Result<(), WireError> {
+    check_map(&mut Reader::new(body), true)
+}
+
+fn check_map(r: &mut Reader, outer: bool) -> Result<(), WireError> {
+    // Not a map, or cut short: the decoder says what is wrong.
+    let Some(fields) = r.map_len() else { return Ok(()) };
+    for _ in 0..fields {
+        let kind = r.kind();
+        let Some(name) = r.str_bytes() else { return Err(WireError::FieldNameNotAString(kind)) };
+        if r.at >= r.body.len() {
+            return Ok(()); // cut short: the decoder says so
+        }
+        if STRING_FIELDS.contains(&name) && !matches!(r.body.get(r.at), Some(0xa0..=0xbf | 0xd9..=0xdb)) {
+            return Err(WireError::NotAString(String::from_utf8_lossy(name).into_owned(), r.kind()));
+        }
+        let asks = outer && name == b"asks" && matches!(r.body.get(r.at), Some(0x90..=0x9f | 0xdc | 0xdd));
+        if asks {
+            let Some(len) = r.array_len() else { return Ok(()) };
+            for _ in 0..len {
+                check_map(&mut Reader { body: r.body, at: r.at }, false)?;
+                if r.skip(MAX_DEPTH).is_err() {
+                    return Ok(());
+                }
+            }
+        } else if r.skip(MAX_DEPTH).is_err() {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
 /// Whether `bytes` is ASCII, as `<[u8]>::is_ascii` says, in a few
 /// instructions for the short names and keys of a request: up to 16 bytes
 /// are two overlapping words.
@@ -264,6 +304,22 @@ impl<'a> Reader<'a> {
             }
         }
         Ok(())
+    }
+
+    /// The kind of value at the cursor, in words, for an error message.
+    pub(super) fn kind(&self) -> &'static str {
+        match self.body.get(self.at) {
+            None => "nothing (the message ends)",
+            Some(0x00..=0x7f | 0xe0..=0xff | 0xcc..=0xd3) => "an integer",
+            Some(0x80..=0x8f | 0xde | 0xdf) => "a map",
+            Some(0x90..=0x9f | 0xdc | 0xdd) => "an array",
+            Some(0xa0..=0xbf | 0xd9..=0xdb) => "a string",
+            Some(0xc0) => "nil",
+            Some(0xc2 | 0xc3) => "a boolean",
+            Some(0xc4..=0xc6) => "binary data",
+            Some(0xca | 0xcb) => "a float",
+            Some(_) => "an extension or reserved byte",
+        }
     }
 
     /// The length of an array (fixarray, array16 or array32).

@@ -111,6 +111,10 @@ pub enum WireError {
     EntryNotAMap,
     #[error("bad request: a batch entry is a go, not op {0:?}")]
     EntryNotAGo(String),
+    #[error("bad request: field names must be strings, found {0}")]
+    FieldNameNotAString(&'static str),
+    #[error("bad request: field {0:?} must be a string, found {1}")]
+    NotAString(String, &'static str),
 }
 
 /// Whether `body` is a structured request: it starts with a MessagePack map

@@ -145,7 +145,9 @@ pub fn decode_request(body: &[u8]) -> Result<Request<'_>, WireError> {
     }
     let map = match fast::decode_request_map(body) {
         Some(map) => map,
-        None => match batch::decode(body)? {
+        // Past the fast paths, the map is held to the contract first: the
+        // batch reader and serde would read names and values more loosely.
+        None => match fast::check_fields(body).and_then(|()| batch::decode(body))? {
             Some(batch) => return Ok(Request::Batch(batch)),
             None => decode_exact(body)?,
         },

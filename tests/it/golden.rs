@@ -137,7 +137,7 @@ fn malformed_structured_requests_are_errors() {
     use wire::WireError::*;
     let cases: &[(&[u8], &str)] = &[
         (b"\x81\xa2op\xa4jump", "unknown op"),
-        (b"\x81\xa3key\x05", "invalid type: integer `5`, expected a string"),
+        (b"\x81\xa3key\x05", "field \"key\" must be a string, found an integer"),
         (b"\x81\xa4cost\xff", "integer `-1`, expected u64"),
         (b"\x81\xa4cost\xa1x", "wrong type"),
         (b"\x81\xa2op", "ends in the middle"),
@@ -493,4 +493,30 @@ fn a_batch_of_asks_and_its_reply() {
     let mut kinds = Vec::new();
     assert_eq!(wire::classify_batch_reply(&reply, |k| kinds.push(k)), 2);
     assert_eq!(kinds, [ReplyKind::Go, ReplyKind::Error]);
+}
+
+/// Requests are read exactly as docs/wire.md describes them: field names
+/// are strings (an integer name is not read as a field's position), string
+/// fields hold strings (not binary data), and the error names the real
+/// problem, in a batch as anywhere else.
+#[test]
+fn requests_are_read_only_as_the_contract_describes() {
+    let cases: &[(&[u8], &str)] = &[
+        // {0: "acquire", 1: "sem"} used to acquire a lease.
+        (b"\x82\x00\xa7acquire\x01\xa3sem", "field names must be strings, found an integer"),
+        // {"op": "go", "limit": b"api"}
+        (b"\x82\xa2op\xa2go\xa5limit\xc4\x03api", "field \"limit\" must be a string, found binary data"),
+        // {"op": b"stats"}
+        (b"\x81\xa2op\xc4\x05stats", "field \"op\" must be a string, found binary data"),
+        // {"op": "batch", "asks": [{"key": "a"}], 7: 1} was "needs one array of asks".
+        (b"\x83\xa2op\xa5batch\xa4asks\x91\x81\xa3key\xa1a\x07\x01", "field names must be strings, found an integer"),
+        // {"op": "batch", "asks": [{"key": b"a"}]}
+        (b"\x82\xa2op\xa5batch\xa4asks\x91\x81\xa3key\xc4\x01a", "field \"key\" must be a string, found binary data"),
+        // {"op": "heartbeat", "lease": 7}
+        (b"\x82\xa2op\xa9heartbeat\xa5lease\x07", "field \"lease\" must be a string, found an integer"),
+    ];
+    for (body, want) in cases {
+        let err = wire::decode_request(body).expect_err(&hex(body));
+        assert!(err.to_string().contains(want), "{}: {err}", hex(body));
+    }
 }

@@ -30,7 +30,7 @@ fn bad_structured_requests_get_error_maps_on_the_same_socket() {
     let cases: Vec<(Vec<u8>, &str)> = vec![
         (b"\x81\xa2op\xa4jump".to_vec(), "unknown op"),
         (b"\x81\xa5limit\xa4nope".to_vec(), "unknown limit"),
-        (b"\x81\xa3key\x05".to_vec(), "expected a string"),
+        (b"\x81\xa3key\x05".to_vec(), "must be a string"),
         (b"\x81\xa5up_to\xa3yes".to_vec(), "wrong type"),
         (b"\x81\xa4cost\xcd\x03\xe9".to_vec(), "above the limit's capacity"),
         (b"\x80\x00".to_vec(), "trailing bytes"),
