@@ -69,7 +69,8 @@ Logs go to stderr; set the level with LOCKER_LOG (e.g. LOCKER_LOG=debug), LOCKER
 SIGHUP reads the --config file again, keeping the counts of unchanged limits.
 
 Examples:
-  locker serve --max-requests 5 --in-seconds 0.8     5 go per 0.8 s slot on tcp://*:7777
+  locker serve --max-requests 5 --in-seconds 0.8     5 go per 0.8 s slot on tcp://127.0.0.1:7777
+  locker serve --bind tcp://10.0.0.5:7777             another interface (use CURVE there: docs/security.md)
   locker serve --bind 'tcp://127.0.0.1:*'            any free port on loopback
   locker serve --config limits.toml                  named limits from a file
   locker serve --metrics-bind 0.0.0.0:9090           Prometheus at /metrics, a health check at /health";
@@ -83,7 +84,11 @@ Examples:
 #[derive(Debug, Args)]
 struct ServeArgs {
     /// ZeroMQ endpoint to bind the REP socket to; `tcp://127.0.0.1:*` picks a free port.
-    #[arg(long, value_name = "ENDPOINT", help = "ZeroMQ endpoint to bind [default: tcp://*:7777]")]
+    #[arg(
+        long,
+        value_name = "ENDPOINT",
+        help = "ZeroMQ endpoint to bind [default: tcp://127.0.0.1:7777, loopback only]"
+    )]
     bind: Option<String>,
     /// Requests that may go per slot in the default limit [default: 1].
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
@@ -311,6 +316,12 @@ fn serve(args: ServeArgs) -> u8 {
     }
     // Exactly one line on stdout, once bound, so scripts and tests can read
     // the real port without waiting blindly.
+    if config.curve.is_none() && !is_local(server.endpoint()) {
+        warn!(
+            endpoint = server.endpoint(),
+            "serving beyond this host without CURVE: anyone who reaches the port can ask and read stats (see docs/security.md)"
+        );
+    }
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "listening on {}", server.endpoint()).and_then(|_| stdout.flush());
     drop(stdout);
@@ -318,6 +329,15 @@ fn serve(args: ServeArgs) -> u8 {
         Ok(()) => EXIT_GO,
         Err(e) => fail(e),
     }
+}
+
+/// Whether a bound endpoint is reachable only from this host: loopback TCP,
+/// or a transport that never leaves it (ipc, inproc).
+fn is_local(endpoint: &str) -> bool {
+    let Some(rest) = endpoint.strip_prefix("tcp://") else { return true };
+    let host = rest.rsplit_once(':').map_or(rest, |(host, _)| host);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Binds the metrics listener and starts its thread; returns the loop's end.
@@ -442,5 +462,27 @@ fn run_bench(args: BenchArgs) -> u8 {
             EXIT_GO
         }
         Err(e) => fail(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_local;
+
+    #[test]
+    fn only_loopback_and_host_only_transports_are_local() {
+        for local in [
+            "tcp://127.0.0.1:7777",
+            "tcp://127.1.2.3:1",
+            "tcp://[::1]:7777",
+            "tcp://localhost:1",
+            "ipc:///tmp/l",
+            "inproc://x",
+        ] {
+            assert!(is_local(local), "{local}");
+        }
+        for open in ["tcp://0.0.0.0:7777", "tcp://10.0.0.5:7777", "tcp://[::]:7777", "tcp://192.168.1.2:1"] {
+            assert!(!is_local(open), "{open}");
+        }
     }
 }

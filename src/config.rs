@@ -19,7 +19,7 @@ use crate::state::StateConfig;
 use crate::wire::DEFAULT_MAX_MESSAGE_SIZE;
 
 /// The seed's endpoint.
-pub const DEFAULT_BIND: &str = "tcp://*:7777";
+pub const DEFAULT_BIND: &str = "tcp://127.0.0.1:7777";
 /// The seed's default quota: one request per second.
 pub const DEFAULT_MAX_REQUESTS: u32 = 1;
 /// The seed's default slot length.

@@ -9,7 +9,7 @@ fn parse(text: &str) -> FileConfig {
 #[test]
 fn defaults_are_the_seeds() {
     let c = ServeConfig::resolve(Flags::default(), FileConfig::default()).unwrap();
-    assert_eq!(c.bind, "tcp://*:7777");
+    assert_eq!(c.bind, "tcp://127.0.0.1:7777", "loopback unless told otherwise");
     assert_eq!(c.default.quota(), Quota::new(1, 1.0).unwrap());
     assert!(c.limits.is_empty());
 }

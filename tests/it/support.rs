@@ -47,6 +47,11 @@ impl Daemon {
         Daemon::spawn(&["--bind", "tcp://127.0.0.1:*"], args, true)
     }
 
+    /// Starts `locker serve <bind_args> <args>`, keeping its log for `log`.
+    pub fn start_logged_with(bind_args: &[&str], args: &[&str]) -> Daemon {
+        Daemon::spawn(bind_args, args, true)
+    }
+
     /// What the daemon logged so far (only with `start_logged`).
     pub fn log(&self) -> String {
         self.log.as_ref().expect("started with start_logged").lock().unwrap().clone()
