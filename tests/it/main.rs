@@ -56,6 +56,8 @@ mod peering_split;
 mod pool;
 /// The request path on the seam (`Service::respond`), bytes in and out, for each kind.
 mod protocol;
+/// The README's command table, run as written against the quick start's locker.
+mod readme;
 /// Rolling windows, alone and peered: never more than max in any interval of length T.
 mod rolling;
 /// The seed's own Python client, unchanged.
