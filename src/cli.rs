@@ -305,6 +305,12 @@ fn serve(args: ServeArgs) -> u8 {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
+    if config.curve.is_none() && !is_local(server.endpoint()) {
+        warn!(
+            endpoint = server.endpoint(),
+            "serving beyond this host without CURVE: anyone who reaches the port can ask and read stats (see docs/security.md)"
+        );
+    }
     if let Some(addr) = &config.metrics_bind {
         match serve_metrics(addr) {
             Ok(feed) => server = server.with_metrics(feed),
@@ -316,12 +322,6 @@ fn serve(args: ServeArgs) -> u8 {
     }
     // Exactly one line on stdout, once bound, so scripts and tests can read
     // the real port without waiting blindly.
-    if config.curve.is_none() && !is_local(server.endpoint()) {
-        warn!(
-            endpoint = server.endpoint(),
-            "serving beyond this host without CURVE: anyone who reaches the port can ask and read stats (see docs/security.md)"
-        );
-    }
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "listening on {}", server.endpoint()).and_then(|_| stdout.flush());
     drop(stdout);
