@@ -251,7 +251,7 @@ impl Semaphore {
 
     fn insert(&mut self, id: &str, lease: Lease) -> LeaseState {
         let before = self.leases.insert(id.into(), lease);
-        if !lease.pending && before.map_or(true, |b| b.pending) {
+        if !lease.pending && before.is_none_or(|b| b.pending) {
             self.held += lease.count;
         }
         self.deadlines.insert((lease.until, id.into()));

@@ -82,7 +82,7 @@ impl AcceptWatch {
                 self.failed += 1;
             }
         }
-        let due = self.last_logged.map_or(true, |t| t.elapsed() >= Duration::from_secs(1));
+        let due = self.last_logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
         if self.failed > before && due {
             self.last_logged = Some(Instant::now());
             let why = std::io::Error::from_raw_os_error(errno as i32);

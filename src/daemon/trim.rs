@@ -32,7 +32,7 @@ impl Trim {
             self.peak = live_keys;
             return;
         }
-        let due = self.last.map_or(true, |last| now.saturating_sub(last) >= MIN_INTERVAL);
+        let due = self.last.is_none_or(|last| now.saturating_sub(last) >= MIN_INTERVAL);
         if self.peak >= MIN_PEAK && live_keys * 8 < self.peak && due {
             self.peak = live_keys;
             self.last = Some(now);

@@ -54,7 +54,7 @@ pub(crate) fn saturate(
     let end = Instant::now() + run;
     let handles: Vec<_> = endpoints
         .iter()
-        .flat_map(|ep| std::iter::repeat(ep.clone()).take(threads))
+        .flat_map(|ep| std::iter::repeat_n(ep.clone(), threads))
         .map(|ep| {
             let key = key.to_owned();
             std::thread::spawn(move || {

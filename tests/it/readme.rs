@@ -17,7 +17,7 @@ fn examples(readme: &str) -> Vec<String> {
         .take_while(|l| l.starts_with('|'))
         .filter(|l| l.starts_with("| `locker") || l.starts_with("| ..."))
         .filter_map(|l| {
-            let example = l.splitn(3, " | ").nth(1)?;
+            let example = l.split(" | ").nth(1)?;
             let code = example.split('`').nth(1)?;
             Some(code.replace("\\|", "|"))
         })

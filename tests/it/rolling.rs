@@ -208,7 +208,7 @@ fn saturate(endpoints: &[String], clients: usize, key: &str, run: Duration) -> V
     let end = origin + run;
     let handles: Vec<_> = endpoints
         .iter()
-        .flat_map(|ep| std::iter::repeat(ep.clone()).take(clients))
+        .flat_map(|ep| std::iter::repeat_n(ep.clone(), clients))
         .map(|ep| {
             let key = key.to_owned();
             std::thread::spawn(move || saturate_one(origin, &ep, &key, end))

@@ -108,7 +108,7 @@ impl Log {
 
     /// Whether nothing is counted or queued at `now`, so the key may be dropped.
     pub fn is_idle(&self, now: Nanos) -> bool {
-        self.own.is_empty() && self.last <= now && self.shared.as_ref().map_or(true, |s| s.is_idle())
+        self.own.is_empty() && self.last <= now && self.shared.as_ref().is_none_or(|s| s.is_idle())
     }
 
     /// Records `n` permits going at `at` (never before `last`).
