@@ -290,11 +290,8 @@ fn serve(args: ServeArgs) -> u8 {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    for setting in ignored {
-        warn!(
-            setting,
-            "{setting} is set but peer_bind (--peer-bind) is not: it takes no effect, this locker does not peer"
-        );
+    for config::Ignored { setting, needs } in ignored {
+        warn!(setting, "{setting} is set without {needs}; it takes no effect");
     }
     let control = match Control::from_signals() {
         Ok(c) => c,

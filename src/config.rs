@@ -327,15 +327,32 @@ impl ServeConfig {
     }
 }
 
+/// A setting that was given but takes no effect without another one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ignored {
+    /// The setting given, by its file name (the flag is `--` and dashes).
+    pub setting: &'static str,
+    /// The setting it needs, and what it is for.
+    pub needs: &'static str,
+}
+
 /// Settings that were given but take no effect, to warn about: the node
-/// id and the grace period mean nothing to a locker that does not peer.
-pub fn ignored_settings(flags: &Flags, file: &FileConfig) -> Vec<&'static str> {
-    if flags.peer_bind.is_some() || file.peer_bind.is_some() {
-        return Vec::new();
-    }
-    let node_id = flags.node_id.is_some() || file.node_id.is_some();
-    let grace = flags.peer_grace.is_some() || file.peer_grace.is_some();
-    [(node_id, "node_id"), (grace, "peer_grace")].into_iter().filter_map(|(set, name)| set.then_some(name)).collect()
+/// id and the grace period mean nothing to a locker that does not peer,
+/// and the state file's fsync and discard nothing without a state file.
+pub fn ignored_settings(flags: &Flags, file: &FileConfig) -> Vec<Ignored> {
+    let peering = flags.peer_bind.is_some() || file.peer_bind.is_some();
+    let state = flags.state.is_some() || file.state.is_some();
+    let peer = "peer_bind (--peer-bind): this locker does not peer";
+    let file_ = "state (--state): this locker keeps no state file";
+    [
+        (!peering && (flags.node_id.is_some() || file.node_id.is_some()), "node_id", peer),
+        (!peering && (flags.peer_grace.is_some() || file.peer_grace.is_some()), "peer_grace", peer),
+        (!state && (flags.state_fsync.is_some() || file.state_fsync.is_some()), "state_fsync", file_),
+        (!state && (flags.state_discard || file.state_discard == Some(true)), "state_discard", file_),
+    ]
+    .into_iter()
+    .filter_map(|(set, setting, needs)| set.then_some(Ignored { setting, needs }))
+    .collect()
 }
 
 fn resolve_peering(flags: &Flags, file: &FileConfig) -> Result<Option<PeerConfig>, ConfigError> {

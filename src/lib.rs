@@ -1,9 +1,10 @@
 //! locker: a rate-limit daemon reached over ZeroMQ.
 //!
 //! Callers ask "may I go?" before each request to a limited resource and get
-//! go or sorry. Each limit is one of three kinds: a fixed-timeslot counter
-//! (slots aligned to the Unix epoch, freed when the slot ends), a token
-//! bucket, or a semaphore taken by leases that expire.
+//! go or sorry. Each limit is one of four kinds: a fixed-timeslot counter
+//! (slots aligned to the Unix epoch, freed when the slot ends), a rolling
+//! window (no interval of the window's length holds more), a token bucket,
+//! or a semaphore taken by leases that expire.
 //!
 //! The layout follows the request path:
 //! - [`core`]: the pure rules (limits, slots, buckets, leases, the decision table); takes `now`, does no I/O;

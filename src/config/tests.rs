@@ -68,7 +68,12 @@ fn bind_endpoints_resolve_host_names_and_refuse_large_ports() {
 #[test]
 fn peering_settings_without_peer_bind_are_reported_as_ignored() {
     let flags = Flags { node_id: Some("a".into()), ..Flags::default() };
-    assert_eq!(ignored_settings(&flags, &parse("peer_grace = 0.5\n")), ["node_id", "peer_grace"]);
+    let names = |i: Vec<Ignored>| i.into_iter().map(|i| i.setting).collect::<Vec<_>>();
+    assert_eq!(names(ignored_settings(&flags, &parse("peer_grace = 0.5\n"))), ["node_id", "peer_grace"]);
+    let fsync = Flags { state_fsync: Some(1.0), state_discard: true, ..Flags::default() };
+    assert_eq!(names(ignored_settings(&fsync, &FileConfig::default())), ["state_fsync", "state_discard"]);
+    let kept = Flags { state: Some("s.log".into()), ..fsync };
+    assert!(ignored_settings(&kept, &FileConfig::default()).is_empty());
     let peered = Flags { peer_bind: Some("tcp://*:1".into()), ..flags.clone() };
     assert!(ignored_settings(&peered, &FileConfig::default()).is_empty());
     assert!(ignored_settings(&Flags::default(), &FileConfig::default()).is_empty());

@@ -1,5 +1,6 @@
-//! The pure core: limits, slots, token buckets, semaphore leases, the
-//! decision table and the peer ledger.
+//! The pure core: limits and the four kinds that count against them (fixed
+//! windows, rolling windows, token buckets, semaphore leases), the decision
+//! table and the peer ledger.
 //!
 //! Nothing under `core` reads a clock, logs, or touches a socket. Every
 //! decision takes `now` (nanoseconds since the Unix epoch) as an argument,

@@ -11,9 +11,10 @@
 //! `wire` falls back to the full serde decoder, which gives the same values
 //! or the same errors. The encoder destructures `GoReply` field by field, so
 //! a field added to it fails to compile here until this module learns it.
-//! This module holds no state and makes no decisions. It depends on the
-//! message types in `wire`; they never call it: the entry points in
-//! `wire` (mod.rs) choose between it and serde.
+//! This module holds no state and makes no decisions. `wire`'s decode
+//! entry points (`request::decode_request`, `batch`'s entries) try it
+//! first and fall back to serde; `check_fields` holds a map to the
+//! contract before either reads it.
 
 use super::reply::GoReply;
 use super::request::Ask;

@@ -17,7 +17,8 @@
 //! they share: the request map they all travel in, the error, the size
 //! limits, and the encode and decode entry points. The private `fast` codec
 //! reads and writes the two messages on every structured request's path by
-//! hand; it depends on the message types, never the other way round.
+//! hand, and checks a request's field names and string fields against the
+//! contract; `request` and `batch` call it first and fall back to serde.
 //!
 //! This module only translates bytes to values and back. It holds no state,
 //! makes no decisions and never touches a socket.

@@ -159,6 +159,13 @@ fn a_node_id_without_peer_bind_is_warned_about() {
 }
 
 #[test]
+fn a_state_fsync_without_a_state_file_is_warned_about() {
+    let d = Logged::start("warn", &["--bind", "tcp://127.0.0.1:*", "--state-fsync", "1s"]);
+    let line = d.wait_for(&["WARN", "state_fsync"]);
+    assert!(line.contains("--state") && line.contains("no effect"), "{line}");
+}
+
+#[test]
 fn cli_errors_name_the_cli_command_and_json_gets_an_error_object() {
     let file = TempFile::new("edges-errors.toml", LIMITS);
     let d = Daemon::start(&["--config", file.path()]);

@@ -1,7 +1,7 @@
 """The wire format as this client speaks it: request maps, their bytes, and
 the replies decoded into frozen dataclasses.
 
-It mirrors the locker's ``src/wire.rs``: a structured request is a
+It mirrors the locker's ``src/wire/`` (contract: ``docs/wire.md``): a structured request is a
 MessagePack map whose absent fields are left out (never sent as nil), in the
 field order the Rust client uses, so the bytes are the same; a plain request
 is any bytes that are not a map, answered ``go`` or ``sorry``. Arguments are
