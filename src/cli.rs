@@ -91,7 +91,7 @@ struct ServeArgs {
     )]
     bind: Option<String>,
     /// Requests that may go per slot in the default limit [default: 1].
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_count)]
     max_requests: Option<u32>,
     /// Slot length of the default limit in seconds, from 0.001 [default: 1.0].
     #[arg(long, value_name = "S", allow_negative_numbers = true)]
@@ -100,7 +100,7 @@ struct ServeArgs {
     #[arg(long, value_name = "KIND")]
     algorithm: Option<AlgorithmName>,
     /// Capacity of the default limit when it is a token bucket [default: max-requests].
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_count)]
     burst: Option<u32>,
     /// TOML file with named limits ([[limits]] name, max_requests, in_seconds, algorithm, burst) and settings.
     #[arg(long, value_name = "FILE")]
@@ -232,6 +232,15 @@ struct BenchArgs {
 }
 
 /// Parses a duration as humantime ("250ms", "1s") or as plain seconds ("0.5").
+/// A count of permits: a whole number from 1 to 4294967295.
+fn parse_count(s: &str) -> Result<u32, String> {
+    s.trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|&n| n >= 1)
+        .ok_or_else(|| "must be a whole number from 1 to 4294967295".to_owned())
+}
+
 pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     if let Ok(secs) = s.parse::<f64>() {
         return Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"));

@@ -34,6 +34,9 @@ pub const DEFAULT_PEER_GRACE_SECONDS: f64 = 1.0;
 pub enum ConfigError {
     #[error("cannot read {path}: {source}")]
     Read { path: String, source: std::io::Error },
+    /// An error about one `[[limits]]` table of a file, with where it is.
+    #[error("{at}: {source}")]
+    At { at: String, source: Box<ConfigError> },
     #[error("{path}: {message}")]
     Parse { path: String, message: String },
     #[error("limit {name:?}: {source}")]
@@ -124,6 +127,9 @@ pub struct FileConfig {
     pub lease_secret: Option<PathBuf>,
     #[serde(default)]
     pub limits: Vec<FileLimit>,
+    /// The file this was read from, for error messages.
+    #[serde(skip)]
+    pub path: Option<String>,
 }
 
 /// One `[[limits]]` table. `max_requests` per `in_seconds` is the rate of
@@ -139,6 +145,10 @@ pub struct FileLimit {
     pub algorithm: AlgorithmName,
     /// A token bucket's capacity; max_requests when absent.
     pub burst: Option<u32>,
+    /// The line of its `[[limits]]` header, for error messages; 0 when
+    /// unknown (an inline table).
+    #[serde(skip)]
+    pub line: usize,
 }
 
 impl FileConfig {
@@ -146,7 +156,18 @@ impl FileConfig {
     pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
         let shown = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: shown.clone(), source })?;
-        FileConfig::parse(&text).map_err(|message| ConfigError::Parse { path: shown, message })
+        let mut file =
+            FileConfig::parse(&text).map_err(|message| ConfigError::Parse { path: shown.clone(), message })?;
+        file.path = Some(shown);
+        Ok(file)
+    }
+
+    /// `error`, about `limit` of this file, with the file and line it is
+    /// at; as it is for text that came from no file.
+    fn locate(&self, limit: &FileLimit, error: ConfigError) -> ConfigError {
+        let Some(file) = self.path.as_deref() else { return error };
+        let at = if limit.line > 0 { format!("{file}, line {}", limit.line) } else { file.to_owned() };
+        ConfigError::At { at, source: Box::new(error) }
     }
 
     /// Parses the text of a TOML file. An error says where, as the `toml`
@@ -154,13 +175,39 @@ impl FileConfig {
     /// about one `[[limits]]` table: "missing field" alone does not say
     /// which of twenty tables lacks it.
     pub fn parse(text: &str) -> Result<FileConfig, String> {
-        toml::from_str(text).map_err(|e| {
+        let mut file: FileConfig = toml::from_str(text).map_err(|e| {
             let at = e.span().map(|span| line_column(text, span.start));
             let at = at.map(|(line, column)| format!("line {line}, column {column}: ")).unwrap_or_default();
             let limit = failing_limit(text, e.message()).map(|name| format!("limit {name}: ")).unwrap_or_default();
-            format!("{at}{limit}{}", e.message())
-        })
+            format!("{at}{limit}{}", plain_words(e.message()))
+        })?;
+        let headers = text.lines().enumerate().filter(|(_, l)| l.trim_start().starts_with("[[limits]]"));
+        for (limit, (i, _)) in file.limits.iter_mut().zip(headers) {
+            limit.line = i + 1;
+        }
+        Ok(file)
     }
+}
+
+/// The TOML reader's wording, in the words of the file a user wrote: no
+/// Rust type names.
+fn plain_words(message: &str) -> String {
+    let message = message.trim_end();
+    if message.contains("expected a sequence") && message.contains("invalid type: map") {
+        return "limits is a list of tables: write each one as [[limits]], not [limits]".to_owned();
+    }
+    let types = [
+        ("expected u32", "expected a whole number from 1 to 4294967295"),
+        ("expected u64", "expected a whole number of at least 0"),
+        ("expected usize", "expected a whole number of at least 0"),
+        ("expected f64", "expected a number"),
+        ("expected a boolean", "expected true or false"),
+        ("invalid value: integer", "invalid value"),
+        ("invalid type: integer", "found a whole number"),
+        ("invalid type: string", "found a string"),
+        ("invalid type: floating point", "found a number with a fraction"),
+    ];
+    types.iter().fold(message.to_owned(), |m, (rust, plain)| m.replace(rust, plain))
 }
 
 /// The 1-based line and column of byte `offset` in `text`.
@@ -274,9 +321,10 @@ impl ServeConfig {
         let mut limits = Vec::new();
         for l in &file.limits {
             if !names.insert(l.name.as_str()) {
-                return Err(ConfigError::Duplicate(l.name.clone()));
+                return Err(file.locate(l, ConfigError::Duplicate(l.name.clone())));
             }
-            let limit = build_limit(&l.name, l.max_requests, l.in_seconds, l.algorithm, l.burst)?;
+            let limit = build_limit(&l.name, l.max_requests, l.in_seconds, l.algorithm, l.burst)
+                .map_err(|e| file.locate(l, e))?;
             if l.name == DEFAULT_LIMIT {
                 file_default = Some(limit);
             } else {

@@ -29,6 +29,7 @@ pub(crate) fn run(args: CheckConfigArgs) -> u8 {
         }
     }
     let names: Vec<&str> = std::iter::once(&config.default).chain(&config.limits).map(|l| l.name()).collect();
-    println!("{}: ok, {} limits: {}", args.file.display(), names.len(), names.join(", "));
+    let limits = if names.len() == 1 { "limit" } else { "limits" };
+    println!("{}: ok, {} {limits}: {}", args.file.display(), names.len(), names.join(", "));
     EXIT_GO
 }

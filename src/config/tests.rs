@@ -193,3 +193,32 @@ fn peering_settings_are_checked() {
     let generated = ServeConfig::resolve(bind(), FileConfig::default()).unwrap().peering.unwrap();
     assert!(generated.node_id.ends_with(&format!("-{}", std::process::id())), "{}", generated.node_id);
 }
+
+/// Errors about what a file means name the file, the line of the limit's
+/// `[[limits]]` header and the limit, as syntax errors name theirs.
+#[test]
+fn meaning_errors_name_the_file_the_line_and_the_limit() {
+    let resolved = |text: &str| {
+        let mut file = FileConfig::parse(text).unwrap();
+        file.path = Some("limits.toml".into());
+        ServeConfig::resolve(Flags::default(), file).unwrap_err().to_string()
+    };
+    let twice = "[[limits]]\nname = 'api'\nmax_requests = 5\nin_seconds = 0.8\n\n[[limits]]\nname = 'api'\nmax_requests = 1\nin_seconds = 1\n";
+    assert_eq!(resolved(twice), "limits.toml, line 6: limit \"api\" is defined twice");
+    let zero = "# a comment\n[[limits]]\nname = 'a'\nmax_requests = 0\nin_seconds = 1\n";
+    assert_eq!(resolved(zero), "limits.toml, line 2: limit \"a\": max_requests must be at least 1");
+    let burst = "[[limits]]\nname = 'a'\nmax_requests = 1\nin_seconds = 1\nburst = 3\n";
+    assert!(resolved(burst).starts_with("limits.toml, line 1: limit \"a\": burst is only for"), "{}", resolved(burst));
+}
+
+/// The TOML reader's Rust wording is put in the file's own words.
+#[test]
+fn syntax_errors_speak_of_the_file_not_of_rust_types() {
+    let negative = FileConfig::parse("[[limits]]\nname = 'a'\nmax_requests = -5\nin_seconds = 1\n").unwrap_err();
+    assert!(
+        negative.contains("line 3") && negative.contains("whole number") && !negative.contains("u32"),
+        "{negative}"
+    );
+    let single = FileConfig::parse("[limits]\nname = 'a'\nmax_requests = 5\nin_seconds = 1\n").unwrap_err();
+    assert!(single.contains("[[limits]], not [limits]") && !single.contains("sequence"), "{single}");
+}

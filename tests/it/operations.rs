@@ -210,7 +210,11 @@ fn check_config_exits_0_for_a_valid_file_and_2_with_the_error() {
     let bad = TempFile::new("check-bad.toml", "[[limits]]\nname = 'api'\nmax_requests = 0\nin_seconds = 1\n");
     let out = run_locker(&["check-config", bad.path()]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("max_requests must be at least 1"), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(", line 1: limit \"api\": max_requests must be at least 1"), "{err}");
+    let lone = TempFile::new("check-lone.toml", "max_keys = 10\n");
+    let out = run_locker(&["check-config", lone.path()]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ok, 1 limit: default"), "{out:?}");
     let out = run_locker(&["check-config", "/nonexistent/locker.toml"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
 }
