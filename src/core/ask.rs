@@ -7,7 +7,7 @@
 //! so that the locker can dispatch without translating. Plain data: the
 //! checks are the locker's, the rules the kinds'.
 
-use super::locker::LimitId;
+use super::limit::LimitId;
 use super::time::Nanos;
 
 /// An ask for permits of one limit, as it arrives: unchecked numbers, named.

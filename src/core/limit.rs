@@ -158,6 +158,12 @@ fn check_bucket_depth(quota: Quota, burst: u32) -> Result<(), LimitError> {
     })
 }
 
+/// An index into the locker's limits, found once per request. It lives
+/// here, below the asks and the kinds that carry it, so that none of them
+/// imports the table that hands it out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LimitId(pub(in crate::core) usize);
+
 /// A named quota with the algorithm that enforces it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limit {

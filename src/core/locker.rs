@@ -57,9 +57,7 @@ pub const MAX_WAIT_MS: u64 = 3_600_000;
 /// The longest ttl a lease may ask for: one day, like the longest slot.
 pub const MAX_TTL_MS: u64 = 86_400_000;
 
-/// An index into the locker's limits, found once per request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct LimitId(pub(in crate::core) usize);
+pub use super::limit::LimitId;
 
 /// Errors any request on the table can meet, whatever it asks.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

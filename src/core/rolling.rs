@@ -44,7 +44,9 @@ use super::time::{Nanos, NANOS_PER_SEC};
 
 mod kept;
 mod log;
+mod peer;
 mod shared;
+mod span;
 
 use log::{Fit, Log, Span};
 use shared::Shared;

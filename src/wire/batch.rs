@@ -21,9 +21,9 @@
 
 use serde::Deserialize;
 
+use super::ask::Ask;
 use super::fast::{self, Reader};
 use super::reply::{ErrorReply, GoReply, Reply};
-use super::request::Ask;
 use super::{decode_exact, is_structured, RequestMap, WireError, MAX_DEPTH};
 
 /// The most asks one batch may carry. A batch of this many short asks is

@@ -16,8 +16,8 @@
 //! first and fall back to serde; `check_fields` holds a map to the
 //! contract before either reads it.
 
+use super::ask::Ask;
 use super::reply::GoReply;
-use super::request::Ask;
 use super::{RequestMap, WireError, MAX_DEPTH};
 
 /// Decodes a request map in its common shape, or `None` to leave it to the

@@ -10,8 +10,9 @@
 //! - the **structured form**: a MessagePack map with an `op`, answered with a
 //!   MessagePack map.
 //!
-//! One file per message family: `request` (the ask and the decoded request),
-//! `batch` (many asks in one message),
+//! One file per message family: `ask` (the structured "may I go?"),
+//! `request` (every request, and the one decoder), `batch` (many asks in one
+//! message),
 //! `lease` (acquire, heartbeat, release), `reply` (go, sorry, errors, stats)
 //! and `peer` (what peered lockers say over PUB/SUB). This file holds what
 //! they share: the request map they all travel in, the error, the size
@@ -25,6 +26,7 @@
 
 use serde::{Deserialize, Serialize};
 
+mod ask;
 mod batch;
 mod fast;
 mod lease;
@@ -32,6 +34,7 @@ mod peer;
 mod reply;
 mod request;
 
+pub use ask::Ask;
 pub use batch::{
     begin_batch_reply, classify_batch_reply, decode_batch_reply, encode_batch, AskBatch, Entries, MAX_BATCH_ASKS,
 };
@@ -44,7 +47,7 @@ pub use reply::{
     decode_plain_reply, decode_reply, ErrorReply, GoReply, LimitStatsReply, PeerStatsReply, Reply, ReplyKind,
     StatsReply, GO, SORRY,
 };
-pub use request::{decode_request, Ask, Request};
+pub use request::{decode_request, Request};
 
 /// The largest request a locker accepts by default; larger messages are
 /// dropped by ZeroMQ itself (ZMQ_MAXMSGSIZE), which disconnects the sender.

@@ -1,12 +1,13 @@
-//! Requests: the structured "may I go?" ([`Ask`]) and every request a
-//! locker decodes from its REP socket ([`Request`]), of either form.
+//! Requests: every request a locker decodes from its REP socket
+//! ([`Request`]), of either form, and the one decoder that reads them.
 //!
 //! Like the rest of `wire`, this only translates; what an ask means is the
 //! core's business.
 
+use super::ask::Ask;
 use super::batch::{self, AskBatch};
 use super::lease::{Heartbeat, LeaseAsk, Release};
-use super::{decode_exact, fast, is_structured, RequestMap, WireError};
+use super::{decode_exact, fast, is_structured, WireError};
 
 /// A decoded request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,101 +26,6 @@ pub enum Request<'a> {
     Heartbeat(Heartbeat<'a>),
     /// Free a lease.
     Release(Release<'a>),
-}
-
-/// A structured "may I go?": which limit, which key, how many permits, and
-/// how long the caller would wait for them.
-///
-/// Built at the edge with its builder methods, carried in a [`RequestMap`]:
-///
-/// ```
-/// use locker::wire::{self, Ask, Request};
-///
-/// let ask = Ask::new().limit("api").key("user-7").cost(2);
-/// let mut body = Vec::new();
-/// wire::encode(&ask.to_map(), &mut body);
-/// assert_eq!(body, b"\x84\xa2op\xa2go\xa5limit\xa3api\xa3key\xa6user-7\xa4cost\x02");
-/// assert_eq!(wire::decode_request(&body), Ok(Request::Go(ask)));
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ask<'a> {
-    /// A configured limit's name; the default limit when `None`.
-    pub limit: Option<&'a str>,
-    /// A key within the limit; the limit's unkeyed count when `None`.
-    pub key: Option<&'a str>,
-    /// Permits to take at once; 0 peeks without taking.
-    pub cost: u64,
-    /// Take as many of `cost` as are available (at least one).
-    pub up_to: bool,
-    /// Accept a reservation that may be used after at most this long.
-    pub max_wait_ms: Option<u64>,
-}
-
-impl Default for Ask<'_> {
-    fn default() -> Self {
-        Ask { limit: None, key: None, cost: 1, up_to: false, max_wait_ms: None }
-    }
-}
-
-impl<'a> Ask<'a> {
-    /// One permit of the default limit.
-    pub fn new() -> Ask<'a> {
-        Ask::default()
-    }
-
-    /// Asks the limit called `name`.
-    pub fn limit(self, name: &'a str) -> Ask<'a> {
-        Ask { limit: Some(name), ..self }
-    }
-
-    /// Asks for `key`'s own count within the limit.
-    pub fn key(self, key: &'a str) -> Ask<'a> {
-        Ask { key: Some(key), ..self }
-    }
-
-    /// Asks for `cost` permits at once.
-    pub fn cost(self, cost: u64) -> Ask<'a> {
-        Ask { cost, ..self }
-    }
-
-    /// Takes as many of `cost` permits as are available, at least one.
-    pub fn up_to(self) -> Ask<'a> {
-        Ask { up_to: true, ..self }
-    }
-
-    /// Accepts a reservation usable within `ms` milliseconds instead of sorry.
-    pub fn max_wait_ms(self, ms: u64) -> Ask<'a> {
-        Ask { max_wait_ms: Some(ms), ..self }
-    }
-
-    /// The request map that carries this ask.
-    pub fn to_map(&self) -> RequestMap<'a> {
-        RequestMap {
-            op: Some("go"),
-            limit: self.limit,
-            key: self.key,
-            cost: Some(self.cost),
-            up_to: self.up_to.then_some(true),
-            max_wait_ms: self.max_wait_ms,
-            ..RequestMap::default()
-        }
-    }
-
-    /// The map that carries this ask in a batch: `to_map` without `op`.
-    pub fn to_entry(&self) -> RequestMap<'a> {
-        RequestMap { op: None, ..self.to_map() }
-    }
-
-    /// The ask a go request's map carries.
-    pub(in crate::wire) fn from_map(map: &RequestMap<'a>) -> Ask<'a> {
-        Ask {
-            limit: map.limit,
-            key: map.key,
-            cost: map.cost.unwrap_or(1),
-            up_to: map.up_to.unwrap_or(false),
-            max_wait_ms: map.max_wait_ms,
-        }
-    }
 }
 
 /// Decodes one single-part request: a body that is not a MessagePack map is

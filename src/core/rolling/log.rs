@@ -20,58 +20,8 @@
 use std::collections::VecDeque;
 
 use super::shared::Shared;
-use super::{EXACT_UP_TO, SUB_SLOTS};
-use crate::core::limit::Quota;
+pub use super::span::Span;
 use crate::core::time::Nanos;
-
-/// The shape of one rolling window: how long grants count, how many may,
-/// and how their instants are rounded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Span {
-    /// T: a grant counts for this long after it goes.
-    pub window: Nanos,
-    /// The most permits that may go in any interval of length T.
-    pub max: u32,
-    /// Own grants are stamped at the end of their grain: 1 ns (exact) or a sub-slot.
-    pub grain: Nanos,
-    /// The sub-slot of the counts exchanged with peers.
-    pub peer_grain: Nanos,
-}
-
-impl Span {
-    /// The span of a rolling window enforcing `quota`.
-    pub fn of(quota: Quota) -> Span {
-        let window = quota.slot_ns();
-        let peer_grain = (window / SUB_SLOTS).max(1);
-        let grain = if quota.max_requests() <= EXACT_UP_TO { 1 } else { peer_grain };
-        Span { window, max: quota.max_requests(), grain, peer_grain }
-    }
-
-    /// The latest instant of the grain holding `at`: where a grant at `at` is stamped.
-    #[inline]
-    pub fn stamp(&self, at: Nanos) -> Nanos {
-        at - at % self.grain + (self.grain - 1)
-    }
-
-    /// The number of the peers' sub-slot holding `at`.
-    #[inline]
-    pub fn sub(&self, at: Nanos) -> u64 {
-        at / self.peer_grain
-    }
-
-    /// The first and the last instant of the peers' sub-slot `sub`.
-    #[inline]
-    pub fn sub_bounds(&self, sub: u64) -> (Nanos, Nanos) {
-        let first = sub.saturating_mul(self.peer_grain);
-        (first, first.saturating_add(self.peer_grain - 1))
-    }
-
-    /// Whether a grant stamped `stamp` still counts in the interval ending at `u`.
-    #[inline]
-    fn counts_at(&self, stamp: Nanos, u: Nanos) -> bool {
-        stamp.saturating_add(self.window) > u
-    }
-}
 
 /// Where an ask fits: the instant it may go and the permits free then.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -206,4 +156,36 @@ impl Log {
 /// A count as a u32, saturating.
 fn clamp(n: u64) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+impl Log {
+    /// The peering part of the log, added when first needed.
+    pub fn shared_mut(&mut self) -> &mut Shared {
+        self.shared.get_or_insert_with(Box::default)
+    }
+
+    /// Own permits going in the peers' sub-slot `sub`.
+    pub(super) fn own_in(&self, span: Span, sub: u64) -> u32 {
+        let in_sub = self.own.iter().rev().skip_while(|&&(stamp, _)| span.sub(stamp) > sub);
+        in_sub.take_while(|&&(stamp, _)| span.sub(stamp) == sub).map(|&(_, n)| n).sum()
+    }
+
+    /// Calls `f` with the own count of each sub-slot from `from` on.
+    pub(super) fn own_subs(&self, span: Span, from: u64, mut f: impl FnMut(u64, u32)) {
+        let mut run: Option<(u64, u32)> = None;
+        for &(stamp, n) in self.own.iter().filter(|&&(stamp, _)| span.sub(stamp) >= from) {
+            let sub = span.sub(stamp);
+            run = match run {
+                Some((s, count)) if s == sub => Some((s, count + n)),
+                Some((s, count)) => {
+                    f(s, count);
+                    Some((sub, n))
+                }
+                None => Some((sub, n)),
+            };
+        }
+        if let Some((s, count)) = run {
+            f(s, count);
+        }
+    }
 }
