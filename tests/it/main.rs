@@ -34,6 +34,8 @@ mod hostile;
 /// The kinds of limits: a token-bucket and fixed-window reservation, a lease
 /// that expires on time, a lease restored after a restart, the lease guard.
 mod kinds;
+/// The crate's floor plan: no module imports a module that imports it back.
+mod layout;
 /// The daemon's lifecycle: the endpoint line, and a clean stop on signals.
 mod lifecycle;
 /// Operating it: Prometheus scrapes (alone and peered), health, reload on SIGHUP, check-config, JSON logs.
