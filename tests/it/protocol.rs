@@ -259,3 +259,23 @@ fn plain_bodies_keep_selecting_their_own_limits() {
     assert_eq!(ask(b""), "sorry", "the default's count is spent");
     assert_eq!(ask(b"api"), "sorry");
 }
+
+/// The loop may wake late (poll timeouts round up to whole milliseconds, a
+/// batch keeps it busy): a waiter still gets what a lease freed while it
+/// waited. Capacity 1; A holds until 10 ms, B waits until 10.5 ms, and the
+/// loop first runs again at 10.6 ms.
+#[test]
+fn a_late_wake_up_still_hands_an_expired_lease_to_its_waiter() {
+    let mut s = three_kinds();
+    let Reply::Answer(a) = lease(&mut s, 0, &LeaseAsk::new("db", 1).ttl_ms(10).to_map()) else { panic!("refused") };
+    assert!(a.ok);
+    let waiting = LeaseAsk::new("db", 1).ttl_ms(10).max_wait_ms(10).to_map();
+    let Reply::Answer(b) = lease(&mut s, MS / 2, &waiting) else { panic!("refused") };
+    assert!(!b.ok && b.pending);
+    let late = 10 * MS + 6 * MS / 10;
+    s.on_timeout(late);
+    let id = b.lease.unwrap();
+    let poll = RequestMap { op: Some("heartbeat"), limit: Some("db"), lease: Some(&id), ..RequestMap::default() };
+    let Reply::Answer(held) = lease(&mut s, late, &poll) else { panic!("refused") };
+    assert!(held.ok, "b was granted a's count at 10 ms, before its wait ended: {held:?}");
+}
