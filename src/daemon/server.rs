@@ -250,12 +250,14 @@ impl Server {
             if let Some(feed) = &mut self.metrics {
                 feed.tick(&self.service, self.watch.clock.now(), false);
             }
-            let readable = self.wait_readable()?;
+            let (readable, refused_accepts) = self.wait_readable()?;
             if let Some(gate) = &mut self.gate {
                 gate.answer_waiting()?;
                 self.service.note_refused_connections(gate.refused());
             }
-            self.service.note_accept_failures(self.accepts.read());
+            if refused_accepts {
+                self.service.note_accept_failures(self.accepts.read());
+            }
             let now = self.watch.now(&mut self.service);
             self.service.on_timeout(now);
             trim.note(now, self.service.locker().live_keys());
@@ -291,8 +293,10 @@ impl Server {
     }
 
     /// Waits until a request or a peer message arrives, the service's next
-    /// deadline passes, or a tick goes by; returns whether anything arrived.
-    fn wait_readable(&self) -> Result<bool, ServerError> {
+    /// deadline passes, or a tick goes by; returns whether anything arrived,
+    /// and whether the accept monitor has news (so that it is read only
+    /// then, not on every turn).
+    fn wait_readable(&self) -> Result<(bool, bool), ServerError> {
         let now = self.watch.clock.now();
         let deadline =
             [self.service.next_deadline(), self.state.as_ref().map(Keeper::next_deadline)].into_iter().flatten().min();
@@ -307,8 +311,8 @@ impl Server {
         }
         items.push(self.accepts.poll_item());
         match zmq::poll(&mut items, timeout) {
-            Ok(n) => Ok(n > 0),
-            Err(zmq::Error::EINTR) => Ok(false),
+            Ok(n) => Ok((n > 0, items.last().is_some_and(zmq::PollItem::is_readable))),
+            Err(zmq::Error::EINTR) => Ok((false, false)),
             Err(e) => Err(zmq_err("waiting for requests")(e).into()),
         }
     }
