@@ -301,7 +301,21 @@ fn resume(bytes: &[u8], at: usize) -> Option<usize> {
         .get(at..at + 4)
         .map(|h| at + FRAME_LEN + u32::from_le_bytes(h.try_into().expect("4 bytes")) as usize)
         .filter(|&o| o > at && good(o));
-    by_length.or_else(|| (at + 1..bytes.len().saturating_sub(FRAME_LEN)).find(|&o| good(o)))
+    by_length.or_else(|| {
+        // A frame's length is not zero, so one starts at most 3 bytes before
+        // a nonzero byte: runs of zeros (the unwritten rest of the file,
+        // after every kill mid-append) are stepped over at memory speed.
+        let end = bytes.len().saturating_sub(FRAME_LEN);
+        let mut from = at + 1;
+        while from < end {
+            let nonzero = from + bytes[from..end].iter().position(|&b| b != 0)?;
+            if let Some(o) = (nonzero.saturating_sub(3).max(from)..=nonzero).find(|&o| good(o)) {
+                return Some(o);
+            }
+            from = nonzero + 1;
+        }
+        None
+    })
 }
 
 /// Past a clean end the file must be zeros. Nonzero bytes right after it
