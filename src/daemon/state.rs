@@ -87,7 +87,13 @@ pub struct Keeper {
     headroom: usize,
     /// While grants are refused for want of disk space, when to try again.
     retry_room: Option<Nanos>,
+    /// After a compaction failed (a full disk), none starts before this.
+    compact_after: Option<Instant>,
 }
+
+/// How long after a failed compaction the next one may start: a full disk
+/// must not cost a thread and a warning on every loop turn.
+const COMPACT_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Why grants are refused while the state file cannot grow.
 const NO_ROOM: &str = "the state file cannot grow (the disk is full): no grant can be recorded, so none is made";
@@ -153,6 +159,7 @@ impl Keeper {
             broken: false,
             headroom,
             retry_room: None,
+            compact_after: None,
         })
     }
 
@@ -215,7 +222,8 @@ impl Keeper {
         }
         let grown = self.log.len() - self.compacted_len;
         let due = (slot_changed && grown >= MIN_COMPACT_AT_SLOT) || self.log.wants_compaction(MIN_COMPACT);
-        if due && self.compaction.is_none() {
+        let backing_off = self.compact_after.is_some_and(|t| Instant::now() < t);
+        if due && self.compaction.is_none() && !backing_off {
             self.start_compaction(now);
         }
         if now >= self.next_sync {
@@ -263,7 +271,10 @@ impl Keeper {
             }
             // The old file is whole and still taking appends: keep it, and
             // compact again later (a full disk may have room by then).
-            Err(e) => warn!(error = %e, "the state file could not be compacted; keeping it as it is"),
+            Err(e) => {
+                warn!(error = %e, "the state file could not be compacted; keeping it as it is, trying again in 10 s");
+                self.compact_after = Some(Instant::now() + COMPACT_RETRY);
+            }
         }
     }
 

@@ -219,7 +219,16 @@ impl StateLog {
     /// Puts a compacted file in place: appends to it what was appended
     /// here after its prefix, renames it over this log's file, and goes on
     /// in it. With `durable`, the new file and the rename are synced first.
-    pub fn adopt(&mut self, mut new: Compacted, durable: bool) -> Result<Compaction, StateError> {
+    pub fn adopt(&mut self, new: Compacted, durable: bool) -> Result<Compaction, StateError> {
+        let tmp = new.log.path.clone();
+        // A compacted file that could not be put in place (a full disk)
+        // takes space and is of no use.
+        self.put_in_place(new, durable).inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })
+    }
+
+    fn put_in_place(&mut self, mut new: Compacted, durable: bool) -> Result<Compaction, StateError> {
         let later = self.tail - new.upto;
         let kept = new.log.tail;
         new.log.append_frames(&self.map[new.upto..self.tail])?;
