@@ -6,7 +6,7 @@
 //! (the secret key, mode 0600) and `PREFIX.pub` (the public key). This module
 //! reads and writes key files and sets key options on sockets; it never binds,
 //! connects or answers anything (the daemon's ZAP handler is in
-//! `daemon::curve`).
+//! `daemon::zap`).
 
 use std::collections::HashSet;
 use std::fmt;

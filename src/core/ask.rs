@@ -3,7 +3,7 @@
 //! At the core's edge, one value per request: a `PermitAsk` (go or sorry),
 //! an `AcquireAsk` and a `HeartbeatAsk` (leases), with every number named,
 //! built once from the wire by the service and passed by reference. Inside,
-//! the checked `Want` is shared by every counting kind (`window`, `bucket`)
+//! the checked `Want` is shared by every counting kind (`fixed`, `bucket`)
 //! so that the locker can dispatch without translating. Plain data: the
 //! checks are the locker's, the rules the kinds'.
 

@@ -2,7 +2,7 @@
 //! an invalid limit cannot be represented anywhere else in the program.
 //!
 //! This module only describes limits; counting against them lives in
-//! `core::window`, `core::bucket`, `core::semaphore` and `core::locker`.
+//! `core::kinds::fixed`, `core::kinds::bucket`, `core::kinds::semaphore` and `core::locker`.
 
 use std::num::{NonZeroU32, NonZeroU64};
 

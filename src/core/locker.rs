@@ -5,7 +5,7 @@
 //! never reads a clock, never logs and never touches a socket, so the same
 //! code can be embedded in a program without a daemon (see
 //! `examples/embedded.rs`) and tested with literal instants. Asks are checked
-//! here against the limit they name; the counting itself is `core::rule`'s.
+//! here against the limit they name; the counting itself is `core::kinds`'s.
 //!
 //! When lockers are peered, the table also merges the counts peers report
 //! (`merge`), lists its own grants for publishing (`take_granted`,
@@ -33,12 +33,12 @@
 use std::collections::HashMap;
 
 use super::ask::{PermitAsk, Verdict, Want};
+use super::kinds::{Rule, TakeError};
 use super::lease_id::LeaseMinter;
-use super::limit::{Limit, DEFAULT_LIMIT};
-use super::peering::{Count, PeerView, Share};
+use super::limit::{Limit, LimitId, DEFAULT_LIMIT};
 use super::room::{KeyBudget, KeyRoom, Terms};
-use super::rule::{Rule, TakeError};
 use super::time::{Nanos, NANOS_PER_MS};
+use crate::core::share::{Count, PeerView, Share};
 
 pub mod kept;
 mod leases;
@@ -56,8 +56,6 @@ pub const MAX_WAIT_MS: u64 = 3_600_000;
 
 /// The longest ttl a lease may ask for: one day, like the longest slot.
 pub const MAX_TTL_MS: u64 = 86_400_000;
-
-pub use super::limit::LimitId;
 
 /// Errors any request on the table can meet, whatever it asks.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

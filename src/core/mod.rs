@@ -1,33 +1,40 @@
 //! The pure core: limits and the four kinds that count against them (fixed
-//! windows, rolling windows, token buckets, semaphore leases), the decision
-//! table and the peer ledger.
+//! windows, rolling windows, token buckets, semaphore leases), the table of
+//! limits a locker decides with, and peering.
 //!
 //! Nothing under `core` reads a clock, logs, or touches a socket. Every
 //! decision takes `now` (nanoseconds since the Unix epoch) as an argument,
 //! which makes the rules deterministic under test and embeddable without a
 //! daemon.
+//!
+//! The core is layered, each layer importing only the ones below it (a
+//! test over the `use` graph holds it to that):
+//! 1. `time`, `limit` (a limit's terms and `LimitId`), `lease_id`;
+//! 2. `ask` (what a caller wants, the verdict), `room` (room for new keys),
+//!    `share` (the terms peers agree on: node indices, the demand split,
+//!    the in-flight rule, the `Count` they trade);
+//! 3. `kinds`: one folder per kind (`fixed`, `rolling`, `bucket`,
+//!    `semaphore`), each with its rule, its peer sharing, its kept form and
+//!    its tests, and `kinds::Rule`, the one dispatch on the kind;
+//! 4. `locker`: the table of limits by name, leases, stats and reloads;
+//! 5. `peering`: the peer node table, when to talk to peers, and the merge
+//!    of their counts into the table.
 
 pub mod ask;
-pub mod bucket;
-pub mod keys;
+pub mod kinds;
 pub mod lease_id;
 pub mod limit;
 pub mod locker;
 pub mod peering;
-pub mod rolling;
 pub mod room;
-pub mod rule;
-pub mod semaphore;
-pub mod tally;
+pub mod share;
 pub mod time;
-pub mod window;
 
 pub use ask::{AcquireAsk, HeartbeatAsk, PermitAsk, Verdict, Want};
 pub use lease_id::{Entropy, LeaseMinter, LeaseSecret};
+pub use limit::LimitId;
 pub use limit::{Algorithm, Limit, LimitError, Quota, DEFAULT_LIMIT};
-pub use locker::{AskError, Holdings, LeaseError, LimitId, LimitStats, Locker, Reloaded, TableError};
-pub use peering::{
-    Count, Counted, NodeIx, NodeKey, Nodes, Outgoing, PeerEvent, PeerIx, PeerState, PeerView, Peering, PeeringSettings,
-    Share,
-};
+pub use locker::{AskError, Holdings, LeaseError, LimitStats, Locker, Reloaded, TableError};
+pub use peering::{NodeKey, Nodes, Outgoing, PeerEvent, PeerIx, PeerState, Peering, PeeringSettings};
+pub use share::{Count, Counted, NodeIx, PeerView, Share};
 pub use time::Nanos;

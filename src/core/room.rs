@@ -1,12 +1,12 @@
 //! Room for new keys: whether a take may add a key to a full key table,
 //! and the refusal when it may not.
 //!
-//! Shared by every kind that holds keys (`window`, `bucket`, `semaphore`
+//! Shared by every kind that holds keys (`fixed`, `bucket`, `semaphore`
 //! through the locker) and by the peer merge, so none of them depends on a
 //! sibling kind for it. It counts nothing itself: the locker decides the
 //! room from its live keys and `--max-keys`.
 
-use super::peering::Share;
+use crate::core::share::Share;
 
 /// What a take needs from the caller when it must add a new key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,7 +43,7 @@ impl KeyBudget {
 
 /// What the locker allows one take besides the count: room for a new key,
 /// and this locker's share of what is left when peers are live (see
-/// `peering::share`; only fixed windows apply it).
+/// `core::share`; only fixed windows apply it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Terms {
     pub room: KeyRoom,
@@ -53,4 +53,13 @@ pub struct Terms {
 impl Terms {
     /// A locker on its own with room for new keys.
     pub const ALONE: Terms = Terms { room: KeyRoom::Free, share: Share::ALONE };
+}
+
+/// Gives back most of a map of keys that a flood left far too large (an
+/// eighth full or less), keeping room to double, so that a steady load
+/// never reallocates. For the maps a sweep empties, key by key.
+pub fn give_back_spare<K: Eq + std::hash::Hash, V>(map: &mut std::collections::HashMap<K, V>) {
+    if map.capacity() > 64 && map.len() * 8 < map.capacity() {
+        map.shrink_to(map.len() * 2);
+    }
 }

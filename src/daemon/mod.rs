@@ -4,7 +4,6 @@
 //! side lives here, and nothing here decides go or sorry.
 
 pub mod clock;
-pub mod curve;
 pub mod fds;
 pub mod metrics;
 pub mod reload;
@@ -13,6 +12,7 @@ pub mod signals;
 pub mod state;
 pub mod transport;
 mod trim;
+pub mod zap;
 
 pub use clock::Clock;
 pub use server::{Server, ServerError};

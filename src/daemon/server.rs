@@ -22,7 +22,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tracing::{debug, info, warn};
 
 use super::clock::Clock;
-use super::curve::{self, Gate};
 use super::fds::AcceptWatch;
 use super::metrics::Feed;
 use super::reload::{self, Reload};
@@ -30,6 +29,7 @@ use super::signals::Control;
 use super::state::{self, Keeper, Loaded};
 use super::transport::{self, zmq_err, TransportError};
 use super::trim::Trim;
+use super::zap::{self, Gate};
 use crate::config::{PeerConfig, PeerSpec, ServeConfig};
 use crate::core::lease_id::RANDOM_BYTES;
 use crate::core::{
@@ -143,7 +143,7 @@ impl Server {
         };
         let keys = config.curve.as_ref().map(|c| &c.keys);
         let (rep, endpoint) = transport::bind_rep_with(&ctx, &config.bind, config.max_message_size, |rep| {
-            keys.map_or(Ok(()), |k| curve::secure_rep(rep, k))
+            keys.map_or(Ok(()), |k| zap::secure_rep(rep, k))
         })?;
         let accepts = AcceptWatch::start(&ctx, &rep).map_err(zmq_err("watching the serving socket's accepts"))?;
         let minter = LeaseMinter::new(Box::new(OsEntropy), config.lease_secret.as_ref());
@@ -427,7 +427,7 @@ fn peer_sockets(ctx: &zmq::Context, pc: &PeerConfig, keys: Option<&KeyPair>) -> 
     let publisher = ctx.socket(zmq::PUB).map_err(zmq_err("creating the PUB socket"))?;
     publisher.set_linger(0).map_err(zmq_err("setting ZMQ_LINGER"))?;
     publisher.set_sndhwm(PEER_HWM).map_err(zmq_err("setting ZMQ_SNDHWM"))?;
-    keys.map_or(Ok(()), |k| curve::secure_pub(&publisher, k))?;
+    keys.map_or(Ok(()), |k| zap::secure_pub(&publisher, k))?;
     publisher.bind(&pc.bind).map_err(zmq_err(format!("binding {}", pc.bind)))?;
     let endpoint = transport::last_endpoint(&publisher)?;
     let subscribers = pc.peers.iter().map(|peer| subscribe(ctx, peer, keys)).collect::<Result<_, _>>()?;
@@ -443,7 +443,7 @@ fn subscribe(ctx: &zmq::Context, peer: &PeerSpec, keys: Option<&KeyPair>) -> Res
     subscriber.set_reconnect_ivl(PEER_RECONNECT_MS).map_err(zmq_err("setting ZMQ_RECONNECT_IVL"))?;
     subscriber.set_subscribe(b"").map_err(zmq_err("subscribing"))?;
     if let Some(k) = keys {
-        curve::peer_client(&subscriber, k, peer.key.as_ref().unwrap_or(&k.public))?;
+        zap::peer_client(&subscriber, k, peer.key.as_ref().unwrap_or(&k.public))?;
     }
     let endpoint = &peer.endpoint;
     subscriber.connect(endpoint).map_err(zmq_err(format!("connecting to peer {endpoint}")))?;

@@ -10,9 +10,9 @@
 use std::collections::HashMap;
 
 use super::Service;
+use crate::core::kinds::rolling::RollingWindow;
+use crate::core::kinds::semaphore::kept::HeldLease;
 use crate::core::locker::kept::Kept;
-use crate::core::rolling::RollingWindow;
-use crate::core::semaphore::kept::HeldLease;
 use crate::core::{Algorithm, Count, LimitId, Nanos, NodeIx, NodeKey, Nodes, Quota, Verdict};
 use crate::state::{collapse, Record};
 

@@ -2,7 +2,7 @@
 //! decoded by `wire`, decided by `core`, answered with a `LeaseReply`.
 
 use super::{error_reply, Service};
-use crate::core::semaphore::{LeaseState, LeaseVerdict};
+use crate::core::kinds::semaphore::{LeaseState, LeaseVerdict};
 use crate::core::{time::ceil_ms, AcquireAsk, HeartbeatAsk, LeaseError, Nanos};
 use crate::wire::{self, Heartbeat, LeaseAsk, LeaseReply, Release};
 

@@ -2,7 +2,7 @@
 //! the one reply shape they share.
 //!
 //! Like the rest of `wire`, this only translates; the rules live in
-//! `core::semaphore`.
+//! `core::kinds::semaphore`.
 
 use serde::{Deserialize, Serialize};
 

@@ -189,3 +189,63 @@ fn the_check_sees_a_cycle_and_reads_nested_paths() {
     let known = BTreeSet::from([m("core"), m("core::a"), m("core::b")]);
     assert_eq!(resolve(&known, &m("core::a"), "super::b::Thing"), Some(m("core::b")));
 }
+
+/// The core's layers, bottom first: a module may import its own layer and
+/// the ones below it, never one above. Time and the limit's terms at the
+/// bottom; asks, key room and the peer terms; the kinds; the table of
+/// limits; the peer node table, schedule and merge on top.
+const CORE_LAYERS: &[&[&str]] =
+    &[&["time", "limit", "lease_id"], &["ask", "room", "share"], &["kinds"], &["locker"], &["peering"]];
+
+fn core_layer(module: &Module) -> Option<usize> {
+    let room = module.get(1).filter(|_| module[0] == "core")?;
+    CORE_LAYERS.iter().position(|layer| layer.contains(&room.as_str()))
+}
+
+#[test]
+fn the_core_imports_only_downwards_and_no_kind_imports_another() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let graph = imports(&root);
+    let mut checked = 0;
+    for (from, tos) in &graph {
+        let Some(lf) = core_layer(from) else {
+            assert!(from.len() < 2 || from[0] != "core", "{} is in no layer of the core", from.join("::"));
+            continue;
+        };
+        for to in tos.iter().filter(|to| to.first().is_some_and(|t| t == "core") && to.len() > 1) {
+            let lt = core_layer(to).unwrap_or_else(|| panic!("{} is in no layer of the core", to.join("::")));
+            assert!(lt <= lf, "{} imports {}, a layer above it", from.join("::"), to.join("::"));
+            if from.get(1).is_some_and(|r| r == "kinds") && to.get(1).is_some_and(|r| r == "kinds") {
+                assert!(
+                    to.len() < 3 || from.len() < 3 || from[2] == to[2],
+                    "the kind {} imports another kind, {}",
+                    from.join("::"),
+                    to.join("::")
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 50, "read the core's imports: {checked}");
+}
+
+/// Folders as units: collapsed to its top two levels (`core::kinds`,
+/// `wire`, `daemon`), no folder imports one that imports it back.
+#[test]
+fn no_folder_imports_a_folder_that_imports_it_back() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut folders: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
+    let top = |m: &Module| m.iter().take(if m.first().is_some_and(|r| r == "core") { 2 } else { 1 }).cloned().collect();
+    for (from, tos) in imports(&root) {
+        let f: Module = top(&from);
+        let edges = folders.entry(f.clone()).or_default();
+        edges.extend(tos.iter().map(top).filter(|t: &Module| *t != f && !f.starts_with(t)));
+    }
+    assert!(folders.len() > 10, "read the crate's folders: {}", folders.len());
+    for folder in folders.keys() {
+        if let Some(cycle) = cycle_from(&folders, folder) {
+            let names: Vec<String> = cycle.iter().chain(std::iter::once(folder)).map(|m| m.join("::")).collect();
+            panic!("a cycle of imports between folders: {}", names.join(" -> "));
+        }
+    }
+}

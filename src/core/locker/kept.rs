@@ -8,12 +8,13 @@
 //! them, so restore and peering merge by maximum per node run and neither
 //! counts the other's twice.
 
-use super::{LimitId, Locker};
+use super::Locker;
 use crate::core::ask::Verdict;
-use crate::core::peering::{Count, NodeIx};
+use crate::core::kinds::semaphore::kept::HeldLease;
+use crate::core::kinds::Rule;
+use crate::core::limit::LimitId;
 use crate::core::room::KeyRoom;
-use crate::core::rule::Rule;
-use crate::core::semaphore::kept::HeldLease;
+use crate::core::share::{Count, NodeIx};
 use crate::core::time::Nanos;
 
 /// What a request left behind in its limit, for the state log.

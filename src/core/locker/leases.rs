@@ -1,15 +1,16 @@
 //! The locker's side of semaphore leases: checking acquire, heartbeat and
 //! release against the limit they name, issuing lease ids, and counting.
 //!
-//! The rules of holding, waiting, expiry and restore are `core::semaphore`'s;
+//! The rules of holding, waiting, expiry and restore are `core::kinds::semaphore`'s;
 //! this module only adds names, checks and statistics.
 
 use super::stats::Outcome;
-use super::{wait_ns, LimitId, Locker, TableError, MAX_TTL_MS};
+use super::{wait_ns, Locker, TableError, MAX_TTL_MS};
 use crate::core::ask::{AcquireAsk, HeartbeatAsk};
+use crate::core::kinds::semaphore::{Hold, LeaseState, LeaseVerdict, NoCapacity, Semaphore};
+use crate::core::kinds::Rule;
+use crate::core::limit::LimitId;
 use crate::core::room::KeyRoom;
-use crate::core::rule::Rule;
-use crate::core::semaphore::{Hold, LeaseState, LeaseVerdict, NoCapacity, Semaphore};
 use crate::core::time::{Nanos, NANOS_PER_MS};
 
 /// Why a lease op got no answer from the semaphore.
@@ -138,8 +139,8 @@ impl Locker {
 
 #[cfg(test)]
 mod tests {
+    use crate::core::kinds::semaphore::LeaseState;
     use crate::core::limit::{Algorithm, Limit, Quota, DEFAULT_LIMIT};
-    use crate::core::semaphore::LeaseState;
     use crate::core::{AcquireAsk, AskError, HeartbeatAsk, LeaseError, Locker, TableError};
 
     const MS: u64 = 1_000_000;

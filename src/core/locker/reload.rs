@@ -12,8 +12,8 @@
 use std::collections::HashMap;
 
 use super::{Entry, LimitStats, Locker, DEFAULT_LIMIT};
+use crate::core::kinds::Rule;
 use crate::core::limit::Limit;
-use crate::core::rule::Rule;
 
 /// What a reload did, by limit name, each list sorted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -155,12 +155,12 @@ mod tests {
         let mut l = locker(vec![semaphore("db", 2)]);
         let id = l.find(Some("db")).unwrap();
         let take = |l: &mut Locker| l.acquire(NOW, &AcquireAsk::new(id, 1)).unwrap().1.state;
-        assert!(matches!(take(&mut l), crate::core::semaphore::LeaseState::Held { .. }));
-        assert!(matches!(take(&mut l), crate::core::semaphore::LeaseState::Held { .. }));
+        assert!(matches!(take(&mut l), crate::core::kinds::semaphore::LeaseState::Held { .. }));
+        assert!(matches!(take(&mut l), crate::core::kinds::semaphore::LeaseState::Held { .. }));
         l.reload(window(DEFAULT_LIMIT, 1, 1.0), vec![semaphore("db", 1)], 100);
         let held = l.holdings().find(|(limit, _)| limit.name() == "db").unwrap().1;
         assert_eq!((held.leases_held, held.leases_waiting, held.live_keys), (2, 0, 2));
-        assert!(matches!(take(&mut l), crate::core::semaphore::LeaseState::Refused), "over the new capacity");
+        assert!(matches!(take(&mut l), crate::core::kinds::semaphore::LeaseState::Refused), "over the new capacity");
     }
 
     #[test]

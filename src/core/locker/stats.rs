@@ -6,7 +6,7 @@
 //! or checks live here.
 
 use crate::core::ask::Verdict;
-use crate::core::semaphore::{LeaseState, LeaseVerdict};
+use crate::core::kinds::semaphore::{LeaseState, LeaseVerdict};
 
 /// Counters for one limit since start-up. Reservations count as go, and
 /// also as waited; queued lease acquires count only as waited.

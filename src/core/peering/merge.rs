@@ -4,60 +4,24 @@
 //!
 //! Fixed windows, token buckets and rolling windows are shared; semaphores
 //! are not, and their counts are never published or merged. How a count
-//! is kept is `core::tally`'s (windows), `core::bucket::ledger`'s (buckets)
-//! and `core::rolling`'s (rolling windows, per sub-slot); this
+//! is kept is `core::kinds::fixed::tally`'s (windows), `core::kinds::bucket::ledger`'s (buckets)
+//! and `core::kinds::rolling`'s (rolling windows, per sub-slot); this
 //! module only dispatches and keeps the live-key count in step. It must
 //! not reach into a kind's private state, nor encode anything: the bytes
 //! are `wire`'s.
 
 use super::nodes::Nodes;
-use super::share::NodeIx;
-use super::view::PeerView;
 use crate::core::ask::{PermitAsk, Verdict};
-use crate::core::bucket::Bucket;
-use crate::core::locker::{LimitId, Locker};
-use crate::core::rolling::RollingWindow;
+use crate::core::kinds::bucket::Bucket;
+use crate::core::kinds::fixed::{FixedWindow, SlotFit};
+use crate::core::kinds::rolling::RollingWindow;
+use crate::core::kinds::Rule;
+use crate::core::limit::LimitId;
+use crate::core::locker::Locker;
 use crate::core::room::KeyBudget;
-use crate::core::rule::Rule;
+use crate::core::share::PeerView;
+use crate::core::share::{Count, Counted};
 use crate::core::time::Nanos;
-use crate::core::window::{FixedWindow, SlotFit};
-
-/// A cumulative count of one node for one (limit, key, slot): what peers
-/// publish to each other. The slot is the limit's own numbering: a fixed
-/// window's slot, a token bucket's period, a rolling window's sub-slot.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Count {
-    pub limit: LimitId,
-    pub key: Option<Box<str>>,
-    pub slot: u64,
-    pub node: NodeIx,
-    pub count: u32,
-    /// What is counted: permits granted, or (fixed windows only) asked.
-    pub what: Counted,
-}
-
-/// What a `Count` counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Counted {
-    /// Permits the node granted: the shared count.
-    #[default]
-    Granted,
-    /// Permits asked of the node before the slot's cutoff, go or sorry: the
-    /// demand figure that splits the next slot (see `peering::share`).
-    Asked,
-}
-
-impl Count {
-    /// A count of permits granted.
-    pub fn granted(limit: LimitId, key: Option<&str>, slot: u64, node: NodeIx, count: u32) -> Count {
-        Count { limit, key: key.map(Into::into), slot, node, count, what: Counted::Granted }
-    }
-
-    /// A demand figure.
-    pub fn asked(limit: LimitId, key: Option<&str>, slot: u64, node: NodeIx, count: u32) -> Count {
-        Count { what: Counted::Asked, ..Count::granted(limit, key, slot, node, count) }
-    }
-}
 
 impl Locker {
     /// Queues the own count of a key after a go that took permits (a peek

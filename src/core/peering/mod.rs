@@ -13,11 +13,6 @@
 pub mod merge;
 pub mod nodes;
 pub mod schedule;
-pub mod share;
-pub mod view;
 
-pub use merge::{Count, Counted};
 pub use nodes::{NodeKey, Nodes, PeerEvent, PeerIx, PeerState, MAX_RUNS_PER_PEER};
 pub use schedule::{Outgoing, Peering, PeeringSettings};
-pub use share::{NodeIx, Share};
-pub use view::PeerView;

@@ -20,7 +20,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::share::NodeIx;
+use crate::core::share::NodeIx;
 use crate::core::time::Nanos;
 
 /// The most runs one configured peer may have in the table at once: its
@@ -146,7 +146,7 @@ impl Nodes {
     }
 
     /// This locker's own index.
-    pub const ME: NodeIx = 0;
+    pub const ME: NodeIx = crate::core::share::ME;
 
     /// This locker's own node.
     pub fn me(&self) -> &NodeKey {

@@ -11,8 +11,9 @@
 use std::collections::VecDeque;
 
 use super::nodes::{NodeKey, Nodes, PeerEvent, PeerIx, PeerState};
-use super::view::PeerView;
-use crate::core::locker::{LimitId, Locker};
+use crate::core::limit::LimitId;
+use crate::core::locker::Locker;
+use crate::core::share::PeerView;
 use crate::core::time::{Nanos, NANOS_PER_MS};
 
 /// Heartbeats while joining come this often, so that a sync request reaches

@@ -14,8 +14,9 @@
 //! private TATs; `peering::merge` calls it.
 
 use super::{absorb, Bucket, Key};
-use crate::core::peering::{Count, NodeIx, Nodes};
 use crate::core::room::{KeyRoom, NoRoom};
+use crate::core::share::ME;
+use crate::core::share::{Count, NodeIx};
 use crate::core::time::Nanos;
 
 /// One node's cumulative grants from one key in one period.
@@ -29,7 +30,7 @@ struct Entry {
 }
 
 /// The grants made from one key, per node and period, this locker's own
-/// (`Nodes::ME`) among them. Empty, it allocates nothing, so a locker that
+/// (`ME`) among them. Empty, it allocates nothing, so a locker that
 /// is not peered pays only for an empty `Vec` per key.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Ledger {
@@ -60,7 +61,7 @@ impl Ledger {
 
     /// Adds `n` own grants in `period`; returns the own count to publish.
     pub fn add_own(&mut self, period: u64, n: u32) -> u32 {
-        let e = self.entry(Nodes::ME, period);
+        let e = self.entry(ME, period);
         e.count = e.count.saturating_add(n);
         e.touched = true;
         e.count
@@ -176,8 +177,8 @@ impl Bucket {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::limit::LimitId;
     use crate::core::limit::Quota;
-    use crate::core::locker::LimitId;
     use crate::core::room::KeyRoom::Free;
     use crate::core::{Verdict, Want};
     use std::num::NonZeroU32;
@@ -252,7 +253,7 @@ mod tests {
         let mut all = Vec::new();
         b.counts(T0, |_, p, node, c| all.push((p, node, c)));
         all.sort();
-        assert_eq!(all, [(p, Nodes::ME, 2), (p, 4, 1)]);
+        assert_eq!(all, [(p, ME, 2), (p, 4, 1)]);
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! names or slots.
 //!
 //! A peered tally also keeps the demand figures that split the next slot
-//! by demand (see `peering::share`): the permits asked of each node in this
+//! by demand (see `core::share`): the permits asked of each node in this
 //! slot, and the figures of the previous slot, which give each node its
 //! share of this one.
 //!
@@ -21,35 +21,13 @@
 //! it through [`TallyMut`], wherever its parts are; [`Tally`] holds both
 //! parts whole, for the unkeyed count and keys too long for the table.
 
-use super::peering::share::share_of;
-use super::peering::{NodeIx, Nodes, Share};
-use super::time::Nanos;
+use crate::core::share::share_of;
+use crate::core::share::ME;
+use crate::core::share::{NodeIx, Recent, Share};
+use crate::core::time::Nanos;
 
 mod count;
 pub use count::Count;
-
-/// Own count at two checkpoints, at least `window` apart, so that
-/// `own - prev` covers every grant of the last `window` (and possibly a
-/// little more, which errs on the safe side).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct Recent {
-    prev: u32,
-    cur: u32,
-    since: Nanos,
-}
-
-impl Recent {
-    #[inline]
-    fn in_flight(&mut self, now: Nanos, own: u32, window: Nanos) -> u32 {
-        let age = now.saturating_sub(self.since);
-        if age >= window.saturating_mul(2) {
-            *self = Recent { prev: own, cur: own, since: now };
-        } else if age >= window {
-            *self = Recent { prev: self.cur, cur: own, since: now };
-        }
-        own - self.prev
-    }
-}
 
 /// The outcome of a take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,9 +89,9 @@ pub struct Peered {
     /// The sum of the peers' reported counts.
     heard: u32,
     peers: Vec<(NodeIx, u32)>,
-    recent: Recent,
+    recent: Recent<u32>,
     /// Permits asked of each node in this slot before the cutoff, this
-    /// locker's own under `Nodes::ME`.
+    /// locker's own under `ME`.
     asked: Vec<(NodeIx, u32)>,
     /// The figures of the previous slot: they split this slot.
     basis: Vec<(NodeIx, u32)>,
@@ -246,7 +224,7 @@ impl<'a> TallyRef<'a> {
         let (mut mine, mut others) = (0u32, 0u32);
         for &(node, asked) in &p.basis {
             let share = share_of(max, asked, total);
-            if node == Nodes::ME {
+            if node == ME {
                 mine = share.saturating_sub(self.own());
             } else {
                 others = others.saturating_add(share.saturating_sub(figure_of(&p.peers, node)));
@@ -258,10 +236,10 @@ impl<'a> TallyRef<'a> {
 
     /// Permits asked of this locker in this slot, before the cutoff.
     pub fn asked_own(self) -> u32 {
-        self.peered.map_or(0, |p| figure_of(&p.asked, Nodes::ME))
+        self.peered.map_or(0, |p| figure_of(&p.asked, ME))
     }
 
-    /// Each node's figure in this slot, this locker's under `Nodes::ME`.
+    /// Each node's figure in this slot, this locker's under `ME`.
     pub fn asked(self) -> impl Iterator<Item = (NodeIx, u32)> + 'a {
         self.peered.into_iter().flat_map(|s| s.asked.iter().copied())
     }
@@ -389,9 +367,9 @@ impl<'a> TallyMut<'a> {
     /// next slot's split.
     pub fn note_asked(&mut self, cost: u32) {
         let asked = &mut self.peered().asked;
-        match asked.iter_mut().find(|(n, _)| *n == Nodes::ME) {
+        match asked.iter_mut().find(|(n, _)| *n == ME) {
             Some((_, c)) => *c = c.saturating_add(cost),
-            None => asked.push((Nodes::ME, cost)),
+            None => asked.push((ME, cost)),
         }
         self.count.set(Count::TOUCHED, true);
     }

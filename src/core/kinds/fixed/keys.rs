@@ -323,15 +323,6 @@ impl KeyTable {
     }
 }
 
-/// Gives back most of a map of keys that a flood left far too large (an
-/// eighth full or less), keeping room to double, so that a steady load
-/// never reallocates. For the maps a sweep empties, key by key.
-pub fn give_back_spare<K: Eq + std::hash::Hash, V>(map: &mut HashMap<K, V>) {
-    if map.capacity() > 64 && map.len() * 8 < map.capacity() {
-        map.shrink_to(map.len() * 2);
-    }
-}
-
 /// Asks the CPU to bring the cache line holding `slot` in, where it can.
 #[inline]
 fn prefetch_line(slot: &Slot) {

@@ -39,7 +39,7 @@ impl Semaphore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::semaphore::Hold;
+    use crate::core::kinds::semaphore::Hold;
 
     #[test]
     fn a_held_lease_is_read_and_put_back_with_its_expiry() {

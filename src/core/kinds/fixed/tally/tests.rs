@@ -80,7 +80,7 @@ fn a_share_is_granted_at_once_and_others_unused_shares_are_held() {
     // The previous slot: this locker asked 6, node 1 asked 3, node 2 asked 1.
     let mut whole = Tally::default();
     let mut t = whole.get_mut();
-    t.set_basis(vec![(Nodes::ME, 6), (1, 3), (2, 1)]);
+    t.set_basis(vec![(crate::core::share::ME, 6), (1, 3), (2, 1)]);
     assert_eq!(t.get().split(10), Split { mine: 6, pool: 0 });
     let granted = (0..10).filter(|_| t.take(MS, 10, 1, TRIO).is_go()).count();
     assert_eq!(granted, 6, "the whole share at once, nothing of the others'");
@@ -94,7 +94,7 @@ fn a_share_is_granted_at_once_and_others_unused_shares_are_held() {
 fn what_rounding_leaves_is_pool_under_the_in_flight_rule() {
     let mut whole = Tally::default();
     let mut t = whole.get_mut();
-    t.set_basis(vec![(Nodes::ME, 1), (1, 1), (2, 1)]);
+    t.set_basis(vec![(crate::core::share::ME, 1), (1, 1), (2, 1)]);
     assert_eq!(t.get().split(5), Split { mine: 1, pool: 2 });
     assert_eq!(t.take(MS, 5, 2, TRIO), Take::Go, "one from the share, one from the pool");
     assert_eq!(t.take(MS, 5, 1, TRIO), Take::OverShare, "the pool grant is still in flight");
@@ -110,7 +110,7 @@ fn figures_merge_by_maximum_and_roll_into_the_basis() {
     t.note_asked(1);
     assert!(t.merge_asked(1, 4, false));
     assert!(!t.merge_asked(1, 3, false), "an older figure changes nothing");
-    assert!(t.merge_asked(Nodes::ME, 5, false), "an echo of the own figure raises it");
+    assert!(t.merge_asked(crate::core::share::ME, 5, false), "an echo of the own figure raises it");
     assert_eq!(t.get().asked_own(), 5);
     let basis = t.take_asked().expect("figures");
     let mut next = Tally::default();

@@ -9,8 +9,9 @@
 //! clock, no file: the caller brings both.
 
 use super::Bucket;
-use crate::core::peering::{NodeIx, Nodes};
 use crate::core::room::{KeyRoom, NoRoom};
+use crate::core::share::NodeIx;
+use crate::core::share::ME;
 use crate::core::time::Nanos;
 
 impl Bucket {
@@ -19,7 +20,7 @@ impl Bucket {
     pub fn kept(&self, now: Nanos, key: Option<&str>) -> (Nanos, u64, u32) {
         let period = self.period(now);
         let Some(k) = self.key(key) else { return (0, period, 0) };
-        let own = k.ledger.counts().find(|&(node, p, _)| node == Nodes::ME && p == period).map_or(0, |(_, _, n)| n);
+        let own = k.ledger.counts().find(|&(node, p, _)| node == ME && p == period).map_or(0, |(_, _, n)| n);
         (k.tat, period, own)
     }
 
@@ -61,10 +62,10 @@ mod tests {
     use std::num::NonZeroU32;
 
     use crate::core::ask::Want;
-    use crate::core::bucket::Bucket;
+    use crate::core::kinds::bucket::Bucket;
     use crate::core::limit::Quota;
-    use crate::core::peering::Count;
     use crate::core::room::KeyRoom;
+    use crate::core::share::Count;
     use crate::core::LimitId;
 
     const MS: u64 = 1_000_000;

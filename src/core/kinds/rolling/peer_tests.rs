@@ -4,7 +4,7 @@
 //! what it granted since. Checked over every interval of length T.
 
 use super::*;
-use crate::core::peering::NodeIx;
+use crate::core::share::NodeIx;
 use proptest::prelude::*;
 
 const MS: Nanos = 1_000_000;

@@ -19,7 +19,7 @@
 //! keeps the counts only: no clock, no names, no wire format.
 
 use super::span::Span;
-use crate::core::peering::NodeIx;
+use crate::core::share::{NodeIx, Recent};
 use crate::core::time::Nanos;
 
 /// One node's cumulative grants for one sub-slot.
@@ -30,45 +30,22 @@ pub(super) struct Heard {
     pub(super) count: u32,
 }
 
-/// Own grant count at two checkpoints, at least `window` apart, so that
-/// `own - prev` covers every grant of the last `window` (and possibly a
-/// little more, which errs on the safe side). As `tally::Recent`, over a
-/// running total instead of a slot's count.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct Recent {
-    prev: u64,
-    cur: u64,
-    since: Nanos,
-}
-
-impl Recent {
-    fn in_flight(&mut self, now: Nanos, own: u64, window: Nanos) -> u64 {
-        let age = now.saturating_sub(self.since);
-        if age >= window.saturating_mul(2) {
-            *self = Recent { prev: own, cur: own, since: now };
-        } else if age >= window {
-            *self = Recent { prev: self.cur, cur: own, since: now };
-        }
-        own - self.prev
-    }
-}
-
 /// The part of a key's log that only peered lockers use.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Shared {
+pub struct PeerLog {
     pub(super) heard: Vec<Heard>,
     /// Own permits granted since sharing began, for the in-flight rule.
     total: u64,
-    recent: Recent,
+    recent: Recent<u64>,
     /// The earliest go instant among own grants not republished since the
     /// last repair.
     pub(super) touched_from: Option<Nanos>,
 }
 
-impl Shared {
+impl PeerLog {
     /// A record that counts own grants as in flight from `now` on.
-    pub fn since(now: Nanos) -> Shared {
-        Shared { recent: Recent { prev: 0, cur: 0, since: now }, ..Shared::default() }
+    pub fn since(now: Nanos) -> PeerLog {
+        PeerLog { recent: Recent::since(now), ..PeerLog::default() }
     }
 
     /// Forgets peer counts that no longer count at `now` or after.

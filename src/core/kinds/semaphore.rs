@@ -20,7 +20,7 @@
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
-use super::time::Nanos;
+use crate::core::time::Nanos;
 
 /// What a lease is now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -35,21 +35,21 @@
 
 use std::collections::HashMap;
 
-use super::ask::{Verdict, Want};
-use super::keys::give_back_spare;
-use super::limit::Quota;
-use super::peering::Share;
-use super::room::{KeyRoom, NoRoom, Terms};
-use super::time::{Nanos, NANOS_PER_SEC};
+use crate::core::ask::{Verdict, Want};
+use crate::core::limit::Quota;
+use crate::core::room::give_back_spare;
+use crate::core::room::{KeyRoom, NoRoom, Terms};
+use crate::core::share::Share;
+use crate::core::time::{Nanos, NANOS_PER_SEC};
 
 mod kept;
 mod log;
 mod peer;
-mod shared;
+mod peer_log;
 mod span;
 
 use log::{Fit, Log, Span};
-use shared::Shared;
+use peer_log::PeerLog;
 
 /// Quotas up to this many permits per window are counted exactly.
 pub const EXACT_UP_TO: u32 = 64;
@@ -248,7 +248,7 @@ fn decide(log: &mut Log, now: Nanos, span: Span, want: Want, share: Share) -> (V
 fn grant(log: &mut Log, now: Nanos, at: Nanos, n: u32, span: Span, share: Share) {
     if share.live > 1 && log.shared.is_none() {
         // The in-flight record starts now, so this very grant is in flight.
-        log.shared = Some(Box::new(Shared::since(now)));
+        log.shared = Some(Box::new(PeerLog::since(now)));
     }
     log.add(at, n, span);
 }

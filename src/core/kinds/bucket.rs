@@ -19,11 +19,11 @@
 use std::collections::HashMap;
 use std::num::NonZeroU32;
 
-use super::ask::{Verdict, Want};
-use super::keys::give_back_spare;
-use super::limit::{bucket_interval, Quota};
-use super::room::{KeyRoom, NoRoom};
-use super::time::{Nanos, NANOS_PER_SEC};
+use crate::core::ask::{Verdict, Want};
+use crate::core::limit::{bucket_interval, Quota};
+use crate::core::room::give_back_spare;
+use crate::core::room::{KeyRoom, NoRoom};
+use crate::core::time::{Nanos, NANOS_PER_SEC};
 
 mod kept;
 mod ledger;

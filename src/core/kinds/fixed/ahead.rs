@@ -8,8 +8,8 @@ use std::collections::VecDeque;
 
 use super::FixedWindow;
 use crate::core::ask::{Verdict, Want};
+use crate::core::kinds::fixed::tally::{Tally, TallyRef};
 use crate::core::room::{KeyRoom, NoRoom};
-use crate::core::tally::{Tally, TallyRef};
 use crate::core::time::Nanos;
 
 /// Where an ask lands: `index` slots after the current one, `granted` permits.

@@ -19,7 +19,7 @@
 
 use std::collections::VecDeque;
 
-use super::shared::Shared;
+use super::peer_log::PeerLog;
 pub use super::span::Span;
 use crate::core::time::Nanos;
 
@@ -42,7 +42,7 @@ pub struct Log {
     /// Own grants, oldest first, as (stamp, permits); stamps strictly rise.
     pub own: VecDeque<(Nanos, u32)>,
     /// What only peering needs; `None` for a locker on its own.
-    pub shared: Option<Box<Shared>>,
+    pub shared: Option<Box<PeerLog>>,
 }
 
 impl Log {
@@ -160,7 +160,7 @@ fn clamp(n: u64) -> u32 {
 
 impl Log {
     /// The peering part of the log, added when first needed.
-    pub fn shared_mut(&mut self) -> &mut Shared {
+    pub fn shared_mut(&mut self) -> &mut PeerLog {
         self.shared.get_or_insert_with(Box::default)
     }
 

@@ -21,15 +21,15 @@
 
 use std::collections::{HashMap, VecDeque};
 
-pub use super::ask::Verdict;
-use super::ask::Want;
-use super::keys::KeyTable;
-use super::limit::Quota;
-use super::peering::{NodeIx, Share};
-use super::room::{KeyRoom, NoRoom, Terms};
-use super::tally::{Take, Tally, TallyMut, TallyRef};
-use super::time::Nanos;
+pub use crate::core::ask::Verdict;
+use crate::core::ask::Want;
+use crate::core::limit::Quota;
+use crate::core::room::{KeyRoom, NoRoom, Terms};
+use crate::core::share::{NodeIx, Share};
+use crate::core::time::Nanos;
 use ahead::{roll, Plan};
+use keys::KeyTable;
+use tally::{Take, Tally, TallyMut, TallyRef};
 
 /// Counts for one limit within its current slot, and reserved counts for
 /// the slots after it.
@@ -177,7 +177,7 @@ impl FixedWindow {
     /// Whether the demand figures of the current slot are frozen at `now`:
     /// past the cutoff, every repair republishes them all.
     pub fn figures_frozen(&self, now: Nanos) -> bool {
-        self.elapsed_in_slot(now) >= super::peering::share::demand_cutoff(self.quota.slot_ns())
+        self.elapsed_in_slot(now) >= crate::core::share::demand_cutoff(self.quota.slot_ns())
     }
 
     /// Merges a peer's demand figure for `slot`, received at `now`: one
@@ -368,6 +368,8 @@ impl FixedWindow {
 
 mod ahead;
 mod kept;
+pub mod keys;
+pub mod tally;
 
 #[cfg(test)]
 mod tests;

@@ -1,17 +1,28 @@
-//! One limit's counting state, whichever kind it is: the dispatch from a
-//! limit's algorithm to `FixedWindow`, `Bucket`, `RollingWindow` or `Semaphore`.
+//! The four kinds of limit, one folder each, and the one place that
+//! dispatches on the kind: `Rule` holds one limit's counting state and hands
+//! each call to `FixedWindow`, `Bucket`, `RollingWindow` or `Semaphore`.
 //!
-//! It holds no names and no statistics (those live in `core::locker`), and
-//! like the rest of the core it takes `now` and does no I/O.
+//! Each kind's folder holds its rule, its peer sharing, its kept form (what
+//! the state file restores) and its tests; a change to one kind belongs in
+//! its folder. The kinds sit above the core's bottom layer (time, limit,
+//! ask, room, the peer share terms) and import neither one another nor the
+//! locker or the peer schedule above them. Nothing here holds names or
+//! statistics (those live in `core::locker`), and like the rest of the core
+//! it takes `now` and does no I/O.
+
+pub mod bucket;
+pub mod fixed;
+pub mod rolling;
+pub mod semaphore;
 
 use super::ask::{Verdict, Want};
-use super::bucket::Bucket;
 use super::limit::{Algorithm, Limit};
-use super::rolling::RollingWindow;
 use super::room::{NoRoom, Terms};
-use super::semaphore::Semaphore;
 use super::time::Nanos;
-use super::window::FixedWindow;
+use bucket::Bucket;
+use fixed::FixedWindow;
+use rolling::RollingWindow;
+use semaphore::Semaphore;
 
 /// The counting state of one limit.
 #[derive(Debug)]

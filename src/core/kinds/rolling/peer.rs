@@ -6,8 +6,9 @@
 
 use super::log::Log;
 use super::RollingWindow;
-use crate::core::peering::{NodeIx, Nodes};
 use crate::core::room::{KeyRoom, NoRoom};
+use crate::core::share::NodeIx;
+use crate::core::share::ME;
 use crate::core::time::{Nanos, NANOS_PER_SEC};
 
 /// How far ahead of `now` a peer's count may lie and still be merged: a
@@ -52,7 +53,7 @@ impl RollingWindow {
         count: u32,
         room: KeyRoom,
     ) -> Result<bool, NoRoom> {
-        if node == Nodes::ME || !self.fits(now, sub) {
+        if node == ME || !self.fits(now, sub) {
             // Own counts are known here better than any echo of them.
             return Ok(false);
         }
@@ -63,13 +64,13 @@ impl RollingWindow {
     }
 
     /// Calls `f` with every count that still counts at `now`: own (as
-    /// `Nodes::ME`) and each peer node's, per key (`None` for the unkeyed
+    /// `ME`) and each peer node's, per key (`None` for the unkeyed
     /// count) and sub-slot.
     pub fn counts(&self, now: Nanos, mut f: impl FnMut(Option<&str>, u64, NodeIx, u32)) {
         let span = self.span;
         for (key, log) in self.logs() {
             let from = span.sub(now.saturating_sub(span.window));
-            log.own_subs(span, from, |sub, n| f(key, sub, Nodes::ME, n));
+            log.own_subs(span, from, |sub, n| f(key, sub, ME, n));
             for h in log.shared.iter().flat_map(|s| s.heard.iter()) {
                 if span.sub_bounds(h.sub).1.saturating_add(span.window) > now {
                     f(key, h.sub, h.node, h.count);

@@ -59,9 +59,9 @@ impl FixedWindow {
 #[cfg(test)]
 mod tests {
     use crate::core::ask::Want;
+    use crate::core::kinds::fixed::FixedWindow;
     use crate::core::limit::Quota;
     use crate::core::room::KeyRoom;
-    use crate::core::window::FixedWindow;
 
     const SEC: u64 = 1_000_000_000;
 

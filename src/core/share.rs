@@ -1,20 +1,30 @@
-//! The share rule's terms, and the split of a slot's quota by demand.
+//! The terms every shared kind and the peer schedule agree on: node
+//! indices, the share of a slot split by demand, the view of the peers a
+//! locker decides with, and the cumulative `Count` peers trade.
 //!
-//! Each peered locker counts the permits asked of it (go and sorry alike)
-//! for each key until a cutoff a third of a slot before the slot ends, and
-//! publishes that figure. Every locker then splits the next slot's
-//! `max_requests` between the nodes in proportion to those figures, each
-//! node's share rounded down, so the shares add up to at most
+//! This is the bottom of peering: the kinds use these terms, and
+//! `core::peering` (the node table, the schedule, the merge) builds on the
+//! kinds. Nothing here imports a kind, the locker or the peer schedule.
+//!
+//! The share rule: each peered locker counts the permits asked of it (go
+//! and sorry alike) for each key until a cutoff a third of a slot before the
+//! slot ends, and publishes that figure. Every locker then splits the next
+//! slot's `max_requests` between the nodes in proportion to those figures,
+//! each node's share rounded down, so the shares add up to at most
 //! `max_requests` and each locker may grant its whole share at once,
 //! without waiting on its peers. What the rounding leaves, and what nobody
-//! asked for, is the pool: granted under the in-flight rule. The split is
-//! applied per key by `core::tally`. No clock, no counts kept, no sockets.
+//! asked for, is the pool. The split is applied per key by
+//! `core::kinds::fixed::tally`. No clock, no counts kept, no sockets.
 
+use crate::core::limit::LimitId;
 use crate::core::time::{Nanos, NANOS_PER_MS};
 
 /// An index naming one peer node (one process of one locker) in the node
 /// table; see `peering::nodes`.
 pub type NodeIx = u32;
+
+/// The index this locker's own process has in every node table.
+pub const ME: NodeIx = 0;
 
 /// How long a grant is assumed to take to reach every peer: the publish
 /// batching bound plus transit and the receiver's loop turn. Grants younger
@@ -90,6 +100,93 @@ pub fn share_of(max: u32, asked: u32, total: u64) -> u32 {
         return 0;
     }
     (u64::from(max) * u64::from(asked) / total) as u32
+}
+
+/// What the peers mean for the next asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerView {
+    /// Lockers live, this one included.
+    pub live: u32,
+    /// This locker's place among the live lockers by id, 0 to live - 1, so
+    /// that they can take turns without talking (see `Share::rank`).
+    pub rank: u32,
+    /// While `now` is before this, every ask of a shared limit is sorry: the
+    /// counts of the current slot are still being learned from peers.
+    pub hold_until: Option<Nanos>,
+}
+
+impl PeerView {
+    /// No peers: decide alone.
+    pub const ALONE: PeerView = PeerView { live: 1, rank: 0, hold_until: None };
+}
+
+/// A cumulative count of one node for one (limit, key, slot): what peers
+/// publish to each other. The slot is the limit's own numbering: a fixed
+/// window's slot, a token bucket's period, a rolling window's sub-slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Count {
+    pub limit: LimitId,
+    pub key: Option<Box<str>>,
+    pub slot: u64,
+    pub node: NodeIx,
+    pub count: u32,
+    /// What is counted: permits granted, or (fixed windows only) asked.
+    pub what: Counted,
+}
+
+/// What a `Count` counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Counted {
+    /// Permits the node granted: the shared count.
+    #[default]
+    Granted,
+    /// Permits asked of the node before the slot's cutoff, go or sorry: the
+    /// demand figure that splits the next slot (see `core::share`).
+    Asked,
+}
+
+impl Count {
+    /// A count of permits granted.
+    pub fn granted(limit: LimitId, key: Option<&str>, slot: u64, node: NodeIx, count: u32) -> Count {
+        Count { limit, key: key.map(Into::into), slot, node, count, what: Counted::Granted }
+    }
+
+    /// A demand figure.
+    pub fn asked(limit: LimitId, key: Option<&str>, slot: u64, node: NodeIx, count: u32) -> Count {
+        Count { what: Counted::Asked, ..Count::granted(limit, key, slot, node, count) }
+    }
+}
+
+/// Own grants at two checkpoints, at least an in-flight window apart, so
+/// that `own - prev` covers every grant of the last window (and possibly a
+/// little more, which errs on the safe side): what the in-flight rule counts
+/// as not yet heard by the peers. `T` is a fixed window's slot count (u32)
+/// or a rolling window's running total (u64).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Recent<T> {
+    prev: T,
+    cur: T,
+    since: Nanos,
+}
+
+impl<T: Copy + Default + std::ops::Sub<Output = T>> Recent<T> {
+    /// Nothing granted yet; grants count as in flight from `now` on.
+    pub fn since(now: Nanos) -> Recent<T> {
+        Recent { since: now, ..Recent::default() }
+    }
+
+    /// Of `own` grants so far, those made within the last `window` before
+    /// `now` (or a little more).
+    #[inline]
+    pub fn in_flight(&mut self, now: Nanos, own: T, window: Nanos) -> T {
+        let age = now.saturating_sub(self.since);
+        if age >= window.saturating_mul(2) {
+            *self = Recent { prev: own, cur: own, since: now };
+        } else if age >= window {
+            *self = Recent { prev: self.cur, cur: own, since: now };
+        }
+        own - self.prev
+    }
 }
 
 #[cfg(test)]
