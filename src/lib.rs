@@ -16,7 +16,8 @@
 //!   and a permit pool that hands out a batch of permits locally;
 //! - [`config`] and [`cli`]: settings and the command line;
 //! - [`curve`]: CURVE key files and allowlists (encryption and client authentication);
-//! - [`bench`]: `locker bench`, the load generator.
+//! - [`bench`]: `locker bench`, the load generator;
+//! - [`sim`]: groups of peered services on a simulated clock, for tests.
 //!
 //! The daemon, config, cli and bench modules (and the `locker` binary) are
 //! behind the default `cli` feature. Without it the crate is the core, the
@@ -34,6 +35,7 @@ pub mod curve;
 #[cfg(feature = "cli")]
 pub mod daemon;
 pub mod service;
+pub mod sim;
 pub mod state;
 pub mod wire;
 

@@ -1,0 +1,328 @@
+//! A group of peered services on a simulated clock, for deterministic tests
+//! of what needs several lockers and time: peering, clocks that disagree,
+//! leases, reservations, restarts.
+//!
+//! `Group` plays the daemon's loop for each node (answer a request, hear a
+//! peer, wake at the service's deadline or the loop's tick, publish after
+//! each turn, report a pause) and the network between them (a delay, a
+//! jitter that reorders, a loss rate), on one true clock that jumps from
+//! event to event. Each node reads that clock through its own offset, so a
+//! node can run fast or slow, and a restart can come up with its clock
+//! stepped. Randomness comes from a seed, so every run of a test is the
+//! same run. Nothing here reads a clock, sleeps or touches a socket; it
+//! drives only the public seam the daemon drives (`Service`).
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use crate::core::time::NANOS_PER_MS;
+use crate::core::{Locker, Nanos, NodeKey, Peering, PeeringSettings};
+use crate::service::Service;
+use crate::wire::{self, Ask, GoReply, Reply};
+
+/// How often the daemon's loop turns with nothing to do (its tick), so that
+/// a node with no deadline still publishes its repairs on time.
+pub const TICK: Nanos = 100 * NANOS_PER_MS;
+
+/// What the network does to each peer message.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Link {
+    /// The least time a message takes.
+    pub delay: Nanos,
+    /// Up to this much more, drawn for each message and receiver: messages
+    /// overtake one another when it exceeds the gap between them.
+    pub jitter: Nanos,
+    /// The chance that a message never reaches a receiver, 0 to 1.
+    pub loss: f64,
+}
+
+impl Link {
+    /// A loopback-like network: 100 µs, no jitter, nothing lost.
+    pub const FAST: Link = Link { delay: 100_000, jitter: 0, loss: 0.0 };
+}
+
+/// What a group needs to build one of its nodes' services.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Boot {
+    /// The node's place in the group.
+    pub node: usize,
+    /// The node's clock when it starts.
+    pub now: Nanos,
+    /// How many nodes the group has.
+    pub nodes: usize,
+}
+
+/// Builds a node's service at boot; called again at each restart.
+pub type Make = Box<dyn FnMut(&Boot) -> Service>;
+
+/// A peered service whose peers are named `node-0`, `node-1`, … in the
+/// group's order (without itself), as a daemon's configured peers are.
+pub fn peered(locker: Locker, boot: &Boot, grace: Nanos) -> Service {
+    let me = NodeKey { id: format!("node-{}", boot.node).into(), incarnation: boot.now };
+    let names = (0..boot.nodes).filter(|&n| n != boot.node).map(|n| format!("node-{n}").into()).collect();
+    let settings = PeeringSettings::new(me, names, grace, locker.shortest_slot());
+    Service::peered(locker, Peering::new(settings, boot.now), boot.now)
+}
+
+struct Node {
+    service: Option<Service>,
+    /// Added to the true time to give this node's clock.
+    offset: i64,
+    /// The next true instant this node's loop turns on its own.
+    turn: Nanos,
+    /// While the true time is before this, the node's process is stopped.
+    paused_until: Option<Nanos>,
+    /// The true instant the node last ran, to tell it how long a pause was.
+    last: Nanos,
+}
+
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Delivery {
+    at: Nanos,
+    seq: u64,
+    to: usize,
+    from: usize,
+    bytes: Vec<u8>,
+}
+
+/// A group of nodes, their network and the one true clock.
+pub struct Group {
+    nodes: Vec<Node>,
+    make: Make,
+    now: Nanos,
+    link: Link,
+    wire: BinaryHeap<Reverse<Delivery>>,
+    seq: u64,
+    rng: u64,
+    /// Peer messages each node has published, for tests that count them.
+    published: Vec<u64>,
+}
+
+impl Group {
+    /// `n` nodes started at true time `start`, each built by `make`, on a
+    /// fast network, with randomness from `seed`.
+    pub fn new(n: usize, start: Nanos, seed: u64, mut make: Make) -> Group {
+        let nodes = (0..n)
+            .map(|node| Node {
+                service: Some(make(&Boot { node, now: start, nodes: n })),
+                offset: 0,
+                turn: start,
+                paused_until: None,
+                last: start,
+            })
+            .collect();
+        let mut g = Group {
+            nodes,
+            make,
+            now: start,
+            link: Link::FAST,
+            wire: BinaryHeap::new(),
+            seq: 0,
+            rng: seed ^ 0x9E37_79B9_7F4A_7C15,
+            published: vec![0; n],
+        };
+        for i in 0..n {
+            g.turn(i);
+        }
+        g
+    }
+
+    /// The true time.
+    pub fn now(&self) -> Nanos {
+        self.now
+    }
+
+    /// Node `i`'s clock.
+    pub fn clock(&self, i: usize) -> Nanos {
+        self.now.saturating_add_signed(self.nodes[i].offset)
+    }
+
+    /// Sets the network for messages sent from now on.
+    pub fn set_link(&mut self, link: Link) {
+        self.link = link;
+    }
+
+    /// Makes node `i`'s clock run `offset` nanoseconds ahead of the true
+    /// time (behind when negative). A running daemon's clock never steps, so
+    /// set this before a node starts or restarts; a restart keeps it.
+    pub fn set_offset(&mut self, i: usize, offset: i64) {
+        self.nodes[i].offset = offset;
+    }
+
+    /// Node `i`'s service, while it runs.
+    pub fn service(&mut self, i: usize) -> &mut Service {
+        self.nodes[i].service.as_mut().expect("the node is down")
+    }
+
+    /// Peer messages node `i` has published.
+    pub fn published(&self, i: usize) -> u64 {
+        self.published[i]
+    }
+
+    /// Runs every delivery and loop turn due up to true time `t`, in time
+    /// order, and moves the clock to `t`.
+    pub fn advance_to(&mut self, t: Nanos) {
+        loop {
+            let next_delivery = self.wire.peek().map(|Reverse(d)| d.at);
+            let next_turn = (0..self.nodes.len()).filter(|&i| self.is_up(i)).map(|i| (self.wake_at(i), i)).min();
+            match (next_delivery, next_turn) {
+                (Some(d), turn) if d <= t && turn.is_none_or(|(at, _)| d <= at) => {
+                    let Reverse(msg) = self.wire.pop().expect("peeked");
+                    self.now = self.now.max(msg.at);
+                    self.deliver(msg);
+                }
+                (_, Some((at, i))) if at <= t => {
+                    self.now = self.now.max(at);
+                    self.resume_if_due(i);
+                    self.turn(i);
+                }
+                _ => break,
+            }
+        }
+        self.now = self.now.max(t);
+    }
+
+    /// Runs everything due up to `d` from now.
+    pub fn advance(&mut self, d: Nanos) {
+        self.advance_to(self.now + d);
+    }
+
+    /// Answers one request body at node `i` now, as the daemon's loop would
+    /// (publishing after it), and returns the reply body.
+    pub fn request(&mut self, i: usize, body: &[u8]) -> Vec<u8> {
+        self.advance_to(self.now);
+        self.resume_if_due(i);
+        self.nodes[i].last = self.now;
+        let now = self.clock(i);
+        let mut out = Vec::new();
+        self.service(i).respond(now, body, &mut out);
+        self.publish(i);
+        out
+    }
+
+    /// Asks node `i` for `ask` now; the reply, or the locker's refusal as
+    /// an error message.
+    pub fn ask(&mut self, i: usize, ask: &Ask) -> Result<GoReply, String> {
+        let mut body = Vec::new();
+        wire::encode(&ask.to_map(), &mut body);
+        match wire::decode_reply(&self.request(i, &body)) {
+            Ok(Reply::Answer(r)) => Ok(r),
+            Ok(Reply::Refused(e)) => Err(e.to_string()),
+            Err(e) => Err(format!("undecodable reply: {e}")),
+        }
+    }
+
+    /// The seed's plain form at node `i` now: true for go.
+    pub fn go(&mut self, i: usize) -> bool {
+        self.request(i, b"let me go") == b"go"
+    }
+
+    /// Stops node `i` at once (kill -9): what it has not published is lost,
+    /// and messages on their way to it are dropped.
+    pub fn kill(&mut self, i: usize) {
+        self.nodes[i].service = None;
+        self.nodes[i].paused_until = None;
+    }
+
+    /// Starts node `i` again (a new run, a new incarnation) on its clock.
+    pub fn restart(&mut self, i: usize) {
+        let boot = Boot { node: i, now: self.clock(i), nodes: self.nodes.len() };
+        self.nodes[i].service = Some((self.make)(&boot));
+        self.nodes[i].turn = self.now;
+        self.nodes[i].paused_until = None;
+        self.turn(i);
+    }
+
+    /// Stops node `i`'s process for `d` from now (SIGSTOP, then SIGCONT):
+    /// it hears nothing and answers nothing until then, and its messages
+    /// wait in its socket.
+    pub fn pause(&mut self, i: usize, d: Nanos) {
+        self.nodes[i].paused_until = Some(self.now + d);
+    }
+
+    fn is_up(&self, i: usize) -> bool {
+        self.nodes[i].service.is_some()
+    }
+
+    fn wake_at(&self, i: usize) -> Nanos {
+        let n = &self.nodes[i];
+        n.paused_until.unwrap_or(n.turn).max(n.turn)
+    }
+
+    /// A paused node whose pause has ended hears how long it was away
+    /// before anything else, as the daemon's loop tells its service.
+    fn resume_if_due(&mut self, i: usize) {
+        let Some(until) = self.nodes[i].paused_until else { return };
+        assert!(self.now >= until, "node {i} is paused: advance past its pause first");
+        self.nodes[i].paused_until = None;
+        let now = self.clock(i);
+        let away = self.now - self.nodes[i].last;
+        self.service(i).on_pause(now, away);
+    }
+
+    /// One loop turn of node `i` with nothing to read: timers, then publish;
+    /// the next turn at the service's deadline or a tick from now.
+    fn turn(&mut self, i: usize) {
+        self.nodes[i].last = self.now;
+        let now = self.clock(i);
+        let service = self.service(i);
+        service.on_timeout(now);
+        let deadline = service.next_deadline();
+        self.publish(i);
+        let offset = self.nodes[i].offset;
+        let tick = self.now + TICK;
+        // A deadline on the node's clock, on the true clock; never in the past.
+        let due = deadline.map_or(tick, |d| d.saturating_add_signed(-offset).clamp(self.now + 1, tick));
+        self.nodes[i].turn = due;
+    }
+
+    fn deliver(&mut self, msg: Delivery) {
+        let to = msg.to;
+        if !self.is_up(to) {
+            return;
+        }
+        if let Some(until) = self.nodes[to].paused_until.filter(|&u| u > self.now) {
+            // The message waits in the stopped process's socket.
+            self.wire.push(Reverse(Delivery { at: until, ..msg }));
+            return;
+        }
+        self.resume_if_due(to);
+        self.nodes[to].last = self.now;
+        let peer = if msg.from < to { msg.from } else { msg.from - 1 };
+        let now = self.clock(to);
+        self.service(to).on_peer(now, peer, &msg.bytes);
+        self.publish(to);
+    }
+
+    fn publish(&mut self, from: usize) {
+        let now = self.clock(from);
+        let mut out = Vec::new();
+        self.service(from).publish(now, |bytes| out.push(bytes.to_vec()));
+        while self.service(from).poll_event().is_some() {}
+        self.published[from] += out.len() as u64;
+        for bytes in out {
+            for to in (0..self.nodes.len()).filter(|&to| to != from) {
+                if self.chance() < self.link.loss {
+                    continue;
+                }
+                let jitter = if self.link.jitter > 0 { self.next_u64() % (self.link.jitter + 1) } else { 0 };
+                self.seq += 1;
+                let at = self.now + self.link.delay + jitter;
+                self.wire.push(Reverse(Delivery { at, seq: self.seq, to, from, bytes: bytes.clone() }));
+            }
+        }
+    }
+
+    /// splitmix64: small, seeded, good enough to pick delays and losses.
+    fn next_u64(&mut self) -> u64 {
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn chance(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
