@@ -36,6 +36,11 @@ pub const PROPAGATION_ALLOWANCE: Nanos = 2 * NANOS_PER_MS;
 /// figure lost once is repaired by the next repair.
 pub const REPAIR_PERIOD: Nanos = 100 * NANOS_PER_MS;
 
+/// How many in-flight windows one turn of peered lockers lasts (see
+/// `Share::part_of`): long enough that lockers agree on whose turn it is,
+/// short enough that every locker gets one soon.
+pub const TURN_WINDOWS: u64 = 4;
+
 /// The shortest slot whose quota is split by demand. Demand figures freeze
 /// a third of a slot before it ends and every repair after the freeze
 /// republishes them, so a third of a slot must span two repairs plus the
@@ -82,6 +87,47 @@ impl Share {
     #[inline]
     pub fn counts_demand(&self, into: Nanos, slot_ns: Nanos) -> bool {
         self.live > 1 && self.split && into < demand_cutoff(slot_ns)
+    }
+
+    /// This locker's part of `room` permits that every live locker may
+    /// grant from at once on views that lack each other's latest grants:
+    /// `room / live` each, and the remainder by turns. Turns last
+    /// `TURN_WINDOWS` in-flight windows; the lockers whose turn numbers
+    /// (rank plus turn count, modulo live) are below `room % live` get one
+    /// permit more, except in a turn's first in-flight window, while what
+    /// the last turn's holders granted is still on the way. So the parts of
+    /// lockers that see the same room (or less) at one instant add up to no
+    /// more than it: a locker's part is the count of permits `j < room`
+    /// with `j % live` its turn number, which grows with room.
+    #[inline]
+    pub fn part_of(&self, now: Nanos, room: u32) -> u32 {
+        let live = self.live.max(1);
+        let bonus = self.turn(now).is_some_and(|t| t < room % live);
+        room / live + u32::from(bonus)
+    }
+
+    /// This locker's turn number at `now`, 0 when it is its turn; `None` in
+    /// a turn's first in-flight window, which is no one's.
+    #[inline]
+    fn turn(&self, now: Nanos) -> Option<u32> {
+        let (window, len) = (self.in_flight_window, self.in_flight_window * TURN_WINDOWS);
+        let turn = ((now / len + u64::from(self.rank)) % u64::from(self.live.max(1))) as u32;
+        (now % len >= window).then_some(turn)
+    }
+
+    /// Whether `cost` more permits from a `room` shared with the peers would
+    /// put this locker's grants still in flight (`in_flight`, already taken
+    /// out of `room`) over its part (`part_of`) of the room it saw before
+    /// them. What every locker sees is at most the room all of them have
+    /// heard of, less its own grants in flight, so the parts stay within
+    /// that room together. A cost larger than the part may still go on the
+    /// locker whose turn it is, with nothing in flight, so that no cost
+    /// starves; that one grant is the rule's only excess.
+    #[inline]
+    pub fn over_part(&self, now: Nanos, in_flight: u32, room: u32, cost: u32) -> bool {
+        let first_on_turn = in_flight == 0 && self.turn(now) == Some(0);
+        let part = self.part_of(now, room.saturating_add(in_flight));
+        u64::from(in_flight) + u64::from(cost) > u64::from(part) && !first_on_turn
     }
 }
 

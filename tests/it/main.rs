@@ -29,6 +29,8 @@ mod failover;
 mod faults;
 /// Golden bytes of every message: both request forms, the replies, the peer messages.
 mod golden;
+/// Peered lockers on a simulated clock: exact figures, no wall clock.
+mod group;
 /// Hostile input: malformed, empty, multi-part, oversized and random messages.
 mod hostile;
 /// The kinds of limits: a token-bucket and fixed-window reservation, a lease

@@ -282,10 +282,26 @@ fn a_limit_defined_differently_is_flagged_and_not_mixed() {
     assert_eq!(flagged, [DEFAULT_LIMIT]);
     let mut on_b = Client::new([b.endpoint.as_str()], DEADLINE).unwrap();
     let mut on_a = Client::new([a.endpoint.as_str()], DEADLINE).unwrap();
-    let taken = on_b.ask(&Ask::new().key("k").cost(1500)).unwrap();
+    // A cost above half the pool goes on b's turn: the hint says when.
+    let taken = loop {
+        let r = on_b.ask(&Ask::new().key("k").cost(1500)).unwrap();
+        if r.ok || r.retry_after_ms >= r.reset_after_ms || Instant::now() > end {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(r.retry_after_ms));
+    };
     assert!(taken.ok, "{taken:?}");
-    // Give the count time to arrive, then check it was not added up.
-    std::thread::sleep(Duration::from_millis(200));
+    // A heartbeat b sent after the grant has reached a, so its count did
+    // too (one connection keeps its messages in order): not added up.
+    let granted = Instant::now();
+    loop {
+        let heard = stats(&a.endpoint).peers[0].last_heard_ms;
+        if u128::from(heard + 5) < granted.elapsed().as_millis() {
+            break;
+        }
+        assert!(Instant::now() < end, "a never heard b after the grant");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let r = on_a.ask(&Ask::new().key("k")).unwrap();
     assert!(r.ok, "b's 1500 of 2000 spent a's 1000: {r:?}");
     assert_eq!(r.remaining, 999);

@@ -29,7 +29,7 @@ struct Step {
 
 fn steps(within_ns: u64, max_delay_ns: u64) -> impl Strategy<Value = Vec<Step>> {
     let delay = prop_oneof![Just(None), (0..=max_delay_ns).prop_map(Some)];
-    let step = (0..within_ns, 0usize..3, delay).prop_map(|(at_ns, locker, delay_ns)| Step { at_ns, locker, delay_ns });
+    let step = (0..within_ns, 0usize..5, delay).prop_map(|(at_ns, locker, delay_ns)| Step { at_ns, locker, delay_ns });
     prop::collection::vec(step, 0..60).prop_map(|mut s| {
         s.sort_by_key(|s| s.at_ns);
         s
@@ -39,9 +39,9 @@ fn steps(within_ns: u64, max_delay_ns: u64) -> impl Strategy<Value = Vec<Step>> 
 fn lockers(n: usize, max: u32) -> Vec<Locker> {
     let limit = Limit::new(DEFAULT_LIMIT, Quota::new(max, 1.0).unwrap()).unwrap();
     (0..n)
-        .map(|_| {
+        .map(|rank| {
             let mut l = Locker::new(limit.clone(), vec![], 10);
-            l.set_view(PeerView { live: n as u32, rank: 0, hold_until: None });
+            l.set_view(PeerView { live: n as u32, rank: rank as u32, hold_until: None });
             l
         })
         .collect()
@@ -90,6 +90,41 @@ fn run(lockers: &mut [Locker], wire: &mut Wire, start: u64, steps: &[Step]) -> (
     (go, asked)
 }
 
+/// Slot 0 asked `before` (figures on the way, some lost), repaired after
+/// the cutoff; returns slot 0's demand and the shares it gives slot 1.
+fn split_by(all: &mut [Locker], wire: &mut Wire, max: u32, before: &[Step]) -> Vec<u32> {
+    let n = all.len();
+    let (_, demand) = run(all, wire, T0, before);
+    // One heartbeat's repair after the cutoff republishes every figure,
+    // twice over, and everything still on the way arrives before slot 1.
+    let repair_at = T0 + 900 * MS;
+    for (from, locker) in all.iter_mut().enumerate() {
+        let mut counts = Vec::new();
+        locker.drain_touched(repair_at, |c| counts.push(c));
+        send(wire, n, from, &counts, repair_at, Some(0));
+        send(wire, n, from, &counts, repair_at, Some(MS));
+    }
+    deliver(all, wire, T0 + 999 * MS);
+    wire.clear();
+    let total: u64 = demand.iter().map(|&d| u64::from(d)).sum();
+    demand.iter().map(|&d| (u64::from(max) * u64::from(d)).checked_div(total).unwrap_or(0) as u32).collect()
+}
+
+/// Up to 200 asks crowded into the first `within_ns` of a slot, whose
+/// counts all arrive within the in-flight window (2 ms): lockers deciding
+/// at once on views that lack each other's latest grants.
+fn prompt(within_ns: u64) -> impl Strategy<Value = Vec<Step>> {
+    let step = (0..within_ns, 0usize..5, 0..=1_900_000u64).prop_map(|(at_ns, locker, d)| Step {
+        at_ns,
+        locker,
+        delay_ns: Some(d),
+    });
+    prop::collection::vec(step, 0..200).prop_map(|mut s| {
+        s.sort_by_key(|s| s.at_ns);
+        s
+    })
+}
+
 proptest! {
     #[test]
     fn shares_are_granted_whole_and_only_the_pool_can_overshoot(
@@ -100,23 +135,7 @@ proptest! {
     ) {
         let mut all = lockers(n, max);
         let mut wire = Wire::new();
-        // Slot 0, asked before the cutoff: figures on the way, some lost.
-        let (_, demand) = run(&mut all, &mut wire, T0, &before);
-        // One heartbeat's repair after the cutoff republishes every figure,
-        // twice over, and everything still on the way arrives before slot 1.
-        let repair_at = T0 + 900 * MS;
-        for (from, locker) in all.iter_mut().enumerate() {
-            let mut counts = Vec::new();
-            locker.drain_touched(repair_at, |c| counts.push(c));
-            send(&mut wire, n, from, &counts, repair_at, Some(0));
-            send(&mut wire, n, from, &counts, repair_at, Some(MS));
-        }
-        deliver(&mut all, &mut wire, T0 + 999 * MS);
-        wire.clear();
-        // Slot 1: the split by slot 0's figures.
-        let total: u64 = demand.iter().map(|&d| u64::from(d)).sum();
-        let shares: Vec<u32> =
-            demand.iter().map(|&d| (u64::from(max) * u64::from(d)).checked_div(total).unwrap_or(0) as u32).collect();
+        let shares = split_by(&mut all, &mut wire, max, &before);
         let pool = max - shares.iter().sum::<u32>();
         let (go, asked) = run(&mut all, &mut wire, T0 + 1000 * MS, &after);
         // A share is cut only by what the others granted beyond theirs, out
@@ -127,8 +146,27 @@ proptest! {
             let least = asked[j].min(shares[j]).saturating_sub(cut);
             prop_assert!(go[j] >= least, "locker {} granted {} of its share {} (cut {})", j, go[j], shares[j], cut);
         }
+        // Counts that arrive late or never: each locker may take the whole
+        // pool on a view that never hears of the others' pool grants.
         let granted: u32 = go.iter().sum();
         let bound = max + (n as u32 - 1) * pool;
         prop_assert!(granted <= bound, "{} go in slot 1 with shares {:?}, above {}", granted, shares, bound);
+    }
+
+    /// While counts arrive within the in-flight window, the pool goes by
+    /// parts and turns, and no slot holds more than max_requests.
+    #[test]
+    fn counts_that_arrive_in_time_keep_every_slot_within_max(
+        n in 2usize..=5,
+        max in 1u32..40,
+        before in steps(660 * MS, 300 * MS),
+        after in prompt(40 * MS),
+    ) {
+        let mut all = lockers(n, max);
+        let mut wire = Wire::new();
+        let shares = split_by(&mut all, &mut wire, max, &before);
+        let (go, _) = run(&mut all, &mut wire, T0 + 1000 * MS, &after);
+        let granted: u32 = go.iter().sum();
+        prop_assert!(granted <= max, "{} go in slot 1 with shares {:?}, above {}", granted, shares, max);
     }
 }

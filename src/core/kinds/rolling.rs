@@ -57,9 +57,6 @@ pub const EXACT_UP_TO: u32 = 64;
 /// Sub-slots per window, for large quotas and for the counts peers exchange.
 pub const SUB_SLOTS: u64 = 64;
 
-/// How many in-flight windows one turn of peered lockers lasts (see `over_share`).
-const TURN_WINDOWS: u64 = 4;
-
 /// Rolling-window counts for every key of one limit.
 #[derive(Debug, Clone)]
 pub struct RollingWindow {
@@ -254,26 +251,12 @@ fn grant(log: &mut Log, now: Nanos, at: Nanos, n: u32, span: Span, share: Share)
 }
 
 /// Whether `cost` more would put this locker's grants still in flight over
-/// its share of the `room` left. Each of the `live` lockers may have
-/// `room / live` in flight, and the remainder goes by turns: the locker
-/// whose turn it is (its rank plus the turn number, modulo live) gets one
-/// permit more than the rest, so lockers that see the same room at once
-/// take no more than it between them. A cost larger than its share may
-/// still go on the locker whose turn it is, with nothing in flight, so no
-/// cost starves.
+/// its part of the `room` left (`Share::over_part`: a share each, the
+/// remainder by turns), so that lockers that see the same room at once take
+/// no more than it between them.
 fn over_share(log: &mut Log, now: Nanos, share: Share, room: u32, cost: u32) -> bool {
     let in_flight = log.shared.as_mut().map_or(0, |s| s.in_flight(now, share.in_flight_window));
-    let (live, room) = (u64::from(share.live), u64::from(room));
-    // Turns last a few in-flight windows, so that lockers agree on whose
-    // it is and every locker gets one soon. Its first in-flight window
-    // is no one's: what the last holder granted at its turn's end is then
-    // still on the way.
-    let (window, len) = (share.in_flight_window, share.in_flight_window * TURN_WINDOWS);
-    let turn = (now / len + u64::from(share.rank)) % live;
-    let on_turn = turn == 0 && now % len >= window;
-    let fair = room / live + u64::from(turn < room % live && now % len >= window);
-    let first_on_turn = in_flight == 0 && on_turn;
-    in_flight + u64::from(cost) > fair && !first_on_turn
+    share.over_part(now, u32::try_from(in_flight).unwrap_or(u32::MAX), room, cost)
 }
 
 #[cfg(test)]

@@ -117,6 +117,8 @@ pub struct Split {
     pub mine: u32,
     /// The permits nobody holds a share of.
     pub pool: u32,
+    /// Own grants beyond this locker's share: taken from the pool.
+    pub beyond: u32,
 }
 
 /// Raises `node`'s figure in `list` to `count`; returns whether it grew.
@@ -218,20 +220,21 @@ impl<'a> TallyRef<'a> {
     pub fn split(self, max: u32) -> Split {
         let left = self.remaining(max);
         let Some(p) = self.peered else {
-            return Split { mine: 0, pool: left };
+            return Split { mine: 0, pool: left, beyond: self.own() };
         };
         let total: u64 = p.basis.iter().map(|&(_, d)| u64::from(d)).sum();
-        let (mut mine, mut others) = (0u32, 0u32);
+        let (mut share, mut others) = (0u32, 0u32);
         for &(node, asked) in &p.basis {
-            let share = share_of(max, asked, total);
+            let of_node = share_of(max, asked, total);
             if node == ME {
-                mine = share.saturating_sub(self.own());
+                share = of_node;
             } else {
-                others = others.saturating_add(share.saturating_sub(figure_of(&p.peers, node)));
+                others = others.saturating_add(of_node.saturating_sub(figure_of(&p.peers, node)));
             }
         }
-        let mine = mine.min(left);
-        Split { mine, pool: left - mine - others.min(left - mine) }
+        let mine = share.saturating_sub(self.own()).min(left);
+        let beyond = self.own().saturating_sub(share);
+        Split { mine, pool: left - mine - others.min(left - mine), beyond }
     }
 
     /// Permits asked of this locker in this slot, before the cutoff.
@@ -335,10 +338,9 @@ impl<'a> TallyMut<'a> {
     /// (split by the previous slot's demand) plus the pool. Within its
     /// share a locker grants at once: no other node may grant those
     /// permits. Beyond it, its grants still in flight must stay within its
-    /// part of the pool, `ceil(pool / live)`. Every live locker holds itself
-    /// to the same part of the same pool, so grants made at once on stale
-    /// views cannot add up to much more than the pool. The first grant in a
-    /// window is always allowed when it fits, so no cost can starve.
+    /// part of the pool (`Share::over_part`: `pool / live`, the remainder by
+    /// turns), so that grants made at once on stale views add up to no more
+    /// than the pool.
     #[inline]
     pub fn take(&mut self, now: Nanos, max: u32, cost: u32, share: Share) -> Take {
         if cost > self.get().remaining(max) {
@@ -352,8 +354,9 @@ impl<'a> TallyMut<'a> {
                     return Take::Spent;
                 }
                 let own = self.count.own;
-                let in_flight = self.peered().recent.in_flight(now, own, share.in_flight_window);
-                if in_flight > 0 && in_flight + need > split.pool.div_ceil(share.live) {
+                // Only grants beyond the share came out of the pool.
+                let in_flight = self.peered().recent.in_flight(now, own, share.in_flight_window).min(split.beyond);
+                if share.over_part(now, in_flight, split.pool, need) {
                     return Take::OverShare;
                 }
             }

@@ -66,13 +66,14 @@ fn three_stale_views_together_stay_near_max() {
     // Three lockers start from the same view with 30 left and grant as
     // fast as they can before hearing from each other.
     let mut total = 0;
-    for _ in 0..3 {
+    for rank in 0..3 {
+        let share = Share { rank, ..TRIO };
         let mut whole = Tally::default();
         let mut t = whole.get_mut();
         t.merge(1, 970);
-        total += (0..100).filter(|_| t.take(MS, 1000, 1, TRIO).is_go()).count();
+        total += (0..100).filter(|_| t.take(3 * MS, 1000, 1, share).is_go()).count();
     }
-    assert!(total <= 30, "granted {total} of 30 left");
+    assert_eq!(total, 30, "granted {total} of 30 left");
 }
 
 #[test]
@@ -81,11 +82,11 @@ fn a_share_is_granted_at_once_and_others_unused_shares_are_held() {
     let mut whole = Tally::default();
     let mut t = whole.get_mut();
     t.set_basis(vec![(crate::core::share::ME, 6), (1, 3), (2, 1)]);
-    assert_eq!(t.get().split(10), Split { mine: 6, pool: 0 });
+    assert_eq!(t.get().split(10), Split { mine: 6, pool: 0, beyond: 0 });
     let granted = (0..10).filter(|_| t.take(MS, 10, 1, TRIO).is_go()).count();
     assert_eq!(granted, 6, "the whole share at once, nothing of the others'");
     t.merge(1, 3);
-    assert_eq!(t.get().split(10), Split { mine: 0, pool: 0 }, "node 2 still holds its 1");
+    assert_eq!(t.get().split(10), Split { mine: 0, pool: 0, beyond: 0 }, "node 2 still holds its 1");
     assert_eq!(t.get().free(10, TRIO), 0);
     assert_eq!(t.get().free(10, Share::ALONE), 1, "alone, every permit left is free");
 }
@@ -95,11 +96,33 @@ fn what_rounding_leaves_is_pool_under_the_in_flight_rule() {
     let mut whole = Tally::default();
     let mut t = whole.get_mut();
     t.set_basis(vec![(crate::core::share::ME, 1), (1, 1), (2, 1)]);
-    assert_eq!(t.get().split(5), Split { mine: 1, pool: 2 });
-    assert_eq!(t.take(MS, 5, 2, TRIO), Take::Go, "one from the share, one from the pool");
-    assert_eq!(t.take(MS, 5, 1, TRIO), Take::OverShare, "the pool grant is still in flight");
-    assert_eq!(t.take(10 * MS, 5, 1, TRIO), Take::Go);
-    assert_eq!(t.take(20 * MS, 5, 1, TRIO), Take::Spent, "the other two hold their shares");
+    assert_eq!(t.get().split(5), Split { mine: 1, pool: 2, beyond: 0 });
+    // Turns last 8 ms here (four 2 ms windows); rank 0's come every third.
+    assert_eq!(t.take(MS, 5, 2, TRIO), Take::OverShare, "a turn's first window is no one's");
+    assert_eq!(t.take(3 * MS, 5, 2, TRIO), Take::Go, "one from the share, one from the pool on its turn");
+    assert_eq!(t.take(3 * MS, 5, 1, TRIO), Take::OverShare, "the pool grant is still in flight");
+    assert_eq!(t.get().split(5), Split { mine: 0, pool: 1, beyond: 1 });
+    assert_eq!(t.take(11 * MS, 5, 1, TRIO), Take::OverShare, "one permit of pool for three: not its turn");
+    assert_eq!(t.take(27 * MS, 5, 1, TRIO), Take::Go, "its turn again");
+    assert_eq!(t.take(40 * MS, 5, 1, TRIO), Take::Spent, "the other two hold their shares");
+}
+
+#[test]
+fn three_lockers_on_stale_views_never_grant_more_than_the_pool_together() {
+    // The seed's limit: 5, split 1 + 1 + 1, a pool of 2. Each locker grants
+    // as fast as it can, at every instant of a slot, before hearing from
+    // the others: together they grant their shares and at most the pool.
+    for start in (0..30 * MS).step_by(250_000) {
+        let mut total = 0;
+        for rank in 0..3 {
+            let share = Share { rank, ..TRIO };
+            let mut whole = Tally::default();
+            let mut t = whole.get_mut();
+            t.set_basis(vec![(crate::core::share::ME, 1), (1, 1), (2, 1)]);
+            total += (0..10).filter(|_| t.take(start, 5, 1, share).is_go()).count();
+        }
+        assert!(total <= 5, "granted {total} of 5 at {start} ns");
+    }
 }
 
 #[test]
@@ -115,14 +138,15 @@ fn figures_merge_by_maximum_and_roll_into_the_basis() {
     let basis = t.take_asked().expect("figures");
     let mut next = Tally::default();
     next.get_mut().set_basis(basis);
-    assert_eq!(next.get().split(9), Split { mine: 5, pool: 0 });
+    assert_eq!(next.get().split(9), Split { mine: 5, pool: 0, beyond: 0 });
 }
 
 #[test]
 fn a_large_cost_is_never_starved_by_the_share_rule() {
     let mut whole = Tally::default();
     let mut t = whole.get_mut();
-    assert!(t.take(0, 5, 5, TRIO).is_go());
+    assert_eq!(t.take(11 * MS, 5, 5, TRIO), Take::OverShare, "not its turn");
+    assert!(t.take(3 * MS, 5, 5, TRIO).is_go(), "on its turn, with nothing in flight");
 }
 
 #[test]

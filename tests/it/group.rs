@@ -1,0 +1,83 @@
+//! Peered lockers on a simulated clock (`locker::sim`): the scenarios the
+//! real-process tests cannot hold to an exact figure without racing the
+//! wall clock, run here deterministically, each from a seed.
+//!
+//! Every go is counted by the true instant the caller heard it, in epoch
+//! slots of the true clock, whatever each locker's own clock says.
+
+use std::collections::BTreeMap;
+
+use locker::core::{Limit, Locker, Nanos, Quota, DEFAULT_LIMIT};
+use locker::sim::{self, Group, Link};
+use locker::wire::Ask;
+
+pub(crate) const MS: Nanos = 1_000_000;
+/// A true instant on an 0.8 s slot boundary, some years after the epoch.
+pub(crate) const T0: Nanos = 2_000_000_000_000 * MS;
+
+/// A fixed window of `max` per `slot_ms` on every node.
+pub(crate) fn fixed(max: u32, slot_ms: u64) -> impl Fn() -> Locker + Clone {
+    move || {
+        let limit = Limit::new(DEFAULT_LIMIT, Quota::new(max, slot_ms as f64 / 1000.0).unwrap()).unwrap();
+        Locker::new(limit, vec![], 1000)
+    }
+}
+
+/// `n` peered nodes of `locker`, joined: every node has heard every other
+/// before the first ask.
+pub(crate) fn joined(n: usize, seed: u64, locker: impl Fn() -> Locker + 'static) -> Group {
+    let mut g = Group::new(n, T0, seed, Box::new(move |boot| sim::peered(locker(), boot, 500 * MS)));
+    g.advance(1000 * MS);
+    g
+}
+
+/// A caller that asks one locker in a loop: at once again after a go (the
+/// call it made took `work`), after the hint after a sorry (at least 1 ms).
+#[derive(Debug, Clone)]
+pub(crate) struct Caller {
+    pub node: usize,
+    pub next: Nanos,
+    pub work: Nanos,
+}
+
+/// Runs `callers` until true time `end`; the go per true slot of `slot`.
+pub(crate) fn run(g: &mut Group, callers: &mut [Caller], end: Nanos, slot: Nanos) -> BTreeMap<u64, u64> {
+    let mut per_slot = BTreeMap::new();
+    let ask = Ask::new().key("k");
+    loop {
+        let Some((at, c)) = callers.iter().enumerate().map(|(i, c)| (c.next, i)).min() else { break };
+        if at >= end {
+            break;
+        }
+        g.advance_to(at);
+        let caller = &mut callers[c];
+        let r = g.ask(caller.node, &ask).expect("an answer");
+        if r.ok {
+            *per_slot.entry(g.now() / slot).or_insert(0) += 1;
+            caller.next = g.now() + caller.work;
+        } else {
+            caller.next = g.now() + (r.retry_after_ms.max(1) * MS).min(r.reset_after_ms.max(1) * MS);
+        }
+    }
+    per_slot
+}
+
+/// Eight callers spread over `n` lockers, each call taking 0.3 to 2.4 ms.
+pub(crate) fn spread(n: usize, from: Nanos) -> Vec<Caller> {
+    (0..8).map(|i| Caller { node: i % n, next: from + i as u64 * 37_000, work: 300_000 + i as u64 * 300_000 }).collect()
+}
+
+#[test]
+fn the_seeds_limit_on_three_peered_lockers_never_grants_more_than_five_in_a_slot() {
+    for seed in 0..8 {
+        let slot = 800 * MS;
+        let mut g = joined(3, seed, fixed(5, 800));
+        g.set_link(Link { delay: 200_000, jitter: 800_000, loss: 0.0 });
+        let start = g.now();
+        let per_slot = run(&mut g, &mut spread(3, start), start + 60 * slot, slot);
+        let over: Vec<_> = per_slot.iter().filter(|(_, &n)| n > 5).collect();
+        assert!(over.is_empty(), "seed {seed}: slots over 5: {over:?} of {}", per_slot.len());
+        let full = per_slot.values().filter(|&&n| n == 5).count();
+        assert!(full * 10 >= per_slot.len() * 9, "seed {seed}: too few full slots: {per_slot:?}");
+    }
+}
