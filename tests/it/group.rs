@@ -44,11 +44,7 @@ pub(crate) struct Caller {
 pub(crate) fn run(g: &mut Group, callers: &mut [Caller], end: Nanos, slot: Nanos) -> BTreeMap<u64, u64> {
     let mut per_slot = BTreeMap::new();
     let ask = Ask::new().key("k");
-    loop {
-        let Some((at, c)) = callers.iter().enumerate().map(|(i, c)| (c.next, i)).min() else { break };
-        if at >= end {
-            break;
-        }
+    while let Some((at, c)) = callers.iter().enumerate().map(|(i, c)| (c.next, i)).min().filter(|&(at, _)| at < end) {
         g.advance_to(at);
         let caller = &mut callers[c];
         let r = g.ask(caller.node, &ask).expect("an answer");
