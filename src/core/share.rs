@@ -181,7 +181,7 @@ pub struct Count {
 }
 
 /// What a `Count` counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Counted {
     /// Permits the node granted: the shared count.
     #[default]

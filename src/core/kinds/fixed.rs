@@ -16,6 +16,9 @@
 //! [`Tally`]), and a grant must also fit the key's share of what is left
 //! (see [`Share`]). Reserved counts of future slots are this locker's own;
 //! they join the key's tally, and reach the peers, when their slot begins.
+//! Peer counts for the next slot, from a peer whose clock runs a little
+//! ahead, wait in `early` until the slot begins here: the window moves by
+//! this locker's clock alone.
 //! The demand figures a peered tally counts in one slot become, when the
 //! slot ends, the basis that splits the next one between the nodes.
 
@@ -25,9 +28,10 @@ pub use crate::core::ask::Verdict;
 use crate::core::ask::Want;
 use crate::core::limit::Quota;
 use crate::core::room::{KeyRoom, NoRoom, Terms};
-use crate::core::share::{NodeIx, Share};
+use crate::core::share::{Count, Counted, Share, ME};
 use crate::core::time::Nanos;
 use ahead::{roll, Plan};
+use early::EarlyCounts;
 use keys::KeyTable;
 use tally::{Take, Tally, TallyMut, TallyRef};
 
@@ -44,6 +48,8 @@ pub struct FixedWindow {
     /// Counts of slot+1, slot+2, ... for keys with reservations. Every key
     /// here is also in `keys` (maybe with 0), so `keys` alone counts live keys.
     ahead: HashMap<Box<str>, VecDeque<u32>>,
+    /// Peer counts for slot+1, heard before this locker reached it.
+    early: EarlyCounts,
 }
 
 /// Where a count reported for `slot` falls against the window's own slot.
@@ -53,6 +59,9 @@ pub enum SlotFit {
     Current,
     /// A slot that has ended: ignore it.
     Stale,
+    /// The next slot, begun on the peer's clock but not yet on this
+    /// locker's: keep it for when it begins here.
+    Next,
     /// A slot too far ahead of `now` to trust: ignore it.
     TooEarly,
 }
@@ -67,6 +76,7 @@ impl FixedWindow {
             keys: KeyTable::new(),
             unkeyed_ahead: VecDeque::new(),
             ahead: HashMap::new(),
+            early: EarlyCounts::default(),
         }
     }
 
@@ -165,7 +175,24 @@ impl FixedWindow {
         for (key, b) in basis {
             self.keys.get_or_insert(&key).set_basis(b);
         }
+        if !self.early.is_empty() {
+            self.join_early(slot);
+        }
         before.saturating_sub(self.keys.len())
+    }
+
+    /// Joins the peer counts heard early for `slot`, now current, to its
+    /// tallies. They were bounded when kept, so they take a key's room
+    /// without asking for it.
+    fn join_early(&mut self, slot: u64) {
+        for ((key, node, what), count) in self.early.take(slot) {
+            let Ok(mut tally) = self.tally_mut(key.as_deref(), KeyRoom::Free) else { continue };
+            match what {
+                Counted::Granted if node == ME => tally.merge_own(count),
+                Counted::Granted => tally.merge(node, count),
+                Counted::Asked => tally.merge_asked(node, count, false),
+            };
+        }
     }
 
     /// How far `now` is into the current slot (0 before it).
@@ -180,44 +207,54 @@ impl FixedWindow {
         self.elapsed_in_slot(now) >= crate::core::share::demand_cutoff(self.quota.slot_ns())
     }
 
-    /// Merges a peer's demand figure for `slot`, received at `now`: one
-    /// for the current slot joins its figures, one for the slot before
-    /// joins the basis that splits the current one. Returns whether
-    /// anything changed.
-    pub fn merge_asked(
-        &mut self,
-        now: Nanos,
-        key: Option<&str>,
-        slot: u64,
-        node: NodeIx,
-        count: u32,
-        room: KeyRoom,
-    ) -> bool {
-        self.advance(now);
-        let previous = slot.saturating_add(1) == self.slot;
-        if !previous && self.advance_for_peer(now, slot).0 != SlotFit::Current {
-            return false;
-        }
-        match self.tally_mut(key, room) {
-            Ok(mut t) => t.merge_asked(node, count, previous),
-            Err(_) => false,
+    /// Merges a peer's count for `slot`, received at `now`, by maximum: a
+    /// count of grants, or a demand figure (one for the slot before joins
+    /// the basis that splits the current one). `ME` as the node is an echo
+    /// of this locker's own count. A count for the next slot is kept until
+    /// it begins here. Returns whether anything changed.
+    pub fn merge_count(&mut self, now: Nanos, c: &Count, room: KeyRoom) -> bool {
+        let key = c.key.as_deref();
+        let previous = c.what == Counted::Asked && c.slot.saturating_add(1) == self.slot_at(now);
+        match (self.place(now, c.slot), c.what) {
+            (SlotFit::Next, what) => self.early.keep(c.slot, key, c.node, c.count, what),
+            (SlotFit::Current, Counted::Granted) => match self.tally_mut(key, room) {
+                Ok(mut t) if c.node == ME => t.merge_own(c.count),
+                Ok(mut t) => t.merge(c.node, c.count),
+                Err(_) => false,
+            },
+            (SlotFit::Current, Counted::Asked) => {
+                self.tally_mut(key, room).is_ok_and(|mut t| t.merge_asked(c.node, c.count, false))
+            }
+            (SlotFit::Stale, Counted::Asked) if previous => {
+                self.tally_mut(key, room).is_ok_and(|mut t| t.merge_asked(c.node, c.count, true))
+            }
+            (SlotFit::Stale | SlotFit::TooEarly, _) => false,
         }
     }
 
-    /// Prepares for a peer's count for `slot` received at `now`: a slot that
-    /// starts less than a quarter slot after `now` (a peer whose clock runs a
-    /// little ahead) moves the window there, which only ever counts more.
-    /// Returns where the slot falls and how many keys were dropped.
-    pub fn advance_for_peer(&mut self, now: Nanos, slot: u64) -> (SlotFit, usize) {
-        let dropped = self.advance(now);
+    /// The slot `now` falls in, or the current one if `now` is before it.
+    fn slot_at(&self, now: Nanos) -> u64 {
+        self.quota.slot_of(now).max(self.slot)
+    }
+
+    /// Where a peer's count for `slot`, received at `now`, falls. Never
+    /// moves the window past `now`'s slot: a peer whose clock runs ahead
+    /// does not take this locker with it.
+    pub fn place(&mut self, now: Nanos, slot: u64) -> SlotFit {
+        self.advance(now);
         if slot < self.slot {
-            return (SlotFit::Stale, dropped);
+            return SlotFit::Stale;
         }
-        let starts = self.quota.slot_end(slot.saturating_sub(1));
-        if slot > self.slot && starts > now.saturating_add(self.quota.slot_ns() / 4) {
-            return (SlotFit::TooEarly, dropped);
+        if slot == self.slot {
+            return SlotFit::Current;
         }
-        (SlotFit::Current, dropped + self.advance_to(slot))
+        let starts = self.quota.slot_end(slot - 1);
+        let near = starts <= now.saturating_add(self.quota.slot_ns() / 4);
+        if slot == self.slot + 1 && near {
+            SlotFit::Next
+        } else {
+            SlotFit::TooEarly
+        }
     }
 
     /// Takes permits for `key` (or for the limit's unkeyed count) as `want`
@@ -367,6 +404,7 @@ impl FixedWindow {
 }
 
 mod ahead;
+mod early;
 mod kept;
 pub mod keys;
 pub mod tally;

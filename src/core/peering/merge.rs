@@ -13,7 +13,6 @@
 use super::nodes::Nodes;
 use crate::core::ask::{PermitAsk, Verdict};
 use crate::core::kinds::bucket::Bucket;
-use crate::core::kinds::fixed::{FixedWindow, SlotFit};
 use crate::core::kinds::rolling::RollingWindow;
 use crate::core::kinds::Rule;
 use crate::core::limit::LimitId;
@@ -77,10 +76,9 @@ impl Locker {
         let others = self.live_keys - rule.live_keys();
         let budget = KeyBudget { others, max_keys: self.max_keys };
         let changed = match (&mut *rule, c.what) {
-            (Rule::Window(w), Counted::Granted) => merge_window(w, now, c, budget),
-            (Rule::Window(w), Counted::Asked) => {
+            (Rule::Window(w), _) => {
                 let room = budget.room(w.live_keys());
-                w.merge_asked(now, c.key.as_deref(), c.slot, c.node, c.count, room)
+                w.merge_count(now, c, room)
             }
             (Rule::Bucket(b), Counted::Granted) => merge_bucket(b, now, c, budget),
             (Rule::Rolling(r), Counted::Granted) => merge_rolling(r, now, c, budget),
@@ -165,17 +163,6 @@ impl Locker {
         }
         self.live_keys = self.entries.iter().map(|e| e.rule.live_keys()).sum();
     }
-}
-
-fn merge_window(w: &mut FixedWindow, now: Nanos, c: &Count, budget: KeyBudget) -> bool {
-    let (fit, _) = w.advance_for_peer(now, c.slot);
-    let room = budget.room(w.live_keys());
-    fit == SlotFit::Current
-        && match w.tally_mut(c.key.as_deref(), room) {
-            Ok(mut tally) if c.node == Nodes::ME => tally.merge_own(c.count),
-            Ok(mut tally) => tally.merge(c.node, c.count),
-            Err(_) => false,
-        }
 }
 
 fn merge_bucket(b: &mut Bucket, now: Nanos, c: &Count, budget: KeyBudget) -> bool {
