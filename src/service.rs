@@ -10,6 +10,7 @@
 //! both. Lease requests are in `service::lease`, the peer side in
 //! `service::peer`, the state log's records in `service::kept`.
 
+use crate::core::time::NANOS_PER_MS;
 use crate::core::{
     time::ceil_ms, Algorithm, Limit, LimitId, Locker, Nanos, PeerEvent, Peering, PermitAsk, Reloaded, TableError,
     Verdict,
@@ -113,12 +114,30 @@ impl Service {
     /// without waiting for the next ask of that limit.
     pub fn next_deadline(&self) -> Option<Nanos> {
         let peering = self.peering.as_ref().map(Peering::next_deadline);
-        [self.locker.next_deadline(), peering].into_iter().flatten().min()
+        let due = [self.locker.next_deadline(), peering].into_iter().flatten().min();
+        // Due by the group's clock; the loop waits by its own.
+        match &self.peering {
+            Some(p) => due.map(|d| p.clock().raw_at(d)),
+            None => due,
+        }
+    }
+
+    /// The time for `raw`, a reading of the loop's clock: the group's time
+    /// when peered (this locker's clock moved to the middle of its peers',
+    /// see `core::peering::clock`), `raw` itself alone. Every entry point
+    /// takes the loop's reading and decides by this.
+    #[inline]
+    fn now(&mut self, raw: Nanos) -> Nanos {
+        match &mut self.peering {
+            Some(p) => p.group_now(raw),
+            None => raw,
+        }
     }
 
     /// Does the work that falls due at `now` (see `next_deadline`): frees
     /// expired leases, grants their count to waiters, and follows the peers.
     pub fn on_timeout(&mut self, now: Nanos) {
+        let now = self.now(now);
         self.locker.expire(now);
         if let Some(p) = &mut self.peering {
             self.locker.set_view(p.view(now));
@@ -136,8 +155,15 @@ impl Service {
     pub fn respond(&mut self, now: Nanos, body: &[u8], out: &mut Vec<u8>) {
         out.clear();
         if let Some(p) = &mut self.peering {
+            let now = p.group_now(now);
             self.locker.set_view(p.view(now));
+            return self.respond_at(now, body, out);
         }
+        self.respond_at(now, body, out)
+    }
+
+    #[inline]
+    fn respond_at(&mut self, now: Nanos, body: &[u8], out: &mut Vec<u8>) {
         let request = wire::decode_request(body);
         if let (Some(reason), Ok(r)) = (self.refusing, &request) {
             if may_grant(r) {
@@ -333,6 +359,7 @@ impl Service {
             ..StatsReply::default()
         };
         if let Some(p) = &self.peering {
+            reply.clock_correction_ms = p.clock().correction() as f64 / NANOS_PER_MS as f64;
             reply.node = Some(p.nodes().me().id.to_string());
             reply.joining = p.is_joining();
             reply.peer_runs = Some(p.nodes().runs() as u64);
@@ -344,7 +371,7 @@ impl Service {
                     Some(PeerStatsReply {
                         node: run.id.to_string(),
                         last_heard_ms: now.saturating_sub(s.last_heard) / 1_000_000,
-                        clock_offset_ms: s.offset as f64 / 1e6,
+                        clock_offset_ms: s.skew() as f64 / 1e6,
                         flagged: s.flagged,
                         live: now.saturating_sub(s.last_heard) <= timeout,
                         endpoint: s.name.to_string(),

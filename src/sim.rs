@@ -101,11 +101,19 @@ pub struct Group {
 impl Group {
     /// `n` nodes started at true time `start`, each built by `make`, on a
     /// fast network, with randomness from `seed`.
-    pub fn new(n: usize, start: Nanos, seed: u64, mut make: Make) -> Group {
+    pub fn new(n: usize, start: Nanos, seed: u64, make: Make) -> Group {
+        Group::skewed(&vec![0; n], start, seed, make)
+    }
+
+    /// One node per entry of `offsets`, whose clock runs that many
+    /// nanoseconds ahead of the true time (behind when negative), started
+    /// at true time `start`; otherwise as `new`.
+    pub fn skewed(offsets: &[i64], start: Nanos, seed: u64, mut make: Make) -> Group {
+        let n = offsets.len();
         let nodes = (0..n)
             .map(|node| Node {
-                service: Some(make(&Boot { node, now: start, nodes: n })),
-                offset: 0,
+                service: Some(make(&Boot { node, now: start.saturating_add_signed(offsets[node]), nodes: n })),
+                offset: offsets[node],
                 turn: start,
                 paused_until: None,
                 last: start,

@@ -115,18 +115,17 @@ impl Share {
         (now % len >= window).then_some(turn)
     }
 
-    /// Whether `cost` more permits from a `room` shared with the peers would
-    /// put this locker's grants still in flight (`in_flight`, already taken
-    /// out of `room`) over its part (`part_of`) of the room it saw before
-    /// them. What every locker sees is at most the room all of them have
-    /// heard of, less its own grants in flight, so the parts stay within
-    /// that room together. A cost larger than the part may still go on the
+    /// Whether `cost` more permits from the `room` this locker sees left
+    /// would put its grants still in flight (`in_flight`) over its part of
+    /// that room (`part_of`). The room every locker sees is at most what is
+    /// left of the grants all of them have heard of, so their parts stay
+    /// within it together. A cost larger than the part may still go on the
     /// locker whose turn it is, with nothing in flight, so that no cost
     /// starves; that one grant is the rule's only excess.
     #[inline]
     pub fn over_part(&self, now: Nanos, in_flight: u32, room: u32, cost: u32) -> bool {
         let first_on_turn = in_flight == 0 && self.turn(now) == Some(0);
-        let part = self.part_of(now, room.saturating_add(in_flight));
+        let part = self.part_of(now, room);
         u64::from(in_flight) + u64::from(cost) > u64::from(part) && !first_on_turn
     }
 }

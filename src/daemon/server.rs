@@ -461,9 +461,14 @@ fn log_event(event: &PeerEvent) {
         PeerEvent::Joined { id } => info!(peer = %id, "peer heard"),
         PeerEvent::Restarted { id } => info!(peer = %id, "peer restarted"),
         PeerEvent::ClockSkew { id, offset_ms } => {
-            warn!(peer = %id, offset_ms, "peer clock differs by more than a quarter of the shortest slot")
+            warn!(peer = %id, offset_ms, "peer clock differs from this locker's by more than the in-flight window")
         }
         PeerEvent::ClockSkewCleared { id } => info!(peer = %id, "peer clock back within tolerance"),
+        PeerEvent::ClockFollowed { by_ms, correction_ms } => warn!(
+            by_ms,
+            correction_ms,
+            "this host's clock differs from its peers'; following the middle of the group's clocks (keep clocks synchronised, e.g. with chrony)"
+        ),
         PeerEvent::Silent { id, last_heard_ms } => {
             warn!(peer = %id, last_heard_ms, "peer silent: no longer counted as live")
         }

@@ -6,8 +6,9 @@
 
 use super::Service;
 use crate::core::peering::nodes::shown;
+use crate::core::peering::Beat;
 use crate::core::{Count, Counted, Locker, Nanos, NodeKey, Nodes, Outgoing, PeerIx, Peering};
-use crate::wire::{self, PeerCount, PeerKind, PeerLimit, PeerMsg, PeerNode, MAX_COUNTS_PER_MESSAGE};
+use crate::wire::{self, PeerCount, PeerKind, PeerLimit, PeerMsg, PeerNode, PeerSeen, MAX_COUNTS_PER_MESSAGE};
 
 impl Service {
     /// Takes in one message from configured peer `peer` (numbered as in
@@ -23,12 +24,25 @@ impl Service {
         let (Some(p), Ok(msg)) = (&mut self.peering, wire::decode_peer(body)) else {
             return false;
         };
+        // Offsets are measured against the group clock as read, not as
+        // held still after a move back.
+        let (reading, now) = (p.clock().reading(now), p.group_now(now));
         let Some(sender) = msg.sender().map(node_key).filter(|_| peer < p.nodes().configured()) else {
             return false;
         };
         let heard = match msg.kind {
-            PeerKind::Beat => p.on_heartbeat(now, peer, &sender, msg.at, msg.joining),
-            PeerKind::Counts | PeerKind::Snapshot => p.on_message(now, peer, &sender),
+            PeerKind::Beat => {
+                let reported = reported_of(&msg, p.nodes());
+                p.on_heartbeat(reading, peer, &sender, Beat { sent_at: msg.at, joining: msg.joining, reported })
+            }
+            PeerKind::Snapshot => {
+                let heard = p.on_message(now, peer, &sender);
+                if heard {
+                    p.on_clock(reading, peer, msg.at, reported_of(&msg, p.nodes()));
+                }
+                heard
+            }
+            PeerKind::Counts => p.on_message(now, peer, &sender),
         };
         if !heard {
             p.refuse(now, peer, || format!("a message sent as {:?}", shown(&sender.id)));
@@ -57,6 +71,7 @@ impl Service {
     /// learn the counts again before it grants (see `Peering::on_pause`).
     pub fn on_pause(&mut self, now: Nanos, paused: Nanos) {
         if let Some(p) = &mut self.peering {
+            let now = p.group_now(now);
             p.on_pause(now, paused);
             self.locker.set_view(p.view(now));
         }
@@ -67,13 +82,16 @@ impl Service {
     /// as the peering schedule asks. Does nothing when not peered.
     pub fn publish(&mut self, now: Nanos, mut send: impl FnMut(&[u8])) {
         let Some(p) = &mut self.peering else { return };
+        // A heartbeat says what the group clock reads, not where it holds
+        // still after a move back, so that peers measure this clock right.
+        let (reading, now) = (p.clock().reading(now), p.group_now(now));
         let mut counts: Vec<Count> = self.locker.take_granted().collect();
         send_counts(&self.locker, p.nodes(), PeerKind::Counts, now, &counts, &mut send);
         while let Some(out) = p.poll_transmit(now) {
             counts.clear();
             let kind = match out {
                 Outgoing::Heartbeat { joining } => {
-                    let mut msg = Batch::new(&self.locker, p.nodes(), PeerKind::Beat, now);
+                    let mut msg = Batch::new(&self.locker, p.nodes(), PeerKind::Beat, reading);
                     msg.msg.joining = joining;
                     msg.finish(true, &mut send);
                     continue;
@@ -87,7 +105,9 @@ impl Service {
                     PeerKind::Snapshot
                 }
             };
-            send_counts(&self.locker, p.nodes(), kind, now, &counts, &mut send);
+            // A snapshot's time measures this clock, like a heartbeat's.
+            let at = if kind == PeerKind::Snapshot { reading } else { now };
+            send_counts(&self.locker, p.nodes(), kind, at, &counts, &mut send);
         }
     }
 }
@@ -171,12 +191,15 @@ impl<'a> Batch<'a> {
             counts: Vec::new(),
             limits: Vec::new(),
             asked: Vec::new(),
+            seen: Vec::new(),
         };
         let mut batch = Batch { locker, table, msg, ixs: vec![Nodes::ME], buf: Vec::new() };
         // Heartbeats and snapshot parts say how each limit is defined, so a
         // peer merges the counts that come with them only when it agrees.
         if matches!(kind, PeerKind::Beat | PeerKind::Snapshot) {
             batch.msg.limits = locker.shared_digests().map(|(name, d)| PeerLimit(name.to_owned(), d)).collect();
+            // And how the sender sees each peer's clock (see `core::peering::clock`).
+            batch.msg.seen = seen(table);
         }
         batch
     }
@@ -221,4 +244,16 @@ impl<'a> Batch<'a> {
         self.msg.nodes.truncate(1);
         self.ixs.truncate(1);
     }
+}
+
+/// How this locker sees each peer's clock it has heard, for its heartbeat.
+fn seen(table: &Nodes) -> Vec<PeerSeen> {
+    let heard = table.peers().filter(|(_, s)| s.has_offset()).filter_map(|(_, s)| Some((s.run.as_ref()?, s.offset)));
+    heard.map(|(run, offset)| PeerSeen(run.id.to_string(), offset)).collect()
+}
+
+/// How a peer message's sender sees this locker's clock, if it says.
+fn reported_of(msg: &PeerMsg, table: &Nodes) -> Option<i64> {
+    let me = &table.me().id;
+    msg.seen.iter().find(|s| *s.0 == **me).map(|s| s.1)
 }

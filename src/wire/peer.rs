@@ -45,6 +45,13 @@ pub struct PeerCount(pub String, pub Option<String>, pub u64, pub u32, pub u32);
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PeerLimit(pub String, pub u64);
 
+/// How a heartbeat's sender sees one of its peers' clocks, as `[node id,
+/// offset]`: that peer's clock minus the sender's, in nanoseconds, transit
+/// included. The peer reads its own entry and halves the difference with
+/// its own view of the sender, which cancels the transit time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerSeen(pub String, pub i64);
+
 /// The most limits a peer message may describe.
 pub const MAX_LIMITS_PER_MESSAGE: usize = 4096;
 
@@ -78,6 +85,11 @@ pub struct PeerMsg {
     /// locker that does not know the field ignores it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub asked: Vec<PeerCount>,
+    /// In a heartbeat: how the sender sees each peer's clock it has heard.
+    /// Left out when empty; a locker that does not know the field ignores
+    /// it and measures clocks one way.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seen: Vec<PeerSeen>,
 }
 
 impl PeerMsg {
@@ -98,6 +110,7 @@ pub fn decode_peer(body: &[u8]) -> Result<PeerMsg, WireError> {
     // A message names at most its sender and one node per count.
     let too_many = msg.counts.len() + msg.asked.len() > MAX_COUNTS_PER_MESSAGE
         || msg.nodes.len() > MAX_COUNTS_PER_MESSAGE + 1
+        || msg.seen.len() > MAX_COUNTS_PER_MESSAGE
         || msg.limits.len() > MAX_LIMITS_PER_MESSAGE;
     if too_many {
         return Err(WireError::Malformed("a peer message with too many counts, nodes or limits".into()));

@@ -81,6 +81,11 @@ pub struct StatsReply {
     /// out of open files; docs/operations.md, "Open files").
     #[serde(default, skip_serializing_if = "is_zero")]
     pub accept_failures: u64,
+    /// How far this locker moved its clock to the middle of its peers',
+    /// in milliseconds (its own clock is off by about that much); present
+    /// when peered and moved.
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub clock_correction_ms: f64,
 }
 
 /// One peer in a stats reply.
@@ -111,6 +116,10 @@ pub struct PeerStatsReply {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+fn is_zero_f64(n: &f64) -> bool {
+    *n == 0.0
 }
 
 /// One limit's counters in a stats reply.

@@ -5,7 +5,7 @@
 
 use locker::wire::{
     self, Ask, ErrorReply, GoReply, LeaseAsk, LeaseReply, LimitStatsReply, PeerCount, PeerKind, PeerMsg, PeerNode,
-    Reply, ReplyKind, Request, RequestMap, StatsReply,
+    PeerSeen, Reply, ReplyKind, Request, RequestMap, StatsReply,
 };
 
 /// A MessagePack fixstr, written out by hand rather than by the encoder.
@@ -299,6 +299,7 @@ fn a_peer_heartbeat_has_pinned_bytes() {
         counts: vec![],
         limits: vec![],
         asked: vec![],
+        seen: vec![],
     };
     let expected = concat(&[
         &[0x86],
@@ -331,6 +332,7 @@ fn peer_counts_have_pinned_bytes() {
         counts: vec![PeerCount("api".into(), Some("k".into()), 3, 0, 5)],
         limits: vec![],
         asked: vec![],
+        seen: vec![],
     };
     let expected: &[u8] = &[
         0x86, // a map of 6
@@ -356,6 +358,7 @@ fn demand_figures_have_pinned_bytes_and_an_older_peer_skips_them() {
         counts: vec![],
         limits: vec![],
         asked: vec![PeerCount("api".into(), Some("k".into()), 3, 0, 12)],
+        seen: vec![],
     };
     let expected = concat(&[
         &[0x87], // a map of 7: `asked` is the seventh field
@@ -389,6 +392,47 @@ fn demand_figures_have_pinned_bytes_and_an_older_peer_skips_them() {
 }
 
 #[test]
+fn a_heartbeat_says_how_it_sees_each_peer_clock_and_an_older_peer_skips_it() {
+    let beat = PeerMsg {
+        kind: PeerKind::Beat,
+        nodes: vec![PeerNode("a".into(), 7)],
+        at: 9,
+        joining: false,
+        done: false,
+        counts: vec![],
+        limits: vec![],
+        asked: vec![],
+        seen: vec![PeerSeen("b".into(), -1500)],
+    };
+    let expected = concat(&[
+        &[0x87], // a map of 7: `seen` is the seventh field
+        &fixstr("kind"),
+        &fixstr("beat"),
+        &fixstr("nodes"),
+        &[0x91, 0x92, 0xa1, b'a', 0x07],
+        &fixstr("at"),
+        &[0x09],
+        &fixstr("joining"),
+        &[0xc2],
+        &fixstr("done"),
+        &[0xc2],
+        &fixstr("counts"),
+        &[0x90],
+        &fixstr("seen"),
+        &[0x91, 0x92, 0xa1, b'b', 0xd1, 0xfa, 0x24], // [["b", -1500]]
+    ]);
+    peer_round_trip(&beat, &expected);
+    #[derive(serde::Deserialize)]
+    #[allow(dead_code)]
+    struct OlderPeerMsg {
+        kind: PeerKind,
+        at: u64,
+    }
+    let older: OlderPeerMsg = rmp_serde::from_slice(&expected).expect("unknown fields are skipped");
+    assert_eq!(older.at, 9);
+}
+
+#[test]
 fn the_last_part_of_a_snapshot_has_pinned_bytes() {
     // A count another node made, for an unkeyed limit: the node indexes
     // `nodes`, the key is nil.
@@ -401,6 +445,7 @@ fn the_last_part_of_a_snapshot_has_pinned_bytes() {
         counts: vec![PeerCount("api".into(), None, 3, 1, 200)],
         limits: vec![],
         asked: vec![],
+        seen: vec![],
     };
     let expected = concat(&[
         &[0x86],

@@ -26,7 +26,12 @@ pub(crate) fn fixed(max: u32, slot_ms: u64) -> impl Fn() -> Locker + Clone {
 /// `n` peered nodes of `locker`, joined: every node has heard every other
 /// before the first ask.
 pub(crate) fn joined(n: usize, seed: u64, locker: impl Fn() -> Locker + 'static) -> Group {
-    let mut g = Group::new(n, T0, seed, Box::new(move |boot| sim::peered(locker(), boot, 500 * MS)));
+    skewed(&vec![0; n], seed, locker)
+}
+
+/// Peered nodes whose clocks run `offsets` ahead of the true time, joined.
+pub(crate) fn skewed(offsets: &[i64], seed: u64, locker: impl Fn() -> Locker + 'static) -> Group {
+    let mut g = Group::skewed(offsets, T0, seed, Box::new(move |boot| sim::peered(locker(), boot, 500 * MS)));
     g.advance(1000 * MS);
     g
 }
@@ -76,4 +81,46 @@ fn the_seeds_limit_on_three_peered_lockers_never_grants_more_than_five_in_a_slot
         let full = per_slot.values().filter(|&&n| n == 5).count();
         assert!(full * 10 >= per_slot.len() * 9, "seed {seed}: too few full slots: {per_slot:?}");
     }
+}
+
+/// Saturated lockers, one of whose clocks is off: each true slot (by a
+/// right clock) holds at most max, and the wrong clock follows the others.
+fn one_clock_off(offset_ms: i64) {
+    let slot = 1000 * MS;
+    let offsets = [0, 0, offset_ms * MS as i64];
+    let mut g = skewed(&offsets, 7, fixed(100, 1000));
+    g.set_link(Link { delay: 200_000, jitter: 300_000, loss: 0.0 });
+    let start = g.now();
+    let mut callers: Vec<Caller> = (0..9).map(|i| Caller { node: i % 3, next: start, work: 2 * MS }).collect();
+    let per_slot = run(&mut g, &mut callers, start + 12 * slot, slot);
+    let over: Vec<_> = per_slot.iter().filter(|(_, &n)| n > 100).collect();
+    assert!(over.is_empty(), "a clock {offset_ms} ms off: true slots over 100: {over:?} in {per_slot:?}");
+    let inner: Vec<u64> = per_slot.values().copied().skip(1).take(per_slot.len() - 2).collect();
+    assert!(inner.iter().all(|&n| n >= 99), "saturated slots fill: {per_slot:?}");
+    let stats = stats_of(&mut g, 2);
+    assert!(
+        (stats.clock_correction_ms + offset_ms as f64).abs() < 2.0,
+        "the wrong clock moved by {} ms",
+        stats.clock_correction_ms
+    );
+    assert_eq!(stats_of(&mut g, 0).clock_correction_ms, 0.0, "a right clock stays");
+}
+
+fn stats_of(g: &mut Group, i: usize) -> locker::StatsReply {
+    let mut body = Vec::new();
+    locker::wire::encode(&locker::wire::RequestMap { op: Some("stats"), ..Default::default() }, &mut body);
+    match locker::wire::decode_reply(&g.request(i, &body)).expect("stats") {
+        locker::wire::Reply::Answer(s) => s,
+        locker::wire::Reply::Refused(e) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn a_peer_clock_50_ms_fast_follows_the_group_and_no_true_slot_goes_over() {
+    one_clock_off(50);
+}
+
+#[test]
+fn a_peer_clock_300_ms_slow_follows_the_group_and_no_true_slot_goes_over() {
+    one_clock_off(-300);
 }

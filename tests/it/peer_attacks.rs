@@ -69,6 +69,7 @@ impl Rogue {
             counts: vec![],
             limits: vec![PeerLimit(DEFAULT_LIMIT.into(), digest)],
             asked: vec![],
+            seen: vec![],
         });
     }
 
@@ -90,6 +91,7 @@ impl Rogue {
                 .collect(),
             limits: vec![],
             asked: vec![],
+            seen: vec![],
         });
     }
 }

@@ -184,6 +184,7 @@ fn beat(id: &str, at: u64) -> Vec<u8> {
         counts: vec![],
         limits: vec![],
         asked: vec![],
+        seen: vec![],
     };
     let mut body = Vec::new();
     wire::encode(&msg, &mut body);
@@ -312,6 +313,7 @@ fn counts(nodes: &[(&str, u64)], counts: &[(u32, u32)]) -> Vec<u8> {
             .collect(),
         limits: vec![],
         asked: vec![],
+        seen: vec![],
     };
     let mut body = Vec::new();
     wire::encode(&msg, &mut body);

@@ -89,12 +89,12 @@ fn a_share_not_yet_granted_is_held_for_its_locker() {
 fn demand_after_the_cutoff_does_not_count() {
     let (mut a, mut b) = joined_pair();
     // Two thirds into the slot, asks no longer count towards the split.
-    let late = T0 + 700 * MS;
-    go_of(&mut b, late, 5);
-    deliver(&mut a, late, &outbox(&mut b, late));
     let early = T0 + 100 * MS;
     go_of(&mut a, early, 3);
     deliver(&mut b, early, &outbox(&mut a, early));
+    let late = T0 + 700 * MS;
+    go_of(&mut b, late, 5);
+    deliver(&mut a, late, &outbox(&mut b, late));
     exchange(&mut a, &mut b, T0 + 900 * MS);
     let t = T0 + 1001 * MS;
     assert_eq!(go_of(&mut a, t, 10), 10, "only a was asked before the cutoff: all of the slot is its share");

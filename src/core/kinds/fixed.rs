@@ -300,7 +300,11 @@ impl FixedWindow {
         if counting {
             tally.note_asked(want.cost);
         }
-        let free = tally.get().free(max, terms.share);
+        // A peer has begun the next slot: this one is over for the group,
+        // though not yet by this clock (a little behind), and nothing more
+        // goes in it.
+        let over = self.early.begun(self.slot + 1);
+        let free = if over { 0 } else { tally.get().free(max, terms.share) };
         if free < want.need() {
             if want.max_wait > 0 {
                 return None;

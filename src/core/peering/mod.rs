@@ -10,9 +10,10 @@
 //! (`Tally` for fixed windows, `bucket::ledger` for token buckets), since
 //! it works on their private state; `merge` only dispatches to them.
 
+pub mod clock;
 pub mod merge;
 pub mod nodes;
 pub mod schedule;
 
-pub use nodes::{NodeKey, Nodes, PeerEvent, PeerIx, PeerState, MAX_RUNS_PER_PEER};
+pub use nodes::{Beat, NodeKey, Nodes, PeerEvent, PeerIx, PeerState, MAX_RUNS_PER_PEER};
 pub use schedule::{Outgoing, Peering, PeeringSettings};

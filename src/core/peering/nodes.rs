@@ -21,7 +21,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use crate::core::share::NodeIx;
-use crate::core::time::Nanos;
+use crate::core::time::{Nanos, NANOS_PER_MS};
 
 /// The most runs one configured peer may have in the table at once: its
 /// live run and the runs it relays. A peered trio needs four (a peer's
@@ -53,9 +53,15 @@ pub struct PeerState {
     pub run: Option<NodeKey>,
     /// When a heartbeat from it last arrived, by this locker's clock.
     pub last_heard: Nanos,
-    /// The peer's clock minus this locker's, in nanoseconds, as of its last
-    /// heartbeat (it includes the transit time, microseconds on a LAN).
+    /// The peer's clock minus this locker's, in nanoseconds: the largest of
+    /// its last few heartbeats' (a delay in transit only ever makes a peer
+    /// look behind, so the largest is the least delayed).
     pub offset: i64,
+    /// The offsets of its last heartbeats, newest at `next - 1`.
+    samples: Samples,
+    /// This locker's clock minus the peer's as the peer last said it sees
+    /// it (transit included), when it says so.
+    reported: Option<i64>,
     /// Whether the offset is beyond the tolerated skew.
     pub flagged: bool,
     /// Whether the peer said it is still learning the counts.
@@ -84,6 +90,9 @@ pub enum PeerEvent {
     ClockSkew { id: String, offset_ms: i64 },
     /// A flagged peer's clock is back within the tolerated skew.
     ClockSkewCleared { id: String },
+    /// This locker moved its clock by `by_ms` to the middle of its peers'
+    /// (`correction_ms` in all since it started): its own clock is off.
+    ClockFollowed { by_ms: i64, correction_ms: i64 },
     /// A peer was not heard for longer than the live timeout: it no longer
     /// counts as live. `last_heard_ms` ago it was heard last.
     Silent { id: String, last_heard_ms: u64 },
@@ -275,17 +284,10 @@ impl Nodes {
     /// Records a heartbeat from `peer`, sent by `from` at `sent_at` by its
     /// clock and received at `now` by ours. Returns what changed, if
     /// anything; nothing as well when the sender is refused.
-    pub fn heartbeat(
-        &mut self,
-        now: Nanos,
-        peer: PeerIx,
-        from: &NodeKey,
-        sent_at: Nanos,
-        joining: bool,
-    ) -> Vec<PeerEvent> {
+    pub fn heartbeat(&mut self, now: Nanos, peer: PeerIx, from: &NodeKey, beat: Beat) -> Vec<PeerEvent> {
+        let Beat { sent_at, joining, reported } = beat;
         let Some((_, event)) = self.sender(now, peer, from) else { return Vec::new() };
         let mut events: Vec<PeerEvent> = event.into_iter().collect();
-        let offset = (sent_at as i128 - now as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64;
         let state = &mut self.peers[peer];
         if std::mem::replace(&mut state.silent, false) && events.is_empty() {
             let silent_ms = now.saturating_sub(state.last_heard) / 1_000_000;
@@ -293,18 +295,70 @@ impl Nodes {
         }
         state.last_heard = now;
         state.joining = joining;
-        if now < self.judge_skew_from {
-            return events;
-        }
-        let flagged = offset.unsigned_abs() > self.max_skew;
-        let id = shown(&from.id);
-        match (std::mem::replace(&mut state.flagged, flagged), flagged) {
-            (false, true) => events.push(PeerEvent::ClockSkew { id, offset_ms: offset / 1_000_000 }),
-            (true, false) => events.push(PeerEvent::ClockSkewCleared { id }),
-            _ => {}
-        }
-        state.offset = offset;
+        self.measure(now, peer, sent_at, reported, &mut events);
         events
+    }
+
+    /// Measures `peer`'s clock by a message it sent at `sent_at` by its
+    /// clock, received at `now` by ours, which says how it sees ours
+    /// (`reported`), and flags or clears its skew. Not while the backlog of
+    /// a pause is read: those messages waited.
+    pub fn measure(
+        &mut self,
+        now: Nanos,
+        peer: PeerIx,
+        sent_at: Nanos,
+        reported: Option<i64>,
+        events: &mut Vec<PeerEvent>,
+    ) {
+        if now < self.judge_skew_from {
+            return;
+        }
+        let Some(state) = self.peers.get_mut(peer) else { return };
+        let offset = (sent_at as i128 - now as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64;
+        state.samples.push(offset);
+        state.offset = state.samples.largest();
+        state.reported = reported.or(state.reported);
+        self.judge_skew(events);
+    }
+
+    /// Whether every configured peer is live and its clock measured both
+    /// ways (it said how it sees this locker's).
+    pub fn all_measured(&self) -> bool {
+        self.peers.iter().all(|p| p.run.is_some() && !p.silent && p.samples.len > 0 && p.reported.is_some())
+    }
+
+    /// The clock offsets of the peers heard recently and measured both
+    /// ways (see `PeerState::skew`), for the group's clock. A peer that
+    /// never says how it sees this locker's clock is left out.
+    pub fn live_offsets(&self) -> impl Iterator<Item = i64> + '_ {
+        let measured = |p: &&PeerState| p.run.is_some() && !p.silent && p.samples.len > 0 && p.reported.is_some();
+        self.peers.iter().filter(measured).map(PeerState::skew)
+    }
+
+    /// This locker's clock moved by `by`: every peer now looks that much
+    /// nearer.
+    pub fn shift_offsets(&mut self, by: i64) {
+        for p in &mut self.peers {
+            p.samples.shift(by);
+            p.offset = p.offset.saturating_sub(by);
+            p.reported = p.reported.map(|r| r.saturating_add(by));
+        }
+    }
+
+    /// Flags each peer whose settled offset is beyond the tolerated skew,
+    /// and clears the flag of each back within it; pushes the changes.
+    pub fn judge_skew(&mut self, events: &mut Vec<PeerEvent>) {
+        for p in self.peers.iter_mut().filter(|p| p.samples.len > 0) {
+            let skew = p.skew();
+            let flagged = skew.unsigned_abs() > self.max_skew;
+            let Some(id) = p.run.as_ref().map(|r| shown(&r.id)) else { continue };
+            match (std::mem::replace(&mut p.flagged, flagged), flagged) {
+                (false, true) => events.push(PeerEvent::ClockSkew { id, offset_ms: skew / 1_000_000 }),
+                (true, false) => events.push(PeerEvent::ClockSkewCleared { id }),
+                _ => {}
+            }
+        }
     }
 
     /// After this locker's own loop was paused, heartbeats received before
@@ -378,18 +432,85 @@ pub fn shown(id: &str) -> String {
 }
 
 impl PeerState {
+    /// The peer's clock minus this locker's, in nanoseconds: halfway
+    /// between how each sees the other when the peer says how it sees this
+    /// locker (which cancels the transit time), else as seen from here.
+    pub fn skew(&self) -> i64 {
+        match self.reported {
+            Some(r) => ((i128::from(self.offset) - i128::from(r)) / 2) as i64,
+            None => self.offset,
+        }
+    }
+
+    /// Whether a heartbeat has measured its clock.
+    pub fn has_offset(&self) -> bool {
+        self.samples.len > 0
+    }
+
     fn new(name: Box<str>) -> PeerState {
         PeerState {
             name,
             run: None,
             last_heard: 0,
             offset: 0,
+            samples: Samples::default(),
+            reported: None,
             flagged: false,
             joining: false,
             silent: false,
             rejected: 0,
             last_reported: None,
             last_restart: None,
+        }
+    }
+}
+
+/// What a heartbeat says besides who sent it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Beat {
+    /// The sender's clock when it left.
+    pub sent_at: Nanos,
+    /// The sender is still learning the counts.
+    pub joining: bool,
+    /// This locker's clock minus the sender's, as the sender sees it.
+    pub reported: Option<i64>,
+}
+
+/// The offsets of a peer's last `SAMPLES` heartbeats.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Samples {
+    last: [i64; SAMPLES],
+    len: usize,
+    next: usize,
+}
+
+/// How many heartbeats' offsets settle a peer's: 400 ms of them.
+const SAMPLES: usize = 4;
+
+/// A heartbeat this much ahead of a peer's settled offset means it moved
+/// its clock.
+const JUMP: i64 = 4 * NANOS_PER_MS as i64;
+
+impl Samples {
+    fn push(&mut self, offset: i64) {
+        // A delay only makes a peer look behind; one that looks well ahead
+        // of all its recent heartbeats moved its clock: start again.
+        if self.len > 0 && offset > self.largest().saturating_add(JUMP) {
+            self.len = 0;
+            self.next = 0;
+        }
+        self.last[self.next] = offset;
+        self.next = (self.next + 1) % SAMPLES;
+        self.len = (self.len + 1).min(SAMPLES);
+    }
+
+    fn largest(&self) -> i64 {
+        self.last[..self.len].iter().copied().max().unwrap_or(0)
+    }
+
+    fn shift(&mut self, by: i64) {
+        for o in &mut self.last[..self.len] {
+            *o = o.saturating_sub(by);
         }
     }
 }

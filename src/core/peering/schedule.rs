@@ -10,10 +10,12 @@
 
 use std::collections::VecDeque;
 
-use super::nodes::{NodeKey, Nodes, PeerEvent, PeerIx, PeerState};
+use super::clock::{median_offset, GroupClock, FOLLOW_BEYOND};
+use super::nodes::{Beat, NodeKey, Nodes, PeerEvent, PeerIx, PeerState};
 use crate::core::limit::LimitId;
 use crate::core::locker::Locker;
 use crate::core::share::PeerView;
+use crate::core::share::Share;
 use crate::core::time::{Nanos, NANOS_PER_MS};
 
 /// Heartbeats while joining come this often, so that a sync request reaches
@@ -55,8 +57,9 @@ pub struct PeeringSettings {
 impl PeeringSettings {
     /// Settings for `me` with the configured `peers`, a `grace` period, and
     /// limits whose shortest slot is `shortest_slot`: heartbeats every
-    /// 100 ms, a peer live while heard within 500 ms, and a quarter of the
-    /// shortest slot as the tolerated clock skew.
+    /// 100 ms, a peer live while heard within 500 ms, and the in-flight
+    /// window as the tolerated clock skew (beyond it, turns and slot
+    /// boundaries can disagree: see `peering::clock`).
     pub fn new(me: NodeKey, peers: Vec<Box<str>>, grace: Nanos, shortest_slot: Nanos) -> PeeringSettings {
         PeeringSettings {
             me,
@@ -64,7 +67,7 @@ impl PeeringSettings {
             grace,
             heartbeat: 100 * NANOS_PER_MS,
             live_timeout: 500 * NANOS_PER_MS,
-            max_skew: shortest_slot / 4,
+            max_skew: Share::window_for(shortest_slot),
         }
     }
 }
@@ -113,6 +116,8 @@ pub struct Peering {
     next_snapshot: Nanos,
     retention: Nanos,
     events: VecDeque<PeerEvent>,
+    /// This locker's clock, moved to the group's.
+    clock: GroupClock,
 }
 
 impl Peering {
@@ -133,6 +138,7 @@ impl Peering {
             snapshot_wanted: false,
             next_snapshot: now,
             events: VecDeque::new(),
+            clock: GroupClock::default(),
         }
     }
 
@@ -166,14 +172,61 @@ impl Peering {
     /// Records a heartbeat from `peer`, sent by `from`. A joining peer gets
     /// a snapshot, within its allowance. Returns false when the sender is
     /// refused (see `on_message`).
-    pub fn on_heartbeat(&mut self, now: Nanos, peer: PeerIx, from: &NodeKey, sent_at: Nanos, joining: bool) -> bool {
-        let events = self.nodes.heartbeat(now, peer, from, sent_at, joining);
+    pub fn on_heartbeat(&mut self, now: Nanos, peer: PeerIx, from: &NodeKey, beat: Beat) -> bool {
+        let joining = beat.joining;
+        let mut events = self.nodes.heartbeat(now, peer, from, beat);
         let heard = self.nodes.peers().nth(peer).is_some_and(|(_, s)| s.run.as_ref() == Some(from));
+        if heard {
+            self.recenter(&mut events);
+        }
         self.events.extend(events);
+        if heard && self.joining {
+            self.update(now);
+        }
         if heard && joining && self.snapshot_allowed(now, peer) {
             self.snapshot_wanted = true;
         }
         heard
+    }
+
+    /// Moves this locker's clock to the middle of the group's (see
+    /// `peering::clock`) once every configured peer's clock has been
+    /// measured both ways, or after joining with those that are live:
+    /// before that, the median of the first peers heard could be a wrong
+    /// clock's, and a one-way measure is off by the transit time.
+    fn recenter(&mut self, events: &mut Vec<PeerEvent>) {
+        if self.joining && !self.nodes.all_measured() {
+            return;
+        }
+        let by = median_offset(self.nodes.live_offsets());
+        if by.unsigned_abs() <= FOLLOW_BEYOND {
+            return;
+        }
+        self.clock.follow(by);
+        self.nodes.shift_offsets(by);
+        self.nodes.judge_skew(events);
+        let ms = |ns: i64| ns / NANOS_PER_MS as i64;
+        events.push(PeerEvent::ClockFollowed { by_ms: ms(by), correction_ms: ms(self.clock.correction()) });
+    }
+
+    /// This locker's clock as moved to the group's.
+    pub fn clock(&self) -> &GroupClock {
+        &self.clock
+    }
+
+    /// The group time for `raw`, a reading of this locker's clock.
+    pub fn group_now(&mut self, raw: Nanos) -> Nanos {
+        self.clock.now(raw)
+    }
+
+    /// Measures `peer`'s clock by a snapshot part it sent at `sent_at`,
+    /// saying how it sees this locker's (`reported`): a joining locker hears
+    /// a snapshot before the peer's next heartbeat.
+    pub fn on_clock(&mut self, now: Nanos, peer: PeerIx, sent_at: Nanos, reported: Option<i64>) {
+        let mut events = Vec::new();
+        self.nodes.measure(now, peer, sent_at, reported, &mut events);
+        self.recenter(&mut events);
+        self.events.extend(events);
     }
 
     /// Records that a message from `peer` was sent by `from`, its live run
@@ -258,7 +311,10 @@ impl Peering {
     /// Ends joining once every configured peer synced or the grace ran out.
     fn update(&mut self, now: Nanos) {
         let synced = self.terms.iter().filter(|t| t.synced).count();
-        let done = synced >= self.terms.len() || now >= self.started.saturating_add(self.settings.grace);
+        // Every peer synced, and its clock measured both ways, so that this
+        // locker serves on the group's clock from its first grant.
+        let all = synced >= self.terms.len() && self.nodes.all_measured();
+        let done = all || now >= self.started.saturating_add(self.settings.grace);
         if self.joining && done {
             self.joining = false;
             self.events.push_back(PeerEvent::Ready { synced });

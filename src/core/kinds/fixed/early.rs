@@ -57,6 +57,12 @@ impl EarlyCounts {
         std::mem::take(&mut self.counts).into_iter().filter(move |_| due)
     }
 
+    /// Whether a peer has begun `slot`: a count for it is kept.
+    #[inline]
+    pub(super) fn begun(&self, slot: u64) -> bool {
+        self.slot == slot && !self.counts.is_empty()
+    }
+
     /// Whether nothing is kept.
     pub(super) fn is_empty(&self) -> bool {
         self.counts.is_empty()

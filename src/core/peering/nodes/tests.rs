@@ -28,9 +28,9 @@ fn runs_of_one_id_are_kept_apart() {
 fn heartbeats_track_liveness_offset_and_restarts() {
     let mut n = table(&["tcp://b"]);
     let t = 10_000 * MS;
-    assert_eq!(n.heartbeat(t, 0, &node("b", 1), t + 3 * MS, false), [PeerEvent::Joined { id: "b".into() }]);
-    assert_eq!(n.heartbeat(t + 100 * MS, 0, &node("b", 1), t + 100 * MS, false), []);
-    let restarted = n.heartbeat(t + 200 * MS, 0, &node("b", 2), t + 200 * MS, true);
+    assert_eq!(n.heartbeat(t, 0, &node("b", 1), beat(t + 3 * MS, false)), [PeerEvent::Joined { id: "b".into() }]);
+    assert_eq!(n.heartbeat(t + 100 * MS, 0, &node("b", 1), beat(t + 100 * MS, false)), []);
+    let restarted = n.heartbeat(t + 200 * MS, 0, &node("b", 2), beat(t + 200 * MS, true));
     assert_eq!(restarted, [PeerEvent::Restarted { id: "b".into() }]);
     assert_eq!(n.live_peers(t + 300 * MS, 500 * MS), 1);
     assert_eq!(n.live_peers(t + 800 * MS, 500 * MS), 0);
@@ -45,17 +45,17 @@ fn a_peer_going_silent_and_coming_back_is_reported_once_each_way() {
     let mut n = table(&["b"]);
     let t = 10_000 * MS;
     let mut events = VecDeque::new();
-    n.heartbeat(t, 0, &node("b", 1), t, false);
+    n.heartbeat(t, 0, &node("b", 1), beat(t, false));
     n.sweep_silent(t + 500 * MS, 500 * MS, &mut events);
     assert!(events.is_empty(), "heard within the timeout");
     n.sweep_silent(t + 501 * MS, 500 * MS, &mut events);
     n.sweep_silent(t + 900 * MS, 500 * MS, &mut events);
     assert_eq!(events, [PeerEvent::Silent { id: "b".into(), last_heard_ms: 501 }], "once");
-    let back = n.heartbeat(t + 2_000 * MS, 0, &node("b", 1), t + 2_000 * MS, false);
+    let back = n.heartbeat(t + 2_000 * MS, 0, &node("b", 1), beat(t + 2_000 * MS, false));
     assert_eq!(back, [PeerEvent::Back { id: "b".into(), silent_ms: 2_000 }]);
-    assert!(n.heartbeat(t + 2_100 * MS, 0, &node("b", 1), t + 2_100 * MS, false).is_empty());
+    assert!(n.heartbeat(t + 2_100 * MS, 0, &node("b", 1), beat(t + 2_100 * MS, false)).is_empty());
     n.sweep_silent(t + 3_000 * MS, 500 * MS, &mut events);
-    let restarted = n.heartbeat(t + 5_000 * MS, 0, &node("b", 2), t + 5_000 * MS, false);
+    let restarted = n.heartbeat(t + 5_000 * MS, 0, &node("b", 2), beat(t + 5_000 * MS, false));
     assert_eq!(restarted, [PeerEvent::Restarted { id: "b".into() }], "a new run is a restart");
 }
 
@@ -63,10 +63,10 @@ fn a_peer_going_silent_and_coming_back_is_reported_once_each_way() {
 fn a_skewed_clock_is_flagged_and_cleared() {
     let mut n = table(&["b"]);
     let t = 10_000 * MS;
-    let skewed = n.heartbeat(t, 0, &node("b", 1), t - 300 * MS, false);
+    let skewed = n.heartbeat(t, 0, &node("b", 1), beat(t - 300 * MS, false));
     assert_eq!(skewed[1], PeerEvent::ClockSkew { id: "b".into(), offset_ms: -300 });
     assert!(n.peers().next().unwrap().1.flagged);
-    let cleared = n.heartbeat(t + 100 * MS, 0, &node("b", 1), t + 100 * MS, false);
+    let cleared = n.heartbeat(t + 100 * MS, 0, &node("b", 1), beat(t + 100 * MS, false));
     assert_eq!(cleared, [PeerEvent::ClockSkewCleared { id: "b".into() }]);
 }
 
@@ -75,9 +75,9 @@ fn heartbeats_queued_during_a_pause_are_not_judged_for_skew() {
     let mut n = table(&["b"]);
     let t = 10_000 * MS;
     n.hold_skew_until(t + 500 * MS);
-    assert_eq!(n.heartbeat(t, 0, &node("b", 1), t - 3000 * MS, false), [PeerEvent::Joined { id: "b".into() }]);
+    assert_eq!(n.heartbeat(t, 0, &node("b", 1), beat(t - 3000 * MS, false)), [PeerEvent::Joined { id: "b".into() }]);
     assert!(!n.peers().next().unwrap().1.flagged);
-    assert_eq!(n.heartbeat(t + 600 * MS, 0, &node("b", 1), t + 600 * MS, false), []);
+    assert_eq!(n.heartbeat(t + 600 * MS, 0, &node("b", 1), beat(t + 600 * MS, false)), []);
 }
 
 #[test]
@@ -119,8 +119,8 @@ fn nobody_may_send_as_this_locker() {
     assert_eq!(n.sender(0, 0, &node("a", 1)), None);
     assert_eq!(n.sender(0, 0, &node("a", 2)), None, "nor as another run of this locker's id");
     assert_eq!(n.sender(0, 1, &node("b", 1)), None);
-    assert!(n.heartbeat(0, 0, &node("a", 1), 0, false).is_empty());
-    assert!(n.heartbeat(0, 0, &node("a", 7), 0, false).is_empty());
+    assert!(n.heartbeat(0, 0, &node("a", 1), beat(0, false)).is_empty());
+    assert!(n.heartbeat(0, 0, &node("a", 7), beat(0, false)).is_empty());
     assert!(n.peers().all(|(_, s)| s.run.is_none()), "no peer entry for this locker's own id");
     assert_eq!(n.live_peers(0, 500 * MS), 0);
 }
@@ -141,4 +141,10 @@ fn refusals_are_counted_always_and_reported_once_a_second() {
     assert!(n.refuse(500 * MS, 0, || "x".into()).is_none());
     let again = n.refuse(1000 * MS, 0, || "x".into());
     assert_eq!(again, Some(PeerEvent::Refused { peer: "b".into(), what: "x".into(), rejected: 3 }));
+}
+
+/// A heartbeat sent at `at`, from a sender that says nothing of this
+/// locker's clock.
+fn beat(at: Nanos, joining: bool) -> Beat {
+    Beat { sent_at: at, joining, reported: None }
 }

