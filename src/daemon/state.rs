@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use tracing::{debug, error, info, warn};
 
+use super::clock::{Boot, Clock};
 use crate::core::time::NANOS_PER_SEC;
 use crate::core::{Algorithm, Locker, Nanos};
 use crate::service::{Liveness, Service};
@@ -35,15 +36,55 @@ pub struct Loaded {
     digest: u64,
     /// When reading began, so that the restore time logged covers it.
     started: Instant,
+    /// This boot, when the kernel says, for this run's `Clock` record.
+    boot: Option<Boot>,
+    /// How far the wall clock was stepped since the file's last run, on
+    /// this boot: its records are moved by as much (see `Liveness::retimed`).
+    step: i64,
+    /// Records written after this (by the wall clock now) are from a clock
+    /// far ahead of this one, on another boot: they are dropped.
+    cut: Option<Nanos>,
 }
 
 impl Loaded {
-    /// The latest instant the file speaks of: the clock of this run starts
-    /// no earlier, so that a clock stepped back across a restart cannot
-    /// open a slot twice or stretch a lease.
+    /// The latest instant the file speaks of, moved by the step: the clock
+    /// of this run starts no earlier, so that a clock stepped back across a
+    /// restart cannot open a slot twice or stretch a lease. Never more than
+    /// the bound `load` puts on it ahead of the wall clock.
     pub fn not_before(&self) -> Nanos {
-        self.replay.as_ref().map_or(0, Replay::latest)
+        let latest = self.replay.as_ref().map_or(0, Replay::latest);
+        let moved = if latest == 0 { 0 } else { latest.saturating_add_signed(self.step) };
+        self.cut.map_or(moved, |cut| moved.min(cut))
     }
+}
+
+/// A step of the wall clock between runs smaller than this is not worth a
+/// warning (NTP slews such errors away).
+const STEP_NOTICE: i64 = 10_000_000;
+
+/// The file's time may lead the wall clock by at most this much, or its
+/// longest slot if longer, for this run to start from the file's time:
+/// a clock stepped back a little is waited for; one far behind is a wrong
+/// clock on one side or the other, and neither is followed for good.
+const MAX_LEAD: Nanos = NANOS_PER_SEC;
+
+/// How far the wall clock was stepped between the file's last run and
+/// this one (0 on another boot or without a `Clock` record), warned of.
+fn step_since_file(replay: Option<&Replay>, boot: Option<Boot>) -> i64 {
+    let saved = replay.into_iter().flat_map(Replay::records).filter_map(|r| match r {
+        Record::Clock { run, boot, wall_at_boot } => Some((run, Boot { id: boot, wall_at_boot })),
+        _ => None,
+    });
+    let Some((_, saved)) = saved.max_by_key(|(run, _)| *run) else { return 0 };
+    let step = boot.and_then(|b| b.step_since(&saved)).unwrap_or(0);
+    if step.unsigned_abs() > STEP_NOTICE as u64 {
+        warn!(
+            step_ms = step / 1_000_000,
+            "the wall clock was stepped since the state file was written (the boot clock says by how much); \
+             its records are moved by as much, so no slot's saved count lapses or is counted twice"
+        );
+    }
+    step
 }
 
 /// Reads the state file for a locker with `locker`'s limits. A file that
@@ -64,7 +105,20 @@ pub fn load(config: &StateConfig, locker: &Locker) -> Result<Loaded, StateError>
         let skipped = r.skipped;
         warn!(path = %config.path.display(), %problem, skipped, "state file damaged; restoring every good record");
     }
-    Ok(Loaded { replay, digest, started })
+    let boot = Boot::now();
+    let step = step_since_file(replay.as_ref(), boot);
+    let mut loaded = Loaded { replay, digest, started, boot, step, cut: None };
+    let wall = Clock::start().now();
+    let lead = loaded.not_before().saturating_sub(wall);
+    if lead > MAX_LEAD.max(locker.longest_slot()) {
+        warn!(
+            lead_ms = lead / 1_000_000,
+            "the state file's time is ahead of the wall clock, and no boot clock says why; \
+             starting from the wall clock and dropping the file's records from the future"
+        );
+        loaded.cut = Some(wall);
+    }
+    Ok(loaded)
 }
 
 /// The state file being kept while serving.
@@ -121,11 +175,17 @@ impl Keeper {
                 "the state file is more than a day old; nothing in it is current"
             );
         }
+        let liveness = service.liveness();
+        let (step, cut) = (loaded.step, loaded.cut.unwrap_or(Nanos::MAX));
         let records = loaded.replay.iter().flat_map(Replay::records);
+        let records = records.map(|r| if step == 0 { r } else { liveness.retimed(r, step) }).filter(|r| r.at() <= cut);
         let run = loaded.replay.as_ref().map_or(0, Replay::next_run);
         let (restored, mut keep) = service.restore(now, run, records);
         let node = service.node().map_or(String::new(), |n| n.id.to_string());
         keep.insert(0, Record::Run { run, incarnation, node: &node });
+        if let Some(b) = loaded.boot {
+            keep.insert(1, Record::Clock { run, boot: b.id, wall_at_boot: b.wall_at_boot });
+        }
         let run_record = (run, incarnation, node.clone());
         let durable = config.fsync.is_some();
         let mut log = StateLog::create(&config.path, Header { limits: loaded.digest, written: now }, keep, durable)?;

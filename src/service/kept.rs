@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 
 use super::Service;
-use crate::core::kinds::rolling::RollingWindow;
+use crate::core::kinds::rolling::{RollingWindow, SUB_SLOTS};
 use crate::core::kinds::semaphore::kept::HeldLease;
 use crate::core::locker::kept::Kept;
 use crate::core::{Algorithm, Count, LimitId, Nanos, NodeIx, NodeKey, Nodes, Quota, Verdict};
@@ -170,6 +170,8 @@ impl Service {
                     rewrite.push(r);
                     continue;
                 }
+                // An earlier run's: this run writes its own.
+                (Record::Clock { .. }, _, _) => continue,
                 (Record::Window { at, slot, count, key, .. }, Some(id), node) if self.locker.is_rolling(id) => {
                     // A sub-slot's count, merged as its run's node when peered
                     // (reservations ahead too: peers' counts may lie ahead).
@@ -263,7 +265,7 @@ impl Liveness {
     pub fn is_live(&self, now: Nanos, record: &Record) -> bool {
         let limit = |i: u32| self.limits.get(i as usize);
         match *record {
-            Record::Run { .. } => true,
+            Record::Run { .. } | Record::Clock { .. } => true,
             Record::Window { limit: i, slot, .. } => limit(i).is_some_and(|&(a, q)| match a {
                 Algorithm::FixedWindow => slot >= q.slot_of(now),
                 // A rolling window's record is of a sub-slot, not a slot.
@@ -277,6 +279,40 @@ impl Liveness {
                 limit(i).is_some_and(|(a, _)| matches!(a, Algorithm::Semaphore)) && until > now
             }
             Record::Release { .. } => false,
+        }
+    }
+
+    /// `record` moved by `step` nanoseconds, as written by a run whose wall
+    /// clock read `step` less than this run's at the same true instant (the
+    /// boot-time clock tells): its instants move by `step`, and its slot,
+    /// sub-slot or period numbers by as many whole slots, sub-slots or
+    /// periods as `step` comes nearest to. Then a wall clock stepped between
+    /// two runs neither lets a slot's saved count lapse (a step ahead) nor
+    /// keeps this run in the file's past or future (a step back, or a step
+    /// that undid a wrong one).
+    pub fn retimed<'a>(&self, record: Record<'a>, step: i64) -> Record<'a> {
+        let at = |t: u64| t.saturating_add_signed(step);
+        let units = |unit: Nanos| (step as f64 / unit.max(1) as f64).round() as i64;
+        let quota = |i: u32| self.limits.get(i as usize).copied();
+        match record {
+            Record::Window { at: t, run, limit, slot, count, key } => {
+                let unit = match quota(limit) {
+                    Some((Algorithm::RollingWindow, q)) => (q.slot_ns() / SUB_SLOTS).max(1),
+                    Some((_, q)) => q.slot_ns(),
+                    None => return record,
+                };
+                Record::Window { at: at(t), run, limit, slot: slot.saturating_add_signed(units(unit)), count, key }
+            }
+            Record::Bucket { at: t, run, limit, period, count, tat, key } => {
+                let Some((_, q)) = quota(limit) else { return record };
+                let period = period.saturating_add_signed(units(q.slot_ns()));
+                Record::Bucket { at: at(t), run, limit, period, count, tat: at(tat), key }
+            }
+            Record::Lease { at: t, limit, count, ttl, until, lease } => {
+                Record::Lease { at: at(t), limit, count, ttl, until: at(until), lease }
+            }
+            Record::Release { at: t, limit, lease } => Record::Release { at: at(t), limit, lease },
+            Record::Run { .. } | Record::Clock { .. } => record,
         }
     }
 }
@@ -301,5 +337,22 @@ mod tests {
         // The same numbers as a fixed window's slots.
         assert!(liveness.is_live(20 * SEC, &window(1, 2)));
         assert!(!liveness.is_live(30 * SEC, &window(1, 2)));
+    }
+
+    #[test]
+    fn a_step_moves_instants_and_slot_numbers_by_the_nearest_whole_unit() {
+        // Slots of 10 s; the rolling window's sub-slots of 156.25 ms.
+        let q = Quota::new(3, 10.0).unwrap();
+        let liveness = Liveness { limits: vec![(Algorithm::FixedWindow, q), (Algorithm::RollingWindow, q)] };
+        let window = |limit, at, slot| Record::Window { at, run: 0, limit, slot, count: 3, key: Some("k") };
+        let hour = 3_600 * SEC as i64;
+        assert_eq!(liveness.retimed(window(0, 5 * SEC, 0), hour), window(0, 3_605 * SEC, 360));
+        assert_eq!(liveness.retimed(window(0, 3_605 * SEC, 360), -hour), window(0, 5 * SEC, 0), "and back");
+        assert_eq!(liveness.retimed(window(1, 5 * SEC, 32), hour), window(1, 3_605 * SEC, 32 + 360 * 64));
+        let lease = Record::Lease { at: SEC, limit: 0, count: 1, ttl: SEC, until: 2 * SEC, lease: "l" };
+        let moved = Record::Lease { at: 4 * SEC, limit: 0, count: 1, ttl: SEC, until: 5 * SEC, lease: "l" };
+        assert_eq!(liveness.retimed(lease, 3 * SEC as i64), moved, "a lease keeps its ttl");
+        let run = Record::Run { run: 1, incarnation: 7, node: "" };
+        assert_eq!(liveness.retimed(run.clone(), hour), run, "a run's record is not an instant");
     }
 }

@@ -13,6 +13,7 @@
 //! - `Bucket`: at u64, run u32, limit u32, period u64, count u32, tat u64, key;
 //! - `Lease`: at u64, limit u32, count u32, ttl u64, until u64, lease bytes;
 //! - `Release`: at u64, limit u32, lease bytes;
+//! - `Clock`: run u32, boot id u128, wall clock at boot u64;
 //!
 //! where a key is one byte (0: none, 1: some) followed by its bytes.
 
@@ -35,6 +36,10 @@ pub enum Record<'a> {
     Lease { at: u64, limit: u32, count: u32, ttl: u64, until: u64, lease: &'a str },
     /// A lease released: what an earlier `Lease` record said is void.
     Release { at: u64, limit: u32, lease: &'a str },
+    /// The boot a run ran on and what the wall clock read at that boot by
+    /// the run's reckoning: a later run on the same boot that reckons
+    /// otherwise knows the wall clock was stepped in between.
+    Clock { run: u32, boot: u128, wall_at_boot: u64 },
 }
 
 /// What a later record replaces: two records with the same identity say
@@ -45,6 +50,7 @@ pub enum Identity<'a> {
     Window { run: u32, limit: u32, slot: u64, key: Option<&'a str> },
     Bucket { run: u32, limit: u32, period: u64, key: Option<&'a str> },
     Lease { limit: u32, lease: &'a str },
+    Clock(u32),
 }
 
 const RUN: u8 = 1;
@@ -52,6 +58,7 @@ const WINDOW: u8 = 2;
 const BUCKET: u8 = 3;
 const LEASE: u8 = 4;
 const RELEASE: u8 = 5;
+const CLOCK: u8 = 6;
 
 impl<'a> Record<'a> {
     /// What this record replaces.
@@ -63,13 +70,16 @@ impl<'a> Record<'a> {
             Record::Lease { limit, lease, .. } | Record::Release { limit, lease, .. } => {
                 Identity::Lease { limit, lease }
             }
+            Record::Clock { run, .. } => Identity::Clock(run),
         }
     }
 
-    /// When the record was written; a `Run` record carries its incarnation.
+    /// When the record was written; a `Run` record carries its
+    /// incarnation, a `Clock` record nothing (0).
     pub fn at(&self) -> u64 {
         match *self {
             Record::Run { incarnation, .. } => incarnation,
+            Record::Clock { .. } => 0,
             Record::Window { at, .. }
             | Record::Bucket { at, .. }
             | Record::Lease { at, .. }
@@ -80,7 +90,7 @@ impl<'a> Record<'a> {
     /// The limit a record is about, if any.
     pub fn limit(&self) -> Option<u32> {
         match *self {
-            Record::Run { .. } => None,
+            Record::Run { .. } | Record::Clock { .. } => None,
             Record::Window { limit, .. }
             | Record::Bucket { limit, .. }
             | Record::Lease { limit, .. }
@@ -92,7 +102,7 @@ impl<'a> Record<'a> {
     /// moved the limits).
     pub fn with_limit(self, to: u32) -> Record<'a> {
         match self {
-            Record::Run { .. } => self,
+            Record::Run { .. } | Record::Clock { .. } => self,
             Record::Window { at, run, slot, count, key, .. } => Record::Window { at, run, limit: to, slot, count, key },
             Record::Bucket { at, run, period, count, tat, key, .. } => {
                 Record::Bucket { at, run, limit: to, period, count, tat, key }
@@ -107,7 +117,10 @@ impl<'a> Record<'a> {
     /// The run a record belongs to: the run it names, or whose count it is.
     pub fn run(&self) -> Option<u32> {
         match *self {
-            Record::Run { run, .. } | Record::Window { run, .. } | Record::Bucket { run, .. } => Some(run),
+            Record::Run { run, .. }
+            | Record::Window { run, .. }
+            | Record::Bucket { run, .. }
+            | Record::Clock { run, .. } => Some(run),
             Record::Lease { .. } | Record::Release { .. } => None,
         }
     }
@@ -122,6 +135,7 @@ impl<'a> Record<'a> {
             Record::Bucket { key: k, .. } => 36 + key(*k),
             Record::Lease { lease, .. } => 32 + lease.len(),
             Record::Release { lease, .. } => 12 + lease.len(),
+            Record::Clock { .. } => 28,
         }
     }
 
@@ -144,6 +158,9 @@ impl<'a> Record<'a> {
             }
             Record::Release { at, limit, lease } => {
                 w.u8(RELEASE).u64(at).u32(limit).bytes(lease.as_bytes());
+            }
+            Record::Clock { run, boot, wall_at_boot } => {
+                w.u8(CLOCK).u32(run).u64(boot as u64).u64((boot >> 64) as u64).u64(wall_at_boot);
             }
         }
         debug_assert_eq!(w.at, w.out.len(), "encoded_len disagrees with encode");
@@ -195,6 +212,11 @@ impl<'a> Record<'a> {
                 lease: r.rest_str()?,
             },
             RELEASE => Record::Release { at: r.u64()?, limit: r.u32()?, lease: r.rest_str()? },
+            CLOCK => {
+                let run = r.u32()?;
+                let boot = u128::from(r.u64()?) | (u128::from(r.u64()?) << 64);
+                Record::Clock { run, boot, wall_at_boot: r.u64()? }
+            }
             _ => return None,
         };
         r.bytes.is_empty().then_some(record)

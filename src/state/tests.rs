@@ -55,7 +55,10 @@ fn write_at(path: &Path, offset: usize, bytes: &[u8]) {
 }
 
 fn sample(names: &[String]) -> Vec<Record<'_>> {
-    let mut records = vec![Record::Run { run: 1, incarnation: 900, node: "host-1" }];
+    let mut records = vec![
+        Record::Run { run: 1, incarnation: 900, node: "host-1" },
+        Record::Clock { run: 1, boot: u128::MAX - 5, wall_at_boot: 1_700_000_000_000_000_000 },
+    ];
     records.extend(names.iter().enumerate().map(|(i, k)| window(1_000 + i as u64, 7, i as u32 + 1, Some(k))));
     records.push(Record::Lease { at: 2_000, limit: 2, count: 1, ttl: 30, until: 2_030, lease: "ab-1" });
     records

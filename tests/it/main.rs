@@ -14,6 +14,8 @@ mod batch;
 mod bench;
 /// Generated asks on a token bucket shared by peers: the stated overshoot bound.
 mod bucket_peer_properties;
+/// Wall clocks stepped across a restart, under libfaketime.
+mod clocks;
 /// Generated asks on the fixed-timeslot counter: never more than max per slot.
 mod core_properties;
 /// CURVE: allowlisted clients get answers, unknown keys and plain clients none; keygen; config;
