@@ -353,6 +353,6 @@ mod tests {
         let moved = Record::Lease { at: 4 * SEC, limit: 0, count: 1, ttl: SEC, until: 5 * SEC, lease: "l" };
         assert_eq!(liveness.retimed(lease, 3 * SEC as i64), moved, "a lease keeps its ttl");
         let run = Record::Run { run: 1, incarnation: 7, node: "" };
-        assert_eq!(liveness.retimed(run.clone(), hour), run, "a run's record is not an instant");
+        assert_eq!(liveness.retimed(run, hour), run, "a run's record is not an instant");
     }
 }
