@@ -102,7 +102,12 @@ struct ServeArgs {
     /// Capacity of the default limit when it is a token bucket [default: max-requests].
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_count)]
     burst: Option<u32>,
-    /// TOML file with named limits ([[limits]] name, max_requests, in_seconds, algorithm, burst) and settings.
+    /// Margin of the default limit when it is a rolling window: it counts max-requests in any in-seconds plus this
+    /// many milliseconds, so a resource enforcing max-requests per in-seconds itself never refuses a go whose way
+    /// to it varies by less [default: 0].
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
+    margin_ms: Option<f64>,
+    /// TOML file with named limits ([[limits]] name, max_requests, in_seconds, algorithm, burst, margin_ms) and settings.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Most live keys held across all limits; asks for new keys beyond it get an error [default: 1000000].
@@ -282,6 +287,7 @@ fn serve(args: ServeArgs) -> u8 {
         max_message_size: args.max_message_size,
         algorithm: args.algorithm,
         burst: args.burst,
+        margin_ms: args.margin_ms,
         peer_bind: args.peer_bind,
         peers: args.peers,
         node_id: args.node_id,

@@ -145,6 +145,8 @@ pub struct FileLimit {
     pub algorithm: AlgorithmName,
     /// A token bucket's capacity; max_requests when absent.
     pub burst: Option<u32>,
+    /// A rolling window's margin in milliseconds (see `Limit::with_margin`).
+    pub margin_ms: Option<f64>,
     /// The line of its `[[limits]]` header, for error messages; 0 when
     /// unknown (an inline table).
     #[serde(skip)]
@@ -243,6 +245,7 @@ pub struct Flags {
     pub max_message_size: Option<usize>,
     pub algorithm: Option<AlgorithmName>,
     pub burst: Option<u32>,
+    pub margin_ms: Option<f64>,
     pub peer_bind: Option<String>,
     /// Empty when not given; given peers replace the file's.
     pub peers: Vec<String>,
@@ -323,7 +326,7 @@ impl ServeConfig {
             if !names.insert(l.name.as_str()) {
                 return Err(file.locate(l, ConfigError::Duplicate(l.name.clone())));
             }
-            let limit = build_limit(&l.name, l.max_requests, l.in_seconds, l.algorithm, l.burst)
+            let limit = build_limit(&l.name, l.max_requests, l.in_seconds, l.algorithm, (l.burst, l.margin_ms))
                 .map_err(|e| file.locate(l, e))?;
             if l.name == DEFAULT_LIMIT {
                 file_default = Some(limit);
@@ -333,17 +336,18 @@ impl ServeConfig {
         }
         let from_file = file.limits.iter().find(|l| l.name == DEFAULT_LIMIT);
         let (file_max, file_secs) = file_default
-            .map(|d| (d.quota().max_requests(), d.quota().in_seconds()))
+            .map(|d| (d.quota().max_requests(), d.in_seconds()))
             .unwrap_or((DEFAULT_MAX_REQUESTS, DEFAULT_IN_SECONDS));
         let algorithm = flags.algorithm.or(from_file.map(|l| l.algorithm)).unwrap_or_default();
         // A flag --burst wins; the file's burst only goes with the file's algorithm.
-        let file_burst = from_file.filter(|l| l.algorithm == algorithm).and_then(|l| l.burst);
+        let same_kind = from_file.filter(|l| l.algorithm == algorithm);
+        let file_burst = same_kind.and_then(|l| l.burst);
         let default = build_limit(
             DEFAULT_LIMIT,
             flags.max_requests.unwrap_or(file_max),
             flags.in_seconds.unwrap_or(file_secs),
             algorithm,
-            flags.burst.or(file_burst),
+            (flags.burst.or(file_burst), flags.margin_ms.or(same_kind.and_then(|l| l.margin_ms))),
         )?;
         let max_keys = flags.max_keys.or(file.max_keys).unwrap_or(DEFAULT_MAX_KEYS);
         if max_keys == 0 {
@@ -507,7 +511,7 @@ fn build_limit(
     max_requests: u32,
     in_seconds: f64,
     algorithm: AlgorithmName,
-    burst: Option<u32>,
+    (burst, margin_ms): (Option<u32>, Option<f64>),
 ) -> Result<Limit, ConfigError> {
     let err = |source| ConfigError::Limit { name: name.to_owned(), source };
     let algorithm = match (algorithm, burst) {
@@ -517,7 +521,8 @@ fn build_limit(
         (AlgorithmName::Semaphore, None) => Algorithm::Semaphore,
         (AlgorithmName::RollingWindow, None) => Algorithm::RollingWindow,
     };
-    Limit::with_algorithm(name, Quota::new(max_requests, in_seconds).map_err(err)?, algorithm).map_err(err)
+    let limit = Limit::with_algorithm(name, Quota::new(max_requests, in_seconds).map_err(err)?, algorithm);
+    limit.and_then(|l| l.with_margin(margin_ms.unwrap_or(0.0))).map_err(err)
 }
 
 #[cfg(test)]

@@ -335,7 +335,7 @@ impl Service {
             .map(|(limit, s)| LimitStatsReply {
                 name: limit.name().to_owned(),
                 max_requests: limit.quota().max_requests(),
-                in_seconds: limit.quota().in_seconds(),
+                in_seconds: limit.in_seconds(),
                 requests: s.requests,
                 go: s.go,
                 sorry: s.sorry,
@@ -345,6 +345,7 @@ impl Service {
                     Algorithm::TokenBucket { burst } => Some(burst.get()),
                     _ => None,
                 },
+                margin_ms: (limit.margin() > 0).then(|| limit.margin() as f64 / 1e6),
                 waited: s.waited,
             })
             .collect();

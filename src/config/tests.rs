@@ -107,6 +107,33 @@ fn a_limit_may_roll_and_takes_no_burst() {
 }
 
 #[test]
+fn a_rolling_window_counts_over_its_margin_too() {
+    let file = parse("[[limits]]\nname='r'\nalgorithm='rolling-window'\nmax_requests=5\nin_seconds=0.8\nmargin_ms=5\n");
+    let c = ServeConfig::resolve(Flags::default(), file).unwrap();
+    let r = &c.limits[0];
+    assert_eq!((r.quota().slot_ns(), r.margin(), r.in_seconds()), (805_000_000, 5_000_000, 0.8));
+    let flags = Flags { algorithm: Some("rolling-window".parse().unwrap()), margin_ms: Some(2.5), ..Flags::default() };
+    let c = ServeConfig::resolve(flags, FileConfig::default()).unwrap();
+    assert_eq!(c.default.margin(), 2_500_000, "--margin-ms for the default limit");
+    let resolved = |text: &str| {
+        let mut file = FileConfig::parse(text).unwrap();
+        file.path = Some("limits.toml".into());
+        ServeConfig::resolve(Flags::default(), file).unwrap_err().to_string()
+    };
+    let on_window = "[[limits]]\nname = 'a'\nmax_requests = 1\nin_seconds = 1\nmargin_ms = 3\n";
+    assert_eq!(
+        resolved(on_window),
+        "limits.toml, line 1: limit \"a\": margin_ms is only for algorithm = \"rolling-window\""
+    );
+    let too_long =
+        "[[limits]]\nname = 'a'\nalgorithm = 'rolling-window'\nmax_requests = 1\nin_seconds = 0.01\nmargin_ms = 11\n";
+    assert!(resolved(too_long).ends_with("margin_ms must be a number from 0 to the window's length (10 ms), got 11"));
+    let negative =
+        "[[limits]]\nname = 'a'\nalgorithm = 'rolling-window'\nmax_requests = 1\nin_seconds = 1\nmargin_ms = -1\n";
+    assert!(resolved(negative).contains("got -1"), "{}", resolved(negative));
+}
+
+#[test]
 fn flags_can_make_the_default_limit_a_token_bucket() {
     let flags = Flags { algorithm: Some(AlgorithmName::TokenBucket), burst: Some(7), ..Flags::default() };
     let c = ServeConfig::resolve(flags, FileConfig::default()).unwrap();

@@ -43,6 +43,10 @@ pub enum LimitError {
          a token bucket may take at most 365 days (lower burst or raise the rate)"
     )]
     BucketTooDeep { burst: u32, max_requests: u32, in_seconds: f64, refill_days: u64 },
+    #[error("margin_ms is only for algorithm = \"rolling-window\"")]
+    MarginWithoutRolling,
+    #[error("margin_ms must be a number from 0 to the window's length ({most_ms} ms), got {got}")]
+    MarginOutOfRange { got: f64, most_ms: f64 },
 }
 
 /// How a limit counts. Every kind shares the quota's numbers, read per kind:
@@ -130,6 +134,11 @@ impl Quota {
         now / self.slot.get()
     }
 
+    /// The same count over a slot `by` nanoseconds longer.
+    pub fn widened(self, by: Nanos) -> Quota {
+        Quota { slot: self.slot.saturating_add(by), ..self }
+    }
+
     /// When slot number `slot` ends.
     pub fn slot_end(&self, slot: u64) -> Nanos {
         slot.saturating_add(1).saturating_mul(self.slot.get())
@@ -168,8 +177,11 @@ pub struct LimitId(pub(in crate::core) usize);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limit {
     name: String,
+    /// The quota as counted: a rolling window's is widened by its margin.
     quota: Quota,
     algorithm: Algorithm,
+    /// A rolling window's margin (see `with_margin`); 0 for other kinds.
+    margin: Nanos,
 }
 
 impl Limit {
@@ -188,7 +200,33 @@ impl Limit {
         if let Algorithm::TokenBucket { burst } = algorithm {
             check_bucket_depth(quota, burst.get())?;
         }
-        Ok(Limit { name: name.to_owned(), quota, algorithm })
+        Ok(Limit { name: name.to_owned(), quota, algorithm, margin: 0 })
+    }
+
+    /// The same rolling window counted over in_seconds plus `margin_ms`:
+    /// max_requests in any in_seconds + margin, so that a resource that
+    /// itself allows max_requests in any in_seconds never refuses a go
+    /// whose way from the locker to it varies by less than the margin.
+    pub fn with_margin(self, margin_ms: f64) -> Result<Limit, LimitError> {
+        let most_ms = self.quota.in_seconds() * 1_000.0;
+        if !(0.0..=most_ms).contains(&margin_ms) {
+            return Err(LimitError::MarginOutOfRange { got: margin_ms, most_ms });
+        }
+        if self.algorithm != Algorithm::RollingWindow {
+            return if margin_ms == 0.0 { Ok(self) } else { Err(LimitError::MarginWithoutRolling) };
+        }
+        let margin = (margin_ms * 1_000_000.0).round() as Nanos;
+        Ok(Limit { quota: self.quota.widened(margin), margin: self.margin + margin, ..self })
+    }
+
+    /// A rolling window's margin in nanoseconds; 0 for other kinds.
+    pub fn margin(&self) -> Nanos {
+        self.margin
+    }
+
+    /// in_seconds as configured, without a rolling window's margin.
+    pub fn in_seconds(&self) -> f64 {
+        (self.quota.slot_ns() - self.margin) as f64 / NANOS_PER_SEC as f64
     }
 
     /// How the limit counts.
@@ -236,7 +274,8 @@ impl Limit {
         &self.name
     }
 
-    /// The limit's quota.
+    /// The limit's quota as counted: a rolling window's slot includes its
+    /// margin.
     pub fn quota(&self) -> Quota {
         self.quota
     }

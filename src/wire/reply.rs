@@ -138,6 +138,9 @@ pub struct LimitStatsReply {
     /// A token bucket's burst; absent for other kinds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub burst: Option<u32>,
+    /// A rolling window's margin in milliseconds; absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub margin_ms: Option<f64>,
     /// Go that were reservations, and lease acquires that queued.
     #[serde(default)]
     pub waited: u64,

@@ -3,6 +3,7 @@
 //! property tests over every interval of length T.
 
 use super::*;
+use crate::core::limit::{Algorithm, Limit};
 use proptest::prelude::*;
 
 const MS: Nanos = 1_000_000;
@@ -221,6 +222,37 @@ proptest! {
         prop_assert!(grants.windows(2).all(|g| g[0].0 <= g[1].0), "grants go in arrival order");
         let worst = worst_window(&grants, window);
         prop_assert!(worst <= u64::from(max), "{} in one window of {} ms", worst, tenths * 100);
+    }
+
+    /// With a margin, a resource that itself allows max in any T never
+    /// refuses: grants reach it each after its own delay below the
+    /// margin, and no interval of T holds more than max arrivals (any
+    /// max + 1 of them were granted within T + margin, which the window,
+    /// counted over T + margin, does not allow).
+    #[test]
+    fn with_a_margin_the_resource_never_refuses_what_arrives_late_by_less(
+        max in prop_oneof![1u32..=8, 60u32..=70],
+        tenths in 1u64..=12,
+        margin_us in 1u64..=20_000,
+        asks in asks(8),
+        delays in prop::collection::vec(0.0f64..1.0, 250),
+    ) {
+        let (window, margin) = (tenths * 100 * MS, margin_us * 1_000);
+        let limit = Limit::with_algorithm("r", Quota::new(max, window as f64 / 1e9).unwrap(), Algorithm::RollingWindow);
+        let limit = limit.unwrap().with_margin(margin as f64 / 1e6).unwrap();
+        let mut w = RollingWindow::new(limit.quota());
+        let mut arrivals = Vec::new();
+        let mut now = T0;
+        for ((gap, cost, up_to, max_wait), delay) in asks.into_iter().zip(&delays) {
+            now += gap;
+            let v = ask(&mut w, now, Want { cost: cost.min(max), up_to, max_wait });
+            if v.granted > 0 {
+                arrivals.push((now + v.wait + (delay * margin as f64) as Nanos, v.granted));
+            }
+        }
+        arrivals.sort_unstable();
+        let worst = worst_window(&arrivals, window);
+        prop_assert!(worst <= u64::from(max), "the resource saw {} in one window of {} ms", worst, tenths * 100);
     }
 
     /// Asking again after `retry_after` goes, and a nanosecond earlier
