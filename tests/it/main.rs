@@ -68,6 +68,8 @@ mod readme;
 mod rolling;
 /// The seed's own Python client, unchanged.
 mod seed;
+/// The seed's limit on three peered lockers with spread demand, as a user runs it.
+mod seed_scenario;
 /// Generated asks on peered fixed windows split by demand: shares whole, overshoot only from the pool.
 mod split_properties;
 /// `--state`: counts, reservations and leases survive kill -9; damaged files; compaction.

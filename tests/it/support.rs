@@ -9,7 +9,10 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use locker::{Ask, Client};
 
 /// How long a daemon may take to start, and a socket may wait for a reply,
 /// before the test fails instead of hanging.
@@ -246,6 +249,9 @@ pub struct Peered {
     pub args: Vec<String>,
     /// Whether each locker's log is kept (see `Daemon::start_logged`).
     pub logged: bool,
+    /// A command each locker runs under, by index (e.g. libfaketime's
+    /// `env LD_PRELOAD=…`); none where empty or missing.
+    pub under: Vec<Vec<String>>,
 }
 
 impl Peered {
@@ -259,11 +265,16 @@ impl Peered {
     /// test's connection), and then that locker exits: the whole group is
     /// started again on other ports, at most three times.
     fn start_group(n: usize, args: &[&str], logged: bool) -> Peered {
+        Peered::start_under(n, args, logged, Vec::new())
+    }
+
+    /// Starts the group with locker `i` run under `under[i]`.
+    pub fn start_under(n: usize, args: &[&str], logged: bool, under: Vec<Vec<String>>) -> Peered {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         let mut why = String::new();
         for _ in 0..3 {
             let pubs: Vec<String> = (0..n).map(|_| format!("tcp://127.0.0.1:{}", free_port())).collect();
-            let mut group = Peered { lockers: Vec::new(), pubs, args: args.clone(), logged };
+            let mut group = Peered { lockers: Vec::new(), pubs, args: args.clone(), logged, under: under.clone() };
             for i in 0..n {
                 match group.try_spawn(i) {
                     Ok(d) => group.lockers.push(Some(d)),
@@ -295,7 +306,15 @@ impl Peered {
             }
         }
         args.extend(self.args.iter().map(String::as_str));
-        Daemon::try_spawn(&["--bind", "tcp://127.0.0.1:*"], &args, self.logged)
+        let bind = ["--bind", "tcp://127.0.0.1:*"];
+        match self.under.get(i).filter(|w| !w.is_empty()) {
+            Some(w) => {
+                let mut command = Command::new(&w[0]);
+                command.args(&w[1..]).arg(locker_bin());
+                Daemon::try_spawn_with(command, &bind, &args, self.logged)
+            }
+            None => Daemon::try_spawn(&bind, &args, self.logged),
+        }
     }
 
     /// Starts `n` lockers as `start` does, keeping their logs.
@@ -358,4 +377,50 @@ pub fn run_seed_client(endpoint: &str, count: usize, interval: &str) -> String {
     let out = wait_output(child, Duration::from_secs(20));
     assert!(out.status.success(), "seed client failed: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// What a worker does with a go: the fixed-window test stamps it, the
+/// rolling one calls the resource.
+pub type OnGo = Arc<dyn Fn() + Send + Sync>;
+
+/// One worker: asks the lockers in `endpoints` (the first tried first)
+/// until `end`, calling `on_go` after each go; returns how many go.
+fn worker(endpoints: Vec<String>, end: Instant, on_go: OnGo) -> usize {
+    let mut client = Client::new(endpoints, Duration::from_millis(600)).unwrap();
+    let mut goes = 0;
+    while Instant::now() < end {
+        match client.ask(&Ask::new()) {
+            Ok(r) if r.ok => {
+                on_go();
+                goes += 1;
+            }
+            Ok(r) => thread::sleep(Duration::from_millis(r.retry_after_ms.clamp(1, 100))),
+            Err(_) => thread::sleep(Duration::from_millis(5)),
+        }
+    }
+    goes
+}
+
+/// Starts `n` workers until `end`, worker `i` starting on locker
+/// `(first + i) % endpoints.len()`.
+pub fn workers(
+    endpoints: &[String],
+    n: usize,
+    first: usize,
+    end: Instant,
+    on_go: &OnGo,
+) -> Vec<thread::JoinHandle<usize>> {
+    (0..n)
+        .map(|i| {
+            let mut list = endpoints.to_vec();
+            list.rotate_left((first + i) % endpoints.len());
+            let on_go = on_go.clone();
+            thread::spawn(move || worker(list, end, on_go))
+        })
+        .collect()
+}
+
+/// The wall clock, in nanoseconds since the Unix epoch.
+pub fn wall_ns() -> u128 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos()
 }
