@@ -95,9 +95,11 @@ pub struct PeerStatsReply {
     pub node: String,
     /// Milliseconds since its last heartbeat arrived.
     pub last_heard_ms: u64,
-    /// Its clock minus this locker's, in milliseconds (transit included).
+    /// Its clock minus this locker's, in milliseconds, measured both ways
+    /// so that transit cancels.
     pub clock_offset_ms: f64,
-    /// Whether the offset is beyond a quarter of the shortest slot.
+    /// Whether the offset is beyond the in-flight window, where skew can
+    /// cost a grant.
     pub flagged: bool,
     /// Whether it was heard recently enough to count as live.
     pub live: bool,

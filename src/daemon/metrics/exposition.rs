@@ -30,6 +30,11 @@ pub fn encode(snapshot: &Snapshot, uptime_seconds: f64) -> String {
     register_limits(&mut registry, &snapshot.limits);
     if snapshot.node.is_some() {
         register_peers(&mut registry, &snapshot.peers);
+        let correction = Gauge::<f64, AtomicU64>::default();
+        correction.set(snapshot.clock_correction_seconds);
+        let help =
+            "How far this locker moved its clock to the middle of its peers' (its own clock is off by about that much)";
+        registry.register_with_unit("clock_correction", help, Unit::Seconds, correction);
     }
     let mut text = String::new();
     // Writing into a String cannot fail.
@@ -102,11 +107,11 @@ fn register_peers(registry: &mut Registry, peers: &[PeerSnapshot]) {
     register_float_gauges(
         registry,
         "peer_clock_offset",
-        "How far the peer's clock is ahead of this one",
+        "How far the peer's clock is ahead of this one (measured both ways, transit cancelled)",
         Some(Unit::Seconds),
         per(|p| p.clock_offset_seconds),
     );
-    let flagged = "1 while the peer's clock is off by more than a quarter of the shortest slot";
+    let flagged = "1 while the peer's clock is off by more than the in-flight window, where skew can cost a grant";
     register_float_gauges(registry, "peer_flagged", flagged, None, per(|p| f64::from(u8::from(p.flagged))));
 }
 
@@ -228,7 +233,8 @@ mod tests {
             flagged: false,
         };
         let gone = PeerSnapshot { node: "c".into(), flagged: true, ..PeerSnapshot::default() };
-        let peered = Snapshot { node: Some("a".into()), peers: vec![peer, gone], ..snapshot() };
+        let peered =
+            Snapshot { node: Some("a".into()), peers: vec![peer, gone], clock_correction_seconds: -0.05, ..snapshot() };
         let text = encode(&peered, 0.0);
         assert_eq!(value(&text, "locker_peers_live"), Some(1.0));
         assert_eq!(value(&text, r#"locker_peer_live{peer="b"}"#), Some(1.0));
@@ -236,6 +242,7 @@ mod tests {
         assert_eq!(value(&text, r#"locker_peer_last_heard_seconds{peer="b"}"#), Some(0.25));
         assert_eq!(value(&text, r#"locker_peer_clock_offset_seconds{peer="b"}"#), Some(-0.002));
         assert_eq!(value(&text, r#"locker_peer_flagged{peer="c"}"#), Some(1.0));
+        assert_eq!(value(&text, "locker_clock_correction_seconds"), Some(-0.05));
     }
 
     #[test]

@@ -58,6 +58,7 @@ pub fn snapshot(service: &Service, now: Nanos, stopping: bool) -> Snapshot {
     if let Some(p) = peering {
         let timeout = p.settings().live_timeout;
         snapshot.node = Some(p.nodes().me().id.to_string());
+        snapshot.clock_correction_seconds = p.clock().correction() as f64 / NANOS_PER_SECOND;
         snapshot.peers = p
             .peers()
             .filter_map(|(_, s)| s.run.as_ref().map(|run| (run, s)))
@@ -67,7 +68,7 @@ pub fn snapshot(service: &Service, now: Nanos, stopping: bool) -> Snapshot {
                     node: run.id.to_string(),
                     live: age <= timeout,
                     last_heard_seconds: age as f64 / NANOS_PER_SECOND,
-                    clock_offset_seconds: s.offset as f64 / NANOS_PER_SECOND,
+                    clock_offset_seconds: s.skew() as f64 / NANOS_PER_SECOND,
                     flagged: s.flagged,
                 }
             })

@@ -90,6 +90,8 @@ pub struct Snapshot {
     /// This locker's name among its peers; `None` when not peered.
     pub node: Option<String>,
     pub peers: Vec<PeerSnapshot>,
+    /// How far this locker moved its clock to the middle of its peers'.
+    pub clock_correction_seconds: f64,
 }
 
 /// The one place a snapshot passes from the loop to the metrics thread.
