@@ -107,7 +107,15 @@ struct ServeArgs {
     /// to it varies by less [default: 0].
     #[arg(long, value_name = "MS", allow_negative_numbers = true)]
     margin_ms: Option<f64>,
-    /// TOML file with named limits ([[limits]] name, max_requests, in_seconds, algorithm, burst, margin_ms) and settings.
+    /// Hold an ask of the default limit that would get sorry for up to this many milliseconds, answering go as soon as
+    /// the limit allows within it (sorry at once when it cannot) [default: 0]
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
+    hold_ms: Option<f64>,
+    /// Most asks held at once, over all limits; past it an ask that would be held gets sorry at once [default: 10000].
+    #[arg(long, value_name = "N")]
+    max_parked: Option<usize>,
+    /// TOML file with named limits ([[limits]] name, max_requests, in_seconds, algorithm, burst, margin_ms, hold_ms)
+    /// and settings.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Most live keys held across all limits; asks for new keys beyond it get an error [default: 1000000].
@@ -186,6 +194,9 @@ struct AskArgs {
     /// Accept a reservation within this long (e.g. 500ms) and sleep until it may go.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     wait: Option<Duration>,
+    /// Ask the locker to hold the reply up to this long (e.g. 800ms) for a go rather than answer sorry.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    hold: Option<Duration>,
 }
 
 #[derive(Debug, Args)]
@@ -288,6 +299,8 @@ fn serve(args: ServeArgs) -> u8 {
         algorithm: args.algorithm,
         burst: args.burst,
         margin_ms: args.margin_ms,
+        hold_ms: args.hold_ms,
+        max_parked: args.max_parked,
         peer_bind: args.peer_bind,
         peers: args.peers,
         node_id: args.node_id,
@@ -372,6 +385,7 @@ fn ask(args: AskArgs) -> u8 {
         cost: args.cost,
         up_to: args.up_to,
         max_wait_ms: args.wait.map(|w| w.as_millis().min(u128::from(u64::MAX)) as u64),
+        hold_ms: args.hold.map(|h| h.as_millis().min(u128::from(u64::MAX)) as u64),
     };
     // `acquire` sleeps through a reservation, so "go" is printed when the caller may go.
     match client.acquire(&ask) {

@@ -26,6 +26,9 @@ pub const DEFAULT_MAX_REQUESTS: u32 = 1;
 pub const DEFAULT_IN_SECONDS: f64 = 1.0;
 /// Live keys held at most, across all limits, unless configured.
 pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
+
+/// The most asks held at once (see `hold_ms`) unless `max_parked` says.
+pub const DEFAULT_MAX_PARKED: usize = 10_000;
 /// How long a starting peered locker waits for its peers' counts at most.
 pub const DEFAULT_PEER_GRACE_SECONDS: f64 = 1.0;
 
@@ -101,6 +104,7 @@ impl std::str::FromStr for AlgorithmName {
 pub struct FileConfig {
     pub bind: Option<String>,
     pub max_keys: Option<usize>,
+    pub max_parked: Option<usize>,
     pub max_message_size: Option<usize>,
     /// Where to bind the PUB socket that peers subscribe to.
     pub peer_bind: Option<String>,
@@ -147,6 +151,9 @@ pub struct FileLimit {
     pub burst: Option<u32>,
     /// A rolling window's margin in milliseconds (see `Limit::with_margin`).
     pub margin_ms: Option<f64>,
+    /// How long an ask that would get sorry is held, in milliseconds (see
+    /// `Limit::with_hold`).
+    pub hold_ms: Option<f64>,
     /// The line of its `[[limits]]` header, for error messages; 0 when
     /// unknown (an inline table).
     #[serde(skip)]
@@ -246,6 +253,8 @@ pub struct Flags {
     pub algorithm: Option<AlgorithmName>,
     pub burst: Option<u32>,
     pub margin_ms: Option<f64>,
+    pub hold_ms: Option<f64>,
+    pub max_parked: Option<usize>,
     pub peer_bind: Option<String>,
     /// Empty when not given; given peers replace the file's.
     pub peers: Vec<String>,
@@ -303,6 +312,9 @@ pub struct ServeConfig {
     /// Every other limit, by name.
     pub limits: Vec<Limit>,
     pub max_keys: usize,
+    /// The most asks held at once; past it an ask that would be held gets
+    /// sorry at once.
+    pub max_parked: usize,
     pub max_message_size: usize,
     /// Peering, when `peer_bind` is set.
     pub peering: Option<PeerConfig>,
@@ -326,8 +338,9 @@ impl ServeConfig {
             if !names.insert(l.name.as_str()) {
                 return Err(file.locate(l, ConfigError::Duplicate(l.name.clone())));
             }
-            let limit = build_limit(&l.name, l.max_requests, l.in_seconds, l.algorithm, (l.burst, l.margin_ms))
-                .map_err(|e| file.locate(l, e))?;
+            let limit =
+                build_limit(&l.name, l.max_requests, l.in_seconds, l.algorithm, (l.burst, l.margin_ms, l.hold_ms))
+                    .map_err(|e| file.locate(l, e))?;
             if l.name == DEFAULT_LIMIT {
                 file_default = Some(limit);
             } else {
@@ -347,7 +360,11 @@ impl ServeConfig {
             flags.max_requests.unwrap_or(file_max),
             flags.in_seconds.unwrap_or(file_secs),
             algorithm,
-            (flags.burst.or(file_burst), flags.margin_ms.or(same_kind.and_then(|l| l.margin_ms))),
+            (
+                flags.burst.or(file_burst),
+                flags.margin_ms.or(same_kind.and_then(|l| l.margin_ms)),
+                flags.hold_ms.or(from_file.and_then(|l| l.hold_ms)),
+            ),
         )?;
         let max_keys = flags.max_keys.or(file.max_keys).unwrap_or(DEFAULT_MAX_KEYS);
         if max_keys == 0 {
@@ -364,11 +381,13 @@ impl ServeConfig {
         let metrics_bind = flags.metrics_bind.or(file.metrics_bind);
         let lease_secret =
             flags.lease_secret.as_ref().or(file.lease_secret.as_ref()).map(|p| load_secret(p)).transpose()?;
+        let max_parked = flags.max_parked.or(file.max_parked).unwrap_or(DEFAULT_MAX_PARKED);
         Ok(ServeConfig {
             bind,
             default,
             limits,
             max_keys,
+            max_parked,
             max_message_size,
             peering,
             state,
@@ -511,7 +530,7 @@ fn build_limit(
     max_requests: u32,
     in_seconds: f64,
     algorithm: AlgorithmName,
-    (burst, margin_ms): (Option<u32>, Option<f64>),
+    (burst, margin_ms, hold_ms): (Option<u32>, Option<f64>, Option<f64>),
 ) -> Result<Limit, ConfigError> {
     let err = |source| ConfigError::Limit { name: name.to_owned(), source };
     let algorithm = match (algorithm, burst) {
@@ -522,7 +541,8 @@ fn build_limit(
         (AlgorithmName::RollingWindow, None) => Algorithm::RollingWindow,
     };
     let limit = Limit::with_algorithm(name, Quota::new(max_requests, in_seconds).map_err(err)?, algorithm);
-    limit.and_then(|l| l.with_margin(margin_ms.unwrap_or(0.0))).map_err(err)
+    let limit = limit.and_then(|l| l.with_margin(margin_ms.unwrap_or(0.0)));
+    limit.and_then(|l| l.with_hold(hold_ms.unwrap_or(0.0))).map_err(err)
 }
 
 #[cfg(test)]

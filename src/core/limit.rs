@@ -27,6 +27,10 @@ pub const MAX_BUCKET_REFILL_SECONDS: u64 = 365 * 86_400;
 /// request names no limit.
 pub const DEFAULT_LIMIT: &str = "default";
 
+/// The longest a limit may hold an ask that would get sorry, in
+/// milliseconds: a minute, far beyond any client's sensible timeout.
+pub const MAX_HOLD_MS: f64 = 60_000.0;
+
 /// Why a limit could not be built.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum LimitError {
@@ -43,6 +47,10 @@ pub enum LimitError {
          a token bucket may take at most 365 days (lower burst or raise the rate)"
     )]
     BucketTooDeep { burst: u32, max_requests: u32, in_seconds: f64, refill_days: u64 },
+    #[error("hold_ms must be a number from 0 to {MAX_HOLD_MS}, got {0}")]
+    HoldOutOfRange(f64),
+    #[error("hold_ms is for the counting kinds; a semaphore's acquire waits with max_wait_ms")]
+    HoldOnSemaphore,
     #[error("margin_ms is only for algorithm = \"rolling-window\"")]
     MarginWithoutRolling,
     #[error("margin_ms must be a number from 0 to the window's length ({most_ms} ms), got {got}")]
@@ -182,6 +190,9 @@ pub struct Limit {
     algorithm: Algorithm,
     /// A rolling window's margin (see `with_margin`); 0 for other kinds.
     margin: Nanos,
+    /// How long an ask that would get sorry is held for a go (see
+    /// `with_hold`); 0 answers sorry at once.
+    hold: Nanos,
 }
 
 impl Limit {
@@ -200,7 +211,7 @@ impl Limit {
         if let Algorithm::TokenBucket { burst } = algorithm {
             check_bucket_depth(quota, burst.get())?;
         }
-        Ok(Limit { name: name.to_owned(), quota, algorithm, margin: 0 })
+        Ok(Limit { name: name.to_owned(), quota, algorithm, margin: 0, hold: 0 })
     }
 
     /// The same rolling window counted over in_seconds plus `margin_ms`:
@@ -217,6 +228,23 @@ impl Limit {
         }
         let margin = (margin_ms * 1_000_000.0).round() as Nanos;
         Ok(Limit { quota: self.quota.widened(margin), margin: self.margin + margin, ..self })
+    }
+
+    /// The same limit holding an ask that would get sorry for up to
+    /// `hold_ms`, to answer go as soon as the limit allows within it.
+    pub fn with_hold(self, hold_ms: f64) -> Result<Limit, LimitError> {
+        if !(0.0..=MAX_HOLD_MS).contains(&hold_ms) {
+            return Err(LimitError::HoldOutOfRange(hold_ms));
+        }
+        if self.algorithm == Algorithm::Semaphore && hold_ms > 0.0 {
+            return Err(LimitError::HoldOnSemaphore);
+        }
+        Ok(Limit { hold: (hold_ms * 1_000_000.0).round() as Nanos, ..self })
+    }
+
+    /// How long an ask that would get sorry is held, in nanoseconds.
+    pub fn hold(&self) -> Nanos {
+        self.hold
     }
 
     /// A rolling window's margin in nanoseconds; 0 for other kinds.

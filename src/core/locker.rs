@@ -347,6 +347,14 @@ impl Locker {
         }
     }
 
+    /// Takes back the sorry last counted for limit `id`: the ask was held
+    /// instead of answered, and is counted when it is answered.
+    pub fn unrecord_sorry(&mut self, id: LimitId) {
+        let stats = &mut self.entries[id.0].stats;
+        stats.requests = stats.requests.saturating_sub(1);
+        stats.sorry = stats.sorry.saturating_sub(1);
+    }
+
     /// Each limit with its counters, the default limit first.
     pub fn stats(&self) -> impl Iterator<Item = (&Limit, LimitStats)> {
         self.entries.iter().map(|e| (&e.limit, e.stats))

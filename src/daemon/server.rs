@@ -1,10 +1,19 @@
 //! The loop that owns the sockets and the clock.
 //!
-//! `Server::bind` binds the REP socket and reports the real endpoint before
-//! anything is served, so a caller can print it or hand it to a test. `run`
-//! is the single thread that waits on the socket, reads the clock once per
-//! request, asks the `Service` for a reply and sends it. Every request gets
-//! exactly one reply. The loop makes no decisions of its own.
+//! `Server::bind` binds the serving socket and reports the real endpoint
+//! before anything is served, so a caller can print it or hand it to a
+//! test. `run` is the single thread that waits on the socket, reads the
+//! clock once per request, asks the `Service` for a reply and sends it.
+//! Every request gets exactly one reply. The loop makes no decisions of its
+//! own.
+//!
+//! The serving socket is a ROUTER that speaks to REQ (and DEALER) clients
+//! exactly as a REP socket does: each request's envelope (the routing id
+//! and the frames up to the empty delimiter) goes back before its reply.
+//! Unlike REP it may answer later: an ask the service holds (`Answer::Held`)
+//! keeps its envelope here under its token until the service hands the
+//! reply over (`next_ready`), while other requests are served; at a stop,
+//! every held ask is answered before the socket closes.
 //!
 //! When peered, the same thread also polls one SUB socket per configured
 //! peer, so the socket a message arrives on names the peer it came from,
@@ -17,6 +26,7 @@
 //! stop; and the loop tells the service how long it was away when the
 //! process was paused (SIGSTOP, a frozen VM).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use tracing::{debug, info, warn};
@@ -36,7 +46,7 @@ use crate::core::{
     time::NANOS_PER_MS, Entropy, LeaseMinter, Locker, Nanos, NodeKey, PeerEvent, Peering, PeeringSettings,
 };
 use crate::curve::{Allowlist, KeyPair};
-use crate::service::Service;
+use crate::service::{Answer, Service, Token};
 use crate::state::StateError;
 use crate::wire::{WireError, MAX_PEER_MESSAGE_SIZE};
 
@@ -58,6 +68,10 @@ const PEER_BATCH: usize = 64;
 /// A loop turn longer than this is reported to the service as a pause; the
 /// service decides whether it was long enough to matter.
 const PAUSE_NS: u64 = 2 * TICK_MS as u64 * NANOS_PER_MS;
+
+/// How long the serving socket may keep sending the replies of asks held
+/// at a stop, in milliseconds: well within the stop's second.
+const STOP_LINGER_MS: i32 = 500;
 
 /// Peer messages queued for sending before ZeroMQ drops new ones.
 const PEER_HWM: i32 = 100_000;
@@ -107,6 +121,11 @@ pub struct Server {
     metrics: Option<Feed>,
     /// Where the config is read again from, when it came from a file.
     reload: Option<Reload>,
+    /// The envelope of the request being served.
+    envelope: Vec<zmq::Message>,
+    /// The envelopes of held asks, by token.
+    held: HashMap<Token, Vec<zmq::Message>>,
+    next_token: Token,
 }
 
 /// The clock as the loop reads it. Each reading also says how long it has
@@ -142,7 +161,7 @@ impl Server {
             None => None,
         };
         let keys = config.curve.as_ref().map(|c| &c.keys);
-        let (rep, endpoint) = transport::bind_rep_with(&ctx, &config.bind, config.max_message_size, |rep| {
+        let (rep, endpoint) = transport::bind_router_with(&ctx, &config.bind, config.max_message_size, |rep| {
             keys.map_or(Ok(()), |k| zap::secure_rep(rep, k))
         })?;
         let accepts = AcceptWatch::start(&ctx, &rep).map_err(zmq_err("watching the serving socket's accepts"))?;
@@ -161,7 +180,7 @@ impl Server {
             );
         }
         let started = clock.now();
-        let (peers, mut service) = match &config.peering {
+        let (peers, service) = match &config.peering {
             None => (None, Service::new(locker)),
             Some(pc) => {
                 let sockets = peer_sockets(&ctx, pc, keys)?;
@@ -173,6 +192,7 @@ impl Server {
                 (Some(sockets), Service::peered(locker, Peering::new(settings, now), now))
             }
         };
+        let mut service = service.with_max_parked(config.max_parked);
         let state = match (&config.state, loaded) {
             (Some(sc), Some(loaded)) => {
                 let now = clock.now();
@@ -193,6 +213,9 @@ impl Server {
             state,
             metrics: None,
             reload: None,
+            envelope: Vec::with_capacity(2),
+            held: HashMap::new(),
+            next_token: 0,
         })
     }
 
@@ -264,6 +287,7 @@ impl Server {
             if let Some(state) = &mut self.state {
                 state.on_timeout(&mut self.service, now);
             }
+            self.send_ready(now, &mut out);
             self.publish();
             if !readable {
                 continue;
@@ -281,6 +305,7 @@ impl Server {
                 }
             }
         }
+        self.answer_held(&mut out);
         if let Some(feed) = &mut self.metrics {
             feed.tick(&self.service, self.watch.clock.now(), true);
         }
@@ -376,28 +401,92 @@ impl Server {
             Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => return Ok(false),
             Err(e) => return Err(zmq_err("receiving a request")(e).into()),
         }
+        if !self.read_envelope(msg)? {
+            debug!("a message without an envelope's empty delimiter; dropped, as a REP socket drops it");
+            return Ok(true);
+        }
         let now = self.watch.now(&mut self.service);
+        // Held asks that are due go first: a new ask never overtakes them.
+        self.send_ready(now, out);
         if msg.get_more() {
             let parts = self.drain_parts(msg)?;
             debug!(parts, "multi-part request refused");
             self.service.reject(WireError::MultiPart(parts), out);
-        } else {
-            self.service.respond(now, msg, out);
+        } else if self.service.serve(now, self.next_token, msg, out) == Answer::Held {
+            self.held.insert(self.next_token, std::mem::take(&mut self.envelope));
+            self.next_token += 1;
+            return Ok(true);
         }
         // Recorded before the reply leaves: a grant the caller hears of is
         // in the state file, even if the locker is killed right after.
         if let Some(state) = &mut self.state {
             state.record(&mut self.service, now);
         }
-        // A REP socket drops a reply whose requester has gone instead of
-        // blocking, so this send cannot stall the loop.
-        if let Err(e) = self.rep.send(&out[..], 0) {
-            warn!(error = %e, "reply not sent");
-        }
+        send(&self.rep, &self.envelope, out);
         Ok(true)
     }
 
-    /// Reads the rest of a multi-part message; returns how many parts it had.
+    /// Reads a request's envelope into `self.envelope`, from its first
+    /// frame in `msg`: the routing id and every frame up to the empty
+    /// delimiter, as a REP socket strips them; leaves the body in `msg`.
+    /// Returns false, having read the whole message, when it has no
+    /// delimiter or no body (a REP socket drops such a message too).
+    fn read_envelope(&mut self, msg: &mut zmq::Message) -> Result<bool, ServerError> {
+        self.envelope.clear();
+        loop {
+            let more = msg.get_more();
+            let delimiter = msg.is_empty() && !self.envelope.is_empty();
+            self.envelope.push(std::mem::replace(msg, zmq::Message::new()));
+            if !more {
+                return Ok(false);
+            }
+            // The frames of one message arrive together: this never waits.
+            self.rep.recv(msg, 0).map_err(zmq_err("receiving a request part"))?;
+            if delimiter {
+                return Ok(true);
+            }
+        }
+    }
+
+    /// Answers the held asks that are due at `now`, each recorded before
+    /// its reply leaves, as any reply is.
+    fn send_ready(&mut self, now: Nanos, out: &mut Vec<u8>) {
+        if self.held.is_empty() {
+            return;
+        }
+        while let Some(token) = self.service.next_ready(now, out) {
+            if let Some(state) = &mut self.state {
+                state.record(&mut self.service, now);
+            }
+            if let Some(envelope) = self.held.remove(&token) {
+                send(&self.rep, &envelope, out);
+            }
+        }
+    }
+
+    /// At a stop: answers every held ask (go if its limit allows it now,
+    /// else sorry), and gives the replies time to leave.
+    fn answer_held(&mut self, out: &mut Vec<u8>) {
+        let now = self.watch.now(&mut self.service);
+        let mut answered = 0usize;
+        while let Some(token) = self.service.next_final(now, out) {
+            if let Some(state) = &mut self.state {
+                state.record(&mut self.service, now);
+            }
+            if let Some(envelope) = self.held.remove(&token) {
+                send(&self.rep, &envelope, out);
+                answered += 1;
+            }
+        }
+        if answered > 0 {
+            info!(answered, "answered every held ask before stopping");
+            if let Err(e) = self.rep.set_linger(STOP_LINGER_MS) {
+                warn!(error = %e, "held asks' replies may not leave before the socket closes");
+            }
+        }
+    }
+
+    /// Reads the rest of a multi-part body; returns how many parts it had.
     fn drain_parts(&self, msg: &mut zmq::Message) -> Result<usize, ServerError> {
         let mut parts = 1;
         while msg.get_more() {
@@ -405,6 +494,21 @@ impl Server {
             parts += 1;
         }
         Ok(parts)
+    }
+}
+
+/// Sends `body` to the client `envelope` came from. A ROUTER socket drops
+/// a reply whose client has gone, or that finds its queue full, instead of
+/// blocking, so this send cannot stall the loop.
+fn send(socket: &zmq::Socket, envelope: &[zmq::Message], body: &[u8]) {
+    for frame in envelope {
+        if let Err(e) = socket.send(&frame[..], zmq::SNDMORE | zmq::DONTWAIT) {
+            warn!(error = %e, "reply not sent");
+            return;
+        }
+    }
+    if let Err(e) = socket.send(body, zmq::DONTWAIT) {
+        warn!(error = %e, "reply not sent");
     }
 }
 

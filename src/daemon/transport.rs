@@ -1,6 +1,7 @@
-//! The ZeroMQ settings of the locker's REP socket, in one place, so that the
-//! bare echo baseline (`examples/echo_server.rs`) runs on exactly the same
-//! transport and the benchmark ratio measures the locker's own cost.
+//! The ZeroMQ settings of the locker's serving socket, in one place, so that
+//! the bare echo baseline (`examples/echo_server.rs`, a REP socket) runs on
+//! the same settings and the benchmark ratio measures the locker's own cost,
+//! its ROUTER socket's envelopes included.
 //!
 //! This module only creates and configures sockets; it never serves a request.
 
@@ -38,18 +39,31 @@ pub fn bind_rep(
     endpoint: &str,
     max_message_size: usize,
 ) -> Result<(zmq::Socket, String), TransportError> {
-    bind_rep_with(ctx, endpoint, max_message_size, |_| Ok(()))
+    bind_serving(ctx, zmq::REP, endpoint, max_message_size, |_| Ok(()))
 }
 
-/// `bind_rep`, with `secure` setting security options (CURVE) on the socket
-/// before it binds.
-pub fn bind_rep_with(
+/// The locker's serving socket: a ROUTER with the REP socket's settings,
+/// which answers REQ clients exactly as a REP socket does (the daemon keeps
+/// each request's envelope and sends it back before the reply) but may
+/// answer them in any order, so that an ask can be held while others are
+/// served.
+pub fn bind_router_with(
     ctx: &zmq::Context,
     endpoint: &str,
     max_message_size: usize,
     secure: impl FnOnce(&zmq::Socket) -> Result<(), TransportError>,
 ) -> Result<(zmq::Socket, String), TransportError> {
-    let rep = ctx.socket(zmq::REP).map_err(zmq_err("creating the REP socket"))?;
+    bind_serving(ctx, zmq::ROUTER, endpoint, max_message_size, secure)
+}
+
+fn bind_serving(
+    ctx: &zmq::Context,
+    kind: zmq::SocketType,
+    endpoint: &str,
+    max_message_size: usize,
+    secure: impl FnOnce(&zmq::Socket) -> Result<(), TransportError>,
+) -> Result<(zmq::Socket, String), TransportError> {
+    let rep = ctx.socket(kind).map_err(zmq_err("creating the serving socket"))?;
     rep.set_linger(0).map_err(zmq_err("setting ZMQ_LINGER"))?;
     rep.set_maxmsgsize(max_message_size as i64).map_err(zmq_err("setting ZMQ_MAXMSGSIZE"))?;
     rep.set_rcvhwm(HWM).map_err(zmq_err("setting ZMQ_RCVHWM"))?;

@@ -32,11 +32,14 @@ pub struct Ask<'a> {
     pub up_to: bool,
     /// Accept a reservation that may be used after at most this long.
     pub max_wait_ms: Option<u64>,
+    /// Rather than sorry, hold the reply up to this long for a go (the
+    /// limit's `hold_ms` when absent).
+    pub hold_ms: Option<u64>,
 }
 
 impl Default for Ask<'_> {
     fn default() -> Self {
-        Ask { limit: None, key: None, cost: 1, up_to: false, max_wait_ms: None }
+        Ask { limit: None, key: None, cost: 1, up_to: false, max_wait_ms: None, hold_ms: None }
     }
 }
 
@@ -71,6 +74,12 @@ impl<'a> Ask<'a> {
         Ask { max_wait_ms: Some(ms), ..self }
     }
 
+    /// Asks the locker to hold the reply up to `ms` for a go rather than
+    /// answer sorry (see docs/wire.md).
+    pub fn hold_ms(self, ms: u64) -> Ask<'a> {
+        Ask { hold_ms: Some(ms), ..self }
+    }
+
     /// The request map that carries this ask.
     pub fn to_map(&self) -> RequestMap<'a> {
         RequestMap {
@@ -80,6 +89,7 @@ impl<'a> Ask<'a> {
             cost: Some(self.cost),
             up_to: self.up_to.then_some(true),
             max_wait_ms: self.max_wait_ms,
+            hold_ms: self.hold_ms,
             ..RequestMap::default()
         }
     }
@@ -97,6 +107,7 @@ impl<'a> Ask<'a> {
             cost: map.cost.unwrap_or(1),
             up_to: map.up_to.unwrap_or(false),
             max_wait_ms: map.max_wait_ms,
+            hold_ms: map.hold_ms,
         }
     }
 }

@@ -6,7 +6,7 @@
 //! a fraction of the cost.
 //!
 //! The decoders are a fast path only: they read the common shape of a go (a
-//! flat map of `op`, `limit`, `key`, `cost`, `up_to` and `max_wait_ms`) and
+//! flat map of `op`, `limit`, `key`, `cost`, `up_to`, `max_wait_ms` and `hold_ms`) and
 //! answer `None` for anything else, any other field included, so that
 //! `wire` falls back to the full serde decoder, which gives the same values
 //! or the same errors. The encoder destructures `GoReply` field by field, so
@@ -43,6 +43,7 @@ pub fn decode_request_map_prefix(body: &[u8]) -> Option<(RequestMap<'_>, usize)>
             b"cost" => map.cost.replace(r.uint()?).is_none(),
             b"up_to" => map.up_to.replace(r.bool()?).is_none(),
             b"max_wait_ms" => map.max_wait_ms.replace(r.uint()?).is_none(),
+            b"hold_ms" => map.hold_ms.replace(r.uint()?).is_none(),
             _ => return None,
         };
         if !fresh {
@@ -89,6 +90,10 @@ pub fn decode_go_prefix(body: &[u8]) -> Option<(Ask<'_>, usize)> {
             b"max_wait_ms" => {
                 ask.max_wait_ms = Some(r.uint()?);
                 32
+            }
+            b"hold_ms" => {
+                ask.hold_ms = Some(r.uint()?);
+                64
             }
             _ => return None,
         };

@@ -86,6 +86,14 @@ pub struct StatsReply {
     /// when peered and moved.
     #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub clock_correction_ms: f64,
+    /// Asks held now, for a go instead of sorry (absent when none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub parked: u64,
+    /// Asks held since start, and those of them answered go (absent when 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub held: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub held_go: u64,
 }
 
 /// One peer in a stats reply.

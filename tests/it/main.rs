@@ -33,6 +33,8 @@ mod faults;
 mod golden;
 /// Peered lockers on a simulated clock: exact figures, no wall clock.
 mod group;
+/// Holding an ask for a go instead of sorry: seam and real processes.
+mod hold;
 /// Hostile input: malformed, empty, multi-part, oversized and random messages.
 mod hostile;
 /// The kinds of limits: a token-bucket and fixed-window reservation, a lease

@@ -155,3 +155,18 @@ def test_a_client_needs_endpoints_and_a_timeout() -> None:
         Client("tcp://127.0.0.1:1", timeout=0)
     with pytest.raises(ValueError):
         Client("tcp://127.0.0.1:1", timeout=-1)
+
+
+def test_a_held_ask_gets_go_when_the_bucket_refills_instead_of_sorry(client: Client, key: str) -> None:
+    assert client.ask("smooth", key, cost=100, up_to=True).ok, "takes every token"
+    assert not client.ask("smooth", key).ok, "empty: sorry at once"
+    start = time.monotonic()
+    held = client.ask("smooth", key, hold_ms=1000)
+    waited = time.monotonic() - start
+    assert held.ok, "held until a token came back, then go"
+    assert 0.05 < waited < 1.0, waited
+
+
+def test_a_hold_beyond_a_minute_is_refused_before_sending(client: Client) -> None:
+    with pytest.raises(ValueError):
+        client.ask("api", hold_ms=60_001)

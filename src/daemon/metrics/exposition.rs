@@ -59,6 +59,15 @@ fn register_process(registry: &mut Registry, snapshot: &Snapshot, uptime_seconds
     let keys = Gauge::<i64>::default();
     keys.set(clamp(snapshot.max_keys));
     registry.register("max_keys", "Live keys allowed across all limits", keys);
+    let parked = Gauge::<i64>::default();
+    parked.set(clamp(snapshot.parked));
+    registry.register("parked", "Asks held now for a go instead of sorry", parked);
+    let held = Counter::<u64>::default();
+    held.inc_by(snapshot.held);
+    registry.register("held", "Asks held for a go instead of sorry since start", held);
+    let held_go = Counter::<u64>::default();
+    held_go.inc_by(snapshot.held_go);
+    registry.register("held_go", "Held asks answered go", held_go);
     let errors = Counter::<u64>::default();
     errors.inc_by(snapshot.unattributed_errors);
     registry.register("unattributed_errors", "Errors not attributed to a limit (unknown limit, bad bytes)", errors);
@@ -218,6 +227,8 @@ mod tests {
         assert_eq!(value(&text, r#"locker_health{state="joining"}"#), Some(0.0));
         assert_eq!(value(&text, "locker_max_keys"), Some(1000.0));
         assert_eq!(value(&text, "locker_unattributed_errors_total"), Some(0.0));
+        assert_eq!(value(&text, "locker_parked"), Some(0.0));
+        assert_eq!(value(&text, "locker_held_go_total"), Some(0.0));
         assert!(text.contains("# TYPE locker_go counter"), "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");
     }

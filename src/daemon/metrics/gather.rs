@@ -53,6 +53,9 @@ pub fn snapshot(service: &Service, now: Nanos, stopping: bool) -> Snapshot {
         unattributed_errors: locker.unattributed_errors(),
         accept_failures: service.accept_failures(),
         max_keys: locker.max_keys() as u64,
+        parked: service.parked() as u64,
+        held: service.held().0,
+        held_go: service.held().1,
         ..Snapshot::default()
     };
     if let Some(p) = peering {

@@ -92,6 +92,10 @@ pub struct Snapshot {
     pub peers: Vec<PeerSnapshot>,
     /// How far this locker moved its clock to the middle of its peers'.
     pub clock_correction_seconds: f64,
+    /// Asks held now, held since start, and held then answered go.
+    pub parked: u64,
+    pub held: u64,
+    pub held_go: u64,
 }
 
 /// The one place a snapshot passes from the loop to the metrics thread.

@@ -64,9 +64,10 @@ class AsyncClient(ClientBase[zmq.asyncio.Socket]):
         cost: int = 1,
         up_to: bool = False,
         max_wait_ms: Optional[int] = None,
+        hold_ms: Optional[int] = None,
     ) -> GoReply:
         """Asks for permits; see :meth:`locker_client.Client.ask`."""
-        return await self._call(calls.ask(limit, key, cost, up_to, max_wait_ms))
+        return await self._call(calls.ask(limit, key, cost, up_to, max_wait_ms, hold_ms))
 
     async def ask_many(self, asks: Iterable[Ask]) -> List[BatchReply]:
         """Many asks in one message, their replies in order; see

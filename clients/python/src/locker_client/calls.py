@@ -26,9 +26,16 @@ class Call(Generic[T]):
     decode: Callable[[bytes], T]
 
 
-def ask(limit: Optional[str], key: Optional[str], cost: int, up_to: bool, max_wait_ms: Optional[int]) -> Call[GoReply]:
+def ask(
+    limit: Optional[str],
+    key: Optional[str],
+    cost: int,
+    up_to: bool,
+    max_wait_ms: Optional[int],
+    hold_ms: Optional[int] = None,
+) -> Call[GoReply]:
     """An ask for ``cost`` permits of ``limit`` for ``key``."""
-    return Call(wire.encode(wire.go_request(limit, key, cost, up_to, max_wait_ms)), wire.decode_go)
+    return Call(wire.encode(wire.go_request(limit, key, cost, up_to, max_wait_ms, hold_ms)), wire.decode_go)
 
 
 def ask_many(asks: Iterable[Ask]) -> Call[List[BatchReply]]:

@@ -82,6 +82,7 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         cost: int = 1,
         up_to: bool = False,
         max_wait_ms: Optional[int] = None,
+        hold_ms: Optional[int] = None,
     ) -> GoReply:
         """Asks for ``cost`` permits of ``limit`` (the default limit when
         None) for ``key`` and returns the locker's whole reply.
@@ -89,11 +90,14 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         ``cost=0`` peeks without taking; ``up_to=True`` takes as many of
         ``cost`` as are free (at least one; the reply's ``granted``);
         ``max_wait_ms`` accepts a reservation instead of sorry (the reply's
-        ``wait_ms``: go after that long; :meth:`acquire` sleeps it for you).
+        ``wait_ms``: go after that long; :meth:`acquire` sleeps it for you);
+        ``hold_ms`` asks the locker to hold its reply up to that long and
+        answer go as soon as the limit allows instead of sorry (keep it
+        under the client's ``timeout``).
         Raises :class:`~locker_client.LockerError` when the locker refuses,
         ``TypeError``/``ValueError`` for a bad argument, before sending.
         """
-        return self._call(calls.ask(limit, key, cost, up_to, max_wait_ms))
+        return self._call(calls.ask(limit, key, cost, up_to, max_wait_ms, hold_ms))
 
     def ask_many(self, asks: Iterable[Ask]) -> List[BatchReply]:
         """Sends many asks in one message (at most 1000,

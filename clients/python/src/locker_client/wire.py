@@ -26,6 +26,9 @@ SORRY = b"sorry"
 #: What the seed's client sends in the plain form.
 PLAIN_BODY = b"let me go"
 
+#: The longest hold a locker keeps for ``hold_ms`` (a minute).
+MAX_HOLD_MS = 60_000
+
 #: The most a locker accepts for ``max_wait_ms`` (an hour).
 MAX_WAIT_MS = 3_600_000
 #: The range of a lease's ``ttl_ms``.
@@ -173,10 +176,20 @@ def wait_ms(wait: Optional[float]) -> Optional[int]:
 
 
 def go_request(
-    limit: Optional[str], key: Optional[str], cost: int, up_to: bool, max_wait_ms: Optional[int]
+    limit: Optional[str],
+    key: Optional[str],
+    cost: int,
+    up_to: bool,
+    max_wait_ms: Optional[int],
+    hold_ms: Optional[int] = None,
 ) -> Request:
-    """The map of an ask, checked; fields in the Rust client's order."""
-    return {"op": "go", **ask_entry(limit, key, cost, up_to, max_wait_ms)}
+    """The map of an ask, checked; fields in the Rust client's order.
+    ``hold_ms`` asks the locker to hold the reply that long for a go
+    rather than answer sorry (at most a minute)."""
+    request: Request = {"op": "go", **ask_entry(limit, key, cost, up_to, max_wait_ms)}
+    if hold_ms is not None:
+        request["hold_ms"] = check_count("hold_ms", hold_ms, high=MAX_HOLD_MS)
+    return request
 
 
 def ask_entry(

@@ -1,0 +1,218 @@
+//! Asks held for a go instead of an immediate sorry: the seed's "wait a bit
+//! with your sorry and after a fraction of a second provide go".
+//!
+//! An ask that would get sorry, but could go within its hold (the limit's
+//! `hold_ms`, or the ask's own), is parked here with the instant it may go
+//! (`wake`) and the instant its hold ends (`until`); the daemon keeps the
+//! caller's envelope under the same `Token` and sends nothing yet. At
+//! `wake` the service decides it again: go, parked again, or sorry when the
+//! hold cannot be met. Parked asks of one limit and key form a queue and
+//! only its head is decided, so they are answered in arrival order.
+//!
+//! Bounded: at most `max` asks, each of at most `MAX_BODY` bytes; past
+//! that an ask is answered at once. This module holds bytes and instants
+//! only: it never decides (the service does) and never touches a socket or
+//! a clock.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+
+use crate::core::{LimitId, Nanos};
+
+/// What the daemon knows a parked ask by: it keeps the caller's envelope
+/// under it and sends the reply when the service hands the token back.
+pub type Token = u64;
+
+/// The longest request body that is parked; a longer one is answered at once.
+pub const MAX_BODY: usize = 1024;
+
+/// A queue's name: the limit and key its asks count against.
+pub type QueueKey = (LimitId, Option<Box<str>>);
+
+/// One parked ask.
+#[derive(Debug)]
+pub struct Parked {
+    pub token: Token,
+    pub body: Box<[u8]>,
+    /// When the hold ends: past it the ask gets sorry.
+    pub until: Nanos,
+    /// Whether the hold is only the peers' in-flight wait (see
+    /// `Service::hold_for`), which is kept only for short waits.
+    pub transient: bool,
+    /// When to decide it again.
+    wake: Nanos,
+    /// Order of arrival, which also tells a heap entry still current.
+    seq: u64,
+}
+
+/// Every parked ask, by queue, with a timer on each queue's head.
+#[derive(Debug, Default)]
+pub struct Parking {
+    queues: HashMap<QueueKey, VecDeque<Parked>>,
+    /// (wake, seq) of queue heads; an entry whose head has moved on is stale.
+    heap: BinaryHeap<Reverse<(Nanos, u64, QueueKey)>>,
+    len: usize,
+    max: usize,
+    next_seq: u64,
+    /// Asks held since start, and those answered go after a hold.
+    pub held: u64,
+    pub held_go: u64,
+}
+
+impl Parking {
+    /// Room for at most `max` parked asks.
+    pub fn new(max: usize) -> Parking {
+        Parking { max, ..Parking::default() }
+    }
+
+    /// Parked asks now.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing is parked.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether one more ask of `body_len` bytes may be parked.
+    pub fn has_room(&self, body_len: usize) -> bool {
+        self.len < self.max && body_len <= MAX_BODY
+    }
+
+    /// Whether asks of `queue` are parked: a new ask of it waits behind them.
+    pub fn is_waiting(&self, queue: &QueueKey) -> bool {
+        self.queues.contains_key(queue)
+    }
+
+    /// Parks an ask at the back of `queue`, to be decided at `wake`.
+    pub fn park(&mut self, queue: QueueKey, token: Token, body: &[u8], (wake, until): (Nanos, Nanos), transient: bool) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let parked = Parked { token, body: body.into(), until, transient, wake, seq };
+        let q = self.queues.entry(queue.clone()).or_default();
+        if q.is_empty() {
+            self.heap.push(Reverse((wake, seq, queue)));
+        }
+        q.push_back(parked);
+        self.len += 1;
+        self.held += 1;
+    }
+
+    /// Puts a head taken by `due` back at the front of its queue, to be
+    /// decided again at `wake`.
+    pub fn repark(&mut self, queue: QueueKey, mut parked: Parked, wake: Nanos) {
+        parked.wake = wake;
+        self.heap.push(Reverse((wake, parked.seq, queue.clone())));
+        self.queues.entry(queue).or_default().push_front(parked);
+        self.len += 1;
+    }
+
+    /// When the earliest head is due, if anything is parked (or a moment
+    /// that has passed, for an entry `due` will find stale).
+    pub fn next_wake(&self) -> Option<Nanos> {
+        self.heap.peek().map(|Reverse((wake, _, _))| *wake)
+    }
+
+    /// Takes the head that is due at `now`, if any, out of its queue: the
+    /// caller decides it, then answers it or `repark`s it. The next ask
+    /// of its queue becomes the head, due at once.
+    pub fn due(&mut self, now: Nanos) -> Option<(QueueKey, Parked)> {
+        self.drop_stale();
+        let Reverse((wake, _, _)) = self.heap.peek()?;
+        if *wake > now {
+            return None;
+        }
+        let Reverse((_, _, queue)) = self.heap.pop()?;
+        let q = self.queues.get_mut(&queue)?;
+        let head = q.pop_front()?;
+        match q.front_mut() {
+            Some(next) => {
+                next.wake = now;
+                self.heap.push(Reverse((now, next.seq, queue.clone())));
+            }
+            None => {
+                self.queues.remove(&queue);
+            }
+        }
+        self.len -= 1;
+        Some((queue, head))
+    }
+
+    /// Takes every parked ask, in arrival order, for the last answers at
+    /// shutdown.
+    pub fn take_all(&mut self) -> Vec<(QueueKey, Parked)> {
+        let mut all: Vec<_> =
+            self.queues.drain().flat_map(|(queue, q)| q.into_iter().map(move |p| (queue.clone(), p))).collect();
+        all.sort_by_key(|(_, p)| p.seq);
+        self.heap.clear();
+        self.len = 0;
+        all
+    }
+
+    /// Drops heap entries whose queue head is no longer the one they name.
+    fn drop_stale(&mut self) {
+        while let Some(Reverse((wake, seq, queue))) = self.heap.peek() {
+            let head = self.queues.get(queue).and_then(VecDeque::front);
+            if head.is_some_and(|h| h.seq == *seq && h.wake == *wake) {
+                return;
+            }
+            self.heap.pop();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(key: &str) -> QueueKey {
+        let limit =
+            crate::core::Limit::new(crate::core::DEFAULT_LIMIT, crate::core::Quota::new(1, 1.0).unwrap()).unwrap();
+        (crate::core::Locker::new(limit, vec![], 10).find(None).unwrap(), Some(key.into()))
+    }
+
+    #[test]
+    fn heads_come_due_in_wake_order_and_each_queue_in_arrival_order() {
+        let mut p = Parking::new(10);
+        p.park(q("a"), 1, b"x", (50, 100), false);
+        p.park(q("a"), 2, b"x", (10, 100), false);
+        p.park(q("b"), 3, b"x", (20, 100), false);
+        assert_eq!(p.next_wake(), Some(20), "only heads have timers: a's head wakes at 50");
+        assert!(p.due(19).is_none());
+        let (queue, b) = p.due(20).unwrap();
+        assert_eq!((queue, b.token), (q("b"), 3));
+        let (_, a1) = p.due(50).unwrap();
+        assert_eq!(a1.token, 1);
+        let (_, a2) = p.due(50).unwrap();
+        assert_eq!(a2.token, 2, "the next of a queue is due at once");
+        assert!(p.is_empty() && p.due(1_000).is_none());
+    }
+
+    #[test]
+    fn a_reparked_head_keeps_its_place_before_later_arrivals() {
+        let mut p = Parking::new(10);
+        p.park(q("a"), 1, b"x", (10, 100), false);
+        p.park(q("a"), 2, b"x", (10, 100), false);
+        let (queue, head) = p.due(10).unwrap();
+        p.repark(queue, head, 30);
+        assert_eq!(p.len(), 2);
+        assert!(p.due(29).is_none(), "the second is no longer the head");
+        assert_eq!(p.next_wake(), Some(30));
+        assert_eq!(p.due(30).unwrap().1.token, 1);
+        assert_eq!(p.due(30).unwrap().1.token, 2);
+    }
+
+    #[test]
+    fn room_is_bounded_by_count_and_body_size() {
+        let mut p = Parking::new(1);
+        assert!(p.has_room(MAX_BODY) && !p.has_room(MAX_BODY + 1));
+        p.park(q("a"), 1, b"x", (10, 100), false);
+        assert!(!p.has_room(1));
+        let all = p.take_all();
+        assert_eq!(all.len(), 1);
+        assert!(p.is_empty() && p.next_wake().is_none());
+    }
+}
