@@ -104,17 +104,25 @@ start "$ECHO" 'tcp://127.0.0.1:*' "$REPLY"
 SIZED_EP=$ENDPOINT
 SIZED_PID=$PID
 
+# A third: the echo server on a ROUTER socket, as the locker serves, which
+# tells that socket's own cost (its envelopes) from the locker's.
+start "$ECHO" 'tcp://127.0.0.1:*' 2 router
+ROUTER_EP=$ENDPOINT
+ROUTER_PID=$PID
+
 NAMES=("plain, 4 clients x 64 in flight (req/s)"
   "structured, ${KEYS} live keys, 4 x 64 (req/s)"
   "plain, 4 REQ clients: p99 latency (us)"
-  "  the same vs an echo of ${REPLY}-byte replies")
+  "  the same vs an echo of ${REPLY}-byte replies"
+  "plain, 4 x 64, vs an echo on a ROUTER socket")
 ARGS=("--plain --clients 4 --pipeline 64"
   "--keys $KEYS --clients 4 --pipeline 64"
   "--plain --clients 4 --pipeline 1"
-  "--keys $KEYS --clients 4 --pipeline 64")
-PICK=(rate rate p99 rate)
-BASE_EP=("$ECHO_EP" "$ECHO_EP" "$ECHO_EP" "$SIZED_EP")
-BASE_PID=("$ECHO_PID" "$ECHO_PID" "$ECHO_PID" "$SIZED_PID")
+  "--keys $KEYS --clients 4 --pipeline 64"
+  "--plain --clients 4 --pipeline 64")
+PICK=(rate rate p99 rate rate)
+BASE_EP=("$ECHO_EP" "$ECHO_EP" "$ECHO_EP" "$SIZED_EP" "$ROUTER_EP")
+BASE_PID=("$ECHO_PID" "$ECHO_PID" "$ECHO_PID" "$SIZED_PID" "$ROUTER_PID")
 
 declare -A ECHO_V LOCKER_V RATIO_V ECHO_C LOCKER_C CPU_RATIO
 for round in $(seq "$ROUNDS"); do

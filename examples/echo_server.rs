@@ -1,4 +1,4 @@
-//! The transport's limit: a bare REP server that answers every request with
+//! The transport's limit: a bare REP (or ROUTER) server that answers every request with
 //! `go`, on the same ZeroMQ settings as the locker (`locker::daemon::transport`)
 //! and the plainest loop (a blocking receive, then the reply), with no
 //! decoding and no decision.
@@ -8,12 +8,17 @@
 //! ```sh
 //! cargo run --release --example echo_server -- 'tcp://127.0.0.1:*'
 //! cargo run --release --example echo_server -- 'tcp://127.0.0.1:*' 67
+//! cargo run --release --example echo_server -- 'tcp://127.0.0.1:*' 2 router
 //! ```
 //!
 //! The optional second argument replaces `go` with a reply of that many
 //! bytes: the size of the locker's structured reply, to tell the cost of a
 //! larger reply on the transport (ZeroMQ copies replies of up to 33 bytes
-//! inline and allocates for larger ones) from the locker's own.
+//! inline and allocates for larger ones) from the locker's own. A third
+//! argument `router` serves on a ROUTER socket, as the locker does (it
+//! receives and sends each request's envelope itself: two more socket
+//! calls each way than a REP socket), to tell that socket's cost from the
+//! locker's own.
 //!
 //! Like `locker serve`, it prints `listening on <endpoint>` once bound. It
 //! runs until killed.
@@ -29,18 +34,37 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(size) => vec![b'x'; size.parse()?],
         None => GO.to_vec(),
     };
+    let router = std::env::args().nth(3).is_some_and(|a| a == "router");
     let ctx = transport::context()?;
-    let (rep, endpoint) = transport::bind_rep(&ctx, &bind, DEFAULT_MAX_MESSAGE_SIZE)?;
+    let (rep, endpoint) = match router {
+        true => transport::bind_router_with(&ctx, &bind, DEFAULT_MAX_MESSAGE_SIZE, |_| Ok(()))?,
+        false => transport::bind_rep(&ctx, &bind, DEFAULT_MAX_MESSAGE_SIZE)?,
+    };
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "listening on {endpoint}")?;
     stdout.flush()?;
     drop(stdout);
     let mut msg = zmq::Message::new();
+    let mut envelope = Vec::new();
     loop {
         rep.recv(&mut msg, 0)?;
+        // A ROUTER socket hands over the envelope: the routing id, then
+        // frames up to the empty delimiter, which go back before the reply.
+        envelope.clear();
+        while router && msg.get_more() {
+            let delimiter = msg.is_empty() && !envelope.is_empty();
+            envelope.push(std::mem::replace(&mut msg, zmq::Message::new()));
+            rep.recv(&mut msg, 0)?;
+            if delimiter {
+                break;
+            }
+        }
         // Multi-part requests get one reply too, as from the locker.
         while msg.get_more() {
             rep.recv(&mut msg, 0)?;
+        }
+        for frame in &envelope {
+            rep.send(&frame[..], zmq::SNDMORE)?;
         }
         rep.send(&reply[..], 0)?;
     }

@@ -121,8 +121,11 @@ pub struct Server {
     metrics: Option<Feed>,
     /// Where the config is read again from, when it came from a file.
     reload: Option<Reload>,
-    /// The envelope of the request being served.
+    /// The envelope of the request being served: its first
+    /// `envelope_len` frames. The frames are reused from request to
+    /// request, received into in place.
     envelope: Vec<zmq::Message>,
+    envelope_len: usize,
     /// The envelopes of held asks, by token.
     held: HashMap<Token, Vec<zmq::Message>>,
     next_token: Token,
@@ -214,6 +217,7 @@ impl Server {
             metrics: None,
             reload: None,
             envelope: Vec::with_capacity(2),
+            envelope_len: 0,
             held: HashMap::new(),
             next_token: 0,
         })
@@ -413,7 +417,8 @@ impl Server {
             debug!(parts, "multi-part request refused");
             self.service.reject(WireError::MultiPart(parts), out);
         } else if self.service.serve(now, self.next_token, msg, out) == Answer::Held {
-            self.held.insert(self.next_token, std::mem::take(&mut self.envelope));
+            let envelope = self.envelope[..self.envelope_len].iter().map(|f| zmq::Message::from(&f[..])).collect();
+            self.held.insert(self.next_token, envelope);
             self.next_token += 1;
             return Ok(true);
         }
@@ -422,7 +427,7 @@ impl Server {
         if let Some(state) = &mut self.state {
             state.record(&mut self.service, now);
         }
-        send(&self.rep, &self.envelope, out);
+        send(&self.rep, &self.envelope[..self.envelope_len], out);
         Ok(true)
     }
 
@@ -432,11 +437,16 @@ impl Server {
     /// Returns false, having read the whole message, when it has no
     /// delimiter or no body (a REP socket drops such a message too).
     fn read_envelope(&mut self, msg: &mut zmq::Message) -> Result<bool, ServerError> {
-        self.envelope.clear();
+        let mut n = 0;
         loop {
             let more = msg.get_more();
-            let delimiter = msg.is_empty() && !self.envelope.is_empty();
-            self.envelope.push(std::mem::replace(msg, zmq::Message::new()));
+            let delimiter = msg.is_empty() && n > 0;
+            if n == self.envelope.len() {
+                self.envelope.push(zmq::Message::new());
+            }
+            std::mem::swap(&mut self.envelope[n], msg);
+            n += 1;
+            self.envelope_len = n;
             if !more {
                 return Ok(false);
             }
