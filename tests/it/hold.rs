@@ -234,7 +234,7 @@ fn a_held_ask_that_goes_is_in_the_state_file_before_its_reply_leaves() {
     let mut d = Daemon::start(&args);
     let ctx = zmq::Context::new();
     let socket = req(&ctx, &d.endpoint);
-    let mut ask = |s: &zmq::Socket| {
+    let ask = |s: &zmq::Socket| {
         s.send(&b"let me go"[..], 0).unwrap();
         s.recv_bytes(0).unwrap()
     };

@@ -1,0 +1,157 @@
+//! Holding an ask for a go instead of answering sorry: when the service
+//! parks an ask (see `parking`) and when it decides a parked one again.
+//!
+//! A single ask (plain, or structured with a cost) that would get sorry is
+//! held when it could go within its hold: the ask's `hold_ms`, else its
+//! limit's; when peered, at least the short wait for grants in flight. The
+//! decision itself is `Service::decide`, the same as for any request; this
+//! module only chooses between answering now, parking, and parking again.
+//! It reads no clock and touches no socket: the daemon passes its clock
+//! reading and keeps the callers' envelopes under the tokens.
+
+use super::parking::{Parking, QueueKey, Token};
+use super::Service;
+use crate::core::time::NANOS_PER_MS;
+use crate::core::{LimitId, Nanos};
+use crate::wire::{self, Request};
+
+/// A sorry the peers' in-flight rule gives has a `retry_after` of at most
+/// the in-flight window: 2 ms.
+const IN_FLIGHT_WAIT: Nanos = 2 * NANOS_PER_MS;
+
+/// Such a sorry is held when peered even without a hold, for at most this
+/// long in all: the grants in flight arrive, or the turn comes round,
+/// within it.
+const IN_FLIGHT_HOLD: Nanos = 50 * NANOS_PER_MS;
+
+/// Whether a request was answered or held (see `Service::serve`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Answer {
+    /// The reply is in `out`: send it.
+    Now,
+    /// The ask is parked under its token: send nothing yet.
+    Held,
+}
+
+/// A single ask answered sorry, with what holding it needs.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Sorry {
+    pub(super) limit: LimitId,
+    pub(super) retry_after: Nanos,
+    /// The ask's own hold (`hold_ms`), if it named one.
+    pub(super) asked_hold: Option<Nanos>,
+}
+
+impl Service {
+    /// Answers one request as `respond` does, or, when it is a single ask
+    /// that would get sorry but could go within its hold (the ask's
+    /// `hold_ms`, else its limit's; when peered, at least the wait for
+    /// grants in flight), parks it under `token` and answers `Held`: its
+    /// reply comes later from `next_ready`. An ask whose limit and key
+    /// already have asks parked waits behind them, so that they are
+    /// answered in arrival order. `now` is the loop's clock reading.
+    pub fn serve(&mut self, now: Nanos, token: Token, body: &[u8], out: &mut Vec<u8>) -> Answer {
+        if !self.parking.is_empty() && self.parking.has_room(body.len()) {
+            if let Some((queue, hold)) = self.queue_of(body) {
+                if self.parking.is_waiting(&queue) && hold > 0 {
+                    self.parking.park(queue, token, body, (now, now.saturating_add(hold)), false);
+                    return Answer::Held;
+                }
+            }
+        }
+        let Some(sorry) = self.decide(now, body, out) else { return Answer::Now };
+        if !self.parking.has_room(body.len()) {
+            return Answer::Now;
+        }
+        let Some((until, transient)) = self.hold_of(&sorry, now) else { return Answer::Now };
+        let wake = now.saturating_add(sorry.retry_after);
+        if wake > until {
+            return Answer::Now;
+        }
+        let Some((queue, _)) = self.queue_of(body) else { return Answer::Now };
+        self.locker.unrecord_sorry(sorry.limit);
+        self.parking.park(queue, token, body, (wake, until), transient);
+        Answer::Held
+    }
+
+    /// Decides the parked asks that are due at `now` (the loop's clock)
+    /// until one is answered: writes its reply into `out` and returns its
+    /// token; `None` when none is due. Call it until `None` before serving
+    /// new requests, and record and send each reply as `respond`'s.
+    pub fn next_ready(&mut self, now: Nanos, out: &mut Vec<u8>) -> Option<Token> {
+        while let Some((queue, parked)) = self.parking.due(now) {
+            let Some(sorry) = self.decide(now, &parked.body, out) else {
+                self.parking.held_go += 1;
+                return Some(parked.token);
+            };
+            let wake = now.saturating_add(sorry.retry_after);
+            let in_flight = !parked.transient || sorry.retry_after <= IN_FLIGHT_WAIT;
+            if wake <= parked.until && in_flight && sorry.limit == queue.0 {
+                self.locker.unrecord_sorry(sorry.limit);
+                self.parking.repark(queue, parked, wake);
+                continue;
+            }
+            return Some(parked.token);
+        }
+        None
+    }
+
+    /// At shutdown: decides every parked ask once more, in arrival order,
+    /// one per call (go if the limit allows it now, else sorry), writing
+    /// its reply into `out` and returning its token; `None` when all are
+    /// answered. Nothing is held from the first call on.
+    pub fn next_final(&mut self, now: Nanos, out: &mut Vec<u8>) -> Option<Token> {
+        if self.finals.is_empty() && !self.parking.is_empty() {
+            self.finals = self.parking.take_all();
+            self.finals.reverse();
+            self.parking = Parking::new(0);
+        }
+        let (_, parked) = self.finals.pop()?;
+        let _ = self.decide(now, &parked.body, out);
+        Some(parked.token)
+    }
+
+    /// Asks parked now.
+    pub fn parked(&self) -> usize {
+        self.parking.len()
+    }
+
+    /// Asks held since start, and those of them answered go.
+    pub fn held(&self) -> (u64, u64) {
+        (self.parking.held, self.parking.held_go)
+    }
+
+    /// How long `sorry`, answered at `now`, may be held, and whether only
+    /// for the peers' in-flight wait: until when, or `None` to answer it.
+    fn hold_of(&self, sorry: &Sorry, now: Nanos) -> Option<(Nanos, bool)> {
+        let hold = sorry.asked_hold.unwrap_or_else(|| self.locker.limit(sorry.limit).hold());
+        if hold > 0 && sorry.retry_after <= hold {
+            return Some((now.saturating_add(hold), false));
+        }
+        let in_flight = self.peering.is_some() && sorry.retry_after <= IN_FLIGHT_WAIT;
+        in_flight.then(|| (now.saturating_add(IN_FLIGHT_HOLD), true))
+    }
+
+    /// The queue a single ask would wait in, and its hold; `None` for any
+    /// other request. Only on the path of asks that may be held.
+    fn queue_of(&mut self, body: &[u8]) -> Option<(QueueKey, Nanos)> {
+        let (id, key, asked) = match wire::decode_request(body).ok()? {
+            Request::Plain(b) => (self.plain_limit(b), None, None),
+            Request::Go(go) if go.cost > 0 => (
+                self.lookup(go.limit).ok()?,
+                go.key.map(Box::from),
+                go.hold_ms.map(|ms| ms.saturating_mul(NANOS_PER_MS)),
+            ),
+            _ => return None,
+        };
+        let hold = asked.unwrap_or_else(|| self.locker.limit(id).hold());
+        let hold = if self.peering.is_some() { hold.max(IN_FLIGHT_HOLD) } else { hold };
+        Some(((id, key), hold))
+    }
+}
+
+/// An ask's own `hold_ms`, at most a limit's longest hold.
+pub(super) fn asked_hold(ms: u64) -> Nanos {
+    ms.min(crate::core::limit::MAX_HOLD_MS as u64).saturating_mul(NANOS_PER_MS)
+}
