@@ -28,7 +28,7 @@ pub const DEFAULT_IN_SECONDS: f64 = 1.0;
 pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
 
 /// The most asks held at once (see `hold_ms`) unless `max_parked` says.
-pub const DEFAULT_MAX_PARKED: usize = 10_000;
+pub use crate::service::DEFAULT_MAX_PARKED;
 /// How long a starting peered locker waits for its peers' counts at most.
 pub const DEFAULT_PEER_GRACE_SECONDS: f64 = 1.0;
 

@@ -28,8 +28,8 @@ mod peer;
 pub use hold::Answer;
 use hold::{asked_hold, Sorry};
 pub use kept::{Liveness, Restored};
-pub use parking::Token;
 use parking::{Parked, Parking, QueueKey};
+pub use parking::{Token, DEFAULT_MAX_PARKED};
 
 /// The longest plain body whose limit is remembered: longer than any limit
 /// name, so every body that names a limit fits.
@@ -84,7 +84,7 @@ impl Service {
             refused_connections: 0,
             accept_failures: 0,
             refusing: None,
-            parking: Parking::new(crate::config::DEFAULT_MAX_PARKED),
+            parking: Parking::new(DEFAULT_MAX_PARKED),
             finals: Vec::new(),
         }
     }

@@ -23,6 +23,9 @@ use crate::core::{LimitId, Nanos};
 /// under it and sends the reply when the service hands the token back.
 pub type Token = u64;
 
+/// The most asks parked at once unless the daemon says otherwise.
+pub const DEFAULT_MAX_PARKED: usize = 10_000;
+
 /// The longest request body that is parked; a longer one is answered at once.
 pub const MAX_BODY: usize = 1024;
 

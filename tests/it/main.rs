@@ -62,6 +62,8 @@ mod peering_bucket;
 mod peering_split;
 /// `PermitPool`: batches of permits taken with `up_to`, within the limit.
 mod pool;
+/// The scrape as promtool and a real Prometheus server read it.
+mod prometheus;
 /// The request path on the seam (`Service::respond`), bytes in and out, for each kind.
 mod protocol;
 /// The README's command table, run as written against the quick start's locker.

@@ -1,165 +1,244 @@
-//! A [`Snapshot`] as a Prometheus scrape, in the OpenMetrics text format
-//! that `prometheus-client` writes (Prometheus reads it natively).
+//! A [`Snapshot`] as a Prometheus scrape, in either text format: the
+//! classic one (`text/plain; version=0.0.4`, what `promtool check metrics`
+//! and every scraper reads) unless the scraper asks for OpenMetrics in its
+//! `Accept` header (see `http`).
 //!
 //! Series are per limit (label `limit`) and per peer (label `peer`), never
-//! per key. A fresh registry is built for each scrape: the snapshot already
-//! holds absolute values, so nothing is kept between scrapes. This module
-//! formats only; it reads no clock and serves nothing.
+//! per key, in a stable order: the families as listed here, limits in the
+//! config's order, peers in the configured order. The lease series appear
+//! only for semaphores. This module formats only; it reads no clock and
+//! serves nothing.
 
-use std::sync::atomic::AtomicU64;
-
-use prometheus_client::encoding::text::encode as encode_registry;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::info::Info;
-use prometheus_client::registry::{Registry, Unit};
+use std::fmt::Write;
 
 use super::{Health, LimitSnapshot, PeerSnapshot, Snapshot};
 
-/// The content type of what [`encode`] writes.
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// Which text format a scrape is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Format {
+    /// Prometheus's classic text format, version 0.0.4.
+    #[default]
+    Text,
+    /// OpenMetrics 1.0.0.
+    OpenMetrics,
+}
 
-/// One label, such as `limit="api"`.
-type Labels = Vec<(&'static str, String)>;
+impl Format {
+    /// The content type of a scrape in this format.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Text => "text/plain; version=0.0.4; charset=utf-8",
+            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        }
+    }
+}
 
-/// The scrape of `snapshot`, taken `uptime_seconds` after the daemon started.
-pub fn encode(snapshot: &Snapshot, uptime_seconds: f64) -> String {
-    let mut registry = Registry::with_prefix("locker");
-    register_process(&mut registry, snapshot, uptime_seconds);
-    register_limits(&mut registry, &snapshot.limits);
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Counter,
+    Gauge,
+}
+
+/// One metric family: its name (with its unit's suffix, without a
+/// counter's `_total`), what it means, and its samples.
+struct Family {
+    name: &'static str,
+    help: &'static str,
+    kind: Kind,
+    unit: Option<&'static str>,
+    samples: Vec<(Option<(&'static str, String)>, f64)>,
+}
+
+impl Family {
+    fn new(name: &'static str, kind: Kind, help: &'static str) -> Family {
+        Family { name, help, kind, unit: None, samples: Vec::new() }
+    }
+
+    fn seconds(self) -> Family {
+        Family { unit: Some("seconds"), ..self }
+    }
+
+    fn one(mut self, value: f64) -> Family {
+        self.samples.push((None, value));
+        self
+    }
+
+    fn each<T>(mut self, label: &'static str, rows: &[T], f: impl Fn(&T) -> (String, f64)) -> Family {
+        self.samples.extend(rows.iter().map(|r| {
+            let (name, value) = f(r);
+            (Some((label, name)), value)
+        }));
+        self
+    }
+}
+
+/// The scrape of `snapshot` in `format`, taken `uptime_seconds` after the
+/// daemon started.
+pub fn encode(snapshot: &Snapshot, uptime_seconds: f64, format: Format) -> String {
+    let mut families = process(snapshot, uptime_seconds);
+    families.extend(limits(&snapshot.limits));
     if snapshot.node.is_some() {
-        register_peers(&mut registry, &snapshot.peers);
-        let correction = Gauge::<f64, AtomicU64>::default();
-        correction.set(snapshot.clock_correction_seconds);
-        let help =
-            "How far this locker moved its clock to the middle of its peers' (its own clock is off by about that much)";
-        registry.register_with_unit("clock_correction", help, Unit::Seconds, correction);
+        families.extend(peers(&snapshot.peers, snapshot.clock_correction_seconds));
     }
     let mut text = String::new();
-    // Writing into a String cannot fail.
-    let _ = encode_registry(&mut text, &registry);
+    // A family without samples (the lease series without a semaphore) is left out.
+    for family in families.iter().filter(|f| !f.samples.is_empty()) {
+        write_family(&mut text, family, format);
+    }
+    if format == Format::OpenMetrics {
+        text.push_str("# EOF\n");
+    }
     text
 }
 
-fn register_process(registry: &mut Registry, snapshot: &Snapshot, uptime_seconds: f64) {
-    let build = vec![("version", env!("CARGO_PKG_VERSION").to_owned())];
-    registry.register("build", "The locker's version", Info::new(build));
-    let uptime = Gauge::<f64, AtomicU64>::default();
-    uptime.set(uptime_seconds);
-    registry.register_with_unit("uptime", "Time since the locker started", Unit::Seconds, uptime);
+fn write_family(text: &mut String, f: &Family, format: Format) {
+    let sample = match f.kind {
+        Kind::Counter => format!("locker_{}_total", f.name),
+        Kind::Gauge => format!("locker_{}", f.name),
+    };
+    // The classic format names the family by its samples' name; OpenMetrics
+    // by the name without `_total`, with a unit line.
+    let (family, kind) = match (format, f.kind) {
+        (Format::Text, Kind::Counter) => (sample.clone(), "counter"),
+        (Format::OpenMetrics, Kind::Counter) => (format!("locker_{}", f.name), "counter"),
+        (_, Kind::Gauge) => (sample.clone(), "gauge"),
+    };
+    // Writing into a String cannot fail.
+    let _ = writeln!(text, "# HELP {family} {}", f.help);
+    let _ = writeln!(text, "# TYPE {family} {kind}");
+    if let (Format::OpenMetrics, Some(unit)) = (format, f.unit) {
+        let _ = writeln!(text, "# UNIT {family} {unit}");
+    }
+    for (label, value) in &f.samples {
+        match label {
+            Some((name, v)) => {
+                let _ = writeln!(text, "{sample}{{{name}=\"{}\"}} {value}", escape(v));
+            }
+            None => {
+                let _ = writeln!(text, "{sample} {value}");
+            }
+        }
+    }
+}
+
+/// A label value as both formats quote it.
+fn escape(value: &str) -> String {
+    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+fn process(snapshot: &Snapshot, uptime_seconds: f64) -> Vec<Family> {
+    let version = [env!("CARGO_PKG_VERSION")];
     let states = [Health::Joining, Health::Serving, Health::Refusing, Health::Stopping];
-    let health = states.iter().map(|&h| (vec![("state", h.name().to_owned())], i64::from(h == snapshot.health)));
-    register_gauges(
-        registry,
-        "health",
-        "1 for the locker's state: joining, serving, refusing (the state file cannot grow) or stopping",
-        health,
-    );
-    let keys = Gauge::<i64>::default();
-    keys.set(clamp(snapshot.max_keys));
-    registry.register("max_keys", "Live keys allowed across all limits", keys);
-    let parked = Gauge::<i64>::default();
-    parked.set(clamp(snapshot.parked));
-    registry.register("parked", "Asks held now for a go instead of sorry", parked);
-    let held = Counter::<u64>::default();
-    held.inc_by(snapshot.held);
-    registry.register("held", "Asks held for a go instead of sorry since start", held);
-    let held_go = Counter::<u64>::default();
-    held_go.inc_by(snapshot.held_go);
-    registry.register("held_go", "Held asks answered go", held_go);
-    let errors = Counter::<u64>::default();
-    errors.inc_by(snapshot.unattributed_errors);
-    registry.register("unattributed_errors", "Errors not attributed to a limit (unknown limit, bad bytes)", errors);
-    let accepts = Counter::<u64>::default();
-    accepts.inc_by(snapshot.accept_failures);
-    registry.register("accept_failures", "Client connections that could not be accepted (out of open files)", accepts);
+    let n = |v: u64| v as f64;
+    vec![
+        Family::new("build_info", Kind::Gauge, "The locker's version, as a label; always 1").each(
+            "version",
+            &version,
+            |v| (v.to_string(), 1.0),
+        ),
+        Family::new("uptime_seconds", Kind::Gauge, "Time since the locker started").seconds().one(uptime_seconds),
+        Family::new(
+            "health",
+            Kind::Gauge,
+            "1 for the locker's state: joining, serving, refusing (the state file cannot grow) or stopping",
+        )
+        .each("state", &states, |&h| (h.name().to_owned(), f64::from(u8::from(h == snapshot.health)))),
+        Family::new("max_keys", Kind::Gauge, "Live keys allowed across all limits").one(n(snapshot.max_keys)),
+        Family::new("parked", Kind::Gauge, "Asks held now for a go instead of sorry").one(n(snapshot.parked)),
+        Family::new("held", Kind::Counter, "Asks held for a go instead of sorry since start").one(n(snapshot.held)),
+        Family::new("held_go", Kind::Counter, "Held asks answered go").one(n(snapshot.held_go)),
+        Family::new(
+            "unattributed_errors",
+            Kind::Counter,
+            "Errors not attributed to a limit (unknown limit, bad bytes)",
+        )
+        .one(n(snapshot.unattributed_errors)),
+        Family::new(
+            "accept_failures",
+            Kind::Counter,
+            "Client connections that could not be accepted (out of open files)",
+        )
+        .one(n(snapshot.accept_failures)),
+    ]
 }
 
-fn register_limits(registry: &mut Registry, limits: &[LimitSnapshot]) {
-    let per = |f: fn(&LimitSnapshot) -> u64| limits.iter().map(move |l| (vec![("limit", l.name.clone())], f(l)));
-    register_counters(registry, "requests", "Requests answered, per limit", per(|l| l.requests));
-    register_counters(registry, "go", "Requests answered go, per limit", per(|l| l.go));
-    register_counters(registry, "sorry", "Requests answered sorry, per limit", per(|l| l.sorry));
-    register_counters(registry, "errors", "Requests answered with an error, per limit", per(|l| l.errors));
-    register_counters(registry, "waited", "Reservations and queued lease acquires, per limit", per(|l| l.waited));
-    let now = |f: fn(&LimitSnapshot) -> u64| per(f).map(|(labels, v)| (labels, clamp(v)));
-    register_gauges(registry, "live_keys", "Keys with a live count or lease, per limit", now(|l| l.live_keys));
-    register_gauges(registry, "leases_held", "Leases held, per semaphore limit", now(|l| l.leases_held));
-    register_gauges(
-        registry,
-        "leases_waiting",
-        "Lease acquires queued, per semaphore limit",
-        now(|l| l.leases_waiting),
-    );
+fn limits(limits: &[LimitSnapshot]) -> Vec<Family> {
+    let per = |f: fn(&LimitSnapshot) -> u64| move |l: &LimitSnapshot| (l.name.clone(), f(l) as f64);
+    let semaphores: Vec<&LimitSnapshot> = limits.iter().filter(|l| l.algorithm == "semaphore").collect();
+    let per_semaphore = |f: fn(&LimitSnapshot) -> u64| move |l: &&LimitSnapshot| (l.name.clone(), f(l) as f64);
+    vec![
+        Family::new("requests", Kind::Counter, "Requests answered, per limit").each(
+            "limit",
+            limits,
+            per(|l| l.requests),
+        ),
+        Family::new("go", Kind::Counter, "Requests answered go, per limit").each("limit", limits, per(|l| l.go)),
+        Family::new("sorry", Kind::Counter, "Requests answered sorry, per limit").each(
+            "limit",
+            limits,
+            per(|l| l.sorry),
+        ),
+        Family::new("errors", Kind::Counter, "Requests answered with an error, per limit").each(
+            "limit",
+            limits,
+            per(|l| l.errors),
+        ),
+        Family::new("waited", Kind::Counter, "Reservations and queued lease acquires, per limit").each(
+            "limit",
+            limits,
+            per(|l| l.waited),
+        ),
+        Family::new("live_keys", Kind::Gauge, "Keys with a live count or lease, per limit").each(
+            "limit",
+            limits,
+            per(|l| l.live_keys),
+        ),
+        Family::new("leases_held", Kind::Gauge, "Leases held, per semaphore limit").each(
+            "limit",
+            &semaphores,
+            per_semaphore(|l| l.leases_held),
+        ),
+        Family::new("leases_waiting", Kind::Gauge, "Lease acquires queued, per semaphore limit").each(
+            "limit",
+            &semaphores,
+            per_semaphore(|l| l.leases_waiting),
+        ),
+    ]
 }
 
-fn register_peers(registry: &mut Registry, peers: &[PeerSnapshot]) {
-    let live = Gauge::<i64>::default();
-    live.set(peers.iter().filter(|p| p.live).count() as i64);
-    registry.register("peers_live", "Peers heard from recently", live);
-    let per = |f: fn(&PeerSnapshot) -> f64| peers.iter().map(move |p| (vec![("peer", p.node.clone())], f(p)));
-    register_float_gauges(
-        registry,
-        "peer_live",
-        "1 while the peer is heard from",
-        None,
-        per(|p| f64::from(u8::from(p.live))),
-    );
-    register_float_gauges(
-        registry,
-        "peer_last_heard",
-        "Time since the peer was last heard",
-        Some(Unit::Seconds),
-        per(|p| p.last_heard_seconds),
-    );
-    register_float_gauges(
-        registry,
-        "peer_clock_offset",
-        "How far the peer's clock is ahead of this one (measured both ways, transit cancelled)",
-        Some(Unit::Seconds),
-        per(|p| p.clock_offset_seconds),
-    );
-    let flagged = "1 while the peer's clock is off by more than the in-flight window, where skew can cost a grant";
-    register_float_gauges(registry, "peer_flagged", flagged, None, per(|p| f64::from(u8::from(p.flagged))));
-}
-
-fn register_counters(registry: &mut Registry, name: &str, help: &str, rows: impl Iterator<Item = (Labels, u64)>) {
-    let family = Family::<Labels, Counter<u64>>::default();
-    for (labels, value) in rows {
-        family.get_or_create(&labels).inc_by(value);
-    }
-    registry.register(name, help, family);
-}
-
-fn register_gauges(registry: &mut Registry, name: &str, help: &str, rows: impl Iterator<Item = (Labels, i64)>) {
-    let family = Family::<Labels, Gauge<i64>>::default();
-    for (labels, value) in rows {
-        family.get_or_create(&labels).set(value);
-    }
-    registry.register(name, help, family);
-}
-
-fn register_float_gauges(
-    registry: &mut Registry,
-    name: &str,
-    help: &str,
-    unit: Option<Unit>,
-    rows: impl Iterator<Item = (Labels, f64)>,
-) {
-    let family = Family::<Labels, Gauge<f64, AtomicU64>>::default();
-    for (labels, value) in rows {
-        family.get_or_create(&labels).set(value);
-    }
-    match unit {
-        Some(unit) => registry.register_with_unit(name, help, unit, family),
-        None => registry.register(name, help, family),
-    }
-}
-
-/// A count as a gauge value; no real count comes near `i64::MAX`.
-fn clamp(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
+fn peers(peers: &[PeerSnapshot], correction_seconds: f64) -> Vec<Family> {
+    let flag = |b: bool| f64::from(u8::from(b));
+    vec![
+        Family::new("peers_live", Kind::Gauge, "Peers heard from recently")
+            .one(peers.iter().filter(|p| p.live).count() as f64),
+        Family::new("peer_live", Kind::Gauge, "1 while the peer is heard from")
+            .each("peer", peers, |p| (p.node.clone(), flag(p.live))),
+        Family::new("peer_last_heard_seconds", Kind::Gauge, "Time since the peer was last heard").seconds().each(
+            "peer",
+            peers,
+            |p| (p.node.clone(), p.last_heard_seconds),
+        ),
+        Family::new(
+            "peer_clock_offset_seconds",
+            Kind::Gauge,
+            "How far the peer's clock is ahead of this one (measured both ways, transit cancelled)",
+        )
+        .seconds()
+        .each("peer", peers, |p| (p.node.clone(), p.clock_offset_seconds)),
+        Family::new(
+            "peer_flagged",
+            Kind::Gauge,
+            "1 while the peer's clock is off by more than the in-flight window, where skew can cost a grant",
+        )
+        .each("peer", peers, |p| (p.node.clone(), flag(p.flagged))),
+        Family::new(
+            "clock_correction_seconds",
+            Kind::Gauge,
+            "How far this locker moved its clock to the middle of its peers' (its own clock is off by about that much)",
+        )
+        .seconds()
+        .one(correction_seconds),
+    ]
 }
 
 #[cfg(test)]
@@ -206,7 +285,7 @@ mod tests {
 
     #[test]
     fn limits_become_series_labelled_by_limit() {
-        let text = encode(&snapshot(), 1.5);
+        let text = encode(&snapshot(), 1.5, Format::OpenMetrics);
         assert_eq!(value(&text, r#"locker_requests_total{limit="api"}"#), Some(10.0));
         assert_eq!(value(&text, r#"locker_go_total{limit="api"}"#), Some(5.0));
         assert_eq!(value(&text, r#"locker_sorry_total{limit="api"}"#), Some(4.0));
@@ -219,7 +298,7 @@ mod tests {
 
     #[test]
     fn the_process_shows_uptime_build_and_health() {
-        let text = encode(&snapshot(), 1.5);
+        let text = encode(&snapshot(), 1.5, Format::OpenMetrics);
         assert_eq!(value(&text, "locker_uptime_seconds"), Some(1.5));
         let build = format!(r#"locker_build_info{{version="{}"}}"#, env!("CARGO_PKG_VERSION"));
         assert_eq!(value(&text, &build), Some(1.0));
@@ -235,7 +314,7 @@ mod tests {
 
     #[test]
     fn peers_appear_only_when_peered() {
-        assert!(!encode(&snapshot(), 0.0).contains("locker_peer"));
+        assert!(!encode(&snapshot(), 0.0, Format::Text).contains("locker_peer"));
         let peer = PeerSnapshot {
             node: "b".into(),
             live: true,
@@ -246,7 +325,7 @@ mod tests {
         let gone = PeerSnapshot { node: "c".into(), flagged: true, ..PeerSnapshot::default() };
         let peered =
             Snapshot { node: Some("a".into()), peers: vec![peer, gone], clock_correction_seconds: -0.05, ..snapshot() };
-        let text = encode(&peered, 0.0);
+        let text = encode(&peered, 0.0, Format::Text);
         assert_eq!(value(&text, "locker_peers_live"), Some(1.0));
         assert_eq!(value(&text, r#"locker_peer_live{peer="b"}"#), Some(1.0));
         assert_eq!(value(&text, r#"locker_peer_live{peer="c"}"#), Some(0.0));
@@ -257,17 +336,39 @@ mod tests {
     }
 
     #[test]
+    fn the_classic_format_names_families_by_their_samples_and_has_no_eof() {
+        let text = encode(&snapshot(), 1.5, Format::Text);
+        assert!(text.contains("# HELP locker_go_total Requests answered go, per limit\n"), "{text}");
+        assert!(text.contains("# TYPE locker_go_total counter\n"), "{text}");
+        assert!(text.contains("# TYPE locker_build_info gauge\n"), "{text}");
+        assert!(!text.contains("# UNIT") && !text.contains("# EOF"), "{text}");
+        assert_eq!(value(&text, r#"locker_go_total{limit="api"}"#), Some(5.0));
+        let om = encode(&snapshot(), 1.5, Format::OpenMetrics);
+        assert!(om.contains("# UNIT locker_uptime_seconds seconds\n"), "{om}");
+    }
+
+    #[test]
+    fn lease_series_are_only_for_semaphores_and_the_order_is_the_configs() {
+        let text = encode(&snapshot(), 0.0, Format::Text);
+        assert_eq!(value(&text, r#"locker_leases_held{limit="api"}"#), None, "api is no semaphore");
+        assert_eq!(value(&text, r#"locker_leases_held{limit="db"}"#), Some(4.0));
+        assert_eq!(text, encode(&snapshot(), 0.0, Format::Text), "the same snapshot, the same bytes");
+        let api = text.find(r#"locker_go_total{limit="api"}"#).unwrap();
+        assert!(api < text.find(r#"locker_go_total{limit="db"}"#).unwrap(), "limits in the config's order");
+    }
+
+    #[test]
     fn label_values_are_escaped() {
         let odd = LimitSnapshot { name: "a\"b\\c".into(), go: 1, ..LimitSnapshot::default() };
-        let text = encode(&Snapshot { limits: vec![odd], ..Snapshot::default() }, 0.0);
+        let text = encode(&Snapshot { limits: vec![odd], ..Snapshot::default() }, 0.0, Format::Text);
         assert_eq!(value(&text, r#"locker_go_total{limit="a\"b\\c"}"#), Some(1.0));
     }
 
     #[test]
     fn a_scrape_does_not_grow_with_keys() {
-        let few = encode(&snapshot(), 0.0);
+        let few = encode(&snapshot(), 0.0, Format::Text);
         let mut many = snapshot();
         many.limits[0].live_keys = 1_000_000;
-        assert!(encode(&many, 0.0).len() <= few.len() + 8);
+        assert!(encode(&many, 0.0, Format::Text).len() <= few.len() + 8);
     }
 }

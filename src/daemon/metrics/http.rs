@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 
 use tracing::debug;
 
-use super::{exposition, Health, Mailbox};
+use super::exposition::{self, Format};
+use super::{Health, Mailbox};
 
 /// The longest request head read: a scrape's is a few hundred bytes.
 pub const MAX_HEAD_BYTES: usize = 8 * 1024;
@@ -38,6 +39,9 @@ pub struct Request {
     pub route: Route,
     /// `HEAD`: the answer's headers without its body.
     pub head_only: bool,
+    /// The metrics' format: OpenMetrics when the `Accept` header names it,
+    /// the classic text format otherwise.
+    pub format: Format,
 }
 
 /// Why a request gets an error answer instead.
@@ -148,7 +152,22 @@ pub fn parse(head: &[u8]) -> Result<Request, Refusal> {
         Some("/health") => Route::Health,
         _ => return Err(Refusal::NotFound),
     };
-    Ok(Request { route, head_only })
+    Ok(Request { route, head_only, format: format_accepted(head) })
+}
+
+/// OpenMetrics when an `Accept` header of `head` names it (as Prometheus
+/// does when it may), the classic text format otherwise.
+fn format_accepted(head: &[u8]) -> Format {
+    let text = String::from_utf8_lossy(head);
+    let open_metrics = text.lines().skip(1).any(|line| {
+        let Some((name, value)) = line.split_once(':') else { return false };
+        name.trim().eq_ignore_ascii_case("accept") && value.contains("application/openmetrics-text")
+    });
+    if open_metrics {
+        Format::OpenMetrics
+    } else {
+        Format::Text
+    }
 }
 
 /// The answer to `request`, from the latest snapshot in `mailbox`.
@@ -163,8 +182,8 @@ pub fn answer(request: Result<Request, Refusal>, mailbox: &Mailbox, uptime_secon
     let mut response = match request.route {
         Route::Metrics => Response {
             status: 200,
-            content_type: exposition::CONTENT_TYPE,
-            body: exposition::encode(&snapshot, uptime_seconds),
+            content_type: request.format.content_type(),
+            body: exposition::encode(&snapshot, uptime_seconds, request.format),
             head_only: false,
         },
         Route::Health => {
@@ -254,11 +273,27 @@ mod tests {
 
     #[test]
     fn request_lines_name_the_route() {
-        let get = |route| Ok(Request { route, head_only: false });
+        let get = |route| Ok(Request { route, head_only: false, format: Format::Text });
         assert_eq!(parse(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"), get(Route::Metrics));
         assert_eq!(parse(b"GET /metrics?name[]=x HTTP/1.0\r\n\r\n"), get(Route::Metrics));
         assert_eq!(parse(b"GET /health HTTP/1.1\n\n"), get(Route::Health));
-        assert_eq!(parse(b"HEAD /health HTTP/1.1\r\n\r\n"), Ok(Request { route: Route::Health, head_only: true }));
+        let head = Request { route: Route::Health, head_only: true, format: Format::Text };
+        assert_eq!(parse(b"HEAD /health HTTP/1.1\r\n\r\n"), Ok(head));
+    }
+
+    #[test]
+    fn openmetrics_only_when_the_scraper_accepts_it() {
+        // What Prometheus 2.x sends when it may have OpenMetrics.
+        let prometheus = b"GET /metrics HTTP/1.1\r\nAccept: application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1\r\n\r\n";
+        assert_eq!(parse(prometheus).unwrap().format, Format::OpenMetrics);
+        assert_eq!(parse(b"GET /metrics HTTP/1.1\r\naccept: text/plain\r\n\r\n").unwrap().format, Format::Text);
+        let mailbox = serving();
+        let om = answer_to(prometheus, &mailbox);
+        assert_eq!(om.content_type, Format::OpenMetrics.content_type());
+        assert!(om.body.ends_with("# EOF\n"));
+        let plain = answer_to(b"GET /metrics HTTP/1.1\r\n\r\n", &mailbox);
+        assert_eq!(plain.content_type, Format::Text.content_type());
+        assert!(!plain.body.contains("# EOF"));
     }
 
     #[test]
@@ -331,8 +366,8 @@ mod tests {
         };
         let metrics = get(b"GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n");
         assert!(metrics.starts_with("HTTP/1.1 200 OK\r\n"), "{metrics}");
-        assert!(metrics.contains(exposition::CONTENT_TYPE), "{metrics}");
-        assert!(metrics.ends_with("# EOF\n"), "{metrics}");
+        assert!(metrics.contains(Format::Text.content_type()), "{metrics}");
+        assert!(metrics.contains("\nlocker_health{state=\"serving\"} 1\n"), "{metrics}");
         assert!(get(b"GET /health HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 200 OK\r\n"));
         assert!(get(b"GET /x HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404 Not Found\r\n"));
     }
