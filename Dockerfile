@@ -10,8 +10,10 @@
 # rust image has both); the second holds only the binary, run as an
 # unprivileged user.
 
-ARG RUST_VERSION=1
+# Pinned: the same build every time. Move both on purpose, together.
+ARG RUST_VERSION=1.95.0
 ARG DEBIAN_RELEASE=bookworm
+ARG DEBIAN_SNAPSHOT=bookworm-20241111
 
 FROM rust:${RUST_VERSION}-${DEBIAN_RELEASE} AS build
 WORKDIR /src
@@ -28,7 +30,7 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     cargo build --release --locked --bin locker \
     && install -m 0755 target/release/locker /usr/local/bin/locker
 
-FROM debian:${DEBIAN_RELEASE}-slim
+FROM debian:${DEBIAN_SNAPSHOT}-slim
 # libzmq and libsodium are linked statically; the binary needs only libc
 # and libstdc++, which the slim image has.
 RUN groupadd --system locker \
@@ -42,4 +44,9 @@ USER locker:locker
 EXPOSE 7777 9090
 # Mount your own file over /etc/locker/locker.toml; flags after the image
 # name are added to these (a flag wins over the file).
+# Healthy while the locker answers 200 `serving` on its metrics port
+# (joining peers, a full state disk or a stop make it unhealthy); the
+# binary asks, so the slim image needs no curl.
+HEALTHCHECK --interval=10s --timeout=3s --start-period=15s --retries=3 \
+    CMD ["/usr/local/bin/locker", "health", "--metrics", "127.0.0.1:9090", "--timeout", "2s"]
 ENTRYPOINT ["/usr/local/bin/locker", "serve", "--config", "/etc/locker/locker.toml"]

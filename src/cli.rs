@@ -23,6 +23,7 @@ use crate::wire::{Ask, GoReply, StatsReply};
 mod check_config;
 mod curve;
 mod failure;
+mod health;
 mod keygen;
 mod lease;
 mod logging;
@@ -61,6 +62,8 @@ enum Command {
     Keygen(keygen::KeygenArgs),
     /// Check a config file as `serve` and a reload would; exit 0 when valid, 2 with the error.
     CheckConfig(check_config::CheckConfigArgs),
+    /// Ask a locker's metrics listener whether it is serving; exit 0 when it is, 1 when not.
+    Health(health::HealthArgs),
 }
 
 const SERVE_EXAMPLES: &str = "\
@@ -276,6 +279,7 @@ pub fn main() -> ExitCode {
         Command::Bench(args) => run_bench(args),
         Command::Keygen(args) => keygen::run(args),
         Command::CheckConfig(args) => check_config::run(args),
+        Command::Health(args) => health::run(args),
     };
     ExitCode::from(code)
 }

@@ -241,3 +241,23 @@ fn sighup_without_a_config_file_keeps_serving() {
     d.signal("TERM");
     assert_eq!(d.wait_exit(DEADLINE).and_then(|s| s.code()), Some(0));
 }
+
+#[test]
+fn locker_health_exits_0_while_serving_and_1_when_nothing_answers() {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let d = Daemon::start(&["--metrics-bind", &addr]);
+    let end = Instant::now() + DEADLINE;
+    let serving = loop {
+        let out = run_locker(&["health", "--metrics", &addr]);
+        if out.status.code() == Some(0) || Instant::now() > end {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(serving.status.code(), Some(0), "{serving:?}");
+    assert_eq!(String::from_utf8_lossy(&serving.stdout), "serving\n");
+    drop(d);
+    let gone = run_locker(&["health", "--metrics", &addr, "--timeout", "500ms"]);
+    assert_eq!(gone.status.code(), Some(1), "{gone:?}");
+    assert!(String::from_utf8_lossy(&gone.stderr).contains(&addr), "{gone:?}");
+}

@@ -1,7 +1,10 @@
 //! The scrape as Prometheus's own tools read it: `promtool check metrics`
 //! on the classic text format (a lone locker with every kind, and a peered
-//! one), and a real Prometheus server (Debian's `prometheus`, which asks
-//! for OpenMetrics) scraping a real locker and answering queries about it.
+//! one), `promtool check rules` on the shipped alerts, and a real
+//! Prometheus server (Debian's `prometheus`, which asks for OpenMetrics)
+//! scraping real peered lockers, answering queries about them, loading the
+//! shipped alerts, and returning data for every query of the shipped
+//! dashboard and alerts (`contrib/`).
 //! Both skip, saying so, where the tools are not installed; `.ci/run`
 //! installs them.
 
@@ -36,7 +39,8 @@ fn get(addr: &str, path: &str, accept: &str) -> String {
 fn try_get(addr: &str, path: &str, accept: &str) -> Option<String> {
     let mut stream = TcpStream::connect(addr).ok()?;
     stream.set_read_timeout(Some(DEADLINE)).unwrap();
-    let head = format!("GET {path} HTTP/1.1\r\nHost: test\r\nAccept: {accept}\r\nConnection: close\r\n\r\n");
+    // HTTP/1.0, so that no answer comes chunked.
+    let head = format!("GET {path} HTTP/1.0\r\nHost: test\r\nAccept: {accept}\r\n\r\n");
     stream.write_all(head.as_bytes()).unwrap();
     let mut text = String::new();
     stream.read_to_string(&mut text).expect("a whole answer");
@@ -69,6 +73,16 @@ fn promtool_check(scrape: &str) {
     let out = child.wait_with_output().unwrap();
     let said = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success() && said.trim().is_empty(), "promtool: {said}\non:\n{scrape}");
+}
+
+#[test]
+fn promtool_accepts_the_shipped_alerting_rules() {
+    if !installed("promtool") {
+        return;
+    }
+    let rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib/prometheus/locker-alerts.yml");
+    let out = Command::new("promtool").arg("check").arg("rules").arg(&rules).output().unwrap();
+    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
 }
 
 #[test]
@@ -106,24 +120,81 @@ fn query_until(addr: &str, query: &str) -> f64 {
     }
 }
 
+/// `text` as a URL's query value.
+fn percent(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The queries of the shipped dashboard (Grafana's `$__rate_interval` as
+/// one minute) and the left side of each shipped alert's comparison.
+fn shipped_queries() -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib");
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("grafana/locker-dashboard.json")).unwrap()).unwrap();
+    let panels = dashboard["panels"].as_array().expect("panels");
+    let mut queries: Vec<String> = panels
+        .iter()
+        .flat_map(|p| p["targets"].as_array().expect("targets").iter())
+        .map(|t| t["expr"].as_str().expect("an expr").replace("$__rate_interval", "1m"))
+        .collect();
+    let rules = std::fs::read_to_string(root.join("prometheus/locker-alerts.yml")).unwrap();
+    for expr in rules.lines().filter_map(|l| l.trim().strip_prefix("expr: ")) {
+        let left = [" == ", " > ", " < "].iter().filter_map(|op| expr.rsplit_once(op)).map(|(l, _)| l).next();
+        queries.push(left.expect("an alert is `query op threshold`").to_owned());
+    }
+    queries
+}
+
 #[test]
-fn a_real_prometheus_scrapes_a_real_locker_and_answers_queries_about_it() {
+fn a_real_prometheus_scrapes_real_lockers_and_the_shipped_dashboard_and_alerts_query_real_data() {
     if !installed("prometheus") {
         return;
     }
     let file = TempFile::new("prometheus-limits.toml", LIMITS);
     let metrics = format!("127.0.0.1:{}", free_port());
-    let d = Daemon::start(&["--config", file.path(), "--metrics-bind", &metrics]);
+    let (a, b) = (format!("tcp://127.0.0.1:{}", free_port()), format!("tcp://127.0.0.1:{}", free_port()));
+    let d = Daemon::start(&[
+        "--config",
+        file.path(),
+        "--peer-bind",
+        &a,
+        "--peer",
+        &b,
+        "--node-id",
+        "a",
+        "--metrics-bind",
+        &metrics,
+    ]);
+    let _b = Daemon::start(&["--config", file.path(), "--peer-bind", &b, "--peer", &a, "--node-id", "b"]);
     let mut c = Client::new([d.endpoint.as_str()], DEADLINE).unwrap();
-    for _ in 0..7 {
-        c.ask(&Ask::new().limit("api")).unwrap();
+    // Sorry while the pair joins, then the slot's 5 go and 2 sorry: the
+    // counts Prometheus must show are the ones the client saw.
+    let (mut seen_go, mut seen_sorry) = (0.0, 0.0);
+    let end = Instant::now() + DEADLINE;
+    while seen_go < 5.0 || seen_sorry < 2.0 {
+        assert!(Instant::now() < end, "the pair never joined");
+        match c.ask(&Ask::new().limit("api")).unwrap().ok {
+            true => seen_go += 1.0,
+            false if seen_go == 0.0 => {
+                seen_sorry += 1.0;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            false => seen_sorry += 1.0,
+        }
     }
     let dir = std::env::temp_dir().join(format!("locker-prometheus-it-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let config = dir.join("prometheus.yml");
+    let rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib/prometheus/locker-alerts.yml");
     let scrape = format!(
-        "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: locker\n    static_configs:\n      - targets: ['{metrics}']\n"
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files: ['{}']\nscrape_configs:\n  - job_name: locker\n    static_configs:\n      - targets: ['{metrics}']\n",
+        rules.display()
     );
     std::fs::write(&config, scrape).unwrap();
     let web = format!("127.0.0.1:{}", free_port());
@@ -135,12 +206,21 @@ fn a_real_prometheus_scrapes_a_real_locker_and_answers_queries_about_it() {
         .stderr(Stdio::null())
         .spawn()
         .expect("prometheus");
-    let go = query_until(&web, "locker_go_total%7Blimit%3D%22api%22%7D");
-    let sorry = query_until(&web, "locker_sorry_total%7Blimit%3D%22api%22%7D");
-    let up = query_until(&web, "up%7Bjob%3D%22locker%22%7D");
+    let go = query_until(&web, &percent(r#"locker_go_total{limit="api"}"#));
+    let sorry = query_until(&web, &percent(r#"locker_sorry_total{limit="api"}"#));
+    let up = query_until(&web, &percent(r#"up{job="locker"}"#));
     let build = query_until(&web, "locker_build_info");
+    let answered: Vec<(String, f64)> =
+        shipped_queries().into_iter().map(|q| (q.clone(), query_until(&web, &percent(&q)))).collect();
+    let rules = get(&web, "/api/v1/rules", "application/json");
     let _ = prometheus.kill();
     let _ = prometheus.wait();
     let _ = std::fs::remove_dir_all(&dir);
-    assert_eq!((go, sorry, up, build), (5.0, 2.0, 1.0, 1.0));
+    assert_eq!((go, sorry, up, build), (seen_go, seen_sorry, 1.0, 1.0));
+    eprintln!("every shipped query returned data: {answered:?}");
+    let rules: serde_json::Value = serde_json::from_str(&rules).unwrap();
+    let loaded: Vec<&serde_json::Value> =
+        rules["data"]["groups"].as_array().unwrap().iter().flat_map(|g| g["rules"].as_array().unwrap()).collect();
+    assert_eq!(loaded.len(), 7, "every shipped alert is loaded: {rules}");
+    assert!(loaded.iter().all(|r| r["health"] == "ok" || r["health"] == "unknown"), "{rules}");
 }
