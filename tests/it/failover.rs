@@ -70,12 +70,16 @@ fn the_client_keeps_working_when_the_locker_it_used_is_killed() {
     first.signal("KILL");
     let started = Instant::now();
     assert!(client.ask(&Ask::new()).unwrap().ok, "the second locker answers");
-    assert!(started.elapsed() < timeout + Duration::from_millis(200), "took {:?}", started.elapsed());
+    // Within the deadline, whatever the machine's load: the dead locker's
+    // share of it, then the second locker's answer.
+    assert!(started.elapsed() < timeout * 2, "took {:?}", started.elapsed());
     assert_eq!(client.current_endpoint(), Some(second.endpoint.as_str()));
-    // The locker that answered last is asked first: no time lost on the dead one.
+    // The locker that answered last is asked first: no time lost on the
+    // dead one (its share of the deadline is half of it).
     let started = Instant::now();
     assert!(client.ask(&Ask::new()).unwrap().ok);
-    assert!(started.elapsed() < Duration::from_millis(200), "took {:?}", started.elapsed());
+    assert_eq!(client.current_endpoint(), Some(second.endpoint.as_str()));
+    assert!(started.elapsed() < timeout / 2, "took {:?}", started.elapsed());
     drop(first);
 }
 

@@ -57,10 +57,13 @@ fn an_expired_lease_frees_its_count_on_time_without_any_request() {
     let queued = c.acquire_lease(&LeaseAsk::new("db", 1).ttl_ms(5_000).max_wait_ms(5_000)).unwrap();
     assert!(queued.pending, "{queued:?}");
     assert_eq!(c.stats().unwrap().live_keys, 2);
-    // Let the first lease's ttl pass with no request at all: only the
+    // Let the first lease's ttl pass with no request but stats: only the
     // loop's own deadline can expire it and hand its count to the waiter.
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(c.stats().unwrap().live_keys, 1, "the expired lease is gone");
+    let end = Instant::now() + DEADLINE;
+    while c.stats().unwrap().live_keys != 1 {
+        assert!(Instant::now() < end, "the expired lease never went");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let lease = queued.lease.unwrap();
     let beat = c.heartbeat(&Heartbeat { limit: Some("db"), lease: &lease, ttl_ms: None, count: None }).unwrap();
     assert!(beat.ok && !beat.pending, "the waiter holds the count: {beat:?}");
@@ -89,9 +92,10 @@ fn a_restarted_locker_restores_a_lease_from_its_heartbeat() {
 fn the_lease_guard_keeps_its_lease_while_held_and_releases_it_on_drop() {
     let d = start("guard");
     let mut c = client(&d);
-    let guard = c.lease(&LeaseAsk::new("db", 1).ttl_ms(150)).unwrap().expect("the count is free");
-    // Several ttls pass; the guard's heartbeats (every 50 ms) keep the lease.
-    std::thread::sleep(Duration::from_millis(450));
+    let guard = c.lease(&LeaseAsk::new("db", 1).ttl_ms(600)).unwrap().expect("the count is free");
+    // Three ttls pass; the guard's heartbeats (every 200 ms, a third of the
+    // ttl, so a beat late by 400 ms still keeps it) keep the lease.
+    std::thread::sleep(Duration::from_millis(1_800));
     assert!(guard.is_held());
     assert!(!c.acquire_lease(&LeaseAsk::new("db", 1)).unwrap().ok, "still held");
     drop(guard);
