@@ -13,7 +13,7 @@ use std::path::Path;
 type Module = Vec<String>;
 
 /// The module a file under `src/` defines: `src/core/limit.rs` is
-/// `core::limit`, `src/wire/mod.rs` is `wire`.
+/// `core::limit`, `src/wire.rs` is `wire`.
 fn module_of(root: &Path, file: &Path) -> Module {
     let rel = file.strip_prefix(root).unwrap().with_extension("");
     let mut parts: Module = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
@@ -246,6 +246,32 @@ fn no_folder_imports_a_folder_that_imports_it_back() {
         if let Some(cycle) = cycle_from(&folders, folder) {
             let names: Vec<String> = cycle.iter().chain(std::iter::once(folder)).map(|m| m.join("::")).collect();
             panic!("a cycle of imports between folders: {}", names.join(" -> "));
+        }
+    }
+}
+
+/// One convention for a module with children: `name.rs` beside `name/`,
+/// never `name/mod.rs`, so that a file's name is its module's.
+#[test]
+fn a_module_with_children_is_a_file_beside_its_folder() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut all = Vec::new();
+    files(&root, &mut all);
+    let mod_rs: Vec<_> = all.iter().filter(|f| f.file_name().is_some_and(|n| n == "mod.rs")).collect();
+    assert!(mod_rs.is_empty(), "move these to name.rs beside their folder: {mod_rs:?}");
+    let mut folders = vec![root.clone()];
+    while let Some(dir) = folders.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                assert!(
+                    path.with_extension("rs").is_file(),
+                    "{} has no {}.rs beside it",
+                    path.display(),
+                    path.display()
+                );
+                folders.push(path);
+            }
         }
     }
 }
