@@ -13,7 +13,7 @@ use super::parking::{Parking, QueueKey, Token};
 use super::Service;
 use crate::core::time::NANOS_PER_MS;
 use crate::core::{LimitId, Nanos};
-use crate::wire::{self, Request};
+use crate::wire::{self, ReplyKind, Request};
 
 /// A sorry the peers' in-flight rule gives has a `retry_after` of at most
 /// the in-flight window: 2 ms.
@@ -53,9 +53,9 @@ impl Service {
     /// answered in arrival order. `now` is the loop's clock reading.
     pub fn serve(&mut self, now: Nanos, token: Token, body: &[u8], out: &mut Vec<u8>) -> Answer {
         if !self.parking.is_empty() && self.parking.has_room(body.len()) {
-            if let Some((queue, hold)) = self.queue_of(body) {
+            if let Some((queue, hold, transient)) = self.queue_of(body) {
                 if self.parking.is_waiting(&queue) && hold > 0 {
-                    self.parking.park(queue, token, body, (now, now.saturating_add(hold)), false);
+                    self.parking.park(queue, token, body, (now, now.saturating_add(hold)), transient);
                     return Answer::Held;
                 }
             }
@@ -69,7 +69,7 @@ impl Service {
         if wake > until {
             return Answer::Now;
         }
-        let Some((queue, _)) = self.queue_of(body) else { return Answer::Now };
+        let Some((queue, _, _)) = self.queue_of(body) else { return Answer::Now };
         self.locker.unrecord_sorry(sorry.limit);
         self.parking.park(queue, token, body, (wake, until), transient);
         Answer::Held
@@ -82,7 +82,7 @@ impl Service {
     pub fn next_ready(&mut self, now: Nanos, out: &mut Vec<u8>) -> Option<Token> {
         while let Some((queue, parked)) = self.parking.due(now) {
             let Some(sorry) = self.decide(now, &parked.body, out) else {
-                self.parking.held_go += 1;
+                self.parking.held_go += u64::from(wire::classify_reply(out) == ReplyKind::Go);
                 return Some(parked.token);
             };
             let wake = now.saturating_add(sorry.retry_after);
@@ -133,21 +133,22 @@ impl Service {
         in_flight.then(|| (now.saturating_add(IN_FLIGHT_HOLD), true))
     }
 
-    /// The queue a single ask would wait in, and its hold; `None` for any
-    /// other request. Only on the path of asks that may be held.
-    fn queue_of(&mut self, body: &[u8]) -> Option<(QueueKey, Nanos)> {
+    /// The queue a single ask would wait in, its hold, and whether that is
+    /// only the peers' in-flight wait; `None` for any other request. Only
+    /// on the path of asks that may be held.
+    fn queue_of(&mut self, body: &[u8]) -> Option<(QueueKey, Nanos, bool)> {
         let (id, key, asked) = match wire::decode_request(body).ok()? {
             Request::Plain(b) => (self.plain_limit(b), None, None),
-            Request::Go(go) if go.cost > 0 => (
-                self.lookup(go.limit).ok()?,
-                go.key.map(Box::from),
-                go.hold_ms.map(|ms| ms.saturating_mul(NANOS_PER_MS)),
-            ),
+            Request::Go(go) if go.cost > 0 => {
+                (self.lookup(go.limit).ok()?, go.key.map(Box::from), go.hold_ms.map(asked_hold))
+            }
             _ => return None,
         };
         let hold = asked.unwrap_or_else(|| self.locker.limit(id).hold());
-        let hold = if self.peering.is_some() { hold.max(IN_FLIGHT_HOLD) } else { hold };
-        Some(((id, key), hold))
+        // Without a hold of its own, a peered ask waits only for grants in flight.
+        let transient = hold == 0 && self.peering.is_some();
+        let hold = if transient { IN_FLIGHT_HOLD } else { hold };
+        Some(((id, key), hold, transient))
     }
 }
 
