@@ -9,7 +9,10 @@ Before each call to a rate-limited resource, ask the locker "may I go?"::
         if reply.ok:
             ...  # go
         else:
-            ...  # sorry: retry after reply.retry_after_ms
+            ...  # sorry: retry after reply.retry_after seconds
+
+        with client.permit("api", key="user-7", wait=2.0):  # or RateLimited
+            ...  # go
 
 It speaks the locker's wire contract (the structured MessagePack form and
 the seed's plain form) with the same failover as the Rust ``locker::Client``:
@@ -22,7 +25,8 @@ alone), semaphore leases kept alive in the background (:class:`Lease`,
 
 from .aio import AsyncClient, AsyncLease, AsyncPermitPool
 from .client import DEFAULT_TIMEOUT, Client
-from .errors import BadReply, ClientError, LockerError, NoAnswer, NotAcquired
+from .base import DEFAULT_ENDPOINT
+from .errors import BadReply, ClientError, LockerError, NoAnswer, NotAcquired, RateLimited
 from .lease import Lease
 from .pool import PermitPool, Permits
 from .wire import Ask, GoReply, LeaseReply, Refused
@@ -37,6 +41,7 @@ __all__ = [
     "BadReply",
     "Client",
     "ClientError",
+    "DEFAULT_ENDPOINT",
     "DEFAULT_TIMEOUT",
     "GoReply",
     "Lease",
@@ -46,5 +51,6 @@ __all__ = [
     "NotAcquired",
     "PermitPool",
     "Permits",
+    "RateLimited",
     "Refused",
 ]

@@ -13,20 +13,37 @@ instead of a thread for heartbeats.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
+import inspect
 import time
-from typing import Any, Callable, Dict, Generator, Iterable, List, Optional, Sequence, TypeVar, Union, cast
+from typing import (
+    Any,
+    AsyncIterator,
+    Callable,
+    Dict,
+    Generator,
+    Iterable,
+    List,
+    Optional,
+    Sequence,
+    TypeVar,
+    Union,
+    cast,
+)
 
 import zmq
 import zmq.asyncio
 
 from . import calls, curve, pirate, wire
-from .base import DEFAULT_TIMEOUT, ClientBase
+from .base import DEFAULT_ENDPOINT, DEFAULT_TIMEOUT, ClientBase
 from .errors import ClientError
 from .lease import LeaseState, LeaseWait, Terms, log
 from .pool import PoolState
 from .wire import Ask, BatchReply, GoReply, LeaseReply
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class AsyncClient(ClientBase[zmq.asyncio.Socket]):
@@ -42,7 +59,7 @@ class AsyncClient(ClientBase[zmq.asyncio.Socket]):
 
     def __init__(
         self,
-        endpoints: Union[str, Sequence[str]],
+        endpoints: Union[str, Sequence[str]] = DEFAULT_ENDPOINT,
         timeout: float = DEFAULT_TIMEOUT,
         *,
         context: Optional[zmq.asyncio.Context] = None,
@@ -63,11 +80,21 @@ class AsyncClient(ClientBase[zmq.asyncio.Socket]):
         *,
         cost: int = 1,
         up_to: bool = False,
+        max_wait: Optional[float] = None,
+        hold: Optional[float] = None,
         max_wait_ms: Optional[int] = None,
         hold_ms: Optional[int] = None,
     ) -> GoReply:
         """Asks for permits; see :meth:`locker_client.Client.ask`."""
-        return await self._call(calls.ask(limit, key, cost, up_to, max_wait_ms, hold_ms))
+        return await self._call(calls.ask(
+                limit,
+                key,
+                cost,
+                up_to,
+                wire.seconds_or_ms("max_wait", max_wait, max_wait_ms),
+                wire.seconds_or_ms("hold", hold, hold_ms),
+            )
+        )
 
     async def ask_many(self, asks: Iterable[Ask]) -> List[BatchReply]:
         """Many asks in one message, their replies in order; see
@@ -81,19 +108,63 @@ class AsyncClient(ClientBase[zmq.asyncio.Socket]):
         *,
         cost: int = 1,
         up_to: bool = False,
+        max_wait: Optional[float] = None,
         max_wait_ms: Optional[int] = None,
     ) -> GoReply:
         """Asks and, on a reservation, ``asyncio.sleep``s ``wait_ms`` before
         returning; see :meth:`locker_client.Client.acquire`."""
-        reply = await self.ask(limit, key, cost=cost, up_to=up_to, max_wait_ms=max_wait_ms)
+        reply = await self.ask(
+            limit, key, cost=cost, up_to=up_to, max_wait_ms=wire.seconds_or_ms("max_wait", max_wait, max_wait_ms)
+        )
         pause = calls.reservation(reply)
         if pause:
             await asyncio.sleep(pause)
         return reply
 
     async def go(self, limit: Optional[str] = None) -> bool:
-        """Asks in the seed's plain form; see :meth:`locker_client.Client.go`."""
-        return await self._call(calls.go(limit))
+        """Asks once: True for go; see :meth:`locker_client.Client.go`."""
+        if limit is None:
+            return await self._call(calls.go(None))
+        return (await self.ask(limit)).ok
+
+    @contextlib.asynccontextmanager
+    async def permit(
+        self, limit: Optional[str] = None, key: Optional[str] = None, *, cost: int = 1, wait: float = 0.0
+    ) -> AsyncIterator[GoReply]:
+        """A rate permit for the block it guards, waiting with
+        ``asyncio.sleep``; see :meth:`locker_client.Client.permit`::
+
+            async with client.permit("api", wait=2.0):
+                await call_the_api()
+        """
+        yield await self._permit(limit, key, cost, wait)
+
+    def limited(
+        self, limit: Optional[str] = None, key: Optional[str] = None, *, cost: int = 1, wait: float = 0.0
+    ) -> Callable[[F], F]:
+        """A decorator for a coroutine function that takes a :meth:`permit`
+        before each call; see :meth:`locker_client.Client.limited`."""
+
+        def decorate(f: F) -> F:
+            if not inspect.iscoroutinefunction(f):
+                raise TypeError("AsyncClient.limited wraps coroutine functions; use Client.limited for others")
+
+            @functools.wraps(f)
+            async def run(*args: Any, **kwargs: Any) -> Any:
+                await self._permit(limit, key, cost, wait)
+                return await f(*args, **kwargs)
+
+            return cast(F, run)
+
+        return decorate
+
+    async def _permit(self, limit: Optional[str], key: Optional[str], cost: int, wait: float) -> GoReply:
+        deadline = time.monotonic() + pirate.check_wait(wait)
+        while True:
+            reply = await self.ask(limit, key, cost=cost)
+            if reply.ok:
+                return reply
+            await asyncio.sleep(calls.permit_pause(reply, limit, key, deadline - time.monotonic()))
 
     async def stats(self) -> Dict[str, Any]:
         """The locker's counters, as the map it sends."""

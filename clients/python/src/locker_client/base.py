@@ -21,6 +21,9 @@ from .errors import ClientError, NoAnswer
 #: The default deadline of one request, in seconds.
 DEFAULT_TIMEOUT = 1.0
 
+#: Where a client connects when given no endpoint: the locker's own default bind.
+DEFAULT_ENDPOINT = "tcp://127.0.0.1:7777"
+
 S = TypeVar("S", bound="zmq.Socket[Any]")
 C = TypeVar("C", bound="ClientBase[Any]")
 

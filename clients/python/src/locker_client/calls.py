@@ -13,6 +13,7 @@ from functools import partial
 from typing import Any, Callable, Dict, Generic, Iterable, List, Optional, TypeVar
 
 from . import wire
+from .errors import RateLimited
 from .wire import Ask, BatchReply, GoReply, LeaseReply
 
 T = TypeVar("T")
@@ -77,3 +78,12 @@ def heartbeat(limit: Optional[str], lease: str, ttl: Optional[float], count: Opt
 def release(limit: Optional[str], lease: str) -> Call[LeaseReply]:
     """The release of a lease."""
     return lease_call(wire.release_request(limit, lease))
+
+
+def permit_pause(reply: GoReply, limit: Optional[str], key: Optional[str], left: float) -> float:
+    """After a sorry to a caller that may wait ``left`` more seconds: how
+    long to sleep before asking again, or :class:`RateLimited` when the ask
+    cannot fit within that."""
+    if reply.retry_after > left:
+        raise RateLimited(limit, key, reply.retry_after)
+    return max(reply.retry_after, 0.001)

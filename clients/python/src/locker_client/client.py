@@ -14,18 +14,23 @@ pool in ``pool``. This module only adds the blocking waits.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
+import inspect
 import threading
 import time
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, TypeVar, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, TypeVar, Union, cast
 
 import zmq
 
 from . import calls, curve, pirate, wire
-from .base import DEFAULT_TIMEOUT, ClientBase
+from .base import DEFAULT_ENDPOINT, DEFAULT_TIMEOUT, ClientBase
 from .lease import Lease, wait_for_lease
 from .wire import Ask, BatchReply, GoReply, LeaseReply
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 __all__ = ["DEFAULT_TIMEOUT", "Client"]
 
@@ -58,7 +63,7 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
 
     def __init__(
         self,
-        endpoints: Union[str, Sequence[str]],
+        endpoints: Union[str, Sequence[str]] = DEFAULT_ENDPOINT,
         timeout: float = DEFAULT_TIMEOUT,
         *,
         context: Optional[zmq.Context[Any]] = None,
@@ -81,6 +86,8 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         *,
         cost: int = 1,
         up_to: bool = False,
+        max_wait: Optional[float] = None,
+        hold: Optional[float] = None,
         max_wait_ms: Optional[int] = None,
         hold_ms: Optional[int] = None,
     ) -> GoReply:
@@ -97,7 +104,15 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         Raises :class:`~locker_client.LockerError` when the locker refuses,
         ``TypeError``/``ValueError`` for a bad argument, before sending.
         """
-        return self._call(calls.ask(limit, key, cost, up_to, max_wait_ms, hold_ms))
+        return self._call(calls.ask(
+                limit,
+                key,
+                cost,
+                up_to,
+                wire.seconds_or_ms("max_wait", max_wait, max_wait_ms),
+                wire.seconds_or_ms("hold", hold, hold_ms),
+            )
+        )
 
     def ask_many(self, asks: Iterable[Ask]) -> List[BatchReply]:
         """Sends many asks in one message (at most 1000,
@@ -122,21 +137,81 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         *,
         cost: int = 1,
         up_to: bool = False,
+        max_wait: Optional[float] = None,
         max_wait_ms: Optional[int] = None,
     ) -> GoReply:
         """Asks like :meth:`ask` and, when the locker answers with a
         reservation (``wait_ms``), sleeps until the caller may go. On return
         ``ok`` means go now; not ``ok`` means sorry even within
         ``max_wait_ms``."""
-        reply = self.ask(limit, key, cost=cost, up_to=up_to, max_wait_ms=max_wait_ms)
+        reply = self.ask(
+            limit, key, cost=cost, up_to=up_to, max_wait_ms=wire.seconds_or_ms("max_wait", max_wait, max_wait_ms)
+        )
         time.sleep(calls.reservation(reply))
         return reply
 
     def go(self, limit: Optional[str] = None) -> bool:
-        """Asks in the seed's plain form: sends the limit's name (or
-        ``b"let me go"`` for the default limit) and returns True for go,
-        False for sorry."""
-        return self._call(calls.go(limit))
+        """Asks once and returns True for go, False for sorry. With no
+        limit, in the seed's plain form (``b"let me go"``); a named limit is
+        asked in the structured form, so a misspelt name raises
+        :class:`~locker_client.LockerError` instead of asking the default
+        limit."""
+        if limit is None:
+            return self._call(calls.go(None))
+        return self.ask(limit).ok
+
+    @contextlib.contextmanager
+    def permit(
+        self, limit: Optional[str] = None, key: Optional[str] = None, *, cost: int = 1, wait: float = 0.0
+    ) -> Iterator[GoReply]:
+        """A rate permit for the block it guards: asks for ``cost`` permits
+        and, on sorry, sleeps until they may fit and asks again, for up to
+        ``wait`` seconds in all; raises :class:`~locker_client.RateLimited`
+        (with ``retry_after`` in seconds) when no go came within that. The
+        permits are spent, not given back, when the block ends::
+
+            with client.permit("api", key="user-7", wait=2.0):
+                call_the_api()
+        """
+        yield self._permit(limit, key, cost, wait)
+
+    def limited(
+        self, limit: Optional[str] = None, key: Optional[str] = None, *, cost: int = 1, wait: float = 0.0
+    ) -> Callable[[F], F]:
+        """A decorator that takes a :meth:`permit` before each call of the
+        function it wraps (a coroutine function too: the blocking wait then
+        runs in a thread, so the event loop is never blocked)::
+
+            @client.limited("api", wait=1.0)
+            def fetch(url): ...
+        """
+
+        def decorate(f: F) -> F:
+            if inspect.iscoroutinefunction(f):
+
+                @functools.wraps(f)
+                async def run_async(*args: Any, **kwargs: Any) -> Any:
+                    await asyncio.to_thread(self._permit, limit, key, cost, wait)
+                    return await f(*args, **kwargs)
+
+                return cast(F, run_async)
+
+            @functools.wraps(f)
+            def run(*args: Any, **kwargs: Any) -> Any:
+                self._permit(limit, key, cost, wait)
+                return f(*args, **kwargs)
+
+            return cast(F, run)
+
+        return decorate
+
+    def _permit(self, limit: Optional[str], key: Optional[str], cost: int, wait: float) -> GoReply:
+        deadline = time.monotonic() + pirate.check_wait(wait)
+        while True:
+            reply = self.ask(limit, key, cost=cost)
+            if reply.ok:
+                return reply
+            time.sleep(calls.permit_pause(reply, limit, key, deadline - time.monotonic()))
 
     def stats(self) -> Dict[str, Any]:
         """The locker's counters, as the map it sends: ``limits`` (one map

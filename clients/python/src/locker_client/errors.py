@@ -1,7 +1,8 @@
 """The exceptions a locker client raises.
 
 Every failure of a request is a :class:`ClientError`; which subclass says
-whether the locker refused (:class:`LockerError`), nobody answered
+whether the locker refused (:class:`LockerError`; :class:`RateLimited`
+when it said sorry to a caller that asked for an exception), nobody answered
 (:class:`NoAnswer`), a lease could not be had (:class:`NotAcquired`) or a
 reply made no sense (:class:`BadReply`). Wrong arguments are not sent at all:
 they raise the built-in :class:`TypeError` or :class:`ValueError`.
@@ -23,6 +24,20 @@ class LockerError(ClientError):
     def __init__(self, message: str) -> None:
         super().__init__(f"the locker refused the request: {message}")
         self.message = message
+
+
+class RateLimited(LockerError):
+    """The limit said sorry: raised by :meth:`~locker_client.Client.permit`
+    and :meth:`~locker_client.Client.limited` when no go came within their
+    wait. ``retry_after`` is in seconds: until an ask would fit.
+    ``limit`` and ``key`` are what was asked."""
+
+    def __init__(self, limit: str | None, key: str | None, retry_after: float) -> None:
+        what = f"{limit or 'the default limit'!r}" + (f" for key {key!r}" if key is not None else "")
+        super().__init__(f"rate limited on {what}: retry after {retry_after:g} s")
+        self.limit = limit
+        self.key = key
+        self.retry_after = retry_after
 
 
 class NoAnswer(ClientError):

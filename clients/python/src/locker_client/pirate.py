@@ -107,6 +107,8 @@ def endpoints_list(endpoints: Union[str, Sequence[str]]) -> List[str]:
     for e in listed:
         if not isinstance(e, str):
             raise TypeError(f"an endpoint must be a str, not {type(e).__name__}")
+        if "://" not in e:
+            raise ValueError(f"an endpoint is transport://address, e.g. tcp://{e or 'host:7777'}; got {e!r}")
     return listed
 
 
@@ -123,3 +125,12 @@ def poll_ms(budget: float) -> int:
     """Seconds as a poll timeout: whole milliseconds, at least one (a
     budget already spent still gets one look at the socket)."""
     return max(1, int(budget * 1000))
+
+
+def check_wait(wait: object) -> float:
+    """Zero or more finite seconds to wait."""
+    if isinstance(wait, bool) or not isinstance(wait, (int, float)):
+        raise TypeError(f"wait must be a number of seconds, not {type(wait).__name__}")
+    if not 0 <= wait < float("inf"):
+        raise ValueError(f"wait must be zero or more seconds, not {wait}")
+    return float(wait)

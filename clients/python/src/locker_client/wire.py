@@ -52,6 +52,9 @@ class GoReply:
     ``granted``: permits taken, present when the ask had ``up_to``.
     ``wait_ms``: go after this long, present when the ask had ``max_wait_ms``.
     ``limit``: the limit's capacity (max_requests, or a bucket's burst).
+
+    The ``_ms`` fields are the wire's own names, in milliseconds;
+    ``retry_after``, ``reset_after`` and ``wait`` give them in seconds.
     """
 
     ok: bool
@@ -64,6 +67,21 @@ class GoReply:
 
     def __bool__(self) -> bool:
         return self.ok
+
+    @property
+    def retry_after(self) -> float:
+        """``retry_after_ms`` in seconds: when sorry, until the ask would fit."""
+        return self.retry_after_ms / 1000.0
+
+    @property
+    def reset_after(self) -> float:
+        """``reset_after_ms`` in seconds: until the slot ends (a bucket is full)."""
+        return self.reset_after_ms / 1000.0
+
+    @property
+    def wait(self) -> Optional[float]:
+        """``wait_ms`` in seconds: go after this long, when the ask had a wait."""
+        return None if self.wait_ms is None else self.wait_ms / 1000.0
 
 
 @dataclass(frozen=True)
@@ -173,6 +191,20 @@ def wait_ms(wait: Optional[float]) -> Optional[int]:
 
 
 # ---- requests ------------------------------------------------------------
+
+
+def seconds_or_ms(name: str, seconds: Optional[float], ms: Optional[int]) -> Optional[int]:
+    """One of a time in seconds (the API's unit) or its old ``_ms`` form,
+    as the wire's milliseconds (rounded up, so a wait is never cut short)."""
+    if seconds is not None and ms is not None:
+        raise ValueError(f"give {name} in seconds or {name}_ms, not both")
+    if seconds is None:
+        return ms
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds, not {type(seconds).__name__}")
+    if not 0 <= seconds < float("inf"):
+        raise ValueError(f"{name} must be zero or more seconds, not {seconds}")
+    return int(math.ceil(seconds * 1000))
 
 
 def go_request(
