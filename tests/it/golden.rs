@@ -1,4 +1,6 @@
-//! Golden bytes for both wire forms and for the peer messages, in one place.
+//! Golden bytes for both wire forms and for the peer messages, in one place;
+//! the cases both clients share (asks, stats, replies) are in
+//! `tests/golden/wire.json`, which the Python client's tests read too.
 //! A change that alters any of these breaks deployed clients or peers
 //! running the previous version, so it must be deliberate: update the
 //! README's wire contract in the same change.
@@ -563,5 +565,50 @@ fn requests_are_read_only_as_the_contract_describes() {
     for (body, want) in cases {
         let err = wire::decode_request(body).expect_err(&hex(body));
         assert!(err.to_string().contains(want), "{}: {err}", hex(body));
+    }
+}
+
+/// The cases in `tests/golden/wire.json`, which the Python client's tests
+/// read too: both clients are held to the same bytes.
+#[test]
+fn the_shared_golden_file_holds_for_the_rust_side() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/wire.json");
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let cases = doc["cases"].as_array().expect("cases");
+    assert!(cases.len() >= 6);
+    for case in cases {
+        let (name, want) = (case["name"].as_str().unwrap(), case["hex"].as_str().unwrap());
+        let got = if let Some(a) = case.get("ask") {
+            let s = |f: &str| a.get(f).and_then(serde_json::Value::as_str);
+            let n = |f: &str| a.get(f).and_then(serde_json::Value::as_u64);
+            let ask = Ask {
+                limit: s("limit"),
+                key: s("key"),
+                cost: n("cost").unwrap_or(1),
+                up_to: a.get("up_to").and_then(serde_json::Value::as_bool).unwrap_or(false),
+                max_wait_ms: n("max_wait_ms"),
+                hold_ms: n("hold_ms"),
+            };
+            encoded(&ask.to_map())
+        } else if case["request"] == "stats" {
+            encoded(&RequestMap { op: Some("stats"), ..RequestMap::default() })
+        } else if let Some(r) = case.get("go_reply") {
+            let n = |f: &str| r[f].as_u64().unwrap();
+            let reply = GoReply {
+                ok: r["ok"].as_bool().unwrap(),
+                limit: n("limit") as u32,
+                remaining: n("remaining") as u32,
+                retry_after_ms: n("retry_after_ms"),
+                reset_after_ms: n("reset_after_ms"),
+                granted: None,
+                wait_ms: None,
+            };
+            encoded(&reply)
+        } else if let Some(e) = case.get("error") {
+            encoded(&ErrorReply { error: e.as_str().unwrap().to_owned() })
+        } else {
+            panic!("{name}: a case of an unknown kind");
+        };
+        assert_eq!(got, want, "{name}");
     }
 }

@@ -1,5 +1,6 @@
 """The bytes this client sends and reads, against the golden bytes the Rust
-side pins in tests/it/golden.rs; no daemon needed."""
+side pins in tests/it/golden.rs and, shared with it, tests/golden/wire.json;
+no daemon needed."""
 
 from __future__ import annotations
 
@@ -149,3 +150,29 @@ def test_seconds_become_whole_milliseconds_rounded_up() -> None:
     for bad, error in [(0, ValueError), (-1, ValueError), (float("nan"), ValueError), ("1", TypeError)]:
         with pytest.raises(error):
             wire.ttl_ms(bad)
+
+
+def test_the_shared_golden_file_holds_for_the_python_side() -> None:
+    """The cases in tests/golden/wire.json, which the Rust tests read too."""
+    import json
+    from pathlib import Path
+
+    doc = json.loads((Path(__file__).resolve().parents[3] / "tests" / "golden" / "wire.json").read_text())
+    assert len(doc["cases"]) >= 6
+    for case in doc["cases"]:
+        want = bytes.fromhex(case["hex"])
+        if "ask" in case:
+            a = case["ask"]
+            args = (a.get("limit"), a.get("key"), a.get("cost", 1), a.get("up_to", False), a.get("max_wait_ms"))
+            assert wire.encode(wire.go_request(*args, hold_ms=a.get("hold_ms"))) == want, case["name"]
+        elif case.get("request") == "stats":
+            assert wire.encode(wire.STATS_REQUEST) == want, case["name"]
+        elif "go_reply" in case:
+            r = case["go_reply"]
+            assert wire.decode_go(want) == GoReply(granted=None, wait_ms=None, **r), case["name"]
+        elif "error" in case:
+            with pytest.raises(LockerError) as caught:
+                wire.decode_go(want)
+            assert caught.value.message == case["error"], case["name"]
+        else:
+            pytest.fail(f"{case['name']}: a case of an unknown kind")
