@@ -422,12 +422,8 @@ impl Server {
             self.next_token += 1;
             return Ok(true);
         }
-        // Recorded before the reply leaves: a grant the caller hears of is
-        // in the state file, even if the locker is killed right after.
-        if let Some(state) = &mut self.state {
-            state.record(&mut self.service, now);
-        }
-        send(&self.rep, &self.envelope[..self.envelope_len], out);
+        let envelope = &self.envelope[..self.envelope_len];
+        answer(&self.rep, &mut self.state, &mut self.service, now, envelope, out);
         Ok(true)
     }
 
@@ -465,12 +461,8 @@ impl Server {
             return;
         }
         while let Some(token) = self.service.next_ready(now, out) {
-            if let Some(state) = &mut self.state {
-                state.record(&mut self.service, now);
-            }
-            if let Some(envelope) = self.held.remove(&token) {
-                send(&self.rep, &envelope, out);
-            }
+            let envelope = self.held.remove(&token).unwrap_or_default();
+            answer(&self.rep, &mut self.state, &mut self.service, now, &envelope, out);
         }
     }
 
@@ -480,13 +472,9 @@ impl Server {
         let now = self.watch.now(&mut self.service);
         let mut answered = 0usize;
         while let Some(token) = self.service.next_final(now, out) {
-            if let Some(state) = &mut self.state {
-                state.record(&mut self.service, now);
-            }
-            if let Some(envelope) = self.held.remove(&token) {
-                send(&self.rep, &envelope, out);
-                answered += 1;
-            }
+            let envelope = self.held.remove(&token).unwrap_or_default();
+            answer(&self.rep, &mut self.state, &mut self.service, now, &envelope, out);
+            answered += 1;
         }
         if answered > 0 {
             info!(answered, "answered every held ask before stopping");
@@ -507,10 +495,27 @@ impl Server {
     }
 }
 
-/// Sends `body` to the client `envelope` came from. A ROUTER socket drops
-/// a reply whose client has gone, or that finds its queue full, instead of
-/// blocking, so this send cannot stall the loop.
-fn send(socket: &zmq::Socket, envelope: &[zmq::Message], body: &[u8]) {
+/// The one way a reply leaves the loop: whatever the service noted for the
+/// state file while deciding it is recorded first, so a grant the caller
+/// hears of is in the file even if the locker is killed right after; then
+/// `body` goes to the client `envelope` came from. A ROUTER socket drops a
+/// reply whose client has gone, or that finds its queue full, instead of
+/// blocking, so this cannot stall the loop. An empty envelope (a token
+/// with none, which never happens) sends nothing.
+fn answer(
+    socket: &zmq::Socket,
+    state: &mut Option<Keeper>,
+    service: &mut Service,
+    now: Nanos,
+    envelope: &[zmq::Message],
+    body: &[u8],
+) {
+    if let Some(state) = state {
+        state.record(service, now);
+    }
+    if envelope.is_empty() {
+        return;
+    }
     for frame in envelope {
         if let Err(e) = socket.send(&frame[..], zmq::SNDMORE | zmq::DONTWAIT) {
             warn!(error = %e, "reply not sent");
