@@ -8,14 +8,12 @@
 //! few seconds fall in one real slot; should a real hour end during the
 //! test, it says so and checks nothing.
 
-use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use locker::{Ask, Client};
 
-use crate::support::{wall_ns, workers, Daemon, OnGo, Peered, DEADLINE};
+use crate::support::{per_slot, stamping, workers, Daemon, Peered, DEADLINE};
 
 const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 const HOUR_MS: u64 = 3_600_000;
@@ -105,19 +103,12 @@ fn saturate_with_a_skewed_peer(offset: &str) -> Option<(Vec<u32>, Vec<f64>)> {
         Peered::start_under(3, &["--max-requests", "100", "--in-seconds", "1"], false, vec![vec![], vec![], wrapper]);
     group.wait_joined(2);
     let endpoints: Vec<String> = (0..3).map(|i| group.endpoint(i)).collect();
-    let stamps = Arc::new(Mutex::new(Vec::new()));
-    let on_go: OnGo = {
-        let stamps = stamps.clone();
-        Arc::new(move || stamps.lock().unwrap().push(wall_ns()))
-    };
+    let (stamps, on_go) = stamping();
     let end = Instant::now() + Duration::from_millis(4_500);
     workers(&endpoints, 6, 0, end, &on_go).into_iter().for_each(|w| {
         w.join().unwrap();
     });
-    let mut per_slot = BTreeMap::new();
-    for t in stamps.lock().unwrap().iter() {
-        *per_slot.entry(t / 1_000_000_000).or_insert(0u32) += 1;
-    }
+    let per_slot = per_slot(&stamps, 1_000_000_000);
     let inner: Vec<u32> = per_slot.values().copied().skip(1).collect();
     let inner = inner[..inner.len().saturating_sub(1)].to_vec();
     let corrections =

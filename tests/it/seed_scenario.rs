@@ -14,25 +14,22 @@
 //! Workers follow the replies' hints (`retry_after_ms`), as a polite
 //! client does; nothing waits on a fixed sleep for the lockers.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::support::{wall_ns, workers, OnGo, Peered};
+use crate::support::{per_slot, stamping, wall_ns, workers, OnGo, Peered};
 
 const SLOT_NS: u128 = 800_000_000;
 const WORKERS: usize = 8;
+
 #[test]
 fn the_seeds_limit_on_three_peered_lockers_never_puts_six_go_in_an_epoch_slot_through_a_kill_and_restart() {
     let mut group = Peered::start(3, &["--max-requests", "5", "--in-seconds", "0.8"]);
     group.wait_joined(2);
     let endpoints: Vec<String> = (0..3).map(|i| group.endpoint(i)).collect();
-    let stamps = Arc::new(Mutex::new(Vec::new()));
-    let on_go: OnGo = {
-        let stamps = stamps.clone();
-        Arc::new(move || stamps.lock().unwrap().push(wall_ns()))
-    };
+    let (stamps, on_go) = stamping();
     let start = Instant::now();
     let end = start + Duration::from_millis(6_400);
     let mut running = workers(&endpoints, WORKERS, 0, end, &on_go);
@@ -47,10 +44,7 @@ fn the_seeds_limit_on_three_peered_lockers_never_puts_six_go_in_an_epoch_slot_th
     running.extend(workers(&after, 2, 1, end, &on_go));
     let goes: usize = running.into_iter().map(|w| w.join().unwrap()).sum();
 
-    let mut per_slot = BTreeMap::new();
-    for t in stamps.lock().unwrap().iter() {
-        *per_slot.entry(t / SLOT_NS).or_insert(0u32) += 1;
-    }
+    let per_slot = per_slot(&stamps, SLOT_NS);
     let (first, last) = (per_slot.keys().next().copied(), per_slot.keys().last().copied());
     let full: Vec<u32> =
         per_slot.iter().filter(|(s, _)| Some(**s) != first && Some(**s) != last).map(|(_, n)| *n).collect();

@@ -424,3 +424,20 @@ pub fn workers(
 pub fn wall_ns() -> u128 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos()
 }
+
+/// A record of when each go reached its worker (the wall clock, in
+/// nanoseconds), and the `OnGo` that writes it.
+pub fn stamping() -> (Arc<Mutex<Vec<u128>>>, OnGo) {
+    let stamps = Arc::new(Mutex::new(Vec::new()));
+    let writer = stamps.clone();
+    (stamps, Arc::new(move || writer.lock().unwrap().push(wall_ns())))
+}
+
+/// The go per epoch slot of `slot_ns` among `stamps`.
+pub fn per_slot(stamps: &Mutex<Vec<u128>>, slot_ns: u128) -> std::collections::BTreeMap<u128, u32> {
+    let mut slots = std::collections::BTreeMap::new();
+    for t in stamps.lock().unwrap().iter() {
+        *slots.entry(t / slot_ns).or_insert(0u32) += 1;
+    }
+    slots
+}
