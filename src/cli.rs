@@ -47,7 +47,7 @@ pub struct Cli {
 enum Command {
     /// Run the locker: answer go or sorry on a REP socket until SIGINT or SIGTERM.
     #[command(after_help = SERVE_EXAMPLES)]
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Ask a locker once; exit 0 on go, 1 on sorry, 2 on an error or no answer.
     #[command(after_help = ASK_EXAMPLES)]
     Ask(AskArgs),
@@ -76,7 +76,8 @@ Examples:
   locker serve --bind tcp://10.0.0.5:7777             another interface (use CURVE there: docs/security.md)
   locker serve --bind 'tcp://127.0.0.1:*'            any free port on loopback
   locker serve --config limits.toml                  named limits from a file
-  locker serve --metrics-bind 0.0.0.0:9090           Prometheus at /metrics, a health check at /health";
+  locker serve --metrics-bind 0.0.0.0:9090           Prometheus at /metrics, a health check at /health
+  locker serve --store redis://127.0.0.1:6379         counts in Redis: run as many lockers as you need";
 
 const ASK_EXAMPLES: &str = "\
 Examples:
@@ -161,6 +162,18 @@ struct ServeArgs {
     /// File of at least 32 secret bytes, the same on every peer: only lease ids minted under it can be restored.
     #[arg(long, value_name = "FILE")]
     lease_secret: Option<PathBuf>,
+    /// Keep the counts in Redis instead of this locker, so that any number of lockers serve every limit exactly:
+    /// redis://HOST:PORT (one server) or redis-cluster://HOST:PORT,HOST:PORT (a cluster, by some of its nodes).
+    /// Not with --peer-bind or --state; no semaphores (docs/store.md).
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
+    /// Most milliseconds one call to the store may take before its asks count as the store failing [default: 200].
+    #[arg(long, value_name = "MS")]
+    store_timeout_ms: Option<u64>,
+    /// While the store cannot be reached: closed answers sorry; open decides by this locker's own counts, each
+    /// locker then granting up to the whole limit. A limit's store_failure in the file wins [default: closed].
+    #[arg(long, value_name = "POLICY")]
+    store_failure: Option<config::StoreFailure>,
 }
 
 #[derive(Debug, Args)]
@@ -272,7 +285,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     logging::init();
     let code = match cli.command {
-        Command::Serve(args) => serve(args),
+        Command::Serve(args) => serve(*args),
         Command::Ask(args) => ask(args),
         Command::Lease(command) => lease::run(command),
         Command::Stats(args) => stats(args),
@@ -316,6 +329,9 @@ fn serve(args: ServeArgs) -> u8 {
         curve_clients: args.curve_clients,
         metrics_bind: args.metrics_bind,
         lease_secret: args.lease_secret,
+        store: args.store,
+        store_timeout_ms: args.store_timeout_ms,
+        store_failure: args.store_failure,
     };
     let ignored = config::ignored_settings(&flags, &file);
     let config = match ServeConfig::resolve(flags.clone(), file) {

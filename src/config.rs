@@ -70,7 +70,89 @@ pub enum ConfigError {
     LeaseSecret { path: String, source: ShortSecret },
     #[error("peer {0:?} names a public key but curve_secret_key is not set: CURVE peers need a key pair")]
     PeerKeyWithoutSecret(String),
+    #[error("store {got:?}: {why}")]
+    BadStore { got: String, why: &'static str },
+    #[error("store and peer_bind are both set: lockers on one store already share every count; use one or the other (docs/store.md)")]
+    StoreWithPeering,
+    #[error("store and state are both set: with a store the counts live in it, and a restart loses nothing without a state file")]
+    StoreWithState,
+    #[error(
+        "limit {0:?} is a semaphore: semaphore leases are not kept in a store; serve it from a locker without store"
+    )]
+    StoreWithSemaphore(String),
+    #[error("store_timeout_ms must be from 1 to 60000, got {0}")]
+    BadStoreTimeout(u64),
 }
+
+/// What a limit does when its store cannot be reached.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StoreFailure {
+    /// Answer sorry until the store is back (the default: the limit holds).
+    #[default]
+    Closed,
+    /// Decide by this locker's own counts, as if it were alone: each
+    /// locker may then grant up to the whole limit.
+    Open,
+}
+
+impl std::str::FromStr for StoreFailure {
+    type Err = String;
+    fn from_str(s: &str) -> Result<StoreFailure, String> {
+        match s {
+            "closed" => Ok(StoreFailure::Closed),
+            "open" => Ok(StoreFailure::Open),
+            other => Err(format!("unknown store failure policy {other:?} (closed or open)")),
+        }
+    }
+}
+
+/// Where the counts are kept, when not in this locker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreSpec {
+    /// One Redis server: `redis://HOST:PORT`.
+    Single(String),
+    /// A Redis Cluster, by some of its nodes: `redis-cluster://HOST:PORT,HOST:PORT`.
+    Cluster(Vec<String>),
+}
+
+impl StoreSpec {
+    /// Reads `redis://HOST:PORT[/DB]` or `redis-cluster://HOST:PORT[,HOST:PORT…]`.
+    pub fn parse(text: &str) -> Result<StoreSpec, ConfigError> {
+        let bad = |why| ConfigError::BadStore { got: text.to_owned(), why };
+        let node = |n: &str| -> Result<String, ConfigError> {
+            let (host, port) = n.rsplit_once(':').ok_or(bad("a node is HOST:PORT"))?;
+            if host.is_empty() || port.parse::<u16>().map_or(true, |p| p == 0) {
+                return Err(bad("a node is HOST:PORT, with a port from 1 to 65535"));
+            }
+            Ok(format!("redis://{n}"))
+        };
+        if let Some(rest) = text.strip_prefix("redis-cluster://") {
+            let nodes =
+                rest.split(',').map(str::trim).filter(|n| !n.is_empty()).map(node).collect::<Result<Vec<_>, _>>()?;
+            if nodes.is_empty() {
+                return Err(bad("a cluster names at least one node: redis-cluster://HOST:PORT,HOST:PORT"));
+            }
+            return Ok(StoreSpec::Cluster(nodes));
+        }
+        if let Some(rest) = text.strip_prefix("redis://") {
+            let hostport = rest.split('/').next().unwrap_or_default();
+            node(hostport)?;
+            return Ok(StoreSpec::Single(text.to_owned()));
+        }
+        Err(bad("expected redis://HOST:PORT (one server) or redis-cluster://HOST:PORT,HOST:PORT (a cluster)"))
+    }
+}
+
+/// The store and how long each call to it may take.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreConfig {
+    pub spec: StoreSpec,
+    pub timeout: std::time::Duration,
+}
+
+/// How long a store call may take unless `store_timeout_ms` says.
+pub const DEFAULT_STORE_TIMEOUT_MS: u64 = 200;
 
 /// The `algorithm` of a `[[limits]]` table, as written.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -129,6 +211,13 @@ pub struct FileConfig {
     /// A file of at least 32 secret bytes, shared by peered lockers: only
     /// lease ids minted under it can be restored.
     pub lease_secret: Option<PathBuf>,
+    /// Where the counts are kept: `redis://HOST:PORT` or
+    /// `redis-cluster://HOST:PORT,HOST:PORT`; in this locker when absent.
+    pub store: Option<String>,
+    /// How long one call to the store may take, in milliseconds.
+    pub store_timeout_ms: Option<u64>,
+    /// What limits that do not say do when the store cannot be reached.
+    pub store_failure: Option<StoreFailure>,
     #[serde(default)]
     pub limits: Vec<FileLimit>,
     /// The file this was read from, for error messages.
@@ -154,6 +243,8 @@ pub struct FileLimit {
     /// How long an ask that would get sorry is held, in milliseconds (see
     /// `Limit::with_hold`).
     pub hold_ms: Option<f64>,
+    /// What this limit does when the store cannot be reached.
+    pub store_failure: Option<StoreFailure>,
     /// The line of its `[[limits]]` header, for error messages; 0 when
     /// unknown (an inline table).
     #[serde(skip)]
@@ -267,6 +358,9 @@ pub struct Flags {
     pub curve_clients: Option<PathBuf>,
     pub metrics_bind: Option<String>,
     pub lease_secret: Option<PathBuf>,
+    pub store: Option<String>,
+    pub store_timeout_ms: Option<u64>,
+    pub store_failure: Option<StoreFailure>,
 }
 
 /// One configured peer: `ENDPOINT` or `ENDPOINT=KEY`, where KEY is the
@@ -326,6 +420,8 @@ pub struct ServeConfig {
     pub metrics_bind: Option<String>,
     /// The secret lease ids carry a MAC under, when set.
     pub lease_secret: Option<LeaseSecret>,
+    /// The store the counts are kept in, when set.
+    pub store: Option<StoreConfig>,
 }
 
 impl ServeConfig {
@@ -378,10 +474,21 @@ impl ServeConfig {
         let peering = resolve_peering(&flags, &file)?;
         let state = resolve_state(&flags, &file)?;
         let curve = resolve_curve(&flags, &file)?;
+        let store = resolve_store(&flags, &file)?;
+        let (default, limits) = match &store {
+            None => (default, limits),
+            Some(_) => store_limits(&flags, &file, default, limits)?,
+        };
         let metrics_bind = flags.metrics_bind.or(file.metrics_bind);
         let lease_secret =
             flags.lease_secret.as_ref().or(file.lease_secret.as_ref()).map(|p| load_secret(p)).transpose()?;
         let max_parked = flags.max_parked.or(file.max_parked).unwrap_or(DEFAULT_MAX_PARKED);
+        if store.is_some() && peering.is_some() {
+            return Err(ConfigError::StoreWithPeering);
+        }
+        if store.is_some() && state.is_some() {
+            return Err(ConfigError::StoreWithState);
+        }
         Ok(ServeConfig {
             bind,
             default,
@@ -394,8 +501,41 @@ impl ServeConfig {
             curve,
             metrics_bind,
             lease_secret,
+            store,
         })
     }
+}
+
+fn resolve_store(flags: &Flags, file: &FileConfig) -> Result<Option<StoreConfig>, ConfigError> {
+    let Some(text) = flags.store.as_deref().or(file.store.as_deref()) else { return Ok(None) };
+    let spec = StoreSpec::parse(text)?;
+    let ms = flags.store_timeout_ms.or(file.store_timeout_ms).unwrap_or(DEFAULT_STORE_TIMEOUT_MS);
+    if !(1..=60_000).contains(&ms) {
+        return Err(ConfigError::BadStoreTimeout(ms));
+    }
+    Ok(Some(StoreConfig { spec, timeout: std::time::Duration::from_millis(ms) }))
+}
+
+/// The limits as a store serves them: each with its failure policy (its
+/// own, else the flag's, else the file's, else closed); a semaphore is
+/// refused.
+fn store_limits(
+    flags: &Flags,
+    file: &FileConfig,
+    default: Limit,
+    limits: Vec<Limit>,
+) -> Result<(Limit, Vec<Limit>), ConfigError> {
+    let overall = flags.store_failure.or(file.store_failure).unwrap_or_default();
+    let policy = |limit: Limit| {
+        if limit.algorithm() == Algorithm::Semaphore {
+            return Err(ConfigError::StoreWithSemaphore(limit.name().to_owned()));
+        }
+        let own = file.limits.iter().find(|l| l.name == limit.name()).and_then(|l| l.store_failure);
+        let open = own.unwrap_or(overall) == StoreFailure::Open;
+        Ok(limit.with_fail_open(open))
+    };
+    let limits = limits.into_iter().map(policy).collect::<Result<Vec<_>, _>>()?;
+    Ok((policy(default)?, limits))
 }
 
 /// A setting that was given but takes no effect without another one.

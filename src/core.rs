@@ -13,7 +13,8 @@
 //! 2. `ask` (what a caller wants, the verdict), `room` (room for new keys),
 //!    `share` (the terms peers agree on: node indices, the demand split,
 //!    the in-flight rule, the `Count` they trade);
-//! 3. `kinds`: one folder per kind (`fixed`, `rolling`, `bucket`,
+//! 3. `claims` (permits claimed from a shared store, for lockers whose
+//!    counts live there), `kinds`: one folder per kind (`fixed`, `rolling`, `bucket`,
 //!    `semaphore`), each with its rule, its peer sharing, its kept form and
 //!    its tests, and `kinds::Rule`, the one dispatch on the kind;
 //! 4. `locker`: the table of limits by name, leases, stats and reloads;
@@ -21,6 +22,7 @@
 //!    of their counts into the table.
 
 pub mod ask;
+pub mod claims;
 pub mod kinds;
 pub mod lease_id;
 pub mod limit;

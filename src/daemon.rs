@@ -10,6 +10,7 @@ pub mod reload;
 pub mod server;
 pub mod signals;
 pub mod state;
+pub mod store;
 pub mod transport;
 mod trim;
 pub mod zap;

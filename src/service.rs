@@ -10,6 +10,7 @@
 //! both. Lease requests are in `service::lease`, the peer side in
 //! `service::peer`, the state log's records in `service::kept`.
 
+use crate::core::claims::Claims;
 use crate::core::time::NANOS_PER_MS;
 use crate::core::{
     time::ceil_ms, Algorithm, Limit, LimitId, Locker, Nanos, PeerEvent, Peering, PermitAsk, Reloaded, TableError,
@@ -24,6 +25,7 @@ mod kept;
 mod lease;
 mod parking;
 mod peer;
+mod store;
 
 pub use hold::Answer;
 use hold::{asked_hold, Sorry};
@@ -68,6 +70,12 @@ pub struct Service {
     parking: Parking,
     /// Parked asks still to be answered at shutdown (see `next_final`).
     finals: Vec<(QueueKey, Parked)>,
+    /// The claims taken from the store, when the counts live in one.
+    claims: Option<Claims>,
+    /// Requests waiting for claims (see `store`).
+    waiting: store::Waiting,
+    /// Requests that waited for claims, still to be answered at shutdown.
+    final_waiters: Vec<(Token, Box<[u8]>)>,
 }
 
 impl Service {
@@ -86,6 +94,9 @@ impl Service {
             refusing: None,
             parking: Parking::new(DEFAULT_MAX_PARKED),
             finals: Vec::new(),
+            claims: None,
+            waiting: store::Waiting::default(),
+            final_waiters: Vec::new(),
         }
     }
 
@@ -117,6 +128,9 @@ impl Service {
     /// it started with for its schedule.
     pub fn reload(&mut self, default: Limit, limits: Vec<Limit>, max_keys: usize) -> Reloaded {
         let done = self.locker.reload(default, limits, max_keys);
+        if let Some(c) = &mut self.claims {
+            c.reset(self.locker.stats().count());
+        }
         // Limit ids may have moved: forget the remembered plain body.
         let default = self.locker.find_plain(b"");
         self.plain_memo.0.clear();
@@ -159,6 +173,9 @@ impl Service {
     pub fn on_timeout(&mut self, now: Nanos) {
         let now = self.now(now);
         self.locker.expire(now);
+        if let Some(c) = &mut self.claims {
+            c.sweep(now);
+        }
         if let Some(p) = &mut self.peering {
             self.locker.set_view(p.view(now));
         }
@@ -247,7 +264,8 @@ impl Service {
         // A plain request names no key and costs 1, which every counting
         // limit allows; a semaphore cannot be taken without a lease, so it
         // answers sorry (and counts an error).
-        match self.locker.go(now, id, None, 1) {
+        let ask = PermitAsk { limit: id, key: None, cost: 1, up_to: false, max_wait_ms: 0 };
+        match self.count(now, &ask) {
             Ok(v) if v.go => {
                 self.note_go(id, None, &v);
                 out.extend_from_slice(wire::GO);
@@ -280,7 +298,7 @@ impl Service {
 
     fn go(&mut self, now: Nanos, go: wire::Ask, out: &mut Vec<u8>) -> Option<Sorry> {
         let verdict = match self.find(go.limit) {
-            Ok(limit) => self.locker.ask(now, &permit_ask(limit, &go)).map(|v| (limit, v)),
+            Ok(limit) => self.count(now, &permit_ask(limit, &go)).map(|v| (limit, v)),
             Err(e) => Err(e.into()),
         };
         match verdict {
@@ -398,9 +416,16 @@ impl Service {
             refused_connections: self.refused_connections,
             refusing: self.refusing.map(str::to_owned),
             accept_failures: self.accept_failures,
-            parked: self.parking.len() as u64,
+            parked: (self.parking.len() + self.waiting.len()) as u64,
             held: self.parking.held,
             held_go: self.parking.held_go,
+            store: self.store_state().map(|(claims, claimed, failed, in_flight, down)| wire::StoreStatsReply {
+                claims,
+                claimed,
+                failed,
+                in_flight: in_flight as u64,
+                down: down.map(str::to_owned),
+            }),
             ..StatsReply::default()
         };
         if let Some(p) = &self.peering {

@@ -45,7 +45,7 @@ pub use peer::{
 };
 pub use reply::{
     decode_plain_reply, decode_reply, ErrorReply, GoReply, LimitStatsReply, PeerStatsReply, Reply, ReplyKind,
-    StatsReply, GO, SORRY,
+    StatsReply, StoreStatsReply, GO, SORRY,
 };
 pub use request::{decode_request, Request};
 

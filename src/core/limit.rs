@@ -193,6 +193,9 @@ pub struct Limit {
     /// How long an ask that would get sorry is held for a go (see
     /// `with_hold`); 0 answers sorry at once.
     hold: Nanos,
+    /// With a store: whether asks are decided by this locker alone while
+    /// the store cannot be reached (see `with_fail_open`).
+    fail_open: bool,
 }
 
 impl Limit {
@@ -211,7 +214,7 @@ impl Limit {
         if let Algorithm::TokenBucket { burst } = algorithm {
             check_bucket_depth(quota, burst.get())?;
         }
-        Ok(Limit { name: name.to_owned(), quota, algorithm, margin: 0, hold: 0 })
+        Ok(Limit { name: name.to_owned(), quota, algorithm, margin: 0, hold: 0, fail_open: false })
     }
 
     /// The same rolling window counted over in_seconds plus `margin_ms`:
@@ -240,6 +243,19 @@ impl Limit {
             return Err(LimitError::HoldOnSemaphore);
         }
         Ok(Limit { hold: (hold_ms * 1_000_000.0).round() as Nanos, ..self })
+    }
+
+    /// The same limit, with a store, deciding from this locker's own
+    /// counts while the store cannot be reached (`true`: fail open, each
+    /// locker granting up to the limit alone) instead of answering sorry
+    /// (`false`, the default: fail closed).
+    pub fn with_fail_open(self, fail_open: bool) -> Limit {
+        Limit { fail_open, ..self }
+    }
+
+    /// Whether the limit fails open when its store cannot be reached.
+    pub fn fails_open(&self) -> bool {
+        self.fail_open
     }
 
     /// How long an ask that would get sorry is held, in nanoseconds.

@@ -236,7 +236,10 @@ impl Locker {
 
     /// Checks an ask's numbers against the limit it names.
     #[inline]
-    fn want(&self, ask: &PermitAsk) -> Result<Want, AskError> {
+    /// Checks `ask` against its limit's terms without deciding it: the
+    /// cost it may take, or why it is refused. For deciders outside this
+    /// table (a store's claims), which must refuse what the table refuses.
+    pub fn want(&self, ask: &PermitAsk) -> Result<Want, AskError> {
         let max = self.entries[ask.limit.0].limit.capacity();
         // "As many as you can, up to n" has a sensible answer for any n.
         let cost = if ask.up_to { ask.cost.min(u64::from(max)) } else { ask.cost };
@@ -345,6 +348,11 @@ impl Locker {
             Some(LimitId(i)) => self.entries[i].stats.record(Outcome::Error),
             None => self.unattributed_errors += 1,
         }
+    }
+
+    /// Counts an ask decided outside this table (from a store's claims).
+    pub fn record_ask(&mut self, id: LimitId, verdict: &Result<Verdict, AskError>) {
+        self.entries[id.0].stats.record(Outcome::of_ask(verdict));
     }
 
     /// Takes back the sorry last counted for limit `id`: the ask was held

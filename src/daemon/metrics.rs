@@ -35,6 +35,10 @@ pub enum Health {
     /// Answering, but refusing every grant: the state file cannot grow
     /// (a full disk), so no grant could be recorded before its reply.
     Refusing,
+    /// Answering, but the store the counts live in cannot be reached: a
+    /// limit that fails closed answers sorry, one that fails open decides
+    /// alone (docs/store.md).
+    StoreDown,
     /// Asked to stop; the loop is finishing.
     Stopping,
 }
@@ -46,6 +50,7 @@ impl Health {
             Health::Joining => "joining",
             Health::Serving => "serving",
             Health::Refusing => "refusing",
+            Health::StoreDown => "store-down",
             Health::Stopping => "stopping",
         }
     }
@@ -96,6 +101,19 @@ pub struct Snapshot {
     pub parked: u64,
     pub held: u64,
     pub held_go: u64,
+    /// The store's claims, when the counts live in one.
+    pub store: Option<StoreSnapshot>,
+}
+
+/// The store's side, as the loop sees it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreSnapshot {
+    /// Whether the last claim worked.
+    pub up: bool,
+    /// Claims sent, permits they brought, claims that failed.
+    pub claims: u64,
+    pub claimed: u64,
+    pub failed: u64,
 }
 
 /// The one place a snapshot passes from the loop to the metrics thread.

@@ -37,6 +37,7 @@ use super::metrics::Feed;
 use super::reload::{self, Reload};
 use super::signals::Control;
 use super::state::{self, Keeper, Loaded};
+use super::store::{StoreError, StoreLink};
 use super::transport::{self, zmq_err, TransportError};
 use super::trim::Trim;
 use super::zap::{self, Gate};
@@ -93,6 +94,8 @@ pub enum ServerError {
     Transport(#[from] TransportError),
     #[error(transparent)]
     State(#[from] StateError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 /// The sockets a peered locker talks to its peers with.
@@ -112,6 +115,8 @@ pub struct Server {
     gate: Option<Gate>,
     /// Connections the serving socket could not accept (out of open files).
     accepts: AcceptWatch,
+    /// The store thread, when the counts live in a store.
+    store: Option<StoreLink>,
     _ctx: zmq::Context,
     endpoint: String,
     service: Service,
@@ -196,6 +201,14 @@ impl Server {
             }
         };
         let mut service = service.with_max_parked(config.max_parked);
+        let store = match &config.store {
+            Some(sc) => {
+                service = service.with_store();
+                info!(store = ?sc.spec, timeout_ms = sc.timeout.as_millis() as u64, "counting in the store");
+                Some(StoreLink::start(&ctx, &sc.spec, sc.timeout)?)
+            }
+            None => None,
+        };
         let state = match (&config.state, loaded) {
             (Some(sc), Some(loaded)) => {
                 let now = clock.now();
@@ -209,6 +222,7 @@ impl Server {
             peers,
             gate,
             accepts,
+            store,
             _ctx: ctx,
             endpoint,
             service,
@@ -287,6 +301,7 @@ impl Server {
             }
             let now = self.watch.now(&mut self.service);
             self.service.on_timeout(now);
+            self.take_claims(now);
             trim.note(now, self.service.locker().live_keys());
             if let Some(state) = &mut self.state {
                 state.on_timeout(&mut self.service, now);
@@ -303,6 +318,7 @@ impl Server {
                 let heard = self.read_peers(&mut msg)?;
                 let n = self.serve_some(&mut msg, &mut out)?;
                 self.publish();
+                self.send_claims();
                 handled += n + heard;
                 if heard == 0 && n == 0 {
                     break;
@@ -325,7 +341,8 @@ impl Server {
     /// deadline passes, or a tick goes by; returns whether anything arrived,
     /// and whether the accept monitor has news (so that it is read only
     /// then, not on every turn).
-    fn wait_readable(&self) -> Result<(bool, bool), ServerError> {
+    fn wait_readable(&mut self) -> Result<(bool, bool), ServerError> {
+        self.send_claims();
         let now = self.watch.clock.now();
         let deadline =
             [self.service.next_deadline(), self.state.as_ref().map(Keeper::next_deadline)].into_iter().flatten().min();
@@ -338,11 +355,32 @@ impl Server {
         if let Some(g) = &self.gate {
             items.push(g.poll_item());
         }
+        if let Some(s) = &self.store {
+            items.push(s.poll_item());
+        }
         items.push(self.accepts.poll_item());
         match zmq::poll(&mut items, timeout) {
             Ok(n) => Ok((n > 0, items.last().is_some_and(zmq::PollItem::is_readable))),
             Err(zmq::Error::EINTR) => Ok((false, false)),
             Err(e) => Err(zmq_err("waiting for requests")(e).into()),
+        }
+    }
+
+    /// Hands the claims the service made to the store thread.
+    fn send_claims(&mut self) {
+        if let Some(s) = &self.store {
+            s.send(self.service.take_claims());
+        }
+    }
+
+    /// Takes the store's answers in; the requests they free are answered
+    /// by `send_ready`.
+    fn take_claims(&mut self, now: Nanos) {
+        if let Some(s) = &self.store {
+            let answers = s.answers();
+            if !answers.is_empty() {
+                self.service.on_claims(now, answers);
+            }
         }
     }
 

@@ -60,11 +60,32 @@ impl Service {
                 }
             }
         }
+        if self.wait_for_claims(now, token, body, 0, None) {
+            return Answer::Held;
+        }
+        self.answer_or_hold(now, token, body, None, out)
+    }
+
+    /// Decides `body`; parks it under `token` when the answer is a sorry
+    /// its hold covers (`held`: the hold it was already under, whose end
+    /// stands, else a hold of its own).
+    fn answer_or_hold(
+        &mut self,
+        now: Nanos,
+        token: Token,
+        body: &[u8],
+        held: Option<(Nanos, bool)>,
+        out: &mut Vec<u8>,
+    ) -> Answer {
         let Some(sorry) = self.decide(now, body, out) else { return Answer::Now };
         if !self.parking.has_room(body.len()) {
             return Answer::Now;
         }
-        let Some((until, transient)) = self.hold_of(&sorry, now) else { return Answer::Now };
+        let hold = match held {
+            Some((until, transient)) => self.hold_of(&sorry, now).map(|(u, t)| (u.min(until), t && transient)),
+            None => self.hold_of(&sorry, now),
+        };
+        let Some((until, transient)) = hold else { return Answer::Now };
         let wake = now.saturating_add(sorry.retry_after);
         if wake > until {
             return Answer::Now;
@@ -72,6 +93,8 @@ impl Service {
         let Some((queue, _, _)) = self.queue_of(body) else { return Answer::Now };
         self.locker.unrecord_sorry(sorry.limit);
         self.parking.park(queue, token, body, (wake, until), transient);
+        // An ask held before it waited for claims was counted then.
+        self.parking.held -= u64::from(held.is_some());
         Answer::Held
     }
 
@@ -80,7 +103,21 @@ impl Service {
     /// token; `None` when none is due. Call it until `None` before serving
     /// new requests, and record and send each reply as `respond`'s.
     pub fn next_ready(&mut self, now: Nanos, out: &mut Vec<u8>) -> Option<Token> {
+        // Requests whose claims came back go first: they arrived earlier.
+        while let Some((token, body, round, held)) = self.next_resumed() {
+            if self.wait_for_claims(now, token, &body, round, held) {
+                continue;
+            }
+            if self.answer_or_hold(now, token, &body, held, out) == Answer::Now {
+                let go = held.is_some() && wire::classify_reply(out) == ReplyKind::Go;
+                self.parking.held_go += u64::from(go);
+                return Some(token);
+            }
+        }
         while let Some((queue, parked)) = self.parking.due(now) {
+            if self.wait_for_claims(now, parked.token, &parked.body, 0, Some((parked.until, parked.transient))) {
+                continue;
+            }
             let Some(sorry) = self.decide(now, &parked.body, out) else {
                 self.parking.held_go += u64::from(wire::classify_reply(out) == ReplyKind::Go);
                 return Some(parked.token);
@@ -102,6 +139,14 @@ impl Service {
     /// its reply into `out` and returning its token; `None` when all are
     /// answered. Nothing is held from the first call on.
     pub fn next_final(&mut self, now: Nanos, out: &mut Vec<u8>) -> Option<Token> {
+        if self.final_waiters.is_empty() && self.waiting.len() > 0 {
+            self.final_waiters = self.waiting.take_all();
+            self.final_waiters.reverse();
+        }
+        if let Some((token, body)) = self.final_waiters.pop() {
+            let _ = self.decide(now, &body, out);
+            return Some(token);
+        }
         if self.finals.is_empty() && !self.parking.is_empty() {
             self.finals = self.parking.take_all();
             self.finals.reverse();

@@ -94,6 +94,25 @@ pub struct StatsReply {
     pub held: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub held_go: u64,
+    /// The store's claims, when the counts live in one (docs/store.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<StoreStatsReply>,
+}
+
+/// The store's side of a stats reply.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StoreStatsReply {
+    /// Claims sent to the store since start.
+    pub claims: u64,
+    /// Permits those claims brought.
+    pub claimed: u64,
+    /// Claims the store could not answer.
+    pub failed: u64,
+    /// Claims on their way now.
+    pub in_flight: u64,
+    /// Why the store fails, while it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub down: Option<String>,
 }
 
 /// One peer in a stats reply.

@@ -195,7 +195,7 @@ fn the_check_sees_a_cycle_and_reads_nested_paths() {
 /// bottom; asks, key room and the peer terms; the kinds; the table of
 /// limits; the peer node table, schedule and merge on top.
 const CORE_LAYERS: &[&[&str]] =
-    &[&["time", "limit", "lease_id"], &["ask", "room", "share"], &["kinds"], &["locker"], &["peering"]];
+    &[&["time", "limit", "lease_id"], &["ask", "room", "share"], &["kinds", "claims"], &["locker"], &["peering"]];
 
 fn core_layer(module: &Module) -> Option<usize> {
     let room = module.get(1).filter(|_| module[0] == "core")?;

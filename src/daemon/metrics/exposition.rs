@@ -76,6 +76,7 @@ impl Family {
 /// daemon started.
 pub fn encode(snapshot: &Snapshot, uptime_seconds: f64, format: Format) -> String {
     let mut families = process(snapshot, uptime_seconds);
+    families.extend(store(snapshot));
     families.extend(limits(&snapshot.limits));
     if snapshot.node.is_some() {
         families.extend(peers(&snapshot.peers, snapshot.clock_correction_seconds));
@@ -126,9 +127,22 @@ fn escape(value: &str) -> String {
     value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
+/// The store's families, only when the counts live in one.
+fn store(snapshot: &Snapshot) -> Vec<Family> {
+    let Some(s) = snapshot.store else { return Vec::new() };
+    let n = |v: u64| v as f64;
+    vec![
+        Family::new("store_up", Kind::Gauge, "1 while the store answers claims, 0 while it fails")
+            .one(f64::from(u8::from(s.up))),
+        Family::new("store_claims", Kind::Counter, "Claims sent to the store").one(n(s.claims)),
+        Family::new("store_claimed_permits", Kind::Counter, "Permits the store's claims brought").one(n(s.claimed)),
+        Family::new("store_claim_failures", Kind::Counter, "Claims the store could not answer").one(n(s.failed)),
+    ]
+}
+
 fn process(snapshot: &Snapshot, uptime_seconds: f64) -> Vec<Family> {
     let version = [env!("CARGO_PKG_VERSION")];
-    let states = [Health::Joining, Health::Serving, Health::Refusing, Health::Stopping];
+    let states = [Health::Joining, Health::Serving, Health::Refusing, Health::StoreDown, Health::Stopping];
     let n = |v: u64| v as f64;
     vec![
         Family::new("build_info", Kind::Gauge, "The locker's version, as a label; always 1").each(
@@ -140,7 +154,7 @@ fn process(snapshot: &Snapshot, uptime_seconds: f64) -> Vec<Family> {
         Family::new(
             "health",
             Kind::Gauge,
-            "1 for the locker's state: joining, serving, refusing (the state file cannot grow) or stopping",
+            "1 for the locker's state: joining, serving, refusing (the state file cannot grow), store-down or stopping",
         )
         .each("state", &states, |&h| (h.name().to_owned(), f64::from(u8::from(h == snapshot.health)))),
         Family::new("max_keys", Kind::Gauge, "Live keys allowed across all limits").one(n(snapshot.max_keys)),

@@ -4,7 +4,7 @@
 //! the same with a million live keys as with none; the loop calls it every
 //! [`Feed::EVERY`](super::Feed::EVERY) at most. It only reads the service.
 
-use super::{Feed, Health, LimitSnapshot, PeerSnapshot, Snapshot};
+use super::{Feed, Health, LimitSnapshot, PeerSnapshot, Snapshot, StoreSnapshot};
 use crate::core::Nanos;
 use crate::service::Service;
 
@@ -41,9 +41,17 @@ pub fn snapshot(service: &Service, now: Nanos, stopping: bool) -> Snapshot {
         })
         .collect();
     let peering = service.peering();
+    let store = service.store_state().map(|(claims, claimed, failed, _, down)| StoreSnapshot {
+        up: down.is_none(),
+        claims,
+        claimed,
+        failed,
+    });
+    let store_down = store.is_some_and(|s| !s.up);
     let health = match (stopping, peering.is_some_and(|p| p.is_joining()), service.refusing().is_some()) {
         (true, _, _) => Health::Stopping,
         (false, _, true) => Health::Refusing,
+        _ if store_down => Health::StoreDown,
         (false, true, false) => Health::Joining,
         (false, false, false) => Health::Serving,
     };
@@ -56,6 +64,7 @@ pub fn snapshot(service: &Service, now: Nanos, stopping: bool) -> Snapshot {
         parked: service.parked() as u64,
         held: service.held().0,
         held_go: service.held().1,
+        store,
         ..Snapshot::default()
     };
     if let Some(p) = peering {

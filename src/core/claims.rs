@@ -1,0 +1,361 @@
+//! Claims: permits a locker has taken from a shared store (Redis) before
+//! it grants them, so that any number of lockers can serve one limit
+//! without ever granting more than the store allowed.
+//!
+//! A locker with a store never decides from its own counts. For each limit
+//! and key it holds a *hand* of permits claimed atomically in the store,
+//! each good until a deadline the store set (a fixed window's slot end, a
+//! bucket's or rolling window's claim life). An ask is answered from the
+//! hand; when the hand is short, `need` emits a claim (sized by the key's
+//! recent demand, so steady traffic costs the store a small fraction of a
+//! command per decision) and the caller waits for it; when the store said
+//! the limit is spent, the hand answers sorry until the store's retry time.
+//! A hand running low claims its next chunk while it still answers, so a
+//! steady caller never waits.
+//!
+//! Pure: it takes `now` and never touches a socket or a clock. It does not
+//! know Redis either: `ClaimAsk` names what to claim and the terms to count
+//! by, `Claimed` is the store's answer; the daemon's store thread turns
+//! one into a script call and the reply into the other.
+
+use std::collections::HashMap;
+
+use crate::core::ask::Verdict;
+use crate::core::limit::{bucket_interval, Algorithm, Limit, LimitId};
+use crate::core::time::{Nanos, NANOS_PER_MS};
+
+#[cfg(test)]
+mod tests;
+
+/// Names one claim, to match its answer.
+pub type ClaimId = u64;
+
+/// How long a bucket's or rolling window's claim may be spent, at most:
+/// the bounds in docs/store.md grow with it.
+const MAX_LIFE: Nanos = 1_000 * NANOS_PER_MS;
+
+/// The least a claim lives, so that a claim still has a use when it comes
+/// back from a store a round trip away.
+const MIN_LIFE: Nanos = NANOS_PER_MS;
+
+/// How many sub-slots a rolling window is counted in by the store.
+pub const ROLLING_SUBSLOTS: u64 = 16;
+
+/// How long the store is left alone after it failed, before a claim tries
+/// it again.
+pub const RETRY_DOWN: Nanos = 100 * NANOS_PER_MS;
+
+/// How often hands that ran out are forgotten.
+const SWEEP_EVERY: Nanos = 1_000 * NANOS_PER_MS;
+
+/// The terms the store counts a claim by, in microseconds (the store's
+/// clock is read in microseconds).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Terms {
+    /// At most `max` per slot of `slot_us`, slots aligned to the Unix epoch
+    /// by the store's clock.
+    Fixed { max: u32, slot_us: u64 },
+    /// GCRA: a token every `interval_us`, at most `burst` at once.
+    Bucket { burst: u32, interval_us: f64, life_us: u64 },
+    /// At most `max` claimed in any `span_us` sub-slots' worth of time,
+    /// counted in sub-slots of `sub_us`: `span` covers the window and a
+    /// claim's life, so permits spent late still count.
+    Rolling { max: u32, sub_us: f64, span: u64, life_us: u64 },
+}
+
+impl Terms {
+    /// The store terms of `limit`; `None` for a semaphore.
+    pub fn of(limit: &Limit) -> Option<Terms> {
+        let quota = limit.quota();
+        let slot = quota.slot_ns();
+        let max = quota.max_requests();
+        match limit.algorithm() {
+            Algorithm::FixedWindow => Some(Terms::Fixed { max, slot_us: slot.div_ceil(1_000) }),
+            Algorithm::TokenBucket { burst } => {
+                let interval = bucket_interval(quota);
+                // A claim lives as long as an eighth of the burst takes to
+                // refill: what a late spend can add stays within that.
+                let life = (interval.saturating_mul(u64::from(burst.get()) / 8)).clamp(MIN_LIFE, MAX_LIFE);
+                Some(Terms::Bucket { burst: burst.get(), interval_us: interval as f64 / 1e3, life_us: life / 1_000 })
+            }
+            Algorithm::RollingWindow => {
+                let sub = slot as f64 / ROLLING_SUBSLOTS as f64;
+                let life = (slot / ROLLING_SUBSLOTS).clamp(MIN_LIFE, MAX_LIFE);
+                // Sub-slots far enough back that every claim made within
+                // the window and a claim's life is still counted.
+                let span = ((slot + life) as f64 / sub).ceil() as u64 + 1;
+                Some(Terms::Rolling { max, sub_us: sub / 1e3, span, life_us: life / 1_000 })
+            }
+            Algorithm::Semaphore => None,
+        }
+    }
+}
+
+/// A claim for the store: `want` permits of `limit` for `key`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimAsk {
+    pub id: ClaimId,
+    pub limit: LimitId,
+    /// The limit's name: the store's keys are named by it.
+    pub name: Box<str>,
+    /// The key; the empty key when the ask named none.
+    pub key: Box<str>,
+    pub want: u32,
+    pub terms: Terms,
+}
+
+/// What the store granted a claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    /// Permits claimed, at most the claim's `want`.
+    pub got: u32,
+    /// How long from the store's now they may be spent, in microseconds.
+    pub valid_us: u64,
+    /// Permits the store still had after this claim.
+    pub left: u32,
+    /// When `left` is 0: microseconds until the store has one again.
+    pub retry_us: u64,
+}
+
+/// The store's answer to a claim: a grant, or why the store could not be
+/// asked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claimed {
+    pub id: ClaimId,
+    pub grant: Result<Grant, String>,
+}
+
+/// What an ask needs before it can be answered (see `Claims::need`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// It can be answered now: from the hand, or sorry.
+    Ready,
+    /// It waits for this claim's answer.
+    Claim(ClaimId),
+}
+
+/// Permits of one limit and key on hand.
+#[derive(Debug, Default)]
+struct Hand {
+    permits: u32,
+    /// When the permits may no longer be spent.
+    until: Nanos,
+    /// What the store had left at the last claim.
+    left: u32,
+    /// The store said the limit is spent: sorry until then.
+    empty_until: Nanos,
+    /// The claim on its way, if one is.
+    claiming: Option<ClaimId>,
+    /// Permits asks are waiting for, to add to the next claim.
+    waiting: u32,
+    /// Permits spent since the last claim: the demand the next one is sized by.
+    spent: u32,
+}
+
+/// A claim on its way to the store.
+#[derive(Debug)]
+struct InFlight {
+    limit: LimitId,
+    key: Box<str>,
+    /// When it was asked for: its permits count from here, which is
+    /// before the store's now, so they never outlive the store's deadline.
+    sent: Nanos,
+}
+
+/// Counts kept in the store, as this locker holds them.
+#[derive(Debug, Default)]
+pub struct Claims {
+    /// One table of hands per limit, by `LimitId`.
+    hands: Vec<HashMap<Box<str>, Hand>>,
+    in_flight: HashMap<ClaimId, InFlight>,
+    outbox: Vec<ClaimAsk>,
+    next: ClaimId,
+    /// The store failed: why, and when to try it again.
+    down: Option<(String, Nanos)>,
+    /// When hands were last swept.
+    swept: Nanos,
+    /// Claims asked for, permits claimed, claims that failed.
+    pub asked: u64,
+    pub claimed: u64,
+    pub failed: u64,
+}
+
+impl Claims {
+    /// Claims for `limits` limits (ids 0 to limits − 1).
+    pub fn new(limits: usize) -> Claims {
+        Claims { hands: (0..limits).map(|_| HashMap::new()).collect(), ..Claims::default() }
+    }
+
+    /// Why the store is failing, when it is and no claim has worked since.
+    pub fn down(&self) -> Option<&str> {
+        self.down.as_ref().map(|(why, _)| why.as_str())
+    }
+
+    /// Claims on their way.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// Keys with a hand.
+    pub fn keys(&self) -> usize {
+        self.hands.iter().map(HashMap::len).sum()
+    }
+
+    /// The claims to send, taken out.
+    pub fn take_outbox(&mut self) -> Vec<ClaimAsk> {
+        std::mem::take(&mut self.outbox)
+    }
+
+    /// Whether an ask of `cost` permits of `limit` (`id`) for `key` can be
+    /// answered at `now`, or must wait for a claim (which this emits when
+    /// none is on its way). Also claims ahead when the hand runs low.
+    pub fn need(&mut self, now: Nanos, id: LimitId, limit: &Limit, key: Option<&str>, cost: u32) -> Need {
+        let key = key.unwrap_or("");
+        if self.hands.len() <= id.0 {
+            self.hands.resize_with(id.0 + 1, HashMap::new);
+        }
+        let hand = match self.hands[id.0].get_mut(key) {
+            Some(h) => h,
+            None => self.hands[id.0].entry(key.into()).or_default(),
+        };
+        if now >= hand.until {
+            hand.permits = 0;
+        }
+        if let Some(claim) = hand.claiming {
+            if hand.permits >= cost {
+                return Need::Ready;
+            }
+            hand.waiting = hand.waiting.saturating_add(cost);
+            return Need::Claim(claim);
+        }
+        let store_down = self.down.as_ref().is_some_and(|&(_, retry)| now < retry);
+        if store_down || now < hand.empty_until {
+            return Need::Ready;
+        }
+        let capacity = limit.capacity();
+        if hand.permits >= cost {
+            // Claim the next chunk before this one runs out.
+            let chunk = chunk(hand.spent, 0, capacity);
+            if hand.permits - cost < chunk / 2 {
+                let want = chunk;
+                self.claim(now, id, limit, key, want);
+            }
+            return Need::Ready;
+        }
+        let short = cost - hand.permits;
+        let want = chunk(hand.spent, short, capacity).max(short);
+        let claim = self.claim(now, id, limit, key, want);
+        Need::Claim(claim)
+    }
+
+    fn claim(&mut self, now: Nanos, id: LimitId, limit: &Limit, key: &str, want: u32) -> ClaimId {
+        let Some(terms) = Terms::of(limit) else { return 0 };
+        let claim = self.next;
+        self.next += 1;
+        let hand = self.hands[id.0].get_mut(key).expect("the hand was made before its claim");
+        hand.claiming = Some(claim);
+        hand.spent = 0;
+        self.in_flight.insert(claim, InFlight { limit: id, key: key.into(), sent: now });
+        self.outbox.push(ClaimAsk { id: claim, limit: id, name: limit.name().into(), key: key.into(), want, terms });
+        self.asked += 1;
+        claim
+    }
+
+    /// Takes the store's answers in; returns the ids of the claims
+    /// answered, for the asks waiting on them.
+    pub fn settle(&mut self, now: Nanos, answers: Vec<Claimed>) -> Vec<ClaimId> {
+        let mut settled = Vec::with_capacity(answers.len());
+        for answer in answers {
+            let Some(flight) = self.in_flight.remove(&answer.id) else { continue };
+            settled.push(answer.id);
+            let Some(hand) = self.hands.get_mut(flight.limit.0).and_then(|h| h.get_mut(&flight.key)) else { continue };
+            hand.claiming = None;
+            hand.waiting = 0;
+            match answer.grant {
+                Ok(grant) => {
+                    self.down = None;
+                    self.claimed += u64::from(grant.got);
+                    let until = flight.sent.saturating_add(grant.valid_us.saturating_mul(1_000));
+                    if now >= hand.until {
+                        hand.permits = 0;
+                        hand.until = until;
+                    } else {
+                        // Older permits keep the earlier deadline: none is
+                        // spent later than its own claim allows.
+                        hand.until = hand.until.min(until);
+                    }
+                    hand.permits = hand.permits.saturating_add(grant.got);
+                    hand.left = grant.left;
+                    if grant.left == 0 {
+                        hand.empty_until = now.saturating_add(grant.retry_us.saturating_mul(1_000));
+                    }
+                }
+                Err(why) => {
+                    self.failed += 1;
+                    self.down = Some((why, now.saturating_add(RETRY_DOWN)));
+                }
+            }
+        }
+        settled
+    }
+
+    /// Answers an ask of `cost` permits (`up_to`: as many as are on hand,
+    /// at least one) from the hand of `limit` and `key` at `now`. An ask
+    /// the hand cannot cover gets sorry, with the store's retry time when
+    /// the store said the limit is spent, else a short one (the claim for
+    /// it is on its way, or the store is down).
+    pub fn take(
+        &mut self,
+        now: Nanos,
+        id: LimitId,
+        limit: &Limit,
+        key: Option<&str>,
+        cost: u32,
+        up_to: bool,
+    ) -> Verdict {
+        let capacity = limit.capacity();
+        let Some(hand) = self.hands.get_mut(id.0).and_then(|h| h.get_mut(key.unwrap_or(""))) else {
+            return Verdict::sorry(capacity, 0, NANOS_PER_MS, 0);
+        };
+        if now >= hand.until {
+            hand.permits = 0;
+        }
+        let granted = if up_to { cost.min(hand.permits) } else { cost };
+        let reset = hand.until.saturating_sub(now);
+        let remaining = |h: &Hand| h.permits.saturating_add(h.left).min(capacity);
+        if granted == 0 && cost > 0 || granted > hand.permits {
+            let retry = hand.empty_until.saturating_sub(now).max(if hand.left == 0 { 0 } else { NANOS_PER_MS });
+            return Verdict::sorry(capacity, remaining(hand), retry.max(1), reset);
+        }
+        hand.permits -= granted;
+        hand.spent = hand.spent.saturating_add(granted);
+        Verdict::go(capacity, remaining(hand), reset, granted)
+    }
+
+    /// Forgets hands whose permits have run out and that wait for nothing,
+    /// so that keys seen once do not stay.
+    /// Runs at most once a second, whatever the calls.
+    pub fn sweep(&mut self, now: Nanos) {
+        if now < self.swept.saturating_add(SWEEP_EVERY) {
+            return;
+        }
+        self.swept = now;
+        for table in &mut self.hands {
+            table.retain(|_, h| h.claiming.is_some() || now < h.until || now < h.empty_until);
+        }
+    }
+
+    /// Makes room for `limits` limits after a reload, forgetting every hand
+    /// (ids may have moved); claims on their way are answered into nothing.
+    pub fn reset(&mut self, limits: usize) {
+        self.hands = (0..limits).map(|_| HashMap::new()).collect();
+    }
+}
+
+/// The size of the next claim: twice what the hand spent since its last
+/// claim (a steady caller then claims about once per half chunk), at least
+/// `short`, at most a quarter of the capacity (so no locker takes a key's
+/// whole quota on a guess), and at least 1.
+fn chunk(spent: u32, short: u32, capacity: u32) -> u32 {
+    spent.saturating_mul(2).min((capacity / 4).max(1)).max(short).max(1)
+}

@@ -1,0 +1,136 @@
+//! The hand's rules, with the store's answers made up: a short hand
+//! claims and waits, a full one answers at once and claims ahead, a spent
+//! store answers sorry until its retry time, permits never outlive the
+//! store's deadline, and a failing store is left alone for a while.
+
+use super::*;
+use crate::core::limit::{Quota, DEFAULT_LIMIT};
+
+const MS: Nanos = NANOS_PER_MS;
+const T0: Nanos = 1_700_000_000_000 * MS;
+
+fn fixed(max: u32) -> Limit {
+    Limit::new(DEFAULT_LIMIT, Quota::new(max, 1.0).unwrap()).unwrap()
+}
+
+fn id() -> LimitId {
+    LimitId(0)
+}
+
+fn grant(id: ClaimId, got: u32, valid_ms: u64, left: u32, retry_ms: u64) -> Claimed {
+    Claimed { id, grant: Ok(Grant { got, valid_us: valid_ms * 1_000, left, retry_us: retry_ms * 1_000 }) }
+}
+
+#[test]
+fn a_short_hand_claims_and_the_ask_waits_for_it() {
+    let limit = fixed(100);
+    let mut c = Claims::new(1);
+    let Need::Claim(claim) = c.need(T0, id(), &limit, Some("k"), 1) else { panic!("an empty hand must claim") };
+    let sent = c.take_outbox();
+    assert_eq!(sent.len(), 1);
+    assert_eq!((sent[0].want, &*sent[0].key, &*sent[0].name), (1, "k", "default"));
+    assert_eq!(sent[0].terms, Terms::Fixed { max: 100, slot_us: 1_000_000 });
+    // A second ask for the same key waits for the same claim.
+    assert_eq!(c.need(T0, id(), &limit, Some("k"), 1), Need::Claim(claim));
+    assert!(c.take_outbox().is_empty(), "one claim on its way per key");
+    assert_eq!(c.settle(T0 + MS, vec![grant(claim, 2, 500, 98, 0)]), vec![claim]);
+    assert_eq!(c.need(T0 + MS, id(), &limit, Some("k"), 1), Need::Ready);
+    assert!(c.take(T0 + MS, id(), &limit, Some("k"), 1, false).go);
+    assert!(c.take(T0 + MS, id(), &limit, Some("k"), 1, false).go);
+    let third = c.take(T0 + MS, id(), &limit, Some("k"), 1, false);
+    assert!(!third.go, "two permits claimed, two granted");
+}
+
+#[test]
+fn permits_are_not_spent_past_the_stores_deadline() {
+    let limit = fixed(100);
+    let mut c = Claims::new(1);
+    let Need::Claim(claim) = c.need(T0, id(), &limit, None, 1) else { panic!() };
+    // Valid for 10 ms from when the claim was asked for (T0), not from
+    // when the answer came.
+    c.settle(T0 + 4 * MS, vec![grant(claim, 50, 10, 50, 0)]);
+    assert!(c.take(T0 + 9 * MS, id(), &limit, None, 1, false).go);
+    assert!(!c.take(T0 + 10 * MS, id(), &limit, None, 1, false).go, "the slot ended at T0 + 10 ms");
+    assert!(matches!(c.need(T0 + 10 * MS, id(), &limit, None, 1), Need::Claim(_)), "a new slot claims again");
+}
+
+#[test]
+fn a_spent_store_answers_sorry_until_its_retry_time_without_claiming() {
+    let limit = fixed(5);
+    let mut c = Claims::new(1);
+    let Need::Claim(claim) = c.need(T0, id(), &limit, None, 1) else { panic!() };
+    c.take_outbox();
+    c.settle(T0, vec![grant(claim, 1, 300, 0, 300)]);
+    assert!(c.take(T0, id(), &limit, None, 1, false).go);
+    assert_eq!(c.need(T0 + MS, id(), &limit, None, 1), Need::Ready, "spent: no claim until the retry time");
+    assert!(c.take_outbox().is_empty());
+    let sorry = c.take(T0 + MS, id(), &limit, None, 1, false);
+    assert!(!sorry.go);
+    assert_eq!(sorry.retry_after, 299 * MS);
+    assert!(matches!(c.need(T0 + 300 * MS, id(), &limit, None, 1), Need::Claim(_)));
+}
+
+#[test]
+fn a_steady_hand_claims_ahead_in_chunks_sized_by_demand() {
+    let limit = fixed(100_000);
+    let mut c = Claims::new(1);
+    let mut now = T0;
+    let mut claims = 0;
+    let mut decisions = 0;
+    for _ in 0..20_000 {
+        now += 10_000; // an ask every 10 µs
+        let _ = c.need(now, id(), &limit, None, 1);
+        for ask in c.take_outbox() {
+            claims += 1;
+            // The store answers at once with all that was asked.
+            c.settle(now, vec![grant(ask.id, ask.want, 10_000, 100_000, 0)]);
+        }
+        if c.take(now, id(), &limit, None, 1, false).go {
+            decisions += 1;
+        }
+    }
+    assert!(decisions >= 19_990, "a steady caller is answered from the hand: {decisions}");
+    assert!(claims * 20 < decisions, "claims are a small fraction of decisions: {claims} for {decisions}");
+}
+
+#[test]
+fn a_chunk_is_at_most_a_quarter_of_the_capacity_but_covers_what_waits() {
+    assert_eq!(chunk(1_000, 1, 100), 25);
+    assert_eq!(chunk(1_000, 60, 100), 60);
+    assert_eq!(chunk(0, 0, 100), 1);
+    assert_eq!(chunk(3, 1, 100), 6);
+    assert_eq!(chunk(10, 0, 2), 1);
+}
+
+#[test]
+fn a_failing_store_is_left_alone_for_a_while() {
+    let limit = fixed(10);
+    let mut c = Claims::new(1);
+    let Need::Claim(claim) = c.need(T0, id(), &limit, None, 1) else { panic!() };
+    c.take_outbox();
+    c.settle(T0, vec![Claimed { id: claim, grant: Err("connection refused".into()) }]);
+    assert_eq!(c.down(), Some("connection refused"));
+    assert_eq!(c.need(T0 + MS, id(), &limit, None, 1), Need::Ready);
+    assert!(!c.take(T0 + MS, id(), &limit, None, 1, false).go, "fails closed");
+    let Need::Claim(again) = c.need(T0 + RETRY_DOWN, id(), &limit, None, 1) else { panic!("tries again") };
+    c.settle(T0 + RETRY_DOWN, vec![grant(again, 1, 500, 9, 0)]);
+    assert_eq!(c.down(), None, "back");
+    assert!(c.take(T0 + RETRY_DOWN, id(), &limit, None, 1, false).go);
+}
+
+#[test]
+fn terms_cover_a_claims_life_for_buckets_and_rolling_windows() {
+    let bucket =
+        Limit::with_algorithm("b", Quota::new(100, 1.0).unwrap(), Algorithm::token_bucket(80).unwrap()).unwrap();
+    let Some(Terms::Bucket { burst, interval_us, life_us }) = Terms::of(&bucket) else { panic!() };
+    // 100 per second: a token every 10 ms; an eighth of the burst is 10 tokens, 100 ms.
+    assert_eq!((burst, interval_us, life_us), (80, 10_000.0, 100_000));
+    let rolling = Limit::with_algorithm("r", Quota::new(100, 1.6).unwrap(), Algorithm::RollingWindow).unwrap();
+    let Some(Terms::Rolling { max, sub_us, span, life_us }) = Terms::of(&rolling) else { panic!() };
+    assert_eq!((max, sub_us, life_us), (100, 100_000.0, 100_000));
+    // Counted over the window (16 sub-slots) and a claim's life (one more), plus the sub-slot in progress.
+    assert_eq!(span, 18);
+    assert!((span - 1) as f64 * sub_us >= 1_600_000.0 + life_us as f64);
+    let semaphore = Limit::with_algorithm("s", Quota::new(1, 1.0).unwrap(), Algorithm::Semaphore).unwrap();
+    assert_eq!(Terms::of(&semaphore), None);
+}
