@@ -160,6 +160,8 @@ struct InFlight {
     /// When it was asked for: its permits count from here, which is
     /// before the store's now, so they never outlive the store's deadline.
     sent: Nanos,
+    /// The claim itself, for a follow-up with the same terms.
+    ask: ClaimAsk,
 }
 
 /// Counts kept in the store, as this locker holds them.
@@ -226,6 +228,12 @@ impl Claims {
                 return Need::Ready;
             }
             hand.waiting = hand.waiting.saturating_add(cost);
+            // A claim not sent yet grows to cover every ask waiting for
+            // it, so a burst costs one round trip, not one per ask.
+            let want = hand.waiting.min(limit.capacity());
+            if let Some(unsent) = self.outbox.iter_mut().rev().find(|a| a.id == claim) {
+                unsent.want = unsent.want.max(want);
+            }
             return Need::Claim(claim);
         }
         let store_down = self.down.as_ref().is_some_and(|&(_, retry)| now < retry);
@@ -237,28 +245,34 @@ impl Claims {
             // Claim the next chunk before this one runs out.
             let chunk = chunk(hand.spent, 0, capacity);
             if hand.permits - cost < chunk / 2 {
-                let want = chunk;
-                self.claim(now, id, limit, key, want);
+                self.claim(now, id, limit, key, chunk, 0);
             }
             return Need::Ready;
         }
         let short = cost - hand.permits;
         let want = chunk(hand.spent, short, capacity).max(short);
-        let claim = self.claim(now, id, limit, key, want);
-        Need::Claim(claim)
+        Need::Claim(self.claim(now, id, limit, key, want, cost))
     }
 
-    fn claim(&mut self, now: Nanos, id: LimitId, limit: &Limit, key: &str, want: u32) -> ClaimId {
+    /// Sends a claim for `want` permits, which `waiting` of asks wait for.
+    fn claim(&mut self, now: Nanos, id: LimitId, limit: &Limit, key: &str, want: u32, waiting: u32) -> ClaimId {
         let Some(terms) = Terms::of(limit) else { return 0 };
         let claim = self.next;
         self.next += 1;
         let hand = self.hands[id.0].get_mut(key).expect("the hand was made before its claim");
         hand.claiming = Some(claim);
         hand.spent = 0;
-        self.in_flight.insert(claim, InFlight { limit: id, key: key.into(), sent: now });
-        self.outbox.push(ClaimAsk { id: claim, limit: id, name: limit.name().into(), key: key.into(), want, terms });
-        self.asked += 1;
+        hand.waiting = waiting;
+        let ask = ClaimAsk { id: claim, limit: id, name: limit.name().into(), key: key.into(), want, terms };
+        self.send(now, ask);
         claim
+    }
+
+    fn send(&mut self, now: Nanos, ask: ClaimAsk) {
+        let flight = InFlight { limit: ask.limit, key: ask.key.clone(), sent: now, ask: ask.clone() };
+        self.in_flight.insert(ask.id, flight);
+        self.outbox.push(ask);
+        self.asked += 1;
     }
 
     /// Takes the store's answers in; returns the ids of the claims
@@ -270,7 +284,7 @@ impl Claims {
             settled.push(answer.id);
             let Some(hand) = self.hands.get_mut(flight.limit.0).and_then(|h| h.get_mut(&flight.key)) else { continue };
             hand.claiming = None;
-            hand.waiting = 0;
+            let waiting = std::mem::take(&mut hand.waiting);
             match answer.grant {
                 Ok(grant) => {
                     self.down = None;
@@ -288,6 +302,14 @@ impl Claims {
                     hand.left = grant.left;
                     if grant.left == 0 {
                         hand.empty_until = now.saturating_add(grant.retry_us.saturating_mul(1_000));
+                    } else if waiting > hand.permits {
+                        // More asks waited than this claim brought (they
+                        // came after it left): claim the rest at once.
+                        let want = (waiting - hand.permits).min(grant.left);
+                        let claim = self.next;
+                        self.next += 1;
+                        hand.claiming = Some(claim);
+                        self.send(now, ClaimAsk { id: claim, want, ..flight.ask });
                     }
                 }
                 Err(why) => {

@@ -85,6 +85,11 @@ impl Parking {
         self.len < self.max && body_len <= MAX_BODY
     }
 
+    /// Whether `others` more asks, parked elsewhere, leave room for one.
+    pub fn has_room_beside(&self, others: usize) -> bool {
+        self.len + others < self.max
+    }
+
     /// Whether asks of `queue` are parked: a new ask of it waits behind them.
     pub fn is_waiting(&self, queue: &QueueKey) -> bool {
         self.queues.contains_key(queue)

@@ -10,13 +10,17 @@
 //! loop uses: the daemon hands the answers in with `on_claims` and never
 //! blocks the serving thread on them.
 //!
+//! Waiting requests count against `--max-parked` with held ones; they may
+//! be as long as any request (a batch), since the wait is short and
+//! bounded by the store's timeout.
+//!
 //! When the store cannot be reached, a limit that fails closed answers
 //! sorry; one that fails open is decided by this locker's own table, as if
 //! it were alone. This module reads no clock and touches no socket.
 
 use std::collections::{HashMap, VecDeque};
 
-use super::parking::{Token, MAX_BODY};
+use super::parking::Token;
 use super::Service;
 use crate::core::claims::{ClaimAsk, ClaimId, Claimed, Claims, Need};
 use crate::core::{Algorithm, AskError, LimitId, Nanos, PermitAsk, Verdict};
@@ -134,11 +138,14 @@ impl Service {
         round: u8,
         hold: Option<(Nanos, bool)>,
     ) -> bool {
-        if self.claims.is_none() || round >= MAX_ROUNDS || body.len() > MAX_BODY {
+        if self.claims.is_none() || round >= MAX_ROUNDS {
             return false;
         }
+        // The claims are made even when there is no room to wait for them:
+        // the ask is then answered from what is on hand, and the next one
+        // finds the claim's permits.
         let needed = self.claims_needed(now, body);
-        if needed.is_empty() {
+        if needed.is_empty() || !self.parking.has_room_beside(self.waiting.len()) {
             return false;
         }
         self.waiting.park(token, body, &needed, round, hold);

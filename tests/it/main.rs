@@ -78,6 +78,8 @@ mod seed_scenario;
 mod split_properties;
 /// `--state`: counts, reservations and leases survive kill -9; damaged files; compaction.
 mod state;
+/// Counts in a real Redis and Redis Cluster.
+mod store;
 /// Structured requests, named limits from a file, and the client library.
 mod structured;
 /// Attacks by clients: guessed lease ids, made-up restores, key floods.

@@ -1,0 +1,328 @@
+//! Lockers whose counts live in a real Redis: one server, or a
+//! three-master Redis Cluster, started on loopback ports for each test and
+//! stopped after it (`redis-server` and `redis-cli` must be installed;
+//! `.ci/run` installs Debian's).
+//!
+//! - Three lockers on one cluster hold one limit exactly, saturated, by the
+//!   instant each go reached its worker, through a kill -9 and a restart
+//!   of one locker; the saturated slots are full.
+//! - A burst on one of two lockers gets the whole quota, and the other
+//!   locker then answers sorry: they count one count.
+//! - Many keys of every counting kind land on every shard, and each kind
+//!   holds its limit per key.
+//! - A master killed and restarted: a limit that fails closed answers
+//!   sorry meanwhile, one that fails open answers go, stats and health say
+//!   the store is down, and service resumes on its own.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use locker::{Ask, Client};
+
+use crate::support::{free_port, per_slot, req, round_trip, stamping, wall_ns, workers, Daemon, TempFile};
+
+/// How long anything about Redis may take to get ready.
+const READY: Duration = Duration::from_secs(20);
+
+/// One `redis-server` on loopback, killed when dropped.
+struct Redis {
+    child: Option<Child>,
+    port: u16,
+    dir: PathBuf,
+    cluster: bool,
+}
+
+impl Redis {
+    /// Starts a server on a port whose cluster bus port (+10000) is free
+    /// too, and waits until it answers PING.
+    fn start(cluster: bool) -> Redis {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "locker-redis-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut redis = Redis { child: None, port: bus_safe_port(), dir, cluster };
+        redis.spawn();
+        redis
+    }
+
+    fn spawn(&mut self) {
+        let mut cmd = Command::new("redis-server");
+        cmd.args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", ""]);
+        cmd.args(["--dir", self.dir.to_str().unwrap()]);
+        // The append-only file, synced on every write, lets a restarted
+        // master keep the counts of the current slot.
+        cmd.args(["--appendonly", "yes", "--appendfsync", "always"]);
+        if self.cluster {
+            let conf = format!("nodes-{}.conf", self.port);
+            cmd.args(["--cluster-enabled", "yes", "--cluster-config-file", &conf, "--cluster-node-timeout", "5000"]);
+        }
+        let child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn();
+        self.child = Some(child.expect("redis-server must be installed (apt-get install redis-server; .ci/run does)"));
+        let end = Instant::now() + READY;
+        while self.cli(&["ping"]).trim() != "PONG" {
+            assert!(Instant::now() < end, "redis-server on {} did not answer PING", self.port);
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `redis-cli -p PORT <args>`'s output.
+    fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new("redis-cli").args(["-p", &self.port.to_string()]).args(args).output();
+        out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default()
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn keys(&self) -> usize {
+        self.cli(&["dbsize"]).trim().parse().unwrap_or(0)
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A port from 20000 to 39999 free on loopback, with the port 10000 above
+/// it free too (a cluster node's bus; redis refuses a port above 55535).
+fn bus_safe_port() -> u16 {
+    for _ in 0..200 {
+        let port = 20_000 + free_port() % 20_000;
+        let free = |p: u16| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok();
+        if free(port) && free(port + 10_000) {
+            return port;
+        }
+    }
+    panic!("no free port pair for redis");
+}
+
+/// A three-master Redis Cluster, its nodes' addresses and the locker's URL.
+struct Cluster {
+    nodes: Vec<Redis>,
+}
+
+impl Cluster {
+    fn start() -> Cluster {
+        let nodes: Vec<Redis> = (0..3).map(|_| Redis::start(true)).collect();
+        let addresses: Vec<String> = nodes.iter().map(Redis::address).collect();
+        let out = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addresses)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .output()
+            .expect("redis-cli");
+        assert!(out.status.success(), "cluster create: {}", String::from_utf8_lossy(&out.stdout));
+        let cluster = Cluster { nodes };
+        cluster.wait_ok();
+        cluster
+    }
+
+    fn wait_ok(&self) {
+        let end = Instant::now() + READY;
+        while !self.nodes.iter().all(|n| n.cli(&["cluster", "info"]).contains("cluster_state:ok")) {
+            assert!(Instant::now() < end, "the cluster did not reach cluster_state:ok");
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn url(&self) -> String {
+        let addresses: Vec<String> = self.nodes.iter().map(Redis::address).collect();
+        format!("redis-cluster://{}", addresses.join(","))
+    }
+}
+
+const SLOT_NS: u128 = 500_000_000;
+const MAX: u32 = 40;
+
+#[test]
+fn three_lockers_on_a_cluster_hold_one_limit_exactly_through_a_lockers_kill_and_restart() {
+    let cluster = Cluster::start();
+    let url = cluster.url();
+    let args = ["--max-requests", "40", "--in-seconds", "0.5", "--store", url.as_str()];
+    let mut lockers: Vec<Daemon> = (0..3).map(|_| Daemon::start(&args)).collect();
+    let endpoints: Vec<String> = lockers.iter().map(|d| d.endpoint.clone()).collect();
+    let (stamps, on_go) = stamping();
+    let start = Instant::now();
+    let end = start + Duration::from_millis(4_500);
+    let mut running = workers(&endpoints, 9, 0, end, &on_go);
+
+    thread::sleep(Duration::from_millis(1_500).saturating_sub(start.elapsed()));
+    let killed_at = wall_ns();
+    lockers[1].signal("KILL");
+    thread::sleep(Duration::from_millis(2_500).saturating_sub(start.elapsed()));
+    lockers[1] = Daemon::start(&args);
+    let mut after = endpoints.clone();
+    after[1] = lockers[1].endpoint.clone();
+    running.extend(workers(&after, 3, 1, end, &on_go));
+    let goes: usize = running.into_iter().map(|w| w.join().unwrap()).sum();
+
+    let per_slot = per_slot(&stamps, SLOT_NS);
+    eprintln!("{goes} go in {} slots: {:?}", per_slot.len(), per_slot.values().collect::<Vec<_>>());
+    let over: Vec<_> = per_slot.iter().filter(|(_, n)| **n > MAX).collect();
+    assert!(over.is_empty(), "slots with more than {MAX} go: {over:?} (all: {per_slot:?})");
+    // Saturated slots: all but the first and last, and the one whose
+    // claims the killed locker took with it.
+    let (first, last) = (per_slot.keys().next().copied(), per_slot.keys().last().copied());
+    let kill_slot = killed_at / SLOT_NS;
+    let full: Vec<u32> = per_slot
+        .iter()
+        .filter(|(s, _)| Some(**s) != first && Some(**s) != last && **s != kill_slot)
+        .map(|(_, n)| *n)
+        .collect();
+    assert!(full.len() >= 5, "enough saturated slots to judge: {per_slot:?}");
+    let filled: u32 = full.iter().sum();
+    assert!(
+        filled as f64 >= 0.99 * (full.len() as u32 * MAX) as f64,
+        "saturated slots are at least 99 % full: {filled} of {} ({per_slot:?})",
+        full.len() as u32 * MAX
+    );
+}
+
+/// The next instant at least `room` before the end of a `slot_ns` slot.
+fn wait_for_room(slot_ns: u128, room: Duration) {
+    let into = wall_ns() % slot_ns;
+    if slot_ns - into < room.as_nanos() {
+        thread::sleep(Duration::from_nanos((slot_ns - into) as u64 + 1_000_000));
+    }
+}
+
+#[test]
+fn a_burst_on_one_locker_gets_the_whole_quota_and_the_other_locker_sees_it_spent() {
+    let redis = Redis::start(false);
+    let url = format!("redis://{}", redis.address());
+    let args = ["--max-requests", "50", "--in-seconds", "20", "--store", url.as_str()];
+    let (a, b) = (Daemon::start(&args), Daemon::start(&args));
+    wait_for_room(20_000_000_000, Duration::from_secs(3));
+    let ctx = zmq::Context::new();
+    let sockets: Vec<zmq::Socket> = (0..60).map(|_| req(&ctx, &a.endpoint)).collect();
+    // Every ask is on its way before any reply is read: one burst.
+    for s in &sockets {
+        s.send(&b"let me go"[..], 0).unwrap();
+    }
+    let replies: Vec<Vec<u8>> = sockets.iter().map(|s| s.recv_bytes(0).unwrap()).collect();
+    let go = replies.iter().filter(|r| r.as_slice() == b"go").count();
+    assert_eq!((go, replies.len() - go), (50, 10), "the whole quota and no more, every ask answered");
+    let other = round_trip(&req(&ctx, &b.endpoint), b"let me go");
+    assert_eq!(other, b"sorry", "the other locker counts the same count");
+    let mut client = Client::new([a.endpoint.clone()], Duration::from_secs(2)).unwrap();
+    let store = client.stats().unwrap().store.expect("stats say how the store is doing");
+    assert!(store.claims >= 1 && store.claims <= 10, "a burst costs a few claims, not one per ask: {store:?}");
+    assert_eq!((store.claimed, store.failed, store.down), (50, 0, None));
+}
+
+#[test]
+fn keys_of_every_kind_spread_over_every_shard_and_each_kind_holds_its_limit_per_key() {
+    let cluster = Cluster::start();
+    let config = TempFile::new(
+        "store-kinds.toml",
+        &format!(
+            "store = {:?}\n\
+             [[limits]]\nname = \"fixed\"\nmax_requests = 10\nin_seconds = 30\n\
+             [[limits]]\nname = \"bucket\"\nmax_requests = 10\nin_seconds = 30\nalgorithm = \"token-bucket\"\n\
+             [[limits]]\nname = \"rolling\"\nmax_requests = 10\nin_seconds = 30\nalgorithm = \"rolling-window\"\n",
+            cluster.url()
+        ),
+    );
+    wait_for_room(30_000_000_000, Duration::from_secs(5));
+    let lockers = [Daemon::start(&["--config", config.path()]), Daemon::start(&["--config", config.path()])];
+    let keys: Vec<String> = (0..60).map(|i| format!("user-{i}")).collect();
+    for kind in ["fixed", "bucket", "rolling"] {
+        let mut go = vec![0u32; keys.len()];
+        for round in 0..15 {
+            // Alternate lockers: both count the same count.
+            let mut client = Client::new([lockers[round % 2].endpoint.clone()], Duration::from_secs(3)).unwrap();
+            let asks: Vec<Ask> = keys.iter().map(|k| Ask::new().limit(kind).key(k)).collect();
+            for (i, reply) in client.ask_many(&asks).unwrap().into_iter().enumerate() {
+                go[i] += u32::from(reply.expect("no error").ok);
+            }
+        }
+        // In well under a second of a 30 s period, a bucket refills
+        // nothing; every kind grants exactly 10 per key.
+        assert!(go.iter().all(|&g| g == 10), "{kind}: 10 go per key: {go:?}");
+    }
+    let per_node: Vec<usize> = cluster.nodes.iter().map(Redis::keys).collect();
+    assert!(per_node.iter().all(|&n| n > 0), "keys on every shard: {per_node:?}");
+    assert_eq!(per_node.iter().sum::<usize>(), 3 * keys.len(), "one store key per limit and key");
+}
+
+#[test]
+fn a_masters_kill_and_restart_fails_closed_or_open_as_each_limit_says_and_service_resumes() {
+    let mut cluster = Cluster::start();
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let config = TempFile::new(
+        "store-fail.toml",
+        &format!(
+            "store = {:?}\nstore_timeout_ms = 100\n\
+             [[limits]]\nname = \"closed\"\nmax_requests = 1000\nin_seconds = 60\n\
+             [[limits]]\nname = \"open\"\nmax_requests = 1000\nin_seconds = 60\nstore_failure = \"open\"\n",
+            cluster.url()
+        ),
+    );
+    let d = Daemon::start(&["--config", config.path(), "--metrics-bind", &metrics]);
+    let mut client = Client::new([d.endpoint.clone()], Duration::from_secs(3)).unwrap();
+    let ask = |c: &mut Client, limit: &str, key: &str| c.ask(&Ask::new().limit(limit).key(key)).unwrap().ok;
+    assert!(ask(&mut client, "closed", "k"));
+    let open_keys: Vec<String> = (0..30).map(|i| format!("k{i}")).collect();
+    assert!(open_keys.iter().all(|k| ask(&mut client, "open", k)));
+    // Kill the master that holds the closed limit's key; some of the open
+    // limit's keys are on it too.
+    let holder = cluster.nodes.iter().position(|n| n.cli(&["--scan"]).contains(":closed:")).expect("the key is kept");
+    let on_holder = cluster.nodes[holder].cli(&["--scan"]);
+    let open_key = open_keys.iter().find(|k| on_holder.contains(&format!(":open:{k}}}"))).expect("a key on each shard");
+    cluster.nodes[holder].kill();
+    let down = Instant::now();
+    let mut closed_sorry = 0;
+    // Spend what the hand holds, then the store is asked and fails.
+    while closed_sorry < 20 {
+        assert!(Instant::now() < down + Duration::from_secs(10), "a limit that fails closed answers sorry");
+        closed_sorry += usize::from(!ask(&mut client, "closed", "k"));
+    }
+    let stats = client.stats().unwrap().store.unwrap();
+    assert!(stats.down.is_some() && stats.failed > 0, "stats say the store fails: {stats:?}");
+    assert!((0..20).all(|_| ask(&mut client, "open", open_key)), "a limit that fails open answers go, alone");
+    // The metrics listener sees the loop's state within a second or so.
+    let end = Instant::now() + Duration::from_secs(5);
+    while !health(&metrics).contains("store-down") {
+        assert!(Instant::now() < end, "health says the store is down: {}", health(&metrics));
+        thread::sleep(Duration::from_millis(50));
+    }
+    assert!(health(&metrics).contains("503"), "as a 503");
+    cluster.nodes[holder].spawn();
+    cluster.wait_ok();
+    let end = Instant::now() + READY;
+    while !ask(&mut client, "closed", "k") {
+        assert!(Instant::now() < end, "service resumes when the master is back");
+        thread::sleep(Duration::from_millis(50));
+    }
+    let back = client.stats().unwrap().store.unwrap();
+    assert_eq!(back.down, None, "stats say the store is back");
+}
+
+/// `GET /health`'s status line and body.
+fn health(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    s.write_all(b"GET /health HTTP/1.0\r\n\r\n").unwrap();
+    let mut text = String::new();
+    let _ = s.read_to_string(&mut text);
+    text
+}
