@@ -164,7 +164,7 @@ struct ServeArgs {
     lease_secret: Option<PathBuf>,
     /// Keep the counts in Redis instead of this locker, so that any number of lockers serve every limit exactly:
     /// redis://HOST:PORT (one server) or redis-cluster://HOST:PORT,HOST:PORT (a cluster, by some of its nodes).
-    /// Not with --peer-bind or --state; no semaphores (docs/store.md).
+    /// Semaphore leases live there too, shared by every locker. Not with --peer-bind or --state (docs/store.md).
     #[arg(long, value_name = "URL")]
     store: Option<String>,
     /// Most milliseconds one call to the store may take before its asks count as the store failing [default: 200].
@@ -465,6 +465,13 @@ fn print_stats(s: &StatsReply) {
         );
     }
     println!("live keys: {}   unattributed errors: {}", s.live_keys, s.errors);
+    if let Some(store) = &s.store {
+        let state = store.down.as_deref().map_or("up".to_owned(), |why| format!("DOWN ({why})"));
+        println!(
+            "store: {state}   claims: {} ({} permits), {} failed, {} on their way",
+            store.claims, store.claimed, store.failed, store.in_flight
+        );
+    }
     if let Some(node) = &s.node {
         println!("node: {node}{}", if s.joining { "   (joining: learning counts from peers)" } else { "" });
         println!("{:<24} {:>14} {:>16} {:>6} {:>8}", "peer", "last_heard_ms", "clock_offset_ms", "live", "flagged");

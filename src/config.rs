@@ -77,9 +77,9 @@ pub enum ConfigError {
     #[error("store and state are both set: with a store the counts live in it, and a restart loses nothing without a state file")]
     StoreWithState,
     #[error(
-        "limit {0:?} is a semaphore: semaphore leases are not kept in a store; serve it from a locker without store"
+        "limit {0:?} is a semaphore with store_failure = \"open\": its leases live in the store and fail closed (a lease granted without the store would be invisible to the other lockers); drop the setting"
     )]
-    StoreWithSemaphore(String),
+    SemaphoreFailsOpen(String),
     #[error("store_timeout_ms must be from 1 to 60000, got {0}")]
     BadStoreTimeout(u64),
 }
@@ -517,8 +517,8 @@ fn resolve_store(flags: &Flags, file: &FileConfig) -> Result<Option<StoreConfig>
 }
 
 /// The limits as a store serves them: each with its failure policy (its
-/// own, else the flag's, else the file's, else closed); a semaphore is
-/// refused.
+/// own, else the flag's, else the file's, else closed). A semaphore always
+/// fails closed, and one that asks to fail open is refused.
 fn store_limits(
     flags: &Flags,
     file: &FileConfig,
@@ -527,10 +527,13 @@ fn store_limits(
 ) -> Result<(Limit, Vec<Limit>), ConfigError> {
     let overall = flags.store_failure.or(file.store_failure).unwrap_or_default();
     let policy = |limit: Limit| {
-        if limit.algorithm() == Algorithm::Semaphore {
-            return Err(ConfigError::StoreWithSemaphore(limit.name().to_owned()));
-        }
         let own = file.limits.iter().find(|l| l.name == limit.name()).and_then(|l| l.store_failure);
+        if limit.algorithm() == Algorithm::Semaphore {
+            if own == Some(StoreFailure::Open) {
+                return Err(ConfigError::SemaphoreFailsOpen(limit.name().to_owned()));
+            }
+            return Ok(limit.with_fail_open(false));
+        }
         let open = own.unwrap_or(overall) == StoreFailure::Open;
         Ok(limit.with_fail_open(open))
     };

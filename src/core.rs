@@ -14,7 +14,8 @@
 //!    `share` (the terms peers agree on: node indices, the demand split,
 //!    the in-flight rule, the `Count` they trade);
 //! 3. `claims` (permits claimed from a shared store, for lockers whose
-//!    counts live there), `kinds`: one folder per kind (`fixed`, `rolling`, `bucket`,
+//!    counts live there), `store_lease` (semaphore leases kept in that
+//!    store), `kinds`: one folder per kind (`fixed`, `rolling`, `bucket`,
 //!    `semaphore`), each with its rule, its peer sharing, its kept form and
 //!    its tests, and `kinds::Rule`, the one dispatch on the kind;
 //! 4. `locker`: the table of limits by name, leases, stats and reloads;
@@ -30,13 +31,14 @@ pub mod locker;
 pub mod peering;
 pub mod room;
 pub mod share;
+pub mod store_lease;
 pub mod time;
 
 pub use ask::{AcquireAsk, HeartbeatAsk, PermitAsk, Verdict, Want};
 pub use lease_id::{Entropy, LeaseMinter, LeaseSecret};
 pub use limit::LimitId;
 pub use limit::{Algorithm, Limit, LimitError, Quota, DEFAULT_LIMIT};
-pub use locker::{AskError, Holdings, LeaseError, LimitStats, Locker, Reloaded, TableError};
+pub use locker::{AskError, BeatTerms, Holdings, LeaseError, LimitStats, Locker, Reloaded, TableError};
 pub use peering::{NodeKey, Nodes, Outgoing, PeerEvent, PeerIx, PeerState, Peering, PeeringSettings};
 pub use share::{Count, Counted, NodeIx, PeerView, Share};
 pub use time::Nanos;

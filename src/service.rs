@@ -26,6 +26,7 @@ mod lease;
 mod parking;
 mod peer;
 mod store;
+mod store_lease;
 
 pub use hold::Answer;
 use hold::{asked_hold, Sorry};
@@ -76,6 +77,8 @@ pub struct Service {
     waiting: store::Waiting,
     /// Requests that waited for claims, still to be answered at shutdown.
     final_waiters: Vec<(Token, Box<[u8]>)>,
+    /// Lease requests sent to the store (see `store_lease`).
+    lease_calls: store_lease::LeaseCalls,
 }
 
 impl Service {
@@ -97,6 +100,7 @@ impl Service {
             claims: None,
             waiting: store::Waiting::default(),
             final_waiters: Vec::new(),
+            lease_calls: store_lease::LeaseCalls::default(),
         }
     }
 
@@ -416,7 +420,7 @@ impl Service {
             refused_connections: self.refused_connections,
             refusing: self.refusing.map(str::to_owned),
             accept_failures: self.accept_failures,
-            parked: (self.parking.len() + self.waiting.len()) as u64,
+            parked: (self.parking.len() + self.waiting.len() + self.lease_calls.len()) as u64,
             held: self.parking.held,
             held_go: self.parking.held_go,
             store: self.store_state().map(|(claims, claimed, failed, in_flight, down)| wire::StoreStatsReply {

@@ -249,3 +249,38 @@ fn syntax_errors_speak_of_the_file_not_of_rust_types() {
     let single = FileConfig::parse("[limits]\nname = 'a'\nmax_requests = 5\nin_seconds = 1\n").unwrap_err();
     assert!(single.contains("[[limits]], not [limits]") && !single.contains("sequence"), "{single}");
 }
+
+#[test]
+fn a_store_is_read_checked_and_refused_beside_what_it_replaces() {
+    let store = |text: &str| ServeConfig::resolve(Flags::default(), parse(text));
+    let c = store("store = 'redis-cluster://10.0.0.1:6379, 10.0.0.2:6379'\n").unwrap().store.unwrap();
+    let nodes = vec!["redis://10.0.0.1:6379".to_owned(), "redis://10.0.0.2:6379".to_owned()];
+    assert_eq!((c.spec, c.timeout.as_millis()), (StoreSpec::Cluster(nodes), 200));
+    for bad in ["store = 'redis://nohost'", "store = 'redis://h:0'", "store = 'redis-cluster://'", "store = 'mem://'"] {
+        assert!(matches!(store(bad), Err(ConfigError::BadStore { .. })), "{bad}");
+    }
+    let e = store("store = 'redis://h:1'\nstore_timeout_ms = 0\n").unwrap_err();
+    assert_eq!(e.to_string(), "store_timeout_ms must be from 1 to 60000, got 0");
+    let peered = store("store = 'redis://h:1'\npeer_bind = 'tcp://127.0.0.1:7000'\n").unwrap_err();
+    assert!(matches!(peered, ConfigError::StoreWithPeering), "{peered}");
+}
+
+#[test]
+fn on_a_store_each_limit_fails_as_it_says_and_a_semaphore_always_fails_closed() {
+    let file = parse(
+        "store = 'redis://h:1'\nstore_failure = 'open'\n\
+         [[limits]]\nname = 'api'\nmax_requests = 5\nin_seconds = 1\nstore_failure = 'closed'\n\
+         [[limits]]\nname = 'search'\nmax_requests = 5\nin_seconds = 1\n\
+         [[limits]]\nname = 'db'\nmax_requests = 2\nin_seconds = 1\nalgorithm = 'semaphore'\n",
+    );
+    let c = ServeConfig::resolve(Flags::default(), file).unwrap();
+    let open: Vec<_> = c.limits.iter().map(|l| (l.name(), l.fails_open())).collect();
+    assert_eq!(open, [("api", false), ("search", true), ("db", false)], "a limit's own word wins; leases never open");
+    assert!(c.default.fails_open(), "the default limit takes the file's policy");
+    let file = parse(
+        "store = 'redis://h:1'\n[[limits]]\nname = 'db'\nmax_requests = 2\nin_seconds = 1\n\
+         algorithm = 'semaphore'\nstore_failure = 'open'\n",
+    );
+    let e = ServeConfig::resolve(Flags::default(), file).unwrap_err();
+    assert!(matches!(&e, ConfigError::SemaphoreFailsOpen(name) if name == "db"), "{e}");
+}

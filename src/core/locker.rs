@@ -45,7 +45,7 @@ mod leases;
 mod reload;
 mod stats;
 
-pub use leases::LeaseError;
+pub use leases::{BeatTerms, LeaseError};
 pub use reload::{Holdings, Reloaded};
 pub use stats::LimitStats;
 use stats::Outcome;

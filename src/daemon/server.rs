@@ -37,7 +37,7 @@ use super::metrics::Feed;
 use super::reload::{self, Reload};
 use super::signals::Control;
 use super::state::{self, Keeper, Loaded};
-use super::store::{StoreError, StoreLink};
+use super::store::{StoreCalls, StoreError, StoreLink};
 use super::transport::{self, zmq_err, TransportError};
 use super::trim::Trim;
 use super::zap::{self, Gate};
@@ -366,10 +366,10 @@ impl Server {
         }
     }
 
-    /// Hands the claims the service made to the store thread.
+    /// Hands the claims and lease calls the service made to the store thread.
     fn send_claims(&mut self) {
         if let Some(s) = &self.store {
-            s.send(self.service.take_claims());
+            s.send(StoreCalls { claims: self.service.take_claims(), leases: self.service.take_lease_calls() });
         }
     }
 
@@ -379,7 +379,8 @@ impl Server {
         if let Some(s) = &self.store {
             let answers = s.answers();
             if !answers.is_empty() {
-                self.service.on_claims(now, answers);
+                self.service.on_claims(now, answers.claims);
+                self.service.on_leases(now, answers.leases);
             }
         }
     }

@@ -1,15 +1,16 @@
-//! The store thread: carries the service's claims to Redis (or a Redis
-//! Cluster) and their answers back, so that the serving thread never waits
-//! on the store.
+//! The store thread: carries the service's claims and lease calls to Redis
+//! (or a Redis Cluster) and their answers back, so that the serving thread
+//! never waits on the store.
 //!
-//! The loop hands claims over a channel; this thread takes every claim
-//! waiting, sends them as one pipeline of single-key scripts (a cluster
+//! The loop hands calls over a channel; this thread takes every call
+//! waiting, sends them as one pipeline of scripts, each on one key or on
+//! keys sharing a hash tag (a cluster
 //! pipeline writes each node's share before reading any answer, so the
 //! nodes work at once; MOVED and ASK are followed by the client crate),
 //! and sends the answers back over a channel, poking the loop's poll with
-//! an empty message on an inproc socket. A claim whose pipeline fails is
+//! an empty message on an inproc socket. A call whose pipeline fails is
 //! answered with the error, and the connection is made again for the next
-//! one. Nothing here decides: `core::claims` does.
+//! one. Nothing here decides: `core::claims` and the scripts do.
 
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread::JoinHandle;
@@ -20,11 +21,47 @@ use tracing::{info, warn};
 use super::transport::{zmq_err, TransportError};
 use crate::config::StoreSpec;
 use crate::core::claims::{ClaimAsk, Claimed, Grant};
+use crate::core::store_lease::{LeaseAnswer, LeaseCall, StoreLease};
 
 mod scripts;
 
-/// The most claims in one pipeline.
+/// The most calls in one pipeline.
 const MAX_PIPELINE: usize = 4096;
+
+/// Calls for the store: claims of permits and lease calls.
+#[derive(Debug, Default)]
+pub struct StoreCalls {
+    pub claims: Vec<ClaimAsk>,
+    pub leases: Vec<LeaseCall>,
+}
+
+impl StoreCalls {
+    fn is_empty(&self) -> bool {
+        self.claims.is_empty() && self.leases.is_empty()
+    }
+
+    fn len(&self) -> usize {
+        self.claims.len() + self.leases.len()
+    }
+
+    fn extend(&mut self, more: StoreCalls) {
+        self.claims.extend(more.claims);
+        self.leases.extend(more.leases);
+    }
+}
+
+/// The store's answers, each naming its call.
+#[derive(Debug, Default)]
+pub struct StoreAnswers {
+    pub claims: Vec<Claimed>,
+    pub leases: Vec<LeaseAnswer>,
+}
+
+impl StoreAnswers {
+    pub fn is_empty(&self) -> bool {
+        self.claims.is_empty() && self.leases.is_empty()
+    }
+}
 
 /// The inproc endpoint the store thread pokes the loop on.
 const WAKE_ENDPOINT: &str = "inproc://locker-store-wake";
@@ -64,21 +101,22 @@ impl Conn {
         }
     }
 
-    /// Makes every claim of `batch` in one pipeline.
-    fn claim(&mut self, batch: &[ClaimAsk]) -> redis::RedisResult<Vec<redis::Value>> {
+    /// Makes every call of `batch` in one pipeline: the claims' answers
+    /// first, then the lease calls'.
+    fn call(&mut self, batch: &StoreCalls) -> redis::RedisResult<Vec<redis::Value>> {
+        let commands = || {
+            let claims = batch.claims.iter().map(scripts::command);
+            claims.chain(batch.leases.iter().map(scripts::lease_command))
+        };
         match self {
             Conn::Single(c) => {
                 let mut pipe = redis::pipe();
-                for claim in batch {
-                    pipe.add_command(scripts::command(claim));
-                }
+                commands().for_each(|cmd| _ = pipe.add_command(cmd));
                 pipe.query(c)
             }
             Conn::Cluster(c) => {
                 let mut pipe = redis::cluster::cluster_pipe();
-                for claim in batch {
-                    pipe.add_command(scripts::command(claim));
-                }
+                commands().for_each(|cmd| _ = pipe.add_command(cmd));
                 pipe.query(c.as_mut())
             }
         }
@@ -87,8 +125,8 @@ impl Conn {
 
 /// The loop's end of the store thread.
 pub struct StoreLink {
-    claims: Option<Sender<Vec<ClaimAsk>>>,
-    answers: Receiver<Vec<Claimed>>,
+    calls: Option<Sender<StoreCalls>>,
+    answers: Receiver<StoreAnswers>,
     wake: zmq::Socket,
     thread: Option<JoinHandle<()>>,
 }
@@ -102,24 +140,24 @@ impl StoreLink {
         wake.bind(WAKE_ENDPOINT).map_err(zmq_err("binding the store's wake socket"))?;
         let poke = ctx.socket(zmq::PAIR).map_err(zmq_err("creating the store's wake socket"))?;
         poke.connect(WAKE_ENDPOINT).map_err(zmq_err("connecting the store's wake socket"))?;
-        let (claims, inbox) = mpsc::channel();
+        let (calls, inbox) = mpsc::channel();
         let (outbox, answers) = mpsc::channel();
         let spec = spec.clone();
         let thread = std::thread::Builder::new()
             .name("locker-store".into())
             .spawn(move || run(&spec, timeout, &inbox, &outbox, &poke))
             .map_err(StoreError::Thread)?;
-        Ok(StoreLink { claims: Some(claims), answers, wake, thread: Some(thread) })
+        Ok(StoreLink { calls: Some(calls), answers, wake, thread: Some(thread) })
     }
 
     /// Hands `batch` to the store thread.
-    pub fn send(&self, batch: Vec<ClaimAsk>) {
+    pub fn send(&self, batch: StoreCalls) {
         if batch.is_empty() {
             return;
         }
-        if let Some(c) = &self.claims {
+        if let Some(c) = &self.calls {
             if let Err(mpsc::SendError(batch)) = c.send(batch) {
-                warn!(claims = batch.len(), "the store thread is gone; claims not sent");
+                warn!(calls = batch.len(), "the store thread is gone; calls not sent");
             }
         }
     }
@@ -130,16 +168,21 @@ impl StoreLink {
     }
 
     /// The answers that came back, taken out.
-    pub fn answers(&self) -> Vec<Claimed> {
+    pub fn answers(&self) -> StoreAnswers {
         while self.wake.recv_bytes(zmq::DONTWAIT).is_ok() {}
-        self.answers.try_iter().flatten().collect()
+        let mut all = StoreAnswers::default();
+        for answers in self.answers.try_iter() {
+            all.claims.extend(answers.claims);
+            all.leases.extend(answers.leases);
+        }
+        all
     }
 }
 
 impl Drop for StoreLink {
     fn drop(&mut self) {
         // Closing the channel ends the thread after its current pipeline.
-        self.claims = None;
+        self.calls = None;
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -149,8 +192,8 @@ impl Drop for StoreLink {
 fn run(
     spec: &StoreSpec,
     timeout: Duration,
-    inbox: &Receiver<Vec<ClaimAsk>>,
-    outbox: &Sender<Vec<Claimed>>,
+    inbox: &Receiver<StoreCalls>,
+    outbox: &Sender<StoreAnswers>,
     poke: &zmq::Socket,
 ) {
     let mut conn: Option<Conn> = None;
@@ -166,7 +209,7 @@ fn run(
             Some(c) => Ok(c),
             None => Conn::open(spec, timeout),
         }
-        .and_then(|mut c| c.claim(&batch).map(|values| (c, values)));
+        .and_then(|mut c| c.call(&batch).map(|values| (c, values)));
         let answers = match result {
             Ok((c, values)) => {
                 conn = Some(c);
@@ -174,15 +217,18 @@ fn run(
                     info!("the store answers again");
                     failing = false;
                 }
-                batch.iter().zip(values).map(|(claim, v)| Claimed { id: claim.id, grant: grant_of(v) }).collect()
+                answers_of(&batch, values)
             }
             Err(e) => {
                 if !failing {
-                    warn!(error = %e, "the store failed; claims answered with the error until it is back");
+                    warn!(error = %e, "the store failed; calls answered with the error until it is back");
                     failing = true;
                 }
                 let why = format!("the store failed: {e}");
-                batch.iter().map(|claim| Claimed { id: claim.id, grant: Err(why.clone()) }).collect()
+                StoreAnswers {
+                    claims: batch.claims.iter().map(|c| Claimed { id: c.id, grant: Err(why.clone()) }).collect(),
+                    leases: batch.leases.iter().map(|l| LeaseAnswer { id: l.id, result: Err(why.clone()) }).collect(),
+                }
             }
         };
         if outbox.send(answers).is_err() {
@@ -190,6 +236,21 @@ fn run(
         }
         let _ = poke.send(&b""[..], zmq::DONTWAIT);
     }
+}
+
+/// The pipeline's `values` as the answers to `batch`, in its order.
+fn answers_of(batch: &StoreCalls, values: Vec<redis::Value>) -> StoreAnswers {
+    let mut values = values.into_iter();
+    let claims = batch.claims.iter().zip(values.by_ref()).map(|(c, v)| Claimed { id: c.id, grant: grant_of(v) });
+    let claims = claims.collect();
+    let leases = batch.leases.iter().zip(values).map(|(l, v)| LeaseAnswer { id: l.id, result: lease_of(v) });
+    StoreAnswers { claims, leases: leases.collect() }
+}
+
+/// A lease script's answer `{state, left_us, capacity, free}`.
+fn lease_of(value: redis::Value) -> Result<StoreLease, String> {
+    let numbers: Vec<i64> = redis::from_redis_value(value).map_err(|e| format!("the store's answer: {e}"))?;
+    StoreLease::from_numbers(&numbers)
 }
 
 /// A script's answer `{got, valid_us, left, retry_us}` as a grant.

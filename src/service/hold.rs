@@ -60,6 +60,9 @@ impl Service {
                 }
             }
         }
+        if let Some(answer) = self.lease_to_store(token, body, out) {
+            return answer;
+        }
         if self.wait_for_claims(now, token, body, 0, None) {
             return Answer::Held;
         }
@@ -103,7 +106,10 @@ impl Service {
     /// token; `None` when none is due. Call it until `None` before serving
     /// new requests, and record and send each reply as `respond`'s.
     pub fn next_ready(&mut self, now: Nanos, out: &mut Vec<u8>) -> Option<Token> {
-        // Requests whose claims came back go first: they arrived earlier.
+        // Requests the store answered go first: they arrived earlier.
+        if let Some(token) = self.next_lease_reply(out) {
+            return Some(token);
+        }
         while let Some((token, body, round, held)) = self.next_resumed() {
             if self.wait_for_claims(now, token, &body, round, held) {
                 continue;
@@ -139,6 +145,9 @@ impl Service {
     /// its reply into `out` and returning its token; `None` when all are
     /// answered. Nothing is held from the first call on.
     pub fn next_final(&mut self, now: Nanos, out: &mut Vec<u8>) -> Option<Token> {
+        if let Some(token) = self.next_final_lease(out) {
+            return Some(token);
+        }
         if self.final_waiters.is_empty() && self.waiting.len() > 0 {
             self.final_waiters = self.waiting.take_all();
             self.final_waiters.reverse();

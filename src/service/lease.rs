@@ -43,7 +43,7 @@ impl Service {
     }
 }
 
-fn encode(answer: Result<LeaseReply, LeaseError>, out: &mut Vec<u8>) {
+pub(super) fn encode(answer: Result<LeaseReply, LeaseError>, out: &mut Vec<u8>) {
     match answer {
         Ok(reply) => wire::encode(&reply, out),
         Err(e) => wire::encode(&error_reply(&e), out),
@@ -51,7 +51,7 @@ fn encode(answer: Result<LeaseReply, LeaseError>, out: &mut Vec<u8>) {
 }
 
 /// The reply for `v`; the lease id is shown only while the lease exists.
-fn lease_reply(now: Nanos, v: &LeaseVerdict, lease: String) -> LeaseReply {
+pub(super) fn lease_reply(now: Nanos, v: &LeaseVerdict, lease: String) -> LeaseReply {
     let (ok, pending, until) = match v.state {
         LeaseState::Held { until } => (true, false, Some(until)),
         LeaseState::Pending { until } => (false, true, Some(until)),

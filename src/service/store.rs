@@ -98,7 +98,9 @@ impl Waiting {
 impl Service {
     /// Keeps every counting limit's counts in a store from now on: asks
     /// are decided from claims (see `core::claims`), which the daemon
-    /// carries to the store (`take_claims`) and back (`on_claims`).
+    /// carries to the store (`take_claims`) and back (`on_claims`); and
+    /// semaphore leases in it, served by `serve` (`take_lease_calls`,
+    /// `on_leases`; `respond` still answers them from this locker).
     pub fn with_store(mut self) -> Service {
         self.claims = Some(Claims::new(self.locker.stats().count()));
         self
@@ -107,11 +109,6 @@ impl Service {
     /// The claims to send to the store, taken out.
     pub fn take_claims(&mut self) -> Vec<ClaimAsk> {
         self.claims.as_mut().map(Claims::take_outbox).unwrap_or_default()
-    }
-
-    /// Whether claims wait for an answer, or requests for claims.
-    pub fn claims_pending(&self) -> bool {
-        self.claims.as_ref().is_some_and(|c| c.in_flight() > 0) || self.waiting.len() > 0
     }
 
     /// The store's claims, for stats: asked, permits claimed, failed,

@@ -194,8 +194,13 @@ fn the_check_sees_a_cycle_and_reads_nested_paths() {
 /// the ones below it, never one above. Time and the limit's terms at the
 /// bottom; asks, key room and the peer terms; the kinds; the table of
 /// limits; the peer node table, schedule and merge on top.
-const CORE_LAYERS: &[&[&str]] =
-    &[&["time", "limit", "lease_id"], &["ask", "room", "share"], &["kinds", "claims"], &["locker"], &["peering"]];
+const CORE_LAYERS: &[&[&str]] = &[
+    &["time", "limit", "lease_id"],
+    &["ask", "room", "share"],
+    &["kinds", "claims", "store_lease"],
+    &["locker"],
+    &["peering"],
+];
 
 fn core_layer(module: &Module) -> Option<usize> {
     let room = module.get(1).filter(|_| module[0] == "core")?;

@@ -80,6 +80,8 @@ mod split_properties;
 mod state;
 /// Counts in a real Redis and Redis Cluster.
 mod store;
+/// A locker on a store, on the service seam: claims, the failure policy, lease calls.
+mod store_seam;
 /// Structured requests, named limits from a file, and the client library.
 mod structured;
 /// Attacks by clients: guessed lease ids, made-up restores, key floods.

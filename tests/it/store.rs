@@ -13,6 +13,10 @@
 //! - A master killed and restarted: a limit that fails closed answers
 //!   sorry meanwhile, one that fails open answers go, stats and health say
 //!   the store is down, and service resumes on its own.
+//! - A semaphore's leases are shared by every locker on a cluster: held,
+//!   queued, granted, beaten and released through any of them, through a
+//!   locker's kill -9; a lease outlives its store's restart, and while the
+//!   store is gone lease requests get an error, never a lease.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -20,9 +24,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use locker::{Ask, Client};
+use locker::wire::{Heartbeat, LeaseAsk, LeaseReply, Release};
+use locker::{Ask, Client, ClientError};
 
-use crate::support::{free_port, per_slot, req, round_trip, stamping, wall_ns, workers, Daemon, TempFile};
+use crate::support::{free_port, per_slot, req, round_trip, run_locker, stamping, wall_ns, workers, Daemon, TempFile};
 
 /// How long anything about Redis may take to get ready.
 const READY: Duration = Duration::from_secs(20);
@@ -226,6 +231,10 @@ fn a_burst_on_one_locker_gets_the_whole_quota_and_the_other_locker_sees_it_spent
     let store = client.stats().unwrap().store.expect("stats say how the store is doing");
     assert!(store.claims >= 1 && store.claims <= 10, "a burst costs a few claims, not one per ask: {store:?}");
     assert_eq!((store.claimed, store.failed, store.down), (50, 0, None));
+    let table = run_locker(&["stats", "--connect", &a.endpoint]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    let line = text.lines().find(|l| l.starts_with("store: ")).unwrap_or_else(|| panic!("no store line: {text}"));
+    assert!(line.starts_with("store: up") && line.contains("(50 permits), 0 failed"), "{line}");
 }
 
 #[test]
@@ -314,6 +323,154 @@ fn a_masters_kill_and_restart_fails_closed_or_open_as_each_limit_says_and_servic
     }
     let back = client.stats().unwrap().store.unwrap();
     assert_eq!(back.down, None, "stats say the store is back");
+}
+
+const SEMAPHORE: &str = "[[limits]]\nname = \"db\"\nmax_requests = 3\nin_seconds = 30\nalgorithm = \"semaphore\"\n";
+
+/// A client of locker `d` for lease requests.
+fn lease_client(d: &Daemon) -> Client {
+    Client::new([d.endpoint.clone()], Duration::from_secs(3)).unwrap()
+}
+
+fn acquire(c: &mut Client, count: u64, max_wait_ms: Option<u64>) -> LeaseReply {
+    c.acquire_lease(&LeaseAsk { max_wait_ms, ..LeaseAsk::new("db", count) }).unwrap()
+}
+
+fn beat<'a>(lease: &'a str) -> Heartbeat<'a> {
+    Heartbeat { limit: Some("db"), lease, ttl_ms: None, count: None }
+}
+
+#[test]
+fn a_semaphores_leases_are_shared_by_every_locker_on_a_cluster_through_a_lockers_kill() {
+    let cluster = Cluster::start();
+    let config = TempFile::new("store-leases.toml", &format!("store = {:?}\n{SEMAPHORE}", cluster.url()));
+    let mut lockers: Vec<Daemon> = (0..3).map(|_| Daemon::start(&["--config", config.path()])).collect();
+    let mut clients: Vec<Client> = lockers.iter().map(lease_client).collect();
+
+    let two = acquire(&mut clients[0], 2, None);
+    assert!(two.ok && two.remaining == 1, "two of three held on the first locker: {two:?}");
+    let one = acquire(&mut clients[1], 1, None);
+    assert!(one.ok && one.remaining == 0, "the last one on the second: {one:?}");
+    let refused = acquire(&mut clients[2], 1, None);
+    assert!(!refused.ok && refused.lease.is_none(), "the third locker sees the semaphore full: {refused:?}");
+    let queued = acquire(&mut clients[2], 1, Some(10_000));
+    assert!(queued.pending, "an acquire that may wait is queued in the store: {queued:?}");
+    let queued = queued.lease.unwrap();
+    assert!(!clients[0].heartbeat(&beat(&queued)).unwrap().ok, "still queued, seen from another locker");
+
+    // Released through another locker than the one that granted it.
+    let two = two.lease.unwrap();
+    let released = clients[1].release(&Release { limit: Some("db"), lease: &two }).unwrap();
+    assert!(released.ok, "any locker releases any lease: {released:?}");
+    let granted = clients[0].heartbeat(&beat(&queued)).unwrap();
+    assert!(granted.ok && !granted.pending && granted.remaining == 1, "the queue's head is granted: {granted:?}");
+
+    // The locker that granted a lease dies; the lease stays held.
+    lockers[1].signal("KILL");
+    let one = one.lease.unwrap();
+    let kept = clients[2].heartbeat(&beat(&one)).unwrap();
+    assert!(kept.ok && kept.remaining == 1, "a lease outlives the locker that granted it: {kept:?}");
+    let too_many = acquire(&mut clients[0], 2, None);
+    assert!(!too_many.ok, "a kill -9 frees nothing: {too_many:?}");
+    lockers[1] = Daemon::start(&["--config", config.path()]);
+    let after = acquire(&mut lease_client(&lockers[1]), 2, None);
+    assert!(!after.ok && after.remaining == 1, "a restarted locker grants nothing anew: {after:?}");
+    let last = acquire(&mut lease_client(&lockers[1]), 1, None);
+    assert!(last.ok && last.remaining == 0, "and grants what is free: {last:?}");
+
+    let stats = clients[0].stats().unwrap();
+    let db = stats.limits.iter().find(|l| l.name == "db").unwrap();
+    assert!(db.go >= 1 && db.errors == 0, "the first locker counts its leases: {db:?}");
+    let per_node: Vec<usize> = cluster.nodes.iter().map(Redis::keys).collect();
+    assert!(per_node.iter().sum::<usize>() >= 1, "the leases are kept in the cluster: {per_node:?}");
+}
+
+#[test]
+fn a_lease_outlives_its_stores_restart_and_no_lease_is_granted_while_the_store_is_gone() {
+    let mut redis = Redis::start(false);
+    let config =
+        TempFile::new("store-lease-down.toml", &format!("store = \"redis://{}\"\n{SEMAPHORE}", redis.address()));
+    let d = Daemon::start(&["--config", config.path(), "--store-timeout-ms", "100"]);
+    let mut client = lease_client(&d);
+    let held = acquire(&mut client, 1, None);
+    let lease = held.lease.expect("held");
+    let expiring = client.acquire_lease(&LeaseAsk { ttl_ms: Some(200), ..LeaseAsk::new("db", 1) }).unwrap();
+    assert!(expiring.ok && expiring.remaining == 1, "{expiring:?}");
+    redis.kill();
+    match client.acquire_lease(&LeaseAsk::new("db", 1)) {
+        Err(ClientError::Refused(why)) => assert!(why.contains("store"), "the error names the store: {why}"),
+        other => panic!("no lease while the store is gone: {other:?}"),
+    }
+    assert!(matches!(client.heartbeat(&beat(&lease)), Err(ClientError::Refused(_))), "nor a heartbeat");
+    // Let the 200 ms lease's time run out while the store is down.
+    thread::sleep(Duration::from_millis(250));
+    redis.spawn();
+    let end = Instant::now() + READY;
+    let beaten = loop {
+        match client.heartbeat(&beat(&lease)) {
+            Ok(reply) => break reply,
+            Err(_) if Instant::now() < end => thread::sleep(Duration::from_millis(50)),
+            Err(e) => panic!("the store came back: {e}"),
+        }
+    };
+    assert!(beaten.ok, "the lease outlived the store's restart: {beaten:?}");
+    assert_eq!(beaten.remaining, 2, "the 200 ms lease expired in the store meanwhile: {beaten:?}");
+    let stats = client.stats().unwrap();
+    let db = stats.limits.iter().find(|l| l.name == "db").unwrap();
+    assert!(db.errors >= 2, "lease requests the store could not answer count as errors: {db:?}");
+}
+
+/// One step of a lease script, as a reply's shape: held, pending,
+/// remaining, or the error's first words.
+fn shape(reply: Result<LeaseReply, ClientError>) -> String {
+    match reply {
+        Ok(r) => format!("ok={} pending={} remaining={} lease={}", r.ok, r.pending, r.remaining, r.lease.is_some()),
+        Err(ClientError::Refused(why)) => format!("error: {}", why.split(' ').take(2).collect::<Vec<_>>().join(" ")),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// Runs one script of lease requests on `c`, returning each step's shape.
+fn lease_script(c: &mut Client) -> Vec<String> {
+    let start = Instant::now();
+    let at = |ms: u64| thread::sleep(Duration::from_millis(ms).saturating_sub(start.elapsed()));
+    let ask = |count, ttl_ms, max_wait_ms| LeaseAsk { ttl_ms: Some(ttl_ms), max_wait_ms, ..LeaseAsk::new("db", count) };
+    let mut steps = Vec::new();
+    let a = c.acquire_lease(&ask(2, 700, None)).unwrap();
+    let b = c.acquire_lease(&ask(2, 5_000, Some(3_000))).unwrap();
+    let late = c.acquire_lease(&ask(1, 5_000, Some(100))).unwrap();
+    steps.extend([a.clone(), b.clone(), late.clone()].map(Ok).map(shape));
+    steps.push(shape(c.acquire_lease(&ask(1, 5_000, None))));
+    let (a, b, late) = (a.lease.unwrap(), b.lease.unwrap(), late.lease.unwrap());
+    // Each check comes 300 ms after the deadline it looks at.
+    at(400);
+    steps.push(shape(c.heartbeat(&beat(&late))));
+    at(1_000);
+    steps.push(shape(c.heartbeat(&beat(&b))));
+    let restore = |count| Heartbeat { count: Some(count), ..beat(&a) };
+    steps.push(shape(c.heartbeat(&restore(2))));
+    steps.push(shape(c.heartbeat(&restore(1))));
+    steps.push(shape(c.release(&Release { limit: Some("db"), lease: &b })));
+    steps.push(shape(c.release(&Release { limit: Some("db"), lease: &b })));
+    steps
+}
+
+#[test]
+fn the_stores_semaphore_answers_every_step_as_the_embedded_one_does() {
+    let redis = Redis::start(false);
+    let alone = TempFile::new("lease-alone.toml", SEMAPHORE);
+    let stored = TempFile::new("lease-stored.toml", &format!("store = \"redis://{}\"\n{SEMAPHORE}", redis.address()));
+    let (alone, stored) = (Daemon::start(&["--config", alone.path()]), Daemon::start(&["--config", stored.path()]));
+    let expected = lease_script(&mut lease_client(&alone));
+    // The script's own claims, so that a locker that does nothing can't pass.
+    assert_eq!(expected[0], "ok=true pending=false remaining=1 lease=true");
+    assert_eq!(expected[1], "ok=false pending=true remaining=1 lease=true", "queued behind nobody, too large");
+    assert_eq!(expected[3], "ok=false pending=false remaining=1 lease=false", "no overtaking the queue");
+    assert!(expected[4].starts_with("error: unknown lease"), "the short wait ended: {}", expected[4]);
+    assert_eq!(expected[5], "ok=true pending=false remaining=1 lease=true", "granted when the first lease expired");
+    assert!(expected[6].starts_with("error: cannot restore"), "{}", expected[6]);
+    assert_eq!(expected[8], "ok=true pending=false remaining=2 lease=false");
+    assert_eq!(lease_script(&mut lease_client(&stored)), expected, "the store's semaphore follows the same rules");
 }
 
 /// `GET /health`'s status line and body.

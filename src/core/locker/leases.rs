@@ -34,6 +34,16 @@ pub enum LeaseError {
     CannotRestore { lease: String, count: u32, free: u32 },
 }
 
+/// A heartbeat's terms, checked: the ttl to extend by, the count to
+/// restore an unknown lease with (when one was given and not forged), and
+/// whether the restore was forged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BeatTerms {
+    pub ttl: Nanos,
+    pub restore: Option<u32>,
+    forged: bool,
+}
+
 impl Locker {
     /// Takes `ask.count` of a semaphore under a new lease that lives
     /// `ask.ttl_ms` (the limit's in_seconds when `None`), waiting in the
@@ -42,11 +52,23 @@ impl Locker {
     /// pending.
     pub fn acquire(&mut self, now: Nanos, ask: &AcquireAsk) -> Result<(String, LeaseVerdict), LeaseError> {
         let result = self.take_lease(now, ask);
-        self.entries[ask.limit.0].stats.record(Outcome::of_acquire(&result));
+        self.note_acquire(ask.limit, &result);
         result
     }
 
     fn take_lease(&mut self, now: Nanos, ask: &AcquireAsk) -> Result<(String, LeaseVerdict), LeaseError> {
+        let (lease, hold) = self.lease_for(ask)?;
+        let verdict = self.on_semaphore(now, ask.limit, |s, room| match room {
+            KeyRoom::Full => None,
+            KeyRoom::Free => Some(s.acquire(now, &lease, hold)),
+        })?;
+        verdict.map(|v| (lease, v)).ok_or(TableError::TooManyKeys(self.max_keys).into())
+    }
+
+    /// Checks an acquire against its limit and mints the new lease's id:
+    /// the id and what to hold. Takes nothing: `acquire` does, or a store.
+    pub fn lease_for(&mut self, ask: &AcquireAsk) -> Result<(String, Hold), LeaseError> {
+        self.check_semaphore(ask.limit)?;
         if ask.key.is_some() {
             return Err(LeaseError::KeyOnSemaphore);
         }
@@ -55,12 +77,7 @@ impl Locker {
             ttl: self.lease_ttl(ask.limit, ask.ttl_ms)?,
             max_wait: wait_ns(ask.max_wait_ms)?,
         };
-        let lease = self.minter.mint(self.entries[ask.limit.0].limit.name(), hold.count);
-        let verdict = self.on_semaphore(now, ask.limit, |s, room| match room {
-            KeyRoom::Full => None,
-            KeyRoom::Free => Some(s.acquire(now, &lease, hold)),
-        })?;
-        verdict.map(|v| (lease, v)).ok_or(TableError::TooManyKeys(self.max_keys).into())
+        Ok((self.minter.mint(self.entries[ask.limit.0].limit.name(), hold.count), hold))
     }
 
     /// Extends lease `beat.lease` by `beat.ttl_ms` from now. With
@@ -68,33 +85,52 @@ impl Locker {
     /// is restored if that count is free.
     pub fn heartbeat(&mut self, now: Nanos, beat: &HeartbeatAsk) -> Result<LeaseVerdict, LeaseError> {
         let result = self.renew(now, beat);
-        self.entries[beat.limit.0].stats.record(Outcome::of_follow_up(&result));
+        self.note_follow_up(beat.limit, &result);
         result
     }
 
     fn renew(&mut self, now: Nanos, beat: &HeartbeatAsk) -> Result<LeaseVerdict, LeaseError> {
+        let terms = self.beat_terms(beat)?;
+        let mut full = false;
+        let outcome = self.on_semaphore(now, beat.limit, |s, room| {
+            // A full key table still lets known leases beat; it only stops a restore.
+            full = matches!(room, KeyRoom::Full);
+            s.heartbeat(now, beat.lease, terms.ttl, if full { None } else { terms.restore })
+        })?;
+        self.beat_outcome(beat.lease, &terms, outcome, full)
+    }
+
+    /// Checks a heartbeat against its limit: its ttl, and the count it
+    /// restores with, which a locker of the group must have minted.
+    pub fn beat_terms(&self, beat: &HeartbeatAsk) -> Result<BeatTerms, LeaseError> {
+        self.check_semaphore(beat.limit)?;
         let ttl = self.lease_ttl(beat.limit, beat.ttl_ms)?;
         let restore = beat.count.map(|c| self.lease_count(beat.limit, c)).transpose()?;
         // A restore must show that a locker of the group minted the lease;
         // a known lease needs only its id, which is the holder's secret.
         let name = self.entries[beat.limit.0].limit.name();
         let forged = restore.is_some_and(|c| !self.minter.vouches(beat.lease, name, c));
-        let restore = restore.filter(|_| !forged);
-        let max_keys = self.max_keys;
-        let outcome = self.on_semaphore(now, beat.limit, |s, room| {
-            // A full key table still lets known leases beat; it only stops a restore.
-            let restore = if matches!(room, KeyRoom::Full) { None } else { restore };
-            s.heartbeat(now, beat.lease, ttl, restore)
-        })?;
+        Ok(BeatTerms { ttl, restore: restore.filter(|_| !forged), forged })
+    }
+
+    /// A heartbeat's answer from the semaphore's `outcome` (`full`: the
+    /// key table had no room for a restore).
+    pub fn beat_outcome(
+        &self,
+        lease: &str,
+        terms: &BeatTerms,
+        outcome: Result<LeaseVerdict, NoCapacity>,
+        full: bool,
+    ) -> Result<LeaseVerdict, LeaseError> {
         match outcome {
-            Ok(v) if v.state == LeaseState::Unknown && forged => Err(LeaseError::NotMinted(beat.lease.to_owned())),
-            Ok(v) if v.state == LeaseState::Unknown && restore.is_some() => {
-                Err(TableError::TooManyKeys(max_keys).into())
+            Ok(v) if v.state == LeaseState::Unknown && terms.forged => Err(LeaseError::NotMinted(lease.to_owned())),
+            Ok(v) if v.state == LeaseState::Unknown && terms.restore.is_some() && full => {
+                Err(TableError::TooManyKeys(self.max_keys).into())
             }
-            Ok(v) if v.state == LeaseState::Unknown => Err(LeaseError::UnknownLease(beat.lease.to_owned())),
+            Ok(v) if v.state == LeaseState::Unknown => Err(LeaseError::UnknownLease(lease.to_owned())),
             Ok(v) => Ok(v),
             Err(NoCapacity { free }) => {
-                Err(LeaseError::CannotRestore { lease: beat.lease.to_owned(), count: restore.unwrap_or(0), free })
+                Err(LeaseError::CannotRestore { lease: lease.to_owned(), count: terms.restore.unwrap_or(0), free })
             }
         }
     }
@@ -103,8 +139,26 @@ impl Locker {
     /// expired or released) is not an error.
     pub fn release(&mut self, now: Nanos, id: LimitId, lease: &str) -> Result<LeaseVerdict, LeaseError> {
         let result = self.on_semaphore(now, id, |s, _| s.release(now, lease));
-        self.entries[id.0].stats.record(Outcome::of_follow_up(&result));
+        self.note_follow_up(id, &result);
         result
+    }
+
+    /// Counts an acquire's answer against limit `id`.
+    pub fn note_acquire<T, E>(&mut self, id: LimitId, result: &Result<(T, LeaseVerdict), E>) {
+        self.entries[id.0].stats.record(Outcome::of_acquire(result));
+    }
+
+    /// Counts a heartbeat's or release's answer against limit `id`.
+    pub fn note_follow_up<T, E>(&mut self, id: LimitId, result: &Result<T, E>) {
+        self.entries[id.0].stats.record(Outcome::of_follow_up(result));
+    }
+
+    /// Whether limit `id` is a semaphore, which lease ops need.
+    pub fn check_semaphore(&self, id: LimitId) -> Result<(), LeaseError> {
+        match self.entries[id.0].rule {
+            Rule::Semaphore(_) => Ok(()),
+            _ => Err(LeaseError::NotSemaphore(self.entries[id.0].limit.name().to_owned())),
+        }
     }
 
     /// Runs `f` on semaphore `id`, brought up to `now`, keeping live keys in step.
@@ -114,9 +168,7 @@ impl Locker {
         id: LimitId,
         f: impl FnOnce(&mut Semaphore, KeyRoom) -> T,
     ) -> Result<T, LeaseError> {
-        if !matches!(self.entries[id.0].rule, Rule::Semaphore(_)) {
-            return Err(LeaseError::NotSemaphore(self.entries[id.0].limit.name().to_owned()));
-        }
+        self.check_semaphore(id)?;
         Ok(self.counted(now, id, |rule, room| f(rule.semaphore().expect("checked above"), room)))
     }
 

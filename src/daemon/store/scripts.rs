@@ -6,8 +6,11 @@
 //! by one clock), takes at most what the terms allow, and answers
 //! `{got, valid_us, left, retry_us}` (see `core::claims::Grant`). Times are
 //! microseconds since the Unix epoch, which a Lua number holds exactly.
+//! A semaphore's leases are one script too (`SEMAPHORE`), on two keys that
+//! share one hash tag, so one shard holds them.
 
 use crate::core::claims::{ClaimAsk, Terms};
+use crate::core::store_lease::{LeaseCall, LeaseOp};
 
 /// A fixed window: the key holds the slot it counts (`s`) and its count
 /// (`n`); a new slot starts from 0. Claims live until the slot's end.
@@ -108,5 +111,152 @@ pub fn command(claim: &ClaimAsk) -> redis::Cmd {
         Terms::Bucket { burst, interval_us, life_us } => cmd.arg(burst).arg(interval_us).arg(life_us),
         Terms::Rolling { max, sub_us, span, life_us } => cmd.arg(max).arg(sub_us).arg(span).arg(life_us),
     };
+    cmd
+}
+
+/// A semaphore's leases, by the rules of `core::kinds::semaphore`: `KEYS[1]`
+/// is a hash of lease id → "count ttl until pending", `KEYS[2]` the list of
+/// pending ids in arrival order. Every call first ends what is due, in
+/// deadline order (held leases at a deadline free their count before the
+/// waits ending there are dropped; the queue's head is granted whenever it
+/// fits), then acquires (`a`), beats (`h`) or releases (`r`) lease
+/// `ARGV[2]` against capacity `ARGV[3]`. Answers `{state, left_us,
+/// capacity, free}`, the state coded as `core::store_lease::StoreLease`
+/// reads it. A semaphore holds at most its capacity's leases and a queue,
+/// so reading the whole record on each call stays small.
+pub const SEMAPHORE: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local op, id, cap = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local count, ttl, wait, restore = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local L, held = {}, 0
+local all = redis.call('HGETALL', KEYS[1])
+for j = 1, #all, 2 do
+  local c, tt, u, p = string.match(all[j + 1], '^(%d+) (%d+) (%d+) (%d)$')
+  if c ~= nil then
+    local l = {count = tonumber(c), ttl = tonumber(tt), till = tonumber(u), pending = p == '1'}
+    L[all[j]] = l
+    if not l.pending then held = held + l.count end
+  end
+end
+local Q = redis.call('LRANGE', KEYS[2], 0, -1)
+local function free() return math.max(cap - held, 0) end
+local function promote(at)
+  while #Q > 0 do
+    local l = L[Q[1]]
+    if l == nil or not l.pending then
+      table.remove(Q, 1)
+    elseif l.count > free() then
+      break
+    else
+      table.remove(Q, 1)
+      l.pending, l.till = false, at + l.ttl
+      held = held + l.count
+    end
+  end
+end
+local function forget(k)
+  local l = L[k]
+  if l == nil then return end
+  L[k] = nil
+  if l.pending then
+    for i = #Q, 1, -1 do if Q[i] == k then table.remove(Q, i) end end
+  else
+    held = held - l.count
+  end
+end
+while true do
+  local due = nil
+  for _, l in pairs(L) do
+    if l.till <= now and (due == nil or l.till < due) then due = l.till end
+  end
+  if due == nil then break end
+  local waits, holds = {}, {}
+  for k, l in pairs(L) do
+    if l.till == due then
+      if l.pending then table.insert(waits, k) else table.insert(holds, k) end
+    end
+  end
+  for _, k in ipairs(holds) do forget(k) end
+  promote(due)
+  for _, k in ipairs(waits) do
+    if L[k] ~= nil and L[k].pending then forget(k) end
+  end
+  promote(due)
+end
+promote(now)
+local state = 5
+if op == 'a' then
+  if #Q == 0 and free() >= count then
+    L[id] = {count = count, ttl = ttl, till = now + ttl, pending = false}
+    held = held + count
+    state = 1
+  elseif wait > 0 then
+    L[id] = {count = count, ttl = ttl, till = now + wait, pending = true}
+    table.insert(Q, id)
+    state = 2
+  else
+    state = 3
+  end
+elseif op == 'h' then
+  local l = L[id]
+  if l ~= nil and l.pending then
+    state = 2
+  elseif l ~= nil then
+    l.ttl, l.till = ttl, now + ttl
+    state = 1
+  elseif restore > 0 then
+    if free() >= restore then
+      L[id] = {count = restore, ttl = ttl, till = now + ttl, pending = false}
+      held = held + restore
+      state = 1
+    else
+      state = 6
+    end
+  end
+elseif op == 'r' then
+  if L[id] ~= nil then
+    forget(id)
+    promote(now)
+    state = 4
+  end
+end
+redis.call('DEL', KEYS[1], KEYS[2])
+local last = 0
+for k, l in pairs(L) do
+  local p = 0
+  if l.pending then p = 1 end
+  redis.call('HSET', KEYS[1], k, string.format('%.0f %.0f %.0f %d', l.count, l.ttl, l.till, p))
+  if l.till > last then last = l.till end
+end
+for _, k in ipairs(Q) do redis.call('RPUSH', KEYS[2], k) end
+if last > 0 then
+  local at = math.ceil(last / 1000) + 1
+  redis.call('PEXPIREAT', KEYS[1], at)
+  if #Q > 0 then redis.call('PEXPIREAT', KEYS[2], at) end
+end
+local left = 0
+if (state == 1 or state == 2) and L[id] ~= nil then left = L[id].till - now end
+return {state, left, cap, free()}
+"#;
+
+/// The Redis keys a semaphore's leases live under: its hash of leases and
+/// its queue, sharing the hash tag of the limit's name.
+pub fn lease_keys(call: &LeaseCall) -> [String; 2] {
+    let tag = format!("locker:{{{}:{}:}}", call.name.len(), call.name);
+    [format!("{tag}:s"), format!("{tag}:q")]
+}
+
+/// The `EVAL` command that makes lease `call`.
+pub fn lease_command(call: &LeaseCall) -> redis::Cmd {
+    let (op, count, ttl, wait, restore) = match call.op {
+        LeaseOp::Acquire(hold) => ("a", hold.count, hold.ttl, hold.max_wait, 0),
+        LeaseOp::Heartbeat { ttl, restore } => ("h", 0, ttl, 0, restore.unwrap_or(0)),
+        LeaseOp::Release => ("r", 0, 0, 0, 0),
+    };
+    let [leases, queue] = lease_keys(call);
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(SEMAPHORE).arg(2).arg(leases).arg(queue);
+    cmd.arg(op).arg(&*call.lease).arg(call.capacity).arg(count).arg(ttl / 1_000).arg(wait / 1_000).arg(restore);
     cmd
 }

@@ -1,0 +1,198 @@
+//! Lease requests for a semaphore whose leases live in the store: checked
+//! here, carried to the store as a `LeaseCall`, and answered when the
+//! store's answer comes back.
+//!
+//! A lease request needs the store itself, not a hand of permits, so it is
+//! parked under its token until the store thread answers (`on_leases`);
+//! the reply is then ready for `next_ready`. A request the locker's own
+//! checks refuse (a bad count or ttl, a forged restore) is answered at
+//! once and never reaches the store. When the store cannot be asked, a
+//! lease request is answered with the error whatever the limit's failure
+//! policy: a lease granted without the store would be invisible to the
+//! other lockers. This module reads no clock and touches no socket.
+
+use std::collections::{HashMap, VecDeque};
+
+use super::hold::Answer;
+use super::lease::{encode, lease_reply};
+use super::parking::Token;
+use super::{error_reply, Service};
+use crate::core::store_lease::{CallId, LeaseAnswer, LeaseCall, LeaseOp};
+use crate::core::{AcquireAsk, BeatTerms, HeartbeatAsk, LeaseError, LimitId, Nanos};
+use crate::wire::{self, Request};
+
+/// What a reply to a lease call needs besides the store's answer.
+#[derive(Debug)]
+enum Follow {
+    Acquire,
+    Heartbeat(BeatTerms),
+    Release,
+}
+
+/// A lease request waiting for the store.
+#[derive(Debug)]
+struct LeaseWait {
+    token: Token,
+    limit: LimitId,
+    lease: Box<str>,
+    follow: Follow,
+}
+
+/// Lease calls on their way to the store and replies to those answered.
+#[derive(Debug, Default)]
+pub(super) struct LeaseCalls {
+    next: CallId,
+    outbox: Vec<LeaseCall>,
+    waits: HashMap<CallId, LeaseWait>,
+    /// Replies ready to send, in the order the store answered.
+    answered: VecDeque<(Token, Vec<u8>)>,
+}
+
+impl LeaseCalls {
+    /// Lease requests not yet answered.
+    pub(super) fn len(&self) -> usize {
+        self.waits.len() + self.answered.len()
+    }
+}
+
+impl Service {
+    /// With a store, sends a lease request on a semaphore to it, parked
+    /// under `token` (`Some(Held)`), or answers it into `out` when the
+    /// locker's checks refuse it (`Some(Now)`); `None` for any other
+    /// request, or without a store.
+    pub(super) fn lease_to_store(&mut self, token: Token, body: &[u8], out: &mut Vec<u8>) -> Option<Answer> {
+        self.claims.as_ref()?;
+        let call = match wire::decode_request(body).ok()? {
+            Request::Acquire(ask) => {
+                let limit = self.find(ask.limit).ok()?;
+                self.locker.check_semaphore(limit).ok()?;
+                let acquire = AcquireAsk {
+                    limit,
+                    key: ask.key,
+                    count: ask.count,
+                    ttl_ms: ask.ttl_ms,
+                    max_wait_ms: ask.max_wait_ms.unwrap_or(0),
+                };
+                match self.locker.lease_for(&acquire) {
+                    Ok((lease, hold)) => (limit, lease.into(), LeaseOp::Acquire(hold), Follow::Acquire),
+                    Err(e) => {
+                        self.locker.note_acquire::<String, _>(limit, &Err(()));
+                        return Some(refuse(&e, out));
+                    }
+                }
+            }
+            Request::Heartbeat(beat) => {
+                let limit = self.find(beat.limit).ok()?;
+                self.locker.check_semaphore(limit).ok()?;
+                let ask = HeartbeatAsk { limit, lease: beat.lease, ttl_ms: beat.ttl_ms, count: beat.count };
+                match self.locker.beat_terms(&ask) {
+                    Ok(t) => (
+                        limit,
+                        beat.lease.into(),
+                        LeaseOp::Heartbeat { ttl: t.ttl, restore: t.restore },
+                        Follow::Heartbeat(t),
+                    ),
+                    Err(e) => {
+                        self.locker.note_follow_up::<(), _>(limit, &Err(()));
+                        return Some(refuse(&e, out));
+                    }
+                }
+            }
+            Request::Release(release) => {
+                let limit = self.find(release.limit).ok()?;
+                self.locker.check_semaphore(limit).ok()?;
+                (limit, release.lease.into(), LeaseOp::Release, Follow::Release)
+            }
+            _ => return None,
+        };
+        let (limit, lease, op, follow): (LimitId, Box<str>, LeaseOp, Follow) = call;
+        let calls = &mut self.lease_calls;
+        let id = calls.next;
+        calls.next += 1;
+        let l = self.locker.limit(limit);
+        calls.outbox.push(LeaseCall { id, name: l.name().into(), capacity: l.capacity(), lease: lease.clone(), op });
+        calls.waits.insert(id, LeaseWait { token, limit, lease, follow });
+        Some(Answer::Held)
+    }
+
+    /// The lease calls to send to the store, taken out.
+    pub fn take_lease_calls(&mut self) -> Vec<LeaseCall> {
+        std::mem::take(&mut self.lease_calls.outbox)
+    }
+
+    /// Takes the store's answers to lease calls in at `now`: their replies
+    /// are sent by `next_ready`.
+    pub fn on_leases(&mut self, now: Nanos, answers: Vec<LeaseAnswer>) {
+        for answer in answers {
+            let Some(wait) = self.lease_calls.waits.remove(&answer.id) else { continue };
+            let mut out = Vec::new();
+            self.lease_answer(now, &wait, answer, &mut out);
+            self.lease_calls.answered.push_back((wait.token, out));
+        }
+    }
+
+    /// The reply to `wait` from the store's `answer`, counted.
+    fn lease_answer(&mut self, now: Nanos, wait: &LeaseWait, answer: LeaseAnswer, out: &mut Vec<u8>) {
+        let store = match answer.result {
+            Ok(s) => s,
+            Err(why) => {
+                match wait.follow {
+                    Follow::Acquire => self.locker.note_acquire::<String, _>(wait.limit, &Err(())),
+                    _ => self.locker.note_follow_up::<(), _>(wait.limit, &Err(())),
+                }
+                wire::encode(&error_reply(&why), out);
+                return;
+            }
+        };
+        let lease = wait.lease.to_string();
+        match &wait.follow {
+            Follow::Acquire => {
+                // An acquire's answer is never short of capacity: only a restore is.
+                let v = store.verdict(now).map_err(|_| LeaseError::UnknownLease(lease.clone()));
+                let result = v.map(|v| (lease.clone(), v));
+                self.locker.note_acquire(wait.limit, &result);
+                encode(result.map(|(lease, v)| lease_reply(now, &v, lease)), out);
+            }
+            Follow::Heartbeat(terms) => {
+                let result = self.locker.beat_outcome(&lease, terms, store.verdict(now), false);
+                self.locker.note_follow_up(wait.limit, &result);
+                encode(result.map(|v| lease_reply(now, &v, lease)), out);
+            }
+            Follow::Release => {
+                let result = store.verdict(now).map_err(|_| LeaseError::UnknownLease(lease.clone()));
+                self.locker.note_follow_up(wait.limit, &result);
+                encode(result.map(|v| lease_reply(now, &v, lease)), out);
+            }
+        }
+    }
+
+    /// The next reply to a lease call the store answered: written into
+    /// `out`, its token returned.
+    pub(super) fn next_lease_reply(&mut self, out: &mut Vec<u8>) -> Option<Token> {
+        let (token, reply) = self.lease_calls.answered.pop_front()?;
+        out.clear();
+        out.extend_from_slice(&reply);
+        Some(token)
+    }
+
+    /// At shutdown: the next lease request still waiting, answered with
+    /// what the store said, or with an error when it has not answered.
+    pub(super) fn next_final_lease(&mut self, out: &mut Vec<u8>) -> Option<Token> {
+        if let Some(token) = self.next_lease_reply(out) {
+            return Some(token);
+        }
+        let id = *self.lease_calls.waits.keys().min()?;
+        let wait = self.lease_calls.waits.remove(&id).expect("just found");
+        out.clear();
+        let why = "the locker stopped before the store answered this lease request; a lease it took ends with its ttl";
+        self.lease_answer(0, &wait, LeaseAnswer { id, result: Err(why.into()) }, out);
+        Some(wait.token)
+    }
+}
+
+/// Answers a lease request the locker's checks refused.
+fn refuse(e: &LeaseError, out: &mut Vec<u8>) -> Answer {
+    out.clear();
+    wire::encode(&error_reply(e), out);
+    Answer::Now
+}

@@ -1,0 +1,127 @@
+//! A locker on a store, on the service seam with literal instants and the
+//! store's answers written by hand: what is asked of the store, when an
+//! ask waits for it and when it is answered from the hand, the failure
+//! policy, and lease requests that go to the store and come back.
+
+use locker::core::claims::{Claimed, Grant};
+use locker::core::store_lease::{LeaseAnswer, LeaseOp, StoreLease, StoreLeaseState};
+use locker::core::{Algorithm, Limit, Locker, Nanos, Quota, DEFAULT_LIMIT};
+use locker::service::{Answer, Service};
+use locker::wire::{self, Ask, GoReply, LeaseAsk, LeaseReply, Reply, RequestMap};
+
+const MS: Nanos = 1_000_000;
+const T0: Nanos = 2_000_000_000_000 * MS;
+
+/// The default limit (100 per second, failing closed), "open" (100 per
+/// second, failing open) and the semaphore "db" of 3, on a store.
+fn on_store() -> Service {
+    let q = |n, s| Quota::new(n, s).unwrap();
+    let limits = vec![
+        Limit::new("open", q(100, 1.0)).unwrap().with_fail_open(true),
+        Limit::with_algorithm("db", q(3, 1.0), Algorithm::Semaphore).unwrap(),
+    ];
+    Service::new(Locker::new(Limit::new(DEFAULT_LIMIT, q(100, 1.0)).unwrap(), limits, 100)).with_store()
+}
+
+fn serve(s: &mut Service, now: Nanos, token: u64, body: &[u8]) -> (Answer, Vec<u8>) {
+    let mut out = Vec::new();
+    let answer = s.serve(now, token, body, &mut out);
+    (answer, out)
+}
+
+fn body(map: &RequestMap) -> Vec<u8> {
+    let mut body = Vec::new();
+    wire::encode(map, &mut body);
+    body
+}
+
+fn grant(got: u32, left: u32) -> Result<Grant, String> {
+    Ok(Grant { got, valid_us: 1_000_000, left, retry_us: 0 })
+}
+
+fn ready(s: &mut Service, now: Nanos) -> Vec<(u64, Vec<u8>)> {
+    let mut out = Vec::new();
+    std::iter::from_fn(|| s.next_ready(now, &mut out).map(|t| (t, out.clone()))).collect()
+}
+
+#[test]
+fn an_ask_waits_for_its_claim_and_the_asks_after_it_go_from_the_hand_without_the_store() {
+    let mut s = on_store();
+    assert_eq!(serve(&mut s, T0, 1, b"let me go").0, Answer::Held, "nothing on hand: the ask waits");
+    assert_eq!(serve(&mut s, T0, 2, b"let me go").0, Answer::Held, "the second waits for the same claim");
+    let claims = s.take_claims();
+    assert_eq!(claims.len(), 1, "one claim for both: {claims:?}");
+    assert!(claims[0].want >= 2, "the unsent claim grew to cover both asks: {claims:?}");
+    assert!(ready(&mut s, T0).is_empty(), "nothing is answered before the store answers");
+    s.on_claims(T0 + MS, vec![Claimed { id: claims[0].id, grant: grant(10, 90) }]);
+    assert_eq!(ready(&mut s, T0 + MS), [(1, b"go".to_vec()), (2, b"go".to_vec())], "in arrival order");
+    for token in 3..8 {
+        assert_eq!(serve(&mut s, T0 + 2 * MS, token, b"let me go"), (Answer::Now, b"go".to_vec()));
+    }
+    let ahead = s.take_claims();
+    assert_eq!(ahead.len(), 1, "a hand running low claims its next chunk while it still answers: {ahead:?}");
+    let stats = s.locker().stats().next().unwrap().1;
+    assert_eq!((stats.requests, stats.go), (7, 7));
+}
+
+#[test]
+fn when_the_store_fails_a_limit_that_fails_closed_says_sorry_and_one_that_fails_open_decides_alone() {
+    let mut s = on_store();
+    let open = body(&Ask::new().limit("open").to_map());
+    assert_eq!(serve(&mut s, T0, 1, b"let me go").0, Answer::Held);
+    assert_eq!(serve(&mut s, T0, 2, &open).0, Answer::Held);
+    let failed = s.take_claims().into_iter().map(|c| Claimed { id: c.id, grant: Err("the store failed".into()) });
+    s.on_claims(T0 + MS, failed.collect());
+    let answers = ready(&mut s, T0 + MS);
+    assert_eq!(answers[0], (1, b"sorry".to_vec()), "closed: sorry");
+    let Ok(Reply::Answer(r)) = wire::decode_reply::<GoReply>(&answers[1].1) else { panic!("{answers:?}") };
+    assert!(r.ok, "open: go from this locker's own counts: {r:?}");
+    assert_eq!(serve(&mut s, T0 + 2 * MS, 3, b"let me go"), (Answer::Now, b"sorry".to_vec()), "no claim while down");
+    assert!(s.take_claims().is_empty(), "the store is left alone a while after it failed");
+}
+
+fn lease_reply(out: &[u8]) -> Result<LeaseReply, String> {
+    match wire::decode_reply::<LeaseReply>(out).unwrap() {
+        Reply::Answer(r) => Ok(r),
+        Reply::Refused(why) => Err(why),
+    }
+}
+
+#[test]
+fn a_lease_request_goes_to_the_store_and_its_reply_is_the_stores_answer_on_the_lockers_clock() {
+    let mut s = on_store();
+    let acquire = body(&LeaseAsk::new("db", 2).ttl_ms(500).to_map());
+    assert_eq!(serve(&mut s, T0, 1, &acquire).0, Answer::Held, "a lease waits for the store");
+    let calls = s.take_lease_calls();
+    assert_eq!(calls.len(), 1);
+    assert_eq!((&*calls[0].name, calls[0].capacity), ("db", 3));
+    let LeaseOp::Acquire(hold) = calls[0].op else { panic!("{calls:?}") };
+    assert_eq!((hold.count, hold.ttl), (2, 500 * MS), "checked and converted by the locker");
+    let held = StoreLease { state: StoreLeaseState::Held, left_us: 500_000, capacity: 3, free: 1 };
+    s.on_leases(T0 + 2 * MS, vec![LeaseAnswer { id: calls[0].id, result: Ok(held) }]);
+    let answered = ready(&mut s, T0 + 2 * MS);
+    assert_eq!(answered.len(), 1);
+    let reply = lease_reply(&answered[0].1).unwrap();
+    assert!(reply.ok && reply.lease.as_deref() == Some(&*calls[0].lease), "{reply:?}");
+    assert_eq!((reply.remaining, reply.expires_in_ms), (1, 500));
+
+    let too_many = body(&LeaseAsk::new("db", 4).to_map());
+    let (answer, out) = serve(&mut s, T0 + 3 * MS, 2, &too_many);
+    assert_eq!(answer, Answer::Now, "a bad count never reaches the store");
+    assert!(lease_reply(&out).unwrap_err().contains("count 4"), "{:?}", lease_reply(&out));
+    assert!(s.take_lease_calls().is_empty());
+
+    let again = body(&LeaseAsk::new("db", 1).to_map());
+    assert_eq!(serve(&mut s, T0 + 4 * MS, 3, &again).0, Answer::Held);
+    let call = s.take_lease_calls().remove(0);
+    s.on_leases(T0 + 5 * MS, vec![LeaseAnswer { id: call.id, result: Err("the store failed: gone".into()) }]);
+    let failed = ready(&mut s, T0 + 5 * MS);
+    assert_eq!(lease_reply(&failed[0].1), Err("the store failed: gone".into()), "an error, never a lease");
+
+    assert_eq!(serve(&mut s, T0 + 6 * MS, 4, &again).0, Answer::Held);
+    let mut out = Vec::new();
+    assert_eq!(s.next_final(T0 + 7 * MS, &mut out), Some(4), "at a stop, a lease request is answered");
+    assert!(lease_reply(&out).unwrap_err().contains("stopped before the store answered"));
+    let db = s.locker().stats().nth(2).unwrap().1;
+    assert_eq!((db.requests, db.go, db.errors), (4, 1, 3), "each lease request counted once, when answered");
+}
