@@ -11,6 +11,7 @@
 //! test over the `use` graph holds it to that):
 //! 1. `time`, `limit` (a limit's terms and `LimitId`), `lease_id`;
 //! 2. `ask` (what a caller wants, the verdict), `room` (room for new keys),
+//!    `inline_keys` (the key table the kinds keep their keys in),
 //!    `share` (the terms peers agree on: node indices, the demand split,
 //!    the in-flight rule, the `Count` they trade);
 //! 3. `claims` (permits claimed from a shared store, for lockers whose
@@ -24,6 +25,7 @@
 
 pub mod ask;
 pub mod claims;
+pub mod inline_keys;
 pub mod kinds;
 pub mod lease_id;
 pub mod limit;

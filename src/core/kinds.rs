@@ -127,9 +127,11 @@ impl Rule {
     /// where the kind keeps it in a table that can do so.
     #[inline]
     pub fn prefetch(&self, key: Option<&str>) {
-        // A hint only: kinds without a key table of their own skip it.
-        if let Rule::Window(w) = self {
-            w.prefetch(key);
+        // A hint only: kinds without an inline key table skip it.
+        match self {
+            Rule::Window(w) => w.prefetch(key),
+            Rule::Bucket(b) => b.prefetch(key),
+            Rule::Rolling(_) | Rule::Semaphore(_) => {}
         }
     }
 

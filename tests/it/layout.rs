@@ -196,7 +196,7 @@ fn the_check_sees_a_cycle_and_reads_nested_paths() {
 /// limits; the peer node table, schedule and merge on top.
 const CORE_LAYERS: &[&[&str]] = &[
     &["time", "limit", "lease_id"],
-    &["ask", "room", "share"],
+    &["ask", "room", "share", "inline_keys"],
     &["kinds", "claims", "store_lease"],
     &["locker"],
     &["peering"],

@@ -12,14 +12,20 @@
 //! dropped by a sweep at most once a refill period (and at least once a
 //! second). This module knows nothing of names, sockets or clocks.
 //!
+//! The TATs live in an `InlineKeys` table: a key and its TAT share one
+//! 32-byte slot, so a decision usually costs one cache line, as the fixed
+//! window's does, and a batch prefetches its keys' lines.
+//!
 //! When lockers are peered, each key also keeps a ledger of the grants made
 //! from it per node and period (see `ledger`), so that a peer's grants move
-//! this locker's TAT as if they had been made here.
+//! this locker's TAT as if they had been made here. Ledgers are kept aside,
+//! by key, so a locker on its own never pays for them.
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
 
 use crate::core::ask::{Verdict, Want};
+use crate::core::inline_keys::InlineKeys;
 use crate::core::limit::{bucket_interval, Quota};
 use crate::core::room::give_back_spare;
 use crate::core::room::{KeyRoom, NoRoom};
@@ -30,11 +36,17 @@ mod ledger;
 
 pub use ledger::Ledger;
 
-/// One key's bucket: its TAT, and the grants peers shared for it.
+/// The unkeyed bucket: its TAT, and the grants peers shared for it.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 struct Key {
     tat: Nanos,
     ledger: Ledger,
+}
+
+/// One key's state, to change: its TAT and its ledger.
+struct KeyMut<'a> {
+    tat: &'a mut Nanos,
+    ledger: &'a mut Ledger,
 }
 
 /// Token buckets for every key of one limit.
@@ -49,7 +61,11 @@ pub struct Bucket {
     /// peers exchange.
     quota: Quota,
     unkeyed: Key,
-    keys: HashMap<Box<str>, Key>,
+    /// Each live key's TAT.
+    tats: InlineKeys<Nanos>,
+    /// The ledgers of keys that have one (only when peered); each of these
+    /// keys is in `tats` too.
+    ledgers: HashMap<Box<str>, Ledger>,
     next_sweep: Nanos,
 }
 
@@ -65,7 +81,8 @@ impl Bucket {
             depth: interval.saturating_mul(u64::from(burst)),
             quota,
             unkeyed: Key::default(),
-            keys: HashMap::new(),
+            tats: InlineKeys::new(),
+            ledgers: HashMap::new(),
             next_sweep: 0,
         }
     }
@@ -90,7 +107,7 @@ impl Bucket {
     /// Keys whose bucket is not full, or that hold counts peers shared in
     /// the current or the previous period.
     pub fn live_keys(&self) -> usize {
-        self.keys.len()
+        self.tats.len()
     }
 
     /// Drops keys whose bucket has refilled, once per refill period at most;
@@ -101,36 +118,44 @@ impl Bucket {
         }
         self.next_sweep = now.saturating_add(self.depth.max(NANOS_PER_SEC));
         let oldest = self.oldest_period(now);
-        self.unkeyed.ledger.prune(oldest);
-        let before = self.keys.len();
-        self.keys.retain(|_, k| {
-            k.ledger.prune(oldest);
-            k.tat > now || !k.ledger.is_empty()
+        let Bucket { unkeyed, tats, ledgers, .. } = self;
+        unkeyed.ledger.prune(oldest);
+        ledgers.retain(|_, ledger| {
+            ledger.prune(oldest);
+            !ledger.is_empty()
         });
-        give_back_spare(&mut self.keys);
-        before - self.keys.len()
+        give_back_spare(ledgers);
+        let before = tats.len();
+        tats.retain(|k, tat| *tat > now || ledgers.contains_key(k));
+        before - tats.len()
     }
 
     /// The next sweep, while there are keys for it to drop: the loop wakes
     /// then even without a request, so a flood's memory comes back.
     pub fn next_deadline(&self) -> Option<Nanos> {
-        (!self.keys.is_empty()).then_some(self.next_sweep)
+        (!self.tats.is_empty()).then_some(self.next_sweep)
     }
 
-    /// Bytes the keys' map holds on the heap, roughly (not the keys' names
-    /// or peers' ledgers).
+    /// Bytes the keys' tables hold on the heap, roughly (not the peers'
+    /// ledgers' own entries). Walks the long keys: for stats only.
     pub fn heap_bytes(&self) -> usize {
-        self.keys.capacity() * (std::mem::size_of::<(Box<str>, Key)>() + 1)
+        self.tats.heap_bytes() + self.ledgers.capacity() * (std::mem::size_of::<(Box<str>, Ledger)>() + 1)
+    }
+
+    /// Starts loading `key`'s TAT into the cache (see
+    /// `InlineKeys::prefetch`); the unkeyed bucket needs nothing.
+    #[inline]
+    pub fn prefetch(&self, key: Option<&str>) {
+        if let Some(k) = key {
+            self.tats.prefetch(k);
+        }
     }
 
     /// Takes tokens for `key` as `want` says, now or (with `max_wait`) as a
     /// reservation; otherwise takes nothing and answers sorry. `want.cost`
     /// must be at most `burst`; the caller checks.
     pub fn take(&mut self, now: Nanos, key: Option<&str>, want: Want, room: KeyRoom) -> Result<Verdict, NoRoom> {
-        let stored = match key {
-            None => self.unkeyed.tat,
-            Some(k) => self.keys.get(k).map_or(0, |k| k.tat),
-        };
+        let stored = self.tat(key);
         let tat = stored.max(now);
         let available = self.available(now, tat);
         let sorry = Verdict::sorry(self.burst, available, 0, tat - now);
@@ -156,7 +181,7 @@ impl Bucket {
     /// Answers sorry without taking, for a locker that may not grant yet;
     /// `retry_after` is when it may.
     pub fn refuse(&self, now: Nanos, key: Option<&str>, retry_after: Nanos) -> Verdict {
-        let tat = self.key(key).map_or(0, |k| k.tat).max(now);
+        let tat = self.tat(key).max(now);
         Verdict::sorry(self.burst, self.available(now, tat), retry_after, tat - now)
     }
 
@@ -164,18 +189,39 @@ impl Bucket {
     /// consumption counted on several lockers adds up here.
     pub fn absorb(&mut self, now: Nanos, key: Option<&str>, n: u32) {
         let interval = self.interval;
-        let k = match key {
-            None => &mut self.unkeyed,
-            Some(k) => self.keys.entry(k.into()).or_default(),
+        let tat = match key {
+            None => &mut self.unkeyed.tat,
+            Some(k) => self.tats.get_or_insert(k),
         };
-        absorb(k, now, interval, n);
+        absorb(tat, now, interval, n);
     }
 
-    fn key(&self, key: Option<&str>) -> Option<&Key> {
+    /// `key`'s TAT; 0 (a full bucket) for a key not held.
+    #[inline]
+    fn tat(&self, key: Option<&str>) -> Nanos {
         match key {
-            None => Some(&self.unkeyed),
-            Some(k) => self.keys.get(k),
+            None => self.unkeyed.tat,
+            Some(k) => self.tats.get(k).copied().unwrap_or(0),
         }
+    }
+
+    /// `key`'s ledger, if it has one.
+    fn ledger(&self, key: Option<&str>) -> Option<&Ledger> {
+        match key {
+            None => Some(&self.unkeyed.ledger),
+            Some(k) => self.ledgers.get(k),
+        }
+    }
+
+    /// `key`'s TAT and ledger, the key added when new; callers check the
+    /// key room first.
+    fn key_mut(&mut self, key: Option<&str>) -> KeyMut<'_> {
+        let Some(k) = key else { return KeyMut { tat: &mut self.unkeyed.tat, ledger: &mut self.unkeyed.ledger } };
+        let tat = self.tats.get_or_insert(k);
+        if !self.ledgers.contains_key(k) {
+            self.ledgers.insert(k.into(), Ledger::default());
+        }
+        KeyMut { tat, ledger: self.ledgers.get_mut(k).expect("inserted above") }
     }
 
     /// Whole tokens available at `now` for a key whose TAT is `tat` (>= now).
@@ -193,12 +239,10 @@ impl Bucket {
     fn store(&mut self, key: Option<&str>, tat: Nanos, room: KeyRoom) -> Result<(), NoRoom> {
         match key {
             None => self.unkeyed.tat = tat,
-            Some(k) => match self.keys.get_mut(k) {
-                Some(t) => t.tat = tat,
+            Some(k) => match self.tats.get_mut(k) {
+                Some(t) => *t = tat,
                 None => match room {
-                    KeyRoom::Free => {
-                        self.keys.insert(k.into(), Key { tat, ledger: Ledger::default() });
-                    }
+                    KeyRoom::Free => self.tats.insert(k, tat),
                     KeyRoom::Full => return Err(NoRoom),
                 },
             },
@@ -207,9 +251,9 @@ impl Bucket {
     }
 }
 
-/// Moves `k`'s TAT by `n` intervals, from `now` if its bucket is full.
-fn absorb(k: &mut Key, now: Nanos, interval: Nanos, n: u32) {
-    k.tat = k.tat.max(now).saturating_add(interval.saturating_mul(u64::from(n)));
+/// Moves a TAT by `n` intervals, from `now` if its bucket is full.
+fn absorb(tat: &mut Nanos, now: Nanos, interval: Nanos, n: u32) {
+    *tat = (*tat).max(now).saturating_add(interval.saturating_mul(u64::from(n)));
 }
 
 #[cfg(test)]

@@ -19,9 +19,8 @@ impl Bucket {
     /// grants in it (0 unless peered: only peers keep that ledger).
     pub fn kept(&self, now: Nanos, key: Option<&str>) -> (Nanos, u64, u32) {
         let period = self.period(now);
-        let Some(k) = self.key(key) else { return (0, period, 0) };
-        let own = k.ledger.counts().find(|&(node, p, _)| node == ME && p == period).map_or(0, |(_, _, n)| n);
-        (k.tat, period, own)
+        let own = self.ledger(key).and_then(|l| l.counts().find(|&(node, p, _)| node == ME && p == period));
+        (self.tat(key), period, own.map_or(0, |(_, _, n)| n))
     }
 
     /// Puts back `key`'s TAT (keeping a later one) and, when `count` is
@@ -43,15 +42,21 @@ impl Bucket {
         if tat <= now && !keep_count {
             return Ok(false);
         }
-        let k = match key {
-            None => &mut self.unkeyed,
-            Some(k) if self.keys.contains_key(k) => self.keys.get_mut(k).expect("checked above"),
-            Some(_) if matches!(room, KeyRoom::Full) => return Err(NoRoom),
-            Some(k) => self.keys.entry(k.into()).or_default(),
-        };
-        k.tat = k.tat.max(tat);
+        if let (Some(k), KeyRoom::Full) = (key, room) {
+            if !self.tats.contains_key(k) {
+                return Err(NoRoom);
+            }
+        }
         if keep_count {
+            let k = self.key_mut(key);
+            *k.tat = (*k.tat).max(tat);
             k.ledger.merge(node, period, count);
+        } else {
+            let held = match key {
+                None => &mut self.unkeyed.tat,
+                Some(k) => self.tats.get_or_insert(k),
+            };
+            *held = (*held).max(tat);
         }
         Ok(true)
     }

@@ -13,7 +13,7 @@
 //! the bucket, not under `core::peering`, because it moves the bucket's
 //! private TATs; `peering::merge` calls it.
 
-use super::{absorb, Bucket, Key};
+use super::{absorb, Bucket};
 use crate::core::room::{KeyRoom, NoRoom};
 use crate::core::share::ME;
 use crate::core::share::{Count, NodeIx};
@@ -130,7 +130,7 @@ impl Bucket {
             return Ok(false);
         }
         if let (Some(k), KeyRoom::Full) = (key, room) {
-            if !self.keys.contains_key(k) {
+            if !self.tats.contains_key(k) {
                 return Err(NoRoom);
             }
         }
@@ -139,7 +139,7 @@ impl Bucket {
         k.ledger.prune(oldest);
         let grew = k.ledger.merge(c.node, period, c.count);
         if grew > 0 {
-            absorb(k, now, interval, grew);
+            absorb(k.tat, now, interval, grew);
         }
         Ok(grew > 0)
     }
@@ -148,9 +148,9 @@ impl Bucket {
     /// and each peer node's, per key (`None` for the unkeyed bucket).
     pub fn counts(&self, now: Nanos, mut f: impl FnMut(Option<&str>, u64, NodeIx, u32)) {
         let oldest = self.oldest_period(now);
-        let keys = std::iter::once((None, &self.unkeyed)).chain(self.keys.iter().map(|(k, v)| (Some(&**k), v)));
-        for (key, k) in keys {
-            for (node, period, count) in k.ledger.counts().filter(|c| c.1 >= oldest) {
+        let keyed = self.ledgers.iter().map(|(k, ledger)| (Some(&**k), ledger));
+        for (key, ledger) in std::iter::once((None, &self.unkeyed.ledger)).chain(keyed) {
+            for (node, period, count) in ledger.counts().filter(|c| c.1 >= oldest) {
                 f(key, period, node, count);
             }
         }
@@ -160,16 +160,8 @@ impl Bucket {
     /// call, for republishing.
     pub fn drain_touched(&mut self, mut f: impl FnMut(Option<&str>, u64, u32)) {
         self.unkeyed.ledger.drain_touched(|p, c| f(None, p, c));
-        for (key, k) in self.keys.iter_mut() {
-            k.ledger.drain_touched(|p, c| f(Some(key), p, c));
-        }
-    }
-
-    /// The key's state, added when new; callers check the key room first.
-    fn key_mut(&mut self, key: Option<&str>) -> &mut Key {
-        match key {
-            None => &mut self.unkeyed,
-            Some(k) => self.keys.entry(k.into()).or_default(),
+        for (key, ledger) in self.ledgers.iter_mut() {
+            ledger.drain_touched(|p, c| f(Some(key), p, c));
         }
     }
 }

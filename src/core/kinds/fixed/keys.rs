@@ -35,6 +35,7 @@ use std::collections::HashMap;
 use std::hash::BuildHasher;
 
 use super::tally::{Aside, Count, Peered, Tally, TallyMut, TallyRef};
+use crate::core::inline_keys::{new_slots, prefetch_line};
 
 /// The longest key stored inline.
 pub const INLINE: usize = 23;
@@ -323,55 +324,9 @@ impl KeyTable {
     }
 }
 
-/// Asks the CPU to bring the cache line holding `slot` in, where it can.
-#[inline]
-fn prefetch_line(slot: &Slot) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint to the cache: it never faults and never
-    // reads or writes memory on the program's behalf, and `slot` is a live
-    // reference anyway.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>((slot as *const Slot).cast::<i8>());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = slot;
-}
-
 /// The key an inline name holds.
 fn key_of(name: &Name) -> &str {
     std::str::from_utf8(&name[1..=usize::from(name[0])]).expect("stored from a str")
-}
-
-/// `size` empty slots. A large table is read at random, one line per
-/// lookup, so with 4 KiB pages nearly every lookup also misses the TLB; on
-/// Linux the kernel is asked to back it with huge pages where it can.
-fn new_slots(size: usize) -> Vec<Slot> {
-    let mut slots = Vec::with_capacity(size);
-    #[cfg(target_os = "linux")]
-    hint_huge_pages(&slots);
-    slots.resize_with(size, Slot::default);
-    slots
-}
-
-/// Advises the kernel (madvise MADV_HUGEPAGE) to use huge pages for the
-/// whole 2 MiB pages inside `slots`' allocation, before it is touched. A
-/// hint only: the kernel may ignore it, and nothing else changes.
-#[cfg(target_os = "linux")]
-fn hint_huge_pages(slots: &Vec<Slot>) {
-    const HUGE: usize = 2 << 20;
-    let bytes = slots.capacity() * std::mem::size_of::<Slot>();
-    if bytes < 2 * HUGE {
-        return;
-    }
-    let start = slots.as_ptr() as usize;
-    let aligned = start.next_multiple_of(HUGE);
-    let len = (start + bytes - aligned) / HUGE * HUGE;
-    // SAFETY: the range lies within the vector's own allocation, and
-    // MADV_HUGEPAGE changes how the memory is backed, never its contents.
-    unsafe {
-        libc::madvise(aligned as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
-    }
 }
 
 #[cfg(test)]
