@@ -31,9 +31,9 @@ const MIN_SLOTS: usize = 16;
 /// empty slot. Two keys are equal exactly when their names are.
 type Name = [u8; INLINE + 1];
 
-/// One key and its value; 32 bytes for an 8-byte value, aligned so that
-/// two share a cache line and none straddles two.
-#[derive(Debug, Clone, Copy, Default)]
+/// One key and its value; 32 bytes for an 8-byte value, 64 for a value of
+/// up to 40 bytes, aligned so that no slot straddles two cache lines.
+#[derive(Debug, Clone, Default)]
 #[repr(C, align(32))]
 struct Slot<V> {
     name: Name,
@@ -59,7 +59,7 @@ fn key_of(name: &Name) -> &str {
 }
 
 /// Values by key, inline where the key is short.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct InlineKeys<V> {
     /// A power of two in length, or empty before the first key.
     slots: Vec<Slot<V>>,
@@ -71,13 +71,13 @@ pub struct InlineKeys<V> {
     hasher: foldhash::quality::RandomState,
 }
 
-impl<V: Copy + Default> Default for InlineKeys<V> {
+impl<V: Default> Default for InlineKeys<V> {
     fn default() -> Self {
         InlineKeys::new()
     }
 }
 
-impl<V: Copy + Default> InlineKeys<V> {
+impl<V: Default> InlineKeys<V> {
     /// An empty map; it allocates with its first key.
     pub fn new() -> InlineKeys<V> {
         InlineKeys { slots: Vec::new(), inline: 0, long: HashMap::new(), hasher: Default::default() }
@@ -158,6 +158,17 @@ impl<V: Copy + Default> InlineKeys<V> {
         inline.chain(self.long.iter().map(|(k, v)| (&**k, v)))
     }
 
+    /// Calls `f` with every key and its value, to change, in no particular
+    /// order.
+    pub fn for_each_mut(&mut self, mut f: impl FnMut(&str, &mut V)) {
+        for slot in self.slots.iter_mut().filter(|s| !s.is_empty()) {
+            f(key_of(&slot.name), &mut slot.value);
+        }
+        for (k, v) in self.long.iter_mut() {
+            f(k, v);
+        }
+    }
+
     /// Keeps only the keys for which `keep` is true. `keep` sees every key
     /// at least once and may see a key it keeps twice (one moved back into
     /// a gap already passed), so it must give the same answer again. Gives
@@ -177,7 +188,9 @@ impl<V: Copy + Default> InlineKeys<V> {
                 self.remove_at(i);
             }
         }
-        if self.slots.len() > MIN_SLOTS && self.inline * 8 <= self.slots.len() {
+        if self.inline == 0 {
+            self.slots = Vec::new();
+        } else if self.slots.len() > MIN_SLOTS && self.inline * 8 <= self.slots.len() {
             self.resize((self.inline * 4).next_power_of_two().max(MIN_SLOTS));
         }
     }
@@ -234,7 +247,7 @@ impl<V: Copy + Default> InlineKeys<V> {
             // Slot j stays when its home lies cyclically in (hole, j].
             let stays = if hole <= j { hole < home && home <= j } else { hole < home || home <= j };
             if !stays {
-                self.slots[hole] = self.slots[j];
+                self.slots[hole] = std::mem::take(&mut self.slots[j]);
                 hole = j;
             }
         }

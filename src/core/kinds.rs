@@ -131,7 +131,8 @@ impl Rule {
         match self {
             Rule::Window(w) => w.prefetch(key),
             Rule::Bucket(b) => b.prefetch(key),
-            Rule::Rolling(_) | Rule::Semaphore(_) => {}
+            Rule::Rolling(r) => r.prefetch(key),
+            Rule::Semaphore(_) => {}
         }
     }
 

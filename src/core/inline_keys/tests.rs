@@ -36,6 +36,9 @@ fn retain_removes_what_it_is_told_keeps_the_rest_reachable_and_gives_memory_back
     assert!(m.heap_bytes() * 8 <= full, "a flood's memory comes back: {} of {full}", m.heap_bytes());
     m.retain(|_, _| false);
     assert!(m.is_empty() && m.iter().next().is_none());
+    assert_eq!(m.heap_bytes(), 0, "an empty map holds nothing");
+    m.insert("again", 1);
+    assert_eq!(m.get("again"), Some(&1));
 }
 
 proptest::proptest! {

@@ -33,15 +33,14 @@
 //!
 //! Peers share the count per sub-slot (see `shared`).
 
-use std::collections::HashMap;
-
 use crate::core::ask::{Verdict, Want};
+use crate::core::inline_keys::InlineKeys;
 use crate::core::limit::Quota;
-use crate::core::room::give_back_spare;
 use crate::core::room::{KeyRoom, NoRoom, Terms};
 use crate::core::share::Share;
 use crate::core::time::{Nanos, NANOS_PER_SEC};
 
+mod grants;
 mod kept;
 mod log;
 mod peer;
@@ -63,7 +62,8 @@ pub struct RollingWindow {
     quota: Quota,
     span: Span,
     unkeyed: Log,
-    keys: HashMap<Box<str>, Log>,
+    /// Each key's log, inline in its slot (see `grants`).
+    keys: InlineKeys<Log>,
     next_sweep: Nanos,
     /// Bytes the keys' grants held at the last sweep (see `heap_bytes`).
     swept_bytes: usize,
@@ -76,7 +76,7 @@ impl RollingWindow {
             quota,
             span: Span::of(quota),
             unkeyed: Log::default(),
-            keys: HashMap::new(),
+            keys: InlineKeys::new(),
             next_sweep: 0,
             swept_bytes: 0,
         }
@@ -119,15 +119,12 @@ impl RollingWindow {
         let span = self.span;
         self.unkeyed.prune(now, span);
         let before = self.keys.len();
-        let mut grants = 0;
         self.keys.retain(|_, log| {
             log.prune(now, span);
-            let live = !log.is_idle(now);
-            grants += if live { log.own.capacity() } else { 0 };
-            live
+            !log.is_idle(now)
         });
+        let grants: usize = self.keys.iter().map(|(_, log)| log.own.capacity()).sum();
         self.swept_bytes = grants * std::mem::size_of::<(Nanos, u32)>();
-        give_back_spare(&mut self.keys);
         before - self.keys.len()
     }
 
@@ -142,8 +139,16 @@ impl RollingWindow {
     /// each scrape would cost what a million keys cost); not the keys' names
     /// or peers' counts.
     pub fn heap_bytes(&self) -> usize {
-        let map = self.keys.capacity() * (std::mem::size_of::<(Box<str>, Log)>() + 1);
-        map + if self.keys.is_empty() { 0 } else { self.swept_bytes }
+        self.keys.heap_bytes() + if self.keys.is_empty() { 0 } else { self.swept_bytes }
+    }
+
+    /// Starts loading `key`'s slot into the cache (see
+    /// `InlineKeys::prefetch`); the unkeyed log needs nothing.
+    #[inline]
+    pub fn prefetch(&self, key: Option<&str>) {
+        if let Some(k) = key {
+            self.keys.prefetch(k);
+        }
     }
 
     /// Takes permits for `key` as `want` says, for a locker on its own.
@@ -204,7 +209,7 @@ impl RollingWindow {
         match key {
             None => Ok(&mut self.unkeyed),
             Some(k) if matches!(room, KeyRoom::Full) && !self.keys.contains_key(k) => Err(NoRoom),
-            Some(k) => Ok(self.keys.entry(k.into()).or_default()),
+            Some(k) => Ok(self.keys.get_or_insert(k)),
         }
     }
 }

@@ -61,12 +61,7 @@ impl Log {
     /// Records `n` permits going at `at`, among grants already counted
     /// (stamps stay in order), as a restore does.
     fn restore(&mut self, at: Nanos, n: u32, span: Span) {
-        let stamp = span.stamp(at);
-        let i = self.own.partition_point(|&(s, _)| s < stamp);
-        match self.own.get_mut(i) {
-            Some((s, count)) if *s == stamp => *count += n,
-            _ => self.own.insert(i, (stamp, n)),
-        }
+        self.own.insert(span.stamp(at), n);
         self.last = self.last.max(at);
     }
 }

@@ -17,8 +17,7 @@
 //! peer's reservation lies ahead; the general check (`peak`) looks at every
 //! interval that holds the new grant. Pure arithmetic: no clock, no names.
 
-use std::collections::VecDeque;
-
+use super::grants::Grants;
 use super::peer_log::PeerLog;
 pub use super::span::Span;
 use crate::core::time::Nanos;
@@ -40,7 +39,7 @@ pub struct Log {
     /// When the latest grant's caller goes; no later ask goes before it.
     pub last: Nanos,
     /// Own grants, oldest first, as (stamp, permits); stamps strictly rise.
-    pub own: VecDeque<(Nanos, u32)>,
+    pub own: Grants,
     /// What only peering needs; `None` for a locker on its own.
     pub shared: Option<Box<PeerLog>>,
 }
@@ -48,7 +47,7 @@ pub struct Log {
 impl Log {
     /// Forgets grants that no longer count at `now` or after.
     pub fn prune(&mut self, now: Nanos, span: Span) {
-        while self.own.front().is_some_and(|&(stamp, _)| !span.counts_at(stamp, now)) {
+        while self.own.front().is_some_and(|(stamp, _)| !span.counts_at(stamp, now)) {
             self.own.pop_front();
         }
         if let Some(s) = &mut self.shared {
@@ -63,11 +62,7 @@ impl Log {
 
     /// Records `n` permits going at `at` (never before `last`).
     pub fn add(&mut self, at: Nanos, n: u32, span: Span) {
-        let stamp = span.stamp(at);
-        match self.own.back_mut() {
-            Some((s, count)) if *s == stamp => *count += n,
-            _ => self.own.push_back((stamp, n)),
-        }
+        self.own.push(span.stamp(at), n);
         self.last = self.last.max(at);
         if let Some(s) = &mut self.shared {
             s.add_own(at, n);
@@ -76,7 +71,7 @@ impl Log {
 
     /// When every grant known now has stopped counting (0 with none).
     pub fn empty_at(&self, span: Span) -> Nanos {
-        let own = self.own.back().map_or(0, |&(stamp, _)| stamp.saturating_add(span.window));
+        let own = self.own.back().map_or(0, |(stamp, _)| stamp.saturating_add(span.window));
         let heard = self.peer_spans(span).map(|(_, last, _)| last.saturating_add(span.window)).max();
         own.max(heard.unwrap_or(0))
     }
@@ -95,7 +90,7 @@ impl Log {
             return self.fit_alone(start, span, need, room_now);
         }
         // Room only grows when a grant stops counting: try those instants in turn.
-        let mut leaves: Vec<Nanos> = self.own.iter().map(|&(stamp, _)| stamp).collect();
+        let mut leaves: Vec<Nanos> = self.own.iter().map(|(stamp, _)| stamp).collect();
         leaves.extend(self.peer_spans(span).map(|(_, last, _)| last));
         let mut leaves: Vec<Nanos> =
             leaves.into_iter().map(|s| s.saturating_add(span.window)).filter(|&x| x > start).collect();
@@ -115,7 +110,7 @@ impl Log {
     /// them from the front until enough have left.
     fn fit_alone(&self, start: Nanos, span: Span, need: u32, room_now: u32) -> Fit {
         let mut counted = self.count_at(start, span);
-        for &(stamp, n) in self.own.iter().filter(|&&(stamp, _)| span.counts_at(stamp, start)) {
+        for (stamp, n) in self.own.iter().filter(|&(stamp, _)| span.counts_at(stamp, start)) {
             counted -= u64::from(n);
             let room = span.max.saturating_sub(clamp(counted));
             if room >= need {
@@ -138,7 +133,7 @@ impl Log {
     fn count_at(&self, u: Nanos, span: Span) -> u64 {
         // Own stamps rise: walk back from the newest while they still count.
         let own: u64 =
-            self.own.iter().rev().take_while(|&&(stamp, _)| span.counts_at(stamp, u)).map(|&(_, n)| u64::from(n)).sum();
+            self.own.iter().rev().take_while(|&(stamp, _)| span.counts_at(stamp, u)).map(|(_, n)| u64::from(n)).sum();
         let heard: u64 = self
             .peer_spans(span)
             .filter(|&(first, last, _)| first <= u && span.counts_at(last, u))
@@ -166,14 +161,14 @@ impl Log {
 
     /// Own permits going in the peers' sub-slot `sub`.
     pub(super) fn own_in(&self, span: Span, sub: u64) -> u32 {
-        let in_sub = self.own.iter().rev().skip_while(|&&(stamp, _)| span.sub(stamp) > sub);
-        in_sub.take_while(|&&(stamp, _)| span.sub(stamp) == sub).map(|&(_, n)| n).sum()
+        let in_sub = self.own.iter().rev().skip_while(|&(stamp, _)| span.sub(stamp) > sub);
+        in_sub.take_while(|&(stamp, _)| span.sub(stamp) == sub).map(|(_, n)| n).sum()
     }
 
     /// Calls `f` with the own count of each sub-slot from `from` on.
     pub(super) fn own_subs(&self, span: Span, from: u64, mut f: impl FnMut(u64, u32)) {
         let mut run: Option<(u64, u32)> = None;
-        for &(stamp, n) in self.own.iter().filter(|&&(stamp, _)| span.sub(stamp) >= from) {
+        for (stamp, n) in self.own.iter().filter(|&(stamp, _)| span.sub(stamp) >= from) {
             let sub = span.sub(stamp);
             run = match run {
                 Some((s, count)) if s == sub => Some((s, count + n)),

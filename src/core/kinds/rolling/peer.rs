@@ -84,14 +84,15 @@ impl RollingWindow {
     /// repaired by the next one.
     pub fn drain_touched(&mut self, mut f: impl FnMut(Option<&str>, u64, u32)) {
         let span = self.span;
-        let keys = std::iter::once((None, &mut self.unkeyed)).chain(self.keys.iter_mut().map(|(k, l)| (Some(&**k), l)));
-        for (key, log) in keys {
-            let Some(from) = log.shared.as_mut().and_then(|s| s.touched_from.take()) else { continue };
+        let mut drain = |key: Option<&str>, log: &mut Log| {
+            let Some(from) = log.shared.as_mut().and_then(|s| s.touched_from.take()) else { return };
             log.own_subs(span, span.sub(from), |sub, n| f(key, sub, n));
-        }
+        };
+        drain(None, &mut self.unkeyed);
+        self.keys.for_each_mut(|k, log| drain(Some(k), log));
     }
 
     fn logs(&self) -> impl Iterator<Item = (Option<&str>, &Log)> {
-        std::iter::once((None, &self.unkeyed)).chain(self.keys.iter().map(|(k, l)| (Some(&**k), l)))
+        std::iter::once((None, &self.unkeyed)).chain(self.keys.iter().map(|(k, l)| (Some(k), l)))
     }
 }
