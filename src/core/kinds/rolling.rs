@@ -21,10 +21,12 @@
 //!   max_requests x 64 / 65 (98.5 %) per T. A key holds at most 66
 //!   entries per window (100,000 per hour costs the same as 100 per second).
 //!
-//! Either way an entry is 16 bytes, so a key costs at most about 1 KiB of
-//! entries plus about 80 bytes and its name, and reservations queued
-//! ahead add at most 66 entries per T they reach into (max_wait is at most
-//! an hour).
+//! Either way an entry is 16 bytes. A key's log (its last instant and its
+//! first entry) sits beside the key in one 64-byte slot of an
+//! `InlineKeys` table, so a light key costs one cache line and about 134
+//! bytes at 1M keys; a busier key's entries move to a list of their own
+//! (see `grants`), at most about 1 KiB. Reservations queued ahead add at
+//! most 66 entries per T they reach into (max_wait is at most an hour).
 //! Keys are dropped by a sweep, at most once per second or per half window,
 //! once nothing of theirs counts; while there are keys, the sweep is also a
 //! deadline for the serving loop, so a flood's memory comes back without a
