@@ -15,6 +15,10 @@
 # default 4 clients x 4 in flight, 2 x 4 and 1 x 8) and print decisions per
 # second.
 #
+# KINDS (by default "bucket rolling") adds, for each counting kind besides
+# the fixed window, a limit of that kind with its own KEYS live keys, a
+# structured row against the echo and a batch row (the first shape).
+#
 # Load goes to 127.0.0.1 only. Both servers are stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,14 +31,27 @@ DURATION=${DURATION:-1s}
 KEYS=${KEYS:-1000000}
 # More flags for `locker serve`, e.g. LOCKER_ARGS='--metrics-bind 127.0.0.1:0'.
 LOCKER_ARGS=${LOCKER_ARGS:-}
+KINDS=${KINDS-bucket rolling}
 
 cargo build --release --quiet --bin locker --example echo_server
 LOCKER=target/release/locker
 ECHO=target/release/examples/echo_server
 
 PIDS=()
-cleanup() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done; }
+CONF=$(mktemp --suffix .toml)
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  rm -f "$CONF"
+}
 trap cleanup EXIT
+
+# One limit per kind in KINDS, as roomy as the default one.
+algorithm_of() { case $1 in bucket) echo token-bucket ;; rolling) echo rolling-window ;; *) echo "$1" ;; esac; }
+for kind in $KINDS; do
+  printf '[[limits]]\nname = "%s"\nmax_requests = 1000000000\nin_seconds = 86400\nalgorithm = "%s"\n' \
+    "$kind" "$(algorithm_of "$kind")" >>"$CONF"
+done
+NKINDS=$(($(wc -w <<<"$KINDS") + 1))
 
 # Starts a server and sets ENDPOINT from the `listening on` line it prints once
 # bound: waiting for that line, not for a fixed time, is how we know it is up.
@@ -58,8 +75,8 @@ ECHO_PID=$PID
 # all keys stay live while measured (slots are aligned to the Unix epoch: a
 # run across midnight UTC would see them dropped, and the live-key count
 # printed below would say so).
-LOCKER_LOG=warn start "$LOCKER" serve --bind 'tcp://127.0.0.1:*' \
-  --max-requests 1000000000 --in-seconds 86400 --max-keys "$((KEYS + 1))" $LOCKER_ARGS
+LOCKER_LOG=warn start "$LOCKER" serve --bind 'tcp://127.0.0.1:*' --config "$CONF" \
+  --max-requests 1000000000 --in-seconds 86400 --max-keys "$((NKINDS * KEYS + 1))" $LOCKER_ARGS
 LOCKER_EP=$ENDPOINT
 LOCKER_PID=$PID
 
@@ -96,6 +113,10 @@ echo "prefilling $KEYS keys..." >&2
 "$LOCKER" bench --connect "$ECHO_EP" --keys "$KEYS" --prefill --clients 4 --pipeline 64 --duration 100ms >/dev/null
 REPLY=$("$LOCKER" bench --connect "$LOCKER_EP" --keys "$KEYS" --prefill --clients 4 --pipeline 64 --duration 100ms |
   awk '$1 == "reply_bytes" { printf "%.0f", $2 }')
+for kind in $KINDS; do
+  "$LOCKER" bench --connect "$LOCKER_EP" --limit "$kind" --keys "$KEYS" --prefill --clients 4 --pipeline 64 \
+    --duration 100ms >/dev/null
+done
 
 # A second baseline for the structured form: the echo server answering with
 # as many bytes as the locker's structured reply, which tells the transport's
@@ -123,6 +144,13 @@ ARGS=("--plain --clients 4 --pipeline 64"
 PICK=(rate rate p99 rate rate)
 BASE_EP=("$ECHO_EP" "$ECHO_EP" "$ECHO_EP" "$SIZED_EP" "$ROUTER_EP")
 BASE_PID=("$ECHO_PID" "$ECHO_PID" "$ECHO_PID" "$SIZED_PID" "$ROUTER_PID")
+for kind in $KINDS; do
+  NAMES+=("structured, ${KEYS} keys, 4 x 64, $(algorithm_of "$kind")")
+  ARGS+=("--limit $kind --keys $KEYS --clients 4 --pipeline 64")
+  PICK+=(rate)
+  BASE_EP+=("$ECHO_EP")
+  BASE_PID+=("$ECHO_PID")
+done
 
 declare -A ECHO_V LOCKER_V RATIO_V ECHO_C LOCKER_C CPU_RATIO
 for round in $(seq "$ROUNDS"); do
@@ -157,21 +185,27 @@ done
 # timed, which tells whether the locker's core was the limit.
 BATCH=${BATCH:-100}
 BATCH_SHAPES=${BATCH_SHAPES:-4x4 2x4 1x8}
+# Each row: a shape, and the limit it asks (the default: the fixed window).
+ROWS=$BATCH_SHAPES
+for kind in $KINDS; do ROWS+=" ${BATCH_SHAPES%% *}:$kind"; done
 decisions() { awk '$1 == "decisions/s" { print $2 }'; }
 declare -A BATCH_V BATCH_C BATCH_CORE
 for round in $(seq "$ROUNDS"); do
-  for shape in $BATCH_SHAPES; do
+  for row in $ROWS; do
+    shape=${row%%:*}
+    limit=()
+    [ "$row" = "$shape" ] || limit=(--limit "${row#*:}")
     before=$(ticks "$LOCKER_PID")
-    report=$(bench "$LOCKER_EP" --keys "$KEYS" --batch "$BATCH" --clients "${shape%x*}" --pipeline "${shape#*x}")
+    report=$(bench "$LOCKER_EP" "${limit[@]}" --keys "$KEYS" --batch "$BATCH" --clients "${shape%x*}" --pipeline "${shape#*x}")
     t=$(($(ticks "$LOCKER_PID") - before))
     v=$(decisions <<<"$report")
     n=$(awk '$1 == "decisions" { print $2 }' <<<"$report")
     secs=$(awk '$1 == "requests" { print $4 }' <<<"$report")
     c=$(awk -v t="$t" -v n="$n" -v hz="$HZ" 'BEGIN { printf "%.3f", t / hz * 1e6 / n }')
     core=$(awk -v t="$t" -v s="$secs" -v hz="$HZ" 'BEGIN { printf "%.2f", t / hz / s }')
-    BATCH_V[$shape]+="$v " BATCH_C[$shape]+="$c " BATCH_CORE[$shape]+="$core "
+    BATCH_V[$row]+="$v " BATCH_C[$row]+="$c " BATCH_CORE[$row]+="$core "
     printf 'round %d  %-48s locker %10s (%6s us cpu per decision, %s of a core)\n' \
-      "$round" "batches of $BATCH, ${KEYS} live keys, $shape" "$v" "$c" "$core" >&2
+      "$round" "batches of $BATCH, ${KEYS} live keys, $row" "$v" "$c" "$core" >&2
   done
 done
 
@@ -185,7 +219,7 @@ for i in "${!NAMES[@]}"; do
     "$(med "${ECHO_V[$i]}")" "$(med "${LOCKER_V[$i]}")" "$(med "${RATIO_V[$i]}")" \
     "$(med "${ECHO_C[$i]}")" "$(med "${LOCKER_C[$i]}")" "$(med "${CPU_RATIO[$i]}")"
 done
-for shape in $BATCH_SHAPES; do
-  printf '%-48s %10s %10s %8s   %6s %6s   %s of a core\n' "batches of $BATCH, ${KEYS} live keys, $shape (decisions/s)" \
-    "-" "$(med "${BATCH_V[$shape]}")" "-" "-" "$(med "${BATCH_C[$shape]}")" "$(med "${BATCH_CORE[$shape]}")"
+for row in $ROWS; do
+  printf '%-48s %10s %10s %8s   %6s %6s   %s of a core\n' "batches of $BATCH, ${KEYS} live keys, $row (decisions/s)" \
+    "-" "$(med "${BATCH_V[$row]}")" "-" "-" "$(med "${BATCH_C[$row]}")" "$(med "${BATCH_CORE[$row]}")"
 done
