@@ -243,7 +243,7 @@ fn decide(log: &mut Log, now: Nanos, span: Span, want: Want, share: Share) -> (V
     v.granted = granted;
     v.wait = wait;
     v.remaining = if wait == 0 { room - granted } else { 0 };
-    v.reset_after = v.reset_after.max(span.stamp(at).saturating_add(span.window) - now);
+    v.reset_after = v.reset_after.max(log.stamp(at, span).saturating_add(span.window) - now);
     (v, Some(at))
 }
 

@@ -62,10 +62,21 @@ impl Log {
 
     /// Records `n` permits going at `at` (never before `last`).
     pub fn add(&mut self, at: Nanos, n: u32, span: Span) {
-        self.own.push(span.stamp(at), n);
+        self.own.push(self.stamp(at, span), n);
         self.last = self.last.max(at);
         if let Some(s) = &mut self.shared {
             s.add_own(at, n);
+        }
+    }
+
+    /// Where a grant at `at` (never before the newest) is stamped: the
+    /// newest grant's stamp when `at` falls in its grain, which spares the
+    /// division on the path of every grant in a sub-slot already used.
+    #[inline]
+    pub fn stamp(&self, at: Nanos, span: Span) -> Nanos {
+        match self.own.back() {
+            Some((s, _)) if at <= s && at > s - span.grain => s,
+            _ => span.stamp(at),
         }
     }
 

@@ -32,6 +32,9 @@ impl Span {
     /// The latest instant of the grain holding `at`: where a grant at `at` is stamped.
     #[inline]
     pub fn stamp(&self, at: Nanos) -> Nanos {
+        if self.grain == 1 {
+            return at;
+        }
         at - at % self.grain + (self.grain - 1)
     }
 
