@@ -14,7 +14,7 @@ use locker::wire::{self, PeerCount, PeerKind, PeerLimit, PeerMsg, PeerNode, Stat
 use locker::{Ask, Client};
 
 use crate::peering::{ask, saturate};
-use crate::support::{req, round_trip, Daemon, Peered, DEADLINE};
+use crate::support::{req, round_trip, wait_for_room, Daemon, Peered, DEADLINE};
 
 /// The limits every locker here serves: 1000 go per 1 s slot.
 const LIMITS: [&str; 4] = ["--max-requests", "1000", "--in-seconds", "1"];
@@ -284,6 +284,9 @@ fn a_limit_defined_differently_is_flagged_and_not_mixed() {
     assert_eq!(flagged, [DEFAULT_LIMIT]);
     let mut on_b = Client::new([b.endpoint.as_str()], DEADLINE).unwrap();
     let mut on_a = Client::new([a.endpoint.as_str()], DEADLINE).unwrap();
+    // Both asks in one slot: a new slot splits a's limit by the demand of
+    // the one before, which b's grant would have made mostly b's.
+    wait_for_room(10_000_000_000, Duration::from_secs(5));
     // A cost above half the pool goes on b's turn: the hint says when.
     let taken = loop {
         let r = on_b.ask(&Ask::new().key("k").cost(1500)).unwrap();

@@ -27,7 +27,9 @@ use std::time::{Duration, Instant};
 use locker::wire::{Heartbeat, LeaseAsk, LeaseReply, Release};
 use locker::{Ask, Client, ClientError};
 
-use crate::support::{free_port, per_slot, req, round_trip, run_locker, stamping, wall_ns, workers, Daemon, TempFile};
+use crate::support::{
+    free_port, per_slot, req, round_trip, run_locker, stamping, wait_for_room, wall_ns, workers, Daemon, TempFile,
+};
 
 /// How long anything about Redis may take to get ready.
 const READY: Duration = Duration::from_secs(20);
@@ -199,14 +201,6 @@ fn three_lockers_on_a_cluster_hold_one_limit_exactly_through_a_lockers_kill_and_
         "saturated slots are at least 99 % full: {filled} of {} ({per_slot:?})",
         full.len() as u32 * MAX
     );
-}
-
-/// The next instant at least `room` before the end of a `slot_ns` slot.
-fn wait_for_room(slot_ns: u128, room: Duration) {
-    let into = wall_ns() % slot_ns;
-    if slot_ns - into < room.as_nanos() {
-        thread::sleep(Duration::from_nanos((slot_ns - into) as u64 + 1_000_000));
-    }
 }
 
 #[test]

@@ -425,6 +425,16 @@ pub fn wall_ns() -> u128 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos()
 }
 
+/// Returns at once when at least `room` is left of the current epoch slot
+/// of `slot_ns`, else sleeps into the next slot: for tests whose asks must
+/// fall in one slot. (It waits for the clock, not for a process.)
+pub fn wait_for_room(slot_ns: u128, room: Duration) {
+    let into = wall_ns() % slot_ns;
+    if slot_ns - into < room.as_nanos() {
+        thread::sleep(Duration::from_nanos((slot_ns - into) as u64 + 1_000_000));
+    }
+}
+
 /// A record of when each go reached its worker (the wall clock, in
 /// nanoseconds), and the `OnGo` that writes it.
 pub fn stamping() -> (Arc<Mutex<Vec<u128>>>, OnGo) {
