@@ -211,25 +211,16 @@ impl<V: Default> InlineKeys<V> {
     }
 
     /// Where `key` is (`Ok`), or the empty slot where it would go (`Err`).
-    /// The table is never more than half full, so the probe ends.
     #[inline]
     fn find(&self, key: &str) -> Result<usize, usize> {
         if self.slots.is_empty() {
             return Err(0);
         }
         let name = name_of(key);
-        let mask = self.slots.len() - 1;
-        let mut i = self.home(key);
-        loop {
+        probe(self.slots.len(), self.home(key), |i| {
             let slot = &self.slots[i];
-            if slot.is_empty() {
-                return Err(i);
-            }
-            if slot.name == name {
-                return Ok(i);
-            }
-            i = (i + 1) & mask;
-        }
+            (!slot.is_empty()).then(|| slot.name == name)
+        })
     }
 
     /// Empties slot `hole` and moves back every key of the probe run
@@ -261,6 +252,24 @@ impl<V: Default> InlineKeys<V> {
         for slot in old.into_iter().filter(|s| !s.is_empty()) {
             let Err(i) = self.find(key_of(&slot.name)) else { unreachable!("keys are unique") };
             self.slots[i] = slot;
+        }
+    }
+}
+
+/// Walks the probe run of a table of `len` slots (a power of two, at most
+/// half full, so the walk ends) from slot `home`: `look(i)` says whether
+/// slot `i` is empty (`None`) or holds the key sought (`Some(true)`).
+/// Returns where the key is (`Ok`) or the empty slot where it would go
+/// (`Err`).
+#[inline]
+pub fn probe(len: usize, home: usize, look: impl Fn(usize) -> Option<bool>) -> Result<usize, usize> {
+    let mask = len - 1;
+    let mut i = home;
+    loop {
+        match look(i) {
+            None => return Err(i),
+            Some(true) => return Ok(i),
+            Some(false) => i = (i + 1) & mask,
         }
     }
 }

@@ -3,20 +3,13 @@
 
 use super::{error_reply, Service};
 use crate::core::kinds::semaphore::{LeaseState, LeaseVerdict};
-use crate::core::{time::ceil_ms, AcquireAsk, HeartbeatAsk, LeaseError, Nanos};
+use crate::core::{time::ceil_ms, AcquireAsk, HeartbeatAsk, LeaseError, LimitId, Nanos};
 use crate::wire::{self, Heartbeat, LeaseAsk, LeaseReply, Release};
 
 impl Service {
     pub(super) fn acquire(&mut self, now: Nanos, ask: LeaseAsk, out: &mut Vec<u8>) {
         let answer = self.find(ask.limit).map_err(LeaseError::from).and_then(|limit| {
-            let acquire = AcquireAsk {
-                limit,
-                key: ask.key,
-                count: ask.count,
-                ttl_ms: ask.ttl_ms,
-                max_wait_ms: ask.max_wait_ms.unwrap_or(0),
-            };
-            let (lease, v) = self.locker.acquire(now, &acquire)?;
+            let (lease, v) = self.locker.acquire(now, &acquire_ask(limit, &ask))?;
             self.note_lease(limit, &lease);
             Ok((lease, v))
         });
@@ -41,6 +34,11 @@ impl Service {
         });
         encode(answer.map(|v| lease_reply(now, &v, release.lease.to_owned())), out);
     }
+}
+
+/// The core's acquire for `ask` on limit `limit`.
+pub(super) fn acquire_ask<'a>(limit: LimitId, ask: &LeaseAsk<'a>) -> AcquireAsk<'a> {
+    AcquireAsk { limit, key: ask.key, count: ask.count, ttl_ms: ask.ttl_ms, max_wait_ms: ask.max_wait_ms.unwrap_or(0) }
 }
 
 pub(super) fn encode(answer: Result<LeaseReply, LeaseError>, out: &mut Vec<u8>) {

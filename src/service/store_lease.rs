@@ -14,12 +14,12 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::hold::Answer;
-use super::lease::{encode, lease_reply};
+use super::lease::{acquire_ask, encode, lease_reply};
 use super::parking::Token;
 use super::{error_reply, Service};
 use crate::core::store_lease::{CallId, LeaseAnswer, LeaseCall, LeaseOp};
-use crate::core::{AcquireAsk, BeatTerms, HeartbeatAsk, LeaseError, LimitId, Nanos};
-use crate::wire::{self, Request};
+use crate::core::{BeatTerms, HeartbeatAsk, LeaseError, LimitId, Nanos};
+use crate::wire::{self, Heartbeat, LeaseAsk, Request};
 
 /// What a reply to a lease call needs besides the store's answer.
 #[derive(Debug)]
@@ -28,6 +28,10 @@ enum Follow {
     Heartbeat(BeatTerms),
     Release,
 }
+
+/// What a lease call carries: its lease id, what it does, and what its
+/// reply will need.
+type Call = (Box<str>, LeaseOp, Follow);
 
 /// A lease request waiting for the store.
 #[derive(Debug)]
@@ -62,50 +66,29 @@ impl Service {
     /// request, or without a store.
     pub(super) fn lease_to_store(&mut self, token: Token, body: &[u8], out: &mut Vec<u8>) -> Option<Answer> {
         self.claims.as_ref()?;
-        let call = match wire::decode_request(body).ok()? {
+        let (limit, call) = match wire::decode_request(body).ok()? {
             Request::Acquire(ask) => {
-                let limit = self.find(ask.limit).ok()?;
-                self.locker.check_semaphore(limit).ok()?;
-                let acquire = AcquireAsk {
-                    limit,
-                    key: ask.key,
-                    count: ask.count,
-                    ttl_ms: ask.ttl_ms,
-                    max_wait_ms: ask.max_wait_ms.unwrap_or(0),
-                };
-                match self.locker.lease_for(&acquire) {
-                    Ok((lease, hold)) => (limit, lease.into(), LeaseOp::Acquire(hold), Follow::Acquire),
-                    Err(e) => {
-                        self.locker.note_acquire::<String, _>(limit, &Err(()));
-                        return Some(refuse(&e, out));
-                    }
-                }
+                let limit = self.semaphore(ask.limit)?;
+                (limit, self.acquire_call(limit, &ask))
             }
             Request::Heartbeat(beat) => {
-                let limit = self.find(beat.limit).ok()?;
-                self.locker.check_semaphore(limit).ok()?;
-                let ask = HeartbeatAsk { limit, lease: beat.lease, ttl_ms: beat.ttl_ms, count: beat.count };
-                match self.locker.beat_terms(&ask) {
-                    Ok(t) => (
-                        limit,
-                        beat.lease.into(),
-                        LeaseOp::Heartbeat { ttl: t.ttl, restore: t.restore },
-                        Follow::Heartbeat(t),
-                    ),
-                    Err(e) => {
-                        self.locker.note_follow_up::<(), _>(limit, &Err(()));
-                        return Some(refuse(&e, out));
-                    }
-                }
+                let limit = self.semaphore(beat.limit)?;
+                (limit, self.beat_call(limit, &beat))
             }
             Request::Release(release) => {
-                let limit = self.find(release.limit).ok()?;
-                self.locker.check_semaphore(limit).ok()?;
-                (limit, release.lease.into(), LeaseOp::Release, Follow::Release)
+                let limit = self.semaphore(release.limit)?;
+                (limit, Ok((release.lease.into(), LeaseOp::Release, Follow::Release)))
             }
             _ => return None,
         };
-        let (limit, lease, op, follow): (LimitId, Box<str>, LeaseOp, Follow) = call;
+        let (lease, op, follow) = match call {
+            Ok(call) => call,
+            Err(e) => {
+                out.clear();
+                wire::encode(&error_reply(&e), out);
+                return Some(Answer::Now);
+            }
+        };
         let calls = &mut self.lease_calls;
         let id = calls.next;
         calls.next += 1;
@@ -113,6 +96,33 @@ impl Service {
         calls.outbox.push(LeaseCall { id, name: l.name().into(), capacity: l.capacity(), lease: lease.clone(), op });
         calls.waits.insert(id, LeaseWait { token, limit, lease, follow });
         Some(Answer::Held)
+    }
+
+    /// The semaphore `name` names; `None` (the request is answered as
+    /// without a store, which says why) when it names none.
+    fn semaphore(&mut self, name: Option<&str>) -> Option<LimitId> {
+        let limit = self.find(name).ok()?;
+        self.locker.check_semaphore(limit).ok().map(|()| limit)
+    }
+
+    /// An acquire's call, checked and its lease id minted; a refusal is counted.
+    fn acquire_call(&mut self, limit: LimitId, ask: &LeaseAsk) -> Result<Call, LeaseError> {
+        let call = self.locker.lease_for(&acquire_ask(limit, ask));
+        if call.is_err() {
+            self.locker.note_acquire::<String, _>(limit, &Err(()));
+        }
+        call.map(|(lease, hold)| (lease.into(), LeaseOp::Acquire(hold), Follow::Acquire))
+    }
+
+    /// A heartbeat's call, checked; a refusal is counted.
+    fn beat_call(&mut self, limit: LimitId, beat: &Heartbeat) -> Result<Call, LeaseError> {
+        let ask = HeartbeatAsk { limit, lease: beat.lease, ttl_ms: beat.ttl_ms, count: beat.count };
+        let terms = self.locker.beat_terms(&ask);
+        if terms.is_err() {
+            self.locker.note_follow_up::<(), _>(limit, &Err(()));
+        }
+        let op = |t: &BeatTerms| LeaseOp::Heartbeat { ttl: t.ttl, restore: t.restore };
+        terms.map(|t| (beat.lease.into(), op(&t), Follow::Heartbeat(t)))
     }
 
     /// The lease calls to send to the store, taken out.
@@ -188,11 +198,4 @@ impl Service {
         self.lease_answer(0, &wait, LeaseAnswer { id, result: Err(why.into()) }, out);
         Some(wait.token)
     }
-}
-
-/// Answers a lease request the locker's checks refused.
-fn refuse(e: &LeaseError, out: &mut Vec<u8>) -> Answer {
-    out.clear();
-    wire::encode(&error_reply(e), out);
-    Answer::Now
 }

@@ -35,7 +35,7 @@ use std::collections::HashMap;
 use std::hash::BuildHasher;
 
 use super::tally::{Aside, Count, Peered, Tally, TallyMut, TallyRef};
-use crate::core::inline_keys::{new_slots, prefetch_line};
+use crate::core::inline_keys::{new_slots, prefetch_line, probe};
 
 /// The longest key stored inline.
 pub const INLINE: usize = 23;
@@ -263,25 +263,17 @@ impl KeyTable {
     }
 
     /// Where `key` is (`Ok`), or the empty slot where it would go (`Err`).
-    /// The table is never more than half full, so the probe ends.
     #[inline]
     fn find(&self, key: &str) -> Result<usize, usize> {
         if self.slots.is_empty() {
             return Err(0);
         }
         let name = name_of(key);
-        let mask = self.slots.len() - 1;
-        let mut i = self.hasher.hash_one(key) as usize & mask;
-        loop {
+        let home = self.hasher.hash_one(key) as usize & (self.slots.len() - 1);
+        probe(self.slots.len(), home, |i| {
             let slot = &self.slots[i];
-            if !slot.is_live(self.generation) {
-                return Err(i);
-            }
-            if slot.name == name {
-                return Ok(i);
-            }
-            i = (i + 1) & mask;
-        }
+            slot.is_live(self.generation).then(|| slot.name == name)
+        })
     }
 
     /// Doubles the table, moving the live keys over, with their peers'
