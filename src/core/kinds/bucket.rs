@@ -174,7 +174,9 @@ impl Bucket {
         }
         let tat = tat.saturating_add(self.interval.saturating_mul(u64::from(granted)));
         self.store(key, tat, room)?;
-        let remaining = self.available(now, tat);
+        // The TAT moved by whole intervals: that many fewer tokens, with
+        // no second division (none left when it moved past the depth).
+        let remaining = available.saturating_sub(granted);
         Ok(Verdict { go: true, granted, wait, ..Verdict::sorry(self.burst, remaining, 0, tat - now) })
     }
 
@@ -344,6 +346,8 @@ mod tests {
                 let v = ask(&mut b, now, Want { cost, up_to, max_wait: wait_ms * MS });
                 if v.granted > 0 {
                     grants.push((now + v.wait, v.granted));
+                    let peek = ask(&mut b, now, Want::now(0));
+                    proptest::prop_assert_eq!(v.remaining, peek.remaining, "remaining is what is left");
                 }
             }
             grants.sort();

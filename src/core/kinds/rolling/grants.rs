@@ -58,6 +58,17 @@ impl Grants {
         self.one().filter(|_| self.many.is_none()).into_iter().chain(many)
     }
 
+    /// The permits of the newest grants whose stamps `counts` holds for,
+    /// walking back from the newest until one does not.
+    #[inline]
+    pub fn newest_while(&self, counts: impl Fn(Nanos) -> bool) -> u64 {
+        match &self.many {
+            None if self.inline && counts(self.stamp) => u64::from(self.permits),
+            None => 0,
+            Some(m) => m.iter().rev().take_while(|&&(s, _)| counts(s)).map(|&(_, n)| u64::from(n)).sum(),
+        }
+    }
+
     /// Drops the oldest grant.
     pub fn pop_front(&mut self) {
         match &mut self.many {
@@ -130,6 +141,7 @@ mod tests {
         g.insert(20, 1);
         assert_eq!(g.iter().collect::<Vec<_>>(), [(10, 3), (15, 4), (20, 2)]);
         assert_eq!(g.iter().next_back(), Some((20, 2)));
+        assert_eq!(g.newest_while(|s| s >= 15), 6, "the newest two");
         assert_eq!((g.front(), g.back()), (Some((10, 3)), Some((20, 2))));
         g.pop_front();
         g.pop_front();

@@ -143,8 +143,10 @@ impl Log {
     /// before `u` and each peer count wherever in its sub-slot it went.
     fn count_at(&self, u: Nanos, span: Span) -> u64 {
         // Own stamps rise: walk back from the newest while they still count.
-        let own: u64 =
-            self.own.iter().rev().take_while(|&(stamp, _)| span.counts_at(stamp, u)).map(|(_, n)| u64::from(n)).sum();
+        let own = self.own.newest_while(|stamp| span.counts_at(stamp, u));
+        if self.shared.is_none() {
+            return own;
+        }
         let heard: u64 = self
             .peer_spans(span)
             .filter(|&(first, last, _)| first <= u && span.counts_at(last, u))
