@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use locker::{Ask, Client};
 
-use crate::support::{per_slot, stamping, workers, Daemon, Peered, DEADLINE};
+use crate::support::{per_slot, stamping, workers, Daemon, InSlot, Peered, DEADLINE};
 
 const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 const HOUR_MS: u64 = 3_600_000;
@@ -95,9 +95,9 @@ fn a_restart_with_the_clock_stepped_ahead_regrants_nothing_and_the_next_one_runs
 
 /// Three peered lockers, 100 per 1 s, the third under libfaketime `offset`,
 /// saturated from six workers spread over all three for 4.5 s: returns the
-/// go per real slot (by the true clock, when each go reached its worker,
-/// the first and last slot left out) and each locker's clock correction.
-fn saturate_with_a_skewed_peer(offset: &str) -> Option<(Vec<u32>, Vec<f64>)> {
+/// go per real slot (by the true clock, between each ask and its go, the
+/// first and last slot left out) and each locker's clock correction.
+fn saturate_with_a_skewed_peer(offset: &str) -> Option<(Vec<InSlot>, Vec<f64>)> {
     let wrapper = faked(offset)?;
     let group =
         Peered::start_under(3, &["--max-requests", "100", "--in-seconds", "1"], false, vec![vec![], vec![], wrapper]);
@@ -109,7 +109,7 @@ fn saturate_with_a_skewed_peer(offset: &str) -> Option<(Vec<u32>, Vec<f64>)> {
         w.join().unwrap();
     });
     let per_slot = per_slot(&stamps, 1_000_000_000);
-    let inner: Vec<u32> = per_slot.values().copied().skip(1).collect();
+    let inner: Vec<InSlot> = per_slot.values().copied().skip(1).collect();
     let inner = inner[..inner.len().saturating_sub(1)].to_vec();
     let corrections =
         endpoints.iter().map(|e| Client::new([e.as_str()], DEADLINE).unwrap().stats().unwrap().clock_correction_ms);
@@ -120,8 +120,8 @@ fn check_skewed_peer(offset: &str, offset_ms: f64) {
     let Some((slots, corrections)) = saturate_with_a_skewed_peer(offset) else { return };
     eprintln!("a peer {offset} s: go per real slot {slots:?}, clock corrections {corrections:?} ms");
     assert!(slots.len() >= 3, "{slots:?}");
-    assert!(slots.iter().all(|&n| n <= 100), "a real slot got more than 100: {slots:?}");
-    assert!(slots.iter().all(|&n| n >= 99), "saturated slots are full: {slots:?}");
+    assert!(slots.iter().all(|n| n.at_least <= 100), "a real slot got more than 100: {slots:?}");
+    assert!(slots.iter().all(|n| n.at_most >= 99), "saturated slots are full: {slots:?}");
     assert!((corrections[2] + offset_ms).abs() <= 5.0, "the skewed peer follows the others: {corrections:?}");
     assert!(corrections[..2].iter().all(|c| c.abs() <= 2.0), "the others keep their clocks: {corrections:?}");
 }

@@ -379,9 +379,10 @@ pub fn run_seed_client(endpoint: &str, count: usize, interval: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// What a worker does with a go: the fixed-window test stamps it, the
-/// rolling one calls the resource.
-pub type OnGo = Arc<dyn Fn() + Send + Sync>;
+/// What a worker does with a go, given when it sent the ask (the wall
+/// clock, in nanoseconds): the fixed-window tests stamp it, the rolling one
+/// calls the resource.
+pub type OnGo = Arc<dyn Fn(u128) + Send + Sync>;
 
 /// One worker: asks the lockers in `endpoints` (the first tried first)
 /// until `end`, calling `on_go` after each go; returns how many go.
@@ -389,9 +390,10 @@ fn worker(endpoints: Vec<String>, end: Instant, on_go: OnGo) -> usize {
     let mut client = Client::new(endpoints, Duration::from_millis(600)).unwrap();
     let mut goes = 0;
     while Instant::now() < end {
+        let asked = wall_ns();
         match client.ask(&Ask::new()) {
             Ok(r) if r.ok => {
-                on_go();
+                on_go(asked);
                 goes += 1;
             }
             Ok(r) => thread::sleep(Duration::from_millis(r.retry_after_ms.clamp(1, 100))),
@@ -435,19 +437,47 @@ pub fn wait_for_room(slot_ns: u128, room: Duration) {
     }
 }
 
-/// A record of when each go reached its worker (the wall clock, in
-/// nanoseconds), and the `OnGo` that writes it.
-pub fn stamping() -> (Arc<Mutex<Vec<u128>>>, OnGo) {
+/// A record of each go as its worker saw it: when the ask left and when
+/// the go came back (the wall clock, in nanoseconds), and the `OnGo` that
+/// writes it. The go was granted somewhere in between.
+pub fn stamping() -> (Arc<Mutex<Vec<(u128, u128)>>>, OnGo) {
     let stamps = Arc::new(Mutex::new(Vec::new()));
     let writer = stamps.clone();
-    (stamps, Arc::new(move || writer.lock().unwrap().push(wall_ns())))
+    (stamps, Arc::new(move |asked| writer.lock().unwrap().push((asked, wall_ns()))))
+}
+
+/// The go granted in one slot, as far as the workers can tell: at least
+/// those asked and answered within it, at most those also whose ask or
+/// answer fell in it. (On a loaded machine a go granted just before a
+/// boundary can reach its worker just after it: counting by arrival alone
+/// would put it in the wrong slot.) A test fails on what is certain: more
+/// than the limit `at_least`, or fewer than a full slot `at_most`.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+pub struct InSlot {
+    pub at_least: u32,
+    pub at_most: u32,
+}
+
+impl std::fmt::Debug for InSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.at_least == self.at_most {
+            true => write!(f, "{}", self.at_least),
+            false => write!(f, "{}..={}", self.at_least, self.at_most),
+        }
+    }
 }
 
 /// The go per epoch slot of `slot_ns` among `stamps`.
-pub fn per_slot(stamps: &Mutex<Vec<u128>>, slot_ns: u128) -> std::collections::BTreeMap<u128, u32> {
-    let mut slots = std::collections::BTreeMap::new();
-    for t in stamps.lock().unwrap().iter() {
-        *slots.entry(t / slot_ns).or_insert(0u32) += 1;
+pub fn per_slot(stamps: &Mutex<Vec<(u128, u128)>>, slot_ns: u128) -> std::collections::BTreeMap<u128, InSlot> {
+    let mut slots = std::collections::BTreeMap::<u128, InSlot>::new();
+    for &(asked, answered) in stamps.lock().unwrap().iter() {
+        let (first, last) = (asked / slot_ns, answered / slot_ns);
+        if first == last {
+            slots.entry(first).or_default().at_least += 1;
+        }
+        for slot in first..=last {
+            slots.entry(slot).or_default().at_most += 1;
+        }
     }
     slots
 }
