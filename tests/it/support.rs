@@ -437,10 +437,12 @@ pub fn wait_for_room(slot_ns: u128, room: Duration) {
     }
 }
 
-/// A record of each go as its worker saw it: when the ask left and when
-/// the go came back (the wall clock, in nanoseconds), and the `OnGo` that
-/// writes it. The go was granted somewhere in between.
-pub fn stamping() -> (Arc<Mutex<Vec<(u128, u128)>>>, OnGo) {
+/// Each go as its worker saw it: when the ask left and when the go came
+/// back (the wall clock, in nanoseconds). The go was granted in between.
+pub type Stamps = Mutex<Vec<(u128, u128)>>;
+
+/// A record of each go, and the `OnGo` that writes it.
+pub fn stamping() -> (Arc<Stamps>, OnGo) {
     let stamps = Arc::new(Mutex::new(Vec::new()));
     let writer = stamps.clone();
     (stamps, Arc::new(move |asked| writer.lock().unwrap().push((asked, wall_ns()))))
@@ -468,7 +470,7 @@ impl std::fmt::Debug for InSlot {
 }
 
 /// The go per epoch slot of `slot_ns` among `stamps`.
-pub fn per_slot(stamps: &Mutex<Vec<(u128, u128)>>, slot_ns: u128) -> std::collections::BTreeMap<u128, InSlot> {
+pub fn per_slot(stamps: &Stamps, slot_ns: u128) -> std::collections::BTreeMap<u128, InSlot> {
     let mut slots = std::collections::BTreeMap::<u128, InSlot>::new();
     for &(asked, answered) in stamps.lock().unwrap().iter() {
         let (first, last) = (asked / slot_ns, answered / slot_ns);
