@@ -16,8 +16,9 @@ pub mod rolling;
 pub mod semaphore;
 
 use super::ask::{Verdict, Want};
-use super::limit::{Algorithm, Limit};
-use super::room::{NoRoom, Terms};
+use super::limit::{Algorithm, Limit, LimitId};
+use super::room::{KeyBudget, NoRoom, Terms};
+use super::share::{Count, Counted, ME};
 use super::time::Nanos;
 use bucket::Bucket;
 use fixed::FixedWindow;
@@ -96,6 +97,99 @@ impl Rule {
             Rule::Bucket(b) => Ok(b.take(now, key, want, terms.room)?),
             Rule::Rolling(r) => Ok(r.take_shared(now, key, want, terms)?),
             Rule::Semaphore(_) => Err(TakeError::Semaphore),
+        }
+    }
+
+    /// Whether peers share this rule's counts: every kind but the
+    /// semaphore, whose leases are this locker's alone.
+    pub fn is_shared(&self) -> bool {
+        !matches!(self, Rule::Semaphore(_))
+    }
+
+    /// Calls `f` with the own counts a go `v` for `key` of limit `id`, at
+    /// `now`, leaves for the peers: the key's cumulative own count in the
+    /// kind's slot (a fixed window's current slot, a bucket's period, the
+    /// rolling window's sub-slot its caller goes in), and a fixed window's
+    /// own demand figure. A peek leaves none, nor does a fixed-window
+    /// reservation (it reaches the peers when its slot begins); a bucket's
+    /// or a rolling window's reservation goes out at once, so that peers
+    /// count it ahead.
+    pub fn note_own(&mut self, now: Nanos, id: LimitId, key: Option<&str>, v: &Verdict, mut f: impl FnMut(Count)) {
+        if v.granted == 0 {
+            return;
+        }
+        let (slot, count, asked) = match self {
+            Rule::Window(w) => match w.note_own(key, v) {
+                Some(own) => own,
+                None => return,
+            },
+            Rule::Bucket(b) => {
+                let (period, count) = b.note_own(now, key, v.granted);
+                (period, count, 0)
+            }
+            Rule::Rolling(r) => {
+                let (sub, count) = r.note_own(key, now + v.wait);
+                (sub, count, 0)
+            }
+            Rule::Semaphore(_) => return,
+        };
+        f(Count::granted(id, key, slot, ME, count));
+        if asked > 0 {
+            f(Count::asked(id, key, slot, ME, asked));
+        }
+    }
+
+    /// Merges a count a peer reported, received at `now`, with `budget`
+    /// for a new key. Returns whether anything changed (see each kind's
+    /// `merge`); a demand figure for a kind that splits no slot, or any
+    /// count for a semaphore, changes nothing.
+    pub fn merge(&mut self, now: Nanos, c: &Count, budget: KeyBudget) -> bool {
+        match (self, c.what) {
+            (Rule::Window(w), _) => {
+                let room = budget.room(w.live_keys());
+                w.merge_count(now, c, room)
+            }
+            (Rule::Bucket(b), Counted::Granted) => {
+                b.advance(now);
+                let room = budget.room(b.live_keys());
+                b.merge(now, c, room).unwrap_or(false)
+            }
+            (Rule::Rolling(r), Counted::Granted) => {
+                r.advance(now);
+                let room = budget.room(r.live_keys());
+                r.merge(now, c.key.as_deref(), c.slot, c.node, c.count, room).unwrap_or(false)
+            }
+            (Rule::Bucket(_) | Rule::Rolling(_), Counted::Asked) | (Rule::Semaphore(_), _) => false,
+        }
+    }
+
+    /// Calls `f` with every count of limit `id` this rule knows at `now`,
+    /// its own and each peer node's: for a fixed window its current slot's
+    /// (and the demand figures that split it), for a token bucket the
+    /// current and previous period's, for a rolling window every sub-slot's
+    /// that still counts. Call `advance` first.
+    pub fn counts(&self, now: Nanos, id: LimitId, mut f: impl FnMut(Count)) {
+        let granted = |f: &mut dyn FnMut(Count), key: Option<&str>, slot, node, n| {
+            f(Count::granted(id, key, slot, node, n));
+        };
+        match self {
+            Rule::Window(w) => w.counts(|key, slot, node, n, what| f(Count::of(what, id, key, slot, node, n))),
+            Rule::Bucket(b) => b.counts(now, |key, period, node, n| granted(&mut f, key, period, node, n)),
+            Rule::Rolling(r) => r.counts(now, |key, sub, node, n| granted(&mut f, key, sub, node, n)),
+            Rule::Semaphore(_) => {}
+        }
+    }
+
+    /// Calls `f` with the own count of limit `id` of every key granted
+    /// since the last call (and a fixed window's own demand figures), for
+    /// republishing: a count lost on the way is repaired by the next one.
+    /// Call `advance` first.
+    pub fn drain_own(&mut self, now: Nanos, id: LimitId, mut f: impl FnMut(Count)) {
+        match self {
+            Rule::Window(w) => w.drain_own(now, |key, slot, n, what| f(Count::of(what, id, key, slot, ME, n))),
+            Rule::Bucket(b) => b.drain_touched(|key, period, n| f(Count::granted(id, key, period, ME, n))),
+            Rule::Rolling(r) => r.drain_touched(|key, sub, n| f(Count::granted(id, key, sub, ME, n))),
+            Rule::Semaphore(_) => {}
         }
     }
 

@@ -196,6 +196,11 @@ impl Count {
         Count { limit, key: key.map(Into::into), slot, node, count, what: Counted::Granted }
     }
 
+    /// A count of `what`.
+    pub fn of(what: Counted, limit: LimitId, key: Option<&str>, slot: u64, node: NodeIx, count: u32) -> Count {
+        Count { what, ..Count::granted(limit, key, slot, node, count) }
+    }
+
     /// A demand figure.
     pub fn asked(limit: LimitId, key: Option<&str>, slot: u64, node: NodeIx, count: u32) -> Count {
         Count { what: Counted::Asked, ..Count::granted(limit, key, slot, node, count) }

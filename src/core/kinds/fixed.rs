@@ -28,11 +28,12 @@ pub use crate::core::ask::Verdict;
 use crate::core::ask::Want;
 use crate::core::limit::Quota;
 use crate::core::room::{KeyRoom, NoRoom, Terms};
-use crate::core::share::{Count, Counted, Share, ME};
+use crate::core::share::{Counted, Share, ME};
 use crate::core::time::Nanos;
 use ahead::{roll, Plan};
 use early::EarlyCounts;
 use keys::KeyTable;
+pub use peer::SlotFit;
 use tally::{Take, Tally, TallyMut, TallyRef};
 
 /// Counts for one limit within its current slot, and reserved counts for
@@ -50,20 +51,6 @@ pub struct FixedWindow {
     ahead: HashMap<Box<str>, VecDeque<u32>>,
     /// Peer counts for slot+1, heard before this locker reached it.
     early: EarlyCounts,
-}
-
-/// Where a count reported for `slot` falls against the window's own slot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SlotFit {
-    /// The current slot: merge it.
-    Current,
-    /// A slot that has ended: ignore it.
-    Stale,
-    /// The next slot, begun on the peer's clock but not yet on this
-    /// locker's: keep it for when it begins here.
-    Next,
-    /// A slot too far ahead of `now` to trust: ignore it.
-    TooEarly,
 }
 
 impl FixedWindow {
@@ -201,62 +188,6 @@ impl FixedWindow {
         now.saturating_sub(start)
     }
 
-    /// Whether the demand figures of the current slot are frozen at `now`:
-    /// past the cutoff, every repair republishes them all.
-    pub fn figures_frozen(&self, now: Nanos) -> bool {
-        self.elapsed_in_slot(now) >= crate::core::share::demand_cutoff(self.quota.slot_ns())
-    }
-
-    /// Merges a peer's count for `slot`, received at `now`, by maximum: a
-    /// count of grants, or a demand figure (one for the slot before joins
-    /// the basis that splits the current one). `ME` as the node is an echo
-    /// of this locker's own count. A count for the next slot is kept until
-    /// it begins here. Returns whether anything changed.
-    pub fn merge_count(&mut self, now: Nanos, c: &Count, room: KeyRoom) -> bool {
-        let key = c.key.as_deref();
-        let previous = c.what == Counted::Asked && c.slot.saturating_add(1) == self.slot_at(now);
-        match (self.place(now, c.slot), c.what) {
-            (SlotFit::Next, what) => self.early.keep(c.slot, key, c.node, c.count, what),
-            (SlotFit::Current, Counted::Granted) => match self.tally_mut(key, room) {
-                Ok(mut t) if c.node == ME => t.merge_own(c.count),
-                Ok(mut t) => t.merge(c.node, c.count),
-                Err(_) => false,
-            },
-            (SlotFit::Current, Counted::Asked) => {
-                self.tally_mut(key, room).is_ok_and(|mut t| t.merge_asked(c.node, c.count, false))
-            }
-            (SlotFit::Stale, Counted::Asked) if previous => {
-                self.tally_mut(key, room).is_ok_and(|mut t| t.merge_asked(c.node, c.count, true))
-            }
-            (SlotFit::Stale | SlotFit::TooEarly, _) => false,
-        }
-    }
-
-    /// The slot `now` falls in, or the current one if `now` is before it.
-    fn slot_at(&self, now: Nanos) -> u64 {
-        self.quota.slot_of(now).max(self.slot)
-    }
-
-    /// Where a peer's count for `slot`, received at `now`, falls. Never
-    /// moves the window past `now`'s slot: a peer whose clock runs ahead
-    /// does not take this locker with it.
-    pub fn place(&mut self, now: Nanos, slot: u64) -> SlotFit {
-        self.advance(now);
-        if slot < self.slot {
-            return SlotFit::Stale;
-        }
-        if slot == self.slot {
-            return SlotFit::Current;
-        }
-        let starts = self.quota.slot_end(slot - 1);
-        let near = starts <= now.saturating_add(self.quota.slot_ns() / 4);
-        if slot == self.slot + 1 && near {
-            SlotFit::Next
-        } else {
-            SlotFit::TooEarly
-        }
-    }
-
     /// Takes permits for `key` (or for the limit's unkeyed count) as `want`
     /// says, for a locker on its own. See `take_shared`.
     pub fn take(&mut self, now: Nanos, key: Option<&str>, want: Want, room: KeyRoom) -> Result<Verdict, NoRoom> {
@@ -379,28 +310,6 @@ impl FixedWindow {
         }
     }
 
-    /// Every tally with a count, the unkeyed one first (as `None`).
-    pub fn tallies(&self) -> impl Iterator<Item = (Option<&str>, TallyRef<'_>)> {
-        let unkeyed = (self.unkeyed != Tally::default()).then_some((None, self.unkeyed.get()));
-        unkeyed.into_iter().chain(self.keys.iter().map(|(k, t)| (Some(k), t)))
-    }
-
-    /// Calls `f` with every tally granted or asked since the last call,
-    /// and clears the marks; with `all_asked` (figures frozen, see
-    /// `figures_frozen`), also with every tally holding an own figure.
-    pub fn drain_touched(&mut self, all_asked: bool, mut f: impl FnMut(Option<&str>, TallyRef<'_>)) {
-        let due = |t: &mut TallyMut<'_>| t.take_touched() || (all_asked && t.get().asked_own() > 0);
-        let mut unkeyed = self.unkeyed.get_mut();
-        if due(&mut unkeyed) {
-            f(None, unkeyed.get());
-        }
-        self.keys.for_each_mut(|k, mut t| {
-            if due(&mut t) {
-                f(Some(k), t.get());
-            }
-        });
-    }
-
     /// Whether `key` already has a count in the current slot or a reservation.
     pub fn has_key(&self, key: &str) -> bool {
         self.keys.contains_key(key)
@@ -411,6 +320,7 @@ mod ahead;
 mod early;
 mod kept;
 pub mod keys;
+mod peer;
 pub mod tally;
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 //! is still absorbed when its count arrives just after. This module does
 //! the arithmetic only: no clock, no names, no wire format. It stays with
 //! the bucket, not under `core::peering`, because it moves the bucket's
-//! private TATs; `peering::merge` calls it.
+//! private TATs; `Rule::merge` (in `core::kinds`) calls it.
 
 use super::{absorb, Bucket};
 use crate::core::room::{KeyRoom, NoRoom};

@@ -32,7 +32,7 @@ impl FixedWindow {
         room: KeyRoom,
     ) -> Result<Verdict, NoRoom> {
         let max = self.quota.max_requests();
-        let (current, ahead) = self.counts(key);
+        let (current, ahead) = self.current_and_ahead(key);
         let queued = ahead.map_or(0, VecDeque::len);
         let free_now = if queued == 0 { max - current.min(max) } else { 0 };
         let reset_after = self.quota.slot_end(self.slot).saturating_sub(now);
@@ -87,7 +87,7 @@ impl FixedWindow {
 
     /// The key's count in the current slot, all lockers together, and its
     /// own reservations in the slots after it.
-    pub(super) fn counts(&self, key: Option<&str>) -> (u32, Option<&VecDeque<u32>>) {
+    pub(super) fn current_and_ahead(&self, key: Option<&str>) -> (u32, Option<&VecDeque<u32>>) {
         match key {
             None => (self.unkeyed.get().total(), Some(&self.unkeyed_ahead).filter(|a| !a.is_empty())),
             // The second lookup only happens while some key holds a reservation.

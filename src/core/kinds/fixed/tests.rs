@@ -1,6 +1,7 @@
 //! The fixed window's rules with literal instants, and a property test of reservations.
 
 use super::*;
+use crate::core::share::Count;
 
 fn window(max: u32, secs: f64) -> FixedWindow {
     FixedWindow::new(Quota::new(max, secs).unwrap())
