@@ -16,7 +16,7 @@
 //!   and a permit pool that hands out a batch of permits locally;
 //! - [`config`] and [`cli`]: settings and the command line;
 //! - [`curve`]: CURVE key files and allowlists (encryption and client authentication);
-//! - [`bench`]: `locker bench`, the load generator;
+//! - [`bench`](mod@bench): `locker bench`, the load generator;
 //! - [`sim`]: groups of peered services on a simulated clock, for tests.
 //!
 //! The daemon, config, cli and bench modules (and the `locker` binary) are

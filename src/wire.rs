@@ -17,9 +17,10 @@
 //! and `peer` (what peered lockers say over PUB/SUB). This file holds what
 //! they share: the request map they all travel in, the error, the size
 //! limits, and the encode and decode entry points. The private `fast` codec
-//! reads and writes the two messages on every structured request's path by
-//! hand, and checks a request's field names and string fields against the
-//! contract; `request` and `batch` call it first and fall back to serde.
+//! reads every request map once by hand (a go straight into an ask),
+//! checking field names and string fields against the contract as it
+//! reads, and writes the go reply; `request` and `batch` call it and fall
+//! back to serde for the shapes it leaves.
 //!
 //! This module only translates bytes to values and back. It holds no state,
 //! makes no decisions and never touches a socket.
@@ -35,9 +36,7 @@ mod reply;
 mod request;
 
 pub use ask::Ask;
-pub use batch::{
-    begin_batch_reply, classify_batch_reply, decode_batch_reply, encode_batch, AskBatch, Entries, MAX_BATCH_ASKS,
-};
+pub use batch::{begin_batch_reply, classify_batch_reply, decode_batch_reply, encode_batch, AskBatch, Entries};
 pub use lease::{Heartbeat, LeaseAsk, LeaseReply, Release};
 pub use peer::{
     decode_peer, PeerCount, PeerKind, PeerLimit, PeerMsg, PeerNode, PeerSeen, MAX_COUNTS_PER_MESSAGE,
@@ -52,6 +51,15 @@ pub use request::{decode_request, Request};
 /// The largest request a locker accepts by default; larger messages are
 /// dropped by ZeroMQ itself (ZMQ_MAXMSGSIZE), which disconnects the sender.
 pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 64 * 1024;
+
+/// The most asks one batch may carry. A batch of this many short asks is
+/// about 40 KB, within the default `--max-message-size` of 64 KiB; its
+/// reply is about 70 KB.
+pub const MAX_BATCH_ASKS: usize = 1000;
+
+/// Nesting levels a batch itself takes above its entries: the request
+/// map and the `asks` array.
+const BATCH_LEVELS: usize = 2;
 
 /// How deeply values may nest inside a request map. Requests are flat maps;
 /// a small allowance leaves room for fields this version ignores, and the

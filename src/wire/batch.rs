@@ -11,8 +11,9 @@
 //! that ask would get on its own: a go reply, or an error map for that
 //! entry alone. A batch costs the transport one message however many asks
 //! it carries, which is what lifts a locker past the transport's message
-//! rate. At most [`MAX_BATCH_ASKS`] asks travel in one message, and the
-//! whole message is bounded by `--max-message-size` like any other.
+//! rate. At most [`MAX_BATCH_ASKS`](super::MAX_BATCH_ASKS) asks travel in
+//! one message, and the whole message is bounded by `--max-message-size`
+//! like any other.
 //!
 //! The request is read without allocating: decoding checks the whole
 //! message's shape once (so a malformed batch is refused before any of its
@@ -24,16 +25,7 @@ use serde::Deserialize;
 use super::ask::Ask;
 use super::fast::{self, Reader};
 use super::reply::{ErrorReply, GoReply, Reply};
-use super::{decode_exact, is_structured, RequestMap, WireError, MAX_DEPTH};
-
-/// The most asks one batch may carry. A batch of this many short asks is
-/// about 40 KB, within the default `--max-message-size` of 64 KiB; its
-/// reply is about 70 KB.
-pub const MAX_BATCH_ASKS: usize = 1000;
-
-/// Nesting levels the batch itself takes above its entries: the request
-/// map and the `asks` array.
-const BATCH_LEVELS: usize = 2;
+use super::{decode_exact, is_structured, RequestMap, WireError, BATCH_LEVELS, MAX_DEPTH};
 
 /// The asks of a decoded batch, still as bytes: read them with `iter`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +36,12 @@ pub struct AskBatch<'a> {
 }
 
 impl<'a> AskBatch<'a> {
+    /// The batch of `len` entries, `entries` back to back, as
+    /// `fast::read_request` found them.
+    pub(super) fn new(entries: &'a [u8], len: usize) -> AskBatch<'a> {
+        AskBatch { entries, len }
+    }
+
     /// How many asks the batch carries.
     pub fn len(&self) -> usize {
         self.len
@@ -92,58 +90,21 @@ impl<'a> Iterator for Entries<'a> {
     }
 }
 
-/// Decodes `body` as a batch: `Ok(None)` when it is not one (its `op` is not
-/// `"batch"`) or cannot be read as a map at all, which leaves the message,
-/// and its error, to the ordinary decoder. Fields other than `op` and
-/// `asks` are ignored, as in every request.
-pub(super) fn decode(body: &[u8]) -> Result<Option<AskBatch<'_>>, WireError> {
-    let mut r = Reader::new(body);
-    let Some(fields) = r.map_len() else { return Ok(None) };
-    let (mut op, mut asks) = (None, None);
-    for _ in 0..fields {
-        let Some(name) = r.str_bytes() else { return Ok(None) };
-        match name {
-            b"op" if op.is_none() => match r.str() {
-                Some(s) => op = Some(s),
-                None => return Ok(None),
-            },
-            b"asks" if asks.is_none() => match entries(&mut r) {
-                Some(found) => asks = Some(found),
-                None => return Ok(None),
-            },
-            b"op" | b"asks" => return Ok(None),
-            _ if r.skip(MAX_DEPTH - 1).is_ok() => {}
-            _ => return Ok(None),
-        }
-    }
-    if r.at != body.len() || op != Some("batch") {
-        return Ok(None);
-    }
-    match asks {
-        None => Err(WireError::NoAsks),
-        Some(batch) if batch.len > MAX_BATCH_ASKS => Err(WireError::TooManyAsks(batch.len)),
-        Some(batch) => Ok(Some(batch)),
-    }
-}
-
-/// Steps over the `asks` array at `r`, checking every entry is a whole value.
-fn entries<'a>(r: &mut Reader<'a>) -> Option<AskBatch<'a>> {
-    let len = usize::try_from(r.array_len()?).ok()?;
-    let start = r.at;
-    for _ in 0..len {
-        r.skip(MAX_DEPTH - BATCH_LEVELS).ok()?;
-    }
-    Some(AskBatch { entries: &r.body[start..r.at], len })
-}
-
 /// One entry of a batch: a go request map.
 fn decode_entry(bytes: &[u8]) -> Result<Ask<'_>, WireError> {
     if !is_structured(bytes) {
         return Err(WireError::EntryNotAMap);
     }
-    let map = match fast::decode_request_map(bytes) {
-        Some(map) => map,
-        None => {
+    if let Some((ask, len)) = fast::decode_go_prefix(bytes) {
+        if len == bytes.len() {
+            return Ok(ask);
+        }
+    }
+    let map = match fast::read_request(bytes) {
+        Ok(Some(fields)) => fields.map,
+        // An entry is a go: what an outer request would fail or fall back
+        // on, serde reads or refuses for the entry.
+        _ => {
             fast::check_fields(bytes)?;
             decode_exact(bytes)?
         }

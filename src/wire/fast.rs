@@ -1,61 +1,134 @@
 //! Hand-written MessagePack for the messages on every structured request's
-//! path: a go (straight into an ask) and the request map in, the go reply
-//! out (and the go reply's first field read back, for the load generator).
-//! They give the same values and the same bytes as the serde definitions in
-//! `wire` (the tests in `fast/tests.rs` check this on generated values), at
-//! a fraction of the cost.
+//! path: a go (straight into an ask), every other request map (read once,
+//! held to the contract as it is read), the go reply out (and the go
+//! reply's first field read back, for the load generator). They give the
+//! same values and the same bytes as the serde definitions in `wire` (the
+//! tests in `fast/tests.rs` check this on generated values and on any
+//! bytes), at a fraction of the cost.
 //!
-//! The decoders are a fast path only: they read the common shape of a go (a
-//! flat map of `op`, `limit`, `key`, `cost`, `up_to`, `max_wait_ms` and `hold_ms`) and
-//! answer `None` for anything else, any other field included, so that
-//! `wire` falls back to the full serde decoder, which gives the same values
-//! or the same errors. The encoder destructures `GoReply` field by field, so
-//! a field added to it fails to compile here until this module learns it.
-//! This module holds no state and makes no decisions. `wire`'s decode
-//! entry points (`request::decode_request`, `batch`'s entries) try it
-//! first and fall back to serde; `check_fields` holds a map to the
-//! contract before either reads it.
+//! The decoders read the common shapes only: `decode_go_prefix` a flat map
+//! of a go's fields, `read_request` any request map whose values have their
+//! common types, a batch's `asks` included (stepped over and checked, not
+//! decoded). Anything else they leave to the serde decoder, which gives the
+//! same values or the same errors, after `check_fields` has held the map to
+//! the contract. The encoder destructures `GoReply` field by field, so a
+//! field added to it fails to compile here until this module learns it.
+//! This module holds no state and makes no decisions; `request` and
+//! `batch` call it.
 
 use super::ask::Ask;
 use super::reply::GoReply;
-use super::{RequestMap, WireError, MAX_DEPTH};
+use super::{RequestMap, WireError, BATCH_LEVELS, MAX_BATCH_ASKS, MAX_DEPTH};
 
-/// Decodes a request map in its common shape, or `None` to leave it to the
-/// serde decoder.
-pub fn decode_request_map(body: &[u8]) -> Option<RequestMap<'_>> {
-    let (map, len) = decode_request_map_prefix(body)?;
-    (len == body.len()).then_some(map)
+/// A request map as `read_request` gives it: its fields, and a batch's
+/// asks, stepped over and checked but still as bytes, with their number.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Fields<'a> {
+    pub map: RequestMap<'a>,
+    pub asks: Option<(&'a [u8], usize)>,
 }
 
-/// Decodes a request map in its common shape from the start of `body`,
-/// with the bytes it took: how a batch reads its entries in one pass.
-pub fn decode_request_map_prefix(body: &[u8]) -> Option<(RequestMap<'_>, usize)> {
-    let mut r = Reader { body, at: 0 };
-    let fields = r.map_len()?;
-    let mut map = RequestMap::default();
+/// Reads a request map once, holding it to the contract as it goes (every
+/// field name a string, every string field a string, and the same of each
+/// entry of a batch's `asks`: `check_fields`' errors, in the same order):
+/// every field of `RequestMap` and a batch's `asks`, other fields stepped
+/// over as serde ignores them. `Ok(None)` leaves the map to the serde
+/// decoder, which gives its value or its error: a field whose value is not
+/// of the common type (a signed cost, a string that is not UTF-8), a field
+/// given twice, a map cut short or followed by more bytes. A batch reads
+/// only `op` and `asks`, so other fields do not make it fall back; one
+/// whose `asks` is not an array of whole values does, and so reaches
+/// serde's error or "needs one array of asks".
+pub fn read_request(body: &[u8]) -> Result<Option<Fields<'_>>, WireError> {
+    let mut r = Reader::new(body);
+    let Some(fields) = r.map_len() else { return Ok(None) };
+    let mut f = Fields::default();
+    // Fields serde would read otherwise (or refuse); for a batch, `op` or
+    // `asks` not as a batch needs them.
+    let (mut irregular, mut irregular_batch) = (false, false);
     for _ in 0..fields {
-        // Field names are compared as bytes: only values need to be text. A
-        // repeated field is an error for serde: leave it to serde.
-        let fresh = match r.str_bytes()? {
-            b"op" => map.op.replace(r.str()?).is_none(),
-            b"limit" => map.limit.replace(r.str()?).is_none(),
-            b"key" => map.key.replace(r.str()?).is_none(),
-            b"cost" => map.cost.replace(r.uint()?).is_none(),
-            b"up_to" => map.up_to.replace(r.bool()?).is_none(),
-            b"max_wait_ms" => map.max_wait_ms.replace(r.uint()?).is_none(),
-            b"hold_ms" => map.hold_ms.replace(r.uint()?).is_none(),
-            _ => return None,
+        let kind = r.kind();
+        let Some(name) = r.str_bytes() else { return Err(WireError::FieldNameNotAString(kind)) };
+        check_value(&r, name)?;
+        let took = match name {
+            b"op" => field(&mut r, &mut f.map.op, Reader::str).inspect(|&ok| irregular_batch |= !ok),
+            b"limit" => field(&mut r, &mut f.map.limit, Reader::str),
+            b"key" => field(&mut r, &mut f.map.key, Reader::str),
+            b"lease" => field(&mut r, &mut f.map.lease, Reader::str),
+            b"cost" => field(&mut r, &mut f.map.cost, Reader::uint),
+            b"up_to" => field(&mut r, &mut f.map.up_to, Reader::bool),
+            b"max_wait_ms" => field(&mut r, &mut f.map.max_wait_ms, Reader::uint),
+            b"hold_ms" => field(&mut r, &mut f.map.hold_ms, Reader::uint),
+            b"count" => field(&mut r, &mut f.map.count, Reader::uint),
+            b"ttl_ms" => field(&mut r, &mut f.map.ttl_ms, Reader::uint),
+            b"asks" if f.asks.is_none() && matches!(body.get(r.at), Some(0x90..=0x9f | 0xdc | 0xdd)) => {
+                let Some(asks) = asks(&mut r)? else { return Ok(None) };
+                f.asks = Some(asks);
+                continue;
+            }
+            b"asks" => {
+                irregular_batch = true;
+                r.skip(MAX_DEPTH - 1).ok().map(|()| true)
+            }
+            _ => r.skip(MAX_DEPTH - 1).ok().map(|()| true),
         };
-        if !fresh {
-            return None;
+        match took {
+            Some(ok) => irregular |= !ok,
+            // A value that cannot be stepped over: serde says what is wrong.
+            None => return Ok(None),
         }
     }
-    Some((map, r.at))
+    if r.at != body.len() {
+        return Ok(None);
+    }
+    if f.map.op != Some("batch") {
+        return Ok((!irregular).then_some(f));
+    }
+    match f.asks {
+        _ if irregular_batch => Ok(None),
+        None => Err(WireError::NoAsks),
+        Some((_, len)) if len > MAX_BATCH_ASKS => Err(WireError::TooManyAsks(len)),
+        Some(_) => Ok(Some(f)),
+    }
+}
+
+/// Reads a field's value with `read` into `slot`: `Some(false)` when the
+/// value is not of the type `read` takes or the field came before (the
+/// value is then stepped over), `None` when it cannot be stepped over.
+fn field<'a, T>(
+    r: &mut Reader<'a>,
+    slot: &mut Option<T>,
+    read: impl FnOnce(&mut Reader<'a>) -> Option<T>,
+) -> Option<bool> {
+    let mut probe = Reader { ..*r };
+    match read(&mut probe) {
+        Some(value) if slot.is_none() => {
+            *r = probe;
+            *slot = Some(value);
+            Some(true)
+        }
+        _ => r.skip(MAX_DEPTH - 1).ok().map(|()| false),
+    }
+}
+
+/// Steps over a batch's `asks` array, holding each entry to the contract
+/// and checking it is a whole value: the entries' bytes and their number,
+/// or `None` when an entry is cut short or nested too deep.
+fn asks<'a>(r: &mut Reader<'a>) -> Result<Option<(&'a [u8], usize)>, WireError> {
+    let Some(len) = r.array_len().and_then(|n| usize::try_from(n).ok()) else { return Ok(None) };
+    let start = r.at;
+    for _ in 0..len {
+        check_map(&mut Reader { body: r.body, at: r.at }, false)?;
+        if r.skip(MAX_DEPTH - BATCH_LEVELS).is_err() {
+            return Ok(None);
+        }
+    }
+    Ok(Some((&r.body[start..r.at], len)))
 }
 
 /// Decodes a go in its common shape from the start of `body` straight into
-/// an ask, with the bytes it took: what `decode_request_map_prefix`
-/// followed by `Ask::from_map` gives for a map whose `op` is absent or
+/// an ask, with the bytes it took: what `read_request` followed by
+/// `Ask::from_map` gives for a map whose `op` is absent or
 /// `"go"`, and `None` for everything else (any other op included), without
 /// building the request map. The path of every structured ask and batch
 /// entry, so it compares field names by length first and reads each value
@@ -212,9 +285,7 @@ fn check_map(r: &mut Reader, outer: bool) -> Result<(), WireError> {
         if r.at >= r.body.len() {
             return Ok(()); // cut short: the decoder says so
         }
-        if STRING_FIELDS.contains(&name) && !matches!(r.body.get(r.at), Some(0xa0..=0xbf | 0xd9..=0xdb)) {
-            return Err(WireError::NotAString(String::from_utf8_lossy(name).into_owned(), r.kind()));
-        }
+        check_value(r, name)?;
         let asks = outer && name == b"asks" && matches!(r.body.get(r.at), Some(0x90..=0x9f | 0xdc | 0xdd));
         if asks {
             let Some(len) = r.array_len() else { return Ok(()) };
@@ -227,6 +298,15 @@ fn check_map(r: &mut Reader, outer: bool) -> Result<(), WireError> {
         } else if r.skip(MAX_DEPTH).is_err() {
             return Ok(());
         }
+    }
+    Ok(())
+}
+
+/// Checks that the value at `r` of the field `name` is a string, if the
+/// contract says it is one.
+fn check_value(r: &Reader, name: &[u8]) -> Result<(), WireError> {
+    if STRING_FIELDS.contains(&name) && !matches!(r.body.get(r.at), None | Some(0xa0..=0xbf | 0xd9..=0xdb)) {
+        return Err(WireError::NotAString(String::from_utf8_lossy(name).into_owned(), r.kind()));
     }
     Ok(())
 }
@@ -352,7 +432,7 @@ impl<'a> Reader<'a> {
 
     /// A big-endian unsigned integer of `n` bytes.
     #[inline]
-    fn be(&mut self, n: usize) -> Option<u64> {
+    pub(super) fn be(&mut self, n: usize) -> Option<u64> {
         Some(self.take(n)?.iter().fold(0, |acc, &b| acc << 8 | u64::from(b)))
     }
 
@@ -392,7 +472,7 @@ impl<'a> Reader<'a> {
     }
 
     #[inline]
-    fn bool(&mut self) -> Option<bool> {
+    pub(super) fn bool(&mut self) -> Option<bool> {
         match self.byte()? {
             0xc2 => Some(false),
             0xc3 => Some(true),
@@ -401,7 +481,7 @@ impl<'a> Reader<'a> {
     }
 
     #[inline]
-    fn uint(&mut self) -> Option<u64> {
+    pub(super) fn uint(&mut self) -> Option<u64> {
         match self.byte()? {
             m @ 0x00..=0x7f => Some(u64::from(m)),
             0xcc => self.be(1),

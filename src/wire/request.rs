@@ -5,7 +5,7 @@
 //! core's business.
 
 use super::ask::Ask;
-use super::batch::{self, AskBatch};
+use super::batch::AskBatch;
 use super::lease::{Heartbeat, LeaseAsk, Release};
 use super::{decode_exact, fast, is_structured, WireError};
 
@@ -42,26 +42,28 @@ pub fn decode_request(body: &[u8]) -> Result<Request<'_>, WireError> {
     if !is_structured(body) {
         return Ok(Request::Plain(body));
     }
-    // The hand-written decoders read the common shapes and the batch reader
-    // reads batches; everything else, errors included, goes to serde.
+    // A go in its common shape takes the hand-written path of every ask
+    // (it stops at the first field that is not a go's); every other request
+    // is read once, held to the contract as it is read, and what that
+    // reader leaves to serde is held to the contract first too (serde would
+    // read names and values more loosely).
     if let Some((ask, len)) = fast::decode_go_prefix(body) {
         if len == body.len() {
             return Ok(Request::Go(ask));
         }
     }
-    let map = match fast::decode_request_map(body) {
-        Some(map) => map,
-        // Past the fast paths, the map is held to the contract first: the
-        // batch reader and serde would read names and values more loosely.
-        None => match fast::check_fields(body).and_then(|()| batch::decode(body))? {
-            Some(batch) => return Ok(Request::Batch(batch)),
-            None => decode_exact(body)?,
-        },
+    let (map, asks) = match fast::read_request(body)? {
+        Some(fields) => (fields.map, fields.asks),
+        None => {
+            fast::check_fields(body)?;
+            (decode_exact(body)?, None)
+        }
     };
     match map.op.unwrap_or("go") {
         "go" => Ok(Request::Go(Ask::from_map(&map))),
-        // A batch whose asks could be read was answered above.
-        "batch" => Err(WireError::NoAsks),
+        // The reader gives a batch its asks, or refuses it; past it, a batch
+        // has none that could be read.
+        "batch" => asks.map(|(entries, len)| Request::Batch(AskBatch::new(entries, len))).ok_or(WireError::NoAsks),
         "stats" => Ok(Request::Stats),
         "acquire" => Ok(Request::Acquire(LeaseAsk::from_map(&map))),
         "heartbeat" => Heartbeat::from_map(&map).map(Request::Heartbeat),

@@ -15,11 +15,17 @@ fn serde_map(body: &[u8]) -> Option<RequestMap<'_>> {
     rmp_serde::from_slice(body).ok()
 }
 
-/// What `decode_go_prefix` must give: the request map's fast decoding,
-/// for a go.
+/// The request map `read_request` reads, when it reads one.
+fn decode_request_map(body: &[u8]) -> Option<RequestMap<'_>> {
+    read_request(body).ok().flatten().map(|f| f.map)
+}
+
+/// What `decode_go_prefix` must give for a whole `body`: the request map's
+/// one reading, for a go of the fields a go has.
 fn go_by_map(body: &[u8]) -> Option<(Ask<'_>, usize)> {
-    let (map, len) = decode_request_map_prefix(body)?;
-    matches!(map.op, None | Some("go")).then(|| (Ask::from_map(&map), len))
+    let map = decode_request_map(body)?;
+    let go_fields = map.count.is_none() && map.ttl_ms.is_none() && map.lease.is_none();
+    (matches!(map.op, None | Some("go")) && go_fields).then(|| (Ask::from_map(&map), body.len()))
 }
 
 proptest! {
@@ -69,10 +75,17 @@ proptest! {
 
     #[test]
     fn any_bytes_decode_as_serde_does_or_fall_back(body in proptest::collection::vec(any::<u8>(), 0..40)) {
-        if let Some(fast) = decode_request_map(&body) {
-            prop_assert_eq!(Some(fast), serde_map(&body));
+        match read_request(&body) {
+            Ok(Some(fast)) if fast.asks.is_none() => prop_assert_eq!(Some(fast.map), serde_map(&body)),
+            Ok(_) => {}
+            // An error the reader finds is the one the contract check finds.
+            Err(e) => prop_assert_eq!(check_fields(&body), Err(e)),
         }
-        prop_assert_eq!(decode_go_prefix(&body), go_by_map(&body));
+        // The go path gives up on more shapes (any other field) than the
+        // reader; what it reads, the reader reads alike.
+        if let Some(whole) = decode_go_prefix(&body).filter(|&(_, len)| len == body.len()) {
+            prop_assert_eq!(Some(whole), go_by_map(&body));
+        }
     }
 
     #[test]
@@ -87,10 +100,10 @@ proptest! {
         tail in proptest::collection::vec(any::<u8>(), 0..3),
     ) {
         let map = RequestMap { op: op.as_deref(), limit: limit.as_deref(), key: key.as_deref(), cost, up_to, max_wait_ms, count, ..RequestMap::default() };
-        let mut body = serde_bytes(&map);
-        body.extend_from_slice(&tail);
+        let clean = serde_bytes(&map);
+        let body = [&clean[..], &tail].concat();
         let fast = decode_go_prefix(&body);
-        prop_assert_eq!(fast, go_by_map(&body));
+        prop_assert_eq!(fast, go_by_map(&clean), "the map is read up to its end, whatever follows");
         prop_assert_eq!(fast.is_some(), matches!(op.as_deref(), None | Some("go")) && count.is_none());
     }
 }
@@ -132,13 +145,36 @@ fn every_kind_of_value_is_measured_whole() {
 #[test]
 fn uncommon_shapes_fall_back_to_serde() {
     let with = |extra: &[u8]| [&[0x82, 0xa2, b'o', b'p', 0xa2, b'g', b'o'][..], extra].concat();
-    assert_eq!(decode_request_map(&with(&[0xa1, b'x', 0x01])), None, "an unknown field");
-    assert_eq!(decode_request_map(&with(&[0xa5, b'l', b'e', b'a', b's', b'e', 0xa1, b'x'])), None, "a lease field");
     assert_eq!(decode_request_map(&with(&[0xa2, b'o', b'p', 0xa2, b'g', b'o'])), None, "a repeated field");
-    assert_eq!(decode_request_map(&with(&[0xa3, b'k', b'e', b'y', 0xc0])), None, "a nil key");
     assert_eq!(decode_request_map(&with(&[0xa4, b'c', b'o', b's', b't', 0xd0, 0x01])), None, "a signed cost");
     let mut trailing = serde_bytes(&RequestMap { op: Some("go"), ..RequestMap::default() });
     trailing.push(0xc0);
     assert_eq!(decode_request_map(&trailing), None, "trailing bytes");
     assert_eq!(decode_request_map(&[0x81, 0xa2, b'o', b'p', 0xa2, 0xff, 0xfe]), None, "invalid UTF-8");
+}
+
+#[test]
+fn every_field_of_a_request_is_read_in_one_pass_and_unknown_ones_are_stepped_over() {
+    let with = |extra: &[u8]| [&[0x82, 0xa2, b'o', b'p', 0xa2, b'g', b'o'][..], extra].concat();
+    let unknown = with(&[0xa1, b'x', 0x91, 0x01]);
+    assert_eq!(decode_request_map(&unknown), serde_map(&unknown), "an unknown field, as serde ignores it");
+    let lease = with(&[0xa5, b'l', b'e', b'a', b's', b'e', 0xa1, b'x']);
+    assert_eq!(decode_request_map(&lease).and_then(|m| m.lease), Some("x"));
+    assert_eq!(decode_request_map(&lease), serde_map(&lease));
+    let nil_key = with(&[0xa3, b'k', b'e', b'y', 0xc0]);
+    assert_eq!(read_request(&nil_key), Err(WireError::NotAString("key".into(), "nil")), "held to the contract");
+}
+
+#[test]
+fn a_batch_is_read_with_its_asks_and_held_to_the_contract() {
+    // {"op": "batch", "asks": [{"key": "a"}, {}], "cost": "x"}: fields
+    // other than `op` and `asks` do not matter to a batch.
+    let body = b"\x83\xa2op\xa5batch\xa4asks\x92\x81\xa3key\xa1a\x80\xa4cost\xa1x";
+    let fields = read_request(body).unwrap().unwrap();
+    assert_eq!(fields.asks, Some((&b"\x81\xa3key\xa1a\x80"[..], 2)));
+    assert_eq!(read_request(b"\x81\xa2op\xa5batch"), Err(WireError::NoAsks));
+    let twice = b"\x83\xa2op\xa5batch\xa4asks\x90\xa4asks\x90";
+    assert_eq!(read_request(twice), Ok(None), "asks twice: serde says");
+    let bad_entry = b"\x82\xa2op\xa5batch\xa4asks\x91\x81\xa3key\xc4\x01a";
+    assert_eq!(read_request(bad_entry), Err(WireError::NotAString("key".into(), "binary data")));
 }
