@@ -6,9 +6,11 @@
 //! the state file restores) and its tests; a change to one kind belongs in
 //! its folder. The kinds sit above the core's bottom layer (time, limit,
 //! ask, room, the peer share terms) and import neither one another nor the
-//! locker or the peer schedule above them. Nothing here holds names or
-//! statistics (those live in `core::locker`), and like the rest of the core
-//! it takes `now` and does no I/O.
+//! locker or the peer schedule above them. Here too are the shapes every
+//! kind trades in: what it shares with peers (`Count`, from `core::share`)
+//! and what it keeps across a restart (`Kept`, `Saved`). Nothing here holds
+//! names or statistics (those live in `core::locker`), and like the rest of
+//! the core it takes `now` and does no I/O.
 
 pub mod bucket;
 pub mod fixed;
@@ -17,12 +19,13 @@ pub mod semaphore;
 
 use super::ask::{Verdict, Want};
 use super::limit::{Algorithm, Limit, LimitId};
-use super::room::{KeyBudget, NoRoom, Terms};
-use super::share::{Count, Counted, ME};
+use super::room::{KeyBudget, KeyRoom, NoRoom, Terms};
+use super::share::{Count, Counted, NodeIx, ME};
 use super::time::Nanos;
 use bucket::Bucket;
 use fixed::FixedWindow;
 use rolling::RollingWindow;
+use semaphore::kept::HeldLease;
 use semaphore::Semaphore;
 
 /// The counting state of one limit.
@@ -98,6 +101,11 @@ impl Rule {
             Rule::Rolling(r) => Ok(r.take_shared(now, key, want, terms)?),
             Rule::Semaphore(_) => Err(TakeError::Semaphore),
         }
+    }
+
+    /// Whether this rule is a rolling window.
+    pub fn is_rolling(&self) -> bool {
+        matches!(self, Rule::Rolling(_))
     }
 
     /// Whether peers share this rule's counts: every kind but the
@@ -257,6 +265,119 @@ impl Rule {
             Rule::Bucket(b) => b.heap_bytes(),
             Rule::Rolling(r) => r.heap_bytes(),
             Rule::Semaphore(_) => 0,
+        }
+    }
+}
+
+/// What a request left behind in its limit, for the state log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kept {
+    /// A fixed window key's own count in `slot` (the current one, or the
+    /// later one a reservation landed in); for a rolling window, its own
+    /// count in the peers' sub-slot `slot` its caller goes in.
+    Window { slot: u64, count: u32 },
+    /// A token bucket key's TAT, and its own grants in `period` (0 unless
+    /// peered).
+    Bucket { tat: Nanos, period: u64, count: u32 },
+    /// A lease held.
+    Lease(HeldLease),
+    /// A lease no longer held (released, or not held at all).
+    Released,
+}
+
+/// Whose an earlier run's count becomes when it is put back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// This run's own: nobody else will ever count it (a locker alone, or
+    /// a reservation ahead).
+    Own,
+    /// The earlier run's node, the way a peer's snapshot of that run
+    /// delivers it, so that the two merge by maximum.
+    Node(NodeIx),
+}
+
+/// An earlier run's record of one key (or lease), to put back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Saved {
+    pub kept: Kept,
+    /// When the record was written.
+    pub written: Nanos,
+    pub owner: Owner,
+}
+
+impl Rule {
+    /// What a go answered with `v` for `key` at `now` left behind; `None`
+    /// when it took nothing, or for a semaphore (see `kept_lease`).
+    pub fn kept_go(&self, now: Nanos, key: Option<&str>, v: &Verdict) -> Option<Kept> {
+        if !v.go || v.granted == 0 {
+            return None;
+        }
+        match self {
+            Rule::Window(w) => {
+                // A reservation waits exactly until the start of its slot.
+                let slot = if v.wait == 0 { w.slot() } else { w.quota().slot_of(now.saturating_add(v.wait)) };
+                Some(Kept::Window { slot, count: w.own_in(key, slot) })
+            }
+            Rule::Bucket(b) => {
+                let (tat, period, count) = b.kept(now, key);
+                Some(Kept::Bucket { tat, period, count })
+            }
+            Rule::Rolling(r) => {
+                // The figure peers are sent (`note_own`): cumulative, so the
+                // latest record of a sub-slot says all of it.
+                let slot = r.sub_slot(now.saturating_add(v.wait));
+                Some(Kept::Window { slot, count: r.own_in(key, slot) })
+            }
+            Rule::Semaphore(_) => None,
+        }
+    }
+
+    /// What lease `lease` is after a lease request.
+    pub fn kept_lease(&self, lease: &str) -> Kept {
+        match self {
+            Rule::Semaphore(s) => s.held(lease).map_or(Kept::Released, Kept::Lease),
+            _ => Kept::Released,
+        }
+    }
+
+    /// Puts back `saved` for `key` of limit `id` (a lease's id for a
+    /// semaphore), with `room` for a new key. Call `advance` first. Returns
+    /// `None` when nothing was put back (an ended slot or period, an
+    /// expired lease, a key beyond `max_keys`, a record of another kind),
+    /// else the count now held: for a count made this run's own, the own
+    /// count after it (several earlier runs' add up).
+    pub fn restore(&mut self, now: Nanos, id: LimitId, key: Option<&str>, saved: Saved, room: KeyRoom) -> Option<u32> {
+        let Saved { kept, written, owner } = saved;
+        match (self, kept, owner) {
+            (Rule::Window(w), Kept::Window { slot, count }, Owner::Own) => {
+                w.restore_own(key, slot, count, room).ok().flatten()
+            }
+            // In the current slot as the earlier run's node (see `merge`), in
+            // a later one as this run's reservation.
+            (Rule::Window(w), Kept::Window { slot, count }, Owner::Node(node)) if slot <= w.slot() => {
+                w.merge_count(now, &Count::granted(id, key, slot, node, count), room).then_some(count)
+            }
+            (Rule::Window(w), Kept::Window { slot, count }, Owner::Node(_)) => {
+                w.restore_reserved(key, slot, count, room).unwrap_or(false).then_some(count)
+            }
+            (Rule::Rolling(r), Kept::Window { slot, count }, Owner::Own) => {
+                r.restore_own(now, key, slot, written, count, room).ok().flatten()
+            }
+            (Rule::Rolling(r), Kept::Window { slot, count }, Owner::Node(node)) => {
+                r.merge(now, key, slot, node, count, room).unwrap_or(false).then_some(count)
+            }
+            // Without the earlier run's node, the TAT alone goes back.
+            (Rule::Bucket(b), Kept::Bucket { tat, period, count }, owner) => {
+                let (node, count) = match owner {
+                    Owner::Node(node) => (node, count),
+                    Owner::Own => (ME, 0),
+                };
+                b.restore(now, key, tat, node, period, count, room).unwrap_or(false).then_some(count)
+            }
+            (Rule::Semaphore(s), Kept::Lease(held), _) if room == KeyRoom::Free => {
+                s.restore(now, key.unwrap_or(""), held).then_some(held.count)
+            }
+            _ => None,
         }
     }
 }

@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use super::Service;
 use crate::core::kinds::rolling::{RollingWindow, SUB_SLOTS};
 use crate::core::kinds::semaphore::kept::HeldLease;
-use crate::core::locker::kept::Kept;
-use crate::core::{Algorithm, Count, LimitId, Nanos, NodeIx, NodeKey, Nodes, Quota, Verdict};
+use crate::core::locker::kept::{Kept, Owner, Saved};
+use crate::core::{Algorithm, LimitId, Nanos, NodeIx, NodeKey, Quota, Verdict};
 use crate::state::{collapse, Record};
 
 /// What the last request changed, until the daemon takes it: one change
@@ -164,65 +164,42 @@ impl Service {
         let mut rewrite = Vec::with_capacity(live.len());
         for r in live {
             let id = r.limit().and_then(|i| self.locker.limit_at(i as usize));
-            let node = r.run().and_then(|run| nodes.get(&run).copied());
-            let ok = match (r, id, node) {
-                (Record::Run { .. }, _, _) => {
-                    rewrite.push(r);
-                    continue;
+            let (Some(id), Some((kept, key))) = (id, kept_of(&r)) else {
+                match r {
+                    Record::Run { .. } => rewrite.push(r),
+                    // An earlier run's: this run writes its own.
+                    Record::Clock { .. } => {}
+                    _ => done.skipped += 1,
                 }
-                // An earlier run's: this run writes its own.
-                (Record::Clock { .. }, _, _) => continue,
-                (Record::Window { at, slot, count, key, .. }, Some(id), node) if self.locker.is_rolling(id) => {
-                    // A sub-slot's count, merged as its run's node when peered
-                    // (reservations ahead too: peers' counts may lie ahead).
-                    let Some(node) = node.filter(|_| self.peering.is_some()) else {
-                        let own = self.locker.restore_rolling_own(now, id, key, slot, at, count);
-                        done.counts += usize::from(own.is_some());
-                        if let Some(count) = own {
-                            let limit = id.index() as u32;
-                            rewrite.push(Record::Window { at: now, run, limit, slot, count, key });
-                        }
-                        continue;
-                    };
-                    let ok = self.locker.merge(now, &Count::granted(id, key, slot, node, count));
-                    done.counts += usize::from(ok);
-                    ok
-                }
-                (Record::Window { slot, count, key, .. }, Some(id), node) => {
-                    let later = slot > self.locker.limit(id).quota().slot_of(now);
-                    // Alone, or reserved ahead, an earlier run's count becomes
-                    // this run's own: nobody else will ever count it.
-                    let Some(node) = node.filter(|_| !later && self.peering.is_some()) else {
-                        let own = self.locker.restore_own(now, id, key, slot, count);
-                        *(if later { &mut done.reservations } else { &mut done.counts }) += usize::from(own.is_some());
-                        if let Some(count) = own {
-                            let limit = id.index() as u32;
-                            rewrite.push(Record::Window { at: now, run, limit, slot, count, key });
-                        }
-                        continue;
-                    };
-                    let ok = self.locker.restore_count(now, id, key, slot, node, count);
-                    done.counts += usize::from(ok);
-                    ok
-                }
-                (Record::Bucket { key, tat, period, count, .. }, Some(id), node) => {
-                    // Without a node for its run, the TAT alone is put back.
-                    let (node, count) = node.map_or((Nodes::ME, 0), |n| (n, count));
-                    let ok = self.locker.restore_bucket(now, id, key, tat, node, period, count);
-                    done.buckets += usize::from(ok);
-                    ok
-                }
-                (Record::Lease { count, ttl, until, lease, .. }, Some(id), _) => {
-                    let ok = self.locker.restore_lease(now, id, lease, HeldLease { count, ttl, until });
-                    done.leases += usize::from(ok);
-                    ok
-                }
-                _ => false,
+                continue;
             };
-            if ok {
-                rewrite.push(r);
-            } else {
-                done.skipped += 1;
+            // When peered, a run's counts go back as its node, so that a
+            // peer's snapshot of the same run merges with them by maximum;
+            // alone, or reserved ahead in a fixed window, they become this
+            // run's own: nobody else will ever count them.
+            let node = r.run().and_then(|run| nodes.get(&run).copied());
+            let later = matches!(kept, Kept::Window { slot, .. }
+                if !self.locker.is_rolling(id) && slot > self.locker.limit(id).quota().slot_of(now));
+            let owner = match node {
+                Some(node) if !later => Owner::Node(node),
+                _ => Owner::Own,
+            };
+            let held = self.locker.restore(now, id, key, Saved { kept, written: r.at(), owner });
+            let tally = match kept {
+                Kept::Window { .. } if later => &mut done.reservations,
+                Kept::Window { .. } => &mut done.counts,
+                Kept::Bucket { .. } => &mut done.buckets,
+                Kept::Lease(_) | Kept::Released => &mut done.leases,
+            };
+            *tally += usize::from(held.is_some());
+            match (held, kept, owner) {
+                (None, _, _) => done.skipped += 1,
+                // A count made this run's own: the sum of every earlier run's.
+                (Some(count), Kept::Window { slot, .. }, Owner::Own) => {
+                    let limit = id.index() as u32;
+                    rewrite.push(Record::Window { at: now, run, limit, slot, count, key });
+                }
+                (Some(_), _, _) => rewrite.push(r),
             }
         }
         // Several earlier runs may have counted the same key and slot, each
@@ -247,6 +224,19 @@ impl Service {
             }
         }
         nodes
+    }
+}
+
+/// The kept form a record of a count, a bucket or a lease holds, and its
+/// key (a lease's id); `None` for the records of runs and clocks.
+fn kept_of<'a>(r: &Record<'a>) -> Option<(Kept, Option<&'a str>)> {
+    match *r {
+        Record::Window { slot, count, key, .. } => Some((Kept::Window { slot, count }, key)),
+        Record::Bucket { tat, period, count, key, .. } => Some((Kept::Bucket { tat, period, count }, key)),
+        Record::Lease { count, ttl, until, lease, .. } => {
+            Some((Kept::Lease(HeldLease { count, ttl, until }), Some(lease)))
+        }
+        _ => None,
     }
 }
 
