@@ -177,13 +177,10 @@ impl Rule {
     /// current and previous period's, for a rolling window every sub-slot's
     /// that still counts. Call `advance` first.
     pub fn counts(&self, now: Nanos, id: LimitId, mut f: impl FnMut(Count)) {
-        let granted = |f: &mut dyn FnMut(Count), key: Option<&str>, slot, node, n| {
-            f(Count::granted(id, key, slot, node, n));
-        };
         match self {
             Rule::Window(w) => w.counts(|key, slot, node, n, what| f(Count::of(what, id, key, slot, node, n))),
-            Rule::Bucket(b) => b.counts(now, |key, period, node, n| granted(&mut f, key, period, node, n)),
-            Rule::Rolling(r) => r.counts(now, |key, sub, node, n| granted(&mut f, key, sub, node, n)),
+            Rule::Bucket(b) => b.counts(now, |key, period, node, n| f(Count::granted(id, key, period, node, n))),
+            Rule::Rolling(r) => r.counts(now, |key, sub, node, n| f(Count::granted(id, key, sub, node, n))),
             Rule::Semaphore(_) => {}
         }
     }

@@ -1,6 +1,8 @@
-//! The README's command table runs as written against the quick start's
-//! locker: every example, in order, in one shell (so the lease id that
-//! `lease acquire` prints reaches `heartbeat` and `release`).
+//! The README's command table runs as written against a locker serving
+//! `examples/limits.toml`: every example, in order, in one shell (so the
+//! lease id that `lease acquire` prints reaches `heartbeat` and `release`).
+//! And the quick start's locker, on its embedded defaults, answers go once
+//! and then sorry, as the README says.
 
 use std::path::Path;
 use std::process::Command;
@@ -25,7 +27,7 @@ fn examples(readme: &str) -> Vec<String> {
 }
 
 #[test]
-fn every_command_in_the_readme_runs_against_the_quick_start_locker() {
+fn every_command_in_the_readme_runs_against_the_example_limits() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     let examples = examples(&readme);
@@ -54,4 +56,25 @@ fn every_command_in_the_readme_runs_against_the_quick_start_locker() {
     assert!(out.status.success() && stdout.ends_with("done\n"), "{stdout}\n{stderr}");
     assert!(stdout.contains("go 20"), "the batch example takes the bucket's burst: {stdout}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The quick start's first command, as the README gives it.
+fn quick_start_serve(readme: &str) -> Vec<String> {
+    let start = &readme[readme.find("## Quick start").expect("a Quick start section")..];
+    let line = start.lines().find(|l| l.starts_with("cargo run --release -- serve")).expect("the serve command");
+    let command = line.split('#').next().unwrap();
+    command.split_whitespace().skip_while(|w| *w != "serve").skip(1).map(str::to_owned).collect()
+}
+
+#[test]
+fn the_quick_start_locker_runs_on_its_embedded_defaults_one_go_per_second() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let args = quick_start_serve(&readme);
+    assert!(args.is_empty(), "the quick start serves on the embedded defaults, without flags: {args:?}");
+    let d = Daemon::start(&[]);
+    let ask = || Command::new(locker_bin()).args(["ask", "--connect", &d.endpoint]).status().unwrap().code();
+    crate::support::wait_for_room(1_000_000_000, std::time::Duration::from_millis(300));
+    assert_eq!(ask(), Some(0), "go");
+    assert_eq!(ask(), Some(1), "sorry: one go per second");
 }
