@@ -61,9 +61,10 @@ pub fn read_request(body: &[u8]) -> Result<Option<Fields<'_>>, WireError> {
             b"hold_ms" => field(&mut r, &mut f.map.hold_ms, Reader::uint),
             b"count" => field(&mut r, &mut f.map.count, Reader::uint),
             b"ttl_ms" => field(&mut r, &mut f.map.ttl_ms, Reader::uint),
-            b"asks" if f.asks.is_none() && matches!(body.get(r.at), Some(0x90..=0x9f | 0xdc | 0xdd)) => {
+            // Every `asks` array is held to the contract, a repeated one too.
+            b"asks" if matches!(body.get(r.at), Some(0x90..=0x9f | 0xdc | 0xdd)) => {
                 let Some(asks) = asks(&mut r)? else { return Ok(None) };
-                f.asks = Some(asks);
+                irregular_batch |= f.asks.replace(asks).is_some();
                 continue;
             }
             b"asks" => {

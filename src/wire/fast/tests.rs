@@ -28,6 +28,74 @@ fn go_by_map(body: &[u8]) -> Option<(Ask<'_>, usize)> {
     (matches!(map.op, None | Some("go")) && go_fields).then(|| (Ask::from_map(&map), body.len()))
 }
 
+/// A MessagePack fixstr.
+fn fixstr(s: &str) -> Vec<u8> {
+    [&[0xa0 | s.len() as u8][..], s.as_bytes()].concat()
+}
+
+/// A request map built from parts: names among a request's and a made-up
+/// one (or an integer), values a string, binary data, an integer, nil or
+/// an array of entries whose key is a string or binary data.
+fn request_of(fields: &[(usize, usize, Vec<bool>)]) -> Vec<u8> {
+    let mut body = vec![0x80 | fields.len() as u8];
+    for (name, value, entries) in fields {
+        match ["op", "asks", "key", "cost", "lease", "x"].get(*name) {
+            Some(n) => body.extend(fixstr(n)),
+            None => body.push(0x07),
+        }
+        match value {
+            0 => body.extend(fixstr("batch")),
+            1 => body.extend(fixstr("go")),
+            2 => body.extend([0xc4, 0x01, b'a']),
+            3 => body.push(0x05),
+            4 => body.push(0xc0),
+            _ => {
+                body.push(0x90 | entries.len() as u8);
+                for &binary in entries {
+                    body.extend([0x81, 0xa3, b'k', b'e', b'y']);
+                    body.extend(if binary { vec![0xc4, 0x01, b'a'] } else { fixstr("a") });
+                }
+            }
+        }
+    }
+    body
+}
+
+proptest! {
+    // `asks` arrays are drawn often, and many cases run: a repeated `asks`
+    // whose second array holds a bad entry is one body in a few hundred.
+    #![proptest_config(ProptestConfig::with_cases(4096))]
+
+    /// The one reader holds a map to the contract exactly as the check
+    /// does: the same first error, and no map read that the check refuses.
+    #[test]
+    fn the_reader_refuses_what_the_contract_check_refuses(
+        fields in proptest::collection::vec(
+            (
+                prop_oneof![2 => Just(1usize), 3 => 0usize..7],
+                prop_oneof![Just(5usize), 0usize..6],
+                proptest::collection::vec(any::<bool>(), 0..3),
+            ),
+            0..5,
+        ),
+    ) {
+        let body = request_of(&fields);
+        match read_request(&body) {
+            Err(WireError::NoAsks | WireError::TooManyAsks(_)) => {
+                prop_assert_eq!(check_fields(&body), Ok(()));
+            }
+            Err(e) => prop_assert_eq!(check_fields(&body), Err(e)),
+            Ok(Some(read)) => {
+                prop_assert_eq!(check_fields(&body), Ok(()));
+                if read.map.op == Some("batch") {
+                    prop_assert!(read.asks.is_some(), "a batch read has its asks");
+                }
+            }
+            Ok(None) => {}
+        }
+    }
+}
+
 proptest! {
     #[test]
     fn the_ascii_check_agrees_with_std(bytes in proptest::collection::vec(prop_oneof![0..0x80u8, any::<u8>()], 0..40)) {
@@ -76,8 +144,14 @@ proptest! {
     #[test]
     fn any_bytes_decode_as_serde_does_or_fall_back(body in proptest::collection::vec(any::<u8>(), 0..40)) {
         match read_request(&body) {
-            Ok(Some(fast)) if fast.asks.is_none() => prop_assert_eq!(Some(fast.map), serde_map(&body)),
-            Ok(_) => {}
+            Ok(Some(fast)) => {
+                // Read means held to the contract, as the check holds it.
+                prop_assert_eq!(check_fields(&body), Ok(()));
+                if fast.asks.is_none() {
+                    prop_assert_eq!(Some(fast.map), serde_map(&body));
+                }
+            }
+            Ok(None) => {}
             // An error the reader finds is the one the contract check finds.
             Err(e) => prop_assert_eq!(check_fields(&body), Err(e)),
         }
@@ -175,6 +249,11 @@ fn a_batch_is_read_with_its_asks_and_held_to_the_contract() {
     assert_eq!(read_request(b"\x81\xa2op\xa5batch"), Err(WireError::NoAsks));
     let twice = b"\x83\xa2op\xa5batch\xa4asks\x90\xa4asks\x90";
     assert_eq!(read_request(twice), Ok(None), "asks twice: serde says");
+    // {"op": "go", "asks": [], "asks": [{"key": b"a"}]}: a second array is
+    // held to the contract as the first is, whatever the op.
+    let second = b"\x83\xa2op\xa2go\xa4asks\x90\xa4asks\x91\x81\xa3key\xc4\x01a";
+    assert_eq!(read_request(second), Err(WireError::NotAString("key".into(), "binary data")));
+    assert_eq!(read_request(second), check_fields(second).map(|()| None));
     let bad_entry = b"\x82\xa2op\xa5batch\xa4asks\x91\x81\xa3key\xc4\x01a";
     assert_eq!(read_request(bad_entry), Err(WireError::NotAString("key".into(), "binary data")));
 }
