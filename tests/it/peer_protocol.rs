@@ -5,7 +5,7 @@
 
 use locker::core::{Algorithm, Limit, Locker, NodeKey, Peering, PeeringSettings, Quota, DEFAULT_LIMIT};
 use locker::service::Service;
-use locker::wire::{self, Ask, GoReply, PeerCount, PeerKind, PeerMsg, PeerNode, Reply, StatsReply};
+use locker::wire::{self, Ask, GoReply, PeerCount, PeerKind, PeerMsg, PeerNode, PeerSeen, Reply, StatsReply};
 
 pub(crate) const MS: u64 = 1_000_000;
 /// The start of a 1 s slot.
@@ -175,6 +175,12 @@ fn a_restarted_locker_with_no_peer_left_serves_alone_after_the_grace() {
 
 /// A heartbeat of node `id`, sent at `at` by its clock.
 fn beat(id: &str, at: u64) -> Vec<u8> {
+    beat_seeing(id, at, vec![])
+}
+
+/// A heartbeat of node `id` sent at `at` by its clock, saying how it sees
+/// the clocks of the nodes in `seen`.
+fn beat_seeing(id: &str, at: u64, seen: Vec<PeerSeen>) -> Vec<u8> {
     let msg = PeerMsg {
         kind: PeerKind::Beat,
         nodes: vec![PeerNode(id.into(), 1)],
@@ -184,7 +190,7 @@ fn beat(id: &str, at: u64) -> Vec<u8> {
         counts: vec![],
         limits: vec![],
         asked: vec![],
-        seen: vec![],
+        seen,
     };
     let mut body = Vec::new();
     wire::encode(&msg, &mut body);
@@ -195,7 +201,9 @@ fn beat(id: &str, at: u64) -> Vec<u8> {
 fn stats_list_peers_with_age_offset_and_skew_flag() {
     let mut a = service("a", T0, 2, T0);
     assert!(a.on_peer(T0 + 20 * MS, 0, &beat("b", T0 + 20 * MS)));
-    assert!(a.on_peer(T0 + 40 * MS, 1, &beat("c", T0 + 40 * MS - 400 * MS)));
+    // c's clock is 400 ms behind, measured both ways: it sees a's 400 ms ahead.
+    let seeing_a = vec![PeerSeen("a".into(), 400 * MS as i64)];
+    assert!(a.on_peer(T0 + 40 * MS, 1, &beat_seeing("c", T0 + 40 * MS - 400 * MS, seeing_a)));
     let s = stats(&mut a, T0 + 50 * MS);
     assert_eq!(s.node.as_deref(), Some("a"));
     let peers: Vec<_> = s.peers.iter().map(|p| (p.node.as_str(), p.last_heard_ms, p.flagged)).collect();

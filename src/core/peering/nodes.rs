@@ -347,9 +347,12 @@ impl Nodes {
     }
 
     /// Flags each peer whose settled offset is beyond the tolerated skew,
-    /// and clears the flag of each back within it; pushes the changes.
+    /// and clears the flag of each back within it; pushes the changes. Only
+    /// peers measured both ways are judged: a one-way offset holds the
+    /// whole transit, which on a busy host alone passes the in-flight
+    /// window, so it says too little of the clock (as for following).
     pub fn judge_skew(&mut self, events: &mut Vec<PeerEvent>) {
-        for p in self.peers.iter_mut().filter(|p| p.samples.len > 0) {
+        for p in self.peers.iter_mut().filter(|p| p.samples.len > 0 && p.reported.is_some()) {
             let skew = p.skew();
             let flagged = skew.unsigned_abs() > self.max_skew;
             let Some(id) = p.run.as_ref().map(|r| shown(&r.id)) else { continue };

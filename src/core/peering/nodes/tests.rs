@@ -63,11 +63,21 @@ fn a_peer_going_silent_and_coming_back_is_reported_once_each_way() {
 fn a_skewed_clock_is_flagged_and_cleared() {
     let mut n = table(&["b"]);
     let t = 10_000 * MS;
-    let skewed = n.heartbeat(t, 0, &node("b", 1), beat(t - 300 * MS, false));
+    let skewed = n.heartbeat(t, 0, &node("b", 1), beat_skewed(t - 300 * MS, -300 * MS as i64));
     assert_eq!(skewed[1], PeerEvent::ClockSkew { id: "b".into(), offset_ms: -300 });
     assert!(n.peers().next().unwrap().1.flagged);
-    let cleared = n.heartbeat(t + 100 * MS, 0, &node("b", 1), beat(t + 100 * MS, false));
+    let cleared = n.heartbeat(t + 100 * MS, 0, &node("b", 1), beat_skewed(t + 100 * MS, 0));
     assert_eq!(cleared, [PeerEvent::ClockSkewCleared { id: "b".into() }]);
+}
+
+#[test]
+fn a_clock_measured_one_way_only_is_not_judged() {
+    // The offset of a heartbeat alone holds its transit: on a busy host
+    // that passes the in-flight window with no clock wrong at all.
+    let mut n = table(&["b"]);
+    let t = 10_000 * MS;
+    assert_eq!(n.heartbeat(t, 0, &node("b", 1), beat(t - 300 * MS, false)), [PeerEvent::Joined { id: "b".into() }]);
+    assert!(!n.peers().next().unwrap().1.flagged);
 }
 
 #[test]
@@ -75,9 +85,10 @@ fn heartbeats_queued_during_a_pause_are_not_judged_for_skew() {
     let mut n = table(&["b"]);
     let t = 10_000 * MS;
     n.hold_skew_until(t + 500 * MS);
-    assert_eq!(n.heartbeat(t, 0, &node("b", 1), beat(t - 3000 * MS, false)), [PeerEvent::Joined { id: "b".into() }]);
+    let queued = beat_skewed(t - 3000 * MS, -3000 * MS as i64);
+    assert_eq!(n.heartbeat(t, 0, &node("b", 1), queued), [PeerEvent::Joined { id: "b".into() }]);
     assert!(!n.peers().next().unwrap().1.flagged);
-    assert_eq!(n.heartbeat(t + 600 * MS, 0, &node("b", 1), beat(t + 600 * MS, false)), []);
+    assert_eq!(n.heartbeat(t + 600 * MS, 0, &node("b", 1), beat_skewed(t + 600 * MS, 0)), []);
 }
 
 #[test]
@@ -86,12 +97,13 @@ fn a_later_hold_on_skew_extends_an_earlier_one_and_never_shortens_it() {
     let t = 10_000 * MS;
     n.hold_skew_until(t + 500 * MS);
     n.hold_skew_until(t + 100 * MS);
-    n.heartbeat(t + 400 * MS, 0, &node("b", 1), beat(t - 3000 * MS, false));
+    let late = |at: Nanos| beat_skewed(at - 3000 * MS, -3000 * MS as i64);
+    n.heartbeat(t + 400 * MS, 0, &node("b", 1), late(t + 400 * MS));
     assert!(!n.peers().next().unwrap().1.flagged, "still held at 400 ms");
     n.hold_skew_until(t + 700 * MS);
-    n.heartbeat(t + 600 * MS, 0, &node("b", 1), beat(t - 3000 * MS, false));
+    n.heartbeat(t + 600 * MS, 0, &node("b", 1), late(t + 600 * MS));
     assert!(!n.peers().next().unwrap().1.flagged, "held to 700 ms");
-    n.heartbeat(t + 800 * MS, 0, &node("b", 1), beat(t - 3000 * MS, false));
+    n.heartbeat(t + 800 * MS, 0, &node("b", 1), late(t + 800 * MS));
     assert!(n.peers().next().unwrap().1.flagged, "judged after the hold");
 }
 
@@ -162,4 +174,11 @@ fn refusals_are_counted_always_and_reported_once_a_second() {
 /// locker's clock.
 fn beat(at: Nanos, joining: bool) -> Beat {
     Beat { sent_at: at, joining, reported: None }
+}
+
+/// A heartbeat sent at `at` by a peer whose clock is `skew` off this
+/// locker's, saying how it sees this locker's (measured both ways, with no
+/// transit).
+fn beat_skewed(at: Nanos, skew: i64) -> Beat {
+    Beat { sent_at: at, joining: false, reported: Some(-skew) }
 }
