@@ -47,19 +47,6 @@ fn serve(dir: &Dir, _log: &str, args: &[&str]) -> Daemon {
     Daemon::start_logged(&all)
 }
 
-/// The daemon's log once it holds `needle`; the log is read by a thread,
-/// so a line may arrive a little after the request that followed it.
-fn log_with(d: &Daemon, needle: &str) -> String {
-    let end = Instant::now() + DEADLINE;
-    loop {
-        let log = d.log();
-        if log.contains(needle) || Instant::now() > end {
-            return log;
-        }
-        std::thread::yield_now();
-    }
-}
-
 /// Kills the daemon with SIGKILL and waits until it is gone.
 fn kill_9(mut d: Daemon) {
     d.signal("KILL");
@@ -225,7 +212,7 @@ fn damaged(name: &str, damage: impl FnOnce(&str)) -> (usize, String) {
     damage(&dir.state());
     let d = serve(&dir, "second.log", &args);
     let after = plain_goes(&d, 100);
-    (after, log_with(&d, "damaged"))
+    (after, d.log_with("damaged"))
 }
 
 #[test]

@@ -60,6 +60,20 @@ impl Daemon {
         self.log.as_ref().expect("started with start_logged").lock().unwrap().clone()
     }
 
+    /// The daemon's log once it holds `needle`, or as it is after
+    /// `DEADLINE`: the log is read by a thread, so a line may arrive a
+    /// little after the reply to the request that logged it.
+    pub fn log_with(&self, needle: &str) -> String {
+        let end = Instant::now() + DEADLINE;
+        loop {
+            let log = self.log();
+            if log.contains(needle) || Instant::now() > end {
+                return log;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// Starts `locker serve --bind tcp://127.0.0.1:* <args>` under
     /// `wrapper` (a command such as `prlimit --nofile=64:64`), keeping its log.
     pub fn start_logged_under(wrapper: &[&str], args: &[&str]) -> Daemon {
