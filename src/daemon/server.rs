@@ -401,17 +401,11 @@ impl Server {
         let Some(p) = &self.peers else { return Ok(0) };
         let mut heard = 0;
         for (peer, subscriber) in p.subscribers.iter().enumerate() {
-            for read in 1..=PEER_BATCH {
+            for _ in 0..PEER_BATCH {
                 match subscriber.recv(msg, zmq::DONTWAIT) {
                     Ok(()) => heard += 1,
                     Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => break,
                     Err(e) => return Err(zmq_err("receiving from a peer")(e).into()),
-                }
-                if read == PEER_BATCH {
-                    // A whole turn's worth waiting: this message, and those
-                    // behind it, waited in a queue.
-                    let now = self.watch.now(&mut self.service);
-                    self.service.on_peer_backlog(now);
                 }
                 // A peer message is one part; anything else is not from a locker.
                 let now = self.watch.now(&mut self.service);

@@ -77,16 +77,6 @@ impl Service {
         }
     }
 
-    /// Tells the service that at `now` the loop is behind on its peers'
-    /// messages: what it reads until it catches up is not taken as a
-    /// measure of their clocks (see `Peering::on_backlog`).
-    pub fn on_peer_backlog(&mut self, now: Nanos) {
-        if let Some(p) = &mut self.peering {
-            let now = p.group_now(now);
-            p.on_backlog(now);
-        }
-    }
-
     /// Hands every peer message due at `now` to `send`, encoded: the counts
     /// of grants since the last call, then heartbeats, repairs and snapshots
     /// as the peering schedule asks. Does nothing when not peered.

@@ -364,12 +364,10 @@ impl Nodes {
         }
     }
 
-    /// Heartbeats received before `until` are not judged for skew (nor
-    /// measured for the group's clock): they may have queued up, after this
-    /// locker's own loop was paused, or while it is behind on its peers'
-    /// messages. A later hold extends an earlier one, never shortens it.
+    /// After this locker's own loop was paused, heartbeats received before
+    /// `until` are not judged for skew: they may have queued up meanwhile.
     pub fn hold_skew_until(&mut self, until: Nanos) {
-        self.judge_skew_from = self.judge_skew_from.max(until);
+        self.judge_skew_from = until;
     }
 
     /// Counts a refusal of something `peer` sent at `now`; returns the event

@@ -308,15 +308,6 @@ impl Peering {
         self.events.push_back(PeerEvent::Rejoining { paused_ms: paused / NANOS_PER_MS });
     }
 
-    /// Tells the schedule that at `now` this locker is behind on its peers'
-    /// messages (the loop found more waiting than it reads in one turn):
-    /// what it reads until it has caught up waited in a queue, and says
-    /// nothing of the peers' clocks. Held for one heartbeat past the last
-    /// time it was behind.
-    pub fn on_backlog(&mut self, now: Nanos) {
-        self.nodes.hold_skew_until(now.saturating_add(self.settings.heartbeat));
-    }
-
     /// Ends joining once every configured peer synced or the grace ran out.
     fn update(&mut self, now: Nanos) {
         let synced = self.terms.iter().filter(|t| t.synced).count();
