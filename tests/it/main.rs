@@ -66,7 +66,7 @@ mod pool;
 mod prometheus;
 /// The request path on the seam (`Service::respond`), bytes in and out, for each kind.
 mod protocol;
-/// The README's command table, run as written against the quick start's locker.
+/// The README's command table and quick start, run as written.
 mod readme;
 /// Rolling windows, alone and peered: never more than max in any interval of length T.
 mod rolling;
