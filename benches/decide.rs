@@ -114,17 +114,17 @@ fn respond(c: &mut Criterion) {
     let mut out = Vec::with_capacity(256);
     let requests = Requests::structured(None, KEYS);
     for i in 0..KEYS {
-        service.respond(NOW, requests.get(i), &mut out);
+        service.respond(NOW, requests.get(i), &mut out, &mut ());
     }
     assert_eq!(service.locker().live_keys(), KEYS);
-    c.bench_function("respond/plain", |b| b.iter(|| service.respond(NOW, black_box(b"let me go"), &mut out)));
+    c.bench_function("respond/plain", |b| b.iter(|| service.respond(NOW, black_box(b"let me go"), &mut out, &mut ())));
     // In key order: the keys' places in the table are random anyway, and the
     // daemon finds each request's bytes warm in the cache, as here.
     let mut i = 0;
     c.bench_function("respond/structured, 1M live keys", |b| {
         b.iter(|| {
             i = if i + 1 == KEYS { 0 } else { i + 1 };
-            service.respond(NOW, black_box(requests.get(i)), &mut out)
+            service.respond(NOW, black_box(requests.get(i)), &mut out, &mut ())
         })
     });
 }
@@ -137,7 +137,7 @@ fn respond_batch(c: &mut Criterion) {
     let mut out = Vec::with_capacity(16 * 1024);
     let requests = Requests::batches(None, KEYS, BATCH);
     for i in 0..requests.len() {
-        service.respond(NOW, requests.get(i), &mut out);
+        service.respond(NOW, requests.get(i), &mut out, &mut ());
     }
     assert_eq!(service.locker().live_keys(), KEYS);
     let mut group = c.benchmark_group("respond");
@@ -146,7 +146,7 @@ fn respond_batch(c: &mut Criterion) {
     group.bench_function("batches of 100, 1M live keys", |b| {
         b.iter(|| {
             i = if i + 1 == requests.len() { 0 } else { i + 1 };
-            service.respond(NOW, black_box(requests.get(i)), &mut out)
+            service.respond(NOW, black_box(requests.get(i)), &mut out, &mut ())
         })
     });
     group.finish();

@@ -44,7 +44,7 @@ fn timed(service: &mut Service, requests: &Requests, n: usize, unkeyed: bool) ->
         return bytes;
     }
     for i in 0..n {
-        service.respond(NOW, black_box(requests.get(i % requests.len())), &mut out);
+        service.respond(NOW, black_box(requests.get(i % requests.len())), &mut out, &mut ());
         bytes += out.len();
     }
     bytes
@@ -61,7 +61,7 @@ fn main() {
     let mut service = Service::new(locker());
     if mode != "unkeyed" {
         for i in 0..requests.len() {
-            service.respond(NOW, requests.get(i), &mut Vec::new());
+            service.respond(NOW, requests.get(i), &mut Vec::new(), &mut ());
         }
     }
     let bytes = timed(&mut service, &requests, n, mode == "unkeyed");

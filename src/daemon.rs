@@ -5,11 +5,11 @@
 
 pub mod clock;
 pub mod fds;
+pub mod keeper;
 pub mod metrics;
 pub mod reload;
 pub mod server;
 pub mod signals;
-pub mod state;
 pub mod store;
 pub mod transport;
 mod trim;

@@ -11,7 +11,8 @@
 //! - [`wire`]: the one definition of every message and its bytes;
 //! - [`service`]: request bytes to reply bytes, the seam protocol tests drive;
 //! - [`daemon`]: the loop that owns the sockets and the clock;
-//! - [`state`]: the state log that keeps counts across restarts;
+//! - [`state`]: everything kept across restarts: records, the file, the
+//!   journal each grant is recorded from, liveness and restore;
 //! - [`client`]: the client library, with failover between lockers, leases
 //!   and a permit pool that hands out a batch of permits locally;
 //! - [`config`] and [`cli`]: settings and the command line;

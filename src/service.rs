@@ -8,7 +8,7 @@
 //! for the PUB/SUB side, so two services can be wired together by hand in a
 //! test. It must not read a clock or touch a socket: the daemon loop does
 //! both. Lease requests are in `service::lease`, the peer side in
-//! `service::peer`, the state log's records in `service::kept`.
+//! `service::peer`, the state file's side in `service::kept`.
 
 use crate::core::claims::Claims;
 use crate::core::time::NANOS_PER_MS;
@@ -16,6 +16,7 @@ use crate::core::{
     time::ceil_ms, Algorithm, Limit, LimitId, Locker, Nanos, PeerEvent, Peering, PermitAsk, Reloaded, TableError,
     Verdict,
 };
+use crate::state::{Journal, Keep};
 use crate::wire::{
     self, AskBatch, ErrorReply, GoReply, LimitStatsReply, PeerStatsReply, Request, StatsReply, WireError,
 };
@@ -30,7 +31,6 @@ mod store_lease;
 
 pub use hold::Answer;
 use hold::{asked_hold, Sorry};
-pub use kept::{Liveness, Restored};
 use parking::{Parked, Parking, QueueKey};
 pub use parking::{Token, DEFAULT_MAX_PARKED};
 
@@ -56,8 +56,8 @@ pub struct Service {
     /// of a batch, usually name the same one, and comparing its name costs
     /// less than hashing it.
     last_named: Option<LimitId>,
-    /// What the last request left behind, for the state log; `None` without one.
-    journal: Option<kept::Journal>,
+    /// What the call being answered changed, for the state file (see `keeping`).
+    journal: Journal,
     /// CURVE handshakes refused so far, as the daemon's ZAP handler counts
     /// them; only reported in stats.
     refused_connections: u64,
@@ -91,7 +91,7 @@ impl Service {
             peering: None,
             plain_memo,
             last_named: None,
-            journal: None,
+            journal: Journal::default(),
             refused_connections: 0,
             accept_failures: 0,
             refusing: None,
@@ -192,9 +192,10 @@ impl Service {
 
     /// Answers one single-part request received at `now`, writing the reply
     /// into `out` (cleared first). A batch of asks gets one reply holding
-    /// each ask's reply in order.
-    pub fn respond(&mut self, now: Nanos, body: &[u8], out: &mut Vec<u8>) {
-        let _ = self.decide(now, body, out);
+    /// each ask's reply in order. What the request left behind goes to
+    /// `keep` before this returns (`&mut ()` keeps nothing).
+    pub fn respond(&mut self, now: Nanos, body: &[u8], out: &mut Vec<u8>, keep: &mut impl Keep) {
+        self.keeping(now, keep, |s| s.decide(now, body, out));
     }
 
     /// `respond`, telling whether the answer was a single ask's sorry.
@@ -231,9 +232,11 @@ impl Service {
     }
 
     /// Refuses every grant from now on with `reason`, or grants again with
-    /// `None`. The daemon refuses while the state file cannot grow: a grant
-    /// must be recorded before its reply, and a full disk could not record
-    /// it. Heartbeats, releases and stats are still answered.
+    /// `None`. Grants are refused while the state file cannot grow (a
+    /// grant must be recorded before its reply, and a full disk could not
+    /// record it): each call's `Keep` says so after its records, and the
+    /// daemon's keeper, trying again on its timer, says when it can.
+    /// Heartbeats, releases and stats are still answered.
     pub fn set_refusing(&mut self, reason: Option<&'static str>) {
         self.refusing = reason;
     }
@@ -271,7 +274,7 @@ impl Service {
         let ask = PermitAsk { limit: id, key: None, cost: 1, up_to: false, max_wait_ms: 0 };
         match self.count(now, &ask) {
             Ok(v) if v.go => {
-                self.note_go(id, None, &v);
+                self.journal.note_go(id, None, &v);
                 out.extend_from_slice(wire::GO);
                 None
             }
@@ -307,7 +310,7 @@ impl Service {
         };
         match verdict {
             Ok((id, v)) => {
-                self.note_go(id, go.key, &v);
+                self.journal.note_go(id, go.key, &v);
                 wire::encode_go_reply(&go_reply(&v, &go), out);
                 let asked_hold = go.hold_ms.map(asked_hold);
                 (!v.go && go.cost > 0).then_some(Sorry { limit: id, retry_after: v.retry_after, asked_hold })

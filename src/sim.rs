@@ -203,7 +203,7 @@ impl Group {
         self.nodes[i].last = self.now;
         let now = self.clock(i);
         let mut out = Vec::new();
-        self.service(i).respond(now, body, &mut out);
+        self.service(i).respond(now, body, &mut out, &mut ());
         self.publish(i);
         out
     }

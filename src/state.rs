@@ -10,25 +10,38 @@
 //! those; compaction does the same while serving, so the file stays
 //! proportional to the live state.
 //!
-//! This module does file I/O and nothing else: it does not read the clock
-//! (times come in with the records and the `keep` predicates), does not
-//! know limits beyond a digest of their definitions, and does not decide.
+//! Everything about keeping state lives in this folder, except each kind's
+//! kept form, which is the kind's (`core::kinds::*::kept`), and the
+//! daemon's keeper (`daemon::keeper`), which decides when to read, sync and
+//! compact and reads the clocks for it. Nothing here reads a clock (times
+//! come in as arguments and with the records) or decides go or sorry:
 //! - `record`: one record's bytes;
 //! - `file`: the file's layout, and reading its good prefix back;
 //! - `log`: appending, growing, syncing and compacting the mapped file;
-//! - `collapse`: the latest live record of each thing.
+//! - `collapse`: the latest live record of each thing;
+//! - `journal`: what a request changed, as records, and `Keep`, where the
+//!   service hands them before the call that decided them returns;
+//! - `liveness`: which records still say something, and moving them by a
+//!   wall-clock step between runs;
+//! - `restore`: an earlier run's records put back into a locker.
 
 mod collapse;
 mod file;
+mod journal;
+mod liveness;
 mod log;
 mod record;
+mod restore;
 #[cfg(test)]
 mod tests;
 
 pub use collapse::collapse;
 pub use file::{Frames, Header, Problem, Replay, VERSION};
+pub use journal::{Journal, Keep};
+pub use liveness::Liveness;
 pub use log::{Compacted, Compaction, Prefix, StateLog};
 pub use record::{Identity, Record};
+pub use restore::{restore, Restored};
 
 /// Why a state file cannot be used. Every message names the file, and those
 /// that refuse a whole file say how to start without it.

@@ -8,7 +8,7 @@ use std::cell::Cell;
 
 use locker::core::{Limit, Locker, Quota, DEFAULT_LIMIT};
 use locker::service::Service;
-use locker::state::{Header, StateLog};
+use locker::state::{Header, Keep, Record, StateLog};
 use locker::wire::{self, Ask};
 
 struct Counting;
@@ -76,16 +76,33 @@ fn answering_a_warmed_up_request_allocates_nothing() {
     ];
     // Warm up: the first requests grow the reply buffer and the key table.
     for (_, body) in &requests {
-        service.respond(NOW, body, &mut out);
+        service.respond(NOW, body, &mut out, &mut ());
     }
     for (name, body) in &requests {
         // Repeat past the default limit's quota so that sorry is covered too.
         for i in 0..5 {
-            let n = allocations_in(|| service.respond(NOW + i, body, &mut out));
+            let n = allocations_in(|| service.respond(NOW + i, body, &mut out, &mut ()));
             assert_eq!(n, 0, "{name}, request {i}: {n} allocations, reply {out:?}");
         }
     }
     assert!(out.starts_with(&[0x85, 0xa2, b'o', b'k']), "the last reply is a go map: {out:?}");
+}
+
+/// Appends each record to the log, as the daemon's keeper does.
+struct ToLog {
+    log: StateLog,
+    recorded: usize,
+}
+
+impl Keep for ToLog {
+    fn run(&self) -> Option<u32> {
+        Some(0)
+    }
+
+    fn keep(&mut self, record: &Record) {
+        self.log.append(record).unwrap();
+        self.recorded += 1;
+    }
 }
 
 #[test]
@@ -93,27 +110,20 @@ fn recording_a_warmed_up_grant_in_the_state_log_allocates_nothing() {
     let dir = std::env::temp_dir().join(format!("locker-alloc-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let header = Header { limits: 1, written: NOW };
-    let mut log = StateLog::create(&dir.join("s.log"), header, [], false).unwrap();
+    let log = StateLog::create(&dir.join("s.log"), header, [], false).unwrap();
+    let mut keep = ToLog { log, recorded: 0 };
     let mut service = service();
-    service.keep_state(0);
     let mut out = Vec::with_capacity(256);
     let requests = [b"api".to_vec(), structured(Ask::new().limit("api").key("user-7"))];
-    let mut recorded = 0;
     for round in 0..6 {
         for body in &requests {
-            let n = allocations_in(|| {
-                service.respond(NOW + round, body, &mut out);
-                service.take_kept(NOW + round, |r| {
-                    log.append(r).unwrap();
-                    recorded += 1;
-                });
-            });
+            let n = allocations_in(|| service.respond(NOW + round, body, &mut out, &mut keep));
             // The first round warms up the key table and the journal's buffer.
             assert!(round == 0 || n == 0, "round {round}: {n} allocations");
         }
     }
-    assert_eq!(recorded, 12, "every grant was recorded");
-    drop(log);
+    assert_eq!(keep.recorded, 12, "every grant was recorded");
+    drop(keep);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -33,10 +33,10 @@ use tracing::{debug, info, warn};
 
 use super::clock::Clock;
 use super::fds::AcceptWatch;
+use super::keeper::{self, Keeper, Loaded};
 use super::metrics::Feed;
 use super::reload::{self, Reload};
 use super::signals::Control;
-use super::state::{self, Keeper, Loaded};
 use super::store::{StoreCalls, StoreError, StoreLink};
 use super::transport::{self, zmq_err, TransportError};
 use super::trim::Trim;
@@ -179,7 +179,7 @@ impl Server {
         if locker.has_semaphores() && !locker.leases_are_vouched() {
             warn!("serving a semaphore without --lease-secret: any client may restore a lease with a made-up id");
         }
-        let loaded = config.state.as_ref().map(|s| state::load(s, &locker)).transpose()?;
+        let loaded = config.state.as_ref().map(|s| keeper::load(s, &locker)).transpose()?;
         let (clock, behind) = Clock::start_not_before(loaded.as_ref().map_or(0, Loaded::not_before));
         if behind > 0 {
             warn!(
@@ -279,7 +279,7 @@ impl Server {
             if reload() {
                 match &mut self.reload {
                     Some(r) => {
-                        let before = state::Layout::of(self.service.locker());
+                        let before = keeper::Layout::of(self.service.locker());
                         reload::apply(r, &mut self.service);
                         if let Some(state) = &mut self.state {
                             state.after_reload(&before, &self.service, self.watch.clock.now());
@@ -455,14 +455,14 @@ impl Server {
             let parts = self.drain_parts(msg)?;
             debug!(parts, "multi-part request refused");
             self.service.reject(WireError::MultiPart(parts), out);
-        } else if self.service.serve(now, self.next_token, msg, out) == Answer::Held {
+        } else if self.service.serve(now, self.next_token, msg, out, &mut self.state) == Answer::Held {
             let envelope = self.envelope[..self.envelope_len].iter().map(|f| zmq::Message::from(&f[..])).collect();
             self.held.insert(self.next_token, envelope);
             self.next_token += 1;
             return Ok(true);
         }
         let envelope = &self.envelope[..self.envelope_len];
-        answer(&self.rep, &mut self.state, &mut self.service, now, envelope, out);
+        answer(&self.rep, envelope, out);
         Ok(true)
     }
 
@@ -499,9 +499,9 @@ impl Server {
         if self.held.is_empty() {
             return;
         }
-        while let Some(token) = self.service.next_ready(now, out) {
+        while let Some(token) = self.service.next_ready(now, out, &mut self.state) {
             let envelope = self.held.remove(&token).unwrap_or_default();
-            answer(&self.rep, &mut self.state, &mut self.service, now, &envelope, out);
+            answer(&self.rep, &envelope, out);
         }
     }
 
@@ -510,9 +510,9 @@ impl Server {
     fn answer_held(&mut self, out: &mut Vec<u8>) {
         let now = self.watch.now(&mut self.service);
         let mut answered = 0usize;
-        while let Some(token) = self.service.next_final(now, out) {
+        while let Some(token) = self.service.next_final(now, out, &mut self.state) {
             let envelope = self.held.remove(&token).unwrap_or_default();
-            answer(&self.rep, &mut self.state, &mut self.service, now, &envelope, out);
+            answer(&self.rep, &envelope, out);
             answered += 1;
         }
         if answered > 0 {
@@ -534,24 +534,15 @@ impl Server {
     }
 }
 
-/// The one way a reply leaves the loop: whatever the service noted for the
-/// state file while deciding it is recorded first, so a grant the caller
-/// hears of is in the file even if the locker is killed right after; then
-/// `body` goes to the client `envelope` came from. A ROUTER socket drops a
+/// The one way a reply leaves the loop: `body` goes to the client
+/// `envelope` came from. What the service noted for the state file while
+/// deciding it was recorded before the service call that wrote it returned
+/// (the call takes the keeper), so a grant the caller hears of is in the
+/// file even if the locker is killed right after. A ROUTER socket drops a
 /// reply whose client has gone, or that finds its queue full, instead of
 /// blocking, so this cannot stall the loop. An empty envelope (a token
 /// with none, which never happens) sends nothing.
-fn answer(
-    socket: &zmq::Socket,
-    state: &mut Option<Keeper>,
-    service: &mut Service,
-    now: Nanos,
-    envelope: &[zmq::Message],
-    body: &[u8],
-) {
-    if let Some(state) = state {
-        state.record(service, now);
-    }
+fn answer(socket: &zmq::Socket, envelope: &[zmq::Message], body: &[u8]) {
     if envelope.is_empty() {
         return;
     }

@@ -13,6 +13,7 @@ use super::parking::{Parking, QueueKey, Token};
 use super::Service;
 use crate::core::time::NANOS_PER_MS;
 use crate::core::{LimitId, Nanos};
+use crate::state::Keep;
 use crate::wire::{self, ReplyKind, Request};
 
 /// A sorry the peers' in-flight rule gives has a `retry_after` of at most
@@ -50,8 +51,13 @@ impl Service {
     /// grants in flight), parks it under `token` and answers `Held`: its
     /// reply comes later from `next_ready`. An ask whose limit and key
     /// already have asks parked waits behind them, so that they are
-    /// answered in arrival order. `now` is the loop's clock reading.
-    pub fn serve(&mut self, now: Nanos, token: Token, body: &[u8], out: &mut Vec<u8>) -> Answer {
+    /// answered in arrival order. `now` is the loop's clock reading; what
+    /// an answer left behind goes to `keep` before this returns.
+    pub fn serve(&mut self, now: Nanos, token: Token, body: &[u8], out: &mut Vec<u8>, keep: &mut impl Keep) -> Answer {
+        self.keeping(now, keep, |s| s.serve_now(now, token, body, out))
+    }
+
+    fn serve_now(&mut self, now: Nanos, token: Token, body: &[u8], out: &mut Vec<u8>) -> Answer {
         if !self.parking.is_empty() && self.parking.has_room(body.len()) {
             if let Some((queue, hold, transient)) = self.queue_of(body) {
                 if self.parking.is_waiting(&queue) && hold > 0 {
@@ -104,8 +110,12 @@ impl Service {
     /// Decides the parked asks that are due at `now` (the loop's clock)
     /// until one is answered: writes its reply into `out` and returns its
     /// token; `None` when none is due. Call it until `None` before serving
-    /// new requests, and record and send each reply as `respond`'s.
-    pub fn next_ready(&mut self, now: Nanos, out: &mut Vec<u8>) -> Option<Token> {
+    /// new requests; what the answer left behind goes to `keep` first.
+    pub fn next_ready(&mut self, now: Nanos, out: &mut Vec<u8>, keep: &mut impl Keep) -> Option<Token> {
+        self.keeping(now, keep, |s| s.ready_now(now, out))
+    }
+
+    fn ready_now(&mut self, now: Nanos, out: &mut Vec<u8>) -> Option<Token> {
         // Requests the store answered go first: they arrived earlier.
         if let Some(token) = self.next_lease_reply(out) {
             return Some(token);
@@ -143,8 +153,13 @@ impl Service {
     /// At shutdown: decides every parked ask once more, in arrival order,
     /// one per call (go if the limit allows it now, else sorry), writing
     /// its reply into `out` and returning its token; `None` when all are
-    /// answered. Nothing is held from the first call on.
-    pub fn next_final(&mut self, now: Nanos, out: &mut Vec<u8>) -> Option<Token> {
+    /// answered. Nothing is held from the first call on. What the answer
+    /// left behind goes to `keep` first.
+    pub fn next_final(&mut self, now: Nanos, out: &mut Vec<u8>, keep: &mut impl Keep) -> Option<Token> {
+        self.keeping(now, keep, |s| s.final_now(now, out))
+    }
+
+    fn final_now(&mut self, now: Nanos, out: &mut Vec<u8>) -> Option<Token> {
         if let Some(token) = self.next_final_lease(out) {
             return Some(token);
         }

@@ -10,7 +10,7 @@ impl Service {
     pub(super) fn acquire(&mut self, now: Nanos, ask: LeaseAsk, out: &mut Vec<u8>) {
         let answer = self.find(ask.limit).map_err(LeaseError::from).and_then(|limit| {
             let (lease, v) = self.locker.acquire(now, &acquire_ask(limit, &ask))?;
-            self.note_lease(limit, &lease);
+            self.journal.note_lease(limit, &lease);
             Ok((lease, v))
         });
         encode(answer.map(|(lease, v)| lease_reply(now, &v, lease)), out);
@@ -20,7 +20,7 @@ impl Service {
         let answer = self.find(beat.limit).map_err(LeaseError::from).and_then(|limit| {
             let renew = HeartbeatAsk { limit, lease: beat.lease, ttl_ms: beat.ttl_ms, count: beat.count };
             let v = self.locker.heartbeat(now, &renew)?;
-            self.note_lease(limit, beat.lease);
+            self.journal.note_lease(limit, beat.lease);
             Ok(v)
         });
         encode(answer.map(|v| lease_reply(now, &v, beat.lease.to_owned())), out);
@@ -29,7 +29,7 @@ impl Service {
     pub(super) fn release(&mut self, now: Nanos, release: Release, out: &mut Vec<u8>) {
         let answer = self.find(release.limit).map_err(LeaseError::from).and_then(|id| {
             let v = self.locker.release(now, id, release.lease)?;
-            self.note_lease(id, release.lease);
+            self.journal.note_lease(id, release.lease);
             Ok(v)
         });
         encode(answer.map(|v| lease_reply(now, &v, release.lease.to_owned())), out);

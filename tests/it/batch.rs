@@ -51,7 +51,7 @@ fn mixed_asks() -> Vec<Ask<'static>> {
 
 fn respond(s: &mut Service, now: u64, body: &[u8]) -> Vec<u8> {
     let mut out = vec![0xaa; 3];
-    s.respond(now, body, &mut out);
+    s.respond(now, body, &mut out, &mut ());
     out
 }
 

@@ -26,7 +26,7 @@ fn seed_holding(hold_ms: f64) -> Service {
 
 fn plain(s: &mut Service, now: Nanos, token: u64) -> (Answer, Vec<u8>) {
     let mut out = Vec::new();
-    let answer = s.serve(now, token, b"let me go", &mut out);
+    let answer = s.serve(now, token, b"let me go", &mut out, &mut ());
     (answer, out)
 }
 
@@ -43,9 +43,9 @@ fn a_sorry_within_the_hold_is_held_until_the_slot_begins_and_answered_go_in_arri
     assert_eq!(plain(&mut s, T0 + 790 * MS, 8), (Answer::Now, b"sorry".to_vec()), "no room: sorry at once");
     assert_eq!(s.next_deadline(), Some(T0 + 800 * MS), "the loop wakes when the next slot begins");
     let mut out = Vec::new();
-    assert_eq!(s.next_ready(T0 + 799 * MS, &mut out), None);
+    assert_eq!(s.next_ready(T0 + 799 * MS, &mut out, &mut ()), None);
     let ready: Vec<_> =
-        std::iter::from_fn(|| s.next_ready(T0 + 800 * MS, &mut out).map(|t| (t, out.clone()))).collect();
+        std::iter::from_fn(|| s.next_ready(T0 + 800 * MS, &mut out, &mut ()).map(|t| (t, out.clone()))).collect();
     assert_eq!(ready, [(5, b"go".to_vec()), (6, b"go".to_vec()), (7, b"go".to_vec())], "in arrival order");
     let stats = s.locker().stats().next().unwrap().1;
     assert_eq!((stats.requests, stats.go, stats.sorry), (9, 8, 1), "a held ask counts once, when answered");
@@ -63,14 +63,14 @@ fn an_ask_that_cannot_go_within_its_hold_gets_sorry_at_once_and_one_held_too_lon
     let mut body = Vec::new();
     wire::encode(&Ask::new().cost(5).hold_ms(2_000).to_map(), &mut body);
     let mut out = Vec::new();
-    assert_eq!(s.serve(T0 + 760 * MS, 7, &body, &mut out), Answer::Held);
+    assert_eq!(s.serve(T0 + 760 * MS, 7, &body, &mut out, &mut ()), Answer::Held);
     let mut out = Vec::new();
-    assert_eq!(s.next_ready(T0 + 800 * MS, &mut out), Some(6));
+    assert_eq!(s.next_ready(T0 + 800 * MS, &mut out, &mut ()), Some(6));
     assert_eq!(out, b"go");
     // The structured ask of 5 waits for the slot after (one permit is gone).
-    assert_eq!(s.next_ready(T0 + 800 * MS, &mut out), None);
+    assert_eq!(s.next_ready(T0 + 800 * MS, &mut out, &mut ()), None);
     assert_eq!(s.next_deadline(), Some(T0 + 1600 * MS));
-    assert_eq!(s.next_ready(T0 + 1600 * MS, &mut out), Some(7));
+    assert_eq!(s.next_ready(T0 + 1600 * MS, &mut out, &mut ()), Some(7));
     let reply: GoReply = rmp_serde::from_slice(&out).unwrap();
     assert!(reply.ok, "{reply:?}");
 }
@@ -86,9 +86,9 @@ fn at_shutdown_every_held_ask_is_answered_once() {
     }
     let mut out = Vec::new();
     let finals: Vec<_> =
-        std::iter::from_fn(|| s.next_final(T0 + 200 * MS, &mut out).map(|t| (t, out.clone()))).collect();
+        std::iter::from_fn(|| s.next_final(T0 + 200 * MS, &mut out, &mut ()).map(|t| (t, out.clone()))).collect();
     assert_eq!(finals, [(5, b"sorry".to_vec()), (6, b"sorry".to_vec()), (7, b"sorry".to_vec())]);
-    assert_eq!((s.parked(), s.next_ready(T0 + 900 * MS, &mut out)), (0, None), "nothing is left to answer");
+    assert_eq!((s.parked(), s.next_ready(T0 + 900 * MS, &mut out, &mut ())), (0, None), "nothing is left to answer");
 }
 
 fn wall_ns() -> u128 {
@@ -219,8 +219,8 @@ fn a_rolling_window_holds_an_ask_until_the_exact_instant_its_oldest_grant_leaves
     assert_eq!(plain(&mut s, t + 400 * MS, 2).0, Answer::Held);
     assert_eq!(s.next_deadline(), Some(t + 1_000 * MS), "when the first grant stops counting");
     let mut out = Vec::new();
-    assert_eq!(s.next_ready(t + 1_000 * MS - 1, &mut out), None);
-    assert_eq!(s.next_ready(t + 1_000 * MS, &mut out), Some(2));
+    assert_eq!(s.next_ready(t + 1_000 * MS - 1, &mut out, &mut ()), None);
+    assert_eq!(s.next_ready(t + 1_000 * MS, &mut out, &mut ()), Some(2));
     assert_eq!(out, b"go");
 }
 

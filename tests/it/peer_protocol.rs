@@ -38,7 +38,7 @@ pub(crate) fn ask(s: &mut Service, now: u64) -> GoReply {
     let mut body = Vec::new();
     wire::encode(&Ask::new().key("k").to_map(), &mut body);
     let mut out = Vec::new();
-    s.respond(now, &body, &mut out);
+    s.respond(now, &body, &mut out, &mut ());
     match wire::decode_reply(&out).unwrap() {
         Reply::Answer(r) => r,
         Reply::Refused(e) => panic!("{e}"),
@@ -49,7 +49,7 @@ pub(crate) fn stats(s: &mut Service, now: u64) -> StatsReply {
     let mut body = Vec::new();
     wire::encode(&wire::RequestMap { op: Some("stats"), ..Default::default() }, &mut body);
     let mut out = Vec::new();
-    s.respond(now, &body, &mut out);
+    s.respond(now, &body, &mut out, &mut ());
     match wire::decode_reply(&out).unwrap() {
         Reply::Answer(r) => r,
         Reply::Refused(e) => panic!("{e}"),

@@ -16,7 +16,7 @@ fn service(max_keys: usize) -> Service {
 
 fn respond(s: &mut Service, now: u64, body: &[u8]) -> Vec<u8> {
     let mut out = vec![0xaa; 3]; // respond must clear what was there
-    s.respond(now, body, &mut out);
+    s.respond(now, body, &mut out, &mut ());
     out
 }
 
@@ -168,7 +168,7 @@ fn send<T: serde::de::DeserializeOwned>(s: &mut Service, now: u64, map: &Request
     let mut body = Vec::new();
     wire::encode(map, &mut body);
     let mut out = Vec::new();
-    s.respond(now, &body, &mut out);
+    s.respond(now, &body, &mut out, &mut ());
     wire::decode_reply(&out).unwrap()
 }
 
@@ -236,7 +236,7 @@ fn kinds_refuse_the_wrong_ops_with_a_reason() {
     let Reply::Refused(why) = lease(&mut s, 0, &no_lease) else { panic!("accepted") };
     assert!(why.contains("needs a lease"), "{why}");
     let mut out = Vec::new();
-    s.respond(0, b"db", &mut out);
+    s.respond(0, b"db", &mut out, &mut ());
     assert_eq!(out, wire::SORRY, "the plain form cannot hold a lease");
 }
 
@@ -248,7 +248,7 @@ fn plain_bodies_keep_selecting_their_own_limits() {
     // Longer than the plain bodies the service remembers (64 bytes).
     let long = vec![b'x'; 65];
     let mut ask = |body: &[u8]| {
-        service.respond(0, body, &mut out);
+        service.respond(0, body, &mut out, &mut ());
         String::from_utf8(out.clone()).unwrap()
     };
     // "api" allows 1, the default 2: each answer shows which was asked.

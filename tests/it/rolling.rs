@@ -30,7 +30,7 @@ fn rolling_locker() -> Locker {
 
 fn respond(s: &mut Service, now: u64, body: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    s.respond(now, body, &mut out);
+    s.respond(now, body, &mut out, &mut ());
     out
 }
 

@@ -25,7 +25,7 @@ fn on_store() -> Service {
 
 fn serve(s: &mut Service, now: Nanos, token: u64, body: &[u8]) -> (Answer, Vec<u8>) {
     let mut out = Vec::new();
-    let answer = s.serve(now, token, body, &mut out);
+    let answer = s.serve(now, token, body, &mut out, &mut ());
     (answer, out)
 }
 
@@ -41,7 +41,7 @@ fn grant(got: u32, left: u32) -> Result<Grant, String> {
 
 fn ready(s: &mut Service, now: Nanos) -> Vec<(u64, Vec<u8>)> {
     let mut out = Vec::new();
-    std::iter::from_fn(|| s.next_ready(now, &mut out).map(|t| (t, out.clone()))).collect()
+    std::iter::from_fn(|| s.next_ready(now, &mut out, &mut ()).map(|t| (t, out.clone()))).collect()
 }
 
 #[test]
@@ -120,7 +120,7 @@ fn a_lease_request_goes_to_the_store_and_its_reply_is_the_stores_answer_on_the_l
 
     assert_eq!(serve(&mut s, T0 + 6 * MS, 4, &again).0, Answer::Held);
     let mut out = Vec::new();
-    assert_eq!(s.next_final(T0 + 7 * MS, &mut out), Some(4), "at a stop, a lease request is answered");
+    assert_eq!(s.next_final(T0 + 7 * MS, &mut out, &mut ()), Some(4), "at a stop, a lease request is answered");
     assert!(lease_reply(&out).unwrap_err().contains("stopped before the store answered"));
     let db = s.locker().stats().nth(2).unwrap().1;
     assert_eq!((db.requests, db.go, db.errors), (4, 1, 3), "each lease request counted once, when answered");

@@ -106,7 +106,7 @@ mod tests {
         let mut out = Vec::new();
         let now = 1_000_000_000_000;
         for _ in 0..3 {
-            s.respond(now, b"", &mut out);
+            s.respond(now, b"", &mut out, &mut ());
         }
         let snap = snapshot(&s, now, false);
         assert_eq!(snap.health, Health::Serving);

@@ -1,11 +1,13 @@
 //! The state file in the daemon: read back and replayed before the locker
-//! answers, appended to after every request that changed something and
-//! before its reply leaves, synced and compacted on the loop's timer.
+//! answers, appended to by every call of the service that can grant (the
+//! keeper is the `Keep` it hands them) before the reply leaves, synced and
+//! compacted on the loop's timer.
 //!
-//! What to record and what is still live is the service's to say; the
-//! bytes and the file are `state`'s. This module only sequences them and
-//! logs what happened: a damaged file, a refused one, a clock behind the
-//! file's, how much was restored and how long it took.
+//! What to record, what is still live, the bytes and the file are
+//! `state`'s. This module only sequences them, reads the clocks that
+//! needs (the boot clock, the wall clock against the file's) and logs what
+//! happened: a damaged file, a refused one, a clock behind the file's, how
+//! much was restored and how long it took.
 
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -15,8 +17,10 @@ use tracing::{debug, error, info, warn};
 use super::clock::{Boot, Clock};
 use crate::core::time::NANOS_PER_SEC;
 use crate::core::{Algorithm, Locker, Nanos};
-use crate::service::{Liveness, Service};
-use crate::state::{collapse, digest, Compacted, Header, Record, Replay, StateConfig, StateError, StateLog};
+use crate::service::Service;
+use crate::state::{
+    collapse, digest, Compacted, Header, Keep, Liveness, Record, Replay, StateConfig, StateError, StateLog,
+};
 
 /// Below this many bytes appended since the last compaction, a slot
 /// change does not compact: the file is small anyway.
@@ -201,7 +205,6 @@ impl Keeper {
             ms = started.elapsed().as_secs_f64() * 1e3,
             "state restored"
         );
-        service.keep_state(run);
         let fsync = config.fsync.map(|d| (d.as_nanos() as Nanos).max(1));
         let shortest_slot = service.locker().shortest_slot().max(SLOT_CHECK_GAP);
         let compacted_len = log.len();
@@ -223,40 +226,25 @@ impl Keeper {
         })
     }
 
-    /// Appends what the last request, answered at `now`, left behind.
-    #[inline]
-    pub fn record(&mut self, service: &mut Service, now: Nanos) {
-        if self.broken {
-            return;
-        }
-        let mut failed = None;
-        service.take_kept(now, |r| failed = failed.take().or_else(|| self.log.append(r).err()));
-        if let Some(e) = failed {
-            self.fail(e);
-        }
-        if self.log.room() < self.headroom {
-            self.make_room(service, now);
-        }
-    }
-
-    /// Reserves the headroom for the next requests, or, when the disk has
-    /// no room for it, refuses every grant until it has: a grant is
-    /// recorded before its reply, and one the disk could not take must not
-    /// be made. The headroom left covers every request already decided.
-    #[cold]
-    fn make_room(&mut self, service: &mut Service, now: Nanos) {
+    /// Reserves the headroom for the next requests; when the disk has no
+    /// room for it, says why every grant must be refused until it has: a
+    /// grant is recorded before its reply, and one the disk could not take
+    /// must not be made. The headroom left covers every request already
+    /// decided.
+    fn try_room(&mut self, now: Nanos) -> Result<(), &'static str> {
         match self.log.make_room(self.headroom) {
-            Ok(()) if self.retry_room.take().is_some() => {
-                info!(path = %self.log.path().display(), "the state file has room again; granting");
-                service.set_refusing(None);
+            Ok(()) => {
+                if self.retry_room.take().is_some() {
+                    info!(path = %self.log.path().display(), "the state file has room again; granting");
+                }
+                Ok(())
             }
-            Ok(()) => {}
             Err(e) => {
                 if self.retry_room.is_none() {
                     error!(error = %e, "the state file cannot grow; refusing every grant until the disk has room");
-                    service.set_refusing(Some(NO_ROOM));
                 }
                 self.retry_room = Some(now.saturating_add(ROOM_RETRY));
+                Err(NO_ROOM)
             }
         }
     }
@@ -273,7 +261,8 @@ impl Keeper {
             return;
         }
         if self.retry_room.is_some_and(|at| now >= at) {
-            self.make_room(service, now);
+            let room = self.try_room(now);
+            service.set_refusing(room.err());
         }
         self.finish_compaction();
         let slot_changed = now >= self.next_slot_check;
@@ -388,6 +377,50 @@ impl Keeper {
     fn fail(&mut self, e: StateError) {
         error!(error = %e, "state file failed; counts are no longer kept across a restart");
         self.broken = true;
+    }
+}
+
+/// The keeper takes each call's records before its reply leaves; a broken
+/// file (a write failed) keeps nothing more, and says so once.
+impl Keep for Keeper {
+    fn run(&self) -> Option<u32> {
+        (!self.broken).then_some(self.run.0)
+    }
+
+    #[inline]
+    fn keep(&mut self, record: &Record) {
+        if let Err(e) = self.log.append(record) {
+            if !self.broken {
+                self.fail(e);
+            }
+        }
+    }
+
+    #[inline]
+    fn make_room(&mut self, now: Nanos) -> Result<(), &'static str> {
+        if self.broken || self.log.room() >= self.headroom {
+            return Ok(());
+        }
+        self.try_room(now)
+    }
+}
+
+/// A locker without a state file keeps nothing.
+impl Keep for Option<Keeper> {
+    fn run(&self) -> Option<u32> {
+        self.as_ref().and_then(Keep::run)
+    }
+
+    #[inline]
+    fn keep(&mut self, record: &Record) {
+        if let Some(k) = self {
+            k.keep(record);
+        }
+    }
+
+    #[inline]
+    fn make_room(&mut self, now: Nanos) -> Result<(), &'static str> {
+        self.as_mut().map_or(Ok(()), |k| k.make_room(now))
     }
 }
 

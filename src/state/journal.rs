@@ -1,0 +1,136 @@
+//! What each request left behind, on its way to the state log: the
+//! changes a request made are noted while it is decided, and turned into
+//! records, read from the locker as it is then, before the call that
+//! decided them returns.
+//!
+//! `Keep` is where the records go. Every call of the service that can
+//! grant takes one, so no caller can answer a request and forget to record
+//! it: the daemon hands its state file's keeper, a locker without a state
+//! file hands `&mut ()`. This module neither reads a clock nor touches the
+//! file: `now` comes in, records go out through `Keep`.
+
+use crate::core::kinds::semaphore::kept::HeldLease;
+use crate::core::kinds::Kept;
+use crate::core::{LimitId, Locker, Nanos, Verdict};
+
+use super::Record;
+
+/// Where the records of what a request left behind go, before its reply
+/// leaves: the state file, or nowhere (`()`).
+pub trait Keep {
+    /// The run the records belong to; `None` keeps nothing, and then the
+    /// service notes nothing either.
+    fn run(&self) -> Option<u32>;
+
+    /// Takes one record of what the call being answered left behind.
+    fn keep(&mut self, record: &Record);
+
+    /// Called at `now` after each call's records: makes room for the next call's,
+    /// or says why no grant may be made until there is room (a grant must
+    /// be recorded before its reply, and a full disk could not record it).
+    fn make_room(&mut self, now: Nanos) -> Result<(), &'static str> {
+        let _ = now;
+        Ok(())
+    }
+}
+
+/// Keeps nothing: a locker without a state file.
+impl Keep for () {
+    fn run(&self) -> Option<u32> {
+        None
+    }
+
+    fn keep(&mut self, _: &Record) {}
+}
+
+/// What the call being answered changed, until its records are kept: one
+/// change for most requests, one per granted entry for a batch.
+#[derive(Debug, Default)]
+pub struct Journal {
+    /// The run being noted for; `None` notes nothing.
+    run: Option<u32>,
+    /// Each change, with where its key (or lease id) lies in `names`, if
+    /// it has one. Both are cleared, never shrunk, so a warmed-up locker
+    /// notes without allocating.
+    pending: Vec<(Change, Option<(usize, usize)>)>,
+    names: String,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Change {
+    Go { id: LimitId, verdict: Verdict },
+    Lease { id: LimitId },
+}
+
+impl Journal {
+    /// Starts a call whose records go to `keep`: notes only if it keeps.
+    #[inline]
+    pub fn open(&mut self, keep: &impl Keep) {
+        self.run = keep.run();
+    }
+
+    /// Notes a grant of `id` for `key`.
+    #[inline]
+    pub fn note_go(&mut self, id: LimitId, key: Option<&str>, verdict: &Verdict) {
+        if self.run.is_some() && verdict.go && verdict.granted > 0 {
+            self.note(Change::Go { id, verdict: *verdict }, key);
+        }
+    }
+
+    /// Notes a change to `lease` of semaphore `id` (taken, renewed, released).
+    pub fn note_lease(&mut self, id: LimitId, lease: &str) {
+        if self.run.is_some() {
+            self.note(Change::Lease { id }, Some(lease));
+        }
+    }
+
+    fn note(&mut self, change: Change, name: Option<&str>) {
+        let span = name.map(|n| {
+            let start = self.names.len();
+            self.names.push_str(n);
+            (start, self.names.len())
+        });
+        self.pending.push((change, span));
+    }
+
+    /// Hands `keep` the record of each change noted since `open`, read
+    /// from `locker` at `now`, and lets it make room for the next call;
+    /// returns why grants must be refused, if they must.
+    #[inline]
+    pub fn close(&mut self, locker: &Locker, now: Nanos, keep: &mut impl Keep) -> Result<(), &'static str> {
+        if let Some(run) = self.run {
+            for &(change, span) in &self.pending {
+                let name = span.map(|(start, end)| &self.names[start..end]);
+                if let Some(record) = record_of(locker, now, run, change, name) {
+                    keep.keep(&record);
+                }
+            }
+            self.pending.clear();
+            self.names.clear();
+        }
+        keep.make_room(now)
+    }
+}
+
+/// The record of one change, read from the locker as it is now.
+fn record_of<'a>(locker: &Locker, now: Nanos, run: u32, change: Change, name: Option<&'a str>) -> Option<Record<'a>> {
+    let at = now;
+    let record = match change {
+        Change::Go { id, verdict } => {
+            let limit = id.index() as u32;
+            match locker.kept_go(now, id, name, &verdict)? {
+                Kept::Window { slot, count } => Record::Window { at, run, limit, slot, count, key: name },
+                Kept::Bucket { tat, period, count } => Record::Bucket { at, run, limit, period, count, tat, key: name },
+                _ => return None,
+            }
+        }
+        Change::Lease { id } => {
+            let (limit, lease) = (id.index() as u32, name.unwrap_or(""));
+            match locker.kept_lease(id, lease) {
+                Kept::Lease(HeldLease { count, ttl, until }) => Record::Lease { at, limit, count, ttl, until, lease },
+                _ => Record::Release { at, limit, lease },
+            }
+        }
+    };
+    Some(record)
+}

@@ -1,0 +1,136 @@
+//! Putting an earlier run's records back into a locker, before it serves:
+//! the latest live record of each thing, each as its kind's kept form.
+//!
+//! A peered locker puts an earlier run's count in the current slot back
+//! as that run's node, so that a peer's snapshot of the same run merges
+//! with it by maximum; alone, the count is simply this run's own, which
+//! costs no more memory per key than a grant does. Which records are live
+//! is `Liveness`'s to say; this module reads no clock and no file.
+
+use std::collections::HashMap;
+
+use super::{collapse, Liveness, Record};
+use crate::core::kinds::semaphore::kept::HeldLease;
+use crate::core::kinds::{Kept, Owner, Saved};
+use crate::core::{LimitId, Locker, Nanos, NodeIx, NodeKey, Nodes};
+
+/// What a restore put back.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Restored {
+    /// Fixed-window counts of earlier runs in the current slot, and
+    /// rolling-window counts of sub-slots that still count.
+    pub counts: usize,
+    /// Reservations in later slots.
+    pub reservations: usize,
+    /// Token bucket keys.
+    pub buckets: usize,
+    /// Held leases.
+    pub leases: usize,
+    /// Records that could not be put back: a key beyond `max_keys`, a
+    /// limit that is not of the recorded kind, a run that was not named.
+    pub skipped: usize,
+}
+
+/// Puts back into `locker` the records of earlier runs at `now`: the
+/// latest live record of each thing. `nodes` is the peer node table when
+/// peered. Returns what was put back and the records the new state file
+/// starts with: those read, except that counts this run now holds as its
+/// own (reservations, and every count of a locker that is not peered)
+/// become records of run `run`.
+pub fn restore<'a>(
+    locker: &mut Locker,
+    nodes: Option<&mut Nodes>,
+    now: Nanos,
+    run: u32,
+    records: impl Iterator<Item = Record<'a>>,
+) -> (Restored, Vec<Record<'a>>) {
+    let liveness = Liveness::of(locker);
+    let live = collapse(records, |r| liveness.is_live(now, r));
+    let run_nodes = nodes.map(|n| run_nodes(n, now, &live)).unwrap_or_default();
+    let runs = live.iter().filter(|r| matches!(r, Record::Run { .. })).count();
+    let mut done = Restored::default();
+    let mut rewrite = Vec::with_capacity(live.len());
+    for r in live {
+        let id = r.limit().and_then(|i| locker.limit_at(i as usize));
+        let (Some(id), Some((kept, key))) = (id, kept_of(&r)) else {
+            match r {
+                Record::Run { .. } => rewrite.push(r),
+                // An earlier run's: this run writes its own.
+                Record::Clock { .. } => {}
+                _ => done.skipped += 1,
+            }
+            continue;
+        };
+        let node = r.run().and_then(|run| run_nodes.get(&run).copied());
+        // When peered, a run's counts go back as its node, so that a
+        // peer's snapshot of the same run merges with them by maximum;
+        // alone, or reserved ahead in a fixed window, they become this
+        // run's own: nobody else will ever count them.
+        let later = is_reservation(locker, id, now, kept);
+        let owner = match node {
+            Some(node) if !later => Owner::Node(node),
+            _ => Owner::Own,
+        };
+        let held = locker.restore(now, id, key, Saved { kept, written: r.at(), owner });
+        *tally(&mut done, kept, later) += usize::from(held.is_some());
+        match (held, kept, owner) {
+            (None, _, _) => done.skipped += 1,
+            // A count made this run's own: the sum of every earlier run's.
+            (Some(count), Kept::Window { slot, .. }, Owner::Own) => {
+                let limit = id.index() as u32;
+                rewrite.push(Record::Window { at: now, run, limit, slot, count, key });
+            }
+            (Some(_), _, _) => rewrite.push(r),
+        }
+    }
+    // Several earlier runs may have counted the same key and slot, each
+    // adding to this run's own: the last record of each says the sum.
+    let rewrite = if runs > 1 { collapse(rewrite.into_iter(), |_| true) } else { rewrite };
+    (done, rewrite)
+}
+
+/// Whether `kept` is a fixed window's count in a slot later than now's.
+fn is_reservation(locker: &Locker, id: LimitId, now: Nanos, kept: Kept) -> bool {
+    matches!(kept, Kept::Window { slot, .. }
+        if !locker.is_rolling(id) && slot > locker.limit(id).quota().slot_of(now))
+}
+
+/// The tally of `done` that a restored `kept` counts in.
+fn tally(done: &mut Restored, kept: Kept, later: bool) -> &mut usize {
+    match kept {
+        Kept::Window { .. } if later => &mut done.reservations,
+        Kept::Window { .. } => &mut done.counts,
+        Kept::Bucket { .. } => &mut done.buckets,
+        Kept::Lease(_) | Kept::Released => &mut done.leases,
+    }
+}
+
+/// A node for every earlier run named in `records`: the run's own node
+/// key, held in the node table (as if the first configured peer had named
+/// it), so that a peer's snapshot of that run merges with what is
+/// restored. When the table has no room, a run gets none and its counts
+/// become this run's own.
+fn run_nodes(nodes: &mut Nodes, now: Nanos, records: &[Record]) -> HashMap<u32, NodeIx> {
+    let mut out = HashMap::new();
+    for r in records {
+        if let Record::Run { run, incarnation, node } = *r {
+            if let Some(ix) = nodes.resolve(now, 0, &NodeKey { id: node.into(), incarnation }) {
+                out.insert(run, ix);
+            }
+        }
+    }
+    out
+}
+
+/// The kept form a record of a count, a bucket or a lease holds, and its
+/// key (a lease's id); `None` for the records of runs and clocks.
+fn kept_of<'a>(r: &Record<'a>) -> Option<(Kept, Option<&'a str>)> {
+    match *r {
+        Record::Window { slot, count, key, .. } => Some((Kept::Window { slot, count }, key)),
+        Record::Bucket { tat, period, count, key, .. } => Some((Kept::Bucket { tat, period, count }, key)),
+        Record::Lease { count, ttl, until, lease, .. } => {
+            Some((Kept::Lease(HeldLease { count, ttl, until }), Some(lease)))
+        }
+        _ => None,
+    }
+}
