@@ -18,7 +18,7 @@ pub mod rolling;
 pub mod semaphore;
 
 use super::ask::{Verdict, Want};
-use super::limit::{Algorithm, Limit, LimitId};
+use super::limit::{Algorithm, Limit, LimitId, Quota};
 use super::room::{KeyBudget, KeyRoom, NoRoom, Terms};
 use super::share::{Count, Counted, NodeIx, ME};
 use super::time::Nanos;
@@ -101,11 +101,6 @@ impl Rule {
             Rule::Rolling(r) => Ok(r.take_shared(now, key, want, terms)?),
             Rule::Semaphore(_) => Err(TakeError::Semaphore),
         }
-    }
-
-    /// Whether this rule is a rolling window.
-    pub fn is_rolling(&self) -> bool {
-        matches!(self, Rule::Rolling(_))
     }
 
     /// Whether peers share this rule's counts: every kind but the
@@ -300,6 +295,61 @@ pub struct Saved {
     /// When the record was written.
     pub written: Nanos,
     pub owner: Owner,
+}
+
+/// Moves `t` by `step` nanoseconds.
+fn moved(t: Nanos, step: i64) -> Nanos {
+    t.saturating_add_signed(step)
+}
+
+/// Moves slot number `n` by as many slots of `slot_ns` as `step`
+/// nanoseconds comes nearest to.
+fn moved_slot(n: u64, slot_ns: Nanos, step: i64) -> u64 {
+    n.saturating_add_signed((step as f64 / slot_ns.max(1) as f64).round() as i64)
+}
+
+impl Kept {
+    /// Whether this, kept for a limit of kind `algorithm` with `quota`,
+    /// still says something at `now` (each kind says when: see its `kept`
+    /// module). Kept for a limit of another kind, it does not.
+    pub fn is_live(self, algorithm: Algorithm, quota: Quota, now: Nanos) -> bool {
+        match (algorithm, self) {
+            (Algorithm::FixedWindow, Kept::Window { slot, .. }) => FixedWindow::slot_counts(quota, slot, now),
+            (Algorithm::RollingWindow, Kept::Window { slot, .. }) => RollingWindow::sub_counts(quota, slot, now),
+            (Algorithm::TokenBucket { .. }, Kept::Bucket { tat, period, .. }) => {
+                Bucket::kept_counts(quota, tat, period, now)
+            }
+            (Algorithm::Semaphore, Kept::Lease(held)) => held.until > now,
+            _ => false,
+        }
+    }
+
+    /// Whether this is a fixed window's count in a slot later than now's
+    /// (reservations): only the run that reserved it will ever count it.
+    pub fn is_reservation(self, algorithm: Algorithm, quota: Quota, now: Nanos) -> bool {
+        matches!((algorithm, self), (Algorithm::FixedWindow, Kept::Window { slot, .. }) if slot > quota.slot_of(now))
+    }
+
+    /// This moved by `step` nanoseconds, as kept by a run whose wall clock
+    /// read `step` less than this run's at the same true instant: its
+    /// instants move by `step`, and its slot, sub-slot or period number by
+    /// as many whole ones (of its kind's length) as `step` comes nearest to.
+    pub fn retimed(self, algorithm: Algorithm, quota: Quota, step: i64) -> Kept {
+        match self {
+            Kept::Window { slot, count } => {
+                let unit = match algorithm {
+                    Algorithm::RollingWindow => RollingWindow::sub_slot_ns(quota),
+                    _ => quota.slot_ns(),
+                };
+                Kept::Window { slot: moved_slot(slot, unit, step), count }
+            }
+            Kept::Bucket { tat, period, count } => {
+                Kept::Bucket { tat: moved(tat, step), period: moved_slot(period, quota.slot_ns(), step), count }
+            }
+            Kept::Lease(held) => Kept::Lease(HeldLease { until: moved(held.until, step), ..held }),
+            Kept::Released => Kept::Released,
+        }
+    }
 }
 
 impl Rule {

@@ -1,11 +1,13 @@
-//! Which records still say something: by the limits' kinds and quotas, a
-//! count of a slot that has not ended, a bucket not yet full again, a
-//! lease not expired; and a record moved by a wall-clock step between runs.
+//! Which records still say something, and a record moved by a wall-clock
+//! step between runs: each kind says so of its kept form (`Kept::is_live`,
+//! `Kept::retimed`); this module reads a record's kept form out and finds
+//! its limit's kind and quota.
 //!
 //! A `Liveness` is a copy of what it needs from the limits, so that
 //! compaction can take it to its own thread. It reads no clock.
 
-use crate::core::kinds::rolling::{RollingWindow, SUB_SLOTS};
+use crate::core::kinds::semaphore::kept::HeldLease;
+use crate::core::kinds::Kept;
 use crate::core::{Algorithm, Locker, Nanos, Quota};
 
 use super::Record;
@@ -23,28 +25,18 @@ impl Liveness {
         Liveness { limits: limits.map(|l| (l.algorithm(), l.quota())).collect() }
     }
 
-    /// Whether `record` still says something at `now`: a count of a slot
-    /// that has not ended (of a rolling window's sub-slot, one whose last
-    /// instant + the window is later), a bucket not yet full again or holding a count
-    /// of the current or previous period, a lease not expired. A record
-    /// naming a limit of another kind is not.
+    /// Whether `record` still says something at `now`: a run's and a
+    /// clock's always, a release never, a count, a bucket or a lease as
+    /// its limit's kind says (`Kept::is_live`). A record naming a limit of
+    /// another kind, or none, does not.
     pub fn is_live(&self, now: Nanos, record: &Record) -> bool {
-        let limit = |i: u32| self.limits.get(i as usize);
         match *record {
             Record::Run { .. } | Record::Clock { .. } => true,
-            Record::Window { limit: i, slot, .. } => limit(i).is_some_and(|&(a, q)| match a {
-                Algorithm::FixedWindow => slot >= q.slot_of(now),
-                // A rolling window's record is of a sub-slot, not a slot.
-                Algorithm::RollingWindow => RollingWindow::sub_counts(q, slot, now),
-                _ => false,
-            }),
-            Record::Bucket { limit: i, tat, period, .. } => limit(i).is_some_and(|(a, q)| {
-                matches!(a, Algorithm::TokenBucket { .. }) && (tat > now || period.saturating_add(1) >= q.slot_of(now))
-            }),
-            Record::Lease { limit: i, until, .. } => {
-                limit(i).is_some_and(|(a, _)| matches!(a, Algorithm::Semaphore)) && until > now
-            }
             Record::Release { .. } => false,
+            _ => match (self.terms(record), kept_of(record)) {
+                (Some((a, q)), Some((kept, _))) => kept.is_live(a, q, now),
+                _ => false,
+            },
         }
     }
 
@@ -52,34 +44,48 @@ impl Liveness {
     /// clock read `step` less than this run's at the same true instant (the
     /// boot-time clock tells): its instants move by `step`, and its slot,
     /// sub-slot or period numbers by as many whole slots, sub-slots or
-    /// periods as `step` comes nearest to. Then a wall clock stepped between
-    /// two runs neither lets a slot's saved count lapse (a step ahead) nor
-    /// keeps this run in the file's past or future (a step back, or a step
-    /// that undid a wrong one).
+    /// periods as `step` comes nearest to (`Kept::retimed`). Then a wall
+    /// clock stepped between two runs neither lets a slot's saved count
+    /// lapse (a step ahead) nor keeps this run in the file's past or future
+    /// (a step back, or a step that undid a wrong one).
     pub fn retimed<'a>(&self, record: Record<'a>, step: i64) -> Record<'a> {
         let at = |t: u64| t.saturating_add_signed(step);
-        let units = |unit: Nanos| (step as f64 / unit.max(1) as f64).round() as i64;
-        let quota = |i: u32| self.limits.get(i as usize).copied();
-        match record {
-            Record::Window { at: t, run, limit, slot, count, key } => {
-                let unit = match quota(limit) {
-                    Some((Algorithm::RollingWindow, q)) => (q.slot_ns() / SUB_SLOTS).max(1),
-                    Some((_, q)) => q.slot_ns(),
-                    None => return record,
-                };
-                Record::Window { at: at(t), run, limit, slot: slot.saturating_add_signed(units(unit)), count, key }
+        let (Some((a, q)), Some((kept, _))) = (self.terms(&record), kept_of(&record)) else {
+            return match record {
+                Record::Release { at: t, limit, lease } => Record::Release { at: at(t), limit, lease },
+                _ => record,
+            };
+        };
+        match (record, kept.retimed(a, q, step)) {
+            (Record::Window { at: t, run, limit, key, .. }, Kept::Window { slot, count }) => {
+                Record::Window { at: at(t), run, limit, slot, count, key }
             }
-            Record::Bucket { at: t, run, limit, period, count, tat, key } => {
-                let Some((_, q)) = quota(limit) else { return record };
-                let period = period.saturating_add_signed(units(q.slot_ns()));
-                Record::Bucket { at: at(t), run, limit, period, count, tat: at(tat), key }
+            (Record::Bucket { at: t, run, limit, key, .. }, Kept::Bucket { tat, period, count }) => {
+                Record::Bucket { at: at(t), run, limit, period, count, tat, key }
             }
-            Record::Lease { at: t, limit, count, ttl, until, lease } => {
-                Record::Lease { at: at(t), limit, count, ttl, until: at(until), lease }
+            (Record::Lease { at: t, limit, lease, .. }, Kept::Lease(HeldLease { count, ttl, until })) => {
+                Record::Lease { at: at(t), limit, count, ttl, until, lease }
             }
-            Record::Release { at: t, limit, lease } => Record::Release { at: at(t), limit, lease },
-            Record::Run { .. } | Record::Clock { .. } => record,
+            _ => record,
         }
+    }
+
+    /// The kind and quota of the limit `record` names.
+    fn terms(&self, record: &Record) -> Option<(Algorithm, Quota)> {
+        record.limit().and_then(|i| self.limits.get(i as usize)).copied()
+    }
+}
+
+/// The kept form a record of a count, a bucket or a lease holds, and its
+/// key (a lease's id); `None` for the records of runs, clocks and releases.
+pub(super) fn kept_of<'a>(r: &Record<'a>) -> Option<(Kept, Option<&'a str>)> {
+    match *r {
+        Record::Window { slot, count, key, .. } => Some((Kept::Window { slot, count }, key)),
+        Record::Bucket { tat, period, count, key, .. } => Some((Kept::Bucket { tat, period, count }, key)),
+        Record::Lease { count, ttl, until, lease, .. } => {
+            Some((Kept::Lease(HeldLease { count, ttl, until }), Some(lease)))
+        }
+        _ => None,
     }
 }
 
@@ -120,5 +126,22 @@ mod tests {
         assert_eq!(liveness.retimed(lease, 3 * SEC as i64), moved, "a lease keeps its ttl");
         let run = Record::Run { run: 1, incarnation: 7, node: "" };
         assert_eq!(liveness.retimed(run, hour), run, "a run's record is not an instant");
+    }
+
+    #[test]
+    fn a_bucket_lives_until_full_again_a_lease_until_it_expires_and_another_kinds_record_not_at_all() {
+        let q = Quota::new(3, 10.0).unwrap();
+        let bucket = Algorithm::TokenBucket { burst: std::num::NonZeroU32::new(3).unwrap() };
+        let liveness = Liveness { limits: vec![(bucket, q), (Algorithm::Semaphore, q), (Algorithm::FixedWindow, q)] };
+        let b = |limit, tat, period| Record::Bucket { at: 0, run: 0, limit, period, count: 1, tat, key: None };
+        assert!(liveness.is_live(25 * SEC, &b(0, 26 * SEC, 0)), "not yet full again");
+        assert!(liveness.is_live(25 * SEC, &b(0, 0, 1)), "a count of the previous period");
+        assert!(!liveness.is_live(25 * SEC, &b(0, 0, 0)));
+        let lease = |limit, until| Record::Lease { at: 0, limit, count: 1, ttl: SEC, until, lease: "l" };
+        assert!(liveness.is_live(SEC, &lease(1, SEC + 1)));
+        assert!(!liveness.is_live(SEC, &lease(1, SEC)), "expired");
+        assert!(!liveness.is_live(0, &lease(2, SEC)), "a lease of a fixed window");
+        assert!(!liveness.is_live(0, &b(2, SEC, 0)), "a bucket of a fixed window");
+        assert!(!liveness.is_live(0, &lease(9, SEC)), "a limit that is not there");
     }
 }

@@ -9,10 +9,10 @@
 
 use std::collections::HashMap;
 
+use super::liveness::kept_of;
 use super::{collapse, Liveness, Record};
-use crate::core::kinds::semaphore::kept::HeldLease;
 use crate::core::kinds::{Kept, Owner, Saved};
-use crate::core::{LimitId, Locker, Nanos, NodeIx, NodeKey, Nodes};
+use crate::core::{Locker, Nanos, NodeIx, NodeKey, Nodes};
 
 /// What a restore put back.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -66,7 +66,8 @@ pub fn restore<'a>(
         // peer's snapshot of the same run merges with them by maximum;
         // alone, or reserved ahead in a fixed window, they become this
         // run's own: nobody else will ever count them.
-        let later = is_reservation(locker, id, now, kept);
+        let limit = locker.limit(id);
+        let later = kept.is_reservation(limit.algorithm(), limit.quota(), now);
         let owner = match node {
             Some(node) if !later => Owner::Node(node),
             _ => Owner::Own,
@@ -87,12 +88,6 @@ pub fn restore<'a>(
     // adding to this run's own: the last record of each says the sum.
     let rewrite = if runs > 1 { collapse(rewrite.into_iter(), |_| true) } else { rewrite };
     (done, rewrite)
-}
-
-/// Whether `kept` is a fixed window's count in a slot later than now's.
-fn is_reservation(locker: &Locker, id: LimitId, now: Nanos, kept: Kept) -> bool {
-    matches!(kept, Kept::Window { slot, .. }
-        if !locker.is_rolling(id) && slot > locker.limit(id).quota().slot_of(now))
 }
 
 /// The tally of `done` that a restored `kept` counts in.
@@ -120,17 +115,4 @@ fn run_nodes(nodes: &mut Nodes, now: Nanos, records: &[Record]) -> HashMap<u32, 
         }
     }
     out
-}
-
-/// The kept form a record of a count, a bucket or a lease holds, and its
-/// key (a lease's id); `None` for the records of runs and clocks.
-fn kept_of<'a>(r: &Record<'a>) -> Option<(Kept, Option<&'a str>)> {
-    match *r {
-        Record::Window { slot, count, key, .. } => Some((Kept::Window { slot, count }, key)),
-        Record::Bucket { tat, period, count, key, .. } => Some((Kept::Bucket { tat, period, count }, key)),
-        Record::Lease { count, ttl, until, lease, .. } => {
-            Some((Kept::Lease(HeldLease { count, ttl, until }), Some(lease)))
-        }
-        _ => None,
-    }
 }

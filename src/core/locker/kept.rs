@@ -46,12 +46,6 @@ impl Locker {
     pub fn restore(&mut self, now: Nanos, id: LimitId, key: Option<&str>, saved: Saved) -> Option<u32> {
         self.counted(now, id, |rule, room| rule.restore(now, id, key, saved, room))
     }
-
-    /// Whether limit `id` is a rolling window, whose counts are kept in
-    /// the same record as a fixed window's (sub-slots for slots).
-    pub fn is_rolling(&self, id: LimitId) -> bool {
-        self.entries[id.0].rule.is_rolling()
-    }
 }
 
 #[cfg(test)]

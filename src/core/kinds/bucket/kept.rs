@@ -9,12 +9,21 @@
 //! clock, no file: the caller brings both.
 
 use super::Bucket;
+use crate::core::limit::Quota;
 use crate::core::room::{KeyRoom, NoRoom};
 use crate::core::share::NodeIx;
 use crate::core::share::ME;
 use crate::core::time::Nanos;
 
 impl Bucket {
+    /// Whether a key kept with `tat` and own grants in `period`, of a
+    /// bucket for `quota`, still says something at `now`: the bucket is not
+    /// yet full again, or the count is of the current or previous period
+    /// (which peers still compare).
+    pub fn kept_counts(quota: Quota, tat: Nanos, period: u64, now: Nanos) -> bool {
+        tat > now || period.saturating_add(1) >= quota.slot_of(now)
+    }
+
     /// `key`'s TAT, and the period `now` falls in with this locker's own
     /// grants in it (0 unless peered: only peers keep that ledger).
     pub fn kept(&self, now: Nanos, key: Option<&str>) -> (Nanos, u64, u32) {

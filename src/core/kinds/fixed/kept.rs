@@ -10,9 +10,18 @@
 use std::collections::VecDeque;
 
 use super::{FixedWindow, Plan};
+use crate::core::limit::Quota;
 use crate::core::room::{KeyRoom, NoRoom};
+use crate::core::time::Nanos;
 
 impl FixedWindow {
+    /// Whether a count kept for `slot` of a window for `quota` still
+    /// counts at `now`: its slot has not ended (a later one holds
+    /// reservations).
+    pub fn slot_counts(quota: Quota, slot: u64, now: Nanos) -> bool {
+        slot >= quota.slot_of(now)
+    }
+
     /// This locker's own count for `key` in `slot`: granted in the current
     /// slot, or reserved in a later one; 0 for anything else.
     pub fn own_in(&self, key: Option<&str>, slot: u64) -> u32 {

@@ -8,7 +8,7 @@
 //! names, no file.
 
 use super::log::{Log, Span};
-use super::RollingWindow;
+use super::{RollingWindow, SUB_SLOTS};
 use crate::core::limit::Quota;
 use crate::core::room::{KeyRoom, NoRoom};
 use crate::core::time::Nanos;
@@ -17,6 +17,12 @@ impl RollingWindow {
     /// The own count of `key` in sub-slot `sub`, as `note_own` publishes it.
     pub fn own_in(&self, key: Option<&str>, sub: u64) -> u32 {
         self.log(key).map_or(0, |log| log.own_in(self.span, sub))
+    }
+
+    /// The length of a rolling window's sub-slots for `quota`, the unit its
+    /// kept counts are numbered in.
+    pub fn sub_slot_ns(quota: Quota) -> Nanos {
+        (quota.slot_ns() / SUB_SLOTS).max(1)
     }
 
     /// Whether grants going in sub-slot `sub` of a rolling window for
