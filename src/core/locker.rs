@@ -74,6 +74,13 @@ pub(in crate::core) struct Entry {
     pub(in crate::core) stats: LimitStats,
 }
 
+impl Entry {
+    /// `limit` with empty counts and counters.
+    fn new(limit: Limit) -> Entry {
+        Entry { rule: Rule::new(&limit), limit, stats: LimitStats::default() }
+    }
+}
+
 /// The decision table.
 #[derive(Debug)]
 pub struct Locker {
@@ -109,10 +116,7 @@ impl Locker {
             granted: Vec::new(),
             publishing: false,
         };
-        for limit in std::iter::once(default).chain(limits) {
-            locker.insert(limit);
-        }
-        locker.default = locker.by_name[DEFAULT_LIMIT];
+        locker.index(std::iter::once(default).chain(limits).map(Entry::new));
         locker
     }
 
@@ -137,19 +141,21 @@ impl Locker {
         self.minter.has_secret()
     }
 
-    fn insert(&mut self, limit: Limit) {
-        self.put(Entry { rule: Rule::new(&limit), limit, stats: LimitStats::default() });
-    }
-
-    /// Adds `entry`, or replaces the entry of the same name.
-    fn put(&mut self, entry: Entry) {
-        match self.by_name.get(entry.limit.name()) {
-            Some(&LimitId(i)) => self.entries[i] = entry,
-            None => {
-                self.by_name.insert(entry.limit.name().to_owned(), LimitId(self.entries.len()));
-                self.entries.push(entry);
+    /// Makes `entries`, in order, the table's limits, found by name; a
+    /// later entry replaces an earlier one of the same name.
+    fn index(&mut self, entries: impl Iterator<Item = Entry>) {
+        self.entries.clear();
+        self.by_name.clear();
+        for entry in entries {
+            match self.by_name.get(entry.limit.name()) {
+                Some(&LimitId(i)) => self.entries[i] = entry,
+                None => {
+                    self.by_name.insert(entry.limit.name().to_owned(), LimitId(self.entries.len()));
+                    self.entries.push(entry);
+                }
             }
         }
+        self.default = self.by_name[DEFAULT_LIMIT];
     }
 
     /// The limit named `name`, or the default limit when `name` is `None`.
