@@ -4,11 +4,37 @@
 //! an `AcquireAsk` and a `HeartbeatAsk` (leases), with every number named,
 //! built once from the wire by the service and passed by reference. Inside,
 //! the checked `Want` is shared by every counting kind (`fixed`, `bucket`)
-//! so that the locker can dispatch without translating. Plain data: the
-//! checks are the locker's, the rules the kinds'.
+//! so that the locker can dispatch without translating. Plain data, with
+//! the errors any request can meet (`TableError`) and the one check every
+//! request that may wait shares (`wait_ns`); the other checks are the
+//! table's and the semaphore's, the rules the kinds'.
 
 use super::limit::LimitId;
-use super::time::Nanos;
+use super::time::{Nanos, NANOS_PER_MS};
+
+/// The longest a request may offer to wait (`max_wait_ms`): one hour. Waits
+/// hold counts in future slots or leases in a queue, so they are bounded.
+pub const MAX_WAIT_MS: u64 = 3_600_000;
+
+/// Errors any request on the table can meet, whatever it asks.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TableError {
+    #[error("unknown limit {0:?}")]
+    UnknownLimit(String),
+    #[error("too many live keys: the locker holds at most {0} (see --max-keys)")]
+    TooManyKeys(usize),
+    #[error("max_wait_ms {0} is above the most a request may wait, {MAX_WAIT_MS}")]
+    WaitTooLong(u64),
+}
+
+/// A wait in milliseconds as nanoseconds, if it is within `MAX_WAIT_MS`.
+#[inline]
+pub fn wait_ns(max_wait_ms: u64) -> Result<Nanos, TableError> {
+    if max_wait_ms > MAX_WAIT_MS {
+        return Err(TableError::WaitTooLong(max_wait_ms));
+    }
+    Ok(max_wait_ms * NANOS_PER_MS)
+}
 
 /// An ask for permits of one limit, as it arrives: unchecked numbers, named.
 ///

@@ -8,8 +8,10 @@
 //! ask, room, the peer share terms) and import neither one another nor the
 //! locker or the peer schedule above them. Here too are the shapes every
 //! kind trades in: what it shares with peers (`Count`, from `core::share`)
-//! and what it keeps across a restart (`Kept`, `Saved`). Nothing here holds
-//! names or statistics (those live in `core::locker`), and like the rest of
+//! and what it keeps across a restart (`Kept`, `Saved`). Nothing here finds
+//! limits by name or keeps statistics (those live in `core::locker`); the
+//! one use of a name is the semaphore's, whose `leases` checks lease
+//! requests against its limit and names leases after it. Like the rest of
 //! the core it takes `now` and does no I/O.
 
 pub mod bucket;

@@ -6,6 +6,10 @@
 //! code can be embedded in a program without a daemon (see
 //! `examples/embedded.rs`) and tested with literal instants. Asks are checked
 //! here against the limit they name; the counting itself is `core::kinds`'s.
+//! Lease requests go through a checked handle on a limit's semaphore
+//! (`leases`), whose checks and lease ids are the semaphore's; the outcome
+//! of every request is counted through one view of the counters
+//! (`counters`).
 //!
 //! When lockers are peered, the table also merges the counts peers report
 //! (`merge`), lists its own grants for publishing (`take_granted`,
@@ -32,12 +36,12 @@
 
 use std::collections::HashMap;
 
-use super::ask::{PermitAsk, Verdict, Want};
+use super::ask::{wait_ns, PermitAsk, Verdict, Want};
 use super::kinds::{Rule, TakeError};
 use super::lease_id::LeaseMinter;
 use super::limit::{Limit, LimitId, DEFAULT_LIMIT};
 use super::room::{KeyBudget, KeyRoom, Terms};
-use super::time::{Nanos, NANOS_PER_MS};
+use super::time::Nanos;
 use crate::core::share::{Count, PeerView, Share};
 
 pub mod kept;
@@ -45,28 +49,11 @@ mod leases;
 mod reload;
 mod stats;
 
-pub use leases::{BeatTerms, LeaseError};
+pub use super::ask::{TableError, MAX_WAIT_MS};
+pub use super::kinds::semaphore::leases::{BeatTerms, LeaseError, Leases, MAX_TTL_MS};
 pub use reload::{Holdings, Reloaded};
-pub use stats::LimitStats;
 use stats::Outcome;
-
-/// The longest a request may offer to wait (`max_wait_ms`): one hour. Waits
-/// hold counts in future slots or leases in a queue, so they are bounded.
-pub const MAX_WAIT_MS: u64 = 3_600_000;
-
-/// The longest ttl a lease may ask for: one day, like the longest slot.
-pub const MAX_TTL_MS: u64 = 86_400_000;
-
-/// Errors any request on the table can meet, whatever it asks.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TableError {
-    #[error("unknown limit {0:?}")]
-    UnknownLimit(String),
-    #[error("too many live keys: the locker holds at most {0} (see --max-keys)")]
-    TooManyKeys(usize),
-    #[error("max_wait_ms {0} is above the most a request may wait, {MAX_WAIT_MS}")]
-    WaitTooLong(u64),
-}
+pub use stats::{Counters, LimitStats};
 
 /// Why an ask for permits got neither go nor sorry.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -85,6 +72,13 @@ pub(in crate::core) struct Entry {
     pub(in crate::core) limit: Limit,
     pub(in crate::core) rule: Rule,
     pub(in crate::core) stats: LimitStats,
+}
+
+impl Entry {
+    /// `limit` with empty counts and counters.
+    fn new(limit: Limit) -> Entry {
+        Entry { rule: Rule::new(&limit), limit, stats: LimitStats::default() }
+    }
 }
 
 /// The decision table.
@@ -122,10 +116,7 @@ impl Locker {
             granted: Vec::new(),
             publishing: false,
         };
-        for limit in std::iter::once(default).chain(limits) {
-            locker.insert(limit);
-        }
-        locker.default = locker.by_name[DEFAULT_LIMIT];
+        locker.index(std::iter::once(default).chain(limits).map(Entry::new));
         locker
     }
 
@@ -150,19 +141,21 @@ impl Locker {
         self.minter.has_secret()
     }
 
-    fn insert(&mut self, limit: Limit) {
-        self.put(Entry { rule: Rule::new(&limit), limit, stats: LimitStats::default() });
-    }
-
-    /// Adds `entry`, or replaces the entry of the same name.
-    fn put(&mut self, entry: Entry) {
-        match self.by_name.get(entry.limit.name()) {
-            Some(&LimitId(i)) => self.entries[i] = entry,
-            None => {
-                self.by_name.insert(entry.limit.name().to_owned(), LimitId(self.entries.len()));
-                self.entries.push(entry);
+    /// Makes `entries`, in order, the table's limits, found by name; a
+    /// later entry replaces an earlier one of the same name.
+    fn index(&mut self, entries: impl Iterator<Item = Entry>) {
+        self.entries.clear();
+        self.by_name.clear();
+        for entry in entries {
+            match self.by_name.get(entry.limit.name()) {
+                Some(&LimitId(i)) => self.entries[i] = entry,
+                None => {
+                    self.by_name.insert(entry.limit.name().to_owned(), LimitId(self.entries.len()));
+                    self.entries.push(entry);
+                }
             }
         }
+        self.default = self.by_name[DEFAULT_LIMIT];
     }
 
     /// The limit named `name`, or the default limit when `name` is `None`.
@@ -344,23 +337,7 @@ impl Locker {
     /// Counts a request that failed before it reached a limit (it could not
     /// be decoded, or named no known limit), or one that failed on limit `id`.
     pub fn record_error(&mut self, id: Option<LimitId>) {
-        match id {
-            Some(LimitId(i)) => self.entries[i].stats.record(Outcome::Error),
-            None => self.unattributed_errors += 1,
-        }
-    }
-
-    /// Counts an ask decided outside this table (from a store's claims).
-    pub fn record_ask(&mut self, id: LimitId, verdict: &Result<Verdict, AskError>) {
-        self.entries[id.0].stats.record(Outcome::of_ask(verdict));
-    }
-
-    /// Takes back the sorry last counted for limit `id`: the ask was held
-    /// instead of answered, and is counted when it is answered.
-    pub fn unrecord_sorry(&mut self, id: LimitId) {
-        let stats = &mut self.entries[id.0].stats;
-        stats.requests = stats.requests.saturating_sub(1);
-        stats.sorry = stats.sorry.saturating_sub(1);
+        self.counters().record_error(id);
     }
 
     /// Each limit with its counters, the default limit first.
@@ -387,15 +364,6 @@ impl Locker {
     pub fn live_keys(&self) -> usize {
         self.live_keys
     }
-}
-
-/// A wait in milliseconds as nanoseconds, if it is within `MAX_WAIT_MS`.
-#[inline]
-fn wait_ns(max_wait_ms: u64) -> Result<Nanos, TableError> {
-    if max_wait_ms > MAX_WAIT_MS {
-        return Err(TableError::WaitTooLong(max_wait_ms));
-    }
-    Ok(max_wait_ms * NANOS_PER_MS)
 }
 
 #[cfg(test)]

@@ -100,7 +100,7 @@ impl Service {
             return Answer::Now;
         }
         let Some((queue, _, _)) = self.queue_of(body) else { return Answer::Now };
-        self.locker.unrecord_sorry(sorry.limit);
+        self.locker.counters().unrecord_sorry(sorry.limit);
         self.parking.park(queue, token, body, (wake, until), transient);
         // An ask held before it waited for claims was counted then.
         self.parking.held -= u64::from(held.is_some());
@@ -141,7 +141,7 @@ impl Service {
             let wake = now.saturating_add(sorry.retry_after);
             let in_flight = !parked.transient || sorry.retry_after <= IN_FLIGHT_WAIT;
             if wake <= parked.until && in_flight && sorry.limit == queue.0 {
-                self.locker.unrecord_sorry(sorry.limit);
+                self.locker.counters().unrecord_sorry(sorry.limit);
                 self.parking.repark(queue, parked, wake);
                 continue;
             }

@@ -102,14 +102,14 @@ impl Service {
     /// without a store, which says why) when it names none.
     fn semaphore(&mut self, name: Option<&str>) -> Option<LimitId> {
         let limit = self.find(name).ok()?;
-        self.locker.check_semaphore(limit).ok().map(|()| limit)
+        self.locker.leases(limit).ok().map(|_| limit)
     }
 
     /// An acquire's call, checked and its lease id minted; a refusal is counted.
     fn acquire_call(&mut self, limit: LimitId, ask: &LeaseAsk) -> Result<Call, LeaseError> {
-        let call = self.locker.lease_for(&acquire_ask(limit, ask));
+        let call = self.locker.leases(limit).and_then(|l| l.lease_for(&acquire_ask(limit, ask)));
         if call.is_err() {
-            self.locker.note_acquire::<String, _>(limit, &Err(()));
+            self.locker.counters().note_acquire::<String, _>(limit, &Err(()));
         }
         call.map(|(lease, hold)| (lease.into(), LeaseOp::Acquire(hold), Follow::Acquire))
     }
@@ -117,9 +117,9 @@ impl Service {
     /// A heartbeat's call, checked; a refusal is counted.
     fn beat_call(&mut self, limit: LimitId, beat: &Heartbeat) -> Result<Call, LeaseError> {
         let ask = HeartbeatAsk { limit, lease: beat.lease, ttl_ms: beat.ttl_ms, count: beat.count };
-        let terms = self.locker.beat_terms(&ask);
+        let terms = self.locker.leases(limit).and_then(|l| l.beat_terms(&ask));
         if terms.is_err() {
-            self.locker.note_follow_up::<(), _>(limit, &Err(()));
+            self.locker.counters().note_follow_up::<(), _>(limit, &Err(()));
         }
         let op = |t: &BeatTerms| LeaseOp::Heartbeat { ttl: t.ttl, restore: t.restore };
         terms.map(|t| (beat.lease.into(), op(&t), Follow::Heartbeat(t)))
@@ -147,8 +147,8 @@ impl Service {
             Ok(s) => s,
             Err(why) => {
                 match wait.follow {
-                    Follow::Acquire => self.locker.note_acquire::<String, _>(wait.limit, &Err(())),
-                    _ => self.locker.note_follow_up::<(), _>(wait.limit, &Err(())),
+                    Follow::Acquire => self.locker.counters().note_acquire::<String, _>(wait.limit, &Err(())),
+                    _ => self.locker.counters().note_follow_up::<(), _>(wait.limit, &Err(())),
                 }
                 wire::encode(&error_reply(&why), out);
                 return;
@@ -160,17 +160,17 @@ impl Service {
                 // An acquire's answer is never short of capacity: only a restore is.
                 let v = store.verdict(now).map_err(|_| LeaseError::UnknownLease(lease.clone()));
                 let result = v.map(|v| (lease.clone(), v));
-                self.locker.note_acquire(wait.limit, &result);
+                self.locker.counters().note_acquire(wait.limit, &result);
                 encode(result.map(|(lease, v)| lease_reply(now, &v, lease)), out);
             }
             Follow::Heartbeat(terms) => {
-                let result = self.locker.beat_outcome(&lease, terms, store.verdict(now), false);
-                self.locker.note_follow_up(wait.limit, &result);
+                let result = terms.outcome(&lease, store.verdict(now), None);
+                self.locker.counters().note_follow_up(wait.limit, &result);
                 encode(result.map(|v| lease_reply(now, &v, lease)), out);
             }
             Follow::Release => {
                 let result = store.verdict(now).map_err(|_| LeaseError::UnknownLease(lease.clone()));
-                self.locker.note_follow_up(wait.limit, &result);
+                self.locker.counters().note_follow_up(wait.limit, &result);
                 encode(result.map(|v| lease_reply(now, &v, lease)), out);
             }
         }

@@ -16,7 +16,8 @@
 //! Restore: a heartbeat that carries the lease's count for a lease this
 //! semaphore does not know (after a restart) re-creates it if the count is
 //! free, so a restart cannot double the capacity. This module knows nothing
-//! of names, sockets or clocks.
+//! of names, sockets or clocks; `leases` checks requests against the
+//! semaphore's limit and names the leases.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
@@ -268,6 +269,7 @@ impl Semaphore {
 }
 
 pub mod kept;
+pub mod leases;
 
 #[cfg(test)]
 mod tests;

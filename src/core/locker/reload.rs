@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use super::{Entry, LimitStats, Locker, DEFAULT_LIMIT};
+use super::{Entry, Locker};
 use crate::core::kinds::Rule;
 use crate::core::limit::Limit;
 
@@ -47,40 +47,14 @@ impl Locker {
     /// live keys, keeping what each limit of the same name holds where its
     /// meaning is unchanged (see the module header).
     pub fn reload(&mut self, default: Limit, limits: Vec<Limit>, max_keys: usize) -> Reloaded {
-        let mut old: HashMap<String, Entry> = self.entries.drain(..).map(|e| (e.limit.name().to_owned(), e)).collect();
-        self.by_name.clear();
-        let mut done = Reloaded::default();
-        for limit in std::iter::once(default).chain(limits) {
-            let name = limit.name().to_owned();
-            let entry = match old.remove(&name) {
-                None => {
-                    done.added.push(name);
-                    Entry { rule: Rule::new(&limit), limit, stats: LimitStats::default() }
-                }
-                Some(entry) if entry.limit == limit => entry,
-                Some(mut entry) => {
-                    if entry.rule.retune(&limit) {
-                        done.retuned.push(name);
-                    } else {
-                        entry.rule = Rule::new(&limit);
-                        done.reset.push(name);
-                    }
-                    entry.limit = limit;
-                    entry
-                }
-            };
-            self.put(entry);
-        }
-        done.removed = old.into_keys().collect();
-        self.default = self.by_name[DEFAULT_LIMIT];
+        let old = std::mem::take(&mut self.entries);
+        let (entries, done) = carry_over(old, std::iter::once(default).chain(limits));
+        self.index(entries.into_iter());
         self.max_keys = max_keys;
         self.live_keys = self.entries.iter().map(|e| e.rule.live_keys()).sum();
         // Grants not yet published name limits by position, which has just
         // changed; peers get them again with the next repair.
         self.granted.clear();
-        for list in [&mut done.added, &mut done.removed, &mut done.retuned, &mut done.reset] {
-            list.sort();
-        }
         done
     }
 
@@ -96,6 +70,41 @@ impl Locker {
     pub fn max_keys(&self) -> usize {
         self.max_keys
     }
+}
+
+/// The entries for `limits`, in order, each carrying over what the entry
+/// of its name in `old` holds where its meaning is unchanged (see the
+/// module header), and what that did, each list sorted.
+fn carry_over(old: Vec<Entry>, limits: impl Iterator<Item = Limit>) -> (Vec<Entry>, Reloaded) {
+    let mut old: HashMap<String, Entry> = old.into_iter().map(|e| (e.limit.name().to_owned(), e)).collect();
+    let mut done = Reloaded::default();
+    let entries = limits
+        .map(|limit| {
+            let name = limit.name().to_owned();
+            match old.remove(&name) {
+                None => {
+                    done.added.push(name);
+                    Entry::new(limit)
+                }
+                Some(entry) if entry.limit == limit => entry,
+                Some(mut entry) => {
+                    if entry.rule.retune(&limit) {
+                        done.retuned.push(name);
+                    } else {
+                        entry.rule = Rule::new(&limit);
+                        done.reset.push(name);
+                    }
+                    entry.limit = limit;
+                    entry
+                }
+            }
+        })
+        .collect();
+    done.removed = old.into_keys().collect();
+    for list in [&mut done.added, &mut done.removed, &mut done.retuned, &mut done.reset] {
+        list.sort();
+    }
+    (entries, done)
 }
 
 #[cfg(test)]
