@@ -33,7 +33,7 @@ mod faults;
 mod golden;
 /// Peered lockers on a simulated clock: exact figures, no wall clock.
 mod group;
-/// Holding an ask for a go instead of sorry: seam and real processes.
+/// Holding an ask for a go instead of sorry: seam and sim; real processes for the seed client, SIGTERM and the state file.
 mod hold;
 /// Hostile input: malformed, empty, multi-part, oversized and random messages.
 mod hostile;
@@ -46,19 +46,19 @@ mod layout;
 mod lifecycle;
 /// Operating it: Prometheus scrapes (alone and peered), health, reload on SIGHUP, check-config, JSON logs.
 mod operations;
-/// The peer link under attack: a rogue publisher, a node-id flood, a frozen peer, mismatched limits.
+/// The peer link under attack on real processes: a node-id flood, a frozen peer.
 mod peer_attacks;
 /// Peering on the seam: services wired by hand through a network the test controls.
 mod peer_protocol;
 /// Splitting slots by demand on the seam: shares exact on views that differ
 /// by a lost, repeated or reordered message, and learned by a joining locker.
 mod peer_split_protocol;
-/// Peered lockers: a shared count, the overshoot bound, restarts, lone survivors, stats.
+/// Peered lockers on a simulated clock: a shared count, exactly max per slot, restarts, lone survivors, stats.
 mod peering;
-/// Peered lockers sharing a token bucket: the stated bound under saturation, a whole burst on one locker.
+/// Peered lockers sharing a token bucket on a simulated clock: the stated bound under saturation, a whole burst on one locker.
 mod peering_bucket;
-/// Peered lockers splitting each slot by demand: a bursty or fast caller on
-/// one locker gets its whole quota, and load that moves adapts within a slot.
+/// Peered lockers splitting each slot by demand, on a simulated clock: a bursty
+/// or fast caller on one locker gets its whole quota, and load that moves adapts within a slot.
 mod peering_split;
 /// `PermitPool`: batches of permits taken with `up_to`, within the limit.
 mod pool;
@@ -68,7 +68,7 @@ mod prometheus;
 mod protocol;
 /// The README's command table and quick start, run as written.
 mod readme;
-/// Rolling windows, alone and peered: never more than max in any interval of length T.
+/// Rolling windows on the seam and a simulated clock, alone and peered: never more than max in any interval of length T.
 mod rolling;
 /// The seed's own Python client, unchanged.
 mod seed;
