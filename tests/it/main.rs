@@ -37,8 +37,8 @@ mod group;
 mod hold;
 /// Hostile input: malformed, empty, multi-part, oversized and random messages.
 mod hostile;
-/// The kinds of limits: a token-bucket and fixed-window reservation, a lease
-/// that expires on time, a lease restored after a restart, the lease guard.
+/// The kinds of limits on the seam: a token-bucket and fixed-window reservation, a lease
+/// that expires on its deadline, a lease restored after a restart; the client's sleep and lease guard.
 mod kinds;
 /// The crate's floor plan: no module imports a module that imports it back.
 mod layout;
@@ -82,7 +82,7 @@ mod state;
 mod store;
 /// A locker on a store, on the service seam: claims, the failure policy, lease calls.
 mod store_seam;
-/// Structured requests, named limits from a file, and the client library.
+/// Structured requests and named limits from a config file's text, on the seam: keys, errors, counters.
 mod structured;
-/// Attacks by clients: guessed lease ids, made-up restores, key floods.
+/// Attacks by clients: guessed lease ids, made-up restores (seam), key floods.
 mod trust;
