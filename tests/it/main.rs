@@ -31,7 +31,7 @@ mod failover;
 mod faults;
 /// Golden bytes of every message: both request forms, the replies, the peer messages.
 mod golden;
-/// Peered lockers on a simulated clock: exact figures, no wall clock.
+/// Peered lockers on a simulated clock: the seed's scenario (through a kill and restart), skewed clocks, late and lost counts.
 mod group;
 /// Holding an ask for a go instead of sorry: seam and sim; real processes for the seed client, SIGTERM and the state file.
 mod hold;
@@ -72,7 +72,7 @@ mod readme;
 mod rolling;
 /// The seed's own Python client, unchanged.
 mod seed;
-/// The seed's limit on three peered lockers with spread demand, as a user runs it.
+/// The seed's limit as a rolling window with a margin on three real lockers: the resource refuses nothing.
 mod seed_scenario;
 /// Generated asks on peered fixed windows split by demand: shares whole, overshoot only from the pool.
 mod split_properties;
