@@ -37,6 +37,8 @@ mod group;
 mod hold;
 /// Hostile input: malformed, empty, multi-part, oversized and random messages.
 mod hostile;
+/// What the state log keeps, on the seam: each kind's records replayed into a restarted service.
+mod kept;
 /// The kinds of limits on the seam: a token-bucket and fixed-window reservation, a lease
 /// that expires on its deadline, a lease restored after a restart; the client's sleep and lease guard.
 mod kinds;
@@ -76,7 +78,7 @@ mod seed;
 mod seed_scenario;
 /// Generated asks on peered fixed windows split by demand: shares whole, overshoot only from the pool.
 mod split_properties;
-/// `--state`: counts, reservations and leases survive kill -9; damaged files; compaction.
+/// `--state` on a real disk: a kill -9 mid-slot, damaged files, compaction, SIGTERM, peers, reload.
 mod state;
 /// Counts in a real Redis and Redis Cluster.
 mod store;

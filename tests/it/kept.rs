@@ -1,0 +1,205 @@
+//! What the state log keeps across a restart, on the service seam: each
+//! request's records (`Service::take_kept`), taken before its reply as the
+//! daemon appends them, are replayed into a fresh service
+//! (`Service::restore`) as `locker serve --state` does after a kill -9.
+//! For each kind, at exact instants: a fixed window (two restarts in one
+//! slot, every grant of a batch, a restart after the slot ended), a token
+//! bucket, a reservation, a lease, a rolling window (within its window and
+//! after it).
+//!
+//! The log lives in memory here. What this does not test: the file on a
+//! real disk, its damage, compaction and fsync, and a real kill -9 (see
+//! `state`).
+
+use locker::core::{Algorithm, Limit, Locker, Nanos, Quota, DEFAULT_LIMIT};
+use locker::service::{Restored, Service};
+use locker::state::Record;
+use locker::wire::{self, Ask, LeaseAsk, LeaseReply, Release, RequestMap};
+
+use crate::support::{answer, seam};
+
+const MS: Nanos = 1_000_000;
+/// An instant on a 20 s boundary (and so on a 1 s one).
+const T0: Nanos = 85_000_000 * 20_000 * MS;
+
+/// A state log kept in memory as the daemon keeps it on disk: the encoded
+/// records, in the order written.
+#[derive(Default)]
+struct Log {
+    records: Vec<Vec<u8>>,
+    next_run: u32,
+}
+
+fn encoded(record: &Record) -> Vec<u8> {
+    let mut bytes = vec![0; record.encoded_len()];
+    record.encode(&mut bytes);
+    bytes
+}
+
+impl Log {
+    /// Starts a run of `service` at `now` on this log, as a locker started
+    /// with `--state` does: puts back what is live, starts the log again
+    /// with what it keeps, and notes every change from then on.
+    fn start(&mut self, mut service: Service, now: Nanos) -> (Service, Restored) {
+        let run = self.next_run;
+        let read = self.records.iter().map(|b| Record::decode(b).expect("a record the log wrote"));
+        let (restored, keep) = service.restore(now, run, read);
+        let mut rewritten = vec![encoded(&Record::Run { run, incarnation: now, node: "" })];
+        rewritten.extend(keep.iter().map(encoded));
+        self.records = rewritten;
+        self.next_run = run + 1;
+        service.keep_state(run);
+        (service, restored)
+    }
+
+    /// `body` answered by `service` at `now`, with what it left behind
+    /// written before the reply goes.
+    fn serve(&mut self, service: &mut Service, now: Nanos, body: &[u8]) -> Vec<u8> {
+        let reply = seam(service, now, body);
+        service.take_kept(now, |r| self.records.push(encoded(r)));
+        reply
+    }
+
+    /// How many of `n` plain asks at `now` went.
+    fn plain_goes(&mut self, service: &mut Service, now: Nanos, n: usize) -> usize {
+        (0..n).filter(|_| self.serve(service, now, b"let me go") == b"go").count()
+    }
+
+    fn ask(&mut self, service: &mut Service, now: Nanos, ask: &Ask) -> locker::GoReply {
+        let mut body = Vec::new();
+        wire::encode(&ask.to_map(), &mut body);
+        answer(&self.serve(service, now, &body)).expect("an answer")
+    }
+
+    fn lease(&mut self, service: &mut Service, now: Nanos, request: RequestMap) -> LeaseReply {
+        let mut body = Vec::new();
+        wire::encode(&request, &mut body);
+        answer(&self.serve(service, now, &body)).expect("an answer")
+    }
+}
+
+/// A lone locker whose default limit is `max` per `secs` of `algorithm`.
+fn alone(algorithm: Algorithm, max: u32, secs: f64) -> Service {
+    let limit = Limit::with_algorithm(DEFAULT_LIMIT, Quota::new(max, secs).unwrap(), algorithm).unwrap();
+    Service::new(Locker::new(limit, vec![], 1000))
+}
+
+fn window(max: u32, secs: f64) -> Service {
+    alone(Algorithm::FixedWindow, max, secs)
+}
+
+#[test]
+fn a_locker_restarted_twice_in_one_slot_counts_both_runs_once() {
+    let mut log = Log::default();
+    let (mut s, _) = log.start(window(100, 20.0), T0 + MS);
+    assert_eq!(log.plain_goes(&mut s, T0 + 2 * MS, 60), 60);
+    let (mut s, restored) = log.start(window(100, 20.0), T0 + 100 * MS);
+    assert_eq!(restored.counts, 1, "the default limit's count in this slot");
+    assert_eq!(log.plain_goes(&mut s, T0 + 101 * MS, 25), 25);
+    let (mut s, _) = log.start(window(100, 20.0), T0 + 200 * MS);
+    assert_eq!(log.plain_goes(&mut s, T0 + 201 * MS, 100), 15, "60 and 25 of 100 went before");
+}
+
+#[test]
+fn every_grant_of_a_batch_is_kept() {
+    // One message of asks is many grants: each is recorded, not only the last.
+    let mut log = Log::default();
+    let (mut s, _) = log.start(window(3, 20.0), T0 + MS);
+    let keys = ["a", "b", "c", "d"];
+    let asks: Vec<Ask> = keys.iter().flat_map(|k| [Ask::new().key(k), Ask::new().key(k)]).collect();
+    let mut body = Vec::new();
+    wire::encode_batch(&asks, &mut body);
+    let replies = wire::decode_batch_reply(&log.serve(&mut s, T0 + 2 * MS, &body)).unwrap();
+    let wire::Reply::Answer(replies) = replies else { panic!("refused: {replies:?}") };
+    assert!(replies.iter().all(|r| r.as_ref().is_ok_and(|g| g.ok)), "{replies:?}");
+    let (mut s, restored) = log.start(window(3, 20.0), T0 + 100 * MS);
+    assert_eq!(restored.counts, 4, "one count per key");
+    for k in keys {
+        let go = (0..3).filter(|_| log.ask(&mut s, T0 + 101 * MS, &Ask::new().key(k)).ok).count();
+        assert_eq!(go, 1, "key {k}: 2 of 3 went before the restart");
+    }
+}
+
+#[test]
+fn a_restart_after_the_slot_ended_starts_fresh() {
+    let mut log = Log::default();
+    let (mut s, _) = log.start(window(5, 1.0), T0 + MS);
+    assert_eq!(log.plain_goes(&mut s, T0 + 900 * MS, 6), 5);
+    let (mut s, restored) = log.start(window(5, 1.0), T0 + 1_000 * MS);
+    assert_eq!(restored.counts, 0, "the slot's count ended with it");
+    assert_eq!(log.plain_goes(&mut s, T0 + 1_000 * MS, 6), 5);
+}
+
+#[test]
+fn a_token_bucket_keeps_its_tokens_spent_across_a_restart() {
+    // 100 tokens refilled over an hour: 1 ms refills none of the 60 spent.
+    let bucket = || alone(Algorithm::token_bucket(100).unwrap(), 100, 3600.0);
+    let mut log = Log::default();
+    let (mut s, _) = log.start(bucket(), T0);
+    assert!(log.ask(&mut s, T0, &Ask::new().key("k").cost(60)).ok);
+    let (mut s, restored) = log.start(bucket(), T0 + MS);
+    assert_eq!(restored.buckets, 1);
+    let reply = log.ask(&mut s, T0 + MS, &Ask::new().key("k").cost(100).up_to());
+    assert_eq!((reply.ok, reply.granted), (true, Some(40)), "{reply:?}");
+}
+
+#[test]
+fn a_reservation_is_still_queued_after_a_restart() {
+    let mut log = Log::default();
+    let (mut s, _) = log.start(window(5, 20.0), T0 + MS);
+    assert!(log.ask(&mut s, T0 + 1_000 * MS, &Ask::new().key("k").cost(5)).ok);
+    let reserved = log.ask(&mut s, T0 + 1_000 * MS, &Ask::new().key("k").cost(5).max_wait_ms(30_000));
+    assert_eq!((reserved.ok, reserved.wait_ms), (true, Some(19_000)), "the next slot: {reserved:?}");
+    let (mut s, restored) = log.start(window(5, 20.0), T0 + 2_000 * MS);
+    assert_eq!(restored.reservations, 1);
+    let next = log.ask(&mut s, T0 + 2_000 * MS, &Ask::new().key("k").cost(1).max_wait_ms(60_000));
+    assert_eq!((next.ok, next.wait_ms), (true, Some(38_000)), "the slot after the reserved one: {next:?}");
+}
+
+#[test]
+fn a_lease_is_still_held_after_a_restart_and_can_be_released() {
+    let semaphore = || alone(Algorithm::Semaphore, 2, 60.0);
+    let mut log = Log::default();
+    let (mut s, _) = log.start(semaphore(), T0);
+    let held = log.lease(&mut s, T0, LeaseAsk::new(DEFAULT_LIMIT, 2).ttl_ms(60_000).to_map());
+    assert!(held.ok, "{held:?}");
+    let lease = held.lease.unwrap();
+    let (mut s, restored) = log.start(semaphore(), T0 + 100 * MS);
+    assert_eq!(restored.leases, 1);
+    let refused = log.lease(&mut s, T0 + 100 * MS, LeaseAsk::new(DEFAULT_LIMIT, 1).ttl_ms(1_000).to_map());
+    assert!(!refused.ok && refused.remaining == 0, "{refused:?}");
+    let released = log.lease(&mut s, T0 + 100 * MS, Release { limit: Some(DEFAULT_LIMIT), lease: &lease }.to_map());
+    assert!(released.ok, "{released:?}");
+    let again = log.lease(&mut s, T0 + 100 * MS, LeaseAsk::new(DEFAULT_LIMIT, 2).ttl_ms(1_000).to_map());
+    assert!(again.ok, "{again:?}");
+    // The release was kept too: a second restart finds both counts free.
+    let (mut s, _) = log.start(semaphore(), T0 + 200 * MS);
+    let fresh = log.lease(&mut s, T0 + 200 * MS, LeaseAsk::new(DEFAULT_LIMIT, 1).ttl_ms(1_000).to_map());
+    assert!(!fresh.ok, "the lease taken after the release is held: {fresh:?}");
+}
+
+#[test]
+fn a_rolling_window_restarted_mid_window_regrants_nothing_of_it() {
+    // No slot: a rolling window's grants count for 20 s from whenever they went.
+    let rolling = || alone(Algorithm::RollingWindow, 5, 20.0);
+    let mut log = Log::default();
+    let (mut s, _) = log.start(rolling(), T0 + 7_000 * MS);
+    assert_eq!(log.plain_goes(&mut s, T0 + 7_000 * MS, 3), 3);
+    // Across a fixed window's slot boundary, still within the 20 s.
+    let (mut s, _) = log.start(rolling(), T0 + 21_000 * MS);
+    assert_eq!(log.plain_goes(&mut s, T0 + 21_000 * MS, 5), 2, "3 of 5 went before the restart");
+}
+
+#[test]
+fn a_rolling_window_restarted_after_its_window_passed_starts_fresh() {
+    let rolling = || alone(Algorithm::RollingWindow, 5, 1.0);
+    let mut log = Log::default();
+    let (mut s, _) = log.start(rolling(), T0);
+    assert_eq!(log.plain_goes(&mut s, T0, 6), 5);
+    let (mut s, _) = log.start(rolling(), T0 + 999 * MS);
+    assert_eq!(log.plain_goes(&mut s, T0 + 999 * MS, 1), 0, "still counted 1 ms before the window passed");
+    // Restored grants count at most a window after their sub-slot (1/64 s) ends.
+    let sub_slot = 1_000 * MS / 64;
+    let (mut s, _) = log.start(rolling(), T0 + 1_000 * MS + sub_slot);
+    assert_eq!(log.plain_goes(&mut s, T0 + 1_000 * MS + sub_slot, 6), 5);
+}
