@@ -27,7 +27,6 @@
 //!   `state::a_corrupted_record_is_stepped_over_and_the_records_after_it_restored`,
 //!   `state::a_file_for_other_limits_is_refused_unless_discarded`,
 //!   `state::the_state_file_stays_bounded_under_a_flood_of_new_keys`,
-//!   `state::a_restored_count_and_a_peers_snapshot_of_it_merge_by_maximum` (and its rolling twin),
 //!   `hold::a_held_ask_that_goes_is_in_the_state_file_before_its_reply_leaves`,
 //!   `clocks::a_restart_with_the_clock_stepped_ahead_regrants_nothing_and_the_next_one_runs_on_the_right_clock` (libfaketime),
 //!   `faults::a_full_disk_refuses_grants_instead_of_killing_the_locker`.
@@ -103,7 +102,7 @@ mod group;
 mod hold;
 /// Hostile input: malformed, empty, multi-part, oversized and random messages.
 mod hostile;
-/// What the state log keeps, on the seam: each kind's records replayed into a restarted service.
+/// What the state log keeps, on the seam: each kind's records replayed into a restarted service, alone and peered.
 mod kept;
 /// The kinds of limits on the seam: a token-bucket and fixed-window reservation, a lease
 /// that expires on its deadline, a lease restored after a restart; the client's sleep and lease guard.
@@ -144,7 +143,7 @@ mod seed;
 mod seed_scenario;
 /// Generated asks on peered fixed windows split by demand: shares whole, overshoot only from the pool.
 mod split_properties;
-/// `--state` on a real disk: a kill -9 mid-slot, damaged files, compaction, SIGTERM, peers, reload.
+/// `--state` on a real disk: a kill -9 mid-slot, damaged files, compaction, SIGTERM, reload.
 mod state;
 /// Counts in a real Redis and Redis Cluster.
 mod store;

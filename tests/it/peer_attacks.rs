@@ -251,7 +251,13 @@ fn a_node_id_flood_leaves_memory_request_cost_and_shutdown_bounded() {
             sent.store(n, Ordering::Relaxed);
         })
     };
-    std::thread::sleep(Duration::from_millis(300));
+    // SIGTERM once the locker is reading the endless flood: more ids
+    // refused than the first flood had.
+    let end = Instant::now() + DEADLINE;
+    while stats(&victim.endpoint).peers[0].rejected <= ids {
+        assert!(Instant::now() < end, "the endless flood never arrived");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     victim.signal("TERM");
     let started = Instant::now();
     let status = victim.wait_exit(Duration::from_secs(1));
