@@ -31,7 +31,8 @@
 //!   `clocks::a_restart_with_the_clock_stepped_ahead_regrants_nothing_and_the_next_one_runs_on_the_right_clock` (libfaketime),
 //!   `faults::a_full_disk_refuses_grants_instead_of_killing_the_locker`.
 //! - **Real sockets** (REQ/DEALER against the ROUTER, multi-part, oversized, floods, fd limits):
-//!   `hostile::*` (3), `batch::any_zeromq_client_that_packs_messagepack_can_send_a_batch`,
+//!   `hostile::empty_multipart_and_random_messages_never_stop_the_daemon`,
+//!   `hostile::oversized_messages_and_raw_garbage_only_hurt_their_sender`,
 //!   `faults::the_soft_open_files_limit_is_raised_to_the_hard_one`,
 //!   `faults::connections_it_cannot_accept_are_logged_and_counted`,
 //!   `lifecycle::prints_the_real_endpoint_and_serves_it`,
@@ -73,7 +74,7 @@ mod support;
 
 /// `locker ask` and `locker stats` from the command line: output and exit codes.
 mod ask;
-/// Batched asks: each entry as the same ask alone, on the seam and against the real locker.
+/// Batched asks on the seam: each entry as the same ask alone; `ask_many` and `bench --batch` on a real locker.
 mod batch;
 /// `locker bench` against a real locker: its counts add up.
 mod bench;
@@ -100,7 +101,7 @@ mod golden;
 mod group;
 /// Holding an ask for a go instead of sorry: seam and sim; real processes for the seed client, SIGTERM and the state file.
 mod hold;
-/// Hostile input: malformed, empty, multi-part, oversized and random messages.
+/// Hostile input: malformed requests on the seam; empty, multi-part, oversized and random messages on a socket.
 mod hostile;
 /// What the state log keeps, on the seam: each kind's records replayed into a restarted service, alone and peered.
 mod kept;
