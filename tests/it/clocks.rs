@@ -44,10 +44,12 @@ fn step_ms(log: &str) -> Option<i64> {
     digits.parse().ok()
 }
 
-fn stop(mut d: Daemon) -> String {
+/// Stops `d` with SIGTERM; its log once it holds `awaited` (the log is
+/// read by a thread, which may lag the exit).
+fn stop(mut d: Daemon, awaited: &str) -> String {
     d.signal("TERM");
     assert!(d.wait_exit(DEADLINE).is_some(), "no exit after SIGTERM");
-    d.log()
+    d.log_with(awaited)
 }
 
 fn ask(d: &Daemon, cost: u64) -> locker::GoReply {
@@ -66,16 +68,16 @@ fn a_restart_with_the_clock_stepped_ahead_regrants_nothing_and_the_next_one_runs
 
     let first = Daemon::start_logged(&args);
     assert!(ask(&first, 100).ok, "the whole hour's count at once");
-    stop(first);
+    stop(first, "");
 
     let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
     let ahead = Daemon::start_logged_under(&wrapper, &args);
     let r = ask(&ahead, 1);
-    let log = stop(ahead);
+    let log = stop(ahead, "step_ms=");
 
     let right = Daemon::start_logged(&args);
     let again = ask(&right, 1);
-    let log_right = stop(right);
+    let log_right = stop(right, "step_ms=");
     let _ = std::fs::remove_dir_all(&dir);
 
     if wall_ms() / HOUR_MS != hour {

@@ -290,7 +290,8 @@ fn a_peer_frozen_under_load_stays_within_the_bound_and_warns_of_no_skew() {
     for (slot, &n) in &per_slot {
         assert!(n <= bound, "slot {slot} granted {n}, above {bound}");
     }
-    let log = frozen.log();
+    // The log is read by a thread: wait for the line rather than read it once.
+    let log = frozen.log_with("paused longer than the peer-dead time");
     assert!(log.contains("paused longer than the peer-dead time"), "no rejoin logged:\n{log}");
     for (i, d) in trio.lockers.iter().enumerate() {
         let log = d.as_ref().unwrap().log();
