@@ -1,7 +1,8 @@
 //! Batched asks: on the seam, every entry is answered exactly as the same
-//! ask sent on its own (replies, counters, reservations, peer counts);
-//! against the real locker, through `Client::ask_many`, raw ZeroMQ and
-//! `locker bench --batch`.
+//! ask sent on its own (replies, counters, reservations, peer counts), and
+//! a batch packed by hand is read; against the real locker, only the
+//! client's `Client::ask_many` (a batch past the message size gets no
+//! answer) and `locker bench --batch`.
 
 use std::time::Duration;
 
@@ -10,7 +11,7 @@ use locker::service::Service;
 use locker::wire::{self, Ask, GoReply, Reply, RequestMap, StatsReply, MAX_BATCH_ASKS};
 use locker::{Client, ClientError};
 
-use crate::support::{req, round_trip, run_locker, Daemon};
+use crate::support::{run_locker, seam, Daemon};
 
 const MS: u64 = 1_000_000;
 /// The start of a 1 s slot.
@@ -49,16 +50,10 @@ fn mixed_asks() -> Vec<Ask<'static>> {
     asks
 }
 
-fn respond(s: &mut Service, now: u64, body: &[u8]) -> Vec<u8> {
-    let mut out = vec![0xaa; 3];
-    s.respond(now, body, &mut out, &mut ());
-    out
-}
-
 fn single(s: &mut Service, now: u64, ask: &Ask) -> Result<GoReply, String> {
     let mut body = Vec::new();
     wire::encode(&ask.to_map(), &mut body);
-    match wire::decode_reply(&respond(s, now, &body)).unwrap() {
+    match wire::decode_reply(&seam(s, now, &body)).unwrap() {
         Reply::Answer(r) => Ok(r),
         Reply::Refused(e) => Err(e),
     }
@@ -71,13 +66,13 @@ fn batch_body(asks: &[Ask]) -> Vec<u8> {
 }
 
 fn batch(s: &mut Service, now: u64, asks: &[Ask]) -> Reply<Vec<Result<GoReply, String>>> {
-    wire::decode_batch_reply(&respond(s, now, &batch_body(asks))).unwrap()
+    wire::decode_batch_reply(&seam(s, now, &batch_body(asks))).unwrap()
 }
 
 fn stats(s: &mut Service, now: u64) -> StatsReply {
     let mut body = Vec::new();
     wire::encode(&RequestMap { op: Some("stats"), ..RequestMap::default() }, &mut body);
-    match wire::decode_reply(&respond(s, now, &body)).unwrap() {
+    match wire::decode_reply(&seam(s, now, &body)).unwrap() {
         Reply::Answer(r) => r,
         Reply::Refused(e) => panic!("{e}"),
     }
@@ -108,7 +103,7 @@ fn entries_that_cannot_be_read_are_errors_for_themselves_only() {
     let mut s = Service::new(locker());
     // [{key: "a"}, {op: "stats"}, 7, {cost: "x"}, {}]
     let body = b"\x82\xa2op\xa5batch\xa4asks\x95\x81\xa3key\xa1a\x81\xa2op\xa5stats\x07\x81\xa4cost\xa1x\x80";
-    let Reply::Answer(replies) = wire::decode_batch_reply(&respond(&mut s, T0, body)).unwrap() else { panic!() };
+    let Reply::Answer(replies) = wire::decode_batch_reply(&seam(&mut s, T0, body)).unwrap() else { panic!() };
     assert_eq!(replies.len(), 5);
     assert!(replies[0].as_ref().unwrap().ok);
     assert!(replies[1].as_ref().unwrap_err().contains("a batch entry is a go"), "{:?}", replies[1]);
@@ -124,11 +119,11 @@ fn entries_that_cannot_be_read_are_errors_for_themselves_only() {
 fn a_batch_that_is_too_long_or_malformed_is_refused_whole() {
     let mut s = Service::new(locker());
     let too_many = vec![Ask::new().cost(0); MAX_BATCH_ASKS + 1];
-    let refused = wire::decode_batch_reply(&respond(&mut s, T0, &batch_body(&too_many))).unwrap();
+    let refused = wire::decode_batch_reply(&seam(&mut s, T0, &batch_body(&too_many))).unwrap();
     assert!(matches!(&refused, Reply::Refused(e) if e.contains("at most 1000 asks")), "{refused:?}");
     let mut cut = batch_body(&[Ask::new(), Ask::new()]);
     cut.pop();
-    assert!(matches!(wire::decode_batch_reply(&respond(&mut s, T0, &cut)).unwrap(), Reply::Refused(_)));
+    assert!(matches!(wire::decode_batch_reply(&seam(&mut s, T0, &cut)).unwrap(), Reply::Refused(_)));
     let st = stats(&mut s, T0);
     assert_eq!(st.limits[0].requests, 0, "no ask of a refused batch was decided");
     assert_eq!(st.errors, 2);
@@ -193,12 +188,11 @@ fn the_client_asks_many_in_one_round_trip() {
 }
 
 #[test]
-fn any_zeromq_client_that_packs_messagepack_can_send_a_batch() {
-    let d = Daemon::start(&["--max-requests", "1", "--in-seconds", "60"]);
-    let ctx = zmq::Context::new();
-    let s = req(&ctx, &d.endpoint);
+fn a_batch_packed_by_hand_by_any_messagepack_client_is_answered() {
+    let limit = Limit::new(DEFAULT_LIMIT, Quota::new(1, 60.0).unwrap()).unwrap();
+    let mut s = Service::new(Locker::new(limit, vec![], 1000));
     // {"op": "batch", "asks": [{"key": "u"}, {"key": "u"}]}, packed by hand.
-    let reply = round_trip(&s, b"\x82\xa2op\xa5batch\xa4asks\x92\x81\xa3key\xa1u\x81\xa3key\xa1u");
+    let reply = seam(&mut s, T0, b"\x82\xa2op\xa5batch\xa4asks\x92\x81\xa3key\xa1u\x81\xa3key\xa1u");
     let Reply::Answer(replies) = wire::decode_batch_reply(&reply).unwrap() else { panic!("{reply:?}") };
     let ok: Vec<bool> = replies.iter().map(|r| r.as_ref().unwrap().ok).collect();
     assert_eq!(ok, [true, false]);

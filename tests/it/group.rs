@@ -152,3 +152,55 @@ fn late_and_lost_counts_stay_within_the_stated_bound() {
         eprintln!("counts {what}: {over} of {slots} slots over 5, the worst {worst}");
     }
 }
+
+/// The seed's scenario as a user runs it (5 per 0.8 s, three lockers,
+/// eight callers each with all three in its failover list, starting on
+/// different ones): locker 1 is killed at 2 s and restarted at 3.2 s, when
+/// two more callers start on it. No true slot holds more than 5 go, and
+/// the slots between the first and the last are at least 80 % full.
+#[test]
+fn the_seeds_limit_on_three_peered_lockers_never_puts_six_go_in_a_slot_through_a_kill_and_restart() {
+    let slot = 800 * MS;
+    let mut g = joined(3, 41, fixed(5, 800));
+    g.set_link(Link { delay: 200_000, jitter: 800_000, loss: 0.0 });
+    let start = g.now();
+    let (kill_at, restart_at, end) = (start + 2_000 * MS, start + 3_200 * MS, start + 6_400 * MS);
+    let mut callers = spread(3, start);
+    let mut down = [false; 3];
+    // Locker 1's kill and restart, the next last.
+    let mut events = vec![(restart_at, false), (kill_at, true)];
+    let mut per_slot = BTreeMap::new();
+    let ask = Ask::new().key("k");
+    while let Some((at, c)) = callers.iter().enumerate().map(|(i, c)| (c.next, i)).min().filter(|&(at, _)| at < end) {
+        if let Some((when, kill)) = events.last().copied().filter(|&(when, _)| when <= at) {
+            events.pop();
+            g.advance_to(when);
+            if kill {
+                g.kill(1);
+            } else {
+                g.restart(1);
+                callers.extend((0..2).map(|i| Caller { node: 1, next: when + i * 50_000, work: 700_000 }));
+            }
+            down[1] = kill;
+            continue;
+        }
+        g.advance_to(at);
+        let caller = &mut callers[c];
+        // A caller whose locker is down fails over to the next in its list.
+        while down[caller.node] {
+            caller.node = (caller.node + 1) % 3;
+        }
+        let r = g.ask(caller.node, &ask).expect("an answer");
+        if r.ok {
+            *per_slot.entry(g.now() / slot).or_insert(0u64) += 1;
+            caller.next = g.now() + caller.work;
+        } else {
+            caller.next = g.now() + (r.retry_after_ms.max(1) * MS).min(r.reset_after_ms.max(1) * MS);
+        }
+    }
+    let over: Vec<_> = per_slot.iter().filter(|(_, &n)| n > 5).collect();
+    assert!(over.is_empty(), "slots with more than 5 go: {over:?} (all: {per_slot:?})");
+    let inner: Vec<u64> = per_slot.values().copied().skip(1).take(per_slot.len() - 2).collect();
+    let filled: u64 = inner.iter().sum();
+    assert!(filled * 10 >= inner.len() as u64 * 5 * 8, "saturated slots are at least 80 % full: {per_slot:?}");
+}

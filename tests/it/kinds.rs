@@ -1,100 +1,129 @@
+//! The kinds of limits, each on the service seam at exact instants: a
+//! token-bucket and fixed-window reservation, a lease that expires on the
+//! deadline the loop is given (no request needed), and a lease restored
+//! after a restart from its heartbeat. On a real process, only what the
+//! client library does with real time: `Client::acquire` sleeps a
+//! reservation, and the lease guard heartbeats in the background.
+//!
+//! What this does not test: the same commands from a shell (`readme` runs
+//! `locker ask --wait` and `locker lease ...` as the README gives them).
+
 use std::time::{Duration, Instant};
 
-use locker::wire::{Heartbeat, LeaseAsk};
-use locker::{Ask, Client};
+use locker::core::{Algorithm, Limit, Locker, Nanos, Quota, DEFAULT_LIMIT};
+use locker::service::Service;
+use locker::wire::{Heartbeat, LeaseAsk, LeaseReply, Release};
+use locker::{Ask, Client, GoReply};
 
-use crate::support::{run_locker, Daemon, DEADLINE};
+use crate::support::{answer, seam, seam_ask, seam_stats, Daemon, TempFile, DEADLINE};
 
-/// A config file mixing the three kinds, written once per test.
-fn config(test: &str, semaphore_capacity: u32) -> std::path::PathBuf {
-    let path = std::env::temp_dir().join(format!("locker-kinds-{}-{test}.toml", std::process::id()));
-    let text = format!(
-        "[[limits]]\nname = 'api'\nmax_requests = 1\nin_seconds = 0.5\n\
-         [[limits]]\nname = 'smooth'\nalgorithm = 'token-bucket'\nmax_requests = 5\nin_seconds = 1\nburst = 1\n\
-         [[limits]]\nname = 'db'\nalgorithm = 'semaphore'\nmax_requests = {semaphore_capacity}\nin_seconds = 5\n"
-    );
-    std::fs::write(&path, text).expect("write the config");
-    path
+const MS: Nanos = 1_000_000;
+/// An instant on a 0.5 s and a 1 s boundary.
+const T0: Nanos = 1_700_000_000_000 * MS;
+
+/// The three kinds, as the real-process config below: `api` 1 per 0.5 s,
+/// `smooth` a bucket of 1 refilled 5 per second, `db` a semaphore of 1.
+fn three_kinds() -> Service {
+    let quota = |max, secs| Quota::new(max, secs).unwrap();
+    let api = Limit::new("api", quota(1, 0.5)).unwrap();
+    let smooth = Limit::with_algorithm("smooth", quota(5, 1.0), Algorithm::token_bucket(1).unwrap()).unwrap();
+    let db = Limit::with_algorithm("db", quota(1, 5.0), Algorithm::Semaphore).unwrap();
+    Service::new(Locker::new(Limit::new(DEFAULT_LIMIT, quota(5, 1.0)).unwrap(), vec![api, smooth, db], 1000))
 }
 
-fn start(test: &str) -> Daemon {
-    let path = config(test, 1);
-    Daemon::start(&["--config", path.to_str().unwrap()])
+fn go(s: &mut Service, now: Nanos, ask: Ask) -> GoReply {
+    seam_ask(s, now, &ask).expect("an answer")
 }
 
-fn client(d: &Daemon) -> Client {
-    Client::new([d.endpoint.as_str()], DEADLINE).unwrap()
-}
-
-#[test]
-fn a_reservation_is_ok_with_wait_ms_and_acquire_sleeps_it() {
-    let d = start("reservation");
-    let mut c = client(&d);
-    assert!(c.ask(&Ask::new().limit("smooth")).unwrap().ok);
-    let started = Instant::now();
-    let reply = c.acquire(&Ask::new().limit("smooth").max_wait_ms(1_000)).unwrap();
-    assert!(reply.ok, "{reply:?}");
-    let wait = reply.wait_ms.expect("wait_ms");
-    assert!((1..=200).contains(&wait), "one token per 200 ms: {wait}");
-    assert!(started.elapsed() >= Duration::from_millis(wait), "acquire returned before the reservation");
-    let sorry = c.ask(&Ask::new().limit("smooth").max_wait_ms(10)).unwrap();
-    assert!(!sorry.ok && sorry.retry_after_ms > 10, "{sorry:?}");
-    // The same from a shell: the fixed window is spent, so `ask --wait` sleeps into the next slot.
-    assert!(c.ask(&Ask::new().limit("api")).unwrap().ok);
-    let out = run_locker(&["ask", "--connect", &d.endpoint, "--limit", "api", "--wait", "1s"]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "go");
-    let out = run_locker(&["ask", "--connect", &d.endpoint, "--limit", "api", "--wait", "0"]);
-    assert_eq!(out.status.code(), Some(1), "the next slot is taken by the reservation");
+fn lease(s: &mut Service, now: Nanos, request: locker::wire::RequestMap) -> Result<LeaseReply, String> {
+    let mut body = Vec::new();
+    locker::wire::encode(&request, &mut body);
+    answer(&seam(s, now, &body))
 }
 
 #[test]
-fn an_expired_lease_frees_its_count_on_time_without_any_request() {
-    let d = start("expiry");
-    let mut c = client(&d);
-    let held = c.acquire_lease(&LeaseAsk::new("db", 1).ttl_ms(100)).unwrap();
+fn a_reservation_is_ok_with_the_exact_wait_and_the_next_ask_finds_it_taken() {
+    let mut s = three_kinds();
+    let t = T0 + 30 * MS;
+    assert!(go(&mut s, t, Ask::new().limit("smooth")).ok);
+    let reserved = go(&mut s, t, Ask::new().limit("smooth").max_wait_ms(1_000));
+    assert_eq!((reserved.ok, reserved.wait_ms), (true, Some(200)), "one token per 200 ms");
+    let sorry = go(&mut s, t, Ask::new().limit("smooth").max_wait_ms(10));
+    assert_eq!((sorry.ok, sorry.retry_after_ms), (false, 400), "the token after the reserved one");
+    // The fixed window: spent, so a wait of up to 1 s reserves the next slot.
+    assert!(go(&mut s, t, Ask::new().limit("api")).ok);
+    let next_slot = go(&mut s, t, Ask::new().limit("api").max_wait_ms(1_000));
+    assert_eq!((next_slot.ok, next_slot.wait_ms), (true, Some(470)), "the slot begins at T0 + 500 ms");
+    let taken = go(&mut s, t, Ask::new().limit("api"));
+    assert!(!taken.ok, "the next slot is taken by the reservation: {taken:?}");
+    assert_eq!(taken.retry_after_ms, 970, "the slot after the reserved one");
+}
+
+#[test]
+fn an_expired_lease_frees_its_count_on_its_deadline_without_any_request() {
+    let mut s = three_kinds();
+    let held = lease(&mut s, T0, LeaseAsk::new("db", 1).ttl_ms(100).to_map()).unwrap();
     assert!(held.ok, "{held:?}");
-    let queued = c.acquire_lease(&LeaseAsk::new("db", 1).ttl_ms(5_000).max_wait_ms(5_000)).unwrap();
+    let queued = lease(&mut s, T0 + MS, LeaseAsk::new("db", 1).ttl_ms(5_000).max_wait_ms(5_000).to_map()).unwrap();
     assert!(queued.pending, "{queued:?}");
-    assert_eq!(c.stats().unwrap().live_keys, 2);
-    // Let the first lease's ttl pass with no request but stats: only the
-    // loop's own deadline can expire it and hand its count to the waiter.
-    let end = Instant::now() + DEADLINE;
-    while c.stats().unwrap().live_keys != 1 {
-        assert!(Instant::now() < end, "the expired lease never went");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let lease = queued.lease.unwrap();
-    let beat = c.heartbeat(&Heartbeat { limit: Some("db"), lease: &lease, ttl_ms: None, count: None }).unwrap();
+    assert_eq!(seam_stats(&mut s, T0 + MS).live_keys, 2);
+    // Nothing but the loop's own wake-up at the deadline it was given can
+    // expire the first lease and hand its count to the waiter.
+    assert_eq!(s.next_deadline(), Some(T0 + 100 * MS), "the loop wakes when the ttl ends");
+    s.on_timeout(T0 + 100 * MS - 1);
+    assert_eq!(seam_stats(&mut s, T0 + 100 * MS - 1).live_keys, 2, "not before");
+    s.on_timeout(T0 + 100 * MS);
+    assert_eq!(seam_stats(&mut s, T0 + 100 * MS).live_keys, 1, "the expired lease is gone");
+    let id = queued.lease.unwrap();
+    let beat = Heartbeat { limit: Some("db"), lease: &id, ttl_ms: None, count: None };
+    let beat = lease(&mut s, T0 + 101 * MS, beat.to_map()).unwrap();
     assert!(beat.ok && !beat.pending, "the waiter holds the count: {beat:?}");
 }
 
 #[test]
 fn a_restarted_locker_restores_a_lease_from_its_heartbeat() {
-    let first = start("restore-1");
-    let lease = client(&first).acquire_lease(&LeaseAsk::new("db", 1).ttl_ms(5_000)).unwrap().lease.unwrap();
-    drop(first);
-    let second = start("restore-2");
-    let mut c = client(&second);
-    let beat = Heartbeat { limit: Some("db"), lease: &lease, ttl_ms: Some(5_000), count: Some(1) };
-    assert!(c.heartbeat(&beat).unwrap().ok, "restored");
-    let other = c.acquire_lease(&LeaseAsk::new("db", 1)).unwrap();
+    let mut first = three_kinds();
+    let id = lease(&mut first, T0, LeaseAsk::new("db", 1).ttl_ms(5_000).to_map()).unwrap().lease.unwrap();
+    // The restarted locker has no record of it (no state file, no secret).
+    let mut second = three_kinds();
+    let now = T0 + 300 * MS;
+    let beat = Heartbeat { limit: Some("db"), lease: &id, ttl_ms: Some(5_000), count: Some(1) };
+    let restored = lease(&mut second, now, beat.to_map()).unwrap();
+    assert!(restored.ok && restored.remaining == 0, "restored: {restored:?}");
+    assert_eq!(restored.expires_in_ms, 5_000);
+    let other = lease(&mut second, now, LeaseAsk::new("db", 1).to_map()).unwrap();
     assert!(!other.ok, "a restart cannot double the capacity: {other:?}");
-    let out = run_locker(&["lease", "release", "--connect", &second.endpoint, "--limit", "db", "--lease", &lease]);
-    assert_eq!(out.status.code(), Some(0));
-    let out = run_locker(&["lease", "acquire", "--connect", &second.endpoint, "--limit", "db", "--ttl", "1s"]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    let fresh = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    assert_ne!(fresh, lease, "lease ids differ across restarts");
+    let freed = lease(&mut second, now, Release { limit: Some("db"), lease: &id }.to_map()).unwrap();
+    assert!(freed.ok && freed.remaining == 1, "{freed:?}");
+    assert!(lease(&mut second, now, LeaseAsk::new("db", 1).to_map()).unwrap().ok, "free again");
 }
 
+/// A config file of the three kinds, with a semaphore of `capacity`.
+fn config(test: &str, capacity: u32) -> TempFile {
+    let text = format!(
+        "[[limits]]\nname = 'api'\nmax_requests = 1\nin_seconds = 0.5\n\
+         [[limits]]\nname = 'smooth'\nalgorithm = 'token-bucket'\nmax_requests = 5\nin_seconds = 1\nburst = 1\n\
+         [[limits]]\nname = 'db'\nalgorithm = 'semaphore'\nmax_requests = {capacity}\nin_seconds = 5\n"
+    );
+    TempFile::new(&format!("kinds-{test}.toml"), &text)
+}
+
+/// Real time on a real socket: the client sleeps what a reservation says,
+/// and a lease guard's background heartbeats (every third of the ttl, so a
+/// beat late by 400 ms still keeps it) hold its lease over three ttls.
 #[test]
-fn the_lease_guard_keeps_its_lease_while_held_and_releases_it_on_drop() {
-    let d = start("guard");
-    let mut c = client(&d);
+fn the_client_sleeps_a_reservation_and_its_lease_guard_holds_until_dropped() {
+    let file = config("client", 1);
+    let d = Daemon::start(&["--config", file.path()]);
+    let mut c = Client::new([d.endpoint.as_str()], DEADLINE).unwrap();
+    assert!(c.ask(&Ask::new().limit("smooth")).unwrap().ok);
+    let started = Instant::now();
+    let reply = c.acquire(&Ask::new().limit("smooth").max_wait_ms(1_000)).unwrap();
+    let wait = reply.wait_ms.expect("a reservation");
+    assert!(reply.ok && (1..=200).contains(&wait), "one token per 200 ms: {reply:?}");
+    assert!(started.elapsed() >= Duration::from_millis(wait), "acquire returned before the reservation");
+
     let guard = c.lease(&LeaseAsk::new("db", 1).ttl_ms(600)).unwrap().expect("the count is free");
-    // Three ttls pass; the guard's heartbeats (every 200 ms, a third of the
-    // ttl, so a beat late by 400 ms still keeps it) keep the lease.
     std::thread::sleep(Duration::from_millis(1_800));
     assert!(guard.is_held());
     assert!(!c.acquire_lease(&LeaseAsk::new("db", 1)).unwrap().ok, "still held");

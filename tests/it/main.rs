@@ -1,14 +1,80 @@
-//! The integration tests, in one binary. Most modules start the `locker`
-//! binary on a wildcard loopback port and talk to it over ZeroMQ; the
-//! golden, protocol and property modules drive the library in-process at
-//! literal instants and never spawn a process.
+//! The integration tests, in one binary.
+//!
+//! Behaviour is tested deterministically on the pure seam: a
+//! `locker::service::Service` answering request bytes at a given instant
+//! (through `support::seam`, the one call of `Service::respond`), or a
+//! `locker::sim::Group` of peered services on a simulated clock (offsets,
+//! link delay, loss and reordering, kill, restart, pause). Replies, each
+//! kind's counting, batches, holding, leases, restores, peering, clocks
+//! and edge-case inputs live there, with exact figures.
+//!
+//! ## What still starts a real `locker` process, and why
+//!
+//! Only what needs a process, a real socket, a real disk or another
+//! program. By reason:
+//!
+//! - **Signals** (SIGTERM, SIGINT, SIGHUP, SIGSTOP):
+//!   `lifecycle::sigterm_and_sigint_stop_it_within_a_second_with_status_zero`,
+//!   `hold::sigterm_answers_every_held_ask_before_the_locker_exits`,
+//!   `state::sigterm_syncs_and_a_clean_restart_restores_too`,
+//!   `operations::sighup_reloads_the_file_keeping_the_counts_of_unchanged_limits`,
+//!   `operations::sighup_without_a_config_file_keeps_serving`,
+//!   `state::a_reload_rewrites_the_state_file_for_the_new_limits` (SIGHUP),
+//!   `peer_attacks::a_peer_frozen_under_load_stays_within_the_bound_and_warns_of_no_skew` (SIGSTOP under load),
+//!   `edges::a_peer_that_goes_silent_and_comes_back_is_logged` (SIGSTOP, the log).
+//! - **The state file on a real disk across kill -9**: `state::a_locker_killed_mid_slot_regrants_nothing_of_it`,
+//!   `state::a_truncated_state_file_restores_its_good_prefix_and_says_so`,
+//!   `state::a_corrupted_record_is_stepped_over_and_the_records_after_it_restored`,
+//!   `state::a_file_for_other_limits_is_refused_unless_discarded`,
+//!   `state::the_state_file_stays_bounded_under_a_flood_of_new_keys`,
+//!   `hold::a_held_ask_that_goes_is_in_the_state_file_before_its_reply_leaves`,
+//!   `clocks::a_restart_with_the_clock_stepped_ahead_regrants_nothing_and_the_next_one_runs_on_the_right_clock` (libfaketime),
+//!   `faults::a_full_disk_refuses_grants_instead_of_killing_the_locker`.
+//! - **Real sockets** (REQ/DEALER against the ROUTER, multi-part, oversized, floods, fd limits):
+//!   `hostile::empty_multipart_and_random_messages_never_stop_the_daemon`,
+//!   `hostile::oversized_messages_and_raw_garbage_only_hurt_their_sender`,
+//!   `faults::the_soft_open_files_limit_is_raised_to_the_hard_one`,
+//!   `faults::connections_it_cannot_accept_are_logged_and_counted`,
+//!   `lifecycle::prints_the_real_endpoint_and_serves_it`,
+//!   `edges::host_names_in_binds_are_resolved_and_ports_are_checked`.
+//! - **The client library on real sockets and real time** (failover, timeouts, sleeps, background heartbeats):
+//!   `failover::*` (5), `edges::a_dead_first_endpoint_does_not_cost_half_the_timeout`,
+//!   `batch::the_client_asks_many_in_one_round_trip`, `pool::a_permit_pool_hands_out_batches_but_never_more_than_a_slot_allows`,
+//!   `kinds::the_client_sleeps_a_reservation_and_its_lease_guard_holds_until_dropped`.
+//! - **The process's own resources** (resident memory, request latency, its entropy):
+//!   `trust::a_flood_of_keys_gives_its_memory_back_at_the_next_slot_change_without_a_request`,
+//!   `trust::a_flood_of_rolling_window_keys_gives_its_memory_back_without_a_request`,
+//!   `peer_attacks::a_node_id_flood_leaves_memory_request_cost_and_shutdown_bounded`,
+//!   `trust::lease_ids_derived_from_ones_own_touch_no_one_elses_lease` (the daemon's OS entropy).
+//! - **CURVE**: `curve::*` (6).
+//! - **The seed's Python client, and real scheduling delays**: `seed::the_seed_client_gets_go_and_sorry_and_never_more_than_max_per_slot`,
+//!   `hold::the_seeds_client_unchanged_gets_go_for_every_ask_with_a_hold_of_800_ms`,
+//!   `seed_scenario::the_seeds_limit_as_a_rolling_window_with_a_margin_never_has_a_call_refused_by_the_resource`.
+//! - **The metrics endpoint and Prometheus**: `operations::a_scrape_counts_asks_per_limit_and_health_is_200`,
+//!   `operations::a_peered_pair_shows_each_other_in_its_scrape`, `operations::a_locker_waiting_for_its_peers_is_503_joining`,
+//!   `operations::locker_health_exits_0_while_serving_and_1_when_nothing_answers`, `prometheus::*` (3).
+//! - **The Redis store**: `store::*` (7).
+//! - **The command line** (`ask`, `stats`, `lease`, `bench`, `check-config`, config and flag errors, start-up warnings):
+//!   `ask::*` (5), `bench::*` (3), `batch::bench_counts_every_decision_of_every_batch`,
+//!   `operations::check_config_exits_0_for_a_valid_file_and_2_with_the_error`,
+//!   `edges::a_lease_wait_that_ends_in_the_queue_is_not_held_rather_than_an_error`,
+//!   `edges::toml_errors_say_the_line_and_column_and_which_limit`, `edges::negative_numbers_reach_the_validation_message`,
+//!   `edges::a_node_id_without_peer_bind_is_warned_about`, `edges::a_state_fsync_without_a_state_file_is_warned_about`,
+//!   `edges::cli_errors_name_the_cli_command_and_json_gets_an_error_object`,
+//!   `edges::serving_beyond_loopback_without_curve_is_warned_about`,
+//!   `trust::a_locker_warns_at_start_when_it_serves_a_semaphore_without_a_lease_secret`.
+//! - **The README's commands**: `readme::*` (2).
+//!
+//! Real-process tests never sleep to wait for an event they can observe
+//! (they wait for the endpoint line, a log line, a stats field), and assert
+//! no figure tighter than the docs' stated bound.
 
 #[allow(dead_code)] // each test module uses a different part of the harness
 mod support;
 
 /// `locker ask` and `locker stats` from the command line: output and exit codes.
 mod ask;
-/// Batched asks: each entry as the same ask alone, on the seam and against the real locker.
+/// Batched asks on the seam: each entry as the same ask alone; `ask_many` and `bench --batch` on a real locker.
 mod batch;
 /// `locker bench` against a real locker: its counts add up.
 mod bench;
@@ -31,14 +97,16 @@ mod failover;
 mod faults;
 /// Golden bytes of every message: both request forms, the replies, the peer messages.
 mod golden;
-/// Peered lockers on a simulated clock: exact figures, no wall clock.
+/// Peered lockers on a simulated clock: the seed's scenario (through a kill and restart), skewed clocks, late and lost counts.
 mod group;
-/// Holding an ask for a go instead of sorry: seam and real processes.
+/// Holding an ask for a go instead of sorry: seam and sim; real processes for the seed client, SIGTERM and the state file.
 mod hold;
-/// Hostile input: malformed, empty, multi-part, oversized and random messages.
+/// Hostile input: malformed requests on the seam; empty, multi-part, oversized and random messages on a socket.
 mod hostile;
-/// The kinds of limits: a token-bucket and fixed-window reservation, a lease
-/// that expires on time, a lease restored after a restart, the lease guard.
+/// What the state log keeps, on the seam: each kind's records replayed into a restarted service, alone and peered.
+mod kept;
+/// The kinds of limits on the seam: a token-bucket and fixed-window reservation, a lease
+/// that expires on its deadline, a lease restored after a restart; the client's sleep and lease guard.
 mod kinds;
 /// The crate's floor plan: no module imports a module that imports it back.
 mod layout;
@@ -46,19 +114,19 @@ mod layout;
 mod lifecycle;
 /// Operating it: Prometheus scrapes (alone and peered), health, reload on SIGHUP, check-config, JSON logs.
 mod operations;
-/// The peer link under attack: a rogue publisher, a node-id flood, a frozen peer, mismatched limits.
+/// The peer link under attack on real processes: a node-id flood, a frozen peer.
 mod peer_attacks;
 /// Peering on the seam: services wired by hand through a network the test controls.
 mod peer_protocol;
 /// Splitting slots by demand on the seam: shares exact on views that differ
 /// by a lost, repeated or reordered message, and learned by a joining locker.
 mod peer_split_protocol;
-/// Peered lockers: a shared count, the overshoot bound, restarts, lone survivors, stats.
+/// Peered lockers on a simulated clock: a shared count, exactly max per slot, restarts, lone survivors, stats.
 mod peering;
-/// Peered lockers sharing a token bucket: the stated bound under saturation, a whole burst on one locker.
+/// Peered lockers sharing a token bucket on a simulated clock: the stated bound under saturation, a whole burst on one locker.
 mod peering_bucket;
-/// Peered lockers splitting each slot by demand: a bursty or fast caller on
-/// one locker gets its whole quota, and load that moves adapts within a slot.
+/// Peered lockers splitting each slot by demand, on a simulated clock: a bursty
+/// or fast caller on one locker gets its whole quota, and load that moves adapts within a slot.
 mod peering_split;
 /// `PermitPool`: batches of permits taken with `up_to`, within the limit.
 mod pool;
@@ -68,21 +136,21 @@ mod prometheus;
 mod protocol;
 /// The README's command table and quick start, run as written.
 mod readme;
-/// Rolling windows, alone and peered: never more than max in any interval of length T.
+/// Rolling windows on the seam and a simulated clock, alone and peered: never more than max in any interval of length T.
 mod rolling;
 /// The seed's own Python client, unchanged.
 mod seed;
-/// The seed's limit on three peered lockers with spread demand, as a user runs it.
+/// The seed's limit as a rolling window with a margin on three real lockers: the resource refuses nothing.
 mod seed_scenario;
 /// Generated asks on peered fixed windows split by demand: shares whole, overshoot only from the pool.
 mod split_properties;
-/// `--state`: counts, reservations and leases survive kill -9; damaged files; compaction.
+/// `--state` on a real disk: a kill -9 mid-slot, damaged files, compaction, SIGTERM, reload.
 mod state;
 /// Counts in a real Redis and Redis Cluster.
 mod store;
 /// A locker on a store, on the service seam: claims, the failure policy, lease calls.
 mod store_seam;
-/// Structured requests, named limits from a file, and the client library.
+/// Structured requests and named limits from a config file's text, on the seam: keys, errors, counters.
 mod structured;
-/// Attacks by clients: guessed lease ids, made-up restores, key floods.
+/// Attacks by clients: guessed lease ids, made-up restores (seam), key floods.
 mod trust;

@@ -1,22 +1,18 @@
-//! Rolling windows end to end: on the seam (`Service::respond`, and two
-//! services peered by hand), then against the real binary, where the
-//! seed's client and busy Rust clients never see more than max_requests go
-//! within any interval of length in_seconds, slot boundaries or not, on one
-//! locker and on three peered ones; and a saturated caller still gets
-//! nearly max_requests per interval.
+//! Rolling windows on the seam (`Service`, two services peered by hand,
+//! and `locker::sim` groups): the seed's form every 10 ms and a saturated
+//! caller never see more than max_requests go within any interval of
+//! length in_seconds, slot boundaries or not, on one locker and on three
+//! peered ones, and still get max_requests per interval.
 //!
-//! A go was decided between its request's send and its reply's receipt, so
-//! grants whose whole [send, receive] spans lie within one interval of
-//! length T were certainly decided within it: counting those can only
-//! under-count, and any excess it finds is real.
+//! Every go has an exact instant here, so "any interval" is checked
+//! exactly. What this does not test: the seed's own Python client (`seed`),
+//! and the margin from the go to the resource (`seed_scenario`).
 
-use std::time::{Duration, Instant};
-
-use locker::core::{Algorithm, Limit, Locker, NodeKey, Peering, PeeringSettings, Quota, DEFAULT_LIMIT};
+use locker::core::{Algorithm, Limit, Locker, Nanos, NodeKey, Peering, PeeringSettings, Quota, DEFAULT_LIMIT};
 use locker::service::Service;
-use locker::wire::{self, Ask, GoReply, Reply, RequestMap, StatsReply};
+use locker::wire::{Ask, GoReply, StatsReply};
 
-use crate::support::{req, run_seed_client, Daemon, Peered};
+use crate::support::{answer, seam, seam_ask, stats_body};
 
 const MS: u64 = 1_000_000;
 /// The start of a 0.8 s slot of a fixed window, which a rolling window ignores.
@@ -28,34 +24,19 @@ fn rolling_locker() -> Locker {
     Locker::new(Limit::with_algorithm(DEFAULT_LIMIT, quota, Algorithm::RollingWindow).unwrap(), vec![], 10)
 }
 
-fn respond(s: &mut Service, now: u64, body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    s.respond(now, body, &mut out, &mut ());
-    out
-}
-
-fn answer<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> T {
-    match wire::decode_reply(bytes).expect("a decodable reply") {
-        Reply::Answer(r) => r,
-        Reply::Refused(e) => panic!("{e}"),
-    }
-}
-
 fn ask_at(s: &mut Service, now: u64, a: Ask) -> GoReply {
-    let mut body = Vec::new();
-    wire::encode(&a.to_map(), &mut body);
-    answer(&respond(s, now, &body))
+    seam_ask(s, now, &a).expect("an answer")
 }
 
 #[test]
 fn the_seed_form_gets_no_second_burst_across_a_slot_boundary() {
     let mut s = Service::new(rolling_locker());
     for i in 0..5 {
-        assert_eq!(respond(&mut s, T0 - 50 * MS + i, b"let me go"), b"go");
+        assert_eq!(seam(&mut s, T0 - 50 * MS + i, b"let me go"), b"go");
     }
-    assert_eq!(respond(&mut s, T0, b"let me go"), b"sorry", "a fixed window would start afresh here");
-    assert_eq!(respond(&mut s, T0 + 749 * MS, b"let me go"), b"sorry");
-    assert_eq!(respond(&mut s, T0 + 750 * MS, b"let me go"), b"go", "the first go is 0.8 s old");
+    assert_eq!(seam(&mut s, T0, b"let me go"), b"sorry", "a fixed window would start afresh here");
+    assert_eq!(seam(&mut s, T0 + 749 * MS, b"let me go"), b"sorry");
+    assert_eq!(seam(&mut s, T0 + 750 * MS, b"let me go"), b"go", "the first go is 0.8 s old");
 }
 
 #[test]
@@ -70,15 +51,9 @@ fn replies_say_exactly_when_the_oldest_grant_leaves() {
     assert_eq!((reserved.ok, reserved.wait_ms), (true, Some(600)), "3 fit once all of T0 + 300 ms leave");
     let peek = ask_at(&mut s, T0 + 500 * MS, Ask::new().key("k").cost(0));
     assert_eq!((peek.ok, peek.remaining), (false, 0));
-    let stats: StatsReply = answer(&respond(&mut s, T0, &stats_body()));
+    let stats: StatsReply = answer(&seam(&mut s, T0, &stats_body())).unwrap();
     assert_eq!(stats.limits[0].algorithm, "rolling-window");
     assert_eq!((stats.limits[0].go, stats.limits[0].sorry, stats.limits[0].waited), (3, 2, 1));
-}
-
-fn stats_body() -> Vec<u8> {
-    let mut body = Vec::new();
-    wire::encode(&RequestMap { op: Some("stats"), ..Default::default() }, &mut body);
-    body
 }
 
 fn peered(id: &str, now: u64) -> Service {
@@ -152,131 +127,97 @@ fn a_starting_locker_learns_the_counts_from_a_snapshot() {
     assert_eq!((peek.ok, peek.remaining), (true, 2), "3 of 5 granted by a before c started");
 }
 
-/// One go: when its request left and its reply arrived, in seconds since
-/// the test's origin.
-#[derive(Debug, Clone, Copy)]
-struct Go {
-    sent: f64,
-    received: f64,
-}
-
-/// The most grants certainly decided within one interval of `window` seconds.
-fn most_in_any_window(goes: &[Go], window: f64) -> usize {
-    let mut goes = goes.to_vec();
-    goes.sort_by(|a, b| a.received.total_cmp(&b.received));
-    let mut worst = 0;
-    for (j, end) in goes.iter().enumerate() {
-        let from = end.received - window;
-        // Earlier receipts before `from` were also sent before it.
-        let inside = goes[..=j].iter().rev().take_while(|g| g.received > from).filter(|g| g.sent > from).count();
-        worst = worst.max(inside);
-    }
-    worst
-}
-
-/// Grants received within `windows` intervals of `window` seconds from the
-/// first one's send: a lower bound of those decided then.
-fn filled(goes: &[Go], window: f64, windows: u32) -> usize {
-    let first = goes.iter().map(|g| g.sent).fold(f64::INFINITY, f64::min);
-    goes.iter().filter(|g| g.received < first + window * f64::from(windows)).count()
-}
-
-/// Asks `endpoint` for `key` as fast as one client can until `end`; returns the goes.
-fn saturate_one(origin: Instant, endpoint: &str, key: &str, end: Instant) -> Vec<Go> {
-    let ctx = zmq::Context::new();
-    let socket = req(&ctx, endpoint);
-    let mut body = Vec::new();
-    wire::encode(&Ask::new().key(key).to_map(), &mut body);
-    let mut goes = Vec::new();
-    while Instant::now() < end {
-        let sent = origin.elapsed().as_secs_f64();
-        socket.send(&body[..], 0).expect("send");
-        let reply = socket.recv_bytes(0).expect("a reply within the deadline");
-        let received = origin.elapsed().as_secs_f64();
-        match wire::decode_reply::<GoReply>(&reply).expect("a go reply") {
-            Reply::Answer(r) if r.ok => goes.push(Go { sent, received }),
-            Reply::Answer(_) => {}
-            Reply::Refused(why) => panic!("refused: {why}"),
-        }
-    }
-    goes
-}
-
-/// Goes of `clients` clients per endpoint saturating `key` for `run`.
-fn saturate(endpoints: &[String], clients: usize, key: &str, run: Duration) -> Vec<Go> {
-    let origin = Instant::now();
-    let end = origin + run;
-    let handles: Vec<_> = endpoints
+/// The most go within any interval of `window` (half-open: a permit
+/// granted at t is free again at t + window), among go at `instants`.
+fn most_in_any_window(instants: &[Nanos], window: Nanos) -> usize {
+    let mut sorted = instants.to_vec();
+    sorted.sort_unstable();
+    sorted
         .iter()
-        .flat_map(|ep| std::iter::repeat_n(ep.clone(), clients))
-        .map(|ep| {
-            let key = key.to_owned();
-            std::thread::spawn(move || saturate_one(origin, &ep, &key, end))
-        })
-        .collect();
-    handles.into_iter().flat_map(|h| h.join().expect("client thread")).collect()
+        .enumerate()
+        .map(|(j, &end)| sorted[..=j].iter().filter(|&&t| t + window > end).count())
+        .max()
+        .unwrap_or(0)
 }
+
+/// The go within `windows` intervals of `window` from the first go.
+fn filled(instants: &[Nanos], window: Nanos, windows: u64) -> usize {
+    let first = instants.iter().copied().min().expect("at least one go");
+    instants.iter().filter(|&&t| t < first + window * windows).count()
+}
+
+const WINDOW: Nanos = 800 * MS;
 
 #[test]
-fn the_seed_client_never_sees_more_than_five_go_in_any_0_8_s() {
-    let d = Daemon::start(&["--algorithm", "rolling-window", "--max-requests", "5", "--in-seconds", "0.8"]);
+fn the_seed_form_every_10_ms_never_gets_more_than_five_go_in_any_0_8_s() {
+    let mut s = Service::new(rolling_locker());
     // 10 ms apart for 2.6 s: across three slot boundaries of a fixed window.
-    let text = run_seed_client(&d.endpoint, 260, "0.01");
-    // The client stamps a line just before it sends, and sends the next
-    // request only after the reply: each go was decided between its own
-    // stamp and the next line's.
-    let lines: Vec<(f64, bool)> = text
-        .lines()
-        .map(|l| l.split_once(' ').unwrap_or_else(|| panic!("bad line {l:?}")))
-        .map(|(t, reply)| (t.parse::<f64>().unwrap(), reply == "go"))
-        .collect();
-    let goes: Vec<Go> = (0..lines.len())
-        .filter(|&i| lines[i].1)
-        .map(|i| Go { sent: lines[i].0, received: lines.get(i + 1).map_or(lines[i].0 + 1.0, |next| next.0) })
-        .collect();
-    assert!(text.lines().any(|l| l.ends_with(" sorry")), "{text}");
-    let worst = most_in_any_window(&goes, 0.8);
-    eprintln!("seed client, rolling window of 5 per 0.8 s: {} go, at most {worst} in any 0.8 s", goes.len());
-    assert!(worst <= 5, "{worst} go within 0.8 s\n{text}");
-    // A caller asking every 10 ms gets a permit back at most 10 ms after it frees.
-    let got = filled(&goes, 0.8, 3);
-    assert!(got * 100 >= 15 * 95, "only {got} go in three windows of 5\n{text}");
+    let asked: Vec<(Nanos, bool)> =
+        (0..260).map(|k| T0 + 3 * MS + k * 10 * MS).map(|t| (t, seam(&mut s, t, b"let me go") == b"go")).collect();
+    let goes: Vec<Nanos> = asked.iter().filter(|(_, go)| *go).map(|&(t, _)| t).collect();
+    assert!(asked.iter().any(|(_, go)| !go), "never a sorry");
+    assert_eq!(most_in_any_window(&goes, WINDOW), 5);
+    // Each permit frees 0.8 s after its go, and an ask every 10 ms takes it
+    // at once: the first go of each window lands on the free instant.
+    assert_eq!(filled(&goes, WINDOW, 3), 15, "go in three windows of 5: {goes:?}");
+    assert_eq!(goes[5] - goes[0], WINDOW, "the sixth go comes exactly as the first leaves");
 }
 
 #[test]
 fn a_saturated_caller_gets_max_per_window_and_never_more() {
-    let d = Daemon::start(&["--algorithm", "rolling-window", "--max-requests", "5", "--in-seconds", "0.8"]);
-    let goes = saturate(std::slice::from_ref(&d.endpoint), 1, "busy", Duration::from_millis(2500));
-    let (worst, got) = (most_in_any_window(&goes, 0.8), filled(&goes, 0.8, 3));
-    eprintln!("one saturated caller: {} go, at most {worst} in any 0.8 s, {got} in three windows", goes.len());
-    assert!(worst <= 5, "{worst} go within 0.8 s");
-    assert!(got * 100 >= 15 * 95, "only {got} go in three windows of 5");
+    let mut s = Service::new(rolling_locker());
+    // Asks as fast as it can (a call takes 50 µs), after a sorry at its hint.
+    let (mut now, mut goes) = (T0 + 7 * MS, Vec::new());
+    while now < T0 + 2500 * MS {
+        let r = seam_ask(&mut s, now, &Ask::new().key("busy")).expect("an answer");
+        if r.ok {
+            goes.push(now);
+            now += 50_000;
+        } else {
+            now += r.retry_after_ms.max(1) * MS;
+        }
+    }
+    assert_eq!(most_in_any_window(&goes, WINDOW), 5);
+    assert_eq!(filled(&goes, WINDOW, 3), 15, "go in three windows of 5: {goes:?}");
 }
 
-/// Saturates three peered lockers sharing a rolling window of `max` per
-/// `secs` with two clients each; returns (most in any window, filled in three).
-fn saturate_trio(max: u32, secs: f64) -> (usize, usize, usize) {
-    let (max, secs) = (max.to_string(), secs.to_string());
-    let trio = Peered::start(3, &["--algorithm", "rolling-window", "--max-requests", &max, "--in-seconds", &secs]);
-    trio.wait_joined(2);
-    let endpoints: Vec<String> = (0..3).map(|i| trio.endpoint(i)).collect();
-    let window: f64 = secs.parse().unwrap();
-    let goes = saturate(&endpoints, 2, "all-three", Duration::from_secs_f64(window * 3.3));
-    (goes.len(), most_in_any_window(&goes, window), filled(&goes, window, 3))
+/// Three peered lockers sharing a rolling window of `max` per `window`,
+/// two callers on each asking as fast as they can for 3.3 windows (a call
+/// takes 50 µs, a sorry is retried at its hint): the instants of the go.
+fn saturated_trio(max: u32, window: Nanos, seed: u64) -> Vec<Nanos> {
+    let secs = window as f64 / 1e9;
+    let mut g = crate::group::joined(3, seed, move || {
+        let limit = Limit::with_algorithm(DEFAULT_LIMIT, Quota::new(max, secs).unwrap(), Algorithm::RollingWindow);
+        Locker::new(limit.unwrap(), vec![], 10)
+    });
+    let start = g.now();
+    let end = start + window * 33 / 10;
+    let mut next: Vec<Nanos> = (0..6).map(|i| start + i * 11_000).collect();
+    let mut goes = Vec::new();
+    while let Some((at, c)) = next.iter().enumerate().map(|(i, &t)| (t, i)).min().filter(|&(t, _)| t < end) {
+        g.advance_to(at);
+        let r = g.ask(c % 3, &Ask::new().key("all-three")).expect("an answer");
+        if r.ok {
+            goes.push(g.now());
+        }
+        next[c] = g.now() + if r.ok { 50_000 } else { r.retry_after_ms.max(1) * MS };
+    }
+    goes
 }
 
 #[test]
 fn three_saturated_peered_lockers_stay_within_the_bound_in_any_window() {
     // The stated bound is max + the largest cost - 1 (here, max) while
-    // counts reach the peers within the in-flight window of 2 ms; one more
-    // allows for a loaded machine delaying a count beyond it.
-    for (max, secs) in [(5u32, 0.8), (1000, 1.0)] {
-        let (all, worst, got) = saturate_trio(max, secs);
+    // counts reach the peers within the in-flight window of 2 ms; they
+    // take 100 µs here.
+    for (max, window) in [(5u32, WINDOW), (1000, 1000 * MS)] {
+        let goes = saturated_trio(max, window, u64::from(max));
+        let (worst, got) = (most_in_any_window(&goes, window), filled(&goes, window, 3));
         eprintln!(
-            "three saturated lockers, {max} per {secs} s: {all} go, at most {worst} in any window, {got} in three"
+            "three saturated lockers, {max} per {window} ns: {} go, at most {worst} in any window, {got} in three",
+            goes.len()
         );
-        let bound = max as usize + 1 + max as usize / 100;
-        assert!(worst <= bound, "{worst} go within {secs} s, above {bound}");
+        assert!(worst <= max as usize, "{worst} go within one window, above {max}");
         assert!(got * 100 >= 3 * max as usize * 95, "only {got} go in three windows of {max}");
     }
 }

@@ -1,35 +1,42 @@
-use crate::support::{run_seed_client, Daemon};
+//! The seed's own client, unchanged, against a locker on the seed's limit:
+//! it gets go and sorry, and no epoch slot holds more than 5 go.
+//!
+//! The client prints the time it read before sending each ask, and sends
+//! the next ask `interval` after printing the reply, so a go was decided
+//! between its own line's time and the next line's less the interval: a
+//! slot is judged on the go certainly decided in it (see `per_slot`).
 
-const SLOT_S: f64 = 0.8;
-const MAX: usize = 5;
+use std::sync::Mutex;
 
-/// A go timestamped this close before a slot boundary may have been decided
-/// just after it: the seed client reads its clock before it sends.
-const BOUNDARY_SLACK_S: f64 = 0.010;
+use crate::support::{per_slot, run_seed_client, Daemon};
+
+const SLOT_NS: u128 = 800_000_000;
+const MAX: u32 = 5;
+const INTERVAL_NS: u128 = 50_000_000;
 
 #[test]
 fn the_seed_client_gets_go_and_sorry_and_never_more_than_max_per_slot() {
     let d = Daemon::start(&["--max-requests", "5", "--in-seconds", "0.8"]);
     let text = run_seed_client(&d.endpoint, 20, "0.05");
-    let replies: Vec<(f64, &str)> = text
+    let replies: Vec<(u128, &str)> = text
         .lines()
         .map(|l| {
             let (t, r) = l.split_once(' ').unwrap_or_else(|| panic!("bad line {l:?}"));
-            (t.parse().unwrap(), r)
+            ((t.parse::<f64>().unwrap() * 1e9) as u128, r)
         })
         .collect();
     assert_eq!(replies.len(), 20, "{text}");
     assert!(replies.iter().any(|r| r.1 == "go"), "{text}");
     assert!(replies.iter().any(|r| r.1 == "sorry"), "{text}");
     assert!(replies.iter().all(|r| r.1 == "go" || r.1 == "sorry"), "{text}");
-    let mut per_slot = std::collections::BTreeMap::<u64, usize>::new();
-    for (t, _) in replies.iter().filter(|r| r.1 == "go") {
-        let mut slot = (t / SLOT_S) as u64;
-        let to_end = (slot + 1) as f64 * SLOT_S - t;
-        if to_end < BOUNDARY_SLACK_S && per_slot.get(&slot) == Some(&MAX) {
-            slot += 1;
-        }
-        *per_slot.entry(slot).or_default() += 1;
-    }
-    assert!(per_slot.values().all(|&n| n <= MAX), "go per slot {per_slot:?}\n{text}");
+    // The last reply came some time before the client exited: a slot later at most.
+    let next_times = replies.iter().skip(1).map(|r| r.0.saturating_sub(INTERVAL_NS)).chain([u128::MAX]);
+    let stamps: Vec<(u128, u128)> = replies
+        .iter()
+        .zip(next_times)
+        .filter(|(r, _)| r.1 == "go")
+        .map(|(r, before_next)| (r.0, before_next.max(r.0).min(r.0 + SLOT_NS)))
+        .collect();
+    let per_slot = per_slot(&Mutex::new(stamps), SLOT_NS);
+    assert!(per_slot.values().all(|n| n.at_least <= MAX), "go per slot {per_slot:?}\n{text}");
 }

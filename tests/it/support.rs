@@ -497,3 +497,53 @@ pub fn per_slot(stamps: &Stamps, slot_ns: u128) -> std::collections::BTreeMap<u1
     }
     slots
 }
+
+/// The reply `service` gives to `body` at `now`. Tests on the seam call
+/// `Service::respond` only through this, so that a change to its signature
+/// is one line here.
+pub fn seam(service: &mut locker::service::Service, now: locker::core::Nanos, body: &[u8]) -> Vec<u8> {
+    let mut out = vec![0xaa; 3]; // respond must clear what was there
+    service.respond(now, body, &mut out, &mut ());
+    out
+}
+
+/// The bytes of a structured ask.
+pub fn ask_body(ask: &Ask) -> Vec<u8> {
+    let mut body = Vec::new();
+    locker::wire::encode(&ask.to_map(), &mut body);
+    body
+}
+
+/// The answer in a structured reply, or the locker's refusal as its message.
+pub fn answer<T: serde::de::DeserializeOwned>(reply: &[u8]) -> Result<T, String> {
+    match locker::wire::decode_reply(reply).expect("a decodable reply") {
+        locker::wire::Reply::Answer(r) => Ok(r),
+        locker::wire::Reply::Refused(e) => Err(e),
+    }
+}
+
+/// `ask` answered by `service` at `now`.
+pub fn seam_ask(
+    service: &mut locker::service::Service,
+    now: locker::core::Nanos,
+    ask: &Ask,
+) -> Result<locker::GoReply, String> {
+    answer(&seam(service, now, &ask_body(ask)))
+}
+
+/// The bytes of a stats request.
+pub fn stats_body() -> Vec<u8> {
+    let mut body = Vec::new();
+    locker::wire::encode(&locker::wire::RequestMap { op: Some("stats"), ..Default::default() }, &mut body);
+    body
+}
+
+/// The stats `service` reports at `now`.
+pub fn seam_stats(service: &mut locker::service::Service, now: locker::core::Nanos) -> locker::StatsReply {
+    answer(&seam(service, now, &stats_body())).expect("stats are always answered")
+}
+
+/// The stats node `i` of a simulated group reports now.
+pub fn sim_stats(group: &mut locker::sim::Group, i: usize) -> locker::StatsReply {
+    answer(&group.request(i, &stats_body())).expect("stats are always answered")
+}
