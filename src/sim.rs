@@ -16,7 +16,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use crate::core::time::NANOS_PER_MS;
-use crate::core::{Locker, Nanos, NodeKey, Peering, PeeringSettings};
+use crate::core::{Locker, Nanos, NodeKey, PeerEvent, Peering, PeeringSettings};
 use crate::service::Service;
 use crate::wire::{self, Ask, GoReply, Reply};
 
@@ -96,6 +96,9 @@ pub struct Group {
     rng: u64,
     /// Peer messages each node has published, for tests that count them.
     published: Vec<u64>,
+    /// What each node's peering told its log (peers heard, silent, back,
+    /// skewed), until a test takes it.
+    events: Vec<Vec<PeerEvent>>,
 }
 
 impl Group {
@@ -128,6 +131,7 @@ impl Group {
             seq: 0,
             rng: seed ^ 0x9E37_79B9_7F4A_7C15,
             published: vec![0; n],
+            events: vec![Vec::new(); n],
         };
         for i in 0..n {
             g.turn(i);
@@ -225,6 +229,12 @@ impl Group {
         self.request(i, b"let me go") == b"go"
     }
 
+    /// What node `i`'s peering told its log since the last call, in order:
+    /// what the daemon logs as peers heard, silent, back or skewed.
+    pub fn take_events(&mut self, i: usize) -> Vec<PeerEvent> {
+        std::mem::take(&mut self.events[i])
+    }
+
     /// Stops node `i` at once (kill -9): what it has not published is lost,
     /// and messages on their way to it are dropped.
     pub fn kill(&mut self, i: usize) {
@@ -306,7 +316,9 @@ impl Group {
         let now = self.clock(from);
         let mut out = Vec::new();
         self.service(from).publish(now, |bytes| out.push(bytes.to_vec()));
-        while self.service(from).poll_event().is_some() {}
+        while let Some(event) = self.service(from).poll_event() {
+            self.events[from].push(event);
+        }
         self.published[from] += out.len() as u64;
         for bytes in out {
             for to in (0..self.nodes.len()).filter(|&to| to != from) {

@@ -105,6 +105,19 @@ impl Rule {
         }
     }
 
+    /// Sorry for `wait` while the peers' counts of the current slot are
+    /// still being learned: every shared kind answers it without counting;
+    /// `None` for the semaphore, whose leases are this locker's alone.
+    #[inline]
+    pub fn hold_off(&self, now: Nanos, key: Option<&str>, wait: Nanos) -> Option<Verdict> {
+        match self {
+            Rule::Window(w) => Some(w.refuse(now, key, wait)),
+            Rule::Bucket(b) => Some(b.refuse(now, key, wait)),
+            Rule::Rolling(r) => Some(r.refuse(now, key, wait)),
+            Rule::Semaphore(_) => None,
+        }
+    }
+
     /// Whether peers share this rule's counts: every kind but the
     /// semaphore, whose leases are this locker's alone.
     pub fn is_shared(&self) -> bool {

@@ -250,13 +250,11 @@ impl Locker {
     /// Answers a checked ask at `now`.
     #[inline]
     fn decide(&mut self, now: Nanos, ask: &PermitAsk, want: Want) -> Result<Verdict, AskError> {
-        let (id, key, view) = (ask.limit, ask.key, self.view);
-        let share = Share { rank: view.rank, ..Share::new(view.live, self.entries[id.0].limit.quota().slot_ns()) };
-        let verdict = self.counted(now, id, |rule, room| match (rule, view.hold_until.filter(|&u| u > now)) {
-            (Rule::Window(w), Some(until)) => Ok(w.refuse(now, key, until - now)),
-            (Rule::Bucket(b), Some(until)) => Ok(b.refuse(now, key, until - now)),
-            (Rule::Rolling(r), Some(until)) => Ok(r.refuse(now, key, until - now)),
-            (rule, _) => rule.take(now, key, want, Terms { room, share }),
+        let (id, key, hold_until) = (ask.limit, ask.key, self.view.hold_until);
+        let share = self.share(id);
+        let verdict = self.counted(now, id, |rule, room| {
+            let held = hold_until.filter(|&u| u > now).and_then(|until| rule.hold_off(now, key, until - now));
+            held.map_or_else(|| rule.take(now, key, want, Terms { room, share }), Ok)
         });
         match verdict {
             Ok(v) => {
@@ -268,6 +266,15 @@ impl Locker {
             Err(TakeError::NoRoom) => Err(TableError::TooManyKeys(self.max_keys).into()),
             Err(TakeError::Semaphore) => Err(AskError::IsSemaphore(self.entries[id.0].limit.name().to_owned())),
         }
+    }
+
+    /// The terms limit `id` shares its count with peers on, by the view
+    /// the caller last set: how many lockers are live, this one's rank,
+    /// and the in-flight window, widened while peer messages come late.
+    #[inline]
+    pub fn share(&self, id: LimitId) -> Share {
+        let (view, slot_ns) = (self.view, self.entries[id.0].limit.quota().slot_ns());
+        Share { rank: view.rank, ..Share::new(view.live, slot_ns).late_by(view.late, slot_ns) }
     }
 
     /// The shortest slot of any limit.

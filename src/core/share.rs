@@ -32,6 +32,12 @@ pub const ME: NodeIx = 0;
 /// of them.
 pub const PROPAGATION_ALLOWANCE: Nanos = 2 * NANOS_PER_MS;
 
+/// The widest the in-flight window grows while peer messages come late
+/// (see `Share::late_by`): beyond this a peer is better counted out than
+/// waited for, and a sorry that only waits for grants in flight stays
+/// short enough to be held (see `service::hold`).
+pub const WIDEST_IN_FLIGHT: Nanos = 20 * NANOS_PER_MS;
+
 /// How often own figures are republished (the heartbeat's repair): a
 /// figure lost once is repaired by the next repair.
 pub const REPAIR_PERIOD: Nanos = 100 * NANOS_PER_MS;
@@ -58,19 +64,46 @@ pub struct Share {
     /// window splits a small remainder by turns in this order, so that
     /// lockers deciding at once do not each take the same last permit.
     pub rank: u32,
-    /// Grants younger than this are counted as in flight.
+    /// Grants younger than this are counted as in flight: the turn window,
+    /// widened by how late peer messages have lately been arriving (see
+    /// `late_by`), so that a grant still counts while it may be on its way.
     pub in_flight_window: Nanos,
+    /// The in-flight window every locker agrees on, which the turns are
+    /// timed by (see `part_of`): the propagation allowance, or an eighth of
+    /// a short slot.
+    pub turn_window: Nanos,
     /// Whether the slot is long enough to split its quota by demand.
     pub split: bool,
 }
 
 impl Share {
     /// A locker on its own: the share rule never applies.
-    pub const ALONE: Share = Share { live: 1, rank: 0, in_flight_window: PROPAGATION_ALLOWANCE, split: false };
+    pub const ALONE: Share = Share {
+        live: 1,
+        rank: 0,
+        in_flight_window: PROPAGATION_ALLOWANCE,
+        turn_window: PROPAGATION_ALLOWANCE,
+        split: false,
+    };
 
     /// The terms for `live` lockers and a slot of `slot_ns`.
     pub fn new(live: u32, slot_ns: Nanos) -> Share {
-        Share { live, rank: 0, in_flight_window: Share::window_for(slot_ns), split: slot_ns >= SHORTEST_SPLIT_SLOT }
+        let window = Share::window_for(slot_ns);
+        Share { live, rank: 0, in_flight_window: window, turn_window: window, split: slot_ns >= SHORTEST_SPLIT_SLOT }
+    }
+
+    /// These terms when peer messages have lately arrived up to `late`
+    /// later than the least delayed of them (a busy host's scheduling, a
+    /// congested link): the in-flight window grows by as much, up to an
+    /// eighth of the slot, since a count can take that much longer to
+    /// reach the peers (at most `WIDEST_IN_FLIGHT`). The turns keep the
+    /// window every locker agrees on;
+    /// a locker with a wider window only sits out more of each turn, which
+    /// never adds to what the lockers grant together.
+    #[inline]
+    pub fn late_by(self, late: Nanos, slot_ns: Nanos) -> Share {
+        let widest = (slot_ns / 8).min(WIDEST_IN_FLIGHT).max(self.turn_window);
+        Share { in_flight_window: self.turn_window.saturating_add(late).min(widest), ..self }
     }
 
     /// The in-flight window for a slot of `slot_ns`: the propagation
@@ -107,12 +140,15 @@ impl Share {
     }
 
     /// This locker's turn number at `now`, 0 when it is its turn; `None` in
-    /// a turn's first in-flight window, which is no one's.
+    /// a turn's first in-flight window, which is no one's. Turns last
+    /// `TURN_WINDOWS` of the window every locker agrees on; the part that
+    /// is no one's is this locker's own in-flight window, so that when its
+    /// peers' messages come late it waits for the last turn's grants longer.
     #[inline]
     fn turn(&self, now: Nanos) -> Option<u32> {
-        let (window, len) = (self.in_flight_window, self.in_flight_window * TURN_WINDOWS);
+        let len = self.turn_window * TURN_WINDOWS;
         let turn = ((now / len + u64::from(self.rank)) % u64::from(self.live.max(1))) as u32;
-        (now % len >= window).then_some(turn)
+        (now % len >= self.in_flight_window).then_some(turn)
     }
 
     /// Whether `cost` more permits from the `room` this locker sees left
@@ -158,11 +194,14 @@ pub struct PeerView {
     /// While `now` is before this, every ask of a shared limit is sorry: the
     /// counts of the current slot are still being learned from peers.
     pub hold_until: Option<Nanos>,
+    /// How much later than the least delayed of them the live peers'
+    /// recent messages arrived (see `Share::late_by`).
+    pub late: Nanos,
 }
 
 impl PeerView {
     /// No peers: decide alone.
-    pub const ALONE: PeerView = PeerView { live: 1, rank: 0, hold_until: None };
+    pub const ALONE: PeerView = PeerView { live: 1, rank: 0, hold_until: None, late: 0 };
 }
 
 /// A cumulative count of one node for one (limit, key, slot): what peers
@@ -242,6 +281,7 @@ impl<T: Copy + Default + std::ops::Sub<Output = T>> Recent<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::time::NANOS_PER_SEC;
 
     #[test]
     fn shares_add_up_to_at_most_max() {
@@ -261,5 +301,24 @@ mod tests {
         assert!(s.counts_demand(0, 900 * NANOS_PER_MS));
         assert!(!s.counts_demand(600 * NANOS_PER_MS, 900 * NANOS_PER_MS));
         assert!(!Share::new(1, 900 * NANOS_PER_MS).counts_demand(0, 900 * NANOS_PER_MS));
+    }
+
+    #[test]
+    fn late_messages_widen_the_in_flight_window_but_not_the_turns() {
+        let slot = 800 * NANOS_PER_MS;
+        let s = Share { rank: 1, ..Share::new(3, slot) };
+        let late = s.late_by(3 * NANOS_PER_MS, slot);
+        assert_eq!((late.in_flight_window, late.turn_window), (5 * NANOS_PER_MS, 2 * NANOS_PER_MS));
+        assert_eq!(s.late_by(0, slot), s, "on time: nothing changes");
+        assert_eq!(s.late_by(NANOS_PER_SEC, slot).in_flight_window, WIDEST_IN_FLIGHT, "at most 20 ms");
+        let short = 40 * NANOS_PER_MS;
+        assert_eq!(Share::new(3, short).late_by(NANOS_PER_SEC, short).in_flight_window, 5 * NANOS_PER_MS, "an eighth");
+        // Turns keep their length; a wider window only sits out more of each.
+        let turn = 4 * 2 * NANOS_PER_MS;
+        for t in (0..3 * turn).step_by(NANOS_PER_MS as usize) {
+            let (on_time, widened) = (s.turn(t), late.turn(t));
+            assert!(widened.is_none() || widened == on_time, "at {t}: {widened:?} against {on_time:?}");
+            assert_eq!(widened.is_none(), t % turn < 5 * NANOS_PER_MS, "at {t}");
+        }
     }
 }

@@ -16,10 +16,6 @@ use crate::core::{LimitId, Nanos};
 use crate::state::Keep;
 use crate::wire::{self, ReplyKind, Request};
 
-/// A sorry the peers' in-flight rule gives has a `retry_after` of at most
-/// the in-flight window: 2 ms.
-const IN_FLIGHT_WAIT: Nanos = 2 * NANOS_PER_MS;
-
 /// Such a sorry is held when peered even without a hold, for at most this
 /// long in all: the grants in flight arrive, or the turn comes round,
 /// within it.
@@ -139,7 +135,7 @@ impl Service {
                 return Some(parked.token);
             };
             let wake = now.saturating_add(sorry.retry_after);
-            let in_flight = !parked.transient || sorry.retry_after <= IN_FLIGHT_WAIT;
+            let in_flight = !parked.transient || self.waits_for_flight(&sorry);
             if wake <= parked.until && in_flight && sorry.limit == queue.0 {
                 self.locker.counters().unrecord_sorry(sorry.limit);
                 self.parking.repark(queue, parked, wake);
@@ -198,8 +194,15 @@ impl Service {
         if hold > 0 && sorry.retry_after <= hold {
             return Some((now.saturating_add(hold), false));
         }
-        let in_flight = self.peering.is_some() && sorry.retry_after <= IN_FLIGHT_WAIT;
+        let in_flight = self.peering.is_some() && self.waits_for_flight(sorry);
         in_flight.then(|| (now.saturating_add(IN_FLIGHT_HOLD), true))
+    }
+
+    /// Whether `sorry` only waits for grants in flight: the peers' in-flight
+    /// rule answers with a `retry_after` of at most its limit's in-flight
+    /// window (2 ms, more while peer messages come late).
+    fn waits_for_flight(&self, sorry: &Sorry) -> bool {
+        sorry.retry_after <= self.locker.share(sorry.limit).in_flight_window
     }
 
     /// The queue a single ask would wait in, its hold, and whether that is

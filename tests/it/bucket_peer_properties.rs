@@ -48,7 +48,7 @@ fn lockers(n: usize, max: u32, in_seconds: f64, burst: u32) -> Vec<Locker> {
     (0..n)
         .map(|_| {
             let mut l = Locker::new(limit.clone(), vec![], 10);
-            l.set_view(PeerView { live: n as u32, rank: 0, hold_until: None });
+            l.set_view(PeerView { live: n as u32, ..PeerView::ALONE });
             l
         })
         .collect()

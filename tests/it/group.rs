@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use locker::core::PeerEvent;
 use locker::core::{Limit, Locker, Nanos, Quota, DEFAULT_LIMIT};
 use locker::sim::{self, Group, Link};
 use locker::wire::Ask;
@@ -125,6 +126,24 @@ fn a_peer_clock_300_ms_slow_follows_the_group_and_no_true_slot_goes_over() {
     one_clock_off(-300);
 }
 
+/// Counts 2 to 5 ms late, past the 2 ms in-flight window: once the
+/// heartbeats have shown the lockers how late messages come (four of them,
+/// 400 ms), each widens its in-flight window by as much, and no slot gets
+/// more than 5; only the slot in which the link turned slow can.
+#[test]
+fn counts_late_by_a_few_ms_keep_the_limit_once_the_lockers_have_measured_it() {
+    let slot = 800 * MS;
+    for seed in 0..8 {
+        let mut g = joined(3, seed, fixed(5, 800));
+        g.set_link(Link { delay: 2 * MS, jitter: 3 * MS, loss: 0.0 });
+        let start = g.now();
+        let per_slot = run(&mut g, &mut spread(3, start), start + 30 * slot, slot);
+        let later: Vec<_> = per_slot.iter().skip(1).filter(|(_, &n)| n > 5).collect();
+        assert!(later.is_empty(), "seed {seed}: slots over 5 after the first: {later:?} in {per_slot:?}");
+        assert!(per_slot.values().skip(1).filter(|&&n| n == 5).count() >= 25, "seed {seed}: {per_slot:?}");
+    }
+}
+
 /// Counts that arrive late (beyond the 2 ms in-flight window) or not at
 /// all (lost, repaired by heartbeats): the stated bound, max + (N - 1) x
 /// pool, with the pool at most max, holds; how often a slot goes over,
@@ -203,4 +222,25 @@ fn the_seeds_limit_on_three_peered_lockers_never_puts_six_go_in_a_slot_through_a
     let inner: Vec<u64> = per_slot.values().copied().skip(1).take(per_slot.len() - 2).collect();
     let filled: u64 = inner.iter().sum();
     assert!(filled * 10 >= inner.len() as u64 * 5 * 8, "saturated slots are at least 80 % full: {per_slot:?}");
+}
+
+/// A peer stopped (SIGSTOP) is told silent once, and heard again when it
+/// resumes, also when this locker's own loop stalls past the peer-dead
+/// time meanwhile (it then learns the counts again, and serves alone
+/// when nobody sends them).
+#[test]
+fn a_stopped_peer_is_told_silent_and_back_even_across_a_stall_of_ones_own() {
+    let mut g = joined(2, 1, fixed(5, 800));
+    assert!(g.take_events(0).iter().any(|e| matches!(e, PeerEvent::Joined { id } if id == "node-1")));
+    g.pause(1, 3_000 * MS);
+    g.advance(100 * MS);
+    g.pause(0, 800 * MS);
+    g.advance(2_000 * MS);
+    let events = g.take_events(0);
+    let silent = events.iter().filter(|e| matches!(e, PeerEvent::Silent { id, .. } if id == "node-1")).count();
+    assert_eq!(silent, 1, "{events:?}");
+    assert!(matches!(events[0], PeerEvent::Rejoining { .. }), "{events:?}");
+    g.advance(2_000 * MS);
+    let events = g.take_events(0);
+    assert!(events.iter().any(|e| matches!(e, PeerEvent::Back { id, .. } if id == "node-1")), "{events:?}");
 }

@@ -41,7 +41,7 @@ fn lockers(n: usize, max: u32) -> Vec<Locker> {
     (0..n)
         .map(|rank| {
             let mut l = Locker::new(limit.clone(), vec![], 10);
-            l.set_view(PeerView { live: n as u32, rank: rank as u32, hold_until: None });
+            l.set_view(PeerView { live: n as u32, rank: rank as u32, ..PeerView::ALONE });
             l
         })
         .collect()

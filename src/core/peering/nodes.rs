@@ -401,6 +401,16 @@ impl Nodes {
         self.peers.iter().filter(|p| p.run.is_some() && now.saturating_sub(p.last_heard) <= timeout).count()
     }
 
+    /// How much later than the least delayed of them the recent heartbeats
+    /// of the peers heard within `timeout` of `now` arrived: the largest
+    /// spread of one peer's last offsets (a delay only ever makes a peer
+    /// look behind, so the spread is how much more some messages took).
+    /// The heartbeats a pause left queued are not measured (see `measure`).
+    pub fn lateness(&self, now: Nanos, timeout: Nanos) -> Nanos {
+        let live = |p: &&PeerState| p.run.is_some() && now.saturating_sub(p.last_heard) <= timeout;
+        self.peers.iter().filter(live).map(|p| p.samples.spread()).max().unwrap_or(0)
+    }
+
     /// Live peers whose run's id sorts before this locker's: its place among
     /// the live lockers, which every live locker computes alike.
     pub fn rank(&self, now: Nanos, timeout: Nanos) -> usize {
@@ -509,6 +519,12 @@ impl Samples {
 
     fn largest(&self) -> i64 {
         self.last[..self.len].iter().copied().max().unwrap_or(0)
+    }
+
+    /// How much later than the least delayed of them the others arrived.
+    fn spread(&self) -> Nanos {
+        let smallest = self.last[..self.len].iter().copied().min().unwrap_or(0);
+        self.largest().abs_diff(smallest)
     }
 
     fn shift(&mut self, by: i64) {

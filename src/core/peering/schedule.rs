@@ -330,7 +330,8 @@ impl Peering {
         let live = 1 + self.nodes.live_peers(now, self.settings.live_timeout) as u32;
         let rank = self.nodes.rank(now, self.settings.live_timeout) as u32;
         let hold_until = self.joining.then(|| self.started.saturating_add(self.settings.grace));
-        PeerView { live, rank, hold_until }
+        let late = self.nodes.lateness(now, self.settings.live_timeout);
+        PeerView { live, rank, hold_until, late }
     }
 
     /// The next thing to publish at `now`, if any. Call until `None`.

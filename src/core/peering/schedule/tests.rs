@@ -46,7 +46,7 @@ fn a_locker_whose_peers_are_gone_serves_alone_after_the_grace() {
     assert_eq!(p.next_deadline(), T0 + JOINING_HEARTBEAT);
     assert!(p.view(T0 + 999 * MS).hold_until.is_some());
     let view = p.view(T0 + 1000 * MS);
-    assert_eq!(view, PeerView { live: 1, rank: 0, hold_until: None });
+    assert_eq!(view, PeerView { live: 1, rank: 0, hold_until: None, late: 0 });
     assert_eq!(p.poll_event(), Some(PeerEvent::Ready { synced: 0 }));
 }
 

@@ -4,7 +4,7 @@ use super::*;
 use crate::core::time::NANOS_PER_MS;
 
 const MS: Nanos = NANOS_PER_MS;
-const TRIO: Share = Share { live: 3, rank: 0, in_flight_window: 2 * MS, split: true };
+const TRIO: Share = Share { live: 3, rank: 0, in_flight_window: 2 * MS, turn_window: 2 * MS, split: true };
 
 #[test]
 fn a_tally_is_small_and_allocates_nothing_alone() {
