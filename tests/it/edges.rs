@@ -196,6 +196,15 @@ fn a_peer_that_goes_silent_and_comes_back_is_logged() {
     let a = Logged::start("info", &[&bind[..], &["--peer-bind", &a_pub, "--peer", &b_pub, "--node-id", "a"]].concat());
     let b = Logged::start("warn", &[&bind[..], &["--peer-bind", &b_pub, "--peer", &a_pub, "--node-id", "b"]].concat());
     a.wait_for(&["peer heard", "b"]);
+    // "Peer heard" may come from b's first counts, before its first
+    // heartbeat: a peer known only from its counts was never live, and
+    // cannot go silent. Stop b once a counts it live.
+    let mut client = Client::new([a.endpoint.as_str()], DEADLINE).unwrap();
+    let end = Instant::now() + DEADLINE;
+    while !client.stats().expect("stats").peers.iter().any(|p| p.live) {
+        assert!(Instant::now() < end, "a never counted b live");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     b.signal("STOP");
     let silent = a.wait_for(&["WARN", "peer silent"]);
     assert!(silent.contains("peer=b"), "{silent}");
