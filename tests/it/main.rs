@@ -78,12 +78,8 @@ mod ask;
 mod batch;
 /// `locker bench` against a real locker: its counts add up.
 mod bench;
-/// Generated asks on a token bucket shared by peers: the stated overshoot bound.
-mod bucket_peer_properties;
 /// Wall clocks stepped across a restart, under libfaketime.
 mod clocks;
-/// Generated asks on the fixed-timeslot counter: never more than max per slot.
-mod core_properties;
 /// CURVE: allowlisted clients get answers, unknown keys and plain clients none; keygen; config;
 /// peers with their own keys, and no counts for an unlisted subscriber.
 mod curve;
@@ -132,6 +128,8 @@ mod peering_split;
 mod pool;
 /// The scrape as promtool and a real Prometheus server read it.
 mod prometheus;
+/// The core's properties under generated asks and messages, in one home.
+mod properties;
 /// The request path on the seam (`Service::respond`), bytes in and out, for each kind.
 mod protocol;
 /// The README's command table and quick start, run as written.
@@ -142,8 +140,6 @@ mod rolling;
 mod seed;
 /// The seed's limit as a rolling window with a margin on three real lockers: the resource refuses nothing.
 mod seed_scenario;
-/// Generated asks on peered fixed windows split by demand: shares whole, overshoot only from the pool.
-mod split_properties;
 /// `--state` on a real disk: a kill -9 mid-slot, damaged files, compaction, SIGTERM, reload.
 mod state;
 /// Counts in a real Redis and Redis Cluster.

@@ -5,7 +5,7 @@
 //! it empty.
 //!
 //! What this does not test: real sockets between lockers (see
-//! `bucket_peer_properties` for random delays and batches on the seam).
+//! `properties::bucket_peers` for random delays and batches on the seam).
 
 use locker::core::{Algorithm, Limit, Locker, Nanos, Quota};
 use locker::wire::Ask;

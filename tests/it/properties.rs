@@ -1,0 +1,11 @@
+//! The core's properties, in one home: each checked with generated
+//! sequences of asks (and, when peered, of messages lost, repeated,
+//! delayed and reordered) at literal instants, on the core itself.
+
+/// A token bucket shared by peers: the stated overshoot bound.
+mod bucket_peers;
+/// The fixed-timeslot counter alone: never more than max per slot.
+mod fixed;
+/// A fixed window split by demand between peers: no false sorry within a
+/// share, and the shares never add up past max.
+mod split;
