@@ -329,11 +329,12 @@ impl Nodes {
     }
 
     /// The clock offsets of the peers heard recently and measured both
-    /// ways (see `PeerState::skew`), for the group's clock. A peer that
-    /// never says how it sees this locker's clock is left out.
-    pub fn live_offsets(&self) -> impl Iterator<Item = i64> + '_ {
+    /// ways, each read by `of` (`PeerState::skew`, or `sure_skew`), for the
+    /// group's clock. A peer that never says how it sees this locker's
+    /// clock is left out.
+    pub fn live_offsets(&self, of: fn(&PeerState) -> i64) -> impl Iterator<Item = i64> + '_ {
         let measured = |p: &&PeerState| p.run.is_some() && !p.silent && p.samples.len > 0 && p.reported.is_some();
-        self.peers.iter().filter(measured).map(PeerState::skew)
+        self.peers.iter().filter(measured).map(of)
     }
 
     /// This locker's clock moved by `by`: every peer now looks that much
@@ -353,7 +354,7 @@ impl Nodes {
     /// window, so it says too little of the clock (as for following).
     pub fn judge_skew(&mut self, events: &mut Vec<PeerEvent>) {
         for p in self.peers.iter_mut().filter(|p| p.samples.len > 0 && p.reported.is_some()) {
-            let skew = p.skew();
+            let skew = p.sure_skew();
             let flagged = skew.unsigned_abs() > self.max_skew;
             let Some(id) = p.run.as_ref().map(|r| shown(&r.id)) else { continue };
             match (std::mem::replace(&mut p.flagged, flagged), flagged) {
@@ -453,6 +454,20 @@ impl PeerState {
             Some(r) => ((i128::from(self.offset) - i128::from(r)) / 2) as i64,
             None => self.offset,
         }
+    }
+
+    /// The skew this locker can be sure of: `skew` moved toward 0 by how
+    /// far it may be off. Halfway between the two views cancels the
+    /// transit time only when it is the same both ways; a busy host that
+    /// delays one direction more makes the halfway point off by up to half
+    /// the round trip (the least delayed heartbeat each way, which the two
+    /// views add up to). Within that, the clocks may well agree, and
+    /// following or warning of such a skew would move a right clock.
+    pub fn sure_skew(&self) -> i64 {
+        let Some(r) = self.reported else { return self.offset };
+        let round_trip = (i128::from(self.offset) + i128::from(r)).min(0).unsigned_abs();
+        let (skew, doubt) = (i128::from(self.skew()), (round_trip / 2) as i128);
+        (skew.signum() * (skew.abs() - doubt).max(0)) as i64
     }
 
     /// Whether a heartbeat has measured its clock.

@@ -198,10 +198,14 @@ impl Peering {
         if self.joining && !self.nodes.all_measured() {
             return;
         }
-        let by = median_offset(self.nodes.live_offsets());
-        if by.unsigned_abs() <= FOLLOW_BEYOND {
+        // Follow only a skew the round trips leave no doubt of (a busy host
+        // delaying one direction more looks like one), and then by the
+        // best estimate, halfway between the two views.
+        let sure = median_offset(self.nodes.live_offsets(PeerState::sure_skew));
+        if sure.unsigned_abs() <= FOLLOW_BEYOND {
             return;
         }
+        let by = median_offset(self.nodes.live_offsets(PeerState::skew));
         self.clock.follow(by);
         self.nodes.shift_offsets(by);
         self.nodes.judge_skew(events);

@@ -166,3 +166,22 @@ fn beat(at: Nanos, joining: bool) -> Beat {
 fn beat_skewed(at: Nanos, skew: i64) -> Beat {
     Beat { sent_at: at, joining: false, reported: Some(-skew) }
 }
+
+#[test]
+fn a_delay_one_way_only_is_no_skew_but_a_skew_beyond_the_round_trip_is() {
+    // Right clocks, heartbeats from b 9 ms late, b hearing this one's 1 ms
+    // late: halfway says b is 4 ms behind, within half the 10 ms round trip.
+    let mut n = table(&["b"]);
+    let t = 10_000 * MS;
+    let late = n.heartbeat(t, 0, &node("b", 1), beat_skewed(t - 9 * MS, MS as i64));
+    assert_eq!(late, [PeerEvent::Joined { id: "b".into() }], "no skew warned of");
+    let b = n.peers().next().unwrap().1;
+    assert_eq!((b.skew(), b.sure_skew()), (-4 * MS as i64, 0));
+    assert_eq!(n.live_offsets(PeerState::sure_skew).collect::<Vec<_>>(), [0], "nothing sure to follow");
+    // b 300 ms behind, each way 1 ms: sure of all but the 1 ms of doubt.
+    let mut n = table(&["b"]);
+    n.heartbeat(t, 0, &node("b", 1), beat_skewed(t - 301 * MS, -299 * MS as i64));
+    let b = n.peers().next().unwrap().1;
+    assert_eq!((b.skew(), b.sure_skew()), (-300 * MS as i64, -299 * MS as i64));
+    assert!(b.flagged);
+}
