@@ -19,9 +19,11 @@
 //!    store), `kinds`: one folder per kind (`fixed`, `rolling`, `bucket`,
 //!    `semaphore`), each with its rule, its peer sharing, its kept form and
 //!    its tests, and `kinds::Rule`, the one dispatch on the kind;
-//! 4. `locker`: the table of limits by name, leases, stats and reloads;
-//! 5. `peering`: the peer node table, when to talk to peers, and the merge
-//!    of their counts into the table.
+//! 4. `locker`: the table of limits by name and the dispatch to their
+//!    rules: asks, leases, counters, reloads, restores, and the merge of
+//!    the counts peers report (`locker::peers`);
+//! 5. `peering`: the peer node table, the group's clock, and when to talk
+//!    to peers.
 
 pub mod ask;
 pub mod claims;

@@ -16,7 +16,7 @@
 //! `drain_touched`, `snapshot`), and follows the peer view the caller sets
 //! (`set_view`): how many lockers are live, and whether to hold off while
 //! the counts are still being learned. Fixed windows and token buckets are
-//! what peers share; that glue is in `core::peering::merge`.
+//! what peers share; that glue is in `peers`.
 //!
 //! # Example
 //!
@@ -46,6 +46,7 @@ use crate::core::share::{Count, PeerView, Share};
 
 pub mod kept;
 mod leases;
+mod peers;
 mod reload;
 mod stats;
 
@@ -68,10 +69,10 @@ pub enum AskError {
 
 /// One limit's rules, counts and counters.
 #[derive(Debug)]
-pub(in crate::core) struct Entry {
-    pub(in crate::core) limit: Limit,
-    pub(in crate::core) rule: Rule,
-    pub(in crate::core) stats: LimitStats,
+struct Entry {
+    limit: Limit,
+    rule: Rule,
+    stats: LimitStats,
 }
 
 impl Entry {
@@ -84,19 +85,19 @@ impl Entry {
 /// The decision table.
 #[derive(Debug)]
 pub struct Locker {
-    pub(in crate::core) entries: Vec<Entry>,
+    entries: Vec<Entry>,
     by_name: HashMap<String, LimitId>,
     default: LimitId,
-    pub(in crate::core) max_keys: usize,
-    pub(in crate::core) live_keys: usize,
+    max_keys: usize,
+    live_keys: usize,
     unattributed_errors: u64,
     /// Names new leases and vouches for restored ones.
-    pub(in crate::core) minter: LeaseMinter,
-    pub(in crate::core) view: PeerView,
+    minter: LeaseMinter,
+    view: PeerView,
     /// Own counts after each grant, until `take_granted`; only kept when
     /// `publishing` is on.
-    pub(in crate::core) granted: Vec<Count>,
-    pub(in crate::core) publishing: bool,
+    granted: Vec<Count>,
+    publishing: bool,
 }
 
 impl Locker {
@@ -296,12 +297,7 @@ impl Locker {
     /// Brings limit `id` up to `now`, runs `f` on its rule with the room
     /// left for new keys, and keeps the live-key count in step.
     #[inline]
-    pub(in crate::core) fn counted<T>(
-        &mut self,
-        now: Nanos,
-        id: LimitId,
-        f: impl FnOnce(&mut Rule, KeyRoom) -> T,
-    ) -> T {
+    fn counted<T>(&mut self, now: Nanos, id: LimitId, f: impl FnOnce(&mut Rule, KeyRoom) -> T) -> T {
         if self.live_keys >= self.max_keys {
             self.drop_stale(now);
         }

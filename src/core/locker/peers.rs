@@ -1,4 +1,4 @@
-//! The locker's side of peering: its own grants queued for publishing, the
+//! The table's side of peering: its own grants queued for publishing, the
 //! counts peers report merged into the limit they name, and the snapshot
 //! and repair lists.
 //!
@@ -9,10 +9,10 @@
 //! keeps the live-key count in step. It must not match on the kind, nor
 //! encode anything: the bytes are `wire`'s.
 
+use super::Locker;
 use crate::core::ask::{PermitAsk, Verdict};
 use crate::core::kinds::Rule;
 use crate::core::limit::LimitId;
-use crate::core::locker::Locker;
 use crate::core::room::KeyBudget;
 use crate::core::share::Count;
 use crate::core::share::PeerView;
@@ -21,7 +21,7 @@ use crate::core::time::Nanos;
 impl Locker {
     /// Queues the own counts a go that took permits left for the peers
     /// (see `Rule::note_own`).
-    pub(in crate::core) fn note_grant(&mut self, now: Nanos, ask: &PermitAsk, v: &Verdict) {
+    pub(super) fn note_grant(&mut self, now: Nanos, ask: &PermitAsk, v: &Verdict) {
         let granted = &mut self.granted;
         self.entries[ask.limit.0].rule.note_own(now, ask.limit, ask.key, v, |c| granted.push(c));
     }
