@@ -64,9 +64,10 @@ pub struct Share {
     /// window splits a small remainder by turns in this order, so that
     /// lockers deciding at once do not each take the same last permit.
     pub rank: u32,
-    /// Grants younger than this are counted as in flight: the turn window,
+    /// How long a grant may be on its way to the peers: the turn window,
     /// widened by how late peer messages have lately been arriving (see
-    /// `late_by`), so that a grant still counts while it may be on its way.
+    /// `late_by`). Own grants count as in flight for twice this (see
+    /// `charged_for`).
     pub in_flight_window: Nanos,
     /// The in-flight window every locker agrees on, which the turns are
     /// timed by (see `part_of`): the propagation allowance, or an eighth of
@@ -104,6 +105,17 @@ impl Share {
     pub fn late_by(self, late: Nanos, slot_ns: Nanos) -> Share {
         let widest = (slot_ns / 8).min(WIDEST_IN_FLIGHT).max(self.turn_window);
         Share { in_flight_window: self.turn_window.saturating_add(late).min(widest), ..self }
+    }
+
+    /// How long this locker's own grants count as in flight: a window for
+    /// them to reach the peers, and another for any peer grant made before
+    /// the peer heard of them to come back. A grant counted for one window
+    /// only would leave the count while such a peer grant, decided on a
+    /// room that still held it, is on its way; the locker would then take
+    /// its part of that room a second time.
+    #[inline]
+    pub fn charged_for(&self) -> Nanos {
+        self.in_flight_window.saturating_mul(2)
     }
 
     /// The in-flight window for a slot of `slot_ns`: the propagation
@@ -246,10 +258,10 @@ impl Count {
     }
 }
 
-/// Own grants at two checkpoints, at least an in-flight window apart, so
-/// that `own - prev` covers every grant of the last window (and possibly a
-/// little more, which errs on the safe side): what the in-flight rule counts
-/// as not yet heard by the peers. `T` is a fixed window's slot count (u32)
+/// Own grants at two checkpoints, at least a window apart, so that
+/// `own - prev` covers every grant of the last window (and possibly up to
+/// twice that, which errs on the safe side): what the in-flight rule counts
+/// as in flight, over the window of `Share::charged_for`. `T` is a fixed window's slot count (u32)
 /// or a rolling window's running total (u64).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Recent<T> {

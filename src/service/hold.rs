@@ -199,10 +199,10 @@ impl Service {
     }
 
     /// Whether `sorry` only waits for grants in flight: the peers' in-flight
-    /// rule answers with a `retry_after` of at most its limit's in-flight
-    /// window (2 ms, more while peer messages come late).
+    /// rule answers with a `retry_after` of at most twice its limit's
+    /// in-flight window (4 ms, more while peer messages come late).
     fn waits_for_flight(&self, sorry: &Sorry) -> bool {
-        sorry.retry_after <= self.locker.share(sorry.limit).in_flight_window
+        sorry.retry_after <= self.locker.share(sorry.limit).charged_for()
     }
 
     /// The queue a single ask would wait in, its hold, and whether that is

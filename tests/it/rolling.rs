@@ -88,11 +88,12 @@ fn peers_count_each_others_grants_until_their_sub_slot_leaves_the_window() {
         deliver(&mut a, now, &from_b);
     }
     let now = T0 + 100 * MS;
-    // Spaced beyond the in-flight window, so the share rule stays out of it.
+    // Spaced beyond the time own grants count as in flight (twice the
+    // in-flight window, or a little more), so the share rule stays out of it.
     for i in 0..3 {
-        assert!(ask_at(&mut a, now + i * 5 * MS, Ask::new().key("k")).ok);
+        assert!(ask_at(&mut a, now + i * 10 * MS, Ask::new().key("k")).ok);
     }
-    deliver(&mut b, now + 20 * MS, &outbox(&mut a, now + 20 * MS));
+    deliver(&mut b, now + 25 * MS, &outbox(&mut a, now + 25 * MS));
     let r = ask_at(&mut b, now + 30 * MS, Ask::new().key("k"));
     assert_eq!((r.ok, r.remaining), (true, 1), "3 granted by a, 1 by b, of 5");
     // The last permit goes to one locker at a time, by turns of 8 ms.

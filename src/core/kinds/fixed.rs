@@ -250,7 +250,7 @@ impl FixedWindow {
             // its recent grants are no longer in flight; the slot's end
             // would be a needless wait.
             Take::OverShare => {
-                let retry_after = terms.share.in_flight_window.min(reset_after);
+                let retry_after = terms.share.charged_for().min(reset_after);
                 Some(Ok(Verdict::sorry(max, free, retry_after, reset_after)))
             }
             Take::Spent => Some(Ok(Verdict::sorry(max, free, reset_after, reset_after))),

@@ -234,8 +234,8 @@ fn decide(log: &mut Log, now: Nanos, span: Span, want: Want, share: Share) -> (V
     let granted = want.grant(room);
     if share.live > 1 && over_share(log, now, share, room, granted) {
         // Over its share, this locker may grant again once its recent
-        // grants have reached the peers.
-        v.retry_after = share.in_flight_window;
+        // grants have reached the peers and theirs have come back.
+        v.retry_after = share.charged_for();
         return (v, None);
     }
     v.go = true;
@@ -262,7 +262,7 @@ fn grant(log: &mut Log, now: Nanos, at: Nanos, n: u32, span: Span, share: Share)
 /// remainder by turns), so that lockers that see the same room at once take
 /// no more than it between them.
 fn over_share(log: &mut Log, now: Nanos, share: Share, room: u32, cost: u32) -> bool {
-    let in_flight = log.shared.as_mut().map_or(0, |s| s.in_flight(now, share.in_flight_window));
+    let in_flight = log.shared.as_mut().map_or(0, |s| s.in_flight(now, share.charged_for()));
     share.over_part(now, u32::try_from(in_flight).unwrap_or(u32::MAX), room, cost)
 }
 

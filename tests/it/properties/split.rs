@@ -170,3 +170,22 @@ proptest! {
         prop_assert!(granted <= max, "{} go in slot 1 with shares {:?}, above {}", granted, shares, max);
     }
 }
+
+/// A case the property above once found: locker 0 grants, and locker 1
+/// grants too a nanosecond before locker 0's count reaches it, on a view
+/// without it; its own count then takes almost the whole in-flight window
+/// to come back. Locker 0's grant must still count as its own in flight
+/// when its in-flight window has passed, until every peer grant made
+/// without knowing of it has had the time to arrive: otherwise locker 0
+/// takes its part of the room again and a slot of max 2 gets 3.
+#[test]
+fn a_grant_stays_in_flight_until_the_peer_grants_made_without_it_are_back() {
+    let step = |at_ns, locker, delay_ns| Step { at_ns, locker, delay_ns: Some(delay_ns) };
+    let before: Vec<Step> = [0, 1, 0, 1, 2, 2, 2, 2, 2, 0, 0, 0, 0].iter().map(|&l| step(0, l, 0)).collect();
+    let after =
+        [step(430_863, 0, 0), step(2_000_000, 0, 755_416), step(2_755_415, 1, 1_852_879), step(4_608_293, 0, 0)];
+    let (mut all, mut wire) = (lockers(3, 2), Wire::new());
+    assert_eq!(split_by(&mut all, &mut wire, 2, &before), [0, 0, 0], "the whole slot is the pool");
+    let (go, _) = run(&mut all, &mut wire, T0 + 1000 * MS, &after);
+    assert_eq!(go, [1, 1, 0], "locker 0's second ask waits for locker 1's grant");
+}

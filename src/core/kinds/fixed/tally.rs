@@ -355,7 +355,7 @@ impl<'a> TallyMut<'a> {
                 }
                 let own = self.count.own;
                 // Only grants beyond the share came out of the pool.
-                let in_flight = self.peered().recent.in_flight(now, own, share.in_flight_window).min(split.beyond);
+                let in_flight = self.peered().recent.in_flight(now, own, share.charged_for()).min(split.beyond);
                 if share.over_part(now, in_flight, split.pool, need) {
                     return Take::OverShare;
                 }
