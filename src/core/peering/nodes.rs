@@ -82,9 +82,9 @@ pub struct PeerState {
 /// Something about a peer worth logging.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PeerEvent {
-    /// A peer id was heard for the first time.
+    /// A peer's first heartbeat was heard: it counts as live.
     Joined { id: String },
-    /// A peer id was heard with a new incarnation: it restarted.
+    /// A live peer id was heard with a new incarnation: it restarted.
     Restarted { id: String },
     /// A peer's clock differs from ours by more than the tolerated skew.
     ClockSkew { id: String, offset_ms: i64 },
@@ -230,8 +230,13 @@ impl Nodes {
         let state = &mut self.peers[peer];
         let event = match &state.run {
             Some(live) if live == key => return Some((ix, None)),
-            Some(_) => once_a_second(&mut state.last_restart, now).then(|| PeerEvent::Restarted { id: shown(&key.id) }),
-            None => Some(PeerEvent::Joined { id: shown(&key.id) }),
+            // A peer is reported heard by its first heartbeat (see
+            // `heartbeat`), when it starts to count as live; so is a
+            // restart, only of a peer that was live.
+            Some(_) if state.last_heard > 0 => {
+                once_a_second(&mut state.last_restart, now).then(|| PeerEvent::Restarted { id: shown(&key.id) })
+            }
+            _ => None,
         };
         state.run = Some(key.clone());
         Some((ix, event))
@@ -289,7 +294,12 @@ impl Nodes {
         let Some((_, event)) = self.sender(now, peer, from) else { return Vec::new() };
         let mut events: Vec<PeerEvent> = event.into_iter().collect();
         let state = &mut self.peers[peer];
-        if std::mem::replace(&mut state.silent, false) && events.is_empty() {
+        if state.last_heard == 0 {
+            // Known until now from its counts alone, if at all: it never
+            // counted as live, so it is reported heard now, and silent
+            // only once it has been heard (see `sweep_silent`).
+            events.push(PeerEvent::Joined { id: shown(&from.id) });
+        } else if std::mem::replace(&mut state.silent, false) && events.is_empty() {
             let silent_ms = now.saturating_sub(state.last_heard) / 1_000_000;
             events.push(PeerEvent::Back { id: shown(&from.id), silent_ms });
         }

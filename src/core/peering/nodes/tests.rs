@@ -137,9 +137,28 @@ fn nobody_may_send_as_this_locker() {
 }
 
 #[test]
+fn a_peer_known_only_from_its_counts_is_reported_heard_by_its_first_heartbeat() {
+    let mut n = table(&["b"]);
+    let t = 10_000 * MS;
+    assert_eq!(n.sender(t, 0, &node("b", 1)).map(|s| s.1), Some(None), "counts alone: not live, not reported");
+    assert_eq!(n.sender(t + 1, 0, &node("b", 2)).map(|s| s.1), Some(None), "nor its restart");
+    let mut events = VecDeque::new();
+    n.sweep_silent(t + 1000 * MS, 250 * MS, &mut events);
+    assert!(events.is_empty(), "never live: never silent");
+    assert_eq!(
+        n.heartbeat(t + 1001 * MS, 0, &node("b", 2), beat(t + 1001 * MS, false)),
+        [PeerEvent::Joined { id: "b".into() }]
+    );
+    n.sweep_silent(t + 2000 * MS, 250 * MS, &mut events);
+    assert!(matches!(events.pop_front(), Some(PeerEvent::Silent { .. })), "heard, then silent");
+}
+
+#[test]
 fn a_new_run_in_every_message_is_reported_once_a_second() {
     let mut n = table(&["b"]);
-    let events: Vec<_> = (0..100).filter_map(|i| n.sender(i * MS, 0, &node("b", i)).and_then(|s| s.1)).collect();
+    let t = 10_000 * MS;
+    let mut events = n.heartbeat(t, 0, &node("b", 0), beat(t, false));
+    events.extend((1..100).filter_map(|i| n.sender(t + i * MS, 0, &node("b", i)).and_then(|s| s.1)));
     assert_eq!(events, [PeerEvent::Joined { id: "b".into() }, PeerEvent::Restarted { id: "b".into() }]);
     assert_eq!(n.runs(), MAX_RUNS_PER_PEER, "the rest are refused");
     assert_eq!(shown(&"x".repeat(1000)).len(), 67);
