@@ -54,7 +54,7 @@ fn decide(c: &mut Criterion) {
         key_name(i, &mut name);
         locker.ask(NOW, &PermitAsk::new(id).key(&name)).unwrap();
     }
-    assert_eq!(locker.live_keys(), KEYS);
+    assert_eq!(locker.figures().live_keys(), KEYS);
     let mut i = 0;
     c.bench_function("decide/1M live keys", |b| {
         b.iter(|| {
@@ -89,7 +89,7 @@ fn decide(c: &mut Criterion) {
         })
     });
     group.finish();
-    assert_eq!(locker.live_keys(), KEYS, "every key stayed live");
+    assert_eq!(locker.figures().live_keys(), KEYS, "every key stayed live");
     let unkeyed = PermitAsk::new(id);
     c.bench_function("decide/unkeyed", |b| b.iter(|| black_box(locker.ask(NOW, black_box(&unkeyed)).unwrap())));
     drop(locker);
@@ -116,7 +116,7 @@ fn respond(c: &mut Criterion) {
     for i in 0..KEYS {
         service.respond(NOW, requests.get(i), &mut out, &mut ());
     }
-    assert_eq!(service.locker().live_keys(), KEYS);
+    assert_eq!(service.locker().figures().live_keys(), KEYS);
     c.bench_function("respond/plain", |b| b.iter(|| service.respond(NOW, black_box(b"let me go"), &mut out, &mut ())));
     // In key order: the keys' places in the table are random anyway, and the
     // daemon finds each request's bytes warm in the cache, as here.
@@ -139,7 +139,7 @@ fn respond_batch(c: &mut Criterion) {
     for i in 0..requests.len() {
         service.respond(NOW, requests.get(i), &mut out, &mut ());
     }
-    assert_eq!(service.locker().live_keys(), KEYS);
+    assert_eq!(service.locker().figures().live_keys(), KEYS);
     let mut group = c.benchmark_group("respond");
     group.throughput(Throughput::Elements(BATCH as u64));
     let mut i = 0;

@@ -59,7 +59,7 @@ fn kinds(c: &mut Criterion) {
         for k in &added {
             assert!(locker.ask(NOW, &PermitAsk::new(id).key(k)).unwrap().go);
         }
-        assert_eq!(locker.live_keys(), KEYS);
+        assert_eq!(locker.figures().live_keys(), KEYS);
         let mut i = 0;
         group.bench_function(kind, |b| {
             b.iter(|| {

@@ -83,7 +83,7 @@ fn held_per_key(keys: usize, quota: Quota, algorithm: Algorithm, asks: u32) -> u
         }
     }
     let held = IN_USE.load(Ordering::Relaxed) - before;
-    assert_eq!(locker.live_keys(), keys);
+    assert_eq!(locker.figures().live_keys(), keys);
     held
 }
 

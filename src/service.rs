@@ -113,7 +113,7 @@ impl Service {
     /// Serves requests from `locker`, sharing its counts with peers.
     pub fn peered(mut locker: Locker, mut peering: Peering, now: Nanos) -> Service {
         peering.fit_to(&locker);
-        locker.set_view(peering.view(now));
+        locker.peers().set_view(peering.view(now));
         Service { peering: Some(peering), ..Service::new(locker) }
     }
 
@@ -133,7 +133,7 @@ impl Service {
     pub fn reload(&mut self, default: Limit, limits: Vec<Limit>, max_keys: usize) -> Reloaded {
         let done = self.locker.reload(default, limits, max_keys);
         if let Some(c) = &mut self.claims {
-            c.reset(self.locker.stats().count());
+            c.reset(self.locker.figures().stats().count());
         }
         // Limit ids may have moved: forget the remembered plain body.
         let default = self.locker.find_plain(b"");
@@ -181,7 +181,7 @@ impl Service {
             c.sweep(now);
         }
         if let Some(p) = &mut self.peering {
-            self.locker.set_view(p.view(now));
+            self.locker.peers().set_view(p.view(now));
         }
     }
 
@@ -203,7 +203,7 @@ impl Service {
         out.clear();
         if let Some(p) = &mut self.peering {
             let now = p.group_now(now);
-            self.locker.set_view(p.view(now));
+            self.locker.peers().set_view(p.view(now));
             return self.respond_at(now, body, out);
         }
         self.respond_at(now, body, out)
@@ -251,7 +251,7 @@ impl Service {
     /// the reason in the structured form. Each counts as an error.
     #[cold]
     fn refuse_grant(&mut self, request: &Request, reason: &str, out: &mut Vec<u8>) {
-        self.locker.record_error(None);
+        self.locker.counters().record_error(None);
         match request {
             Request::Plain(_) => out.extend_from_slice(wire::SORRY),
             _ => wire::encode(&ErrorReply { error: reason.to_owned() }, out),
@@ -262,7 +262,7 @@ impl Service {
     /// multi-part message), writing an error map into `out` (cleared first).
     pub fn reject(&mut self, error: WireError, out: &mut Vec<u8>) {
         out.clear();
-        self.locker.record_error(None);
+        self.locker.counters().record_error(None);
         wire::encode(&ErrorReply { error: error.to_string() }, out);
     }
 
@@ -350,7 +350,7 @@ impl Service {
                         let _ = self.go(now, go, out);
                     }
                     Err(e) => {
-                        self.locker.record_error(None);
+                        self.locker.counters().record_error(None);
                         wire::encode(&error_reply(&e), out);
                     }
                 }
@@ -362,7 +362,7 @@ impl Service {
     fn find(&mut self, name: Option<&str>) -> Result<LimitId, TableError> {
         let found = self.lookup(name);
         if found.is_err() {
-            self.locker.record_error(None);
+            self.locker.counters().record_error(None);
         }
         found
     }
@@ -397,6 +397,7 @@ impl Service {
     fn stats(&self, now: Nanos) -> StatsReply {
         let limits = self
             .locker
+            .figures()
             .stats()
             .map(|(limit, s)| LimitStatsReply {
                 name: limit.name().to_owned(),
@@ -417,9 +418,9 @@ impl Service {
             .collect();
         let mut reply = StatsReply {
             limits,
-            errors: self.locker.unattributed_errors(),
-            live_keys: self.locker.live_keys() as u64,
-            key_bytes: self.locker.key_bytes() as u64,
+            errors: self.locker.figures().unattributed_errors(),
+            live_keys: self.locker.figures().live_keys() as u64,
+            key_bytes: self.locker.figures().key_bytes() as u64,
             refused_connections: self.refused_connections,
             refusing: self.refusing.map(str::to_owned),
             accept_failures: self.accept_failures,

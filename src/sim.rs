@@ -60,7 +60,7 @@ pub type Make = Box<dyn FnMut(&Boot) -> Service>;
 pub fn peered(locker: Locker, boot: &Boot, grace: Nanos) -> Service {
     let me = NodeKey { id: format!("node-{}", boot.node).into(), incarnation: boot.now };
     let names = (0..boot.nodes).filter(|&n| n != boot.node).map(|n| format!("node-{n}").into()).collect();
-    let settings = PeeringSettings::new(me, names, grace, locker.shortest_slot());
+    let settings = PeeringSettings::new(me, names, grace, locker.figures().shortest_slot());
     Service::peered(locker, Peering::new(settings, boot.now), boot.now)
 }
 

@@ -11,12 +11,20 @@
 //! of every request is counted through one view of the counters
 //! (`counters`).
 //!
+//! `Locker` itself holds the table (`new`, `find`, `limit`, `reload`) and
+//! answers what is asked of it (`go`, `ask`, `want`, `expire`, the lease
+//! ops); its other jobs are small borrowed views on it: the counters
+//! (`counters`) and the read-only figures that stats, metrics and peers
+//! read (`figures`), both in `stats`; peering (`peers`, in `peers`); and
+//! what is kept across a restart (`keeping` and `keeping_mut`, in `kept`).
+//!
 //! When lockers are peered, the table also merges the counts peers report
-//! (`merge`), lists its own grants for publishing (`take_granted`,
-//! `drain_touched`, `snapshot`), and follows the peer view the caller sets
-//! (`set_view`): how many lockers are live, and whether to hold off while
-//! the counts are still being learned. Fixed windows and token buckets are
-//! what peers share; that glue is in `peers`.
+//! (`Peers::merge`), lists its own grants for publishing
+//! (`Peers::take_granted`, `Peers::drain_touched`, `Peers::snapshot`), and
+//! follows the peer view the caller sets (`Peers::set_view`): how many
+//! lockers are live, and whether to hold off while the counts are still
+//! being learned. Fixed windows and token buckets are what peers share;
+//! that glue is in `peers`.
 //!
 //! # Example
 //!
@@ -52,9 +60,11 @@ mod stats;
 
 pub use super::ask::{TableError, MAX_WAIT_MS};
 pub use super::kinds::semaphore::leases::{BeatTerms, LeaseError, Leases, MAX_TTL_MS};
-pub use reload::{Holdings, Reloaded};
+pub use kept::Keeping;
+pub use peers::Peers;
+pub use reload::Reloaded;
 use stats::Outcome;
-pub use stats::{Counters, LimitStats};
+pub use stats::{Counters, Figures, Holdings, LimitStats};
 
 /// Why an ask for permits got neither go nor sorry.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -129,17 +139,6 @@ impl Locker {
     pub fn with_lease_minter(mut self, minter: LeaseMinter) -> Locker {
         self.minter = minter;
         self
-    }
-
-    /// Whether some limit is a semaphore, whose leases a client might forge
-    /// a restore for unless the minter has a secret.
-    pub fn has_semaphores(&self) -> bool {
-        self.entries.iter().any(|e| matches!(e.rule, Rule::Semaphore(_)))
-    }
-
-    /// Whether lease ids carry a MAC, so that only they can be restored.
-    pub fn leases_are_vouched(&self) -> bool {
-        self.minter.has_secret()
     }
 
     /// Makes `entries`, in order, the table's limits, found by name; a
@@ -260,7 +259,7 @@ impl Locker {
         match verdict {
             Ok(v) => {
                 if v.granted > 0 && self.publishing {
-                    self.note_grant(now, ask, &v);
+                    self.peers().note_grant(now, ask, &v);
                 }
                 Ok(v)
             }
@@ -276,22 +275,6 @@ impl Locker {
     pub fn share(&self, id: LimitId) -> Share {
         let (view, slot_ns) = (self.view, self.entries[id.0].limit.quota().slot_ns());
         Share { rank: view.rank, ..Share::new(view.live, slot_ns).late_by(view.late, slot_ns) }
-    }
-
-    /// The shortest slot of any limit.
-    pub fn shortest_slot(&self) -> Nanos {
-        self.entries.iter().map(|e| e.limit.quota().slot_ns()).min().unwrap_or(Nanos::MAX)
-    }
-
-    /// The longest slot of any limit.
-    pub fn longest_slot(&self) -> Nanos {
-        self.entries.iter().map(|e| e.limit.quota().slot_ns()).max().unwrap_or(0)
-    }
-
-    /// The name and definition digest of every limit shared with peers
-    /// (fixed windows and token buckets), for the peers to compare.
-    pub fn shared_digests(&self) -> impl Iterator<Item = (&str, u64)> {
-        self.entries.iter().filter(|e| e.rule.is_shared()).map(|e| (e.limit.name(), e.limit.digest()))
     }
 
     /// Brings limit `id` up to `now`, runs `f` on its rule with the room
@@ -335,37 +318,6 @@ impl Locker {
                 self.counted(now, LimitId(i), |_, _| ());
             }
         }
-    }
-
-    /// Counts a request that failed before it reached a limit (it could not
-    /// be decoded, or named no known limit), or one that failed on limit `id`.
-    pub fn record_error(&mut self, id: Option<LimitId>) {
-        self.counters().record_error(id);
-    }
-
-    /// Each limit with its counters, the default limit first.
-    pub fn stats(&self) -> impl Iterator<Item = (&Limit, LimitStats)> {
-        self.entries.iter().map(|e| (&e.limit, e.stats))
-    }
-
-    /// Bytes the key tables of all limits hold on the heap, roughly: what
-    /// `--max-keys` bounds, and what a flood of keys leaves behind until
-    /// the slot changes.
-    pub fn key_bytes(&self) -> usize {
-        self.entries.iter().map(|e| e.rule.heap_bytes()).sum()
-    }
-
-    /// Errors that could not be attributed to a limit.
-    pub fn unattributed_errors(&self) -> u64 {
-        self.unattributed_errors
-    }
-
-    /// Keys with a count in their limit's current slot or a reservation,
-    /// keys whose token bucket is not full or holds peers' counts of the
-    /// current or previous period, and leases. Keys of a slot that
-    /// has ended are dropped the next time their limit is asked.
-    pub fn live_keys(&self) -> usize {
-        self.live_keys
     }
 }
 

@@ -114,7 +114,7 @@ pub fn load(config: &StateConfig, locker: &Locker) -> Result<Loaded, StateError>
     let mut loaded = Loaded { replay, digest, started, boot, step, cut: None };
     let wall = Clock::start().now();
     let lead = loaded.not_before().saturating_sub(wall);
-    if lead > MAX_LEAD.max(locker.longest_slot()) {
+    if lead > MAX_LEAD.max(locker.figures().longest_slot()) {
         warn!(
             lead_ms = lead / 1_000_000,
             "the state file's time is ahead of the wall clock, and no boot clock says why; \
@@ -206,7 +206,7 @@ impl Keeper {
             "state restored"
         );
         let fsync = config.fsync.map(|d| (d.as_nanos() as Nanos).max(1));
-        let shortest_slot = service.locker().shortest_slot().max(SLOT_CHECK_GAP);
+        let shortest_slot = service.locker().figures().shortest_slot().max(SLOT_CHECK_GAP);
         let compacted_len = log.len();
         Ok(Keeper {
             log,
@@ -440,7 +440,9 @@ pub struct Layout(Vec<(String, Algorithm, Nanos)>);
 impl Layout {
     /// The layout of `locker`'s limits now.
     pub fn of(locker: &Locker) -> Layout {
-        Layout(locker.stats().map(|(l, _)| (l.name().to_owned(), l.algorithm(), l.quota().slot_ns())).collect())
+        Layout(
+            locker.figures().stats().map(|(l, _)| (l.name().to_owned(), l.algorithm(), l.quota().slot_ns())).collect(),
+        )
     }
 
     /// Where each limit number of `self` went in `now`: to the limit of the
@@ -467,7 +469,7 @@ fn next_boundary(now: Nanos, step: Nanos) -> Nanos {
 /// numbers, in the locker's order.
 fn limits_digest(locker: &Locker) -> u64 {
     let mut text = String::new();
-    for (limit, _) in locker.stats() {
+    for (limit, _) in locker.figures().stats() {
         let q = limit.quota();
         text.push_str(&format!("{}|{:?}|{}|{}\n", limit.name(), limit.algorithm(), q.max_requests(), q.slot_ns()));
     }

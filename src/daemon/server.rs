@@ -176,7 +176,7 @@ impl Server {
         let minter = LeaseMinter::new(Box::new(OsEntropy), config.lease_secret.as_ref());
         let locker =
             Locker::new(config.default.clone(), config.limits.clone(), config.max_keys).with_lease_minter(minter);
-        if locker.has_semaphores() && !locker.leases_are_vouched() {
+        if locker.figures().has_semaphores() && !locker.figures().leases_are_vouched() {
             warn!("serving a semaphore without --lease-secret: any client may restore a lease with a made-up id");
         }
         let loaded = config.state.as_ref().map(|s| keeper::load(s, &locker)).transpose()?;
@@ -196,7 +196,7 @@ impl Server {
                 let me = NodeKey { id: pc.node_id.as_str().into(), incarnation: now };
                 let grace = pc.grace.as_nanos() as u64;
                 let names = pc.peers.iter().map(|p| p.endpoint.as_str().into()).collect();
-                let settings = PeeringSettings::new(me, names, grace, locker.shortest_slot());
+                let settings = PeeringSettings::new(me, names, grace, locker.figures().shortest_slot());
                 (Some(sockets), Service::peered(locker, Peering::new(settings, now), now))
             }
         };
@@ -302,7 +302,7 @@ impl Server {
             let now = self.watch.now(&mut self.service);
             self.service.on_timeout(now);
             self.take_claims(now);
-            trim.note(now, self.service.locker().live_keys());
+            trim.note(now, self.service.locker().figures().live_keys());
             if let Some(state) = &mut self.state {
                 state.on_timeout(&mut self.service, now);
             }

@@ -56,13 +56,13 @@ impl Service {
         let counts = msg.counts.iter().map(|c| (c, Counted::Granted));
         for (c, what) in counts.chain(msg.asked.iter().map(|c| (c, Counted::Asked))) {
             if let Some(count) = accept(&self.locker, p, now, peer, &msg.nodes, c, what) {
-                self.locker.merge(now, &count);
+                self.locker.peers().merge(now, &count);
             }
         }
         if msg.kind == PeerKind::Snapshot && msg.done {
             p.on_snapshot_done(now, peer, &sender);
         }
-        self.locker.set_view(p.view(now));
+        self.locker.peers().set_view(p.view(now));
         true
     }
 
@@ -73,7 +73,7 @@ impl Service {
         if let Some(p) = &mut self.peering {
             let now = p.group_now(now);
             p.on_pause(now, paused);
-            self.locker.set_view(p.view(now));
+            self.locker.peers().set_view(p.view(now));
         }
     }
 
@@ -85,7 +85,7 @@ impl Service {
         // A heartbeat says what the group clock reads, not where it holds
         // still after a move back, so that peers measure this clock right.
         let (reading, now) = (p.clock().reading(now), p.group_now(now));
-        let mut counts: Vec<Count> = self.locker.take_granted().collect();
+        let mut counts: Vec<Count> = self.locker.peers().take_granted().collect();
         send_counts(&self.locker, p.nodes(), PeerKind::Counts, now, &counts, &mut send);
         while let Some(out) = p.poll_transmit(now) {
             counts.clear();
@@ -97,11 +97,11 @@ impl Service {
                     continue;
                 }
                 Outgoing::Repair => {
-                    self.locker.drain_touched(now, |c| counts.push(c));
+                    self.locker.peers().drain_touched(now, |c| counts.push(c));
                     PeerKind::Counts
                 }
                 Outgoing::Snapshot => {
-                    self.locker.snapshot(now, |c| counts.push(c));
+                    self.locker.peers().snapshot(now, |c| counts.push(c));
                     PeerKind::Snapshot
                 }
             };
@@ -197,7 +197,8 @@ impl<'a> Batch<'a> {
         // Heartbeats and snapshot parts say how each limit is defined, so a
         // peer merges the counts that come with them only when it agrees.
         if matches!(kind, PeerKind::Beat | PeerKind::Snapshot) {
-            batch.msg.limits = locker.shared_digests().map(|(name, d)| PeerLimit(name.to_owned(), d)).collect();
+            batch.msg.limits =
+                locker.figures().shared_digests().map(|(name, d)| PeerLimit(name.to_owned(), d)).collect();
             // And how the sender sees each peer's clock (see `core::peering::clock`).
             batch.msg.seen = seen(table);
         }

@@ -102,7 +102,7 @@ impl Service {
     /// semaphore leases in it, served by `serve` (`take_lease_calls`,
     /// `on_leases`; `respond` still answers them from this locker).
     pub fn with_store(mut self) -> Service {
-        self.claims = Some(Claims::new(self.locker.stats().count()));
+        self.claims = Some(Claims::new(self.locker.figures().stats().count()));
         self
     }
 

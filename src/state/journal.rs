@@ -118,7 +118,7 @@ fn record_of<'a>(locker: &Locker, now: Nanos, run: u32, change: Change, name: Op
     let record = match change {
         Change::Go { id, verdict } => {
             let limit = id.index() as u32;
-            match locker.kept_go(now, id, name, &verdict)? {
+            match locker.keeping().kept_go(now, id, name, &verdict)? {
                 Kept::Window { slot, count } => Record::Window { at, run, limit, slot, count, key: name },
                 Kept::Bucket { tat, period, count } => Record::Bucket { at, run, limit, period, count, tat, key: name },
                 _ => return None,
@@ -126,7 +126,7 @@ fn record_of<'a>(locker: &Locker, now: Nanos, run: u32, change: Change, name: Op
         }
         Change::Lease { id } => {
             let (limit, lease) = (id.index() as u32, name.unwrap_or(""));
-            match locker.kept_lease(id, lease) {
+            match locker.keeping().kept_lease(id, lease) {
                 Kept::Lease(HeldLease { count, ttl, until }) => Record::Lease { at, limit, count, ttl, until, lease },
                 _ => Record::Release { at, limit, lease },
             }

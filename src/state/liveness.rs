@@ -21,7 +21,7 @@ pub struct Liveness {
 impl Liveness {
     /// What decides liveness for `locker`'s limits.
     pub fn of(locker: &Locker) -> Liveness {
-        let limits = (0..).map_while(|i| locker.limit_at(i)).map(|id| locker.limit(id));
+        let limits = (0..).map_while(|i| locker.keeping().limit_at(i)).map(|id| locker.limit(id));
         Liveness { limits: limits.map(|l| (l.algorithm(), l.quota())).collect() }
     }
 

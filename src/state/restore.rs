@@ -51,7 +51,7 @@ pub fn restore<'a>(
     let mut done = Restored::default();
     let mut rewrite = Vec::with_capacity(live.len());
     for r in live {
-        let id = r.limit().and_then(|i| locker.limit_at(i as usize));
+        let id = r.limit().and_then(|i| locker.keeping().limit_at(i as usize));
         let (Some(id), Some((kept, key))) = (id, kept_of(&r)) else {
             match r {
                 Record::Run { .. } => rewrite.push(r),
@@ -72,7 +72,7 @@ pub fn restore<'a>(
             Some(node) if !later => Owner::Node(node),
             _ => Owner::Own,
         };
-        let held = locker.restore(now, id, key, Saved { kept, written: r.at(), owner });
+        let held = locker.keeping_mut().restore(now, id, key, Saved { kept, written: r.at(), owner });
         *tally(&mut done, kept, later) += usize::from(held.is_some());
         match (held, kept, owner) {
             (None, _, _) => done.skipped += 1,

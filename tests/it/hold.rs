@@ -49,7 +49,7 @@ fn a_sorry_within_the_hold_is_held_until_the_slot_begins_and_answered_go_in_arri
     let ready: Vec<_> =
         std::iter::from_fn(|| s.next_ready(T0 + 800 * MS, &mut out, &mut ()).map(|t| (t, out.clone()))).collect();
     assert_eq!(ready, [(5, b"go".to_vec()), (6, b"go".to_vec()), (7, b"go".to_vec())], "in arrival order");
-    let stats = s.locker().stats().next().unwrap().1;
+    let stats = s.locker().figures().stats().next().unwrap().1;
     assert_eq!((stats.requests, stats.go, stats.sorry), (9, 8, 1), "a held ask counts once, when answered");
 }
 
@@ -179,7 +179,7 @@ fn a_flood_of_held_asks_is_bounded_and_each_ask_is_answered_exactly_once() {
     // One permit in the slot of the asks, one in the next (within the hold
     // of 1.5 s); the slot after that begins past every hold.
     assert_eq!(go, 2, "one permit in each of the two slots the holds reach");
-    let stats = s.locker().stats().next().unwrap().1;
+    let stats = s.locker().figures().stats().next().unwrap().1;
     assert_eq!((stats.requests, stats.go, stats.sorry), (200, 2, 198), "each ask counted once");
 }
 

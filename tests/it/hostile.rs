@@ -58,7 +58,7 @@ fn bad_structured_requests_get_error_maps_naming_the_problem_and_serving_goes_on
         assert!(e.contains(want), "{body:?}: {e}");
     }
     assert_eq!(seam(&mut s, T0, b"let me go"), b"go");
-    let stats = s.locker().stats().next().unwrap().1;
+    let stats = s.locker().figures().stats().next().unwrap().1;
     assert_eq!((stats.go, stats.sorry), (1, 0), "no error took a permit");
 }
 

@@ -227,7 +227,7 @@ fn peered(algorithm: Algorithm, id: &str, now: Nanos) -> Service {
     let limit = Limit::with_algorithm(DEFAULT_LIMIT, Quota::new(100, 20.0).unwrap(), algorithm).unwrap();
     let locker = Locker::new(limit, vec![], 1000);
     let me = NodeKey { id: id.into(), incarnation: now };
-    let settings = PeeringSettings::new(me, vec!["tcp://peer".into()], 5_000 * MS, locker.shortest_slot());
+    let settings = PeeringSettings::new(me, vec!["tcp://peer".into()], 5_000 * MS, locker.figures().shortest_slot());
     Service::peered(locker, Peering::new(settings, now), now)
 }
 

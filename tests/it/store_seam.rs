@@ -60,7 +60,7 @@ fn an_ask_waits_for_its_claim_and_the_asks_after_it_go_from_the_hand_without_the
     }
     let ahead = s.take_claims();
     assert_eq!(ahead.len(), 1, "a hand running low claims its next chunk while it still answers: {ahead:?}");
-    let stats = s.locker().stats().next().unwrap().1;
+    let stats = s.locker().figures().stats().next().unwrap().1;
     assert_eq!((stats.requests, stats.go), (7, 7));
 }
 
@@ -122,6 +122,6 @@ fn a_lease_request_goes_to_the_store_and_its_reply_is_the_stores_answer_on_the_l
     let mut out = Vec::new();
     assert_eq!(s.next_final(T0 + 7 * MS, &mut out, &mut ()), Some(4), "at a stop, a lease request is answered");
     assert!(lease_reply(&out).unwrap_err().contains("stopped before the store answered"));
-    let db = s.locker().stats().nth(2).unwrap().1;
+    let db = s.locker().figures().stats().nth(2).unwrap().1;
     assert_eq!((db.requests, db.go, db.errors), (4, 1, 3), "each lease request counted once, when answered");
 }

@@ -1,13 +1,16 @@
-//! What the locker keeps across a restart: after each grant or lease
-//! change, what it left behind in its limit (`kept_go`, `kept_lease`), and
-//! on start, an earlier run's record put back (`restore`). Each kind's
-//! kept form is the kind's (`core::kinds` dispatches); this module
+//! What the locker keeps across a restart, through `Keeping`: after each
+//! grant or lease change, what it left behind in its limit (`kept_go`,
+//! `kept_lease`, read with `Locker::keeping`), and on start, an earlier
+//! run's record put back (`restore`, with `Locker::keeping_mut`). Each
+//! kind's kept form is the kind's (`core::kinds` dispatches); this module
 //! only finds the limit and keeps the live-key count in step.
 //!
 //! The daemon turns these into state-log records and back. An earlier
 //! run's counts in the current slot go back as that run's node, the way a
 //! peer's snapshot delivers them, so restore and peering merge by maximum
 //! per node run and neither counts the other's twice.
+
+use std::ops::Deref;
 
 use super::Locker;
 use crate::core::ask::Verdict;
@@ -23,28 +26,51 @@ impl LimitId {
     }
 }
 
+/// What the locker keeps across a restart, on a borrow of the table:
+/// shared to read what a change left behind, exclusive to put an earlier
+/// run's records back.
+#[derive(Debug)]
+pub struct Keeping<L> {
+    locker: L,
+}
+
 impl Locker {
+    /// What the table keeps across a restart, to write down after a change.
+    pub fn keeping(&self) -> Keeping<&Locker> {
+        Keeping { locker: self }
+    }
+
+    /// What the table keeps across a restart, to put an earlier run's
+    /// records back into.
+    pub fn keeping_mut(&mut self) -> Keeping<&mut Locker> {
+        Keeping { locker: self }
+    }
+}
+
+impl<L: Deref<Target = Locker>> Keeping<L> {
     /// The limit at `index` (see `LimitId::index`), if there is one.
     pub fn limit_at(&self, index: usize) -> Option<LimitId> {
-        (index < self.entries.len()).then_some(LimitId(index))
+        (index < self.locker.entries.len()).then_some(LimitId(index))
     }
 
     /// What a go answered with `v` for `key` of limit `id` at `now` left
     /// behind; `None` when it took nothing.
     pub fn kept_go(&self, now: Nanos, id: LimitId, key: Option<&str>, v: &Verdict) -> Option<Kept> {
-        self.entries[id.0].rule.kept_go(now, key, v)
+        self.locker.entries[id.0].rule.kept_go(now, key, v)
     }
 
     /// What lease `lease` of semaphore `id` is after a lease request.
     pub fn kept_lease(&self, id: LimitId, lease: &str) -> Kept {
-        self.entries[id.0].rule.kept_lease(lease)
+        self.locker.entries[id.0].rule.kept_lease(lease)
     }
+}
 
+impl Keeping<&mut Locker> {
     /// Puts back `saved`, an earlier run's record for `key` of limit `id`
     /// (a lease's id for a semaphore), at `now`. Returns `None` when
     /// nothing was put back, else the count now held (see `Rule::restore`).
     pub fn restore(&mut self, now: Nanos, id: LimitId, key: Option<&str>, saved: Saved) -> Option<u32> {
-        self.counted(now, id, |rule, room| rule.restore(now, id, key, saved, room))
+        self.locker.counted(now, id, |rule, room| rule.restore(now, id, key, saved, room))
     }
 }
 
@@ -79,15 +105,15 @@ mod tests {
     #[test]
     fn a_restarted_window_grants_only_what_the_earlier_run_left() {
         let mut first = locker();
-        let d = first.limit_at(0).unwrap();
+        let d = first.keeping().limit_at(0).unwrap();
         let mut kept = Vec::new();
         for _ in 0..2 {
             let v = first.go(10 * SEC, d, Some("k"), 1).unwrap();
-            kept.push(first.kept_go(10 * SEC, d, Some("k"), &v).unwrap());
+            kept.push(first.keeping().kept_go(10 * SEC, d, Some("k"), &v).unwrap());
         }
         let reserved = first.ask(10 * SEC, &PermitAsk::new(d).key("k").cost(3).max_wait_ms(5_000)).unwrap();
         assert!(reserved.go && reserved.wait > 0);
-        kept.push(first.kept_go(10 * SEC, d, Some("k"), &reserved).unwrap());
+        kept.push(first.keeping().kept_go(10 * SEC, d, Some("k"), &reserved).unwrap());
         assert_eq!(
             kept,
             [
@@ -100,9 +126,16 @@ mod tests {
         let mut second = locker();
         for k in &kept[1..] {
             let Kept::Window { slot, count } = *k else { unreachable!() };
-            assert_eq!(second.restore(10 * SEC + 1, d, Some("k"), saved_count(slot, count, 0, OLD_RUN)), Some(count));
+            assert_eq!(
+                second.keeping_mut().restore(10 * SEC + 1, d, Some("k"), saved_count(slot, count, 0, OLD_RUN)),
+                Some(count)
+            );
         }
-        assert_eq!(second.restore(10 * SEC, d, Some("k"), saved_count(9, 3, 0, OLD_RUN)), None, "an ended slot");
+        assert_eq!(
+            second.keeping_mut().restore(10 * SEC, d, Some("k"), saved_count(9, 3, 0, OLD_RUN)),
+            None,
+            "an ended slot"
+        );
         // One permit left in slot 10, but the reservation queued in 11 goes first.
         assert!(!second.go(10 * SEC, d, Some("k"), 1).unwrap().go);
         assert!(!second.go(11 * SEC, d, Some("k"), 1).unwrap().go, "slot 11 is reserved whole");
@@ -112,15 +145,23 @@ mod tests {
     #[test]
     fn alone_earlier_runs_counts_add_up_as_this_runs_own() {
         let mut l = locker();
-        let d = l.limit_at(0).unwrap();
-        assert_eq!(l.restore(10 * SEC, d, Some("k"), saved_count(10, 1, 0, Owner::Own)), Some(1));
+        let d = l.keeping().limit_at(0).unwrap();
+        assert_eq!(l.keeping_mut().restore(10 * SEC, d, Some("k"), saved_count(10, 1, 0, Owner::Own)), Some(1));
         assert_eq!(
-            l.restore(10 * SEC, d, Some("k"), saved_count(10, 1, 0, Owner::Own)),
+            l.keeping_mut().restore(10 * SEC, d, Some("k"), saved_count(10, 1, 0, Owner::Own)),
             Some(2),
             "a second earlier run adds to it"
         );
-        assert_eq!(l.restore(10 * SEC, d, Some("k"), saved_count(11, 3, 0, Owner::Own)), Some(3), "a reservation");
-        assert_eq!(l.restore(10 * SEC, d, Some("k"), saved_count(9, 3, 0, Owner::Own)), None, "an ended slot");
+        assert_eq!(
+            l.keeping_mut().restore(10 * SEC, d, Some("k"), saved_count(11, 3, 0, Owner::Own)),
+            Some(3),
+            "a reservation"
+        );
+        assert_eq!(
+            l.keeping_mut().restore(10 * SEC, d, Some("k"), saved_count(9, 3, 0, Owner::Own)),
+            None,
+            "an ended slot"
+        );
         let v = l.go(10 * SEC, d, Some("k"), 1).unwrap();
         assert!(!v.go, "one permit left, but the reservation is queued first: {v:?}");
         assert!(!l.go(11 * SEC, d, Some("k"), 1).unwrap().go, "slot 11 is reserved whole");
@@ -135,15 +176,15 @@ mod tests {
             Locker::new(Limit::with_algorithm(DEFAULT_LIMIT, q, Algorithm::RollingWindow).unwrap(), vec![], 100)
         };
         let mut first = rolling();
-        let d = first.limit_at(0).unwrap();
+        let d = first.keeping().limit_at(0).unwrap();
         let mut kept = Vec::new();
         for _ in 0..2 {
             let v = first.go(10 * SEC, d, None, 1).unwrap();
-            kept.push((10 * SEC, first.kept_go(10 * SEC, d, None, &v).unwrap()));
+            kept.push((10 * SEC, first.keeping().kept_go(10 * SEC, d, None, &v).unwrap()));
         }
         let reserved = first.ask(11 * SEC, &PermitAsk::new(d).cost(2).max_wait_ms(20_000)).unwrap();
         assert!(reserved.go && reserved.wait == 9 * SEC, "{reserved:?}");
-        kept.push((11 * SEC, first.kept_go(11 * SEC, d, None, &reserved).unwrap()));
+        kept.push((11 * SEC, first.keeping().kept_go(11 * SEC, d, None, &reserved).unwrap()));
         // Sub-slots are 10 s / 64 = 156.25 ms: 10 s is the first of #64, 20 s of #128.
         let subs: Vec<_> = kept.iter().map(|&(_, k)| k).collect();
         assert_eq!(
@@ -159,10 +200,13 @@ mod tests {
         // The reservation's record first: the order of a file is no promise.
         for &(written, k) in kept[1..].iter().rev() {
             let Kept::Window { slot, count } = k else { unreachable!() };
-            assert_eq!(second.restore(12 * SEC, d, None, saved_count(slot, count, written, Owner::Own)), Some(count));
+            assert_eq!(
+                second.keeping_mut().restore(12 * SEC, d, None, saved_count(slot, count, written, Owner::Own)),
+                Some(count)
+            );
         }
         assert_eq!(
-            second.restore(12 * SEC, d, None, saved_count(8, 3, SEC, Owner::Own)),
+            second.keeping_mut().restore(12 * SEC, d, None, saved_count(8, 3, SEC, Owner::Own)),
             None,
             "a sub-slot that ended"
         );
@@ -175,25 +219,28 @@ mod tests {
     #[test]
     fn a_restarted_bucket_and_semaphore_hold_what_the_earlier_run_granted() {
         let mut first = locker();
-        let (smooth, db) = (first.limit_at(1).unwrap(), first.limit_at(2).unwrap());
+        let (smooth, db) = (first.keeping().limit_at(1).unwrap(), first.keeping().limit_at(2).unwrap());
         let v = first.go(0, smooth, None, 3).unwrap();
-        let bucket = first.kept_go(0, smooth, None, &v).unwrap();
+        let bucket = first.keeping().kept_go(0, smooth, None, &v).unwrap();
         assert!(matches!(bucket, Kept::Bucket { count: 0, .. }), "alone: the TAT only: {bucket:?}");
         let ask = AcquireAsk { limit: db, key: None, count: 3, ttl_ms: Some(30_000), max_wait_ms: 0 };
         let (lease, _) = first.acquire(0, &ask).unwrap();
-        let held = first.kept_lease(db, &lease);
+        let held = first.keeping().kept_lease(db, &lease);
         assert!(matches!(held, Kept::Lease(_)), "{held:?}");
 
         let mut second = locker();
         let saved = |kept| Saved { kept, written: 0, owner: OLD_RUN };
-        assert!(second.restore(4 * SEC / 10, smooth, None, saved(bucket)).is_some());
-        assert_eq!(second.restore(SEC, db, Some(&lease), saved(held)), Some(3));
-        assert_eq!(second.restore(SEC, db, Some(&lease), saved(held)), None, "an id held already");
+        assert!(second.keeping_mut().restore(4 * SEC / 10, smooth, None, saved(bucket)).is_some());
+        assert_eq!(second.keeping_mut().restore(SEC, db, Some(&lease), saved(held)), Some(3));
+        assert_eq!(second.keeping_mut().restore(SEC, db, Some(&lease), saved(held)), None, "an id held already");
         let after = second.go(4 * SEC / 10, smooth, None, 2).unwrap();
         assert!(!after.go && after.remaining == 1, "one token refilled in 400 ms");
         let one = AcquireAsk { limit: db, key: None, count: 1, ttl_ms: None, max_wait_ms: 0 };
         assert!(second.acquire(SEC, &one).unwrap().1.free == 0);
         assert_eq!(second.next_deadline(), Some(30 * SEC));
-        assert_eq!(second.release(SEC, db, &lease).map(|_| second.kept_lease(db, &lease)), Ok(Kept::Released));
+        assert_eq!(
+            second.release(SEC, db, &lease).map(|_| second.keeping().kept_lease(db, &lease)),
+            Ok(Kept::Released)
+        );
     }
 }

@@ -95,10 +95,10 @@ mod tests {
         let (lease, v) = l.acquire(0, &AcquireAsk { ttl_ms: Some(100), ..AcquireAsk::new(db, 1) }).unwrap();
         assert_eq!(lease, "00000000000000000000000000000001", "counting entropy, no secret");
         assert_eq!(v.state, LeaseState::Held { until: 100 * MS });
-        assert_eq!(l.live_keys(), 1);
+        assert_eq!(l.figures().live_keys(), 1);
         assert_eq!(l.next_deadline(), Some(100 * MS));
         l.expire(100 * MS);
-        assert_eq!((l.live_keys(), l.next_deadline()), (0, None));
+        assert_eq!((l.figures().live_keys(), l.next_deadline()), (0, None));
         assert_eq!(l.heartbeat(0, &HeartbeatAsk::new(db, &lease)), Err(LeaseError::UnknownLease(lease.clone())));
         let restore = HeartbeatAsk { count: Some(2), ..HeartbeatAsk::new(db, &lease) };
         let restored = l.heartbeat(200 * MS, &restore).unwrap();
@@ -119,13 +119,13 @@ mod tests {
         let made_up = "00000000000000000000000000000001.00000000000000000000000000000000";
         assert_eq!(l.heartbeat(0, &restore(made_up, 2)), Err(LeaseError::NotMinted(made_up.into())));
         assert_eq!(l.heartbeat(0, &restore(&lease, 2)), Err(LeaseError::NotMinted(lease.clone())), "a larger count");
-        assert_eq!(l.live_keys(), 0, "nothing was restored");
+        assert_eq!(l.figures().live_keys(), 0, "nothing was restored");
         assert!(matches!(l.heartbeat(0, &restore(&lease, 1)).unwrap().state, LeaseState::Held { .. }));
         assert!(
             matches!(l.heartbeat(1, &restore(&lease, 2)).unwrap().state, LeaseState::Held { .. }),
             "known: the id is enough"
         );
-        let stats: Vec<_> = l.stats().map(|(_, s)| s).collect();
+        let stats: Vec<_> = l.figures().stats().map(|(_, s)| s).collect();
         assert_eq!(stats[1].errors, 2, "each forged restore is counted");
     }
 
@@ -142,7 +142,7 @@ mod tests {
         assert!(matches!(l.go(0, db, None, 1), Err(AskError::IsSemaphore(_))));
         l.acquire(0, &one).unwrap();
         assert_eq!(l.acquire(0, &one), Err(TableError::TooManyKeys(1).into()));
-        let stats: Vec<_> = l.stats().map(|(_, s)| s).collect();
+        let stats: Vec<_> = l.figures().stats().map(|(_, s)| s).collect();
         assert_eq!((stats[1].requests, stats[1].go, stats[1].errors), (6, 1, 5));
     }
 }

@@ -1,6 +1,8 @@
 //! The table's side of peering: its own grants queued for publishing, the
 //! counts peers report merged into the limit they name, and the snapshot
-//! and repair lists.
+//! and repair lists, all through `Peers` (`Locker::peers`); and the facts
+//! peers are set up from, read only through `Figures` (`Locker::figures`):
+//! the shared limits' digests and the span of the slots.
 //!
 //! Fixed windows, token buckets and rolling windows are shared; semaphores
 //! are not, and their counts are never published or merged. What each kind
@@ -9,7 +11,7 @@
 //! keeps the live-key count in step. It must not match on the kind, nor
 //! encode anything: the bytes are `wire`'s.
 
-use super::Locker;
+use super::{Figures, Locker};
 use crate::core::ask::{PermitAsk, Verdict};
 use crate::core::kinds::Rule;
 use crate::core::limit::LimitId;
@@ -18,24 +20,38 @@ use crate::core::share::Count;
 use crate::core::share::PeerView;
 use crate::core::time::Nanos;
 
+/// The table as its peers see it: the view the caller sets, own counts to
+/// publish, and peers' counts to merge.
+#[derive(Debug)]
+pub struct Peers<'a> {
+    locker: &'a mut Locker,
+}
+
 impl Locker {
+    /// The table's side of peering, to publish own counts and merge peers'.
+    pub fn peers(&mut self) -> Peers<'_> {
+        Peers { locker: self }
+    }
+}
+
+impl Peers<'_> {
     /// Queues the own counts a go that took permits left for the peers
     /// (see `Rule::note_own`).
     pub(super) fn note_grant(&mut self, now: Nanos, ask: &PermitAsk, v: &Verdict) {
-        let granted = &mut self.granted;
-        self.entries[ask.limit.0].rule.note_own(now, ask.limit, ask.key, v, |c| granted.push(c));
+        let granted = &mut self.locker.granted;
+        self.locker.entries[ask.limit.0].rule.note_own(now, ask.limit, ask.key, v, |c| granted.push(c));
     }
 
     /// Sets what the peers mean for the next asks, and starts keeping own
     /// counts for publishing.
     pub fn set_view(&mut self, view: PeerView) {
-        self.view = view;
-        self.publishing = true;
+        self.locker.view = view;
+        self.locker.publishing = true;
     }
 
     /// Own counts after each grant since the last call, oldest first.
     pub fn take_granted(&mut self) -> std::vec::Drain<'_, Count> {
-        self.granted.drain(..)
+        self.locker.granted.drain(..)
     }
 
     /// Merges a count a peer reported, received at `now`. `ME` as the node
@@ -44,10 +60,10 @@ impl Locker {
     /// the previous one), a slot too far ahead, a semaphore, a smaller
     /// count than known, or a new key beyond `max_keys` changes nothing.
     pub fn merge(&mut self, now: Nanos, c: &Count) -> bool {
-        let rule = &mut self.entries[c.limit.0].rule;
-        let others = self.live_keys - rule.live_keys();
-        let changed = rule.merge(now, c, KeyBudget { others, max_keys: self.max_keys });
-        self.live_keys = others + rule.live_keys();
+        let rule = &mut self.locker.entries[c.limit.0].rule;
+        let others = self.locker.live_keys - rule.live_keys();
+        let changed = rule.merge(now, c, KeyBudget { others, max_keys: self.locker.max_keys });
+        self.locker.live_keys = others + rule.live_keys();
         changed
     }
 
@@ -65,12 +81,33 @@ impl Locker {
 
     /// Brings every shared limit up to `now` and calls `f` with each.
     fn each_shared(&mut self, now: Nanos, mut f: impl FnMut(LimitId, &mut Rule)) {
-        for (i, entry) in self.entries.iter_mut().enumerate() {
+        for (i, entry) in self.locker.entries.iter_mut().enumerate() {
             if entry.rule.is_shared() {
                 entry.rule.advance(now);
                 f(LimitId(i), &mut entry.rule);
             }
         }
-        self.live_keys = self.entries.iter().map(|e| e.rule.live_keys()).sum();
+        self.locker.live_keys = self.locker.entries.iter().map(|e| e.rule.live_keys()).sum();
+    }
+}
+
+/// The peering facts, read only: read through `Figures` because their
+/// callers (the peering's settings, its heartbeats, the state keeper) hold
+/// the table shared.
+impl<'a> Figures<'a> {
+    /// The shortest slot of any limit.
+    pub fn shortest_slot(self) -> Nanos {
+        self.locker.entries.iter().map(|e| e.limit.quota().slot_ns()).min().unwrap_or(Nanos::MAX)
+    }
+
+    /// The longest slot of any limit.
+    pub fn longest_slot(self) -> Nanos {
+        self.locker.entries.iter().map(|e| e.limit.quota().slot_ns()).max().unwrap_or(0)
+    }
+
+    /// The name and definition digest of every limit shared with peers
+    /// (fixed windows and token buckets), for the peers to compare.
+    pub fn shared_digests(self) -> impl Iterator<Item = (&'a str, u64)> + 'a {
+        self.locker.entries.iter().filter(|e| e.rule.is_shared()).map(|e| (e.limit.name(), e.limit.digest()))
     }
 }

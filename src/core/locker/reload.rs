@@ -1,5 +1,5 @@
 //! A new set of limits for a running table, keeping what unchanged limits
-//! hold; and what each limit holds right now, for metrics.
+//! hold.
 //!
 //! A limit is matched by name. One whose settings are the same keeps its
 //! counts, reservations, leases and counters as they are. One changed within
@@ -33,15 +33,6 @@ impl Reloaded {
     }
 }
 
-/// What one limit holds now.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Holdings {
-    /// Keys (or leases) counted against `max_keys`.
-    pub live_keys: usize,
-    pub leases_held: usize,
-    pub leases_waiting: usize,
-}
-
 impl Locker {
     /// Serves `default` and `limits` from now on, with at most `max_keys`
     /// live keys, keeping what each limit of the same name holds where its
@@ -56,19 +47,6 @@ impl Locker {
         // changed; peers get them again with the next repair.
         self.granted.clear();
         done
-    }
-
-    /// Each limit with what it holds now, the default limit first.
-    pub fn holdings(&self) -> impl Iterator<Item = (&Limit, Holdings)> {
-        self.entries.iter().map(|e| {
-            let (leases_held, leases_waiting) = e.rule.lease_counts();
-            (&e.limit, Holdings { live_keys: e.rule.live_keys(), leases_held, leases_waiting })
-        })
-    }
-
-    /// The most live keys allowed across all limits.
-    pub fn max_keys(&self) -> usize {
-        self.max_keys
     }
 }
 
@@ -140,7 +118,7 @@ mod tests {
         assert!(done.added.is_empty() && done.removed.is_empty() && done.reset.is_empty());
         assert!(!ask(&mut l, "a"), "a's count is kept");
         assert!(ask(&mut l, "b") && ask(&mut l, "b") && !ask(&mut l, "b"), "b keeps its 1 and allows 3");
-        let a = l.stats().find(|(limit, _)| limit.name() == "a").unwrap().1;
+        let a = l.figures().stats().find(|(limit, _)| limit.name() == "a").unwrap().1;
         assert_eq!((a.requests, a.go, a.sorry), (4, 2, 2), "counters carry over");
     }
 
@@ -156,7 +134,7 @@ mod tests {
         assert!(ask(&mut l, "a"), "a new slot length starts a's counts afresh");
         assert!(ask(&mut l, "new"));
         assert!(l.find(Some("gone")).is_err());
-        assert_eq!(l.live_keys(), 2);
+        assert_eq!(l.figures().live_keys(), 2);
     }
 
     #[test]
@@ -167,7 +145,7 @@ mod tests {
         assert!(matches!(take(&mut l), crate::core::kinds::semaphore::LeaseState::Held { .. }));
         assert!(matches!(take(&mut l), crate::core::kinds::semaphore::LeaseState::Held { .. }));
         l.reload(window(DEFAULT_LIMIT, 1, 1.0), vec![semaphore("db", 1)], 100);
-        let held = l.holdings().find(|(limit, _)| limit.name() == "db").unwrap().1;
+        let held = l.figures().holdings().find(|(limit, _)| limit.name() == "db").unwrap().1;
         assert_eq!((held.leases_held, held.leases_waiting, held.live_keys), (2, 0, 2));
         assert!(matches!(take(&mut l), crate::core::kinds::semaphore::LeaseState::Refused), "over the new capacity");
     }
@@ -178,6 +156,6 @@ mod tests {
         assert!(ask(&mut l, "x"));
         let done = l.reload(window(DEFAULT_LIMIT, 1, 1.0), vec![semaphore("x", 1)], 7);
         assert_eq!(done.reset, ["x"]);
-        assert_eq!((l.live_keys(), l.max_keys()), (0, 7));
+        assert_eq!((l.figures().live_keys(), l.figures().max_keys()), (0, 7));
     }
 }

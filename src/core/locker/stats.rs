@@ -2,15 +2,18 @@
 //! request (an ask, an acquire, a heartbeat, a release, an error) is
 //! counted in them: `Counters`, reached with `Locker::counters` by deciders
 //! outside the table (a store's claims and leases, held asks), and used by
-//! the table's own ops.
+//! the table's own ops. And the table's figures, read only, for stats,
+//! metrics and start-up checks: `Figures`, reached with `Locker::figures`
+//! (its peering facts are `peers`'s).
 //!
-//! Counting only: what an outcome is comes from the op's result; no rules
-//! or checks live here.
+//! Counting and reading only: what an outcome is comes from the op's
+//! result; no rules or checks live here.
 
 use super::{AskError, Entry, Locker};
 use crate::core::ask::Verdict;
 use crate::core::kinds::semaphore::{LeaseState, LeaseVerdict};
-use crate::core::limit::LimitId;
+use crate::core::kinds::Rule;
+use crate::core::limit::{Limit, LimitId};
 
 /// Counters for one limit since start-up. Reservations count as go, and
 /// also as waited; queued lease acquires count only as waited.
@@ -158,5 +161,80 @@ impl Counters<'_> {
     /// Counts a heartbeat's or release's answer against limit `id`.
     pub fn note_follow_up<T, E>(&mut self, id: LimitId, result: &Result<T, E>) {
         self.entries[id.0].stats.record(Outcome::of_follow_up(result));
+    }
+}
+
+/// What one limit holds now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Holdings {
+    /// Keys (or leases) counted against `max_keys`.
+    pub live_keys: usize,
+    pub leases_held: usize,
+    pub leases_waiting: usize,
+}
+
+/// The table's figures, read only: each limit's counters and holdings, the
+/// live keys and their bytes, and whether leases can be forged; what stats,
+/// metrics and start-up checks read, and what peers are told (see `peers`).
+#[derive(Debug, Clone, Copy)]
+pub struct Figures<'a> {
+    pub(super) locker: &'a Locker,
+}
+
+impl Locker {
+    /// The table's figures, to read without changing anything.
+    pub fn figures(&self) -> Figures<'_> {
+        Figures { locker: self }
+    }
+}
+
+impl<'a> Figures<'a> {
+    /// Each limit with its counters, the default limit first.
+    pub fn stats(self) -> impl Iterator<Item = (&'a Limit, LimitStats)> + 'a {
+        self.locker.entries.iter().map(|e| (&e.limit, e.stats))
+    }
+
+    /// Each limit with what it holds now, the default limit first.
+    pub fn holdings(self) -> impl Iterator<Item = (&'a Limit, Holdings)> + 'a {
+        self.locker.entries.iter().map(|e| {
+            let (leases_held, leases_waiting) = e.rule.lease_counts();
+            (&e.limit, Holdings { live_keys: e.rule.live_keys(), leases_held, leases_waiting })
+        })
+    }
+
+    /// Bytes the key tables of all limits hold on the heap, roughly: what
+    /// `--max-keys` bounds, and what a flood of keys leaves behind until
+    /// the slot changes.
+    pub fn key_bytes(self) -> usize {
+        self.locker.entries.iter().map(|e| e.rule.heap_bytes()).sum()
+    }
+
+    /// Errors that could not be attributed to a limit.
+    pub fn unattributed_errors(self) -> u64 {
+        self.locker.unattributed_errors
+    }
+
+    /// Keys with a count in their limit's current slot or a reservation,
+    /// keys whose token bucket is not full or holds peers' counts of the
+    /// current or previous period, and leases. Keys of a slot that
+    /// has ended are dropped the next time their limit is asked.
+    pub fn live_keys(self) -> usize {
+        self.locker.live_keys
+    }
+
+    /// The most live keys allowed across all limits.
+    pub fn max_keys(self) -> usize {
+        self.locker.max_keys
+    }
+
+    /// Whether some limit is a semaphore, whose leases a client might forge
+    /// a restore for unless the minter has a secret.
+    pub fn has_semaphores(self) -> bool {
+        self.locker.entries.iter().any(|e| matches!(e.rule, Rule::Semaphore(_)))
+    }
+
+    /// Whether lease ids carry a MAC, so that only they can be restored.
+    pub fn leases_are_vouched(self) -> bool {
+        self.locker.minter.has_secret()
     }
 }

@@ -38,7 +38,7 @@ fn bad_asks_are_errors_and_are_counted() {
     assert_eq!(l.go(0, api, None, 6), Err(AskError::CostAboveMax { cost: 6, max: 5 }));
     let patient = PermitAsk::new(api).max_wait_ms(MAX_WAIT_MS + 1);
     assert_eq!(l.ask(0, &patient), Err(TableError::WaitTooLong(MAX_WAIT_MS + 1).into()));
-    let stats: Vec<_> = l.stats().map(|(lim, s)| (lim.name().to_owned(), s)).collect();
+    let stats: Vec<_> = l.figures().stats().map(|(lim, s)| (lim.name().to_owned(), s)).collect();
     assert_eq!(stats[1].1, LimitStats { requests: 2, go: 0, sorry: 0, errors: 2, waited: 0 });
 }
 
@@ -49,7 +49,7 @@ fn a_full_key_table_reclaims_keys_of_limits_nobody_asks_any_more() {
     assert!(l.go(0, default, Some("a"), 1).is_ok());
     // The default limit's slot (1 s) has ended; nobody asks it again.
     assert!(l.go(1_600_000_000, api, Some("b"), 1).unwrap().go);
-    assert_eq!(l.live_keys(), 1);
+    assert_eq!(l.figures().live_keys(), 1);
 }
 
 #[test]
@@ -60,14 +60,14 @@ fn max_keys_caps_live_keys_and_frees_them_with_the_slot() {
     assert!(l.go(0, api, Some("b"), 1).is_ok());
     assert_eq!(l.go(0, api, Some("c"), 1), Err(TableError::TooManyKeys(2).into()));
     assert!(l.go(0, api, Some("a"), 1).is_ok(), "existing keys still count");
-    assert_eq!(l.live_keys(), 2);
+    assert_eq!(l.figures().live_keys(), 2);
     assert!(l.go(800_000_000, api, Some("c"), 1).unwrap().go, "a new slot frees the table");
-    assert_eq!(l.live_keys(), 1);
+    assert_eq!(l.figures().live_keys(), 1);
 }
 
 #[test]
 fn a_named_default_replaces_the_flag_default() {
     let l = Locker::new(limit(DEFAULT_LIMIT, 2, 1.0), vec![limit(DEFAULT_LIMIT, 9, 1.0)], 10);
     assert_eq!(l.limit(l.find(None).unwrap()).quota().max_requests(), 9);
-    assert_eq!(l.stats().count(), 1);
+    assert_eq!(l.figures().stats().count(), 1);
 }

@@ -146,11 +146,11 @@ impl Peering {
     /// long a run no longer live is kept (until the longest slot and the
     /// bucket period before it have ended).
     pub fn fit_to(&mut self, locker: &Locker) {
-        let n = locker.stats().count();
+        let n = locker.figures().stats().count();
         for t in &mut self.terms {
             t.limits = vec![Agreement::Unknown; n];
         }
-        self.retention = self.settings.live_timeout.max(locker.longest_slot().saturating_mul(2));
+        self.retention = self.settings.live_timeout.max(locker.figures().longest_slot().saturating_mul(2));
         self.nodes.set_retention(self.retention);
     }
 

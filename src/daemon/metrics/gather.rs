@@ -25,8 +25,9 @@ impl Feed {
 pub fn snapshot(service: &Service, now: Nanos, stopping: bool) -> Snapshot {
     let locker = service.locker();
     let limits = locker
+        .figures()
         .stats()
-        .zip(locker.holdings())
+        .zip(locker.figures().holdings())
         .map(|((limit, s), (_, h))| LimitSnapshot {
             name: limit.name().to_owned(),
             algorithm: limit.algorithm().name(),
@@ -58,9 +59,9 @@ pub fn snapshot(service: &Service, now: Nanos, stopping: bool) -> Snapshot {
     let mut snapshot = Snapshot {
         health,
         limits,
-        unattributed_errors: locker.unattributed_errors(),
+        unattributed_errors: locker.figures().unattributed_errors(),
         accept_failures: service.accept_failures(),
-        max_keys: locker.max_keys() as u64,
+        max_keys: locker.figures().max_keys() as u64,
         parked: service.parked() as u64,
         held: service.held().0,
         held_go: service.held().1,

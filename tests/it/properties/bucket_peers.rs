@@ -48,7 +48,7 @@ fn lockers(n: usize, max: u32, in_seconds: f64, burst: u32) -> Vec<Locker> {
     (0..n)
         .map(|_| {
             let mut l = Locker::new(limit.clone(), vec![], 10);
-            l.set_view(PeerView { live: n as u32, ..PeerView::ALONE });
+            l.peers().set_view(PeerView { live: n as u32, ..PeerView::ALONE });
             l
         })
         .collect()
@@ -74,7 +74,7 @@ fn run(n: usize, lockers: &mut [Locker], start: u64, steps: &[Step]) -> Vec<Gran
         if v.go {
             grants.push(Grant { at: now, locker: from, n: u64::from(v.granted) });
         }
-        let sent: Vec<Count> = lockers[from].take_granted().collect();
+        let sent: Vec<Count> = lockers[from].peers().take_granted().collect();
         for to in (0..n).filter(|&to| to != from) {
             for c in &sent {
                 // Node 0 is the receiver itself; the sender is from + 1.
@@ -92,7 +92,7 @@ fn deliver(lockers: &mut [Locker], wire: &mut Vec<(u64, usize, Count)>, now: u64
     let (due, later): (Vec<_>, Vec<_>) = wire.drain(..).partition(|(at, _, _)| *at <= now);
     *wire = later;
     for (_, to, count) in due {
-        lockers[to].merge(now, &count);
+        lockers[to].peers().merge(now, &count);
     }
 }
 

@@ -41,7 +41,7 @@ fn lockers(n: usize, max: u32) -> Vec<Locker> {
     (0..n)
         .map(|rank| {
             let mut l = Locker::new(limit.clone(), vec![], 10);
-            l.set_view(PeerView { live: n as u32, rank: rank as u32, ..PeerView::ALONE });
+            l.peers().set_view(PeerView { live: n as u32, rank: rank as u32, ..PeerView::ALONE });
             l
         })
         .collect()
@@ -67,7 +67,7 @@ fn deliver(lockers: &mut [Locker], wire: &mut Wire, now: u64) {
     *wire = later;
     due.reverse();
     for (_, to, count) in due {
-        lockers[to].merge(now, &count);
+        lockers[to].peers().merge(now, &count);
     }
 }
 
@@ -84,7 +84,7 @@ fn run(lockers: &mut [Locker], wire: &mut Wire, start: u64, steps: &[Step]) -> (
         if lockers[from].ask(now, &PermitAsk::new(id).key("k")).unwrap().go {
             go[from] += 1;
         }
-        let sent: Vec<Count> = lockers[from].take_granted().collect();
+        let sent: Vec<Count> = lockers[from].peers().take_granted().collect();
         send(wire, n, from, &sent, now, step.delay_ns);
     }
     (go, asked)
@@ -100,7 +100,7 @@ fn split_by(all: &mut [Locker], wire: &mut Wire, max: u32, before: &[Step]) -> V
     let repair_at = T0 + 900 * MS;
     for (from, locker) in all.iter_mut().enumerate() {
         let mut counts = Vec::new();
-        locker.drain_touched(repair_at, |c| counts.push(c));
+        locker.peers().drain_touched(repair_at, |c| counts.push(c));
         send(wire, n, from, &counts, repair_at, Some(0));
         send(wire, n, from, &counts, repair_at, Some(MS));
     }
