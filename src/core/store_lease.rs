@@ -6,7 +6,7 @@
 //! store runs the same rules as `kinds::semaphore` (hold, queue, expiry in
 //! deadline order, restore) on one record per semaphore, by its own clock,
 //! so every locker sees every lease. A call is checked first by the
-//! locker's own rules (`Locker::lease_for`, `Locker::beat_terms`), so a bad
+//! locker's own rules (`Leases::lease_for`, `Leases::beat_terms`), so a bad
 //! count or ttl never reaches the store.
 //!
 //! Pure: it names what to ask and reads the answer; the daemon's store

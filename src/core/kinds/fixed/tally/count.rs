@@ -17,7 +17,7 @@ pub struct Count {
 }
 
 impl Count {
-    /// Granted since the last repair publish (see `Locker::drain_touched`).
+    /// Granted since the last repair publish (see `Peers::drain_touched` in `core::locker`).
     pub(super) const TOUCHED: u32 = 1;
     /// The peers' part of this tally is kept aside and is this slot's.
     pub(super) const ASIDE: u32 = 2;
