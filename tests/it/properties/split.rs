@@ -11,83 +11,16 @@
 //! shares leave: shares are never granted twice, and only the pool can be
 //! granted by more than one locker on stale views.
 
-use locker::core::{Count, Limit, Locker, PeerView, PermitAsk, Quota, DEFAULT_LIMIT};
+use locker::core::{Limit, Locker, Quota, DEFAULT_LIMIT};
 use proptest::prelude::*;
 
-const MS: u64 = 1_000_000;
+use super::wired::{deliver, lockers, prompt, run, send, steps, Step, Wire, MS};
+
 /// The start of a 1 s slot; the demand cutoff is two thirds into it.
 const T0: u64 = 1_700_000_000_000 * MS;
 
-/// One generated ask: when (ns into the slot), which locker, and how long
-/// its counts take to reach the others (`None`: lost).
-#[derive(Debug, Clone)]
-struct Step {
-    at_ns: u64,
-    locker: usize,
-    delay_ns: Option<u64>,
-}
-
-fn steps(within_ns: u64, max_delay_ns: u64) -> impl Strategy<Value = Vec<Step>> {
-    let delay = prop_oneof![Just(None), (0..=max_delay_ns).prop_map(Some)];
-    let step = (0..within_ns, 0usize..5, delay).prop_map(|(at_ns, locker, delay_ns)| Step { at_ns, locker, delay_ns });
-    prop::collection::vec(step, 0..60).prop_map(|mut s| {
-        s.sort_by_key(|s| s.at_ns);
-        s
-    })
-}
-
-fn lockers(n: usize, max: u32) -> Vec<Locker> {
-    let limit = Limit::new(DEFAULT_LIMIT, Quota::new(max, 1.0).unwrap()).unwrap();
-    (0..n)
-        .map(|rank| {
-            let mut l = Locker::new(limit.clone(), vec![], 10);
-            l.peers().set_view(PeerView { live: n as u32, rank: rank as u32, ..PeerView::ALONE });
-            l
-        })
-        .collect()
-}
-
-/// What is on the way: (deliver at, to, count as the receiver names the sender).
-type Wire = Vec<(u64, usize, Count)>;
-
-/// Sends `counts` from `from` to every other locker, arriving `delay` later.
-fn send(wire: &mut Wire, n: usize, from: usize, counts: &[Count], now: u64, delay: Option<u64>) {
-    let Some(delay) = delay else { return };
-    for to in (0..n).filter(|&to| to != from) {
-        for c in counts {
-            // Node 0 is the receiver itself; the sender is from + 1.
-            wire.push((now + delay, to, Count { node: from as u32 + 1, ..c.clone() }));
-        }
-    }
-}
-
-/// Merges every count due by `now`, latest first (reordered).
-fn deliver(lockers: &mut [Locker], wire: &mut Wire, now: u64) {
-    let (mut due, later): (Wire, Wire) = wire.drain(..).partition(|(at, _, _)| *at <= now);
-    *wire = later;
-    due.reverse();
-    for (_, to, count) in due {
-        lockers[to].peers().merge(now, &count);
-    }
-}
-
-/// Asks once per step at `start + step.at_ns`; returns the go per locker
-/// and the asks per locker.
-fn run(lockers: &mut [Locker], wire: &mut Wire, start: u64, steps: &[Step]) -> (Vec<u32>, Vec<u32>) {
-    let n = lockers.len();
-    let id = lockers[0].find(None).unwrap();
-    let (mut go, mut asked) = (vec![0; n], vec![0; n]);
-    for step in steps {
-        let (now, from) = (start + step.at_ns, step.locker % n);
-        deliver(lockers, wire, now);
-        asked[from] += 1;
-        if lockers[from].ask(now, &PermitAsk::new(id).key("k")).unwrap().go {
-            go[from] += 1;
-        }
-        let sent: Vec<Count> = lockers[from].peers().take_granted().collect();
-        send(wire, n, from, &sent, now, step.delay_ns);
-    }
-    (go, asked)
+fn fixed(max: u32) -> Limit {
+    Limit::new(DEFAULT_LIMIT, Quota::new(max, 1.0).unwrap()).unwrap()
 }
 
 /// Slot 0 asked `before` (figures on the way, some lost), repaired after
@@ -110,21 +43,6 @@ fn split_by(all: &mut [Locker], wire: &mut Wire, max: u32, before: &[Step]) -> V
     demand.iter().map(|&d| (u64::from(max) * u64::from(d)).checked_div(total).unwrap_or(0) as u32).collect()
 }
 
-/// Up to 200 asks crowded into the first `within_ns` of a slot, whose
-/// counts all arrive within the in-flight window (2 ms): lockers deciding
-/// at once on views that lack each other's latest grants.
-fn prompt(within_ns: u64) -> impl Strategy<Value = Vec<Step>> {
-    let step = (0..within_ns, 0usize..5, 0..=1_900_000u64).prop_map(|(at_ns, locker, d)| Step {
-        at_ns,
-        locker,
-        delay_ns: Some(d),
-    });
-    prop::collection::vec(step, 0..200).prop_map(|mut s| {
-        s.sort_by_key(|s| s.at_ns);
-        s
-    })
-}
-
 proptest! {
     #[test]
     fn shares_are_granted_whole_and_only_the_pool_can_overshoot(
@@ -133,7 +51,7 @@ proptest! {
         before in steps(660 * MS, 300 * MS),
         after in steps(1000 * MS, 2000 * MS),
     ) {
-        let mut all = lockers(n, max);
+        let mut all = lockers(n, &fixed(max));
         let mut wire = Wire::new();
         let shares = split_by(&mut all, &mut wire, max, &before);
         let pool = max - shares.iter().sum::<u32>();
@@ -162,7 +80,7 @@ proptest! {
         before in steps(660 * MS, 300 * MS),
         after in prompt(40 * MS),
     ) {
-        let mut all = lockers(n, max);
+        let mut all = lockers(n, &fixed(max));
         let mut wire = Wire::new();
         let shares = split_by(&mut all, &mut wire, max, &before);
         let (go, _) = run(&mut all, &mut wire, T0 + 1000 * MS, &after);
@@ -184,7 +102,7 @@ fn a_grant_stays_in_flight_until_the_peer_grants_made_without_it_are_back() {
     let before: Vec<Step> = [0, 1, 0, 1, 2, 2, 2, 2, 2, 0, 0, 0, 0].iter().map(|&l| step(0, l, 0)).collect();
     let after =
         [step(430_863, 0, 0), step(2_000_000, 0, 755_416), step(2_755_415, 1, 1_852_879), step(4_608_293, 0, 0)];
-    let (mut all, mut wire) = (lockers(3, 2), Wire::new());
+    let (mut all, mut wire) = (lockers(3, &fixed(2)), Wire::new());
     assert_eq!(split_by(&mut all, &mut wire, 2, &before), [0, 0, 0], "the whole slot is the pool");
     let (go, _) = run(&mut all, &mut wire, T0 + 1000 * MS, &after);
     assert_eq!(go, [1, 1, 0], "locker 0's second ask waits for locker 1's grant");
