@@ -261,8 +261,8 @@ impl Count {
 /// Own grants at two checkpoints, at least a window apart, so that
 /// `own - prev` covers every grant of the last window (and possibly up to
 /// twice that, which errs on the safe side): what the in-flight rule counts
-/// as in flight, over the window of `Share::charged_for`. `T` is a fixed window's slot count (u32)
-/// or a rolling window's running total (u64).
+/// as in flight, over the window of `Share::charged_for`. `T` is a fixed
+/// window's slot count (u32) or a rolling window's running total (u64).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Recent<T> {
     prev: T,

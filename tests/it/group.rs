@@ -10,11 +10,25 @@ use std::collections::BTreeMap;
 use locker::core::PeerEvent;
 use locker::core::{Limit, Locker, Nanos, Quota, DEFAULT_LIMIT};
 use locker::sim::{self, Group, Link};
-use locker::wire::Ask;
+use locker::wire::{Ask, GoReply};
 
 pub(crate) const MS: Nanos = 1_000_000;
 /// A true instant on an 0.8 s slot boundary, some years after the epoch.
 pub(crate) const T0: Nanos = 2_000_000_000_000 * MS;
+
+/// Asks node `i` for `key` like a client that honours a sorry's hint when
+/// it is sooner than the slot's end (a share refusal, or a locker still
+/// joining): the first go, or the first sorry that says the slot is spent.
+pub(crate) fn ask_patiently(g: &mut Group, i: usize, key: &str) -> GoReply {
+    for _ in 0..10_000 {
+        let r = g.ask(i, &Ask::new().key(key)).expect("an answer");
+        if r.ok || r.retry_after_ms >= r.reset_after_ms {
+            return r;
+        }
+        g.advance(r.retry_after_ms.max(1) * MS);
+    }
+    panic!("node {i} kept asking to wait");
+}
 
 /// A fixed window of `max` per `slot_ms` on every node.
 pub(crate) fn fixed(max: u32, slot_ms: u64) -> impl Fn() -> Locker + Clone {

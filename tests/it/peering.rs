@@ -14,9 +14,9 @@ use std::collections::BTreeMap;
 
 use locker::core::Nanos;
 use locker::sim::{self, Group};
-use locker::wire::{Ask, GoReply};
+use locker::wire::Ask;
 
-use crate::group::{fixed, joined, run, Caller, MS};
+use crate::group::{ask_patiently, fixed, joined, run, Caller, MS};
 use crate::support::sim_stats;
 
 const SLOT: Nanos = 1000 * MS;
@@ -49,20 +49,6 @@ fn one_busy_locker_of_three_still_fills_every_slot() {
     let start = g.now();
     let per_slot = run(&mut g, &mut saturating(&[0], 3, start), start + 3 * SLOT, SLOT);
     every_slot_exactly(&per_slot, 1000, "all load on one locker");
-}
-
-/// Asks node `i` for `key` like a client that honours a sorry's hint when
-/// it is sooner than the slot's end (a share refusal, or a locker still
-/// joining): the first go, or the first sorry that says the slot is spent.
-fn ask_patiently(g: &mut Group, i: usize, key: &str) -> GoReply {
-    for _ in 0..1000 {
-        let r = g.ask(i, &Ask::new().key(key)).expect("an answer");
-        if r.ok || r.retry_after_ms >= r.reset_after_ms {
-            return r;
-        }
-        g.advance(r.retry_after_ms.max(1) * MS);
-    }
-    panic!("node {i} kept asking to wait");
 }
 
 #[test]

@@ -11,23 +11,10 @@
 
 use locker::core::Nanos;
 use locker::sim::Group;
-use locker::wire::{Ask, GoReply};
+use locker::wire::Ask;
 
-use crate::group::{fixed, joined, MS};
+use crate::group::{ask_patiently, fixed, joined, MS};
 use crate::support::sim_stats;
-
-/// Asks node `i` for `key`, waiting out hints sooner than the slot's end:
-/// the go, or the sorry that says the slot is spent.
-fn ask_patiently(g: &mut Group, i: usize, key: &str) -> GoReply {
-    for _ in 0..10_000 {
-        let r = g.ask(i, &Ask::new().key(key)).expect("an answer");
-        if r.ok || r.retry_after_ms >= r.reset_after_ms {
-            return r;
-        }
-        g.advance(r.retry_after_ms.max(1) * MS);
-    }
-    panic!("node {i} kept asking to wait");
-}
 
 /// `n` asks back to back on node `i`: the go among them, all in the slot
 /// of `slot` the burst began in.

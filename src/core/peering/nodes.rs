@@ -231,8 +231,8 @@ impl Nodes {
         let event = match &state.run {
             Some(live) if live == key => return Some((ix, None)),
             // A peer is reported heard by its first heartbeat (see
-            // `heartbeat`), when it starts to count as live; so is a
-            // restart, only of a peer that was live.
+            // `heartbeat`), when it starts to count as live, and a new
+            // run is reported as a restart only once the peer was live.
             Some(_) if state.last_heard > 0 => {
                 once_a_second(&mut state.last_restart, now).then(|| PeerEvent::Restarted { id: shown(&key.id) })
             }
