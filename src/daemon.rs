@@ -9,6 +9,7 @@ pub mod keeper;
 pub mod metrics;
 pub mod reload;
 pub mod server;
+mod serving;
 pub mod signals;
 pub mod store;
 pub mod transport;

@@ -4,16 +4,23 @@
 //! `Service::respond` always produces exactly one reply, whatever the input,
 //! which is what a REP socket needs. It joins the wire format (`wire`) to
 //! the decision table (`core`), and it is where protocol tests drive the
-//! whole request path without a socket. `on_peer` and `publish` do the same
-//! for the PUB/SUB side, so two services can be wired together by hand in a
-//! test. It must not read a clock or touch a socket: the daemon loop does
-//! both. Lease requests are in `service::lease`, the peer side in
-//! `service::peer`, the state file's side in `service::kept`.
+//! whole request path without a socket. `serve` does the same but may hold
+//! an ask for a go instead of answering sorry (`hold`); `on_peer` and
+//! `publish` do the same for the PUB/SUB side, so two services can be wired
+//! together by hand in a test. The order in which a loop does all of this
+//! is `step`'s, shared by the daemon and the simulated group.
+//!
+//! Each request is decoded once, here, and the decoded value is handed to
+//! every part that needs it. The parts are owned: holding (`hold`), the
+//! store's side (`store`, only when the counts live in a store, chosen at
+//! construction, so a locker without one never enters its code), leases
+//! (`lease`), peers (`peer`) and the state file (`kept`).
+//!
+//! It must not read a clock or touch a socket: the daemon loop does both.
 
-use crate::core::claims::Claims;
 use crate::core::time::NANOS_PER_MS;
 use crate::core::{
-    time::ceil_ms, Algorithm, Limit, LimitId, Locker, Nanos, PeerEvent, Peering, PermitAsk, Reloaded, TableError,
+    time::ceil_ms, Algorithm, AskError, Limit, LimitId, Locker, Nanos, Peering, PermitAsk, Reloaded, TableError,
     Verdict,
 };
 use crate::state::{Journal, Keep};
@@ -26,13 +33,15 @@ mod kept;
 mod lease;
 mod parking;
 mod peer;
+pub mod step;
 mod store;
 mod store_lease;
 
 pub use hold::Answer;
-use hold::{asked_hold, Sorry};
-use parking::{Parked, Parking, QueueKey};
+use hold::{Holding, Sorry};
 pub use parking::{Token, DEFAULT_MAX_PARKED};
+pub use step::Io;
+use store::StoreSide;
 
 /// The longest plain body whose limit is remembered: longer than any limit
 /// name, so every body that names a limit fits.
@@ -58,27 +67,63 @@ pub struct Service {
     last_named: Option<LimitId>,
     /// What the call being answered changed, for the state file (see `keeping`).
     journal: Journal,
-    /// CURVE handshakes refused so far, as the daemon's ZAP handler counts
-    /// them; only reported in stats.
-    refused_connections: u64,
-    /// Client connections the daemon could not accept (out of open files),
-    /// as its socket monitor counts them; only reported.
-    accept_failures: u64,
+    /// What the daemon tells the service of itself, for stats.
+    status: Status,
+    /// Asks held for a go (see `serve`).
+    holding: Holding,
+    /// The store's side, when the counts live in a store.
+    store: Option<Box<StoreSide>>,
+}
+
+/// What the service reports of itself besides its limits' counts, for
+/// stats, metrics and health.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Status {
     /// Why every grant is refused for now, if it is: the state file cannot
     /// grow, and a grant is never answered before it is recorded.
-    refusing: Option<&'static str>,
-    /// Asks held for a go (see `serve`).
-    parking: Parking,
-    /// Parked asks still to be answered at shutdown (see `next_final`).
-    finals: Vec<(QueueKey, Parked)>,
-    /// The claims taken from the store, when the counts live in one.
-    claims: Option<Claims>,
-    /// Requests waiting for claims (see `store`).
-    waiting: store::Waiting,
-    /// Requests that waited for claims, still to be answered at shutdown.
-    final_waiters: Vec<(Token, Box<[u8]>)>,
-    /// Lease requests sent to the store (see `store_lease`).
-    lease_calls: store_lease::LeaseCalls,
+    pub refusing: Option<&'static str>,
+    /// CURVE handshakes refused so far, as the daemon's ZAP handler counts
+    /// them.
+    pub refused_connections: u64,
+    /// Client connections the daemon could not accept (out of open files).
+    pub accept_failures: u64,
+    /// Replies the daemon could not deliver (the client went away, or
+    /// would not take its replies), and how many of them were go.
+    pub undelivered: u64,
+    pub undelivered_go: u64,
+    /// Asks parked now (held, or waiting for the store).
+    pub parked: usize,
+    /// Asks held since start, and those of them answered go.
+    pub held: u64,
+    pub held_go: u64,
+    /// The store's claims: asked, permits claimed, failed, on their way.
+    pub store: Option<StoreStatus>,
+}
+
+/// The store's side of `Status`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreStatus {
+    pub claims: u64,
+    pub claimed: u64,
+    pub failed: u64,
+    pub in_flight: usize,
+    /// Why the store fails, when it does.
+    pub down: Option<String>,
+}
+
+/// What the daemon tells the service of itself (see `Service::note`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Note {
+    /// Grants are refused with this reason from now on, or granted again
+    /// with `None`: the state file cannot grow (a grant must be recorded
+    /// before its reply). Heartbeats, releases and stats are still answered.
+    Refusing(Option<&'static str>),
+    /// CURVE handshakes the allowlist refused so far.
+    RefusedConnections(u64),
+    /// Client connections that could not be accepted so far.
+    AcceptFailures(u64),
+    /// A reply that could not be delivered; whether it was a go.
+    Undelivered { go: bool },
 }
 
 impl Service {
@@ -92,21 +137,15 @@ impl Service {
             plain_memo,
             last_named: None,
             journal: Journal::default(),
-            refused_connections: 0,
-            accept_failures: 0,
-            refusing: None,
-            parking: Parking::new(DEFAULT_MAX_PARKED),
-            finals: Vec::new(),
-            claims: None,
-            waiting: store::Waiting::default(),
-            final_waiters: Vec::new(),
-            lease_calls: store_lease::LeaseCalls::default(),
+            status: Status::default(),
+            holding: Holding::new(DEFAULT_MAX_PARKED),
+            store: None,
         }
     }
 
     /// Holds at most `max` asks at once (see `serve`).
     pub fn with_max_parked(mut self, max: usize) -> Service {
-        self.parking = Parking::new(max);
+        self.holding = Holding::new(max);
         self
     }
 
@@ -115,6 +154,16 @@ impl Service {
         peering.fit_to(&locker);
         locker.peers().set_view(peering.view(now));
         Service { peering: Some(peering), ..Service::new(locker) }
+    }
+
+    /// Keeps every counting limit's counts in a store from now on: asks
+    /// are decided from claims (see `core::claims`), which the daemon
+    /// carries to the store (`take_store_calls`) and back (`on_store`); and
+    /// semaphore leases in it, served by `serve` (`respond` still answers
+    /// them from this locker).
+    pub fn with_store(mut self) -> Service {
+        self.store = Some(Box::new(StoreSide::new(self.locker.figures().stats().count())));
+        self
     }
 
     /// The decision table, for inspection.
@@ -127,18 +176,41 @@ impl Service {
         self.peering.as_ref()
     }
 
+    /// What the service reports of itself besides its limits' counts.
+    pub fn status(&self) -> Status {
+        let mut status = self.status.clone();
+        status.parked = self.holding.len() + self.store.as_ref().map_or(0, |s| s.len());
+        (status.held, status.held_go) = self.holding.counts();
+        status.store = self.store.as_ref().map(|s| s.status());
+        status
+    }
+
+    /// Takes what the daemon tells of itself (see `Note`).
+    pub fn note(&mut self, note: Note) {
+        match note {
+            Note::Refusing(reason) => self.status.refusing = reason,
+            Note::RefusedConnections(n) => self.status.refused_connections = n,
+            Note::AcceptFailures(n) => self.status.accept_failures = n,
+            Note::Undelivered { go } => {
+                self.status.undelivered += 1;
+                self.status.undelivered_go += u64::from(go);
+            }
+        }
+    }
+
     /// Serves `default` and `limits` from now on, keeping what unchanged
     /// limits hold (see `Locker::reload`). Peering keeps the shortest slot
     /// it started with for its schedule.
     pub fn reload(&mut self, default: Limit, limits: Vec<Limit>, max_keys: usize) -> Reloaded {
         let done = self.locker.reload(default, limits, max_keys);
-        if let Some(c) = &mut self.claims {
-            c.reset(self.locker.figures().stats().count());
+        if let Some(s) = &mut self.store {
+            s.reset(self.locker.figures().stats().count());
         }
         // Limit ids may have moved: forget the remembered plain body.
         let default = self.locker.find_plain(b"");
         self.plain_memo.0.clear();
         self.plain_memo.1 = default;
+        self.last_named = None;
         done
     }
 
@@ -147,7 +219,8 @@ impl Service {
     /// expiry or end of a queued acquire's wait needs a wake-up, and so do
     /// peering's heartbeats, snapshots and the end of joining; so does the
     /// end of a slot that holds keys, so that their memory comes back
-    /// without waiting for the next ask of that limit.
+    /// without waiting for the next ask of that limit; and so does the next
+    /// parked ask to decide again or to answer at the end of its hold.
     pub fn next_deadline(&self) -> Option<Nanos> {
         let peering = self.peering.as_ref().map(Peering::next_deadline);
         let due = [self.locker.next_deadline(), peering].into_iter().flatten().min();
@@ -157,36 +230,34 @@ impl Service {
             Some(p) => due.map(|d| p.clock().raw_at(d)),
             None => due,
         };
-        [due, self.parking.next_wake()].into_iter().flatten().min()
+        [due, self.holding.next_wake()].into_iter().flatten().min()
     }
 
-    /// The time for `raw`, a reading of the loop's clock: the group's time
-    /// when peered (this locker's clock moved to the middle of its peers',
-    /// see `core::peering::clock`), `raw` itself alone. Every entry point
-    /// takes the loop's reading and decides by this.
+    /// Enters the instant `raw`, a reading of the loop's clock, and returns
+    /// the time to decide by: the group's time when peered (this locker's
+    /// clock moved to the middle of its peers', see `core::peering::clock`),
+    /// with the table following the peers' view of that instant; `raw`
+    /// itself alone. Every entry point that decides calls this first.
     #[inline]
-    fn now(&mut self, raw: Nanos) -> Nanos {
-        match &mut self.peering {
-            Some(p) => p.group_now(raw),
-            None => raw,
-        }
+    fn enter(&mut self, raw: Nanos) -> Nanos {
+        let Some(p) = &mut self.peering else { return raw };
+        let now = p.group_now(raw);
+        self.locker.peers().set_view(p.view(now));
+        now
     }
 
     /// Does the work that falls due at `now` (see `next_deadline`): frees
     /// expired leases, grants their count to waiters, and follows the peers.
     pub fn on_timeout(&mut self, now: Nanos) {
-        let now = self.now(now);
+        let now = self.enter(now);
         self.locker.expire(now);
-        if let Some(c) = &mut self.claims {
-            c.sweep(now);
-        }
-        if let Some(p) = &mut self.peering {
-            self.locker.peers().set_view(p.view(now));
+        if let Some(s) = &mut self.store {
+            s.sweep(now);
         }
     }
 
-    /// The next peering event worth logging, if any.
-    pub fn poll_event(&mut self) -> Option<PeerEvent> {
+    /// The next peering event worth logging, if any (see `step`).
+    fn poll_event(&mut self) -> Option<crate::core::PeerEvent> {
         self.peering.as_mut().and_then(Peering::poll_event)
     }
 
@@ -195,55 +266,38 @@ impl Service {
     /// each ask's reply in order. What the request left behind goes to
     /// `keep` before this returns (`&mut ()` keeps nothing).
     pub fn respond(&mut self, now: Nanos, body: &[u8], out: &mut Vec<u8>, keep: &mut impl Keep) {
-        self.keeping(now, keep, |s| s.decide(now, body, out));
-    }
-
-    /// `respond`, telling whether the answer was a single ask's sorry.
-    fn decide(&mut self, now: Nanos, body: &[u8], out: &mut Vec<u8>) -> Option<Sorry> {
-        out.clear();
-        if let Some(p) = &mut self.peering {
-            let now = p.group_now(now);
-            self.locker.peers().set_view(p.view(now));
-            return self.respond_at(now, body, out);
-        }
-        self.respond_at(now, body, out)
-    }
-
-    #[inline]
-    fn respond_at(&mut self, now: Nanos, body: &[u8], out: &mut Vec<u8>) -> Option<Sorry> {
         let request = wire::decode_request(body);
-        if let (Some(reason), Ok(r)) = (self.refusing, &request) {
-            if may_grant(r) {
-                self.refuse_grant(r, reason, out);
+        self.keeping(now, keep, |s| s.decide(now, &request, out));
+    }
+
+    /// Answers a decoded `request` at `now` (the loop's clock), into `out`
+    /// (cleared first); tells whether the answer was a single ask's sorry,
+    /// which holding may hold.
+    fn decide(&mut self, now: Nanos, request: &Result<Request, WireError>, out: &mut Vec<u8>) -> Option<Sorry> {
+        out.clear();
+        let now = self.enter(now);
+        let request = match request {
+            Ok(r) => r,
+            Err(e) => {
+                self.locker.counters().record_error(None);
+                wire::encode(&error_reply(e), out);
                 return None;
             }
+        };
+        if let Some(reason) = self.status.refusing.filter(|_| may_grant(request)) {
+            self.refuse_grant(request, reason, out);
+            return None;
         }
         match request {
-            Ok(Request::Plain(body)) => return self.plain(now, body, out),
-            Ok(Request::Go(go)) => return self.go(now, go, out),
-            Ok(Request::Batch(batch)) => self.batch(now, &batch, out),
-            Ok(Request::Acquire(ask)) => self.acquire(now, ask, out),
-            Ok(Request::Heartbeat(beat)) => self.heartbeat(now, beat, out),
-            Ok(Request::Release(release)) => self.release(now, release, out),
-            Ok(Request::Stats) => wire::encode(&self.stats(now), out),
-            Err(e) => self.reject(e, out),
+            Request::Plain(body) => return self.plain(now, body, out),
+            Request::Go(go) => return self.go(now, go, out),
+            Request::Batch(batch) => self.batch(now, batch, out),
+            Request::Acquire(ask) => self.acquire(now, ask, out),
+            Request::Heartbeat(beat) => self.heartbeat(now, beat, out),
+            Request::Release(release) => self.release(now, release, out),
+            Request::Stats => wire::encode(&self.stats(now), out),
         }
         None
-    }
-
-    /// Refuses every grant from now on with `reason`, or grants again with
-    /// `None`. Grants are refused while the state file cannot grow (a
-    /// grant must be recorded before its reply, and a full disk could not
-    /// record it): each call's `Keep` says so after its records, and the
-    /// daemon's keeper, trying again on its timer, says when it can.
-    /// Heartbeats, releases and stats are still answered.
-    pub fn set_refusing(&mut self, reason: Option<&'static str>) {
-        self.refusing = reason;
-    }
-
-    /// Why grants are refused for now, if they are (see `set_refusing`).
-    pub fn refusing(&self) -> Option<&'static str> {
-        self.refusing
     }
 
     /// Answers a request that may grant while grants are refused: sorry in
@@ -303,22 +357,32 @@ impl Service {
         *id
     }
 
-    fn go(&mut self, now: Nanos, go: wire::Ask, out: &mut Vec<u8>) -> Option<Sorry> {
+    fn go(&mut self, now: Nanos, go: &wire::Ask, out: &mut Vec<u8>) -> Option<Sorry> {
         let verdict = match self.find(go.limit) {
-            Ok(limit) => self.count(now, &permit_ask(limit, &go)).map(|v| (limit, v)),
+            Ok(limit) => self.count(now, &permit_ask(limit, go)).map(|v| (limit, v)),
             Err(e) => Err(e.into()),
         };
         match verdict {
             Ok((id, v)) => {
                 self.journal.note_go(id, go.key, &v);
-                wire::encode_go_reply(&go_reply(&v, &go), out);
-                let asked_hold = go.hold_ms.map(asked_hold);
+                wire::encode_go_reply(&go_reply(&v, go), out);
+                let asked_hold = go.hold_ms.map(hold::asked_hold);
                 (!v.go && go.cost > 0).then_some(Sorry { limit: id, retry_after: v.retry_after, asked_hold })
             }
             Err(e) => {
                 wire::encode(&error_reply(&e), out);
                 None
             }
+        }
+    }
+
+    /// Decides `ask` at `now`: from the table, or from the store's claims
+    /// when the counts live in a store (see `store`).
+    #[inline]
+    fn count(&mut self, now: Nanos, ask: &PermitAsk) -> Result<Verdict, AskError> {
+        match &mut self.store {
+            None => self.locker.ask(now, ask),
+            Some(store) => store.count(&mut self.locker, now, ask),
         }
     }
 
@@ -347,7 +411,7 @@ impl Service {
             for entry in chunk[..n].iter_mut().filter_map(Option::take) {
                 match entry {
                     Ok(go) => {
-                        let _ = self.go(now, go, out);
+                        let _ = self.go(now, &go, out);
                     }
                     Err(e) => {
                         self.locker.counters().record_error(None);
@@ -379,21 +443,6 @@ impl Service {
         found
     }
 
-    /// Takes the count of CURVE handshakes the allowlist refused, for stats.
-    pub fn note_refused_connections(&mut self, refused: u64) {
-        self.refused_connections = refused;
-    }
-
-    /// Takes the count of client connections that could not be accepted.
-    pub fn note_accept_failures(&mut self, failed: u64) {
-        self.accept_failures = failed;
-    }
-
-    /// Client connections that could not be accepted since start.
-    pub fn accept_failures(&self) -> u64 {
-        self.accept_failures
-    }
-
     fn stats(&self, now: Nanos) -> StatsReply {
         let limits = self
             .locker
@@ -416,23 +465,26 @@ impl Service {
                 waited: s.waited,
             })
             .collect();
+        let status = self.status();
         let mut reply = StatsReply {
             limits,
             errors: self.locker.figures().unattributed_errors(),
             live_keys: self.locker.figures().live_keys() as u64,
             key_bytes: self.locker.figures().key_bytes() as u64,
-            refused_connections: self.refused_connections,
-            refusing: self.refusing.map(str::to_owned),
-            accept_failures: self.accept_failures,
-            parked: (self.parking.len() + self.waiting.len() + self.lease_calls.len()) as u64,
-            held: self.parking.held,
-            held_go: self.parking.held_go,
-            store: self.store_state().map(|(claims, claimed, failed, in_flight, down)| wire::StoreStatsReply {
-                claims,
-                claimed,
-                failed,
-                in_flight: in_flight as u64,
-                down: down.map(str::to_owned),
+            refused_connections: status.refused_connections,
+            refusing: status.refusing.map(str::to_owned),
+            accept_failures: status.accept_failures,
+            undelivered: status.undelivered,
+            undelivered_go: status.undelivered_go,
+            parked: status.parked as u64,
+            held: status.held,
+            held_go: status.held_go,
+            store: status.store.map(|s| wire::StoreStatsReply {
+                claims: s.claims,
+                claimed: s.claimed,
+                failed: s.failed,
+                in_flight: s.in_flight as u64,
+                down: s.down,
             }),
             ..StatsReply::default()
         };

@@ -2,9 +2,10 @@
 //! of what needs several lockers and time: peering, clocks that disagree,
 //! leases, reservations, restarts.
 //!
-//! `Group` plays the daemon's loop for each node (answer a request, hear a
-//! peer, wake at the service's deadline or the loop's tick, publish after
-//! each turn, report a pause) and the network between them (a delay, a
+//! `Group` plays the daemon's loop for each node through the same loop
+//! step (`service::step`: a turn at the service's deadline or the loop's
+//! tick, a request, a peer message, publishing after each; and a pause
+//! reported as the daemon reports it) and the network between them (a delay, a
 //! jitter that reorders, a loss rate), on one true clock that jumps from
 //! event to event. Each node reads that clock through its own offset, so a
 //! node can run fast or slow, and a restart can come up with its clock
@@ -16,8 +17,10 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use crate::core::time::NANOS_PER_MS;
+use std::collections::HashMap;
+
 use crate::core::{Locker, Nanos, NodeKey, PeerEvent, Peering, PeeringSettings};
-use crate::service::Service;
+use crate::service::{step, Answer, Io, Service, Token};
 use crate::wire::{self, Ask, GoReply, Reply};
 
 /// How often the daemon's loop turns with nothing to do (its tick), so that
@@ -99,6 +102,31 @@ pub struct Group {
     /// What each node's peering told its log (peers heard, silent, back,
     /// skewed), until a test takes it.
     events: Vec<Vec<PeerEvent>>,
+    /// Replies to requests sent with `send`, by token, until taken.
+    replies: HashMap<Token, Vec<u8>>,
+    next_token: Token,
+}
+
+/// What one loop step of a node produced.
+#[derive(Default)]
+struct Outbox {
+    replies: Vec<(Token, Vec<u8>)>,
+    published: Vec<Vec<u8>>,
+    events: Vec<PeerEvent>,
+}
+
+impl Io for Outbox {
+    fn reply(&mut self, token: Token, body: &[u8]) {
+        self.replies.push((token, body.to_vec()));
+    }
+
+    fn publish(&mut self, bytes: &[u8]) {
+        self.published.push(bytes.to_vec());
+    }
+
+    fn event(&mut self, event: PeerEvent) {
+        self.events.push(event);
+    }
 }
 
 impl Group {
@@ -132,6 +160,8 @@ impl Group {
             rng: seed ^ 0x9E37_79B9_7F4A_7C15,
             published: vec![0; n],
             events: vec![Vec::new(); n],
+            replies: HashMap::new(),
+            next_token: 0,
         };
         for i in 0..n {
             g.turn(i);
@@ -199,8 +229,9 @@ impl Group {
         self.advance_to(self.now + d);
     }
 
-    /// Answers one request body at node `i` now, as the daemon's loop would
-    /// (publishing after it), and returns the reply body.
+    /// Answers one request body at node `i` now, at once (nothing is
+    /// held: the decision as `Service::respond` makes it), publishing
+    /// after it as the daemon's loop would; returns the reply body.
     pub fn request(&mut self, i: usize, body: &[u8]) -> Vec<u8> {
         self.advance_to(self.now);
         self.resume_if_due(i);
@@ -208,8 +239,32 @@ impl Group {
         let now = self.clock(i);
         let mut out = Vec::new();
         self.service(i).respond(now, body, &mut out, &mut ());
-        self.publish(i);
+        self.flush(i);
+        self.reschedule(i);
         out
+    }
+
+    /// Sends one request body to node `i` now, served as the daemon serves
+    /// it (`step::request`: it may be held for a go); its reply, now or
+    /// later, is taken with `reply`.
+    pub fn send(&mut self, i: usize, body: &[u8]) -> Token {
+        self.advance_to(self.now);
+        self.resume_if_due(i);
+        self.nodes[i].last = self.now;
+        let now = self.clock(i);
+        self.next_token += 1;
+        let token = self.next_token;
+        let (mut io, mut out) = (Outbox::default(), Vec::new());
+        let _: Answer = step::request(self.service(i), now, token, body, &mut (), &mut io, &mut out);
+        self.take(i, io);
+        self.flush(i);
+        self.reschedule(i);
+        token
+    }
+
+    /// The reply to the request sent under `token`, once it has come.
+    pub fn reply(&mut self, token: Token) -> Option<Vec<u8>> {
+        self.replies.remove(&token)
     }
 
     /// Asks node `i` for `ask` now; the reply, or the locker's refusal as
@@ -278,20 +333,27 @@ impl Group {
         self.service(i).on_pause(now, away);
     }
 
-    /// One loop turn of node `i` with nothing to read: timers, then publish;
-    /// the next turn at the service's deadline or a tick from now.
+    /// One loop turn of node `i` with nothing to read (`step::turn`:
+    /// timers, held asks that are due, then publish); the next turn at the
+    /// service's deadline or a tick from now.
     fn turn(&mut self, i: usize) {
         self.nodes[i].last = self.now;
         let now = self.clock(i);
-        let service = self.service(i);
-        service.on_timeout(now);
-        let deadline = service.next_deadline();
-        self.publish(i);
+        let (mut io, mut out) = (Outbox::default(), Vec::new());
+        step::turn(self.service(i), now, &mut (), &mut io, &mut out);
+        self.take(i, io);
+        self.nodes[i].turn = self.now + TICK;
+        self.reschedule(i);
+    }
+
+    /// Brings node `i`'s next turn forward to its service's deadline, as
+    /// the daemon's loop sets its wait after every event.
+    fn reschedule(&mut self, i: usize) {
+        let deadline = self.service(i).next_deadline();
         let offset = self.nodes[i].offset;
-        let tick = self.now + TICK;
         // A deadline on the node's clock, on the true clock; never in the past.
-        let due = deadline.map_or(tick, |d| d.saturating_add_signed(-offset).clamp(self.now + 1, tick));
-        self.nodes[i].turn = due;
+        let due = deadline.map_or(Nanos::MAX, |d| d.saturating_add_signed(-offset).max(self.now + 1));
+        self.nodes[i].turn = self.nodes[i].turn.min(due);
     }
 
     fn deliver(&mut self, msg: Delivery) {
@@ -308,19 +370,26 @@ impl Group {
         self.nodes[to].last = self.now;
         let peer = if msg.from < to { msg.from } else { msg.from - 1 };
         let now = self.clock(to);
-        self.service(to).on_peer(now, peer, &msg.bytes);
-        self.publish(to);
+        step::peer(self.service(to), now, peer, &msg.bytes);
+        self.flush(to);
+        self.reschedule(to);
     }
 
-    fn publish(&mut self, from: usize) {
+    /// What node `from` has to send now, sent (`step::flush`).
+    fn flush(&mut self, from: usize) {
         let now = self.clock(from);
-        let mut out = Vec::new();
-        self.service(from).publish(now, |bytes| out.push(bytes.to_vec()));
-        while let Some(event) = self.service(from).poll_event() {
-            self.events[from].push(event);
-        }
-        self.published[from] += out.len() as u64;
-        for bytes in out {
+        let mut io = Outbox::default();
+        step::flush(self.service(from), now, &mut io);
+        self.take(from, io);
+    }
+
+    /// Takes what a step of node `from` produced: replies are kept for
+    /// `reply`, events for `take_events`, peer messages go on the wire.
+    fn take(&mut self, from: usize, io: Outbox) {
+        self.replies.extend(io.replies);
+        self.events[from].extend(io.events);
+        self.published[from] += io.published.len() as u64;
+        for bytes in io.published {
             for to in (0..self.nodes.len()).filter(|&to| to != from) {
                 if self.chance() < self.link.loss {
                     continue;

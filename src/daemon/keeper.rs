@@ -17,7 +17,7 @@ use tracing::{debug, error, info, warn};
 use super::clock::{Boot, Clock};
 use crate::core::time::NANOS_PER_SEC;
 use crate::core::{Algorithm, Locker, Nanos};
-use crate::service::Service;
+use crate::service::{Note, Service};
 use crate::state::{
     collapse, digest, Compacted, Header, Keep, Liveness, Record, Replay, StateConfig, StateError, StateLog,
 };
@@ -179,13 +179,13 @@ impl Keeper {
                 "the state file is more than a day old; nothing in it is current"
             );
         }
-        let liveness = service.liveness();
+        let liveness = Liveness::of(service.locker());
         let (step, cut) = (loaded.step, loaded.cut.unwrap_or(Nanos::MAX));
         let records = loaded.replay.iter().flat_map(Replay::records);
         let records = records.map(|r| if step == 0 { r } else { liveness.retimed(r, step) }).filter(|r| r.at() <= cut);
         let run = loaded.replay.as_ref().map_or(0, Replay::next_run);
         let (restored, mut keep) = service.restore(now, run, records);
-        let node = service.node().map_or(String::new(), |n| n.id.to_string());
+        let node = service.peering().map(|p| p.nodes().me()).map_or(String::new(), |n| n.id.to_string());
         keep.insert(0, Record::Run { run, incarnation, node: &node });
         if let Some(b) = loaded.boot {
             keep.insert(1, Record::Clock { run, boot: b.id, wall_at_boot: b.wall_at_boot });
@@ -210,7 +210,7 @@ impl Keeper {
         let compacted_len = log.len();
         Ok(Keeper {
             log,
-            liveness: service.liveness(),
+            liveness: Liveness::of(service.locker()),
             run: run_record,
             compaction: None,
             durable,
@@ -262,7 +262,7 @@ impl Keeper {
         }
         if self.retry_room.is_some_and(|at| now >= at) {
             let room = self.try_room(now);
-            service.set_refusing(room.err());
+            service.note(Note::Refusing(room.err()));
         }
         self.finish_compaction();
         let slot_changed = now >= self.next_slot_check;
@@ -353,7 +353,7 @@ impl Keeper {
         if let Some((job, _)) = self.compaction.take() {
             let _ = job.join();
         }
-        self.liveness = service.liveness();
+        self.liveness = Liveness::of(service.locker());
         let moved = before.moved_to(&Layout::of(service.locker()));
         let records = self.log.records().filter_map(|r| match r.limit() {
             None => Some(r),

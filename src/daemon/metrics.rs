@@ -101,6 +101,9 @@ pub struct Snapshot {
     pub parked: u64,
     pub held: u64,
     pub held_go: u64,
+    /// Replies that could not be delivered, and how many of them were go.
+    pub undelivered: u64,
+    pub undelivered_go: u64,
     /// The store's claims, when the counts live in one.
     pub store: Option<StoreSnapshot>,
 }

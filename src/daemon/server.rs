@@ -2,18 +2,14 @@
 //!
 //! `Server::bind` binds the serving socket and reports the real endpoint
 //! before anything is served, so a caller can print it or hand it to a
-//! test. `run` is the single thread that waits on the socket, reads the
-//! clock once per request, asks the `Service` for a reply and sends it.
-//! Every request gets exactly one reply. The loop makes no decisions of its
-//! own.
-//!
-//! The serving socket is a ROUTER that speaks to REQ (and DEALER) clients
-//! exactly as a REP socket does: each request's envelope (the routing id
-//! and the frames up to the empty delimiter) goes back before its reply.
-//! Unlike REP it may answer later: an ask the service holds (`Answer::Held`)
-//! keeps its envelope here under its token until the service hands the
-//! reply over (`next_ready`), while other requests are served; at a stop,
-//! every held ask is answered before the socket closes.
+//! test. `run` is the single thread that waits on the sockets, reads the
+//! clock once per request and pumps the service through the loop step
+//! (`service::step`), which decides the order of work and which the
+//! simulated group runs too. Every request gets exactly one reply
+//! (`serving`: a reply that finds its client's queue full waits for room,
+//! and one that cannot be delivered is counted). The loop makes no
+//! decisions of its own; the clock it reads can be injected
+//! (`Server::with_clock`), so a test can serve on real sockets in-process.
 //!
 //! When peered, the same thread also polls one SUB socket per configured
 //! peer, so the socket a message arrives on names the peer it came from,
@@ -26,7 +22,6 @@
 //! stop; and the loop tells the service how long it was away when the
 //! process was paused (SIGSTOP, a frozen VM).
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use tracing::{debug, info, warn};
@@ -36,24 +31,31 @@ use super::fds::AcceptWatch;
 use super::keeper::{self, Keeper, Loaded};
 use super::metrics::Feed;
 use super::reload::{self, Reload};
+use super::serving::{Received, Serving};
 use super::signals::Control;
 use super::store::{StoreCalls, StoreError, StoreLink};
 use super::transport::{self, zmq_err, TransportError};
 use super::trim::Trim;
 use super::zap::{self, Gate};
 use crate::config::{PeerConfig, PeerSpec, ServeConfig};
+use crate::core::claims::ClaimAsk;
 use crate::core::lease_id::RANDOM_BYTES;
+use crate::core::store_lease::LeaseCall;
 use crate::core::{
     time::NANOS_PER_MS, Entropy, LeaseMinter, Locker, Nanos, NodeKey, PeerEvent, Peering, PeeringSettings,
 };
 use crate::curve::{Allowlist, KeyPair};
-use crate::service::{Answer, Service, Token};
+use crate::service::{step, Answer, Io, Note, Service, Token};
 use crate::state::StateError;
 use crate::wire::{WireError, MAX_PEER_MESSAGE_SIZE};
 
 /// How long one wait on the sockets may last, so that a stop request is seen
 /// well within a second even when no traffic arrives.
 const TICK_MS: i64 = 100;
+
+/// How long one wait may last while replies wait for room in their
+/// clients' queues: they are sent again this often.
+const BACKLOG_RETRY_MS: i64 = 1;
 
 /// How many requests are served back to back before the loop looks at the
 /// stop flag again, so a flood cannot delay shutdown.
@@ -73,6 +75,11 @@ const PAUSE_NS: u64 = 2 * TICK_MS as u64 * NANOS_PER_MS;
 /// How long the serving socket may keep sending the replies of asks held
 /// at a stop, in milliseconds: well within the stop's second.
 const STOP_LINGER_MS: i32 = 500;
+
+/// Replies one client's backlog may hold beyond every ask the locker may
+/// hold: a client's queue holds 1,000 replies, so a client with thousands
+/// of asks outstanding (a DEALER) gets every reply as it reads.
+const BACKLOG_BEYOND_PARKED: usize = 10_000;
 
 /// Peer messages queued for sending before ZeroMQ drops new ones.
 const PEER_HWM: i32 = 100_000;
@@ -106,17 +113,27 @@ struct PeerSockets {
     endpoint: String,
 }
 
+/// What the loop's clock reads: the daemon's `Clock`, or a test's.
+pub trait LoopClock: Send {
+    /// The time now, in nanoseconds since the Unix epoch; never goes back.
+    fn now(&self) -> Nanos;
+}
+
+impl LoopClock for Clock {
+    #[inline]
+    fn now(&self) -> Nanos {
+        Clock::now(self)
+    }
+}
+
 /// A bound locker, ready to run.
 pub struct Server {
     // The context must outlive the sockets; field order drops them first.
-    rep: zmq::Socket,
-    peers: Option<PeerSockets>,
+    io: LoopIo,
     /// The ZAP handler, when CURVE clients are limited to an allowlist.
     gate: Option<Gate>,
     /// Connections the serving socket could not accept (out of open files).
     accepts: AcceptWatch,
-    /// The store thread, when the counts live in a store.
-    store: Option<StoreLink>,
     _ctx: zmq::Context,
     endpoint: String,
     service: Service,
@@ -126,14 +143,40 @@ pub struct Server {
     metrics: Option<Feed>,
     /// Where the config is read again from, when it came from a file.
     reload: Option<Reload>,
-    /// The envelope of the request being served: its first
-    /// `envelope_len` frames. The frames are reused from request to
-    /// request, received into in place.
-    envelope: Vec<zmq::Message>,
-    envelope_len: usize,
-    /// The envelopes of held asks, by token.
-    held: HashMap<Token, Vec<zmq::Message>>,
-    next_token: Token,
+}
+
+/// The sockets the loop step talks through (see `service::step::Io`).
+struct LoopIo {
+    serving: Serving,
+    peers: Option<PeerSockets>,
+    /// The store thread, when the counts live in a store.
+    store: Option<StoreLink>,
+}
+
+impl Io for LoopIo {
+    #[inline]
+    fn reply(&mut self, token: Token, body: &[u8]) {
+        self.serving.reply(token, body);
+    }
+
+    fn publish(&mut self, bytes: &[u8]) {
+        let Some(p) = &self.peers else { return };
+        // Past the high-water mark ZeroMQ drops it, which cumulative counts
+        // make harmless.
+        if p.publisher.send(bytes, zmq::DONTWAIT).is_err() {
+            debug!("a peer message dropped at the high-water mark");
+        }
+    }
+
+    fn event(&mut self, event: PeerEvent) {
+        log_event(&event);
+    }
+
+    fn store(&mut self, claims: Vec<ClaimAsk>, leases: Vec<LeaseCall>) {
+        if let Some(s) = &self.store {
+            s.send(StoreCalls { claims, leases });
+        }
+    }
 }
 
 /// The clock as the loop reads it. Each reading also says how long it has
@@ -142,7 +185,7 @@ pub struct Server {
 /// VM), and the service hears of it before the reading is used for
 /// anything, so no request is decided on the view from before the pause.
 struct Watch {
-    clock: Clock,
+    clock: Box<dyn LoopClock>,
     last: Nanos,
 }
 
@@ -160,7 +203,7 @@ impl Watch {
 }
 
 impl Server {
-    /// Binds the REP socket described by `config` and builds the locker.
+    /// Binds the serving socket described by `config` and builds the locker.
     pub fn bind(config: &ServeConfig) -> Result<Server, ServerError> {
         let ctx = transport::context()?;
         // The ZAP handler must be bound before any CURVE socket binds.
@@ -169,10 +212,16 @@ impl Server {
             None => None,
         };
         let keys = config.curve.as_ref().map(|c| &c.keys);
-        let (rep, endpoint) = transport::bind_router_with(&ctx, &config.bind, config.max_message_size, |rep| {
-            keys.map_or(Ok(()), |k| zap::secure_rep(rep, k))
-        })?;
-        let accepts = AcceptWatch::start(&ctx, &rep).map_err(zmq_err("watching the serving socket's accepts"))?;
+        // Nothing can wait without room to park or a store to wait on: a
+        // REP socket's one-at-a-time contract then suffices.
+        let router = config.max_parked > 0 || config.store.is_some();
+        let kind = if router { zmq::ROUTER } else { zmq::REP };
+        let (socket, endpoint) =
+            transport::bind_serving_with(&ctx, kind, &config.bind, config.max_message_size, |socket| {
+                keys.map_or(Ok(()), |k| zap::secure_rep(socket, k))
+            })?;
+        let accepts = AcceptWatch::start(&ctx, &socket).map_err(zmq_err("watching the serving socket's accepts"))?;
+        let serving = Serving::new(socket, router, config.max_parked + BACKLOG_BEYOND_PARKED)?;
         let minter = LeaseMinter::new(Box::new(OsEntropy), config.lease_secret.as_ref());
         let locker =
             Locker::new(config.default.clone(), config.limits.clone(), config.max_keys).with_lease_minter(minter);
@@ -216,13 +265,11 @@ impl Server {
             }
             _ => None,
         };
-        let watch = Watch { clock, last: clock.now() };
+        let watch = Watch { clock: Box::new(clock), last: clock.now() };
         Ok(Server {
-            rep,
-            peers,
+            io: LoopIo { serving, peers, store },
             gate,
             accepts,
-            store,
             _ctx: ctx,
             endpoint,
             service,
@@ -230,11 +277,15 @@ impl Server {
             state,
             metrics: None,
             reload: None,
-            envelope: Vec::with_capacity(2),
-            envelope_len: 0,
-            held: HashMap::new(),
-            next_token: 0,
         })
+    }
+
+    /// Reads time from `clock` instead of the daemon's own, from now on:
+    /// for tests that serve on real sockets in this process at instants
+    /// they choose.
+    pub fn with_clock(mut self, clock: impl LoopClock + 'static) -> Server {
+        self.watch = Watch { last: clock.now(), clock: Box::new(clock) };
+        self
     }
 
     /// Hands a snapshot to `feed` every `Feed::EVERY` while running.
@@ -251,7 +302,7 @@ impl Server {
 
     /// The endpoint the PUB socket bound, when peered.
     pub fn peer_endpoint(&self) -> Option<&str> {
-        self.peers.as_ref().map(|p| p.endpoint.as_str())
+        self.io.peers.as_ref().map(|p| p.endpoint.as_str())
     }
 
     /// The endpoint actually bound, with the real port when the config asked
@@ -277,16 +328,7 @@ impl Server {
         let mut trim = Trim::default();
         while !stop() {
             if reload() {
-                match &mut self.reload {
-                    Some(r) => {
-                        let before = keeper::Layout::of(self.service.locker());
-                        reload::apply(r, &mut self.service);
-                        if let Some(state) = &mut self.state {
-                            state.after_reload(&before, &self.service, self.watch.clock.now());
-                        }
-                    }
-                    None => warn!("asked to reload, but the config came from no file"),
-                }
+                self.reload();
             }
             if let Some(feed) = &mut self.metrics {
                 feed.tick(&self.service, self.watch.clock.now(), false);
@@ -294,20 +336,20 @@ impl Server {
             let (readable, refused_accepts) = self.wait_readable()?;
             if let Some(gate) = &mut self.gate {
                 gate.answer_waiting()?;
-                self.service.note_refused_connections(gate.refused());
+                self.service.note(Note::RefusedConnections(gate.refused()));
             }
             if refused_accepts {
-                self.service.note_accept_failures(self.accepts.read());
+                self.service.note(Note::AcceptFailures(self.accepts.read()));
             }
             let now = self.watch.now(&mut self.service);
-            self.service.on_timeout(now);
-            self.take_claims(now);
+            self.take_store_answers(now);
+            step::turn(&mut self.service, now, &mut self.state, &mut self.io, &mut out);
+            self.io.serving.retry();
+            self.count_undelivered();
             trim.note(now, self.service.locker().figures().live_keys());
             if let Some(state) = &mut self.state {
                 state.on_timeout(&mut self.service, now);
             }
-            self.send_ready(now, &mut out);
-            self.publish();
             if !readable {
                 continue;
             }
@@ -317,15 +359,18 @@ impl Server {
             while handled < BATCH && !stop() {
                 let heard = self.read_peers(&mut msg)?;
                 let n = self.serve_some(&mut msg, &mut out)?;
-                self.publish();
-                self.send_claims();
+                if heard + n > 0 {
+                    let now = self.watch.now(&mut self.service);
+                    step::flush(&mut self.service, now, &mut self.io);
+                }
                 handled += n + heard;
                 if heard == 0 && n == 0 {
                     break;
                 }
             }
+            self.count_undelivered();
         }
-        self.answer_held(&mut out);
+        self.stop(&mut out);
         if let Some(feed) = &mut self.metrics {
             feed.tick(&self.service, self.watch.clock.now(), true);
         }
@@ -337,25 +382,37 @@ impl Server {
         Ok(())
     }
 
+    /// Reads the config again and serves it (see `reload`).
+    fn reload(&mut self) {
+        let Some(r) = &mut self.reload else {
+            return warn!("asked to reload, but the config came from no file");
+        };
+        let before = keeper::Layout::of(self.service.locker());
+        reload::apply(r, &mut self.service);
+        if let Some(state) = &mut self.state {
+            state.after_reload(&before, &self.service, self.watch.clock.now());
+        }
+    }
+
     /// Waits until a request or a peer message arrives, the service's next
     /// deadline passes, or a tick goes by; returns whether anything arrived,
     /// and whether the accept monitor has news (so that it is read only
     /// then, not on every turn).
     fn wait_readable(&mut self) -> Result<(bool, bool), ServerError> {
-        self.send_claims();
         let now = self.watch.clock.now();
         let deadline =
             [self.service.next_deadline(), self.state.as_ref().map(Keeper::next_deadline)].into_iter().flatten().min();
         let until_deadline = deadline.map(|d| d.saturating_sub(now).div_ceil(NANOS_PER_MS));
-        let timeout = until_deadline.map_or(TICK_MS, |ms| (ms as i64).min(TICK_MS));
-        let mut items = vec![self.rep.as_poll_item(zmq::POLLIN)];
-        if let Some(p) = &self.peers {
+        let tick = if self.io.serving.backlog() > 0 { BACKLOG_RETRY_MS } else { TICK_MS };
+        let timeout = until_deadline.map_or(tick, |ms| (ms as i64).min(tick));
+        let mut items = vec![self.io.serving.socket().as_poll_item(zmq::POLLIN)];
+        if let Some(p) = &self.io.peers {
             items.extend(p.subscribers.iter().map(|s| s.as_poll_item(zmq::POLLIN)));
         }
         if let Some(g) = &self.gate {
             items.push(g.poll_item());
         }
-        if let Some(s) = &self.store {
+        if let Some(s) = &self.io.store {
             items.push(s.poll_item());
         }
         items.push(self.accepts.poll_item());
@@ -366,21 +423,13 @@ impl Server {
         }
     }
 
-    /// Hands the claims and lease calls the service made to the store thread.
-    fn send_claims(&mut self) {
-        if let Some(s) = &self.store {
-            s.send(StoreCalls { claims: self.service.take_claims(), leases: self.service.take_lease_calls() });
-        }
-    }
-
     /// Takes the store's answers in; the requests they free are answered
-    /// by `send_ready`.
-    fn take_claims(&mut self, now: Nanos) {
-        if let Some(s) = &self.store {
+    /// by the next turn.
+    fn take_store_answers(&mut self, now: Nanos) {
+        if let Some(s) = &self.io.store {
             let answers = s.answers();
             if !answers.is_empty() {
-                self.service.on_claims(now, answers.claims);
-                self.service.on_leases(now, answers.leases);
+                self.service.on_store(now, answers.claims, answers.leases);
             }
         }
     }
@@ -398,7 +447,7 @@ impl Server {
     /// Hands up to `PEER_BATCH` waiting messages of each peer to the
     /// service, naming the peer by its socket; returns how many.
     fn read_peers(&mut self, msg: &mut zmq::Message) -> Result<usize, ServerError> {
-        let Some(p) = &self.peers else { return Ok(0) };
+        let Some(p) = &self.io.peers else { return Ok(0) };
         let mut heard = 0;
         for (peer, subscriber) in p.subscribers.iter().enumerate() {
             for _ in 0..PEER_BATCH {
@@ -409,7 +458,7 @@ impl Server {
                 }
                 // A peer message is one part; anything else is not from a locker.
                 let now = self.watch.now(&mut self.service);
-                if msg.get_more() || !self.service.on_peer(now, peer, msg) {
+                if msg.get_more() || !step::peer(&mut self.service, now, peer, msg) {
                     debug!(peer, "peer message not understood; dropped");
                     while msg.get_more() && subscriber.recv(msg, zmq::DONTWAIT).is_ok() {}
                 }
@@ -418,142 +467,58 @@ impl Server {
         Ok(heard)
     }
 
-    /// Publishes whatever the service has for the peers, and logs what
-    /// happened to them.
-    fn publish(&mut self) {
-        let Some(p) = &self.peers else { return };
-        let mut dropped = 0usize;
-        let now = self.watch.now(&mut self.service);
-        self.service.publish(now, |bytes| {
-            if p.publisher.send(bytes, zmq::DONTWAIT).is_err() {
-                dropped += 1;
-            }
-        });
-        if dropped > 0 {
-            debug!(dropped, "peer messages dropped at the high-water mark");
-        }
-        while let Some(event) = self.service.poll_event() {
-            log_event(&event);
-        }
-    }
-
     /// Serves one request if one is waiting; returns whether it did.
     fn serve_one(&mut self, msg: &mut zmq::Message, out: &mut Vec<u8>) -> Result<bool, ServerError> {
-        match self.rep.recv(msg, zmq::DONTWAIT) {
-            Ok(()) => {}
-            Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => return Ok(false),
-            Err(e) => return Err(zmq_err("receiving a request")(e).into()),
-        }
-        if !self.read_envelope(msg)? {
-            debug!("a message without an envelope's empty delimiter; dropped, as a REP socket drops it");
-            return Ok(true);
-        }
+        let token = match self.io.serving.recv(msg)? {
+            Received::Nothing => return Ok(false),
+            Received::Dropped => return Ok(true),
+            Received::MultiPart(token, parts) => {
+                debug!(parts, "multi-part request refused");
+                self.service.reject(WireError::MultiPart(parts), out);
+                self.io.serving.reply(token, out);
+                return Ok(true);
+            }
+            Received::Request(token) => token,
+        };
         let now = self.watch.now(&mut self.service);
-        // Held asks that are due go first: a new ask never overtakes them.
-        self.send_ready(now, out);
-        if msg.get_more() {
-            let parts = self.drain_parts(msg)?;
-            debug!(parts, "multi-part request refused");
-            self.service.reject(WireError::MultiPart(parts), out);
-        } else if self.service.serve(now, self.next_token, msg, out, &mut self.state) == Answer::Held {
-            let envelope = self.envelope[..self.envelope_len].iter().map(|f| zmq::Message::from(&f[..])).collect();
-            self.held.insert(self.next_token, envelope);
-            self.next_token += 1;
-            return Ok(true);
+        if step::request(&mut self.service, now, token, msg, &mut self.state, &mut self.io, out) == Answer::Held {
+            self.io.serving.hold(token);
         }
-        let envelope = &self.envelope[..self.envelope_len];
-        answer(&self.rep, envelope, out);
         Ok(true)
     }
 
-    /// Reads a request's envelope into `self.envelope`, from its first
-    /// frame in `msg`: the routing id and every frame up to the empty
-    /// delimiter, as a REP socket strips them; leaves the body in `msg`.
-    /// Returns false, having read the whole message, when it has no
-    /// delimiter or no body (a REP socket drops such a message too).
-    fn read_envelope(&mut self, msg: &mut zmq::Message) -> Result<bool, ServerError> {
-        let mut n = 0;
-        loop {
-            let more = msg.get_more();
-            let delimiter = msg.is_empty() && n > 0;
-            if n == self.envelope.len() {
-                self.envelope.push(zmq::Message::new());
-            }
-            std::mem::swap(&mut self.envelope[n], msg);
-            n += 1;
-            self.envelope_len = n;
-            if !more {
-                return Ok(false);
-            }
-            // The frames of one message arrive together: this never waits.
-            self.rep.recv(msg, 0).map_err(zmq_err("receiving a request part"))?;
-            if delimiter {
-                return Ok(true);
-            }
-        }
-    }
-
-    /// Answers the held asks that are due at `now`, each recorded before
-    /// its reply leaves, as any reply is.
-    fn send_ready(&mut self, now: Nanos, out: &mut Vec<u8>) {
-        if self.held.is_empty() {
-            return;
-        }
-        while let Some(token) = self.service.next_ready(now, out, &mut self.state) {
-            let envelope = self.held.remove(&token).unwrap_or_default();
-            answer(&self.rep, &envelope, out);
+    /// Counts the replies that could not be delivered since the last look.
+    fn count_undelivered(&mut self) {
+        let (lost, go) = self.io.serving.take_undelivered();
+        for i in 0..lost {
+            self.service.note(Note::Undelivered { go: i < go });
         }
     }
 
     /// At a stop: answers every held ask (go if its limit allows it now,
-    /// else sorry), and gives the replies time to leave.
-    fn answer_held(&mut self, out: &mut Vec<u8>) {
+    /// else sorry), and gives the replies time to leave: what waits for
+    /// room in a client's queue is sent as the client reads, for up to
+    /// `STOP_LINGER_MS`.
+    fn stop(&mut self, out: &mut Vec<u8>) {
         let now = self.watch.now(&mut self.service);
-        let mut answered = 0usize;
-        while let Some(token) = self.service.next_final(now, out, &mut self.state) {
-            let envelope = self.held.remove(&token).unwrap_or_default();
-            answer(&self.rep, &envelope, out);
-            answered += 1;
-        }
+        let answered = step::stop(&mut self.service, now, &mut self.state, &mut self.io, out);
         if answered > 0 {
             info!(answered, "answered every held ask before stopping");
-            if let Err(e) = self.rep.set_linger(STOP_LINGER_MS) {
-                warn!(error = %e, "held asks' replies may not leave before the socket closes");
-            }
         }
-    }
-
-    /// Reads the rest of a multi-part body; returns how many parts it had.
-    fn drain_parts(&self, msg: &mut zmq::Message) -> Result<usize, ServerError> {
-        let mut parts = 1;
-        while msg.get_more() {
-            self.rep.recv(msg, 0).map_err(zmq_err("receiving a request part"))?;
-            parts += 1;
+        let until = self.watch.clock.now() + STOP_LINGER_MS as u64 * NANOS_PER_MS;
+        while self.io.serving.backlog() > 0 && self.watch.clock.now() < until {
+            let mut items = [self.io.serving.socket().as_poll_item(zmq::POLLOUT)];
+            let _ = zmq::poll(&mut items, BACKLOG_RETRY_MS);
+            self.io.serving.retry();
         }
-        Ok(parts)
-    }
-}
-
-/// The one way a reply leaves the loop: `body` goes to the client
-/// `envelope` came from. What the service noted for the state file while
-/// deciding it was recorded before the service call that wrote it returned
-/// (the call takes the keeper), so a grant the caller hears of is in the
-/// file even if the locker is killed right after. A ROUTER socket drops a
-/// reply whose client has gone, or that finds its queue full, instead of
-/// blocking, so this cannot stall the loop. An empty envelope (a token
-/// with none, which never happens) sends nothing.
-fn answer(socket: &zmq::Socket, envelope: &[zmq::Message], body: &[u8]) {
-    if envelope.is_empty() {
-        return;
-    }
-    for frame in envelope {
-        if let Err(e) = socket.send(&frame[..], zmq::SNDMORE | zmq::DONTWAIT) {
-            warn!(error = %e, "reply not sent");
-            return;
+        let left = self.io.serving.backlog();
+        if left > 0 {
+            warn!(replies = left, "the locker stopped before these clients read their replies");
         }
-    }
-    if let Err(e) = socket.send(body, zmq::DONTWAIT) {
-        warn!(error = %e, "reply not sent");
+        self.count_undelivered();
+        if answered > 0 {
+            self.io.serving.linger(STOP_LINGER_MS);
+        }
     }
 }
 

@@ -56,6 +56,18 @@ pub fn bind_router_with(
     bind_serving(ctx, zmq::ROUTER, endpoint, max_message_size, secure)
 }
 
+/// The locker's serving socket of `kind` (ROUTER, or REP for a locker that
+/// holds nothing), secured by `secure` before it binds.
+pub fn bind_serving_with(
+    ctx: &zmq::Context,
+    kind: zmq::SocketType,
+    endpoint: &str,
+    max_message_size: usize,
+    secure: impl FnOnce(&zmq::Socket) -> Result<(), TransportError>,
+) -> Result<(zmq::Socket, String), TransportError> {
+    bind_serving(ctx, kind, endpoint, max_message_size, secure)
+}
+
 fn bind_serving(
     ctx: &zmq::Context,
     kind: zmq::SocketType,

@@ -6,15 +6,20 @@
 //! limit's; when peered, at least the short wait for grants in flight. The
 //! decision itself is `Service::decide`, the same as for any request; this
 //! module only chooses between answering now, parking, and parking again.
-//! It reads no clock and touches no socket: the daemon passes its clock
-//! reading and keeps the callers' envelopes under the tokens.
+//! An ask's hold is its own: parked behind others of its limit and key, it
+//! is answered when its hold ends even if they still wait, and at once when
+//! the queue's next decision comes after that end.
+//!
+//! A parked ask keeps its body, which is decoded once again when it is
+//! decided. It reads no clock and touches no socket: the daemon passes its
+//! clock reading and keeps the callers' envelopes under the tokens.
 
-use super::parking::{Parking, QueueKey, Token};
+use super::parking::{Parked, Parking, QueueKey, Token};
 use super::Service;
 use crate::core::time::NANOS_PER_MS;
 use crate::core::{LimitId, Nanos};
 use crate::state::Keep;
-use crate::wire::{self, ReplyKind, Request};
+use crate::wire::{self, ReplyKind, Request, WireError};
 
 /// Such a sorry is held when peered even without a hold, for at most this
 /// long in all: the grants in flight arrive, or the turn comes round,
@@ -40,6 +45,44 @@ pub(super) struct Sorry {
     pub(super) asked_hold: Option<Nanos>,
 }
 
+/// The hold a request was under: its end, and whether it was only the
+/// peers' in-flight wait.
+pub(super) type Held = Option<(Nanos, bool)>;
+
+/// The asks held for a go, and what is left of them at a stop.
+#[derive(Debug)]
+pub(super) struct Holding {
+    parking: Parking,
+    /// Parked asks still to be answered at shutdown (see `next_final`).
+    finals: Vec<(QueueKey, Parked)>,
+}
+
+impl Holding {
+    pub(super) fn new(max: usize) -> Holding {
+        Holding { parking: Parking::new(max), finals: Vec::new() }
+    }
+
+    /// Asks parked now.
+    pub(super) fn len(&self) -> usize {
+        self.parking.len()
+    }
+
+    /// When the next parked ask is to be decided or answered.
+    pub(super) fn next_wake(&self) -> Option<Nanos> {
+        self.parking.next_wake()
+    }
+
+    /// Asks held since start, and those of them answered go.
+    pub(super) fn counts(&self) -> (u64, u64) {
+        (self.parking.held, self.parking.held_go)
+    }
+
+    /// Whether `others` more asks, parked elsewhere, leave room for one.
+    pub(super) fn has_room_beside(&self, others: usize) -> bool {
+        self.parking.has_room_beside(others)
+    }
+}
+
 impl Service {
     /// Answers one request as `respond` does, or, when it is a single ask
     /// that would get sorry but could go within its hold (the ask's
@@ -50,28 +93,54 @@ impl Service {
     /// answered in arrival order. `now` is the loop's clock reading; what
     /// an answer left behind goes to `keep` before this returns.
     pub fn serve(&mut self, now: Nanos, token: Token, body: &[u8], out: &mut Vec<u8>, keep: &mut impl Keep) -> Answer {
-        self.keeping(now, keep, |s| s.serve_now(now, token, body, out))
+        let request = wire::decode_request(body);
+        self.keeping(now, keep, |s| s.serve_now(now, token, body, &request, out))
     }
 
-    fn serve_now(&mut self, now: Nanos, token: Token, body: &[u8], out: &mut Vec<u8>) -> Answer {
-        if !self.parking.is_empty() && self.parking.has_room(body.len()) {
-            if let Some((queue, hold, transient)) = self.queue_of(body) {
-                if self.parking.is_waiting(&queue) && hold > 0 {
-                    self.parking.park(queue, token, body, (now, now.saturating_add(hold)), transient);
+    fn serve_now(
+        &mut self,
+        now: Nanos,
+        token: Token,
+        body: &[u8],
+        request: &Result<Request, WireError>,
+        out: &mut Vec<u8>,
+    ) -> Answer {
+        if let Ok(r) = request {
+            if self.park_behind(now, token, body, r) {
+                return Answer::Held;
+            }
+            if self.store.is_some() {
+                if let Some(answer) = self.lease_to_store(token, r, out) {
+                    return answer;
+                }
+                if self.wait_for_claims(now, token, body, r, 0, None) {
                     return Answer::Held;
                 }
             }
         }
-        if let Some(answer) = self.lease_to_store(token, body, out) {
-            return answer;
-        }
-        if self.wait_for_claims(now, token, body, 0, None) {
-            return Answer::Held;
-        }
-        self.answer_or_hold(now, token, body, None, out)
+        self.answer_or_hold(now, token, body, request, None, out)
     }
 
-    /// Decides `body`; parks it under `token` when the answer is a sorry
+    /// Parks a single ask behind the asks of its limit and key already
+    /// parked, if any, so that it is not answered before them; whether it
+    /// did. It is not parked, and is decided now, when it has no hold or
+    /// when the queue is next decided after its hold ends.
+    fn park_behind(&mut self, now: Nanos, token: Token, body: &[u8], request: &Request) -> bool {
+        if self.holding.parking.is_empty() || !self.holding.parking.has_room(body.len()) {
+            return false;
+        }
+        let Some((queue, hold, transient)) = self.queue_of(request) else { return false };
+        let until = now.saturating_add(hold);
+        match self.holding.parking.head_wake(&queue) {
+            Some(wake) if hold > 0 && wake <= until => {
+                self.holding.parking.park(queue, token, body, (now, until), transient);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Decides `request`; parks it under `token` when the answer is a sorry
     /// its hold covers (`held`: the hold it was already under, whose end
     /// stands, else a hold of its own).
     fn answer_or_hold(
@@ -79,11 +148,12 @@ impl Service {
         now: Nanos,
         token: Token,
         body: &[u8],
-        held: Option<(Nanos, bool)>,
+        request: &Result<Request, WireError>,
+        held: Held,
         out: &mut Vec<u8>,
     ) -> Answer {
-        let Some(sorry) = self.decide(now, body, out) else { return Answer::Now };
-        if !self.parking.has_room(body.len()) {
+        let Some(sorry) = self.decide(now, request, out) else { return Answer::Now };
+        if !self.holding.parking.has_room(body.len()) {
             return Answer::Now;
         }
         let hold = match held {
@@ -95,11 +165,11 @@ impl Service {
         if wake > until {
             return Answer::Now;
         }
-        let Some((queue, _, _)) = self.queue_of(body) else { return Answer::Now };
+        let Some((queue, _, _)) = request.as_ref().ok().and_then(|r| self.queue_of(r)) else { return Answer::Now };
         self.locker.counters().unrecord_sorry(sorry.limit);
-        self.parking.park(queue, token, body, (wake, until), transient);
+        self.holding.parking.park(queue, token, body, (wake, until), transient);
         // An ask held before it waited for claims was counted then.
-        self.parking.held -= u64::from(held.is_some());
+        self.holding.parking.held -= u64::from(held.is_some());
         Answer::Held
     }
 
@@ -112,36 +182,61 @@ impl Service {
     }
 
     fn ready_now(&mut self, now: Nanos, out: &mut Vec<u8>) -> Option<Token> {
-        // Requests the store answered go first: they arrived earlier.
-        if let Some(token) = self.next_lease_reply(out) {
-            return Some(token);
-        }
-        while let Some((token, body, round, held)) = self.next_resumed() {
-            if self.wait_for_claims(now, token, &body, round, held) {
-                continue;
-            }
-            if self.answer_or_hold(now, token, &body, held, out) == Answer::Now {
-                let go = held.is_some() && wire::classify_reply(out) == ReplyKind::Go;
-                self.parking.held_go += u64::from(go);
+        if self.store.is_some() {
+            if let Some(token) = self.ready_from_store(now, out) {
                 return Some(token);
             }
         }
-        while let Some((queue, parked)) = self.parking.due(now) {
-            if self.wait_for_claims(now, parked.token, &parked.body, 0, Some((parked.until, parked.transient))) {
-                continue;
+        while let Some((queue, parked)) = self.holding.parking.due(now) {
+            let request = wire::decode_request(&parked.body);
+            let held = Some((parked.until, parked.transient));
+            if let Ok(r) = &request {
+                if self.store.is_some() && self.wait_for_claims(now, parked.token, &parked.body, r, 0, held) {
+                    continue;
+                }
             }
-            let Some(sorry) = self.decide(now, &parked.body, out) else {
-                self.parking.held_go += u64::from(wire::classify_reply(out) == ReplyKind::Go);
+            let Some(sorry) = self.decide(now, &request, out) else {
+                self.holding.parking.held_go += u64::from(wire::classify_reply(out) == ReplyKind::Go);
                 return Some(parked.token);
             };
             let wake = now.saturating_add(sorry.retry_after);
             let in_flight = !parked.transient || self.waits_for_flight(&sorry);
             if wake <= parked.until && in_flight && sorry.limit == queue.0 {
                 self.locker.counters().unrecord_sorry(sorry.limit);
-                self.parking.repark(queue, parked, wake);
+                self.holding.parking.repark(queue, parked, wake);
                 continue;
             }
             return Some(parked.token);
+        }
+        // An ask whose own hold ended behind others: answered now, most
+        // likely sorry (the asks before it could not go either).
+        let (_, parked) = self.holding.parking.expired(now)?;
+        let request = wire::decode_request(&parked.body);
+        if self.decide(now, &request, out).is_none() {
+            self.holding.parking.held_go += u64::from(wire::classify_reply(out) == ReplyKind::Go);
+        }
+        Some(parked.token)
+    }
+
+    /// Decides a request that had waited for claims and whose claims are
+    /// all back: answered (its reply in `out`, its token returned), or held
+    /// or sent back to wait; the store's replies to lease calls first.
+    fn ready_from_store(&mut self, now: Nanos, out: &mut Vec<u8>) -> Option<Token> {
+        if let Some(token) = self.next_lease_reply(out) {
+            return Some(token);
+        }
+        while let Some((token, body, round, held)) = self.next_resumed() {
+            let request = wire::decode_request(&body);
+            if let Ok(r) = &request {
+                if self.wait_for_claims(now, token, &body, r, round, held) {
+                    continue;
+                }
+            }
+            if self.answer_or_hold(now, token, &body, &request, held, out) == Answer::Now {
+                let go = held.is_some() && wire::classify_reply(out) == ReplyKind::Go;
+                self.holding.parking.held_go += u64::from(go);
+                return Some(token);
+            }
         }
         None
     }
@@ -156,35 +251,22 @@ impl Service {
     }
 
     fn final_now(&mut self, now: Nanos, out: &mut Vec<u8>) -> Option<Token> {
-        if let Some(token) = self.next_final_lease(out) {
-            return Some(token);
+        if self.store.is_some() {
+            if let Some((token, body)) = self.next_final_from_store(out) {
+                let Some(body) = body else { return Some(token) };
+                let _ = self.decide(now, &wire::decode_request(&body), out);
+                return Some(token);
+            }
         }
-        if self.final_waiters.is_empty() && self.waiting.len() > 0 {
-            self.final_waiters = self.waiting.take_all();
-            self.final_waiters.reverse();
+        let holding = &mut self.holding;
+        if holding.finals.is_empty() && !holding.parking.is_empty() {
+            holding.finals = holding.parking.take_all();
+            holding.finals.reverse();
+            holding.parking = Parking::new(0);
         }
-        if let Some((token, body)) = self.final_waiters.pop() {
-            let _ = self.decide(now, &body, out);
-            return Some(token);
-        }
-        if self.finals.is_empty() && !self.parking.is_empty() {
-            self.finals = self.parking.take_all();
-            self.finals.reverse();
-            self.parking = Parking::new(0);
-        }
-        let (_, parked) = self.finals.pop()?;
-        let _ = self.decide(now, &parked.body, out);
+        let (_, parked) = holding.finals.pop()?;
+        let _ = self.decide(now, &wire::decode_request(&parked.body), out);
         Some(parked.token)
-    }
-
-    /// Asks parked now.
-    pub fn parked(&self) -> usize {
-        self.parking.len()
-    }
-
-    /// Asks held since start, and those of them answered go.
-    pub fn held(&self) -> (u64, u64) {
-        (self.parking.held, self.parking.held_go)
     }
 
     /// How long `sorry`, answered at `now`, may be held, and whether only
@@ -208,8 +290,8 @@ impl Service {
     /// The queue a single ask would wait in, its hold, and whether that is
     /// only the peers' in-flight wait; `None` for any other request. Only
     /// on the path of asks that may be held.
-    fn queue_of(&mut self, body: &[u8]) -> Option<(QueueKey, Nanos, bool)> {
-        let (id, key, asked) = match wire::decode_request(body).ok()? {
+    fn queue_of(&mut self, request: &Request) -> Option<(QueueKey, Nanos, bool)> {
+        let (id, key, asked) = match request {
             Request::Plain(b) => (self.plain_limit(b), None, None),
             Request::Go(go) if go.cost > 0 => {
                 (self.lookup(go.limit).ok()?, go.key.map(Box::from), go.hold_ms.map(asked_hold))

@@ -7,8 +7,8 @@
 //! live and how a record goes back are `state`'s.
 
 use super::Service;
-use crate::core::{Nanos, NodeKey};
-use crate::state::{self, Keep, Liveness, Record, Restored};
+use crate::core::Nanos;
+use crate::state::{self, Keep, Record, Restored};
 
 impl Service {
     /// Runs `call` as one call whose records go to `keep`: changes are
@@ -19,19 +19,8 @@ impl Service {
     pub(super) fn keeping<T>(&mut self, now: Nanos, keep: &mut impl Keep, call: impl FnOnce(&mut Self) -> T) -> T {
         self.journal.open(keep);
         let answer = call(self);
-        self.refusing = self.journal.close(&self.locker, now, keep).err();
+        self.status.refusing = self.journal.close(&self.locker, now, keep).err();
         answer
-    }
-
-    /// This locker's node when peered.
-    pub fn node(&self) -> Option<&NodeKey> {
-        self.peering.as_ref().map(|p| p.nodes().me())
-    }
-
-    /// What decides whether a record is still live, to take to another
-    /// thread: the limits' kinds and quotas.
-    pub fn liveness(&self) -> Liveness {
-        Liveness::of(&self.locker)
     }
 
     /// Puts back the records of earlier runs at `now`, before serving (see

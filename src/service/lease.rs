@@ -7,16 +7,16 @@ use crate::core::{time::ceil_ms, AcquireAsk, HeartbeatAsk, LeaseError, LimitId, 
 use crate::wire::{self, Heartbeat, LeaseAsk, LeaseReply, Release};
 
 impl Service {
-    pub(super) fn acquire(&mut self, now: Nanos, ask: LeaseAsk, out: &mut Vec<u8>) {
+    pub(super) fn acquire(&mut self, now: Nanos, ask: &LeaseAsk, out: &mut Vec<u8>) {
         let answer = self.find(ask.limit).map_err(LeaseError::from).and_then(|limit| {
-            let (lease, v) = self.locker.acquire(now, &acquire_ask(limit, &ask))?;
+            let (lease, v) = self.locker.acquire(now, &acquire_ask(limit, ask))?;
             self.journal.note_lease(limit, &lease);
             Ok((lease, v))
         });
         encode(answer.map(|(lease, v)| lease_reply(now, &v, lease)), out);
     }
 
-    pub(super) fn heartbeat(&mut self, now: Nanos, beat: Heartbeat, out: &mut Vec<u8>) {
+    pub(super) fn heartbeat(&mut self, now: Nanos, beat: &Heartbeat, out: &mut Vec<u8>) {
         let answer = self.find(beat.limit).map_err(LeaseError::from).and_then(|limit| {
             let renew = HeartbeatAsk { limit, lease: beat.lease, ttl_ms: beat.ttl_ms, count: beat.count };
             let v = self.locker.heartbeat(now, &renew)?;
@@ -26,7 +26,7 @@ impl Service {
         encode(answer.map(|v| lease_reply(now, &v, beat.lease.to_owned())), out);
     }
 
-    pub(super) fn release(&mut self, now: Nanos, release: Release, out: &mut Vec<u8>) {
+    pub(super) fn release(&mut self, now: Nanos, release: &Release, out: &mut Vec<u8>) {
         let answer = self.find(release.limit).map_err(LeaseError::from).and_then(|id| {
             let v = self.locker.release(now, id, release.lease)?;
             self.journal.note_lease(id, release.lease);

@@ -9,6 +9,10 @@
 //! hold cannot be met. Parked asks of one limit and key form a queue and
 //! only its head is decided, so they are answered in arrival order.
 //!
+//! An ask parked behind others has a timer of its own at the end of its
+//! hold (`expired`): it is answered then even if the asks before it still
+//! wait, so that a short hold behind a long queue is honoured.
+//!
 //! Bounded: at most `max` asks, each of at most `MAX_BODY` bytes; past
 //! that an ask is answered at once. This module holds bytes and instants
 //! only: it never decides (the service does) and never touches a socket or
@@ -54,6 +58,9 @@ pub struct Parking {
     queues: HashMap<QueueKey, VecDeque<Parked>>,
     /// (wake, seq) of queue heads; an entry whose head has moved on is stale.
     heap: BinaryHeap<Reverse<(Nanos, u64, QueueKey)>>,
+    /// (until, seq) of asks parked behind a head; an entry whose ask has
+    /// become a head, or has been answered, is stale.
+    behind: BinaryHeap<Reverse<(Nanos, u64, QueueKey)>>,
     len: usize,
     max: usize,
     next_seq: u64,
@@ -90,11 +97,6 @@ impl Parking {
         self.len + others < self.max
     }
 
-    /// Whether asks of `queue` are parked: a new ask of it waits behind them.
-    pub fn is_waiting(&self, queue: &QueueKey) -> bool {
-        self.queues.contains_key(queue)
-    }
-
     /// Parks an ask at the back of `queue`, to be decided at `wake`.
     pub fn park(&mut self, queue: QueueKey, token: Token, body: &[u8], (wake, until): (Nanos, Nanos), transient: bool) {
         let seq = self.next_seq;
@@ -103,6 +105,8 @@ impl Parking {
         let q = self.queues.entry(queue.clone()).or_default();
         if q.is_empty() {
             self.heap.push(Reverse((wake, seq, queue)));
+        } else {
+            self.behind.push(Reverse((until, seq, queue)));
         }
         q.push_back(parked);
         self.len += 1;
@@ -118,10 +122,45 @@ impl Parking {
         self.len += 1;
     }
 
-    /// When the earliest head is due, if anything is parked (or a moment
-    /// that has passed, for an entry `due` will find stale).
+    /// When the earliest head is due, or the earliest hold of an ask
+    /// behind one ends, if anything is parked (or a moment that has
+    /// passed, for an entry `due` or `expired` will find stale).
     pub fn next_wake(&self) -> Option<Nanos> {
-        self.heap.peek().map(|Reverse((wake, _, _))| *wake)
+        if self.len == 0 {
+            return None;
+        }
+        let head = self.heap.peek().map(|Reverse((wake, _, _))| *wake);
+        let behind = self.behind.peek().map(|Reverse((until, _, _))| *until);
+        [head, behind].into_iter().flatten().min()
+    }
+
+    /// When the head of `queue` is next decided, if asks of it are parked:
+    /// no ask behind it is decided before then.
+    pub fn head_wake(&self, queue: &QueueKey) -> Option<Nanos> {
+        self.queues.get(queue).and_then(VecDeque::front).map(|head| head.wake)
+    }
+
+    /// Takes out an ask parked behind a head whose hold has ended at `now`,
+    /// if any: the caller answers it (its hold is its own, whatever the
+    /// asks before it still wait for).
+    pub fn expired(&mut self, now: Nanos) -> Option<(QueueKey, Parked)> {
+        while let Some(Reverse((until, _, _))) = self.behind.peek() {
+            if *until > now {
+                return None;
+            }
+            let Reverse((_, seq, queue)) = self.behind.pop()?;
+            let Some(q) = self.queues.get_mut(&queue) else { continue };
+            // A queue is in arrival order (a reparked head keeps the
+            // smallest seq at the front), so its asks are found by seq.
+            let Ok(at) = q.binary_search_by_key(&seq, |p| p.seq) else { continue };
+            if at == 0 {
+                continue; // now a head: `due` decides it
+            }
+            let parked = q.remove(at)?;
+            self.len -= 1;
+            return Some((queue, parked));
+        }
+        None
     }
 
     /// Takes the head that is due at `now`, if any, out of its queue: the
@@ -146,6 +185,9 @@ impl Parking {
             }
         }
         self.len -= 1;
+        if self.len == 0 {
+            self.behind.clear();
+        }
         Some((queue, head))
     }
 
@@ -156,6 +198,7 @@ impl Parking {
             self.queues.drain().flat_map(|(queue, q)| q.into_iter().map(move |p| (queue.clone(), p))).collect();
         all.sort_by_key(|(_, p)| p.seq);
         self.heap.clear();
+        self.behind.clear();
         self.len = 0;
         all
     }
@@ -211,6 +254,23 @@ mod tests {
         assert_eq!(p.next_wake(), Some(30));
         assert_eq!(p.due(30).unwrap().1.token, 1);
         assert_eq!(p.due(30).unwrap().1.token, 2);
+    }
+
+    #[test]
+    fn an_ask_behind_a_head_is_taken_out_when_its_own_hold_ends() {
+        let mut p = Parking::new(10);
+        p.park(q("a"), 1, b"x", (800, 1_000), false);
+        p.park(q("a"), 2, b"x", (0, 50), false);
+        p.park(q("a"), 3, b"x", (0, 900), false);
+        assert_eq!(p.head_wake(&q("a")), Some(800));
+        assert_eq!(p.next_wake(), Some(50), "the second ask's hold ends before the head's wake");
+        assert!(p.expired(49).is_none());
+        let (_, short) = p.expired(50).unwrap();
+        assert_eq!((short.token, p.len()), (2, 2));
+        assert_eq!(p.due(800).unwrap().1.token, 1, "the head keeps its place");
+        assert!(p.expired(950).is_none(), "the third is a head now: due decides it");
+        assert_eq!(p.due(950).unwrap().1.token, 3);
+        assert!(p.is_empty() && p.next_wake().is_none());
     }
 
     #[test]

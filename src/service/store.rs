@@ -14,26 +14,28 @@
 //! be as long as any request (a batch), since the wait is short and
 //! bounded by the store's timeout.
 //!
+//! `StoreSide` is chosen at construction (`Service::with_store`): a locker
+//! without a store never enters this module.
+//!
 //! When the store cannot be reached, a limit that fails closed answers
 //! sorry; one that fails open is decided by this locker's own table, as if
 //! it were alone. This module reads no clock and touches no socket.
 
 use std::collections::{HashMap, VecDeque};
 
+use super::hold::Held;
 use super::parking::Token;
-use super::Service;
+use super::store_lease::LeaseCalls;
+use super::{Service, StoreStatus};
 use crate::core::claims::{ClaimAsk, ClaimId, Claimed, Claims, Need};
-use crate::core::{Algorithm, AskError, LimitId, Nanos, PermitAsk, Verdict};
-use crate::wire::{self, Request};
+use crate::core::store_lease::{LeaseAnswer, LeaseCall};
+use crate::core::{Algorithm, AskError, LimitId, Locker, Nanos, PermitAsk, Verdict};
+use crate::wire::Request;
 
 /// How many times a request goes back to waiting for claims (another ask
 /// spent what its claim brought) before it is answered from what is on
 /// hand.
 const MAX_ROUNDS: u8 = 3;
-
-/// The hold a request was under: its end, and whether it was only the
-/// peers' in-flight wait.
-pub(super) type Held = Option<(Nanos, bool)>;
 
 /// A request whose claims came back: its token, body, next round and hold.
 pub(super) type Resumed = (Token, Box<[u8]>, u8, Held);
@@ -46,14 +48,13 @@ struct Waiter {
     /// Claims still to be answered.
     claims: usize,
     round: u8,
-    /// The hold it was parked under before it waited, if any: its end,
-    /// and whether it was only the peers' in-flight wait.
-    hold: Option<(Nanos, bool)>,
+    /// The hold it was parked under before it waited, if any.
+    hold: Held,
 }
 
 /// Requests waiting for claims, by the claims they wait for.
 #[derive(Debug, Default)]
-pub(super) struct Waiting {
+struct Waiting {
     waiters: HashMap<Token, Waiter>,
     by_claim: HashMap<ClaimId, Vec<Token>>,
     /// Requests whose claims are all answered, in the order they became so.
@@ -61,11 +62,7 @@ pub(super) struct Waiting {
 }
 
 impl Waiting {
-    pub(super) fn len(&self) -> usize {
-        self.waiters.len()
-    }
-
-    fn park(&mut self, token: Token, body: &[u8], claims: &[ClaimId], round: u8, hold: Option<(Nanos, bool)>) {
+    fn park(&mut self, token: Token, body: &[u8], claims: &[ClaimId], round: u8, hold: Held) {
         for &c in claims {
             self.by_claim.entry(c).or_default().push(token);
         }
@@ -85,8 +82,8 @@ impl Waiting {
         }
     }
 
-    /// Every waiter, at a stop.
-    pub(super) fn take_all(&mut self) -> Vec<(Token, Box<[u8]>)> {
+    /// Every waiter, at a stop, in arrival order.
+    fn take_all(&mut self) -> Vec<(Token, Box<[u8]>)> {
         self.by_claim.clear();
         self.ready.clear();
         let mut all: Vec<_> = self.waiters.drain().map(|(t, w)| (t, w.body)).collect();
@@ -95,86 +92,162 @@ impl Waiting {
     }
 }
 
+/// The store's side of the service: the claims taken from it, the requests
+/// waiting for claims, and the lease requests sent to it.
+#[derive(Debug)]
+pub(super) struct StoreSide {
+    claims: Claims,
+    waiting: Waiting,
+    /// Requests that waited for claims, still to be answered at shutdown.
+    final_waiters: Vec<(Token, Box<[u8]>)>,
+    /// Lease requests sent to the store (see `store_lease`).
+    pub(super) lease_calls: LeaseCalls,
+}
+
+impl StoreSide {
+    /// The store's side for `limits` limits.
+    pub(super) fn new(limits: usize) -> StoreSide {
+        StoreSide {
+            claims: Claims::new(limits),
+            waiting: Waiting::default(),
+            final_waiters: Vec::new(),
+            lease_calls: LeaseCalls::default(),
+        }
+    }
+
+    /// Requests waiting for the store.
+    pub(super) fn len(&self) -> usize {
+        self.waiting.waiters.len() + self.lease_calls.len()
+    }
+
+    /// The store's claims, for stats.
+    pub(super) fn status(&self) -> StoreStatus {
+        let c = &self.claims;
+        StoreStatus {
+            claims: c.asked,
+            claimed: c.claimed,
+            failed: c.failed,
+            in_flight: c.in_flight(),
+            down: c.down().map(str::to_owned),
+        }
+    }
+
+    /// After a reload of `limits` limits: the hands start again.
+    pub(super) fn reset(&mut self, limits: usize) {
+        self.claims.reset(limits);
+    }
+
+    /// Lets the hands whose time is up go, at `now`.
+    pub(super) fn sweep(&mut self, now: Nanos) {
+        self.claims.sweep(now);
+    }
+
+    /// Decides `ask` at `now` from the claims on hand; from `locker`'s own
+    /// table for a semaphore, or for a limit that fails open while the
+    /// store is down.
+    #[inline]
+    pub(super) fn count(&mut self, locker: &mut Locker, now: Nanos, ask: &PermitAsk) -> Result<Verdict, AskError> {
+        let limit = locker.limit(ask.limit);
+        let claims = &mut self.claims;
+        let local = limit.algorithm() == Algorithm::Semaphore || (limit.fails_open() && claims.down().is_some());
+        if local {
+            return locker.ask(now, ask);
+        }
+        let verdict = locker.want(ask).map(|want| claims.take(now, ask.limit, limit, ask.key, want.cost, want.up_to));
+        locker.counters().record_ask(ask.limit, &verdict);
+        verdict
+    }
+}
+
 impl Service {
-    /// Keeps every counting limit's counts in a store from now on: asks
-    /// are decided from claims (see `core::claims`), which the daemon
-    /// carries to the store (`take_claims`) and back (`on_claims`); and
-    /// semaphore leases in it, served by `serve` (`take_lease_calls`,
-    /// `on_leases`; `respond` still answers them from this locker).
-    pub fn with_store(mut self) -> Service {
-        self.claims = Some(Claims::new(self.locker.figures().stats().count()));
-        self
-    }
-
-    /// The claims to send to the store, taken out.
-    pub fn take_claims(&mut self) -> Vec<ClaimAsk> {
-        self.claims.as_mut().map(Claims::take_outbox).unwrap_or_default()
-    }
-
-    /// The store's claims, for stats: asked, permits claimed, failed,
-    /// on their way; and why the store fails, when it does.
-    pub fn store_state(&self) -> Option<(u64, u64, u64, usize, Option<&str>)> {
-        self.claims.as_ref().map(|c| (c.asked, c.claimed, c.failed, c.in_flight(), c.down()))
+    /// The claims and lease calls to send to the store, taken out; empty
+    /// without a store.
+    pub fn take_store_calls(&mut self) -> (Vec<ClaimAsk>, Vec<LeaseCall>) {
+        match &mut self.store {
+            Some(s) => (s.claims.take_outbox(), std::mem::take(&mut s.lease_calls.outbox)),
+            None => (Vec::new(), Vec::new()),
+        }
     }
 
     /// Takes the store's answers in at `now`: the requests that waited for
-    /// them are decided by `next_ready`.
-    pub fn on_claims(&mut self, now: Nanos, answers: Vec<Claimed>) {
-        let Some(claims) = &mut self.claims else { return };
-        let settled = claims.settle(now, answers);
-        self.waiting.settle(&settled);
+    /// them are decided, and the replies to lease calls sent, by `next_ready`.
+    pub fn on_store(&mut self, now: Nanos, claims: Vec<Claimed>, leases: Vec<LeaseAnswer>) {
+        let Some(s) = &mut self.store else { return };
+        if !claims.is_empty() {
+            let settled = s.claims.settle(now, claims);
+            s.waiting.settle(&settled);
+        }
+        self.on_leases(now, leases);
     }
 
-    /// Parks `body` under `token` when its asks need claims; whether it did.
-    /// `hold` is the hold it is already under, if any.
+    /// Parks `body` (decoded: `request`) under `token` when its asks need
+    /// claims; whether it did. `hold` is the hold it is already under, if any.
     pub(super) fn wait_for_claims(
         &mut self,
         now: Nanos,
         token: Token,
         body: &[u8],
+        request: &Request,
         round: u8,
-        hold: Option<(Nanos, bool)>,
+        hold: Held,
     ) -> bool {
-        if self.claims.is_none() || round >= MAX_ROUNDS {
+        if self.store.is_none() || round >= MAX_ROUNDS {
             return false;
         }
         // The claims are made even when there is no room to wait for them:
         // the ask is then answered from what is on hand, and the next one
         // finds the claim's permits.
-        let needed = self.claims_needed(now, body);
-        if needed.is_empty() || !self.parking.has_room_beside(self.waiting.len()) {
+        let needed = self.claims_needed(now, request);
+        let Some(s) = &mut self.store else { return false };
+        if needed.is_empty() || !self.holding.has_room_beside(s.waiting.waiters.len()) {
             return false;
         }
-        self.waiting.park(token, body, &needed, round, hold);
+        s.waiting.park(token, body, &needed, round, hold);
         true
     }
 
     /// The next request whose claims are all answered: its token, body,
     /// next round and hold.
     pub(super) fn next_resumed(&mut self) -> Option<Resumed> {
-        while let Some(token) = self.waiting.ready.pop_front() {
-            if let Some(w) = self.waiting.waiters.remove(&token) {
+        let waiting = &mut self.store.as_mut()?.waiting;
+        while let Some(token) = waiting.ready.pop_front() {
+            if let Some(w) = waiting.waiters.remove(&token) {
                 return Some((w.token, w.body, w.round + 1, w.hold));
             }
         }
         None
     }
 
-    /// The claims the asks of `body` wait for (none when every one can be
-    /// answered now).
-    fn claims_needed(&mut self, now: Nanos, body: &[u8]) -> Vec<ClaimId> {
+    /// At shutdown: the next request waiting for the store, in order: a
+    /// lease request answered into `out` (no body), or a request that
+    /// waited for claims, to decide once more (its body).
+    pub(super) fn next_final_from_store(&mut self, out: &mut Vec<u8>) -> Option<(Token, Option<Box<[u8]>>)> {
+        if let Some(token) = self.next_final_lease(out) {
+            return Some((token, None));
+        }
+        let s = self.store.as_mut()?;
+        if s.final_waiters.is_empty() && !s.waiting.waiters.is_empty() {
+            s.final_waiters = s.waiting.take_all();
+            s.final_waiters.reverse();
+        }
+        s.final_waiters.pop().map(|(token, body)| (token, Some(body)))
+    }
+
+    /// The claims the asks of `request` wait for (none when every one can
+    /// be answered now).
+    fn claims_needed(&mut self, now: Nanos, request: &Request) -> Vec<ClaimId> {
         let mut needed = Vec::new();
-        match wire::decode_request(body) {
-            Ok(Request::Plain(b)) => {
+        match request {
+            Request::Plain(b) => {
                 let id = self.plain_limit(b);
                 self.need(now, id, None, 1, &mut needed);
             }
-            Ok(Request::Go(go)) => {
+            Request::Go(go) => {
                 if let Ok(id) = self.lookup(go.limit) {
                     self.need(now, id, go.key, go.cost, &mut needed);
                 }
             }
-            Ok(Request::Batch(batch)) => {
+            Request::Batch(batch) => {
                 for go in batch.iter().flatten() {
                     if let Ok(id) = self.lookup(go.limit) {
                         self.need(now, id, go.key, go.cost, &mut needed);
@@ -188,31 +261,14 @@ impl Service {
 
     fn need(&mut self, now: Nanos, id: LimitId, key: Option<&str>, cost: u64, needed: &mut Vec<ClaimId>) {
         let limit = self.locker.limit(id);
-        let (Some(claims), Ok(cost)) = (&mut self.claims, u32::try_from(cost)) else { return };
+        let (Some(s), Ok(cost)) = (&mut self.store, u32::try_from(cost)) else { return };
         if limit.algorithm() == Algorithm::Semaphore || cost == 0 || cost > limit.capacity() {
             return;
         }
-        if let Need::Claim(c) = claims.need(now, id, limit, key, cost) {
+        if let Need::Claim(c) = s.claims.need(now, id, limit, key, cost) {
             if !needed.contains(&c) {
                 needed.push(c);
             }
         }
-    }
-
-    /// Decides `ask` at `now`: from the store's claims when the counts are
-    /// there, else (no store, a semaphore, or a limit that fails open while
-    /// the store is down) from the table.
-    #[inline]
-    pub(super) fn count(&mut self, now: Nanos, ask: &PermitAsk) -> Result<Verdict, AskError> {
-        let Some(claims) = &mut self.claims else { return self.locker.ask(now, ask) };
-        let limit = self.locker.limit(ask.limit);
-        let local = limit.algorithm() == Algorithm::Semaphore || (limit.fails_open() && claims.down().is_some());
-        if local {
-            return self.locker.ask(now, ask);
-        }
-        let verdict =
-            self.locker.want(ask).map(|want| claims.take(now, ask.limit, limit, ask.key, want.cost, want.up_to));
-        self.locker.counters().record_ask(ask.limit, &verdict);
-        verdict
     }
 }

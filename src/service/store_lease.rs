@@ -3,7 +3,7 @@
 //! store's answer comes back.
 //!
 //! A lease request needs the store itself, not a hand of permits, so it is
-//! parked under its token until the store thread answers (`on_leases`);
+//! parked under its token until the store thread answers (`Service::on_store`);
 //! the reply is then ready for `next_ready`. A request the locker's own
 //! checks refuse (a bad count or ttl, a forged restore) is answered at
 //! once and never reaches the store. When the store cannot be asked, a
@@ -46,7 +46,7 @@ struct LeaseWait {
 #[derive(Debug, Default)]
 pub(super) struct LeaseCalls {
     next: CallId,
-    outbox: Vec<LeaseCall>,
+    pub(super) outbox: Vec<LeaseCall>,
     waits: HashMap<CallId, LeaseWait>,
     /// Replies ready to send, in the order the store answered.
     answered: VecDeque<(Token, Vec<u8>)>,
@@ -64,16 +64,16 @@ impl Service {
     /// under `token` (`Some(Held)`), or answers it into `out` when the
     /// locker's checks refuse it (`Some(Now)`); `None` for any other
     /// request, or without a store.
-    pub(super) fn lease_to_store(&mut self, token: Token, body: &[u8], out: &mut Vec<u8>) -> Option<Answer> {
-        self.claims.as_ref()?;
-        let (limit, call) = match wire::decode_request(body).ok()? {
+    pub(super) fn lease_to_store(&mut self, token: Token, request: &Request, out: &mut Vec<u8>) -> Option<Answer> {
+        self.store.as_ref()?;
+        let (limit, call) = match request {
             Request::Acquire(ask) => {
                 let limit = self.semaphore(ask.limit)?;
-                (limit, self.acquire_call(limit, &ask))
+                (limit, self.acquire_call(limit, ask))
             }
             Request::Heartbeat(beat) => {
                 let limit = self.semaphore(beat.limit)?;
-                (limit, self.beat_call(limit, &beat))
+                (limit, self.beat_call(limit, beat))
             }
             Request::Release(release) => {
                 let limit = self.semaphore(release.limit)?;
@@ -89,7 +89,7 @@ impl Service {
                 return Some(Answer::Now);
             }
         };
-        let calls = &mut self.lease_calls;
+        let calls = &mut self.store.as_mut()?.lease_calls;
         let id = calls.next;
         calls.next += 1;
         let l = self.locker.limit(limit);
@@ -125,20 +125,21 @@ impl Service {
         terms.map(|t| (beat.lease.into(), op(&t), Follow::Heartbeat(t)))
     }
 
-    /// The lease calls to send to the store, taken out.
-    pub fn take_lease_calls(&mut self) -> Vec<LeaseCall> {
-        std::mem::take(&mut self.lease_calls.outbox)
-    }
-
     /// Takes the store's answers to lease calls in at `now`: their replies
     /// are sent by `next_ready`.
-    pub fn on_leases(&mut self, now: Nanos, answers: Vec<LeaseAnswer>) {
+    pub(super) fn on_leases(&mut self, now: Nanos, answers: Vec<LeaseAnswer>) {
         for answer in answers {
-            let Some(wait) = self.lease_calls.waits.remove(&answer.id) else { continue };
+            let Some(wait) = self.lease_calls().and_then(|c| c.waits.remove(&answer.id)) else { continue };
             let mut out = Vec::new();
             self.lease_answer(now, &wait, answer, &mut out);
-            self.lease_calls.answered.push_back((wait.token, out));
+            if let Some(calls) = self.lease_calls() {
+                calls.answered.push_back((wait.token, out));
+            }
         }
+    }
+
+    fn lease_calls(&mut self) -> Option<&mut LeaseCalls> {
+        self.store.as_mut().map(|s| &mut s.lease_calls)
     }
 
     /// The reply to `wait` from the store's `answer`, counted.
@@ -179,7 +180,7 @@ impl Service {
     /// The next reply to a lease call the store answered: written into
     /// `out`, its token returned.
     pub(super) fn next_lease_reply(&mut self, out: &mut Vec<u8>) -> Option<Token> {
-        let (token, reply) = self.lease_calls.answered.pop_front()?;
+        let (token, reply) = self.lease_calls()?.answered.pop_front()?;
         out.clear();
         out.extend_from_slice(&reply);
         Some(token)
@@ -191,8 +192,9 @@ impl Service {
         if let Some(token) = self.next_lease_reply(out) {
             return Some(token);
         }
-        let id = *self.lease_calls.waits.keys().min()?;
-        let wait = self.lease_calls.waits.remove(&id).expect("just found");
+        let calls = self.lease_calls()?;
+        let id = *calls.waits.keys().min()?;
+        let wait = calls.waits.remove(&id).expect("just found");
         out.clear();
         let why = "the locker stopped before the store answered this lease request; a lease it took ends with its ttl";
         self.lease_answer(0, &wait, LeaseAnswer { id, result: Err(why.into()) }, out);

@@ -94,6 +94,13 @@ pub struct StatsReply {
     pub held: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub held_go: u64,
+    /// Replies that could not be delivered since start (the client went
+    /// away, or would not take its replies), and how many of them were go
+    /// (absent when 0; docs/wire.md, "Every reply arrives").
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub undelivered: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub undelivered_go: u64,
     /// The store's claims, when the counts live in one (docs/store.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store: Option<StoreStatsReply>,

@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use locker::core::{Limit, Locker, Nanos, Quota, DEFAULT_LIMIT};
-use locker::service::{Answer, Service};
+use locker::service::{step, Answer, Io, Service, Token};
 use locker::wire::{self, Ask, GoReply};
 use locker::Client;
 
@@ -41,7 +41,7 @@ fn a_sorry_within_the_hold_is_held_until_the_slot_begins_and_answered_go_in_arri
     for i in 5..8 {
         assert_eq!(plain(&mut s, T0 + 700 * MS + i * MS, i).0, Answer::Held, "ask {i} is held");
     }
-    assert_eq!(s.parked(), 3);
+    assert_eq!(s.status().parked, 3);
     assert_eq!(plain(&mut s, T0 + 790 * MS, 8), (Answer::Now, b"sorry".to_vec()), "no room: sorry at once");
     assert_eq!(s.next_deadline(), Some(T0 + 800 * MS), "the loop wakes when the next slot begins");
     let mut out = Vec::new();
@@ -90,7 +90,11 @@ fn at_shutdown_every_held_ask_is_answered_once() {
     let finals: Vec<_> =
         std::iter::from_fn(|| s.next_final(T0 + 200 * MS, &mut out, &mut ()).map(|t| (t, out.clone()))).collect();
     assert_eq!(finals, [(5, b"sorry".to_vec()), (6, b"sorry".to_vec()), (7, b"sorry".to_vec())]);
-    assert_eq!((s.parked(), s.next_ready(T0 + 900 * MS, &mut out, &mut ())), (0, None), "nothing is left to answer");
+    assert_eq!(
+        (s.status().parked, s.next_ready(T0 + 900 * MS, &mut out, &mut ())),
+        (0, None),
+        "nothing is left to answer"
+    );
 }
 
 fn wall_ns() -> u128 {
@@ -109,7 +113,7 @@ fn callers(s: &mut Service, callers: usize, from: Nanos, end: Nanos) -> Heard {
     let mut out = Vec::new();
     loop {
         let asking = ready.iter().enumerate().filter_map(|(i, t)| t.map(|t| (t, i))).filter(|&(t, _)| t < end).min();
-        let due = s.next_deadline().filter(|_| s.parked() > 0);
+        let due = s.next_deadline().filter(|_| s.status().parked > 0);
         match (asking, due) {
             (Some((t, i)), d) if d.is_none_or(|d| t < d) => {
                 if s.serve(t, i as u64, b"let me go", &mut out, &mut ()) == Answer::Now {
@@ -167,12 +171,12 @@ fn a_flood_of_held_asks_is_bounded_and_each_ask_is_answered_exactly_once() {
             answers[token as usize].push(out.clone());
         }
     }
-    assert_eq!(s.parked(), 50, "held up to --max-parked, the rest answered at once");
-    while let Some(due) = s.next_deadline().filter(|_| s.parked() > 0) {
+    assert_eq!(s.status().parked, 50, "held up to --max-parked, the rest answered at once");
+    while let Some(due) = s.next_deadline().filter(|_| s.status().parked > 0) {
         while let Some(token) = s.next_ready(due, &mut out, &mut ()) {
             answers[token as usize].push(out.clone());
         }
-        assert!(s.parked() <= 50);
+        assert!(s.status().parked <= 50);
     }
     assert!(answers.iter().all(|a| a.len() == 1), "each ask answered exactly once");
     let go = answers.iter().filter(|a| a[0] == b"go").count();
@@ -193,22 +197,16 @@ fn a_plain_burst_on_one_of_three_fresh_peers_gets_its_whole_quota_in_its_first_s
     let mut g = crate::group::joined(3, 31, crate::group::fixed(5, 800));
     g.advance_to((g.now() / slot + 1) * slot + 5 * MS);
     let first_slot = g.now() / slot;
-    let mut out = Vec::new();
     let mut replies = Vec::new();
-    for token in 0..5 {
-        let now = g.clock(0);
-        if g.service(0).serve(now, token, b"let me go", &mut out, &mut ()) == Answer::Now {
-            replies.push(out.clone());
-            continue;
-        }
+    for _ in 0..5 {
+        let token = g.send(0, b"let me go");
         // Held: the loop turns (hearing the peers) until it is answered.
         let reply = loop {
+            if let Some(reply) = g.reply(token) {
+                break reply;
+            }
             let due = g.service(0).next_deadline().expect("a held ask wakes the loop");
             g.advance_to(due.max(g.now() + 1));
-            let now = g.clock(0);
-            if g.service(0).next_ready(now, &mut out, &mut ()) == Some(token) {
-                break out.clone();
-            }
         };
         replies.push(reply);
     }
@@ -290,4 +288,94 @@ fn a_held_ask_that_goes_is_in_the_state_file_before_its_reply_leaves() {
         return;
     }
     assert!(!r.ok, "the held go was recorded before its reply: the slot is spent after the restart ({r:?})");
+}
+
+/// Limit `x`: 2 per second, held up to 1.5 s.
+fn two_per_second_held() -> Service {
+    let limit = Limit::new("x", Quota::new(2, 1.0).unwrap()).unwrap().with_hold(1_500.0).unwrap();
+    let default = Limit::new(DEFAULT_LIMIT, Quota::new(1, 1.0).unwrap()).unwrap();
+    Service::new(Locker::new(default, vec![limit], 1000))
+}
+
+fn structured(s: &mut Service, now: Nanos, token: u64, ask: &Ask) -> (Answer, Option<GoReply>) {
+    let mut body = Vec::new();
+    wire::encode(&ask.to_map(), &mut body);
+    let mut out = Vec::new();
+    let answer = s.serve(now, token, &body, &mut out, &mut ());
+    (answer, (answer == Answer::Now).then(|| rmp_serde::from_slice(&out).unwrap()))
+}
+
+#[test]
+fn an_asks_own_short_hold_behind_a_queue_gets_sorry_at_once_and_a_longer_one_waits_its_turn() {
+    let mut s = two_per_second_held();
+    let x = Ask::new().limit("x").key("k");
+    for t in 0..2 {
+        assert!(structured(&mut s, T0 + (100 + t) * MS, t, &x).1.unwrap().ok);
+    }
+    assert_eq!(structured(&mut s, T0 + 200 * MS, 2, &x).0, Answer::Held, "held for the next slot");
+    let (answer, reply) = structured(&mut s, T0 + 300 * MS, 3, &x.hold_ms(50));
+    assert_eq!(answer, Answer::Now, "the queue moves at T0 + 1 s, after this ask's hold of 50 ms");
+    assert!(!reply.unwrap().ok, "sorry at once");
+    assert_eq!(structured(&mut s, T0 + 310 * MS, 4, &x.hold_ms(900)).0, Answer::Held, "its hold reaches the slot");
+    let mut out = Vec::new();
+    let mut ready = Vec::new();
+    while let Some(token) = s.next_ready(T0 + 1_000 * MS, &mut out, &mut ()) {
+        let reply: GoReply = rmp_serde::from_slice(&out).unwrap();
+        ready.push((token, reply.ok));
+    }
+    assert_eq!(ready, [(2, true), (4, true)], "in arrival order, both in the new slot");
+}
+
+#[test]
+fn an_ask_behind_a_head_that_waits_longer_is_answered_when_its_own_hold_ends() {
+    let quota = Quota::new(2, 1.0).unwrap();
+    let limit = Limit::with_algorithm("x", quota, locker::core::Algorithm::RollingWindow).unwrap();
+    let default = Limit::new(DEFAULT_LIMIT, Quota::new(1, 1.0).unwrap()).unwrap();
+    let mut s = Service::new(Locker::new(default, vec![limit.with_hold(1_500.0).unwrap()], 1000));
+    let x = Ask::new().limit("x").key("k");
+    let t = T0 + 123 * MS;
+    assert!(structured(&mut s, t, 0, &x).1.unwrap().ok);
+    assert!(structured(&mut s, t + 300 * MS, 1, &x).1.unwrap().ok);
+    // The head needs both permits: it can go only when the second grant
+    // leaves, at t + 1.3 s.
+    assert_eq!(structured(&mut s, t + 400 * MS, 2, &x.cost(2)).0, Answer::Held);
+    let head_wake = s.next_deadline().unwrap();
+    let hold = (head_wake - (t + 400 * MS)) / MS + 50;
+    assert_eq!(
+        structured(&mut s, t + 400 * MS, 3, &x.hold_ms(hold)).0,
+        Answer::Held,
+        "its hold reaches the head's wake"
+    );
+    let mut answered = Replies::default();
+    let mut now = t + 400 * MS;
+    while let Some(due) = s.next_deadline().filter(|_| s.status().parked > 0) {
+        now = due;
+        step::turn(&mut s, now, &mut (), &mut answered, &mut Vec::new());
+        answered.at(now);
+    }
+    let answered = answered.0;
+    let own = answered.iter().find(|(token, _, _)| *token == 3).expect("answered");
+    let head = answered.iter().find(|(token, _, _)| *token == 2).expect("answered");
+    assert!(head.2 > own.2, "the head waited longer than the ask behind it: {answered:?}");
+    assert!(own.2 <= t + 400 * MS + hold * MS, "answered by the end of its own hold: {answered:?}");
+    assert!(now > t + 400 * MS, "{answered:?}");
+}
+
+/// The replies a loop step sends: token, go, and the instant (set by `at`).
+#[derive(Default)]
+struct Replies(Vec<(Token, bool, Nanos)>);
+
+impl Replies {
+    fn at(&mut self, now: Nanos) {
+        for r in self.0.iter_mut().filter(|r| r.2 == 0) {
+            r.2 = now;
+        }
+    }
+}
+
+impl Io for Replies {
+    fn reply(&mut self, token: Token, body: &[u8]) {
+        let reply: GoReply = rmp_serde::from_slice(body).unwrap();
+        self.0.push((token, reply.ok, 0));
+    }
 }

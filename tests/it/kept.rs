@@ -60,7 +60,10 @@ impl Log {
         let read = self.records.iter().map(|b| Record::decode(b).expect("a record the log wrote"));
         let (restored, keep) = service.restore(now, run, read);
         // Named as the daemon names a run: its node, when peered.
-        let (node, incarnation) = service.node().map_or((String::new(), now), |n| (n.id.to_string(), n.incarnation));
+        let (node, incarnation) = service
+            .peering()
+            .map(|p| p.nodes().me())
+            .map_or((String::new(), now), |n| (n.id.to_string(), n.incarnation));
         let mut rewritten = vec![encoded(&Record::Run { run, incarnation, node: &node })];
         rewritten.extend(keep.iter().map(encoded));
         self.records = rewritten;

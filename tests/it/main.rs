@@ -36,7 +36,8 @@
 //!   `faults::the_soft_open_files_limit_is_raised_to_the_hard_one`,
 //!   `faults::connections_it_cannot_accept_are_logged_and_counted`,
 //!   `lifecycle::prints_the_real_endpoint_and_serves_it`,
-//!   `edges::host_names_in_binds_are_resolved_and_ports_are_checked`.
+//!   `edges::host_names_in_binds_are_resolved_and_ports_are_checked`,
+//!   `delivery::*` (3: thousands of replies to one DEALER, a client gone).
 //! - **The client library on real sockets and real time** (failover, timeouts, sleeps, background heartbeats):
 //!   `failover::*` (5), `edges::a_dead_first_endpoint_does_not_cost_half_the_timeout`,
 //!   `batch::the_client_asks_many_in_one_round_trip`, `pool::a_permit_pool_hands_out_batches_but_never_more_than_a_slot_allows`,
@@ -83,6 +84,8 @@ mod clocks;
 /// CURVE: allowlisted clients get answers, unknown keys and plain clients none; keygen; config;
 /// peers with their own keys, and no counts for an unlisted subscriber.
 mod curve;
+/// Every reply arrives or is counted: a DEALER with thousands of held asks, a held burst, a client gone.
+mod delivery;
 /// Rough edges a new user hits: lease waits, config and flag errors, binds, CLI errors, peer logs, dead endpoints.
 mod edges;
 /// Extreme numbers: a limit is refused when built, or every kind holds its bound.

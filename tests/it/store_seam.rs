@@ -49,16 +49,16 @@ fn an_ask_waits_for_its_claim_and_the_asks_after_it_go_from_the_hand_without_the
     let mut s = on_store();
     assert_eq!(serve(&mut s, T0, 1, b"let me go").0, Answer::Held, "nothing on hand: the ask waits");
     assert_eq!(serve(&mut s, T0, 2, b"let me go").0, Answer::Held, "the second waits for the same claim");
-    let claims = s.take_claims();
+    let claims = s.take_store_calls().0;
     assert_eq!(claims.len(), 1, "one claim for both: {claims:?}");
     assert!(claims[0].want >= 2, "the unsent claim grew to cover both asks: {claims:?}");
     assert!(ready(&mut s, T0).is_empty(), "nothing is answered before the store answers");
-    s.on_claims(T0 + MS, vec![Claimed { id: claims[0].id, grant: grant(10, 90) }]);
+    s.on_store(T0 + MS, vec![Claimed { id: claims[0].id, grant: grant(10, 90) }], Vec::new());
     assert_eq!(ready(&mut s, T0 + MS), [(1, b"go".to_vec()), (2, b"go".to_vec())], "in arrival order");
     for token in 3..8 {
         assert_eq!(serve(&mut s, T0 + 2 * MS, token, b"let me go"), (Answer::Now, b"go".to_vec()));
     }
-    let ahead = s.take_claims();
+    let ahead = s.take_store_calls().0;
     assert_eq!(ahead.len(), 1, "a hand running low claims its next chunk while it still answers: {ahead:?}");
     let stats = s.locker().figures().stats().next().unwrap().1;
     assert_eq!((stats.requests, stats.go), (7, 7));
@@ -70,14 +70,15 @@ fn when_the_store_fails_a_limit_that_fails_closed_says_sorry_and_one_that_fails_
     let open = body(&Ask::new().limit("open").to_map());
     assert_eq!(serve(&mut s, T0, 1, b"let me go").0, Answer::Held);
     assert_eq!(serve(&mut s, T0, 2, &open).0, Answer::Held);
-    let failed = s.take_claims().into_iter().map(|c| Claimed { id: c.id, grant: Err("the store failed".into()) });
-    s.on_claims(T0 + MS, failed.collect());
+    let failed =
+        s.take_store_calls().0.into_iter().map(|c| Claimed { id: c.id, grant: Err("the store failed".into()) });
+    s.on_store(T0 + MS, failed.collect(), Vec::new());
     let answers = ready(&mut s, T0 + MS);
     assert_eq!(answers[0], (1, b"sorry".to_vec()), "closed: sorry");
     let Ok(Reply::Answer(r)) = wire::decode_reply::<GoReply>(&answers[1].1) else { panic!("{answers:?}") };
     assert!(r.ok, "open: go from this locker's own counts: {r:?}");
     assert_eq!(serve(&mut s, T0 + 2 * MS, 3, b"let me go"), (Answer::Now, b"sorry".to_vec()), "no claim while down");
-    assert!(s.take_claims().is_empty(), "the store is left alone a while after it failed");
+    assert!(s.take_store_calls().0.is_empty(), "the store is left alone a while after it failed");
 }
 
 fn lease_reply(out: &[u8]) -> Result<LeaseReply, String> {
@@ -92,13 +93,13 @@ fn a_lease_request_goes_to_the_store_and_its_reply_is_the_stores_answer_on_the_l
     let mut s = on_store();
     let acquire = body(&LeaseAsk::new("db", 2).ttl_ms(500).to_map());
     assert_eq!(serve(&mut s, T0, 1, &acquire).0, Answer::Held, "a lease waits for the store");
-    let calls = s.take_lease_calls();
+    let calls = s.take_store_calls().1;
     assert_eq!(calls.len(), 1);
     assert_eq!((&*calls[0].name, calls[0].capacity), ("db", 3));
     let LeaseOp::Acquire(hold) = calls[0].op else { panic!("{calls:?}") };
     assert_eq!((hold.count, hold.ttl), (2, 500 * MS), "checked and converted by the locker");
     let held = StoreLease { state: StoreLeaseState::Held, left_us: 500_000, capacity: 3, free: 1 };
-    s.on_leases(T0 + 2 * MS, vec![LeaseAnswer { id: calls[0].id, result: Ok(held) }]);
+    s.on_store(T0 + 2 * MS, Vec::new(), vec![LeaseAnswer { id: calls[0].id, result: Ok(held) }]);
     let answered = ready(&mut s, T0 + 2 * MS);
     assert_eq!(answered.len(), 1);
     let reply = lease_reply(&answered[0].1).unwrap();
@@ -109,12 +110,16 @@ fn a_lease_request_goes_to_the_store_and_its_reply_is_the_stores_answer_on_the_l
     let (answer, out) = serve(&mut s, T0 + 3 * MS, 2, &too_many);
     assert_eq!(answer, Answer::Now, "a bad count never reaches the store");
     assert!(lease_reply(&out).unwrap_err().contains("count 4"), "{:?}", lease_reply(&out));
-    assert!(s.take_lease_calls().is_empty());
+    assert!(s.take_store_calls().1.is_empty());
 
     let again = body(&LeaseAsk::new("db", 1).to_map());
     assert_eq!(serve(&mut s, T0 + 4 * MS, 3, &again).0, Answer::Held);
-    let call = s.take_lease_calls().remove(0);
-    s.on_leases(T0 + 5 * MS, vec![LeaseAnswer { id: call.id, result: Err("the store failed: gone".into()) }]);
+    let call = s.take_store_calls().1.remove(0);
+    s.on_store(
+        T0 + 5 * MS,
+        Vec::new(),
+        vec![LeaseAnswer { id: call.id, result: Err("the store failed: gone".into()) }],
+    );
     let failed = ready(&mut s, T0 + 5 * MS);
     assert_eq!(lease_reply(&failed[0].1), Err("the store failed: gone".into()), "an error, never a lease");
 

@@ -162,6 +162,14 @@ fn process(snapshot: &Snapshot, uptime_seconds: f64) -> Vec<Family> {
         Family::new("held", Kind::Counter, "Asks held for a go instead of sorry since start").one(n(snapshot.held)),
         Family::new("held_go", Kind::Counter, "Held asks answered go").one(n(snapshot.held_go)),
         Family::new(
+            "undelivered",
+            Kind::Counter,
+            "Replies that could not be delivered (the client went away or would not read)",
+        )
+        .one(n(snapshot.undelivered)),
+        Family::new("undelivered_go", Kind::Counter, "Undelivered replies that were go")
+            .one(n(snapshot.undelivered_go)),
+        Family::new(
             "unattributed_errors",
             Kind::Counter,
             "Errors not attributed to a limit (unknown limit, bad bytes)",

@@ -42,14 +42,15 @@ pub fn snapshot(service: &Service, now: Nanos, stopping: bool) -> Snapshot {
         })
         .collect();
     let peering = service.peering();
-    let store = service.store_state().map(|(claims, claimed, failed, _, down)| StoreSnapshot {
-        up: down.is_none(),
-        claims,
-        claimed,
-        failed,
+    let status = service.status();
+    let store = status.store.as_ref().map(|s| StoreSnapshot {
+        up: s.down.is_none(),
+        claims: s.claims,
+        claimed: s.claimed,
+        failed: s.failed,
     });
     let store_down = store.is_some_and(|s| !s.up);
-    let health = match (stopping, peering.is_some_and(|p| p.is_joining()), service.refusing().is_some()) {
+    let health = match (stopping, peering.is_some_and(|p| p.is_joining()), status.refusing.is_some()) {
         (true, _, _) => Health::Stopping,
         (false, _, true) => Health::Refusing,
         _ if store_down => Health::StoreDown,
@@ -60,11 +61,13 @@ pub fn snapshot(service: &Service, now: Nanos, stopping: bool) -> Snapshot {
         health,
         limits,
         unattributed_errors: locker.figures().unattributed_errors(),
-        accept_failures: service.accept_failures(),
+        accept_failures: status.accept_failures,
+        undelivered: status.undelivered,
+        undelivered_go: status.undelivered_go,
         max_keys: locker.figures().max_keys() as u64,
-        parked: service.parked() as u64,
-        held: service.held().0,
-        held_go: service.held().1,
+        parked: status.parked as u64,
+        held: status.held,
+        held_go: status.held_go,
         store,
         ..Snapshot::default()
     };

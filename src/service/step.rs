@@ -1,0 +1,118 @@
+//! One turn of a locker's loop, without the loop: the order in which the
+//! work of a turn is done, shared by the daemon (`daemon::server`) and the
+//! simulated group (`sim`), as quinn-proto's drivers only pump its state
+//! machine.
+//!
+//! The order is the contract: parked asks that are due are answered before
+//! any new request is served, so a new ask never overtakes them; a turn
+//! first does what fell due (leases that expired, the peers' view), then
+//! answers what is due, then publishes; peer messages and the store's
+//! calls leave after every small batch of requests (`flush`), so counts
+//! travel within one turn.
+//!
+//! What leaves goes through an `Io`: the daemon's sockets, or the
+//! simulation's queues. Nothing here reads a clock or touches a socket:
+//! every function takes the loop's clock reading.
+
+use super::{Answer, Service, Token};
+use crate::core::claims::ClaimAsk;
+use crate::core::store_lease::LeaseCall;
+use crate::core::{Nanos, PeerEvent, PeerIx};
+use crate::state::Keep;
+
+/// Where what a turn produces goes.
+pub trait Io {
+    /// Sends `body` as the reply to the request served under `token`.
+    fn reply(&mut self, token: Token, body: &[u8]);
+
+    /// Sends one peer message to every peer.
+    fn publish(&mut self, bytes: &[u8]) {
+        let _ = bytes;
+    }
+
+    /// A peering event worth logging.
+    fn event(&mut self, event: PeerEvent) {
+        let _ = event;
+    }
+
+    /// Hands claims and lease calls to the store.
+    fn store(&mut self, claims: Vec<ClaimAsk>, leases: Vec<LeaseCall>) {
+        let _ = (claims, leases);
+    }
+}
+
+/// A loop turn at `now` with nothing read yet: the work that fell due,
+/// the parked asks that are due, then what is to be sent. `out` is the
+/// loop's reply buffer, reused.
+pub fn turn(service: &mut Service, now: Nanos, keep: &mut impl Keep, io: &mut impl Io, out: &mut Vec<u8>) {
+    service.on_timeout(now);
+    answer_due(service, now, keep, io, out);
+    flush(service, now, io);
+}
+
+/// Serves one request received at `now` under `token`: the parked asks
+/// that are due first, then this one, answered through `io` at once or
+/// held (`Answer::Held`: the loop keeps the caller's envelope under
+/// `token` until `io` is asked to reply to it).
+pub fn request(
+    service: &mut Service,
+    now: Nanos,
+    token: Token,
+    body: &[u8],
+    keep: &mut impl Keep,
+    io: &mut impl Io,
+    out: &mut Vec<u8>,
+) -> Answer {
+    answer_due(service, now, keep, io, out);
+    let answer = service.serve(now, token, body, out, keep);
+    if answer == Answer::Now {
+        io.reply(token, out);
+    }
+    answer
+}
+
+/// Takes in one message from peer `peer` at `now`; whether it was
+/// understood. What it changes leaves with the next `flush`.
+pub fn peer(service: &mut Service, now: Nanos, peer: PeerIx, body: &[u8]) -> bool {
+    service.on_peer(now, peer, body)
+}
+
+/// Sends what is to be sent at `now`: peer messages, the events worth
+/// logging, and the store's calls.
+pub fn flush(service: &mut Service, now: Nanos, io: &mut impl Io) {
+    if service.peering.is_some() {
+        service.publish(now, |bytes| io.publish(bytes));
+        while let Some(event) = service.poll_event() {
+            io.event(event);
+        }
+    }
+    if service.store.is_some() {
+        let (claims, leases) = service.take_store_calls();
+        if !claims.is_empty() || !leases.is_empty() {
+            io.store(claims, leases);
+        }
+    }
+}
+
+/// At a stop: answers every parked ask once (go if its limit allows it
+/// now, else sorry), in arrival order; how many.
+pub fn stop(service: &mut Service, now: Nanos, keep: &mut impl Keep, io: &mut impl Io, out: &mut Vec<u8>) -> usize {
+    let mut answered = 0;
+    while let Some(token) = service.next_final(now, out, keep) {
+        io.reply(token, out);
+        answered += 1;
+    }
+    answered
+}
+
+/// Answers the parked asks that are due at `now`, each recorded before its
+/// reply leaves, as any reply is.
+fn answer_due(service: &mut Service, now: Nanos, keep: &mut impl Keep, io: &mut impl Io, out: &mut Vec<u8>) {
+    // The plain path: nothing parked and no store to wait on.
+    if service.holding.len() == 0 && service.store.is_none() {
+        return;
+    }
+    while let Some(token) = service.next_ready(now, out, keep) {
+        io.reply(token, out);
+    }
+}

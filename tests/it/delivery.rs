@@ -1,0 +1,111 @@
+//! Every reply arrives, or is counted: a DEALER client with thousands of
+//! asks outstanding gets every reply (at a stop, and when a held burst is
+//! released at a slot start), although its queue in the locker holds only
+//! 1,000; a client that went away has its replies counted as undelivered,
+//! go apart. Real processes: what is tested is the serving socket's
+//! queues.
+
+use std::time::{Duration, Instant};
+
+use locker::{Ask, Client, StatsReply};
+
+use crate::support::{wait_for_room, Daemon, DEADLINE};
+
+/// A DEALER that speaks as a REQ socket does (an empty delimiter before
+/// each body) and queues any number of replies.
+fn dealer(ctx: &zmq::Context, endpoint: &str) -> zmq::Socket {
+    let s = ctx.socket(zmq::DEALER).unwrap();
+    s.set_rcvhwm(0).unwrap();
+    s.set_sndhwm(0).unwrap();
+    s.set_linger(0).unwrap();
+    s.set_rcvtimeo(DEADLINE.as_millis() as i32).unwrap();
+    s.connect(endpoint).unwrap();
+    s
+}
+
+fn send_asks(s: &zmq::Socket, n: usize) {
+    for _ in 0..n {
+        s.send(&b""[..], zmq::SNDMORE).unwrap();
+        s.send(&b"let me go"[..], 0).unwrap();
+    }
+}
+
+/// Reads `n` replies (or fewer, if they stop coming); the bodies.
+fn read_replies(s: &zmq::Socket, n: usize) -> Vec<Vec<u8>> {
+    let mut replies = Vec::with_capacity(n);
+    while replies.len() < n {
+        let Ok(parts) = s.recv_multipart(0) else { break };
+        replies.push(parts.last().cloned().unwrap_or_default());
+    }
+    replies
+}
+
+fn stats(endpoint: &str) -> StatsReply {
+    Client::new([endpoint], DEADLINE).unwrap().stats().unwrap()
+}
+
+/// Waits until the locker holds `parked` asks.
+fn wait_parked(endpoint: &str, parked: u64) {
+    let deadline = Instant::now() + DEADLINE;
+    while stats(endpoint).parked < parked {
+        assert!(Instant::now() < deadline, "never held {parked} asks");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_dealer_with_six_thousand_held_asks_gets_every_reply_at_a_stop() {
+    let args = ["--max-requests", "1", "--in-seconds", "60", "--hold-ms", "60000", "--max-parked", "10000"];
+    let mut d = Daemon::start(&args);
+    let ctx = zmq::Context::new();
+    let s = dealer(&ctx, &d.endpoint);
+    send_asks(&s, 6000);
+    wait_parked(&d.endpoint, 5999);
+    d.signal("TERM");
+    let replies = read_replies(&s, 6000);
+    assert!(d.wait_exit(DEADLINE).expect("exits after SIGTERM").success());
+    assert_eq!(replies.len(), 6000, "every ask answered");
+    assert_eq!(replies.iter().filter(|r| *r == b"go").count(), 1, "one permit in the slot, the rest sorry");
+}
+
+#[test]
+fn a_held_burst_released_at_a_slot_start_reaches_its_caller_and_no_go_is_lost() {
+    let args = ["--max-requests", "5000", "--in-seconds", "1", "--hold-ms", "2000", "--max-parked", "10000"];
+    let d = Daemon::start(&args);
+    let mut client = Client::new([d.endpoint.as_str()], DEADLINE).unwrap();
+    assert!(client.ask(&Ask::new().cost(5000)).unwrap().ok, "the slot spent at once");
+    let ctx = zmq::Context::new();
+    let s = dealer(&ctx, &d.endpoint);
+    send_asks(&s, 5000);
+    let replies = read_replies(&s, 5000);
+    assert_eq!(replies.len(), 5000, "every ask answered");
+    let go = replies.iter().filter(|r| *r == b"go").count() as u64;
+    let after = client.stats().unwrap();
+    assert_eq!((after.undelivered, after.undelivered_go), (0, 0), "{after:?}");
+    assert_eq!(after.limits[0].go, 1 + go, "every go granted reached its caller: {after:?}");
+    assert!(go > 0, "the held asks went when the next slot began");
+}
+
+#[test]
+fn replies_to_a_client_that_went_away_are_counted_as_undelivered() {
+    let args = ["--max-requests", "1", "--in-seconds", "3", "--hold-ms", "3000"];
+    let d = Daemon::start(&args);
+    // The asks and the client's leaving fall in one slot: the held asks
+    // are answered only when the next begins, after the client has gone.
+    wait_for_room(3_000_000_000, Duration::from_millis(1500));
+    let mut client = Client::new([d.endpoint.as_str()], DEADLINE).unwrap();
+    assert!(client.ask(&Ask::new()).unwrap().ok);
+    let ctx = zmq::Context::new();
+    let s = dealer(&ctx, &d.endpoint);
+    send_asks(&s, 3);
+    wait_parked(&d.endpoint, 3);
+    drop(s);
+    let deadline = Instant::now() + DEADLINE;
+    let mut after = stats(&d.endpoint);
+    while after.undelivered < 3 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        after = stats(&d.endpoint);
+    }
+    assert_eq!(after.undelivered, 3, "{after:?}");
+    assert_eq!(after.undelivered_go, 1, "one of them had the next slot's permit: {after:?}");
+}
