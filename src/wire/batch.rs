@@ -25,6 +25,7 @@ use serde::Deserialize;
 use super::ask::Ask;
 use super::fast::{self, Reader};
 use super::reply::{ErrorReply, GoReply, Reply};
+use super::request::{read_by_serde, read_map, Read};
 use super::{decode_exact, is_structured, RequestMap, WireError, BATCH_LEVELS, MAX_DEPTH};
 
 /// The asks of a decoded batch, still as bytes: read them with `iter`.
@@ -90,26 +91,17 @@ impl<'a> Iterator for Entries<'a> {
     }
 }
 
-/// One entry of a batch: a go request map.
+/// One entry of a batch: a go request map, read by the same cascade as a
+/// request. What an outer request would fail on, serde reads or refuses
+/// for the entry.
 fn decode_entry(bytes: &[u8]) -> Result<Ask<'_>, WireError> {
     if !is_structured(bytes) {
         return Err(WireError::EntryNotAMap);
     }
-    if let Some((ask, len)) = fast::decode_go_prefix(bytes) {
-        if len == bytes.len() {
-            return Ok(ask);
-        }
+    match read_map(bytes).or_else(|_| read_by_serde(bytes))? {
+        Read::Go(ask) => Ok(ask),
+        Read::Map(map, _) => ask_of(&map),
     }
-    let map = match fast::read_request(bytes) {
-        Ok(Some(fields)) => fields.map,
-        // An entry is a go: what an outer request would fail or fall back
-        // on, serde reads or refuses for the entry.
-        _ => {
-            fast::check_fields(bytes)?;
-            decode_exact(bytes)?
-        }
-    };
-    ask_of(&map)
 }
 
 /// The ask an entry's map carries, if it is a go.

@@ -7,7 +7,7 @@
 use super::ask::Ask;
 use super::batch::AskBatch;
 use super::lease::{Heartbeat, LeaseAsk, Release};
-use super::{decode_exact, fast, is_structured, WireError};
+use super::{decode_exact, fast, is_structured, RequestMap, WireError};
 
 /// A decoded request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,22 +42,9 @@ pub fn decode_request(body: &[u8]) -> Result<Request<'_>, WireError> {
     if !is_structured(body) {
         return Ok(Request::Plain(body));
     }
-    // A go in its common shape takes the hand-written path of every ask
-    // (it stops at the first field that is not a go's); every other request
-    // is read once, held to the contract as it is read, and what that
-    // reader leaves to serde is held to the contract first too (serde would
-    // read names and values more loosely).
-    if let Some((ask, len)) = fast::decode_go_prefix(body) {
-        if len == body.len() {
-            return Ok(Request::Go(ask));
-        }
-    }
-    let (map, asks) = match fast::read_request(body)? {
-        Some(fields) => (fields.map, fields.asks),
-        None => {
-            fast::check_fields(body)?;
-            (decode_exact(body)?, None)
-        }
+    let (map, asks) = match read_map(body)? {
+        Read::Go(ask) => return Ok(Request::Go(ask)),
+        Read::Map(map, asks) => (map, asks),
     };
     match map.op.unwrap_or("go") {
         "go" => Ok(Request::Go(Ask::from_map(&map))),
@@ -70,4 +57,35 @@ pub fn decode_request(body: &[u8]) -> Result<Request<'_>, WireError> {
         "release" => Release::from_map(&map).map(Request::Release),
         other => Err(WireError::UnknownOp(other.to_owned())),
     }
+}
+
+/// A structured body, read: a go in its common shape, or the map with a
+/// batch's entries (their bytes and count) when it has them.
+pub(super) enum Read<'a> {
+    Go(Ask<'a>),
+    Map(RequestMap<'a>, Option<(&'a [u8], usize)>),
+}
+
+/// The one cascade that reads a structured body, a request or a batch's
+/// entry: a go in its common shape takes the hand-written path of every
+/// ask (it stops at the first field that is not a go's); anything else is
+/// read once, held to the contract as it is read, and what that reader
+/// leaves to serde is held to the contract first too (serde would read
+/// names and values more loosely).
+pub(super) fn read_map(body: &[u8]) -> Result<Read<'_>, WireError> {
+    if let Some((ask, len)) = fast::decode_go_prefix(body) {
+        if len == body.len() {
+            return Ok(Read::Go(ask));
+        }
+    }
+    match fast::read_request(body)? {
+        Some(fields) => Ok(Read::Map(fields.map, fields.asks)),
+        None => read_by_serde(body),
+    }
+}
+
+/// The last reader of the cascade: serde, after the contract's checks.
+pub(super) fn read_by_serde(body: &[u8]) -> Result<Read<'_>, WireError> {
+    fast::check_fields(body)?;
+    Ok(Read::Map(decode_exact(body)?, None))
 }
