@@ -215,8 +215,7 @@ impl Settings {
     pub fn load(path: &Path) -> Result<Settings, ConfigError> {
         let shown = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: shown.clone(), source })?;
-        let mut file =
-            Settings::parse(&text).map_err(|message| ConfigError::Parse { path: shown.clone(), message })?;
+        let mut file = Settings::parse(&text).map_err(|message| ConfigError::Parse { path: shown.clone(), message })?;
         file.path = Some(shown);
         Ok(file)
     }
