@@ -103,12 +103,19 @@ pub enum StoreFailure {
 impl std::str::FromStr for StoreFailure {
     type Err = String;
     fn from_str(s: &str) -> Result<StoreFailure, String> {
-        match s {
-            "closed" => Ok(StoreFailure::Closed),
-            "open" => Ok(StoreFailure::Open),
-            other => Err(format!("unknown store failure policy {other:?} (closed or open)")),
-        }
+        one_of(s, "store failure policy", &[("closed", StoreFailure::Closed), ("open", StoreFailure::Open)])
     }
+}
+
+/// The value `names` gives `s`, or an error that says which `what` it
+/// is not and lists the names.
+fn one_of<T: Copy>(s: &str, what: &str, names: &[(&str, T)]) -> Result<T, String> {
+    if let Some(&(_, value)) = names.iter().find(|(name, _)| *name == s) {
+        return Ok(value);
+    }
+    let listed: Vec<&str> = names.iter().map(|&(name, _)| name).collect();
+    let (last, rest) = listed.split_last().expect("a name at least");
+    Err(format!("unknown {what} {s:?} ({} or {last})", rest.join(", ")))
 }
 
 /// Where the counts are kept, when not in this locker.
@@ -172,15 +179,14 @@ pub enum AlgorithmName {
 impl std::str::FromStr for AlgorithmName {
     type Err = String;
     fn from_str(s: &str) -> Result<AlgorithmName, String> {
-        match s {
-            "fixed-window" => Ok(AlgorithmName::FixedWindow),
-            "token-bucket" => Ok(AlgorithmName::TokenBucket),
-            "semaphore" => Ok(AlgorithmName::Semaphore),
-            "rolling-window" => Ok(AlgorithmName::RollingWindow),
-            other => {
-                Err(format!("unknown algorithm {other:?} (fixed-window, token-bucket, semaphore or rolling-window)"))
-            }
-        }
+        use AlgorithmName::*;
+        let names = [
+            ("fixed-window", FixedWindow),
+            ("token-bucket", TokenBucket),
+            ("semaphore", Semaphore),
+            ("rolling-window", RollingWindow),
+        ];
+        one_of(s, "algorithm", &names)
     }
 }
 
