@@ -19,6 +19,9 @@ use crate::curve::{self, Allowlist, KeyError, KeyPair, PublicKey, ServerCurve};
 use crate::state::StateConfig;
 use crate::wire::DEFAULT_MAX_MESSAGE_SIZE;
 
+mod settings;
+pub use settings::{FileConfig, Flags, Settings};
+
 /// The seed's endpoint.
 pub const DEFAULT_BIND: &str = "tcp://127.0.0.1:7777";
 /// The seed's default quota: one request per second.
@@ -30,9 +33,6 @@ pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
 
 /// The most asks held at once (see `hold_ms`) unless `max_parked` says.
 pub use crate::service::DEFAULT_MAX_PARKED;
-
-mod settings;
-pub use settings::{FileConfig, Flags, Settings};
 /// How long a starting peered locker waits for its peers' counts at most.
 pub const DEFAULT_PEER_GRACE_SECONDS: f64 = 1.0;
 
