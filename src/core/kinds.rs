@@ -380,10 +380,7 @@ impl Rule {
                 let slot = if v.wait == 0 { w.slot() } else { w.quota().slot_of(now.saturating_add(v.wait)) };
                 Some(Kept::Window { slot, count: w.own_in(key, slot) })
             }
-            Rule::Bucket(b) => {
-                let (tat, period, count) = b.kept(now, key);
-                Some(Kept::Bucket { tat, period, count })
-            }
+            Rule::Bucket(b) => Some(b.kept(now, key)),
             Rule::Rolling(r) => {
                 // The figure peers are sent (`note_own`): cumulative, so the
                 // latest record of a sub-slot says all of it.
