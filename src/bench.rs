@@ -19,7 +19,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 pub use load::{key_name, Requests, PLAIN_BODY};
-pub use report::{Report, Tally};
+pub use report::{Measurements, Report};
 use worker::Worker;
 
 use crate::wire::MAX_BATCH_ASKS;
@@ -159,7 +159,7 @@ fn client(
     config: &BenchConfig,
     requests: Arc<Requests>,
     start_line: &Barrier,
-) -> Result<(Tally, Duration), BenchError> {
+) -> Result<(Measurements, Duration), BenchError> {
     let n = requests.len();
     // Each client starts at its own place in the keys, so together they
     // spread over all of them from the first request.

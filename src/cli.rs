@@ -13,7 +13,7 @@ use clap::{Args, Parser, Subcommand};
 use tracing::warn;
 
 use crate::bench::{self, BenchConfig, Form};
-use crate::config::{self, AlgorithmName, FileConfig, Flags, ServeConfig};
+use crate::config::{self, FileConfig, ServeConfig, Settings};
 use crate::daemon::metrics::{Feed, Mailbox, MetricsServer};
 use crate::daemon::reload::Reload;
 use crate::daemon::signals::Control;
@@ -87,93 +87,13 @@ Examples:
 
 #[derive(Debug, Args)]
 struct ServeArgs {
-    /// ZeroMQ endpoint to bind the REP socket to; `tcp://127.0.0.1:*` picks a free port.
-    #[arg(
-        long,
-        value_name = "ENDPOINT",
-        help = "ZeroMQ endpoint to bind [default: tcp://127.0.0.1:7777, loopback only]"
-    )]
-    bind: Option<String>,
-    /// Requests that may go per slot in the default limit [default: 1].
-    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_count)]
-    max_requests: Option<u32>,
-    /// Slot length of the default limit in seconds, from 0.001 [default: 1.0].
-    #[arg(long, value_name = "S", allow_negative_numbers = true)]
-    in_seconds: Option<f64>,
-    /// Kind of the default limit: fixed-window, token-bucket, semaphore or rolling-window [default: fixed-window].
-    #[arg(long, value_name = "KIND")]
-    algorithm: Option<AlgorithmName>,
-    /// Capacity of the default limit when it is a token bucket [default: max-requests].
-    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_count)]
-    burst: Option<u32>,
-    /// Margin of the default limit when it is a rolling window: it counts max-requests in any in-seconds plus this
-    /// many milliseconds, so a resource enforcing max-requests per in-seconds itself never refuses a go whose way
-    /// to it varies by less [default: 0].
-    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
-    margin_ms: Option<f64>,
-    /// Hold an ask of the default limit that would get sorry for up to this many milliseconds, answering go as soon as
-    /// the limit allows within it (sorry at once when it cannot) [default: 0]
-    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
-    hold_ms: Option<f64>,
-    /// Most asks held at once, over all limits; past it an ask that would be held gets sorry at once [default: 10000].
-    #[arg(long, value_name = "N")]
-    max_parked: Option<usize>,
+    #[command(flatten)]
+    settings: Settings,
     /// TOML file with named limits ([[limits]] name, max_requests, in_seconds, algorithm, burst, margin_ms, hold_ms)
     /// and settings.
-    #[arg(long, value_name = "FILE")]
+    // Listed in --help after --max-parked, where it has always been.
+    #[arg(long, value_name = "FILE", display_order = 7)]
     config: Option<PathBuf>,
-    /// Most live keys held across all limits; asks for new keys beyond it get an error [default: 1000000].
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    max_keys: Option<usize>,
-    /// Largest request accepted, in bytes; ZeroMQ disconnects a sender of a larger one [default: 65536].
-    #[arg(long, value_name = "BYTES", allow_negative_numbers = true)]
-    max_message_size: Option<usize>,
-    /// ZeroMQ endpoint for the PUB socket that peers subscribe to; turns peering on.
-    #[arg(long, value_name = "ENDPOINT")]
-    peer_bind: Option<String>,
-    /// A peer's --peer-bind endpoint to subscribe to; repeat for each peer. With CURVE, `ENDPOINT=KEY`
-    /// names the peer's public key (its .pub file or Z85); only listed peers' keys may subscribe.
-    #[arg(long = "peer", value_name = "ENDPOINT[=KEY]")]
-    peers: Vec<String>,
-    /// This locker's name among its peers [default: <hostname>-<pid>].
-    #[arg(long, value_name = "ID")]
-    node_id: Option<String>,
-    /// Seconds a starting locker waits for its peers' counts before serving with what it has [default: 1.0].
-    #[arg(long, value_name = "S", allow_negative_numbers = true)]
-    peer_grace: Option<f64>,
-    /// File that keeps counts, reservations and leases across restarts (and kill -9).
-    #[arg(long, value_name = "FILE")]
-    state: Option<PathBuf>,
-    /// Sync the state file to the disk this often (e.g. 1s, 100ms), bounding what a power loss can cost [default: never].
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    state_fsync: Option<Duration>,
-    /// Replace a state file written for other limits or by another version instead of refusing to start.
-    #[arg(long)]
-    state_discard: bool,
-    /// Secret key file (from `locker keygen`): encrypt with CURVE; clients need the public key.
-    #[arg(long, value_name = "FILE")]
-    curve_secret_key: Option<PathBuf>,
-    /// Client public keys allowed in: a file with one Z85 key per line, or a directory of *.pub files.
-    #[arg(long, value_name = "DIR|FILE")]
-    curve_clients: Option<PathBuf>,
-    /// Serve GET /metrics (Prometheus) and GET /health over plain HTTP on HOST:PORT.
-    #[arg(long, value_name = "HOST:PORT")]
-    metrics_bind: Option<String>,
-    /// File of at least 32 secret bytes, the same on every peer: only lease ids minted under it can be restored.
-    #[arg(long, value_name = "FILE")]
-    lease_secret: Option<PathBuf>,
-    /// Keep the counts in Redis instead of this locker, so that any number of lockers serve every limit exactly:
-    /// redis://HOST:PORT (one server) or redis-cluster://HOST:PORT,HOST:PORT (a cluster, by some of its nodes).
-    /// Semaphore leases live there too, shared by every locker. Not with --peer-bind or --state (docs/store.md).
-    #[arg(long, value_name = "URL")]
-    store: Option<String>,
-    /// Most milliseconds one call to the store may take before its asks count as the store failing [default: 200].
-    #[arg(long, value_name = "MS")]
-    store_timeout_ms: Option<u64>,
-    /// While the store cannot be reached: closed answers sorry; open decides by this locker's own counts, each
-    /// locker then granting up to the whole limit. A limit's store_failure in the file wins [default: closed].
-    #[arg(long, value_name = "POLICY")]
-    store_failure: Option<config::StoreFailure>,
 }
 
 #[derive(Debug, Args)]
@@ -264,15 +184,6 @@ struct BenchArgs {
 }
 
 /// Parses a duration as humantime ("250ms", "1s") or as plain seconds ("0.5").
-/// A count of permits: a whole number from 1 to 4294967295.
-fn parse_count(s: &str) -> Result<u32, String> {
-    s.trim()
-        .parse::<u32>()
-        .ok()
-        .filter(|&n| n >= 1)
-        .ok_or_else(|| "must be a whole number from 1 to 4294967295".to_owned())
-}
-
 pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     if let Ok(secs) = s.parse::<f64>() {
         return Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"));
@@ -307,32 +218,7 @@ fn serve(args: ServeArgs) -> u8 {
         Ok(file) => file.unwrap_or_default(),
         Err(e) => return fail(e),
     };
-    let flags = Flags {
-        bind: args.bind,
-        max_requests: args.max_requests,
-        in_seconds: args.in_seconds,
-        max_keys: args.max_keys,
-        max_message_size: args.max_message_size,
-        algorithm: args.algorithm,
-        burst: args.burst,
-        margin_ms: args.margin_ms,
-        hold_ms: args.hold_ms,
-        max_parked: args.max_parked,
-        peer_bind: args.peer_bind,
-        peers: args.peers,
-        node_id: args.node_id,
-        peer_grace: args.peer_grace,
-        state: args.state,
-        state_fsync: args.state_fsync.map(|d| d.as_secs_f64()),
-        state_discard: args.state_discard,
-        curve_secret_key: args.curve_secret_key,
-        curve_clients: args.curve_clients,
-        metrics_bind: args.metrics_bind,
-        lease_secret: args.lease_secret,
-        store: args.store,
-        store_timeout_ms: args.store_timeout_ms,
-        store_failure: args.store_failure,
-    };
+    let flags = args.settings;
     let ignored = config::ignored_settings(&flags, &file);
     let config = match ServeConfig::resolve(flags.clone(), file) {
         Ok(c) => c,

@@ -1,14 +1,15 @@
 //! Settings for `locker serve`: the TOML file, merged with the command-line
 //! flags and checked once, so that the daemon only ever sees a valid config.
 //!
-//! Precedence: a flag given on the command line wins over the file, and the
-//! file wins over the built-in defaults. This module reads the file it is
+//! Precedence: a flag given on the command line wins over the file
+//! (`Settings::or`, over one list of the settings both give), and the file
+//! wins over the built-in defaults. This module reads the file it is
 //! given and the CURVE key files it names, and resolves a host name in a
 //! bind endpoint (ZeroMQ binds only an IP address, an interface or `*`);
 //! nothing else: it does not bind sockets or start anything.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Deserialize;
 
@@ -17,6 +18,9 @@ use crate::core::{Algorithm, LeaseSecret, Limit, LimitError, Quota, DEFAULT_LIMI
 use crate::curve::{self, Allowlist, KeyError, KeyPair, PublicKey, ServerCurve};
 use crate::state::StateConfig;
 use crate::wire::DEFAULT_MAX_MESSAGE_SIZE;
+
+mod settings;
+pub use settings::{FileConfig, Flags, Settings};
 
 /// The seed's endpoint.
 pub const DEFAULT_BIND: &str = "tcp://127.0.0.1:7777";
@@ -99,12 +103,19 @@ pub enum StoreFailure {
 impl std::str::FromStr for StoreFailure {
     type Err = String;
     fn from_str(s: &str) -> Result<StoreFailure, String> {
-        match s {
-            "closed" => Ok(StoreFailure::Closed),
-            "open" => Ok(StoreFailure::Open),
-            other => Err(format!("unknown store failure policy {other:?} (closed or open)")),
-        }
+        one_of(s, "store failure policy", &[("closed", StoreFailure::Closed), ("open", StoreFailure::Open)])
     }
+}
+
+/// The value `names` gives `s`, or an error that says which `what` it
+/// is not and lists the names.
+fn one_of<T: Copy>(s: &str, what: &str, names: &[(&str, T)]) -> Result<T, String> {
+    if let Some(&(_, value)) = names.iter().find(|(name, _)| *name == s) {
+        return Ok(value);
+    }
+    let listed: Vec<&str> = names.iter().map(|&(name, _)| name).collect();
+    let (last, rest) = listed.split_last().expect("a name at least");
+    Err(format!("unknown {what} {s:?} ({} or {last})", rest.join(", ")))
 }
 
 /// Where the counts are kept, when not in this locker.
@@ -168,67 +179,21 @@ pub enum AlgorithmName {
 impl std::str::FromStr for AlgorithmName {
     type Err = String;
     fn from_str(s: &str) -> Result<AlgorithmName, String> {
-        match s {
-            "fixed-window" => Ok(AlgorithmName::FixedWindow),
-            "token-bucket" => Ok(AlgorithmName::TokenBucket),
-            "semaphore" => Ok(AlgorithmName::Semaphore),
-            "rolling-window" => Ok(AlgorithmName::RollingWindow),
-            other => {
-                Err(format!("unknown algorithm {other:?} (fixed-window, token-bucket, semaphore or rolling-window)"))
-            }
-        }
+        use AlgorithmName::*;
+        let names = [
+            ("fixed-window", FixedWindow),
+            ("token-bucket", TokenBucket),
+            ("semaphore", Semaphore),
+            ("rolling-window", RollingWindow),
+        ];
+        one_of(s, "algorithm", &names)
     }
-}
-
-/// The TOML file, as written.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FileConfig {
-    pub bind: Option<String>,
-    pub max_keys: Option<usize>,
-    pub max_parked: Option<usize>,
-    pub max_message_size: Option<usize>,
-    /// Where to bind the PUB socket that peers subscribe to.
-    pub peer_bind: Option<String>,
-    /// The other lockers' `peer_bind` endpoints.
-    pub peers: Option<Vec<String>>,
-    /// This locker's name among its peers.
-    pub node_id: Option<String>,
-    /// Seconds a starting locker waits for its peers' counts at most.
-    pub peer_grace: Option<f64>,
-    /// The state file that keeps counts across restarts.
-    pub state: Option<PathBuf>,
-    /// Seconds between two syncs of the state file to the disk.
-    pub state_fsync: Option<f64>,
-    /// Replace a state file that cannot be used instead of refusing to start.
-    pub state_discard: Option<bool>,
-    /// The server's secret key file; turns CURVE on.
-    pub curve_secret_key: Option<PathBuf>,
-    /// The client public keys allowed in: a file of keys or a directory of `*.pub` files.
-    pub curve_clients: Option<PathBuf>,
-    /// `HOST:PORT` for plain-HTTP metrics and health; off when absent.
-    pub metrics_bind: Option<String>,
-    /// A file of at least 32 secret bytes, shared by peered lockers: only
-    /// lease ids minted under it can be restored.
-    pub lease_secret: Option<PathBuf>,
-    /// Where the counts are kept: `redis://HOST:PORT` or
-    /// `redis-cluster://HOST:PORT,HOST:PORT`; in this locker when absent.
-    pub store: Option<String>,
-    /// How long one call to the store may take, in milliseconds.
-    pub store_timeout_ms: Option<u64>,
-    /// What limits that do not say do when the store cannot be reached.
-    pub store_failure: Option<StoreFailure>,
-    #[serde(default)]
-    pub limits: Vec<FileLimit>,
-    /// The file this was read from, for error messages.
-    #[serde(skip)]
-    pub path: Option<String>,
 }
 
 /// One `[[limits]]` table. `max_requests` per `in_seconds` is the rate of
 /// every kind: a fixed window's count per slot, a token bucket's refill, and
 /// for a semaphore the capacity, with in_seconds the default lease ttl.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileLimit {
     pub name: String,
@@ -251,13 +216,12 @@ pub struct FileLimit {
     pub line: usize,
 }
 
-impl FileConfig {
+impl Settings {
     /// Reads and parses a TOML file.
-    pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
+    pub fn load(path: &Path) -> Result<Settings, ConfigError> {
         let shown = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: shown.clone(), source })?;
-        let mut file =
-            FileConfig::parse(&text).map_err(|message| ConfigError::Parse { path: shown.clone(), message })?;
+        let mut file = Settings::parse(&text).map_err(|message| ConfigError::Parse { path: shown.clone(), message })?;
         file.path = Some(shown);
         Ok(file)
     }
@@ -274,8 +238,8 @@ impl FileConfig {
     /// crate reports it ("line 6, column 1"), and which limit when it is
     /// about one `[[limits]]` table: "missing field" alone does not say
     /// which of twenty tables lacks it.
-    pub fn parse(text: &str) -> Result<FileConfig, String> {
-        let mut file: FileConfig = toml::from_str(text).map_err(|e| {
+    pub fn parse(text: &str) -> Result<Settings, String> {
+        let mut file: Settings = toml::from_str(text).map_err(|e| {
             let at = e.span().map(|span| line_column(text, span.start));
             let at = at.map(|(line, column)| format!("line {line}, column {column}: ")).unwrap_or_default();
             let limit = failing_limit(text, e.message()).map(|name| format!("limit {name}: ")).unwrap_or_default();
@@ -331,36 +295,6 @@ fn failing_limit(text: &str, message: &str) -> Option<String> {
             None => format!("number {}", i + 1),
         })
     })
-}
-
-/// What the command line says; `None` where a flag was not given.
-#[derive(Debug, Default, Clone)]
-pub struct Flags {
-    pub bind: Option<String>,
-    pub max_requests: Option<u32>,
-    pub in_seconds: Option<f64>,
-    pub max_keys: Option<usize>,
-    pub max_message_size: Option<usize>,
-    pub algorithm: Option<AlgorithmName>,
-    pub burst: Option<u32>,
-    pub margin_ms: Option<f64>,
-    pub hold_ms: Option<f64>,
-    pub max_parked: Option<usize>,
-    pub peer_bind: Option<String>,
-    /// Empty when not given; given peers replace the file's.
-    pub peers: Vec<String>,
-    pub node_id: Option<String>,
-    pub peer_grace: Option<f64>,
-    pub state: Option<PathBuf>,
-    pub state_fsync: Option<f64>,
-    pub state_discard: bool,
-    pub curve_secret_key: Option<PathBuf>,
-    pub curve_clients: Option<PathBuf>,
-    pub metrics_bind: Option<String>,
-    pub lease_secret: Option<PathBuf>,
-    pub store: Option<String>,
-    pub store_timeout_ms: Option<u64>,
-    pub store_failure: Option<StoreFailure>,
 }
 
 /// One configured peer: `ENDPOINT` or `ENDPOINT=KEY`, where KEY is the
@@ -427,62 +361,31 @@ pub struct ServeConfig {
 impl ServeConfig {
     /// Merges the flags over the file over the defaults and checks the result.
     pub fn resolve(flags: Flags, file: FileConfig) -> Result<ServeConfig, ConfigError> {
-        let mut names = HashSet::new();
-        let mut file_default = None;
-        let mut limits = Vec::new();
-        for l in &file.limits {
-            if !names.insert(l.name.as_str()) {
-                return Err(file.locate(l, ConfigError::Duplicate(l.name.clone())));
-            }
-            let limit =
-                build_limit(&l.name, l.max_requests, l.in_seconds, l.algorithm, (l.burst, l.margin_ms, l.hold_ms))
-                    .map_err(|e| file.locate(l, e))?;
-            if l.name == DEFAULT_LIMIT {
-                file_default = Some(limit);
-            } else {
-                limits.push(limit);
-            }
-        }
-        let from_file = file.limits.iter().find(|l| l.name == DEFAULT_LIMIT);
-        let (file_max, file_secs) = file_default
-            .map(|d| (d.quota().max_requests(), d.in_seconds()))
-            .unwrap_or((DEFAULT_MAX_REQUESTS, DEFAULT_IN_SECONDS));
-        let algorithm = flags.algorithm.or(from_file.map(|l| l.algorithm)).unwrap_or_default();
-        // A flag --burst wins; the file's burst only goes with the file's algorithm.
-        let same_kind = from_file.filter(|l| l.algorithm == algorithm);
-        let file_burst = same_kind.and_then(|l| l.burst);
-        let default = build_limit(
-            DEFAULT_LIMIT,
-            flags.max_requests.unwrap_or(file_max),
-            flags.in_seconds.unwrap_or(file_secs),
-            algorithm,
-            (
-                flags.burst.or(file_burst),
-                flags.margin_ms.or(same_kind.and_then(|l| l.margin_ms)),
-                flags.hold_ms.or(from_file.and_then(|l| l.hold_ms)),
-            ),
-        )?;
-        let max_keys = flags.max_keys.or(file.max_keys).unwrap_or(DEFAULT_MAX_KEYS);
+        ServeConfig::check(flags.or(file))
+    }
+
+    /// Fills in the defaults of merged settings and checks them.
+    fn check(s: Settings) -> Result<ServeConfig, ConfigError> {
+        let (file_default, limits) = file_limits(&s)?;
+        let default = default_limit(&s, file_default.as_ref())?;
+        let max_keys = s.max_keys.unwrap_or(DEFAULT_MAX_KEYS);
         if max_keys == 0 {
             return Err(ConfigError::ZeroMaxKeys);
         }
-        let max_message_size = flags.max_message_size.or(file.max_message_size).unwrap_or(DEFAULT_MAX_MESSAGE_SIZE);
+        let max_message_size = s.max_message_size.unwrap_or(DEFAULT_MAX_MESSAGE_SIZE);
         if !(64..=i64::MAX as usize).contains(&max_message_size) {
             return Err(ConfigError::MessageSize { got: max_message_size });
         }
-        let bind = bind_endpoint(&flags.bind.clone().or(file.bind.clone()).unwrap_or_else(|| DEFAULT_BIND.to_owned()))?;
-        let peering = resolve_peering(&flags, &file)?;
-        let state = resolve_state(&flags, &file)?;
-        let curve = resolve_curve(&flags, &file)?;
-        let store = resolve_store(&flags, &file)?;
+        let bind = bind_endpoint(s.bind.as_deref().unwrap_or(DEFAULT_BIND))?;
+        let peering = resolve_peering(&s)?;
+        let state = resolve_state(&s)?;
+        let curve = resolve_curve(&s)?;
+        let store = resolve_store(&s)?;
         let (default, limits) = match &store {
             None => (default, limits),
-            Some(_) => store_limits(&flags, &file, default, limits)?,
+            Some(_) => store_limits(&s, default, limits)?,
         };
-        let metrics_bind = flags.metrics_bind.or(file.metrics_bind);
-        let lease_secret =
-            flags.lease_secret.as_ref().or(file.lease_secret.as_ref()).map(|p| load_secret(p)).transpose()?;
-        let max_parked = flags.max_parked.or(file.max_parked).unwrap_or(DEFAULT_MAX_PARKED);
+        let lease_secret = s.lease_secret.as_deref().map(load_secret).transpose()?;
         if store.is_some() && peering.is_some() {
             return Err(ConfigError::StoreWithPeering);
         }
@@ -494,22 +397,64 @@ impl ServeConfig {
             default,
             limits,
             max_keys,
-            max_parked,
+            max_parked: s.max_parked.unwrap_or(DEFAULT_MAX_PARKED),
             max_message_size,
             peering,
             state,
             curve,
-            metrics_bind,
+            metrics_bind: s.metrics_bind,
             lease_secret,
             store,
         })
     }
 }
 
-fn resolve_store(flags: &Flags, file: &FileConfig) -> Result<Option<StoreConfig>, ConfigError> {
-    let Some(text) = flags.store.as_deref().or(file.store.as_deref()) else { return Ok(None) };
+/// The file's limits, each checked, its name once: the `default` one
+/// apart from the others.
+fn file_limits(s: &Settings) -> Result<(Option<Limit>, Vec<Limit>), ConfigError> {
+    let mut names = HashSet::new();
+    let (mut default, mut limits) = (None, Vec::new());
+    for l in &s.limits {
+        if !names.insert(l.name.as_str()) {
+            return Err(s.locate(l, ConfigError::Duplicate(l.name.clone())));
+        }
+        let limit = build_limit(&l.name, l.max_requests, l.in_seconds, l.algorithm, (l.burst, l.margin_ms, l.hold_ms))
+            .map_err(|e| s.locate(l, e))?;
+        if l.name == DEFAULT_LIMIT {
+            default = Some(limit);
+        } else {
+            limits.push(limit);
+        }
+    }
+    Ok((default, limits))
+}
+
+/// The default limit: the flags over the file's `default` table
+/// (`from_file`, as built) over the seed's 1 per second.
+fn default_limit(s: &Settings, from_file: Option<&Limit>) -> Result<Limit, ConfigError> {
+    let (file_max, file_secs) =
+        from_file.map_or((DEFAULT_MAX_REQUESTS, DEFAULT_IN_SECONDS), |d| (d.quota().max_requests(), d.in_seconds()));
+    let table = s.limits.iter().find(|l| l.name == DEFAULT_LIMIT);
+    let algorithm = s.algorithm.or(table.map(|l| l.algorithm)).unwrap_or_default();
+    // A flag --burst wins; the file's burst only goes with the file's algorithm.
+    let same_kind = table.filter(|l| l.algorithm == algorithm);
+    build_limit(
+        DEFAULT_LIMIT,
+        s.max_requests.unwrap_or(file_max),
+        s.in_seconds.unwrap_or(file_secs),
+        algorithm,
+        (
+            s.burst.or(same_kind.and_then(|l| l.burst)),
+            s.margin_ms.or(same_kind.and_then(|l| l.margin_ms)),
+            s.hold_ms.or(table.and_then(|l| l.hold_ms)),
+        ),
+    )
+}
+
+fn resolve_store(s: &Settings) -> Result<Option<StoreConfig>, ConfigError> {
+    let Some(text) = s.store.as_deref() else { return Ok(None) };
     let spec = StoreSpec::parse(text)?;
-    let ms = flags.store_timeout_ms.or(file.store_timeout_ms).unwrap_or(DEFAULT_STORE_TIMEOUT_MS);
+    let ms = s.store_timeout_ms.unwrap_or(DEFAULT_STORE_TIMEOUT_MS);
     if !(1..=60_000).contains(&ms) {
         return Err(ConfigError::BadStoreTimeout(ms));
     }
@@ -519,15 +464,10 @@ fn resolve_store(flags: &Flags, file: &FileConfig) -> Result<Option<StoreConfig>
 /// The limits as a store serves them: each with its failure policy (its
 /// own, else the flag's, else the file's, else closed). A semaphore always
 /// fails closed, and one that asks to fail open is refused.
-fn store_limits(
-    flags: &Flags,
-    file: &FileConfig,
-    default: Limit,
-    limits: Vec<Limit>,
-) -> Result<(Limit, Vec<Limit>), ConfigError> {
-    let overall = flags.store_failure.or(file.store_failure).unwrap_or_default();
+fn store_limits(s: &Settings, default: Limit, limits: Vec<Limit>) -> Result<(Limit, Vec<Limit>), ConfigError> {
+    let overall = s.store_failure.unwrap_or_default();
     let policy = |limit: Limit| {
-        let own = file.limits.iter().find(|l| l.name == limit.name()).and_then(|l| l.store_failure);
+        let own = s.limits.iter().find(|l| l.name == limit.name()).and_then(|l| l.store_failure);
         if limit.algorithm() == Algorithm::Semaphore {
             if own == Some(StoreFailure::Open) {
                 return Err(ConfigError::SemaphoreFailsOpen(limit.name().to_owned()));
@@ -554,53 +494,51 @@ pub struct Ignored {
 /// id and the grace period mean nothing to a locker that does not peer,
 /// and the state file's fsync and discard nothing without a state file.
 pub fn ignored_settings(flags: &Flags, file: &FileConfig) -> Vec<Ignored> {
-    let peering = flags.peer_bind.is_some() || file.peer_bind.is_some();
-    let state = flags.state.is_some() || file.state.is_some();
+    let s = flags.clone().or(file.clone());
+    let (peering, state) = (s.peer_bind.is_some(), s.state.is_some());
     let peer = "peer_bind (--peer-bind): this locker does not peer";
     let file_ = "state (--state): this locker keeps no state file";
     [
-        (!peering && (flags.node_id.is_some() || file.node_id.is_some()), "node_id", peer),
-        (!peering && (flags.peer_grace.is_some() || file.peer_grace.is_some()), "peer_grace", peer),
-        (!state && (flags.state_fsync.is_some() || file.state_fsync.is_some()), "state_fsync", file_),
-        (!state && (flags.state_discard || file.state_discard == Some(true)), "state_discard", file_),
+        (!peering && s.node_id.is_some(), "node_id", peer),
+        (!peering && s.peer_grace.is_some(), "peer_grace", peer),
+        (!state && s.state_fsync.is_some(), "state_fsync", file_),
+        (!state && s.state_discard == Some(true), "state_discard", file_),
     ]
     .into_iter()
     .filter_map(|(set, setting, needs)| set.then_some(Ignored { setting, needs }))
     .collect()
 }
 
-fn resolve_peering(flags: &Flags, file: &FileConfig) -> Result<Option<PeerConfig>, ConfigError> {
-    let peers = if flags.peers.is_empty() { file.peers.clone().unwrap_or_default() } else { flags.peers.clone() };
-    let Some(bind) = flags.peer_bind.as_deref().or(file.peer_bind.as_deref()) else {
+fn resolve_peering(s: &Settings) -> Result<Option<PeerConfig>, ConfigError> {
+    let peers = s.peers.as_deref().unwrap_or_default();
+    let Some(bind) = s.peer_bind.as_deref() else {
         return if peers.is_empty() { Ok(None) } else { Err(ConfigError::PeersWithoutBind) };
     };
     let bind = bind_endpoint(bind)?;
-    let node_id = flags.node_id.clone().or(file.node_id.clone()).unwrap_or_else(default_node_id);
+    let node_id = s.node_id.clone().unwrap_or_else(default_node_id);
     let printable = node_id.chars().all(|c| c.is_ascii_graphic() || (!c.is_ascii() && !c.is_whitespace()));
     if node_id.is_empty() || node_id.len() > 64 || !printable {
         return Err(ConfigError::BadNodeId(node_id));
     }
-    let grace = flags.peer_grace.or(file.peer_grace).unwrap_or(DEFAULT_PEER_GRACE_SECONDS);
+    let grace = s.peer_grace.unwrap_or(DEFAULT_PEER_GRACE_SECONDS);
     if !(0.0..=60.0).contains(&grace) {
         return Err(ConfigError::BadGrace(grace));
     }
     let peers = peers.iter().map(|p| PeerSpec::parse(p)).collect::<Result<Vec<_>, _>>()?;
-    let curve = flags.curve_secret_key.is_some() || file.curve_secret_key.is_some();
-    if let Some(keyed) = peers.iter().find(|p| p.key.is_some() && !curve) {
+    if let Some(keyed) = peers.iter().find(|p| p.key.is_some() && s.curve_secret_key.is_none()) {
         return Err(ConfigError::PeerKeyWithoutSecret(keyed.endpoint.clone()));
     }
     Ok(Some(PeerConfig { bind, peers, node_id, grace: std::time::Duration::from_secs_f64(grace) }))
 }
 
-fn resolve_state(flags: &Flags, file: &FileConfig) -> Result<Option<StateConfig>, ConfigError> {
-    let Some(path) = flags.state.clone().or(file.state.clone()) else { return Ok(None) };
-    let fsync = match flags.state_fsync.or(file.state_fsync) {
+fn resolve_state(s: &Settings) -> Result<Option<StateConfig>, ConfigError> {
+    let Some(path) = s.state.clone() else { return Ok(None) };
+    let fsync = match s.state_fsync {
         None => None,
-        Some(s) if (0.001..=3600.0).contains(&s) => Some(std::time::Duration::from_secs_f64(s)),
-        Some(s) => return Err(ConfigError::BadStateFsync(s)),
+        Some(secs) if (0.001..=3600.0).contains(&secs) => Some(std::time::Duration::from_secs_f64(secs)),
+        Some(secs) => return Err(ConfigError::BadStateFsync(secs)),
     };
-    let discard = flags.state_discard || file.state_discard.unwrap_or(false);
-    Ok(Some(StateConfig { path, fsync, discard }))
+    Ok(Some(StateConfig { path, fsync, discard: s.state_discard.unwrap_or(false) }))
 }
 
 /// `endpoint` as ZeroMQ can bind it: a TCP host name is resolved to an IP
@@ -636,9 +574,8 @@ pub fn bind_endpoint(endpoint: &str) -> Result<String, ConfigError> {
 }
 
 /// Reads the server key pair and the allowlist, when set.
-fn resolve_curve(flags: &Flags, file: &FileConfig) -> Result<Option<ServerCurve>, ConfigError> {
-    let secret = flags.curve_secret_key.as_ref().or(file.curve_secret_key.as_ref());
-    let clients = flags.curve_clients.as_ref().or(file.curve_clients.as_ref());
+fn resolve_curve(s: &Settings) -> Result<Option<ServerCurve>, ConfigError> {
+    let (secret, clients) = (s.curve_secret_key.as_ref(), s.curve_clients.as_ref());
     let Some(secret) = secret else {
         return if clients.is_some() { Err(ConfigError::ClientsWithoutSecret) } else { Ok(None) };
     };

@@ -19,7 +19,7 @@ const MAX_LATENCY_NS: u64 = 60_000_000_000;
 /// One client's counts and latencies. Go, sorry and errors count
 /// decisions (each ask of a batch), `messages` the round trips.
 #[derive(Debug, Clone)]
-pub struct Tally {
+pub struct Measurements {
     pub messages: u64,
     pub go: u64,
     pub sorry: u64,
@@ -30,14 +30,14 @@ pub struct Tally {
     pub latency: Histogram<u64>,
 }
 
-impl Default for Tally {
+impl Default for Measurements {
     fn default() -> Self {
         let latency = Histogram::new_with_bounds(1, MAX_LATENCY_NS, 3).expect("static bounds are valid");
-        Tally { messages: 0, go: 0, sorry: 0, errors: 0, reply_bytes: 0, latency }
+        Measurements { messages: 0, go: 0, sorry: 0, errors: 0, reply_bytes: 0, latency }
     }
 }
 
-impl Tally {
+impl Measurements {
     /// Counts one reply of `bytes` bytes and its round-trip time.
     pub fn record(&mut self, outcome: ReplyKind, bytes: usize, latency: Duration) {
         self.count(outcome);
@@ -70,7 +70,7 @@ impl Tally {
     }
 
     /// Adds another client's tally to this one.
-    pub fn merge(&mut self, other: &Tally) {
+    pub fn merge(&mut self, other: &Measurements) {
         self.messages += other.messages;
         self.go += other.go;
         self.sorry += other.sorry;
@@ -133,7 +133,7 @@ impl Report {
             p999_us: 0.0,
             max_us: 0.0,
         };
-        ReportBuilder { report, total: Tally::default() }
+        ReportBuilder { report, total: Measurements::default() }
     }
 }
 
@@ -141,7 +141,7 @@ impl Report {
 #[derive(Debug)]
 pub struct ReportBuilder {
     report: Report,
-    total: Tally,
+    total: Measurements,
 }
 
 impl ReportBuilder {
@@ -152,7 +152,7 @@ impl ReportBuilder {
     }
 
     /// Adds one client's tally.
-    pub fn add(&mut self, tally: &Tally) {
+    pub fn add(&mut self, tally: &Measurements) {
         self.total.merge(tally);
     }
 
@@ -213,7 +213,7 @@ mod tests {
 
     #[test]
     fn a_batch_counts_one_message_and_each_decision() {
-        let mut t = Tally::default();
+        let mut t = Measurements::default();
         let mut reply = Vec::new();
         wire::begin_batch_reply(2, &mut reply);
         wire::encode(&wire::ErrorReply { error: "no".into() }, &mut reply);
@@ -231,8 +231,8 @@ mod tests {
 
     #[test]
     fn tallies_merge_into_rates_and_quantiles() {
-        let mut a = Tally::default();
-        let mut b = Tally::default();
+        let mut a = Measurements::default();
+        let mut b = Measurements::default();
         for i in 1..=99 {
             a.record(ReplyKind::Go, 2, Duration::from_micros(i));
         }

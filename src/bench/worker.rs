@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::load::Requests;
-use super::report::Tally;
+use super::report::Measurements;
 use super::BenchError;
 use crate::wire;
 
@@ -30,7 +30,7 @@ pub struct Worker {
     in_flight: VecDeque<Instant>,
     reply: zmq::Message,
     /// Counts and latencies of the timed phase only.
-    pub tally: Tally,
+    pub tally: Measurements,
 }
 
 fn zerr(what: &'static str) -> impl FnOnce(zmq::Error) -> BenchError {
@@ -65,7 +65,7 @@ impl Worker {
             requests,
             in_flight: VecDeque::with_capacity(pipeline),
             reply: zmq::Message::new(),
-            tally: Tally::default(),
+            tally: Measurements::default(),
         })
     }
 

@@ -19,7 +19,7 @@ pub(crate) enum LeaseCommand {
     /// Keep a lease alive (with --count, restore it on a locker that restarted).
     Heartbeat(HeartbeatArgs),
     /// Free a lease; exit 0 when it was held, 1 when it had already gone.
-    Release(ReleaseArgs),
+    Release(LeaseArgs),
 }
 
 #[derive(Debug, Args)]
@@ -40,8 +40,9 @@ pub(crate) struct AcquireArgs {
     wait: Option<Duration>,
 }
 
+/// The lease a heartbeat or a release is about, and the lockers to tell.
 #[derive(Debug, Args)]
-pub(crate) struct HeartbeatArgs {
+pub(crate) struct LeaseArgs {
     #[command(flatten)]
     connect: ConnectArgs,
     /// Semaphore limit; the locker's default limit when absent.
@@ -50,24 +51,18 @@ pub(crate) struct HeartbeatArgs {
     /// The lease id `acquire` printed.
     #[arg(long, value_name = "ID")]
     lease: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct HeartbeatArgs {
+    #[command(flatten)]
+    held: LeaseArgs,
     /// New time to live from now [default: the limit's in_seconds].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     ttl: Option<Duration>,
     /// The lease's count, to restore it on a locker that does not know it.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     count: Option<u64>,
-}
-
-#[derive(Debug, Args)]
-pub(crate) struct ReleaseArgs {
-    #[command(flatten)]
-    connect: ConnectArgs,
-    /// Semaphore limit; the locker's default limit when absent.
-    #[arg(long, value_name = "NAME")]
-    limit: Option<String>,
-    /// The lease id `acquire` printed.
-    #[arg(long, value_name = "ID")]
-    lease: String,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -88,8 +83,8 @@ pub(crate) fn run(command: LeaseCommand) -> u8 {
             let result = a.connect.client().and_then(|mut c| c.wait_for_lease(&ask));
             (a.connect, result)
         }
-        LeaseCommand::Heartbeat(h) => {
-            let beat = Heartbeat { limit: h.limit.as_deref(), lease: &h.lease, ttl_ms: h.ttl.map(ms), count: h.count };
+        LeaseCommand::Heartbeat(HeartbeatArgs { held: h, ttl, count }) => {
+            let beat = Heartbeat { limit: h.limit.as_deref(), lease: &h.lease, ttl_ms: ttl.map(ms), count };
             let result = h.connect.client().and_then(|mut c| c.heartbeat(&beat));
             (h.connect, result)
         }

@@ -133,7 +133,7 @@ pub struct Lease {
 }
 
 /// What the heartbeat thread needs to keep and free one lease.
-struct Keeper {
+struct KeepAlive {
     client: Client,
     limit: Option<String>,
     id: String,
@@ -146,7 +146,7 @@ impl Lease {
     fn keep(client: Client, limit: Option<String>, id: String, count: u64, ttl_ms: u64) -> Lease {
         let held = Arc::new(AtomicBool::new(true));
         let (stop, stopped) = mpsc::channel();
-        let keeper = Keeper { client, limit, id: id.clone(), count, ttl_ms, held: Arc::clone(&held) };
+        let keeper = KeepAlive { client, limit, id: id.clone(), count, ttl_ms, held: Arc::clone(&held) };
         let thread = std::thread::spawn(move || keeper.run(stopped));
         Lease { id, held, stop: Some(stop), thread: Some(thread) }
     }
@@ -176,7 +176,7 @@ impl Drop for Lease {
     }
 }
 
-impl Keeper {
+impl KeepAlive {
     fn run(mut self, stopped: mpsc::Receiver<()>) {
         let every = Duration::from_millis(self.ttl_ms / 3).max(Duration::from_millis(1));
         while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {

@@ -70,7 +70,7 @@ fn peering_settings_without_peer_bind_are_reported_as_ignored() {
     let flags = Flags { node_id: Some("a".into()), ..Flags::default() };
     let names = |i: Vec<Ignored>| i.into_iter().map(|i| i.setting).collect::<Vec<_>>();
     assert_eq!(names(ignored_settings(&flags, &parse("peer_grace = 0.5\n"))), ["node_id", "peer_grace"]);
-    let fsync = Flags { state_fsync: Some(1.0), state_discard: true, ..Flags::default() };
+    let fsync = Flags { state_fsync: Some(1.0), state_discard: Some(true), ..Flags::default() };
     assert_eq!(names(ignored_settings(&fsync, &FileConfig::default())), ["state_fsync", "state_discard"]);
     let kept = Flags { state: Some("s.log".into()), ..fsync };
     assert!(ignored_settings(&kept, &FileConfig::default()).is_empty());
@@ -152,7 +152,7 @@ fn peering_comes_from_the_file_or_the_flags() {
     assert_eq!(endpoints, ["tcp://b:7778", "tcp://c:7778"]);
     assert_eq!(c.node_id, "a");
     assert_eq!(c.grace, std::time::Duration::from_millis(500));
-    let flags = Flags { peers: vec!["tcp://d:1".into()], node_id: Some("x".into()), ..Flags::default() };
+    let flags = Flags { peers: Some(vec!["tcp://d:1".into()]), node_id: Some("x".into()), ..Flags::default() };
     let file = parse("peer_bind = 'tcp://*:7778'\npeers = ['tcp://b:7778']\n");
     let c = ServeConfig::resolve(flags, file).unwrap().peering.unwrap();
     assert_eq!((c.peers[0].endpoint.as_str(), c.node_id.as_str()), ("tcp://d:1", "x"));
@@ -164,7 +164,7 @@ fn a_peer_may_name_its_public_key_when_curve_is_on() {
     let spec = format!("tcp://b:7778={}", key.to_z85());
     assert_eq!(PeerSpec::parse(&spec).unwrap(), PeerSpec { endpoint: "tcp://b:7778".into(), key: Some(key) });
     assert!(PeerSpec::parse("tcp://b:7778=/nonexistent.pub").is_err());
-    let flags = Flags { peer_bind: Some("tcp://*:1".into()), peers: vec![spec], ..Flags::default() };
+    let flags = Flags { peer_bind: Some("tcp://*:1".into()), peers: Some(vec![spec]), ..Flags::default() };
     let plain = ServeConfig::resolve(flags, FileConfig::default());
     assert!(matches!(plain, Err(ConfigError::PeerKeyWithoutSecret(e)) if e == "tcp://b:7778"));
 }
@@ -210,7 +210,7 @@ fn a_lease_secret_comes_from_the_file_or_the_flags_and_is_long() {
 #[test]
 fn peering_settings_are_checked() {
     assert!(ServeConfig::resolve(Flags::default(), FileConfig::default()).unwrap().peering.is_none());
-    let no_bind = Flags { peers: vec!["tcp://b:1".into()], ..Flags::default() };
+    let no_bind = Flags { peers: Some(vec!["tcp://b:1".into()]), ..Flags::default() };
     assert!(matches!(ServeConfig::resolve(no_bind, FileConfig::default()), Err(ConfigError::PeersWithoutBind)));
     let bind = || Flags { peer_bind: Some("tcp://*:1".into()), ..Flags::default() };
     let bad_id = Flags { node_id: Some("a b".into()), ..bind() };

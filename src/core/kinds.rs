@@ -21,7 +21,7 @@ pub mod semaphore;
 
 use super::ask::{Verdict, Want};
 use super::limit::{Algorithm, Limit, LimitId, Quota};
-use super::room::{KeyBudget, KeyRoom, NoRoom, Terms};
+use super::room::{KeyBudget, KeyRoom, Leeway, NoRoom};
 use super::share::{Count, Counted, NodeIx, ME};
 use super::time::Nanos;
 use bucket::Bucket;
@@ -96,7 +96,7 @@ impl Rule {
     /// peers holds its bound by absorbing their grants (see
     /// `bucket::ledger`).
     #[inline]
-    pub fn take(&mut self, now: Nanos, key: Option<&str>, want: Want, terms: Terms) -> Result<Verdict, TakeError> {
+    pub fn take(&mut self, now: Nanos, key: Option<&str>, want: Want, terms: Leeway) -> Result<Verdict, TakeError> {
         match self {
             Rule::Window(w) => Ok(w.take_shared(now, key, want, terms)?),
             Rule::Bucket(b) => Ok(b.take(now, key, want, terms.room)?),
@@ -380,10 +380,7 @@ impl Rule {
                 let slot = if v.wait == 0 { w.slot() } else { w.quota().slot_of(now.saturating_add(v.wait)) };
                 Some(Kept::Window { slot, count: w.own_in(key, slot) })
             }
-            Rule::Bucket(b) => {
-                let (tat, period, count) = b.kept(now, key);
-                Some(Kept::Bucket { tat, period, count })
-            }
+            Rule::Bucket(b) => Some(b.kept(now, key)),
             Rule::Rolling(r) => {
                 // The figure peers are sent (`note_own`): cumulative, so the
                 // latest record of a sub-slot says all of it.

@@ -48,7 +48,7 @@ use super::ask::{wait_ns, PermitAsk, Verdict, Want};
 use super::kinds::{Rule, TakeError};
 use super::lease_id::LeaseMinter;
 use super::limit::{Limit, LimitId, DEFAULT_LIMIT};
-use super::room::{KeyBudget, KeyRoom, Terms};
+use super::room::{KeyBudget, KeyRoom, Leeway};
 use super::time::Nanos;
 use crate::core::share::{Count, PeerView, Share};
 
@@ -254,7 +254,7 @@ impl Locker {
         let share = self.share(id);
         let verdict = self.counted(now, id, |rule, room| {
             let held = hold_until.filter(|&u| u > now).and_then(|until| rule.hold_off(now, key, until - now));
-            held.map_or_else(|| rule.take(now, key, want, Terms { room, share }), Ok)
+            held.map_or_else(|| rule.take(now, key, want, Leeway { room, share }), Ok)
         });
         match verdict {
             Ok(v) => {

@@ -45,14 +45,14 @@ impl KeyBudget {
 /// and this locker's share of what is left when peers are live (see
 /// `core::share`; only fixed windows apply it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Terms {
+pub struct Leeway {
     pub room: KeyRoom,
     pub share: Share,
 }
 
-impl Terms {
+impl Leeway {
     /// A locker on its own with room for new keys.
-    pub const ALONE: Terms = Terms { room: KeyRoom::Free, share: Share::ALONE };
+    pub const ALONE: Leeway = Leeway { room: KeyRoom::Free, share: Share::ALONE };
 }
 
 /// Gives back most of a map of keys that a flood left far too large (an

@@ -7,7 +7,7 @@
 //! monotonic clock measures everything after it.
 //!
 //! Across restarts on one boot, the boot-time clock (which counts through
-//! suspend and never steps) tells how much time really passed: `Boot` is
+//! suspend and never steps) tells how much time really passed: `BootStamp` is
 //! what the wall clock read at boot by this run's reckoning, and a later
 //! run that reckons differently knows the wall clock was stepped between
 //! them, and by how much.
@@ -48,17 +48,17 @@ impl Clock {
 /// This boot, and what the wall clock read at it by this run's reckoning
 /// (the wall clock now less the boot-time clock now).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Boot {
+pub struct BootStamp {
     /// The kernel's id of this boot.
     pub id: u128,
     /// The wall clock at boot, in nanoseconds since the Unix epoch.
     pub wall_at_boot: Nanos,
 }
 
-impl Boot {
+impl BootStamp {
     /// This boot, read now; `None` where the kernel does not say (not
     /// Linux, no /proc).
-    pub fn now() -> Option<Boot> {
+    pub fn now() -> Option<BootStamp> {
         let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
         let id = u128::from_str_radix(&text.trim().replace('-', ""), 16).ok()?;
         let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -68,13 +68,13 @@ impl Boot {
         }
         let since_boot = ts.tv_sec as Nanos * 1_000_000_000 + ts.tv_nsec as Nanos;
         let wall = SystemTime::now().duration_since(UNIX_EPOCH).ok()?.as_nanos() as Nanos;
-        Some(Boot { id, wall_at_boot: wall.saturating_sub(since_boot) })
+        Some(BootStamp { id, wall_at_boot: wall.saturating_sub(since_boot) })
     }
 
     /// How far the wall clock was stepped between `earlier`'s run and this
     /// one, in nanoseconds (ahead when positive): `None` on another boot,
     /// where nothing tells.
-    pub fn step_since(&self, earlier: &Boot) -> Option<i64> {
+    pub fn step_since(&self, earlier: &BootStamp) -> Option<i64> {
         (self.id == earlier.id).then(|| (i128::from(self.wall_at_boot) - i128::from(earlier.wall_at_boot)) as i64)
     }
 }
@@ -85,15 +85,15 @@ mod tests {
 
     #[test]
     fn a_step_is_told_only_on_the_same_boot() {
-        let earlier = Boot { id: 7, wall_at_boot: 1_000 };
-        assert_eq!(Boot { id: 7, wall_at_boot: 4_000 }.step_since(&earlier), Some(3_000), "stepped ahead");
-        assert_eq!(Boot { id: 7, wall_at_boot: 400 }.step_since(&earlier), Some(-600), "stepped back");
-        assert_eq!(Boot { id: 8, wall_at_boot: 4_000 }.step_since(&earlier), None, "another boot");
+        let earlier = BootStamp { id: 7, wall_at_boot: 1_000 };
+        assert_eq!(BootStamp { id: 7, wall_at_boot: 4_000 }.step_since(&earlier), Some(3_000), "stepped ahead");
+        assert_eq!(BootStamp { id: 7, wall_at_boot: 400 }.step_since(&earlier), Some(-600), "stepped back");
+        assert_eq!(BootStamp { id: 8, wall_at_boot: 4_000 }.step_since(&earlier), None, "another boot");
     }
 
     #[test]
     fn this_boot_reads_the_same_twice_within_a_millisecond() {
-        let (Some(a), Some(b)) = (Boot::now(), Boot::now()) else { return };
+        let (Some(a), Some(b)) = (BootStamp::now(), BootStamp::now()) else { return };
         assert_eq!(a.id, b.id);
         assert!(b.step_since(&a).unwrap().abs() < 1_000_000, "{a:?} {b:?}");
     }

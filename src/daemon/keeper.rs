@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use tracing::{debug, error, info, warn};
 
-use super::clock::{Boot, Clock};
+use super::clock::{BootStamp, Clock};
 use crate::core::time::NANOS_PER_SEC;
 use crate::core::{Algorithm, Locker, Nanos};
 use crate::service::{Note, Service};
@@ -41,7 +41,7 @@ pub struct Loaded {
     /// When reading began, so that the restore time logged covers it.
     started: Instant,
     /// This boot, when the kernel says, for this run's `Clock` record.
-    boot: Option<Boot>,
+    boot: Option<BootStamp>,
     /// How far the wall clock was stepped since the file's last run, on
     /// this boot: its records are moved by as much (see `Liveness::retimed`).
     step: i64,
@@ -74,9 +74,9 @@ const MAX_LEAD: Nanos = NANOS_PER_SEC;
 
 /// How far the wall clock was stepped between the file's last run and
 /// this one (0 on another boot or without a `Clock` record), warned of.
-fn step_since_file(replay: Option<&Replay>, boot: Option<Boot>) -> i64 {
+fn step_since_file(replay: Option<&Replay>, boot: Option<BootStamp>) -> i64 {
     let saved = replay.into_iter().flat_map(Replay::records).filter_map(|r| match r {
-        Record::Clock { run, boot, wall_at_boot } => Some((run, Boot { id: boot, wall_at_boot })),
+        Record::Clock { run, boot, wall_at_boot } => Some((run, BootStamp { id: boot, wall_at_boot })),
         _ => None,
     });
     let Some((_, saved)) = saved.max_by_key(|(run, _)| *run) else { return 0 };
@@ -109,7 +109,7 @@ pub fn load(config: &StateConfig, locker: &Locker) -> Result<Loaded, StateError>
         let skipped = r.skipped;
         warn!(path = %config.path.display(), %problem, skipped, "state file damaged; restoring every good record");
     }
-    let boot = Boot::now();
+    let boot = BootStamp::now();
     let step = step_since_file(replay.as_ref(), boot);
     let mut loaded = Loaded { replay, digest, started, boot, step, cut: None };
     let wall = Clock::start().now();

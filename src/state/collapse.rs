@@ -10,9 +10,10 @@ use std::collections::{HashMap, HashSet};
 use foldhash::fast::RandomState;
 
 use super::record::{Identity, Record};
+use crate::core::kinds::Kept;
 
 /// The latest record of each identity that `keep` keeps, in the order of
-/// those latest records. A `Release` is never kept (it voids the lease it
+/// those latest records. A release is never kept (it voids the lease it
 /// names), and a `Run` only while a kept record carries its tag.
 pub fn collapse<'a>(
     records: impl Iterator<Item = Record<'a>>,
@@ -26,8 +27,11 @@ pub fn collapse<'a>(
         }
         all.push(Some(r));
     }
-    let live: Vec<Record<'a>> =
-        all.into_iter().flatten().filter(|r| !matches!(r, Record::Release { .. }) && keep(r)).collect();
+    let live: Vec<Record<'a>> = all
+        .into_iter()
+        .flatten()
+        .filter(|r| !matches!(r, Record::Lease { kept: Kept::Released, .. }) && keep(r))
+        .collect();
     let runs: HashSet<u32> = live.iter().filter_map(run_of).collect();
     live.into_iter().filter(|r| !matches!(r, Record::Run { run, .. } if !runs.contains(run))).collect()
 }
@@ -35,7 +39,7 @@ pub fn collapse<'a>(
 /// The run a count record belongs to.
 fn run_of(r: &Record) -> Option<u32> {
     match *r {
-        Record::Window { run, .. } | Record::Bucket { run, .. } => Some(run),
+        Record::Count { run, .. } => Some(run),
         _ => None,
     }
 }
@@ -44,9 +48,17 @@ fn run_of(r: &Record) -> Option<u32> {
 mod tests {
     use super::*;
 
+    use crate::core::kinds::semaphore::kept::HeldLease;
+
     fn window(at: u64, run: u32, slot: u64, count: u32, key: Option<&str>) -> Record<'_> {
-        Record::Window { at, run, limit: 0, slot, count, key }
+        Record::Count { at, run, limit: 0, key, kept: Kept::Window { slot, count } }
     }
+
+    fn lease(at: u64, lease: &str, kept: Kept) -> Record<'_> {
+        Record::Lease { at, limit: 1, lease, kept }
+    }
+
+    const HELD: Kept = Kept::Lease(HeldLease { count: 1, ttl: 5, until: 27 });
 
     #[test]
     fn the_latest_record_of_each_thing_wins_in_order() {
@@ -70,18 +82,15 @@ mod tests {
             Record::Run { run: 2, incarnation: 20, node: "a" },
             window(11, 1, 5, 3, None),
             window(21, 2, 6, 1, None),
-            Record::Lease { at: 22, limit: 1, count: 1, ttl: 5, until: 27, lease: "l1" },
-            Record::Lease { at: 22, limit: 1, count: 1, ttl: 5, until: 27, lease: "l2" },
-            Record::Release { at: 23, limit: 1, lease: "l1" },
+            lease(22, "l1", HELD),
+            lease(22, "l2", HELD),
+            lease(23, "l1", Kept::Released),
         ];
-        let live = collapse(records.into_iter(), |r| !matches!(r, Record::Window { slot: 5, .. }));
+        let live =
+            collapse(records.into_iter(), |r| !matches!(r, Record::Count { kept: Kept::Window { slot: 5, .. }, .. }));
         assert_eq!(
             live,
-            vec![
-                Record::Run { run: 2, incarnation: 20, node: "a" },
-                window(21, 2, 6, 1, None),
-                Record::Lease { at: 22, limit: 1, count: 1, ttl: 5, until: 27, lease: "l2" },
-            ]
+            vec![Record::Run { run: 2, incarnation: 20, node: "a" }, window(21, 2, 6, 1, None), lease(22, "l2", HELD),]
         );
     }
 }

@@ -9,8 +9,6 @@
 //! file hands `&mut ()`. This module neither reads a clock nor touches the
 //! file: `now` comes in, records go out through `Keep`.
 
-use crate::core::kinds::semaphore::kept::HeldLease;
-use crate::core::kinds::Kept;
 use crate::core::{LimitId, Locker, Nanos, Verdict};
 
 use super::Record;
@@ -114,23 +112,15 @@ impl Journal {
 
 /// The record of one change, read from the locker as it is now.
 fn record_of<'a>(locker: &Locker, now: Nanos, run: u32, change: Change, name: Option<&'a str>) -> Option<Record<'a>> {
-    let at = now;
-    let record = match change {
+    let (at, keeping) = (now, locker.keeping());
+    Some(match change {
         Change::Go { id, verdict } => {
-            let limit = id.index() as u32;
-            match locker.keeping().kept_go(now, id, name, &verdict)? {
-                Kept::Window { slot, count } => Record::Window { at, run, limit, slot, count, key: name },
-                Kept::Bucket { tat, period, count } => Record::Bucket { at, run, limit, period, count, tat, key: name },
-                _ => return None,
-            }
+            let kept = keeping.kept_go(now, id, name, &verdict)?;
+            Record::Count { at, run, limit: id.index() as u32, key: name, kept }
         }
         Change::Lease { id } => {
-            let (limit, lease) = (id.index() as u32, name.unwrap_or(""));
-            match locker.keeping().kept_lease(id, lease) {
-                Kept::Lease(HeldLease { count, ttl, until }) => Record::Lease { at, limit, count, ttl, until, lease },
-                _ => Record::Release { at, limit, lease },
-            }
+            let lease = name.unwrap_or("");
+            Record::Lease { at, limit: id.index() as u32, lease, kept: keeping.kept_lease(id, lease) }
         }
-    };
-    Some(record)
+    })
 }

@@ -6,7 +6,6 @@
 //! A `Liveness` is a copy of what it needs from the limits, so that
 //! compaction can take it to its own thread. It reads no clock.
 
-use crate::core::kinds::semaphore::kept::HeldLease;
 use crate::core::kinds::Kept;
 use crate::core::{Algorithm, Locker, Nanos, Quota};
 
@@ -32,8 +31,8 @@ impl Liveness {
     pub fn is_live(&self, now: Nanos, record: &Record) -> bool {
         match *record {
             Record::Run { .. } | Record::Clock { .. } => true,
-            Record::Release { .. } => false,
-            _ => match (self.terms(record), kept_of(record)) {
+            Record::Lease { kept: Kept::Released, .. } => false,
+            _ => match (self.terms(record), record.kept()) {
                 (Some((a, q)), Some((kept, _))) => kept.is_live(a, q, now),
                 _ => false,
             },
@@ -49,25 +48,13 @@ impl Liveness {
     /// lapse (a step ahead) nor keeps this run in the file's past or future
     /// (a step back, or a step that undid a wrong one).
     pub fn retimed<'a>(&self, record: Record<'a>, step: i64) -> Record<'a> {
-        let at = |t: u64| t.saturating_add_signed(step);
-        let (Some((a, q)), Some((kept, _))) = (self.terms(&record), kept_of(&record)) else {
+        let (Some((a, q)), Some((kept, _))) = (self.terms(&record), record.kept()) else {
             return match record {
-                Record::Release { at: t, limit, lease } => Record::Release { at: at(t), limit, lease },
+                Record::Lease { kept: Kept::Released, .. } => record.moved(step, Kept::Released),
                 _ => record,
             };
         };
-        match (record, kept.retimed(a, q, step)) {
-            (Record::Window { at: t, run, limit, key, .. }, Kept::Window { slot, count }) => {
-                Record::Window { at: at(t), run, limit, slot, count, key }
-            }
-            (Record::Bucket { at: t, run, limit, key, .. }, Kept::Bucket { tat, period, count }) => {
-                Record::Bucket { at: at(t), run, limit, period, count, tat, key }
-            }
-            (Record::Lease { at: t, limit, lease, .. }, Kept::Lease(HeldLease { count, ttl, until })) => {
-                Record::Lease { at: at(t), limit, count, ttl, until, lease }
-            }
-            _ => record,
-        }
+        record.moved(step, kept.retimed(a, q, step))
     }
 
     /// The kind and quota of the limit `record` names.
@@ -76,22 +63,10 @@ impl Liveness {
     }
 }
 
-/// The kept form a record of a count, a bucket or a lease holds, and its
-/// key (a lease's id); `None` for the records of runs, clocks and releases.
-pub(super) fn kept_of<'a>(r: &Record<'a>) -> Option<(Kept, Option<&'a str>)> {
-    match *r {
-        Record::Window { slot, count, key, .. } => Some((Kept::Window { slot, count }, key)),
-        Record::Bucket { tat, period, count, key, .. } => Some((Kept::Bucket { tat, period, count }, key)),
-        Record::Lease { count, ttl, until, lease, .. } => {
-            Some((Kept::Lease(HeldLease { count, ttl, until }), Some(lease)))
-        }
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::kinds::semaphore::kept::HeldLease;
 
     const SEC: Nanos = 1_000_000_000;
 
@@ -100,7 +75,8 @@ mod tests {
         // 3 per 10 s: sub-slots of 156.25 ms, numbered 64 times faster than slots.
         let q = Quota::new(3, 10.0).unwrap();
         let liveness = Liveness { limits: vec![(Algorithm::RollingWindow, q), (Algorithm::FixedWindow, q)] };
-        let window = |limit, slot| Record::Window { at: 0, run: 0, limit, slot, count: 1, key: None };
+        let window =
+            |limit, slot| Record::Count { at: 0, run: 0, limit, key: None, kept: Kept::Window { slot, count: 1 } };
         // Sub-slot 64 is [10 s, 10.15625 s): its last instant counts for 10 s more.
         assert!(liveness.is_live(20 * SEC, &window(0, 64)));
         assert!(liveness.is_live(20 * SEC + 156_249_998, &window(0, 64)));
@@ -116,13 +92,24 @@ mod tests {
         // Slots of 10 s; the rolling window's sub-slots of 156.25 ms.
         let q = Quota::new(3, 10.0).unwrap();
         let liveness = Liveness { limits: vec![(Algorithm::FixedWindow, q), (Algorithm::RollingWindow, q)] };
-        let window = |limit, at, slot| Record::Window { at, run: 0, limit, slot, count: 3, key: Some("k") };
+        let window = |limit, at, slot| Record::Count {
+            at,
+            run: 0,
+            limit,
+            key: Some("k"),
+            kept: Kept::Window { slot, count: 3 },
+        };
         let hour = 3_600 * SEC as i64;
         assert_eq!(liveness.retimed(window(0, 5 * SEC, 0), hour), window(0, 3_605 * SEC, 360));
         assert_eq!(liveness.retimed(window(0, 3_605 * SEC, 360), -hour), window(0, 5 * SEC, 0), "and back");
         assert_eq!(liveness.retimed(window(1, 5 * SEC, 32), hour), window(1, 3_605 * SEC, 32 + 360 * 64));
-        let lease = Record::Lease { at: SEC, limit: 0, count: 1, ttl: SEC, until: 2 * SEC, lease: "l" };
-        let moved = Record::Lease { at: 4 * SEC, limit: 0, count: 1, ttl: SEC, until: 5 * SEC, lease: "l" };
+        let held = |at, until| Record::Lease {
+            at,
+            limit: 0,
+            lease: "l",
+            kept: Kept::Lease(HeldLease { count: 1, ttl: SEC, until }),
+        };
+        let (lease, moved) = (held(SEC, 2 * SEC), held(4 * SEC, 5 * SEC));
         assert_eq!(liveness.retimed(lease, 3 * SEC as i64), moved, "a lease keeps its ttl");
         let run = Record::Run { run: 1, incarnation: 7, node: "" };
         assert_eq!(liveness.retimed(run, hour), run, "a run's record is not an instant");
@@ -133,11 +120,22 @@ mod tests {
         let q = Quota::new(3, 10.0).unwrap();
         let bucket = Algorithm::TokenBucket { burst: std::num::NonZeroU32::new(3).unwrap() };
         let liveness = Liveness { limits: vec![(bucket, q), (Algorithm::Semaphore, q), (Algorithm::FixedWindow, q)] };
-        let b = |limit, tat, period| Record::Bucket { at: 0, run: 0, limit, period, count: 1, tat, key: None };
+        let b = |limit, tat, period| Record::Count {
+            at: 0,
+            run: 0,
+            limit,
+            key: None,
+            kept: Kept::Bucket { tat, period, count: 1 },
+        };
         assert!(liveness.is_live(25 * SEC, &b(0, 26 * SEC, 0)), "not yet full again");
         assert!(liveness.is_live(25 * SEC, &b(0, 0, 1)), "a count of the previous period");
         assert!(!liveness.is_live(25 * SEC, &b(0, 0, 0)));
-        let lease = |limit, until| Record::Lease { at: 0, limit, count: 1, ttl: SEC, until, lease: "l" };
+        let lease = |limit, until| Record::Lease {
+            at: 0,
+            limit,
+            lease: "l",
+            kept: Kept::Lease(HeldLease { count: 1, ttl: SEC, until }),
+        };
         assert!(liveness.is_live(SEC, &lease(1, SEC + 1)));
         assert!(!liveness.is_live(SEC, &lease(1, SEC)), "expired");
         assert!(!liveness.is_live(0, &lease(2, SEC)), "a lease of a fixed window");

@@ -9,33 +9,38 @@
 //!
 //! Payload layout, little-endian, after a one-byte kind:
 //! - `Run`: run u32, incarnation u64, node bytes;
-//! - `Window`: at u64, run u32, limit u32, slot u64, count u32, key;
-//! - `Bucket`: at u64, run u32, limit u32, period u64, count u32, tat u64, key;
-//! - `Lease`: at u64, limit u32, count u32, ttl u64, until u64, lease bytes;
-//! - `Release`: at u64, limit u32, lease bytes;
+//! - `Window` (a `Count` of `Kept::Window`): at u64, run u32, limit u32, slot u64, count u32, key;
+//! - `Bucket` (a `Count` of `Kept::Bucket`): at u64, run u32, limit u32, period u64, count u32, tat u64, key;
+//! - `Lease` (of `Kept::Lease`): at u64, limit u32, count u32, ttl u64, until u64, lease bytes;
+//! - `Release` (a `Lease` of `Kept::Released`): at u64, limit u32, lease bytes;
 //! - `Clock`: run u32, boot id u128, wall clock at boot u64;
 //!
 //! where a key is one byte (0: none, 1: some) followed by its bytes.
 
+use crate::core::kinds::semaphore::kept::HeldLease;
+use crate::core::kinds::Kept;
+
 /// One thing the state log remembers. Times are nanoseconds since the Unix
 /// epoch, by the locker's clock; `at` is when the record was written.
+///
+/// What a grant or a lease request left in its limit is the limit's own
+/// kept form (`Kept`), carried whole: this module only says how its fields
+/// are laid out in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Record<'a> {
     /// Names a run of a locker (its node id and incarnation); the other
     /// records of that run carry its `run` tag.
     Run { run: u32, incarnation: u64, node: &'a str },
-    /// A run's own cumulative count for (limit, key) in `slot` of a fixed
-    /// window: the slot current when written, or a later one holding
-    /// reservations. For a rolling window, `slot` is the peers' sub-slot
-    /// the grants go in (the limit's kind tells which).
-    Window { at: u64, run: u32, limit: u32, slot: u64, count: u32, key: Option<&'a str> },
-    /// A token bucket key after a grant: its TAT (the instant its bucket is
-    /// full again), and the run's own cumulative grants in `period`.
-    Bucket { at: u64, run: u32, limit: u32, period: u64, count: u32, tat: u64, key: Option<&'a str> },
-    /// A lease holding `count` of semaphore `limit` until `until`.
-    Lease { at: u64, limit: u32, count: u32, ttl: u64, until: u64, lease: &'a str },
-    /// A lease released: what an earlier `Lease` record said is void.
-    Release { at: u64, limit: u32, lease: &'a str },
+    /// A run's own cumulative count for (limit, key) after a grant: a
+    /// window's (`Kept::Window`: in the slot current when written, or a
+    /// later one holding reservations; for a rolling window, the peers'
+    /// sub-slot the grants go in) or a token bucket's (`Kept::Bucket`: its
+    /// TAT, and the run's own grants in a period). Never a lease's.
+    Count { at: u64, run: u32, limit: u32, key: Option<&'a str>, kept: Kept },
+    /// Lease `lease` of semaphore `limit` after a lease request: held
+    /// (`Kept::Lease`), or released (`Kept::Released`), which voids what
+    /// an earlier record of it said.
+    Lease { at: u64, limit: u32, lease: &'a str, kept: Kept },
     /// The boot a run ran on and what the wall clock read at that boot by
     /// the run's reckoning: a later run on the same boot that reckons
     /// otherwise knows the wall clock was stepped in between.
@@ -60,16 +65,23 @@ const LEASE: u8 = 4;
 const RELEASE: u8 = 5;
 const CLOCK: u8 = 6;
 
+/// Why a `Count` record cannot hold a lease's kept form: its bytes have
+/// no room for one.
+const COUNTS_ONLY: &str = "a count record keeps a window's or a bucket's count, never a lease";
+
 impl<'a> Record<'a> {
     /// What this record replaces.
     pub fn identity(&self) -> Identity<'a> {
         match *self {
             Record::Run { run, .. } => Identity::Run(run),
-            Record::Window { run, limit, slot, key, .. } => Identity::Window { run, limit, slot, key },
-            Record::Bucket { run, limit, period, key, .. } => Identity::Bucket { run, limit, period, key },
-            Record::Lease { limit, lease, .. } | Record::Release { limit, lease, .. } => {
-                Identity::Lease { limit, lease }
+            Record::Count { run, limit, key, kept: Kept::Window { slot, .. }, .. } => {
+                Identity::Window { run, limit, slot, key }
             }
+            Record::Count { run, limit, key, kept: Kept::Bucket { period, .. }, .. } => {
+                Identity::Bucket { run, limit, period, key }
+            }
+            Record::Count { .. } => unreachable!("{COUNTS_ONLY}"),
+            Record::Lease { limit, lease, .. } => Identity::Lease { limit, lease },
             Record::Clock { run, .. } => Identity::Clock(run),
         }
     }
@@ -80,10 +92,7 @@ impl<'a> Record<'a> {
         match *self {
             Record::Run { incarnation, .. } => incarnation,
             Record::Clock { .. } => 0,
-            Record::Window { at, .. }
-            | Record::Bucket { at, .. }
-            | Record::Lease { at, .. }
-            | Record::Release { at, .. } => at,
+            Record::Count { at, .. } | Record::Lease { at, .. } => at,
         }
     }
 
@@ -91,37 +100,45 @@ impl<'a> Record<'a> {
     pub fn limit(&self) -> Option<u32> {
         match *self {
             Record::Run { .. } | Record::Clock { .. } => None,
-            Record::Window { limit, .. }
-            | Record::Bucket { limit, .. }
-            | Record::Lease { limit, .. }
-            | Record::Release { limit, .. } => Some(limit),
+            Record::Count { limit, .. } | Record::Lease { limit, .. } => Some(limit),
         }
     }
 
-    /// The same record about limit number `limit` instead (after a reload
-    /// moved the limits).
-    pub fn with_limit(self, to: u32) -> Record<'a> {
-        match self {
-            Record::Run { .. } | Record::Clock { .. } => self,
-            Record::Window { at, run, slot, count, key, .. } => Record::Window { at, run, limit: to, slot, count, key },
-            Record::Bucket { at, run, period, count, tat, key, .. } => {
-                Record::Bucket { at, run, limit: to, period, count, tat, key }
-            }
-            Record::Lease { at, count, ttl, until, lease, .. } => {
-                Record::Lease { at, limit: to, count, ttl, until, lease }
-            }
-            Record::Release { at, lease, .. } => Record::Release { at, limit: to, lease },
+    /// The kept form a record of a count or a held lease carries, and its
+    /// key (a lease's id); `None` for the records of runs, clocks and
+    /// released leases.
+    pub fn kept(&self) -> Option<(Kept, Option<&'a str>)> {
+        match *self {
+            Record::Count { key, kept, .. } => Some((kept, key)),
+            Record::Lease { lease, kept: kept @ Kept::Lease(_), .. } => Some((kept, Some(lease))),
+            _ => None,
         }
+    }
+
+    /// The same record about limit number `to` instead (after a reload
+    /// moved the limits).
+    pub fn with_limit(mut self, to: u32) -> Record<'a> {
+        if let Record::Count { limit, .. } | Record::Lease { limit, .. } = &mut self {
+            *limit = to;
+        }
+        self
+    }
+
+    /// The same record written `step` nanoseconds later, carrying `kept`
+    /// instead (a count or a lease moved with its instants).
+    pub fn moved(mut self, step: i64, to: Kept) -> Record<'a> {
+        if let Record::Count { at, kept, .. } | Record::Lease { at, kept, .. } = &mut self {
+            *at = at.saturating_add_signed(step);
+            *kept = to;
+        }
+        self
     }
 
     /// The run a record belongs to: the run it names, or whose count it is.
     pub fn run(&self) -> Option<u32> {
         match *self {
-            Record::Run { run, .. }
-            | Record::Window { run, .. }
-            | Record::Bucket { run, .. }
-            | Record::Clock { run, .. } => Some(run),
-            Record::Lease { .. } | Record::Release { .. } => None,
+            Record::Run { run, .. } | Record::Count { run, .. } | Record::Clock { run, .. } => Some(run),
+            Record::Lease { .. } => None,
         }
     }
 
@@ -131,10 +148,11 @@ impl<'a> Record<'a> {
         let key = |k: Option<&str>| 1 + k.map_or(0, str::len);
         1 + match self {
             Record::Run { node, .. } => 12 + node.len(),
-            Record::Window { key: k, .. } => 28 + key(*k),
-            Record::Bucket { key: k, .. } => 36 + key(*k),
-            Record::Lease { lease, .. } => 32 + lease.len(),
-            Record::Release { lease, .. } => 12 + lease.len(),
+            Record::Count { key: k, kept: Kept::Window { .. }, .. } => 28 + key(*k),
+            Record::Count { key: k, kept: Kept::Bucket { .. }, .. } => 36 + key(*k),
+            Record::Count { .. } => unreachable!("{COUNTS_ONLY}"),
+            Record::Lease { lease, kept: Kept::Lease(_), .. } => 32 + lease.len(),
+            Record::Lease { lease, .. } => 12 + lease.len(),
             Record::Clock { .. } => 28,
         }
     }
@@ -147,16 +165,17 @@ impl<'a> Record<'a> {
             Record::Run { run, incarnation, node } => {
                 w.u8(RUN).u32(run).u64(incarnation).bytes(node.as_bytes());
             }
-            Record::Window { at, run, limit, slot, count, key } => {
+            Record::Count { at, run, limit, key, kept: Kept::Window { slot, count } } => {
                 w.u8(WINDOW).u64(at).u32(run).u32(limit).u64(slot).u32(count).key(key);
             }
-            Record::Bucket { at, run, limit, period, count, tat, key } => {
+            Record::Count { at, run, limit, key, kept: Kept::Bucket { tat, period, count } } => {
                 w.u8(BUCKET).u64(at).u32(run).u32(limit).u64(period).u32(count).u64(tat).key(key);
             }
-            Record::Lease { at, limit, count, ttl, until, lease } => {
+            Record::Count { .. } => unreachable!("{COUNTS_ONLY}"),
+            Record::Lease { at, limit, lease, kept: Kept::Lease(HeldLease { count, ttl, until }) } => {
                 w.u8(LEASE).u64(at).u32(limit).u32(count).u64(ttl).u64(until).bytes(lease.as_bytes());
             }
-            Record::Release { at, limit, lease } => {
+            Record::Lease { at, limit, lease, .. } => {
                 w.u8(RELEASE).u64(at).u32(limit).bytes(lease.as_bytes());
             }
             Record::Clock { run, boot, wall_at_boot } => {
@@ -186,32 +205,17 @@ impl<'a> Record<'a> {
     fn read(mut r: Reader<'a>) -> Option<Record<'a>> {
         let record = match r.u8()? {
             RUN => Record::Run { run: r.u32()?, incarnation: r.u64()?, node: r.rest_str()? },
-            WINDOW => Record::Window {
-                at: r.u64()?,
-                run: r.u32()?,
-                limit: r.u32()?,
-                slot: r.u64()?,
-                count: r.u32()?,
-                key: r.key()?,
-            },
-            BUCKET => Record::Bucket {
-                at: r.u64()?,
-                run: r.u32()?,
-                limit: r.u32()?,
-                period: r.u64()?,
-                count: r.u32()?,
-                tat: r.u64()?,
-                key: r.key()?,
-            },
-            LEASE => Record::Lease {
-                at: r.u64()?,
-                limit: r.u32()?,
-                count: r.u32()?,
-                ttl: r.u64()?,
-                until: r.u64()?,
-                lease: r.rest_str()?,
-            },
-            RELEASE => Record::Release { at: r.u64()?, limit: r.u32()?, lease: r.rest_str()? },
+            WINDOW => r.count(|r| Some(Kept::Window { slot: r.u64()?, count: r.u32()? }))?,
+            BUCKET => r.count(|r| {
+                let (period, count) = (r.u64()?, r.u32()?);
+                Some(Kept::Bucket { tat: r.u64()?, period, count })
+            })?,
+            LEASE => {
+                let (at, limit) = (r.u64()?, r.u32()?);
+                let held = HeldLease { count: r.u32()?, ttl: r.u64()?, until: r.u64()? };
+                Record::Lease { at, limit, lease: r.rest_str()?, kept: Kept::Lease(held) }
+            }
+            RELEASE => Record::Lease { at: r.u64()?, limit: r.u32()?, lease: r.rest_str()?, kept: Kept::Released },
             CLOCK => {
                 let run = r.u32()?;
                 let boot = u128::from(r.u64()?) | (u128::from(r.u64()?) << 64);
@@ -289,6 +293,13 @@ impl<'a> Reader<'a> {
         self.bytes = &[];
         Some(s)
     }
+    /// A count record after its kind: at, run, limit, the kept form
+    /// `kept` reads, then the key.
+    fn count(&mut self, kept: impl FnOnce(&mut Self) -> Option<Kept>) -> Option<Record<'a>> {
+        let (at, run, limit) = (self.u64()?, self.u32()?, self.u32()?);
+        let kept = kept(self)?;
+        Some(Record::Count { at, run, limit, kept, key: self.key()? })
+    }
     fn key(&mut self) -> Option<Option<&'a str>> {
         match self.u8()? {
             0 => Some(None),
@@ -302,15 +313,26 @@ impl<'a> Reader<'a> {
 mod tests {
     use super::*;
 
+    fn window(at: u64, limit: u32, slot: u64, count: u32, key: Option<&str>) -> Record<'_> {
+        Record::Count { at, run: 3, limit, key, kept: Kept::Window { slot, count } }
+    }
+
     fn samples() -> Vec<Record<'static>> {
+        let held = Kept::Lease(HeldLease { count: 2, ttl: 30, until: 40 });
         vec![
             Record::Run { run: 3, incarnation: 1_700_000_000_000_000_000, node: "host-42" },
-            Record::Window { at: 5, run: 3, limit: 1, slot: 99, count: 60, key: None },
-            Record::Window { at: 6, run: 3, limit: 2, slot: 100, count: 1, key: Some("user-7") },
-            Record::Window { at: 6, run: 3, limit: 2, slot: 100, count: 1, key: Some("") },
-            Record::Bucket { at: 7, run: 0, limit: 0, period: 12, count: 9, tat: 1234, key: Some("ключ") },
-            Record::Lease { at: 8, limit: 4, count: 2, ttl: 30, until: 40, lease: "00ab-1" },
-            Record::Release { at: 9, limit: 4, lease: "00ab-1" },
+            window(5, 1, 99, 60, None),
+            window(6, 2, 100, 1, Some("user-7")),
+            window(6, 2, 100, 1, Some("")),
+            Record::Count {
+                at: 7,
+                run: 0,
+                limit: 0,
+                key: Some("ключ"),
+                kept: Kept::Bucket { tat: 1234, period: 12, count: 9 },
+            },
+            Record::Lease { at: 8, limit: 4, lease: "00ab-1", kept: held },
+            Record::Lease { at: 9, limit: 4, lease: "00ab-1", kept: Kept::Released },
         ]
     }
 
@@ -325,7 +347,7 @@ mod tests {
 
     #[test]
     fn a_window_record_has_pinned_bytes() {
-        let r = Record::Window { at: 1, run: 2, limit: 3, slot: 4, count: 5, key: Some("k") };
+        let r = Record::Count { at: 1, run: 2, limit: 3, key: Some("k"), kept: Kept::Window { slot: 4, count: 5 } };
         let mut buf = vec![0; r.encoded_len()];
         r.encode(&mut buf);
         let mut want = vec![WINDOW];
@@ -340,7 +362,7 @@ mod tests {
 
     #[test]
     fn short_long_or_unknown_payloads_are_no_record() {
-        let r = Record::Window { at: 1, run: 2, limit: 3, slot: 4, count: 5, key: None };
+        let r = Record::Count { at: 1, run: 2, limit: 3, key: None, kept: Kept::Window { slot: 4, count: 5 } };
         let mut buf = vec![0; r.encoded_len()];
         r.encode(&mut buf);
         assert_eq!(Record::decode(&buf[..buf.len() - 1]), None);

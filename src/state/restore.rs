@@ -9,7 +9,6 @@
 
 use std::collections::HashMap;
 
-use super::liveness::kept_of;
 use super::{collapse, Liveness, Record};
 use crate::core::kinds::{Kept, Owner, Saved};
 use crate::core::{Locker, Nanos, NodeIx, NodeKey, Nodes};
@@ -52,7 +51,7 @@ pub fn restore<'a>(
     let mut rewrite = Vec::with_capacity(live.len());
     for r in live {
         let id = r.limit().and_then(|i| locker.keeping().limit_at(i as usize));
-        let (Some(id), Some((kept, key))) = (id, kept_of(&r)) else {
+        let (Some(id), Some((kept, key))) = (id, r.kept()) else {
             match r {
                 Record::Run { .. } => rewrite.push(r),
                 // An earlier run's: this run writes its own.
@@ -78,8 +77,8 @@ pub fn restore<'a>(
             (None, _, _) => done.skipped += 1,
             // A count made this run's own: the sum of every earlier run's.
             (Some(count), Kept::Window { slot, .. }, Owner::Own) => {
-                let limit = id.index() as u32;
-                rewrite.push(Record::Window { at: now, run, limit, slot, count, key });
+                let kept = Kept::Window { slot, count };
+                rewrite.push(Record::Count { at: now, run, limit: id.index() as u32, key, kept });
             }
             (Some(_), _, _) => rewrite.push(r),
         }

@@ -6,6 +6,8 @@ use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use super::*;
+use crate::core::kinds::semaphore::kept::HeldLease;
+use crate::core::kinds::Kept;
 
 const LIMITS: u64 = 0x1111_2222_3333_4444;
 const HEADER: Header = Header { limits: LIMITS, written: 1_000 };
@@ -32,7 +34,7 @@ impl Drop for Dir {
 }
 
 fn window(at: u64, slot: u64, count: u32, key: Option<&str>) -> Record<'_> {
-    Record::Window { at, run: 1, limit: 0, slot, count, key }
+    Record::Count { at, run: 1, limit: 0, key, kept: Kept::Window { slot, count } }
 }
 
 fn keys(n: usize) -> Vec<String> {
@@ -60,7 +62,8 @@ fn sample(names: &[String]) -> Vec<Record<'_>> {
         Record::Clock { run: 1, boot: u128::MAX - 5, wall_at_boot: 1_700_000_000_000_000_000 },
     ];
     records.extend(names.iter().enumerate().map(|(i, k)| window(1_000 + i as u64, 7, i as u32 + 1, Some(k))));
-    records.push(Record::Lease { at: 2_000, limit: 2, count: 1, ttl: 30, until: 2_030, lease: "ab-1" });
+    let held = Kept::Lease(HeldLease { count: 1, ttl: 30, until: 2_030 });
+    records.push(Record::Lease { at: 2_000, limit: 2, lease: "ab-1", kept: held });
     records
 }
 
@@ -251,8 +254,8 @@ fn compaction_keeps_the_latest_live_records_only() {
         window(2, 7, 1, Some("a")),
         window(3, 7, 2, Some("a")),
         window(4, 8, 1, Some("a")),
-        Record::Lease { at: 5, limit: 2, count: 1, ttl: 9, until: 14, lease: "l" },
-        Record::Release { at: 6, limit: 2, lease: "l" },
+        Record::Lease { at: 5, limit: 2, lease: "l", kept: Kept::Lease(HeldLease { count: 1, ttl: 9, until: 14 }) },
+        Record::Lease { at: 6, limit: 2, lease: "l", kept: Kept::Released },
     ]
     .iter()
     .enumerate()
@@ -260,7 +263,7 @@ fn compaction_keeps_the_latest_live_records_only() {
         assert_eq!(r.at(), at as u64 + 1);
         log.append(r).unwrap();
     }
-    let done = log.compact(|r| !matches!(r, Record::Window { slot: 7, .. }), false).unwrap();
+    let done = log.compact(|r| !matches!(r, Record::Count { kept: Kept::Window { slot: 7, .. }, .. }), false).unwrap();
     assert_eq!(done.kept, 2);
     let live: Vec<_> = log.records().collect();
     assert_eq!(live, vec![Record::Run { run: 1, incarnation: 1, node: "n" }, window(4, 8, 1, Some("a"))]);
@@ -282,7 +285,8 @@ fn compaction_keeps_the_file_bounded_under_a_unique_key_flood() {
     for (i, k) in names.iter().enumerate() {
         let slot = (i / per_slot) as u64;
         if i % per_slot == 0 || log.wants_compaction(64 << 10) {
-            log.compact(|r| matches!(r, Record::Window { slot: s, .. } if *s >= slot), false).unwrap();
+            log.compact(|r| matches!(r, Record::Count { kept: Kept::Window { slot: s, .. }, .. } if *s >= slot), false)
+                .unwrap();
         }
         log.append(&window(i as u64, slot, 1, Some(k))).unwrap();
         largest = largest.max(log.len());

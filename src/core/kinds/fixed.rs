@@ -27,7 +27,7 @@ use std::collections::{HashMap, VecDeque};
 pub use crate::core::ask::Verdict;
 use crate::core::ask::Want;
 use crate::core::limit::Quota;
-use crate::core::room::{KeyRoom, NoRoom, Terms};
+use crate::core::room::{KeyRoom, Leeway, NoRoom};
 use crate::core::share::{Counted, Share, ME};
 use crate::core::time::Nanos;
 use ahead::{roll, Plan};
@@ -191,7 +191,7 @@ impl FixedWindow {
     /// Takes permits for `key` (or for the limit's unkeyed count) as `want`
     /// says, for a locker on its own. See `take_shared`.
     pub fn take(&mut self, now: Nanos, key: Option<&str>, want: Want, room: KeyRoom) -> Result<Verdict, NoRoom> {
-        self.take_shared(now, key, want, Terms { room, share: Share::ALONE })
+        self.take_shared(now, key, want, Leeway { room, share: Share::ALONE })
     }
 
     /// Takes permits for `key` (or for the limit's unkeyed count) as `want`
@@ -204,7 +204,7 @@ impl FixedWindow {
     /// reservation for the same key, so later asks never go before earlier
     /// ones, and a large ask is never overtaken by small ones.
     #[inline]
-    pub fn take_shared(&mut self, now: Nanos, key: Option<&str>, want: Want, terms: Terms) -> Result<Verdict, NoRoom> {
+    pub fn take_shared(&mut self, now: Nanos, key: Option<&str>, want: Want, terms: Leeway) -> Result<Verdict, NoRoom> {
         if want.cost > 0 && !self.has_reservations(key) {
             if let Some(v) = self.take_now(now, key, want, terms) {
                 return v;
@@ -218,7 +218,13 @@ impl FixedWindow {
     /// `take_later` (a reservation). The only place a grant in the current
     /// slot is made.
     #[inline]
-    fn take_now(&mut self, now: Nanos, key: Option<&str>, want: Want, terms: Terms) -> Option<Result<Verdict, NoRoom>> {
+    fn take_now(
+        &mut self,
+        now: Nanos,
+        key: Option<&str>,
+        want: Want,
+        terms: Leeway,
+    ) -> Option<Result<Verdict, NoRoom>> {
         let max = self.quota.max_requests();
         let reset_after = self.quota.slot_end(self.slot).saturating_sub(now);
         let counting = terms.share.counts_demand(self.elapsed_in_slot(now), self.quota.slot_ns());

@@ -38,7 +38,7 @@
 use crate::core::ask::{Verdict, Want};
 use crate::core::inline_keys::InlineKeys;
 use crate::core::limit::Quota;
-use crate::core::room::{KeyRoom, NoRoom, Terms};
+use crate::core::room::{KeyRoom, Leeway, NoRoom};
 use crate::core::share::Share;
 use crate::core::time::{Nanos, NANOS_PER_SEC};
 
@@ -156,7 +156,7 @@ impl RollingWindow {
     /// Takes permits for `key` as `want` says, for a locker on its own.
     /// See `take_shared`.
     pub fn take(&mut self, now: Nanos, key: Option<&str>, want: Want, room: KeyRoom) -> Result<Verdict, NoRoom> {
-        self.take_shared(now, key, want, Terms { room, share: Share::ALONE })
+        self.take_shared(now, key, want, Leeway { room, share: Share::ALONE })
     }
 
     /// Takes permits for `key` (or the limit's unkeyed count) as `want`
@@ -165,8 +165,8 @@ impl RollingWindow {
     /// `want.cost` must be at most max_requests; the caller checks. A new
     /// key needs room in `terms`, and with peers live the grant must also
     /// fit this locker's share of what is left.
-    pub fn take_shared(&mut self, now: Nanos, key: Option<&str>, want: Want, terms: Terms) -> Result<Verdict, NoRoom> {
-        let (span, Terms { room, share }) = (self.span, terms);
+    pub fn take_shared(&mut self, now: Nanos, key: Option<&str>, want: Want, terms: Leeway) -> Result<Verdict, NoRoom> {
+        let (span, Leeway { room, share }) = (self.span, terms);
         if let Some(log) = self.log_mut(key) {
             log.prune(now, span);
             let (v, at) = decide(log, now, span, want, share);

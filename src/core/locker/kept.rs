@@ -83,9 +83,27 @@ mod tests {
     const SEC: Nanos = 1_000_000_000;
     const OLD_RUN: Owner = Owner::Node(7);
 
+    /// A window's count of `count` in `slot`.
+    fn window(slot: u64, count: u32) -> Kept {
+        Kept::Window { slot, count }
+    }
+
     /// An earlier run's count of `count` in `slot`, written at `written`, as `owner`'s.
     fn saved_count(slot: u64, count: u32, written: Nanos, owner: Owner) -> Saved {
-        Saved { kept: Kept::Window { slot, count }, written, owner }
+        Saved { kept: window(slot, count), written, owner }
+    }
+
+    /// Asks `ask` of `l` at `now`; returns the verdict and what it kept.
+    fn kept_after(l: &mut Locker, now: Nanos, ask: &PermitAsk) -> (Verdict, Kept) {
+        let v = l.ask(now, ask).unwrap();
+        (v, l.keeping().kept_go(now, ask.limit, ask.key, &v).unwrap())
+    }
+
+    /// Puts `saved`, an earlier run's window count for `key` of `d`, back
+    /// into `l` at `now`, and checks that all of its count is then held.
+    fn restores_whole(l: &mut Locker, now: Nanos, d: LimitId, key: Option<&str>, saved: Saved) {
+        let Kept::Window { count, .. } = saved.kept else { unreachable!() };
+        assert_eq!(l.keeping_mut().restore(now, d, key, saved), Some(count));
     }
 
     fn locker() -> Locker {
@@ -106,30 +124,16 @@ mod tests {
     fn a_restarted_window_grants_only_what_the_earlier_run_left() {
         let mut first = locker();
         let d = first.keeping().limit_at(0).unwrap();
-        let mut kept = Vec::new();
-        for _ in 0..2 {
-            let v = first.go(10 * SEC, d, Some("k"), 1).unwrap();
-            kept.push(first.keeping().kept_go(10 * SEC, d, Some("k"), &v).unwrap());
-        }
-        let reserved = first.ask(10 * SEC, &PermitAsk::new(d).key("k").cost(3).max_wait_ms(5_000)).unwrap();
+        let one = PermitAsk::new(d).key("k");
+        let mut kept: Vec<_> = (0..2).map(|_| kept_after(&mut first, 10 * SEC, &one).1).collect();
+        let (reserved, later) = kept_after(&mut first, 10 * SEC, &one.cost(3).max_wait_ms(5_000));
         assert!(reserved.go && reserved.wait > 0);
-        kept.push(first.keeping().kept_go(10 * SEC, d, Some("k"), &reserved).unwrap());
-        assert_eq!(
-            kept,
-            [
-                Kept::Window { slot: 10, count: 1 },
-                Kept::Window { slot: 10, count: 2 },
-                Kept::Window { slot: 11, count: 3 }
-            ]
-        );
+        kept.push(later);
+        assert_eq!(kept, [window(10, 1), window(10, 2), window(11, 3)]);
 
         let mut second = locker();
-        for k in &kept[1..] {
-            let Kept::Window { slot, count } = *k else { unreachable!() };
-            assert_eq!(
-                second.keeping_mut().restore(10 * SEC + 1, d, Some("k"), saved_count(slot, count, 0, OLD_RUN)),
-                Some(count)
-            );
+        for &kept in &kept[1..] {
+            restores_whole(&mut second, 10 * SEC + 1, d, Some("k"), Saved { kept, written: 0, owner: OLD_RUN });
         }
         assert_eq!(
             second.keeping_mut().restore(10 * SEC, d, Some("k"), saved_count(9, 3, 0, OLD_RUN)),
@@ -177,33 +181,19 @@ mod tests {
         };
         let mut first = rolling();
         let d = first.keeping().limit_at(0).unwrap();
-        let mut kept = Vec::new();
-        for _ in 0..2 {
-            let v = first.go(10 * SEC, d, None, 1).unwrap();
-            kept.push((10 * SEC, first.keeping().kept_go(10 * SEC, d, None, &v).unwrap()));
-        }
-        let reserved = first.ask(11 * SEC, &PermitAsk::new(d).cost(2).max_wait_ms(20_000)).unwrap();
+        let one = PermitAsk::new(d);
+        let mut kept: Vec<_> = (0..2).map(|_| (10 * SEC, kept_after(&mut first, 10 * SEC, &one).1)).collect();
+        let (reserved, later) = kept_after(&mut first, 11 * SEC, &one.cost(2).max_wait_ms(20_000));
         assert!(reserved.go && reserved.wait == 9 * SEC, "{reserved:?}");
-        kept.push((11 * SEC, first.keeping().kept_go(11 * SEC, d, None, &reserved).unwrap()));
+        kept.push((11 * SEC, later));
         // Sub-slots are 10 s / 64 = 156.25 ms: 10 s is the first of #64, 20 s of #128.
         let subs: Vec<_> = kept.iter().map(|&(_, k)| k).collect();
-        assert_eq!(
-            subs,
-            [
-                Kept::Window { slot: 64, count: 1 },
-                Kept::Window { slot: 64, count: 2 },
-                Kept::Window { slot: 128, count: 2 }
-            ]
-        );
+        assert_eq!(subs, [window(64, 1), window(64, 2), window(128, 2)]);
 
         let mut second = rolling();
         // The reservation's record first: the order of a file is no promise.
-        for &(written, k) in kept[1..].iter().rev() {
-            let Kept::Window { slot, count } = k else { unreachable!() };
-            assert_eq!(
-                second.keeping_mut().restore(12 * SEC, d, None, saved_count(slot, count, written, Owner::Own)),
-                Some(count)
-            );
+        for &(written, kept) in kept[1..].iter().rev() {
+            restores_whole(&mut second, 12 * SEC, d, None, Saved { kept, written, owner: Owner::Own });
         }
         assert_eq!(
             second.keeping_mut().restore(12 * SEC, d, None, saved_count(8, 3, SEC, Owner::Own)),

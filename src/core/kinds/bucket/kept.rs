@@ -9,6 +9,7 @@
 //! clock, no file: the caller brings both.
 
 use super::Bucket;
+use crate::core::kinds::Kept;
 use crate::core::limit::Quota;
 use crate::core::room::{KeyRoom, NoRoom};
 use crate::core::share::NodeIx;
@@ -24,12 +25,13 @@ impl Bucket {
         tat > now || period.saturating_add(1) >= quota.slot_of(now)
     }
 
-    /// `key`'s TAT, and the period `now` falls in with this locker's own
-    /// grants in it (0 unless peered: only peers keep that ledger).
-    pub fn kept(&self, now: Nanos, key: Option<&str>) -> (Nanos, u64, u32) {
+    /// What `key` keeps at `now`: its TAT, and the period `now` falls in
+    /// with this locker's own grants in it (0 unless peered: only peers
+    /// keep that ledger).
+    pub fn kept(&self, now: Nanos, key: Option<&str>) -> Kept {
         let period = self.period(now);
         let own = self.ledger(key).and_then(|l| l.counts().find(|&(node, p, _)| node == ME && p == period));
-        (self.tat(key), period, own.map_or(0, |(_, _, n)| n))
+        Kept::Bucket { tat: self.tat(key), period, count: own.map_or(0, |(_, _, n)| n) }
     }
 
     /// Puts back `key`'s TAT (keeping a later one) and, when `count` is
@@ -77,6 +79,7 @@ mod tests {
 
     use crate::core::ask::Want;
     use crate::core::kinds::bucket::Bucket;
+    use crate::core::kinds::Kept;
     use crate::core::limit::Quota;
     use crate::core::room::KeyRoom;
     use crate::core::share::Count;
@@ -94,7 +97,7 @@ mod tests {
         for _ in 0..3 {
             assert!(b.take(0, Some("k"), Want::now(1), KeyRoom::Free).unwrap().go);
         }
-        let (tat, period, own) = b.kept(0, Some("k"));
+        let Kept::Bucket { tat, period, count: own } = b.kept(0, Some("k")) else { unreachable!() };
         assert_eq!((tat, period, own), (300 * MS, 0, 0));
 
         let mut back = bucket();
@@ -111,6 +114,7 @@ mod tests {
         // A peer's snapshot of the same run carries the same count: nothing grows.
         let echo = Count::granted(LimitId(0), None, 0, 5, 2);
         assert_eq!(b.merge(0, &echo, KeyRoom::Free), Ok(false));
-        assert_eq!(b.kept(0, None).0, 200 * MS);
+        let Kept::Bucket { tat, .. } = b.kept(0, None) else { unreachable!() };
+        assert_eq!(tat, 200 * MS);
     }
 }

@@ -124,7 +124,7 @@ impl Sim {
             let w = &mut self.windows[from];
             w.advance(now);
             let share = Share { rank: from as u32, ..self.share };
-            let v = w.take_shared(now, Some("k"), want, Terms { room: KeyRoom::Free, share }).unwrap();
+            let v = w.take_shared(now, Some("k"), want, Leeway { room: KeyRoom::Free, share }).unwrap();
             if v.granted > 0 {
                 let (sub, cumulative) = w.note_own(Some("k"), now + v.wait);
                 let mut known = [Nanos::MAX; 3];

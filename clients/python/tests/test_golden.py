@@ -1,0 +1,105 @@
+"""The golden bytes of tests/golden/ that test_wire.py does not read: the
+requests and replies of client.json, each against this client's encoders
+and decoders, and the peer messages of peer.json, as plain MessagePack.
+tests/it/golden.rs holds the Rust side to the same cases; no daemon
+needed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable, Dict, List
+
+import msgpack
+import pytest
+
+from locker_client import Ask, GoReply, LeaseReply, Refused, wire
+
+GOLDEN = Path(__file__).resolve().parents[3] / "tests" / "golden"
+
+#: Every file of tests/golden/ and the test that reads it here.
+READERS = {"client.json": "test_golden.py", "peer.json": "test_golden.py", "wire.json": "test_wire.py"}
+
+
+def cases(name: str) -> List[Dict[str, Any]]:
+    return list(json.loads((GOLDEN / name).read_text())["cases"])
+
+
+def go_reply(fields: Dict[str, Any]) -> GoReply:
+    """A go reply as a case writes it: granted and wait_ms only when present."""
+    return GoReply(**{"granted": None, "wait_ms": None, **fields})
+
+
+def fields_read(body: bytes, op: str, fields: Dict[str, Any]) -> None:
+    """The locker reads ``body`` as ``op`` with ``fields``, whatever else it holds."""
+    decoded = msgpack.unpackb(body)
+    assert decoded["op"] == op
+    assert {k: decoded.get(k) for k in fields} == fields
+
+
+def check_ask(body: bytes, a: Dict[str, Any]) -> None:
+    args = (a.get("limit"), a.get("key"), a.get("cost", 1), a.get("up_to", False), a.get("max_wait_ms"))
+    assert wire.encode(wire.go_request(*args, hold_ms=a.get("hold_ms"))) == body
+
+
+def check_acquire(body: bytes, a: Dict[str, Any]) -> None:
+    assert wire.encode(wire.acquire_request(a.get("limit"), a["count"], a.get("ttl_ms"), a.get("max_wait_ms"))) == body
+
+
+def check_release(body: bytes, r: Dict[str, Any]) -> None:
+    assert wire.encode(wire.release_request(r.get("limit"), r["lease"])) == body
+
+
+def check_batch(body: bytes, asks: List[Dict[str, Any]]) -> None:
+    assert wire.encode(wire.batch_request([Ask(**a) for a in asks])) == body
+
+
+def check_go_reply(body: bytes, r: Dict[str, Any]) -> None:
+    assert wire.decode_go(body) == go_reply(r)
+
+
+def check_lease_reply(body: bytes, r: Dict[str, Any]) -> None:
+    assert wire.decode_lease(body) == LeaseReply(**r)
+
+
+def check_batch_reply(body: bytes, replies: List[Dict[str, Any]]) -> None:
+    want = [go_reply(r["go_reply"]) if "go_reply" in r else Refused(r["error"]) for r in replies]
+    assert wire.decode_batch(body, len(replies)) == want
+
+
+#: What this client does with each kind of case in client.json.
+CLIENT_KINDS: Dict[str, Callable[[bytes, Any], None]] = {
+    "ask": check_ask,
+    "reads_as_ask": lambda body, a: fields_read(body, "go", a),
+    "go_reply": check_go_reply,
+    "acquire": check_acquire,
+    "lease_reply": check_lease_reply,
+    "reads_as_heartbeat": lambda body, h: fields_read(body, "heartbeat", h),
+    "release": check_release,
+    "batch": check_batch,
+    "batch_reply": check_batch_reply,
+}
+
+
+def test_every_golden_file_is_read() -> None:
+    assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(READERS)
+
+
+@pytest.mark.parametrize("case", cases("client.json"), ids=lambda c: str(c["name"]))
+def test_the_client_golden_file_holds_for_the_python_side(case: Dict[str, Any]) -> None:
+    body = bytes.fromhex(case["hex"])
+    kinds = [k for k in case if k in CLIENT_KINDS]
+    assert len(kinds) == 1, f"{case['name']}: a case of an unknown kind"
+    CLIENT_KINDS[kinds[0]](body, case[kinds[0]])
+
+
+@pytest.mark.parametrize("case", cases("peer.json"), ids=lambda c: str(c["name"]))
+def test_the_peer_golden_file_is_plain_messagepack(case: Dict[str, Any]) -> None:
+    """A peer message is a MessagePack map any language reads, and one a
+    later locker writes is the map of its fields in their order."""
+    body = bytes.fromhex(case["hex"])
+    if "peer" in case:
+        assert msgpack.packb(case["peer"], use_bin_type=True) == body
+        assert msgpack.unpackb(body) == case["peer"]
+    else:
+        assert msgpack.unpackb(body) == case["reads_as_peer"]

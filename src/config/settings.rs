@@ -1,0 +1,181 @@
+//! The settings of `locker serve`, listed once: the command line fills one
+//! `Settings` (clap flattens it into `serve`), the TOML file another (serde
+//! reads it), and `Settings::or` lays the first over the second, field by
+//! field, so a flag wins over the file. Every field is `None` where it was
+//! not given; defaults and checks are `ServeConfig::resolve`'s.
+//!
+//! This module only declares and merges: it reads no file (see
+//! `Settings::load`) and checks nothing.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use serde::Deserialize;
+
+use super::{AlgorithmName, FileLimit, StoreFailure};
+
+/// The settings of `locker serve`, from the command line or from a file.
+///
+/// The default limit's own settings (`max_requests` … `hold_ms`) are flags
+/// only: in a file the default limit is a `[[limits]]` table named
+/// `default`. `limits` are the file's only. The serde field order is the
+/// file's as it has always been listed in errors ("expected one of …");
+/// `display_order` keeps `--help` in its own order where the two differ.
+#[derive(Debug, Default, Clone, Args, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// ZeroMQ endpoint to bind the REP socket to; `tcp://127.0.0.1:*` picks a free port.
+    #[arg(
+        long,
+        value_name = "ENDPOINT",
+        help = "ZeroMQ endpoint to bind [default: tcp://127.0.0.1:7777, loopback only]"
+    )]
+    pub bind: Option<String>,
+    /// Requests that may go per slot in the default limit [default: 1].
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_count)]
+    #[serde(skip)]
+    pub max_requests: Option<u32>,
+    /// Slot length of the default limit in seconds, from 0.001 [default: 1.0].
+    #[arg(long, value_name = "S", allow_negative_numbers = true)]
+    #[serde(skip)]
+    pub in_seconds: Option<f64>,
+    /// Kind of the default limit: fixed-window, token-bucket, semaphore or rolling-window [default: fixed-window].
+    #[arg(long, value_name = "KIND")]
+    #[serde(skip)]
+    pub algorithm: Option<AlgorithmName>,
+    /// Capacity of the default limit when it is a token bucket [default: max-requests].
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_count)]
+    #[serde(skip)]
+    pub burst: Option<u32>,
+    /// Margin of the default limit when it is a rolling window: it counts max-requests in any in-seconds plus this
+    /// many milliseconds, so a resource enforcing max-requests per in-seconds itself never refuses a go whose way
+    /// to it varies by less [default: 0].
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
+    #[serde(skip)]
+    pub margin_ms: Option<f64>,
+    /// Hold an ask of the default limit that would get sorry for up to this many milliseconds, answering go as soon as
+    /// the limit allows within it (sorry at once when it cannot) [default: 0]
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
+    #[serde(skip)]
+    pub hold_ms: Option<f64>,
+    /// Most live keys held across all limits; asks for new keys beyond it get an error [default: 1000000].
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub max_keys: Option<usize>,
+    /// Most asks held at once, over all limits; past it an ask that would be held gets sorry at once [default: 10000].
+    #[arg(long, value_name = "N", display_order = 6)]
+    pub max_parked: Option<usize>,
+    /// Largest request accepted, in bytes; ZeroMQ disconnects a sender of a larger one [default: 65536].
+    #[arg(long, value_name = "BYTES", allow_negative_numbers = true)]
+    pub max_message_size: Option<usize>,
+    /// ZeroMQ endpoint for the PUB socket that peers subscribe to; turns peering on.
+    #[arg(long, value_name = "ENDPOINT")]
+    pub peer_bind: Option<String>,
+    /// A peer's --peer-bind endpoint to subscribe to; repeat for each peer. With CURVE, `ENDPOINT=KEY`
+    /// names the peer's public key (its .pub file or Z85); only listed peers' keys may subscribe.
+    #[arg(long = "peer", value_name = "ENDPOINT[=KEY]")]
+    pub peers: Option<Vec<String>>,
+    /// This locker's name among its peers [default: <hostname>-<pid>].
+    #[arg(long, value_name = "ID")]
+    pub node_id: Option<String>,
+    /// Seconds a starting locker waits for its peers' counts before serving with what it has [default: 1.0].
+    #[arg(long, value_name = "S", allow_negative_numbers = true)]
+    pub peer_grace: Option<f64>,
+    /// File that keeps counts, reservations and leases across restarts (and kill -9).
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
+    /// Sync the state file to the disk this often (e.g. 1s, 100ms), bounding what a power loss can cost [default: never].
+    #[arg(long, value_name = "DURATION", value_parser = parse_seconds)]
+    pub state_fsync: Option<f64>,
+    /// Replace a state file written for other limits or by another version instead of refusing to start.
+    // A flag without a value, yet `None` when absent, so that the file's
+    // word stands unless the flag is given.
+    #[arg(long, num_args = 0, default_missing_value = "true")]
+    pub state_discard: Option<bool>,
+    /// Secret key file (from `locker keygen`): encrypt with CURVE; clients need the public key.
+    #[arg(long, value_name = "FILE")]
+    pub curve_secret_key: Option<PathBuf>,
+    /// Client public keys allowed in: a file with one Z85 key per line, or a directory of *.pub files.
+    #[arg(long, value_name = "DIR|FILE")]
+    pub curve_clients: Option<PathBuf>,
+    /// Serve GET /metrics (Prometheus) and GET /health over plain HTTP on HOST:PORT.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics_bind: Option<String>,
+    /// File of at least 32 secret bytes, the same on every peer: only lease ids minted under it can be restored.
+    #[arg(long, value_name = "FILE")]
+    pub lease_secret: Option<PathBuf>,
+    /// Keep the counts in Redis instead of this locker, so that any number of lockers serve every limit exactly:
+    /// redis://HOST:PORT (one server) or redis-cluster://HOST:PORT,HOST:PORT (a cluster, by some of its nodes).
+    /// Semaphore leases live there too, shared by every locker. Not with --peer-bind or --state (docs/store.md).
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+    /// Most milliseconds one call to the store may take before its asks count as the store failing [default: 200].
+    #[arg(long, value_name = "MS")]
+    pub store_timeout_ms: Option<u64>,
+    /// While the store cannot be reached: closed answers sorry; open decides by this locker's own counts, each
+    /// locker then granting up to the whole limit. A limit's store_failure in the file wins [default: closed].
+    #[arg(long, value_name = "POLICY")]
+    pub store_failure: Option<StoreFailure>,
+    /// The named limits, `[[limits]]` tables of the file.
+    #[arg(skip)]
+    #[serde(default)]
+    pub limits: Vec<FileLimit>,
+    /// The file these were read from, for error messages.
+    #[arg(skip)]
+    #[serde(skip)]
+    pub path: Option<String>,
+}
+
+/// The settings the command line gives.
+pub type Flags = Settings;
+/// The settings a TOML file gives.
+pub type FileConfig = Settings;
+
+impl Settings {
+    /// These settings, with `other`'s wherever these have none: the
+    /// command line's over the file's, as `locker serve` merges them.
+    pub fn or(self, other: Settings) -> Settings {
+        Settings {
+            bind: self.bind.or(other.bind),
+            max_requests: self.max_requests.or(other.max_requests),
+            in_seconds: self.in_seconds.or(other.in_seconds),
+            algorithm: self.algorithm.or(other.algorithm),
+            burst: self.burst.or(other.burst),
+            margin_ms: self.margin_ms.or(other.margin_ms),
+            hold_ms: self.hold_ms.or(other.hold_ms),
+            max_keys: self.max_keys.or(other.max_keys),
+            max_parked: self.max_parked.or(other.max_parked),
+            max_message_size: self.max_message_size.or(other.max_message_size),
+            peer_bind: self.peer_bind.or(other.peer_bind),
+            peers: self.peers.or(other.peers),
+            node_id: self.node_id.or(other.node_id),
+            peer_grace: self.peer_grace.or(other.peer_grace),
+            state: self.state.or(other.state),
+            state_fsync: self.state_fsync.or(other.state_fsync),
+            state_discard: self.state_discard.or(other.state_discard),
+            curve_secret_key: self.curve_secret_key.or(other.curve_secret_key),
+            curve_clients: self.curve_clients.or(other.curve_clients),
+            metrics_bind: self.metrics_bind.or(other.metrics_bind),
+            lease_secret: self.lease_secret.or(other.lease_secret),
+            store: self.store.or(other.store),
+            store_timeout_ms: self.store_timeout_ms.or(other.store_timeout_ms),
+            store_failure: self.store_failure.or(other.store_failure),
+            limits: if self.limits.is_empty() { other.limits } else { self.limits },
+            path: self.path.or(other.path),
+        }
+    }
+}
+
+/// A count of permits: a whole number from 1 to 4294967295.
+fn parse_count(s: &str) -> Result<u32, String> {
+    s.trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|&n| n >= 1)
+        .ok_or_else(|| "must be a whole number from 1 to 4294967295".to_owned())
+}
+
+/// A duration given as humantime ("250ms", "1s") or plain seconds, in
+/// seconds, the unit the file writes it in.
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    crate::cli::parse_duration(s).map(|d| d.as_secs_f64())
+}
