@@ -131,25 +131,38 @@ start "$ECHO" 'tcp://127.0.0.1:*' 2 router
 ROUTER_EP=$ENDPOINT
 ROUTER_PID=$PID
 
+# A second locker with holding off (--max-parked 0): nothing can wait, so
+# it serves on a REP socket, against the REP echo.
+LOCKER_LOG=warn start "$LOCKER" serve --bind 'tcp://127.0.0.1:*' --max-parked 0 \
+  --max-requests 1000000000 --in-seconds 86400 $LOCKER_ARGS
+REP_LOCKER_EP=$ENDPOINT
+REP_LOCKER_PID=$PID
+
 NAMES=("plain, 4 clients x 64 in flight (req/s)"
   "structured, ${KEYS} live keys, 4 x 64 (req/s)"
   "plain, 4 REQ clients: p99 latency (us)"
   "  the same vs an echo of ${REPLY}-byte replies"
-  "plain, 4 x 64, vs an echo on a ROUTER socket")
+  "plain, 4 x 64, vs an echo on a ROUTER socket"
+  "plain, 4 x 64, holding off (REP socket) vs echo")
 ARGS=("--plain --clients 4 --pipeline 64"
   "--keys $KEYS --clients 4 --pipeline 64"
   "--plain --clients 4 --pipeline 1"
   "--keys $KEYS --clients 4 --pipeline 64"
+  "--plain --clients 4 --pipeline 64"
   "--plain --clients 4 --pipeline 64")
-PICK=(rate rate p99 rate rate)
-BASE_EP=("$ECHO_EP" "$ECHO_EP" "$ECHO_EP" "$SIZED_EP" "$ROUTER_EP")
-BASE_PID=("$ECHO_PID" "$ECHO_PID" "$ECHO_PID" "$SIZED_PID" "$ROUTER_PID")
+PICK=(rate rate p99 rate rate rate)
+BASE_EP=("$ECHO_EP" "$ECHO_EP" "$ECHO_EP" "$SIZED_EP" "$ROUTER_EP" "$ECHO_EP")
+BASE_PID=("$ECHO_PID" "$ECHO_PID" "$ECHO_PID" "$SIZED_PID" "$ROUTER_PID" "$ECHO_PID")
+LOCK_EP=("$LOCKER_EP" "$LOCKER_EP" "$LOCKER_EP" "$LOCKER_EP" "$LOCKER_EP" "$REP_LOCKER_EP")
+LOCK_PID=("$LOCKER_PID" "$LOCKER_PID" "$LOCKER_PID" "$LOCKER_PID" "$LOCKER_PID" "$REP_LOCKER_PID")
 for kind in $KINDS; do
   NAMES+=("structured, ${KEYS} keys, 4 x 64, $(algorithm_of "$kind")")
   ARGS+=("--limit $kind --keys $KEYS --clients 4 --pipeline 64")
   PICK+=(rate)
   BASE_EP+=("$ECHO_EP")
   BASE_PID+=("$ECHO_PID")
+  LOCK_EP+=("$LOCKER_EP")
+  LOCK_PID+=("$LOCKER_PID")
 done
 
 declare -A ECHO_V LOCKER_V RATIO_V ECHO_C LOCKER_C CPU_RATIO
@@ -165,7 +178,7 @@ for round in $(seq "$ROUNDS"); do
         measure "${BASE_PID[$i]}" "${BASE_EP[$i]}" "${PICK[$i]}" ${ARGS[$i]}
         e=$V ec=$CPU
       else
-        measure "$LOCKER_PID" "$LOCKER_EP" "${PICK[$i]}" ${ARGS[$i]}
+        measure "${LOCK_PID[$i]}" "${LOCK_EP[$i]}" "${PICK[$i]}" ${ARGS[$i]}
         l=$V lc=$CPU
       fi
     done
@@ -219,7 +232,11 @@ for i in "${!NAMES[@]}"; do
     "$(med "${ECHO_V[$i]}")" "$(med "${LOCKER_V[$i]}")" "$(med "${RATIO_V[$i]}")" \
     "$(med "${ECHO_C[$i]}")" "$(med "${LOCKER_C[$i]}")" "$(med "${CPU_RATIO[$i]}")"
 done
+# A batch row's ratio is against the echo's message rate (the plain row's
+# echo): how many decisions one message of the transport carries.
+ECHO_RATE=$(med "${ECHO_V[0]}")
 for row in $ROWS; do
+  v=$(med "${BATCH_V[$row]}")
   printf '%-48s %10s %10s %8s   %6s %6s   %s of a core\n' "batches of $BATCH, ${KEYS} live keys, $row (decisions/s)" \
-    "-" "$(med "${BATCH_V[$row]}")" "-" "-" "$(med "${BATCH_C[$row]}")" "$(med "${BATCH_CORE[$row]}")"
+    "$ECHO_RATE" "$v" "$(ratio "$v" "$ECHO_RATE")" "-" "$(med "${BATCH_C[$row]}")" "$(med "${BATCH_CORE[$row]}")"
 done

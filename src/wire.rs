@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 
 mod ask;
 mod batch;
+mod cascade;
 mod fast;
 mod lease;
 mod peer;

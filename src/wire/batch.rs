@@ -23,9 +23,9 @@
 use serde::Deserialize;
 
 use super::ask::Ask;
+use super::cascade::{read_by_serde, read_map, Read};
 use super::fast::{self, Reader};
 use super::reply::{ErrorReply, GoReply, Reply};
-use super::request::{read_by_serde, read_map, Read};
 use super::{decode_exact, is_structured, RequestMap, WireError, BATCH_LEVELS, MAX_DEPTH};
 
 /// The asks of a decoded batch, still as bytes: read them with `iter`.

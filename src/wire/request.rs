@@ -6,8 +6,9 @@
 
 use super::ask::Ask;
 use super::batch::AskBatch;
+use super::cascade::{read_map, Read};
 use super::lease::{Heartbeat, LeaseAsk, Release};
-use super::{decode_exact, fast, is_structured, RequestMap, WireError};
+use super::{is_structured, WireError};
 
 /// A decoded request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,35 +58,4 @@ pub fn decode_request(body: &[u8]) -> Result<Request<'_>, WireError> {
         "release" => Release::from_map(&map).map(Request::Release),
         other => Err(WireError::UnknownOp(other.to_owned())),
     }
-}
-
-/// A structured body, read: a go in its common shape, or the map with a
-/// batch's entries (their bytes and count) when it has them.
-pub(super) enum Read<'a> {
-    Go(Ask<'a>),
-    Map(RequestMap<'a>, Option<(&'a [u8], usize)>),
-}
-
-/// The one cascade that reads a structured body, a request or a batch's
-/// entry: a go in its common shape takes the hand-written path of every
-/// ask (it stops at the first field that is not a go's); anything else is
-/// read once, held to the contract as it is read, and what that reader
-/// leaves to serde is held to the contract first too (serde would read
-/// names and values more loosely).
-pub(super) fn read_map(body: &[u8]) -> Result<Read<'_>, WireError> {
-    if let Some((ask, len)) = fast::decode_go_prefix(body) {
-        if len == body.len() {
-            return Ok(Read::Go(ask));
-        }
-    }
-    match fast::read_request(body)? {
-        Some(fields) => Ok(Read::Map(fields.map, fields.asks)),
-        None => read_by_serde(body),
-    }
-}
-
-/// The last reader of the cascade: serde, after the contract's checks.
-pub(super) fn read_by_serde(body: &[u8]) -> Result<Read<'_>, WireError> {
-    fast::check_fields(body)?;
-    Ok(Read::Map(decode_exact(body)?, None))
 }

@@ -11,7 +11,7 @@ use locker::service::Service;
 use locker::wire::{self, Ask, GoReply, Reply, RequestMap, StatsReply, MAX_BATCH_ASKS};
 use locker::{Client, ClientError};
 
-use crate::support::{run_locker, seam, Daemon};
+use crate::support::{run_locker, seam, Served};
 
 const MS: u64 = 1_000_000;
 /// The start of a 1 s slot.
@@ -167,7 +167,7 @@ fn peers_hear_of_each_entry_as_of_a_separate_ask() {
 
 #[test]
 fn the_client_asks_many_in_one_round_trip() {
-    let d = Daemon::start(&["--max-requests", "3", "--in-seconds", "60", "--max-message-size", "4096"]);
+    let d = Served::start(&["--max-requests", "3", "--in-seconds", "60", "--max-message-size", "4096"]);
     let mut c = Client::new([d.endpoint.as_str()], Duration::from_secs(5)).unwrap();
     let asks = [Ask::new().key("a"), Ask::new().key("a").cost(2), Ask::new().key("a"), Ask::new().limit("nope")];
     let replies = c.ask_many(&asks).unwrap();
@@ -200,7 +200,7 @@ fn a_batch_packed_by_hand_by_any_messagepack_client_is_answered() {
 
 #[test]
 fn bench_counts_every_decision_of_every_batch() {
-    let d = Daemon::start(&["--max-requests", "1000000", "--in-seconds", "86400"]);
+    let d = Served::start(&["--max-requests", "1000000", "--in-seconds", "86400"]);
     let args = ["bench", "--connect", &d.endpoint, "--clients", "2", "--duration", "200ms", "--timeout", "2s"];
     let batch = ["--keys", "300", "--prefill", "--batch", "7", "--pipeline", "4", "--json"];
     let out = run_locker(&[&args[..], &batch[..]].concat());

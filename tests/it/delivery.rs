@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use locker::{Ask, Client, StatsReply};
 
-use crate::support::{wait_for_room, Daemon, DEADLINE};
+use crate::support::{wait_for_room, Daemon, Served, DEADLINE};
 
 /// A DEALER that speaks as a REQ socket does (an empty delimiter before
 /// each body) and queues any number of replies.
@@ -71,7 +71,7 @@ fn a_dealer_with_six_thousand_held_asks_gets_every_reply_at_a_stop() {
 #[test]
 fn a_held_burst_released_at_a_slot_start_reaches_its_caller_and_no_go_is_lost() {
     let args = ["--max-requests", "5000", "--in-seconds", "1", "--hold-ms", "2000", "--max-parked", "10000"];
-    let d = Daemon::start(&args);
+    let d = Served::start(&args);
     let mut client = Client::new([d.endpoint.as_str()], DEADLINE).unwrap();
     assert!(client.ask(&Ask::new().cost(5000)).unwrap().ok, "the slot spent at once");
     let ctx = zmq::Context::new();
@@ -89,7 +89,7 @@ fn a_held_burst_released_at_a_slot_start_reaches_its_caller_and_no_go_is_lost() 
 #[test]
 fn replies_to_a_client_that_went_away_are_counted_as_undelivered() {
     let args = ["--max-requests", "1", "--in-seconds", "3", "--hold-ms", "3000"];
-    let d = Daemon::start(&args);
+    let d = Served::start(&args);
     // The asks and the client's leaving fall in one slot: the held asks
     // are answered only when the next begins, after the client has gone.
     wait_for_room(3_000_000_000, Duration::from_millis(1500));

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use locker::wire::LeaseAsk;
 use locker::Client;
 
-use crate::support::{free_port, locker_bin, run_locker, Daemon, TempFile, DEADLINE};
+use crate::support::{free_port, locker_bin, run_locker, Daemon, Served, TempFile, DEADLINE};
 
 /// A semaphore `db` of capacity 1 and a fixed window `api`.
 const LIMITS: &str = "[[limits]]\nname = 'db'\nalgorithm = 'semaphore'\nmax_requests = 1\nin_seconds = 30\n\
@@ -215,7 +215,7 @@ fn a_peer_that_goes_silent_and_comes_back_is_logged() {
 
 #[test]
 fn a_dead_first_endpoint_does_not_cost_half_the_timeout() {
-    let live = Daemon::start(&[]);
+    let live = Served::start(&[]);
     let dead = format!("tcp://127.0.0.1:{}", free_port());
     let started = Instant::now();
     let out = run_locker(&["ask", "--connect", &dead, "--connect", &live.endpoint, "--timeout", "2s"]);

@@ -2,14 +2,13 @@ use std::time::{Duration, Instant};
 
 use locker::{Ask, Client, ClientError};
 
-use crate::support::{run_locker, Daemon};
+use crate::support::{run_locker, Served};
 
 #[test]
 fn the_client_fails_over_from_a_dead_endpoint_and_then_prefers_the_live_one() {
-    let mut dead = Daemon::start(&[]);
-    dead.signal("KILL");
-    dead.wait_exit(Duration::from_secs(5)).expect("killed");
-    let live = Daemon::start(&["--max-requests", "100"]);
+    let mut dead = Served::start(&[]);
+    dead.stop();
+    let live = Served::start(&["--max-requests", "100"]);
     let mut c = Client::new([dead.endpoint.as_str(), live.endpoint.as_str()], Duration::from_secs(2)).unwrap();
     assert!(c.ask(&Ask::new()).unwrap().ok);
     assert_eq!(c.current_endpoint(), Some(live.endpoint.as_str()));
@@ -27,7 +26,7 @@ fn a_silent_locker_gets_each_request_at_most_once_and_is_then_passed_over() {
     silent.set_linger(0).unwrap();
     silent.bind("tcp://127.0.0.1:*").unwrap();
     let silent_ep = silent.get_last_endpoint().unwrap().unwrap();
-    let live = Daemon::start(&["--max-requests", "100"]);
+    let live = Served::start(&["--max-requests", "100"]);
     let mut c = Client::new([silent_ep.as_str(), live.endpoint.as_str()], Duration::from_millis(600)).unwrap();
     for _ in 0..3 {
         assert!(c.ask(&Ask::new()).unwrap().ok);
@@ -43,12 +42,11 @@ fn a_silent_locker_gets_each_request_at_most_once_and_is_then_passed_over() {
 
 #[test]
 fn the_client_returns_an_error_when_no_locker_answers() {
-    let mut a = Daemon::start(&[]);
-    let mut b = Daemon::start(&[]);
+    let mut a = Served::start(&[]);
+    let mut b = Served::start(&[]);
     let endpoints = [a.endpoint.clone(), b.endpoint.clone()];
     for d in [&mut a, &mut b] {
-        d.signal("KILL");
-        d.wait_exit(Duration::from_secs(5)).expect("killed");
+        d.stop();
     }
     let mut c = Client::new(endpoints, Duration::from_millis(300)).unwrap();
     let start = Instant::now();
@@ -61,13 +59,13 @@ fn the_client_returns_an_error_when_no_locker_answers() {
 
 #[test]
 fn the_client_keeps_working_when_the_locker_it_used_is_killed() {
-    let first = Daemon::start(&["--max-requests", "1000"]);
-    let second = Daemon::start(&["--max-requests", "1000"]);
+    let mut first = Served::start(&["--max-requests", "1000"]);
+    let second = Served::start(&["--max-requests", "1000"]);
     let timeout = Duration::from_millis(600);
     let mut client = Client::new([first.endpoint.clone(), second.endpoint.clone()], timeout).unwrap();
     assert!(client.ask(&Ask::new()).unwrap().ok);
     assert_eq!(client.current_endpoint(), Some(first.endpoint.as_str()));
-    first.signal("KILL");
+    first.stop();
     let started = Instant::now();
     assert!(client.ask(&Ask::new()).unwrap().ok, "the second locker answers");
     // Within the deadline, whatever the machine's load: the dead locker's
@@ -85,10 +83,10 @@ fn the_client_keeps_working_when_the_locker_it_used_is_killed() {
 
 #[test]
 fn ask_with_a_dead_locker_first_answers_from_the_next_within_its_timeout() {
-    let dead = Daemon::start(&[]);
-    let live = Daemon::start(&[]);
+    let mut dead = Served::start(&[]);
+    let live = Served::start(&[]);
     let dead_endpoint = dead.endpoint.clone();
-    dead.signal("KILL");
+    dead.stop();
     let started = Instant::now();
     let out = run_locker(&["ask", "--connect", &dead_endpoint, "--connect", &live.endpoint, "--timeout", "800ms"]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));

@@ -12,7 +12,7 @@ use locker::core::{Limit, Locker, Nanos, Quota, DEFAULT_LIMIT};
 use locker::service::Service;
 use locker::wire::{self, ErrorReply, Reply};
 
-use crate::support::{req, round_trip, seam, Daemon};
+use crate::support::{req, round_trip, seam, Served};
 
 const T0: Nanos = 1_700_000_000_000_000_000;
 
@@ -64,7 +64,7 @@ fn bad_structured_requests_get_error_maps_naming_the_problem_and_serving_goes_on
 
 #[test]
 fn empty_multipart_and_random_messages_never_stop_the_daemon() {
-    let d = Daemon::start(&["--max-requests", "100000"]);
+    let d = Served::start(&["--max-requests", "100000"]);
     let ctx = zmq::Context::new();
     let s = req(&ctx, &d.endpoint);
     assert_eq!(round_trip(&s, b""), b"go", "an empty message is a plain request");
@@ -86,7 +86,7 @@ fn empty_multipart_and_random_messages_never_stop_the_daemon() {
 
 #[test]
 fn oversized_messages_and_raw_garbage_only_hurt_their_sender() {
-    let d = Daemon::start(&["--max-message-size", "1024", "--max-requests", "1000"]);
+    let d = Served::start(&["--max-message-size", "1024", "--max-requests", "1000"]);
     let ctx = zmq::Context::new();
     let big = req(&ctx, &d.endpoint);
     big.set_rcvtimeo(300).unwrap();

@@ -15,7 +15,7 @@ use locker::service::Service;
 use locker::wire::{Heartbeat, LeaseAsk, LeaseReply, Release};
 use locker::{Ask, Client, GoReply};
 
-use crate::support::{answer, seam, seam_ask, seam_stats, Daemon, TempFile, DEADLINE};
+use crate::support::{answer, seam, seam_ask, seam_stats, Served, TempFile, DEADLINE};
 
 const MS: Nanos = 1_000_000;
 /// An instant on a 0.5 s and a 1 s boundary.
@@ -114,7 +114,7 @@ fn config(test: &str, capacity: u32) -> TempFile {
 #[test]
 fn the_client_sleeps_a_reservation_and_its_lease_guard_holds_until_dropped() {
     let file = config("client", 1);
-    let d = Daemon::start(&["--config", file.path()]);
+    let d = Served::start(&["--config", file.path()]);
     let mut c = Client::new([d.endpoint.as_str()], DEADLINE).unwrap();
     assert!(c.ask(&Ask::new().limit("smooth")).unwrap().ok);
     let started = Instant::now();

@@ -8,6 +8,20 @@
 //! kind's counting, batches, holding, leases, restores, peering, clocks
 //! and edge-case inputs live there, with exact figures.
 //!
+//! What needs real sockets but no process boundary runs against a locker
+//! served in this process (`support::Served`, mini-redis style: the same
+//! `Server` the binary runs, on a thread, stopped by a flag): the client
+//! library's failover and timeouts (`failover::*`,
+//! `edges::a_dead_first_endpoint_does_not_cost_half_the_timeout`,
+//! `batch::the_client_asks_many_in_one_round_trip`,
+//! `pool::a_permit_pool_hands_out_batches_but_never_more_than_a_slot_allows`,
+//! `kinds::the_client_sleeps_a_reservation_and_its_lease_guard_holds_until_dropped`),
+//! hostile messages on the socket (`hostile::empty_multipart_and_random_messages_never_stop_the_daemon`,
+//! `hostile::oversized_messages_and_raw_garbage_only_hurt_their_sender`), and
+//! every reply reaching a DEALER client
+//! (`delivery::a_held_burst_released_at_a_slot_start_reaches_its_caller_and_no_go_is_lost`,
+//! `delivery::replies_to_a_client_that_went_away_are_counted_as_undelivered`).
+//!
 //! ## What still starts a real `locker` process, and why
 //!
 //! Only what needs a process, a real socket, a real disk or another
@@ -16,6 +30,7 @@
 //! - **Signals** (SIGTERM, SIGINT, SIGHUP, SIGSTOP):
 //!   `lifecycle::sigterm_and_sigint_stop_it_within_a_second_with_status_zero`,
 //!   `hold::sigterm_answers_every_held_ask_before_the_locker_exits`,
+//!   `delivery::a_dealer_with_six_thousand_held_asks_gets_every_reply_at_a_stop`,
 //!   `state::sigterm_syncs_and_a_clean_restart_restores_too`,
 //!   `operations::sighup_reloads_the_file_keeping_the_counts_of_unchanged_limits`,
 //!   `operations::sighup_without_a_config_file_keeps_serving`,
@@ -30,18 +45,11 @@
 //!   `hold::a_held_ask_that_goes_is_in_the_state_file_before_its_reply_leaves`,
 //!   `clocks::a_restart_with_the_clock_stepped_ahead_regrants_nothing_and_the_next_one_runs_on_the_right_clock` (libfaketime),
 //!   `faults::a_full_disk_refuses_grants_instead_of_killing_the_locker`.
-//! - **Real sockets** (REQ/DEALER against the ROUTER, multi-part, oversized, floods, fd limits):
-//!   `hostile::empty_multipart_and_random_messages_never_stop_the_daemon`,
-//!   `hostile::oversized_messages_and_raw_garbage_only_hurt_their_sender`,
+//! - **The process's sockets** (its open-files limit, the endpoint it prints):
 //!   `faults::the_soft_open_files_limit_is_raised_to_the_hard_one`,
 //!   `faults::connections_it_cannot_accept_are_logged_and_counted`,
 //!   `lifecycle::prints_the_real_endpoint_and_serves_it`,
-//!   `edges::host_names_in_binds_are_resolved_and_ports_are_checked`,
-//!   `delivery::*` (3: thousands of replies to one DEALER, a client gone).
-//! - **The client library on real sockets and real time** (failover, timeouts, sleeps, background heartbeats):
-//!   `failover::*` (5), `edges::a_dead_first_endpoint_does_not_cost_half_the_timeout`,
-//!   `batch::the_client_asks_many_in_one_round_trip`, `pool::a_permit_pool_hands_out_batches_but_never_more_than_a_slot_allows`,
-//!   `kinds::the_client_sleeps_a_reservation_and_its_lease_guard_holds_until_dropped`.
+//!   `edges::host_names_in_binds_are_resolved_and_ports_are_checked`.
 //! - **The process's own resources** (resident memory, request latency, its entropy):
 //!   `trust::a_flood_of_keys_gives_its_memory_back_at_the_next_slot_change_without_a_request`,
 //!   `trust::a_flood_of_rolling_window_keys_gives_its_memory_back_without_a_request`,
@@ -55,7 +63,8 @@
 //!   `operations::a_peered_pair_shows_each_other_in_its_scrape`, `operations::a_locker_waiting_for_its_peers_is_503_joining`,
 //!   `operations::locker_health_exits_0_while_serving_and_1_when_nothing_answers`, `prometheus::*` (3).
 //! - **The Redis store**: `store::*` (7).
-//! - **The command line** (`ask`, `stats`, `lease`, `bench`, `check-config`, config and flag errors, start-up warnings):
+//! - **The command line** (`ask`, `stats`, `lease`, `bench`, `check-config`, config and flag errors, start-up warnings;
+//!   `batch::bench_counts_every_decision_of_every_batch` asks a locker served in-process):
 //!   `ask::*` (5), `bench::*` (3), `batch::bench_counts_every_decision_of_every_batch`,
 //!   `operations::check_config_exits_0_for_a_valid_file_and_2_with_the_error`,
 //!   `edges::a_lease_wait_that_ends_in_the_queue_is_not_held_rather_than_an_error`,

@@ -9,14 +9,14 @@ use std::time::{Duration, Instant};
 
 use locker::{Client, PermitPool};
 
-use crate::support::{per_slot, wall_ns, Daemon};
+use crate::support::{per_slot, wall_ns, Served};
 
 const MAX: u32 = 300;
 const SLOT_NS: u128 = 100_000_000;
 
 #[test]
 fn a_permit_pool_hands_out_batches_but_never_more_than_a_slot_allows() {
-    let d = Daemon::start(&["--max-requests", "300", "--in-seconds", "0.1"]);
+    let d = Served::start(&["--max-requests", "300", "--in-seconds", "0.1"]);
     let client = Client::new([d.endpoint.as_str()], Duration::from_secs(5)).unwrap();
     let mut pool = PermitPool::new(client, None, Some("batch"), 64);
     let stamps = Mutex::new(Vec::new());

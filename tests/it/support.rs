@@ -547,3 +547,61 @@ pub fn seam_stats(service: &mut locker::service::Service, now: locker::core::Nan
 pub fn sim_stats(group: &mut locker::sim::Group, i: usize) -> locker::StatsReply {
     answer(&group.request(i, &stats_body())).expect("stats are always answered")
 }
+
+/// The command line of `locker serve`, as the binary reads it, for a
+/// locker served in this process.
+#[derive(clap::Parser)]
+struct ServeLine {
+    #[command(flatten)]
+    settings: locker::config::Settings,
+    #[arg(long)]
+    config: Option<std::path::PathBuf>,
+}
+
+/// A locker served by this process on real sockets (mini-redis style), for
+/// tests of sockets and clients that need no process boundary: its loop
+/// runs on a thread until `stop` (or drop). Stopping it closes its socket
+/// as a killed process's would.
+pub struct Served {
+    pub endpoint: String,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Served {
+    /// Serves `locker serve --bind tcp://127.0.0.1:* <args>` here.
+    pub fn start(args: &[&str]) -> Served {
+        use clap::Parser;
+        let line = ["serve", "--bind", "tcp://127.0.0.1:*"].iter().chain(args);
+        let line = ServeLine::try_parse_from(line).expect("a valid command line");
+        let file = match &line.config {
+            Some(path) => locker::config::FileConfig::load(path).expect("a valid config file"),
+            None => locker::config::FileConfig::default(),
+        };
+        let config = locker::config::ServeConfig::resolve(line.settings, file).expect("valid settings");
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (bound, endpoint) = std::sync::mpsc::channel();
+        let flag = Arc::clone(&stop);
+        let thread = thread::spawn(move || {
+            let server = locker::daemon::Server::bind(&config).expect("binds");
+            bound.send(server.endpoint().to_owned()).unwrap();
+            server.run(&flag).expect("serves until stopped");
+        });
+        let endpoint = endpoint.recv_timeout(DEADLINE).expect("bound");
+        Served { endpoint, stop, thread: Some(thread) }
+    }
+
+    /// Stops serving and closes the socket: clients see it gone.
+    pub fn stop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.join().expect("the loop ended cleanly");
+        }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
