@@ -158,7 +158,7 @@ impl Service {
 
     /// Keeps every counting limit's counts in a store from now on: asks
     /// are decided from claims (see `core::claims`), which the daemon
-    /// carries to the store (`take_store_calls`) and back (`on_store`); and
+    /// carries to the store (`step::flush`) and back (`on_store`); and
     /// semaphore leases in it, served by `serve` (`respond` still answers
     /// them from this locker).
     pub fn with_store(mut self) -> Service {
@@ -248,7 +248,8 @@ impl Service {
 
     /// Does the work that falls due at `now` (see `next_deadline`): frees
     /// expired leases, grants their count to waiters, and follows the peers.
-    pub fn on_timeout(&mut self, now: Nanos) {
+    /// A loop calls it through `step::turn`.
+    fn on_timeout(&mut self, now: Nanos) {
         let now = self.enter(now);
         self.locker.expire(now);
         if let Some(s) = &mut self.store {

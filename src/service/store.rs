@@ -161,8 +161,8 @@ impl StoreSide {
 
 impl Service {
     /// The claims and lease calls to send to the store, taken out; empty
-    /// without a store.
-    pub fn take_store_calls(&mut self) -> (Vec<ClaimAsk>, Vec<LeaseCall>) {
+    /// without a store. A loop takes them through `step::flush`.
+    pub(super) fn take_store_calls(&mut self) -> (Vec<ClaimAsk>, Vec<LeaseCall>) {
         match &mut self.store {
             Some(s) => (s.claims.take_outbox(), std::mem::take(&mut s.lease_calls.outbox)),
             None => (Vec::new(), Vec::new()),

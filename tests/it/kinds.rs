@@ -15,7 +15,7 @@ use locker::service::Service;
 use locker::wire::{Heartbeat, LeaseAsk, LeaseReply, Release};
 use locker::{Ask, Client, GoReply};
 
-use crate::support::{answer, seam, seam_ask, seam_stats, Served, TempFile, DEADLINE};
+use crate::support::{answer, seam, seam_ask, seam_stats, turn, Served, TempFile, DEADLINE};
 
 const MS: Nanos = 1_000_000;
 /// An instant on a 0.5 s and a 1 s boundary.
@@ -70,9 +70,9 @@ fn an_expired_lease_frees_its_count_on_its_deadline_without_any_request() {
     // Nothing but the loop's own wake-up at the deadline it was given can
     // expire the first lease and hand its count to the waiter.
     assert_eq!(s.next_deadline(), Some(T0 + 100 * MS), "the loop wakes when the ttl ends");
-    s.on_timeout(T0 + 100 * MS - 1);
+    turn(&mut s, T0 + 100 * MS - 1);
     assert_eq!(seam_stats(&mut s, T0 + 100 * MS - 1).live_keys, 2, "not before");
-    s.on_timeout(T0 + 100 * MS);
+    turn(&mut s, T0 + 100 * MS);
     assert_eq!(seam_stats(&mut s, T0 + 100 * MS).live_keys, 1, "the expired lease is gone");
     let id = queued.lease.unwrap();
     let beat = Heartbeat { limit: Some("db"), lease: &id, ttl_ms: None, count: None };

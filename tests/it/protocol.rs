@@ -5,6 +5,8 @@ use locker::core::{Algorithm, Limit, Locker, Quota, DEFAULT_LIMIT};
 use locker::service::Service;
 use locker::wire::{self, Ask, GoReply, LeaseAsk, LeaseReply, Reply, RequestMap, StatsReply, WireError};
 
+use crate::support::turn;
+
 const SLOT: u64 = 800_000_000; // 0.8 s
 const T0: u64 = 10 * SLOT; // the start of slot 10
 
@@ -212,7 +214,7 @@ fn leases_expire_on_the_deadline_the_loop_is_given() {
     let Reply::Answer(pending) = lease(&mut s, 10 * MS, &waiting) else { panic!("refused") };
     assert!(!pending.ok && pending.pending);
     assert_eq!(s.next_deadline(), Some(50 * MS));
-    s.on_timeout(50 * MS);
+    turn(&mut s, 50 * MS);
     let id = pending.lease.unwrap();
     let poll = RequestMap { op: Some("heartbeat"), limit: Some("db"), lease: Some(&id), ..RequestMap::default() };
     let Reply::Answer(now_held) = lease(&mut s, 60 * MS, &poll) else { panic!("refused") };
@@ -273,7 +275,7 @@ fn a_late_wake_up_still_hands_an_expired_lease_to_its_waiter() {
     let Reply::Answer(b) = lease(&mut s, MS / 2, &waiting) else { panic!("refused") };
     assert!(!b.ok && b.pending);
     let late = 10 * MS + 6 * MS / 10;
-    s.on_timeout(late);
+    turn(&mut s, late);
     let id = b.lease.unwrap();
     let poll = RequestMap { op: Some("heartbeat"), limit: Some("db"), lease: Some(&id), ..RequestMap::default() };
     let Reply::Answer(held) = lease(&mut s, late, &poll) else { panic!("refused") };

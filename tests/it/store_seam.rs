@@ -9,6 +9,8 @@ use locker::core::{Algorithm, Limit, Locker, Nanos, Quota, DEFAULT_LIMIT};
 use locker::service::{Answer, Service};
 use locker::wire::{self, Ask, GoReply, LeaseAsk, LeaseReply, Reply, RequestMap};
 
+use crate::support::store_calls;
+
 const MS: Nanos = 1_000_000;
 const T0: Nanos = 2_000_000_000_000 * MS;
 
@@ -49,7 +51,7 @@ fn an_ask_waits_for_its_claim_and_the_asks_after_it_go_from_the_hand_without_the
     let mut s = on_store();
     assert_eq!(serve(&mut s, T0, 1, b"let me go").0, Answer::Held, "nothing on hand: the ask waits");
     assert_eq!(serve(&mut s, T0, 2, b"let me go").0, Answer::Held, "the second waits for the same claim");
-    let claims = s.take_store_calls().0;
+    let claims = store_calls(&mut s, T0).claims;
     assert_eq!(claims.len(), 1, "one claim for both: {claims:?}");
     assert!(claims[0].want >= 2, "the unsent claim grew to cover both asks: {claims:?}");
     assert!(ready(&mut s, T0).is_empty(), "nothing is answered before the store answers");
@@ -58,7 +60,7 @@ fn an_ask_waits_for_its_claim_and_the_asks_after_it_go_from_the_hand_without_the
     for token in 3..8 {
         assert_eq!(serve(&mut s, T0 + 2 * MS, token, b"let me go"), (Answer::Now, b"go".to_vec()));
     }
-    let ahead = s.take_store_calls().0;
+    let ahead = store_calls(&mut s, T0).claims;
     assert_eq!(ahead.len(), 1, "a hand running low claims its next chunk while it still answers: {ahead:?}");
     let stats = s.locker().figures().stats().next().unwrap().1;
     assert_eq!((stats.requests, stats.go), (7, 7));
@@ -71,14 +73,14 @@ fn when_the_store_fails_a_limit_that_fails_closed_says_sorry_and_one_that_fails_
     assert_eq!(serve(&mut s, T0, 1, b"let me go").0, Answer::Held);
     assert_eq!(serve(&mut s, T0, 2, &open).0, Answer::Held);
     let failed =
-        s.take_store_calls().0.into_iter().map(|c| Claimed { id: c.id, grant: Err("the store failed".into()) });
+        store_calls(&mut s, T0).claims.into_iter().map(|c| Claimed { id: c.id, grant: Err("the store failed".into()) });
     s.on_store(T0 + MS, failed.collect(), Vec::new());
     let answers = ready(&mut s, T0 + MS);
     assert_eq!(answers[0], (1, b"sorry".to_vec()), "closed: sorry");
     let Ok(Reply::Answer(r)) = wire::decode_reply::<GoReply>(&answers[1].1) else { panic!("{answers:?}") };
     assert!(r.ok, "open: go from this locker's own counts: {r:?}");
     assert_eq!(serve(&mut s, T0 + 2 * MS, 3, b"let me go"), (Answer::Now, b"sorry".to_vec()), "no claim while down");
-    assert!(s.take_store_calls().0.is_empty(), "the store is left alone a while after it failed");
+    assert!(store_calls(&mut s, T0).claims.is_empty(), "the store is left alone a while after it failed");
 }
 
 fn lease_reply(out: &[u8]) -> Result<LeaseReply, String> {
@@ -93,7 +95,7 @@ fn a_lease_request_goes_to_the_store_and_its_reply_is_the_stores_answer_on_the_l
     let mut s = on_store();
     let acquire = body(&LeaseAsk::new("db", 2).ttl_ms(500).to_map());
     assert_eq!(serve(&mut s, T0, 1, &acquire).0, Answer::Held, "a lease waits for the store");
-    let calls = s.take_store_calls().1;
+    let calls = store_calls(&mut s, T0).leases;
     assert_eq!(calls.len(), 1);
     assert_eq!((&*calls[0].name, calls[0].capacity), ("db", 3));
     let LeaseOp::Acquire(hold) = calls[0].op else { panic!("{calls:?}") };
@@ -110,11 +112,11 @@ fn a_lease_request_goes_to_the_store_and_its_reply_is_the_stores_answer_on_the_l
     let (answer, out) = serve(&mut s, T0 + 3 * MS, 2, &too_many);
     assert_eq!(answer, Answer::Now, "a bad count never reaches the store");
     assert!(lease_reply(&out).unwrap_err().contains("count 4"), "{:?}", lease_reply(&out));
-    assert!(s.take_store_calls().1.is_empty());
+    assert!(store_calls(&mut s, T0).leases.is_empty());
 
     let again = body(&LeaseAsk::new("db", 1).to_map());
     assert_eq!(serve(&mut s, T0 + 4 * MS, 3, &again).0, Answer::Held);
-    let call = s.take_store_calls().1.remove(0);
+    let call = store_calls(&mut s, T0).leases.remove(0);
     s.on_store(
         T0 + 5 * MS,
         Vec::new(),

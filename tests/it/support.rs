@@ -605,3 +605,43 @@ impl Drop for Served {
         self.stop();
     }
 }
+
+/// What a loop step sends, kept for a test: replies by token, and the
+/// store's calls.
+#[derive(Default)]
+pub struct Sent {
+    pub replies: Vec<(locker::service::Token, Vec<u8>)>,
+    pub claims: Vec<locker::core::claims::ClaimAsk>,
+    pub leases: Vec<locker::core::store_lease::LeaseCall>,
+}
+
+impl locker::service::Io for Sent {
+    fn reply(&mut self, token: locker::service::Token, body: &[u8]) {
+        self.replies.push((token, body.to_vec()));
+    }
+
+    fn store(
+        &mut self,
+        claims: Vec<locker::core::claims::ClaimAsk>,
+        leases: Vec<locker::core::store_lease::LeaseCall>,
+    ) {
+        self.claims.extend(claims);
+        self.leases.extend(leases);
+    }
+}
+
+/// One loop turn of `service` at `now` with nothing read, as the daemon's
+/// loop takes it (`service::step::turn`); what it sent.
+pub fn turn(service: &mut locker::service::Service, now: locker::core::Nanos) -> Sent {
+    let mut sent = Sent::default();
+    locker::service::step::turn(service, now, &mut (), &mut sent, &mut Vec::new());
+    sent
+}
+
+/// What `service` has for the store at `now`, as the loop hands it over
+/// after serving (`service::step::flush`).
+pub fn store_calls(service: &mut locker::service::Service, now: locker::core::Nanos) -> Sent {
+    let mut sent = Sent::default();
+    locker::service::step::flush(service, now, &mut sent);
+    sent
+}
