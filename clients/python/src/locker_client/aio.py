@@ -36,7 +36,7 @@ import zmq
 import zmq.asyncio
 
 from . import calls, curve, pirate, wire
-from .base import DEFAULT_ENDPOINT, DEFAULT_TIMEOUT, ClientBase
+from .base import DEFAULT_ENDPOINT, DEFAULT_TIMEOUT, ClientBase, sent as _sent
 from .errors import ClientError
 from .lease import LeaseState, LeaseWait, Terms, log
 from .pool import PoolState
@@ -46,7 +46,7 @@ T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class AsyncClient(ClientBase[zmq.asyncio.Socket]):
+class AsyncClient(ClientBase["zmq.Socket[bytes]"]):
     """A connection to one or more lockers for asyncio programs.
 
     Same arguments (CURVE keys included) and failover as
@@ -72,6 +72,8 @@ class AsyncClient(ClientBase[zmq.asyncio.Socket]):
         # Made on first use, inside the loop (Python 3.9 binds a Lock to the
         # loop current when it is created).
         self._lock: Optional[asyncio.Lock] = None
+        # The open socket's waits on the loop, made on its first request.
+        self._waits: Optional[_Waits] = None
 
     async def ask(
         self,
@@ -212,30 +214,95 @@ class AsyncClient(ClientBase[zmq.asyncio.Socket]):
     async def round_trip(self, body: bytes) -> bytes:
         """Sends ``body`` and returns the one reply, failing over between
         endpoints; raises :class:`~locker_client.NoAnswer` at the deadline."""
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
-            plan = self._plan()
-            for tried in plan:
-                got = await self._attempt(tried, body)
-                if isinstance(got, bytes):
-                    return self._answered(tried.index, got)
-                plan.missed(tried, got)
-            raise self._no_answer()
+        lock = self._lock
+        if lock is None:
+            lock = self._lock = asyncio.Lock()
+        async with lock:
+            started = self._start()
+            socket, waits = self._socket, self._waits
+            if socket is not None and self._index == self._preferred and waits is not None and waits.loop is _running_loop():
+                # The common case, as the blocking client takes it: send at
+                # once on the socket to the locker that answered last and
+                # wait for the answer for this first try's share.
+                try:
+                    sent = _sent(socket, body)
+                    if sent and await waits.ready(_POLLIN, started + self._timeout / len(self._endpoints)):
+                        reply: Optional[bytes] = socket.recv(_DONTWAIT)
+                    else:
+                        reply = None
+                except BaseException:
+                    # Cancelled or interrupted between send and receive:
+                    # the REQ socket cannot be used again.
+                    self._drop()
+                    raise
+                if reply is not None:
+                    return reply
+                if sent:
+                    self._missed(pirate.Missed.SILENT)
+                    return await self._failover(body, started, sent_first=True)
+            return await self._failover(body, started, sent_first=False)
+
+    async def _failover(self, body: bytes, started: float, sent_first: bool) -> bytes:
+        """The Lazy Pirate plan, as :meth:`locker_client.Client._failover`
+        follows it."""
+        plan = self._plan(started)
+        tries = iter(plan)
+        if sent_first:
+            first = next(tries, None)
+            if first is None:
+                raise self._no_answer()
+            plan.missed(first, pirate.Missed.SILENT)
+        for tried in tries:
+            got = await self._attempt(tried, body)
+            if isinstance(got, bytes):
+                return self._answered(tried.index, got)
+            plan.missed(tried, got)
+        raise self._no_answer()
 
     async def _call(self, call: calls.Call[T]) -> T:
         return call.decode(await self.round_trip(call.body))
 
     async def _attempt(self, tried: pirate.Try, body: bytes) -> Union[bytes, pirate.Missed]:
         """One try, as :meth:`locker_client.Client._attempt` makes it."""
-        started = time.monotonic()
+        started = _monotonic()
         with self._socket_for(tried.index) as socket:
-            # pyzmq's stub of the asyncio poll leaves out its flags argument.
-            if not (await socket.poll(tried.connect_ms(), zmq.POLLOUT) and await _sent(socket, body)):  # type: ignore[call-arg]
+            waits = self._waits_for(socket)
+            if not (
+                _sent(socket, body)
+                or (await waits.ready(_POLLOUT, started + tried.connect) and _sent(socket, body))
+            ):
                 return self._missed(pirate.Missed.NOT_CONNECTED)
-            if not await socket.poll(tried.answer_ms(time.monotonic() - started), zmq.POLLIN):  # type: ignore[call-arg]
+            if not await waits.ready(_POLLIN, started + tried.budget):
                 return self._missed(pirate.Missed.SILENT)
-            return await socket.recv()
+            return cast(bytes, socket.recv(_DONTWAIT))
+
+    # ---- waiting on the event loop ---------------------------------------
+
+    def _new_socket(self) -> "zmq.Socket[bytes]":
+        """A plain (blocking-flavoured) REQ socket on this client's context,
+        used only without blocking: the client waits for it on the event
+        loop itself (:class:`_Waits`) instead of through ``zmq.asyncio``,
+        whose futures, callbacks and poller cost more per request than the
+        locker takes to answer."""
+        return zmq.Socket(self._ctx, zmq.REQ)
+
+    def _waits_for(self, socket: "zmq.Socket[bytes]") -> "_Waits":
+        """The waits of the open ``socket`` on the running loop, set up on
+        its first request."""
+        waits = self._waits
+        if waits is None or waits.loop is not asyncio.get_running_loop():
+            if waits is not None:
+                waits.stop()
+            waits = self._waits = _Waits(socket)
+        return waits
+
+    def _drop(self) -> None:
+        # The loop stops watching the socket before it is closed: a closed
+        # descriptor left registered would confuse the loop's selector.
+        if self._waits is not None:
+            self._waits.stop()
+            self._waits = None
+        super()._drop()
 
     def close(self) -> None:
         """Closes the socket; later requests raise ``ClientError``."""
@@ -248,13 +315,86 @@ class AsyncClient(ClientBase[zmq.asyncio.Socket]):
         self.close()
 
 
-async def _sent(socket: zmq.asyncio.Socket, body: bytes) -> bool:
-    """Sends without waiting; False when the connection went in between."""
-    try:
-        await socket.send(body, zmq.DONTWAIT)
-    except zmq.Again:
-        return False
-    return True
+class _Waits:
+    """How an :class:`AsyncClient` waits for its socket on the event loop.
+
+    A ZeroMQ socket's ``ZMQ_FD`` becomes readable when something may have
+    changed, and ``ZMQ_EVENTS`` says what. The loop watches that
+    descriptor for as long as the socket is open (not once per request:
+    registering costs two system calls), and a request's wait is one
+    future, resolved by the watch when the event it waits for is there or
+    by one timer at its deadline. Reading ``ZMQ_EVENTS`` after the future
+    is set up catches what came before; every wake-up reads it again,
+    which also re-arms the descriptor.
+
+    A loop without ``add_reader`` (Windows' proactor loop) is waited on
+    through a ``zmq.asyncio.Poller`` instead, which works there.
+    """
+
+    __slots__ = ("loop", "_socket", "_fd", "_watched", "_future", "_event")
+
+    def __init__(self, socket: "zmq.Socket[bytes]") -> None:
+        self.loop = asyncio.get_running_loop()
+        self._socket = socket
+        self._fd: int = socket.getsockopt(zmq.FD)
+        self._future: "Optional[asyncio.Future[bool]]" = None
+        self._event = 0
+        try:
+            self.loop.add_reader(self._fd, self._wake)
+            self._watched = True
+        except NotImplementedError:
+            self._watched = False
+
+    async def ready(self, event: int, until: float) -> bool:
+        """Whether ``event`` (``POLLIN`` or ``POLLOUT``) came on the socket
+        by ``until`` (monotonic seconds)."""
+        if not self._watched:
+            return await self._polled(event, until)
+        if self._socket.getsockopt(_EVENTS) & event:
+            return True
+        future = self.loop.create_future()
+        self._future, self._event = future, event
+        timer = self.loop.call_later(until - _monotonic(), _time_up, future)
+        try:
+            return await future
+        finally:
+            self._future = None
+            timer.cancel()
+
+    def _wake(self) -> None:
+        """The loop's callback when the socket's descriptor is readable."""
+        events = self._socket.getsockopt(_EVENTS)
+        future = self._future
+        if future is not None and events & self._event and not future.done():
+            future.set_result(True)
+
+    async def _polled(self, event: int, until: float) -> bool:
+        poller = zmq.asyncio.Poller()
+        poller.register(self._socket, event)
+        return bool(await poller.poll(pirate.poll_ms(until - _monotonic())))
+
+    def stop(self) -> None:
+        """The loop stops watching the socket (before it is closed)."""
+        if self._watched:
+            self._watched = False
+            try:
+                self.loop.remove_reader(self._fd)
+            except RuntimeError:  # the loop's thread is gone or it is closed
+                pass
+
+
+def _time_up(future: "asyncio.Future[bool]") -> None:
+    if not future.done():
+        future.set_result(False)
+
+
+# Looked up once, as in the blocking client: the common path is short.
+_monotonic = time.monotonic
+_running_loop = asyncio.get_running_loop
+_EVENTS = int(zmq.EVENTS)
+_POLLIN = int(zmq.POLLIN)
+_POLLOUT = int(zmq.POLLOUT)
+_DONTWAIT = int(zmq.DONTWAIT)
 
 
 async def wait_for_lease(client: AsyncClient, acquire: wire.Request) -> Terms:

@@ -63,12 +63,16 @@ class ClientBase(Generic[S]):
         twin._preferred = self._preferred
         return twin
 
-    def _plan(self) -> pirate.Plan:
-        """The tries of a request starting now."""
+    def _start(self) -> float:
+        """The instant a request starts, its deadline ``timeout`` later;
+        raises ClientError when the client is closed."""
         if self._closed:
             raise ClientError("the client is closed")
-        deadline = time.monotonic() + self._timeout
-        return pirate.Plan(len(self._endpoints), self._preferred, deadline, time.monotonic)
+        return time.monotonic()
+
+    def _plan(self, started: float) -> pirate.Plan:
+        """The tries of a request that started at ``started``."""
+        return pirate.Plan(len(self._endpoints), self._preferred, started + self._timeout, time.monotonic)
 
     def _answered(self, index: int, reply: bytes) -> bytes:
         """The endpoint that answered is asked first next time."""
@@ -83,17 +87,24 @@ class ClientBase(Generic[S]):
         if self._socket is not None and self._index != index:
             self._drop()
         if self._socket is None:
-            socket = self._ctx.socket(zmq.REQ)
+            socket = self._new_socket()
             # Unsent requests die with the socket instead of holding up exit.
             socket.setsockopt(zmq.LINGER, 0)
             # Queue nothing for an endpoint without a connection: the socket
             # is writable only once connected, so a try sees a dead locker
             # within the connect check and passes it over.
             socket.setsockopt(zmq.IMMEDIATE, 1)
+            # The blocking client's first look for an answer (the asyncio
+            # client never blocks in a receive): see ``Client._reply``.
+            socket.setsockopt(zmq.RCVTIMEO, pirate.FIRST_LOOK_MS)
             curve.secure(socket, self._curve)
             socket.connect(self._endpoints[index])
             self._socket, self._index = socket, index
         return self._socket
+
+    def _new_socket(self) -> S:
+        """A new REQ socket, not yet connected."""
+        return self._ctx.socket(zmq.REQ)
 
     @contextmanager
     def _socket_for(self, index: int) -> Iterator[S]:
@@ -126,3 +137,18 @@ class ClientBase(Generic[S]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._endpoints!r}, timeout={self._timeout!r})"
+
+
+def sent(socket: "zmq.Socket[Any]", body: bytes) -> bool:
+    """Sends without waiting; False when there is no connection (ZeroMQ
+    queues nothing for an endpoint without one, ``ZMQ_IMMEDIATE``)."""
+    try:
+        socket.send(body, _DONTWAIT)
+    except zmq.Again:
+        return False
+    return True
+
+
+# pyzmq's flags are enums whose operators run in Python: plain ints on
+# paths of a few microseconds.
+_DONTWAIT = int(zmq.DONTWAIT)

@@ -24,6 +24,12 @@ from typing import Callable, Iterator, List, Sequence, Union
 #: for now: far longer than a connect on a LAN, far shorter than a timeout.
 CONNECT_CHECK = 0.1
 
+#: The blocking client's first look for an answer, in milliseconds (its
+#: sockets' ``ZMQ_RCVTIMEO``): far longer than a locker takes to answer, short
+#: enough that a receive restarted by signals cannot stretch the deadline;
+#: a try that needs longer waits the rest of its budget in a poll.
+FIRST_LOOK_MS = 1
+
 
 class Missed(enum.Enum):
     """Why a try brought no answer."""
