@@ -13,14 +13,15 @@ instead of a thread for heartbeats.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import collections
 import functools
 import inspect
 import time
 from typing import (
     Any,
-    AsyncIterator,
+    AsyncContextManager,
     Callable,
+    Deque,
     Dict,
     Generator,
     Iterable,
@@ -69,9 +70,7 @@ class AsyncClient(ClientBase["zmq.Socket[bytes]"]):
         ctx = context if context is not None else zmq.asyncio.Context.instance()
         keys = curve.load(server_key, client_key)
         super().__init__(pirate.endpoints_list(endpoints), pirate.check_timeout(timeout), ctx, keys)
-        # Made on first use, inside the loop (Python 3.9 binds a Lock to the
-        # loop current when it is created).
-        self._lock: Optional[asyncio.Lock] = None
+        self._turns = _Turns()
         # The open socket's waits on the loop, made on its first request.
         self._waits: Optional[_Waits] = None
 
@@ -88,20 +87,17 @@ class AsyncClient(ClientBase["zmq.Socket[bytes]"]):
         hold_ms: Optional[int] = None,
     ) -> GoReply:
         """Asks for permits; see :meth:`locker_client.Client.ask`."""
-        return await self._call(calls.ask(
-                limit,
-                key,
-                cost,
-                up_to,
-                wire.seconds_or_ms("max_wait", max_wait, max_wait_ms),
-                wire.seconds_or_ms("hold", hold, hold_ms),
-            )
-        )
+        if max_wait is not None:
+            max_wait_ms = wire.seconds_or_ms("max_wait", max_wait, max_wait_ms)
+        if hold is not None:
+            hold_ms = wire.seconds_or_ms("hold", hold, hold_ms)
+        return _decode_go(await self.round_trip(wire.ask_body(limit, key, cost, up_to, max_wait_ms, hold_ms)))
 
     async def ask_many(self, asks: Iterable[Ask]) -> List[BatchReply]:
         """Many asks in one message, their replies in order; see
         :meth:`locker_client.Client.ask_many`."""
-        return await self._call(calls.ask_many(asks))
+        body, count = wire.batch_body(asks)
+        return wire.decode_batch(await self.round_trip(body), count)
 
     async def acquire(
         self,
@@ -126,20 +122,19 @@ class AsyncClient(ClientBase["zmq.Socket[bytes]"]):
     async def go(self, limit: Optional[str] = None) -> bool:
         """Asks once: True for go; see :meth:`locker_client.Client.go`."""
         if limit is None:
-            return await self._call(calls.go(None))
+            return wire.decode_plain(await self.round_trip(wire.PLAIN_BODY))
         return (await self.ask(limit)).ok
 
-    @contextlib.asynccontextmanager
-    async def permit(
+    def permit(
         self, limit: Optional[str] = None, key: Optional[str] = None, *, cost: int = 1, wait: float = 0.0
-    ) -> AsyncIterator[GoReply]:
+    ) -> AsyncContextManager[GoReply]:
         """A rate permit for the block it guards, waiting with
         ``asyncio.sleep``; see :meth:`locker_client.Client.permit`::
 
             async with client.permit("api", wait=2.0):
                 await call_the_api()
         """
-        yield await self._permit(limit, key, cost, wait)
+        return _Permit(self, limit, key, cost, wait)
 
     def limited(
         self, limit: Optional[str] = None, key: Optional[str] = None, *, cost: int = 1, wait: float = 0.0
@@ -161,12 +156,14 @@ class AsyncClient(ClientBase["zmq.Socket[bytes]"]):
         return decorate
 
     async def _permit(self, limit: Optional[str], key: Optional[str], cost: int, wait: float) -> GoReply:
-        deadline = time.monotonic() + pirate.check_wait(wait)
+        deadline = _monotonic() + pirate.check_wait(wait)
+        # Built and checked once, however many times it is asked.
+        body = wire.ask_body(limit, key, cost)
         while True:
-            reply = await self.ask(limit, key, cost=cost)
+            reply = _decode_go(await self.round_trip(body))
             if reply.ok:
                 return reply
-            await asyncio.sleep(calls.permit_pause(reply, limit, key, deadline - time.monotonic()))
+            await asyncio.sleep(calls.permit_pause(reply, limit, key, deadline - _monotonic()))
 
     async def stats(self) -> Dict[str, Any]:
         """The locker's counters, as the map it sends."""
@@ -214,10 +211,10 @@ class AsyncClient(ClientBase["zmq.Socket[bytes]"]):
     async def round_trip(self, body: bytes) -> bytes:
         """Sends ``body`` and returns the one reply, failing over between
         endpoints; raises :class:`~locker_client.NoAnswer` at the deadline."""
-        lock = self._lock
-        if lock is None:
-            lock = self._lock = asyncio.Lock()
-        async with lock:
+        turns = self._turns
+        if not turns.take_now():
+            await turns.take()
+        try:
             started = self._start()
             socket, waits = self._socket, self._waits
             if socket is not None and self._index == self._preferred and waits is not None and waits.loop is _running_loop():
@@ -241,6 +238,8 @@ class AsyncClient(ClientBase["zmq.Socket[bytes]"]):
                     self._missed(pirate.Missed.SILENT)
                     return await self._failover(body, started, sent_first=True)
             return await self._failover(body, started, sent_first=False)
+        finally:
+            turns.give()
 
     async def _failover(self, body: bytes, started: float, sent_first: bool) -> bytes:
         """The Lazy Pirate plan, as :meth:`locker_client.Client._failover`
@@ -331,7 +330,7 @@ class _Waits:
     through a ``zmq.asyncio.Poller`` instead, which works there.
     """
 
-    __slots__ = ("loop", "_socket", "_fd", "_watched", "_future", "_event")
+    __slots__ = ("loop", "_socket", "_fd", "_watched", "_future", "_event", "_until", "_alarm", "_alarm_at")
 
     def __init__(self, socket: "zmq.Socket[bytes]") -> None:
         self.loop = asyncio.get_running_loop()
@@ -339,6 +338,12 @@ class _Waits:
         self._fd: int = socket.getsockopt(zmq.FD)
         self._future: "Optional[asyncio.Future[bool]]" = None
         self._event = 0
+        self._until = 0.0
+        # One timer for the deadlines of every wait, not one per wait: each
+        # request's deadline is later than the one before, so a timer set for
+        # an earlier deadline only moves on to the current one when it rings.
+        self._alarm: Optional[asyncio.TimerHandle] = None
+        self._alarm_at = 0.0
         try:
             self.loop.add_reader(self._fd, self._wake)
             self._watched = True
@@ -351,15 +356,37 @@ class _Waits:
         if not self._watched:
             return await self._polled(event, until)
         if self._socket.getsockopt(_EVENTS) & event:
+            # Already there, but a request still gives the loop one turn:
+            # other tasks run, and a cancel lands, as on any await.
+            await asyncio.sleep(0)
             return True
         future = self.loop.create_future()
-        self._future, self._event = future, event
-        timer = self.loop.call_later(until - _monotonic(), _time_up, future)
+        self._future, self._event, self._until = future, event, until
+        if self._alarm is None or self._alarm_at > until:
+            self._set_alarm(until)
         try:
             return await future
         finally:
             self._future = None
-            timer.cancel()
+
+    def _set_alarm(self, at: float) -> None:
+        if self._alarm is not None:
+            self._alarm.cancel()
+        self._alarm = self.loop.call_later(at - _monotonic(), self._ring)
+        self._alarm_at = at
+
+    def _ring(self) -> None:
+        """The timer rang: the wait in progress, if any, ends when its
+        deadline has come (with a last look at the socket), else the timer
+        moves on to that deadline."""
+        self._alarm = None
+        future = self._future
+        if future is None or future.done():
+            return
+        if _monotonic() < self._until:
+            self._set_alarm(self._until)
+        else:
+            future.set_result(bool(self._socket.getsockopt(_EVENTS) & self._event))
 
     def _wake(self) -> None:
         """The loop's callback when the socket's descriptor is readable."""
@@ -375,6 +402,9 @@ class _Waits:
 
     def stop(self) -> None:
         """The loop stops watching the socket (before it is closed)."""
+        if self._alarm is not None:
+            self._alarm.cancel()
+            self._alarm = None
         if self._watched:
             self._watched = False
             try:
@@ -383,14 +413,75 @@ class _Waits:
                 pass
 
 
-def _time_up(future: "asyncio.Future[bool]") -> None:
-    if not future.done():
-        future.set_result(False)
+class _Turns:
+    """The requests of one :class:`AsyncClient` take turns on its socket,
+    first come, first served, as with an ``asyncio.Lock``, but without its
+    two coroutine calls when nobody is waiting, which is nearly always: the
+    turn is then a flag."""
+
+    __slots__ = ("_busy", "_waiting")
+
+    def __init__(self) -> None:
+        self._busy = False
+        self._waiting: "Deque[asyncio.Future[None]]" = collections.deque()
+
+    def take_now(self) -> bool:
+        """Takes the turn if it is free and nobody waits for it."""
+        if self._busy or self._waiting:
+            return False
+        self._busy = True
+        return True
+
+    async def take(self) -> None:
+        """Waits for the turn, behind those already waiting."""
+        if self.take_now():
+            return
+        future: "asyncio.Future[None]" = asyncio.get_running_loop().create_future()
+        self._waiting.append(future)
+        try:
+            await future
+        except BaseException:
+            if future.done() and not future.cancelled():
+                self.give()  # handed the turn as it was cancelled: pass it on
+            else:
+                self._waiting.remove(future)
+            raise
+
+    def give(self) -> None:
+        """Ends a turn: the next waiter has it, or it is free."""
+        while self._waiting:
+            future = self._waiting.popleft()
+            if not future.done():
+                future.set_result(None)
+                return
+        self._busy = False
+
+
+class _Permit:
+    """What :meth:`AsyncClient.permit` returns: takes the permit on
+    entering (``async with``) and spends it on exit; a class rather than an
+    async generator, which costs more to enter and leave."""
+
+    __slots__ = ("_client", "_limit", "_key", "_cost", "_wait")
+
+    def __init__(self, client: AsyncClient, limit: Optional[str], key: Optional[str], cost: int, wait: float) -> None:
+        self._client = client
+        self._limit = limit
+        self._key = key
+        self._cost = cost
+        self._wait = wait
+
+    async def __aenter__(self) -> GoReply:
+        return await self._client._permit(self._limit, self._key, self._cost, self._wait)
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
 
 
 # Looked up once, as in the blocking client: the common path is short.
 _monotonic = time.monotonic
 _running_loop = asyncio.get_running_loop
+_decode_go = wire.decode_go
 _EVENTS = int(zmq.EVENTS)
 _POLLIN = int(zmq.POLLIN)
 _POLLOUT = int(zmq.POLLOUT)
