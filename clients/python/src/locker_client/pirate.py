@@ -26,9 +26,12 @@ CONNECT_CHECK = 0.1
 
 #: The blocking client's first look for an answer, in milliseconds (its
 #: sockets' ``ZMQ_RCVTIMEO``): far longer than a locker takes to answer, short
-#: enough that a receive restarted by signals cannot stretch the deadline;
-#: a try that needs longer waits the rest of its budget in a poll.
-FIRST_LOOK_MS = 1
+#: enough that only signals coming faster than this, without end, could
+#: stretch a deadline (pyzmq restarts an interrupted receive with its whole
+#: timeout); a try that needs longer waits the rest of its budget in a
+#: poll. Not 1: libzmq reads its clock in whole milliseconds, so a 1 ms
+#: timeout often ends at once and the answer is then waited for twice.
+FIRST_LOOK_MS = 2
 
 
 class Missed(enum.Enum):
