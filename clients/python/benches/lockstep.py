@@ -15,10 +15,10 @@ ask, for:
   Redis: ``FixedWindowRateLimiter`` and ``MovingWindowRateLimiter`` with
   the same keys, and redis-py's ``PING``, Redis's own floor.
 
-Every contender runs in every round, the order turning from round to round,
-and a ratio is taken within each round, so that a machine shared with other
-work (the figures' load average is printed) moves both sides of a ratio
-alike. The limits never refuse (a billion per second): what is measured is
+Every contender runs in every round, in slices of 200 asks taken in turn
+(the order turning from slice to slice), and a ratio is taken within each
+round, so that a machine shared with other work (the figures' load average
+is printed) moves both sides of a ratio alike. The limits never refuse (a billion per second): what is measured is
 the asking, not the limiting.
 
 It starts its own locker (``$LOCKER_BIN``, else ``target/release/locker`` at
@@ -82,7 +82,10 @@ in_seconds = 1.0
 #: The batch size of the ``ask_many`` row.
 BATCH = 100
 
-#: A round: (asks per second, every ask's latency in ns).
+#: Asks in one slice: contenders take turns slice by slice within a round.
+SLICE = 200
+
+#: A slice: (seconds taken, every ask's latency in ns).
 Round = Tuple[float, List[int]]
 
 
@@ -192,18 +195,25 @@ def timed(asks: int, one: Callable[[int], Any]) -> Round:
         t = clock()
         one(i)
         took[i] = clock() - t
-    return asks / ((clock() - started) / 1e9), took
+    return (clock() - started) / 1e9, took
 
 
 def bare_req(endpoint: str, asks: int, keys: List[str]) -> Round:
-    s = zmq.Context.instance().socket(zmq.REQ)
-    s.setsockopt(zmq.LINGER, 0)
-    s.connect(endpoint)
-    send, recv = s.send, s.recv
-    try:
-        return timed(asks, lambda i: (send(b"big"), recv()))
-    finally:
-        s.close()
+    send, recv = bare_socket(endpoint)
+    return timed(asks, lambda i: (send(b"big"), recv()))
+
+
+_bare: Dict[str, "zmq.Socket[bytes]"] = {}
+
+
+def bare_socket(endpoint: str) -> Tuple[Callable[..., Any], Callable[..., Any]]:
+    """One REQ socket for the whole run, as a client keeps one."""
+    s = _bare.get(endpoint)
+    if s is None:
+        s = _bare[endpoint] = zmq.Context.instance().socket(zmq.REQ)
+        s.setsockopt(zmq.LINGER, 0)
+        s.connect(endpoint)
+    return s.send, s.recv
 
 
 def client_row(client: Client, call: str) -> Callable[[int, List[str]], Round]:
@@ -225,8 +235,8 @@ def client_row(client: Client, call: str) -> Callable[[int, List[str]], Round]:
             return timed(asks, one)
         if call == "batch":
             batches = [[Ask("big", keys[(j + k) % n]) for k in range(BATCH)] for j in range(0, n, BATCH)]
-            rate, took = timed(max(1, asks // BATCH), lambda i: client.ask_many(batches[i % len(batches)]))
-            return rate * BATCH, [t // BATCH for t in took]
+            seconds, took = timed(max(1, asks // BATCH), lambda i: client.ask_many(batches[i % len(batches)]))
+            return seconds * asks / (max(1, asks // BATCH) * BATCH), [t // BATCH for t in took]
         raise ValueError(call)
 
     return run
@@ -245,7 +255,7 @@ def async_row(client: AsyncClient, loop: asyncio.AbstractEventLoop) -> Callable[
                 t = clock()
                 await ask("big", key=keys[i % n])
                 took[i] = clock() - t
-            return asks / ((clock() - started) / 1e9), took
+            return (clock() - started) / 1e9, took
 
         return loop.run_until_complete(main())
 
@@ -325,11 +335,19 @@ def main() -> None:
         for run in rows.values():  # warm up: connect, fill the key tables
             run(min(args.asks, 500), keys)
         load_before = os.getloadavg()
-        results: Dict[str, List[Round]] = {name: [] for name in names}
+        results: Dict[str, List[Tuple[float, List[int]]]] = {name: [] for name in names}
+        slices = max(1, args.asks // SLICE)
         for r in range(args.rounds):
-            turn = r % len(names)
-            for name in names[turn:] + names[:turn]:
-                results[name].append(rows[name](args.asks, keys))
+            spent = {name: 0.0 for name in names}
+            took: Dict[str, List[int]] = {name: [] for name in names}
+            for k in range(slices):
+                turn = (r * slices + k) % len(names)
+                for name in names[turn:] + names[:turn]:
+                    seconds, ns = rows[name](args.asks // slices, keys)
+                    spent[name] += seconds
+                    took[name] += ns
+            for name in names:
+                results[name].append((slices * (args.asks // slices) / spent[name], took[name]))
         load_after = os.getloadavg()
     finally:
         client.close()
@@ -347,7 +365,7 @@ def main() -> None:
 
 
 def figures(
-    results: Dict[str, List[Round]], args: argparse.Namespace, before: Tuple[float, ...], after: Tuple[float, ...], skipped: Optional[str]
+    results: Dict[str, List[Tuple[float, List[int]]]], args: argparse.Namespace, before: Tuple[float, ...], after: Tuple[float, ...], skipped: Optional[str]
 ) -> Dict[str, Any]:
     rows = {}
     for name, rounds in results.items():
