@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import Any, Generic, Iterator, List, Optional, TypeVar
 
 import zmq
+import zmq.backend
 
 from . import curve, pirate
 from .errors import ClientError, NoAnswer
@@ -143,7 +144,10 @@ def sent(socket: "zmq.Socket[Any]", body: bytes) -> bool:
     """Sends without waiting; False when there is no connection (ZeroMQ
     queues nothing for an endpoint without one, ``ZMQ_IMMEDIATE``)."""
     try:
-        socket.send(body, _DONTWAIT)
+        if socket.__class__ is _PLAIN:
+            _backend_send(socket, body, _DONTWAIT)
+        else:
+            socket.send(body, _DONTWAIT)
     except zmq.Again:
         return False
     return True
@@ -152,3 +156,10 @@ def sent(socket: "zmq.Socket[Any]", body: bytes) -> bool:
 # pyzmq's flags are enums whose operators run in Python: plain ints on
 # paths of a few microseconds.
 _DONTWAIT = int(zmq.DONTWAIT)
+
+# pyzmq's Socket.send is a Python wrapper (routing ids, groups) around its
+# backend's, which a plain socket's send can call directly; any other
+# socket class (gevent's, say) keeps its own send.
+_PLAIN = zmq.Socket
+_backend = getattr(zmq.backend, "Socket", None)
+_backend_send = _backend.send if isinstance(_backend, type) and issubclass(_PLAIN, _backend) else _PLAIN.send

@@ -25,6 +25,7 @@ import zmq
 
 from . import calls, curve, pirate, wire
 from .base import DEFAULT_ENDPOINT, DEFAULT_TIMEOUT, ClientBase, sent as _sent
+from .errors import ClientError
 from .lease import Lease, wait_for_lease
 from .wire import Ask, BatchReply, GoReply, LeaseReply
 
@@ -75,6 +76,8 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         keys = curve.load(server_key, client_key)
         super().__init__(pirate.endpoints_list(endpoints), pirate.check_timeout(timeout), ctx, keys)
         self._lock = threading.Lock()
+        # The first try's share of the deadline, as the plan gives it.
+        self._share = self._timeout / len(self._endpoints)
 
     # ---- asks ---------------------------------------------------------
 
@@ -282,7 +285,9 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         """Sends ``body`` and returns the one reply, failing over between
         endpoints; raises :class:`~locker_client.NoAnswer` at the deadline."""
         with self._lock:
-            started = self._start()
+            if self._closed:
+                raise ClientError("the client is closed")
+            started = _monotonic()
             socket = self._socket
             if socket is not None and self._index == self._preferred:
                 # The common case, on the shortest path: the socket to the
@@ -293,7 +298,7 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
                 # would give it. Anything else goes the plan's way.
                 try:
                     sent = _sent(socket, body)
-                    reply = self._reply(socket, started + self._timeout / len(self._endpoints)) if sent else None
+                    reply = self._reply(socket, started + self._share) if sent else None
                 except BaseException:
                     # Interrupted between send and receive (Ctrl-C, a zmq
                     # error): the REQ socket cannot be used again.
@@ -341,18 +346,19 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         A locker answers within microseconds, so the first look is a
         blocking receive bounded by the socket's ``ZMQ_RCVTIMEO``
         (``pirate.FIRST_LOOK_MS``): the cheapest wait there is, which a
-        ``zmq_poll`` before the receive would make several microseconds
-        dearer. It is kept short because pyzmq restarts a receive
-        interrupted by a signal with its whole timeout; an answer that
-        takes longer (a held ask, a locker under load, a silent one) is
-        waited for with ``zmq_poll``, which counts the time already spent
-        when a signal interrupts it, so the deadline holds."""
-        try:
-            return cast(bytes, socket.recv())
-        except zmq.Again:
-            pass
-        left = until - _monotonic()
-        if left > 0 and _zmq_poll([(socket, _POLLIN)], pirate.poll_ms(left)):
+        poll before the receive would make several microseconds dearer.
+        It is kept short because pyzmq restarts a receive interrupted by a
+        signal with its whole timeout, and taken only when the try has at
+        least that long left. An answer that takes longer (a held ask, a
+        locker under load, a silent one) is waited for with a poll, which
+        counts the time already spent when a signal interrupts it, so the
+        deadline holds."""
+        if until - _monotonic() > _FIRST_LOOK:
+            try:
+                return cast(bytes, socket.recv())
+            except zmq.Again:
+                pass
+        if socket.poll(pirate.poll_ms(until - _monotonic()), _POLLIN):
             return cast(bytes, socket.recv(_DONTWAIT))
         return None
 
@@ -398,7 +404,7 @@ class _Permit:
 # pyzmq's flag enums, whose operators run in Python) each cost more than
 # the call itself on a path of a few microseconds.
 _monotonic = time.monotonic
-_zmq_poll = zmq.zmq_poll
+_FIRST_LOOK = pirate.FIRST_LOOK_MS / 1000
 _decode_go = wire.decode_go
 _POLLIN = int(zmq.POLLIN)
 _POLLOUT = int(zmq.POLLOUT)

@@ -425,6 +425,8 @@ def encode(request: Request) -> bytes:
 
 
 _unpackb = msgpack.unpackb
+_new = object.__new__
+_set = object.__setattr__
 
 
 def decode_map(body: bytes) -> Dict[str, Any]:
@@ -433,6 +435,12 @@ def decode_map(body: bytes) -> Dict[str, Any]:
         value = _unpackb(body, raw=False)
     except Exception as e:  # msgpack raises several unrelated types
         raise BadReply(f"not MessagePack: {e}") from e
+    return _checked_map(value, body)
+
+
+def _checked_map(value: Any, body: bytes) -> Dict[str, Any]:
+    """A decoded reply that must be a map; raises LockerError for an
+    error reply."""
     if not isinstance(value, dict):
         raise BadReply(f"expected a map, got {body[:40]!r}")
     if "error" in value and len(value) == 1:
@@ -447,11 +455,32 @@ def _error_of(m: Dict[Any, Any]) -> Optional[str]:
 
 def decode_go(body: bytes) -> GoReply:
     """A go reply."""
-    return _go_reply(decode_map(body))
-
-
-_new = object.__new__
-_set = object.__setattr__
+    try:
+        m = _unpackb(body)
+    except Exception:  # decode_map says what was wrong
+        return _go_reply(decode_map(body))
+    # The locker's usual reply (five fields, all numbers but ok) becomes
+    # the reply's attributes as it is: no field copied, none converted.
+    # Anything else (granted, wait_ms, an error, an odd reply) goes the
+    # general way, which checks and converts each field.
+    try:
+        if (
+            m.__class__ is dict
+            and len(m) == 5
+            and m["ok"].__class__ is bool
+            and m["remaining"].__class__ is int
+            and m["retry_after_ms"].__class__ is int
+            and m["reset_after_ms"].__class__ is int
+            and m["limit"].__class__ is int
+        ):
+            m["granted"] = None
+            m["wait_ms"] = None
+            reply = _new(GoReply)
+            _set(reply, "__dict__", m)
+            return reply
+    except KeyError:
+        pass
+    return _go_reply(_checked_map(m, body))
 
 
 def _go_reply(m: Dict[str, Any]) -> GoReply:
