@@ -76,8 +76,10 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         keys = curve.load(server_key, client_key)
         super().__init__(pirate.endpoints_list(endpoints), pirate.check_timeout(timeout), ctx, keys)
         self._lock = threading.Lock()
-        # The first try's share of the deadline, as the plan gives it.
+        # The first try's share of the deadline, as the plan gives it, and
+        # whether it leaves room for the first look.
         self._share = self._timeout / len(self._endpoints)
+        self._first_look = self._share > _FIRST_LOOK
 
     # ---- asks ---------------------------------------------------------
 
@@ -295,10 +297,18 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
                 # socket with ZMQ_IMMEDIATE refuses a send without a
                 # connection, so no poll is needed to find out) and wait
                 # for the answer for this first try's share, as the plan
-                # would give it. Anything else goes the plan's way.
+                # would give it: first in a blocking receive (see _reply),
+                # the answer nearly always there within it. Anything else
+                # goes the plan's way.
                 try:
-                    sent = _sent(socket, body)
-                    reply = self._reply(socket, started + self._share) if sent else None
+                    if not _sent(socket, body):
+                        return self._failover(body, started, sent_first=False)
+                    if self._first_look:
+                        try:
+                            return cast(bytes, socket.recv())
+                        except zmq.Again:
+                            pass
+                    reply = self._late_reply(socket, started + self._share)
                 except BaseException:
                     # Interrupted between send and receive (Ctrl-C, a zmq
                     # error): the REQ socket cannot be used again.
@@ -306,9 +316,8 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
                     raise
                 if reply is not None:
                     return reply
-                if sent:
-                    self._missed(pirate.Missed.SILENT)
-                    return self._failover(body, started, sent_first=True)
+                self._missed(pirate.Missed.SILENT)
+                return self._failover(body, started, sent_first=True)
             return self._failover(body, started, sent_first=False)
 
     def _failover(self, body: bytes, started: float, sent_first: bool) -> bytes:
@@ -349,15 +358,19 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         poll before the receive would make several microseconds dearer.
         It is kept short because pyzmq restarts a receive interrupted by a
         signal with its whole timeout, and taken only when the try has at
-        least that long left. An answer that takes longer (a held ask, a
-        locker under load, a silent one) is waited for with a poll, which
-        counts the time already spent when a signal interrupts it, so the
-        deadline holds."""
+        least that long. An answer that takes longer (a held ask, a locker
+        under load, a silent one) is waited for by :meth:`_late_reply`."""
         if until - _monotonic() > _FIRST_LOOK:
             try:
                 return cast(bytes, socket.recv())
             except zmq.Again:
                 pass
+        return self._late_reply(socket, until)
+
+    def _late_reply(self, socket: "zmq.Socket[bytes]", until: float) -> Optional[bytes]:
+        """The rest of the wait for an answer, in a poll, which counts the
+        time already spent when a signal interrupts it, so the deadline
+        holds; at least one look."""
         if socket.poll(pirate.poll_ms(until - _monotonic()), _POLLIN):
             return cast(bytes, socket.recv(_DONTWAIT))
         return None

@@ -309,7 +309,21 @@ def ask_body(
 ) -> bytes:
     """The bytes of an ask, checked: ``encode(go_request(...))``, with the
     common ask written straight to bytes."""
-    if up_to is False and max_wait_ms is None and hold_ms is None:
+    # _ask_bytes inlined for the commonest ask of all: a limit, a key of
+    # up to 31 bytes, a cost of 0 to 127.
+    if (
+        up_to is False
+        and max_wait_ms is None
+        and hold_ms is None
+        and cost.__class__ is int
+        and 0 <= cost < 128
+        and (limit is None or limit.__class__ is str)
+    ):
+        if key.__class__ is str:
+            raw = key.encode()
+            if len(raw) < 32:
+                heads = _ask_heads.get(limit) or _heads(limit, True)
+                return heads[1] + _FIXSTR[len(raw)] + raw + _COSTS[cost]
         body = _ask_bytes(limit, key, cost, True)
         if body is not None:
             return body
