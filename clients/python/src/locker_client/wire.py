@@ -473,10 +473,17 @@ def decode_go(body: bytes) -> GoReply:
         m = _unpackb(body)
     except Exception:  # decode_map says what was wrong
         return _go_reply(decode_map(body))
-    # The locker's usual reply (five fields, all numbers but ok) becomes
-    # the reply's attributes as it is: no field copied, none converted.
-    # Anything else (granted, wait_ms, an error, an odd reply) goes the
-    # general way, which checks and converts each field.
+    reply = _usual_go(m)
+    # Not ``or``: a sorry is a GoReply that is false.
+    return _go_reply(_checked_map(m, body)) if reply is None else reply
+
+
+def _usual_go(m: Any) -> Optional[GoReply]:
+    """The locker's usual go reply (five fields, all numbers but ``ok``)
+    as a :class:`GoReply`, its decoded map becoming the reply's attributes
+    as it is: no field copied, none converted. None for anything else
+    (``granted``, ``wait_ms``, an error, an odd reply), which the general
+    way checks and converts field by field."""
     try:
         if (
             m.__class__ is dict
@@ -491,10 +498,10 @@ def decode_go(body: bytes) -> GoReply:
             m["wait_ms"] = None
             reply = _new(GoReply)
             _set(reply, "__dict__", m)
-            return reply
+            return cast(GoReply, reply)
     except KeyError:
         pass
-    return _go_reply(_checked_map(m, body))
+    return None
 
 
 def _go_reply(m: Dict[str, Any]) -> GoReply:
@@ -530,7 +537,11 @@ def decode_batch(body: bytes, count: int) -> List[BatchReply]:
         raise BadReply(f"not a batch's reply: {body[:40]!r}")
     if len(replies) != count:
         raise BadReply(f"{len(replies)} replies to a batch of {count} asks")
-    return [_batch_reply(r) for r in replies]
+    decoded = []
+    for value in replies:
+        reply = _usual_go(value)
+        decoded.append(_batch_reply(value) if reply is None else reply)
+    return decoded
 
 
 def _batch_reply(value: Any) -> BatchReply:
