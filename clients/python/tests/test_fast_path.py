@@ -21,7 +21,7 @@ from typing import Iterator
 import pytest
 
 from conftest import Daemon, Lockers, limit_stats
-from locker_client import AsyncClient, Client, NoAnswer
+from locker_client import AsyncClient, Client, ClientError, NoAnswer
 
 
 @pytest.fixture
@@ -174,3 +174,21 @@ def test_other_tasks_run_while_the_asyncio_client_waits(lockers: Lockers, stoppe
         return ticks
 
     assert asyncio.run(asyncio.wait_for(main(), 30)) >= 10
+
+
+def test_closing_the_asyncio_client_ends_a_request_waiting_on_it(lockers: Lockers, stopped: list) -> None:
+    only = lockers.start()
+
+    async def main() -> None:
+        c = AsyncClient(only.endpoint, timeout=5.0)
+        assert (await c.ask()).ok
+        stop(only, stopped)
+        waiting = asyncio.ensure_future(c.ask())
+        await asyncio.sleep(0.05)
+        started = time.monotonic()
+        c.close()
+        with pytest.raises(ClientError):
+            await waiting
+        assert time.monotonic() - started < 1.0, "not left to its 5 s deadline"
+
+    asyncio.run(asyncio.wait_for(main(), 30))

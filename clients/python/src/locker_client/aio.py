@@ -401,7 +401,12 @@ class _Waits:
         return bool(await poller.poll(pirate.poll_ms(until - _monotonic())))
 
     def stop(self) -> None:
-        """The loop stops watching the socket (before it is closed)."""
+        """The loop stops watching the socket (before it is closed). A wait
+        still in progress (the client closed by another task) ends with
+        ClientError rather than never."""
+        future = self._future
+        if future is not None and not future.done():
+            future.set_exception(ClientError("the client is closed"))
         if self._alarm is not None:
             self._alarm.cancel()
             self._alarm = None
