@@ -273,7 +273,7 @@ class AsyncClient(ClientBase["zmq.Socket[bytes]"]):
                 return self._missed(pirate.Missed.NOT_CONNECTED)
             if not await waits.ready(_POLLIN, started + tried.budget):
                 return self._missed(pirate.Missed.SILENT)
-            return cast(bytes, socket.recv(_DONTWAIT))
+            return socket.recv(_DONTWAIT)
 
     # ---- waiting on the event loop ---------------------------------------
 
@@ -335,7 +335,7 @@ class _Waits:
     def __init__(self, socket: "zmq.Socket[bytes]") -> None:
         self.loop = asyncio.get_running_loop()
         self._socket = socket
-        self._fd: int = socket.getsockopt(zmq.FD)
+        self._fd = cast(int, socket.getsockopt(zmq.FD))
         self._future: "Optional[asyncio.Future[bool]]" = None
         self._event = 0
         self._until = 0.0
@@ -355,7 +355,7 @@ class _Waits:
         by ``until`` (monotonic seconds)."""
         if not self._watched:
             return await self._polled(event, until)
-        if self._socket.getsockopt(_EVENTS) & event:
+        if self._socket.getsockopt(_EVENTS) & event:  # type: ignore[operator]
             # Already there, but a request still gives the loop one turn:
             # other tasks run, and a cancel lands, as on any await.
             await asyncio.sleep(0)
@@ -365,7 +365,7 @@ class _Waits:
         if self._alarm is None or self._alarm_at > until:
             self._set_alarm(until)
         try:
-            return await future
+            return bool(await future)
         finally:
             self._future = None
 
@@ -386,11 +386,11 @@ class _Waits:
         if _monotonic() < self._until:
             self._set_alarm(self._until)
         else:
-            future.set_result(bool(self._socket.getsockopt(_EVENTS) & self._event))
+            future.set_result(bool(self._socket.getsockopt(_EVENTS) & self._event))  # type: ignore[operator]
 
     def _wake(self) -> None:
         """The loop's callback when the socket's descriptor is readable."""
-        events = self._socket.getsockopt(_EVENTS)
+        events: int = self._socket.getsockopt(_EVENTS)  # type: ignore[assignment]
         future = self._future
         if future is not None and events & self._event and not future.done():
             future.set_result(True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from typing import Any, Generic, Iterator, List, Optional, TypeVar
+from typing import Any, Callable, Generic, Iterator, List, Optional, TypeVar, cast
 
 import zmq
 import zmq.backend
@@ -32,7 +32,7 @@ C = TypeVar("C", bound="ClientBase[Any]")
 class ClientBase(Generic[S]):
     """A client's state, for sockets of type ``S`` (blocking or asyncio)."""
 
-    def __init__(self, endpoints: List[str], timeout: float, ctx: "zmq.Context[S]", keys: Optional[curve.Curve]) -> None:
+    def __init__(self, endpoints: List[str], timeout: float, ctx: "zmq.Context[Any]", keys: Optional[curve.Curve]) -> None:
         self._endpoints = endpoints
         self._timeout = timeout
         self._curve = keys
@@ -105,7 +105,7 @@ class ClientBase(Generic[S]):
 
     def _new_socket(self) -> S:
         """A new REQ socket, not yet connected."""
-        return self._ctx.socket(zmq.REQ)
+        return cast(S, self._ctx.socket(zmq.REQ))
 
     @contextmanager
     def _socket_for(self, index: int) -> Iterator[S]:
@@ -162,4 +162,6 @@ _DONTWAIT = int(zmq.DONTWAIT)
 # socket class (gevent's, say) keeps its own send.
 _PLAIN = zmq.Socket
 _backend = getattr(zmq.backend, "Socket", None)
-_backend_send = _backend.send if isinstance(_backend, type) and issubclass(_PLAIN, _backend) else _PLAIN.send
+_backend_send: Callable[..., Any] = (
+    _backend.send if isinstance(_backend, type) and issubclass(_PLAIN, _backend) else _PLAIN.send  # type: ignore[attr-defined]
+)

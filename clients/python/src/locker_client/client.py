@@ -305,7 +305,7 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
                         return self._failover(body, started, sent_first=False)
                     if self._first_look:
                         try:
-                            return cast(bytes, socket.recv())
+                            return socket.recv()
                         except zmq.Again:
                             pass
                     reply = self._late_reply(socket, started + self._share)
@@ -362,7 +362,7 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         under load, a silent one) is waited for by :meth:`_late_reply`."""
         if until - _monotonic() > _FIRST_LOOK:
             try:
-                return cast(bytes, socket.recv())
+                return socket.recv()
             except zmq.Again:
                 pass
         return self._late_reply(socket, until)
@@ -372,7 +372,7 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         time already spent when a signal interrupts it, so the deadline
         holds; at least one look."""
         if socket.poll(pirate.poll_ms(until - _monotonic()), _POLLIN):
-            return cast(bytes, socket.recv(_DONTWAIT))
+            return socket.recv(_DONTWAIT)
         return None
 
     def _call(self, call: calls.Call[T]) -> T:

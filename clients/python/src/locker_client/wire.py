@@ -262,6 +262,11 @@ _ask_heads: Dict[Optional[str], Tuple[bytes, bytes]] = {}
 _entry_heads: Dict[Optional[str], Tuple[bytes, bytes]] = {}
 
 
+def _packed_str(value: str) -> bytes:
+    """A string as MessagePack, as :func:`encode` writes one in a map."""
+    return cast(bytes, msgpack.packb(value, use_bin_type=True))
+
+
 def _heads(limit: Optional[str], with_op: bool) -> Tuple[bytes, bytes]:
     """The two heads of an ask of ``limit``, made once per limit."""
     cache = _ask_heads if with_op else _entry_heads
@@ -271,7 +276,7 @@ def _heads(limit: Optional[str], with_op: bool) -> Tuple[bytes, bytes]:
         body = b"\xa2op\xa2go" if with_op else b""
         if limit is not None:
             fields += 1
-            body += encode("limit") + encode(limit)
+            body += _packed_str("limit") + _packed_str(limit)
         heads = (bytes([0x80 | fields]) + body, bytes([0x80 | fields + 1]) + body + b"\xa3key")
         if len(cache) >= _MAX_HEADS:
             cache.clear()
@@ -296,7 +301,7 @@ def _ask_bytes(limit: Optional[str], key: Optional[str], cost: int, with_op: boo
     n = len(raw)
     if n < 32:
         return heads[1] + _FIXSTR[n] + raw + _COSTS[cost]
-    return heads[1] + encode(key) + _COSTS[cost]
+    return heads[1] + _packed_str(key) + _COSTS[cost]
 
 
 def ask_body(
@@ -498,7 +503,7 @@ def _usual_go(m: Any) -> Optional[GoReply]:
             m["wait_ms"] = None
             reply = _new(GoReply)
             _set(reply, "__dict__", m)
-            return cast(GoReply, reply)
+            return reply
     except KeyError:
         pass
     return None
