@@ -31,7 +31,8 @@ a dependency of the client). Run from the repository's root::
 
 ``--no-install`` skips the Redis contenders when ``limits``, ``redis`` or
 ``redis-server`` is missing instead of installing them; ``--json`` prints
-the figures as JSON.
+the figures as JSON; ``--client-src DIR`` measures the client in ``DIR``
+(another checkout's ``clients/python/src``) instead of this tree's.
 """
 
 from __future__ import annotations
@@ -55,7 +56,17 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import zmq
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "clients" / "python" / "src"))
+
+
+def client_source() -> Path:
+    """The client measured: this tree's, or the one ``--client-src DIR``
+    names (an older checkout's ``clients/python/src``, to compare)."""
+    if "--client-src" in sys.argv:
+        return Path(sys.argv[sys.argv.index("--client-src") + 1]).resolve()
+    return ROOT / "clients" / "python" / "src"
+
+
+sys.path.insert(0, str(client_source()))
 
 from locker_client import Ask, AsyncClient, Client  # noqa: E402
 
@@ -305,6 +316,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a smoke run: 1 round of 200 asks")
     parser.add_argument("--no-install", action="store_true", help="skip the Redis contenders when anything is missing")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--client-src", metavar="DIR", help="measure the client in DIR instead of this tree's")
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.asks = 1, 200
@@ -409,6 +421,7 @@ def figures(
         "load_average_before": before[0],
         "load_average_after": after[0],
         "python": sys.version.split()[0],
+        "client": str(client_source()),
         "pyzmq": zmq.__version__,
         "libzmq": zmq.zmq_version(),
         "skipped": skipped,
@@ -421,7 +434,7 @@ def print_report(report: Dict[str, Any]) -> None:
     print(
         f"{report['rounds']} rounds x {report['asks_per_round']} asks, keys over {report['keys']:,} users, "
         f"one process in lockstep; load average {report['load_average_before']:.2f} -> {report['load_average_after']:.2f}; "
-        f"Python {report['python']}, pyzmq {report['pyzmq']}, libzmq {report['libzmq']}"
+        f"Python {report['python']}, pyzmq {report['pyzmq']}, libzmq {report['libzmq']}; the client in {report['client']}"
     )
     if report["skipped"]:
         print(f"Redis contenders skipped: {report['skipped']}")

@@ -1,13 +1,15 @@
 """The asyncio flavour: :class:`AsyncClient`, :class:`AsyncLease` and
-:class:`AsyncPermitPool`, on ``zmq.asyncio`` so an asyncio program never
-blocks its loop.
+:class:`AsyncPermitPool`, which never block the event loop.
 
 The rules are the blocking client's, and live once for both: the Lazy
 Pirate plan (``pirate``) and the client state (``base``), the requests and
-their replies (``calls``), the lease wait and heartbeats (``lease``), the
-batch bookkeeping (``pool``). Only the waiting differs: ``await`` on the
-socket, ``asyncio.sleep`` for reservations and polls, and an asyncio task
-instead of a thread for heartbeats.
+their bytes (``wire``, ``calls``), the lease wait and heartbeats
+(``lease``), the batch bookkeeping (``pool``). Only the waiting differs:
+the socket is never read until the loop says it is ready (the loop
+watches the socket's descriptor itself, :class:`_Waits`, rather than
+through ``zmq.asyncio``, whose machinery costs more per request than the
+locker takes to answer), ``asyncio.sleep`` for reservations and polls,
+and an asyncio task instead of a thread for heartbeats.
 """
 
 from __future__ import annotations

@@ -7,9 +7,13 @@ with nothing sent and tried again last; a locker that does not answer in
 its share has its socket closed (linger 0) and reopened, since a REQ socket
 that timed out can never send again and a late reply must not be taken for
 the answer to a later request. Each endpoint is sent a request at most
-once. The requests themselves are built in ``calls``, the state shared with
-the asyncio client is in ``base``, the lease guard in ``lease``, the permit
-pool in ``pool``. This module only adds the blocking waits.
+once. The common case, the locker that answered last still connected,
+takes the shortest path the plan allows: the request sent at once, the
+answer waited for in one blocking receive (``round_trip``); the plan
+itself runs only when that does not answer. The requests themselves are
+built in ``wire`` and ``calls``, the state shared with the asyncio client
+is in ``base``, the lease guard in ``lease``, the permit pool in ``pool``.
+This module only adds the blocking waits.
 """
 
 from __future__ import annotations
