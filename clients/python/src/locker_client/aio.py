@@ -74,6 +74,8 @@ class AsyncClient(ClientBase["zmq.Socket[bytes]"]):
         keys = curve.load(server_key, client_key)
         super().__init__(pirate.endpoints_list(endpoints), pirate.check_timeout(timeout), ctx, keys)
         self._turns = _Turns()
+        # The first try's share of the deadline, as the plan gives it.
+        self._share = self._timeout / len(self._endpoints)
         # The open socket's waits on the loop, made on its first request.
         self._waits: Optional[_Waits] = None
 
@@ -226,10 +228,7 @@ class AsyncClient(ClientBase["zmq.Socket[bytes]"]):
                 # wait for the answer for this first try's share.
                 try:
                     sent = _sent(socket, body)
-                    if sent and await waits.ready(_POLLIN, started + self._timeout / len(self._endpoints)):
-                        reply: Optional[bytes] = socket.recv(_DONTWAIT)
-                    else:
-                        reply = None
+                    reply = await waits.answer(started + self._share) if sent else None
                 except BaseException:
                     # Cancelled or interrupted between send and receive:
                     # the REQ socket cannot be used again.
@@ -271,12 +270,11 @@ class AsyncClient(ClientBase["zmq.Socket[bytes]"]):
             waits = self._waits_for(socket)
             if not (
                 _sent(socket, body)
-                or (await waits.ready(_POLLOUT, started + tried.connect) and _sent(socket, body))
+                or (await waits.writable(started + tried.connect) and _sent(socket, body))
             ):
                 return self._missed(pirate.Missed.NOT_CONNECTED)
-            if not await waits.ready(_POLLIN, started + tried.budget):
-                return self._missed(pirate.Missed.SILENT)
-            return socket.recv(_DONTWAIT)
+            reply = await waits.answer(started + tried.budget)
+            return self._missed(pirate.Missed.SILENT) if reply is None else reply
 
     # ---- waiting on the event loop ---------------------------------------
 
@@ -354,16 +352,32 @@ class _Waits:
         except NotImplementedError:
             self._watched = False
 
-    async def ready(self, event: int, until: float) -> bool:
-        """Whether ``event`` (``POLLIN`` or ``POLLOUT``) came on the socket
-        by ``until`` (monotonic seconds)."""
+    async def answer(self, until: float) -> Optional[bytes]:
+        """The answer to the request just sent, or None when none came by
+        ``until`` (monotonic seconds)."""
         if not self._watched:
-            return await self._polled(event, until)
-        if self._socket.getsockopt(_EVENTS) & event:  # type: ignore[operator]
+            return self._socket.recv(_DONTWAIT) if await self._polled(_POLLIN, until) else None
+        if self._socket.getsockopt(_EVENTS) & _POLLIN:  # type: ignore[operator]
             # Already there, but a request still gives the loop one turn:
             # other tasks run, and a cancel lands, as on any await.
             await asyncio.sleep(0)
+            return self._socket.recv(_DONTWAIT)
+        answer: Optional[bytes] = await self._wait(_POLLIN, until)
+        return answer
+
+    async def writable(self, until: float) -> bool:
+        """Whether the socket has a connection to send on by ``until``."""
+        if not self._watched:
+            return await self._polled(_POLLOUT, until)
+        if self._socket.getsockopt(_EVENTS) & _POLLOUT:  # type: ignore[operator]
+            await asyncio.sleep(0)
             return True
+        return bool(await self._wait(_POLLOUT, until))
+
+    async def _wait(self, event: int, until: float) -> Any:
+        """Waits for ``event``: the answer itself for ``POLLIN`` (read by
+        the callback that saw it come), True for ``POLLOUT``; None at the
+        deadline."""
         future = _Ready(self.loop)
         self._future, self._event, self._until = future, event, until
         if self._alarm is None or self._alarm_at > until:
@@ -391,17 +405,32 @@ class _Waits:
             self._set_alarm(self._until)
         else:
             self._future = None
-            future.resolve(bool(self._socket.getsockopt(_EVENTS) & self._event))  # type: ignore[operator]
+            future.resolve(self._look())
+
+    def _look(self) -> Any:
+        """What the wait in progress waits for, if it is there: the answer,
+        or True when the socket is writable; None if not."""
+        if self._event == _POLLIN:
+            try:
+                return self._socket.recv(_DONTWAIT)
+            except zmq.Again:
+                return None
+        return True if self._socket.getsockopt(_EVENTS) & self._event else None  # type: ignore[operator]
 
     def _wake(self) -> None:
-        """The loop's callback when the socket's descriptor is readable."""
-        events: int = self._socket.getsockopt(_EVENTS)  # type: ignore[assignment]
+        """The loop's callback when the socket's descriptor is readable: the
+        answer is read here, for the task waiting for it (a receive that
+        finds nothing re-arms the descriptor as ``ZMQ_EVENTS`` would)."""
         future = self._future
-        if future is not None and events & self._event and not future.done():
+        if future is None or future.done():
+            self._socket.getsockopt(_EVENTS)  # nobody waits: only re-arm
+            return
+        got = self._look()
+        if got is not None:
             # Cleared first: the waiting task runs inside resolve() and may
             # start its next wait before it returns.
             self._future = None
-            future.resolve(True)
+            future.resolve(got)
 
     async def _polled(self, event: int, until: float) -> bool:
         poller = zmq.asyncio.Poller()
@@ -447,7 +476,7 @@ class _Ready:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._state = _Ready._PENDING
-        self._result = False
+        self._result: Any = None
         self._error: Optional[BaseException] = None
         self._callbacks: List[Tuple[Callable[["_Ready"], object], Any]] = []
         self._asyncio_future_blocking = False
@@ -461,7 +490,7 @@ class _Ready:
     def cancelled(self) -> bool:
         return self._state == _Ready._CANCELLED
 
-    def result(self) -> bool:
+    def result(self) -> Any:
         if self._state == _Ready._CANCELLED:
             raise asyncio.CancelledError()
         if self._state == _Ready._PENDING:
@@ -494,7 +523,7 @@ class _Ready:
         self._schedule()
         return True
 
-    def resolve(self, result: bool) -> None:
+    def resolve(self, result: Any) -> None:
         """Ends the wait with ``result`` and wakes the waiting task at once:
         only from a callback of the loop, never inside a task."""
         if self._state != _Ready._PENDING:
@@ -519,7 +548,7 @@ class _Ready:
         for fn, context in callbacks:
             self._loop.call_soon(fn, self, context=context)
 
-    def __await__(self) -> Generator[Any, None, bool]:
+    def __await__(self) -> Generator[Any, None, Any]:
         if self._state == _Ready._PENDING:
             self._asyncio_future_blocking = True
             yield self
