@@ -7,7 +7,10 @@ ask, for:
 
 - ``zmq REQ, plain``: a bare pyzmq REQ socket sending the plain form
   (``b"big"``) to the same locker and reading ``go``: the floor any client
-  of this locker stands on;
+  of this locker stands on; and ``zmq REQ, structured``: the same socket
+  sending the structured ask with the key (``msgpack.packb`` of its map)
+  and unpacking the reply map, what any client of the structured form does
+  at the least;
 - ``Client.ask`` on a fixed window and on a rolling window, ``Client.go``
   (the plain form), ``Client.permit`` and ``AsyncClient.ask``, each with a
   key out of 10,000 users; ``ask_many`` in batches of 100, per decision;
@@ -227,6 +230,14 @@ def bare_socket(endpoint: str) -> Tuple[Callable[..., Any], Callable[..., Any]]:
     return s.send, s.recv
 
 
+def bare_structured(endpoint: str, asks: int, keys: List[str]) -> Round:
+    import msgpack
+
+    send, recv = bare_socket(endpoint)
+    packb, unpackb, n = msgpack.packb, msgpack.unpackb, len(keys)
+    return timed(asks, lambda i: (send(packb({"op": "go", "limit": "big", "key": keys[i % n], "cost": 1})), unpackb(recv())))
+
+
 def client_row(client: Client, call: str) -> Callable[[int, List[str]], Round]:
     def run(asks: int, keys: List[str]) -> Round:
         n = len(keys)
@@ -331,6 +342,7 @@ def main() -> None:
     try:
         rows: Dict[str, Callable[[int, List[str]], Round]] = {
             "zmq REQ, plain (b\"big\")": lambda asks, keys: bare_req(locker.endpoint, asks, keys),
+            "zmq REQ, structured (msgpack)": lambda asks, keys: bare_structured(locker.endpoint, asks, keys),
             "Client.ask, fixed window": client_row(client, "ask"),
             "Client.ask, rolling window": client_row(client, "rolling"),
             "Client.go, plain": client_row(client, "go"),
@@ -408,6 +420,7 @@ def figures(
     bare, ask = "zmq REQ, plain (b\"big\")", "Client.ask, fixed window"
     ratios = {
         "Client.ask / zmq REQ (asks/s)": ratio(ask, bare),
+        "Client.ask / zmq REQ structured (asks/s)": ratio(ask, "zmq REQ, structured (msgpack)"),
         "Client.ask / limits fixed (asks/s)": ratio(ask, "limits fixed window, Redis"),
         "Client.ask rolling / limits moving (asks/s)": ratio("Client.ask, rolling window", "limits moving window, Redis"),
         "AsyncClient.ask / Client.ask (time per ask)": ratio(ask, "AsyncClient.ask, fixed window"),

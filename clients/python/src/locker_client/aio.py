@@ -220,7 +220,9 @@ class AsyncClient(ClientBase["zmq.Socket[bytes]"]):
         if not turns.take_now():
             await turns.take()
         try:
-            started = self._start()
+            if self._closed:
+                raise ClientError("the client is closed")
+            started = _monotonic()
             socket, waits = self._socket, self._waits
             if socket is not None and self._index == self._preferred and waits is not None and waits.loop is _running_loop():
                 # The common case, as the blocking client takes it: send at
@@ -228,7 +230,7 @@ class AsyncClient(ClientBase["zmq.Socket[bytes]"]):
                 # wait for the answer for this first try's share.
                 try:
                     sent = _sent(socket, body)
-                    reply = await waits.answer(started + self._share) if sent else None
+                    reply: Optional[bytes] = await waits.expect(_POLLIN, started + self._share) if sent else None
                 except BaseException:
                     # Cancelled or interrupted between send and receive:
                     # the REQ socket cannot be used again.
@@ -270,10 +272,10 @@ class AsyncClient(ClientBase["zmq.Socket[bytes]"]):
             waits = self._waits_for(socket)
             if not (
                 _sent(socket, body)
-                or (await waits.writable(started + tried.connect) and _sent(socket, body))
+                or (await waits.expect(_POLLOUT, started + tried.connect) and _sent(socket, body))
             ):
                 return self._missed(pirate.Missed.NOT_CONNECTED)
-            reply = await waits.answer(started + tried.budget)
+            reply: Optional[bytes] = await waits.expect(_POLLIN, started + tried.budget)
             return self._missed(pirate.Missed.SILENT) if reply is None else reply
 
     # ---- waiting on the event loop ---------------------------------------
@@ -352,40 +354,39 @@ class _Waits:
         except NotImplementedError:
             self._watched = False
 
-    async def answer(self, until: float) -> Optional[bytes]:
-        """The answer to the request just sent, or None when none came by
-        ``until`` (monotonic seconds)."""
-        if not self._watched:
-            return self._socket.recv(_DONTWAIT) if await self._polled(_POLLIN, until) else None
-        if self._socket.getsockopt(_EVENTS) & _POLLIN:  # type: ignore[operator]
-            # Already there, but a request still gives the loop one turn:
-            # other tasks run, and a cancel lands, as on any await.
-            await asyncio.sleep(0)
-            return self._socket.recv(_DONTWAIT)
-        answer: Optional[bytes] = await self._wait(_POLLIN, until)
-        return answer
-
-    async def writable(self, until: float) -> bool:
-        """Whether the socket has a connection to send on by ``until``."""
-        if not self._watched:
-            return await self._polled(_POLLOUT, until)
-        if self._socket.getsockopt(_EVENTS) & _POLLOUT:  # type: ignore[operator]
-            await asyncio.sleep(0)
-            return True
-        return bool(await self._wait(_POLLOUT, until))
-
-    async def _wait(self, event: int, until: float) -> Any:
-        """Waits for ``event``: the answer itself for ``POLLIN`` (read by
-        the callback that saw it come), True for ``POLLOUT``; None at the
-        deadline."""
+    def expect(self, event: int, until: float) -> "_Ready":
+        """The wait for ``event`` on the socket, to await: the answer itself
+        for ``POLLIN`` (read by the callback that saw it come), True for
+        ``POLLOUT``; None when it has not come by ``until`` (monotonic
+        seconds). A method that returns an awaitable rather than a
+        coroutine: one frame fewer on every request."""
         future = _Ready(self.loop)
-        self._future, self._event, self._until = future, event, until
-        if self._alarm is None or self._alarm_at > until:
-            self._set_alarm(until)
-        try:
-            return await future
-        finally:
+        self._until = until
+        if not self._watched:
+            self.loop.create_task(self._polled(future, event, until))
+        elif self._socket.getsockopt(_EVENTS) & event:  # type: ignore[operator]
+            # Already there, but the request still gives the loop one turn
+            # (other tasks run, and a cancel lands, as on any await) and
+            # takes it then.
+            self._future, self._event = future, event
+            self.loop.call_soon(self._settle)
+        else:
+            self._future, self._event = future, event
+            if self._alarm is None or self._alarm_at > until:
+                self._set_alarm(until)
+        return future
+
+    def _settle(self) -> None:
+        """Hands over what was already there when the wait began."""
+        future = self._future
+        if future is None or future.done():
+            return
+        got = self._look()
+        if got is not None:
             self._future = None
+            future.resolve(got)
+        elif self._alarm is None or self._alarm_at > self._until:
+            self._set_alarm(self._until)
 
     def _set_alarm(self, at: float) -> None:
         if self._alarm is not None:
@@ -432,10 +433,18 @@ class _Waits:
             self._future = None
             future.resolve(got)
 
-    async def _polled(self, event: int, until: float) -> bool:
+    async def _polled(self, future: "_Ready", event: int, until: float) -> None:
+        """The wait on a loop without ``add_reader``, in a task of its own
+        that hands the outcome over from a loop callback."""
         poller = zmq.asyncio.Poller()
         poller.register(self._socket, event)
-        return bool(await poller.poll(pirate.poll_ms(until - _monotonic())))
+        try:
+            came = await poller.poll(pirate.poll_ms(until - _monotonic()))
+            got = (self._socket.recv(_DONTWAIT) if event == _POLLIN else True) if came else None
+        except Exception as e:  # the socket closed under it, say
+            future.fail(e)
+            return
+        self.loop.call_soon(future.resolve, got)
 
     def stop(self) -> None:
         """The loop stops watching the socket (before it is closed). A wait

@@ -17,7 +17,7 @@ import zmq
 import zmq.backend
 
 from . import curve, pirate
-from .errors import ClientError, NoAnswer
+from .errors import NoAnswer
 
 #: The default deadline of one request, in seconds.
 DEFAULT_TIMEOUT = 1.0
@@ -63,13 +63,6 @@ class ClientBase(Generic[S]):
         twin._curve = self._curve
         twin._preferred = self._preferred
         return twin
-
-    def _start(self) -> float:
-        """The instant a request starts, its deadline ``timeout`` later;
-        raises ClientError when the client is closed."""
-        if self._closed:
-            raise ClientError("the client is closed")
-        return time.monotonic()
 
     def _plan(self, started: float) -> pirate.Plan:
         """The tries of a request that started at ``started``."""
