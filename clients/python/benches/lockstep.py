@@ -10,7 +10,10 @@ ask, for:
   of this locker stands on; and ``zmq REQ, structured``: the same socket
   sending the structured ask with the key (``msgpack.packb`` of its map)
   and unpacking the reply map, what any client of the structured form does
-  at the least;
+  at the least; and ``zmq REQ, plain, on asyncio``: the plain form again,
+  its answer awaited on the event loop in the fewest steps asyncio allows
+  (the socket's descriptor watched with ``add_reader``, one future per
+  ask), the floor of any asyncio client;
 - ``Client.ask`` on a fixed window and on a rolling window, ``Client.go``
   (the plain form), ``Client.permit`` and ``AsyncClient.ask``, each with a
   key out of 10,000 users; ``ask_many`` in batches of 100, per decision;
@@ -238,6 +241,44 @@ def bare_structured(endpoint: str, asks: int, keys: List[str]) -> Round:
     return timed(asks, lambda i: (send(packb({"op": "go", "limit": "big", "key": keys[i % n], "cost": 1})), unpackb(recv())))
 
 
+def bare_asyncio(endpoint: str, loop: asyncio.AbstractEventLoop) -> Callable[[int, List[str]], Round]:
+    """The plain form awaited on the loop with nothing but a watch of the
+    socket's descriptor and a future per ask (no deadline, no failover)."""
+    s = zmq.Context.instance().socket(zmq.REQ)
+    s.setsockopt(zmq.LINGER, 0)
+    s.connect(endpoint)
+    events, pollin, dontwait = int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.DONTWAIT)
+    waiting: List[Optional["asyncio.Future[None]"]] = [None]
+
+    def wake() -> None:
+        future = waiting[0]
+        if s.getsockopt(events) & pollin and future is not None and not future.done():
+            future.set_result(None)
+
+    loop.add_reader(s.getsockopt(zmq.FD), wake)
+
+    def run(asks: int, keys: List[str]) -> Round:
+        clock = time.perf_counter_ns
+
+        async def main() -> Round:
+            took = [0] * asks
+            started = clock()
+            for i in range(asks):
+                t = clock()
+                s.send(b"big", dontwait)
+                if not s.getsockopt(events) & pollin:
+                    waiting[0] = loop.create_future()
+                    await waiting[0]
+                    waiting[0] = None
+                s.recv(dontwait)
+                took[i] = clock() - t
+            return (clock() - started) / 1e9, took
+
+        return loop.run_until_complete(main())
+
+    return run
+
+
 def client_row(client: Client, call: str) -> Callable[[int, List[str]], Round]:
     def run(asks: int, keys: List[str]) -> Round:
         n = len(keys)
@@ -348,6 +389,7 @@ def main() -> None:
             "Client.go, plain": client_row(client, "go"),
             "Client.permit, fixed window": client_row(client, "permit"),
             "AsyncClient.ask, fixed window": async_row(aclient, loop),
+            "zmq REQ, plain, on asyncio": bare_asyncio(locker.endpoint, loop),
             f"Client.ask_many, {BATCH} a batch (per decision)": client_row(client, "batch"),
         }
         if skipped is None:
@@ -424,6 +466,7 @@ def figures(
         "Client.ask / limits fixed (asks/s)": ratio(ask, "limits fixed window, Redis"),
         "Client.ask rolling / limits moving (asks/s)": ratio("Client.ask, rolling window", "limits moving window, Redis"),
         "AsyncClient.ask / Client.ask (time per ask)": ratio(ask, "AsyncClient.ask, fixed window"),
+        "zmq REQ on asyncio / zmq REQ (time per ask)": ratio(bare, "zmq REQ, plain, on asyncio"),
         "Client.permit / Client.ask (asks/s)": ratio("Client.permit, fixed window", ask),
         "Client.go / zmq REQ (asks/s)": ratio("Client.go, plain", bare),
     }
