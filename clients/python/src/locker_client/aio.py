@@ -54,11 +54,12 @@ class AsyncClient(ClientBase["zmq.Socket[bytes]"]):
     """A connection to one or more lockers for asyncio programs.
 
     Same arguments (CURVE keys included) and failover as
-    :class:`~locker_client.Client`. Tasks may share a client: an
-    ``asyncio.Lock`` around each request keeps the REQ socket to one
-    request at a time. A client belongs to the event loop it
-    is first used on. A request cancelled mid-way closes its socket, so the
-    next one starts clean.
+    :class:`~locker_client.Client`. Tasks may share a client: its
+    requests take turns on the REQ socket, first come, first served, as
+    under an ``asyncio.Lock``. A client belongs to the event loop it is
+    first used on. A request cancelled mid-way closes its socket, so the
+    next one starts clean; closing the client ends a request still waiting
+    with :class:`~locker_client.ClientError`.
     """
 
     def __init__(
