@@ -192,3 +192,33 @@ def test_closing_the_asyncio_client_ends_a_request_waiting_on_it(lockers: Locker
         assert time.monotonic() - started < 1.0, "not left to its 5 s deadline"
 
     asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_tasks_sharing_an_asyncio_client_take_turns(lockers: Lockers, stopped: list) -> None:
+    """Many tasks on one client: every request answered once, in turn; a
+    task cancelled while it waits for its turn gives it up without holding
+    up the others or being sent."""
+    only = lockers.start()
+
+    async def main() -> None:
+        async with AsyncClient(only.endpoint, timeout=5.0) as c:
+
+            async def asker(n: int) -> int:
+                return sum([(await c.ask("default", f"task-{n}")).ok for _ in range(10)])
+
+            assert await asyncio.gather(*(asker(n) for n in range(20))) == [10] * 20
+            # One request holds the turn (its locker stopped), two wait
+            # behind it; the first of those is cancelled.
+            stop(only, stopped)
+            holding = asyncio.ensure_future(c.ask())
+            await asyncio.sleep(0.05)
+            cancelled = asyncio.ensure_future(c.ask())
+            behind = asyncio.ensure_future(c.ask())
+            await asyncio.sleep(0.05)
+            cancelled.cancel()
+            only.proc.send_signal(signal.SIGCONT)
+            assert (await holding).ok and (await behind).ok
+            assert cancelled.cancelled()
+            assert limit_stats(await c.stats())["requests"] == 202, "the cancelled one was never sent"
+
+    asyncio.run(asyncio.wait_for(main(), 30))
