@@ -57,8 +57,9 @@ def test_a_locker_that_stops_answering_is_failed_over_from_within_the_deadline(
         started = time.monotonic()
         assert c.ask().ok, "the second locker answers"
         elapsed = time.monotonic() - started
-        # The first had its share of the deadline (half of it), no more.
-        assert timeout / 2 - 0.05 <= elapsed < timeout, elapsed
+        # The first had its share of the deadline (half of it), no more (the
+        # upper bound allows for a machine busy with other work).
+        assert timeout / 2 - 0.05 <= elapsed < timeout + 0.5, elapsed
         assert c.current_endpoint == second.endpoint
         assert c.ask().ok
     assert requests_of(second) == 2, "each ask after the stop reached the second once"
@@ -79,7 +80,7 @@ def test_a_silent_locker_raises_no_answer_at_the_deadline_and_the_client_recover
         with pytest.raises(NoAnswer):
             c.ask()
         elapsed = time.monotonic() - started
-        assert timeout - 0.01 <= elapsed < timeout + 0.5, elapsed
+        assert timeout - 0.01 <= elapsed < timeout + 1.0, elapsed
         only.proc.send_signal(signal.SIGCONT)
         # The socket that timed out was closed: a late answer is not taken
         # for the next one, which goes on a new socket.
@@ -89,15 +90,16 @@ def test_a_silent_locker_raises_no_answer_at_the_deadline_and_the_client_recover
 def test_signals_during_the_wait_do_not_stretch_the_deadline(lockers: Lockers, stopped: list) -> None:
     """pyzmq restarts a receive that a signal interrupts with its whole
     timeout: the shortcut's blocking receive is kept short (10 ms) so that
-    a stream of signals (here every 25 ms, for up to 3 s) cannot hold the
-    request past its deadline."""
+    a stream of signals (here every 25 ms, for up to 6 s) cannot hold the
+    request past its deadline: a receive restarted by each signal would
+    end only with the stream."""
     only = lockers.start()
     timeout = 0.3
     main = threading.get_ident()
     storm_over = threading.Event()
 
     def storm() -> None:
-        end = time.monotonic() + 3.0
+        end = time.monotonic() + 6.0
         while time.monotonic() < end and not storm_over.is_set():
             signal.pthread_kill(main, signal.SIGUSR1)
             time.sleep(0.025)
@@ -115,7 +117,7 @@ def test_signals_during_the_wait_do_not_stretch_the_deadline(lockers: Lockers, s
             elapsed = time.monotonic() - started
             storm_over.set()
             sender.join()
-            assert elapsed < timeout + 0.7, elapsed
+            assert elapsed < timeout + 2.0, elapsed
     finally:
         storm_over.set()
         signal.signal(signal.SIGUSR1, previous)
@@ -133,14 +135,14 @@ def test_the_asyncio_shortcut_fails_over_and_keeps_the_deadline(lockers: Lockers
             started = time.monotonic()
             assert (await c.ask()).ok
             elapsed = time.monotonic() - started
-            assert 0.45 <= elapsed < 1.0, elapsed
+            assert 0.45 <= elapsed < 1.5, elapsed
             assert c.current_endpoint == second.endpoint
             stop(second, stopped)
             started = time.monotonic()
             with pytest.raises(NoAnswer):
                 await c.ask()
             elapsed = time.monotonic() - started
-            assert 0.99 <= elapsed < 1.5, elapsed
+            assert 0.99 <= elapsed < 2.0, elapsed
 
     asyncio.run(asyncio.wait_for(main(), 30))
     for d in stopped:
@@ -169,7 +171,7 @@ def test_other_tasks_run_while_the_asyncio_client_waits(lockers: Lockers, stoppe
             started = time.monotonic()
             with pytest.raises(NoAnswer):
                 await c.ask()
-            assert 0.49 <= time.monotonic() - started < 1.0
+            assert 0.49 <= time.monotonic() - started < 1.5
             task.cancel()
         return ticks
 
