@@ -1,32 +1,36 @@
 """The asyncio flavour: :class:`AsyncClient`, :class:`AsyncLease` and
-:class:`AsyncPermitPool`, on ``zmq.asyncio`` so an asyncio program never
-blocks its loop.
+:class:`AsyncPermitPool`, which never block the event loop.
 
 The rules are the blocking client's, and live once for both: the Lazy
 Pirate plan (``pirate``) and the client state (``base``), the requests and
-their replies (``calls``), the lease wait and heartbeats (``lease``), the
-batch bookkeeping (``pool``). Only the waiting differs: ``await`` on the
-socket, ``asyncio.sleep`` for reservations and polls, and an asyncio task
-instead of a thread for heartbeats.
+their bytes (``wire``, ``calls``), the lease wait and heartbeats
+(``lease``), the batch bookkeeping (``pool``). Only the waiting differs:
+the socket is never read until the loop says it is ready (the loop
+watches the socket's descriptor itself, :class:`_Waits`, rather than
+through ``zmq.asyncio``, whose machinery costs more per request than the
+locker takes to answer), ``asyncio.sleep`` for reservations and polls,
+and an asyncio task instead of a thread for heartbeats.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import collections
 import functools
 import inspect
 import time
 from typing import (
     Any,
-    AsyncIterator,
+    AsyncContextManager,
     Callable,
+    Deque,
     Dict,
     Generator,
     Iterable,
     List,
     Optional,
     Sequence,
+    Tuple,
     TypeVar,
     Union,
     cast,
@@ -36,7 +40,7 @@ import zmq
 import zmq.asyncio
 
 from . import calls, curve, pirate, wire
-from .base import DEFAULT_ENDPOINT, DEFAULT_TIMEOUT, ClientBase
+from .base import DEFAULT_ENDPOINT, DEFAULT_TIMEOUT, ClientBase, sent as _sent
 from .errors import ClientError
 from .lease import LeaseState, LeaseWait, Terms, log
 from .pool import PoolState
@@ -46,15 +50,16 @@ T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class AsyncClient(ClientBase[zmq.asyncio.Socket]):
+class AsyncClient(ClientBase["zmq.Socket[bytes]"]):
     """A connection to one or more lockers for asyncio programs.
 
     Same arguments (CURVE keys included) and failover as
-    :class:`~locker_client.Client`. Tasks may share a client: an
-    ``asyncio.Lock`` around each request keeps the REQ socket to one
-    request at a time. A client belongs to the event loop it
-    is first used on. A request cancelled mid-way closes its socket, so the
-    next one starts clean.
+    :class:`~locker_client.Client`. Tasks may share a client: its
+    requests take turns on the REQ socket, first come, first served, as
+    under an ``asyncio.Lock``. A client belongs to the event loop it is
+    first used on. A request cancelled mid-way closes its socket, so the
+    next one starts clean; closing the client ends a request still waiting
+    with :class:`~locker_client.ClientError`.
     """
 
     def __init__(
@@ -69,9 +74,11 @@ class AsyncClient(ClientBase[zmq.asyncio.Socket]):
         ctx = context if context is not None else zmq.asyncio.Context.instance()
         keys = curve.load(server_key, client_key)
         super().__init__(pirate.endpoints_list(endpoints), pirate.check_timeout(timeout), ctx, keys)
-        # Made on first use, inside the loop (Python 3.9 binds a Lock to the
-        # loop current when it is created).
-        self._lock: Optional[asyncio.Lock] = None
+        self._turns = _Turns()
+        # The first try's share of the deadline, as the plan gives it.
+        self._share = self._timeout / len(self._endpoints)
+        # The open socket's waits on the loop, made on its first request.
+        self._waits: Optional[_Waits] = None
 
     async def ask(
         self,
@@ -86,20 +93,17 @@ class AsyncClient(ClientBase[zmq.asyncio.Socket]):
         hold_ms: Optional[int] = None,
     ) -> GoReply:
         """Asks for permits; see :meth:`locker_client.Client.ask`."""
-        return await self._call(calls.ask(
-                limit,
-                key,
-                cost,
-                up_to,
-                wire.seconds_or_ms("max_wait", max_wait, max_wait_ms),
-                wire.seconds_or_ms("hold", hold, hold_ms),
-            )
-        )
+        if max_wait is not None:
+            max_wait_ms = wire.seconds_or_ms("max_wait", max_wait, max_wait_ms)
+        if hold is not None:
+            hold_ms = wire.seconds_or_ms("hold", hold, hold_ms)
+        return _decode_go(await self.round_trip(wire.ask_body(limit, key, cost, up_to, max_wait_ms, hold_ms)))
 
     async def ask_many(self, asks: Iterable[Ask]) -> List[BatchReply]:
         """Many asks in one message, their replies in order; see
         :meth:`locker_client.Client.ask_many`."""
-        return await self._call(calls.ask_many(asks))
+        body, count = wire.batch_body(asks)
+        return wire.decode_batch(await self.round_trip(body), count)
 
     async def acquire(
         self,
@@ -124,20 +128,19 @@ class AsyncClient(ClientBase[zmq.asyncio.Socket]):
     async def go(self, limit: Optional[str] = None) -> bool:
         """Asks once: True for go; see :meth:`locker_client.Client.go`."""
         if limit is None:
-            return await self._call(calls.go(None))
+            return wire.decode_plain(await self.round_trip(wire.PLAIN_BODY))
         return (await self.ask(limit)).ok
 
-    @contextlib.asynccontextmanager
-    async def permit(
+    def permit(
         self, limit: Optional[str] = None, key: Optional[str] = None, *, cost: int = 1, wait: float = 0.0
-    ) -> AsyncIterator[GoReply]:
+    ) -> AsyncContextManager[GoReply]:
         """A rate permit for the block it guards, waiting with
         ``asyncio.sleep``; see :meth:`locker_client.Client.permit`::
 
             async with client.permit("api", wait=2.0):
                 await call_the_api()
         """
-        yield await self._permit(limit, key, cost, wait)
+        return _Permit(self, limit, key, cost, wait)
 
     def limited(
         self, limit: Optional[str] = None, key: Optional[str] = None, *, cost: int = 1, wait: float = 0.0
@@ -159,12 +162,14 @@ class AsyncClient(ClientBase[zmq.asyncio.Socket]):
         return decorate
 
     async def _permit(self, limit: Optional[str], key: Optional[str], cost: int, wait: float) -> GoReply:
-        deadline = time.monotonic() + pirate.check_wait(wait)
+        deadline = _monotonic() + pirate.check_wait(wait)
+        # Built and checked once, however many times it is asked.
+        body = wire.ask_body(limit, key, cost)
         while True:
-            reply = await self.ask(limit, key, cost=cost)
+            reply = _decode_go(await self.round_trip(body))
             if reply.ok:
                 return reply
-            await asyncio.sleep(calls.permit_pause(reply, limit, key, deadline - time.monotonic()))
+            await asyncio.sleep(calls.permit_pause(reply, limit, key, deadline - _monotonic()))
 
     async def stats(self) -> Dict[str, Any]:
         """The locker's counters, as the map it sends."""
@@ -212,30 +217,95 @@ class AsyncClient(ClientBase[zmq.asyncio.Socket]):
     async def round_trip(self, body: bytes) -> bytes:
         """Sends ``body`` and returns the one reply, failing over between
         endpoints; raises :class:`~locker_client.NoAnswer` at the deadline."""
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
-            plan = self._plan()
-            for tried in plan:
-                got = await self._attempt(tried, body)
-                if isinstance(got, bytes):
-                    return self._answered(tried.index, got)
-                plan.missed(tried, got)
-            raise self._no_answer()
+        turns = self._turns
+        if not turns.take_now():
+            await turns.take()
+        try:
+            if self._closed:
+                raise ClientError("the client is closed")
+            started = _monotonic()
+            socket, waits = self._socket, self._waits
+            if socket is not None and self._index == self._preferred and waits is not None and waits.loop is _running_loop():
+                # The common case, as the blocking client takes it: send at
+                # once on the socket to the locker that answered last and
+                # wait for the answer for this first try's share.
+                try:
+                    sent = _sent(socket, body)
+                    reply: Optional[bytes] = await waits.expect(_POLLIN, started + self._share) if sent else None
+                except BaseException:
+                    # Cancelled or interrupted between send and receive:
+                    # the REQ socket cannot be used again.
+                    self._drop()
+                    raise
+                if reply is not None:
+                    return reply
+                if sent:
+                    self._missed(pirate.Missed.SILENT)
+                    return await self._failover(body, started, sent_first=True)
+            return await self._failover(body, started, sent_first=False)
+        finally:
+            turns.give()
+
+    async def _failover(self, body: bytes, started: float, sent_first: bool) -> bytes:
+        """The Lazy Pirate plan, as :meth:`locker_client.Client._failover`
+        follows it."""
+        plan = self._plan(started)
+        tries = iter(plan)
+        if sent_first:
+            first = next(tries, None)
+            if first is None:
+                raise self._no_answer()
+            plan.missed(first, pirate.Missed.SILENT)
+        for tried in tries:
+            got = await self._attempt(tried, body)
+            if isinstance(got, bytes):
+                return self._answered(tried.index, got)
+            plan.missed(tried, got)
+        raise self._no_answer()
 
     async def _call(self, call: calls.Call[T]) -> T:
         return call.decode(await self.round_trip(call.body))
 
     async def _attempt(self, tried: pirate.Try, body: bytes) -> Union[bytes, pirate.Missed]:
         """One try, as :meth:`locker_client.Client._attempt` makes it."""
-        started = time.monotonic()
+        started = _monotonic()
         with self._socket_for(tried.index) as socket:
-            # pyzmq's stub of the asyncio poll leaves out its flags argument.
-            if not (await socket.poll(tried.connect_ms(), zmq.POLLOUT) and await _sent(socket, body)):  # type: ignore[call-arg]
+            waits = self._waits_for(socket)
+            if not (
+                _sent(socket, body)
+                or (await waits.expect(_POLLOUT, started + tried.connect) and _sent(socket, body))
+            ):
                 return self._missed(pirate.Missed.NOT_CONNECTED)
-            if not await socket.poll(tried.answer_ms(time.monotonic() - started), zmq.POLLIN):  # type: ignore[call-arg]
-                return self._missed(pirate.Missed.SILENT)
-            return await socket.recv()
+            reply: Optional[bytes] = await waits.expect(_POLLIN, started + tried.budget)
+            return self._missed(pirate.Missed.SILENT) if reply is None else reply
+
+    # ---- waiting on the event loop ---------------------------------------
+
+    def _new_socket(self) -> "zmq.Socket[bytes]":
+        """A plain (blocking-flavoured) REQ socket on this client's context,
+        used only without blocking: the client waits for it on the event
+        loop itself (:class:`_Waits`) instead of through ``zmq.asyncio``,
+        whose futures, callbacks and poller cost more per request than the
+        locker takes to answer."""
+        return zmq.Socket(self._ctx, zmq.REQ)
+
+    def _waits_for(self, socket: "zmq.Socket[bytes]") -> "_Waits":
+        """The waits of the open ``socket`` on the running loop, set up on
+        its first request."""
+        waits = self._waits
+        if waits is None or waits.loop is not asyncio.get_running_loop():
+            if waits is not None:
+                waits.stop()
+            waits = self._waits = _Waits(socket)
+        return waits
+
+    def _drop(self) -> None:
+        # The loop stops watching the socket before it is closed: a closed
+        # descriptor left registered would confuse the loop's selector.
+        if self._waits is not None:
+            self._waits.stop()
+            self._waits = None
+        super()._drop()
 
     def close(self) -> None:
         """Closes the socket; later requests raise ``ClientError``."""
@@ -248,13 +318,328 @@ class AsyncClient(ClientBase[zmq.asyncio.Socket]):
         self.close()
 
 
-async def _sent(socket: zmq.asyncio.Socket, body: bytes) -> bool:
-    """Sends without waiting; False when the connection went in between."""
-    try:
-        await socket.send(body, zmq.DONTWAIT)
-    except zmq.Again:
-        return False
-    return True
+class _Waits:
+    """How an :class:`AsyncClient` waits for its socket on the event loop.
+
+    A ZeroMQ socket's ``ZMQ_FD`` becomes readable when something may have
+    changed, and ``ZMQ_EVENTS`` says what. The loop watches that
+    descriptor for as long as the socket is open (not once per request:
+    registering costs two system calls), and a request's wait is one
+    :class:`_Ready`, resolved by the watch when the event it waits for is
+    there or by one timer at its deadline. Reading ``ZMQ_EVENTS`` after
+    the wait is set up catches what came before (ZeroMQ signals the
+    descriptor only for what comes after a look); every wake-up reads it
+    again, which also re-arms the descriptor.
+
+    A loop without ``add_reader`` (Windows' proactor loop) is waited on
+    through a ``zmq.asyncio.Poller`` instead, which works there.
+    """
+
+    __slots__ = ("loop", "_socket", "_fd", "_watched", "_future", "_event", "_until", "_alarm", "_alarm_at")
+
+    def __init__(self, socket: "zmq.Socket[bytes]") -> None:
+        self.loop = asyncio.get_running_loop()
+        self._socket = socket
+        self._fd = cast(int, socket.getsockopt(zmq.FD))
+        self._future: Optional[_Ready] = None
+        self._event = 0
+        self._until = 0.0
+        # One timer for the deadlines of every wait, not one per wait: each
+        # request's deadline is later than the one before, so a timer set for
+        # an earlier deadline only moves on to the current one when it rings.
+        self._alarm: Optional[asyncio.TimerHandle] = None
+        self._alarm_at = 0.0
+        try:
+            self.loop.add_reader(self._fd, self._wake)
+            self._watched = True
+        except NotImplementedError:
+            self._watched = False
+
+    def expect(self, event: int, until: float) -> "_Ready":
+        """The wait for ``event`` on the socket, to await: the answer itself
+        for ``POLLIN`` (read by the callback that saw it come), True for
+        ``POLLOUT``; None when it has not come by ``until`` (monotonic
+        seconds). A method that returns an awaitable rather than a
+        coroutine: one frame fewer on every request."""
+        future = _Ready(self.loop)
+        self._until = until
+        if not self._watched:
+            self.loop.create_task(self._polled(future, event, until))
+        elif self._socket.getsockopt(_EVENTS) & event:  # type: ignore[operator]
+            # Already there, but the request still gives the loop one turn
+            # (other tasks run, and a cancel lands, as on any await) and
+            # takes it then.
+            self._future, self._event = future, event
+            self.loop.call_soon(self._settle)
+        else:
+            self._future, self._event = future, event
+            if self._alarm is None or self._alarm_at > until:
+                self._set_alarm(until)
+        return future
+
+    def _settle(self) -> None:
+        """Hands over what was already there when the wait began."""
+        future = self._future
+        if future is None or future.done():
+            return
+        got = self._look()
+        if got is not None:
+            self._future = None
+            future.resolve(got)
+        elif self._alarm is None or self._alarm_at > self._until:
+            self._set_alarm(self._until)
+
+    def _set_alarm(self, at: float) -> None:
+        if self._alarm is not None:
+            self._alarm.cancel()
+        self._alarm = self.loop.call_later(at - _monotonic(), self._ring)
+        self._alarm_at = at
+
+    def _ring(self) -> None:
+        """The timer rang: the wait in progress, if any, ends when its
+        deadline has come (with a last look at the socket), else the timer
+        moves on to that deadline."""
+        self._alarm = None
+        future = self._future
+        if future is None or future.done():
+            return
+        if _monotonic() < self._until:
+            self._set_alarm(self._until)
+        else:
+            self._future = None
+            future.resolve(self._look())
+
+    def _look(self) -> Any:
+        """What the wait in progress waits for, if it is there: the answer,
+        or True when the socket is writable; None if not."""
+        if self._event == _POLLIN:
+            try:
+                return self._socket.recv(_DONTWAIT)
+            except zmq.Again:
+                return None
+        return True if self._socket.getsockopt(_EVENTS) & self._event else None  # type: ignore[operator]
+
+    def _wake(self) -> None:
+        """The loop's callback when the socket's descriptor is readable: the
+        answer is read here, for the task waiting for it (a receive that
+        finds nothing re-arms the descriptor as ``ZMQ_EVENTS`` would)."""
+        future = self._future
+        if future is None or future.done():
+            self._socket.getsockopt(_EVENTS)  # nobody waits: only re-arm
+            return
+        got = self._look()
+        if got is not None:
+            # Cleared first: the waiting task runs inside resolve() and may
+            # start its next wait before it returns.
+            self._future = None
+            future.resolve(got)
+
+    async def _polled(self, future: "_Ready", event: int, until: float) -> None:
+        """The wait on a loop without ``add_reader``, in a task of its own
+        that hands the outcome over from a loop callback."""
+        poller = zmq.asyncio.Poller()
+        poller.register(self._socket, event)
+        try:
+            came = await poller.poll(pirate.poll_ms(until - _monotonic()))
+            got = (self._socket.recv(_DONTWAIT) if event == _POLLIN else True) if came else None
+        except Exception as e:  # the socket closed under it, say
+            future.fail(e)
+            return
+        self.loop.call_soon(future.resolve, got)
+
+    def stop(self) -> None:
+        """The loop stops watching the socket (before it is closed). A wait
+        still in progress (the client closed by another task) ends with
+        ClientError rather than never."""
+        future = self._future
+        if future is not None and not future.done():
+            future.fail(ClientError("the client is closed"))
+        if self._alarm is not None:
+            self._alarm.cancel()
+            self._alarm = None
+        if self._watched:
+            self._watched = False
+            try:
+                self.loop.remove_reader(self._fd)
+            except RuntimeError:  # the loop's thread is gone or it is closed
+                pass
+
+
+class _Ready:
+    """The one wait of a request on its socket: an awaitable that asyncio's
+    tasks take for a future (``_asyncio_future_blocking``, done callbacks,
+    ``result``, ``cancel``), as their duck typing allows.
+
+    The difference from an ``asyncio.Future``: resolved by the loop's own
+    callback that saw the answer come (:meth:`resolve`), it wakes the
+    waiting task there and then, where a Future would schedule the wake-up
+    for the loop's next turn, another pass through the selector, a few
+    microseconds per request. Anything that may run inside a task (a
+    cancel, :meth:`fail` when the client is closed) schedules the wake-up
+    as a Future does.
+    """
+
+    __slots__ = ("_loop", "_state", "_result", "_error", "_callbacks", "_asyncio_future_blocking")
+
+    _PENDING, _DONE, _CANCELLED = 0, 1, 2
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._state = _Ready._PENDING
+        self._result: Any = None
+        self._error: Optional[BaseException] = None
+        self._callbacks: List[Tuple[Callable[["_Ready"], object], Any]] = []
+        self._asyncio_future_blocking = False
+
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    def done(self) -> bool:
+        return self._state != _Ready._PENDING
+
+    def cancelled(self) -> bool:
+        return self._state == _Ready._CANCELLED
+
+    def result(self) -> Any:
+        if self._state == _Ready._CANCELLED:
+            raise asyncio.CancelledError()
+        if self._state == _Ready._PENDING:
+            raise asyncio.InvalidStateError("the wait is not over")
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    def exception(self) -> Optional[BaseException]:
+        if self._state != _Ready._DONE:
+            self.result()  # raises CancelledError or InvalidStateError
+        return self._error
+
+    def add_done_callback(self, fn: Callable[["_Ready"], object], *, context: Any = None) -> None:
+        if self._state == _Ready._PENDING:
+            self._callbacks.append((fn, context))
+        else:
+            self._loop.call_soon(fn, self, context=context)
+
+    def remove_done_callback(self, fn: Callable[["_Ready"], object]) -> int:
+        kept = [(f, c) for f, c in self._callbacks if f != fn]
+        removed = len(self._callbacks) - len(kept)
+        self._callbacks = kept
+        return removed
+
+    def cancel(self, msg: Any = None) -> bool:
+        if self._state != _Ready._PENDING:
+            return False
+        self._state = _Ready._CANCELLED
+        self._schedule()
+        return True
+
+    def resolve(self, result: Any) -> None:
+        """Ends the wait with ``result`` and wakes the waiting task at once:
+        only from a callback of the loop, never inside a task."""
+        if self._state != _Ready._PENDING:
+            return
+        self._state, self._result = _Ready._DONE, result
+        callbacks, self._callbacks = self._callbacks, []
+        for fn, context in callbacks:
+            if context is None:
+                fn(self)
+            else:
+                context.run(fn, self)
+
+    def fail(self, error: BaseException) -> None:
+        """Ends the wait with ``error``, waking the task on the next turn."""
+        if self._state != _Ready._PENDING:
+            return
+        self._state, self._error = _Ready._DONE, error
+        self._schedule()
+
+    def _schedule(self) -> None:
+        callbacks, self._callbacks = self._callbacks, []
+        for fn, context in callbacks:
+            self._loop.call_soon(fn, self, context=context)
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        if self._state == _Ready._PENDING:
+            self._asyncio_future_blocking = True
+            yield self
+        return self.result()
+
+    __iter__ = __await__
+
+
+class _Turns:
+    """The requests of one :class:`AsyncClient` take turns on its socket,
+    first come, first served, as with an ``asyncio.Lock``, but without its
+    two coroutine calls when nobody is waiting, which is nearly always: the
+    turn is then a flag."""
+
+    __slots__ = ("_busy", "_waiting")
+
+    def __init__(self) -> None:
+        self._busy = False
+        self._waiting: "Deque[asyncio.Future[None]]" = collections.deque()
+
+    def take_now(self) -> bool:
+        """Takes the turn if it is free and nobody waits for it."""
+        if self._busy or self._waiting:
+            return False
+        self._busy = True
+        return True
+
+    async def take(self) -> None:
+        """Waits for the turn, behind those already waiting."""
+        if self.take_now():
+            return
+        future: "asyncio.Future[None]" = asyncio.get_running_loop().create_future()
+        self._waiting.append(future)
+        try:
+            await future
+        except BaseException:
+            if future.done() and not future.cancelled():
+                self.give()  # handed the turn as it was cancelled: pass it on
+            else:
+                self._waiting.remove(future)
+            raise
+
+    def give(self) -> None:
+        """Ends a turn: the next waiter has it, or it is free."""
+        while self._waiting:
+            future = self._waiting.popleft()
+            if not future.done():
+                future.set_result(None)
+                return
+        self._busy = False
+
+
+class _Permit:
+    """What :meth:`AsyncClient.permit` returns: takes the permit on
+    entering (``async with``) and spends it on exit; a class rather than an
+    async generator, which costs more to enter and leave."""
+
+    __slots__ = ("_client", "_limit", "_key", "_cost", "_wait")
+
+    def __init__(self, client: AsyncClient, limit: Optional[str], key: Optional[str], cost: int, wait: float) -> None:
+        self._client = client
+        self._limit = limit
+        self._key = key
+        self._cost = cost
+        self._wait = wait
+
+    async def __aenter__(self) -> GoReply:
+        return await self._client._permit(self._limit, self._key, self._cost, self._wait)
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+# Looked up once, as in the blocking client: the common path is short.
+_monotonic = time.monotonic
+_running_loop = asyncio.get_running_loop
+_decode_go = wire.decode_go
+_EVENTS = int(zmq.EVENTS)
+_POLLIN = int(zmq.POLLIN)
+_POLLOUT = int(zmq.POLLOUT)
+_DONTWAIT = int(zmq.DONTWAIT)
 
 
 async def wait_for_lease(client: AsyncClient, acquire: wire.Request) -> Terms:

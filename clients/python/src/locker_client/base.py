@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from typing import Any, Generic, Iterator, List, Optional, TypeVar
+from typing import Any, Callable, Generic, Iterator, List, Optional, TypeVar, cast
 
 import zmq
+import zmq.backend
 
 from . import curve, pirate
-from .errors import ClientError, NoAnswer
+from .errors import NoAnswer
 
 #: The default deadline of one request, in seconds.
 DEFAULT_TIMEOUT = 1.0
@@ -31,7 +32,7 @@ C = TypeVar("C", bound="ClientBase[Any]")
 class ClientBase(Generic[S]):
     """A client's state, for sockets of type ``S`` (blocking or asyncio)."""
 
-    def __init__(self, endpoints: List[str], timeout: float, ctx: "zmq.Context[S]", keys: Optional[curve.Curve]) -> None:
+    def __init__(self, endpoints: List[str], timeout: float, ctx: "zmq.Context[Any]", keys: Optional[curve.Curve]) -> None:
         self._endpoints = endpoints
         self._timeout = timeout
         self._curve = keys
@@ -63,12 +64,9 @@ class ClientBase(Generic[S]):
         twin._preferred = self._preferred
         return twin
 
-    def _plan(self) -> pirate.Plan:
-        """The tries of a request starting now."""
-        if self._closed:
-            raise ClientError("the client is closed")
-        deadline = time.monotonic() + self._timeout
-        return pirate.Plan(len(self._endpoints), self._preferred, deadline, time.monotonic)
+    def _plan(self, started: float) -> pirate.Plan:
+        """The tries of a request that started at ``started``."""
+        return pirate.Plan(len(self._endpoints), self._preferred, started + self._timeout, time.monotonic)
 
     def _answered(self, index: int, reply: bytes) -> bytes:
         """The endpoint that answered is asked first next time."""
@@ -83,17 +81,24 @@ class ClientBase(Generic[S]):
         if self._socket is not None and self._index != index:
             self._drop()
         if self._socket is None:
-            socket = self._ctx.socket(zmq.REQ)
+            socket = self._new_socket()
             # Unsent requests die with the socket instead of holding up exit.
             socket.setsockopt(zmq.LINGER, 0)
             # Queue nothing for an endpoint without a connection: the socket
             # is writable only once connected, so a try sees a dead locker
             # within the connect check and passes it over.
             socket.setsockopt(zmq.IMMEDIATE, 1)
+            # The blocking client's first look for an answer (the asyncio
+            # client never blocks in a receive): see ``Client._reply``.
+            socket.setsockopt(zmq.RCVTIMEO, pirate.FIRST_LOOK_MS)
             curve.secure(socket, self._curve)
             socket.connect(self._endpoints[index])
             self._socket, self._index = socket, index
         return self._socket
+
+    def _new_socket(self) -> S:
+        """A new REQ socket, not yet connected."""
+        return cast(S, self._ctx.socket(zmq.REQ))
 
     @contextmanager
     def _socket_for(self, index: int) -> Iterator[S]:
@@ -126,3 +131,30 @@ class ClientBase(Generic[S]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._endpoints!r}, timeout={self._timeout!r})"
+
+
+def sent(socket: "zmq.Socket[Any]", body: bytes) -> bool:
+    """Sends without waiting; False when there is no connection (ZeroMQ
+    queues nothing for an endpoint without one, ``ZMQ_IMMEDIATE``)."""
+    try:
+        if socket.__class__ is _PLAIN:
+            _backend_send(socket, body, _DONTWAIT)
+        else:
+            socket.send(body, _DONTWAIT)
+    except zmq.Again:
+        return False
+    return True
+
+
+# pyzmq's flags are enums whose operators run in Python: plain ints on
+# paths of a few microseconds.
+_DONTWAIT = int(zmq.DONTWAIT)
+
+# pyzmq's Socket.send is a Python wrapper (routing ids, groups) around its
+# backend's, which a plain socket's send can call directly; any other
+# socket class (gevent's, say) keeps its own send.
+_PLAIN = zmq.Socket
+_backend = getattr(zmq.backend, "Socket", None)
+_backend_send: Callable[..., Any] = (
+    _backend.send if isinstance(_backend, type) and issubclass(_PLAIN, _backend) else _PLAIN.send  # type: ignore[attr-defined]
+)

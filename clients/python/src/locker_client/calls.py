@@ -1,6 +1,10 @@
-"""Every request a client makes, as the bytes to send and the way to read
-the reply: built once here for :class:`~locker_client.Client` and
-:class:`~locker_client.AsyncClient`, which only add the round trip.
+"""The requests a client makes besides asks (stats and lease requests), as
+the bytes to send and the way to read the reply, built once here for
+:class:`~locker_client.Client` and :class:`~locker_client.AsyncClient`,
+which only add the round trip; and the arithmetic of acquire and permit.
+Asks, the hot path, go straight from ``wire.ask_body`` (``wire.batch_body``)
+to the round trip and ``wire.decode_go`` (``wire.decode_batch``), without a
+call object between.
 
 Arguments are checked when a call is built, before anything is sent. This
 module holds no state and never touches a socket.
@@ -9,12 +13,11 @@ module holds no state and never touches a socket.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
-from typing import Any, Callable, Dict, Generic, Iterable, List, Optional, TypeVar
+from typing import Any, Callable, Dict, Generic, Optional, TypeVar
 
 from . import wire
 from .errors import RateLimited
-from .wire import Ask, BatchReply, GoReply, LeaseReply
+from .wire import GoReply, LeaseReply
 
 T = TypeVar("T")
 
@@ -27,32 +30,9 @@ class Call(Generic[T]):
     decode: Callable[[bytes], T]
 
 
-def ask(
-    limit: Optional[str],
-    key: Optional[str],
-    cost: int,
-    up_to: bool,
-    max_wait_ms: Optional[int],
-    hold_ms: Optional[int] = None,
-) -> Call[GoReply]:
-    """An ask for ``cost`` permits of ``limit`` for ``key``."""
-    return Call(wire.encode(wire.go_request(limit, key, cost, up_to, max_wait_ms, hold_ms)), wire.decode_go)
-
-
-def ask_many(asks: Iterable[Ask]) -> Call[List[BatchReply]]:
-    """Many asks in one message, their replies in the same order."""
-    request = wire.batch_request(asks)
-    return Call(wire.encode(request), partial(wire.decode_batch, count=len(request["asks"])))
-
-
 def reservation(reply: GoReply) -> float:
     """Seconds to wait before going on a go with a reservation; 0 for none."""
     return reply.wait_ms / 1000 if reply.ok and reply.wait_ms else 0.0
-
-
-def go(limit: Optional[str]) -> Call[bool]:
-    """An ask in the seed's plain form."""
-    return Call(wire.plain_body(limit), wire.decode_plain)
 
 
 def stats() -> Call[Dict[str, Any]]:

@@ -7,25 +7,29 @@ with nothing sent and tried again last; a locker that does not answer in
 its share has its socket closed (linger 0) and reopened, since a REQ socket
 that timed out can never send again and a late reply must not be taken for
 the answer to a later request. Each endpoint is sent a request at most
-once. The requests themselves are built in ``calls``, the state shared with
-the asyncio client is in ``base``, the lease guard in ``lease``, the permit
-pool in ``pool``. This module only adds the blocking waits.
+once. The common case, the locker that answered last still connected,
+takes the shortest path the plan allows: the request sent at once, the
+answer waited for in one blocking receive (``round_trip``); the plan
+itself runs only when that does not answer. The requests themselves are
+built in ``wire`` and ``calls``, the state shared with the asyncio client
+is in ``base``, the lease guard in ``lease``, the permit pool in ``pool``.
+This module only adds the blocking waits.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import inspect
 import threading
 import time
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, TypeVar, Union, cast
+from typing import Any, Callable, ContextManager, Dict, Iterable, List, Optional, Sequence, TypeVar, Union, cast
 
 import zmq
 
 from . import calls, curve, pirate, wire
-from .base import DEFAULT_ENDPOINT, DEFAULT_TIMEOUT, ClientBase
+from .base import DEFAULT_ENDPOINT, DEFAULT_TIMEOUT, ClientBase, sent as _sent
+from .errors import ClientError
 from .lease import Lease, wait_for_lease
 from .wire import Ask, BatchReply, GoReply, LeaseReply
 
@@ -76,6 +80,10 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         keys = curve.load(server_key, client_key)
         super().__init__(pirate.endpoints_list(endpoints), pirate.check_timeout(timeout), ctx, keys)
         self._lock = threading.Lock()
+        # The first try's share of the deadline, as the plan gives it, and
+        # whether it leaves room for the first look.
+        self._share = self._timeout / len(self._endpoints)
+        self._first_look = self._share > _FIRST_LOOK
 
     # ---- asks ---------------------------------------------------------
 
@@ -104,15 +112,13 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         Raises :class:`~locker_client.LockerError` when the locker refuses,
         ``TypeError``/``ValueError`` for a bad argument, before sending.
         """
-        return self._call(calls.ask(
-                limit,
-                key,
-                cost,
-                up_to,
-                wire.seconds_or_ms("max_wait", max_wait, max_wait_ms),
-                wire.seconds_or_ms("hold", hold, hold_ms),
-            )
-        )
+        # The common ask (no time given in seconds) skips the conversions;
+        # ask_body writes it straight to bytes, and checks anything else.
+        if max_wait is not None:
+            max_wait_ms = wire.seconds_or_ms("max_wait", max_wait, max_wait_ms)
+        if hold is not None:
+            hold_ms = wire.seconds_or_ms("hold", hold, hold_ms)
+        return _decode_go(self.round_trip(wire.ask_body(limit, key, cost, up_to, max_wait_ms, hold_ms)))
 
     def ask_many(self, asks: Iterable[Ask]) -> List[BatchReply]:
         """Sends many asks in one message (at most 1000,
@@ -128,7 +134,8 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         the whole batch, ``TypeError``/``ValueError`` for a bad ask or more
         than 1000 of them, before sending. A reservation is not slept.
         """
-        return self._call(calls.ask_many(asks))
+        body, count = wire.batch_body(asks)
+        return wire.decode_batch(self.round_trip(body), count)
 
     def acquire(
         self,
@@ -157,13 +164,12 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         :class:`~locker_client.LockerError` instead of asking the default
         limit."""
         if limit is None:
-            return self._call(calls.go(None))
+            return wire.decode_plain(self.round_trip(wire.PLAIN_BODY))
         return self.ask(limit).ok
 
-    @contextlib.contextmanager
     def permit(
         self, limit: Optional[str] = None, key: Optional[str] = None, *, cost: int = 1, wait: float = 0.0
-    ) -> Iterator[GoReply]:
+    ) -> ContextManager[GoReply]:
         """A rate permit for the block it guards: asks for ``cost`` permits
         and, on sorry, sleeps until they may fit and asks again, for up to
         ``wait`` seconds in all; raises :class:`~locker_client.RateLimited`
@@ -173,7 +179,7 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
             with client.permit("api", key="user-7", wait=2.0):
                 call_the_api()
         """
-        yield self._permit(limit, key, cost, wait)
+        return _Permit(self, limit, key, cost, wait)
 
     def limited(
         self, limit: Optional[str] = None, key: Optional[str] = None, *, cost: int = 1, wait: float = 0.0
@@ -206,12 +212,14 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         return decorate
 
     def _permit(self, limit: Optional[str], key: Optional[str], cost: int, wait: float) -> GoReply:
-        deadline = time.monotonic() + pirate.check_wait(wait)
+        deadline = _monotonic() + pirate.check_wait(wait)
+        # Built and checked once, however many times it is asked.
+        body = wire.ask_body(limit, key, cost)
         while True:
-            reply = self.ask(limit, key, cost=cost)
+            reply = _decode_go(self.round_trip(body))
             if reply.ok:
                 return reply
-            time.sleep(calls.permit_pause(reply, limit, key, deadline - time.monotonic()))
+            time.sleep(calls.permit_pause(reply, limit, key, deadline - _monotonic()))
 
     def stats(self) -> Dict[str, Any]:
         """The locker's counters, as the map it sends: ``limits`` (one map
@@ -283,27 +291,96 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         """Sends ``body`` and returns the one reply, failing over between
         endpoints; raises :class:`~locker_client.NoAnswer` at the deadline."""
         with self._lock:
-            plan = self._plan()
-            for tried in plan:
-                got = self._attempt(tried, body)
-                if isinstance(got, bytes):
-                    return self._answered(tried.index, got)
-                plan.missed(tried, got)
-            raise self._no_answer()
+            if self._closed:
+                raise ClientError("the client is closed")
+            started = _monotonic()
+            socket = self._socket
+            if socket is not None and self._index == self._preferred:
+                # The common case, on the shortest path: the socket to the
+                # locker that answered last is open, so send at once (a REQ
+                # socket with ZMQ_IMMEDIATE refuses a send without a
+                # connection, so no poll is needed to find out) and wait
+                # for the answer for this first try's share, as the plan
+                # would give it: first in a blocking receive (see _reply),
+                # the answer nearly always there within it. Anything else
+                # goes the plan's way.
+                try:
+                    if not _sent(socket, body):
+                        return self._failover(body, started, sent_first=False)
+                    if self._first_look:
+                        try:
+                            return socket.recv()
+                        except zmq.Again:
+                            pass
+                    reply = self._late_reply(socket, started + self._share)
+                except BaseException:
+                    # Interrupted between send and receive (Ctrl-C, a zmq
+                    # error): the REQ socket cannot be used again.
+                    self._drop()
+                    raise
+                if reply is not None:
+                    return reply
+                self._missed(pirate.Missed.SILENT)
+                return self._failover(body, started, sent_first=True)
+            return self._failover(body, started, sent_first=False)
+
+    def _failover(self, body: bytes, started: float, sent_first: bool) -> bytes:
+        """The Lazy Pirate plan of a request that started at ``started``;
+        with ``sent_first``, its first try (the endpoint that answered
+        last) was already sent the request and was silent."""
+        plan = self._plan(started)
+        tries = iter(plan)
+        if sent_first:
+            first = next(tries, None)
+            if first is None:
+                raise self._no_answer()
+            plan.missed(first, pirate.Missed.SILENT)
+        for tried in tries:
+            got = self._attempt(tried, body)
+            if isinstance(got, bytes):
+                return self._answered(tried.index, got)
+            plan.missed(tried, got)
+        raise self._no_answer()
+
+    def _attempt(self, tried: pirate.Try, body: bytes) -> Union[bytes, pirate.Missed]:
+        """One try on one endpoint: send (after waiting for a connection, if
+        there is none yet), then wait for the answer."""
+        started = _monotonic()
+        with self._socket_for(tried.index) as socket:
+            if not (_sent(socket, body) or (socket.poll(tried.connect_ms(), _POLLOUT) and _sent(socket, body))):
+                return self._missed(pirate.Missed.NOT_CONNECTED)
+            reply = self._reply(socket, started + tried.budget)
+            return self._missed(pirate.Missed.SILENT) if reply is None else reply
+
+    def _reply(self, socket: "zmq.Socket[bytes]", until: float) -> Optional[bytes]:
+        """The answer to the request just sent on ``socket``, or None when
+        none came by ``until`` (monotonic seconds; at least one look).
+
+        A locker answers within microseconds, so the first look is a
+        blocking receive bounded by the socket's ``ZMQ_RCVTIMEO``
+        (``pirate.FIRST_LOOK_MS``): the cheapest wait there is, which a
+        poll before the receive would make several microseconds dearer.
+        It is kept short because pyzmq restarts a receive interrupted by a
+        signal with its whole timeout, and taken only when the try has at
+        least that long. An answer that takes longer (a held ask, a locker
+        under load, a silent one) is waited for by :meth:`_late_reply`."""
+        if until - _monotonic() > _FIRST_LOOK:
+            try:
+                return socket.recv()
+            except zmq.Again:
+                pass
+        return self._late_reply(socket, until)
+
+    def _late_reply(self, socket: "zmq.Socket[bytes]", until: float) -> Optional[bytes]:
+        """The rest of the wait for an answer, in a poll, which counts the
+        time already spent when a signal interrupts it, so the deadline
+        holds; at least one look."""
+        if socket.poll(pirate.poll_ms(until - _monotonic()), _POLLIN):
+            return socket.recv(_DONTWAIT)
+        return None
 
     def _call(self, call: calls.Call[T]) -> T:
         return call.decode(self.round_trip(call.body))
-
-    def _attempt(self, tried: pirate.Try, body: bytes) -> Union[bytes, pirate.Missed]:
-        """One try on one endpoint: wait for a connection, send, wait for
-        the answer."""
-        started = time.monotonic()
-        with self._socket_for(tried.index) as socket:
-            if not (socket.poll(tried.connect_ms(), zmq.POLLOUT) and _sent(socket, body)):
-                return self._missed(pirate.Missed.NOT_CONNECTED)
-            if not socket.poll(tried.answer_ms(time.monotonic() - started), zmq.POLLIN):
-                return self._missed(pirate.Missed.SILENT)
-            return socket.recv()
 
     def close(self) -> None:
         """Closes the socket; later requests raise ``ClientError``. Leases
@@ -318,10 +395,34 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         self.close()
 
 
-def _sent(socket: "zmq.Socket[bytes]", body: bytes) -> bool:
-    """Sends without waiting; False when the connection went in between."""
-    try:
-        socket.send(body, zmq.DONTWAIT)
-    except zmq.Again:
-        return False
-    return True
+class _Permit:
+    """What :meth:`Client.permit` returns: a context manager that takes the
+    permit on entering and spends it (nothing to give back) on exit. A
+    class rather than a generator: entering and leaving cost a method
+    call each."""
+
+    __slots__ = ("_client", "_limit", "_key", "_cost", "_wait")
+
+    def __init__(self, client: Client, limit: Optional[str], key: Optional[str], cost: int, wait: float) -> None:
+        self._client = client
+        self._limit = limit
+        self._key = key
+        self._cost = cost
+        self._wait = wait
+
+    def __enter__(self) -> GoReply:
+        return self._client._permit(self._limit, self._key, self._cost, self._wait)
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+# The calls of the common path, looked up once: a module attribute (and
+# pyzmq's flag enums, whose operators run in Python) each cost more than
+# the call itself on a path of a few microseconds.
+_monotonic = time.monotonic
+_FIRST_LOOK = pirate.FIRST_LOOK_MS / 1000
+_decode_go = wire.decode_go
+_POLLIN = int(zmq.POLLIN)
+_POLLOUT = int(zmq.POLLOUT)
+_DONTWAIT = int(zmq.DONTWAIT)

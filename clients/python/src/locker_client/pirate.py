@@ -24,6 +24,17 @@ from typing import Callable, Iterator, List, Sequence, Union
 #: for now: far longer than a connect on a LAN, far shorter than a timeout.
 CONNECT_CHECK = 0.1
 
+#: The blocking client's first look for an answer, in milliseconds (its
+#: sockets' ``ZMQ_RCVTIMEO``): far longer than a locker takes to answer, short
+#: enough that only signals coming faster than this, without end, could
+#: stretch a deadline (pyzmq restarts an interrupted receive with its whole
+#: timeout); a try that needs longer waits the rest of its budget in a
+#: poll. Not shorter: a timeout before the kernel's next tick costs a timer
+#: of its own on every wait (measured: 2 µs a request at 2 ms on a VM,
+#: nothing from 5 ms on), and libzmq reads its clock in whole
+#: milliseconds, so a 1 ms timeout often ends at once.
+FIRST_LOOK_MS = 10
+
 
 class Missed(enum.Enum):
     """Why a try brought no answer."""
