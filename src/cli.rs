@@ -170,6 +170,10 @@ struct ServeArgs {
     /// Most milliseconds one call to the store may take before its asks count as the store failing [default: 200].
     #[arg(long, value_name = "MS")]
     store_timeout_ms: Option<u64>,
+    /// Replicas that must acknowledge each claim (WAIT) before it is granted from, so that a failover loses no
+    /// granted permit; a claim fewer acknowledge in time follows --store-failure [default: 0] (docs/store.md).
+    #[arg(long, value_name = "N")]
+    store_replicas: Option<u32>,
     /// While the store cannot be reached: closed answers sorry; open decides by this locker's own counts, each
     /// locker then granting up to the whole limit. A limit's store_failure in the file wins [default: closed].
     #[arg(long, value_name = "POLICY")]
@@ -331,6 +335,7 @@ fn serve(args: ServeArgs) -> u8 {
         lease_secret: args.lease_secret,
         store: args.store,
         store_timeout_ms: args.store_timeout_ms,
+        store_replicas: args.store_replicas,
         store_failure: args.store_failure,
     };
     let ignored = config::ignored_settings(&flags, &file);

@@ -82,6 +82,8 @@ pub enum ConfigError {
     SemaphoreFailsOpen(String),
     #[error("store_timeout_ms must be from 1 to 60000, got {0}")]
     BadStoreTimeout(u64),
+    #[error("store_replicas must be from 0 to {MAX_STORE_REPLICAS}, got {0}")]
+    BadStoreReplicas(u32),
 }
 
 /// What a limit does when its store cannot be reached.
@@ -149,7 +151,13 @@ impl StoreSpec {
 pub struct StoreConfig {
     pub spec: StoreSpec,
     pub timeout: std::time::Duration,
+    /// Replicas that must acknowledge a claim before it is granted from
+    /// (`WAIT`); 0 waits for none (docs/store.md, failover).
+    pub replicas: u32,
 }
+
+/// The most replicas `store_replicas` may ask for.
+pub const MAX_STORE_REPLICAS: u32 = 16;
 
 /// How long a store call may take unless `store_timeout_ms` says.
 pub const DEFAULT_STORE_TIMEOUT_MS: u64 = 200;
@@ -216,6 +224,8 @@ pub struct FileConfig {
     pub store: Option<String>,
     /// How long one call to the store may take, in milliseconds.
     pub store_timeout_ms: Option<u64>,
+    /// Replicas that must acknowledge each claim before it is granted from.
+    pub store_replicas: Option<u32>,
     /// What limits that do not say do when the store cannot be reached.
     pub store_failure: Option<StoreFailure>,
     #[serde(default)]
@@ -360,6 +370,7 @@ pub struct Flags {
     pub lease_secret: Option<PathBuf>,
     pub store: Option<String>,
     pub store_timeout_ms: Option<u64>,
+    pub store_replicas: Option<u32>,
     pub store_failure: Option<StoreFailure>,
 }
 
@@ -513,7 +524,11 @@ fn resolve_store(flags: &Flags, file: &FileConfig) -> Result<Option<StoreConfig>
     if !(1..=60_000).contains(&ms) {
         return Err(ConfigError::BadStoreTimeout(ms));
     }
-    Ok(Some(StoreConfig { spec, timeout: std::time::Duration::from_millis(ms) }))
+    let replicas = flags.store_replicas.or(file.store_replicas).unwrap_or(0);
+    if replicas > MAX_STORE_REPLICAS {
+        return Err(ConfigError::BadStoreReplicas(replicas));
+    }
+    Ok(Some(StoreConfig { spec, timeout: std::time::Duration::from_millis(ms), replicas }))
 }
 
 /// The limits as a store serves them: each with its failure policy (its

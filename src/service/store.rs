@@ -117,6 +117,11 @@ impl Service {
         self.claims.as_ref().map(|c| (c.asked, c.claimed, c.failed, c.in_flight(), c.down()))
     }
 
+    /// The store's nodes, each with why it is failing, if it is.
+    pub fn store_nodes(&self) -> impl Iterator<Item = (&str, Option<&str>)> {
+        self.claims.iter().flat_map(Claims::nodes)
+    }
+
     /// Takes the store's answers in at `now`: the requests that waited for
     /// them are decided by `next_ready`.
     pub fn on_claims(&mut self, now: Nanos, answers: Vec<Claimed>) {
@@ -206,7 +211,7 @@ impl Service {
     pub(super) fn count(&mut self, now: Nanos, ask: &PermitAsk) -> Result<Verdict, AskError> {
         let Some(claims) = &mut self.claims else { return self.locker.ask(now, ask) };
         let limit = self.locker.limit(ask.limit);
-        let local = limit.algorithm() == Algorithm::Semaphore || (limit.fails_open() && claims.down().is_some());
+        let local = limit.algorithm() == Algorithm::Semaphore || (limit.fails_open() && claims.failing(ask.limit, ask.key));
         if local {
             return self.locker.ask(now, ask);
         }

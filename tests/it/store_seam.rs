@@ -53,7 +53,7 @@ fn an_ask_waits_for_its_claim_and_the_asks_after_it_go_from_the_hand_without_the
     assert_eq!(claims.len(), 1, "one claim for both: {claims:?}");
     assert!(claims[0].want >= 2, "the unsent claim grew to cover both asks: {claims:?}");
     assert!(ready(&mut s, T0).is_empty(), "nothing is answered before the store answers");
-    s.on_claims(T0 + MS, vec![Claimed { id: claims[0].id, grant: grant(10, 90) }]);
+    s.on_claims(T0 + MS, vec![Claimed { id: claims[0].id, node: "n:1".into(), grant: grant(10, 90) }]);
     assert_eq!(ready(&mut s, T0 + MS), [(1, b"go".to_vec()), (2, b"go".to_vec())], "in arrival order");
     for token in 3..8 {
         assert_eq!(serve(&mut s, T0 + 2 * MS, token, b"let me go"), (Answer::Now, b"go".to_vec()));
@@ -70,7 +70,7 @@ fn when_the_store_fails_a_limit_that_fails_closed_says_sorry_and_one_that_fails_
     let open = body(&Ask::new().limit("open").to_map());
     assert_eq!(serve(&mut s, T0, 1, b"let me go").0, Answer::Held);
     assert_eq!(serve(&mut s, T0, 2, &open).0, Answer::Held);
-    let failed = s.take_claims().into_iter().map(|c| Claimed { id: c.id, grant: Err("the store failed".into()) });
+    let failed = s.take_claims().into_iter().map(|c| Claimed { id: c.id, node: "n:1".into(), grant: Err("the store failed".into()) });
     s.on_claims(T0 + MS, failed.collect());
     let answers = ready(&mut s, T0 + MS);
     assert_eq!(answers[0], (1, b"sorry".to_vec()), "closed: sorry");

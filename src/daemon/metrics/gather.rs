@@ -44,11 +44,13 @@ pub fn snapshot(service: &Service, now: Nanos, stopping: bool) -> Snapshot {
     let peering = service.peering();
     let store = service.store_state().map(|(claims, claimed, failed, _, down)| StoreSnapshot {
         up: down.is_none(),
+        down: down.map(str::to_owned),
+        nodes: service.store_nodes().map(|(node, why)| (node.to_owned(), why.is_none())).collect(),
         claims,
         claimed,
         failed,
     });
-    let store_down = store.is_some_and(|s| !s.up);
+    let store_down = store.as_ref().is_some_and(|s| !s.up);
     let health = match (stopping, peering.is_some_and(|p| p.is_joining()), service.refusing().is_some()) {
         (true, _, _) => Health::Stopping,
         (false, _, true) => Health::Refusing,
