@@ -211,7 +211,8 @@ impl Service {
     pub(super) fn count(&mut self, now: Nanos, ask: &PermitAsk) -> Result<Verdict, AskError> {
         let Some(claims) = &mut self.claims else { return self.locker.ask(now, ask) };
         let limit = self.locker.limit(ask.limit);
-        let local = limit.algorithm() == Algorithm::Semaphore || (limit.fails_open() && claims.failing(ask.limit, ask.key));
+        let local =
+            limit.algorithm() == Algorithm::Semaphore || (limit.fails_open() && claims.failing(ask.limit, ask.key));
         if local {
             return self.locker.ask(now, ask);
         }

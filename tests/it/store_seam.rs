@@ -70,7 +70,11 @@ fn when_the_store_fails_a_limit_that_fails_closed_says_sorry_and_one_that_fails_
     let open = body(&Ask::new().limit("open").to_map());
     assert_eq!(serve(&mut s, T0, 1, b"let me go").0, Answer::Held);
     assert_eq!(serve(&mut s, T0, 2, &open).0, Answer::Held);
-    let failed = s.take_claims().into_iter().map(|c| Claimed { id: c.id, node: "n:1".into(), grant: Err("the store failed".into()) });
+    let failed = s.take_claims().into_iter().map(|c| Claimed {
+        id: c.id,
+        node: "n:1".into(),
+        grant: Err("the store failed".into()),
+    });
     s.on_claims(T0 + MS, failed.collect());
     let answers = ready(&mut s, T0 + MS);
     assert_eq!(answers[0], (1, b"sorry".to_vec()), "closed: sorry");

@@ -161,7 +161,8 @@ fn one_nodes_failure_puts_aside_only_its_own_keys_and_names_the_node() {
     // A new key on the healthy node claims at once: nothing global is down.
     assert!(matches!(c.need(T0 + 201 * MS, id(), &limit, Some("also-on-b"), 1), Need::Claim(_)));
     // The store reports the node back (a probe answered): it is no longer named.
-    let back = Claimed { id: NODE_REPORT, node: "a:1".into(), grant: Ok(Grant { got: 0, valid_us: 0, left: 0, retry_us: 0 }) };
+    let back =
+        Claimed { id: NODE_REPORT, node: "a:1".into(), grant: Ok(Grant { got: 0, valid_us: 0, left: 0, retry_us: 0 }) };
     assert!(c.settle(T0 + 250 * MS, vec![back]).is_empty(), "a report answers no claim");
     assert_eq!(c.down(), None);
     let gone = Claimed { id: NODE_GONE, node: "a:1".into(), grant: Err(String::new()) };

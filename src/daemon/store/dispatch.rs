@@ -77,7 +77,15 @@ impl Dispatcher {
             }),
         };
         let nodes = HashMap::new();
-        Dispatcher { topology, settings, events, nodes, failing: HashMap::new(), pending: Vec::new(), closed: Vec::new() }
+        Dispatcher {
+            topology,
+            settings,
+            events,
+            nodes,
+            failing: HashMap::new(),
+            pending: Vec::new(),
+            closed: Vec::new(),
+        }
     }
 
     /// Takes the loop's calls, to route on this turn.
@@ -122,7 +130,12 @@ impl Dispatcher {
             };
             call.redirects += 1;
             if call.redirects > MAX_REDIRECTS {
-                answer(call, node, Err(format!("redirected more than {MAX_REDIRECTS} times, last to {redirect}")), answers);
+                answer(
+                    call,
+                    node,
+                    Err(format!("redirected more than {MAX_REDIRECTS} times, last to {redirect}")),
+                    answers,
+                );
             } else {
                 self.pending.push(call);
             }
@@ -289,7 +302,9 @@ fn report(id: u64, node: &Arc<str>, health: Result<(), String>) -> Claimed {
 /// The answer to `call` from `node`: the script's value, or why it failed.
 fn answer(call: Call, node: &Arc<str>, result: Result<redis::Value, String>, answers: &mut StoreAnswers) {
     match call.what {
-        What::Claim(c) => answers.claims.push(Claimed { id: c.id, node: node.clone(), grant: result.and_then(grant_of) }),
+        What::Claim(c) => {
+            answers.claims.push(Claimed { id: c.id, node: node.clone(), grant: result.and_then(grant_of) })
+        }
         What::Lease(l) => {
             let result = result.map_err(|why| format!("the store failed: {node}: {why}")).and_then(lease_of);
             answers.leases.push(LeaseAnswer { id: l.id, result });

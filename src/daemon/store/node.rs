@@ -151,7 +151,8 @@ struct Node {
 impl Node {
     fn serve(mut self, inbox: &Receiver<Vec<Call>>, events: &Sender<Event>) {
         loop {
-            let wait = if self.failed.as_ref().is_some_and(|f| f.probe) { Duration::from_nanos(RETRY_DOWN) } else { IDLE };
+            let wait =
+                if self.failed.as_ref().is_some_and(|f| f.probe) { Duration::from_nanos(RETRY_DOWN) } else { IDLE };
             let mut calls = match inbox.recv_timeout(wait) {
                 Ok(calls) => calls,
                 Err(RecvTimeoutError::Timeout) => {
@@ -219,10 +220,9 @@ impl Node {
         let acked = if replicas > 0 { values.pop() } else { None };
         let unacked = match acked {
             Some(redis::Value::Int(n)) if n >= i64::from(replicas) => None,
-            Some(redis::Value::Int(n)) => Some(format!(
-                "{n} of {replicas} replicas acknowledged within {} ms",
-                self.settings.timeout.as_millis()
-            )),
+            Some(redis::Value::Int(n)) => {
+                Some(format!("{n} of {replicas} replicas acknowledged within {} ms", self.settings.timeout.as_millis()))
+            }
             Some(other) => Some(format!("WAIT answered {other:?}")),
             None => None,
         };
