@@ -145,6 +145,10 @@ impl Dispatcher {
 
     /// Notes how `node` is; reports a change.
     pub fn health(&mut self, node: &Arc<str>, health: Result<(), String>, answers: &mut StoreAnswers) {
+        if !self.nodes.contains_key(node) {
+            // It left the map: what its thread still says of it is moot.
+            return;
+        }
         let changed = match &health {
             Ok(()) => self.failing.remove(node).is_some(),
             Err(why) => {
@@ -336,6 +340,45 @@ fn grant_of(value: redis::Value) -> Result<Grant, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::claims::{ClaimAsk, Terms};
+    use crate::core::{Limit, Locker, Quota, DEFAULT_LIMIT};
+
+    fn claim(id: u64) -> Call {
+        let locker = Locker::new(Limit::new(DEFAULT_LIMIT, Quota::new(10, 1.0).unwrap()).unwrap(), vec![], 10);
+        let limit = locker.find(None).unwrap();
+        let terms = Terms::Fixed { max: 10, slot_us: 1_000_000 };
+        Call::new(What::Claim(ClaimAsk { id, limit, name: "l".into(), key: "k".into(), want: 1, terms }))
+    }
+
+    #[test]
+    fn outcomes_become_answers_named_by_their_node_and_a_change_of_health_is_reported_once() {
+        let (events, _inbox) = std::sync::mpsc::channel();
+        let settings = Settings { timeout: Duration::from_millis(50), replicas: 0 };
+        let url = "redis://127.0.0.1:1";
+        let mut d = Dispatcher::new(&StoreSpec::Single(url.into()), settings, events.clone());
+        let node: Arc<str> = "127.0.0.1:1".into();
+        // A node's thread does nothing until it gets calls.
+        d.nodes.insert(node.clone(), NodeLink::start(node.clone(), url.into(), settings, events).unwrap());
+        let grant = redis::Value::Array([1, 1_000, 9, 0].map(redis::Value::Int).to_vec());
+        let mut answers = StoreAnswers::default();
+        let outcomes = vec![
+            (claim(1), Outcome::Answer(grant)),
+            (claim(2), Outcome::Failed("timed out".into())),
+            (claim(3), Outcome::Moved { slot: 5, node: "127.0.0.1:2".into() }),
+        ];
+        d.done(&node, outcomes, &mut answers);
+        let got: Vec<_> = answers.claims.iter().map(|c| (c.id, &*c.node, c.grant.as_ref().map(|g| g.got))).collect();
+        let why = Err(&"timed out".to_owned());
+        assert_eq!(got, [(1, "127.0.0.1:1", Ok(1)), (2, "127.0.0.1:1", why), (NODE_REPORT, "127.0.0.1:1", why)]);
+        assert_eq!((d.pending.len(), d.pending[0].redirects), (1, 1), "the moved call is sent again");
+        let mut again = StoreAnswers::default();
+        d.done(&node, vec![(claim(4), Outcome::Failed("timed out".into()))], &mut again);
+        assert_eq!(again.claims.len(), 1, "the same failure is not reported twice");
+        let mut back = StoreAnswers::default();
+        d.health(&node, Ok(()), &mut back);
+        assert_eq!((back.claims[0].id, back.claims[0].grant.is_ok()), (NODE_REPORT, true), "back: reported");
+        d.stop();
+    }
 
     #[test]
     fn a_urls_node_is_its_host_and_port() {
