@@ -192,7 +192,7 @@ impl Node {
             }
             Err(e) => {
                 self.conn = None;
-                let why = e.to_string();
+                let why = self.why(&e);
                 self.fail(why.clone(), true);
                 calls.iter().map(|_| Outcome::Failed(why.clone())).collect()
             }
@@ -233,6 +233,16 @@ impl Node {
                 (o, _) => o,
             })
             .collect())
+    }
+
+    /// What went wrong, in words: a read that timed out says so, not
+    /// the socket's "Resource temporarily unavailable".
+    fn why(&self, e: &redis::RedisError) -> String {
+        if e.is_timeout() {
+            format!("no answer within {} ms", self.settings.read_timeout().as_millis())
+        } else {
+            e.to_string()
+        }
     }
 
     fn fail(&mut self, why: String, probe: bool) {
