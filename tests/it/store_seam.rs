@@ -1,13 +1,16 @@
 //! A locker on a store, on the service seam with literal instants and the
 //! store's answers written by hand: what is asked of the store, when an
 //! ask waits for it and when it is answered from the hand, the failure
-//! policy, and lease requests that go to the store and come back.
+//! policy (for the keys of the failing node only), and lease requests that
+//! go to the store and come back.
 
 use locker::core::claims::{Claimed, Grant};
 use locker::core::store_lease::{LeaseAnswer, LeaseOp, StoreLease, StoreLeaseState};
 use locker::core::{Algorithm, Limit, Locker, Nanos, Quota, DEFAULT_LIMIT};
 use locker::service::{Answer, Service};
 use locker::wire::{self, Ask, GoReply, LeaseAsk, LeaseReply, Reply, RequestMap};
+
+use crate::support::seam_stats;
 
 const MS: Nanos = 1_000_000;
 const T0: Nanos = 2_000_000_000_000 * MS;
@@ -128,4 +131,38 @@ fn a_lease_request_goes_to_the_store_and_its_reply_is_the_stores_answer_on_the_l
     assert!(lease_reply(&out).unwrap_err().contains("stopped before the store answered"));
     let db = s.locker().figures().stats().nth(2).unwrap().1;
     assert_eq!((db.requests, db.go, db.errors), (4, 1, 3), "each lease request counted once, when answered");
+}
+
+fn go(out: &[u8]) -> bool {
+    let Ok(Reply::Answer(r)) = wire::decode_reply::<GoReply>(out) else { panic!("{out:?}") };
+    r.ok
+}
+
+// Issue 36 (4): one failing node made every key follow the failure policy.
+#[test]
+fn when_one_node_fails_only_the_keys_it_answered_for_follow_the_failure_policy() {
+    let mut s = on_store();
+    let ask = |key| body(&Ask::new().limit("open").key(key).to_map());
+    assert_eq!(serve(&mut s, T0, 1, &ask("on-sick")).0, Answer::Held);
+    assert_eq!(serve(&mut s, T0, 2, &ask("on-well")).0, Answer::Held);
+    let claims = s.take_claims();
+    let id = |key: &str| claims.iter().find(|c| &*c.key == key).unwrap().id;
+    let spent = Grant { got: 1, valid_us: 1_000_000, left: 0, retry_us: 1_000_000 };
+    s.on_claims(
+        T0 + MS,
+        vec![
+            Claimed { id: id("on-sick"), node: "10.0.0.1:7000".into(), grant: Err("no answer within 200 ms".into()) },
+            Claimed { id: id("on-well"), node: "10.0.0.2:7000".into(), grant: Ok(spent) },
+        ],
+    );
+    let answered = ready(&mut s, T0 + MS);
+    assert!(answered.iter().all(|(_, out)| go(out)), "alone, and from the one permit claimed: {answered:?}");
+    // The healthy node said the key is spent: it holds, while the sick
+    // node's key is decided by this locker alone (the limit fails open).
+    let (now, well) = serve(&mut s, T0 + 2 * MS, 3, &ask("on-well"));
+    assert!(now == Answer::Now && !go(&well), "the healthy node's count still holds");
+    let (now, sick) = serve(&mut s, T0 + 2 * MS, 4, &ask("on-sick"));
+    assert!(now == Answer::Now && go(&sick), "the sick node's key fails open");
+    let down = seam_stats(&mut s, T0 + 2 * MS).store.unwrap().down;
+    assert_eq!(down.as_deref(), Some("10.0.0.1:7000: no answer within 200 ms"), "stats name the node");
 }
