@@ -217,18 +217,11 @@ impl Node {
             pipe.cmd("WAIT").arg(replicas).arg(self.settings.timeout.as_millis() as u64);
         }
         let mut values: Vec<redis::Value> = pipe.query(conn)?;
-        let acked = if replicas > 0 { values.pop() } else { None };
-        let unacked = match acked {
-            Some(redis::Value::Int(n)) if n >= i64::from(replicas) => None,
-            Some(redis::Value::Int(n)) => {
-                Some(format!("{n} of {replicas} replicas acknowledged within {} ms", self.settings.timeout.as_millis()))
-            }
-            Some(other) => Some(format!("WAIT answered {other:?}")),
-            None => None,
-        };
-        Ok(values
-            .into_iter()
-            .map(|v| match (outcome(v), &unacked) {
+        let unacked = if replicas > 0 { unacknowledged(values.pop(), self.settings) } else { None };
+        let outcomes = values.into_iter().map(outcome);
+        // A write no replica has is not granted from: it could be lost.
+        Ok(outcomes
+            .map(|o| match (o, &unacked) {
                 (Outcome::Answer(_), Some(why)) => Outcome::Failed(why.clone()),
                 (o, _) => o,
             })
@@ -276,6 +269,19 @@ pub fn connect(url: &str, settings: Settings) -> redis::RedisResult<redis::Conne
     Ok(conn)
 }
 
+/// Why a pipeline's writes do not count, from its `WAIT`'s answer: fewer
+/// replicas acknowledged them in time than `settings` asks for.
+fn unacknowledged(acked: Option<redis::Value>, settings: Settings) -> Option<String> {
+    let replicas = settings.replicas;
+    match acked {
+        Some(redis::Value::Int(n)) if n >= i64::from(replicas) => None,
+        Some(redis::Value::Int(n)) => {
+            Some(format!("{n} of {replicas} replicas acknowledged within {} ms", settings.timeout.as_millis()))
+        }
+        other => Some(format!("WAIT answered {other:?}")),
+    }
+}
+
 /// One value of a pipeline's answer as an outcome: the answer, or a
 /// redirection, or the error.
 fn outcome(value: redis::Value) -> Outcome {
@@ -288,5 +294,36 @@ fn outcome(value: redis::Value) -> Outcome {
         ("MOVED", Some((slot, node))) => Outcome::Moved { slot, node },
         ("ASK", Some((_, node))) => Outcome::Ask { node },
         (code, _) => Outcome::Failed(format!("{code} {}", e.details().unwrap_or_default()).trim_end().to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::Value;
+
+    #[test]
+    fn writes_fewer_replicas_acknowledged_than_asked_do_not_count() {
+        let settings = Settings { timeout: Duration::from_millis(100), replicas: 2 };
+        assert_eq!(unacknowledged(Some(Value::Int(2)), settings), None);
+        assert_eq!(unacknowledged(Some(Value::Int(3)), settings), None);
+        let short = unacknowledged(Some(Value::Int(1)), settings);
+        assert_eq!(short.as_deref(), Some("1 of 2 replicas acknowledged within 100 ms"));
+        assert!(unacknowledged(None, settings).is_some(), "no answer to WAIT is no acknowledgement");
+    }
+
+    #[test]
+    fn an_error_answer_is_a_redirection_or_a_failure() {
+        let parse = |text: &str| match redis::parse_redis_value(text.as_bytes()).unwrap() {
+            v @ Value::ServerError(_) => outcome(v),
+            other => panic!("{other:?}"),
+        };
+        assert!(
+            matches!(parse("-MOVED 3999 127.0.0.1:6381\r\n"), Outcome::Moved { slot: 3999, node } if node == "127.0.0.1:6381")
+        );
+        assert!(matches!(parse("-ASK 3999 127.0.0.1:6381\r\n"), Outcome::Ask { node } if node == "127.0.0.1:6381"));
+        let down = parse("-CLUSTERDOWN The cluster is down\r\n");
+        assert!(matches!(down, Outcome::Failed(why) if why == "CLUSTERDOWN The cluster is down"));
+        assert!(matches!(outcome(Value::Int(1)), Outcome::Answer(Value::Int(1))));
     }
 }
