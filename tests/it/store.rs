@@ -767,3 +767,15 @@ fn with_store_replicas_a_stopped_replica_fails_its_masters_claims_and_a_failover
         }
     }
 }
+
+#[test]
+fn store_replicas_is_read_from_the_file_and_the_flag_and_bounded() {
+    let file = TempFile::new("store-replicas-bound.toml", "store = \"redis://127.0.0.1:1\"\nstore_replicas = 17\n");
+    let out = run_locker(&["check-config", file.path()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("store_replicas must be from 0 to 16, got 17"), "{err}");
+    let out = run_locker(&["serve", "--store", "redis://127.0.0.1:1", "--store-replicas", "99"]);
+    assert_eq!(out.status.code(), Some(2), "the flag is checked too");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("got 99"));
+}
