@@ -16,8 +16,8 @@
 //! A store is one or more nodes (a cluster's masters), each answering for
 //! its own keys. A failed claim puts only its own key aside for a while
 //! (the failure policy answers it meanwhile), so one sick node never stops
-//! the keys of the others; and every answer names the node that gave it,
-//! so this knows which nodes are failing now and why.
+//! the keys of the others; and the store reports each node's changes of
+//! health, so this knows which nodes are failing now and why.
 //!
 //! Pure: it takes `now` and never touches a socket or a clock. It does not
 //! know Redis either: `ClaimAsk` names what to claim and the terms to count
@@ -38,8 +38,10 @@ mod tests;
 pub type ClaimId = u64;
 
 /// The id of an answer that answers no claim and only says how its node
-/// is: `Ok` (any grant) when it answers again, `Err` when it fails (the
-/// store learns it between claims: a lease call failed, a probe worked).
+/// is: `Ok` (any grant) when it answers again, `Err` when it fails. The
+/// store sends one at each change, with the answers that showed it, and
+/// these reports alone tell the nodes' health (a claim's answer may come
+/// late from a node already gone).
 pub const NODE_REPORT: ClaimId = u64::MAX;
 
 /// The id of an answer that says its node no longer holds keys (a
@@ -138,8 +140,8 @@ pub struct Grant {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Claimed {
     pub id: ClaimId,
-    /// The node that answered or failed (`HOST:PORT`), by which the
-    /// store's health is told node by node.
+    /// The node that answered or failed (`HOST:PORT`); for a report
+    /// (`NODE_REPORT`, `NODE_GONE`), the node it is about.
     pub node: Arc<str>,
     pub grant: Result<Grant, String>,
 }
@@ -360,10 +362,12 @@ impl Claims {
         settled
     }
 
-    /// Notes whether `answer`'s node worked, or that it is gone.
+    /// Takes a report of a node's health in (other answers are not).
     fn node_answered(&mut self, answer: &Claimed) {
         let why = answer.grant.as_ref().err();
-        if answer.id == NODE_GONE {
+        if answer.id != NODE_REPORT && answer.id != NODE_GONE {
+            return;
+        } else if answer.id == NODE_GONE {
             if self.nodes.remove(&answer.node).is_none() {
                 return;
             }

@@ -4,7 +4,7 @@
 //! policy (for the keys of the failing node only), and lease requests that
 //! go to the store and come back.
 
-use locker::core::claims::{Claimed, Grant};
+use locker::core::claims::{Claimed, Grant, NODE_REPORT};
 use locker::core::store_lease::{LeaseAnswer, LeaseOp, StoreLease, StoreLeaseState};
 use locker::core::{Algorithm, Limit, Locker, Nanos, Quota, DEFAULT_LIMIT};
 use locker::service::{Answer, Service};
@@ -153,6 +153,8 @@ fn when_one_node_fails_only_the_keys_it_answered_for_follow_the_failure_policy()
         vec![
             Claimed { id: id("on-sick"), node: "10.0.0.1:7000".into(), grant: Err("no answer within 200 ms".into()) },
             Claimed { id: id("on-well"), node: "10.0.0.2:7000".into(), grant: Ok(spent) },
+            // The store's report of the node's failure, which comes with it.
+            Claimed { id: NODE_REPORT, node: "10.0.0.1:7000".into(), grant: Err("no answer within 200 ms".into()) },
         ],
     );
     let answered = ready(&mut s, T0 + MS);

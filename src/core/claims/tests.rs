@@ -114,13 +114,14 @@ fn a_failing_store_is_left_alone_for_a_while() {
     let mut c = Claims::new(1);
     let Need::Claim(claim) = c.need(T0, id(), &limit, None, 1) else { panic!() };
     c.take_outbox();
-    c.settle(T0, vec![failed(claim, "10.0.0.1:7000", "connection refused")]);
+    let report = failed(NODE_REPORT, "10.0.0.1:7000", "connection refused");
+    c.settle(T0, vec![failed(claim, "10.0.0.1:7000", "connection refused"), report]);
     assert_eq!(c.down(), Some("10.0.0.1:7000: connection refused"));
     assert!(c.failing(id(), None));
     assert_eq!(c.need(T0 + MS, id(), &limit, None, 1), Need::Ready);
     assert!(!c.take(T0 + MS, id(), &limit, None, 1, false).go, "fails closed");
     let Need::Claim(again) = c.need(T0 + RETRY_DOWN, id(), &limit, None, 1) else { panic!("tries again") };
-    c.settle(T0 + RETRY_DOWN, vec![grant(again, 1, 500, 9, 0)]);
+    c.settle(T0 + RETRY_DOWN, vec![grant(again, 1, 500, 9, 0), grant(NODE_REPORT, 0, 0, 0, 0)]);
     assert_eq!(c.down(), None, "back");
     assert!(!c.failing(id(), None));
     assert!(c.take(T0 + RETRY_DOWN, id(), &limit, None, 1, false).go);
@@ -151,7 +152,9 @@ fn one_nodes_failure_puts_aside_only_its_own_keys_and_names_the_node() {
     let Need::Claim(well) = c.need(T0, id(), &limit, Some("on-b"), 1) else { panic!() };
     c.take_outbox();
     let ok = Claimed { node: "b:2".into(), ..grant(well, 10, 500, 90, 0) };
-    c.settle(T0 + 200 * MS, vec![failed(sick, "a:1", "timed out"), ok]);
+    let reports =
+        [failed(NODE_REPORT, "a:1", "timed out"), Claimed { node: "b:2".into(), ..grant(NODE_REPORT, 0, 0, 0, 0) }];
+    c.settle(T0 + 200 * MS, [failed(sick, "a:1", "timed out"), ok].into_iter().chain(reports).collect());
     assert_eq!(c.down(), Some("a:1: timed out"), "the node is named as soon as a call to it failed");
     assert_eq!(c.nodes().collect::<Vec<_>>(), [("a:1", Some("timed out")), ("b:2", None)]);
     assert!(c.failing(id(), Some("on-a")) && !c.failing(id(), Some("on-b")));
@@ -168,4 +171,8 @@ fn one_nodes_failure_puts_aside_only_its_own_keys_and_names_the_node() {
     let gone = Claimed { id: NODE_GONE, node: "a:1".into(), grant: Err(String::new()) };
     c.settle(T0 + 260 * MS, vec![failed(NODE_REPORT, "a:1", "refused"), gone]);
     assert_eq!((c.down(), c.nodes().count()), (None, 1), "a node that left the map is forgotten");
+    // What its calls still bring back later does not make it failing again.
+    let Need::Claim(late) = c.need(T0 + 260 * MS, id(), &limit, Some("late"), 1) else { panic!() };
+    c.settle(T0 + 300 * MS, vec![failed(late, "a:1", "timed out")]);
+    assert_eq!(c.down(), None, "only reports tell a node's health");
 }
