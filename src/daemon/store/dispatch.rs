@@ -46,8 +46,10 @@ struct Cluster {
     stale: bool,
     /// When it was last read, or tried.
     read_at: Option<Instant>,
-    /// Why it could not be read, while it cannot.
+    /// Why it could not be read, while there is none.
     unmapped: Option<String>,
+    /// Nodes that did not answer `CLUSTER SLOTS` in time: asked last.
+    slow: Vec<Arc<str>>,
 }
 
 /// Routes calls to nodes and outcomes to answers.
@@ -74,6 +76,7 @@ impl Dispatcher {
                 stale: true,
                 read_at: None,
                 unmapped: None,
+                slow: Vec::new(),
             }),
         };
         let nodes = HashMap::new();
@@ -237,13 +240,16 @@ impl Dispatcher {
     }
 
     /// Reads the cluster's map from the first node that answers, nodes
-    /// that fail asked last; reports nodes that left it.
+    /// that fail or were slow asked last; reports nodes that left it. It
+    /// waits for at most one node that does not answer in time per turn
+    /// (calls wait meanwhile), and a map it has is kept until a new one is
+    /// read.
     fn read_map(&mut self, answers: &mut StoreAnswers) {
         let Topology::Cluster(c) = &mut self.topology else { return };
         c.read_at = Some(Instant::now());
         let known = c.map.as_ref().map(SlotMap::masters).unwrap_or_default();
         let mut candidates: Vec<Arc<str>> = known.iter().chain(&c.seeds).cloned().collect();
-        candidates.sort_by_key(|n| self.failing.contains_key(n));
+        candidates.sort_by_key(|n| (self.failing.contains_key(n), c.slow.contains(n)));
         let mut why = String::from("no node to ask");
         for node in unique(candidates) {
             match read_slots(&node, self.settings) {
@@ -261,10 +267,21 @@ impl Dispatcher {
                     }
                     c.map = Some(map);
                     c.stale = false;
+                    c.slow.clear();
                     return;
                 }
-                Err(e) => why = format!("reading the cluster's map from {node}: {e}"),
+                Err((e, timed_out)) => {
+                    why = format!("reading the cluster's map from {node}: {e}");
+                    if timed_out {
+                        c.slow.retain(|n| *n != node);
+                        c.slow.push(node);
+                        break;
+                    }
+                }
             }
+        }
+        if c.map.is_some() {
+            return;
         }
         if c.unmapped.as_ref() != Some(&why) {
             answers.claims.push(report(NODE_REPORT, &CLUSTER.into(), Err(why.clone())));
@@ -284,10 +301,12 @@ fn unique(nodes: Vec<Arc<str>>) -> Vec<Arc<str>> {
     seen
 }
 
-fn read_slots(node: &str, settings: Settings) -> Result<SlotMap, String> {
-    let mut conn = node::connect(&format!("redis://{node}"), settings).map_err(|e| e.to_string())?;
-    let value: redis::Value = redis::cmd("CLUSTER").arg("SLOTS").query(&mut conn).map_err(|e| e.to_string())?;
-    SlotMap::parse(&value, node)
+/// `CLUSTER SLOTS` from `node`, or why not and whether it timed out.
+fn read_slots(node: &str, settings: Settings) -> Result<SlotMap, (String, bool)> {
+    let failed = |e: redis::RedisError| (e.to_string(), e.is_timeout());
+    let mut conn = node::connect(&format!("redis://{node}"), settings).map_err(failed)?;
+    let value: redis::Value = redis::cmd("CLUSTER").arg("SLOTS").query(&mut conn).map_err(failed)?;
+    SlotMap::parse(&value, node).map_err(|why| (why, false))
 }
 
 /// `HOST:PORT` of a `redis://[user:password@]HOST:PORT[/DB]` URL.
