@@ -14,6 +14,7 @@
 #
 #   bash benches/store.sh                   # about a minute
 #   ROUNDS=5 DURATION=3s bash benches/store.sh
+#   REPLICAS=1 bash benches/store.sh        # Redis with a replica, the store locker with --store-replicas 1
 #
 # Needs redis-server, redis-cli and redis-benchmark (Debian: redis-server,
 # redis-tools). Load goes to 127.0.0.1 only; everything is stopped on exit.
@@ -25,6 +26,7 @@ DURATION=${DURATION:-2s}
 KEYS=${KEYS:-1000}
 BATCH=${BATCH:-100}
 PORT=${PORT:-26379}
+REPLICAS=${REPLICAS:-0}
 
 cargo build --release --quiet --bin locker
 LOCKER=target/release/locker
@@ -40,6 +42,14 @@ trap cleanup EXIT
 redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$DIR" >/dev/null &
 PIDS+=($!)
 until [ "$(redis-cli -p "$PORT" ping 2>/dev/null)" = PONG ]; do sleep 0.05; done
+if ((REPLICAS > 0)); then
+  # One replica is enough for WAIT 1 to have something to wait for.
+  redis-server --port "$((PORT + 1))" --bind 127.0.0.1 --save '' --appendonly no --dir "$DIR" \
+    --replicaof 127.0.0.1 "$PORT" >/dev/null &
+  PIDS+=($!)
+  # Online, not only connected: WAIT counts no replica still syncing.
+  until redis-cli -p "$PORT" info replication | grep -q '^slave0:.*state=online'; do sleep 0.05; done
+fi
 
 # Starts a server and sets ENDPOINT from the `listening on` line it prints
 # once bound.
@@ -60,7 +70,8 @@ start() {
 LIMIT=(--max-requests 1000000000 --in-seconds 86400)
 LOCKER_LOG=warn start "$LOCKER" serve --bind 'tcp://127.0.0.1:*' "${LIMIT[@]}"
 EMBEDDED=$ENDPOINT
-LOCKER_LOG=warn start "$LOCKER" serve --bind 'tcp://127.0.0.1:*' "${LIMIT[@]}" --store "redis://127.0.0.1:$PORT"
+LOCKER_LOG=warn start "$LOCKER" serve --bind 'tcp://127.0.0.1:*' "${LIMIT[@]}" --store "redis://127.0.0.1:$PORT" \
+  --store-replicas "$REPLICAS"
 STORE=$ENDPOINT
 
 decisions() {
@@ -114,6 +125,7 @@ for i in "${!NAMES[@]}"; do
     "$(tr ' ' '\n' <<<"${S[$i]}" | grep . | median)" \
     "$(tr ' ' '\n' <<<"${R[$i]}" | grep . | median)"
 done
+echo "store_replicas = $REPLICAS; the store locker's $("$LOCKER" stats --connect "$STORE" | grep '^store: ')"
 echo "store: $EVALS EVAL calls for about $STORE_DECISIONS decisions:" \
   "$(awk -v e="$EVALS" -v d="$STORE_DECISIONS" 'BEGIN { printf "%.5f", e / d }') Redis commands per decision"
 echo "Envoy's way (one script call per decision, redis-benchmark -c 4 -P 32): $ENVOY decisions/s"

@@ -86,6 +86,8 @@ pub enum ConfigError {
     SemaphoreFailsOpen(String),
     #[error("store_timeout_ms must be from 1 to 60000, got {0}")]
     BadStoreTimeout(u64),
+    #[error("store_replicas must be from 0 to {MAX_STORE_REPLICAS}, got {0}")]
+    BadStoreReplicas(u32),
 }
 
 /// What a limit does when its store cannot be reached.
@@ -160,7 +162,13 @@ impl StoreSpec {
 pub struct StoreConfig {
     pub spec: StoreSpec,
     pub timeout: std::time::Duration,
+    /// Replicas that must acknowledge a claim before it is granted from
+    /// (`WAIT`); 0 waits for none (docs/store.md, failover).
+    pub replicas: u32,
 }
+
+/// The most replicas `store_replicas` may ask for.
+pub const MAX_STORE_REPLICAS: u32 = 16;
 
 /// How long a store call may take unless `store_timeout_ms` says.
 pub const DEFAULT_STORE_TIMEOUT_MS: u64 = 200;
@@ -458,7 +466,11 @@ fn resolve_store(s: &Settings) -> Result<Option<StoreConfig>, ConfigError> {
     if !(1..=60_000).contains(&ms) {
         return Err(ConfigError::BadStoreTimeout(ms));
     }
-    Ok(Some(StoreConfig { spec, timeout: std::time::Duration::from_millis(ms) }))
+    let replicas = s.store_replicas.unwrap_or(0);
+    if replicas > MAX_STORE_REPLICAS {
+        return Err(ConfigError::BadStoreReplicas(replicas));
+    }
+    Ok(Some(StoreConfig { spec, timeout: std::time::Duration::from_millis(ms), replicas }))
 }
 
 /// The limits as a store serves them: each with its failure policy (its

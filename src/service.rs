@@ -109,6 +109,8 @@ pub struct StoreStatus {
     pub in_flight: usize,
     /// Why the store fails, when it does.
     pub down: Option<String>,
+    /// The store's nodes, each with whether it answers.
+    pub nodes: Vec<(String, bool)>,
 }
 
 /// What the daemon tells the service of itself (see `Service::note`).

@@ -111,6 +111,10 @@ pub struct Settings {
     /// Most milliseconds one call to the store may take before its asks count as the store failing [default: 200].
     #[arg(long, value_name = "MS")]
     pub store_timeout_ms: Option<u64>,
+    /// Replicas that must acknowledge each claim (WAIT) before it is granted from, so that a failover loses no
+    /// granted permit; a claim fewer acknowledge in time follows --store-failure [default: 0] (docs/store.md).
+    #[arg(long, value_name = "N")]
+    pub store_replicas: Option<u32>,
     /// While the store cannot be reached: closed answers sorry; open decides by this locker's own counts, each
     /// locker then granting up to the whole limit. A limit's store_failure in the file wins [default: closed].
     #[arg(long, value_name = "POLICY")]
@@ -158,6 +162,7 @@ impl Settings {
             lease_secret: self.lease_secret.or(other.lease_secret),
             store: self.store.or(other.store),
             store_timeout_ms: self.store_timeout_ms.or(other.store_timeout_ms),
+            store_replicas: self.store_replicas.or(other.store_replicas),
             store_failure: self.store_failure.or(other.store_failure),
             limits: if self.limits.is_empty() { other.limits } else { self.limits },
             path: self.path.or(other.path),

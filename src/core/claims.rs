@@ -13,12 +13,19 @@
 //! A hand running low claims its next chunk while it still answers, so a
 //! steady caller never waits.
 //!
+//! A store is one or more nodes (a cluster's masters), each answering for
+//! its own keys. A failed claim puts only its own key aside for a while
+//! (the failure policy answers it meanwhile), so one sick node never stops
+//! the keys of the others; and the store reports each node's changes of
+//! health, so this knows which nodes are failing now and why.
+//!
 //! Pure: it takes `now` and never touches a socket or a clock. It does not
 //! know Redis either: `ClaimAsk` names what to claim and the terms to count
 //! by, `Claimed` is the store's answer; the daemon's store thread turns
 //! one into a script call and the reply into the other.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use crate::core::ask::Verdict;
 use crate::core::limit::{bucket_interval, Algorithm, Limit, LimitId};
@@ -29,6 +36,17 @@ mod tests;
 
 /// Names one claim, to match its answer.
 pub type ClaimId = u64;
+
+/// The id of an answer that answers no claim and only says how its node
+/// is: `Ok` (any grant) when it answers again, `Err` when it fails. The
+/// store sends one at each change, with the answers that showed it, and
+/// these reports alone tell the nodes' health (a claim's answer may come
+/// late from a node already gone).
+pub const NODE_REPORT: ClaimId = u64::MAX;
+
+/// The id of an answer that says its node no longer holds keys (a
+/// failover or resharding moved them): it is forgotten.
+pub const NODE_GONE: ClaimId = u64::MAX - 1;
 
 /// How long a bucket's or rolling window's claim may be spent, at most:
 /// the bounds in docs/store.md grow with it.
@@ -41,8 +59,8 @@ const MIN_LIFE: Nanos = NANOS_PER_MS;
 /// How many sub-slots a rolling window is counted in by the store.
 pub const ROLLING_SUBSLOTS: u64 = 16;
 
-/// How long the store is left alone after it failed, before a claim tries
-/// it again.
+/// How long a key is left alone after its claim failed, before a claim
+/// tries the store again.
 pub const RETRY_DOWN: Nanos = 100 * NANOS_PER_MS;
 
 /// How often hands that ran out are forgotten.
@@ -122,6 +140,9 @@ pub struct Grant {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Claimed {
     pub id: ClaimId,
+    /// The node that answered or failed (`HOST:PORT`); for a report
+    /// (`NODE_REPORT`, `NODE_GONE`), the node it is about.
+    pub node: Arc<str>,
     pub grant: Result<Grant, String>,
 }
 
@@ -150,6 +171,9 @@ struct Hand {
     waiting: u32,
     /// Permits spent since the last claim: the demand the next one is sized by.
     spent: u32,
+    /// The last claim failed: the failure policy answers, and no claim is
+    /// sent before this time. Cleared when a claim works.
+    failed: Option<Nanos>,
 }
 
 /// A claim on its way to the store.
@@ -172,8 +196,10 @@ pub struct Claims {
     in_flight: HashMap<ClaimId, InFlight>,
     outbox: Vec<ClaimAsk>,
     next: ClaimId,
-    /// The store failed: why, and when to try it again.
-    down: Option<(String, Nanos)>,
+    /// The nodes that answered claims: why each is failing, if it is.
+    nodes: BTreeMap<Arc<str>, Option<String>>,
+    /// The failing nodes and why, in one line, while any is.
+    down: Option<String>,
     /// When hands were last swept.
     swept: Nanos,
     /// Claims asked for, permits claimed, claims that failed.
@@ -188,9 +214,23 @@ impl Claims {
         Claims { hands: (0..limits).map(|_| HashMap::new()).collect(), ..Claims::default() }
     }
 
-    /// Why the store is failing, when it is and no claim has worked since.
+    /// Which nodes of the store are failing and why (`HOST:PORT: why`,
+    /// `; ` between nodes), while any is: a node fails when a claim to it
+    /// fails, and is back when a claim to it works.
     pub fn down(&self) -> Option<&str> {
-        self.down.as_ref().map(|(why, _)| why.as_str())
+        self.down.as_deref()
+    }
+
+    /// The nodes claims went to, each with why it is failing, if it is.
+    pub fn nodes(&self) -> impl Iterator<Item = (&str, Option<&str>)> {
+        self.nodes.iter().map(|(node, why)| (&**node, why.as_deref()))
+    }
+
+    /// Whether the last claim for `key` of `limit` failed, and none has
+    /// worked since: its asks follow the limit's failure policy.
+    pub fn failing(&self, id: LimitId, key: Option<&str>) -> bool {
+        let hand = self.hands.get(id.0).and_then(|h| h.get(key.unwrap_or("")));
+        hand.is_some_and(|h| h.failed.is_some())
     }
 
     /// Claims on their way.
@@ -236,8 +276,8 @@ impl Claims {
             }
             return Need::Claim(claim);
         }
-        let store_down = self.down.as_ref().is_some_and(|&(_, retry)| now < retry);
-        if store_down || now < hand.empty_until {
+        let left_alone = hand.failed.is_some_and(|retry| now < retry);
+        if left_alone || now < hand.empty_until {
             return Need::Ready;
         }
         let capacity = limit.capacity();
@@ -280,6 +320,7 @@ impl Claims {
     pub fn settle(&mut self, now: Nanos, answers: Vec<Claimed>) -> Vec<ClaimId> {
         let mut settled = Vec::with_capacity(answers.len());
         for answer in answers {
+            self.node_answered(&answer);
             let Some(flight) = self.in_flight.remove(&answer.id) else { continue };
             settled.push(answer.id);
             let Some(hand) = self.hands.get_mut(flight.limit.0).and_then(|h| h.get_mut(&flight.key)) else { continue };
@@ -287,7 +328,7 @@ impl Claims {
             let waiting = std::mem::take(&mut hand.waiting);
             match answer.grant {
                 Ok(grant) => {
-                    self.down = None;
+                    hand.failed = None;
                     self.claimed += u64::from(grant.got);
                     let until = flight.sent.saturating_add(grant.valid_us.saturating_mul(1_000));
                     if now >= hand.until {
@@ -312,13 +353,32 @@ impl Claims {
                         self.send(now, ClaimAsk { id: claim, want, ..flight.ask });
                     }
                 }
-                Err(why) => {
+                Err(_) => {
                     self.failed += 1;
-                    self.down = Some((why, now.saturating_add(RETRY_DOWN)));
+                    hand.failed = Some(now.saturating_add(RETRY_DOWN));
                 }
             }
         }
         settled
+    }
+
+    /// Takes a report of a node's health in (other answers are not).
+    fn node_answered(&mut self, answer: &Claimed) {
+        let why = answer.grant.as_ref().err();
+        if answer.id != NODE_REPORT && answer.id != NODE_GONE {
+            return;
+        } else if answer.id == NODE_GONE {
+            if self.nodes.remove(&answer.node).is_none() {
+                return;
+            }
+        } else if self.nodes.get(&answer.node).is_some_and(|was| was.as_ref() == why) {
+            return;
+        } else {
+            self.nodes.insert(answer.node.clone(), why.cloned());
+        }
+        let failing: Vec<String> =
+            self.nodes.iter().filter_map(|(node, why)| why.as_ref().map(|why| format!("{node}: {why}"))).collect();
+        self.down = (!failing.is_empty()).then(|| failing.join("; "));
     }
 
     /// Answers an ask of `cost` permits (`up_to`: as many as are on hand,
@@ -346,7 +406,9 @@ impl Claims {
         let reset = hand.until.saturating_sub(now);
         let remaining = |h: &Hand| h.permits.saturating_add(h.left).min(capacity);
         if granted == 0 && cost > 0 || granted > hand.permits {
+            let store_back = hand.failed.unwrap_or(0).saturating_sub(now);
             let retry = hand.empty_until.saturating_sub(now).max(if hand.left == 0 { 0 } else { NANOS_PER_MS });
+            let retry = retry.max(store_back);
             return Verdict::sorry(capacity, remaining(hand), retry.max(1), reset);
         }
         hand.permits -= granted;
@@ -363,7 +425,8 @@ impl Claims {
         }
         self.swept = now;
         for table in &mut self.hands {
-            table.retain(|_, h| h.claiming.is_some() || now < h.until || now < h.empty_until);
+            let left_alone = |h: &Hand| h.failed.is_some_and(|retry| now < retry);
+            table.retain(|_, h| h.claiming.is_some() || now < h.until || now < h.empty_until || left_alone(h));
         }
     }
 

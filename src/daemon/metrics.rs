@@ -109,10 +109,14 @@ pub struct Snapshot {
 }
 
 /// The store's side, as the loop sees it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StoreSnapshot {
-    /// Whether the last claim worked.
+    /// Whether every node claims went to answers (see `core::claims`).
     pub up: bool,
+    /// The failing nodes and why, while any is.
+    pub down: Option<String>,
+    /// Each node claims went to, and whether it answers.
+    pub nodes: Vec<(String, bool)>,
     /// Claims sent, permits they brought, claims that failed.
     pub claims: u64,
     pub claimed: u64,

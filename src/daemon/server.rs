@@ -254,7 +254,7 @@ impl Server {
             Some(sc) => {
                 service = service.with_store();
                 info!(store = ?sc.spec, timeout_ms = sc.timeout.as_millis() as u64, "counting in the store");
-                Some(StoreLink::start(&ctx, &sc.spec, sc.timeout)?)
+                Some(StoreLink::start(&ctx, sc)?)
             }
             None => None,
         };

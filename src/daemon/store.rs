@@ -2,31 +2,41 @@
 //! (or a Redis Cluster) and their answers back, so that the serving thread
 //! never waits on the store.
 //!
-//! The loop hands calls over a channel; this thread takes every call
-//! waiting, sends them as one pipeline of scripts, each on one key or on
-//! keys sharing a hash tag (a cluster
-//! pipeline writes each node's share before reading any answer, so the
-//! nodes work at once; MOVED and ASK are followed by the client crate),
-//! and sends the answers back over a channel, poking the loop's poll with
-//! an empty message on an inproc socket. A call whose pipeline fails is
-//! answered with the error, and the connection is made again for the next
-//! one. Nothing here decides: `core::claims` and the scripts do.
+//! The loop hands calls over a channel; this thread routes each to the
+//! node that holds its key (by the cluster's slot map, read with `CLUSTER
+//! SLOTS`; a single server is one node) and hands each node's share to
+//! that node's own thread and connection (`node`), so that one node's
+//! stall or failure holds up only its own keys' calls. Each script is on
+//! one key or on keys sharing a hash tag, so it has one node. MOVED and
+//! ASK answers are followed here (a MOVED makes the map be read again),
+//! and so is a failure (a failover changes the map). Answers go back over
+//! a channel, poking the loop's poll with an empty message on an inproc
+//! socket; each names its node, and a node's changes of health (it failed,
+//! it answers again, it left the map) are sent as answers of their own
+//! (`NODE_REPORT`, `NODE_GONE`), so that stats, metrics and health say
+//! which node is down as soon as a call to it fails. Nothing here decides:
+//! `core::claims` and the scripts do.
 
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use tracing::{info, warn};
-
 use super::transport::{zmq_err, TransportError};
-use crate::config::StoreSpec;
-use crate::core::claims::{ClaimAsk, Claimed, Grant};
-use crate::core::store_lease::{LeaseAnswer, LeaseCall, StoreLease};
+use crate::config::StoreConfig;
+use crate::core::claims::{ClaimAsk, Claimed, RETRY_DOWN};
+use crate::core::store_lease::{LeaseAnswer, LeaseCall};
 
+mod dispatch;
+mod node;
 mod scripts;
+mod slots;
 
-/// The most calls in one pipeline.
-const MAX_PIPELINE: usize = 4096;
+use dispatch::Dispatcher;
+use node::{Call, Outcome};
+
+/// The most events taken in before the answers so far are sent back.
+const MAX_EVENTS: usize = 256;
 
 /// Calls for the store: claims of permits and lease calls.
 #[derive(Debug, Default)]
@@ -43,11 +53,6 @@ impl StoreCalls {
     fn len(&self) -> usize {
         self.claims.len() + self.leases.len()
     }
-
-    fn extend(&mut self, more: StoreCalls) {
-        self.claims.extend(more.claims);
-        self.leases.extend(more.leases);
-    }
 }
 
 /// The store's answers, each naming its call.
@@ -63,6 +68,16 @@ impl StoreAnswers {
     }
 }
 
+/// What the store thread is told: calls from the loop, outcomes and
+/// health from the nodes' threads, or to stop.
+#[derive(Debug)]
+enum Event {
+    Calls(StoreCalls),
+    Done { node: Arc<str>, outcomes: Vec<(Call, Outcome)> },
+    Health { node: Arc<str>, health: Result<(), String> },
+    Stop,
+}
+
 /// The inproc endpoint the store thread pokes the loop on.
 const WAKE_ENDPOINT: &str = "inproc://locker-store-wake";
 
@@ -75,79 +90,33 @@ pub enum StoreError {
     Thread(std::io::Error),
 }
 
-/// A connection to the store: one server, or a cluster.
-enum Conn {
-    Single(redis::Connection),
-    Cluster(Box<redis::cluster::ClusterConnection>),
-}
-
-impl Conn {
-    fn open(spec: &StoreSpec, timeout: Duration) -> redis::RedisResult<Conn> {
-        match spec {
-            StoreSpec::Single(url) => {
-                let conn = redis::Client::open(url.as_str())?.get_connection_with_timeout(timeout)?;
-                conn.set_read_timeout(Some(timeout))?;
-                conn.set_write_timeout(Some(timeout))?;
-                Ok(Conn::Single(conn))
-            }
-            StoreSpec::Cluster(nodes) => {
-                let client = redis::cluster::ClusterClientBuilder::new(nodes.iter().map(String::as_str))
-                    .connection_timeout(timeout)
-                    .response_timeout(timeout)
-                    .retries(2)
-                    .build()?;
-                Ok(Conn::Cluster(Box::new(client.get_connection()?)))
-            }
-        }
-    }
-
-    /// Makes every call of `batch` in one pipeline: the claims' answers
-    /// first, then the lease calls'.
-    fn call(&mut self, batch: &StoreCalls) -> redis::RedisResult<Vec<redis::Value>> {
-        let commands = || {
-            let claims = batch.claims.iter().map(scripts::command);
-            claims.chain(batch.leases.iter().map(scripts::lease_command))
-        };
-        match self {
-            Conn::Single(c) => {
-                let mut pipe = redis::pipe();
-                commands().for_each(|cmd| _ = pipe.add_command(cmd));
-                pipe.query(c)
-            }
-            Conn::Cluster(c) => {
-                let mut pipe = redis::cluster::cluster_pipe();
-                commands().for_each(|cmd| _ = pipe.add_command(cmd));
-                pipe.query(c.as_mut())
-            }
-        }
-    }
-}
-
 /// The loop's end of the store thread.
 pub struct StoreLink {
-    calls: Option<Sender<StoreCalls>>,
+    calls: Sender<Event>,
     answers: Receiver<StoreAnswers>,
     wake: zmq::Socket,
     thread: Option<JoinHandle<()>>,
 }
 
 impl StoreLink {
-    /// Starts the store thread for `spec`, each store call given at most
-    /// `timeout`. It connects on its first claim, so a store that is down
-    /// at start only fails claims (the limits' failure policy answers).
-    pub fn start(ctx: &zmq::Context, spec: &StoreSpec, timeout: Duration) -> Result<StoreLink, StoreError> {
+    /// Starts the store thread for `config`: each store call given at most
+    /// its timeout, each claim waiting for its replicas. It connects on
+    /// its first claim, so a store that is down at start only fails claims
+    /// (the limits' failure policy answers).
+    pub fn start(ctx: &zmq::Context, config: &StoreConfig) -> Result<StoreLink, StoreError> {
         let wake = ctx.socket(zmq::PAIR).map_err(zmq_err("creating the store's wake socket"))?;
         wake.bind(WAKE_ENDPOINT).map_err(zmq_err("binding the store's wake socket"))?;
         let poke = ctx.socket(zmq::PAIR).map_err(zmq_err("creating the store's wake socket"))?;
         poke.connect(WAKE_ENDPOINT).map_err(zmq_err("connecting the store's wake socket"))?;
         let (calls, inbox) = mpsc::channel();
         let (outbox, answers) = mpsc::channel();
-        let spec = spec.clone();
+        let settings = node::Settings { timeout: config.timeout, replicas: config.replicas };
+        let dispatcher = Dispatcher::new(&config.spec, settings, calls.clone());
         let thread = std::thread::Builder::new()
             .name("locker-store".into())
-            .spawn(move || run(&spec, timeout, &inbox, &outbox, &poke))
+            .spawn(move || run(dispatcher, &inbox, &outbox, &poke))
             .map_err(StoreError::Thread)?;
-        Ok(StoreLink { calls: Some(calls), answers, wake, thread: Some(thread) })
+        Ok(StoreLink { calls, answers, wake, thread: Some(thread) })
     }
 
     /// Hands `batch` to the store thread.
@@ -155,10 +124,9 @@ impl StoreLink {
         if batch.is_empty() {
             return;
         }
-        if let Some(c) = &self.calls {
-            if let Err(mpsc::SendError(batch)) = c.send(batch) {
-                warn!(calls = batch.len(), "the store thread is gone; calls not sent");
-            }
+        if let Err(mpsc::SendError(event)) = self.calls.send(Event::Calls(batch)) {
+            let calls = if let Event::Calls(b) = event { b.len() } else { 0 };
+            tracing::warn!(calls, "the store thread is gone; calls not sent");
         }
     }
 
@@ -181,89 +149,46 @@ impl StoreLink {
 
 impl Drop for StoreLink {
     fn drop(&mut self) {
-        // Closing the channel ends the thread after its current pipeline.
-        self.calls = None;
+        // The nodes' threads hold senders too, so the channel never closes
+        // by itself: the thread stops when told, after the events before.
+        let _ = self.calls.send(Event::Stop);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
 }
 
-fn run(
-    spec: &StoreSpec,
-    timeout: Duration,
-    inbox: &Receiver<StoreCalls>,
-    outbox: &Sender<StoreAnswers>,
-    poke: &zmq::Socket,
-) {
-    let mut conn: Option<Conn> = None;
-    let mut failing = false;
-    while let Ok(mut batch) = inbox.recv() {
-        while batch.len() < MAX_PIPELINE {
-            match inbox.try_recv() {
-                Ok(more) => batch.extend(more),
-                Err(_) => break,
-            }
-        }
-        let result = match conn.take() {
-            Some(c) => Ok(c),
-            None => Conn::open(spec, timeout),
-        }
-        .and_then(|mut c| c.call(&batch).map(|values| (c, values)));
-        let answers = match result {
-            Ok((c, values)) => {
-                conn = Some(c);
-                if failing {
-                    info!("the store answers again");
-                    failing = false;
-                }
-                answers_of(&batch, values)
-            }
-            Err(e) => {
-                if !failing {
-                    warn!(error = %e, "the store failed; calls answered with the error until it is back");
-                    failing = true;
-                }
-                let why = format!("the store failed: {e}");
-                StoreAnswers {
-                    claims: batch.claims.iter().map(|c| Claimed { id: c.id, grant: Err(why.clone()) }).collect(),
-                    leases: batch.leases.iter().map(|l| LeaseAnswer { id: l.id, result: Err(why.clone()) }).collect(),
-                }
-            }
+/// The store thread: takes events in, routes calls, sends answers back,
+/// and reads the cluster's map again when it may have changed.
+fn run(mut dispatcher: Dispatcher, inbox: &Receiver<Event>, outbox: &Sender<StoreAnswers>, poke: &zmq::Socket) {
+    let mut stopping = false;
+    while !stopping {
+        let wait = if dispatcher.wants_map() { Duration::from_nanos(RETRY_DOWN) } else { Duration::from_secs(3600) };
+        let first = match inbox.recv_timeout(wait) {
+            Ok(event) => Some(event),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => break,
         };
-        if outbox.send(answers).is_err() {
-            return;
+        let mut answers = StoreAnswers::default();
+        let more = std::iter::from_fn(|| inbox.try_recv().ok()).take(MAX_EVENTS);
+        for event in first.into_iter().chain(more) {
+            match event {
+                Event::Stop => {
+                    stopping = true;
+                    break;
+                }
+                Event::Calls(batch) => dispatcher.take(batch),
+                Event::Done { node, outcomes } => dispatcher.done(&node, outcomes, &mut answers),
+                Event::Health { node, health } => dispatcher.health(&node, health, &mut answers),
+            }
         }
-        let _ = poke.send(&b""[..], zmq::DONTWAIT);
+        dispatcher.route(&mut answers);
+        if !answers.is_empty() {
+            if outbox.send(answers).is_err() {
+                break;
+            }
+            let _ = poke.send(&b""[..], zmq::DONTWAIT);
+        }
     }
-}
-
-/// The pipeline's `values` as the answers to `batch`, in its order.
-fn answers_of(batch: &StoreCalls, values: Vec<redis::Value>) -> StoreAnswers {
-    let mut values = values.into_iter();
-    let claims = batch.claims.iter().zip(values.by_ref()).map(|(c, v)| Claimed { id: c.id, grant: grant_of(v) });
-    let claims = claims.collect();
-    let leases = batch.leases.iter().zip(values).map(|(l, v)| LeaseAnswer { id: l.id, result: lease_of(v) });
-    StoreAnswers { claims, leases: leases.collect() }
-}
-
-/// A lease script's answer `{state, left_us, capacity, free}`.
-fn lease_of(value: redis::Value) -> Result<StoreLease, String> {
-    let numbers: Vec<i64> = redis::from_redis_value(value).map_err(|e| format!("the store's answer: {e}"))?;
-    StoreLease::from_numbers(&numbers)
-}
-
-/// A script's answer `{got, valid_us, left, retry_us}` as a grant.
-fn grant_of(value: redis::Value) -> Result<Grant, String> {
-    let numbers: Vec<i64> = redis::from_redis_value(value).map_err(|e| format!("the store's answer: {e}"))?;
-    let [got, valid_us, left, retry_us] = numbers[..] else {
-        return Err(format!("the store's answer has {} numbers, not 4", numbers.len()));
-    };
-    let n = |x: i64| u64::try_from(x).unwrap_or(0);
-    Ok(Grant {
-        got: u32::try_from(n(got)).unwrap_or(u32::MAX),
-        valid_us: n(valid_us),
-        left: u32::try_from(n(left)).unwrap_or(u32::MAX),
-        retry_us: n(retry_us),
-    })
+    dispatcher.stop();
 }

@@ -129,6 +129,7 @@ impl StoreSide {
             failed: c.failed,
             in_flight: c.in_flight(),
             down: c.down().map(str::to_owned),
+            nodes: c.nodes().map(|(node, why)| (node.to_owned(), why.is_none())).collect(),
         }
     }
 
@@ -149,7 +150,10 @@ impl StoreSide {
     pub(super) fn count(&mut self, locker: &mut Locker, now: Nanos, ask: &PermitAsk) -> Result<Verdict, AskError> {
         let limit = locker.limit(ask.limit);
         let claims = &mut self.claims;
-        let local = limit.algorithm() == Algorithm::Semaphore || (limit.fails_open() && claims.down().is_some());
+        // A limit that fails open is decided alone only for keys whose
+        // node fails: the other nodes' keys are still counted in the store.
+        let local =
+            limit.algorithm() == Algorithm::Semaphore || (limit.fails_open() && claims.failing(ask.limit, ask.key));
         if local {
             return locker.ask(now, ask);
         }

@@ -11,8 +11,16 @@
 //! - Many keys of every counting kind land on every shard, and each kind
 //!   holds its limit per key.
 //! - A master killed and restarted: a limit that fails closed answers
-//!   sorry meanwhile, one that fails open answers go, stats and health say
-//!   the store is down, and service resumes on its own.
+//!   sorry meanwhile on its keys, one that fails open answers go, keys on
+//!   the other masters go on, stats and health name the node, and service
+//!   resumes on its own.
+//! - One master of three asleep (`DEBUG SLEEP 2`): the keys on the other two
+//!   keep their rate, and stats, health and metrics name the sleeping node
+//!   while it sleeps and not after.
+//! - With `store_replicas = 1` on a cluster with a replica per master: a
+//!   stopped replica makes its master's claims wait and fail (closed:
+//!   sorry) while other masters' keys go on, and a forced failover while
+//!   serving loses no claim a locker granted from.
 //! - A semaphore's leases are shared by every locker on a cluster: held,
 //!   queued, granted, beaten and released through any of them, through a
 //!   locker's kill -9; a lease outlives its store's restart, and while the
@@ -20,7 +28,8 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -40,12 +49,18 @@ struct Redis {
     port: u16,
     dir: PathBuf,
     cluster: bool,
+    /// Started with `--enable-debug-command yes`, for `DEBUG SLEEP`.
+    debug: bool,
 }
 
 impl Redis {
     /// Starts a server on a port whose cluster bus port (+10000) is free
     /// too, and waits until it answers PING.
     fn start(cluster: bool) -> Redis {
+        Redis::start_with(cluster, false)
+    }
+
+    fn start_with(cluster: bool, debug: bool) -> Redis {
         static N: AtomicUsize = AtomicUsize::new(0);
         let dir = std::env::temp_dir().join(format!(
             "locker-redis-{}-{}",
@@ -53,7 +68,7 @@ impl Redis {
             N.fetch_add(1, Ordering::Relaxed)
         ));
         std::fs::create_dir_all(&dir).unwrap();
-        let mut redis = Redis { child: None, port: bus_safe_port(), dir, cluster };
+        let mut redis = Redis { child: None, port: bus_safe_port(), dir, cluster, debug };
         redis.spawn();
         redis
     }
@@ -65,6 +80,9 @@ impl Redis {
         // The append-only file, synced on every write, lets a restarted
         // master keep the counts of the current slot.
         cmd.args(["--appendonly", "yes", "--appendfsync", "always"]);
+        if self.debug {
+            cmd.args(["--enable-debug-command", "yes"]);
+        }
         if self.cluster {
             let conf = format!("nodes-{}.conf", self.port);
             cmd.args(["--cluster-enabled", "yes", "--cluster-config-file", &conf, "--cluster-node-timeout", "5000"]);
@@ -89,6 +107,25 @@ impl Redis {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`) to the server.
+    fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("running").id().to_string();
+        assert!(Command::new("kill").args(["-s", signal, &pid]).status().unwrap().success());
+    }
+
+    /// `ROLE`'s answer, one item a line: `master` …, or `slave`, the
+    /// master's host and port, ….
+    fn role(&self) -> Vec<String> {
+        self.cli(&["role"]).lines().map(str::to_owned).collect()
+    }
+
+    /// Whether this node holds the slot of Redis key `key` (else it
+    /// answers MOVED).
+    fn holds(&self, key: &str) -> bool {
+        let out = self.cli(&["hget", key, "n"]);
+        !out.contains("MOVED") && !out.contains("CLUSTERDOWN")
     }
 
     fn address(&self) -> String {
@@ -120,26 +157,54 @@ fn bus_safe_port() -> u16 {
     panic!("no free port pair for redis");
 }
 
-/// A three-master Redis Cluster, its nodes' addresses and the locker's URL.
+/// A Redis Cluster (three masters unless told), its nodes' addresses and
+/// the locker's URL.
 struct Cluster {
     nodes: Vec<Redis>,
 }
 
 impl Cluster {
     fn start() -> Cluster {
-        let nodes: Vec<Redis> = (0..3).map(|_| Redis::start(true)).collect();
+        Cluster::start_with(3, 0, false)
+    }
+
+    /// `masters` masters with `replicas` replicas each, started with the
+    /// `DEBUG` command when `debug`; returns once every replica is in sync.
+    fn start_with(masters: usize, replicas: usize, debug: bool) -> Cluster {
+        let nodes: Vec<Redis> = (0..masters * (1 + replicas)).map(|_| Redis::start_with(true, debug)).collect();
         let addresses: Vec<String> = nodes.iter().map(Redis::address).collect();
         let out = Command::new("redis-cli")
             .arg("--cluster")
             .arg("create")
             .args(&addresses)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .output()
             .expect("redis-cli");
         assert!(out.status.success(), "cluster create: {}", String::from_utf8_lossy(&out.stdout));
         let cluster = Cluster { nodes };
         cluster.wait_ok();
+        let end = Instant::now() + READY;
+        let in_sync = |n: &Redis| {
+            let info = n.cli(&["info", "replication"]);
+            info.contains("role:slave") && info.contains("master_link_status:up")
+        };
+        while cluster.nodes.iter().filter(|n| in_sync(n)).count() < masters * replicas {
+            assert!(Instant::now() < end, "the replicas did not sync");
+            thread::sleep(Duration::from_millis(20));
+        }
         cluster
+    }
+
+    /// The nodes that are masters now.
+    fn masters(&self) -> Vec<usize> {
+        (0..self.nodes.len()).filter(|&i| self.nodes[i].role().first().is_some_and(|r| r == "master")).collect()
+    }
+
+    /// The replica of master `m`.
+    fn replica_of(&self, m: usize) -> usize {
+        let port = self.nodes[m].port.to_string();
+        let of_m = |r: Vec<String>| r.first().is_some_and(|r| r == "slave") && r.get(2) == Some(&port);
+        (0..self.nodes.len()).find(|&i| of_m(self.nodes[i].role())).expect("a replica of the master")
     }
 
     fn wait_ok(&self) {
@@ -290,6 +355,7 @@ fn a_masters_kill_and_restart_fails_closed_or_open_as_each_limit_says_and_servic
     let holder = cluster.nodes.iter().position(|n| n.cli(&["--scan"]).contains(":closed:")).expect("the key is kept");
     let on_holder = cluster.nodes[holder].cli(&["--scan"]);
     let open_key = open_keys.iter().find(|k| on_holder.contains(&format!(":open:{k}}}"))).expect("a key on each shard");
+    let elsewhere = key_on(&cluster.nodes[(holder + 1) % 3], "closed", "e");
     cluster.nodes[holder].kill();
     let down = Instant::now();
     let mut closed_sorry = 0;
@@ -301,6 +367,10 @@ fn a_masters_kill_and_restart_fails_closed_or_open_as_each_limit_says_and_servic
     let stats = client.stats().unwrap().store.unwrap();
     assert!(stats.down.is_some() && stats.failed > 0, "stats say the store fails: {stats:?}");
     assert!((0..20).all(|_| ask(&mut client, "open", open_key)), "a limit that fails open answers go, alone");
+    // Until the cluster gives up on the master (cluster-node-timeout, 5 s
+    // here), the other masters' keys are served: only the dead one's fail.
+    assert!((0..20).all(|_| ask(&mut client, "closed", &elsewhere)), "keys on live masters go on");
+    assert!(stats.down.as_deref().is_some_and(|d| d.contains(&cluster.nodes[holder].address())), "{stats:?}");
     // The metrics listener sees the loop's state within a second or so.
     let end = Instant::now() + Duration::from_secs(5);
     while !health(&metrics).contains("store-down") {
@@ -476,4 +546,238 @@ fn health(addr: &str) -> String {
     let mut text = String::new();
     let _ = s.read_to_string(&mut text);
     text
+}
+
+/// The Redis key a fixed window's `limit` and `key` count under.
+fn fixed_key(limit: &str, key: &str) -> String {
+    format!("locker:{{{}:{limit}:{key}}}:f", limit.len())
+}
+
+/// The first key `<prefix><i>` of `limit` that node `node` holds.
+fn key_on(node: &Redis, limit: &str, prefix: &str) -> String {
+    let key = (0..200).map(|i| format!("{prefix}{i}")).find(|k| node.holds(&fixed_key(limit, k)));
+    key.expect("some key of 200 lands on every master")
+}
+
+/// The text of `GET /metrics`.
+fn metrics(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut text = String::new();
+    let _ = s.read_to_string(&mut text);
+    text
+}
+
+/// Asks `key` of `limit` on `endpoint` every 20 ms until
+/// `stop`; each answer's time since `start` and whether it was go.
+fn paced_asker(
+    endpoint: String,
+    limit: &'static str,
+    key: String,
+    start: Instant,
+    stop: Arc<AtomicBool>,
+) -> thread::JoinHandle<Vec<(Duration, bool)>> {
+    thread::spawn(move || {
+        let mut client = Client::new([endpoint], Duration::from_secs(3)).unwrap();
+        let mut answers = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            let go = client.ask(&Ask::new().limit(limit).key(&key)).is_ok_and(|r| r.ok);
+            answers.push((start.elapsed(), go));
+            // Light load (50 asks a second a key): the suite's other tests
+            // run beside this one, some of them timed.
+            thread::sleep(Duration::from_millis(20));
+        }
+        answers
+    })
+}
+
+/// Go per second among `answers` in `[from, to)`.
+fn go_rate(answers: &[Vec<(Duration, bool)>], from: Duration, to: Duration) -> f64 {
+    let go = answers.iter().flatten().filter(|(at, go)| *go && *at >= from && *at < to).count();
+    go as f64 / (to - from).as_secs_f64()
+}
+
+// Issue 36 (4): one pipeline to every node made one sleeping master stop
+// every key.
+#[test]
+fn while_one_master_sleeps_the_keys_on_the_others_keep_their_rate_and_the_node_is_named() {
+    let cluster = Cluster::start_with(3, 0, true);
+    let metrics_at = format!("127.0.0.1:{}", free_port());
+    // Slots of 100 ms: every key claims again every 100 ms, so a node's
+    // stall shows at once.
+    let config = TempFile::new(
+        "store-sleep.toml",
+        &format!(
+            "store = {:?}\nstore_timeout_ms = 100\n\
+             [[limits]]\nname = \"fast\"\nmax_requests = 1000000\nin_seconds = 0.1\n",
+            cluster.url()
+        ),
+    );
+    let d = Daemon::start(&["--config", config.path(), "--metrics-bind", &metrics_at]);
+    let sleeper = &cluster.nodes[0];
+    let keys: Vec<String> = (0..30).map(|i| format!("k{i}")).collect();
+    let sick: Vec<bool> = keys.iter().map(|k| sleeper.holds(&fixed_key("fast", k))).collect();
+    let sick_count = sick.iter().filter(|&&s| s).count();
+    assert!(sick_count > 0 && sick_count < keys.len(), "keys on the sleeper and on the others: {sick:?}");
+
+    let start = Instant::now();
+    let stop = Arc::new(AtomicBool::new(false));
+    let askers: Vec<_> =
+        keys.iter().map(|k| paced_asker(d.endpoint.clone(), "fast", k.clone(), start, stop.clone())).collect();
+    thread::sleep(Duration::from_millis(1_500));
+    let port = sleeper.port.to_string();
+    let sleep = thread::spawn(move || {
+        let from = start.elapsed();
+        // Two seconds, not one: the node must be seen named while it
+        // sleeps, which takes a slot's end, the timeout and a metrics
+        // snapshot (250 ms), however loaded the machine.
+        let out = Command::new("redis-cli").args(["-p", &port, "debug", "sleep", "2"]).output().unwrap();
+        assert!(String::from_utf8_lossy(&out.stdout).contains("OK"), "DEBUG SLEEP: {out:?}");
+        (from, start.elapsed())
+    });
+    // While it sleeps: stats, health and metrics name it.
+    let mut client = Client::new([d.endpoint.clone()], Duration::from_secs(3)).unwrap();
+    let node = sleeper.address();
+    let named_down = |c: &mut Client| {
+        let down = c.stats().unwrap().store.unwrap().down.unwrap_or_default();
+        let metric = format!("locker_store_node_up{{node=\"{node}\"}} 0");
+        down.contains(&node) && health(&metrics_at).contains(&node) && metrics(&metrics_at).contains(&metric)
+    };
+    let end = Instant::now() + Duration::from_millis(2_000);
+    while !named_down(&mut client) {
+        assert!(Instant::now() < end, "the sleeping node is named while it sleeps: {}", health(&metrics_at));
+        thread::sleep(Duration::from_millis(20));
+    }
+    let named_at = start.elapsed();
+    let (slept_from, slept_to) = sleep.join().unwrap();
+    // And once it answers again, it is no longer named, traffic or not.
+    let end = Instant::now() + Duration::from_secs(3);
+    while client.stats().unwrap().store.unwrap().down.is_some() || !health(&metrics_at).contains("200 OK") {
+        assert!(Instant::now() < end, "the node is back once it answers: {}", health(&metrics_at));
+        thread::sleep(Duration::from_millis(20));
+    }
+    thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    let answers: Vec<_> = askers.into_iter().map(|a| a.join().unwrap()).collect();
+    let (well, ill): (Vec<_>, Vec<_>) = answers.into_iter().zip(&sick).partition(|(_, &sick)| !sick);
+    let well: Vec<_> = well.into_iter().map(|(a, _)| a).collect();
+    let ill: Vec<_> = ill.into_iter().map(|(a, _)| a).collect();
+    let normal = (Duration::from_millis(400), Duration::from_millis(1_400));
+    let (well_normal, well_asleep) = (go_rate(&well, normal.0, normal.1), go_rate(&well, slept_from, slept_to));
+    let (ill_normal, ill_asleep) = (go_rate(&ill, normal.0, normal.1), go_rate(&ill, slept_from, slept_to));
+    eprintln!(
+        "go/s on the {} healthy keys: {well_normal:.0} normal, {well_asleep:.0} while the master slept \
+         ({slept_from:?} to {slept_to:?}, named down at {named_at:?}); on its {sick_count} keys: \
+         {ill_normal:.0} normal, {ill_asleep:.0} asleep",
+        keys.len() - sick_count
+    );
+    assert!(ill_asleep < ill_normal / 2.0, "the sleep stopped the sleeper's keys, else this proves nothing");
+    assert!(well_asleep >= well_normal / 2.0, "the other masters' keys keep at least half their rate");
+}
+
+// Issue 36 (5): a claim acknowledged by a master that dies before its
+// replica has it can be granted again after the failover.
+#[test]
+fn with_store_replicas_a_stopped_replica_fails_its_masters_claims_and_a_failover_loses_no_granted_claim() {
+    let cluster = Cluster::start_with(3, 1, false);
+    let hour: u128 = 3_600_000_000_000;
+    wait_for_room(hour, Duration::from_secs(60));
+    let config = |limit: &str, replicas: u32| {
+        TempFile::new(
+            &format!("store-replicas-{limit}.toml"),
+            &format!(
+                "store = {:?}\nstore_timeout_ms = 100\nstore_replicas = {replicas}\n\
+                 [[limits]]\nname = \"{limit}\"\nmax_requests = 100000000\nin_seconds = 3600\n",
+                cluster.url()
+            ),
+        )
+    };
+    let master = cluster.masters()[0];
+    let replica = cluster.replica_of(master);
+
+    // A stopped replica: its master's claims wait for it and fail.
+    let stopped_config = config("stopped", 1);
+    let d = Daemon::start(&["--config", stopped_config.path()]);
+    let mut client = Client::new([d.endpoint.clone()], Duration::from_secs(3)).unwrap();
+    let ask = |c: &mut Client, key: &str| c.ask(&Ask::new().limit("stopped").key(key)).unwrap().ok;
+    let key = key_on(&cluster.nodes[master], "stopped", "k");
+    assert!(ask(&mut client, &key), "a claim its replica acknowledged is granted from");
+    cluster.nodes[replica].signal("STOP");
+    let stopped = Instant::now();
+    let mut longest = Duration::ZERO;
+    loop {
+        assert!(stopped.elapsed() < Duration::from_secs(10), "claims fail while the replica is stopped");
+        let asked = Instant::now();
+        let go = ask(&mut client, &key);
+        longest = longest.max(asked.elapsed());
+        if !go {
+            break;
+        }
+    }
+    let down = client.stats().unwrap().store.unwrap().down.unwrap_or_default();
+    eprintln!("with the replica stopped: sorry, the longest ask took {longest:?}; down: {down}");
+    assert!(down.contains(&cluster.nodes[master].address()) && down.contains("0 of 1 replicas"), "{down}");
+    let others = (0..20).map(|i| format!("o{i}")).filter(|k| !cluster.nodes[master].holds(&fixed_key("stopped", k)));
+    let others: Vec<String> = others.collect();
+    assert!(others.iter().all(|k| ask(&mut client, k)), "keys on the other masters go on: {others:?}");
+    cluster.nodes[replica].signal("CONT");
+    let end = Instant::now() + READY;
+    while !ask(&mut client, &key) {
+        assert!(Instant::now() < end, "service resumes when the replica does");
+        thread::sleep(Duration::from_millis(20));
+    }
+
+    // A forced failover under load: the replica takes over without waiting
+    // for its master, which answers claims until it learns it lost.
+    let limits = ["one", "zero"];
+    let (one, zero) = (config("one", 1), config("zero", 0));
+    let lockers = [Daemon::start(&["--config", one.path()]), Daemon::start(&["--config", zero.path()])];
+    let keys: Vec<String> = limits.iter().map(|l| key_on(&cluster.nodes[master], l, "f")).collect();
+    let start = Instant::now();
+    let stop = Arc::new(AtomicBool::new(false));
+    let asker = |i: usize| paced_asker(lockers[i].endpoint.clone(), limits[i], keys[i].clone(), start, stop.clone());
+    let askers: Vec<Vec<_>> = (0..2).map(|i| (0..3).map(|_| asker(i)).collect()).collect();
+    thread::sleep(Duration::from_millis(500));
+    let out = cluster.nodes[replica].cli(&["cluster", "failover", "force"]);
+    assert!(out.contains("OK"), "CLUSTER FAILOVER FORCE: {out}");
+    let end = Instant::now() + READY;
+    while cluster.nodes[replica].role().first().map(String::as_str) != Some("master") {
+        assert!(Instant::now() < end, "the replica takes over");
+        thread::sleep(Duration::from_millis(20));
+    }
+    let took_over = start.elapsed();
+    thread::sleep(Duration::from_millis(1_000));
+    stop.store(true, Ordering::Relaxed);
+    let answers: Vec<Vec<_>> = askers.into_iter().map(|a| a.into_iter().map(|t| t.join().unwrap()).collect()).collect();
+    cluster.wait_ok();
+    for (i, limit) in limits.iter().enumerate() {
+        let claimed = Client::new([lockers[i].endpoint.clone()], Duration::from_secs(3)).unwrap().stats().unwrap();
+        let claimed = claimed.store.unwrap().claimed;
+        let counted = cluster.nodes[replica].cli(&["hget", &fixed_key(limit, &keys[i]), "n"]);
+        let counted: u64 = counted.trim().parse().unwrap_or(0);
+        let after = go_rate(&answers[i], took_over, took_over + Duration::from_millis(1_000));
+        eprintln!(
+            "store_replicas = {}: {claimed} permits granted from, {counted} counted by the new master; \
+             {after:.0} go/s after the failover",
+            1 - i
+        );
+        if *limit == "one" {
+            assert!(counted >= claimed, "no claim granted from is lost: {counted} counted of {claimed}");
+            assert!(after > 0.0, "service goes on after the failover");
+        }
+    }
+}
+
+#[test]
+fn store_replicas_is_read_from_the_file_and_the_flag_and_bounded() {
+    let file = TempFile::new("store-replicas-bound.toml", "store = \"redis://127.0.0.1:1\"\nstore_replicas = 17\n");
+    let out = run_locker(&["check-config", file.path()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("store_replicas must be from 0 to 16, got 17"), "{err}");
+    let out = run_locker(&["serve", "--store", "redis://127.0.0.1:1", "--store-replicas", "99"]);
+    assert_eq!(out.status.code(), Some(2), "the flag is checked too");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("got 99"));
 }

@@ -1,15 +1,16 @@
 //! A locker on a store, on the service seam with literal instants and the
 //! store's answers written by hand: what is asked of the store, when an
 //! ask waits for it and when it is answered from the hand, the failure
-//! policy, and lease requests that go to the store and come back.
+//! policy (for the keys of the failing node only), and lease requests that
+//! go to the store and come back.
 
-use locker::core::claims::{Claimed, Grant};
+use locker::core::claims::{Claimed, Grant, NODE_REPORT};
 use locker::core::store_lease::{LeaseAnswer, LeaseOp, StoreLease, StoreLeaseState};
 use locker::core::{Algorithm, Limit, Locker, Nanos, Quota, DEFAULT_LIMIT};
 use locker::service::{Answer, Service};
 use locker::wire::{self, Ask, GoReply, LeaseAsk, LeaseReply, Reply, RequestMap};
 
-use crate::support::store_calls;
+use crate::support::{seam_stats, store_calls};
 
 const MS: Nanos = 1_000_000;
 const T0: Nanos = 2_000_000_000_000 * MS;
@@ -55,7 +56,7 @@ fn an_ask_waits_for_its_claim_and_the_asks_after_it_go_from_the_hand_without_the
     assert_eq!(claims.len(), 1, "one claim for both: {claims:?}");
     assert!(claims[0].want >= 2, "the unsent claim grew to cover both asks: {claims:?}");
     assert!(ready(&mut s, T0).is_empty(), "nothing is answered before the store answers");
-    s.on_store(T0 + MS, vec![Claimed { id: claims[0].id, grant: grant(10, 90) }], Vec::new());
+    s.on_store(T0 + MS, vec![Claimed { id: claims[0].id, node: "n:1".into(), grant: grant(10, 90) }], Vec::new());
     assert_eq!(ready(&mut s, T0 + MS), [(1, b"go".to_vec()), (2, b"go".to_vec())], "in arrival order");
     for token in 3..8 {
         assert_eq!(serve(&mut s, T0 + 2 * MS, token, b"let me go"), (Answer::Now, b"go".to_vec()));
@@ -72,8 +73,11 @@ fn when_the_store_fails_a_limit_that_fails_closed_says_sorry_and_one_that_fails_
     let open = body(&Ask::new().limit("open").to_map());
     assert_eq!(serve(&mut s, T0, 1, b"let me go").0, Answer::Held);
     assert_eq!(serve(&mut s, T0, 2, &open).0, Answer::Held);
-    let failed =
-        store_calls(&mut s, T0).claims.into_iter().map(|c| Claimed { id: c.id, grant: Err("the store failed".into()) });
+    let failed = store_calls(&mut s, T0).claims.into_iter().map(|c| Claimed {
+        id: c.id,
+        node: "n:1".into(),
+        grant: Err("the store failed".into()),
+    });
     s.on_store(T0 + MS, failed.collect(), Vec::new());
     let answers = ready(&mut s, T0 + MS);
     assert_eq!(answers[0], (1, b"sorry".to_vec()), "closed: sorry");
@@ -131,4 +135,41 @@ fn a_lease_request_goes_to_the_store_and_its_reply_is_the_stores_answer_on_the_l
     assert!(lease_reply(&out).unwrap_err().contains("stopped before the store answered"));
     let db = s.locker().figures().stats().nth(2).unwrap().1;
     assert_eq!((db.requests, db.go, db.errors), (4, 1, 3), "each lease request counted once, when answered");
+}
+
+fn go(out: &[u8]) -> bool {
+    let Ok(Reply::Answer(r)) = wire::decode_reply::<GoReply>(out) else { panic!("{out:?}") };
+    r.ok
+}
+
+// Issue 36 (4): one failing node made every key follow the failure policy.
+#[test]
+fn when_one_node_fails_only_the_keys_it_answered_for_follow_the_failure_policy() {
+    let mut s = on_store();
+    let ask = |key| body(&Ask::new().limit("open").key(key).to_map());
+    assert_eq!(serve(&mut s, T0, 1, &ask("on-sick")).0, Answer::Held);
+    assert_eq!(serve(&mut s, T0, 2, &ask("on-well")).0, Answer::Held);
+    let claims = store_calls(&mut s, T0).claims;
+    let id = |key: &str| claims.iter().find(|c| &*c.key == key).unwrap().id;
+    let spent = Grant { got: 1, valid_us: 1_000_000, left: 0, retry_us: 1_000_000 };
+    s.on_store(
+        T0 + MS,
+        vec![
+            Claimed { id: id("on-sick"), node: "10.0.0.1:7000".into(), grant: Err("no answer within 200 ms".into()) },
+            Claimed { id: id("on-well"), node: "10.0.0.2:7000".into(), grant: Ok(spent) },
+            // The store's report of the node's failure, which comes with it.
+            Claimed { id: NODE_REPORT, node: "10.0.0.1:7000".into(), grant: Err("no answer within 200 ms".into()) },
+        ],
+        Vec::new(),
+    );
+    let answered = ready(&mut s, T0 + MS);
+    assert!(answered.iter().all(|(_, out)| go(out)), "alone, and from the one permit claimed: {answered:?}");
+    // The healthy node said the key is spent: it holds, while the sick
+    // node's key is decided by this locker alone (the limit fails open).
+    let (now, well) = serve(&mut s, T0 + 2 * MS, 3, &ask("on-well"));
+    assert!(now == Answer::Now && !go(&well), "the healthy node's count still holds");
+    let (now, sick) = serve(&mut s, T0 + 2 * MS, 4, &ask("on-sick"));
+    assert!(now == Answer::Now && go(&sick), "the sick node's key fails open");
+    let down = seam_stats(&mut s, T0 + 2 * MS).store.unwrap().down;
+    assert_eq!(down.as_deref(), Some("10.0.0.1:7000: no answer within 200 ms"), "stats name the node");
 }

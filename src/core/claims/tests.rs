@@ -1,7 +1,8 @@
 //! The hand's rules, with the store's answers made up: a short hand
 //! claims and waits, a full one answers at once and claims ahead, a spent
 //! store answers sorry until its retry time, permits never outlive the
-//! store's deadline, and a failing store is left alone for a while.
+//! store's deadline, a failing key is left alone for a while, and one
+//! node's failure puts aside only the keys it answered for.
 
 use super::*;
 use crate::core::limit::{Quota, DEFAULT_LIMIT};
@@ -18,7 +19,12 @@ fn id() -> LimitId {
 }
 
 fn grant(id: ClaimId, got: u32, valid_ms: u64, left: u32, retry_ms: u64) -> Claimed {
-    Claimed { id, grant: Ok(Grant { got, valid_us: valid_ms * 1_000, left, retry_us: retry_ms * 1_000 }) }
+    let node = "10.0.0.1:7000".into();
+    Claimed { id, node, grant: Ok(Grant { got, valid_us: valid_ms * 1_000, left, retry_us: retry_ms * 1_000 }) }
+}
+
+fn failed(id: ClaimId, node: &str, why: &str) -> Claimed {
+    Claimed { id, node: node.into(), grant: Err(why.into()) }
 }
 
 #[test]
@@ -108,13 +114,16 @@ fn a_failing_store_is_left_alone_for_a_while() {
     let mut c = Claims::new(1);
     let Need::Claim(claim) = c.need(T0, id(), &limit, None, 1) else { panic!() };
     c.take_outbox();
-    c.settle(T0, vec![Claimed { id: claim, grant: Err("connection refused".into()) }]);
-    assert_eq!(c.down(), Some("connection refused"));
+    let report = failed(NODE_REPORT, "10.0.0.1:7000", "connection refused");
+    c.settle(T0, vec![failed(claim, "10.0.0.1:7000", "connection refused"), report]);
+    assert_eq!(c.down(), Some("10.0.0.1:7000: connection refused"));
+    assert!(c.failing(id(), None));
     assert_eq!(c.need(T0 + MS, id(), &limit, None, 1), Need::Ready);
     assert!(!c.take(T0 + MS, id(), &limit, None, 1, false).go, "fails closed");
     let Need::Claim(again) = c.need(T0 + RETRY_DOWN, id(), &limit, None, 1) else { panic!("tries again") };
-    c.settle(T0 + RETRY_DOWN, vec![grant(again, 1, 500, 9, 0)]);
+    c.settle(T0 + RETRY_DOWN, vec![grant(again, 1, 500, 9, 0), grant(NODE_REPORT, 0, 0, 0, 0)]);
     assert_eq!(c.down(), None, "back");
+    assert!(!c.failing(id(), None));
     assert!(c.take(T0 + RETRY_DOWN, id(), &limit, None, 1, false).go);
 }
 
@@ -133,4 +142,37 @@ fn terms_cover_a_claims_life_for_buckets_and_rolling_windows() {
     assert!((span - 1) as f64 * sub_us >= 1_600_000.0 + life_us as f64);
     let semaphore = Limit::with_algorithm("s", Quota::new(1, 1.0).unwrap(), Algorithm::Semaphore).unwrap();
     assert_eq!(Terms::of(&semaphore), None);
+}
+
+#[test]
+fn one_nodes_failure_puts_aside_only_its_own_keys_and_names_the_node() {
+    let limit = fixed(100);
+    let mut c = Claims::new(1);
+    let Need::Claim(sick) = c.need(T0, id(), &limit, Some("on-a"), 1) else { panic!() };
+    let Need::Claim(well) = c.need(T0, id(), &limit, Some("on-b"), 1) else { panic!() };
+    c.take_outbox();
+    let ok = Claimed { node: "b:2".into(), ..grant(well, 10, 500, 90, 0) };
+    let reports =
+        [failed(NODE_REPORT, "a:1", "timed out"), Claimed { node: "b:2".into(), ..grant(NODE_REPORT, 0, 0, 0, 0) }];
+    c.settle(T0 + 200 * MS, [failed(sick, "a:1", "timed out"), ok].into_iter().chain(reports).collect());
+    assert_eq!(c.down(), Some("a:1: timed out"), "the node is named as soon as a call to it failed");
+    assert_eq!(c.nodes().collect::<Vec<_>>(), [("a:1", Some("timed out")), ("b:2", None)]);
+    assert!(c.failing(id(), Some("on-a")) && !c.failing(id(), Some("on-b")));
+    assert!(c.take(T0 + 201 * MS, id(), &limit, Some("on-b"), 1, false).go, "the healthy node's key goes on");
+    let sorry = c.take(T0 + 201 * MS, id(), &limit, Some("on-a"), 1, false);
+    assert!(!sorry.go && sorry.retry_after >= 99 * MS, "the sick node's key: sorry until it is tried again");
+    // A new key on the healthy node claims at once: nothing global is down.
+    assert!(matches!(c.need(T0 + 201 * MS, id(), &limit, Some("also-on-b"), 1), Need::Claim(_)));
+    // The store reports the node back (a probe answered): it is no longer named.
+    let back =
+        Claimed { id: NODE_REPORT, node: "a:1".into(), grant: Ok(Grant { got: 0, valid_us: 0, left: 0, retry_us: 0 }) };
+    assert!(c.settle(T0 + 250 * MS, vec![back]).is_empty(), "a report answers no claim");
+    assert_eq!(c.down(), None);
+    let gone = Claimed { id: NODE_GONE, node: "a:1".into(), grant: Err(String::new()) };
+    c.settle(T0 + 260 * MS, vec![failed(NODE_REPORT, "a:1", "refused"), gone]);
+    assert_eq!((c.down(), c.nodes().count()), (None, 1), "a node that left the map is forgotten");
+    // What its calls still bring back later does not make it failing again.
+    let Need::Claim(late) = c.need(T0 + 260 * MS, id(), &limit, Some("late"), 1) else { panic!() };
+    c.settle(T0 + 300 * MS, vec![failed(late, "a:1", "timed out")]);
+    assert_eq!(c.down(), None, "only reports tell a node's health");
 }

@@ -129,11 +129,16 @@ fn escape(value: &str) -> String {
 
 /// The store's families, only when the counts live in one.
 fn store(snapshot: &Snapshot) -> Vec<Family> {
-    let Some(s) = snapshot.store else { return Vec::new() };
+    let Some(s) = &snapshot.store else { return Vec::new() };
     let n = |v: u64| v as f64;
     vec![
-        Family::new("store_up", Kind::Gauge, "1 while the store answers claims, 0 while it fails")
+        Family::new("store_up", Kind::Gauge, "1 while every node of the store answers, 0 while one fails")
             .one(f64::from(u8::from(s.up))),
+        Family::new("store_node_up", Kind::Gauge, "1 while the store's node answers, 0 while it fails").each(
+            "node",
+            &s.nodes,
+            |(node, up)| (node.clone(), f64::from(u8::from(*up))),
+        ),
         Family::new("store_claims", Kind::Counter, "Claims sent to the store").one(n(s.claims)),
         Family::new("store_claimed_permits", Kind::Counter, "Permits the store's claims brought").one(n(s.claimed)),
         Family::new("store_claim_failures", Kind::Counter, "Claims the store could not answer").one(n(s.failed)),

@@ -45,11 +45,13 @@ pub fn snapshot(service: &Service, now: Nanos, stopping: bool) -> Snapshot {
     let status = service.status();
     let store = status.store.as_ref().map(|s| StoreSnapshot {
         up: s.down.is_none(),
+        down: s.down.clone(),
+        nodes: s.nodes.clone(),
         claims: s.claims,
         claimed: s.claimed,
         failed: s.failed,
     });
-    let store_down = store.is_some_and(|s| !s.up);
+    let store_down = store.as_ref().is_some_and(|s| !s.up);
     let health = match (stopping, peering.is_some_and(|p| p.is_joining()), status.refusing.is_some()) {
         (true, _, _) => Health::Stopping,
         (false, _, true) => Health::Refusing,

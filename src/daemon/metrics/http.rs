@@ -188,7 +188,9 @@ pub fn answer(request: Result<Request, Refusal>, mailbox: &Mailbox, uptime_secon
         },
         Route::Health => {
             let status = if snapshot.health == Health::Serving { 200 } else { 503 };
-            Response::text(status, &format!("{}\n", snapshot.health.name()))
+            // While a store node fails, the second line says which and why.
+            let why = snapshot.store.as_ref().and_then(|s| s.down.as_deref()).map(|d| format!("{d}\n"));
+            Response::text(status, &format!("{}\n{}", snapshot.health.name(), why.unwrap_or_default()))
         }
     };
     response.head_only = request.head_only;
