@@ -1,6 +1,10 @@
-//! The core's properties, in one home: each checked with generated
-//! sequences of asks (and, when peered, of messages lost, repeated,
-//! delayed and reordered) at literal instants, on the core itself.
+//! The core's properties across its public seam: each checked with
+//! generated sequences of asks (and, when peered, of messages lost,
+//! repeated, delayed and reordered) at literal instants, on the core
+//! itself. Properties of one kind's private parts (its tallies, its key
+//! table, its log of grants, the fast codec) stay beside that code, in the
+//! unit tests of `src/core/kinds/*` and `src/core/inline_keys`, since they
+//! reach what the public seam does not show.
 
 /// A token bucket shared by peers: the stated overshoot bound.
 mod bucket_peers;
