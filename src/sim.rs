@@ -99,6 +99,11 @@ pub struct Group {
     /// What each node's peering told its log (peers heard, silent, back,
     /// skewed), until a test takes it.
     events: Vec<Vec<PeerEvent>>,
+    /// The chance that a message reaches a receiver twice, 0 to 1.
+    duplication: f64,
+    /// `cut[from][to]`: messages from `from` to `to` are dropped (a
+    /// partition), until healed.
+    cut: Vec<Vec<bool>>,
 }
 
 impl Group {
@@ -132,6 +137,8 @@ impl Group {
             rng: seed ^ 0x9E37_79B9_7F4A_7C15,
             published: vec![0; n],
             events: vec![Vec::new(); n],
+            duplication: 0.0,
+            cut: vec![vec![false; n]; n],
         };
         for i in 0..n {
             g.turn(i);
@@ -152,6 +159,20 @@ impl Group {
     /// Sets the network for messages sent from now on.
     pub fn set_link(&mut self, link: Link) {
         self.link = link;
+    }
+
+    /// Makes each message sent from now on reach a receiver twice with
+    /// chance `p` (each copy with its own delay), as a reconnect that
+    /// resends can.
+    pub fn set_duplication(&mut self, p: f64) {
+        self.duplication = p;
+    }
+
+    /// Cuts (or, with `cut` false, heals) the link from node `from` to node
+    /// `to`: messages sent over it from now on are dropped. Cut both ways
+    /// for a partition; messages already on their way still arrive.
+    pub fn set_cut(&mut self, from: usize, to: usize, cut: bool) {
+        self.cut[from][to] = cut;
     }
 
     /// Makes node `i`'s clock run `offset` nanoseconds ahead of the true
@@ -321,14 +342,17 @@ impl Group {
         }
         self.published[from] += out.len() as u64;
         for bytes in out {
-            for to in (0..self.nodes.len()).filter(|&to| to != from) {
-                if self.chance() < self.link.loss {
+            for to in 0..self.nodes.len() {
+                if to == from || self.cut[from][to] || self.chance() < self.link.loss {
                     continue;
                 }
-                let jitter = if self.link.jitter > 0 { self.next_u64() % (self.link.jitter + 1) } else { 0 };
-                self.seq += 1;
-                let at = self.now + self.link.delay + jitter;
-                self.wire.push(Reverse(Delivery { at, seq: self.seq, to, from, bytes: bytes.clone() }));
+                let copies = if self.duplication > 0.0 && self.chance() < self.duplication { 2 } else { 1 };
+                for _ in 0..copies {
+                    let jitter = if self.link.jitter > 0 { self.next_u64() % (self.link.jitter + 1) } else { 0 };
+                    self.seq += 1;
+                    let at = self.now + self.link.delay + jitter;
+                    self.wire.push(Reverse(Delivery { at, seq: self.seq, to, from, bytes: bytes.clone() }));
+                }
             }
         }
     }

@@ -430,6 +430,15 @@ impl Nodes {
         self.peers.iter().filter(before).filter(|p| now.saturating_sub(p.last_heard) <= timeout).count()
     }
 
+    /// This locker's place among every configured locker by id (the
+    /// owner of a slot's remainder, see `Share::owns`), once every
+    /// configured peer's id is known, live or not; `None` before.
+    pub fn member(&self) -> Option<usize> {
+        let me = &self.me.id;
+        let ids: Option<Vec<&NodeKey>> = self.peers.iter().map(|p| p.run.as_ref()).collect();
+        Some(ids?.iter().filter(|r| r.id < *me).count())
+    }
+
     /// Every configured peer, in configuration order.
     pub fn peers(&self) -> impl Iterator<Item = (PeerIx, &PeerState)> {
         self.peers.iter().enumerate()
