@@ -69,10 +69,11 @@ pub struct Share {
     /// id is known: it decides who owns a slot's remainder (`owns`).
     pub member: Option<u32>,
     /// This run owns initial permits only of the slots that begin at or
-    /// after this instant: when it first finished joining. An earlier run
-    /// of the same locker may have granted in the slot this run started
-    /// in, and nothing tells this run how much (its messages may be lost),
-    /// so it owns none of that slot; gifts it may use.
+    /// after this instant: 0, or when it finished joining if a peer knew of
+    /// an earlier run of this locker (or not every peer answered). That run
+    /// may have granted in the slot this one joined in, and nothing tells
+    /// how much (its last counts may be lost), so this run owns none of
+    /// that slot; gifts it may use.
     pub owns_from: Nanos,
 }
 

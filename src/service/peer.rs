@@ -69,6 +69,11 @@ impl Service {
             }
         }
         if msg.kind == PeerKind::Snapshot && msg.done {
+            // The runs the peer knows: this locker's earlier one among them
+            // means it may have granted in this slot (see `Peering::update`).
+            for key in msg.nodes.iter().skip(1).map(node_key) {
+                let _ = p.nodes_mut().resolve(now, peer, &key);
+            }
             p.on_snapshot_done(now, peer, &sender);
         }
         self.locker.peers().set_view(p.view(now));
@@ -255,6 +260,13 @@ impl<'a> Batch<'a> {
     /// or the `done` part of a snapshot).
     fn finish(mut self, always: bool, send: &mut impl FnMut(&[u8])) {
         self.msg.done = self.msg.kind == PeerKind::Snapshot;
+        if self.msg.done {
+            // Every run this locker knows, so that a restarted locker
+            // learns that its earlier run was heard (see `Peering::update`).
+            for ix in self.table.run_indices() {
+                let _ = self.node(ix);
+            }
+        }
         if always || self.len() > 0 {
             self.send(send);
         }

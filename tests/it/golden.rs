@@ -302,6 +302,8 @@ fn a_peer_heartbeat_has_pinned_bytes() {
         limits: vec![],
         asked: vec![],
         seen: vec![],
+        wanted: vec![],
+        gave: vec![],
     };
     let expected = concat(&[
         &[0x86],
@@ -335,6 +337,8 @@ fn peer_counts_have_pinned_bytes() {
         limits: vec![],
         asked: vec![],
         seen: vec![],
+        wanted: vec![],
+        gave: vec![],
     };
     let expected: &[u8] = &[
         0x86, // a map of 6
@@ -361,6 +365,8 @@ fn demand_figures_have_pinned_bytes_and_an_older_peer_skips_them() {
         limits: vec![],
         asked: vec![PeerCount("api".into(), Some("k".into()), 3, 0, 12)],
         seen: vec![],
+        wanted: vec![],
+        gave: vec![],
     };
     let expected = concat(&[
         &[0x87], // a map of 7: `asked` is the seventh field
@@ -405,6 +411,8 @@ fn a_heartbeat_says_how_it_sees_each_peer_clock_and_an_older_peer_skips_it() {
         limits: vec![],
         asked: vec![],
         seen: vec![PeerSeen("b".into(), -1500)],
+        wanted: vec![],
+        gave: vec![],
     };
     let expected = concat(&[
         &[0x87], // a map of 7: `seen` is the seventh field
@@ -448,6 +456,8 @@ fn the_last_part_of_a_snapshot_has_pinned_bytes() {
         limits: vec![],
         asked: vec![],
         seen: vec![],
+        wanted: vec![],
+        gave: vec![],
     };
     let expected = concat(&[
         &[0x86],

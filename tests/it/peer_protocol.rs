@@ -191,6 +191,8 @@ fn beat_seeing(id: &str, at: u64, seen: Vec<PeerSeen>) -> Vec<u8> {
         limits: vec![],
         asked: vec![],
         seen,
+        wanted: vec![],
+        gave: vec![],
     };
     let mut body = Vec::new();
     wire::encode(&msg, &mut body);
@@ -322,6 +324,8 @@ fn counts(nodes: &[(&str, u64)], counts: &[(u32, u32)]) -> Vec<u8> {
         limits: vec![],
         asked: vec![],
         seen: vec![],
+        wanted: vec![],
+        gave: vec![],
     };
     let mut body = Vec::new();
     wire::encode(&msg, &mut body);

@@ -4,6 +4,9 @@
 
 /// A token bucket shared by peers: the stated overshoot bound.
 mod bucket_peers;
+/// Conserved permits on the simulated group: never more than max in a
+/// slot whatever the messages do, and full slots when they are timely.
+mod conserved;
 /// The fixed-timeslot counter alone: never more than max per slot.
 mod fixed;
 /// A rolling window shared by peers: within max while counts arrive in time.

@@ -439,6 +439,17 @@ impl Nodes {
         Some(ids?.iter().filter(|r| r.id < *me).count())
     }
 
+    /// Whether a peer told of an earlier run of this locker (see
+    /// `Peering::owns_from`).
+    pub fn knows_earlier_run(&self) -> bool {
+        self.runs.values().any(|r| r.key.id == self.me.id && r.key.incarnation < self.me.incarnation)
+    }
+
+    /// Every run this locker knows of other lockers, for a snapshot.
+    pub fn run_indices(&self) -> impl Iterator<Item = NodeIx> + '_ {
+        self.runs.keys().copied()
+    }
+
     /// Every configured peer, in configuration order.
     pub fn peers(&self) -> impl Iterator<Item = (PeerIx, &PeerState)> {
         self.peers.iter().enumerate()

@@ -118,8 +118,9 @@ pub struct Peering {
     events: VecDeque<PeerEvent>,
     /// This locker's clock, moved to the group's.
     clock: GroupClock,
-    /// When joining first ended: this run owns initial permits of the
-    /// slots that begin from then on (see `Share::owns_from`).
+    /// This run owns initial permits of the slots that begin from this
+    /// instant on (see `Share::owns_from`): every slot, unless an earlier
+    /// run may have granted in the one it joined in.
     owns_from: Nanos,
 }
 
@@ -326,7 +327,11 @@ impl Peering {
         let done = all || now >= self.started.saturating_add(self.settings.grace);
         if self.joining && done {
             self.joining = false;
-            self.owns_from = self.owns_from.min(now);
+            // An earlier run of this locker may have granted in the slot it
+            // joins in, and nothing says how much: when a peer knew of one,
+            // or not every peer answered, this run owns none of that slot.
+            let unsure = !all || self.nodes.knows_earlier_run();
+            self.owns_from = self.owns_from.min(if unsure { now } else { 0 });
             self.events.push_back(PeerEvent::Ready { synced });
         }
     }
