@@ -114,9 +114,6 @@ mod operations;
 mod peer_attacks;
 /// Peering on the seam: services wired by hand through a network the test controls.
 mod peer_protocol;
-/// Splitting slots by demand on the seam: shares exact on views that differ
-/// by a lost, repeated or reordered message, and learned by a joining locker.
-mod peer_split_protocol;
 /// Peered lockers on a simulated clock: a shared count, exactly max per slot, restarts, lone survivors, stats.
 mod peering;
 /// Peered lockers sharing a token bucket on a simulated clock: the stated bound under saturation, a whole burst on one locker.

@@ -11,8 +11,5 @@ mod conserved;
 mod fixed;
 /// A rolling window shared by peers: within max while counts arrive in time.
 mod rolling_peers;
-/// A fixed window split by demand between peers: no false sorry within a
-/// share, and the shares never add up past max.
-mod split;
 /// Lockers wired by hand: the delayed, reordered counts the peered properties share.
 mod wired;

@@ -331,7 +331,7 @@ impl<'a> TallyMut<'a> {
         if share.conserved() {
             let owned = self.get().owned(quota, slot, share);
             if cost > owned {
-                self.want(cost - owned);
+                self.want((cost - owned).max(self.count.own).min(quota.max_requests()));
                 return Take::Short;
             }
         }
@@ -342,7 +342,10 @@ impl<'a> TallyMut<'a> {
 
     /// Asks the peers for `need` more permits, unless that many are asked
     /// already and not yet given: what was asked is cumulative, so a held
-    /// ask decided again does not ask twice.
+    /// ask decided again does not ask twice. The caller asks for as many
+    /// as it granted so far (at least what the ask lacks), so that a busy
+    /// locker's permits double with each round trip rather than come one
+    /// by one.
     fn want(&mut self, need: u32) {
         let p = self.peered();
         let wanted = p.got_sum.saturating_add(need);
@@ -397,8 +400,9 @@ impl<'a> TallyMut<'a> {
         }
     }
 
-    /// Gives peers what they asked for and this locker can spare: permits
-    /// it owns of `slot`, unless it asked for some itself in this slot. Each gift is
+    /// Gives peers what they asked for and this locker can spare: its part
+    /// of each want (a share of it per other member), out of the permits it
+    /// owns of `slot`, unless it asked for some itself in this slot. Each gift is
     /// taken off this locker's own before `f` hears of it with the
     /// receiver's cumulative total, which is what is published: a gift
     /// never leaves while the giver still counts it as its own.
@@ -411,15 +415,18 @@ impl<'a> TallyMut<'a> {
             return;
         }
         let mut spare = self.get().owned(quota, slot, share);
+        // Every other member hears the want: each gives its part of it, so
+        // that together they give about what was asked, not that many times.
+        let others = share.members.saturating_sub(1).max(1);
         let p = self.peered();
         for i in 0..p.wants.len() {
             let (node, wanted, answered) = p.wants[i];
-            let n = wanted.saturating_sub(answered).min(spare);
+            p.wants[i].2 = wanted.max(answered);
+            let n = wanted.saturating_sub(answered).div_ceil(others).min(spare);
             if n == 0 {
                 continue;
             }
             spare -= n;
-            p.wants[i].2 = answered + n;
             let before = figure_of(&p.gave, node);
             raise(&mut p.gave, node, before + n);
             p.gave_sum += n;

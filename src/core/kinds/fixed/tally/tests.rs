@@ -64,7 +64,7 @@ fn peered_a_locker_grants_only_what_it_owns_and_then_asks() {
     assert!(t.take(seed(), 0, 1, trio(0)).is_go());
     assert!(t.take(seed(), 0, 1, trio(0)).is_go());
     assert_eq!(t.take(seed(), 0, 1, trio(0)), Take::Short, "nothing heard of the others: ask them");
-    assert_eq!(t.get().wanted(), 1);
+    assert_eq!(t.get().wanted(), 2, "as many as it granted, at least the 1 it lacks");
     assert!(t.take_wanted_new(), "a new want to publish");
     assert_eq!(t.take(seed(), 0, 1, trio(0)), Take::Short);
     assert!(!t.take_wanted_new(), "asked again before a gift: not twice");
@@ -72,7 +72,7 @@ fn peered_a_locker_grants_only_what_it_owns_and_then_asks() {
     assert!(!t.merge_got(2, 1), "a repeated gift changes nothing");
     assert!(t.take(seed(), 0, 1, trio(0)).is_go(), "the gift is its own");
     assert_eq!(t.take(seed(), 0, 1, trio(0)), Take::Short);
-    assert_eq!(t.get().wanted(), 2, "asked for one more than it got");
+    assert_eq!(t.get().wanted(), 4, "got 1, and asks for as many as it granted, 3");
     t.merge(1, 2);
     assert_eq!(t.take(seed(), 0, 1, trio(0)), Take::Spent, "all five heard of: nothing to ask for");
 }
@@ -83,13 +83,13 @@ fn a_giver_gives_what_it_owns_once_per_want_and_keeps_none_of_it() {
     let mut t = whole.get_mut();
     let mut gifts = Vec::new();
     // Member 1 owns 2 of slot 0; node 7 wants 3.
-    assert!(t.merge_want(7, 3));
+    assert!(t.merge_want(7, 6));
     t.give(seed(), 0, trio(1), |to, n| gifts.push((to, n)));
-    assert_eq!(gifts, [(7, 2)], "all it owns, as the cumulative total");
+    assert_eq!(gifts, [(7, 2)], "its part of 6 between two others is 3, and it owns 2");
     assert_eq!(t.get().owned(seed(), 0, trio(1)), 0);
     assert_eq!(t.take(seed(), 0, 1, trio(1)), Take::Short, "what it gave is no longer its own");
-    assert!(!t.merge_want(7, 3), "a repeated want changes nothing");
-    assert!(t.merge_want(7, 4));
+    assert!(!t.merge_want(7, 6), "a repeated want changes nothing");
+    assert!(t.merge_want(7, 8));
     t.merge_got(8, 1);
     let mut again = Vec::new();
     t.give(seed(), 0, trio(1), |to, n| again.push((to, n)));
