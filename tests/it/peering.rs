@@ -155,3 +155,27 @@ fn stats_show_each_peer_by_name_with_its_age_and_clock_offset() {
         assert_eq!(p.clock_offset_ms, 0.0, "clocks that agree: {p:?}");
     }
 }
+
+/// Issue 37: the seed's scenario with every peer message 40 to 70 ms late
+/// (a WAN, or a busy host), eight callers spread over three lockers. With
+/// the former in-flight rule a slot reached 6 and the group filled 3.7 to
+/// 4.1 of 5 per slot; conserved permits never put more than 5 in a slot
+/// whatever the delay, and the callers, asking all three, use them all.
+#[test]
+fn the_seeds_limit_with_peer_links_40_to_70_ms_late_never_puts_six_in_a_slot() {
+    let slot = 800 * MS;
+    let (mut slots, mut total, mut worst) = (0, 0, 0);
+    for seed in 0..8 {
+        let mut g = joined(3, seed, fixed(5, 800));
+        g.set_link(sim::Link { delay: 40 * MS, jitter: 30 * MS, loss: 0.0 });
+        let start = (g.now() / slot + 2) * slot;
+        let per_slot = run(&mut g, &mut crate::group::spread(3, start), start + 31 * slot, slot);
+        worst = worst.max(per_slot.values().copied().max().unwrap_or(0));
+        slots += per_slot.len();
+        total += per_slot.values().sum::<u64>();
+        assert!(per_slot.values().all(|&n| n <= 5), "seed {seed}: {per_slot:?}");
+    }
+    let mean = total as f64 / slots as f64;
+    eprintln!("40-70 ms late: {slots} slots, at most {worst} go in one, {mean:.2} go per slot on average");
+    assert!(mean >= 4.5, "{mean:.2} go per slot");
+}
