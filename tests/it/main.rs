@@ -118,6 +118,9 @@ mod peer_protocol;
 mod peering;
 /// Peered lockers sharing a token bucket on a simulated clock: the stated bound under saturation, a whole burst on one locker.
 mod peering_bucket;
+/// Issue 37 as a user runs it: the seed's limit on three real lockers whose
+/// peer links all pass through a proxy that delays them 40 to 70 ms.
+mod peering_delayed;
 /// Peered lockers splitting each slot by demand, on a simulated clock: a bursty
 /// or fast caller on one locker gets its whole quota, and load that moves adapts within a slot.
 mod peering_split;
