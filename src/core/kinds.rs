@@ -158,7 +158,14 @@ impl Rule {
     /// spare on the terms of `share`, and `give` hears each gift (already
     /// taken off this locker's own) as the count to publish. Returns
     /// whether anything changed.
-    pub fn merge(&mut self, now: Nanos, c: &Count, budget: KeyBudget, share: Share, mut give: impl FnMut(Count)) -> bool {
+    pub fn merge(
+        &mut self,
+        now: Nanos,
+        c: &Count,
+        budget: KeyBudget,
+        share: Share,
+        mut give: impl FnMut(Count),
+    ) -> bool {
         match (self, c.what) {
             (Rule::Window(w), _) => {
                 let room = budget.room(w.live_keys());
@@ -417,7 +424,13 @@ impl Rule {
             // In the current slot as the earlier run's node (see `merge`), in
             // a later one as this run's reservation.
             (Rule::Window(w), Kept::Window { slot, count }, Owner::Node(node)) if slot <= w.slot() => {
-                let merged = w.merge_count(now, &Count::granted(id, key, slot, node, count), room, Share::ALONE, |_, _, _, _| {});
+                let merged = w.merge_count(
+                    now,
+                    &Count::granted(id, key, slot, node, count),
+                    room,
+                    Share::ALONE,
+                    |_, _, _, _| {},
+                );
                 merged.then_some(count)
             }
             (Rule::Window(w), Kept::Window { slot, count }, Owner::Node(_)) => {

@@ -308,14 +308,19 @@ mod tests {
         let quota = |max| Quota::new(max, 0.8).unwrap();
         for (max, members) in [(5u32, 3u32), (1, 2), (7, 5), (2, 4), (100, 3)] {
             for slot in 0..12u64 {
-                let each = (0..members).map(|m| Share { members, member: Some(m), ..Share::ALONE }.owns(quota(max), slot));
+                let each =
+                    (0..members).map(|m| Share { members, member: Some(m), ..Share::ALONE }.owns(quota(max), slot));
                 assert_eq!(each.sum::<u32>(), max, "{max} over {members} in slot {slot}");
             }
         }
         let trio = |m| Share { members: 3, member: Some(m), ..Share::ALONE };
         let slots: Vec<u32> = (0..3).map(|k| trio(0).owns(quota(5), k)).collect();
         assert_eq!(slots, [2, 2, 1], "the remainder rotates");
-        assert_eq!(Share { members: 3, member: None, ..Share::ALONE }.owns(quota(5), 0), 1, "no remainder without a place");
+        assert_eq!(
+            Share { members: 3, member: None, ..Share::ALONE }.owns(quota(5), 0),
+            1,
+            "no remainder without a place"
+        );
         assert_eq!(Share::ALONE.owns(quota(5), 9), 5);
         let slot_ns = quota(5).slot_ns();
         let late = Share { owns_from: 3 * slot_ns + 1, ..trio(0) };

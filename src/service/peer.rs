@@ -8,7 +8,9 @@ use super::Service;
 use crate::core::peering::nodes::shown;
 use crate::core::peering::Beat;
 use crate::core::{Count, Counted, Locker, Nanos, NodeKey, Nodes, Outgoing, PeerIx, Peering};
-use crate::wire::{self, PeerCount, PeerGift, PeerKind, PeerLimit, PeerMsg, PeerNode, PeerSeen, MAX_COUNTS_PER_MESSAGE};
+use crate::wire::{
+    self, PeerCount, PeerGift, PeerKind, PeerLimit, PeerMsg, PeerNode, PeerSeen, MAX_COUNTS_PER_MESSAGE,
+};
 
 impl Service {
     /// Takes in one message from configured peer `peer` (numbered as in

@@ -436,4 +436,3 @@ fn a_locker_paused_past_the_peer_dead_time_learns_the_counts_again() {
     let granted = (0..10).filter(|i| ask(&mut a, resumed + 10 * MS + i * 5 * MS).ok).count();
     assert_eq!(granted, 5, "a owns its 5, whatever b granted while a was away");
 }
-

@@ -214,7 +214,8 @@ impl FixedWindow {
             // Owning too few while peers may own spare permits, this locker
             // asks them, and the ask may be held while the gift comes;
             // otherwise sorry until the next slot, when it would fit.
-            if !over && terms.share.conserved() && tally.take(self.quota, slot, want.need(), terms.share) == Take::Short {
+            if !over && terms.share.conserved() && tally.take(self.quota, slot, want.need(), terms.share) == Take::Short
+            {
                 let retry_after = terms.share.charged_for().min(reset_after);
                 return Some(Ok(Verdict::sorry(max, free, retry_after, reset_after)));
             }

@@ -114,7 +114,8 @@ impl Peered {
         lists.got.clear();
         lists.gave.clear();
         lists.wants.clear();
-        *self = Peered { peers: lists.peers, got: lists.got, gave: lists.gave, wants: lists.wants, ..Peered::default() };
+        *self =
+            Peered { peers: lists.peers, got: lists.got, gave: lists.gave, wants: lists.wants, ..Peered::default() };
     }
 }
 
