@@ -6,8 +6,8 @@
 //! README's wire contract in the same change.
 
 use locker::wire::{
-    self, Ask, ErrorReply, GoReply, LeaseAsk, LeaseReply, LimitStatsReply, PeerCount, PeerKind, PeerMsg, PeerNode,
-    PeerSeen, Reply, ReplyKind, Request, RequestMap, StatsReply,
+    self, Ask, ErrorReply, GoReply, LeaseAsk, LeaseReply, LimitStatsReply, PeerCount, PeerGift, PeerKind, PeerMsg,
+    PeerNode, PeerSeen, Reply, ReplyKind, Request, RequestMap, StatsReply,
 };
 
 /// A MessagePack fixstr, written out by hand rather than by the encoder.
@@ -351,6 +351,58 @@ fn peer_counts_have_pinned_bytes() {
         0x91, 0x95, 0xa3, b'a', b'p', b'i', 0xa1, b'k', 0x03, 0x00, 0x05, // [["api", "k", 3, 0, 5]]
     ];
     peer_round_trip(&msg, expected);
+}
+
+/// Issue 37: a want and a gift of conserved permits, as the last two
+/// fields of a peer message; a locker built before them skips both.
+#[test]
+fn wants_and_gifts_have_pinned_bytes_and_an_older_peer_skips_them() {
+    let msg = PeerMsg {
+        kind: PeerKind::Counts,
+        nodes: vec![PeerNode("a".into(), 7), PeerNode("b".into(), 8)],
+        at: 9,
+        joining: false,
+        done: false,
+        counts: vec![],
+        limits: vec![],
+        asked: vec![],
+        seen: vec![],
+        wanted: vec![PeerCount("api".into(), Some("k".into()), 3, 0, 4)],
+        gave: vec![PeerGift("api".into(), None, 3, 0, 1, 2)],
+    };
+    let expected = concat(&[
+        &[0x88], // a map of 8: `wanted` and `gave` after the six fields always sent
+        &fixstr("kind"),
+        &fixstr("counts"),
+        &fixstr("nodes"),
+        &[0x92, 0x92, 0xa1, b'a', 0x07, 0x92, 0xa1, b'b', 0x08],
+        &fixstr("at"),
+        &[0x09],
+        &fixstr("joining"),
+        &[0xc2],
+        &fixstr("done"),
+        &[0xc2],
+        &fixstr("counts"),
+        &[0x90],
+        &fixstr("wanted"),
+        &[0x91, 0x95, 0xa3, b'a', b'p', b'i', 0xa1, b'k', 0x03, 0x00, 0x04],
+        &fixstr("gave"),
+        // ["api", nil, 3, giver 0, receiver 1, 2]
+        &[0x91, 0x96, 0xa3, b'a', b'p', b'i', 0xc0, 0x03, 0x00, 0x01, 0x02],
+    ]);
+    peer_round_trip(&msg, &expected);
+    #[derive(serde::Deserialize)]
+    #[allow(dead_code)]
+    struct OlderPeerMsg {
+        kind: PeerKind,
+        nodes: Vec<PeerNode>,
+        at: u64,
+        counts: Vec<PeerCount>,
+        #[serde(default)]
+        asked: Vec<PeerCount>,
+    }
+    let older: OlderPeerMsg = rmp_serde::from_slice(&expected).expect("unknown fields are skipped");
+    assert!(older.counts.is_empty() && older.asked.is_empty());
 }
 
 #[test]

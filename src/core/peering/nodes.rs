@@ -435,8 +435,10 @@ impl Nodes {
     /// configured peer's id is known, live or not; `None` before.
     pub fn member(&self) -> Option<usize> {
         let me = &self.me.id;
-        let ids: Option<Vec<&NodeKey>> = self.peers.iter().map(|p| p.run.as_ref()).collect();
-        Some(ids?.iter().filter(|r| r.id < *me).count())
+        if self.peers.iter().any(|p| p.run.is_none()) {
+            return None;
+        }
+        Some(self.peers.iter().filter(|p| p.run.as_ref().is_some_and(|r| r.id < *me)).count())
     }
 
     /// Whether a peer told of an earlier run of this locker (see
