@@ -91,8 +91,8 @@ impl FixedWindow {
     }
 
     /// Merges a peer's count for `slot`, received at `now`, by maximum. A
-    /// count for the next slot is kept until it begins here. A want that
-    /// grew is answered with what this locker can spare of the current
+    /// count for the next slot is kept until it begins here. A want not
+    /// yet answered is answered with what this locker can spare of the current
     /// slot (`share` says what it owns): `give` hears each gift as
     /// `(key, slot, receiver, total given)`, already taken off this
     /// locker's own. Returns whether anything changed.
@@ -111,7 +111,9 @@ impl FixedWindow {
                 let (quota, slot) = (self.quota, self.slot);
                 let Ok(mut t) = self.tally_mut(key, room) else { return false };
                 let changed = merge_into(&mut t, c.node, c.count, c.what);
-                if changed && c.what == Counted::Wanted && share.conserved() {
+                // A repeated want is answered too if it never was (it came
+                // early, before its slot began here).
+                if c.what == Counted::Wanted && share.conserved() {
                     t.give(quota, slot, share, |to, n| give(key, slot, to, n));
                 }
                 changed

@@ -353,8 +353,10 @@ impl<'a> TallyMut<'a> {
         if wanted > p.wanted {
             p.wanted = wanted;
             p.wanted_new = true;
-            self.count.set(Count::TOUCHED, true);
         }
+        // Still short: the next repair says so again, in case the want or
+        // the gift was lost.
+        self.count.set(Count::TOUCHED, true);
     }
 
     /// Whether what this locker asked for grew since the last call.
