@@ -5,7 +5,8 @@
 //! `Group` plays the daemon's loop for each node (answer a request, hear a
 //! peer, wake at the service's deadline or the loop's tick, publish after
 //! each turn, report a pause) and the network between them (a delay, a
-//! jitter that reorders, a loss rate), on one true clock that jumps from
+//! jitter that reorders, a loss rate, duplicates, links cut and healed),
+//! on one true clock that jumps from
 //! event to event. Each node reads that clock through its own offset, so a
 //! node can run fast or slow, and a restart can come up with its clock
 //! stepped. Randomness comes from a seed, so every run of a test is the

@@ -109,13 +109,11 @@ pub struct Peered {
 impl Peered {
     /// Empty again, keeping the lists' memory for the next key in a slot.
     fn reset(&mut self) {
-        let mut lists = std::mem::take(self);
-        lists.peers.clear();
-        lists.got.clear();
-        lists.gave.clear();
-        lists.wants.clear();
-        *self =
-            Peered { peers: lists.peers, got: lists.got, gave: lists.gave, wants: lists.wants, ..Peered::default() };
+        self.peers.clear();
+        self.got.clear();
+        self.gave.clear();
+        self.wants.clear();
+        (self.heard, self.got_sum, self.gave_sum, self.wanted, self.wanted_new) = (0, 0, 0, 0, false);
     }
 }
 
