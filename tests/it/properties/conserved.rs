@@ -8,7 +8,8 @@
 //!
 //! A go is counted in the slot of the locker that granted it (its group
 //! clock, read from the reply's `reset_after_ms`): the guarantee is per
-//! slot of the group clock. Cases: `PROPTEST_CASES`, else 32.
+//! slot of the group clock. Cases: `PROPTEST_CASES`, else 32. With
+//! timely messages, demand on every locker, or on one, fills the slots.
 
 use std::collections::BTreeMap;
 
@@ -154,6 +155,32 @@ proptest! {
             t.apply(e);
         }
         prop_assert!(t.over().is_empty(), "slots over {max}: {:?} of {:?}", t.over(), t.per_slot);
+    }
+
+    #[test]
+    fn with_timely_messages_demand_on_one_locker_fills_every_slot_from_the_second(
+        n in 2usize..=5,
+        max in 1u32..12,
+        slot_ms in prop::sample::select(vec![100u64, 300, 800]),
+        busy in 0usize..5,
+        seed in any::<u64>(),
+    ) {
+        let mut t = Trial::new(n, max, slot_ms, seed);
+        let busy = busy % n;
+        let start = (t.g.now() / t.slot + 1) * t.slot;
+        let mut at = start;
+        // One locker asked once a millisecond, following the short hints
+        // while permits come (the daemon holds such an ask), for four slots.
+        while at < start + 4 * t.slot {
+            at += MS;
+            t.g.advance_to(at);
+            t.ask(busy, 1);
+        }
+        let first = start / t.slot;
+        for slot in first + 1..first + 4 {
+            let got = t.per_slot.get(&slot).copied().unwrap_or(0);
+            prop_assert_eq!(got, u64::from(max), "slot {} of {:?}", slot - first, t.per_slot);
+        }
     }
 
     #[test]
