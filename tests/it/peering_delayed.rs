@@ -65,15 +65,19 @@ fn pump(mut from: TcpStream, mut to: TcpStream, cut: Arc<AtomicBool>) {
                 break;
             }
         }
+        // One side gone (a killed locker): close the other too, so that its
+        // socket reconnects, through the proxy, to whoever listens next.
+        let _ = to.shutdown(std::net::Shutdown::Both);
     });
 }
 
 /// Three lockers at the seed's limit, each subscribing to each other
 /// through its own delaying proxy; `cut[i]` holds every link to and from
-/// locker `i`. Returns the lockers, once joined.
-fn proxied_trio(cut: &[Arc<AtomicBool>]) -> Vec<Daemon> {
+/// locker `i`. Returns the lockers, once joined, and the arguments each
+/// was started with (to restart it).
+fn proxied_trio(cut: &[Arc<AtomicBool>]) -> (Vec<Daemon>, Vec<Vec<String>>) {
     let pubs: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let lockers: Vec<Daemon> = (0..3)
+    let args: Vec<Vec<String>> = (0..3)
         .map(|i| {
             let (bind, node) = (format!("tcp://127.0.0.1:{}", pubs[i]), format!("node-{i}"));
             let proxies: Vec<String> = (0..3)
@@ -93,9 +97,11 @@ fn proxied_trio(cut: &[Arc<AtomicBool>]) -> Vec<Daemon> {
             for p in &proxies {
                 args.extend(["--peer", p.as_str()]);
             }
-            Daemon::start(&args)
+            args.into_iter().map(String::from).collect()
         })
         .collect();
+    let lockers: Vec<Daemon> =
+        args.iter().map(|a| Daemon::start(&a.iter().map(String::as_str).collect::<Vec<_>>())).collect();
     let deadline = Instant::now() + Duration::from_secs(10);
     for d in &lockers {
         let mut client = locker::Client::new([d.endpoint.as_str()], Duration::from_secs(2)).unwrap();
@@ -108,7 +114,7 @@ fn proxied_trio(cut: &[Arc<AtomicBool>]) -> Vec<Daemon> {
             thread::sleep(Duration::from_millis(20));
         }
     }
-    lockers
+    (lockers, args)
 }
 
 /// Runs eight workers over `lockers` for `run` (worker `i` starting on
@@ -157,7 +163,7 @@ fn load(lockers: &[Daemon], run: Duration, during: impl FnOnce()) -> (Vec<u32>, 
 #[test]
 fn the_seeds_limit_with_every_peer_link_40_to_70_ms_late_never_puts_six_in_a_slot() {
     let cut: Vec<_> = (0..3).map(|_| Arc::new(AtomicBool::new(false))).collect();
-    let lockers = proxied_trio(&cut);
+    let (lockers, _) = proxied_trio(&cut);
     let (slots, mean) = load(&lockers, Duration::from_millis(8_000), || {});
     eprintln!("links 40-70 ms late: per slot {slots:?}; {mean:.2} per full slot");
     assert!(slots.iter().all(|&n| n <= 5), "a slot over 5: {slots:?}");
@@ -168,7 +174,7 @@ fn the_seeds_limit_with_every_peer_link_40_to_70_ms_late_never_puts_six_in_a_slo
 #[test]
 fn a_locker_cut_off_for_two_seconds_and_healed_never_puts_six_in_a_slot() {
     let cut: Vec<_> = (0..3).map(|_| Arc::new(AtomicBool::new(false))).collect();
-    let lockers = proxied_trio(&cut);
+    let (lockers, _) = proxied_trio(&cut);
     let flag = cut[0].clone();
     let (slots, mean) = load(&lockers, Duration::from_millis(6_000), move || {
         thread::sleep(Duration::from_millis(1_500));
@@ -177,5 +183,24 @@ fn a_locker_cut_off_for_two_seconds_and_healed_never_puts_six_in_a_slot() {
         flag.store(false, Ordering::Relaxed);
     });
     eprintln!("locker 0 cut off for 2 s: per slot {slots:?}; {mean:.2} per full slot");
+    assert!(slots.iter().all(|&n| n <= 5), "a slot over 5: {slots:?}");
+}
+
+#[test]
+fn a_locker_killed_and_restarted_behind_late_links_never_puts_six_in_a_slot() {
+    let cut: Vec<_> = (0..3).map(|_| Arc::new(AtomicBool::new(false))).collect();
+    let (mut lockers, args) = proxied_trio(&cut);
+    let victim = std::sync::Mutex::new(Some(lockers.remove(0)));
+    let restarted = std::sync::Mutex::new(None);
+    let (slots, mean) = load(&lockers, Duration::from_millis(6_000), || {
+        thread::sleep(Duration::from_millis(1_500));
+        let mut d = victim.lock().unwrap().take().unwrap();
+        d.signal("KILL");
+        d.wait_exit(Duration::from_secs(5)).expect("gone after SIGKILL");
+        thread::sleep(Duration::from_millis(200));
+        let args: Vec<&str> = args[0].iter().map(String::as_str).collect();
+        *restarted.lock().unwrap() = Some(Daemon::start(&args));
+    });
+    eprintln!("locker 0 killed and restarted: per slot {slots:?}; {mean:.2} per full slot");
     assert!(slots.iter().all(|&n| n <= 5), "a slot over 5: {slots:?}");
 }
