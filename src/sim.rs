@@ -5,8 +5,9 @@
 //! `Group` plays the daemon's loop for each node through the same loop
 //! step (`service::step`: a turn at the service's deadline or the loop's
 //! tick, a request, a peer message, publishing after each; and a pause
-//! reported as the daemon reports it) and the network between them (a delay, a
-//! jitter that reorders, a loss rate), on one true clock that jumps from
+//! reported as the daemon reports it) and the network between them (a
+//! delay, a jitter that reorders, a loss rate, duplicates, links cut and
+//! healed), on one true clock that jumps from
 //! event to event. Each node reads that clock through its own offset, so a
 //! node can run fast or slow, and a restart can come up with its clock
 //! stepped. Randomness comes from a seed, so every run of a test is the
@@ -105,6 +106,11 @@ pub struct Group {
     /// Replies to requests sent with `send`, by token, until taken.
     replies: HashMap<Token, Vec<u8>>,
     next_token: Token,
+    /// The chance that a message reaches a receiver twice, 0 to 1.
+    duplication: f64,
+    /// `cut[from][to]`: messages from `from` to `to` are dropped (a
+    /// partition), until healed.
+    cut: Vec<Vec<bool>>,
 }
 
 /// What one loop step of a node produced.
@@ -162,6 +168,8 @@ impl Group {
             events: vec![Vec::new(); n],
             replies: HashMap::new(),
             next_token: 0,
+            duplication: 0.0,
+            cut: vec![vec![false; n]; n],
         };
         for i in 0..n {
             g.turn(i);
@@ -182,6 +190,20 @@ impl Group {
     /// Sets the network for messages sent from now on.
     pub fn set_link(&mut self, link: Link) {
         self.link = link;
+    }
+
+    /// Makes each message sent from now on reach a receiver twice with
+    /// chance `p` (each copy with its own delay), as a reconnect that
+    /// resends can.
+    pub fn set_duplication(&mut self, p: f64) {
+        self.duplication = p;
+    }
+
+    /// Cuts (or, with `cut` false, heals) the link from node `from` to node
+    /// `to`: messages sent over it from now on are dropped. Cut both ways
+    /// for a partition; messages already on their way still arrive.
+    pub fn set_cut(&mut self, from: usize, to: usize, cut: bool) {
+        self.cut[from][to] = cut;
     }
 
     /// Makes node `i`'s clock run `offset` nanoseconds ahead of the true
@@ -390,14 +412,17 @@ impl Group {
         self.events[from].extend(io.events);
         self.published[from] += io.published.len() as u64;
         for bytes in io.published {
-            for to in (0..self.nodes.len()).filter(|&to| to != from) {
-                if self.chance() < self.link.loss {
+            for to in 0..self.nodes.len() {
+                if to == from || self.cut[from][to] || self.chance() < self.link.loss {
                     continue;
                 }
-                let jitter = if self.link.jitter > 0 { self.next_u64() % (self.link.jitter + 1) } else { 0 };
-                self.seq += 1;
-                let at = self.now + self.link.delay + jitter;
-                self.wire.push(Reverse(Delivery { at, seq: self.seq, to, from, bytes: bytes.clone() }));
+                let copies = if self.duplication > 0.0 && self.chance() < self.duplication { 2 } else { 1 };
+                for _ in 0..copies {
+                    let jitter = if self.link.jitter > 0 { self.next_u64() % (self.link.jitter + 1) } else { 0 };
+                    self.seq += 1;
+                    let at = self.now + self.link.delay + jitter;
+                    self.wire.push(Reverse(Delivery { at, seq: self.seq, to, from, bytes: bytes.clone() }));
+                }
             }
         }
     }

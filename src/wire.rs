@@ -40,7 +40,7 @@ pub use ask::Ask;
 pub use batch::{begin_batch_reply, classify_batch_reply, decode_batch_reply, encode_batch, AskBatch, Entries};
 pub use lease::{Heartbeat, LeaseAsk, LeaseReply, Release};
 pub use peer::{
-    decode_peer, PeerCount, PeerKind, PeerLimit, PeerMsg, PeerNode, PeerSeen, MAX_COUNTS_PER_MESSAGE,
+    decode_peer, PeerCount, PeerGift, PeerKind, PeerLimit, PeerMsg, PeerNode, PeerSeen, MAX_COUNTS_PER_MESSAGE,
     MAX_LIMITS_PER_MESSAGE, MAX_PEER_MESSAGE_SIZE,
 };
 pub use reply::{

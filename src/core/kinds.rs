@@ -22,7 +22,7 @@ pub mod semaphore;
 use super::ask::{Verdict, Want};
 use super::limit::{Algorithm, Limit, LimitId, Quota};
 use super::room::{KeyBudget, KeyRoom, Leeway, NoRoom};
-use super::share::{Count, Counted, NodeIx, ME};
+use super::share::{Count, Counted, NodeIx, Share, ME};
 use super::time::Nanos;
 use bucket::Bucket;
 use fixed::FixedWindow;
@@ -124,48 +124,55 @@ impl Rule {
         !matches!(self, Rule::Semaphore(_))
     }
 
-    /// Calls `f` with the own counts a go `v` for `key` of limit `id`, at
-    /// `now`, leaves for the peers: the key's cumulative own count in the
-    /// kind's slot (a fixed window's current slot, a bucket's period, the
-    /// rolling window's sub-slot its caller goes in), and a fixed window's
-    /// own demand figure. A peek leaves none, nor does a fixed-window
-    /// reservation (it reaches the peers when its slot begins); a bucket's
-    /// or a rolling window's reservation goes out at once, so that peers
-    /// count it ahead.
+    /// Calls `f` with the own counts a verdict `v` for `key` of limit `id`,
+    /// at `now`, leaves for the peers: after a go, the key's cumulative own
+    /// count in the kind's slot (a fixed window's current slot, a bucket's
+    /// period, the rolling window's sub-slot its caller goes in); and what
+    /// a fixed window asked its peers for, when that grew. A peek leaves
+    /// none; a bucket's or a rolling window's reservation goes out at once,
+    /// so that peers count it ahead.
     pub fn note_own(&mut self, now: Nanos, id: LimitId, key: Option<&str>, v: &Verdict, mut f: impl FnMut(Count)) {
+        if let Rule::Window(w) = self {
+            let Some((slot, own, wanted)) = w.note_own(key, v) else { return };
+            if v.granted > 0 {
+                f(Count::granted(id, key, slot, ME, own));
+            }
+            if let Some(n) = wanted {
+                f(Count::of(Counted::Wanted, id, key, slot, ME, n));
+            }
+            return;
+        }
         if v.granted == 0 {
             return;
         }
-        let (slot, count, asked) = match self {
-            Rule::Window(w) => match w.note_own(key, v) {
-                Some(own) => own,
-                None => return,
-            },
-            Rule::Bucket(b) => {
-                let (period, count) = b.note_own(now, key, v.granted);
-                (period, count, 0)
-            }
-            Rule::Rolling(r) => {
-                let (sub, count) = r.note_own(key, now + v.wait);
-                (sub, count, 0)
-            }
-            Rule::Semaphore(_) => return,
+        let (slot, count) = match self {
+            Rule::Bucket(b) => b.note_own(now, key, v.granted),
+            Rule::Rolling(r) => r.note_own(key, now + v.wait),
+            Rule::Window(_) | Rule::Semaphore(_) => return,
         };
         f(Count::granted(id, key, slot, ME, count));
-        if asked > 0 {
-            f(Count::asked(id, key, slot, ME, asked));
-        }
     }
 
     /// Merges a count a peer reported, received at `now`, with `budget`
-    /// for a new key. Returns whether anything changed (see each kind's
-    /// `merge`); a demand figure for a kind that splits no slot, or any
-    /// count for a semaphore, changes nothing.
-    pub fn merge(&mut self, now: Nanos, c: &Count, budget: KeyBudget) -> bool {
+    /// for new keys. A fixed window answers a peer's want with what it can
+    /// spare on the terms of `share`, and `give` hears each gift (already
+    /// taken off this locker's own) as the count to publish. Returns
+    /// whether anything changed.
+    pub fn merge(
+        &mut self,
+        now: Nanos,
+        c: &Count,
+        budget: KeyBudget,
+        share: Share,
+        mut give: impl FnMut(Count),
+    ) -> bool {
         match (self, c.what) {
             (Rule::Window(w), _) => {
                 let room = budget.room(w.live_keys());
-                w.merge_count(now, c, room)
+                let id = c.limit;
+                w.merge_count(now, c, room, share, |key, slot, to, n| {
+                    give(Count::of(Counted::Gave(to), id, key, slot, ME, n));
+                })
             }
             (Rule::Bucket(b), Counted::Granted) => {
                 b.advance(now);
@@ -177,7 +184,7 @@ impl Rule {
                 let room = budget.room(r.live_keys());
                 r.merge(now, c.key.as_deref(), c.slot, c.node, c.count, room).unwrap_or(false)
             }
-            (Rule::Bucket(_) | Rule::Rolling(_), Counted::Asked) | (Rule::Semaphore(_), _) => false,
+            (Rule::Bucket(_) | Rule::Rolling(_), _) | (Rule::Semaphore(_), _) => false,
         }
     }
 
@@ -199,9 +206,9 @@ impl Rule {
     /// since the last call (and a fixed window's own demand figures), for
     /// republishing: a count lost on the way is repaired by the next one.
     /// Call `advance` first.
-    pub fn drain_own(&mut self, now: Nanos, id: LimitId, mut f: impl FnMut(Count)) {
+    pub fn drain_own(&mut self, id: LimitId, mut f: impl FnMut(Count)) {
         match self {
-            Rule::Window(w) => w.drain_own(now, |key, slot, n, what| f(Count::of(what, id, key, slot, ME, n))),
+            Rule::Window(w) => w.drain_own(|key, slot, node, n, what| f(Count::of(what, id, key, slot, node, n))),
             Rule::Bucket(b) => b.drain_touched(|key, period, n| f(Count::granted(id, key, period, ME, n))),
             Rule::Rolling(r) => r.drain_touched(|key, sub, n| f(Count::granted(id, key, sub, ME, n))),
             Rule::Semaphore(_) => {}
@@ -414,7 +421,14 @@ impl Rule {
             // In the current slot as the earlier run's node (see `merge`), in
             // a later one as this run's reservation.
             (Rule::Window(w), Kept::Window { slot, count }, Owner::Node(node)) if slot <= w.slot() => {
-                w.merge_count(now, &Count::granted(id, key, slot, node, count), room).then_some(count)
+                let merged = w.merge_count(
+                    now,
+                    &Count::granted(id, key, slot, node, count),
+                    room,
+                    Share::ALONE,
+                    |_, _, _, _| {},
+                );
+                merged.then_some(count)
             }
             (Rule::Window(w), Kept::Window { slot, count }, Owner::Node(_)) => {
                 w.restore_reserved(key, slot, count, room).unwrap_or(false).then_some(count)

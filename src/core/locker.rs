@@ -258,7 +258,8 @@ impl Locker {
         });
         match verdict {
             Ok(v) => {
-                if v.granted > 0 && self.publishing {
+                // A sorry may have asked the peers for permits.
+                if self.publishing && (v.granted > 0 || !v.go) {
                     self.peers().note_grant(now, ask, &v);
                 }
                 Ok(v)
@@ -274,7 +275,8 @@ impl Locker {
     #[inline]
     pub fn share(&self, id: LimitId) -> Share {
         let (view, slot_ns) = (self.view, self.entries[id.0].limit.quota().slot_ns());
-        Share { rank: view.rank, ..Share::new(view.live, slot_ns).late_by(view.late, slot_ns) }
+        let share = Share::new(view.live, slot_ns).late_by(view.late, slot_ns);
+        Share { rank: view.rank, members: view.members, member: view.member, owns_from: view.owns_from, ..share }
     }
 
     /// Brings limit `id` up to `now`, runs `f` on its rule with the room

@@ -1,22 +1,23 @@
 //! The terms every shared kind and the peer schedule agree on: node
-//! indices, the share of a slot split by demand, the view of the peers a
-//! locker decides with, and the cumulative `Count` peers trade.
+//! indices, the permits each member owns of a slot, the view of the peers
+//! a locker decides with, and the cumulative `Count` peers trade.
 //!
 //! This is the bottom of peering: the kinds use these terms, and
 //! `core::peering` (the node table, the schedule, the merge) builds on the
 //! kinds. Nothing here imports a kind, the locker or the peer schedule.
 //!
-//! The share rule: each peered locker counts the permits asked of it (go
-//! and sorry alike) for each key until a cutoff a third of a slot before the
-//! slot ends, and publishes that figure. Every locker then splits the next
-//! slot's `max_requests` between the nodes in proportion to those figures,
-//! each node's share rounded down, so the shares add up to at most
-//! `max_requests` and each locker may grant its whole share at once,
-//! without waiting on its peers. What the rounding leaves, and what nobody
-//! asked for, is the pool. The split is applied per key by
-//! `core::kinds::fixed::tally`. No clock, no counts kept, no sockets.
+//! Conserved permits (fixed windows): each slot's `max_requests` permits
+//! start split between the group's members by a rule every locker computes
+//! alike (`Share::owns`), and afterwards move only by a giver subtracting
+//! them from its own before it publishes the gift. A locker grants only
+//! permits it owns, so the grants of a slot never add up to more than
+//! `max_requests`, whatever messages are late, lost or repeated. The
+//! ledger is kept per key by `core::kinds::fixed::tally`.
+//!
+//! The in-flight rule (`Share::over_part`, turns, `Recent`) is what the
+//! rolling window still shares by. No clock, no counts kept, no sockets.
 
-use crate::core::limit::LimitId;
+use crate::core::limit::{LimitId, Quota};
 use crate::core::time::{Nanos, NANOS_PER_MS};
 
 /// An index naming one peer node (one process of one locker) in the node
@@ -38,22 +39,10 @@ pub const PROPAGATION_ALLOWANCE: Nanos = 2 * NANOS_PER_MS;
 /// short enough to be held (see `service::hold`).
 pub const WIDEST_IN_FLIGHT: Nanos = 20 * NANOS_PER_MS;
 
-/// How often own figures are republished (the heartbeat's repair): a
-/// figure lost once is repaired by the next repair.
-pub const REPAIR_PERIOD: Nanos = 100 * NANOS_PER_MS;
-
 /// How many in-flight windows one turn of peered lockers lasts (see
 /// `Share::part_of`): long enough that lockers agree on whose turn it is,
 /// short enough that every locker gets one soon.
 pub const TURN_WINDOWS: u64 = 4;
-
-/// The shortest slot whose quota is split by demand. Demand figures freeze
-/// a third of a slot before it ends and every repair after the freeze
-/// republishes them, so a third of a slot must span two repairs plus the
-/// propagation allowance: then a figure lost once still reaches every peer
-/// before the slot it splits begins. Shorter slots use the in-flight rule
-/// alone.
-pub const SHORTEST_SPLIT_SLOT: Nanos = 3 * (2 * REPAIR_PERIOD + PROPAGATION_ALLOWANCE);
 
 /// What a grant needs to know about the peers besides the counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,8 +62,19 @@ pub struct Share {
     /// timed by (see `part_of`): the propagation allowance, or an eighth of
     /// a short slot.
     pub turn_window: Nanos,
-    /// Whether the slot is long enough to split its quota by demand.
-    pub split: bool,
+    /// The lockers of the group, this one and every configured peer, live
+    /// or not: a fixed window's permits are split between them. 1 alone.
+    pub members: u32,
+    /// This locker's place among the members by id, once every member's
+    /// id is known: it decides who owns a slot's remainder (`owns`).
+    pub member: Option<u32>,
+    /// This run owns initial permits only of the slots that begin at or
+    /// after this instant: 0, or when it finished joining if a peer knew of
+    /// an earlier run of this locker (or not every peer answered). That run
+    /// may have granted in the slot this one joined in, and nothing tells
+    /// how much (its last counts may be lost), so this run owns none of
+    /// that slot; gifts it may use.
+    pub owns_from: Nanos,
 }
 
 impl Share {
@@ -84,13 +84,40 @@ impl Share {
         rank: 0,
         in_flight_window: PROPAGATION_ALLOWANCE,
         turn_window: PROPAGATION_ALLOWANCE,
-        split: false,
+        members: 1,
+        member: Some(0),
+        owns_from: 0,
     };
 
     /// The terms for `live` lockers and a slot of `slot_ns`.
     pub fn new(live: u32, slot_ns: Nanos) -> Share {
         let window = Share::window_for(slot_ns);
-        Share { live, rank: 0, in_flight_window: window, turn_window: window, split: slot_ns >= SHORTEST_SPLIT_SLOT }
+        Share { live, in_flight_window: window, turn_window: window, ..Share::ALONE }
+    }
+
+    /// The permits of `slot` this locker owns before any gift: `max /
+    /// members` each, and one more for the members whose place plus the
+    /// slot number, modulo the members, is below the remainder, so that
+    /// the remainder rotates. The members' shares add up to `max` exactly
+    /// for every slot. A locker that does not know its place yet (some
+    /// member's id is still unknown) owns no remainder: the member whose
+    /// place it would be may be granting it. None of a slot that began
+    /// before this run joined (`owns_from`).
+    #[inline]
+    pub fn owns(&self, quota: Quota, slot: u64) -> u32 {
+        let (max, members) = (quota.max_requests(), self.members.max(1));
+        if quota.slot_end(slot).saturating_sub(quota.slot_ns()) < self.owns_from {
+            return 0;
+        }
+        let extra = self.member.is_some_and(|m| (u64::from(m) + slot) % u64::from(members) < u64::from(max % members));
+        max / members + u32::from(extra)
+    }
+
+    /// Whether permits are conserved between members (peered) rather than
+    /// counted by one locker alone.
+    #[inline]
+    pub fn conserved(&self) -> bool {
+        self.members > 1
     }
 
     /// These terms when peer messages have lately arrived up to `late`
@@ -124,14 +151,6 @@ impl Share {
     #[inline]
     pub fn window_for(slot_ns: Nanos) -> Nanos {
         PROPAGATION_ALLOWANCE.min(slot_ns / 8).max(1)
-    }
-
-    /// Whether asks at `into` nanoseconds into a slot of `slot_ns` count
-    /// towards the next slot's split: peered, a long enough slot, and
-    /// before the cutoff.
-    #[inline]
-    pub fn counts_demand(&self, into: Nanos, slot_ns: Nanos) -> bool {
-        self.live > 1 && self.split && into < demand_cutoff(slot_ns)
     }
 
     /// This locker's part of `room` permits that every live locker may
@@ -178,23 +197,6 @@ impl Share {
     }
 }
 
-/// How far into a slot demand stops counting: two thirds of it.
-#[inline]
-pub fn demand_cutoff(slot_ns: Nanos) -> Nanos {
-    slot_ns - slot_ns / 3
-}
-
-/// One node's share of `max` for a figure of `asked` out of `total` asked
-/// of all nodes: rounded down, so that shares never add up to more than
-/// `max`.
-#[inline]
-pub fn share_of(max: u32, asked: u32, total: u64) -> u32 {
-    if total == 0 {
-        return 0;
-    }
-    (u64::from(max) * u64::from(asked) / total) as u32
-}
-
 /// What the peers mean for the next asks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeerView {
@@ -209,11 +211,18 @@ pub struct PeerView {
     /// How much later than the least delayed of them the live peers'
     /// recent messages arrived (see `Share::late_by`).
     pub late: Nanos,
+    /// The lockers of the group, live or not (see `Share::members`).
+    pub members: u32,
+    /// This locker's place among them by id, once every id is known.
+    pub member: Option<u32>,
+    /// When this run first finished joining (see `Share::owns_from`).
+    pub owns_from: Nanos,
 }
 
 impl PeerView {
     /// No peers: decide alone.
-    pub const ALONE: PeerView = PeerView { live: 1, rank: 0, hold_until: None, late: 0 };
+    pub const ALONE: PeerView =
+        PeerView { live: 1, rank: 0, hold_until: None, late: 0, members: 1, member: Some(0), owns_from: 0 };
 }
 
 /// A cumulative count of one node for one (limit, key, slot): what peers
@@ -226,7 +235,8 @@ pub struct Count {
     pub slot: u64,
     pub node: NodeIx,
     pub count: u32,
-    /// What is counted: permits granted, or (fixed windows only) asked.
+    /// What is counted: permits granted, or (fixed windows only) wanted
+    /// or given.
     pub what: Counted,
 }
 
@@ -236,9 +246,12 @@ pub enum Counted {
     /// Permits the node granted: the shared count.
     #[default]
     Granted,
-    /// Permits asked of the node before the slot's cutoff, go or sorry: the
-    /// demand figure that splits the next slot (see `core::share`).
-    Asked,
+    /// Permits the node asked its peers for, having too few of its own
+    /// (fixed windows): a peer with spare ones gives.
+    Wanted,
+    /// Permits the node gave to the node named here (fixed windows): the
+    /// giver owns that many fewer, the receiver that many more.
+    Gave(NodeIx),
 }
 
 impl Count {
@@ -250,11 +263,6 @@ impl Count {
     /// A count of `what`.
     pub fn of(what: Counted, limit: LimitId, key: Option<&str>, slot: u64, node: NodeIx, count: u32) -> Count {
         Count { what, ..Count::granted(limit, key, slot, node, count) }
-    }
-
-    /// A demand figure.
-    pub fn asked(limit: LimitId, key: Option<&str>, slot: u64, node: NodeIx, count: u32) -> Count {
-        Count { what: Counted::Asked, ..Count::granted(limit, key, slot, node, count) }
     }
 }
 
@@ -296,23 +304,27 @@ mod tests {
     use crate::core::time::NANOS_PER_SEC;
 
     #[test]
-    fn shares_add_up_to_at_most_max() {
-        let figures = [7u32, 7, 7];
-        let total: u64 = figures.iter().map(|&d| u64::from(d)).sum();
-        let shares: Vec<u32> = figures.iter().map(|&d| share_of(5, d, total)).collect();
-        assert_eq!(shares, [1, 1, 1], "5 split three ways leaves 2 to the pool");
-        assert_eq!(share_of(5, 5, 5), 5, "all the demand on one node gets it all");
-        assert_eq!(share_of(100, 0, 0), 0);
-    }
-
-    #[test]
-    fn only_slots_long_enough_for_two_repairs_are_split() {
-        assert!(Share::new(3, 800 * NANOS_PER_MS).split);
-        assert!(!Share::new(3, 500 * NANOS_PER_MS).split);
-        let s = Share::new(3, 900 * NANOS_PER_MS);
-        assert!(s.counts_demand(0, 900 * NANOS_PER_MS));
-        assert!(!s.counts_demand(600 * NANOS_PER_MS, 900 * NANOS_PER_MS));
-        assert!(!Share::new(1, 900 * NANOS_PER_MS).counts_demand(0, 900 * NANOS_PER_MS));
+    fn the_members_own_exactly_max_between_them_in_every_slot() {
+        let quota = |max| Quota::new(max, 0.8).unwrap();
+        for (max, members) in [(5u32, 3u32), (1, 2), (7, 5), (2, 4), (100, 3)] {
+            for slot in 0..12u64 {
+                let each =
+                    (0..members).map(|m| Share { members, member: Some(m), ..Share::ALONE }.owns(quota(max), slot));
+                assert_eq!(each.sum::<u32>(), max, "{max} over {members} in slot {slot}");
+            }
+        }
+        let trio = |m| Share { members: 3, member: Some(m), ..Share::ALONE };
+        let slots: Vec<u32> = (0..3).map(|k| trio(0).owns(quota(5), k)).collect();
+        assert_eq!(slots, [2, 2, 1], "the remainder rotates");
+        assert_eq!(
+            Share { members: 3, member: None, ..Share::ALONE }.owns(quota(5), 0),
+            1,
+            "no remainder without a place"
+        );
+        assert_eq!(Share::ALONE.owns(quota(5), 9), 5);
+        let slot_ns = quota(5).slot_ns();
+        let late = Share { owns_from: 3 * slot_ns + 1, ..trio(0) };
+        assert_eq!((late.owns(quota(5), 3), late.owns(quota(5), 4)), (0, 2), "none of the slot it joined in");
     }
 
     #[test]

@@ -8,7 +8,9 @@ use super::Service;
 use crate::core::peering::nodes::shown;
 use crate::core::peering::Beat;
 use crate::core::{Count, Counted, Locker, Nanos, NodeKey, Nodes, Outgoing, PeerIx, Peering};
-use crate::wire::{self, PeerCount, PeerKind, PeerLimit, PeerMsg, PeerNode, PeerSeen, MAX_COUNTS_PER_MESSAGE};
+use crate::wire::{
+    self, PeerCount, PeerGift, PeerKind, PeerLimit, PeerMsg, PeerNode, PeerSeen, MAX_COUNTS_PER_MESSAGE,
+};
 
 impl Service {
     /// Takes in one message from configured peer `peer` (numbered as in
@@ -53,13 +55,27 @@ impl Service {
                 p.on_limit(peer, id, self.locker.limit(id).digest() == *digest, || name.clone());
             }
         }
+        // Demand figures (`asked`) of the former split are ignored.
         let counts = msg.counts.iter().map(|c| (c, Counted::Granted));
-        for (c, what) in counts.chain(msg.asked.iter().map(|c| (c, Counted::Asked))) {
+        for (c, what) in counts.chain(msg.wanted.iter().map(|c| (c, Counted::Wanted))) {
             if let Some(count) = accept(&self.locker, p, now, peer, &msg.nodes, c, what) {
                 self.locker.peers().merge(now, &count);
             }
         }
+        for PeerGift(name, key, slot, from, to, n) in &msg.gave {
+            let Some(to) = msg.nodes.get(*to as usize).map(node_key) else { continue };
+            let Some(to) = p.nodes_mut().resolve(now, peer, &to) else { continue };
+            let c = PeerCount(name.clone(), key.clone(), *slot, *from, *n);
+            if let Some(count) = accept(&self.locker, p, now, peer, &msg.nodes, &c, Counted::Gave(to)) {
+                self.locker.peers().merge(now, &count);
+            }
+        }
         if msg.kind == PeerKind::Snapshot && msg.done {
+            // The runs the peer knows: this locker's earlier one among them
+            // means it may have granted in this slot (see `Peering::update`).
+            for key in msg.nodes.iter().skip(1).map(node_key) {
+                let _ = p.nodes_mut().resolve(now, peer, &key);
+            }
             p.on_snapshot_done(now, peer, &sender);
         }
         self.locker.peers().set_view(p.view(now));
@@ -133,9 +149,9 @@ fn send_counts(
 /// not merged: a limit this locker does not have (or a semaphore, whose
 /// counts `merge` ignores), a limit the peer defines differently, a count
 /// above what one locker can grant in a slot, or a node the message does
-/// not list or the peer has no room for. Refusals are counted. Demand
-/// figures (`Counted::Asked`) count sorry as well as go, so they may
-/// exceed a slot's capacity and are not held to it.
+/// not list or the peer has no room for. Refusals are counted. What a node
+/// wanted (`Counted::Wanted`) may exceed a slot's capacity and is not held
+/// to it; a gift is, like a grant.
 fn accept(
     locker: &Locker,
     p: &mut Peering,
@@ -151,7 +167,7 @@ fn accept(
         return None; // flagged and logged once, when the digest was heard
     }
     let most = locker.limit(limit).most_per_slot();
-    if what == Counted::Granted && *count > most {
+    if what != Counted::Wanted && *count > most {
         p.refuse(now, peer, || format!("a count of {count} for limit {name:?}, above the {most} one locker can grant"));
         return None;
     }
@@ -192,6 +208,8 @@ impl<'a> Batch<'a> {
             limits: Vec::new(),
             asked: Vec::new(),
             seen: Vec::new(),
+            wanted: Vec::new(),
+            gave: Vec::new(),
         };
         let mut batch = Batch { locker, table, msg, ixs: vec![Nodes::ME], buf: Vec::new() };
         // Heartbeats and snapshot parts say how each limit is defined, so a
@@ -206,32 +224,52 @@ impl<'a> Batch<'a> {
     }
 
     fn push(&mut self, c: &Count, send: &mut impl FnMut(&[u8])) {
-        let node = match self.ixs.iter().position(|&ix| ix == c.node) {
-            Some(i) => i,
-            None => {
-                // A run forgotten since: its count stays here but is not relayed.
-                let Some(key) = self.table.key(c.node) else { return };
-                self.msg.nodes.push(PeerNode(key.id.to_string(), key.incarnation));
-                self.ixs.push(c.node);
-                self.ixs.len() - 1
-            }
-        };
+        // A run forgotten since: its count stays here but is not relayed.
+        let Some(node) = self.node(c.node) else { return };
         let limit = self.locker.limit(c.limit).name().to_owned();
-        let list = match c.what {
-            Counted::Granted => &mut self.msg.counts,
-            Counted::Asked => &mut self.msg.asked,
-        };
-        list.push(PeerCount(limit, c.key.as_deref().map(String::from), c.slot, node as u32, c.count));
-        if self.msg.counts.len() + self.msg.asked.len() >= MAX_COUNTS_PER_MESSAGE {
+        let key = c.key.as_deref().map(String::from);
+        match c.what {
+            Counted::Granted => self.msg.counts.push(PeerCount(limit, key, c.slot, node, c.count)),
+            Counted::Wanted => self.msg.wanted.push(PeerCount(limit, key, c.slot, node, c.count)),
+            Counted::Gave(to) => {
+                let Some(to) = self.node(to) else { return };
+                self.msg.gave.push(PeerGift(limit, key, c.slot, node, to, c.count));
+            }
+        }
+        if self.len() >= MAX_COUNTS_PER_MESSAGE {
             self.send(send);
         }
+    }
+
+    /// The place of node `ix` in the message's nodes, listing it if new;
+    /// `None` for a run forgotten since.
+    fn node(&mut self, ix: u32) -> Option<u32> {
+        if let Some(i) = self.ixs.iter().position(|&n| n == ix) {
+            return Some(i as u32);
+        }
+        let key = self.table.key(ix)?;
+        self.msg.nodes.push(PeerNode(key.id.to_string(), key.incarnation));
+        self.ixs.push(ix);
+        Some(self.ixs.len() as u32 - 1)
+    }
+
+    /// Counts of every kind in the message.
+    fn len(&self) -> usize {
+        self.msg.counts.len() + self.msg.wanted.len() + self.msg.gave.len()
     }
 
     /// Sends what is left; with `always`, also when nothing is (a heartbeat,
     /// or the `done` part of a snapshot).
     fn finish(mut self, always: bool, send: &mut impl FnMut(&[u8])) {
         self.msg.done = self.msg.kind == PeerKind::Snapshot;
-        if always || !self.msg.counts.is_empty() || !self.msg.asked.is_empty() {
+        if self.msg.done {
+            // Every run this locker knows, so that a restarted locker
+            // learns that its earlier run was heard (see `Peering::update`).
+            for ix in self.table.run_indices() {
+                let _ = self.node(ix);
+            }
+        }
+        if always || self.len() > 0 {
             self.send(send);
         }
     }
@@ -241,7 +279,8 @@ impl<'a> Batch<'a> {
         wire::encode(&self.msg, &mut self.buf);
         send(&self.buf);
         self.msg.counts.clear();
-        self.msg.asked.clear();
+        self.msg.wanted.clear();
+        self.msg.gave.clear();
         self.msg.nodes.truncate(1);
         self.ixs.truncate(1);
     }

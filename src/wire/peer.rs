@@ -40,6 +40,13 @@ pub struct PeerNode(pub String, pub u64);
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PeerCount(pub String, pub Option<String>, pub u64, pub u32, pub u32);
 
+/// A gift of conserved permits (fixed windows), as `[limit, key or nil,
+/// slot, giver, receiver, count]`, where giver and receiver index the
+/// message's `nodes`: the giver's cumulative total given to the receiver
+/// in that slot, already taken off the giver's own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerGift(pub String, pub Option<String>, pub u64, pub u32, pub u32, pub u32);
+
 /// A limit's name and the digest of its definition (`Limit::digest`), as
 /// `[name, digest]`: peers merge counts only for limits defined alike.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,11 +85,8 @@ pub struct PeerMsg {
     /// limit the sender shares, at most `MAX_LIMITS_PER_MESSAGE`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub limits: Vec<PeerLimit>,
-    /// Demand figures, in the same form as counts: the permits asked of a
-    /// node (go and sorry) before the slot's cutoff, which split the next
-    /// slot. At most `MAX_COUNTS_PER_MESSAGE` with the counts. Left out
-    /// when empty, so messages without figures keep their bytes, and a
-    /// locker that does not know the field ignores it.
+    /// Demand figures of the former split by demand, in the same form as
+    /// counts. No longer sent, and ignored when an older locker sends them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub asked: Vec<PeerCount>,
     /// In a heartbeat: how the sender sees each peer's clock it has heard.
@@ -90,6 +94,14 @@ pub struct PeerMsg {
     /// it and measures clocks one way.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub seen: Vec<PeerSeen>,
+    /// What a node asked its peers for, in the same form as counts: the
+    /// permits of a slot it wanted beyond its own, cumulative (fixed
+    /// windows). Left out when empty, like every field added since.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wanted: Vec<PeerCount>,
+    /// Gifts of conserved permits (fixed windows). Left out when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gave: Vec<PeerGift>,
 }
 
 impl PeerMsg {
@@ -107,8 +119,10 @@ pub fn decode_peer(body: &[u8]) -> Result<PeerMsg, WireError> {
         return Err(WireError::Malformed("a peer message is a map".into()));
     }
     let msg: PeerMsg = decode_exact(body)?;
-    // A message names at most its sender and one node per count.
-    let too_many = msg.counts.len() + msg.asked.len() > MAX_COUNTS_PER_MESSAGE
+    let counts = msg.counts.len() + msg.asked.len() + msg.wanted.len() + msg.gave.len();
+    // A message names at most its sender and one node per count (a
+    // sender lists each node once, and names few).
+    let too_many = counts > MAX_COUNTS_PER_MESSAGE
         || msg.nodes.len() > MAX_COUNTS_PER_MESSAGE + 1
         || msg.seen.len() > MAX_COUNTS_PER_MESSAGE
         || msg.limits.len() > MAX_LIMITS_PER_MESSAGE;

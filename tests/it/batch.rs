@@ -149,8 +149,9 @@ fn counts_sent(s: &mut Service, now: u64) -> Vec<wire::PeerCount> {
 
 #[test]
 fn peers_hear_of_each_entry_as_of_a_separate_ask() {
-    // Past the joining grace, so both grant.
-    let (start, now) = (T0, T0 + 600 * MS);
+    // Past the joining grace, and in the slot after it (a locker whose
+    // peer never answered owns none of the slot it joined in), so both grant.
+    let (start, now) = (T0, T0 + 1000 * MS);
     let (mut one_by_one, mut batched) = (peered(start), peered(start));
     counts_sent(&mut one_by_one, now);
     counts_sent(&mut batched, now);

@@ -126,13 +126,13 @@ mod operations;
 mod peer_attacks;
 /// Peering on the seam: services wired by hand through a network the test controls.
 mod peer_protocol;
-/// Splitting slots by demand on the seam: shares exact on views that differ
-/// by a lost, repeated or reordered message, and learned by a joining locker.
-mod peer_split_protocol;
 /// Peered lockers on a simulated clock: a shared count, exactly max per slot, restarts, lone survivors, stats.
 mod peering;
 /// Peered lockers sharing a token bucket on a simulated clock: the stated bound under saturation, a whole burst on one locker.
 mod peering_bucket;
+/// Issue 37 as a user runs it: the seed's limit on three real lockers whose
+/// peer links all pass through a proxy that delays them 40 to 70 ms.
+mod peering_delayed;
 /// Peered lockers splitting each slot by demand, on a simulated clock: a bursty
 /// or fast caller on one locker gets its whole quota, and load that moves adapts within a slot.
 mod peering_split;

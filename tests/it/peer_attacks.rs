@@ -73,6 +73,8 @@ impl Rogue {
             limits: vec![PeerLimit(DEFAULT_LIMIT.into(), digest)],
             asked: vec![],
             seen: vec![],
+            wanted: vec![],
+            gave: vec![],
         });
     }
 
@@ -95,6 +97,8 @@ impl Rogue {
             limits: vec![],
             asked: vec![],
             seen: vec![],
+            wanted: vec![],
+            gave: vec![],
         });
     }
 }

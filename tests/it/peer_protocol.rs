@@ -96,17 +96,25 @@ fn joined(mut a: Service, mut b: Service) -> (Service, Service) {
 }
 
 #[test]
-fn a_granted_count_reaches_the_peer() {
+fn a_locker_grants_what_it_owns_and_gets_more_from_its_peer_within_a_round_trip() {
     let (mut a, mut b) = joined_pair();
     let now = T0 + 100 * MS;
-    // Spaced beyond the in-flight window, so the share rule stays out of it.
-    for i in 0..6 {
-        assert!(ask(&mut a, now + i * 5 * MS).ok);
+    // Two members of 10: each owns 5 of the slot.
+    for i in 0..5 {
+        assert!(ask(&mut a, now + i * MS).ok);
     }
-    deliver(&mut b, now, &outbox(&mut a, now + 30 * MS));
-    let r = ask(&mut b, now + 40 * MS);
-    assert!(r.ok);
-    assert_eq!(r.remaining, 3, "6 granted by a, 1 by b, of 10");
+    let short = ask(&mut a, now + 5 * MS);
+    assert!(!short.ok && short.retry_after_ms <= 4, "asks b, and says the permits are on their way: {short:?}");
+    deliver(&mut b, now + 6 * MS, &outbox(&mut a, now + 5 * MS));
+    let gift = outbox(&mut b, now + 6 * MS);
+    assert!(gift.iter().any(|m| !wire::decode_peer(m).unwrap().gave.is_empty()), "b gives");
+    deliver(&mut a, now + 7 * MS, &gift);
+    // a asked for as many as it had granted, and b, asked for nothing
+    // itself, gave all it owned.
+    let more = (0..10).filter(|i| ask(&mut a, now + 7 * MS + i * MS).ok).count();
+    assert_eq!(more, 5, "the gift is a's own");
+    let r = ask(&mut b, now + 20 * MS);
+    assert!(!r.ok && r.retry_after_ms < r.reset_after_ms, "b gave its 5 away, and asks a in turn: {r:?}");
 }
 
 #[test]
@@ -139,14 +147,14 @@ fn counts_of_an_ended_slot_are_ignored() {
     }
     let late = outbox(&mut a, T0 + 900 * MS);
     deliver(&mut b, T0 + 1100 * MS, &late);
-    assert_eq!(ask(&mut b, T0 + 1100 * MS).remaining, 9, "a new slot starts from zero");
+    assert_eq!(ask(&mut b, T0 + 1100 * MS).remaining, 4, "b owns its 5 of a new slot, whatever a granted before");
 }
 
 #[test]
 fn a_restarted_locker_learns_the_slot_back_before_it_grants() {
     let (mut a, mut b) = joined_pair();
     let now = T0 + 100 * MS;
-    for i in 0..7 {
+    for i in 0..5 {
         assert!(ask(&mut a, now + i * 5 * MS).ok);
     }
     deliver(&mut b, now, &outbox(&mut a, now + 35 * MS));
@@ -162,15 +170,22 @@ fn a_restarted_locker_learns_the_slot_back_before_it_grants() {
     assert!(snapshot.iter().any(|m| wire::decode_peer(m).unwrap().done));
     deliver(&mut a, restart + MS, &snapshot);
     assert!(!stats(&mut a, restart + MS).joining);
+    // b knew a's earlier run, which may have granted in this slot more
+    // than b heard of: the new run owns none of it, and all of the next.
     let granted = (0..10).filter(|i| ask(&mut a, restart + 10 * MS + i * 5 * MS).ok).count();
-    assert_eq!(granted, 3, "7 were granted before the restart");
+    assert_eq!(granted, 0, "5 were granted before the restart");
+    // (Its clock follows b's view of the earlier run, tens of ms off here.)
+    let next = (0..10).filter(|i| ask(&mut a, T0 + 1100 * MS + i * MS).ok).count();
+    assert_eq!(next, 5, "a's share of the next slot");
 }
 
 #[test]
-fn a_restarted_locker_with_no_peer_left_serves_alone_after_the_grace() {
+fn a_restarted_locker_with_no_peer_left_serves_its_share_from_the_next_slot() {
     let mut a = service("a", T0, 2, T0);
     assert!(!ask(&mut a, T0 + 499 * MS).ok);
-    assert!(ask(&mut a, T0 + 500 * MS).ok);
+    assert!(!ask(&mut a, T0 + 500 * MS).ok, "no peer answered: its earlier run may have granted in this slot");
+    let next = (0..10).filter(|i| ask(&mut a, T0 + 1000 * MS + i * MS).ok).count();
+    assert_eq!(next, 3, "a third of 10, without the remainder: the other members' ids are unknown");
 }
 
 /// A heartbeat of node `id`, sent at `at` by its clock.
@@ -191,6 +206,8 @@ fn beat_seeing(id: &str, at: u64, seen: Vec<PeerSeen>) -> Vec<u8> {
         limits: vec![],
         asked: vec![],
         seen,
+        wanted: vec![],
+        gave: vec![],
     };
     let mut body = Vec::new();
     wire::encode(&msg, &mut body);
@@ -322,6 +339,8 @@ fn counts(nodes: &[(&str, u64)], counts: &[(u32, u32)]) -> Vec<u8> {
         limits: vec![],
         asked: vec![],
         seen: vec![],
+        wanted: vec![],
+        gave: vec![],
     };
     let mut body = Vec::new();
     wire::encode(&msg, &mut body);
@@ -336,7 +355,7 @@ fn a_count_above_what_one_locker_can_grant_is_refused_and_counted() {
     assert!(b.on_peer(now, 0, &counts(&[("a", T0)], &[(0, 11)])), "one above max_requests");
     let r = ask(&mut b, now);
     assert!(r.ok, "the key is not blocked");
-    assert_eq!(r.remaining, 9);
+    assert_eq!(r.remaining, 4, "b's own 5, less 1");
     assert_eq!(stats(&mut b, now).peers[0].rejected, 2);
     // A plausible count still counts.
     assert!(b.on_peer(now, 0, &counts(&[("a", T0)], &[(0, 9)])));
@@ -385,13 +404,13 @@ fn a_limit_defined_differently_is_flagged_and_never_mixed() {
         deliver(&mut a, now, &from_b);
     }
     let now = T0 + 600 * MS; // past the grace: each serves with what it has
-    for i in 0..15 {
+    for i in 0..10 {
         assert!(ask(&mut b, now + i * 5 * MS).ok);
     }
     deliver(&mut a, now + 80 * MS, &outbox(&mut b, now + 80 * MS));
     let r = ask(&mut a, now + 90 * MS);
-    assert!(r.ok, "b's 15 of 20 are not a's 10");
-    assert_eq!(r.remaining, 9);
+    assert!(r.ok, "b's 10 of its 20 are not a's 10");
+    assert_eq!(r.remaining, 4, "a owns its 5 of 10");
     let s = stats(&mut a, now + 90 * MS);
     assert_eq!(s.peers[0].mismatched_limits, [DEFAULT_LIMIT]);
 }
@@ -402,9 +421,9 @@ fn a_locker_paused_past_the_peer_dead_time_learns_the_counts_again() {
     let now = T0 + 100 * MS;
     a.on_pause(now, 400 * MS);
     assert!(ask(&mut a, now).ok, "a short pause changes nothing");
-    // a is frozen for 3 s; meanwhile b grants 6 in the slot a resumes in.
+    // a is frozen for 3 s; meanwhile b grants its 5 in the slot a resumes in.
     let resumed = T0 + 3100 * MS;
-    for i in 0..6 {
+    for i in 0..5 {
         assert!(ask(&mut b, resumed - 50 * MS + i * 5 * MS).ok);
     }
     a.on_pause(resumed, 3000 * MS);
@@ -415,5 +434,5 @@ fn a_locker_paused_past_the_peer_dead_time_learns_the_counts_again() {
     deliver(&mut a, resumed + MS, &outbox(&mut b, resumed + MS));
     assert!(!stats(&mut a, resumed + MS).joining);
     let granted = (0..10).filter(|i| ask(&mut a, resumed + 10 * MS + i * 5 * MS).ok).count();
-    assert_eq!(granted, 4, "b granted 6 of 10 while a was away");
+    assert_eq!(granted, 5, "a owns its 5, whatever b granted while a was away");
 }

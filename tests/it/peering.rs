@@ -98,19 +98,18 @@ fn a_killed_and_restarted_locker_does_not_grant_the_slot_again() {
     g.kill(0);
     g.advance(5 * MS);
     g.restart(0);
-    let mut sorry_streak = 0;
-    for i in 0..400 {
+    let mut i = 0;
+    while g.now() / slot == first_slot {
         let r = ask_patiently(&mut g, i % 2, "restart");
-        go += u64::from(r.ok);
-        sorry_streak = if r.ok { 0 } else { sorry_streak + 1 };
-        if sorry_streak >= 20 {
-            break;
-        }
-        g.advance(MS);
+        go += u64::from(r.ok && g.now() / slot == first_slot);
+        i += 1;
+        g.advance(5 * MS);
     }
-    assert!(sorry_streak >= 20, "never saturated: {go} go");
-    assert_eq!(g.now() / slot, first_slot, "the run stayed in one slot");
-    assert_eq!(go, 100, "kill -9 and restart mid-slot: {go} go in the slot of 100");
+    // The restarted run owns none of the slot (its earlier run may have
+    // granted more than the peers heard of); what the earlier run held and
+    // had not granted, its own and what it was given, is lost with it.
+    eprintln!("kill -9 and restart mid-slot: {go} go in the slot of 100");
+    assert!((60..=100).contains(&go), "kill -9 and restart mid-slot: {go} go in the slot of 100");
 }
 
 #[test]
@@ -127,8 +126,13 @@ fn a_locker_whose_peers_are_all_gone_serves_alone_once_the_grace_ends() {
     g.advance_to(restarted + grace - MS);
     assert!(!g.go(0), "still joining 1 ms before the grace ends");
     g.advance_to(restarted + grace + TICK_SLACK);
-    let granted = (0..50).filter(|_| g.ask(0, &Ask::new().key("alone")).unwrap().ok).count();
-    assert_eq!(granted, 50, "alone, the locker must serve");
+    // No peer answered: its earlier run may have granted in this slot, so
+    // it owns none of it; from the next slot on it serves its own third
+    // (the others' permits stay theirs: a dead peer looks like one cut off).
+    assert!(!g.go(0), "none of the slot it joined in");
+    g.advance_to((g.now() / SLOT + 1) * SLOT + MS);
+    let granted = (0..500).filter(|_| g.ask(0, &Ask::new().key("alone")).unwrap().ok).count();
+    assert_eq!(granted, 333, "alone, the locker serves its own share of 1000");
     let stats = sim_stats(&mut g, 0);
     assert!(!stats.joining);
     assert!(stats.peers.iter().all(|p| !p.live), "{stats:?}");
@@ -150,4 +154,28 @@ fn stats_show_each_peer_by_name_with_its_age_and_clock_offset() {
         assert!(p.last_heard_ms <= sim::TICK / MS, "heard within a loop turn: {p:?}");
         assert_eq!(p.clock_offset_ms, 0.0, "clocks that agree: {p:?}");
     }
+}
+
+/// Issue 37: the seed's scenario with every peer message 40 to 70 ms late
+/// (a WAN, or a busy host), eight callers spread over three lockers. With
+/// the former in-flight rule a slot reached 6 and the group filled 3.7 to
+/// 4.1 of 5 per slot; conserved permits never put more than 5 in a slot
+/// whatever the delay, and the callers, asking all three, use them all.
+#[test]
+fn the_seeds_limit_with_peer_links_40_to_70_ms_late_never_puts_six_in_a_slot() {
+    let slot = 800 * MS;
+    let (mut slots, mut total, mut worst) = (0, 0, 0);
+    for seed in 0..8 {
+        let mut g = joined(3, seed, fixed(5, 800));
+        g.set_link(sim::Link { delay: 40 * MS, jitter: 30 * MS, loss: 0.0 });
+        let start = (g.now() / slot + 2) * slot;
+        let per_slot = run(&mut g, &mut crate::group::spread(3, start), start + 31 * slot, slot);
+        worst = worst.max(per_slot.values().copied().max().unwrap_or(0));
+        slots += per_slot.len();
+        total += per_slot.values().sum::<u64>();
+        assert!(per_slot.values().all(|&n| n <= 5), "seed {seed}: {per_slot:?}");
+    }
+    let mean = total as f64 / slots as f64;
+    eprintln!("40-70 ms late: {slots} slots, at most {worst} go in one, {mean:.2} go per slot on average");
+    assert!(mean >= 4.5, "{mean:.2} go per slot");
 }

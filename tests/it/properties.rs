@@ -8,12 +8,12 @@
 
 /// A token bucket shared by peers: the stated overshoot bound.
 mod bucket_peers;
+/// Conserved permits on the simulated group: never more than max in a
+/// slot whatever the messages do, and full slots when they are timely.
+mod conserved;
 /// The fixed-timeslot counter alone: never more than max per slot.
 mod fixed;
 /// A rolling window shared by peers: within max while counts arrive in time.
 mod rolling_peers;
-/// A fixed window split by demand between peers: no false sorry within a
-/// share, and the shares never add up past max.
-mod split;
 /// Lockers wired by hand: the delayed, reordered counts the peered properties share.
 mod wired;

@@ -13,14 +13,12 @@
 //!
 //! When lockers are peered, a key's count in the current slot is this
 //! locker's own grants plus what each peer node said it granted (see
-//! [`Tally`]), and a grant must also fit the key's share of what is left
-//! (see [`Share`]). Reserved counts of future slots are this locker's own;
-//! they join the key's tally, and reach the peers, when their slot begins.
-//! Peer counts for the next slot, from a peer whose clock runs a little
-//! ahead, wait in `early` until the slot begins here: the window moves by
-//! this locker's clock alone.
-//! The demand figures a peered tally counts in one slot become, when the
-//! slot ends, the basis that splits the next one between the nodes.
+//! [`Tally`]), and a grant must also fit the permits this locker owns of
+//! the slot (conserved permits, see [`Share`]); a peered window makes no
+//! reservations, since a future slot's permits may still move. Peer counts
+//! for the next slot, from a peer whose clock runs a little ahead, wait in
+//! `early` until the slot begins here: the window moves by this locker's
+//! clock alone.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -28,7 +26,7 @@ pub use crate::core::ask::Verdict;
 use crate::core::ask::Want;
 use crate::core::limit::Quota;
 use crate::core::room::{KeyRoom, Leeway, NoRoom};
-use crate::core::share::{Counted, Share, ME};
+use crate::core::share::Share;
 use crate::core::time::Nanos;
 use ahead::{roll, Plan};
 use early::EarlyCounts;
@@ -140,27 +138,11 @@ impl FixedWindow {
     fn roll_to(&mut self, slot: u64) -> usize {
         let steps = slot - self.slot;
         self.slot = slot;
-        // Only the slot just ended splits the next one: after a gap, no
-        // node was asked in the slot before (or this locker would have
-        // heard its count and moved along).
-        let next = steps == 1;
-        let unkeyed_basis = if next { self.unkeyed.get_mut().take_asked() } else { None };
-        let mut basis: Vec<(Box<str>, _)> = Vec::new();
-        if next {
-            self.keys.for_each_mut(|k, mut t| basis.extend(t.take_asked().map(|b| (k.into(), b))));
-        }
         self.unkeyed = Tally::reserved(roll(&mut self.unkeyed_ahead, steps));
-        if let Some(b) = unkeyed_basis {
-            self.unkeyed.get_mut().set_basis(b);
-        }
         let before = self.keys.len();
         self.keys.clear();
         if !self.ahead.is_empty() {
             self.roll_reservations(steps);
-        }
-        // A key asked in the slot just ended stays live: its figures split this one.
-        for (key, b) in basis {
-            self.keys.get_or_insert(&key).set_basis(b);
         }
         if !self.early.is_empty() {
             self.join_early(slot);
@@ -174,18 +156,8 @@ impl FixedWindow {
     fn join_early(&mut self, slot: u64) {
         for ((key, node, what), count) in self.early.take(slot) {
             let Ok(mut tally) = self.tally_mut(key.as_deref(), KeyRoom::Free) else { continue };
-            match what {
-                Counted::Granted if node == ME => tally.merge_own(count),
-                Counted::Granted => tally.merge(node, count),
-                Counted::Asked => tally.merge_asked(node, count, false),
-            };
+            peer::merge_into(&mut tally, node, count, what);
         }
-    }
-
-    /// How far `now` is into the current slot (0 before it).
-    fn elapsed_in_slot(&self, now: Nanos) -> Nanos {
-        let start = self.quota.slot_end(self.slot).saturating_sub(self.quota.slot_ns());
-        now.saturating_sub(start)
     }
 
     /// Takes permits for `key` (or for the limit's unkeyed count) as `want`
@@ -203,8 +175,11 @@ impl FixedWindow {
     /// Arrival order: an ask never lands before the last slot holding a
     /// reservation for the same key, so later asks never go before earlier
     /// ones, and a large ask is never overtaken by small ones.
+    /// A peered window makes no reservations: an ask that may wait is
+    /// answered now or never, with the `retry_after` that says when.
     #[inline]
     pub fn take_shared(&mut self, now: Nanos, key: Option<&str>, want: Want, terms: Leeway) -> Result<Verdict, NoRoom> {
+        let want = if terms.share.conserved() { Want { max_wait: 0, ..want } } else { want };
         if want.cost > 0 && !self.has_reservations(key) {
             if let Some(v) = self.take_now(now, key, want, terms) {
                 return v;
@@ -226,40 +201,36 @@ impl FixedWindow {
         terms: Leeway,
     ) -> Option<Result<Verdict, NoRoom>> {
         let max = self.quota.max_requests();
-        let reset_after = self.quota.slot_end(self.slot).saturating_sub(now);
-        let counting = terms.share.counts_demand(self.elapsed_in_slot(now), self.quota.slot_ns());
+        let (slot, reset_after) = (self.slot, self.quota.slot_end(self.slot).saturating_sub(now));
         let mut tally = match key {
             None => self.unkeyed.get_mut(),
             // A full table refuses only new keys: look before adding.
             Some(k) if matches!(terms.room, KeyRoom::Full) && !self.keys.contains_key(k) => return Some(Err(NoRoom)),
             Some(k) => self.keys.get_or_insert(k),
         };
-        if counting {
-            tally.note_asked(want.cost);
-        }
         // A peer has begun the next slot: this one is over for the group,
         // though not yet by this clock (a little behind), and nothing more
         // goes in it.
         let over = self.early.begun(self.slot + 1);
-        let free = if over { 0 } else { tally.get().free(max, terms.share) };
+        let free = if over { 0 } else { tally.get().free(self.quota, slot, terms.share) };
         if free < want.need() {
             if want.max_wait > 0 {
                 return None;
             }
-            // Sorry until the next slot, which is when it would fit.
+            // Owning too few while peers may own spare permits, this locker
+            // asks them, and the ask may be held while the gift comes;
+            // otherwise sorry until the next slot, when it would fit.
+            if !over && terms.share.conserved() && tally.take(self.quota, slot, want.need(), terms.share) == Take::Short
+            {
+                let retry_after = terms.share.charged_for().min(reset_after);
+                return Some(Ok(Verdict::sorry(max, free, retry_after, reset_after)));
+            }
             return Some(Ok(Verdict::sorry(max, free, reset_after, reset_after)));
         }
         let granted = want.grant(free);
-        match tally.take(now, max, granted, terms.share) {
+        match tally.take(self.quota, slot, granted, terms.share) {
             Take::Go => Some(Ok(Verdict::go(max, free - granted, reset_after, granted))),
-            // Over its part of the pool, this locker may grant again once
-            // its recent grants are no longer in flight; the slot's end
-            // would be a needless wait.
-            Take::OverShare => {
-                let retry_after = terms.share.charged_for().min(reset_after);
-                Some(Ok(Verdict::sorry(max, free, retry_after, reset_after)))
-            }
-            Take::Spent => Some(Ok(Verdict::sorry(max, free, reset_after, reset_after))),
+            Take::Short | Take::Spent => Some(Ok(Verdict::sorry(max, free, reset_after, reset_after))),
         }
     }
 
@@ -284,8 +255,8 @@ impl FixedWindow {
         if free < cost {
             return Some(Verdict::sorry(max, free, reset_after, reset_after));
         }
-        // Alone, the share rule never applies: a take that fits is a go.
-        tally.take(now, max, cost, Share::ALONE);
+        // Alone, no permits are conserved: a take that fits is a go.
+        tally.take(self.quota, self.slot, cost, Share::ALONE);
         Some(Verdict::go(max, free - cost, reset_after, cost))
     }
 

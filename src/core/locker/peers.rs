@@ -35,8 +35,8 @@ impl Locker {
 }
 
 impl Peers<'_> {
-    /// Queues the own counts a go that took permits left for the peers
-    /// (see `Rule::note_own`).
+    /// Queues the own counts a verdict left for the peers: a go's own count,
+    /// and what a fixed window asked its peers for (see `Rule::note_own`).
     pub(super) fn note_grant(&mut self, now: Nanos, ask: &PermitAsk, v: &Verdict) {
         let granted = &mut self.locker.granted;
         self.locker.entries[ask.limit.0].rule.note_own(now, ask.limit, ask.key, v, |c| granted.push(c));
@@ -59,10 +59,19 @@ impl Peers<'_> {
     /// changed: a count for an ended slot (for a bucket, a period before
     /// the previous one), a slot too far ahead, a semaphore, a smaller
     /// count than known, or a new key beyond `max_keys` changes nothing.
+    /// A fixed window answers a peer's want with a gift, queued for
+    /// publishing with the own counts.
     pub fn merge(&mut self, now: Nanos, c: &Count) -> bool {
+        let share = self.locker.share(c.limit);
+        let (granted, publishing) = (&mut self.locker.granted, self.locker.publishing);
         let rule = &mut self.locker.entries[c.limit.0].rule;
         let others = self.locker.live_keys - rule.live_keys();
-        let changed = rule.merge(now, c, KeyBudget { others, max_keys: self.locker.max_keys });
+        let budget = KeyBudget { others, max_keys: self.locker.max_keys };
+        let changed = rule.merge(now, c, budget, share, |gift| {
+            if publishing {
+                granted.push(gift);
+            }
+        });
         self.locker.live_keys = others + rule.live_keys();
         changed
     }
@@ -76,7 +85,7 @@ impl Peers<'_> {
     /// Calls `f` with the own count of every key granted since the last
     /// call, for republishing (see `Rule::drain_own`).
     pub fn drain_touched(&mut self, now: Nanos, mut f: impl FnMut(Count)) {
-        self.each_shared(now, |id, rule| rule.drain_own(now, id, &mut f));
+        self.each_shared(now, |id, rule| rule.drain_own(id, &mut f));
     }
 
     /// Brings every shared limit up to `now` and calls `f` with each.

@@ -430,6 +430,28 @@ impl Nodes {
         self.peers.iter().filter(before).filter(|p| now.saturating_sub(p.last_heard) <= timeout).count()
     }
 
+    /// This locker's place among every configured locker by id (the
+    /// owner of a slot's remainder, see `Share::owns`), once every
+    /// configured peer's id is known, live or not; `None` before.
+    pub fn member(&self) -> Option<usize> {
+        let me = &self.me.id;
+        if self.peers.iter().any(|p| p.run.is_none()) {
+            return None;
+        }
+        Some(self.peers.iter().filter(|p| p.run.as_ref().is_some_and(|r| r.id < *me)).count())
+    }
+
+    /// Whether a peer told of an earlier run of this locker (see
+    /// `Peering::owns_from`).
+    pub fn knows_earlier_run(&self) -> bool {
+        self.runs.values().any(|r| r.key.id == self.me.id && r.key.incarnation < self.me.incarnation)
+    }
+
+    /// Every run this locker knows of other lockers, for a snapshot.
+    pub fn run_indices(&self) -> impl Iterator<Item = NodeIx> + '_ {
+        self.runs.keys().copied()
+    }
+
     /// Every configured peer, in configuration order.
     pub fn peers(&self) -> impl Iterator<Item = (PeerIx, &PeerState)> {
         self.peers.iter().enumerate()

@@ -118,6 +118,10 @@ pub struct Peering {
     events: VecDeque<PeerEvent>,
     /// This locker's clock, moved to the group's.
     clock: GroupClock,
+    /// This run owns initial permits of the slots that begin from this
+    /// instant on (see `Share::owns_from`): every slot, unless an earlier
+    /// run may have granted in the one it joined in.
+    owns_from: Nanos,
 }
 
 impl Peering {
@@ -126,6 +130,7 @@ impl Peering {
     pub fn new(settings: PeeringSettings, now: Nanos) -> Peering {
         let nodes = Nodes::new(settings.me.clone(), &settings.peers, settings.max_skew);
         let terms = PeerTerms { synced: false, snapshot_tat: now, limits: Vec::new() };
+        let settings_peers_empty = settings.peers.is_empty();
         Peering {
             joining: !settings.peers.is_empty(),
             terms: vec![terms; settings.peers.len()],
@@ -139,6 +144,7 @@ impl Peering {
             next_snapshot: now,
             events: VecDeque::new(),
             clock: GroupClock::default(),
+            owns_from: if settings_peers_empty { 0 } else { Nanos::MAX },
         }
     }
 
@@ -321,6 +327,11 @@ impl Peering {
         let done = all || now >= self.started.saturating_add(self.settings.grace);
         if self.joining && done {
             self.joining = false;
+            // An earlier run of this locker may have granted in the slot it
+            // joins in, and nothing says how much: when a peer knew of one,
+            // or not every peer answered, this run owns none of that slot.
+            let unsure = !all || self.nodes.knows_earlier_run();
+            self.owns_from = self.owns_from.min(if unsure { now } else { 0 });
             self.events.push_back(PeerEvent::Ready { synced });
         }
     }
@@ -335,7 +346,9 @@ impl Peering {
         let rank = self.nodes.rank(now, self.settings.live_timeout) as u32;
         let hold_until = self.joining.then(|| self.started.saturating_add(self.settings.grace));
         let late = self.nodes.lateness(now, self.settings.live_timeout);
-        PeerView { live, rank, hold_until, late }
+        let members = 1 + self.settings.peers.len() as u32;
+        let member = self.nodes.member().map(|m| m as u32);
+        PeerView { live, rank, hold_until, late, members, member, owns_from: self.owns_from }
     }
 
     /// The next thing to publish at `now`, if any. Call until `None`.

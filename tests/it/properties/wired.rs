@@ -18,17 +18,6 @@ pub(super) struct Step {
     pub delay_ns: Option<u64>,
 }
 
-/// Up to 60 asks within the first `within_ns` of a slot, each count
-/// delayed up to `max_delay_ns` or lost.
-pub(super) fn steps(within_ns: u64, max_delay_ns: u64) -> impl Strategy<Value = Vec<Step>> {
-    let delay = prop_oneof![Just(None), (0..=max_delay_ns).prop_map(Some)];
-    let step = (0..within_ns, 0usize..5, delay).prop_map(|(at_ns, locker, delay_ns)| Step { at_ns, locker, delay_ns });
-    prop::collection::vec(step, 0..60).prop_map(|mut s| {
-        s.sort_by_key(|s| s.at_ns);
-        s
-    })
-}
-
 /// `n` lockers of `limit`, each told that all `n` are live, ranked 0 to
 /// `n - 1`.
 pub(super) fn lockers(n: usize, limit: &Limit) -> Vec<Locker> {

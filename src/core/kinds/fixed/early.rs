@@ -18,7 +18,7 @@ use crate::core::share::{Counted, NodeIx};
 pub const MAX_EARLY: usize = 65_536;
 
 /// Which count: the key (`None` for the unkeyed count), the node, and
-/// whether it counts grants or asks.
+/// what it counts.
 type Which = (Option<Box<str>>, NodeIx, Counted);
 
 /// The counts heard for `slot`, the one after the window's current slot.
@@ -26,6 +26,9 @@ type Which = (Option<Box<str>>, NodeIx, Counted);
 pub(super) struct EarlyCounts {
     slot: u64,
     counts: HashMap<Which, u32>,
+    /// Whether a grant is among them: only a grant says a peer has begun
+    /// the slot (a gift or a want may be sent for it a moment early).
+    granted: bool,
 }
 
 impl EarlyCounts {
@@ -35,7 +38,9 @@ impl EarlyCounts {
         if slot != self.slot {
             self.counts.clear();
             self.slot = slot;
+            self.granted = false;
         }
+        self.granted |= what == Counted::Granted;
         let full = self.counts.len() >= MAX_EARLY;
         match self.counts.get_mut(&(key.map(Into::into), node, what)) {
             Some(c) if *c >= count => false,
@@ -54,13 +59,14 @@ impl EarlyCounts {
     /// The counts kept for `slot`, taken; everything else is dropped.
     pub(super) fn take(&mut self, slot: u64) -> impl Iterator<Item = (Which, u32)> {
         let due = self.slot == slot;
+        self.granted = false;
         std::mem::take(&mut self.counts).into_iter().filter(move |_| due)
     }
 
     /// Whether a peer has begun `slot`: a count for it is kept.
     #[inline]
     pub(super) fn begun(&self, slot: u64) -> bool {
-        self.slot == slot && !self.counts.is_empty()
+        self.slot == slot && self.granted
     }
 
     /// Whether nothing is kept.

@@ -1,14 +1,14 @@
-//! The fixed window's side of peering: its own counts and demand figures
-//! noted for the peers after a go, peers' counts merged by maximum into
-//! the current slot (or kept for the next, when a peer's clock runs a
-//! little ahead), and every count listed for snapshots and repairs. The
-//! counts themselves are kept per key in `tally`. No clock, no names, no
-//! wire format.
+//! The fixed window's side of peering: its own counts, wants and gifts
+//! noted for the peers, peers' counts merged by maximum into the current
+//! slot (or kept for the next, when a peer's clock runs a little ahead),
+//! gifts answered to peers' wants, and every count listed for snapshots
+//! and repairs. The counts and the ledger themselves are kept per key in
+//! `tally`. No clock, no names, no wire format.
 
 use super::tally::{Tally, TallyMut, TallyRef};
 use super::{FixedWindow, Verdict};
 use crate::core::room::KeyRoom;
-use crate::core::share::{Count, Counted, NodeIx, ME};
+use crate::core::share::{Count, Counted, NodeIx, Share, ME};
 use crate::core::time::Nanos;
 
 /// Where a count reported for `slot` falls against the window's own slot.
@@ -25,90 +25,101 @@ pub enum SlotFit {
     TooEarly,
 }
 
+/// Merges one count of `node` into `tally`: grants (an echo of this
+/// locker's own under `ME`), wants, and gifts (to this locker, or an echo
+/// of its own; gifts between other nodes change nothing here).
+pub(super) fn merge_into(tally: &mut TallyMut<'_>, node: NodeIx, count: u32, what: Counted) -> bool {
+    match what {
+        Counted::Granted if node == ME => tally.merge_own(count),
+        Counted::Granted => tally.merge(node, count),
+        Counted::Wanted if node == ME => false,
+        Counted::Wanted => tally.merge_want(node, count),
+        Counted::Gave(ME) => node != ME && tally.merge_got(node, count),
+        Counted::Gave(to) if node == ME => tally.merge_gave(to, count),
+        Counted::Gave(_) => false,
+    }
+}
+
 impl FixedWindow {
-    /// The own count of `key` in the current slot after a go `v`, and its
-    /// own demand figure, for the peers: `(slot, own, asked)`. `None` for a
-    /// reservation, which reaches the peers when its slot begins.
-    pub fn note_own(&self, key: Option<&str>, v: &Verdict) -> Option<(u64, u32, u32)> {
+    /// The own count of `key` in the current slot after a verdict `v`, and
+    /// what it asked its peers for if that grew, for the peers: `(slot,
+    /// own, wanted)`. `None` for a reservation, which reaches the peers
+    /// when its slot begins.
+    pub fn note_own(&mut self, key: Option<&str>, v: &Verdict) -> Option<(u64, u32, Option<u32>)> {
         if v.wait > 0 {
             return None;
         }
-        let (own, asked) = self.tally(key).map_or((0, 0), |t| (t.own(), t.asked_own()));
-        Some((self.slot, own, asked))
+        let slot = self.slot;
+        let mut tally = self.tally_mut(key, KeyRoom::Full).ok()?;
+        let wanted = tally.take_wanted_new().then(|| tally.get().wanted());
+        Some((slot, tally.get().own(), wanted))
     }
 
     /// Calls `f` with every count of the current slot this window knows,
     /// its own and each peer node's, as `(key, slot, node, count, what)`:
-    /// grants and demand figures, and the figures of the slot before that
-    /// split this one.
+    /// grants, wants, and gifts (its own and those to it), so that a locker
+    /// that rejoins after a pause hears its own back.
     pub fn counts(&self, mut f: impl FnMut(Option<&str>, u64, NodeIx, u32, Counted)) {
         let slot = self.slot;
         for (key, tally) in self.tallies() {
+            let mut f = |node, n, what| f(key, slot, node, n, what);
+            if tally.own() > 0 {
+                f(ME, tally.own(), Counted::Granted);
+            }
+            tally.peers().for_each(|(node, n)| f(node, n, Counted::Granted));
+            tally.wants().for_each(|(node, n)| f(node, n, Counted::Wanted));
+            tally.got().for_each(|(from, n)| f(from, n, Counted::Gave(ME)));
+            tally.gave().for_each(|(to, n)| f(ME, n, Counted::Gave(to)));
+        }
+    }
+
+    /// Calls `f` with the own counts, as `(key, slot, node, count, what)`,
+    /// of every key granted, short or giving since the last call: its
+    /// grants, what it asked for, and its gifts, so that one lost on the
+    /// way is repaired.
+    pub fn drain_own(&mut self, mut f: impl FnMut(Option<&str>, u64, NodeIx, u32, Counted)) {
+        let slot = self.slot;
+        self.drain_touched(|key, tally| {
             if tally.own() > 0 {
                 f(key, slot, ME, tally.own(), Counted::Granted);
             }
-            for (node, n) in tally.peers() {
-                f(key, slot, node, n, Counted::Granted);
+            if tally.wanted() > 0 {
+                f(key, slot, ME, tally.wanted(), Counted::Wanted);
             }
-            for (node, n) in tally.asked() {
-                f(key, slot, node, n, Counted::Asked);
-            }
-            for (node, n) in tally.basis() {
-                f(key, slot.saturating_sub(1), node, n, Counted::Asked);
-            }
-        }
-    }
-
-    /// Calls `f` with the own count and own demand figure, as `(key, slot,
-    /// count, what)`, of every key granted or asked since the last call; once
-    /// the slot's figures are frozen, with every own figure at every call,
-    /// so that a figure lost once still arrives before the slot it splits.
-    pub fn drain_own(&mut self, now: Nanos, mut f: impl FnMut(Option<&str>, u64, u32, Counted)) {
-        let (slot, frozen) = (self.slot, self.figures_frozen(now));
-        self.drain_touched(frozen, |key, tally| {
-            if tally.own() > 0 {
-                f(key, slot, tally.own(), Counted::Granted);
-            }
-            if tally.asked_own() > 0 {
-                f(key, slot, tally.asked_own(), Counted::Asked);
-            }
+            tally.gave().for_each(|(to, n)| f(key, slot, ME, n, Counted::Gave(to)));
         });
     }
 
-    /// Whether the demand figures of the current slot are frozen at `now`:
-    /// past the cutoff, every repair republishes them all.
-    fn figures_frozen(&self, now: Nanos) -> bool {
-        self.elapsed_in_slot(now) >= crate::core::share::demand_cutoff(self.quota.slot_ns())
-    }
-
-    /// Merges a peer's count for `slot`, received at `now`, by maximum: a
-    /// count of grants, or a demand figure (one for the slot before joins
-    /// the basis that splits the current one). `ME` as the node is an echo
-    /// of this locker's own count. A count for the next slot is kept until
-    /// it begins here. Returns whether anything changed.
-    pub fn merge_count(&mut self, now: Nanos, c: &Count, room: KeyRoom) -> bool {
+    /// Merges a peer's count for `slot`, received at `now`, by maximum. A
+    /// count for the next slot is kept until it begins here. A want not
+    /// yet answered is answered with what this locker can spare of the current
+    /// slot (`share` says what it owns): `give` hears each gift as
+    /// `(key, slot, receiver, total given)`, already taken off this
+    /// locker's own. Returns whether anything changed.
+    pub fn merge_count(
+        &mut self,
+        now: Nanos,
+        c: &Count,
+        room: KeyRoom,
+        share: Share,
+        mut give: impl FnMut(Option<&str>, u64, NodeIx, u32),
+    ) -> bool {
         let key = c.key.as_deref();
-        let previous = c.what == Counted::Asked && c.slot.saturating_add(1) == self.slot_at(now);
-        match (self.place(now, c.slot), c.what) {
-            (SlotFit::Next, what) => self.early.keep(c.slot, key, c.node, c.count, what),
-            (SlotFit::Current, Counted::Granted) => match self.tally_mut(key, room) {
-                Ok(mut t) if c.node == ME => t.merge_own(c.count),
-                Ok(mut t) => t.merge(c.node, c.count),
-                Err(_) => false,
-            },
-            (SlotFit::Current, Counted::Asked) => {
-                self.tally_mut(key, room).is_ok_and(|mut t| t.merge_asked(c.node, c.count, false))
+        match self.place(now, c.slot) {
+            SlotFit::Next => self.early.keep(c.slot, key, c.node, c.count, c.what),
+            SlotFit::Current => {
+                let (quota, slot) = (self.quota, self.slot);
+                let Ok(mut t) = self.tally_mut(key, room) else { return false };
+                let changed = merge_into(&mut t, c.node, c.count, c.what);
+                // A repeated want is answered too if it never was (it came
+                // early, before its slot began here).
+                if c.what == Counted::Wanted && share.conserved() {
+                    t.give(quota, slot, share, |to, n| give(key, slot, to, n));
+                }
+                changed
             }
-            (SlotFit::Stale, Counted::Asked) if previous => {
-                self.tally_mut(key, room).is_ok_and(|mut t| t.merge_asked(c.node, c.count, true))
-            }
-            (SlotFit::Stale | SlotFit::TooEarly, _) => false,
+            SlotFit::Stale | SlotFit::TooEarly => false,
         }
-    }
-
-    /// The slot `now` falls in, or the current one if `now` is before it.
-    fn slot_at(&self, now: Nanos) -> u64 {
-        self.quota.slot_of(now).max(self.slot)
     }
 
     /// Where a peer's count for `slot`, received at `now`, falls. Never
@@ -137,17 +148,15 @@ impl FixedWindow {
         unkeyed.into_iter().chain(self.keys.iter().map(|(k, t)| (Some(k), t)))
     }
 
-    /// Calls `f` with every tally granted or asked since the last call,
-    /// and clears the marks; with `all_asked` (figures frozen, see
-    /// `figures_frozen`), also with every tally holding an own figure.
-    fn drain_touched(&mut self, all_asked: bool, mut f: impl FnMut(Option<&str>, TallyRef<'_>)) {
-        let due = |t: &mut TallyMut<'_>| t.take_touched() || (all_asked && t.get().asked_own() > 0);
+    /// Calls `f` with every tally granted, short or giving since the last
+    /// call, and clears the marks.
+    fn drain_touched(&mut self, mut f: impl FnMut(Option<&str>, TallyRef<'_>)) {
         let mut unkeyed = self.unkeyed.get_mut();
-        if due(&mut unkeyed) {
+        if unkeyed.take_touched() {
             f(None, unkeyed.get());
         }
         self.keys.for_each_mut(|k, mut t| {
-            if due(&mut t) {
+            if t.take_touched() {
                 f(Some(k), t.get());
             }
         });

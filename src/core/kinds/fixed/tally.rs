@@ -9,10 +9,13 @@
 //! pure arithmetic: it never reads a clock, and it knows nothing of sockets,
 //! names or slots.
 //!
-//! A peered tally also keeps the demand figures that split the next slot
-//! by demand (see `core::share`): the permits asked of each node in this
-//! slot, and the figures of the previous slot, which give each node its
-//! share of this one.
+//! A peered tally also keeps the slot's ledger of conserved permits (see
+//! `core::share`): the permits peers gave this locker, those it gave
+//! them, and what each asked the others for. It grants only the permits
+//! it owns: its initial ones (`Share::owns`), plus gifts, less what it
+//! gave and granted. Gifts and wants are cumulative per node and
+//! merged by maximum like every count, so a late, lost or repeated one
+//! can delay permits but never make one.
 //!
 //! A key table keeps a million tallies, so a tally is stored in two parts:
 //! the [`Count`] (own grants and two marks, eight bytes) inline in the
@@ -21,10 +24,8 @@
 //! it through [`TallyMut`], wherever its parts are; [`Tally`] holds both
 //! parts whole, for the unkeyed count and keys too long for the table.
 
-use crate::core::share::share_of;
-use crate::core::share::ME;
-use crate::core::share::{NodeIx, Recent, Share};
-use crate::core::time::Nanos;
+use crate::core::limit::Quota;
+use crate::core::share::{NodeIx, Share};
 
 mod count;
 pub use count::Count;
@@ -36,10 +37,10 @@ pub enum Take {
     Go,
     /// The slot's count is spent.
     Spent,
-    /// Permits are left in the pool, but this locker's share of them is in
-    /// flight; it may grant again once its recent grants have reached the
-    /// peers.
-    OverShare,
+    /// This locker owns too few, but peers may own spare permits: it has
+    /// asked them for the rest (`Counted::Wanted`), which a peer with
+    /// spare ones gives within a round trip.
+    Short,
 }
 
 impl Take {
@@ -83,42 +84,37 @@ pub enum Aside<'a> {
     Table { list: &'a mut Vec<Option<Box<Peered>>>, at: usize, len: usize },
 }
 
-/// The part of a tally that only peered lockers use.
+/// The part of a tally that only peered lockers use: the peers' counts
+/// and the slot's ledger of conserved permits.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Peered {
     /// The sum of the peers' reported counts.
     heard: u32,
     peers: Vec<(NodeIx, u32)>,
-    recent: Recent<u32>,
-    /// Permits asked of each node in this slot before the cutoff, this
-    /// locker's own under `ME`.
-    asked: Vec<(NodeIx, u32)>,
-    /// The figures of the previous slot: they split this slot.
-    basis: Vec<(NodeIx, u32)>,
+    /// Permits each peer node gave this locker, and their sum.
+    got: Vec<(NodeIx, u32)>,
+    got_sum: u32,
+    /// Permits this locker gave each peer node, and their sum.
+    gave: Vec<(NodeIx, u32)>,
+    gave_sum: u32,
+    /// What each peer asked the others for, and how much of it this
+    /// locker has given: `(node, wanted, answered)`.
+    wants: Vec<(NodeIx, u32, u32)>,
+    /// What this locker asked its peers for, and whether that grew since
+    /// it was last noted for publishing.
+    wanted: u32,
+    wanted_new: bool,
 }
 
 impl Peered {
     /// Empty again, keeping the lists' memory for the next key in a slot.
     fn reset(&mut self) {
-        self.heard = 0;
-        self.recent = Recent::default();
         self.peers.clear();
-        self.asked.clear();
-        self.basis.clear();
+        self.got.clear();
+        self.gave.clear();
+        self.wants.clear();
+        (self.heard, self.got_sum, self.gave_sum, self.wanted, self.wanted_new) = (0, 0, 0, 0, false);
     }
-}
-
-/// What a peered locker may grant of one key's slot: the unused part of
-/// its own share, and the pool (what is neither granted nor another
-/// node's unused share).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Split {
-    /// This locker's share not yet granted.
-    pub mine: u32,
-    /// The permits nobody holds a share of.
-    pub pool: u32,
-    /// Own grants beyond this locker's share: taken from the pool.
-    pub beyond: u32,
 }
 
 /// Raises `node`'s figure in `list` to `count`; returns whether it grew.
@@ -201,55 +197,46 @@ impl<'a> TallyRef<'a> {
         self.peered.into_iter().flat_map(|s| s.peers.iter().copied())
     }
 
-    /// What this locker may grant now out of `max`: everything left when
-    /// alone, its unused share plus the pool when peered.
+    /// What this locker may grant now of `slot` of `quota`: everything
+    /// left when alone, the permits it owns when peered (`owned`).
     #[inline]
-    pub fn free(self, max: u32, share: Share) -> u32 {
-        if share.live > 1 {
-            let split = self.split(max);
-            split.mine + split.pool
+    pub fn free(self, quota: Quota, slot: u64, share: Share) -> u32 {
+        if share.conserved() {
+            self.owned(quota, slot, share)
         } else {
-            self.remaining(max)
+            self.remaining(quota.max_requests())
         }
     }
 
-    /// This slot split by the previous slot's demand figures: each node's
-    /// share is `max x its figure / all figures`, rounded down. A node that
-    /// granted less than its share holds the rest until the slot ends;
-    /// without figures everything left is pool.
-    pub fn split(self, max: u32) -> Split {
-        let left = self.remaining(max);
-        let Some(p) = self.peered else {
-            return Split { mine: 0, pool: left, beyond: self.own() };
-        };
-        let total: u64 = p.basis.iter().map(|&(_, d)| u64::from(d)).sum();
-        let (mut share, mut others) = (0u32, 0u32);
-        for &(node, asked) in &p.basis {
-            let of_node = share_of(max, asked, total);
-            if node == ME {
-                share = of_node;
-            } else {
-                others = others.saturating_add(of_node.saturating_sub(figure_of(&p.peers, node)));
-            }
-        }
-        let mine = share.saturating_sub(self.own()).min(left);
-        let beyond = self.own().saturating_sub(share);
-        Split { mine, pool: left - mine - others.min(left - mine), beyond }
+    /// The permits of `slot` this locker owns and has not granted: its
+    /// initial ones plus gifts, less what it gave and granted; never more
+    /// than is left of `max_requests` by every count heard.
+    pub fn owned(self, quota: Quota, slot: u64, share: Share) -> u32 {
+        let initial = share.owns(quota, slot);
+        let Some(p) = self.peered else { return initial.saturating_sub(self.own()) };
+        let owned = u64::from(initial) + u64::from(p.got_sum);
+        let spent = u64::from(p.gave_sum) + u64::from(self.own());
+        (owned.saturating_sub(spent) as u32).min(self.remaining(quota.max_requests()))
     }
 
-    /// Permits asked of this locker in this slot, before the cutoff.
-    pub fn asked_own(self) -> u32 {
-        self.peered.map_or(0, |p| figure_of(&p.asked, ME))
+    /// What this locker asked its peers for in this slot.
+    pub fn wanted(self) -> u32 {
+        self.peered.map_or(0, |p| p.wanted)
     }
 
-    /// Each node's figure in this slot, this locker's under `ME`.
-    pub fn asked(self) -> impl Iterator<Item = (NodeIx, u32)> + 'a {
-        self.peered.into_iter().flat_map(|s| s.asked.iter().copied())
+    /// Permits each peer node gave this locker.
+    pub fn got(self) -> impl Iterator<Item = (NodeIx, u32)> + 'a {
+        self.peered.into_iter().flat_map(|p| p.got.iter().copied())
     }
 
-    /// Each node's figure in the previous slot.
-    pub fn basis(self) -> impl Iterator<Item = (NodeIx, u32)> + 'a {
-        self.peered.into_iter().flat_map(|s| s.basis.iter().copied())
+    /// Permits this locker gave each peer node.
+    pub fn gave(self) -> impl Iterator<Item = (NodeIx, u32)> + 'a {
+        self.peered.into_iter().flat_map(|p| p.gave.iter().copied())
+    }
+
+    /// What each peer asked the others for.
+    pub fn wants(self) -> impl Iterator<Item = (NodeIx, u32)> + 'a {
+        self.peered.into_iter().flat_map(|p| p.wants.iter().map(|&(n, w, _)| (n, w)))
     }
 }
 
@@ -331,34 +318,20 @@ impl<'a> TallyMut<'a> {
         grew
     }
 
-    /// Takes `cost` permits out of `max` if they fit.
-    ///
-    /// They fit when the total stays within `max` and, with peers live,
-    /// when they fit the unused part of this locker's share of the slot
-    /// (split by the previous slot's demand) plus the pool. Within its
-    /// share a locker grants at once: no other node may grant those
-    /// permits. Beyond it, its grants still in flight must stay within its
-    /// part of the pool (`Share::over_part`: `pool / live`, the remainder by
-    /// turns), so that grants made at once on stale views add up to no more
-    /// than the pool.
+    /// Takes `cost` permits of `slot` of `quota` if they fit: within what
+    /// is left alone; within the permits this locker owns when peered
+    /// (`TallyRef::owned`). A peered locker that owns too few while permits
+    /// may be left elsewhere asks its peers for the rest (`Take::Short`).
     #[inline]
-    pub fn take(&mut self, now: Nanos, max: u32, cost: u32, share: Share) -> Take {
-        if cost > self.get().remaining(max) {
+    pub fn take(&mut self, quota: Quota, slot: u64, cost: u32, share: Share) -> Take {
+        if cost > self.get().remaining(quota.max_requests()) {
             return Take::Spent;
         }
-        if share.live > 1 {
-            let split = self.get().split(max);
-            if cost > split.mine {
-                let need = cost - split.mine;
-                if need > split.pool {
-                    return Take::Spent;
-                }
-                let own = self.count.own;
-                // Only grants beyond the share came out of the pool.
-                let in_flight = self.peered().recent.in_flight(now, own, share.charged_for()).min(split.beyond);
-                if share.over_part(now, in_flight, split.pool, need) {
-                    return Take::OverShare;
-                }
+        if share.conserved() {
+            let owned = self.get().owned(quota, slot, share);
+            if cost > owned {
+                self.want((cost - owned).max(self.count.own).min(quota.max_requests()));
+                return Take::Short;
             }
         }
         self.count.own += cost;
@@ -366,36 +339,101 @@ impl<'a> TallyMut<'a> {
         Take::Go
     }
 
-    /// Counts `cost` permits asked of this locker, go or sorry, towards the
-    /// next slot's split.
-    pub fn note_asked(&mut self, cost: u32) {
-        let asked = &mut self.peered().asked;
-        match asked.iter_mut().find(|(n, _)| *n == ME) {
-            Some((_, c)) => *c = c.saturating_add(cost),
-            None => asked.push((ME, cost)),
+    /// Asks the peers for `need` more permits, unless that many are asked
+    /// already and not yet given: what was asked is cumulative, so a held
+    /// ask decided again does not ask twice. The caller asks for as many
+    /// as it granted so far (at least what the ask lacks), so that a busy
+    /// locker's permits double with each round trip rather than come one
+    /// by one.
+    fn want(&mut self, need: u32) {
+        let p = self.peered();
+        let wanted = p.got_sum.saturating_add(need);
+        if wanted > p.wanted {
+            p.wanted = wanted;
+            p.wanted_new = true;
         }
+        // Still short: the next repair says so again, in case the want or
+        // the gift was lost.
         self.count.set(Count::TOUCHED, true);
     }
 
-    /// Records that `node` was asked for `count` permits in this slot
-    /// (with `previous`, in the slot before, which splits this one).
-    /// Keeps the larger figure, as `merge` does. Returns whether it grew.
-    pub fn merge_asked(&mut self, node: NodeIx, count: u32, previous: bool) -> bool {
-        let p = self.peered();
-        raise(if previous { &mut p.basis } else { &mut p.asked }, node, count)
+    /// Whether what this locker asked for grew since the last call.
+    pub fn take_wanted_new(&mut self) -> bool {
+        self.get().peered.is_some() && std::mem::take(&mut self.peered().wanted_new)
     }
 
-    /// Takes this slot's figures, if any, to split the next slot with.
-    pub fn take_asked(&mut self) -> Option<Vec<(NodeIx, u32)>> {
-        // A tally without a peers' part has no figures: do not make one.
-        self.get().peered?;
+    /// Records that `from` gave this locker `count` permits in all.
+    pub fn merge_got(&mut self, from: NodeIx, count: u32) -> bool {
         let p = self.peered();
-        p.asked.iter().any(|&(_, c)| c > 0).then(|| std::mem::take(&mut p.asked))
+        let before = figure_of(&p.got, from);
+        if !raise(&mut p.got, from, count) {
+            return false;
+        }
+        p.got_sum = p.got_sum.saturating_add(count - before);
+        true
     }
 
-    /// Sets the previous slot's figures, which split this slot.
-    pub fn set_basis(&mut self, basis: Vec<(NodeIx, u32)>) {
-        self.peered().basis = basis;
+    /// Records an echo of this locker's own gift to `to` (a snapshot after
+    /// a pause): raises the record if the echo is larger.
+    pub fn merge_gave(&mut self, to: NodeIx, count: u32) -> bool {
+        let p = self.peered();
+        let before = figure_of(&p.gave, to);
+        if !raise(&mut p.gave, to, count) {
+            return false;
+        }
+        p.gave_sum = p.gave_sum.saturating_add(count - before);
+        true
+    }
+
+    /// Records that `node` asked its peers for `count` permits in all.
+    pub fn merge_want(&mut self, node: NodeIx, count: u32) -> bool {
+        let p = self.peered();
+        match p.wants.iter_mut().find(|(n, _, _)| *n == node) {
+            Some((_, w, _)) if *w >= count => false,
+            Some((_, w, _)) => {
+                *w = count;
+                true
+            }
+            None => {
+                p.wants.push((node, count, 0));
+                true
+            }
+        }
+    }
+
+    /// Gives peers what they asked for and this locker can spare: its part
+    /// of each want (a share of it per other member), out of the permits it
+    /// owns of `slot`, unless it asked for some itself in this slot. Each gift is
+    /// taken off this locker's own before `f` hears of it with the
+    /// receiver's cumulative total, which is what is published: a gift
+    /// never leaves while the giver still counts it as its own.
+    pub fn give(&mut self, quota: Quota, slot: u64, share: Share, mut f: impl FnMut(NodeIx, u32)) {
+        let Some(p) = self.get().peered else { return };
+        // A locker that asked for permits in this slot has callers of its
+        // own to serve: it keeps what it owns (and what it was given)
+        // rather than pass permits back and forth.
+        if p.wanted > 0 || p.wants.iter().all(|&(_, w, a)| w <= a) {
+            return;
+        }
+        let mut spare = self.get().owned(quota, slot, share);
+        // Every other member hears the want: each gives its part of it, so
+        // that together they give about what was asked, not that many times.
+        let others = share.members.saturating_sub(1).max(1);
+        let p = self.peered();
+        for i in 0..p.wants.len() {
+            let (node, wanted, answered) = p.wants[i];
+            p.wants[i].2 = wanted.max(answered);
+            let n = wanted.saturating_sub(answered).div_ceil(others).min(spare);
+            if n == 0 {
+                continue;
+            }
+            spare -= n;
+            let before = figure_of(&p.gave, node);
+            raise(&mut p.gave, node, before + n);
+            p.gave_sum += n;
+            f(node, before + n);
+        }
+        self.count.set(Count::TOUCHED, true);
     }
 }
 

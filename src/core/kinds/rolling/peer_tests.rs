@@ -75,7 +75,7 @@ struct Sim {
 impl Sim {
     fn new(n: usize, quota: Quota, start: Nanos) -> Sim {
         let windows = vec![RollingWindow::new(quota); n];
-        let share = Share { split: false, ..Share::new(n as u32, quota.slot_ns()) };
+        let share = Share::new(n as u32, quota.slot_ns());
         Sim { windows, share, wire: Vec::new(), grants: Vec::new(), next_repair: start + REPAIR }
     }
 

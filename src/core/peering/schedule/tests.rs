@@ -46,7 +46,9 @@ fn a_locker_whose_peers_are_gone_serves_alone_after_the_grace() {
     assert_eq!(p.next_deadline(), T0 + JOINING_HEARTBEAT);
     assert!(p.view(T0 + 999 * MS).hold_until.is_some());
     let view = p.view(T0 + 1000 * MS);
-    assert_eq!(view, PeerView { live: 1, rank: 0, hold_until: None, late: 0 });
+    let alone =
+        PeerView { live: 1, rank: 0, hold_until: None, late: 0, members: 3, member: None, owns_from: T0 + 1000 * MS };
+    assert_eq!(view, alone, "a member of three that never heard the others: no remainder, slots from now on");
     assert_eq!(p.poll_event(), Some(PeerEvent::Ready { synced: 0 }));
 }
 

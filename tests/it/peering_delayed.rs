@@ -1,0 +1,206 @@
+//! Issue 37, as a user runs it: the seed's limit (5 per 0.8 s) on three
+//! real peered lockers whose every peer link passes through a TCP proxy
+//! that delays each chunk by 40 to 70 ms, in both directions, keeping the
+//! bytes in order (a WAN, or a busy host). Eight workers spread over the
+//! three ask as fast as the replies allow.
+//!
+//! A go counts in the slot its reply names (the locker's slot end, as
+//! `reset_after_ms` says): the test fails on more than 5 go in a slot, and
+//! on fewer than 4.5 go per slot on average. Another test cuts one locker
+//! off for two seconds (its links hold everything, then deliver it late).
+//! The proxy is plain threads on loopback; nothing here times speed.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::support::{free_port, wall_ns, Daemon};
+
+const SLOT_NS: u128 = 800_000_000;
+
+/// A proxy from a fresh loopback port to `upstream`, delaying each chunk
+/// 40 to 70 ms each way, and holding every chunk while `cut` is set (a cut
+/// link: what was sent arrives when it heals); returns its endpoint. Runs
+/// until the test ends.
+fn delaying_proxy(upstream: u16, cut: Arc<AtomicBool>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else { continue };
+            pump(client.try_clone().unwrap(), server.try_clone().unwrap(), cut.clone());
+            pump(server, client, cut.clone());
+        }
+    });
+    format!("tcp://127.0.0.1:{port}")
+}
+
+/// Copies `from` to `to`, each chunk written 40 to 70 ms after it was
+/// read, never before the chunk ahead of it, and not while `cut` is set.
+fn pump(mut from: TcpStream, mut to: TcpStream, cut: Arc<AtomicBool>) {
+    let (tx, rx) = mpsc::channel::<(Instant, Vec<u8>)>();
+    thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        while let Ok(n) = from.read(&mut buf) {
+            if n == 0 || tx.send((Instant::now(), buf[..n].to_vec())).is_err() {
+                break;
+            }
+        }
+    });
+    thread::spawn(move || {
+        let mut last = Instant::now();
+        for (read_at, chunk) in rx {
+            // The clock's low digits stand in for a random number.
+            let delay = Duration::from_micros(40_000 + (wall_ns() % 30_000) as u64);
+            let due = (read_at + delay).max(last);
+            thread::sleep(due.saturating_duration_since(Instant::now()));
+            while cut.load(Ordering::Relaxed) {
+                thread::sleep(Duration::from_millis(5));
+            }
+            last = due;
+            if to.write_all(&chunk).is_err() {
+                break;
+            }
+        }
+        // One side gone (a killed locker): close the other too, so that its
+        // socket reconnects, through the proxy, to whoever listens next.
+        let _ = to.shutdown(std::net::Shutdown::Both);
+    });
+}
+
+/// Three lockers at the seed's limit, each subscribing to each other
+/// through its own delaying proxy; `cut[i]` holds every link to and from
+/// locker `i`. Returns the lockers, once joined, and the arguments each
+/// was started with (to restart it).
+fn proxied_trio(cut: &[Arc<AtomicBool>]) -> (Vec<Daemon>, Vec<Vec<String>>) {
+    let pubs: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let args: Vec<Vec<String>> = (0..3)
+        .map(|i| {
+            let (bind, node) = (format!("tcp://127.0.0.1:{}", pubs[i]), format!("node-{i}"));
+            let proxies: Vec<String> = (0..3)
+                .filter(|&j| j != i)
+                .map(|j| {
+                    // The link from j to i is cut when either end is.
+                    let flag = Arc::new(AtomicBool::new(false));
+                    let (a, b, f) = (cut[i].clone(), cut[j].clone(), flag.clone());
+                    thread::spawn(move || loop {
+                        f.store(a.load(Ordering::Relaxed) || b.load(Ordering::Relaxed), Ordering::Relaxed);
+                        thread::sleep(Duration::from_millis(5));
+                    });
+                    delaying_proxy(pubs[j], flag)
+                })
+                .collect();
+            let mut args = vec!["--peer-bind", &bind, "--node-id", &node, "--max-requests", "5", "--in-seconds", "0.8"];
+            for p in &proxies {
+                args.extend(["--peer", p.as_str()]);
+            }
+            args.into_iter().map(String::from).collect()
+        })
+        .collect();
+    let lockers: Vec<Daemon> =
+        args.iter().map(|a| Daemon::start(&a.iter().map(String::as_str).collect::<Vec<_>>())).collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for d in &lockers {
+        let mut client = locker::Client::new([d.endpoint.as_str()], Duration::from_secs(2)).unwrap();
+        loop {
+            let s = client.stats().expect("stats");
+            if !s.joining && s.peers.iter().filter(|p| p.live).count() == 2 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "not joined through the proxies: {s:?}");
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+    (lockers, args)
+}
+
+/// Runs eight workers over `lockers` for `run` (worker `i` starting on
+/// locker `i % 3`, failing over to the others), calling `during` on the
+/// way; returns the go per full slot and their mean. Each go is counted in
+/// the slot its reply names: the locker's slot end (`reset_after_ms`) from
+/// the middle of the ask's round trip, exact while a round trip takes less
+/// than half a slot.
+fn load(lockers: &[Daemon], run: Duration, during: impl FnOnce()) -> (Vec<u32>, f64) {
+    let endpoints: Vec<String> = lockers.iter().map(|d| d.endpoint.clone()).collect();
+    let end = Instant::now() + run;
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            let mut list = endpoints.clone();
+            list.rotate_left(i % 3);
+            thread::spawn(move || {
+                let mut client = locker::Client::new(list, Duration::from_millis(600)).unwrap();
+                let mut slots = Vec::new();
+                while Instant::now() < end {
+                    let asked = wall_ns();
+                    match client.ask(&locker::wire::Ask::new()) {
+                        Ok(r) if r.ok => {
+                            let middle = (asked + wall_ns()) / 2;
+                            let slot_end = middle + u128::from(r.reset_after_ms) * 1_000_000;
+                            slots.push((slot_end - SLOT_NS / 2) / SLOT_NS);
+                        }
+                        Ok(r) => thread::sleep(Duration::from_millis(r.retry_after_ms.clamp(1, 100))),
+                        Err(_) => thread::sleep(Duration::from_millis(5)),
+                    }
+                }
+                slots
+            })
+        })
+        .collect();
+    during();
+    let mut per_slot = std::collections::BTreeMap::<u128, u32>::new();
+    for slot in handles.into_iter().flat_map(|h| h.join().unwrap()) {
+        *per_slot.entry(slot).or_default() += 1;
+    }
+    // The first and last slots are partial.
+    let full: Vec<u32> = per_slot.values().copied().skip(1).take(per_slot.len().saturating_sub(2)).collect();
+    let mean = f64::from(full.iter().sum::<u32>()) / full.len().max(1) as f64;
+    (full, mean)
+}
+
+#[test]
+fn the_seeds_limit_with_every_peer_link_40_to_70_ms_late_never_puts_six_in_a_slot() {
+    let cut: Vec<_> = (0..3).map(|_| Arc::new(AtomicBool::new(false))).collect();
+    let (lockers, _) = proxied_trio(&cut);
+    let (slots, mean) = load(&lockers, Duration::from_millis(8_000), || {});
+    eprintln!("links 40-70 ms late: per slot {slots:?}; {mean:.2} per full slot");
+    assert!(slots.iter().all(|&n| n <= 5), "a slot over 5: {slots:?}");
+    assert!(slots.len() >= 8, "too few slots: {slots:?}");
+    assert!(mean >= 4.5, "{mean:.2} go per slot: {slots:?}");
+}
+
+#[test]
+fn a_locker_cut_off_for_two_seconds_and_healed_never_puts_six_in_a_slot() {
+    let cut: Vec<_> = (0..3).map(|_| Arc::new(AtomicBool::new(false))).collect();
+    let (lockers, _) = proxied_trio(&cut);
+    let flag = cut[0].clone();
+    let (slots, mean) = load(&lockers, Duration::from_millis(6_000), move || {
+        thread::sleep(Duration::from_millis(1_500));
+        flag.store(true, Ordering::Relaxed);
+        thread::sleep(Duration::from_millis(2_000));
+        flag.store(false, Ordering::Relaxed);
+    });
+    eprintln!("locker 0 cut off for 2 s: per slot {slots:?}; {mean:.2} per full slot");
+    assert!(slots.iter().all(|&n| n <= 5), "a slot over 5: {slots:?}");
+}
+
+#[test]
+fn a_locker_killed_and_restarted_behind_late_links_never_puts_six_in_a_slot() {
+    let cut: Vec<_> = (0..3).map(|_| Arc::new(AtomicBool::new(false))).collect();
+    let (mut lockers, args) = proxied_trio(&cut);
+    let victim = std::sync::Mutex::new(Some(lockers.remove(0)));
+    let restarted = std::sync::Mutex::new(None);
+    let (slots, mean) = load(&lockers, Duration::from_millis(6_000), || {
+        thread::sleep(Duration::from_millis(1_500));
+        let mut d = victim.lock().unwrap().take().unwrap();
+        d.signal("KILL");
+        d.wait_exit(Duration::from_secs(5)).expect("gone after SIGKILL");
+        thread::sleep(Duration::from_millis(200));
+        let args: Vec<&str> = args[0].iter().map(String::as_str).collect();
+        *restarted.lock().unwrap() = Some(Daemon::start(&args));
+    });
+    eprintln!("locker 0 killed and restarted: per slot {slots:?}; {mean:.2} per full slot");
+    assert!(slots.iter().all(|&n| n <= 5), "a slot over 5: {slots:?}");
+}
