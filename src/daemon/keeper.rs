@@ -43,7 +43,8 @@ pub struct Loaded {
     /// This boot, when the kernel says, for this run's `Clock` record.
     boot: Option<Boot>,
     /// How far the wall clock was stepped since the file's last run, on
-    /// this boot: its records are moved by as much (see `Liveness::retimed`).
+    /// this boot, to the nanosecond: its records are moved by exactly as
+    /// much (see `Liveness::retimed`).
     step: i64,
     /// Records written after this (by the wall clock now) are from a clock
     /// far ahead of this one, on another boot: they are dropped.
@@ -182,7 +183,12 @@ impl Keeper {
         let liveness = service.liveness();
         let (step, cut) = (loaded.step, loaded.cut.unwrap_or(Nanos::MAX));
         let records = loaded.replay.iter().flat_map(Replay::records);
-        let records = records.map(|r| if step == 0 { r } else { liveness.retimed(r, step) }).filter(|r| r.at() <= cut);
+        let records = records
+            .flat_map(|r| {
+                let (r, more) = if step == 0 { (r, None) } else { liveness.retimed(r, step) };
+                std::iter::once(r).chain(more)
+            })
+            .filter(|r| r.at() <= cut);
         let run = loaded.replay.as_ref().map_or(0, Replay::next_run);
         let (restored, mut keep) = service.restore(now, run, records);
         let node = service.node().map_or(String::new(), |n| n.id.to_string());

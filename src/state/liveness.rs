@@ -1,7 +1,8 @@
 //! Which records still say something, and a record moved by a wall-clock
-//! step between runs: each kind says so of its kept form (`Kept::is_live`,
-//! `Kept::retimed`); this module reads a record's kept form out and finds
-//! its limit's kind and quota.
+//! step between runs (exactly, to the nanosecond): each kind says so of its
+//! kept form (`Kept::is_live`, `Kept::retimed`); this module reads a
+//! record's kept form out, finds its limit's kind and quota, and writes
+//! the moved kept form back into a record (or two).
 //!
 //! A `Liveness` is a copy of what it needs from the limits, so that
 //! compaction can take it to its own thread. It reads no clock.
@@ -41,38 +42,48 @@ impl Liveness {
     }
 
     /// `record` moved by `step` nanoseconds, as written by a run whose wall
-    /// clock read `step` less than this run's at the same true instant (the
-    /// boot-time clock tells): its instants move by `step`, and its slot,
-    /// sub-slot or period numbers by as many whole slots, sub-slots or
-    /// periods as `step` comes nearest to (`Kept::retimed`). Then a wall
-    /// clock stepped between two runs neither lets a slot's saved count
-    /// lapse (a step ahead) nor keeps this run in the file's past or future
-    /// (a step back, or a step that undid a wrong one).
-    pub fn retimed<'a>(&self, record: Record<'a>, step: i64) -> Record<'a> {
+    /// clock read `step` less than this run's at the same real instant (the
+    /// boot-time clock tells): its instants move by exactly `step`, and its
+    /// count goes to the slots of this run's clock its grants went in
+    /// (`Kept::retimed`), never rounded to whole slots. A fixed window's
+    /// count that may have gone in either of two slots becomes two records,
+    /// one per slot, each with the whole count. Then a wall clock stepped
+    /// between two runs, by an hour or by 4 s, neither lets a slot's saved
+    /// count lapse nor moves it into a slot its grants never went in.
+    pub fn retimed<'a>(&self, record: Record<'a>, step: i64) -> (Record<'a>, Option<Record<'a>>) {
         let at = |t: u64| t.saturating_add_signed(step);
         let (Some((a, q)), Some((kept, _))) = (self.terms(&record), kept_of(&record)) else {
-            return match record {
+            let moved = match record {
                 Record::Release { at: t, limit, lease } => Record::Release { at: at(t), limit, lease },
                 _ => record,
             };
+            return (moved, None);
         };
-        match (record, kept.retimed(a, q, step)) {
-            (Record::Window { at: t, run, limit, key, .. }, Kept::Window { slot, count }) => {
-                Record::Window { at: at(t), run, limit, slot, count, key }
-            }
-            (Record::Bucket { at: t, run, limit, key, .. }, Kept::Bucket { tat, period, count }) => {
-                Record::Bucket { at: at(t), run, limit, period, count, tat, key }
-            }
-            (Record::Lease { at: t, limit, lease, .. }, Kept::Lease(HeldLease { count, ttl, until })) => {
-                Record::Lease { at: at(t), limit, count, ttl, until, lease }
-            }
-            _ => record,
-        }
+        let (first, second) = kept.retimed(a, q, record.at(), step);
+        (with_kept(record, first, step), second.map(|k| with_kept(record, k, step)))
     }
 
     /// The kind and quota of the limit `record` names.
     fn terms(&self, record: &Record) -> Option<(Algorithm, Quota)> {
         record.limit().and_then(|i| self.limits.get(i as usize)).copied()
+    }
+}
+
+/// `record`, written `step` nanoseconds earlier on this run's clock,
+/// holding `kept` instead.
+fn with_kept(record: Record<'_>, kept: Kept, step: i64) -> Record<'_> {
+    let at = |t: u64| t.saturating_add_signed(step);
+    match (record, kept) {
+        (Record::Window { at: t, run, limit, key, .. }, Kept::Window { slot, count }) => {
+            Record::Window { at: at(t), run, limit, slot, count, key }
+        }
+        (Record::Bucket { at: t, run, limit, key, .. }, Kept::Bucket { tat, period, count }) => {
+            Record::Bucket { at: at(t), run, limit, period, count, tat, key }
+        }
+        (Record::Lease { at: t, limit, lease, .. }, Kept::Lease(HeldLease { count, ttl, until })) => {
+            Record::Lease { at: at(t), limit, count, ttl, until, lease }
+        }
+        _ => record,
     }
 }
 
@@ -112,20 +123,24 @@ mod tests {
     }
 
     #[test]
-    fn a_step_moves_instants_and_slot_numbers_by_the_nearest_whole_unit() {
+    fn a_step_moves_instants_exactly_and_a_count_to_the_slots_its_grants_went_in() {
         // Slots of 10 s; the rolling window's sub-slots of 156.25 ms.
         let q = Quota::new(3, 10.0).unwrap();
         let liveness = Liveness { limits: vec![(Algorithm::FixedWindow, q), (Algorithm::RollingWindow, q)] };
         let window = |limit, at, slot| Record::Window { at, run: 0, limit, slot, count: 3, key: Some("k") };
         let hour = 3_600 * SEC as i64;
-        assert_eq!(liveness.retimed(window(0, 5 * SEC, 0), hour), window(0, 3_605 * SEC, 360));
-        assert_eq!(liveness.retimed(window(0, 3_605 * SEC, 360), -hour), window(0, 5 * SEC, 0), "and back");
-        assert_eq!(liveness.retimed(window(1, 5 * SEC, 32), hour), window(1, 3_605 * SEC, 32 + 360 * 64));
+        assert_eq!(liveness.retimed(window(0, 5 * SEC, 0), hour), (window(0, 3_605 * SEC, 360), None));
+        assert_eq!(liveness.retimed(window(0, 3_605 * SEC, 360), -hour), (window(0, 5 * SEC, 0), None), "and back");
+        assert_eq!(liveness.retimed(window(1, 5 * SEC, 32), hour), (window(1, 3_605 * SEC, 32 + 360 * 64), None));
+        // Granted in [0, 6.5 s]: 4 s ahead, in [4 s, 10.5 s], slots 0 and 1.
+        let four = 4 * SEC as i64;
+        let split = (window(0, 10_500_000_000, 0), Some(window(0, 10_500_000_000, 1)));
+        assert_eq!(liveness.retimed(window(0, 6_500_000_000, 0), four), split);
         let lease = Record::Lease { at: SEC, limit: 0, count: 1, ttl: SEC, until: 2 * SEC, lease: "l" };
         let moved = Record::Lease { at: 4 * SEC, limit: 0, count: 1, ttl: SEC, until: 5 * SEC, lease: "l" };
-        assert_eq!(liveness.retimed(lease, 3 * SEC as i64), moved, "a lease keeps its ttl");
+        assert_eq!(liveness.retimed(lease, 3 * SEC as i64), (moved, None), "a lease keeps its ttl");
         let run = Record::Run { run: 1, incarnation: 7, node: "" };
-        assert_eq!(liveness.retimed(run, hour), run, "a run's record is not an instant");
+        assert_eq!(liveness.retimed(run, hour), (run, None), "a run's record is not an instant");
     }
 
     #[test]

@@ -1,0 +1,114 @@
+//! A kept form moved by a step of the wall clock between two runs, to the
+//! nanosecond: an earlier run's saved grants count in the slots of this
+//! run's clock that their real instants fall in.
+//!
+//! Slots are numbered by the wall clock, so a step that is not a whole
+//! number of slots puts this run's slot boundaries at other real instants
+//! than the earlier run's. Rounding the step to whole slots would move a
+//! saved count into a slot its grants never went in (and out of the one
+//! they did, which then grants them again). So nothing is rounded: a
+//! fixed window's count is put in every slot of this run's clock that its
+//! grants may have gone in (they went between their slot's start and the
+//! record's last write), a rolling window's in the sub-slot holding its
+//! sub-slot's last instant (it then counts no shorter than it did), a
+//! bucket's and a lease's instants move by the step. Pure: it takes the
+//! step and reads no clock.
+
+use super::rolling::RollingWindow;
+use super::semaphore::kept::HeldLease;
+use super::Kept;
+use crate::core::limit::{Algorithm, Quota};
+use crate::core::time::Nanos;
+
+/// Moves `t` by `step` nanoseconds.
+fn moved(t: Nanos, step: i64) -> Nanos {
+    t.saturating_add_signed(step)
+}
+
+impl Kept {
+    /// This, written at `written` by a run whose wall clock read `step`
+    /// nanoseconds less than this run's at the same real instant, on this
+    /// run's clock: one kept form, or two when a fixed window's grants may
+    /// have gone in either of two slots of this run's clock (each then
+    /// holds the whole count: which grant went where is not kept).
+    pub fn retimed(self, algorithm: Algorithm, quota: Quota, written: Nanos, step: i64) -> (Kept, Option<Kept>) {
+        match (algorithm, self) {
+            (Algorithm::FixedWindow, Kept::Window { slot, count }) => {
+                let (first, last) = fixed_span(quota, slot, written);
+                let (from, to) = (quota.slot_of(moved(first, step)), quota.slot_of(moved(last, step)));
+                (Kept::Window { slot: from, count }, (to != from).then_some(Kept::Window { slot: to, count }))
+            }
+            (Algorithm::RollingWindow, Kept::Window { slot, count }) => {
+                let unit = RollingWindow::sub_slot_ns(quota);
+                let last = slot.saturating_add(1).saturating_mul(unit).saturating_sub(1);
+                (Kept::Window { slot: moved(last, step) / unit, count }, None)
+            }
+            (_, Kept::Bucket { tat, period, count }) => {
+                // The period the record's instant falls in on this run's clock.
+                let shift = quota.slot_of(moved(written, step)) as i64 - quota.slot_of(written) as i64;
+                (Kept::Bucket { tat: moved(tat, step), period: period.saturating_add_signed(shift), count }, None)
+            }
+            (_, Kept::Lease(held)) => (Kept::Lease(HeldLease { until: moved(held.until, step), ..held }), None),
+            (_, kept) => (kept, None),
+        }
+    }
+}
+
+/// The real instants, on the writer's clock, a fixed window's saved count
+/// in `slot` went at: from the slot's start to the record's last write
+/// within it; a reservation (written before its slot) at the slot's start,
+/// where its caller was told to go.
+fn fixed_span(quota: Quota, slot: u64, written: Nanos) -> (Nanos, Nanos) {
+    let first = slot.saturating_mul(quota.slot_ns());
+    let end = first.saturating_add(quota.slot_ns() - 1);
+    (first, written.clamp(first, end))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEC: Nanos = 1_000_000_000;
+
+    fn window(slot: u64) -> Kept {
+        Kept::Window { slot, count: 100 }
+    }
+
+    #[test]
+    fn a_step_of_part_of_a_slot_puts_a_fixed_windows_count_where_its_grants_went() {
+        let q = Quota::new(100, 10.0).unwrap();
+        let fixed = |slot, written, step: i64| window(slot).retimed(Algorithm::FixedWindow, q, written, step);
+        // Granted up to 6.5 s into slot 1 ([10 s, 16.5 s]); 4 s ahead that is
+        // [14 s, 20.5 s]: slots 1 and 2 of the new clock (rounding kept it in 1).
+        assert_eq!(fixed(1, 16_500_000_000, 4 * SEC as i64), (window(1), Some(window(2))));
+        // 4 s back, [6 s, 12.5 s]: slots 0 and 1.
+        assert_eq!(fixed(1, 16_500_000_000, -4 * SEC as i64), (window(0), Some(window(1))));
+        // Granted up to 1.5 s in, 4 s back: [6 s, 7.5 s], slot 0 alone (rounding kept it in 1).
+        assert_eq!(fixed(1, 11_500_000_000, -4 * SEC as i64), (window(0), None));
+        // A whole hour moves it by 360 slots, as before.
+        assert_eq!(fixed(1, 16_500_000_000, 3_600 * SEC as i64), (window(361), None));
+        // A reservation in slot 3, written in slot 1: its caller goes at 30 s, 34 s on the new clock.
+        assert_eq!(fixed(3, 16_500_000_000, 4 * SEC as i64), (window(3), None));
+        assert_eq!(fixed(3, 16_500_000_000, -4 * SEC as i64), (window(2), None));
+        // One nanosecond is not rounded away.
+        assert_eq!(fixed(1, 19_999_999_999, 1), (window(1), Some(window(2))));
+        assert_eq!(fixed(1, 16_500_000_000, 0), (window(1), None), "no step, no move");
+    }
+
+    #[test]
+    fn a_rolling_windows_count_moves_to_the_sub_slot_of_its_last_instant_and_instants_move_exactly() {
+        // Sub-slots of 156.25 ms.
+        let q = Quota::new(3, 10.0).unwrap();
+        let rolling = |slot, step| window(slot).retimed(Algorithm::RollingWindow, q, 0, step).0;
+        assert_eq!(rolling(64, 100_000_000), window(65), "[10 s, 10.156 s) + 0.1 s ends in sub-slot 65");
+        assert_eq!(rolling(64, -100_000_000), window(64), "its last instant, 10.056 s, still in 64");
+        assert_eq!(rolling(64, -200_000_000), window(63));
+        let lease = Kept::Lease(HeldLease { count: 1, ttl: SEC, until: 2 * SEC });
+        let moved = Kept::Lease(HeldLease { count: 1, ttl: SEC, until: 2 * SEC + 7 });
+        assert_eq!(lease.retimed(Algorithm::Semaphore, q, SEC, 7), (moved, None), "to the nanosecond");
+        let bucket = |tat, period| Kept::Bucket { tat, period, count: 2 };
+        let b = Algorithm::TokenBucket { burst: std::num::NonZeroU32::new(3).unwrap() };
+        assert_eq!(bucket(19 * SEC, 1).retimed(b, q, 16 * SEC, 4 * SEC as i64), (bucket(23 * SEC, 2), None));
+        assert_eq!(bucket(19 * SEC, 1).retimed(b, q, 12 * SEC, 4 * SEC as i64), (bucket(23 * SEC, 1), None));
+    }
+}
