@@ -38,7 +38,7 @@ mod tests;
 pub use collapse::collapse;
 pub use file::{Frames, Header, Problem, Replay, VERSION};
 pub use journal::{Journal, Keep};
-pub use liveness::Liveness;
+pub use liveness::{Liveness, Step};
 pub use log::{Compacted, Compaction, Prefix, StateLog};
 pub use record::{Identity, Record};
 pub use restore::{restore, Restored};

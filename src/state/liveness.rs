@@ -7,11 +7,35 @@
 //! A `Liveness` is a copy of what it needs from the limits, so that
 //! compaction can take it to its own thread. It reads no clock.
 
+use std::collections::HashMap;
+
 use crate::core::kinds::semaphore::kept::HeldLease;
-use crate::core::kinds::Kept;
+use crate::core::kinds::{Kept, Written};
 use crate::core::{Algorithm, Locker, Nanos, Quota};
 
 use super::Record;
+
+/// A step of the wall clock between the file's last run and this one.
+#[derive(Debug, Clone)]
+pub struct Step {
+    /// How far, in nanoseconds (ahead when positive).
+    pub by: i64,
+    /// When this run started, on the file's clock.
+    pub restart: Nanos,
+    /// When each run in the file started (its `Run` record): a count
+    /// written after is that run's own grants, one written at or before
+    /// its start a count it carried over from a run before it.
+    pub runs: HashMap<u32, Nanos>,
+}
+
+impl Step {
+    /// When `record` was written, as `Kept::retimed` reads it.
+    fn written(&self, record: &Record) -> Written {
+        let started = record.run().and_then(|run| self.runs.get(&run)).copied();
+        let own = started.is_some_and(|started| record.at() > started);
+        Written { at: record.at(), own_until: own.then_some(self.restart) }
+    }
+}
 
 /// Whether a record still says something, by the limits' kinds and quotas.
 #[derive(Debug, Clone)]
@@ -41,17 +65,18 @@ impl Liveness {
         }
     }
 
-    /// `record` moved by `step` nanoseconds, as written by a run whose wall
-    /// clock read `step` less than this run's at the same real instant (the
-    /// boot-time clock tells): its instants move by exactly `step`, and its
-    /// count goes to the slots of this run's clock its grants went in
+    /// `record` moved by `step`, as written by a run whose wall clock read
+    /// `step.by` nanoseconds less than this run's at the same real instant
+    /// (the boot-time clock tells): its instants move by exactly that, and
+    /// its count goes to the slots of this run's clock it must hold in
     /// (`Kept::retimed`), never rounded to whole slots. A fixed window's
-    /// count that may have gone in either of two slots becomes two records,
-    /// one per slot, each with the whole count. Then a wall clock stepped
-    /// between two runs, by an hour or by 4 s, neither lets a slot's saved
-    /// count lapse nor moves it into a slot its grants never went in.
-    pub fn retimed<'a>(&self, record: Record<'a>, step: i64) -> (Record<'a>, Option<Record<'a>>) {
-        let at = |t: u64| t.saturating_add_signed(step);
+    /// count that must hold in two slots becomes two records, one per
+    /// slot, each with the whole count. Then a wall clock stepped between
+    /// two runs, by an hour or by 4 s, neither lets a slot's saved count
+    /// lapse nor moves it into a slot its grants never went in.
+    pub fn retimed<'a>(&self, record: Record<'a>, step: &Step) -> (Record<'a>, Option<Record<'a>>) {
+        let by = step.by;
+        let at = |t: u64| t.saturating_add_signed(by);
         let (Some((a, q)), Some((kept, _))) = (self.terms(&record), kept_of(&record)) else {
             let moved = match record {
                 Record::Release { at: t, limit, lease } => Record::Release { at: at(t), limit, lease },
@@ -59,8 +84,8 @@ impl Liveness {
             };
             return (moved, None);
         };
-        let (first, second) = kept.retimed(a, q, record.at(), step);
-        (with_kept(record, first, step), second.map(|k| with_kept(record, k, step)))
+        let (first, second) = kept.retimed(a, q, step.written(&record), by);
+        (with_kept(record, first, by), second.map(|k| with_kept(record, k, by)))
     }
 
     /// The kind and quota of the limit `record` names.
@@ -128,17 +153,29 @@ mod tests {
         let q = Quota::new(3, 10.0).unwrap();
         let liveness = Liveness { limits: vec![(Algorithm::FixedWindow, q), (Algorithm::RollingWindow, q)] };
         let window = |limit, at, slot| Record::Window { at, run: 0, limit, slot, count: 3, key: Some("k") };
-        let hour = 3_600 * SEC as i64;
+        let by = |by: i64| Step { by, restart: 0, runs: HashMap::new() };
+        let hour = &by(3_600 * SEC as i64);
         assert_eq!(liveness.retimed(window(0, 5 * SEC, 0), hour), (window(0, 3_605 * SEC, 360), None));
-        assert_eq!(liveness.retimed(window(0, 3_605 * SEC, 360), -hour), (window(0, 5 * SEC, 0), None), "and back");
+        let back = &by(-3_600 * SEC as i64);
+        assert_eq!(liveness.retimed(window(0, 3_605 * SEC, 360), back), (window(0, 5 * SEC, 0), None), "and back");
         assert_eq!(liveness.retimed(window(1, 5 * SEC, 32), hour), (window(1, 3_605 * SEC, 32 + 360 * 64), None));
         // Granted in [0, 6.5 s]: 4 s ahead, in [4 s, 10.5 s], slots 0 and 1.
-        let four = 4 * SEC as i64;
+        let four = &by(4 * SEC as i64);
         let split = (window(0, 10_500_000_000, 0), Some(window(0, 10_500_000_000, 1)));
         assert_eq!(liveness.retimed(window(0, 6_500_000_000, 0), four), split);
+        // Granted in slot 1 up to 11.5 s by run 0, which started at 11 s;
+        // restarted at 11.7 s with the clock 4 s back: the grants went in
+        // [6 s, 7.5 s] (slot 0), the slot's rest is [7.7 s, 16 s) (slots 0
+        // and 1). Carried over by run 0 (written at its start): slot 0 only.
+        let restart =
+            |started| Step { by: -4 * SEC as i64, restart: 11_700_000_000, runs: HashMap::from([(0, started)]) };
+        let w = window(0, 11_500_000_000, 1);
+        let held = (window(0, 7_500_000_000, 0), Some(window(0, 7_500_000_000, 1)));
+        assert_eq!(liveness.retimed(w, &restart(11 * SEC)), held);
+        assert_eq!(liveness.retimed(w, &restart(11_500_000_000)), (window(0, 7_500_000_000, 0), None));
         let lease = Record::Lease { at: SEC, limit: 0, count: 1, ttl: SEC, until: 2 * SEC, lease: "l" };
         let moved = Record::Lease { at: 4 * SEC, limit: 0, count: 1, ttl: SEC, until: 5 * SEC, lease: "l" };
-        assert_eq!(liveness.retimed(lease, 3 * SEC as i64), (moved, None), "a lease keeps its ttl");
+        assert_eq!(liveness.retimed(lease, &by(3 * SEC as i64)), (moved, None), "a lease keeps its ttl");
         let run = Record::Run { run: 1, incarnation: 7, node: "" };
         assert_eq!(liveness.retimed(run, hour), (run, None), "a run's record is not an instant");
     }

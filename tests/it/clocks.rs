@@ -149,7 +149,8 @@ impl Drop for Dir {
 
 /// 100 of 100 go `into_ms` into a 10 s slot; kill -9; a restart with the
 /// wall clock moved by `offset` (libfaketime) asks once, which must be
-/// sorry if answered before `sorry_until_ms` into that real slot; kill -9;
+/// sorry if answered before `sorry_until_ms` into that real slot, and
+/// again 9 s into it, which must be sorry too; kill -9;
 /// a restart on the right clock early in the next real slot must serve 20
 /// of 20. Returns nothing where libfaketime is missing or a restart came
 /// too late to tell.
@@ -167,10 +168,14 @@ fn step_of_part_of_a_slot(name: &str, into_ms: u64, offset: &str, sorry_until_ms
 
     let stepped = Daemon::start_logged_under(&wrapper, &args);
     let again = ask(&stepped, 1);
-    let answered = wall_ms();
+    let late = wall_ms() >= slot * SLOT_MS + sorry_until_ms;
+    // Late in the same real slot: by then the stepped clock is in another
+    // slot of its own (4 s ahead, since 6 s in; 4 s behind, since 4 s in).
+    into_slot(9_000);
+    let later = ask(&stepped, 1);
+    let later_in_slot = wall_ms() / SLOT_MS == slot;
     let log = stepped.log_with("step_ms=");
     kill_9(stepped);
-    let late = answered >= slot * SLOT_MS + sorry_until_ms;
 
     // The next real slot, early enough to ask in it.
     std::thread::sleep(Duration::from_millis(((slot + 1) * SLOT_MS + 200).saturating_sub(wall_ms())));
@@ -183,9 +188,14 @@ fn step_of_part_of_a_slot(name: &str, into_ms: u64, offset: &str, sorry_until_ms
     let near = |log: &str, ms: i64| step_ms(log).is_some_and(|s| (s - ms).abs() < 500);
     assert!(near(&log, step_ms_logged), "the step was logged: {log}");
     if late {
-        eprintln!("the stepped restart answered {} ms into the slot: nothing to check of it", answered % SLOT_MS);
+        eprintln!("the stepped restart answered after {sorry_until_ms} ms into the slot: nothing to check of it");
     } else {
         assert!(!again.ok, "the slot's 100 were granted again on the stepped clock: {again:?}");
+    }
+    if later_in_slot {
+        assert!(!later.ok, "granted again late in the real slot, in the stepped clock's next slot: {later:?}");
+    } else {
+        eprintln!("the later ask did not fall in the real slot: nothing to check of it");
     }
     assert!(near(&log_right, -step_ms_logged), "the step back was logged: {log_right}");
     if in_next {
@@ -205,8 +215,10 @@ fn a_restart_4_s_ahead_grants_nothing_where_the_slot_went_and_the_next_real_slot
 }
 
 /// 4 s behind, grants made 1.5 s into a slot fall in the slot before on the
-/// stepped clock (which ends 4 s into the real one): rounded to none, the
-/// step left them in a slot still ahead, and the 100 went again.
+/// stepped clock, which ends 4 s into the real one: its next slot, which
+/// begins inside the real slot, must not grant them again either. (Before
+/// the fix this held by accident: the count, left in a slot still ahead,
+/// was taken for reservations, which every ask queues behind.)
 #[test]
 fn a_restart_4_s_behind_grants_nothing_where_the_slot_went_and_the_next_real_slot_serves_in_full() {
     step_of_part_of_a_slot("behind", 1_500, "-4", 4_000, -4_000);

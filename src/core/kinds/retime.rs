@@ -6,13 +6,16 @@
 //! number of slots puts this run's slot boundaries at other real instants
 //! than the earlier run's. Rounding the step to whole slots would move a
 //! saved count into a slot its grants never went in (and out of the one
-//! they did, which then grants them again). So nothing is rounded: a
+//! they did, which then grants them again). So nothing is rounded. A
 //! fixed window's count is put in every slot of this run's clock that its
-//! grants may have gone in (they went between their slot's start and the
-//! record's last write), a rolling window's in the sub-slot holding its
-//! sub-slot's last instant (it then counts no shorter than it did), a
-//! bucket's and a lease's instants move by the step. Pure: it takes the
-//! step and reads no clock.
+//! grants may have gone in (between their slot's start and the record's
+//! last write); and while the earlier run's slot has not ended, in every
+//! slot of this run's clock that the rest of it overlaps too, so that the
+//! restart grants nothing more in the slot those grants went in, by either
+//! clock. A rolling window's count goes in the sub-slot holding its
+//! sub-slot's last instant (it then counts no shorter than it did), and a
+//! bucket's and a lease's instants move by the step: neither has slots to
+//! keep. Pure: it takes the step and the instants, and reads no clock.
 
 use super::rolling::RollingWindow;
 use super::semaphore::kept::HeldLease;
@@ -25,13 +28,26 @@ fn moved(t: Nanos, step: i64) -> Nanos {
     t.saturating_add_signed(step)
 }
 
+/// When a saved count was written, on its writer's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Written {
+    /// The record's last write.
+    pub at: Nanos,
+    /// When the writer granted it itself (rather than carrying it over
+    /// from a run before it), the instant this run starts, on the
+    /// writer's clock: the rest of the writer's slot from then on is held
+    /// too. `None` for a count carried over, which holds only where its
+    /// grants went.
+    pub own_until: Option<Nanos>,
+}
+
 impl Kept {
-    /// This, written at `written` by a run whose wall clock read `step`
-    /// nanoseconds less than this run's at the same real instant, on this
-    /// run's clock: one kept form, or two when a fixed window's grants may
-    /// have gone in either of two slots of this run's clock (each then
-    /// holds the whole count: which grant went where is not kept).
-    pub fn retimed(self, algorithm: Algorithm, quota: Quota, written: Nanos, step: i64) -> (Kept, Option<Kept>) {
+    /// This, `written` by a run whose wall clock read `step` nanoseconds
+    /// less than this run's at the same real instant, on this run's
+    /// clock: one kept form, or two when a fixed window's count must hold
+    /// in two slots of this run's clock (each then holds the whole count:
+    /// which grant went where is not kept).
+    pub fn retimed(self, algorithm: Algorithm, quota: Quota, written: Written, step: i64) -> (Kept, Option<Kept>) {
         match (algorithm, self) {
             (Algorithm::FixedWindow, Kept::Window { slot, count }) => {
                 let (first, last) = fixed_span(quota, slot, written);
@@ -45,7 +61,7 @@ impl Kept {
             }
             (_, Kept::Bucket { tat, period, count }) => {
                 // The period the record's instant falls in on this run's clock.
-                let shift = quota.slot_of(moved(written, step)) as i64 - quota.slot_of(written) as i64;
+                let shift = quota.slot_of(moved(written.at, step)) as i64 - quota.slot_of(written.at) as i64;
                 (Kept::Bucket { tat: moved(tat, step), period: period.saturating_add_signed(shift), count }, None)
             }
             (_, Kept::Lease(held)) => (Kept::Lease(HeldLease { until: moved(held.until, step), ..held }), None),
@@ -54,14 +70,19 @@ impl Kept {
     }
 }
 
-/// The real instants, on the writer's clock, a fixed window's saved count
-/// in `slot` went at: from the slot's start to the record's last write
-/// within it; a reservation (written before its slot) at the slot's start,
-/// where its caller was told to go.
-fn fixed_span(quota: Quota, slot: u64, written: Nanos) -> (Nanos, Nanos) {
+/// The instants, on the writer's clock, a fixed window's saved count in
+/// `slot` must hold over: where its grants went, from the slot's start to
+/// the record's last write within it (a reservation, written before its
+/// slot, at the slot's start, where its caller was told to go); and the
+/// whole slot when the writer granted it and the slot had not ended when
+/// this run started.
+fn fixed_span(quota: Quota, slot: u64, written: Written) -> (Nanos, Nanos) {
     let first = slot.saturating_mul(quota.slot_ns());
     let end = first.saturating_add(quota.slot_ns() - 1);
-    (first, written.clamp(first, end))
+    match written.own_until {
+        Some(start) if start <= end => (first, end),
+        _ => (first, written.at.clamp(first, end)),
+    }
 }
 
 #[cfg(test)]
@@ -74,10 +95,15 @@ mod tests {
         Kept::Window { slot, count: 100 }
     }
 
+    /// Carried over, or granted by a run whose slot ended before this run started.
+    fn at(at: Nanos) -> Written {
+        Written { at, own_until: None }
+    }
+
     #[test]
     fn a_step_of_part_of_a_slot_puts_a_fixed_windows_count_where_its_grants_went() {
         let q = Quota::new(100, 10.0).unwrap();
-        let fixed = |slot, written, step: i64| window(slot).retimed(Algorithm::FixedWindow, q, written, step);
+        let fixed = |slot, written, step: i64| window(slot).retimed(Algorithm::FixedWindow, q, at(written), step);
         // Granted up to 6.5 s into slot 1 ([10 s, 16.5 s]); 4 s ahead that is
         // [14 s, 20.5 s]: slots 1 and 2 of the new clock (rounding kept it in 1).
         assert_eq!(fixed(1, 16_500_000_000, 4 * SEC as i64), (window(1), Some(window(2))));
@@ -96,19 +122,33 @@ mod tests {
     }
 
     #[test]
+    fn a_count_its_writer_granted_in_a_slot_not_yet_ended_holds_over_the_rest_of_that_slot() {
+        let q = Quota::new(100, 10.0).unwrap();
+        let own = |written, start| Written { at: written, own_until: Some(start) };
+        let fixed = |written, step: i64| window(1).retimed(Algorithm::FixedWindow, q, written, step);
+        // Granted 1.5 s into slot 1, restarted at 1.7 s 4 s back: the grants
+        // went in [6 s, 7.5 s] (slot 0), the slot's rest is [7.7 s, 16 s) (slots 0 and 1).
+        let back = -4 * SEC as i64;
+        assert_eq!(fixed(own(11_500_000_000, 11_700_000_000), back), (window(0), Some(window(1))));
+        assert_eq!(fixed(at(11_500_000_000), back), (window(0), None), "carried over: where they went only");
+        // Restarted after the slot ended: where they went only.
+        assert_eq!(fixed(own(11_500_000_000, 20_000_000_000), back), (window(0), None));
+    }
+
+    #[test]
     fn a_rolling_windows_count_moves_to_the_sub_slot_of_its_last_instant_and_instants_move_exactly() {
         // Sub-slots of 156.25 ms.
         let q = Quota::new(3, 10.0).unwrap();
-        let rolling = |slot, step| window(slot).retimed(Algorithm::RollingWindow, q, 0, step).0;
+        let rolling = |slot, step| window(slot).retimed(Algorithm::RollingWindow, q, at(0), step).0;
         assert_eq!(rolling(64, 100_000_000), window(65), "[10 s, 10.156 s) + 0.1 s ends in sub-slot 65");
         assert_eq!(rolling(64, -100_000_000), window(64), "its last instant, 10.056 s, still in 64");
         assert_eq!(rolling(64, -200_000_000), window(63));
         let lease = Kept::Lease(HeldLease { count: 1, ttl: SEC, until: 2 * SEC });
         let moved = Kept::Lease(HeldLease { count: 1, ttl: SEC, until: 2 * SEC + 7 });
-        assert_eq!(lease.retimed(Algorithm::Semaphore, q, SEC, 7), (moved, None), "to the nanosecond");
+        assert_eq!(lease.retimed(Algorithm::Semaphore, q, at(SEC), 7), (moved, None), "to the nanosecond");
         let bucket = |tat, period| Kept::Bucket { tat, period, count: 2 };
         let b = Algorithm::TokenBucket { burst: std::num::NonZeroU32::new(3).unwrap() };
-        assert_eq!(bucket(19 * SEC, 1).retimed(b, q, 16 * SEC, 4 * SEC as i64), (bucket(23 * SEC, 2), None));
-        assert_eq!(bucket(19 * SEC, 1).retimed(b, q, 12 * SEC, 4 * SEC as i64), (bucket(23 * SEC, 1), None));
+        assert_eq!(bucket(19 * SEC, 1).retimed(b, q, at(16 * SEC), 4 * SEC as i64), (bucket(23 * SEC, 2), None));
+        assert_eq!(bucket(19 * SEC, 1).retimed(b, q, at(12 * SEC), 4 * SEC as i64), (bucket(23 * SEC, 1), None));
     }
 }
