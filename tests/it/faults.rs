@@ -113,7 +113,7 @@ fn the_soft_open_files_limit_is_raised_to_the_hard_one() {
 
 /// The field `name=` of the last log line holding `needle`.
 fn last_field(log: &str, needle: &str, name: &str) -> Option<u64> {
-    let line = log.lines().filter(|l| l.contains(needle)).last()?;
+    let line = log.lines().rfind(|l| l.contains(needle))?;
     let at = line.find(&format!("{name}="))? + name.len() + 1;
     line[at..].chars().take_while(char::is_ascii_digit).collect::<String>().parse().ok()
 }
