@@ -400,7 +400,7 @@ fn ask(mut args: AskArgs) -> u8 {
     // deadline covers it, or the client would give up on a go the locker
     // then grants to nobody.
     let endpoints = args.connect.connect.len().max(1) as u32;
-    args.connect.timeout += args.hold.unwrap_or_default().saturating_mul(endpoints);
+    args.connect.timeout = args.connect.timeout.saturating_add(args.hold.unwrap_or_default().saturating_mul(endpoints));
     let mut client = match args.connect.client() {
         Ok(c) => c,
         Err(e) => return failure::request_failed(&e, args.connect.json),

@@ -16,8 +16,6 @@
 
 pub mod bucket;
 pub mod fixed;
-mod retime;
-pub use retime::Written;
 pub mod rolling;
 pub mod semaphore;
 

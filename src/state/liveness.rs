@@ -1,8 +1,8 @@
 //! Which records still say something, and a record moved by a wall-clock
-//! step between runs (exactly, to the nanosecond): each kind says so of its
-//! kept form (`Kept::is_live`, `Kept::retimed`); this module reads a
-//! record's kept form out, finds its limit's kind and quota, and writes
-//! the moved kept form back into a record (or two).
+//! step between runs (exactly, to the nanosecond): each kind says whether
+//! its kept form is live (`Kept::is_live`), `retime` how it moves; this
+//! module reads a record's kept form out, finds its limit's kind and
+//! quota, and writes the moved kept form back into a record (or two).
 //!
 //! A `Liveness` is a copy of what it needs from the limits, so that
 //! compaction can take it to its own thread. It reads no clock.
@@ -10,7 +10,9 @@
 use std::collections::HashMap;
 
 use crate::core::kinds::semaphore::kept::HeldLease;
-use crate::core::kinds::{Kept, Written};
+use crate::core::kinds::Kept;
+
+use super::retime::{retimed, Written};
 use crate::core::{Algorithm, Locker, Nanos, Quota};
 
 use super::Record;
@@ -29,7 +31,7 @@ pub struct Step {
 }
 
 impl Step {
-    /// When `record` was written, as `Kept::retimed` reads it.
+    /// When `record` was written, as `retime::retimed` reads it.
     fn written(&self, record: &Record) -> Written {
         let started = record.run().and_then(|run| self.runs.get(&run)).copied();
         let own = started.is_some_and(|started| record.at() > started);
@@ -69,7 +71,7 @@ impl Liveness {
     /// `step.by` nanoseconds less than this run's at the same real instant
     /// (the boot-time clock tells): its instants move by exactly that, and
     /// its count goes to the slots of this run's clock it must hold in
-    /// (`Kept::retimed`), never rounded to whole slots. A fixed window's
+    /// (`retime::retimed`), never rounded to whole slots. A fixed window's
     /// count that must hold in two slots becomes two records, one per
     /// slot, each with the whole count. Then a wall clock stepped between
     /// two runs, by an hour or by 4 s, neither lets a slot's saved count
@@ -84,7 +86,7 @@ impl Liveness {
             };
             return (moved, None);
         };
-        let (first, second) = kept.retimed(a, q, step.written(&record), by);
+        let (first, second) = retimed(kept, a, q, step.written(&record), by);
         (with_kept(record, first, by), second.map(|k| with_kept(record, k, by)))
     }
 

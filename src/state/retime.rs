@@ -17,11 +17,10 @@
 //! bucket's and a lease's instants move by the step: neither has slots to
 //! keep. Pure: it takes the step and the instants, and reads no clock.
 
-use super::rolling::RollingWindow;
-use super::semaphore::kept::HeldLease;
-use super::Kept;
-use crate::core::limit::{Algorithm, Quota};
-use crate::core::time::Nanos;
+use crate::core::kinds::rolling::RollingWindow;
+use crate::core::kinds::semaphore::kept::HeldLease;
+use crate::core::kinds::Kept;
+use crate::core::{Algorithm, Nanos, Quota};
 
 /// Moves `t` by `step` nanoseconds.
 fn moved(t: Nanos, step: i64) -> Nanos {
@@ -41,32 +40,30 @@ pub struct Written {
     pub own_until: Option<Nanos>,
 }
 
-impl Kept {
-    /// This, `written` by a run whose wall clock read `step` nanoseconds
-    /// less than this run's at the same real instant, on this run's
-    /// clock: one kept form, or two when a fixed window's count must hold
-    /// in two slots of this run's clock (each then holds the whole count:
-    /// which grant went where is not kept).
-    pub fn retimed(self, algorithm: Algorithm, quota: Quota, written: Written, step: i64) -> (Kept, Option<Kept>) {
-        match (algorithm, self) {
-            (Algorithm::FixedWindow, Kept::Window { slot, count }) => {
-                let (first, last) = fixed_span(quota, slot, written);
-                let (from, to) = (quota.slot_of(moved(first, step)), quota.slot_of(moved(last, step)));
-                (Kept::Window { slot: from, count }, (to != from).then_some(Kept::Window { slot: to, count }))
-            }
-            (Algorithm::RollingWindow, Kept::Window { slot, count }) => {
-                let unit = RollingWindow::sub_slot_ns(quota);
-                let last = slot.saturating_add(1).saturating_mul(unit).saturating_sub(1);
-                (Kept::Window { slot: moved(last, step) / unit, count }, None)
-            }
-            (_, Kept::Bucket { tat, period, count }) => {
-                // The period the record's instant falls in on this run's clock.
-                let shift = quota.slot_of(moved(written.at, step)) as i64 - quota.slot_of(written.at) as i64;
-                (Kept::Bucket { tat: moved(tat, step), period: period.saturating_add_signed(shift), count }, None)
-            }
-            (_, Kept::Lease(held)) => (Kept::Lease(HeldLease { until: moved(held.until, step), ..held }), None),
-            (_, kept) => (kept, None),
+/// `kept`, `written` by a run whose wall clock read `step` nanoseconds
+/// less than this run's at the same real instant, for a limit of kind
+/// `algorithm` with `quota`, on this run's clock: one kept form, or two
+/// when a fixed window's count must hold in two slots of this run's clock
+/// (each then holds the whole count: which grant went where is not kept).
+pub fn retimed(kept: Kept, algorithm: Algorithm, quota: Quota, written: Written, step: i64) -> (Kept, Option<Kept>) {
+    match (algorithm, kept) {
+        (Algorithm::FixedWindow, Kept::Window { slot, count }) => {
+            let (first, last) = fixed_span(quota, slot, written);
+            let (from, to) = (quota.slot_of(moved(first, step)), quota.slot_of(moved(last, step)));
+            (Kept::Window { slot: from, count }, (to != from).then_some(Kept::Window { slot: to, count }))
         }
+        (Algorithm::RollingWindow, Kept::Window { slot, count }) => {
+            let unit = RollingWindow::sub_slot_ns(quota);
+            let last = slot.saturating_add(1).saturating_mul(unit).saturating_sub(1);
+            (Kept::Window { slot: moved(last, step) / unit, count }, None)
+        }
+        (_, Kept::Bucket { tat, period, count }) => {
+            // The period the record's instant falls in on this run's clock.
+            let shift = quota.slot_of(moved(written.at, step)) as i64 - quota.slot_of(written.at) as i64;
+            (Kept::Bucket { tat: moved(tat, step), period: period.saturating_add_signed(shift), count }, None)
+        }
+        (_, Kept::Lease(held)) => (Kept::Lease(HeldLease { until: moved(held.until, step), ..held }), None),
+        (_, kept) => (kept, None),
     }
 }
 
@@ -103,7 +100,7 @@ mod tests {
     #[test]
     fn a_step_of_part_of_a_slot_puts_a_fixed_windows_count_where_its_grants_went() {
         let q = Quota::new(100, 10.0).unwrap();
-        let fixed = |slot, written, step: i64| window(slot).retimed(Algorithm::FixedWindow, q, at(written), step);
+        let fixed = |slot, written, step: i64| retimed(window(slot), Algorithm::FixedWindow, q, at(written), step);
         // Granted up to 6.5 s into slot 1 ([10 s, 16.5 s]); 4 s ahead that is
         // [14 s, 20.5 s]: slots 1 and 2 of the new clock (rounding kept it in 1).
         assert_eq!(fixed(1, 16_500_000_000, 4 * SEC as i64), (window(1), Some(window(2))));
@@ -125,7 +122,7 @@ mod tests {
     fn a_count_its_writer_granted_in_a_slot_not_yet_ended_holds_over_the_rest_of_that_slot() {
         let q = Quota::new(100, 10.0).unwrap();
         let own = |written, start| Written { at: written, own_until: Some(start) };
-        let fixed = |written, step: i64| window(1).retimed(Algorithm::FixedWindow, q, written, step);
+        let fixed = |written, step: i64| retimed(window(1), Algorithm::FixedWindow, q, written, step);
         // Granted 1.5 s into slot 1, restarted at 1.7 s 4 s back: the grants
         // went in [6 s, 7.5 s] (slot 0), the slot's rest is [7.7 s, 16 s) (slots 0 and 1).
         let back = -4 * SEC as i64;
@@ -139,16 +136,16 @@ mod tests {
     fn a_rolling_windows_count_moves_to_the_sub_slot_of_its_last_instant_and_instants_move_exactly() {
         // Sub-slots of 156.25 ms.
         let q = Quota::new(3, 10.0).unwrap();
-        let rolling = |slot, step| window(slot).retimed(Algorithm::RollingWindow, q, at(0), step).0;
+        let rolling = |slot, step| retimed(window(slot), Algorithm::RollingWindow, q, at(0), step).0;
         assert_eq!(rolling(64, 100_000_000), window(65), "[10 s, 10.156 s) + 0.1 s ends in sub-slot 65");
         assert_eq!(rolling(64, -100_000_000), window(64), "its last instant, 10.056 s, still in 64");
         assert_eq!(rolling(64, -200_000_000), window(63));
         let lease = Kept::Lease(HeldLease { count: 1, ttl: SEC, until: 2 * SEC });
         let moved = Kept::Lease(HeldLease { count: 1, ttl: SEC, until: 2 * SEC + 7 });
-        assert_eq!(lease.retimed(Algorithm::Semaphore, q, at(SEC), 7), (moved, None), "to the nanosecond");
+        assert_eq!(retimed(lease, Algorithm::Semaphore, q, at(SEC), 7), (moved, None), "to the nanosecond");
         let bucket = |tat, period| Kept::Bucket { tat, period, count: 2 };
         let b = Algorithm::TokenBucket { burst: std::num::NonZeroU32::new(3).unwrap() };
-        assert_eq!(bucket(19 * SEC, 1).retimed(b, q, at(16 * SEC), 4 * SEC as i64), (bucket(23 * SEC, 2), None));
-        assert_eq!(bucket(19 * SEC, 1).retimed(b, q, at(12 * SEC), 4 * SEC as i64), (bucket(23 * SEC, 1), None));
+        assert_eq!(retimed(bucket(19 * SEC, 1), b, q, at(16 * SEC), 4 * SEC as i64), (bucket(23 * SEC, 2), None));
+        assert_eq!(retimed(bucket(19 * SEC, 1), b, q, at(12 * SEC), 4 * SEC as i64), (bucket(23 * SEC, 1), None));
     }
 }
