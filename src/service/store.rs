@@ -212,7 +212,7 @@ impl Service {
         }
         let verdict =
             self.locker.want(ask).map(|want| claims.take(now, ask.limit, limit, ask.key, want.cost, want.up_to));
-        self.locker.counters().record_ask(ask.limit, &verdict);
+        self.locker.counters().record_ask(ask, &verdict);
         verdict
     }
 }

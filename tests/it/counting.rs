@@ -1,8 +1,10 @@
 //! What stats count and what an ask may ask, on the seam (issue 36, item
-//! 7): a peek counts apart from go, a hold beyond the documented 60,000 ms
-//! is refused rather than cut short, and peer messages refused for being
-//! sent under this locker's own node id are counted where stats show them.
+//! 7): a peek counts apart from go (on a store too), a hold beyond the
+//! documented 60,000 ms is refused rather than cut short, and peer
+//! messages refused for being sent under this locker's own node id are
+//! counted where stats show them.
 
+use locker::core::claims::{Claimed, Grant};
 use locker::core::{Limit, Locker, NodeKey, Peering, PeeringSettings, Quota, DEFAULT_LIMIT};
 use locker::service::Service;
 use locker::wire::Ask;
@@ -64,4 +66,22 @@ fn peer_messages_sent_under_ones_own_node_id_are_counted_in_stats() {
     let stats = seam_stats(&mut a, T0);
     assert!(stats.peers.is_empty(), "never a peer entry: {stats:?}");
     assert_eq!(stats.peer_rejected, msgs.len() as u64, "{stats:?}");
+}
+
+/// On a store, an ask is decided from the store's claims and counted
+/// outside the table: a peek there was a go too.
+#[test]
+fn a_peek_on_a_store_counts_apart_from_go() {
+    let limit = Limit::new(DEFAULT_LIMIT, Quota::new(100, 1.0).unwrap()).unwrap();
+    let mut s = Service::new(Locker::new(limit, vec![], 1000)).with_store();
+    let mut out = Vec::new();
+    let held = s.serve(T0, 1, b"let me go", &mut out, &mut ());
+    assert_eq!(held, locker::service::Answer::Held, "nothing on hand: the ask waits for a claim");
+    let claims = s.take_claims();
+    let grant = Grant { got: 10, valid_us: 1_000_000, left: 90, retry_us: 0 };
+    s.on_claims(T0 + MS, claims.iter().map(|c| Claimed { id: c.id, grant: Ok(grant) }).collect());
+    assert_eq!(s.next_ready(T0 + MS, &mut out, &mut ()), Some(1));
+    assert!(seam_ask(&mut s, T0 + 2 * MS, &Ask::new().cost(0)).unwrap().ok, "a peek from the hand");
+    let l = &seam_stats(&mut s, T0 + 2 * MS).limits[0];
+    assert_eq!((l.requests, l.go, l.peeks), (2, 1, 1), "{l:?}");
 }

@@ -10,7 +10,7 @@
 //! result; no rules or checks live here.
 
 use super::{AskError, Entry, Locker};
-use crate::core::ask::Verdict;
+use crate::core::ask::{PermitAsk, Verdict};
 use crate::core::kinds::semaphore::{LeaseState, LeaseVerdict};
 use crate::core::kinds::Rule;
 use crate::core::limit::{Limit, LimitId};
@@ -150,9 +150,10 @@ impl Locker {
 }
 
 impl Counters<'_> {
-    /// Counts an ask decided outside the table (from a store's claims).
-    pub fn record_ask(&mut self, id: LimitId, verdict: &Result<Verdict, AskError>) {
-        self.entries[id.0].stats.record(Outcome::of_ask(verdict));
+    /// Counts an ask decided outside the table (from a store's claims): a
+    /// peek apart from go and sorry, as the table counts it.
+    pub fn record_ask(&mut self, ask: &PermitAsk, verdict: &Result<Verdict, AskError>) {
+        self.entries[ask.limit.0].stats.record(Outcome::of_ask_for(ask.cost, verdict));
     }
 
     /// Counts a request that failed before it reached a limit (it could not
