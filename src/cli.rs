@@ -130,7 +130,8 @@ struct AskArgs {
     /// Accept a reservation within this long (e.g. 500ms) and sleep until it may go.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     wait: Option<Duration>,
-    /// Ask the locker to hold the reply up to this long (e.g. 800ms) for a go rather than answer sorry.
+    /// Ask the locker to hold the reply up to this long (e.g. 800ms) for a go rather than answer sorry
+    /// (--timeout is then the wait beyond the hold).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     hold: Option<Duration>,
 }
@@ -280,7 +281,12 @@ fn serve_metrics(addr: &str) -> std::io::Result<Feed> {
     Ok(Feed::new(mailbox))
 }
 
-fn ask(args: AskArgs) -> u8 {
+fn ask(mut args: AskArgs) -> u8 {
+    // A held reply comes up to --hold late: each locker's share of the
+    // deadline covers it, or the client would give up on a go the locker
+    // then grants to nobody.
+    let endpoints = args.connect.connect.len().max(1) as u32;
+    args.connect.timeout = args.connect.timeout.saturating_add(args.hold.unwrap_or_default().saturating_mul(endpoints));
     let mut client = match args.connect.client() {
         Ok(c) => c,
         Err(e) => return failure::request_failed(&e, args.connect.json),
@@ -341,13 +347,13 @@ fn stats(args: StatsArgs) -> u8 {
 
 fn print_stats(s: &StatsReply) {
     println!(
-        "{:<20} {:<13} {:>8} {:>10} {:>12} {:>12} {:>12} {:>8} {:>10}",
-        "limit", "kind", "max", "in_seconds", "requests", "go", "sorry", "errors", "waited"
+        "{:<20} {:<13} {:>8} {:>10} {:>12} {:>12} {:>12} {:>8} {:>10} {:>10}",
+        "limit", "kind", "max", "in_seconds", "requests", "go", "sorry", "errors", "waited", "peeks"
     );
     for l in &s.limits {
         println!(
-            "{:<20} {:<13} {:>8} {:>10} {:>12} {:>12} {:>12} {:>8} {:>10}",
-            l.name, l.algorithm, l.max_requests, l.in_seconds, l.requests, l.go, l.sorry, l.errors, l.waited
+            "{:<20} {:<13} {:>8} {:>10} {:>12} {:>12} {:>12} {:>8} {:>10} {:>10}",
+            l.name, l.algorithm, l.max_requests, l.in_seconds, l.requests, l.go, l.sorry, l.errors, l.waited, l.peeks
         );
     }
     println!("live keys: {}   unattributed errors: {}", s.live_keys, s.errors);

@@ -328,7 +328,7 @@ impl Service {
         // A plain request names no key and costs 1, which every counting
         // limit allows; a semaphore cannot be taken without a lease, so it
         // answers sorry (and counts an error).
-        let ask = PermitAsk { limit: id, key: None, cost: 1, up_to: false, max_wait_ms: 0 };
+        let ask = PermitAsk::new(id);
         match self.count(now, &ask) {
             Ok(v) if v.go => {
                 self.journal.note_go(id, None, &v);
@@ -466,6 +466,7 @@ impl Service {
                 },
                 margin_ms: (limit.margin() > 0).then(|| limit.margin() as f64 / 1e6),
                 waited: s.waited,
+                peeks: s.peeks,
             })
             .collect();
         let status = self.status();
@@ -496,6 +497,7 @@ impl Service {
             reply.node = Some(p.nodes().me().id.to_string());
             reply.joining = p.is_joining();
             reply.peer_runs = Some(p.nodes().runs() as u64);
+            reply.peer_rejected = p.peers().map(|(_, s)| s.rejected).sum();
             let timeout = p.settings().live_timeout;
             reply.peers = p
                 .peers()
@@ -526,7 +528,8 @@ fn may_grant(request: &Request) -> bool {
 /// The core's ask for a go of `limit`, from the wire's.
 #[inline]
 fn permit_ask<'k>(limit: LimitId, go: &wire::Ask<'k>) -> PermitAsk<'k> {
-    PermitAsk { limit, key: go.key, cost: go.cost, up_to: go.up_to, max_wait_ms: go.max_wait_ms.unwrap_or(0) }
+    let (max_wait_ms, hold_ms) = (go.max_wait_ms.unwrap_or(0), go.hold_ms.unwrap_or(0));
+    PermitAsk { limit, key: go.key, cost: go.cost, up_to: go.up_to, max_wait_ms, hold_ms }
 }
 
 /// The reply to a go; `granted` and `wait_ms` appear only when the ask used

@@ -23,6 +23,8 @@
 //!   service hands them before the call that decided them returns;
 //! - `liveness`: which records still say something, and moving them by a
 //!   wall-clock step between runs;
+//! - `retime`: where a kept count must hold on a clock stepped since it
+//!   was written, to the nanosecond;
 //! - `restore`: an earlier run's records put back into a locker.
 
 mod collapse;
@@ -32,13 +34,14 @@ mod liveness;
 mod log;
 mod record;
 mod restore;
+mod retime;
 #[cfg(test)]
 mod tests;
 
 pub use collapse::collapse;
 pub use file::{Frames, Header, Problem, Replay, VERSION};
 pub use journal::{Journal, Keep};
-pub use liveness::Liveness;
+pub use liveness::{Liveness, Step};
 pub use log::{Compacted, Compaction, Prefix, StateLog};
 pub use record::{Identity, Record};
 pub use restore::{restore, Restored};

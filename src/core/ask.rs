@@ -9,7 +9,7 @@
 //! request that may wait shares (`wait_ns`); the other checks are the
 //! table's and the semaphore's, the rules the kinds'.
 
-use super::limit::LimitId;
+use super::limit::{LimitId, MAX_HOLD_MS};
 use super::time::{Nanos, NANOS_PER_MS};
 
 /// The longest a request may offer to wait (`max_wait_ms`): one hour. Waits
@@ -25,6 +25,8 @@ pub enum TableError {
     TooManyKeys(usize),
     #[error("max_wait_ms {0} is above the most a request may wait, {MAX_WAIT_MS}")]
     WaitTooLong(u64),
+    #[error("hold_ms {0} is above the longest a request may be held, {}", MAX_HOLD_MS as u64)]
+    HoldTooLong(u64),
 }
 
 /// A wait in milliseconds as nanoseconds, if it is within `MAX_WAIT_MS`.
@@ -34,6 +36,17 @@ pub fn wait_ns(max_wait_ms: u64) -> Result<Nanos, TableError> {
         return Err(TableError::WaitTooLong(max_wait_ms));
     }
     Ok(max_wait_ms * NANOS_PER_MS)
+}
+
+/// An ask's own hold (`hold_ms`), if it is within the longest a limit may
+/// hold (`MAX_HOLD_MS`): a longer one is refused, not cut short, so that a
+/// caller never waits on a hold the locker will not keep.
+#[inline]
+pub fn hold_within(hold_ms: u64) -> Result<(), TableError> {
+    match hold_ms as f64 <= MAX_HOLD_MS {
+        true => Ok(()),
+        false => Err(TableError::HoldTooLong(hold_ms)),
+    }
 }
 
 /// An ask for permits of one limit, as it arrives: unchecked numbers, named.
@@ -63,12 +76,15 @@ pub struct PermitAsk<'k> {
     /// The longest the caller will wait for a reservation, in
     /// milliseconds; 0 for go-or-sorry now.
     pub max_wait_ms: u64,
+    /// The ask's own hold (`hold_ms`), checked here against the longest
+    /// allowed; the holding itself is the service's. 0 for none.
+    pub hold_ms: u64,
 }
 
 impl<'k> PermitAsk<'k> {
     /// One permit of `limit`, unkeyed, now or never.
     pub fn new(limit: LimitId) -> PermitAsk<'k> {
-        PermitAsk { limit, key: None, cost: 1, up_to: false, max_wait_ms: 0 }
+        PermitAsk { limit, key: None, cost: 1, up_to: false, max_wait_ms: 0, hold_ms: 0 }
     }
 
     /// Counts against `key`.
@@ -89,6 +105,11 @@ impl<'k> PermitAsk<'k> {
     /// Waits up to `ms` milliseconds for a reservation.
     pub fn max_wait_ms(self, ms: u64) -> PermitAsk<'k> {
         PermitAsk { max_wait_ms: ms, ..self }
+    }
+
+    /// Asks to be held up to `ms` milliseconds rather than answered sorry.
+    pub fn hold_ms(self, ms: u64) -> PermitAsk<'k> {
+        PermitAsk { hold_ms: ms, ..self }
     }
 }
 

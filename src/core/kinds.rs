@@ -319,17 +319,6 @@ pub struct Saved {
     pub owner: Owner,
 }
 
-/// Moves `t` by `step` nanoseconds.
-fn moved(t: Nanos, step: i64) -> Nanos {
-    t.saturating_add_signed(step)
-}
-
-/// Moves slot number `n` by as many slots of `slot_ns` as `step`
-/// nanoseconds comes nearest to.
-fn moved_slot(n: u64, slot_ns: Nanos, step: i64) -> u64 {
-    n.saturating_add_signed((step as f64 / slot_ns.max(1) as f64).round() as i64)
-}
-
 impl Kept {
     /// Whether this, kept for a limit of kind `algorithm` with `quota`,
     /// still says something at `now` (each kind says when: see its `kept`
@@ -350,27 +339,6 @@ impl Kept {
     /// (reservations): only the run that reserved it will ever count it.
     pub fn is_reservation(self, algorithm: Algorithm, quota: Quota, now: Nanos) -> bool {
         matches!((algorithm, self), (Algorithm::FixedWindow, Kept::Window { slot, .. }) if slot > quota.slot_of(now))
-    }
-
-    /// This moved by `step` nanoseconds, as kept by a run whose wall clock
-    /// read `step` less than this run's at the same true instant: its
-    /// instants move by `step`, and its slot, sub-slot or period number by
-    /// as many whole ones (of its kind's length) as `step` comes nearest to.
-    pub fn retimed(self, algorithm: Algorithm, quota: Quota, step: i64) -> Kept {
-        match self {
-            Kept::Window { slot, count } => {
-                let unit = match algorithm {
-                    Algorithm::RollingWindow => RollingWindow::sub_slot_ns(quota),
-                    _ => quota.slot_ns(),
-                };
-                Kept::Window { slot: moved_slot(slot, unit, step), count }
-            }
-            Kept::Bucket { tat, period, count } => {
-                Kept::Bucket { tat: moved(tat, step), period: moved_slot(period, quota.slot_ns(), step), count }
-            }
-            Kept::Lease(held) => Kept::Lease(HeldLease { until: moved(held.until, step), ..held }),
-            Kept::Released => Kept::Released,
-        }
     }
 }
 

@@ -44,7 +44,7 @@
 
 use std::collections::HashMap;
 
-use super::ask::{wait_ns, PermitAsk, Verdict, Want};
+use super::ask::{hold_within, wait_ns, PermitAsk, Verdict, Want};
 use super::kinds::{Rule, TakeError};
 use super::lease_id::LeaseMinter;
 use super::limit::{Limit, LimitId, DEFAULT_LIMIT};
@@ -181,7 +181,7 @@ impl Locker {
     /// never: `ask` with a plain `PermitAsk`.
     #[inline]
     pub fn go(&mut self, now: Nanos, id: LimitId, key: Option<&str>, cost: u64) -> Result<Verdict, AskError> {
-        self.ask(now, &PermitAsk { limit: id, key, cost, up_to: false, max_wait_ms: 0 })
+        self.ask(now, &PermitAsk { key, cost, ..PermitAsk::new(id) })
     }
 
     /// Answers `ask` at `now`: all of its `cost` (0 peeks), or with `up_to`
@@ -195,7 +195,7 @@ impl Locker {
             return Ok(v);
         }
         let verdict = self.want(ask).and_then(|want| self.decide(now, ask, want));
-        self.entries[ask.limit.0].stats.record(Outcome::of_ask(&verdict));
+        self.entries[ask.limit.0].stats.record(Outcome::of_ask_for(ask.cost, &verdict));
         verdict
     }
 
@@ -211,7 +211,7 @@ impl Locker {
     #[inline]
     fn lone_window(&mut self, now: Nanos, ask: &PermitAsk) -> Option<Verdict> {
         let alone = self.view.live <= 1 && self.view.hold_until.is_none() && !self.publishing;
-        if !alone || ask.up_to || ask.max_wait_ms != 0 || self.live_keys >= self.max_keys {
+        if !alone || ask.up_to || ask.max_wait_ms != 0 || ask.hold_ms != 0 || self.live_keys >= self.max_keys {
             return None;
         }
         let Rule::Window(w) = &mut self.entries[ask.limit.0].rule else { return None };
@@ -244,6 +244,7 @@ impl Locker {
             _ => return Err(AskError::CostAboveMax { cost, max }),
         };
         let max_wait = wait_ns(ask.max_wait_ms)?;
+        hold_within(ask.hold_ms)?;
         Ok(Want { cost, up_to: ask.up_to, max_wait })
     }
 

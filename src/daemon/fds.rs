@@ -3,10 +3,22 @@
 //!
 //! Every client connection takes a file descriptor. A soft limit of 1,024
 //! (the common default) leaves a locker with many clients unable to accept
-//! more, and ZeroMQ then retries silently. So at start the soft limit is
-//! raised to the hard one and logged; and a monitor on the serving socket
-//! reports every accept that failed, which the loop counts and logs at most
-//! once a second. Nothing here decides go or sorry.
+//! more. So at start the soft limit is raised to the hard one and logged.
+//!
+//! At the limit, libzmq's listener (which the locker does not own) finds
+//! its socket readable, fails to accept, and tries again at once, for as
+//! long as the connection waits in the kernel's queue: a busy spin of its
+//! I/O thread, and of this loop reading the failures. libzmq has no way to
+//! pause a listener (`zmq_unbind` would drop every client it accepted,
+//! libzmq issue 3317), so the locker refuses such a connection instead:
+//! `accept` is interposed here, and when it fails for want of a descriptor
+//! it gives up one held in reserve for a moment, accepts the waiting
+//! connection and closes it, then takes the reserve back (the classic
+//! remedy, as libuv and libev do). The queue empties, the listener is no
+//! longer readable, and the refused client reconnects on its own back-off
+//! (ZeroMQ's `ZMQ_RECONNECT_IVL`); each refusal is counted once, and a
+//! monitor on the serving socket lets the loop log them at most once a
+//! second. Nothing here decides go or sorry.
 
 use std::time::{Duration, Instant};
 
@@ -57,8 +69,12 @@ pub struct AcceptWatch {
 }
 
 impl AcceptWatch {
-    /// Starts watching `socket`, which lives in `ctx`.
+    /// Starts watching `socket`, which lives in `ctx`, and puts a
+    /// descriptor in reserve for refusing what cannot be accepted.
     pub fn start(ctx: &zmq::Context, socket: &zmq::Socket) -> zmq::Result<AcceptWatch> {
+        if !refusal::hold_reserve() {
+            warn!("no descriptor to hold in reserve: at the open-files limit, libzmq will retry accepts in a spin");
+        }
         socket.monitor(MONITOR, zmq::SocketEvent::ACCEPT_FAILED as i32)?;
         let events = ctx.socket(zmq::PAIR)?;
         events.connect(MONITOR)?;
@@ -71,7 +87,8 @@ impl AcceptWatch {
     }
 
     /// Reads the failures reported so far, logging at most once a second;
-    /// returns how many connections could not be accepted since start.
+    /// returns how many connections were refused since start for want of
+    /// a descriptor (each once, however often libzmq tried it).
     pub fn read(&mut self) -> u64 {
         let before = self.failed;
         let mut errno = 0;
@@ -82,12 +99,114 @@ impl AcceptWatch {
                 self.failed += 1;
             }
         }
+        let refused = refusal::refused();
         let due = self.last_logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
         if self.failed > before && due {
             self.last_logged = Some(Instant::now());
             let why = std::io::Error::from_raw_os_error(errno as i32);
-            warn!(failed = self.failed, error = %why, "could not accept a client connection (out of open files?)");
+            warn!(
+                refused,
+                attempts = self.failed,
+                error = %why,
+                "could not accept a client connection (out of open files?); refused it, it will reconnect"
+            );
         }
-        self.failed
+        refused
+    }
+}
+
+/// The refusal of connections that cannot be accepted: the reserve, the
+/// count, and the interposed `accept`.
+#[cfg(target_os = "linux")]
+mod refusal {
+    use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+
+    /// A descriptor (on /dev/null) held for giving up a moment; -1 when none.
+    static RESERVE: AtomicI32 = AtomicI32::new(-1);
+    /// Connections accepted only to be closed, since start.
+    static REFUSED: AtomicU64 = AtomicU64::new(0);
+
+    /// Connections refused for want of a descriptor since start.
+    pub fn refused() -> u64 {
+        REFUSED.load(Ordering::Relaxed)
+    }
+
+    /// Puts a descriptor in reserve, unless one is; whether one is held.
+    pub fn hold_reserve() -> bool {
+        if RESERVE.load(Ordering::Acquire) >= 0 {
+            return true;
+        }
+        // SAFETY: a plain open of a constant path.
+        let fd = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return false;
+        }
+        if RESERVE.compare_exchange(-1, fd, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            // SAFETY: `fd` was opened above and is held nowhere else.
+            unsafe { libc::close(fd) };
+        }
+        true
+    }
+
+    /// Refuses the connection waiting on `listener`: gives up the reserve,
+    /// accepts the connection into the descriptor that frees, closes it,
+    /// and takes the reserve back. Another thread may take the freed
+    /// descriptor first; then nothing is refused, and the reserve comes
+    /// back when a descriptor frees.
+    fn refuse_one(listener: libc::c_int) {
+        let reserve = RESERVE.swap(-1, Ordering::AcqRel);
+        if reserve >= 0 {
+            // SAFETY: the reserve is this module's own descriptor, taken out
+            // of `RESERVE` above so that no one else closes it.
+            unsafe { libc::close(reserve) };
+            // SAFETY: a non-blocking accept on a listener libzmq is
+            // accepting on; the address is not asked for.
+            let conn =
+                unsafe { libc::accept4(listener, std::ptr::null_mut(), std::ptr::null_mut(), libc::SOCK_CLOEXEC) };
+            if conn >= 0 {
+                // SAFETY: `conn` was just accepted here and is held nowhere else.
+                unsafe { libc::close(conn) };
+                REFUSED.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        hold_reserve();
+    }
+
+    /// libzmq's `accept` (it calls `accept`, not `accept4`, as built here),
+    /// which refuses a connection it cannot take for want of a descriptor
+    /// instead of leaving it queued for libzmq to retry in a spin. Before
+    /// the daemon holds a reserve (a test, a client), it is `accept` itself.
+    ///
+    /// # Safety
+    /// As `accept(2)`: `addr` and `len` are null or valid for writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn accept(
+        listener: libc::c_int,
+        addr: *mut libc::sockaddr,
+        len: *mut libc::socklen_t,
+    ) -> libc::c_int {
+        // SAFETY: the caller's arguments, passed on as `accept` takes them.
+        let got = unsafe { libc::accept4(listener, addr, len, 0) };
+        if got >= 0 {
+            return got;
+        }
+        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        if errno == libc::EMFILE || errno == libc::ENFILE {
+            refuse_one(listener);
+            // SAFETY: this thread's errno, restored for the caller.
+            unsafe { *libc::__errno_location() = errno };
+        }
+        got
+    }
+}
+
+/// Not on this OS: nothing is refused, and libzmq retries as it does.
+#[cfg(not(target_os = "linux"))]
+mod refusal {
+    pub fn refused() -> u64 {
+        0
+    }
+    pub fn hold_reserve() -> bool {
+        false
     }
 }

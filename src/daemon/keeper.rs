@@ -19,7 +19,7 @@ use crate::core::time::NANOS_PER_SEC;
 use crate::core::{Algorithm, Locker, Nanos};
 use crate::service::{Note, Service};
 use crate::state::{
-    collapse, digest, Compacted, Header, Keep, Liveness, Record, Replay, StateConfig, StateError, StateLog,
+    collapse, digest, Compacted, Header, Keep, Liveness, Record, Replay, StateConfig, StateError, StateLog, Step,
 };
 
 /// Below this many bytes appended since the last compaction, a slot
@@ -43,7 +43,8 @@ pub struct Loaded {
     /// This boot, when the kernel says, for this run's `Clock` record.
     boot: Option<BootStamp>,
     /// How far the wall clock was stepped since the file's last run, on
-    /// this boot: its records are moved by as much (see `Liveness::retimed`).
+    /// this boot, to the nanosecond: its records are moved by exactly as
+    /// much (see `Liveness::retimed`).
     step: i64,
     /// Records written after this (by the wall clock now) are from a clock
     /// far ahead of this one, on another boot: they are dropped.
@@ -66,6 +67,12 @@ impl Loaded {
 /// warning (NTP slews such errors away).
 const STEP_NOTICE: i64 = 10_000_000;
 
+/// A step of the wall clock between runs of at most this is taken for the
+/// error of measuring it (`BootStamp::now` reads two clocks, a few microseconds
+/// apart) and not applied. Real steps are an operator's, NTP's after an
+/// outage (past 128 ms) or a restored VM's.
+const STEP_FLOOR: i64 = 1_000_000;
+
 /// The file's time may lead the wall clock by at most this much, or its
 /// longest slot if longer, for this run to start from the file's time:
 /// a clock stepped back a little is waited for; one far behind is a wrong
@@ -81,6 +88,12 @@ fn step_since_file(replay: Option<&Replay>, boot: Option<BootStamp>) -> i64 {
     });
     let Some((_, saved)) = saved.max_by_key(|(run, _)| *run) else { return 0 };
     let step = boot.and_then(|b| b.step_since(&saved)).unwrap_or(0);
+    // What two readings of the clocks differ by without a step: not a
+    // step, and not applied (a count moved by it would hold in a second
+    // slot for the sake of a few microseconds).
+    if step.unsigned_abs() <= STEP_FLOOR as u64 {
+        return 0;
+    }
     if step.unsigned_abs() > STEP_NOTICE as u64 {
         warn!(
             step_ms = step / 1_000_000,
@@ -89,6 +102,15 @@ fn step_since_file(replay: Option<&Replay>, boot: Option<BootStamp>) -> i64 {
         );
     }
     step
+}
+
+/// When each run in the file started, by its `Run` record.
+fn runs_of(loaded: &Loaded) -> std::collections::HashMap<u32, Nanos> {
+    let runs = loaded.replay.iter().flat_map(Replay::records).filter_map(|r| match r {
+        Record::Run { run, incarnation, .. } => Some((run, incarnation)),
+        _ => None,
+    });
+    runs.collect()
 }
 
 /// Reads the state file for a locker with `locker`'s limits. A file that
@@ -182,7 +204,14 @@ impl Keeper {
         let liveness = Liveness::of(service.locker());
         let (step, cut) = (loaded.step, loaded.cut.unwrap_or(Nanos::MAX));
         let records = loaded.replay.iter().flat_map(Replay::records);
-        let records = records.map(|r| if step == 0 { r } else { liveness.retimed(r, step) }).filter(|r| r.at() <= cut);
+        let step =
+            (step != 0).then(|| Step { by: step, restart: now.saturating_add_signed(-step), runs: runs_of(&loaded) });
+        let records = records
+            .flat_map(|r| {
+                let (r, more) = step.as_ref().map_or((r, None), |s| liveness.retimed(r, s));
+                std::iter::once(r).chain(more)
+            })
+            .filter(|r| r.at() <= cut);
         let run = loaded.replay.as_ref().map_or(0, Replay::next_run);
         let (restored, mut keep) = service.restore(now, run, records);
         let node = service.peering().map(|p| p.nodes().me()).map_or(String::new(), |n| n.id.to_string());

@@ -66,6 +66,7 @@ pub struct LimitSnapshot {
     pub sorry: u64,
     pub errors: u64,
     pub waited: u64,
+    pub peeks: u64,
     pub live_keys: u64,
     pub leases_held: u64,
     pub leases_waiting: u64,

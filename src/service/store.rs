@@ -158,7 +158,7 @@ impl StoreSide {
             return locker.ask(now, ask);
         }
         let verdict = locker.want(ask).map(|want| claims.take(now, ask.limit, limit, ask.key, want.cost, want.up_to));
-        locker.counters().record_ask(ask.limit, &verdict);
+        locker.counters().record_ask(ask, &verdict);
         verdict
     }
 }

@@ -1,15 +1,42 @@
 //! Which records still say something, and a record moved by a wall-clock
-//! step between runs: each kind says so of its kept form (`Kept::is_live`,
-//! `Kept::retimed`); this module reads a record's kept form out and finds
-//! its limit's kind and quota.
+//! step between runs (exactly, to the nanosecond): each kind says whether
+//! its kept form is live (`Kept::is_live`), `retime` how it moves; this
+//! module reads a record's kept form out, finds its limit's kind and
+//! quota, and writes the moved kept form back into a record (or two).
 //!
 //! A `Liveness` is a copy of what it needs from the limits, so that
 //! compaction can take it to its own thread. It reads no clock.
 
+use std::collections::HashMap;
+
 use crate::core::kinds::Kept;
+
+use super::retime::{retimed, Written};
 use crate::core::{Algorithm, Locker, Nanos, Quota};
 
 use super::Record;
+
+/// A step of the wall clock between the file's last run and this one.
+#[derive(Debug, Clone)]
+pub struct Step {
+    /// How far, in nanoseconds (ahead when positive).
+    pub by: i64,
+    /// When this run started, on the file's clock.
+    pub restart: Nanos,
+    /// When each run in the file started (its `Run` record): a count
+    /// written after is that run's own grants, one written at or before
+    /// its start a count it carried over from a run before it.
+    pub runs: HashMap<u32, Nanos>,
+}
+
+impl Step {
+    /// When `record` was written, as `retime::retimed` reads it.
+    fn written(&self, record: &Record) -> Written {
+        let started = record.run().and_then(|run| self.runs.get(&run)).copied();
+        let own = started.is_some_and(|started| record.at() > started);
+        Written { at: record.at(), own_until: own.then_some(self.restart) }
+    }
+}
 
 /// Whether a record still says something, by the limits' kinds and quotas.
 #[derive(Debug, Clone)]
@@ -39,22 +66,26 @@ impl Liveness {
         }
     }
 
-    /// `record` moved by `step` nanoseconds, as written by a run whose wall
-    /// clock read `step` less than this run's at the same true instant (the
-    /// boot-time clock tells): its instants move by `step`, and its slot,
-    /// sub-slot or period numbers by as many whole slots, sub-slots or
-    /// periods as `step` comes nearest to (`Kept::retimed`). Then a wall
-    /// clock stepped between two runs neither lets a slot's saved count
-    /// lapse (a step ahead) nor keeps this run in the file's past or future
-    /// (a step back, or a step that undid a wrong one).
-    pub fn retimed<'a>(&self, record: Record<'a>, step: i64) -> Record<'a> {
+    /// `record` moved by `step`, as written by a run whose wall clock read
+    /// `step.by` nanoseconds less than this run's at the same real instant
+    /// (the boot-time clock tells): its instants move by exactly that, and
+    /// its count goes to the slots of this run's clock it must hold in
+    /// (`retime::retimed`), never rounded to whole slots. A fixed window's
+    /// count that must hold in two slots becomes two records, one per
+    /// slot, each with the whole count. Then a wall clock stepped between
+    /// two runs, by an hour or by 4 s, neither lets a slot's saved count
+    /// lapse nor moves it into a slot its grants never went in.
+    pub fn retimed<'a>(&self, record: Record<'a>, step: &Step) -> (Record<'a>, Option<Record<'a>>) {
+        let by = step.by;
         let (Some((a, q)), Some((kept, _))) = (self.terms(&record), record.kept()) else {
-            return match record {
-                Record::Lease { kept: Kept::Released, .. } => record.moved(step, Kept::Released),
+            let moved = match record {
+                Record::Lease { kept: Kept::Released, .. } => record.moved(by, Kept::Released),
                 _ => record,
             };
+            return (moved, None);
         };
-        record.moved(step, kept.retimed(a, q, step))
+        let (first, second) = retimed(kept, a, q, step.written(&record), by);
+        (record.moved(by, first), second.map(|k| record.moved(by, k)))
     }
 
     /// The kind and quota of the limit `record` names.
@@ -88,7 +119,7 @@ mod tests {
     }
 
     #[test]
-    fn a_step_moves_instants_and_slot_numbers_by_the_nearest_whole_unit() {
+    fn a_step_moves_instants_exactly_and_a_count_to_the_slots_its_grants_went_in() {
         // Slots of 10 s; the rolling window's sub-slots of 156.25 ms.
         let q = Quota::new(3, 10.0).unwrap();
         let liveness = Liveness { limits: vec![(Algorithm::FixedWindow, q), (Algorithm::RollingWindow, q)] };
@@ -99,10 +130,26 @@ mod tests {
             key: Some("k"),
             kept: Kept::Window { slot, count: 3 },
         };
-        let hour = 3_600 * SEC as i64;
-        assert_eq!(liveness.retimed(window(0, 5 * SEC, 0), hour), window(0, 3_605 * SEC, 360));
-        assert_eq!(liveness.retimed(window(0, 3_605 * SEC, 360), -hour), window(0, 5 * SEC, 0), "and back");
-        assert_eq!(liveness.retimed(window(1, 5 * SEC, 32), hour), window(1, 3_605 * SEC, 32 + 360 * 64));
+        let by = |by: i64| Step { by, restart: 0, runs: HashMap::new() };
+        let hour = &by(3_600 * SEC as i64);
+        assert_eq!(liveness.retimed(window(0, 5 * SEC, 0), hour), (window(0, 3_605 * SEC, 360), None));
+        let back = &by(-3_600 * SEC as i64);
+        assert_eq!(liveness.retimed(window(0, 3_605 * SEC, 360), back), (window(0, 5 * SEC, 0), None), "and back");
+        assert_eq!(liveness.retimed(window(1, 5 * SEC, 32), hour), (window(1, 3_605 * SEC, 32 + 360 * 64), None));
+        // Granted in [0, 6.5 s]: 4 s ahead, in [4 s, 10.5 s], slots 0 and 1.
+        let four = &by(4 * SEC as i64);
+        let split = (window(0, 10_500_000_000, 0), Some(window(0, 10_500_000_000, 1)));
+        assert_eq!(liveness.retimed(window(0, 6_500_000_000, 0), four), split);
+        // Granted in slot 1 up to 11.5 s by run 0, which started at 11 s;
+        // restarted at 11.7 s with the clock 4 s back: the grants went in
+        // [6 s, 7.5 s] (slot 0), the slot's rest is [7.7 s, 16 s) (slots 0
+        // and 1). Carried over by run 0 (written at its start): slot 0 only.
+        let restart =
+            |started| Step { by: -4 * SEC as i64, restart: 11_700_000_000, runs: HashMap::from([(0, started)]) };
+        let w = window(0, 11_500_000_000, 1);
+        let held = (window(0, 7_500_000_000, 0), Some(window(0, 7_500_000_000, 1)));
+        assert_eq!(liveness.retimed(w, &restart(11 * SEC)), held);
+        assert_eq!(liveness.retimed(w, &restart(11_500_000_000)), (window(0, 7_500_000_000, 0), None));
         let held = |at, until| Record::Lease {
             at,
             limit: 0,
@@ -110,9 +157,9 @@ mod tests {
             kept: Kept::Lease(HeldLease { count: 1, ttl: SEC, until }),
         };
         let (lease, moved) = (held(SEC, 2 * SEC), held(4 * SEC, 5 * SEC));
-        assert_eq!(liveness.retimed(lease, 3 * SEC as i64), moved, "a lease keeps its ttl");
+        assert_eq!(liveness.retimed(lease, &by(3 * SEC as i64)), (moved, None), "a lease keeps its ttl");
         let run = Record::Run { run: 1, incarnation: 7, node: "" };
-        assert_eq!(liveness.retimed(run, hour), run, "a run's record is not an instant");
+        assert_eq!(liveness.retimed(run, hour), (run, None), "a run's record is not an instant");
     }
 
     #[test]

@@ -75,10 +75,13 @@ pub fn restore<'a>(
         *tally(&mut done, kept, later) += usize::from(held.is_some());
         match (held, kept, owner) {
             (None, _, _) => done.skipped += 1,
-            // A count made this run's own: the sum of every earlier run's.
+            // A count made this run's own: the sum of every earlier run's,
+            // written when they wrote it (before this run started), so that
+            // a later restart tells it from this run's own grants (see
+            // `Liveness::retimed`).
             (Some(count), Kept::Window { slot, .. }, Owner::Own) => {
                 let kept = Kept::Window { slot, count };
-                rewrite.push(Record::Count { at: now, run, limit: id.index() as u32, key, kept });
+                rewrite.push(Record::Count { at: r.at().min(now), run, limit: id.index() as u32, key, kept });
             }
             (Some(_), _, _) => rewrite.push(r),
         }

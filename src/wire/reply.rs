@@ -69,6 +69,12 @@ pub struct StatsReply {
     /// `MAX_RUNS_PER_PEER` per configured peer, whatever peers send.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer_runs: Option<u64>,
+    /// Peer messages, counts and node ids refused since start, from every
+    /// configured peer: also from one never heard from (a peer that only
+    /// sent messages under this locker's own node id), which has no entry
+    /// in `peers` (absent when 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub peer_rejected: u64,
     /// CURVE handshakes refused by the allowlist since start (each retry of
     /// a refused client counts again).
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -180,6 +186,10 @@ pub struct LimitStatsReply {
     /// Go that were reservations, and lease acquires that queued.
     #[serde(default)]
     pub waited: u64,
+    /// Peeks (`cost` 0) answered: requests, but neither go nor sorry;
+    /// absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub peeks: u64,
 }
 
 /// What a reply to "may I go?" said; see `wire::classify_reply`.

@@ -86,3 +86,17 @@ fn bad_settings_fail_fast_with_a_clear_message() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read /nonexistent/locker.toml"));
 }
+
+/// `ask --hold` longer than `--timeout`: the client gave up (no answer,
+/// exit 2) while the locker still held the ask and then granted its go to
+/// nobody. Now the timeout is the wait beyond the hold.
+#[test]
+fn ask_with_a_hold_longer_than_its_timeout_waits_for_the_held_go() {
+    let d = Daemon::start(&["--max-requests", "1", "--in-seconds", "1"]);
+    // At least 600 ms of the slot left, so the held ask waits longer than
+    // its 200 ms timeout. This waits for the clock, not for the locker.
+    crate::support::wait_for_room(1_000_000_000, std::time::Duration::from_millis(600));
+    assert_eq!(ask(&d.endpoint, &[]).0, Some(0));
+    let (code, out, err) = ask(&d.endpoint, &["--hold", "1s", "--timeout", "200ms"]);
+    assert_eq!((code, out.as_str()), (Some(0), "go\n"), "held until the next slot: {err}");
+}

@@ -8,11 +8,19 @@
 //! few seconds fall in one real slot; should a real hour end during the
 //! test, it says so and checks nothing.
 //!
+//! Steps that are not a whole number of slots (issue 36, item 3): slots of
+//! 10 s, 100 go, kill -9, a restart with the wall clock 4 s ahead (or
+//! behind) grants nothing more where those 100 went, and a restart on the
+//! right clock in the next real slot serves all of it. These wait for the
+//! wall clock to reach a point in a slot (time itself, not a process); a
+//! restart too slow to land where the test needs it says so and checks
+//! nothing.
+//!
 //! A peer whose clock runs fast or slow is followed by the group: that is
 //! tested exactly on the simulated clock in `group`, not here.
 
 use std::path::Path;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use locker::{Ask, Client};
 
@@ -96,4 +104,122 @@ fn a_restart_with_the_clock_stepped_ahead_regrants_nothing_and_the_next_one_runs
         "runs on the right clock, not the file's future: reset in {reset} ms, {left_ms} ms left"
     );
     assert!(reset + 5000 >= left_ms, "reset in {reset} ms, {left_ms} ms left");
+}
+
+const SLOT_MS: u64 = 10_000;
+
+/// Sleeps until the wall clock is `into_ms` into a 10 s slot (the next
+/// time it is), and returns that slot's number. This waits on time itself.
+fn into_slot(into_ms: u64) -> u64 {
+    let now = wall_ms();
+    let wait = (into_ms + SLOT_MS - now % SLOT_MS) % SLOT_MS;
+    std::thread::sleep(Duration::from_millis(wait));
+    (now + wait) / SLOT_MS
+}
+
+/// Kills `d` with SIGKILL and waits until it is gone.
+fn kill_9(mut d: Daemon) {
+    d.signal("KILL");
+    assert!(d.wait_exit(DEADLINE).is_some(), "not dead after kill -9");
+}
+
+/// How many of `n` asks of one permit went.
+fn goes(d: &Daemon, n: usize) -> usize {
+    let mut c = Client::new([d.endpoint.as_str()], DEADLINE).unwrap();
+    (0..n).filter(|_| c.ask(&Ask::new()).unwrap().ok).count()
+}
+
+/// The state file's directory for one test, removed when dropped.
+struct Dir(std::path::PathBuf);
+
+impl Dir {
+    fn new(name: &str) -> Dir {
+        let dir = std::env::temp_dir().join(format!("locker-clocks-it-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Dir(dir)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// 100 of 100 go `into_ms` into a 10 s slot; kill -9; a restart with the
+/// wall clock moved by `offset` (libfaketime) asks once, which must be
+/// sorry if answered before `sorry_until_ms` into that real slot, and
+/// again 9 s into it, which must be sorry too; kill -9;
+/// a restart on the right clock early in the next real slot must serve 20
+/// of 20. Returns nothing where libfaketime is missing or a restart came
+/// too late to tell.
+fn step_of_part_of_a_slot(name: &str, into_ms: u64, offset: &str, sorry_until_ms: u64, step_ms_logged: i64) {
+    let Some(wrapper) = faked(offset) else { return };
+    let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
+    let dir = Dir::new(name);
+    let state = dir.0.join("s.log").to_str().unwrap().to_owned();
+    let args = ["--max-requests", "100", "--in-seconds", "10", "--state", state.as_str()];
+
+    let first = Daemon::start_logged(&args);
+    let slot = into_slot(into_ms);
+    assert!(ask(&first, 100).ok, "the whole slot's quota at once");
+    kill_9(first);
+
+    let stepped = Daemon::start_logged_under(&wrapper, &args);
+    let again = ask(&stepped, 1);
+    let late = wall_ms() >= slot * SLOT_MS + sorry_until_ms;
+    // Late in the same real slot: by then the stepped clock is in another
+    // slot of its own (4 s ahead, since 6 s in; 4 s behind, since 4 s in).
+    into_slot(9_000);
+    let later = ask(&stepped, 1);
+    let later_in_slot = wall_ms() / SLOT_MS == slot;
+    let log = stepped.log_with("step_ms=");
+    kill_9(stepped);
+
+    // The next real slot, early enough to ask in it.
+    std::thread::sleep(Duration::from_millis(((slot + 1) * SLOT_MS + 200).saturating_sub(wall_ms())));
+    let right = Daemon::start_logged(&args);
+    let served = goes(&right, 20);
+    let in_next = wall_ms() / SLOT_MS == slot + 1;
+    let log_right = right.log_with("step_ms=");
+    kill_9(right);
+
+    let near = |log: &str, ms: i64| step_ms(log).is_some_and(|s| (s - ms).abs() < 500);
+    assert!(near(&log, step_ms_logged), "the step was logged: {log}");
+    if late {
+        eprintln!("the stepped restart answered after {sorry_until_ms} ms into the slot: nothing to check of it");
+    } else {
+        assert!(!again.ok, "the slot's 100 were granted again on the stepped clock: {again:?}");
+    }
+    if later_in_slot {
+        assert!(!later.ok, "granted again late in the real slot, in the stepped clock's next slot: {later:?}");
+    } else {
+        eprintln!("the later ask did not fall in the real slot: nothing to check of it");
+    }
+    assert!(near(&log_right, -step_ms_logged), "the step back was logged: {log_right}");
+    if in_next {
+        assert_eq!(served, 20, "the next real slot serves in full on the right clock");
+    } else {
+        eprintln!("the right clock's asks did not fall in the next real slot: nothing to check of them");
+    }
+}
+
+/// Issue 36, item 3: with the step rounded to whole slots (+4 s of 10 s is
+/// none), the 100 went again 4 s ahead, and the next restart moved them
+/// into the next real slot, which then gave 0 of 20.
+#[test]
+fn a_restart_4_s_ahead_grants_nothing_where_the_slot_went_and_the_next_real_slot_serves_in_full() {
+    // Granted at 6.5 s, which is 10.5 s on the stepped clock: its next slot.
+    step_of_part_of_a_slot("ahead", 6_500, "+4", 10_000, 4_000);
+}
+
+/// 4 s behind, grants made 1.5 s into a slot fall in the slot before on the
+/// stepped clock, which ends 4 s into the real one: its next slot, which
+/// begins inside the real slot, must not grant them again either. (Before
+/// the fix this held by accident: the count, left in a slot still ahead,
+/// was taken for reservations, which every ask queues behind.)
+#[test]
+fn a_restart_4_s_behind_grants_nothing_where_the_slot_went_and_the_next_real_slot_serves_in_full() {
+    step_of_part_of_a_slot("behind", 1_500, "-4", 4_000, -4_000);
 }

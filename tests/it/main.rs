@@ -43,11 +43,13 @@
 //!   `state::a_file_for_other_limits_is_refused_unless_discarded`,
 //!   `state::the_state_file_stays_bounded_under_a_flood_of_new_keys`,
 //!   `hold::a_held_ask_that_goes_is_in_the_state_file_before_its_reply_leaves`,
-//!   `clocks::a_restart_with_the_clock_stepped_ahead_regrants_nothing_and_the_next_one_runs_on_the_right_clock` (libfaketime),
+//!   `clocks::a_restart_with_the_clock_stepped_ahead_regrants_nothing_and_the_next_one_runs_on_the_right_clock`,
+//!   `clocks::a_restart_4_s_ahead_grants_nothing_where_the_slot_went_and_the_next_real_slot_serves_in_full` and
+//!   `clocks::a_restart_4_s_behind_grants_nothing_where_the_slot_went_and_the_next_real_slot_serves_in_full` (libfaketime),
 //!   `faults::a_full_disk_refuses_grants_instead_of_killing_the_locker`.
 //! - **The process's sockets** (its open-files limit, the endpoint it prints):
 //!   `faults::the_soft_open_files_limit_is_raised_to_the_hard_one`,
-//!   `faults::connections_it_cannot_accept_are_logged_and_counted`,
+//!   `faults::connections_it_cannot_accept_are_refused_once_each_counted_and_served_later`,
 //!   `lifecycle::prints_the_real_endpoint_and_serves_it`,
 //!   `edges::host_names_in_binds_are_resolved_and_ports_are_checked`.
 //! - **The process's own resources** (resident memory, request latency, its entropy):
@@ -65,7 +67,7 @@
 //! - **The Redis store**: `store::*` (7).
 //! - **The command line** (`ask`, `stats`, `lease`, `bench`, `check-config`, config and flag errors, start-up warnings;
 //!   `batch::bench_counts_every_decision_of_every_batch` asks a locker served in-process):
-//!   `ask::*` (5), `bench::*` (3), `batch::bench_counts_every_decision_of_every_batch`,
+//!   `ask::*` (6), `bench::*` (3), `batch::bench_counts_every_decision_of_every_batch`,
 //!   `operations::check_config_exits_0_for_a_valid_file_and_2_with_the_error`,
 //!   `edges::a_lease_wait_that_ends_in_the_queue_is_not_held_rather_than_an_error`,
 //!   `edges::toml_errors_say_the_line_and_column_and_which_limit`, `edges::negative_numbers_reach_the_validation_message`,
@@ -90,6 +92,8 @@ mod batch;
 mod bench;
 /// Wall clocks stepped across a restart, under libfaketime.
 mod clocks;
+/// What stats count and what an ask may ask, on the seam: peeks apart from go, the hold's bound, refused peer messages.
+mod counting;
 /// CURVE: allowlisted clients get answers, unknown keys and plain clients none; keygen; config;
 /// peers with their own keys, and no counts for an unlisted subscriber.
 mod curve;
@@ -101,7 +105,7 @@ mod edges;
 mod extremes;
 /// `locker::Client` and `locker ask` failing over between lockers, dead or silent.
 mod failover;
-/// Faults on a real process: a full disk under the state file.
+/// Faults on a real process: a full disk under the state file, no open files to spare.
 mod faults;
 /// Golden bytes of every message: both request forms, the replies, the peer messages.
 mod golden;

@@ -10,13 +10,15 @@
 //! result; no rules or checks live here.
 
 use super::{AskError, Entry, Locker};
-use crate::core::ask::Verdict;
+use crate::core::ask::{PermitAsk, Verdict};
 use crate::core::kinds::semaphore::{LeaseState, LeaseVerdict};
 use crate::core::kinds::Rule;
 use crate::core::limit::{Limit, LimitId};
 
 /// Counters for one limit since start-up. Reservations count as go, and
-/// also as waited; queued lease acquires count only as waited.
+/// also as waited; queued lease acquires count only as waited; a peek
+/// (`cost` 0) counts as a request and a peek, never as go or sorry: it
+/// took nothing.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LimitStats {
     pub requests: u64,
@@ -24,6 +26,7 @@ pub struct LimitStats {
     pub sorry: u64,
     pub errors: u64,
     pub waited: u64,
+    pub peeks: u64,
 }
 
 /// What one request came to, as the counters see it.
@@ -35,6 +38,8 @@ pub(crate) enum Outcome {
     Queued,
     /// A request answered sorry.
     Sorry,
+    /// A peek (`cost` 0) answered, go or sorry: it took nothing.
+    Peek,
     /// A request that failed.
     Error,
     /// A heartbeat or release that worked: it follows an acquire already
@@ -52,6 +57,16 @@ impl Outcome {
             Ok(v) if v.go => Outcome::Go { waited: v.wait > 0 },
             Ok(_) => Outcome::Sorry,
             Err(_) => Outcome::Error,
+        }
+    }
+
+    /// The outcome of an ask for `cost` permits: a peek when `cost` is 0
+    /// and it was answered.
+    #[inline]
+    pub(crate) fn of_ask_for<E>(cost: u64, verdict: &Result<Verdict, E>) -> Outcome {
+        match Outcome::of_ask(verdict) {
+            Outcome::Go { .. } | Outcome::Sorry if cost == 0 => Outcome::Peek,
+            outcome => outcome,
         }
     }
 
@@ -106,6 +121,10 @@ impl LimitStats {
                 self.requests += 1;
                 self.sorry += 1;
             }
+            Outcome::Peek => {
+                self.requests += 1;
+                self.peeks += 1;
+            }
             Outcome::Error => {
                 self.requests += 1;
                 self.errors += 1;
@@ -131,9 +150,10 @@ impl Locker {
 }
 
 impl Counters<'_> {
-    /// Counts an ask decided outside the table (from a store's claims).
-    pub fn record_ask(&mut self, id: LimitId, verdict: &Result<Verdict, AskError>) {
-        self.entries[id.0].stats.record(Outcome::of_ask(verdict));
+    /// Counts an ask decided outside the table (from a store's claims): a
+    /// peek apart from go and sorry, as the table counts it.
+    pub fn record_ask(&mut self, ask: &PermitAsk, verdict: &Result<Verdict, AskError>) {
+        self.entries[ask.limit.0].stats.record(Outcome::of_ask_for(ask.cost, verdict));
     }
 
     /// Counts a request that failed before it reached a limit (it could not

@@ -215,6 +215,11 @@ fn limits(limits: &[LimitSnapshot]) -> Vec<Family> {
             limits,
             per(|l| l.waited),
         ),
+        Family::new("peeks", Kind::Counter, "Peeks (cost 0) answered, per limit: neither go nor sorry").each(
+            "limit",
+            limits,
+            per(|l| l.peeks),
+        ),
         Family::new("live_keys", Kind::Gauge, "Keys with a live count or lease, per limit").each(
             "limit",
             limits,

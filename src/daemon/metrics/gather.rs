@@ -36,6 +36,7 @@ pub fn snapshot(service: &Service, now: Nanos, stopping: bool) -> Snapshot {
             sorry: s.sorry,
             errors: s.errors,
             waited: s.waited,
+            peeks: s.peeks,
             live_keys: h.live_keys as u64,
             leases_held: h.leases_held as u64,
             leases_waiting: h.leases_waiting as u64,
