@@ -7,7 +7,7 @@
 # the CPU time the server process spent per request (user + system, from
 # /proc), which other programs on the machine disturb far less than rates.
 #
-#   bash benches/compare.sh                 # about three minutes
+#   bash benches/compare.sh                 # about six minutes
 #   ROUNDS=5 DURATION=3s bash benches/compare.sh
 #
 # The last rows load the locker alone with batched asks (BATCH asks per
