@@ -16,6 +16,7 @@
 
 use super::parking::{Parked, Parking, QueueKey, Token};
 use super::Service;
+use crate::core::ask::hold_within;
 use crate::core::time::NANOS_PER_MS;
 use crate::core::{LimitId, Nanos};
 use crate::state::Keep;
@@ -293,7 +294,9 @@ impl Service {
     fn queue_of(&mut self, request: &Request) -> Option<(QueueKey, Nanos, bool)> {
         let (id, key, asked) = match request {
             Request::Plain(b) => (self.plain_limit(b), None, None),
-            Request::Go(go) if go.cost > 0 => {
+            // An ask whose own hold is longer than any may be is refused
+            // when decided: it is never parked, behind others or alone.
+            Request::Go(go) if go.cost > 0 && go.hold_ms.is_none_or(|ms| hold_within(ms).is_ok()) => {
                 (self.lookup(go.limit).ok()?, go.key.map(Box::from), go.hold_ms.map(asked_hold))
             }
             _ => return None,

@@ -379,3 +379,19 @@ impl Io for Replies {
         self.0.push((token, reply.ok, 0));
     }
 }
+
+#[test]
+fn an_ask_whose_own_hold_is_too_long_is_refused_at_once_even_behind_a_queue() {
+    let mut s = two_per_second_held();
+    let x = Ask::new().limit("x").key("k");
+    for t in 0..2 {
+        assert!(structured(&mut s, T0 + (100 + t) * MS, t, &x).1.unwrap().ok);
+    }
+    assert_eq!(structured(&mut s, T0 + 200 * MS, 2, &x).0, Answer::Held, "a queue on the key");
+    let mut body = Vec::new();
+    wire::encode(&x.hold_ms(60_001).to_map(), &mut body);
+    let mut out = Vec::new();
+    assert_eq!(s.serve(T0 + 300 * MS, 3, &body, &mut out, &mut ()), Answer::Now, "not parked behind the queue");
+    let error = wire::decode_reply::<GoReply>(&out);
+    assert!(matches!(&error, Ok(wire::Reply::Refused(e)) if e.contains("hold_ms 60001")), "{error:?}");
+}
