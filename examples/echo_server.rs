@@ -37,7 +37,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let router = std::env::args().nth(3).is_some_and(|a| a == "router");
     let ctx = transport::context()?;
     let (rep, endpoint) = match router {
-        true => transport::bind_router_with(&ctx, &bind, DEFAULT_MAX_MESSAGE_SIZE, |_| Ok(()))?,
+        true => transport::bind_serving_with(&ctx, zmq::ROUTER, &bind, DEFAULT_MAX_MESSAGE_SIZE, |_| Ok(()))?,
         false => transport::bind_rep(&ctx, &bind, DEFAULT_MAX_MESSAGE_SIZE)?,
     };
     let mut stdout = std::io::stdout().lock();

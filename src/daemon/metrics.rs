@@ -18,7 +18,7 @@ use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::core::Nanos;
+use crate::core::{LimitStats, Nanos};
 
 pub mod exposition;
 pub mod gather;
@@ -61,12 +61,8 @@ impl Health {
 pub struct LimitSnapshot {
     pub name: String,
     pub algorithm: &'static str,
-    pub requests: u64,
-    pub go: u64,
-    pub sorry: u64,
-    pub errors: u64,
-    pub waited: u64,
-    pub peeks: u64,
+    /// Its counters since start, as `stats` reports them.
+    pub counts: LimitStats,
     pub live_keys: u64,
     pub leases_held: u64,
     pub leases_waiting: u64,

@@ -39,36 +39,16 @@ pub fn bind_rep(
     endpoint: &str,
     max_message_size: usize,
 ) -> Result<(zmq::Socket, String), TransportError> {
-    bind_serving(ctx, zmq::REP, endpoint, max_message_size, |_| Ok(()))
+    bind_serving_with(ctx, zmq::REP, endpoint, max_message_size, |_| Ok(()))
 }
 
-/// The locker's serving socket: a ROUTER with the REP socket's settings,
-/// which answers REQ clients exactly as a REP socket does (the daemon keeps
-/// each request's envelope and sends it back before the reply) but may
-/// answer them in any order, so that an ask can be held while others are
-/// served.
-pub fn bind_router_with(
-    ctx: &zmq::Context,
-    endpoint: &str,
-    max_message_size: usize,
-    secure: impl FnOnce(&zmq::Socket) -> Result<(), TransportError>,
-) -> Result<(zmq::Socket, String), TransportError> {
-    bind_serving(ctx, zmq::ROUTER, endpoint, max_message_size, secure)
-}
-
-/// The locker's serving socket of `kind` (ROUTER, or REP for a locker that
-/// holds nothing), secured by `secure` before it binds.
+/// The locker's serving socket of `kind`, with the REP socket's settings,
+/// secured by `secure` before it binds: a ROUTER, which answers REQ
+/// clients exactly as a REP socket does (the daemon keeps each request's
+/// envelope and sends it back before the reply) but may answer them in any
+/// order, so that an ask can be held while others are served; or a REP
+/// socket, for a locker that can hold nothing.
 pub fn bind_serving_with(
-    ctx: &zmq::Context,
-    kind: zmq::SocketType,
-    endpoint: &str,
-    max_message_size: usize,
-    secure: impl FnOnce(&zmq::Socket) -> Result<(), TransportError>,
-) -> Result<(zmq::Socket, String), TransportError> {
-    bind_serving(ctx, kind, endpoint, max_message_size, secure)
-}
-
-fn bind_serving(
     ctx: &zmq::Context,
     kind: zmq::SocketType,
     endpoint: &str,

@@ -12,6 +12,7 @@
 use std::fmt::Write;
 
 use super::{Health, LimitSnapshot, PeerSnapshot, Snapshot};
+use crate::core::LimitStats;
 
 /// Which text format a scrape is written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -189,53 +190,43 @@ fn process(snapshot: &Snapshot, uptime_seconds: f64) -> Vec<Family> {
     ]
 }
 
+/// Each limit's counters since start, as the `stats` reply has them: the
+/// family's name, its help, and the counter.
+const LIMIT_COUNTERS: [(&str, &str, fn(&LimitStats) -> u64); 6] = [
+    ("requests", "Requests answered, per limit", |c| c.requests),
+    ("go", "Requests answered go, per limit", |c| c.go),
+    ("sorry", "Requests answered sorry, per limit", |c| c.sorry),
+    ("errors", "Requests answered with an error, per limit", |c| c.errors),
+    ("waited", "Reservations and queued lease acquires, per limit", |c| c.waited),
+    ("peeks", "Peeks (cost 0) answered, per limit: neither go nor sorry", |c| c.peeks),
+];
+
 fn limits(limits: &[LimitSnapshot]) -> Vec<Family> {
     let per = |f: fn(&LimitSnapshot) -> u64| move |l: &LimitSnapshot| (l.name.clone(), f(l) as f64);
     let semaphores: Vec<&LimitSnapshot> = limits.iter().filter(|l| l.algorithm == "semaphore").collect();
     let per_semaphore = |f: fn(&LimitSnapshot) -> u64| move |l: &&LimitSnapshot| (l.name.clone(), f(l) as f64);
-    vec![
-        Family::new("requests", Kind::Counter, "Requests answered, per limit").each(
-            "limit",
-            limits,
-            per(|l| l.requests),
-        ),
-        Family::new("go", Kind::Counter, "Requests answered go, per limit").each("limit", limits, per(|l| l.go)),
-        Family::new("sorry", Kind::Counter, "Requests answered sorry, per limit").each(
-            "limit",
-            limits,
-            per(|l| l.sorry),
-        ),
-        Family::new("errors", Kind::Counter, "Requests answered with an error, per limit").each(
-            "limit",
-            limits,
-            per(|l| l.errors),
-        ),
-        Family::new("waited", Kind::Counter, "Reservations and queued lease acquires, per limit").each(
-            "limit",
-            limits,
-            per(|l| l.waited),
-        ),
-        Family::new("peeks", Kind::Counter, "Peeks (cost 0) answered, per limit: neither go nor sorry").each(
-            "limit",
-            limits,
-            per(|l| l.peeks),
-        ),
-        Family::new("live_keys", Kind::Gauge, "Keys with a live count or lease, per limit").each(
-            "limit",
-            limits,
-            per(|l| l.live_keys),
-        ),
-        Family::new("leases_held", Kind::Gauge, "Leases held, per semaphore limit").each(
-            "limit",
-            &semaphores,
-            per_semaphore(|l| l.leases_held),
-        ),
-        Family::new("leases_waiting", Kind::Gauge, "Lease acquires queued, per semaphore limit").each(
-            "limit",
-            &semaphores,
-            per_semaphore(|l| l.leases_waiting),
-        ),
-    ]
+    let counters = LIMIT_COUNTERS.iter().map(|&(name, help, count)| {
+        Family::new(name, Kind::Counter, help).each("limit", limits, move |l| (l.name.clone(), count(&l.counts) as f64))
+    });
+    counters
+        .chain([
+            Family::new("live_keys", Kind::Gauge, "Keys with a live count or lease, per limit").each(
+                "limit",
+                limits,
+                per(|l| l.live_keys),
+            ),
+            Family::new("leases_held", Kind::Gauge, "Leases held, per semaphore limit").each(
+                "limit",
+                &semaphores,
+                per_semaphore(|l| l.leases_held),
+            ),
+            Family::new("leases_waiting", Kind::Gauge, "Lease acquires queued, per semaphore limit").each(
+                "limit",
+                &semaphores,
+                per_semaphore(|l| l.leases_waiting),
+            ),
+        ])
+        .collect()
 }
 
 fn peers(peers: &[PeerSnapshot], correction_seconds: f64) -> Vec<Family> {
@@ -281,11 +272,7 @@ mod tests {
         let api = LimitSnapshot {
             name: "api".into(),
             algorithm: "fixed-window",
-            requests: 10,
-            go: 5,
-            sorry: 4,
-            errors: 1,
-            waited: 2,
+            counts: LimitStats { requests: 10, go: 5, sorry: 4, errors: 1, waited: 2, peeks: 0 },
             live_keys: 3,
             ..LimitSnapshot::default()
         };
@@ -391,7 +378,8 @@ mod tests {
 
     #[test]
     fn label_values_are_escaped() {
-        let odd = LimitSnapshot { name: "a\"b\\c".into(), go: 1, ..LimitSnapshot::default() };
+        let counts = LimitStats { go: 1, ..LimitStats::default() };
+        let odd = LimitSnapshot { name: "a\"b\\c".into(), counts, ..LimitSnapshot::default() };
         let text = encode(&Snapshot { limits: vec![odd], ..Snapshot::default() }, 0.0, Format::Text);
         assert_eq!(value(&text, r#"locker_go_total{limit="a\"b\\c"}"#), Some(1.0));
     }

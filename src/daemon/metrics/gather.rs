@@ -31,12 +31,7 @@ pub fn snapshot(service: &Service, now: Nanos, stopping: bool) -> Snapshot {
         .map(|((limit, s), (_, h))| LimitSnapshot {
             name: limit.name().to_owned(),
             algorithm: limit.algorithm().name(),
-            requests: s.requests,
-            go: s.go,
-            sorry: s.sorry,
-            errors: s.errors,
-            waited: s.waited,
-            peeks: s.peeks,
+            counts: s,
             live_keys: h.live_keys as u64,
             leases_held: h.leases_held as u64,
             leases_waiting: h.leases_waiting as u64,
@@ -119,7 +114,10 @@ mod tests {
         assert_eq!(snap.health, Health::Serving);
         assert_eq!(snap.max_keys, 50);
         let default = &snap.limits[0];
-        assert_eq!((default.name.as_str(), default.requests, default.go, default.sorry), ("default", 3, 1, 2));
+        assert_eq!(
+            (default.name.as_str(), default.counts.requests, default.counts.go, default.counts.sorry),
+            ("default", 3, 1, 2)
+        );
         assert_eq!((snap.limits[1].name.as_str(), snap.limits[1].algorithm), ("db", "semaphore"));
         assert!(snap.node.is_none() && snap.peers.is_empty());
         assert_eq!(snapshot(&s, now, true).health, Health::Stopping);
