@@ -190,9 +190,11 @@ fn process(snapshot: &Snapshot, uptime_seconds: f64) -> Vec<Family> {
     ]
 }
 
-/// Each limit's counters since start, as the `stats` reply has them: the
-/// family's name, its help, and the counter.
-const LIMIT_COUNTERS: [(&str, &str, fn(&LimitStats) -> u64); 6] = [
+/// A per-limit counter family: its name, its help, and the counter.
+type LimitCounter = (&'static str, &'static str, fn(&LimitStats) -> u64);
+
+/// Each limit's counters since start, as the `stats` reply has them.
+const LIMIT_COUNTERS: [LimitCounter; 6] = [
     ("requests", "Requests answered, per limit", |c| c.requests),
     ("go", "Requests answered go, per limit", |c| c.go),
     ("sorry", "Requests answered sorry, per limit", |c| c.sorry),
