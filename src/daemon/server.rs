@@ -126,6 +126,12 @@ impl LoopClock for Clock {
     }
 }
 
+impl LoopClock for Box<dyn LoopClock> {
+    fn now(&self) -> Nanos {
+        (**self).now()
+    }
+}
+
 /// A bound locker, ready to run.
 pub struct Server {
     // The context must outlive the sockets; field order drops them first.

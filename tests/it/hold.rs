@@ -14,7 +14,7 @@ use locker::service::{step, Answer, Io, Service, Token};
 use locker::wire::{self, Ask, GoReply};
 use locker::Client;
 
-use crate::support::{req, run_seed_client, Daemon, DEADLINE};
+use crate::support::{req, run_seed_client, Daemon, Served, DEADLINE};
 
 const MS: Nanos = 1_000_000;
 /// An instant on an 0.8 s slot boundary.
@@ -394,4 +394,32 @@ fn an_ask_whose_own_hold_is_too_long_is_refused_at_once_even_behind_a_queue() {
     assert_eq!(s.serve(T0 + 300 * MS, 3, &body, &mut out, &mut ()), Answer::Now, "not parked behind the queue");
     let error = wire::decode_reply::<GoReply>(&out);
     assert!(matches!(&error, Ok(wire::Reply::Refused(e)) if e.contains("hold_ms 60001")), "{error:?}");
+}
+
+/// A clock a test sets, for a locker served in this process.
+#[derive(Clone)]
+struct SetClock(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl locker::daemon::server::LoopClock for SetClock {
+    fn now(&self) -> Nanos {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// The daemon's own loop, on real sockets, on a clock the test moves: a
+/// held ask is answered when that clock reaches the next slot, not before.
+#[test]
+fn a_served_locker_on_a_clock_the_test_sets_answers_a_held_ask_when_that_clock_reaches_the_next_slot() {
+    let clock = SetClock(std::sync::Arc::new((T0 + 100 * MS).into()));
+    let d = Served::start_at(&["--max-requests", "1", "--in-seconds", "1", "--hold-ms", "1000"], clock.clone());
+    let ctx = zmq::Context::new();
+    let s = req(&ctx, &d.endpoint);
+    s.send(&b"let me go"[..], 0).unwrap();
+    assert_eq!(s.recv_bytes(0).unwrap(), b"go");
+    s.send(&b"let me go"[..], 0).unwrap();
+    // Longer than a slot of real time: on the system's clock the ask
+    // would have gone in the next real slot by now.
+    assert_eq!(s.poll(zmq::POLLIN, 1_100).unwrap(), 0, "held while the locker's clock stands in the slot");
+    clock.0.store(T0 + 1_000 * MS, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(s.recv_bytes(0).expect("answered once its clock reaches the next slot"), b"go");
 }

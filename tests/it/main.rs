@@ -17,8 +17,10 @@
 //! `pool::a_permit_pool_hands_out_batches_but_never_more_than_a_slot_allows`,
 //! `kinds::the_client_sleeps_a_reservation_and_its_lease_guard_holds_until_dropped`),
 //! hostile messages on the socket (`hostile::empty_multipart_and_random_messages_never_stop_the_daemon`,
-//! `hostile::oversized_messages_and_raw_garbage_only_hurt_their_sender`), and
-//! every reply reaching a DEALER client
+//! `hostile::oversized_messages_and_raw_garbage_only_hurt_their_sender`),
+//! a held ask answered when the locker's injected clock reaches the next
+//! slot (`hold::a_served_locker_on_a_clock_the_test_sets_answers_a_held_ask_when_that_clock_reaches_the_next_slot`),
+//! and every reply reaching a DEALER client
 //! (`delivery::a_held_burst_released_at_a_slot_start_reaches_its_caller_and_no_go_is_lost`,
 //! `delivery::replies_to_a_client_that_went_away_are_counted_as_undelivered`).
 //!

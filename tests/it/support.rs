@@ -571,6 +571,15 @@ pub struct Served {
 impl Served {
     /// Serves `locker serve --bind tcp://127.0.0.1:* <args>` here.
     pub fn start(args: &[&str]) -> Served {
+        Served::start_with(args, None)
+    }
+
+    /// As `start`, reading time from `clock` instead of the system's.
+    pub fn start_at(args: &[&str], clock: impl locker::daemon::server::LoopClock + 'static) -> Served {
+        Served::start_with(args, Some(Box::new(clock)))
+    }
+
+    fn start_with(args: &[&str], clock: Option<Box<dyn locker::daemon::server::LoopClock>>) -> Served {
         use clap::Parser;
         let line = ["serve", "--bind", "tcp://127.0.0.1:*"].iter().chain(args);
         let line = ServeLine::try_parse_from(line).expect("a valid command line");
@@ -583,7 +592,10 @@ impl Served {
         let (bound, endpoint) = std::sync::mpsc::channel();
         let flag = Arc::clone(&stop);
         let thread = thread::spawn(move || {
-            let server = locker::daemon::Server::bind(&config).expect("binds");
+            let mut server = locker::daemon::Server::bind(&config).expect("binds");
+            if let Some(clock) = clock {
+                server = server.with_clock(clock);
+            }
             bound.send(server.endpoint().to_owned()).unwrap();
             server.run(&flag).expect("serves until stopped");
         });
