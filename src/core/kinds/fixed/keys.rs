@@ -34,7 +34,7 @@
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 
-use super::tally::{Aside, Count, Peered, Tally, TallyMut, TallyRef};
+use super::tally::{Aside, InlineCount, Peered, Tally, TallyMut, TallyRef};
 use crate::core::inline_keys::{new_slots, prefetch_line, probe};
 
 /// The longest key stored inline.
@@ -43,8 +43,8 @@ pub const INLINE: usize = 23;
 /// The smallest table allocated, in slots.
 const MIN_SLOTS: usize = 16;
 
-/// Generations a count's stamp can tell apart (see `Count::stamped`).
-const GENERATIONS: u32 = 1 << (32 - Count::STAMP_SHIFT);
+/// Generations a count's stamp can tell apart (see `InlineCount::stamped`).
+const GENERATIONS: u32 = 1 << (32 - InlineCount::STAMP_SHIFT);
 
 /// One key and its count. 32 bytes, aligned, so two share a cache line and
 /// none straddles two.
@@ -54,7 +54,7 @@ struct Slot {
     /// The own count, and stamped in it the generation this slot was
     /// written in: the slot is empty unless that equals the table's
     /// current generation.
-    count: Count,
+    count: InlineCount,
     /// The key's length, then its bytes, then zeros: two keys are equal
     /// exactly when their names are, which compares in three words.
     name: Name,
@@ -213,7 +213,7 @@ impl KeyTable {
         let i = match self.find(key) {
             Ok(i) => i,
             Err(i) => {
-                self.slots[i] = Slot { count: Count::stamped(self.generation), name: name_of(key) };
+                self.slots[i] = Slot { count: InlineCount::stamped(self.generation), name: name_of(key) };
                 self.inline += 1;
                 i
             }

@@ -18,7 +18,7 @@
 //! can delay permits but never make one.
 //!
 //! A key table keeps a million tallies, so a tally is stored in two parts:
-//! the [`Count`] (own grants and two marks, eight bytes) inline in the
+//! the [`InlineCount`] (own grants and two marks, eight bytes) inline in the
 //! table's slot, and the [`Peered`] part aside, which a locker on its own
 //! never allocates. The rules read a tally through [`TallyRef`] and change
 //! it through [`TallyMut`], wherever its parts are; [`Tally`] holds both
@@ -28,7 +28,7 @@ use crate::core::limit::Quota;
 use crate::core::share::{NodeIx, Share};
 
 mod count;
-pub use count::Count;
+pub use count::InlineCount;
 
 /// The outcome of a take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,14 +54,14 @@ impl Take {
 /// window, and keys too long for a key table's slots.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Tally {
-    count: Count,
+    count: InlineCount,
     peered: Option<Box<Peered>>,
 }
 
 /// A tally to read, wherever it is stored.
 #[derive(Debug, Clone, Copy)]
 pub struct TallyRef<'a> {
-    count: Count,
+    count: InlineCount,
     peered: Option<&'a Peered>,
 }
 
@@ -69,7 +69,7 @@ pub struct TallyRef<'a> {
 /// peers' part is or would go.
 #[derive(Debug)]
 pub struct TallyMut<'a> {
-    count: &'a mut Count,
+    count: &'a mut InlineCount,
     aside: Aside<'a>,
 }
 
@@ -140,8 +140,8 @@ impl Tally {
     /// A tally that starts its slot with `own` permits this locker reserved
     /// earlier, marked for publishing so the peers learn of them.
     pub fn reserved(own: u32) -> Tally {
-        let mut count = Count { mark: 0, own };
-        count.set(Count::TOUCHED, own > 0);
+        let mut count = InlineCount { mark: 0, own };
+        count.set(InlineCount::TOUCHED, own > 0);
         Tally { count, peered: None }
     }
 
@@ -159,7 +159,7 @@ impl Tally {
 impl<'a> TallyRef<'a> {
     /// A tally read from its parts; `peered` is ignored unless the count
     /// says it is its own.
-    pub fn from_parts(count: Count, peered: Option<&'a Peered>) -> TallyRef<'a> {
+    pub fn from_parts(count: InlineCount, peered: Option<&'a Peered>) -> TallyRef<'a> {
         TallyRef { count, peered: peered.filter(|_| count.has_aside()) }
     }
 
@@ -189,7 +189,7 @@ impl<'a> TallyRef<'a> {
 
     /// Whether it was granted or asked since the last repair publish.
     pub fn touched(self) -> bool {
-        self.count.has(Count::TOUCHED)
+        self.count.has(InlineCount::TOUCHED)
     }
 
     /// Each peer node's reported count.
@@ -242,7 +242,7 @@ impl<'a> TallyRef<'a> {
 
 impl<'a> TallyMut<'a> {
     /// A tally to change, from a key table's parts (see `Aside::Table`).
-    pub fn from_parts(count: &'a mut Count, aside: Aside<'a>) -> TallyMut<'a> {
+    pub fn from_parts(count: &'a mut InlineCount, aside: Aside<'a>) -> TallyMut<'a> {
         TallyMut { count, aside }
     }
 
@@ -269,7 +269,7 @@ impl<'a> TallyMut<'a> {
                 if !self.count.has_aside() {
                     // A key of an earlier slot left it here.
                     p.reset();
-                    self.count.set(Count::ASIDE, true);
+                    self.count.set(InlineCount::ASIDE, true);
                 }
                 p
             }
@@ -278,8 +278,8 @@ impl<'a> TallyMut<'a> {
 
     /// Sets this tally to `tally`, as if it had been built here.
     pub fn set(&mut self, tally: Tally) {
-        let mark = self.count.mark & !(Count::TOUCHED | Count::ASIDE);
-        *self.count = Count { mark: mark | (tally.count.mark & Count::TOUCHED), own: tally.count.own };
+        let mark = self.count.mark & !(InlineCount::TOUCHED | InlineCount::ASIDE);
+        *self.count = InlineCount { mark: mark | (tally.count.mark & InlineCount::TOUCHED), own: tally.count.own };
         match tally.peered {
             Some(p) => *self.peered() = *p,
             None => {
@@ -292,8 +292,8 @@ impl<'a> TallyMut<'a> {
 
     /// Clears the mark of a repair publish; returns whether it was set.
     pub fn take_touched(&mut self) -> bool {
-        let touched = self.count.has(Count::TOUCHED);
-        self.count.set(Count::TOUCHED, false);
+        let touched = self.count.has(InlineCount::TOUCHED);
+        self.count.set(InlineCount::TOUCHED, false);
         touched
     }
 
@@ -335,7 +335,7 @@ impl<'a> TallyMut<'a> {
             }
         }
         self.count.own += cost;
-        self.count.set(Count::TOUCHED, true);
+        self.count.set(InlineCount::TOUCHED, true);
         Take::Go
     }
 
@@ -354,7 +354,7 @@ impl<'a> TallyMut<'a> {
         }
         // Still short: the next repair says so again, in case the want or
         // the gift was lost.
-        self.count.set(Count::TOUCHED, true);
+        self.count.set(InlineCount::TOUCHED, true);
     }
 
     /// Whether what this locker asked for grew since the last call.
@@ -433,7 +433,7 @@ impl<'a> TallyMut<'a> {
             p.gave_sum += n;
             f(node, before + n);
         }
-        self.count.set(Count::TOUCHED, true);
+        self.count.set(InlineCount::TOUCHED, true);
     }
 }
 

@@ -11,12 +11,12 @@
 /// the key table's own (the generation the slot was written in), which
 /// nothing here reads.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Count {
+pub struct InlineCount {
     pub(super) mark: u32,
     pub(super) own: u32,
 }
 
-impl Count {
+impl InlineCount {
     /// Granted since the last repair publish (see `Peers::drain_touched` in `core::locker`).
     pub(super) const TOUCHED: u32 = 1;
     /// The peers' part of this tally is kept aside and is this slot's.
@@ -25,14 +25,14 @@ impl Count {
     pub const STAMP_SHIFT: u32 = 2;
 
     /// A count of nothing, carrying the key table's `stamp`.
-    pub fn stamped(stamp: u32) -> Count {
-        Count { mark: stamp << Count::STAMP_SHIFT, own: 0 }
+    pub fn stamped(stamp: u32) -> InlineCount {
+        InlineCount { mark: stamp << InlineCount::STAMP_SHIFT, own: 0 }
     }
 
     /// The key table's value, as `stamped` set it.
     #[inline]
     pub fn stamp(self) -> u32 {
-        self.mark >> Count::STAMP_SHIFT
+        self.mark >> InlineCount::STAMP_SHIFT
     }
 
     pub(super) fn has(self, flag: u32) -> bool {
@@ -45,6 +45,6 @@ impl Count {
 
     /// Whether the peers' part kept aside belongs to this count.
     pub fn has_aside(self) -> bool {
-        self.has(Count::ASIDE)
+        self.has(InlineCount::ASIDE)
     }
 }

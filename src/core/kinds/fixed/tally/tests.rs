@@ -16,7 +16,7 @@ fn trio(m: u32) -> Share {
 
 #[test]
 fn a_tally_is_small_and_allocates_nothing_alone() {
-    assert_eq!(std::mem::size_of::<Count>(), 8, "the part a key table keeps inline");
+    assert_eq!(std::mem::size_of::<InlineCount>(), 8, "the part a key table keeps inline");
     assert!(std::mem::size_of::<Tally>() <= 16, "{}", std::mem::size_of::<Tally>());
     let mut whole = Tally::default();
     assert!(whole.get_mut().take(seed(), 0, 1, Share::ALONE).is_go());
