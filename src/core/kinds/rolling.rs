@@ -52,11 +52,7 @@ mod span;
 use log::{Fit, Log, Span};
 use peer_log::PeerLog;
 
-/// Quotas up to this many permits per window are counted exactly.
-pub const EXACT_UP_TO: u32 = 64;
-
-/// Sub-slots per window, for large quotas and for the counts peers exchange.
-pub const SUB_SLOTS: u64 = 64;
+pub use span::{EXACT_UP_TO, SUB_SLOTS};
 
 /// Rolling-window counts for every key of one limit.
 #[derive(Debug, Clone)]

@@ -8,7 +8,8 @@
 //! names, no file.
 
 use super::log::{Log, Span};
-use super::{RollingWindow, SUB_SLOTS};
+use super::span::SUB_SLOTS;
+use super::RollingWindow;
 use crate::core::limit::Quota;
 use crate::core::room::{KeyRoom, NoRoom};
 use crate::core::time::Nanos;

@@ -2,9 +2,14 @@
 //! its instants are rounded to, for own grants and for peers' sub-slots.
 //! Pure arithmetic on instants: no counts, no clock.
 
-use super::{EXACT_UP_TO, SUB_SLOTS};
 use crate::core::limit::Quota;
 use crate::core::time::Nanos;
+
+/// Quotas up to this many permits per window are counted exactly.
+pub const EXACT_UP_TO: u32 = 64;
+
+/// Sub-slots per window, for large quotas and for the counts peers exchange.
+pub const SUB_SLOTS: u64 = 64;
 
 /// The shape of one rolling window: how long grants count, how many may,
 /// and how their instants are rounded.
