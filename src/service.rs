@@ -216,7 +216,7 @@ impl Service {
         done
     }
 
-    /// When the service next needs `on_timeout` and `publish`, if ever: the
+    /// When the service next needs a loop turn (`step::turn`), if ever: the
     /// loop caps its wait on the sockets by this instant. The next lease
     /// expiry or end of a queued acquire's wait needs a wake-up, and so do
     /// peering's heartbeats, snapshots and the end of joining; so does the

@@ -7,7 +7,7 @@
 //! (from the hands, so it never waits on the store); one that needs some
 //! is parked under its token until every one of them is answered, then
 //! decided (`next_resumed`). This is the seam any answer from outside the
-//! loop uses: the daemon hands the answers in with `on_claims` and never
+//! loop uses: the daemon hands the answers in with `on_store` and never
 //! blocks the serving thread on them.
 //!
 //! Waiting requests count against `--max-parked` with held ones; they may
