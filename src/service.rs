@@ -124,8 +124,8 @@ pub enum Note {
     RefusedConnections(u64),
     /// Client connections that could not be accepted so far.
     AcceptFailures(u64),
-    /// A reply that could not be delivered; whether it was a go.
-    Undelivered { go: bool },
+    /// Replies that could not be delivered, and how many of them were go.
+    Undelivered { replies: u64, go: u64 },
 }
 
 impl Service {
@@ -193,9 +193,9 @@ impl Service {
             Note::Refusing(reason) => self.status.refusing = reason,
             Note::RefusedConnections(n) => self.status.refused_connections = n,
             Note::AcceptFailures(n) => self.status.accept_failures = n,
-            Note::Undelivered { go } => {
-                self.status.undelivered += 1;
-                self.status.undelivered_go += u64::from(go);
+            Note::Undelivered { replies, go } => {
+                self.status.undelivered += replies;
+                self.status.undelivered_go += go;
             }
         }
     }

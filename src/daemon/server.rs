@@ -495,9 +495,9 @@ impl Server {
 
     /// Counts the replies that could not be delivered since the last look.
     fn count_undelivered(&mut self) {
-        let (lost, go) = self.io.serving.take_undelivered();
-        for i in 0..lost {
-            self.service.note(Note::Undelivered { go: i < go });
+        let (replies, go) = self.io.serving.take_undelivered();
+        if replies > 0 {
+            self.service.note(Note::Undelivered { replies, go });
         }
     }
 

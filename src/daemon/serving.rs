@@ -151,6 +151,11 @@ impl Serving {
             self.envelope = envelope;
         } else if let Some(envelope) = self.held.remove(&token) {
             self.deliver(&envelope, body);
+        } else {
+            // No envelope kept under this token: nowhere to send it, so it
+            // is counted rather than lost in silence.
+            warn!(token, "a reply with no caller to send it to");
+            self.count_lost(body_is_go(body));
         }
     }
 
