@@ -75,6 +75,29 @@ pub struct Share {
     /// how much (its last counts may be lost), so this run owns none of
     /// that slot; gifts it may use.
     pub owns_from: Nanos,
+    /// Whose shares this locker may grant from now: its own while leased,
+    /// and those it inherited (see `core::peering::tenure`).
+    pub holding: Holding,
+}
+
+/// Whose shares of a slot a locker may grant from now (see
+/// `core::peering::tenure`, which decides it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Holding {
+    /// Its own share: a majority of the group echoed it lately (always,
+    /// under three members).
+    pub leased: bool,
+    /// The places (by id among the members) of the shares it inherited
+    /// from members a majority declared dead, and may grant from now, as
+    /// bits.
+    pub held: u64,
+    /// ...for the slots that begin from this instant on.
+    pub held_from: Nanos,
+}
+
+impl Holding {
+    /// One's own share and no one else's.
+    pub const OWN: Holding = Holding { leased: true, held: 0, held_from: Nanos::MAX };
 }
 
 impl Share {
@@ -87,6 +110,7 @@ impl Share {
         members: 1,
         member: Some(0),
         owns_from: 0,
+        holding: Holding::OWN,
     };
 
     /// The terms for `live` lockers and a slot of `slot_ns`.
@@ -103,14 +127,24 @@ impl Share {
     /// member's id is still unknown) owns no remainder: the member whose
     /// place it would be may be granting it. None of a slot that began
     /// before this run joined (`owns_from`).
+    ///
+    /// Its own only while leased, and besides, the shares of the members it
+    /// inherited, of the slots that begin once it may (see
+    /// `core::peering::tenure`).
     #[inline]
     pub fn owns(&self, quota: Quota, slot: u64) -> u32 {
         let (max, members) = (quota.max_requests(), self.members.max(1));
-        if quota.slot_end(slot).saturating_sub(quota.slot_ns()) < self.owns_from {
-            return 0;
+        let start = quota.slot_end(slot).saturating_sub(quota.slot_ns());
+        let share_of = |place: Option<u32>| {
+            let extra = place.is_some_and(|m| (u64::from(m) + slot) % u64::from(members) < u64::from(max % members));
+            max / members + u32::from(extra)
+        };
+        let own = if self.holding.leased && start >= self.owns_from { share_of(self.member) } else { 0 };
+        let Holding { held, held_from, .. } = self.holding;
+        if held == 0 || start < held_from {
+            return own;
         }
-        let extra = self.member.is_some_and(|m| (u64::from(m) + slot) % u64::from(members) < u64::from(max % members));
-        max / members + u32::from(extra)
+        own + (0..members.min(64)).filter(|p| held >> p & 1 == 1).map(|p| share_of(Some(p))).sum::<u32>()
     }
 
     /// Whether permits are conserved between members (peered) rather than
@@ -217,12 +251,22 @@ pub struct PeerView {
     pub member: Option<u32>,
     /// When this run first finished joining (see `Share::owns_from`).
     pub owns_from: Nanos,
+    /// Whose shares it may grant from (see `Share::holding`).
+    pub holding: Holding,
 }
 
 impl PeerView {
     /// No peers: decide alone.
-    pub const ALONE: PeerView =
-        PeerView { live: 1, rank: 0, hold_until: None, late: 0, members: 1, member: Some(0), owns_from: 0 };
+    pub const ALONE: PeerView = PeerView {
+        live: 1,
+        rank: 0,
+        hold_until: None,
+        late: 0,
+        members: 1,
+        member: Some(0),
+        owns_from: 0,
+        holding: Holding::OWN,
+    };
 }
 
 /// A cumulative count of one node for one (limit, key, slot): what peers
