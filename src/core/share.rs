@@ -105,12 +105,59 @@ impl Share {
     /// before this run joined (`owns_from`).
     #[inline]
     pub fn owns(&self, quota: Quota, slot: u64) -> u32 {
-        let (max, members) = (quota.max_requests(), self.members.max(1));
-        if quota.slot_end(slot).saturating_sub(quota.slot_ns()) < self.owns_from {
+        if !self.owns_slot(quota, slot) {
             return 0;
         }
-        let extra = self.member.is_some_and(|m| (u64::from(m) + slot) % u64::from(members) < u64::from(max % members));
-        max / members + u32::from(extra)
+        self.part_of_total(quota.max_requests(), slot)
+    }
+
+    /// The room of a token bucket of `burst` (the tokens it may hold) this
+    /// locker holds in `period` of `quota` before any gift: `burst /
+    /// members` each, and one more for the members whose place is below
+    /// the remainder. The remainder does not rotate: a bucket's room stays
+    /// put from one period to the next, so that no member loses the tokens
+    /// in a unit of room it would hand on. The members' rooms add up to
+    /// `burst`, and each refills its room at the bucket's rate times room
+    /// over burst (see `core::kinds::bucket`), so their refills add up to
+    /// the rate. No remainder without a place; none of a period that began
+    /// before this run joined (`owns_from`), as for `owns`.
+    #[inline]
+    pub fn holds(&self, quota: Quota, burst: u32, period: u64) -> u32 {
+        if !self.owns_slot(quota, period) {
+            return 0;
+        }
+        self.part_of_total(burst, 0)
+    }
+
+    /// When a bucket's room this run holds began filling from empty, for a
+    /// key this run has not touched: 0 (full from the start) unless it
+    /// joined late (`owns_from`), then the start of the first period it
+    /// holds room in; `Nanos::MAX` while it has not joined.
+    pub fn fills_from(&self, quota: Quota) -> Nanos {
+        if self.owns_from == 0 {
+            return 0;
+        }
+        let slot = quota.slot_of(self.owns_from);
+        if self.owns_slot(quota, slot) {
+            self.owns_from
+        } else {
+            quota.slot_end(slot)
+        }
+    }
+
+    /// Whether this run owns a share of `slot` of `quota` at all: the slot
+    /// began at or after `owns_from`.
+    fn owns_slot(&self, quota: Quota, slot: u64) -> bool {
+        quota.slot_end(slot).saturating_sub(quota.slot_ns()) >= self.owns_from
+    }
+
+    /// This member's part of `total` split over the members, with the
+    /// remainder going to the places that `turn` rotates it to.
+    fn part_of_total(&self, total: u32, turn: u64) -> u32 {
+        let members = self.members.max(1);
+        let extra =
+            self.member.is_some_and(|m| (u64::from(m) + turn) % u64::from(members) < u64::from(total % members));
+        total / members + u32::from(extra)
     }
 
     /// Whether permits are conserved between members (peered) rather than
