@@ -12,7 +12,10 @@
 //! them from its own before it publishes the gift. A locker grants only
 //! permits it owns, so the grants of a slot never add up to more than
 //! `max_requests`, whatever messages are late, lost or repeated. The
-//! ledger is kept per key by `core::kinds::fixed::tally`.
+//! ledger is kept per key by `core::kinds::fixed::tally`. Token buckets
+//! conserve their tokens alike: each member holds a share of the bucket's
+//! room (`Share::holds`) and refills it at that share of the rate, and a
+//! gift moves as much room as tokens (`core::kinds::bucket::peer`).
 //!
 //! The in-flight rule (`Share::over_part`, turns, `Recent`) is what the
 //! rolling window still shares by. No clock, no counts kept, no sockets.
@@ -282,8 +285,8 @@ pub struct Count {
     pub slot: u64,
     pub node: NodeIx,
     pub count: u32,
-    /// What is counted: permits granted, or (fixed windows only) wanted
-    /// or given.
+    /// What is counted: permits granted, or (fixed windows and token
+    /// buckets) wanted or given.
     pub what: Counted,
 }
 
@@ -293,11 +296,13 @@ pub enum Counted {
     /// Permits the node granted: the shared count.
     #[default]
     Granted,
-    /// Permits the node asked its peers for, having too few of its own
-    /// (fixed windows): a peer with spare ones gives.
+    /// Permits (or tokens) the node asked its peers for, having too few
+    /// of its own (fixed windows, token buckets): a peer with spare ones
+    /// gives.
     Wanted,
-    /// Permits the node gave to the node named here (fixed windows): the
-    /// giver owns that many fewer, the receiver that many more.
+    /// Permits (or tokens, with as much room) the node gave to the node
+    /// named here (fixed windows, token buckets): the giver owns that many
+    /// fewer, the receiver that many more.
     Gave(NodeIx),
 }
 
@@ -372,6 +377,26 @@ mod tests {
         let slot_ns = quota(5).slot_ns();
         let late = Share { owns_from: 3 * slot_ns + 1, ..trio(0) };
         assert_eq!((late.owns(quota(5), 3), late.owns(quota(5), 4)), (0, 2), "none of the slot it joined in");
+    }
+
+    #[test]
+    fn the_members_hold_exactly_the_burst_between_them_in_every_period() {
+        let quota = Quota::new(5, 0.8).unwrap();
+        for (burst, members) in [(5u32, 3u32), (1, 2), (7, 5), (2, 4), (100, 3)] {
+            for period in 0..4u64 {
+                let each = (0..members)
+                    .map(|m| Share { members, member: Some(m), ..Share::ALONE }.holds(quota, burst, period));
+                assert_eq!(each.sum::<u32>(), burst, "{burst} over {members} in period {period}");
+            }
+        }
+        let trio = |m| Share { members: 3, member: Some(m), ..Share::ALONE };
+        let periods: Vec<u32> = (0..3).map(|k| trio(2).holds(quota, 5, k)).collect();
+        assert_eq!(periods, [1, 1, 1], "the room stays put");
+        let slot_ns = quota.slot_ns();
+        let late = Share { owns_from: 3 * slot_ns + 1, ..trio(0) };
+        assert_eq!((late.holds(quota, 5, 3), late.holds(quota, 5, 4)), (0, 2), "none of the period it joined in");
+        assert_eq!((late.fills_from(quota), trio(0).fills_from(quota)), (4 * slot_ns, 0));
+        assert_eq!(Share { owns_from: 2 * slot_ns, ..trio(0) }.fills_from(quota), 2 * slot_ns);
     }
 
     #[test]
