@@ -12,7 +12,10 @@
 //! them from its own before it publishes the gift. A locker grants only
 //! permits it owns, so the grants of a slot never add up to more than
 //! `max_requests`, whatever messages are late, lost or repeated. The
-//! ledger is kept per key by `core::kinds::fixed::tally`.
+//! ledger is kept per key by `core::kinds::fixed::tally`. Token buckets
+//! conserve their tokens alike: each member holds a share of the bucket's
+//! room (`Share::holds`) and refills it at that share of the rate, and a
+//! gift moves as much room as tokens (`core::kinds::bucket::peer`).
 //!
 //! The in-flight rule (`Share::over_part`, turns, `Recent`) is what the
 //! rolling window still shares by. No clock, no counts kept, no sockets.
@@ -133,18 +136,70 @@ impl Share {
     /// `core::peering::tenure`).
     #[inline]
     pub fn owns(&self, quota: Quota, slot: u64) -> u32 {
-        let (max, members) = (quota.max_requests(), self.members.max(1));
-        let start = quota.slot_end(slot).saturating_sub(quota.slot_ns());
-        let share_of = |place: Option<u32>| {
-            let extra = place.is_some_and(|m| (u64::from(m) + slot) % u64::from(members) < u64::from(max % members));
-            max / members + u32::from(extra)
+        let max = quota.max_requests();
+        let own = if self.holding.leased && self.owns_slot(quota, slot) {
+            self.part_of_total(max, self.member, slot)
+        } else {
+            0
         };
-        let own = if self.holding.leased && start >= self.owns_from { share_of(self.member) } else { 0 };
         let Holding { held, held_from, .. } = self.holding;
+        let start = quota.slot_end(slot).saturating_sub(quota.slot_ns());
         if held == 0 || start < held_from {
             return own;
         }
-        own + (0..members.min(64)).filter(|p| held >> p & 1 == 1).map(|p| share_of(Some(p))).sum::<u32>()
+        let inherited = (0..self.members.min(64)).filter(|p| held >> p & 1 == 1);
+        own + inherited.map(|p| self.part_of_total(max, Some(p), slot)).sum::<u32>()
+    }
+
+    /// The room of a token bucket of `burst` (the tokens it may hold) this
+    /// locker holds in `period` of `quota` before any gift: `burst /
+    /// members` each, and one more for the members whose place is below
+    /// the remainder. The remainder does not rotate: a bucket's room stays
+    /// put from one period to the next, so that no member loses the tokens
+    /// in a unit of room it would hand on. The members' rooms add up to
+    /// `burst`, and each refills its room at the bucket's rate times room
+    /// over burst (see `core::kinds::bucket`), so their refills add up to
+    /// the rate. No remainder without a place; none of a period that began
+    /// before this run joined (`owns_from`), as for `owns`. A bucket's room
+    /// never passes to an heir (see `core::peering::tenure`), so it needs
+    /// no lease: a dead member's room waits for it.
+    #[inline]
+    pub fn holds(&self, quota: Quota, burst: u32, period: u64) -> u32 {
+        if !self.owns_slot(quota, period) {
+            return 0;
+        }
+        self.part_of_total(burst, self.member, 0)
+    }
+
+    /// When a bucket's room this run holds began filling from empty, for a
+    /// key this run has not touched: 0 (full from the start) unless it
+    /// joined late (`owns_from`), then the start of the first period it
+    /// holds room in; `Nanos::MAX` while it has not joined.
+    pub fn fills_from(&self, quota: Quota) -> Nanos {
+        if self.owns_from == 0 {
+            return 0;
+        }
+        let slot = quota.slot_of(self.owns_from);
+        if self.owns_slot(quota, slot) {
+            self.owns_from
+        } else {
+            quota.slot_end(slot)
+        }
+    }
+
+    /// Whether this run owns a share of `slot` of `quota` at all: the slot
+    /// began at or after `owns_from`.
+    fn owns_slot(&self, quota: Quota, slot: u64) -> bool {
+        quota.slot_end(slot).saturating_sub(quota.slot_ns()) >= self.owns_from
+    }
+
+    /// The part of `total` split over the members that the member at
+    /// `place` gets, with the remainder going to the places that `turn`
+    /// rotates it to; no remainder without a place.
+    fn part_of_total(&self, total: u32, place: Option<u32>, turn: u64) -> u32 {
+        let members = self.members.max(1);
+        let extra = place.is_some_and(|m| (u64::from(m) + turn) % u64::from(members) < u64::from(total % members));
+        total / members + u32::from(extra)
     }
 
     /// Whether permits are conserved between members (peered) rather than
@@ -279,8 +334,8 @@ pub struct Count {
     pub slot: u64,
     pub node: NodeIx,
     pub count: u32,
-    /// What is counted: permits granted, or (fixed windows only) wanted
-    /// or given.
+    /// What is counted: permits granted, or (fixed windows and token
+    /// buckets) wanted or given.
     pub what: Counted,
 }
 
@@ -290,11 +345,13 @@ pub enum Counted {
     /// Permits the node granted: the shared count.
     #[default]
     Granted,
-    /// Permits the node asked its peers for, having too few of its own
-    /// (fixed windows): a peer with spare ones gives.
+    /// Permits (or tokens) the node asked its peers for, having too few
+    /// of its own (fixed windows, token buckets): a peer with spare ones
+    /// gives.
     Wanted,
-    /// Permits the node gave to the node named here (fixed windows): the
-    /// giver owns that many fewer, the receiver that many more.
+    /// Permits (or tokens, with as much room) the node gave to the node
+    /// named here (fixed windows, token buckets): the giver owns that many
+    /// fewer, the receiver that many more.
     Gave(NodeIx),
 }
 
@@ -369,6 +426,26 @@ mod tests {
         let slot_ns = quota(5).slot_ns();
         let late = Share { owns_from: 3 * slot_ns + 1, ..trio(0) };
         assert_eq!((late.owns(quota(5), 3), late.owns(quota(5), 4)), (0, 2), "none of the slot it joined in");
+    }
+
+    #[test]
+    fn the_members_hold_exactly_the_burst_between_them_in_every_period() {
+        let quota = Quota::new(5, 0.8).unwrap();
+        for (burst, members) in [(5u32, 3u32), (1, 2), (7, 5), (2, 4), (100, 3)] {
+            for period in 0..4u64 {
+                let each = (0..members)
+                    .map(|m| Share { members, member: Some(m), ..Share::ALONE }.holds(quota, burst, period));
+                assert_eq!(each.sum::<u32>(), burst, "{burst} over {members} in period {period}");
+            }
+        }
+        let trio = |m| Share { members: 3, member: Some(m), ..Share::ALONE };
+        let periods: Vec<u32> = (0..3).map(|k| trio(2).holds(quota, 5, k)).collect();
+        assert_eq!(periods, [1, 1, 1], "the room stays put");
+        let slot_ns = quota.slot_ns();
+        let late = Share { owns_from: 3 * slot_ns + 1, ..trio(0) };
+        assert_eq!((late.holds(quota, 5, 3), late.holds(quota, 5, 4)), (0, 2), "none of the period it joined in");
+        assert_eq!((late.fills_from(quota), trio(0).fills_from(quota)), (4 * slot_ns, 0));
+        assert_eq!(Share { owns_from: 2 * slot_ns, ..trio(0) }.fills_from(quota), 2 * slot_ns);
     }
 
     #[test]

@@ -148,7 +148,7 @@ const RECLAIMED_WITHIN: Nanos = DECLARE_AFTER + LEASE + MARGIN + 500 * MS;
 #[test]
 fn a_dead_lockers_share_comes_back_to_the_other_two_within_the_documented_time() {
     let mut g = trio_with_grace(300 * MS, 999, 1000);
-    let mut slot_of_333 = |g: &mut Group| {
+    let slot_of_333 = |g: &mut Group| {
         g.advance_to((g.now() / SLOT + 1) * SLOT + MS);
         (0..2).map(|i| (0..1000).filter(|_| g.ask(i, &Ask::new().key("k")).unwrap().ok).count()).sum::<usize>()
     };

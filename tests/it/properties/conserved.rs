@@ -23,7 +23,7 @@ use crate::group::{fixed, joined, MS};
 
 /// One thing that happens, after a pause of `gap` microseconds.
 #[derive(Debug, Clone)]
-enum Event {
+pub(crate) enum Event {
     /// Node `node` is asked for `cost` permits.
     Ask { node: usize, cost: u64 },
     /// The network changes for messages sent from now on.
@@ -60,7 +60,7 @@ fn long_event() -> impl Strategy<Value = Event> {
     ]
 }
 
-fn event() -> impl Strategy<Value = Event> {
+pub(crate) fn event() -> impl Strategy<Value = Event> {
     prop_oneof![
         8 => (0usize..5, 1u64..3).prop_map(|(node, cost)| Event::Ask { node, cost }),
         1 => (0u64..200, 0u64..100, 0u64..50, 0u64..30)
@@ -180,7 +180,7 @@ impl Trial {
     }
 }
 
-fn cases() -> u32 {
+pub(crate) fn cases() -> u32 {
     std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(32)
 }
 
