@@ -498,6 +498,10 @@ impl Service {
             reply.joining = p.is_joining();
             reply.peer_runs = Some(p.nodes().runs() as u64);
             reply.peer_rejected = p.peers().map(|(_, s)| s.rejected).sum();
+            let tenure = p.tenure();
+            reply.leased = tenure.applies().then(|| tenure.holding(now, p.nodes()).leased);
+            reply.declared_dead = tenure.declared().map(String::from).collect();
+            reply.holds = tenure.held().map(String::from).collect();
             let timeout = p.settings().live_timeout;
             reply.peers = p
                 .peers()

@@ -75,6 +75,18 @@ pub struct StatsReply {
     /// in `peers` (absent when 0).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub peer_rejected: u64,
+    /// Whether a majority of the group echoes this locker lately, so that
+    /// it may grant from its own share (docs/peering.md, "leases and
+    /// reclaim"); absent under three members, where leases do not apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leased: Option<bool>,
+    /// The peers this locker declared dead (absent when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub declared_dead: Vec<String>,
+    /// The members whose shares this locker holds besides its own, taken
+    /// back from them once a majority declared them dead (absent when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holds: Vec<String>,
     /// CURVE handshakes refused by the allowlist since start (each retry of
     /// a refused client counts again).
     #[serde(default, skip_serializing_if = "is_zero")]

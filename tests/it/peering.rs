@@ -135,6 +135,7 @@ fn a_locker_whose_peers_are_all_gone_grants_nothing_without_a_majority() {
     let granted = (0..500).filter(|_| g.ask(0, &Ask::new().key("alone")).unwrap().ok).count();
     assert_eq!(granted, 0, "one of three is no majority");
     let stats = sim_stats(&mut g, 0);
+    assert_eq!(stats.leased, Some(false), "stats say why: {stats:?}");
     assert!(!stats.joining);
     assert!(stats.peers.iter().all(|p| !p.live), "{stats:?}");
 }
@@ -162,6 +163,9 @@ fn a_dead_lockers_share_comes_back_to_the_other_two_within_the_documented_time()
         "the dead locker's share is back {} ms after its death",
         g.now() / MS - killed / MS
     );
+    let stats: Vec<_> = (0..2).map(|i| sim_stats(&mut g, i)).collect();
+    assert!(stats.iter().all(|s| s.leased == Some(true) && s.declared_dead.len() == 1), "{stats:?}");
+    assert_eq!(stats.iter().map(|s| s.holds.len()).sum::<usize>(), 1, "one heir holds the share: {stats:?}");
     // It comes back as a new run: its share stays with its heir, and it
     // grants what the others give it; never more than 999 in a slot.
     g.restart(2);
