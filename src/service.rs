@@ -29,6 +29,7 @@ use crate::wire::{
 };
 
 mod hold;
+mod hold_lease;
 mod kept;
 mod lease;
 mod parking;
@@ -205,6 +206,7 @@ impl Service {
     /// it started with for its schedule.
     pub fn reload(&mut self, default: Limit, limits: Vec<Limit>, max_keys: usize) -> Reloaded {
         let done = self.locker.reload(default, limits, max_keys);
+        self.holding.leases.recheck();
         if let Some(s) = &mut self.store {
             s.reset(self.locker.figures().stats().count());
         }
@@ -295,8 +297,12 @@ impl Service {
             Request::Plain(body) => return self.plain(now, body, out),
             Request::Go(go) => return self.go(now, go, out),
             Request::Batch(batch) => self.batch(now, batch, out),
-            Request::Acquire(ask) => self.acquire(now, ask, out),
-            Request::Heartbeat(beat) => self.heartbeat(now, beat, out),
+            Request::Acquire(ask) => {
+                self.acquire(now, ask, out);
+            }
+            Request::Heartbeat(beat) => {
+                self.heartbeat(now, beat, out);
+            }
             Request::Release(release) => self.release(now, release, out),
             Request::Stats => wire::encode(&self.stats(now), out),
         }

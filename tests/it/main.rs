@@ -113,6 +113,8 @@ mod faults;
 mod golden;
 /// Peered lockers on a simulated clock: the seed's scenario (through a kill and restart), skewed clocks, late and lost counts.
 mod group;
+/// Leases that wait: a held acquire granted at a release, an expiry, a reload; FIFO, bounded, answered at a stop.
+mod held_leases;
 /// Holding an ask for a go instead of sorry: seam and sim; real processes for the seed client, SIGTERM and the state file.
 mod hold;
 /// Hostile input: malformed requests on the seam; empty, multi-part, oversized and random messages on a socket.

@@ -401,7 +401,7 @@ fn acquire(c: &mut Client, count: u64, max_wait_ms: Option<u64>) -> LeaseReply {
 }
 
 fn beat<'a>(lease: &'a str) -> Heartbeat<'a> {
-    Heartbeat { limit: Some("db"), lease, ttl_ms: None, count: None }
+    Heartbeat { limit: Some("db"), lease, ttl_ms: None, count: None, hold_ms: None }
 }
 
 #[test]
