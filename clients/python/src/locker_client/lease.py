@@ -1,8 +1,12 @@
 """Waiting for a semaphore lease, and :class:`Lease`, the guard that keeps one.
 
-A queued acquire is answered "pending" at once (the locker never blocks);
-the client then polls with heartbeats, 2 ms apart and doubling up to 50 ms,
-until the lease is held or the wait ends, as the Rust lease guard does. A
+A queued acquire asks the locker to hold its reply (``hold_ms``) until the
+count is granted or the wait ends, each request for at most half of its
+share of the client's timeout; when a hold runs out first, a heartbeat with
+``hold_ms`` waits on. A locker that answers "pending" at once (an older
+one, one with no room to hold) is polled with heartbeats, 2 ms apart and
+doubling up to 50 ms, until the lease is held or the wait ends, as the Rust
+lease guard does. A
 held lease is kept by a thread with its own client (ZeroMQ sockets are not
 thread-safe) that heartbeats every third of the ttl carrying the lease's
 count, so a locker that restarted restores it, and the lease is released
@@ -19,6 +23,7 @@ may still reach one.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Optional, Tuple
@@ -52,29 +57,37 @@ class LeaseWait:
     next, how long to pause before it, and the outcome. Both clients drive
     it, each with its own way of waiting."""
 
-    def __init__(self, acquire: wire.Request) -> None:
+    def __init__(self, acquire: wire.Request, hold_ms: Optional[int] = None) -> None:
         self._acquire = acquire
+        self._hold_ms = hold_ms
         self._reply: Optional[LeaseReply] = None
         self._deadline = 0.0
+        self._now = 0.0
         self._pause = FIRST_POLL
         self._over = False
 
     def pause(self, now: float) -> Optional[float]:
         """Seconds to wait before sending :meth:`request`; None when the
         wait is over (held, refused, or out of time)."""
+        self._now = now
         if self._reply is None:
             return 0.0
         left = self._deadline - now
         if self._over or not self._reply.pending or left <= 0:
             return None
+        if self._reply.waited_ms is not None:
+            return 0.0  # the locker held it until its hold ran out: ask again at once
         pause, self._pause = min(self._pause, left), next_poll(self._pause)
         return pause
 
     def request(self) -> bytes:
         """The acquire at first, then the polls that ask whether it is held."""
         if self._reply is None:
-            return wire.encode(self._acquire)
-        return wire.encode(poll_request(self._acquire, self._reply))
+            return wire.encode(held_acquire(self._acquire, self._hold_ms))
+        hold = None
+        if self._hold_ms is not None:
+            hold = max(1, min(self._hold_ms, math.ceil((self._deadline - self._now) * 1000)))
+        return wire.encode(poll_request(self._acquire, self._reply, hold))
 
     def took(self, body: bytes, now: float) -> None:
         """Takes in the answer to :meth:`request`, received at ``now``. A
@@ -87,7 +100,7 @@ class LeaseWait:
             # The waiter was dropped between two polls: the wait is over.
             self._over = True
             return
-        if self._reply is None:
+        if self._reply is None or (reply.pending and reply.waited_ms is not None):
             self._deadline = now + reply.expires_in_ms / 1000
         self._reply = reply
 
@@ -108,10 +121,28 @@ class LeaseWait:
         raise NotAcquired(acquire.get("limit"), acquire["count"], reply.remaining if reply else 0)
 
 
+def lease_hold_ms(timeout: float, endpoints: int) -> int:
+    """The longest a locker may hold one lease request, in milliseconds:
+    half of the first endpoint's share of the timeout, so that a held reply
+    is never taken for a silent locker."""
+    return max(1, int(timeout * 1000 / (2 * max(1, endpoints))))
+
+
+def held_acquire(acquire: wire.Request, hold_ms: Optional[int]) -> wire.Request:
+    """``acquire`` asking the locker to hold its reply while it queues."""
+    wait = acquire.get("max_wait_ms")
+    if hold_ms is None or not wait or "hold_ms" in acquire:
+        return acquire
+    return wire.acquire_request(
+        acquire.get("limit"), acquire["count"], acquire.get("ttl_ms"), wait, min(wait, hold_ms)
+    )
+
+
 def wait_for_lease(client: "Client", acquire: wire.Request) -> Terms:
-    """Sends ``acquire`` and, while pending, polls until the lease is held;
-    raises NotAcquired when it is not held by the end of the wait."""
-    wait = LeaseWait(acquire)
+    """Sends ``acquire`` and waits until the lease is held, on the locker's
+    held replies or polling; raises NotAcquired when it is not held by the
+    end of the wait."""
+    wait = LeaseWait(acquire, lease_hold_ms(client.timeout, len(client.endpoints)))
     while (pause := wait.pause(time.monotonic())) is not None:
         time.sleep(pause)
         wait.took(client.round_trip(wait.request()), time.monotonic())
@@ -124,10 +155,11 @@ def wait_for_lease(client: "Client", acquire: wire.Request) -> Terms:
     return wait.held()
 
 
-def poll_request(acquire: wire.Request, pending: LeaseReply) -> wire.Request:
+def poll_request(acquire: wire.Request, pending: LeaseReply, hold_ms: Optional[int] = None) -> wire.Request:
     """The heartbeat that asks whether a pending lease is held (no count:
-    a waiter the locker dropped must not be re-created)."""
-    return wire.heartbeat_request(acquire.get("limit"), pending.lease or "", acquire.get("ttl_ms"), None)
+    a waiter the locker dropped must not be re-created); with ``hold_ms``,
+    the locker holds the reply until it is."""
+    return wire.heartbeat_request(acquire.get("limit"), pending.lease or "", acquire.get("ttl_ms"), None, hold_ms)
 
 
 class LeaseState:
