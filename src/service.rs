@@ -375,7 +375,7 @@ impl Service {
             Ok((id, v)) => {
                 self.journal.note_go(id, go.key, &v);
                 wire::encode_go_reply(&go_reply(&v, go), out);
-                let asked_hold = go.hold_ms.map(hold::asked_hold);
+                let asked_hold = go.hold_ms.map(parking::asked_hold);
                 (!v.go && go.cost > 0).then_some(Sorry { limit: id, retry_after: v.retry_after, asked_hold })
             }
             Err(e) => {

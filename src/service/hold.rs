@@ -15,7 +15,7 @@
 //! clock reading and keeps the callers' envelopes under the tokens.
 
 use super::hold_lease::{Ending, LeaseWaits};
-use super::parking::{Parked, Parking, QueueKey, Token};
+use super::parking::{asked_hold, Parked, Parking, QueueKey, Token};
 use super::Service;
 use crate::core::ask::hold_within;
 use crate::core::time::NANOS_PER_MS;
@@ -321,9 +321,4 @@ impl Service {
         let hold = if transient { IN_FLIGHT_HOLD } else { hold };
         Some(((id, key), hold, transient))
     }
-}
-
-/// An ask's own `hold_ms`, at most a limit's longest hold.
-pub(super) fn asked_hold(ms: u64) -> Nanos {
-    ms.min(crate::core::limit::MAX_HOLD_MS as u64).saturating_mul(NANOS_PER_MS)
 }

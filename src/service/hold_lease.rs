@@ -19,10 +19,9 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::hold::{asked_hold, Answer};
 use super::lease::lease_reply;
-use super::parking::{Parked, QueueKey, Token};
-use super::Service;
+use super::parking::{asked_hold, Parked, QueueKey, Token};
+use super::{Answer, Service};
 use crate::core::kinds::semaphore::{LeaseState, LeaseVerdict};
 use crate::core::time::ceil_ms;
 use crate::core::{LimitId, Nanos};

@@ -254,6 +254,11 @@ impl Parking {
     }
 }
 
+/// An ask's own `hold_ms`, at most a limit's longest hold.
+pub fn asked_hold(ms: u64) -> Nanos {
+    ms.min(crate::core::limit::MAX_HOLD_MS as u64).saturating_mul(crate::core::time::NANOS_PER_MS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
