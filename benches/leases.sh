@@ -27,13 +27,17 @@ if [ ! -x "$THROTTLE_ROOT/bin/throttle" ]; then
 fi
 THROTTLE=$THROTTLE_ROOT/bin/throttle
 
-PIDS=()
+# One server runs at a time: SERVER is its process id while it runs.
+SERVER=
 DIR=$(mktemp -d)
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  rm -rf "$DIR"
+stop_server() {
+  if [ -n "$SERVER" ]; then
+    kill "$SERVER" 2>/dev/null || true
+    wait "$SERVER" 2>/dev/null || true
+  fi
+  SERVER=
 }
-trap cleanup EXIT
+trap 'stop_server; rm -rf "$DIR"' EXIT
 
 # The same three semaphores on both: one too large to contend, one of 3,
 # one of 1.
@@ -71,18 +75,15 @@ load() { python3 benches/leases.py "$@" --seconds "$SECONDS_EACH" --contention-s
 fifo=$DIR/out
 mkfifo "$fifo"
 LOCKER_LOG=error "$LOCKER" serve --bind 'tcp://127.0.0.1:*' --config "$DIR/locker.toml" >"$fifo" &
-LOCKER_PID=$!
-PIDS+=("$LOCKER_PID")
+SERVER=$!
 exec {out}<"$fifo"
 read -r -t 30 -u "$out" line || { echo "the locker printed no endpoint" >&2; exit 1; }
-load locker "${line#listening on }" "$LOCKER_PID"
-kill "$LOCKER_PID"
-wait "$LOCKER_PID" 2>/dev/null || true
+load locker "${line#listening on }" "$SERVER"
+stop_server
 
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 (cd "$DIR" && THROTTLE_LOG=ERROR exec "$THROTTLE" --port "$PORT" -c throttle.toml) &
-THROTTLE_PID=$!
-PIDS+=("$THROTTLE_PID")
+SERVER=$!
 # Up when its health endpoint answers (bounded: 30 s).
 python3 - "$PORT" <<'EOF'
 import http.client, sys, time
@@ -98,4 +99,4 @@ while True:
             sys.exit("throttle did not come up")
         time.sleep(0.05)
 EOF
-load throttle "127.0.0.1:$PORT" "$THROTTLE_PID"
+load throttle "127.0.0.1:$PORT" "$SERVER"
