@@ -7,8 +7,9 @@ Three figures for one server:
 - ``cycles``: acquire + release cycles per second, and the server's CPU per
   cycle (from /proc/PID/stat), with 1, 8 and 64 client processes on a
   semaphore too large to contend;
-- ``contention``: a semaphore of 3 under 20 client processes that each take
-  a lease, work WORK seconds, and release it, for a fixed time: leases
+- ``contention``: a semaphore of 3 under 20 client threads (one process)
+  that each take a lease, work WORK seconds, and release it, for a fixed
+  time: leases
   granted, the busy fraction (time held over 3 x the run, measured by the
   clients from grant to release), and the most ever held at once;
 - ``expiry``: a lease left to expire (ttl 200 ms) while one waiter waits for
@@ -28,7 +29,9 @@ import http.client
 import json
 import multiprocessing as mp
 import os
+import queue
 import statistics
+import threading
 import time
 from typing import Any, Callable, Dict, List, Tuple
 
@@ -139,9 +142,7 @@ def cycles_worker(kind: str, where: str, seconds: float, ready: Any, out: Any) -
     out.put(n)
 
 
-def contention_worker(kind: str, where: str, seconds: float, ready: Any, out: Any) -> None:
-    side = SIDES[kind](where)
-    ready.wait()
+def contend(side: Any, seconds: float, out: Any) -> None:
     end = time.monotonic() + seconds
     held: List[Tuple[float, float]] = []
     while time.monotonic() < end:
@@ -151,6 +152,18 @@ def contention_worker(kind: str, where: str, seconds: float, ready: Any, out: An
             if type(e).__name__ != "NotAcquired":
                 raise
     out.put([h for h in held if h[1] <= end])
+
+
+def run_threads(kind: str, where: str, n: int, seconds: float) -> List[Any]:
+    """Runs ``n`` contending client threads together; their results."""
+    sides = [SIDES[kind](where) for _ in range(n)]
+    out: "queue.Queue[Any]" = queue.Queue()
+    threads = [threading.Thread(target=contend, args=(side, seconds, out)) for side in sides]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(seconds + 60)
+    return [out.get_nowait() for _ in threads]
 
 
 def run_workers(target: Callable[..., None], kind: str, where: str, n: int, seconds: float, pid: int) -> Tuple[List[Any], float]:
@@ -198,7 +211,7 @@ def main() -> None:
             f"server CPU {cpu / max(cycles, 1) * 1e6:.1f} us/cycle",
             flush=True,
         )
-    held, _ = run_workers(contention_worker, kind, where, 20, args.contention_seconds, args.pid)
+    held = run_threads(kind, where, 20, args.contention_seconds)
     intervals = [h for per in held for h in per]
     busy = sum(e - s for s, e in intervals) / (3 * args.contention_seconds)
     print(

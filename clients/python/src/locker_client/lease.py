@@ -262,6 +262,9 @@ class Lease(LeaseState):
     ) -> None:
         super().__init__(limit, lease_id, count, ttl_ms, on_lost)
         self._client = client
+        # Connected while the lease is used: its release is not kept waiting
+        # for a connection, and the count goes to the next waiter sooner.
+        client._connect_ahead()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._keep, name=f"lease-{lease_id}", daemon=True)
         self._thread.start()
