@@ -6,11 +6,10 @@ share of the client's timeout; when a hold runs out first, a heartbeat with
 ``hold_ms`` waits on. A locker that answers "pending" at once (an older
 one, one with no room to hold) is polled with heartbeats, 2 ms apart and
 doubling up to 50 ms, until the lease is held or the wait ends, as the Rust
-lease guard does. A
-held lease is kept by a thread with its own client (ZeroMQ sockets are not
-thread-safe) that heartbeats every third of the ttl carrying the lease's
-count, so a locker that restarted restores it, and the lease is released
-when the guard exits.
+lease guard does. A held lease has its own client (ZeroMQ sockets are not
+thread-safe), which one thread of the process uses to heartbeat it every
+third of the ttl carrying the lease's count, so a locker that restarted
+restores it, and the lease is released when the guard exits.
 
 A lease is *lost* when a locker refuses its heartbeat: the lease expired and
 its count could not be restored (someone else holds it now). Losing is
@@ -22,11 +21,13 @@ may still reach one.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import math
+import os
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
 from . import wire
 from .errors import ClientError, LockerError, NoAnswer, NotAcquired
@@ -243,9 +244,44 @@ class LeaseState:
         return f"{type(self).__name__}(limit={self._limit!r}, id={self._id!r}, count={self._count}, held={self.held})"
 
 
+class _Keeper:
+    """The one thread of a process that heartbeats every thread-kept
+    :class:`Lease` when its beat is due, so that taking a lease starts no
+    thread and releasing one waits for none."""
+
+    def __init__(self) -> None:
+        self._due = threading.Condition()
+        self._heap: List[Tuple[float, int, "Lease"]] = []
+        self._seq = 0
+        self._pid = 0
+
+    def add(self, lease: "Lease", at: float) -> None:
+        """Beats ``lease`` at ``at`` (monotonic), and every interval after."""
+        with self._due:
+            if self._pid != os.getpid():  # first use, or a forked child: no thread yet
+                self._pid, self._heap = os.getpid(), []
+                threading.Thread(target=self._run, name="locker-leases", daemon=True).start()
+            self._seq += 1
+            heapq.heappush(self._heap, (at, self._seq, lease))
+            self._due.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._due:
+                while not self._heap or self._heap[0][0] > time.monotonic():
+                    self._due.wait(self._heap[0][0] - time.monotonic() if self._heap else None)
+                _, _, lease = heapq.heappop(self._heap)
+            if lease._beat():
+                self.add(lease, time.monotonic() + lease._beat_interval())
+
+
+_KEEPER = _Keeper()
+
+
 class Lease(LeaseState):
-    """A held semaphore lease, heartbeated by a background thread and
-    released on exit from its ``with`` block (or by :meth:`release`).
+    """A held semaphore lease, heartbeated by a background thread (one for
+    all the leases of the process) and released on exit from its ``with``
+    block (or by :meth:`release`).
 
     ``held`` is False once the lease was released or lost; ``on_lost`` is
     then called once, from the heartbeat thread, with the lease.
@@ -265,18 +301,28 @@ class Lease(LeaseState):
         # Connected while the lease is used: its release is not kept waiting
         # for a connection, and the count goes to the next waiter sooner.
         client._connect_ahead()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._keep, name=f"lease-{lease_id}", daemon=True)
-        self._thread.start()
+        # The client's socket is used by one thread at a time: the keeper's
+        # heartbeat or the release.
+        self._use = threading.Lock()
+        _KEEPER.add(self, time.monotonic() + self._beat_interval())
 
-    def _keep(self) -> None:
-        while not self._stop.wait(self._beat_interval()):
+    def _beat(self) -> bool:
+        """One heartbeat, from the keeper's thread; False when the lease is
+        released or lost (no more beats). ``on_lost`` is called without the
+        socket held, so that it may release the lease."""
+        with self._use:
+            if self._released:
+                return False
             try:
-                alive = self._beat_answered(self._client.round_trip(self._heartbeat()))
+                body, error = self._client.round_trip(self._heartbeat()), None
             except ClientError as e:
-                alive = self._took(None, e)
-            if not alive:
-                return
+                body, error = b"", e
+        if error is None:
+            try:
+                return self._beat_answered(body)
+            except ClientError as e:
+                error = e
+        return self._took(None, error)
 
     def release(self) -> bool:
         """Stops the heartbeats and frees the lease. Returns True when the
@@ -284,18 +330,14 @@ class Lease(LeaseState):
         locker answered (the lease then expires at its ttl)."""
         if not self._releasing():
             return False
-        self._stop.set()
-        # From on_lost the heartbeat thread releases its own lease: it is
-        # already on its way out, and a thread cannot join itself.
-        if threading.current_thread() is not self._thread:
-            self._thread.join()
         freed = False
-        if self._held:
-            try:
-                freed = self._client.release(self._limit, self._id).ok
-            except ClientError as e:
-                self._release_failed(e)
-        self._client.close()
+        with self._use:
+            if self._held:
+                try:
+                    freed = self._client.release(self._limit, self._id).ok
+                except ClientError as e:
+                    self._release_failed(e)
+            self._client.close()
         return freed
 
     def __enter__(self) -> "Lease":
