@@ -234,7 +234,8 @@ impl Service {
             Some(p) => due.map(|d| p.clock().raw_at(d)),
             None => due,
         };
-        [due, self.holding.next_wake()].into_iter().flatten().min()
+        let recheck = self.store.as_ref().and_then(|s| s.lease_calls.next_recheck());
+        [due, self.holding.next_wake(), recheck].into_iter().flatten().min()
     }
 
     /// Enters the instant `raw`, a reading of the loop's clock, and returns
@@ -254,6 +255,9 @@ impl Service {
     /// expired leases, grants their count to waiters, and follows the peers.
     /// A loop calls it through `step::turn`.
     fn on_timeout(&mut self, now: Nanos) {
+        if let Some(s) = &mut self.store {
+            s.lease_calls.recheck(now);
+        }
         let now = self.enter(now);
         self.locker.expire(now);
         if let Some(s) = &mut self.store {

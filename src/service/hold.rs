@@ -114,7 +114,7 @@ impl Service {
                 return Answer::Held;
             }
             if self.store.is_some() {
-                if let Some(answer) = self.lease_to_store(token, r, out) {
+                if let Some(answer) = self.lease_to_store(now, token, r, out) {
                     return answer;
                 }
                 if self.wait_for_claims(now, token, body, r, 0, None) {
