@@ -248,6 +248,11 @@ impl Client {
         structured(&self.round_trip(&body)?)
     }
 
+    /// How many endpoints this client tries.
+    fn endpoint_count(&self) -> usize {
+        self.endpoints.len()
+    }
+
     /// The endpoint that answered last, if any has.
     pub fn current_endpoint(&self) -> Option<&str> {
         self.live.as_ref().map(|l| self.endpoints[l.index].as_str())

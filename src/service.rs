@@ -29,6 +29,7 @@ use crate::wire::{
 };
 
 mod hold;
+mod hold_lease;
 mod kept;
 mod lease;
 mod parking;
@@ -205,6 +206,7 @@ impl Service {
     /// it started with for its schedule.
     pub fn reload(&mut self, default: Limit, limits: Vec<Limit>, max_keys: usize) -> Reloaded {
         let done = self.locker.reload(default, limits, max_keys);
+        self.holding.leases.recheck();
         if let Some(s) = &mut self.store {
             s.reset(self.locker.figures().stats().count());
         }
@@ -232,7 +234,8 @@ impl Service {
             Some(p) => due.map(|d| p.clock().raw_at(d)),
             None => due,
         };
-        [due, self.holding.next_wake()].into_iter().flatten().min()
+        let recheck = self.store.as_ref().and_then(|s| s.lease_calls.next_recheck());
+        [due, self.holding.next_wake(), recheck].into_iter().flatten().min()
     }
 
     /// Enters the instant `raw`, a reading of the loop's clock, and returns
@@ -252,6 +255,9 @@ impl Service {
     /// expired leases, grants their count to waiters, and follows the peers.
     /// A loop calls it through `step::turn`.
     fn on_timeout(&mut self, now: Nanos) {
+        if let Some(s) = &mut self.store {
+            s.lease_calls.recheck(now);
+        }
         let now = self.enter(now);
         self.locker.expire(now);
         if let Some(s) = &mut self.store {
@@ -295,8 +301,12 @@ impl Service {
             Request::Plain(body) => return self.plain(now, body, out),
             Request::Go(go) => return self.go(now, go, out),
             Request::Batch(batch) => self.batch(now, batch, out),
-            Request::Acquire(ask) => self.acquire(now, ask, out),
-            Request::Heartbeat(beat) => self.heartbeat(now, beat, out),
+            Request::Acquire(ask) => {
+                self.acquire(now, ask, out);
+            }
+            Request::Heartbeat(beat) => {
+                self.heartbeat(now, beat, out);
+            }
             Request::Release(release) => self.release(now, release, out),
             Request::Stats => wire::encode(&self.stats(now), out),
         }
@@ -369,7 +379,7 @@ impl Service {
             Ok((id, v)) => {
                 self.journal.note_go(id, go.key, &v);
                 wire::encode_go_reply(&go_reply(&v, go), out);
-                let asked_hold = go.hold_ms.map(hold::asked_hold);
+                let asked_hold = go.hold_ms.map(parking::asked_hold);
                 (!v.go && go.cost > 0).then_some(Sorry { limit: id, retry_after: v.retry_after, asked_hold })
             }
             Err(e) => {

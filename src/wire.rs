@@ -90,7 +90,8 @@ pub struct RequestMap<'a> {
     /// Wait up to this long for a reservation (go) or in the queue (acquire).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_wait_ms: Option<u64>,
-    /// Hold the reply up to this long for a go rather than answer sorry.
+    /// Hold the reply up to this long for a go rather than answer sorry,
+    /// or for a queued lease to be granted rather than answer pending.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold_ms: Option<u64>,
     /// A semaphore count to hold (acquire), or to restore (heartbeat).

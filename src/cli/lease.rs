@@ -84,7 +84,7 @@ pub(crate) fn run(command: LeaseCommand) -> u8 {
             (a.connect, result)
         }
         LeaseCommand::Heartbeat(HeartbeatArgs { held: h, ttl, count }) => {
-            let beat = Heartbeat { limit: h.limit.as_deref(), lease: &h.lease, ttl_ms: ttl.map(ms), count };
+            let beat = Heartbeat { ttl_ms: ttl.map(ms), count, ..Heartbeat::new(h.limit.as_deref(), &h.lease) };
             let result = h.connect.client().and_then(|mut c| c.heartbeat(&beat));
             (h.connect, result)
         }

@@ -1,8 +1,12 @@
 //! Waiting for a semaphore lease, and `Lease`, the guard that keeps one.
 //!
-//! A queued acquire is answered "pending" at once (the locker's REP loop
-//! never blocks); the client then polls with heartbeats until the lease is
-//! held or the wait ends. A held lease is kept by a thread with its own
+//! A queued acquire asks the locker to hold its reply (`hold_ms`) until
+//! the count is granted or the wait ends, each request for at most half
+//! of its share of the client's timeout; when a hold runs out first, a
+//! heartbeat with `hold_ms` waits on. A locker that answers "pending" at
+//! once (an older one, one with no room to hold, or one serving on a REP
+//! socket) is polled with heartbeats, 2 ms apart and doubling to 50 ms,
+//! until the lease is held or the wait ends. A held lease is kept by a thread with its own
 //! socket (ZeroMQ sockets are not shared between threads) that heartbeats
 //! every third of the ttl, carrying the lease's count so that a locker that
 //! restarted restores it, and releases it when the guard is dropped.
@@ -23,25 +27,37 @@ const FIRST_POLL: Duration = Duration::from_millis(2);
 const MAX_POLL: Duration = Duration::from_millis(50);
 
 impl Client {
-    /// Acquires a lease and, while it is pending, polls until it is held or
-    /// the wait (`max_wait_ms`) ends. Returns the last reply: `ok` when
-    /// held; not `ok` (and not pending) when the count was not free in time.
-    /// The end of a wait is not an error: the locker drops a waiter when its
-    /// wait ends, so the poll that finds it gone at or after that instant
-    /// means "not held"; a refusal before then is an error.
+    /// Acquires a lease and waits until it is held or the wait
+    /// (`max_wait_ms`) ends: on the locker's held reply, or polling while
+    /// the locker answers pending at once. Returns the last reply: `ok`
+    /// when held; not `ok` (and not pending) when the count was not free in
+    /// time. The end of a wait is not an error: the locker drops a waiter
+    /// when its wait ends, so the poll that finds it gone at or after that
+    /// instant means "not held"; a refusal before then is an error.
     pub fn wait_for_lease(&mut self, ask: &LeaseAsk) -> Result<LeaseReply, ClientError> {
-        let mut reply = self.acquire_lease(ask)?;
-        let deadline = Instant::now() + Duration::from_millis(reply.expires_in_ms);
+        let hold = self.lease_hold();
+        let first = match ask.max_wait_ms {
+            Some(wait) if wait > 0 && ask.hold_ms.is_none() => LeaseAsk { hold_ms: Some(wait.min(hold)), ..*ask },
+            _ => *ask,
+        };
+        let mut reply = self.acquire_lease(&first)?;
+        let mut deadline = Instant::now() + Duration::from_millis(reply.expires_in_ms);
         let mut pause = FIRST_POLL;
         while reply.pending {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Ok(self.give_up(ask, &reply));
             }
-            std::thread::sleep(pause.min(left));
-            pause = (pause * 2).min(MAX_POLL);
+            // A reply the locker held asks again at once; one it answered
+            // at once is polled, ever more slowly.
+            if reply.waited_ms.is_none() {
+                std::thread::sleep(pause.min(left));
+                pause = (pause * 2).min(MAX_POLL);
+            }
             let lease = reply.lease.clone().unwrap_or_default();
-            match self.heartbeat(&Heartbeat { limit: ask.limit, lease: &lease, ttl_ms: ask.ttl_ms, count: None }) {
+            let hold_ms = Some((left.as_millis() as u64).clamp(1, hold));
+            let beat = Heartbeat { ttl_ms: ask.ttl_ms, hold_ms, ..Heartbeat::new(ask.limit, &lease) };
+            match self.heartbeat(&beat) {
                 Ok(next) => reply = next,
                 Err(ClientError::Refused(why)) if Instant::now() >= deadline => {
                     debug!(%lease, %why, "the wait ended in the queue");
@@ -49,8 +65,19 @@ impl Client {
                 }
                 Err(e) => return Err(e),
             }
+            if reply.pending && reply.waited_ms.is_some() {
+                deadline = Instant::now() + Duration::from_millis(reply.expires_in_ms);
+            }
         }
         Ok(reply)
+    }
+
+    /// The longest a locker may hold one lease request, in milliseconds:
+    /// half of the first endpoint's share of the timeout, so that a held
+    /// reply is never taken for a silent locker.
+    fn lease_hold(&self) -> u64 {
+        let share = self.timeout / (2 * self.endpoint_count().max(1)) as u32;
+        (share.as_millis() as u64).max(1)
     }
 
     /// Gives a still-pending place back when the wait ended here first (the
@@ -190,10 +217,9 @@ impl KeepAlive {
 
     fn beat(&mut self) {
         let beat = Heartbeat {
-            limit: self.limit.as_deref(),
-            lease: &self.id,
             ttl_ms: Some(self.ttl_ms),
             count: Some(self.count),
+            ..Heartbeat::new(self.limit.as_deref(), &self.id)
         };
         match self.client.heartbeat(&beat) {
             Ok(reply) => self.held.store(reply.ok, Ordering::Relaxed),

@@ -14,7 +14,8 @@
 //! decided. It reads no clock and touches no socket: the daemon passes its
 //! clock reading and keeps the callers' envelopes under the tokens.
 
-use super::parking::{Parked, Parking, QueueKey, Token};
+use super::hold_lease::{Ending, LeaseWaits};
+use super::parking::{asked_hold, Parked, Parking, QueueKey, Token};
 use super::Service;
 use crate::core::ask::hold_within;
 use crate::core::time::NANOS_PER_MS;
@@ -53,14 +54,16 @@ pub(super) type Held = Option<(Nanos, bool)>;
 /// The asks held for a go, and what is left of them at a stop.
 #[derive(Debug)]
 pub(super) struct Holding {
-    parking: Parking,
+    pub(super) parking: Parking,
+    /// The lease requests among the parked, by lease id (`hold_lease`).
+    pub(super) leases: LeaseWaits,
     /// Parked asks still to be answered at shutdown (see `next_final`).
     finals: Vec<(QueueKey, Parked)>,
 }
 
 impl Holding {
     pub(super) fn new(max: usize) -> Holding {
-        Holding { parking: Parking::new(max), finals: Vec::new() }
+        Holding { parking: Parking::new(max), leases: LeaseWaits::default(), finals: Vec::new() }
     }
 
     /// Asks parked now.
@@ -70,7 +73,7 @@ impl Holding {
 
     /// When the next parked ask is to be decided or answered.
     pub(super) fn next_wake(&self) -> Option<Nanos> {
-        self.parking.next_wake()
+        [self.parking.next_wake(), self.leases.next_wake()].into_iter().flatten().min()
     }
 
     /// Asks held since start, and those of them answered go.
@@ -111,12 +114,14 @@ impl Service {
                 return Answer::Held;
             }
             if self.store.is_some() {
-                if let Some(answer) = self.lease_to_store(token, r, out) {
+                if let Some(answer) = self.lease_to_store(now, token, r, out) {
                     return answer;
                 }
                 if self.wait_for_claims(now, token, body, r, 0, None) {
                     return Answer::Held;
                 }
+            } else if let Some(answer) = self.hold_lease(now, token, body, r, out) {
+                return answer;
             }
         }
         self.answer_or_hold(now, token, body, request, None, out)
@@ -188,7 +193,13 @@ impl Service {
                 return Some(token);
             }
         }
+        if let Some(token) = self.lease_ready(now, out) {
+            return Some(token);
+        }
         while let Some((queue, parked)) = self.holding.parking.due(now) {
+            if parked.lease {
+                return Some(self.lease_over(now, &queue, parked, Ending::Hold, out));
+            }
             let request = wire::decode_request(&parked.body);
             let held = Some((parked.until, parked.transient));
             if let Ok(r) = &request {
@@ -265,7 +276,10 @@ impl Service {
             holding.finals.reverse();
             holding.parking = Parking::new(0);
         }
-        let (_, parked) = holding.finals.pop()?;
+        let (queue, parked) = holding.finals.pop()?;
+        if parked.lease {
+            return Some(self.lease_over(now, &queue, parked, Ending::Stop, out));
+        }
         let _ = self.decide(now, &wire::decode_request(&parked.body), out);
         Some(parked.token)
     }
@@ -307,9 +321,4 @@ impl Service {
         let hold = if transient { IN_FLIGHT_HOLD } else { hold };
         Some(((id, key), hold, transient))
     }
-}
-
-/// An ask's own `hold_ms`, at most a limit's longest hold.
-pub(super) fn asked_hold(ms: u64) -> Nanos {
-    ms.min(crate::core::limit::MAX_HOLD_MS as u64).saturating_mul(NANOS_PER_MS)
 }

@@ -6,24 +6,39 @@ use crate::core::kinds::semaphore::{LeaseState, LeaseVerdict};
 use crate::core::{time::ceil_ms, AcquireAsk, HeartbeatAsk, LeaseError, LimitId, Nanos};
 use crate::wire::{self, Heartbeat, LeaseAsk, LeaseReply, Release};
 
+/// A lease left pending by a request: its semaphore and id.
+pub(super) type Pending = Option<(LimitId, Box<str>)>;
+
 impl Service {
-    pub(super) fn acquire(&mut self, now: Nanos, ask: &LeaseAsk, out: &mut Vec<u8>) {
+    /// Answers an acquire into `out`; the new lease when it is pending.
+    pub(super) fn acquire(&mut self, now: Nanos, ask: &LeaseAsk, out: &mut Vec<u8>) -> Pending {
         let answer = self.find(ask.limit).map_err(LeaseError::from).and_then(|limit| {
             let (lease, v) = self.locker.acquire(now, &acquire_ask(limit, ask))?;
             self.journal.note_lease(limit, &lease);
-            Ok((lease, v))
+            Ok((limit, lease, v))
         });
-        encode(answer.map(|(lease, v)| lease_reply(now, &v, lease)), out);
+        let pending = match &answer {
+            Ok((limit, lease, v)) if is_pending(v) => Some((*limit, lease.as_str().into())),
+            _ => None,
+        };
+        encode(answer.map(|(_, lease, v)| lease_reply(now, &v, lease)), out);
+        pending
     }
 
-    pub(super) fn heartbeat(&mut self, now: Nanos, beat: &Heartbeat, out: &mut Vec<u8>) {
+    /// Answers a heartbeat into `out`; the lease when it is pending.
+    pub(super) fn heartbeat(&mut self, now: Nanos, beat: &Heartbeat, out: &mut Vec<u8>) -> Pending {
         let answer = self.find(beat.limit).map_err(LeaseError::from).and_then(|limit| {
             let renew = HeartbeatAsk { limit, lease: beat.lease, ttl_ms: beat.ttl_ms, count: beat.count };
             let v = self.locker.heartbeat(now, &renew)?;
             self.journal.note_lease(limit, beat.lease);
-            Ok(v)
+            Ok((limit, v))
         });
-        encode(answer.map(|v| lease_reply(now, &v, beat.lease.to_owned())), out);
+        let pending = match &answer {
+            Ok((limit, v)) if is_pending(v) => Some((*limit, beat.lease.into())),
+            _ => None,
+        };
+        encode(answer.map(|(_, v)| lease_reply(now, &v, beat.lease.to_owned())), out);
+        pending
     }
 
     pub(super) fn release(&mut self, now: Nanos, release: &Release, out: &mut Vec<u8>) {
@@ -34,6 +49,10 @@ impl Service {
         });
         encode(answer.map(|v| lease_reply(now, &v, release.lease.to_owned())), out);
     }
+}
+
+fn is_pending(v: &LeaseVerdict) -> bool {
+    matches!(v.state, LeaseState::Pending { .. })
 }
 
 /// The core's acquire for `ask` on limit `limit`.
@@ -63,5 +82,6 @@ pub(super) fn lease_reply(now: Nanos, v: &LeaseVerdict, lease: String) -> LeaseR
         limit: v.capacity,
         remaining: v.free,
         expires_in_ms: until.map_or(0, |u| ceil_ms(u.saturating_sub(now))),
+        waited_ms: None,
     }
 }

@@ -9,6 +9,11 @@
 //! hold cannot be met. Parked asks of one limit and key form a queue and
 //! only its head is decided, so they are answered in arrival order.
 //!
+//! A held lease request (see `hold_lease`) is parked here too, alone in a
+//! queue named by its semaphore and lease id, with one timer at the end of
+//! its hold: it is answered when its lease is granted or dropped, which
+//! the service learns from the semaphore, not from a timer.
+//!
 //! An ask parked behind others has a timer of its own at the end of its
 //! hold (`expired`): it is answered then even if the asks before it still
 //! wait, so that a short hold behind a long queue is honoured.
@@ -46,6 +51,9 @@ pub struct Parked {
     /// Whether the hold is only the peers' in-flight wait (see
     /// `Service::hold_for`), which is kept only for short waits.
     pub transient: bool,
+    /// Whether this is a lease request waiting for its lease (see
+    /// `park_lease`), rather than an ask to decide again.
+    pub lease: bool,
     /// When to decide it again.
     wake: Nanos,
     /// Order of arrival, which also tells a heap entry still current.
@@ -101,7 +109,7 @@ impl Parking {
     pub fn park(&mut self, queue: QueueKey, token: Token, body: &[u8], (wake, until): (Nanos, Nanos), transient: bool) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        let parked = Parked { token, body: body.into(), until, transient, wake, seq };
+        let parked = Parked { token, body: body.into(), until, transient, lease: false, wake, seq };
         let q = self.queues.entry(queue.clone()).or_default();
         if q.is_empty() {
             self.heap.push(Reverse((wake, seq, queue)));
@@ -111,6 +119,37 @@ impl Parking {
         q.push_back(parked);
         self.len += 1;
         self.held += 1;
+    }
+
+    /// Parks a lease request under `queue`, a queue of its own, until
+    /// `until` at the latest (`due` hands it back then), or until `take`.
+    pub fn park_lease(&mut self, queue: QueueKey, token: Token, body: &[u8], until: Nanos) {
+        self.park(queue.clone(), token, body, (until, until), false);
+        if let Some(parked) = self.queues.get_mut(&queue).and_then(VecDeque::back_mut) {
+            parked.lease = true;
+        }
+    }
+
+    /// Takes the head of `queue` out, whatever its timer; the next ask of
+    /// the queue, if any, becomes the head, due at once.
+    pub fn take(&mut self, queue: &QueueKey) -> Option<Parked> {
+        let q = self.queues.get_mut(queue)?;
+        let head = q.pop_front()?;
+        match q.front_mut() {
+            Some(next) => {
+                next.wake = head.wake.min(next.wake);
+                self.heap.push(Reverse((next.wake, next.seq, queue.clone())));
+            }
+            None => {
+                self.queues.remove(queue);
+            }
+        }
+        self.len -= 1;
+        if self.len == 0 {
+            self.heap.clear();
+            self.behind.clear();
+        }
+        Some(head)
     }
 
     /// Puts a head taken by `due` back at the front of its queue, to be
@@ -213,6 +252,11 @@ impl Parking {
             self.heap.pop();
         }
     }
+}
+
+/// An ask's own `hold_ms`, at most a limit's longest hold.
+pub fn asked_hold(ms: u64) -> Nanos {
+    ms.min(crate::core::limit::MAX_HOLD_MS as u64).saturating_mul(crate::core::time::NANOS_PER_MS)
 }
 
 #[cfg(test)]

@@ -4,7 +4,9 @@
 //! machine.
 //!
 //! The order is the contract: parked asks that are due are answered before
-//! any new request is served, so a new ask never overtakes them; a turn
+//! any new request is served, so a new ask never overtakes them, and a
+//! lease request held for its lease is answered in the same step as the
+//! request that granted it (`hold_lease`); a turn
 //! first does what fell due (leases that expired, the peers' view), then
 //! answers what is due, then publishes; peer messages and the store's
 //! calls leave after every small batch of requests (`flush`), so counts
@@ -67,6 +69,10 @@ pub fn request(
     let answer = service.serve(now, token, body, out, keep);
     if answer == Answer::Now {
         io.reply(token, out);
+    }
+    // A release may have granted a held acquire its lease: it leaves now.
+    if !service.holding.leases.is_empty() {
+        answer_due(service, now, keep, io, out);
     }
     answer
 }

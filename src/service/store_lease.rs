@@ -9,17 +9,31 @@
 //! once and never reaches the store. When the store cannot be asked, a
 //! lease request is answered with the error whatever the limit's failure
 //! policy: a lease granted without the store would be invisible to the
-//! other lockers. This module reads no clock and touches no socket.
+//! other lockers.
+//!
+//! A held acquire (`hold_ms`, see `hold_lease`) that the store queues is
+//! not answered pending: the store thread is asked again every `RECHECK`
+//! with a heartbeat of the lease (which leaves a queued lease queued), and
+//! the request is answered when the store says it is held, or gone (not
+//! held), or when its hold ends (pending). The serving thread never waits:
+//! a recheck is one more call the store thread makes. A lease freed on
+//! another locker thus reaches a waiter here within a recheck and a round
+//! trip to the store. This module reads no clock and touches no socket.
 
 use std::collections::{HashMap, VecDeque};
 
-use super::hold::Answer;
 use super::lease::{acquire_ask, encode, lease_reply};
-use super::parking::Token;
-use super::{error_reply, Service};
-use crate::core::store_lease::{CallId, LeaseAnswer, LeaseCall, LeaseOp};
+use super::parking::{asked_hold, Token};
+use super::{error_reply, Answer, Service};
+use crate::core::kinds::semaphore::LeaseState;
+use crate::core::store_lease::{CallId, LeaseAnswer, LeaseCall, LeaseOp, StoreLeaseState};
+use crate::core::time::{ceil_ms, NANOS_PER_MS};
 use crate::core::{BeatTerms, HeartbeatAsk, LeaseError, LimitId, Nanos};
 use crate::wire::{self, Heartbeat, LeaseAsk, Request};
+
+/// How often the store is asked again whether a held acquire's queued
+/// lease is granted.
+const RECHECK: Nanos = 2 * NANOS_PER_MS;
 
 /// What a reply to a lease call needs besides the store's answer.
 #[derive(Debug)]
@@ -27,6 +41,8 @@ enum Follow {
     Acquire,
     Heartbeat(BeatTerms),
     Release,
+    /// A held request asked again (see the header).
+    Waiting,
 }
 
 /// What a lease call carries: its lease id, what it does, and what its
@@ -40,6 +56,23 @@ struct LeaseWait {
     limit: LimitId,
     lease: Box<str>,
     follow: Follow,
+    /// A held request's hold: asked again while queued (see the header).
+    held: Option<Held>,
+}
+
+/// What a held lease request needs to be asked again and answered.
+#[derive(Debug, Clone)]
+struct Held {
+    /// When it was received, and when its hold ends (the loop's clock).
+    since: Nanos,
+    until: Nanos,
+    /// The ttl its lease is kept with while asked again.
+    ttl: Nanos,
+    /// The store's first, pending, reply: sent if the locker stops first.
+    pending_reply: Vec<u8>,
+    /// The semaphore's name and capacity, as the store is asked.
+    name: Box<str>,
+    capacity: u32,
 }
 
 /// Lease calls on their way to the store and replies to those answered.
@@ -50,12 +83,35 @@ pub(super) struct LeaseCalls {
     waits: HashMap<CallId, LeaseWait>,
     /// Replies ready to send, in the order the store answered.
     answered: VecDeque<(Token, Vec<u8>)>,
+    /// Held requests whose lease is queued, each to ask again when due,
+    /// in that order.
+    rechecks: VecDeque<(Nanos, LeaseWait)>,
 }
 
 impl LeaseCalls {
     /// Lease requests not yet answered.
     pub(super) fn len(&self) -> usize {
-        self.waits.len() + self.answered.len()
+        self.waits.len() + self.answered.len() + self.rechecks.len()
+    }
+
+    /// When the next held request is to be asked again.
+    pub(super) fn next_recheck(&self) -> Option<Nanos> {
+        self.rechecks.front().map(|(due, _)| *due)
+    }
+
+    /// Sends the calls that ask again, at `now`, about the held requests
+    /// that are due.
+    pub(super) fn recheck(&mut self, now: Nanos) {
+        while self.rechecks.front().is_some_and(|(due, _)| *due <= now) {
+            let (_, wait) = self.rechecks.pop_front().expect("checked above");
+            let Some(held) = &wait.held else { continue };
+            let op = LeaseOp::Heartbeat { ttl: held.ttl, restore: None };
+            let (name, capacity) = (held.name.clone(), held.capacity);
+            let id = self.next;
+            self.next += 1;
+            self.outbox.push(LeaseCall { id, name, capacity, lease: wait.lease.clone(), op });
+            self.waits.insert(id, wait);
+        }
     }
 }
 
@@ -64,7 +120,13 @@ impl Service {
     /// under `token` (`Some(Held)`), or answers it into `out` when the
     /// locker's checks refuse it (`Some(Now)`); `None` for any other
     /// request, or without a store.
-    pub(super) fn lease_to_store(&mut self, token: Token, request: &Request, out: &mut Vec<u8>) -> Option<Answer> {
+    pub(super) fn lease_to_store(
+        &mut self,
+        now: Nanos,
+        token: Token,
+        request: &Request,
+        out: &mut Vec<u8>,
+    ) -> Option<Answer> {
         self.store.as_ref()?;
         let (limit, call) = match request {
             Request::Acquire(ask) => {
@@ -89,13 +151,35 @@ impl Service {
                 return Some(Answer::Now);
             }
         };
+        let l = self.locker.limit(limit);
+        let (name, capacity) = (Box::<str>::from(l.name()), l.capacity());
+        let held = self.store_hold(now, request, &op).map(|(until, ttl)| Held {
+            since: now,
+            until,
+            ttl,
+            pending_reply: Vec::new(),
+            name: name.clone(),
+            capacity,
+        });
         let calls = &mut self.store.as_mut()?.lease_calls;
         let id = calls.next;
         calls.next += 1;
-        let l = self.locker.limit(limit);
-        calls.outbox.push(LeaseCall { id, name: l.name().into(), capacity: l.capacity(), lease: lease.clone(), op });
-        calls.waits.insert(id, LeaseWait { token, limit, lease, follow });
+        calls.outbox.push(LeaseCall { id, name, capacity, lease: lease.clone(), op });
+        calls.waits.insert(id, LeaseWait { token, limit, lease, follow, held });
         Some(Answer::Held)
+    }
+
+    /// The end of the hold and the ttl of a held lease request to the
+    /// store (`hold_ms` on an acquire that may queue, or on a heartbeat),
+    /// when there is room to hold it; `None` to answer it as the store does.
+    fn store_hold(&self, now: Nanos, request: &Request, op: &LeaseOp) -> Option<(Nanos, Nanos)> {
+        let (hold, ttl) = match (request, op) {
+            (Request::Acquire(a), LeaseOp::Acquire(h)) if h.max_wait > 0 => (a.hold_ms?, h.ttl),
+            (Request::Heartbeat(b), LeaseOp::Heartbeat { ttl, restore: None }) => (b.hold_ms?, *ttl),
+            _ => return None,
+        };
+        let room = self.holding.has_room_beside(self.store.as_ref().map_or(0, |s| s.len()));
+        (hold > 0 && room).then(|| (now.saturating_add(asked_hold(hold)), ttl))
     }
 
     /// The semaphore `name` names; `None` (the request is answered as
@@ -129,9 +213,29 @@ impl Service {
     /// are sent by `next_ready`.
     pub(super) fn on_leases(&mut self, now: Nanos, answers: Vec<LeaseAnswer>) {
         for answer in answers {
-            let Some(wait) = self.lease_calls().and_then(|c| c.waits.remove(&answer.id)) else { continue };
+            let Some(mut wait) = self.lease_calls().and_then(|c| c.waits.remove(&answer.id)) else { continue };
             let mut out = Vec::new();
-            self.lease_answer(now, &wait, answer, &mut out);
+            if let Some(held) = wait.held.clone() {
+                let queued = answer.result.as_ref().is_ok_and(|s| s.state == StoreLeaseState::Pending);
+                if !matches!(wait.follow, Follow::Waiting) {
+                    // Counted once, as the request it is; asked again uncounted.
+                    self.lease_answer(now, &wait, answer, &mut out);
+                    if queued && now < held.until {
+                        self.holding.parking.held += 1;
+                        wait.follow = Follow::Waiting;
+                        wait.held = Some(Held { pending_reply: out, ..held });
+                        self.recheck_later(now, wait);
+                        continue;
+                    }
+                } else if queued && now < held.until {
+                    self.recheck_later(now, wait);
+                    continue;
+                } else {
+                    self.held_answer(now, &wait, &held, answer, &mut out);
+                }
+            } else {
+                self.lease_answer(now, &wait, answer, &mut out);
+            }
             if let Some(calls) = self.lease_calls() {
                 calls.answered.push_back((wait.token, out));
             }
@@ -174,7 +278,37 @@ impl Service {
                 self.locker.counters().note_follow_up(wait.limit, &result);
                 encode(result.map(|v| lease_reply(now, &v, lease)), out);
             }
+            // A held request asked again is answered by `held_answer`.
+            Follow::Waiting => {}
         }
+    }
+
+    /// Asks the store again about held request `wait` a recheck after `now`.
+    fn recheck_later(&mut self, now: Nanos, wait: LeaseWait) {
+        if let Some(calls) = self.lease_calls() {
+            calls.rechecks.push_back((now.saturating_add(RECHECK), wait));
+        }
+    }
+
+    /// The reply to held request `wait` from the store's `answer`: held,
+    /// pending (its hold ended first), not held (the store no longer
+    /// queues it), or the store's error; carrying how long it was held.
+    fn held_answer(&mut self, now: Nanos, wait: &LeaseWait, held: &Held, answer: LeaseAnswer, out: &mut Vec<u8>) {
+        out.clear();
+        let verdict = match answer.result {
+            Ok(store) => store.verdict(now).unwrap_or(crate::core::kinds::semaphore::LeaseVerdict {
+                state: LeaseState::Unknown,
+                capacity: store.capacity,
+                free: store.free,
+            }),
+            Err(why) => return wire::encode(&error_reply(&why), out),
+        };
+        if matches!(verdict.state, LeaseState::Held { .. }) {
+            self.holding.parking.held_go += 1;
+        }
+        let mut reply = lease_reply(now, &verdict, wait.lease.to_string());
+        reply.waited_ms = Some(ceil_ms(now.saturating_sub(held.since)));
+        wire::encode(&reply, out);
     }
 
     /// The next reply to a lease call the store answered: written into
@@ -191,6 +325,13 @@ impl Service {
     pub(super) fn next_final_lease(&mut self, out: &mut Vec<u8>) -> Option<Token> {
         if let Some(token) = self.next_lease_reply(out) {
             return Some(token);
+        }
+        // A held request still queued in the store: pending, as the store
+        // first answered, so that its caller can ask another locker.
+        if let Some((_, wait)) = self.lease_calls().and_then(|c| c.rechecks.pop_front()) {
+            out.clear();
+            out.extend_from_slice(wait.held.as_ref().map_or(&[][..], |h| &h.pending_reply));
+            return Some(wait.token);
         }
         let calls = self.lease_calls()?;
         let id = *calls.waits.keys().min()?;

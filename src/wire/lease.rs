@@ -21,11 +21,14 @@ pub struct LeaseAsk<'a> {
     pub ttl_ms: Option<u64>,
     /// Queue for up to this long when the count is not free now.
     pub max_wait_ms: Option<u64>,
+    /// When queued, hold the reply up to this long (and no longer than the
+    /// wait) until the count is granted or the wait ends.
+    pub hold_ms: Option<u64>,
 }
 
 impl Default for LeaseAsk<'_> {
     fn default() -> Self {
-        LeaseAsk { limit: None, key: None, count: 1, ttl_ms: None, max_wait_ms: None }
+        LeaseAsk { limit: None, key: None, count: 1, ttl_ms: None, max_wait_ms: None, hold_ms: None }
     }
 }
 
@@ -45,6 +48,12 @@ impl<'a> LeaseAsk<'a> {
         LeaseAsk { max_wait_ms: Some(ms), ..self }
     }
 
+    /// When queued, hold the reply up to `ms` milliseconds until the count
+    /// is granted or the wait ends, rather than answer pending at once.
+    pub fn hold_ms(self, ms: u64) -> LeaseAsk<'a> {
+        LeaseAsk { hold_ms: Some(ms), ..self }
+    }
+
     pub(super) fn from_map(map: &RequestMap<'a>) -> LeaseAsk<'a> {
         LeaseAsk {
             limit: map.limit,
@@ -52,6 +61,7 @@ impl<'a> LeaseAsk<'a> {
             count: map.count.unwrap_or(1),
             ttl_ms: map.ttl_ms,
             max_wait_ms: map.max_wait_ms,
+            hold_ms: map.hold_ms,
         }
     }
 
@@ -64,25 +74,33 @@ impl<'a> LeaseAsk<'a> {
             count: Some(self.count),
             ttl_ms: self.ttl_ms,
             max_wait_ms: self.max_wait_ms,
+            hold_ms: self.hold_ms,
             ..RequestMap::default()
         }
     }
 }
 
 /// Keep a lease alive for `ttl_ms` more; with `count`, restore it if the
-/// locker does not know it (after a restart).
+/// locker does not know it (after a restart). A heartbeat of a pending
+/// lease with `hold_ms` is held like an acquire (see `LeaseAsk::hold_ms`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Heartbeat<'a> {
     pub limit: Option<&'a str>,
     pub lease: &'a str,
     pub ttl_ms: Option<u64>,
     pub count: Option<u64>,
+    pub hold_ms: Option<u64>,
 }
 
 impl<'a> Heartbeat<'a> {
+    /// A heartbeat of lease `lease` of semaphore `limit`, with the ttl it was taken with.
+    pub fn new(limit: Option<&'a str>, lease: &'a str) -> Heartbeat<'a> {
+        Heartbeat { limit, lease, ttl_ms: None, count: None, hold_ms: None }
+    }
+
     pub(super) fn from_map(map: &RequestMap<'a>) -> Result<Heartbeat<'a>, WireError> {
         let lease = map.lease.ok_or(WireError::NoLease("heartbeat"))?;
-        Ok(Heartbeat { limit: map.limit, lease, ttl_ms: map.ttl_ms, count: map.count })
+        Ok(Heartbeat { limit: map.limit, lease, ttl_ms: map.ttl_ms, count: map.count, hold_ms: map.hold_ms })
     }
 
     /// The request map that carries this heartbeat.
@@ -93,6 +111,7 @@ impl<'a> Heartbeat<'a> {
             lease: Some(self.lease),
             ttl_ms: self.ttl_ms,
             count: self.count,
+            hold_ms: self.hold_ms,
             ..RequestMap::default()
         }
     }
@@ -135,4 +154,9 @@ pub struct LeaseReply {
     /// Held: milliseconds until the lease expires without a heartbeat.
     /// Pending: until the wait ends. Otherwise 0.
     pub expires_in_ms: u64,
+    /// Present when the locker held this reply (the request's `hold_ms`):
+    /// how long, in milliseconds rounded up. Pending with it, the hold ran
+    /// out before the wait: ask again at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waited_ms: Option<u64>,
 }

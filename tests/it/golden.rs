@@ -127,7 +127,10 @@ fn client_case(case: &Value, want: &[u8]) -> Option<Option<Vec<u8>>> {
         Some(encoded_bytes(&go_reply_of(r)))
     } else if let Some(a) = case.get("acquire") {
         let (limit, count) = (a["limit"].as_str().unwrap(), a["count"].as_u64().unwrap());
-        Some(encoded_bytes(&LeaseAsk::new(limit, count).ttl_ms(a["ttl_ms"].as_u64().unwrap()).to_map()))
+        let n = |f: &str| a.get(f).and_then(Value::as_u64);
+        let ask = LeaseAsk { max_wait_ms: n("max_wait_ms"), hold_ms: n("hold_ms"), ..LeaseAsk::new(limit, count) };
+        assert_eq!(read, Ok(Request::Acquire(LeaseAsk { ttl_ms: n("ttl_ms"), ..ask })), "{name}");
+        Some(encoded_bytes(&LeaseAsk { ttl_ms: n("ttl_ms"), ..ask }.to_map()))
     } else if let Some(r) = case.get("lease_reply") {
         Some(encoded_bytes(&serde_json::from_value::<LeaseReply>(r.clone()).unwrap()))
     } else if let Some(h) = case.get("reads_as_heartbeat") {
@@ -135,8 +138,8 @@ fn client_case(case: &Value, want: &[u8]) -> Option<Option<Vec<u8>>> {
         let s = |f: &str| h.get(f).and_then(Value::as_str);
         let n = |f: &str| h.get(f).and_then(Value::as_u64);
         assert_eq!(
-            (got.limit, Some(got.lease), got.count, got.ttl_ms),
-            (s("limit"), s("lease"), n("count"), n("ttl_ms"))
+            (got.limit, Some(got.lease), got.count, got.ttl_ms, got.hold_ms),
+            (s("limit"), s("lease"), n("count"), n("ttl_ms"), n("hold_ms"))
         );
         None
     } else if let Some(r) = case.get("release") {

@@ -75,7 +75,7 @@ fn an_expired_lease_frees_its_count_on_its_deadline_without_any_request() {
     turn(&mut s, T0 + 100 * MS);
     assert_eq!(seam_stats(&mut s, T0 + 100 * MS).live_keys, 1, "the expired lease is gone");
     let id = queued.lease.unwrap();
-    let beat = Heartbeat { limit: Some("db"), lease: &id, ttl_ms: None, count: None };
+    let beat = Heartbeat { limit: Some("db"), lease: &id, ttl_ms: None, count: None, hold_ms: None };
     let beat = lease(&mut s, T0 + 101 * MS, beat.to_map()).unwrap();
     assert!(beat.ok && !beat.pending, "the waiter holds the count: {beat:?}");
 }
@@ -87,7 +87,7 @@ fn a_restarted_locker_restores_a_lease_from_its_heartbeat() {
     // The restarted locker has no record of it (no state file, no secret).
     let mut second = three_kinds();
     let now = T0 + 300 * MS;
-    let beat = Heartbeat { limit: Some("db"), lease: &id, ttl_ms: Some(5_000), count: Some(1) };
+    let beat = Heartbeat { limit: Some("db"), lease: &id, ttl_ms: Some(5_000), count: Some(1), hold_ms: None };
     let restored = lease(&mut second, now, beat.to_map()).unwrap();
     assert!(restored.ok && restored.remaining == 0, "restored: {restored:?}");
     assert_eq!(restored.expires_in_ms, 5_000);

@@ -20,6 +20,8 @@
 //! `hostile::oversized_messages_and_raw_garbage_only_hurt_their_sender`),
 //! a held ask answered when the locker's injected clock reaches the next
 //! slot (`hold::a_served_locker_on_a_clock_the_test_sets_answers_a_held_ask_when_that_clock_reaches_the_next_slot`),
+//! the client's lease wait woken by a release
+//! (`held_leases::the_clients_lease_waits_on_the_held_reply_and_wakes_at_the_release`),
 //! and every reply reaching a DEALER client
 //! (`delivery::a_held_burst_released_at_a_slot_start_reaches_its_caller_and_no_go_is_lost`,
 //! `delivery::replies_to_a_client_that_went_away_are_counted_as_undelivered`).
@@ -32,6 +34,7 @@
 //! - **Signals** (SIGTERM, SIGINT, SIGHUP, SIGSTOP):
 //!   `lifecycle::sigterm_and_sigint_stop_it_within_a_second_with_status_zero`,
 //!   `hold::sigterm_answers_every_held_ask_before_the_locker_exits`,
+//!   `held_leases::sigterm_answers_every_waiting_acquire_before_the_locker_exits`,
 //!   `delivery::a_dealer_with_six_thousand_held_asks_gets_every_reply_at_a_stop`,
 //!   `state::sigterm_syncs_and_a_clean_restart_restores_too`,
 //!   `operations::sighup_reloads_the_file_keeping_the_counts_of_unchanged_limits`,
@@ -113,6 +116,8 @@ mod faults;
 mod golden;
 /// Peered lockers on a simulated clock: the seed's scenario (through a kill and restart), skewed clocks, late and lost counts.
 mod group;
+/// Leases that wait: a held acquire granted at a release, an expiry, a reload; FIFO, bounded, answered at a stop.
+mod held_leases;
 /// Holding an ask for a go instead of sorry: seam and sim; real processes for the seed client, SIGTERM and the state file.
 mod hold;
 /// Hostile input: malformed requests on the seam; empty, multi-part, oversized and random messages on a socket.

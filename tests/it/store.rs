@@ -25,6 +25,8 @@
 //!   queued, granted, beaten and released through any of them, through a
 //!   locker's kill -9; a lease outlives its store's restart, and while the
 //!   store is gone lease requests get an error, never a lease.
+//! - A held acquire on one locker, queued in the store, is answered held
+//!   when a count is released on another (issue 41).
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -401,7 +403,7 @@ fn acquire(c: &mut Client, count: u64, max_wait_ms: Option<u64>) -> LeaseReply {
 }
 
 fn beat<'a>(lease: &'a str) -> Heartbeat<'a> {
-    Heartbeat { limit: Some("db"), lease, ttl_ms: None, count: None }
+    Heartbeat { limit: Some("db"), lease, ttl_ms: None, count: None, hold_ms: None }
 }
 
 #[test]
@@ -780,4 +782,33 @@ fn store_replicas_is_read_from_the_file_and_the_flag_and_bounded() {
     let out = run_locker(&["serve", "--store", "redis://127.0.0.1:1", "--store-replicas", "99"]);
     assert_eq!(out.status.code(), Some(2), "the flag is checked too");
     assert!(String::from_utf8_lossy(&out.stderr).contains("got 99"));
+}
+
+/// Issue 41: a held acquire on one locker waits in the store's queue and
+/// is answered held when a count is released on another locker, without
+/// its client polling.
+#[test]
+fn a_held_acquire_on_one_locker_gets_a_count_released_on_another() {
+    let redis = Redis::start(false);
+    let config = TempFile::new("store-held.toml", &format!("store = \"redis://{}\"\n{SEMAPHORE}", redis.address()));
+    let lockers = [Daemon::start(&["--config", config.path()]), Daemon::start(&["--config", config.path()])];
+    let mut first = lease_client(&lockers[0]);
+    let taken: Vec<String> = (0..3).map(|_| acquire(&mut first, 1, None).lease.expect("held")).collect();
+    let endpoint = lockers[1].endpoint.clone();
+    let waiter = thread::spawn(move || {
+        let mut c = Client::new([endpoint], Duration::from_secs(3)).unwrap();
+        c.acquire_lease(&LeaseAsk { max_wait_ms: Some(5_000), hold_ms: Some(1_000), ..LeaseAsk::new("db", 1) })
+    });
+    let mut second = lease_client(&lockers[1]);
+    let end = Instant::now() + READY;
+    while second.stats().unwrap().parked < 1 && Instant::now() < end {
+        thread::sleep(Duration::from_millis(5));
+    }
+    assert!(!waiter.is_finished(), "the waiter is held, not answered pending");
+    let freed = first.release(&Release { limit: Some("db"), lease: &taken[0] }).unwrap();
+    assert!(freed.ok, "{freed:?}");
+    let got = waiter.join().unwrap().unwrap();
+    assert!(got.ok && !got.pending && got.lease.is_some() && got.waited_ms.is_some(), "held: {got:?}");
+    let stats = second.stats().unwrap();
+    assert_eq!((stats.held, stats.held_go, stats.parked), (1, 1, 0), "{stats:?}");
 }

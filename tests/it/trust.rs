@@ -38,7 +38,7 @@ fn acquire(c: &mut Client, count: u64) -> LeaseReply {
 }
 
 fn beat<'a>(lease: &'a str, count: Option<u64>) -> Heartbeat<'a> {
-    Heartbeat { limit: Some("db"), lease, ttl_ms: Some(10_000), count }
+    Heartbeat { limit: Some("db"), lease, ttl_ms: Some(10_000), count, hold_ms: None }
 }
 
 /// Ids an attacker holding `id` might try: its neighbours by counting (as a

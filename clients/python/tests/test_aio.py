@@ -134,6 +134,25 @@ def test_async_with_a_lease_keeps_it_and_releases_it_on_exit(lockers: Lockers) -
     run(main())
 
 
+def test_an_async_waiter_is_handed_the_count_on_the_held_reply(lockers: Lockers) -> None:
+    d = lockers.start()
+
+    async def main() -> None:
+        async with AsyncClient(d.endpoint, timeout=5.0) as c, AsyncClient(d.endpoint, timeout=5.0) as other:
+            holder = await c.lease("db", ttl=30)
+            waiting = asyncio.ensure_future(other.lease("db", ttl=30, wait=4))
+            while (await c.stats()).get("parked", 0) != 1:
+                await asyncio.sleep(0.005)
+            await holder.release()
+            lease = await asyncio.wait_for(waiting, 5)
+            assert lease.held
+            stats = await c.stats()
+            assert (stats.get("held"), stats.get("held_go")) == (1, 1), stats
+            assert await lease.release() is True
+
+    run(main())
+
+
 def test_an_async_lease_lost_to_another_holder_is_reported(lockers: Lockers) -> None:
     d = lockers.start()
 

@@ -43,7 +43,8 @@ def check_ask(body: bytes, a: Dict[str, Any]) -> None:
 
 
 def check_acquire(body: bytes, a: Dict[str, Any]) -> None:
-    assert wire.encode(wire.acquire_request(a.get("limit"), a["count"], a.get("ttl_ms"), a.get("max_wait_ms"))) == body
+    args = (a.get("limit"), a["count"], a.get("ttl_ms"), a.get("max_wait_ms"), a.get("hold_ms"))
+    assert wire.encode(wire.acquire_request(*args)) == body
 
 
 def check_release(body: bytes, r: Dict[str, Any]) -> None:

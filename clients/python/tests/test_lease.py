@@ -63,6 +63,23 @@ def test_a_lease_waits_in_the_queue_until_the_count_frees(lockers: Lockers) -> N
             assert stats["live_keys"] == 1
 
 
+def test_a_waiter_is_handed_the_count_on_the_held_reply_at_the_release(lockers: Lockers) -> None:
+    d = lockers.start()
+    with Client(d.endpoint, timeout=5.0) as c:
+        holder = c.lease("db", ttl=30)
+        got: List[Lease] = []
+        waiter = threading.Thread(target=lambda: got.append(c.sibling().lease("db", ttl=30, wait=4)))
+        waiter.start()
+        assert eventually(lambda: c.stats().get("parked", 0) == 1), "the waiting acquire is held, not polling"
+        holder.release()
+        waiter.join(5)
+        assert got and got[0].held
+        stats = c.stats()
+        db = next(limit for limit in stats["limits"] if limit["name"] == "db")
+        assert (stats.get("held"), stats.get("held_go"), db.get("waited")) == (1, 1, 1), stats
+        got[0].release()
+
+
 def test_a_lease_not_had_within_its_wait_raises_not_acquired(lockers: Lockers) -> None:
     d = lockers.start()
     with Client(d.endpoint, timeout=5.0) as c:

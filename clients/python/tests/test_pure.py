@@ -179,6 +179,30 @@ def test_a_lease_still_pending_at_the_end_of_the_wait_is_given_back_and_not_acqu
         wait.held()
 
 
+def test_a_wait_asks_the_locker_to_hold_and_asks_again_at_once_when_a_hold_runs_out() -> None:
+    wait = LeaseWait(wire.acquire_request("db", 1, 3000, 5000), hold_ms=400)
+    assert wait.pause(0.0) == 0.0
+    first = msgpack.unpackb(wait.request())
+    assert (first["op"], first["max_wait_ms"], first["hold_ms"]) == ("acquire", 5000, 400), "held up to 400 ms"
+    held_pending = {"ok": False, "lease": "L1", "pending": True, "limit": 1, "remaining": 0}
+    wait.took(bytes(msgpack.packb({**held_pending, "expires_in_ms": 4600, "waited_ms": 400})), 0.4)
+    assert wait.pause(0.4) == 0.0, "the hold ran out: asked again at once, no pause"
+    beat = msgpack.unpackb(wait.request())
+    assert (beat["op"], beat["lease"], beat["hold_ms"]) == ("heartbeat", "L1", 400)
+    wait.took(bytes(msgpack.packb({**held_pending, "expires_in_ms": 100, "waited_ms": 400})), 4.9)
+    assert wait.pause(4.95) == 0.0
+    assert msgpack.unpackb(wait.request())["hold_ms"] == 50, "never held past the wait"
+    wait.took(lease_reply(True, False, 3000), 5.0)
+    assert wait.pause(5.0) is None and wait.held() == ("db", "L1", 1, 3000)
+
+
+def test_a_locker_that_answers_pending_at_once_is_polled_with_pauses_even_asked_to_hold() -> None:
+    wait = LeaseWait(ACQUIRE, hold_ms=400)
+    assert msgpack.unpackb(wait.request())["hold_ms"] == 100, "at most the wait"
+    wait.took(lease_reply(False, True, 100), 0.0)
+    assert [wait.pause(0.0) for _ in range(2)] == [0.002, 0.004], "an older locker: polled as before"
+
+
 def test_a_refused_acquire_raises_but_a_refused_poll_ends_the_wait() -> None:
     refused = msgpack.packb({"error": "unknown limit"})
     with pytest.raises(LockerError):

@@ -13,6 +13,13 @@
 //! holder of a pending lease learns it was granted by sending a heartbeat; a
 //! pending lease that is not granted by its wait deadline is dropped.
 //!
+//! Watching: a pending lease whose caller waits for the answer (a held
+//! acquire, see `service::hold`) is *watched*. When a watched lease is
+//! granted or dropped, its id is noted (`take_changed`), so that the caller
+//! is answered then without anyone polling; the note is made wherever the
+//! change happens (a release, an expiry, a raised capacity, any request
+//! that brings the semaphore up to date).
+//!
 //! Restore: a heartbeat that carries the lease's count for a lease this
 //! semaphore does not know (after a restart) re-creates it if the count is
 //! free, so a restart cannot double the capacity. This module knows nothing
@@ -72,6 +79,8 @@ struct Lease {
     ttl: Nanos,
     until: Nanos,
     pending: bool,
+    /// A caller waits for this pending lease to be granted or dropped.
+    watched: bool,
 }
 
 /// One semaphore and its leases.
@@ -84,12 +93,21 @@ pub struct Semaphore {
     deadlines: BTreeSet<(Nanos, Box<str>)>,
     /// Pending leases in arrival order.
     queue: VecDeque<Box<str>>,
+    /// Watched leases granted or dropped since `take_changed`, in order.
+    changed: Vec<Box<str>>,
 }
 
 impl Semaphore {
     /// A semaphore with `capacity` (at least 1; the limit guarantees it).
     pub fn new(capacity: u32) -> Semaphore {
-        Semaphore { capacity, held: 0, leases: HashMap::new(), deadlines: BTreeSet::new(), queue: VecDeque::new() }
+        Semaphore {
+            capacity,
+            held: 0,
+            leases: HashMap::new(),
+            deadlines: BTreeSet::new(),
+            queue: VecDeque::new(),
+            changed: Vec::new(),
+        }
     }
 
     /// Leases held or pending.
@@ -156,10 +174,10 @@ impl Semaphore {
     pub fn acquire(&mut self, now: Nanos, id: &str, hold: Hold) -> LeaseVerdict {
         let Hold { count, ttl, max_wait } = hold;
         let state = if self.queue.is_empty() && self.free() >= count {
-            self.insert(id, Lease { count, ttl, until: now.saturating_add(ttl), pending: false })
+            self.insert(id, Lease { count, ttl, until: now.saturating_add(ttl), pending: false, watched: false })
         } else if max_wait > 0 {
             self.queue.push_back(id.into());
-            self.insert(id, Lease { count, ttl, until: now.saturating_add(max_wait), pending: true })
+            self.insert(id, Lease { count, ttl, until: now.saturating_add(max_wait), pending: true, watched: false })
         } else {
             LeaseState::Refused
         };
@@ -185,7 +203,8 @@ impl Semaphore {
             // queue behind acquirers that came later; it only needs the count.
             None => match restore {
                 Some(count) if self.free() >= count => {
-                    self.insert(id, Lease { count, ttl, until: now.saturating_add(ttl), pending: false })
+                    let lease = Lease { count, ttl, until: now.saturating_add(ttl), pending: false, watched: false };
+                    self.insert(id, lease)
                 }
                 Some(_) => return Err(NoCapacity { free: self.free() }),
                 None => LeaseState::Unknown,
@@ -226,10 +245,52 @@ impl Semaphore {
         (self.leases.len() - self.queue.len(), self.queue.len())
     }
 
+    /// What lease `id` is now: held or pending with its deadline, else
+    /// `Unknown`.
+    pub fn state_of(&self, id: &str) -> LeaseVerdict {
+        let state = match self.leases.get(id) {
+            Some(l) if l.pending => LeaseState::Pending { until: l.until },
+            Some(l) => LeaseState::Held { until: l.until },
+            None => LeaseState::Unknown,
+        };
+        self.verdict(state)
+    }
+
+    /// Watches pending lease `id` (`watched`) or stops (`!watched`): a
+    /// watched lease is noted when it is granted or dropped. Whether `id`
+    /// is pending (only a pending lease is watched).
+    pub fn watch(&mut self, id: &str, watched: bool) -> bool {
+        match self.leases.get_mut(id) {
+            Some(l) if l.pending => {
+                l.watched = watched;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Moves the ids of the watched leases granted or dropped since the
+    /// last call to the end of `out`, in the order it happened.
+    pub fn take_changed(&mut self, out: &mut impl Extend<Box<str>>) {
+        out.extend(self.changed.drain(..));
+    }
+
+    /// Drops pending lease `id`, as its wait ending would, noting it if it
+    /// is watched; whether it was pending.
+    pub fn drop_waiter(&mut self, id: &str) -> bool {
+        let Some(lease) = self.leases.get(id).filter(|l| l.pending).copied() else { return false };
+        self.deadlines.remove(&(lease.until, id.into()));
+        self.forget(id);
+        true
+    }
+
     /// Removes a lease whose deadline entry is already gone.
     fn forget(&mut self, id: &str) {
         if let Some(lease) = self.leases.remove(id) {
             if lease.pending {
+                if lease.watched {
+                    self.changed.push(id.into());
+                }
                 self.queue.retain(|q| &**q != id);
             } else {
                 self.held -= lease.count;
@@ -246,7 +307,10 @@ impl Semaphore {
             }
             let id = self.queue.pop_front().expect("checked above");
             self.deadlines.remove(&(lease.until, id.clone()));
-            self.insert(&id, Lease { until: now.saturating_add(lease.ttl), pending: false, ..lease });
+            if lease.watched {
+                self.changed.push(id.clone());
+            }
+            self.insert(&id, Lease { until: now.saturating_add(lease.ttl), pending: false, watched: false, ..lease });
         }
     }
 

@@ -62,6 +62,52 @@ impl Locker {
         result
     }
 
+    /// What lease `lease` of semaphore `id` is now (`Unknown` when gone),
+    /// without bringing the semaphore up to date.
+    pub fn lease_state(&self, id: LimitId, lease: &str) -> Result<LeaseVerdict, LeaseError> {
+        match &self.entries[id.0].rule {
+            Rule::Semaphore(s) => Ok(s.state_of(lease)),
+            _ => Err(LeaseError::NotSemaphore(self.entries[id.0].limit.name().to_owned())),
+        }
+    }
+
+    /// Watches pending lease `lease` of semaphore `id`, or stops: when a
+    /// watched lease is granted or dropped, `take_changed_leases` names
+    /// it. Whether the lease is pending (only a pending one is watched).
+    pub fn watch_lease(&mut self, id: LimitId, lease: &str, watched: bool) -> bool {
+        match &mut self.entries[id.0].rule {
+            Rule::Semaphore(s) => s.watch(lease, watched),
+            _ => false,
+        }
+    }
+
+    /// Moves the ids of the watched leases granted or dropped since the
+    /// last call, over every semaphore, to the end of `out`.
+    pub fn take_changed_leases(&mut self, out: &mut impl Extend<Box<str>>) {
+        for entry in &mut self.entries {
+            if let Rule::Semaphore(s) = &mut entry.rule {
+                s.take_changed(out);
+            }
+        }
+    }
+
+    /// Drops pending lease `lease` of semaphore `id` at `now`, as the end
+    /// of its wait would (uncounted: no request asked for it); whether it
+    /// was pending.
+    pub fn drop_waiter(&mut self, now: Nanos, id: LimitId, lease: &str) -> bool {
+        self.on_semaphore(now, id, |s, _| s.drop_waiter(lease)).unwrap_or(false)
+    }
+
+    /// Brings every semaphore up to `now`, so that a raised capacity is
+    /// granted to its waiters at once.
+    pub fn wake_waiters(&mut self, now: Nanos) {
+        for i in 0..self.entries.len() {
+            if matches!(self.entries[i].rule, Rule::Semaphore(_)) {
+                self.counted(now, LimitId(i), |_, _| ());
+            }
+        }
+    }
+
     /// Runs `f` on semaphore `id`, brought up to `now`, keeping live keys in step.
     fn on_semaphore<T>(
         &mut self,

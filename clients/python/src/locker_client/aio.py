@@ -42,7 +42,7 @@ import zmq.asyncio
 from . import calls, curve, pirate, wire
 from .base import DEFAULT_ENDPOINT, DEFAULT_TIMEOUT, ClientBase, sent as _sent
 from .errors import ClientError
-from .lease import LeaseState, LeaseWait, Terms, log
+from .lease import LeaseState, LeaseWait, Terms, lease_hold_ms, log
 from .pool import PoolState
 from .wire import Ask, BatchReply, GoReply, LeaseReply
 
@@ -644,7 +644,7 @@ _DONTWAIT = int(zmq.DONTWAIT)
 
 async def wait_for_lease(client: AsyncClient, acquire: wire.Request) -> Terms:
     """The asyncio twin of :func:`locker_client.lease.wait_for_lease`."""
-    wait = LeaseWait(acquire)
+    wait = LeaseWait(acquire, lease_hold_ms(client.timeout, len(client.endpoints)))
     while (pause := wait.pause(time.monotonic())) is not None:
         await asyncio.sleep(pause)
         wait.took(await client.round_trip(wait.request()), time.monotonic())
@@ -700,6 +700,8 @@ class AsyncLease(LeaseState):
     ) -> None:
         super().__init__(limit, lease_id, count, ttl_ms, on_lost)
         self._client = client
+        # Connected while the lease is used, as the thread-kept Lease is.
+        client._connect_ahead()
         self._task = asyncio.ensure_future(self._keep())
 
     async def _keep(self) -> None:

@@ -130,6 +130,8 @@ class LeaseReply:
     ``limit``: the semaphore's capacity. ``remaining``: capacity free.
     ``expires_in_ms``: held: until it expires without a heartbeat;
     pending: until the wait ends; else 0.
+    ``waited_ms``: present when the locker held the reply (``hold_ms``):
+    how long; pending with it, the hold ran out first: ask again at once.
     """
 
     ok: bool
@@ -138,6 +140,7 @@ class LeaseReply:
     limit: int
     remaining: int
     expires_in_ms: int
+    waited_ms: Optional[int] = None
 
     def __bool__(self) -> bool:
         return self.ok
@@ -381,24 +384,32 @@ def _batch_entry(index: int, ask: object) -> Request:
 
 
 def acquire_request(
-    limit: Optional[str], count: int, ttl_ms: Optional[int], max_wait_ms: Optional[int]
+    limit: Optional[str],
+    count: int,
+    ttl_ms: Optional[int],
+    max_wait_ms: Optional[int],
+    hold_ms: Optional[int] = None,
 ) -> Request:
-    """The map of a lease acquire."""
+    """The map of a lease acquire; with ``hold_ms``, a locker holds the
+    reply of a queued acquire up to that long, until the count is granted."""
     request: Request = {"op": "acquire"}
     _put(request, "limit", check_name("limit", limit))
     _put(request, "max_wait_ms", max_wait_ms)
+    _put(request, "hold_ms", hold_ms)
     request["count"] = check_count("count", count, 1)
     _put(request, "ttl_ms", ttl_ms)
     return request
 
 
 def heartbeat_request(
-    limit: Optional[str], lease: str, ttl_ms: Optional[int], count: Optional[int]
+    limit: Optional[str], lease: str, ttl_ms: Optional[int], count: Optional[int], hold_ms: Optional[int] = None
 ) -> Request:
     """The map of a heartbeat; with ``count``, a locker that does not know
-    the lease restores it."""
+    the lease restores it; with ``hold_ms``, a locker holds the reply while
+    the lease is queued, up to that long."""
     request: Request = {"op": "heartbeat"}
     _put(request, "limit", check_name("limit", limit))
+    _put(request, "hold_ms", hold_ms)
     if count is not None:
         request["count"] = check_count("count", count, 1)
     _put(request, "ttl_ms", ttl_ms)
@@ -568,6 +579,7 @@ def decode_lease(body: bytes) -> LeaseReply:
             limit=int(m["limit"]),
             remaining=int(m["remaining"]),
             expires_in_ms=int(m["expires_in_ms"]),
+            waited_ms=None if m.get("waited_ms") is None else int(m["waited_ms"]),
         )
     except (KeyError, TypeError, ValueError) as e:
         raise BadReply(f"not a lease reply: {m!r}") from e

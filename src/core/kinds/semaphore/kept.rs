@@ -31,7 +31,10 @@ impl Semaphore {
         if lease.until <= now || self.leases.contains_key(id) || self.free() < lease.count {
             return false;
         }
-        self.insert(id, Lease { count: lease.count, ttl: lease.ttl, until: lease.until, pending: false });
+        self.insert(
+            id,
+            Lease { count: lease.count, ttl: lease.ttl, until: lease.until, pending: false, watched: false },
+        );
         true
     }
 }
