@@ -232,6 +232,9 @@ fn serve(args: ServeArgs) -> u8 {
         Ok(c) => c,
         Err(e) => return fail(format!("cannot handle signals: {e}")),
     };
+    if let Err(e) = make_state_folder(&config) {
+        return fail(e);
+    }
     crate::daemon::fds::raise_open_files();
     let mut server = match Server::bind(&config) {
         Ok(s) => s,
@@ -261,6 +264,19 @@ fn serve(args: ServeArgs) -> u8 {
         Ok(()) => EXIT_GO,
         Err(e) => fail(e),
     }
+}
+
+/// Creates the state file's folder when it is missing, as systemd's
+/// `StateDirectory=` would, readable by this user only; an error names the
+/// folder, not the file the locker would write in it.
+fn make_state_folder(config: &ServeConfig) -> Result<(), String> {
+    use std::os::unix::fs::DirBuilderExt;
+    let Some(state) = &config.state else { return Ok(()) };
+    let Some(folder) = state.path.parent().filter(|f| !f.as_os_str().is_empty() && !f.exists()) else { return Ok(()) };
+    let made = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(folder);
+    made.map_err(|e| format!("cannot create {}, the folder of the state file: {e}", folder.display()))?;
+    tracing::info!(folder = %folder.display(), "created the state file's folder");
+    Ok(())
 }
 
 /// Whether a bound endpoint is reachable only from this host: loopback TCP,
