@@ -99,7 +99,7 @@ struct ServeArgs {
 #[derive(Debug, Args)]
 pub(crate) struct ConnectArgs {
     /// Locker endpoint; repeat for failover between lockers.
-    #[arg(long = "connect", value_name = "ENDPOINT", default_value = "tcp://localhost:7777")]
+    #[arg(long = "connect", value_name = "ENDPOINT", default_value = "tcp://127.0.0.1:7777")]
     pub(crate) connect: Vec<String>,
     /// Give up when no locker answered within this long (e.g. 1s, 250ms, 0.5).
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
@@ -145,7 +145,7 @@ struct StatsArgs {
 #[derive(Debug, Args)]
 struct BenchArgs {
     /// The locker (or echo server) to load.
-    #[arg(long, value_name = "ENDPOINT", default_value = "tcp://localhost:7777")]
+    #[arg(long, value_name = "ENDPOINT", default_value = "tcp://127.0.0.1:7777")]
     connect: String,
     /// Client threads, each with its own socket.
     #[arg(long, value_name = "N", default_value_t = 4)]
