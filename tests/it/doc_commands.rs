@@ -40,6 +40,7 @@ const HOSTS: &str = "names other hosts (a, b, c, 10.0.0.x): examples/one-host ru
 const MINUTES: &str = "a benchmark or the whole suite: minutes of load on a shared machine";
 const CARGO: &str = "runs cargo, which holds the build folder this test runs from";
 const PATTERN: &str = "a pattern or a command's name, not a command";
+const RECIPE: &str = "run by one_host::*, on ports nothing else uses";
 const PIP: &str = "installs into the machine's Python; the test imports the client from clients/python/src";
 
 /// Every command of the docs, by file, in the order the file gives them.
@@ -78,6 +79,10 @@ const COMMANDS: &[(&str, &str, Do)] = &[
     ("docs/operations.md", "locker serve", Run),
     ("docs/operations.md", "locker serve --max-requests 5 --in-seconds 0.8", Run),
     ("docs/operations.md", "locker serve --bind 'tcp://127.0.0.1:*' --config examples/limits.toml", Run),
+    ("docs/operations.md", "bash examples/one-host/peering.sh", Skip(RECIPE)),
+    ("docs/operations.md", "bash examples/one-host/curve.sh", Skip(RECIPE)),
+    ("docs/operations.md", "bash examples/one-host/lease-secret.sh", Skip(RECIPE)),
+    ("docs/operations.md", "bash examples/one-host/store.sh", Skip(RECIPE)),
     ("docs/operations.md", "LOCKER_LOG=debug locker serve", Run),
     ("docs/operations.md", "locker stats", Run),
     ("docs/operations.md", "locker stats --connect tcp://a:7777 --json", Skip(HOSTS)),

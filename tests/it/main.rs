@@ -129,6 +129,8 @@ mod kinds;
 mod layout;
 /// The daemon's lifecycle: the endpoint line, and a clean stop on signals.
 mod lifecycle;
+/// The recipes of examples/one-host/: peering, CURVE, a lease secret and the store, each run as written.
+mod one_host;
 /// Operating it: Prometheus scrapes (alone and peered), health, reload on SIGHUP, check-config, JSON logs.
 mod operations;
 /// The peer link under attack on real processes: a node-id flood, a frozen peer.
