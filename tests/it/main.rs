@@ -78,7 +78,8 @@
 //!   `edges::serving_beyond_loopback_without_curve_is_warned_about`,
 //!   `trust::a_locker_warns_at_start_when_it_serves_a_semaphore_without_a_lease_secret`.
 //! - **The README's commands**: `readme::*` (2); every command of the docs, run against the documented locker:
-//!   `doc_commands::*` (3); the one-host recipes, each started and checked: `one_host::*`.
+//!   `doc_commands::*` (3); the one-host recipes, each started and checked: `one_host::*` (4); the Docker files'
+//!   config and HEALTHCHECK against a real locker: `docker_files::*` (3).
 //!
 //! Real-process tests never sleep to wait for an event they can observe
 //! (they wait for the endpoint line, a log line, a stats field), and assert
@@ -104,6 +105,8 @@ mod curve;
 mod delivery;
 /// Every shell command of README.md and docs/*.md, run as written or listed with why not.
 mod doc_commands;
+/// The Dockerfile and compose file: what they copy and mount exists, the image's config checks, the HEALTHCHECK answers.
+mod docker_files;
 /// Rough edges a new user hits: lease waits, config and flag errors, binds, CLI errors, peer logs, dead endpoints.
 mod edges;
 /// Extreme numbers: a limit is refused when built, or every kind holds its bound.
