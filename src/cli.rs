@@ -373,6 +373,12 @@ fn print_stats(s: &StatsReply) {
         );
     }
     println!("live keys: {}   unattributed errors: {}", s.live_keys, s.errors);
+    if s.parked + s.held + s.undelivered > 0 {
+        println!(
+            "held: {} now, {} since start ({} go)   undelivered: {} ({} go)",
+            s.parked, s.held, s.held_go, s.undelivered, s.undelivered_go
+        );
+    }
     if let Some(store) = &s.store {
         let state = store.down.as_deref().map_or("up".to_owned(), |why| format!("DOWN ({why})"));
         println!(
