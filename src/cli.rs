@@ -232,6 +232,9 @@ fn serve(args: ServeArgs) -> u8 {
         Ok(c) => c,
         Err(e) => return fail(format!("cannot handle signals: {e}")),
     };
+    if let Some(store) = &config.store {
+        warn_if_unreachable(store);
+    }
     if let Err(e) = make_state_folder(&config) {
         return fail(e);
     }
@@ -264,6 +267,28 @@ fn serve(args: ServeArgs) -> u8 {
         Ok(()) => EXIT_GO,
         Err(e) => fail(e),
     }
+}
+
+/// Warns at start when no node of the store takes a TCP connection: the
+/// locker serves anyway (each limit then follows its store_failure), but a
+/// mistyped address should not wait for the first ask to show.
+fn warn_if_unreachable(store: &config::StoreConfig) {
+    use std::net::{TcpStream, ToSocketAddrs};
+    let nodes = match &store.spec {
+        config::StoreSpec::Single(url) => vec![url.clone()],
+        config::StoreSpec::Cluster(nodes) => nodes.clone(),
+    };
+    let hostport = |url: &str| url.trim_start_matches("redis://").split('/').next().unwrap_or_default().to_owned();
+    let mut why = String::new();
+    for node in nodes.iter().map(|n| hostport(n)) {
+        let addrs = node.to_socket_addrs().map(|a| a.collect::<Vec<_>>()).unwrap_or_default();
+        match addrs.first().map(|a| TcpStream::connect_timeout(a, store.timeout.max(Duration::from_millis(200)))) {
+            Some(Ok(_)) => return,
+            Some(Err(e)) => why = format!("{node}: {e}"),
+            None => why = format!("{node}: resolves to no address"),
+        }
+    }
+    warn!(%why, "the store cannot be reached now; each limit follows its store_failure until it can (docs/store.md)");
 }
 
 /// Creates the state file's folder when it is missing, as systemd's
