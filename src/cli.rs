@@ -75,7 +75,7 @@ Examples:
   locker serve --max-requests 5 --in-seconds 0.8     5 go per 0.8 s slot on tcp://127.0.0.1:7777
   locker serve --bind tcp://10.0.0.5:7777             another interface (use CURVE there: docs/security.md)
   locker serve --bind 'tcp://127.0.0.1:*'            any free port on loopback
-  locker serve --config limits.toml                  named limits from a file
+  locker serve --config examples/limits.toml         named limits from a file (the examples' own)
   locker serve --metrics-bind 0.0.0.0:9090           Prometheus at /metrics, a health check at /health
   locker serve --store redis://127.0.0.1:6379         counts in Redis: run as many lockers as you need";
 

@@ -50,3 +50,16 @@ serve() {
 ask() {
   "$LOCKER" ask "$@" 2>&1 || true
 }
+
+# count_go N LIMIT PORT...: asks LIMIT N times, the lockers on PORTs in
+# turn, and prints how many asks got go.
+count_go() {
+  local n=$1 limit=$2 go=0 i
+  shift 2
+  local ports=("$@")
+  for ((i = 1; i <= n; i++)); do
+    local port=${ports[i % ${#ports[@]}]}
+    if [ "$(ask --limit "$limit" --connect "tcp://127.0.0.1:$port")" = go ]; then go=$((go + 1)); fi
+  done
+  echo "$go"
+}

@@ -26,10 +26,6 @@ for i in 0 1 2; do
   done
 done
 
-go=0
-for n in $(seq 40); do
-  port=$((BASE + 1 + n % 3))
-  if [ "$(ask --limit shared --connect "tcp://127.0.0.1:$port")" = go ]; then go=$((go + 1)); fi
-done
+go=$(count_go 40 shared $((BASE + 1)) $((BASE + 2)) $((BASE + 3)))
 echo "go: $go of 40 asks over the three lockers (the group's limit: 30 a day)"
 "$LOCKER" stats --connect "tcp://127.0.0.1:$((BASE + 1))"

@@ -19,9 +19,5 @@ store="redis://127.0.0.1:$redis_port"
 serve one --config "$HERE/store.toml" --store "$store" --bind "tcp://127.0.0.1:$((BASE + 6))"
 serve two --config "$HERE/store.toml" --store "$store" --bind "tcp://127.0.0.1:$((BASE + 7))"
 
-go=0
-for n in $(seq 20); do
-  port=$((BASE + 6 + n % 2))
-  if [ "$(ask --limit shared --connect "tcp://127.0.0.1:$port")" = go ]; then go=$((go + 1)); fi
-done
+go=$(count_go 20 shared $((BASE + 6)) $((BASE + 7)))
 echo "go: $go of 20 asks over two lockers on one store (the limit: 10 a day)"
