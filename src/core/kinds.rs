@@ -92,14 +92,14 @@ impl Rule {
     }
 
     /// Answers an ask on a counting rule. Call `advance` first. The share
-    /// in `terms` applies to fixed windows only: a token bucket shared by
-    /// peers holds its bound by absorbing their grants (see
-    /// `bucket::ledger`).
+    /// in `terms` says what this locker may grant of what the peers share:
+    /// the permits of a fixed window's slot or the tokens of a bucket it
+    /// owns (conserved permits), a rolling window's part of the room.
     #[inline]
     pub fn take(&mut self, now: Nanos, key: Option<&str>, want: Want, terms: Leeway) -> Result<Verdict, TakeError> {
         match self {
             Rule::Window(w) => Ok(w.take_shared(now, key, want, terms)?),
-            Rule::Bucket(b) => Ok(b.take(now, key, want, terms.room)?),
+            Rule::Bucket(b) => Ok(b.take_shared(now, key, want, terms)?),
             Rule::Rolling(r) => Ok(r.take_shared(now, key, want, terms)?),
             Rule::Semaphore(_) => Err(TakeError::Semaphore),
         }
@@ -126,11 +126,12 @@ impl Rule {
 
     /// Calls `f` with the own counts a verdict `v` for `key` of limit `id`,
     /// at `now`, leaves for the peers: after a go, the key's cumulative own
-    /// count in the kind's slot (a fixed window's current slot, a bucket's
-    /// period, the rolling window's sub-slot its caller goes in); and what
-    /// a fixed window asked its peers for, when that grew. A peek leaves
-    /// none; a bucket's or a rolling window's reservation goes out at once,
-    /// so that peers count it ahead.
+    /// count in the kind's slot (a fixed window's current slot, the rolling
+    /// window's sub-slot its caller goes in); and what a fixed window or a
+    /// bucket asked its peers for, when that grew (a bucket publishes no
+    /// grants: each locker spends only its own tokens). A peek leaves
+    /// none; a rolling window's reservation goes out at once, so that
+    /// peers count it ahead.
     pub fn note_own(&mut self, now: Nanos, id: LimitId, key: Option<&str>, v: &Verdict, mut f: impl FnMut(Count)) {
         if let Rule::Window(w) = self {
             let Some((slot, own, wanted)) = w.note_own(key, v) else { return };
@@ -142,22 +143,27 @@ impl Rule {
             }
             return;
         }
+        if let Rule::Bucket(b) = self {
+            if let Some((period, n)) = b.note_wanted(key) {
+                f(Count::of(Counted::Wanted, id, key, period, ME, n));
+            }
+            return;
+        }
         if v.granted == 0 {
             return;
         }
         let (slot, count) = match self {
-            Rule::Bucket(b) => b.note_own(now, key, v.granted),
             Rule::Rolling(r) => r.note_own(key, now + v.wait),
-            Rule::Window(_) | Rule::Semaphore(_) => return,
+            Rule::Window(_) | Rule::Bucket(_) | Rule::Semaphore(_) => return,
         };
         f(Count::granted(id, key, slot, ME, count));
     }
 
     /// Merges a count a peer reported, received at `now`, with `budget`
-    /// for new keys. A fixed window answers a peer's want with what it can
-    /// spare on the terms of `share`, and `give` hears each gift (already
-    /// taken off this locker's own) as the count to publish. Returns
-    /// whether anything changed.
+    /// for new keys. A fixed window or a bucket answers a peer's want with
+    /// what it can spare on the terms of `share`, and `give` hears each
+    /// gift (already taken off this locker's own) as the count to publish.
+    /// Returns whether anything changed.
     pub fn merge(
         &mut self,
         now: Nanos,
@@ -174,42 +180,45 @@ impl Rule {
                     give(Count::of(Counted::Gave(to), id, key, slot, ME, n));
                 })
             }
-            (Rule::Bucket(b), Counted::Granted) => {
+            (Rule::Bucket(b), _) => {
                 b.advance(now);
-                let room = budget.room(b.live_keys());
-                b.merge(now, c, room).unwrap_or(false)
+                let (room, id) = (budget.room(b.live_keys()), c.limit);
+                b.merge_count(now, c, room, share, |key, period, to, n| {
+                    give(Count::of(Counted::Gave(to), id, key, period, ME, n));
+                })
             }
             (Rule::Rolling(r), Counted::Granted) => {
                 r.advance(now);
                 let room = budget.room(r.live_keys());
                 r.merge(now, c.key.as_deref(), c.slot, c.node, c.count, room).unwrap_or(false)
             }
-            (Rule::Bucket(_) | Rule::Rolling(_), _) | (Rule::Semaphore(_), _) => false,
+            (Rule::Rolling(_), _) | (Rule::Semaphore(_), _) => false,
         }
     }
 
     /// Calls `f` with every count of limit `id` this rule knows at `now`,
     /// its own and each peer node's: for a fixed window its current slot's
-    /// (and the demand figures that split it), for a token bucket the
-    /// current and previous period's, for a rolling window every sub-slot's
-    /// that still counts. Call `advance` first.
+    /// (and the wants and gifts that move its permits), for a token bucket
+    /// the current period's wants and gifts, for a rolling window every
+    /// sub-slot's that still counts. Call `advance` first.
     pub fn counts(&self, now: Nanos, id: LimitId, mut f: impl FnMut(Count)) {
         match self {
             Rule::Window(w) => w.counts(|key, slot, node, n, what| f(Count::of(what, id, key, slot, node, n))),
-            Rule::Bucket(b) => b.counts(now, |key, period, node, n| f(Count::granted(id, key, period, node, n))),
+            Rule::Bucket(b) => b.counts(now, |key, period, node, n, what| f(Count::of(what, id, key, period, node, n))),
             Rule::Rolling(r) => r.counts(now, |key, sub, node, n| f(Count::granted(id, key, sub, node, n))),
             Rule::Semaphore(_) => {}
         }
     }
 
     /// Calls `f` with the own count of limit `id` of every key granted
-    /// since the last call (and a fixed window's own demand figures), for
+    /// since the last call (and a fixed window's or a bucket's own wants
+    /// and gifts), for
     /// republishing: a count lost on the way is repaired by the next one.
     /// Call `advance` first.
     pub fn drain_own(&mut self, id: LimitId, mut f: impl FnMut(Count)) {
         match self {
             Rule::Window(w) => w.drain_own(|key, slot, node, n, what| f(Count::of(what, id, key, slot, node, n))),
-            Rule::Bucket(b) => b.drain_touched(|key, period, n| f(Count::granted(id, key, period, ME, n))),
+            Rule::Bucket(b) => b.drain_own(|key, period, n, what| f(Count::of(what, id, key, period, ME, n))),
             Rule::Rolling(r) => r.drain_touched(|key, sub, n| f(Count::granted(id, key, sub, ME, n))),
             Rule::Semaphore(_) => {}
         }
@@ -407,13 +416,10 @@ impl Rule {
             (Rule::Rolling(r), Kept::Window { slot, count }, Owner::Node(node)) => {
                 r.merge(now, key, slot, node, count, room).unwrap_or(false).then_some(count)
             }
-            // Without the earlier run's node, the TAT alone goes back.
-            (Rule::Bucket(b), Kept::Bucket { tat, period, count }, owner) => {
-                let (node, count) = match owner {
-                    Owner::Node(node) => (node, count),
-                    Owner::Own => (ME, 0),
-                };
-                b.restore(now, key, tat, node, period, count, room).unwrap_or(false).then_some(count)
+            // The TAT alone goes back (see `bucket::kept`).
+            (Rule::Bucket(b), Kept::Bucket { tat, count, .. }, owner) => {
+                let count = if matches!(owner, Owner::Node(_)) { count } else { 0 };
+                b.restore(now, key, tat, room).unwrap_or(false).then_some(count)
             }
             (Rule::Semaphore(s), Kept::Lease(held), _) if room == KeyRoom::Free => {
                 s.restore(now, key.unwrap_or(""), held).then_some(held.count)

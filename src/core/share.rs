@@ -12,7 +12,10 @@
 //! them from its own before it publishes the gift. A locker grants only
 //! permits it owns, so the grants of a slot never add up to more than
 //! `max_requests`, whatever messages are late, lost or repeated. The
-//! ledger is kept per key by `core::kinds::fixed::tally`.
+//! ledger is kept per key by `core::kinds::fixed::tally`. Token buckets
+//! conserve their tokens alike: each member holds a share of the bucket's
+//! room (`Share::holds`) and refills it at that share of the rate, and a
+//! gift moves as much room as tokens (`core::kinds::bucket::peer`).
 //!
 //! The in-flight rule (`Share::over_part`, turns, `Recent`) is what the
 //! rolling window still shares by. No clock, no counts kept, no sockets.
@@ -75,6 +78,29 @@ pub struct Share {
     /// how much (its last counts may be lost), so this run owns none of
     /// that slot; gifts it may use.
     pub owns_from: Nanos,
+    /// Whose shares this locker may grant from now: its own while leased,
+    /// and those it inherited (see `core::peering::tenure`).
+    pub holding: Holding,
+}
+
+/// Whose shares of a slot a locker may grant from now (see
+/// `core::peering::tenure`, which decides it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Holding {
+    /// Its own share: a majority of the group echoed it lately (always,
+    /// under three members).
+    pub leased: bool,
+    /// The places (by id among the members) of the shares it inherited
+    /// from members a majority declared dead, and may grant from now, as
+    /// bits.
+    pub held: u64,
+    /// ...for the slots that begin from this instant on.
+    pub held_from: Nanos,
+}
+
+impl Holding {
+    /// One's own share and no one else's.
+    pub const OWN: Holding = Holding { leased: true, held: 0, held_from: Nanos::MAX };
 }
 
 impl Share {
@@ -87,6 +113,7 @@ impl Share {
         members: 1,
         member: Some(0),
         owns_from: 0,
+        holding: Holding::OWN,
     };
 
     /// The terms for `live` lockers and a slot of `slot_ns`.
@@ -103,14 +130,76 @@ impl Share {
     /// member's id is still unknown) owns no remainder: the member whose
     /// place it would be may be granting it. None of a slot that began
     /// before this run joined (`owns_from`).
+    ///
+    /// Its own only while leased, and besides, the shares of the members it
+    /// inherited, of the slots that begin once it may (see
+    /// `core::peering::tenure`).
     #[inline]
     pub fn owns(&self, quota: Quota, slot: u64) -> u32 {
-        let (max, members) = (quota.max_requests(), self.members.max(1));
-        if quota.slot_end(slot).saturating_sub(quota.slot_ns()) < self.owns_from {
+        let max = quota.max_requests();
+        let own = if self.holding.leased && self.owns_slot(quota, slot) {
+            self.part_of_total(max, self.member, slot)
+        } else {
+            0
+        };
+        let Holding { held, held_from, .. } = self.holding;
+        let start = quota.slot_end(slot).saturating_sub(quota.slot_ns());
+        if held == 0 || start < held_from {
+            return own;
+        }
+        let inherited = (0..self.members.min(64)).filter(|p| held >> p & 1 == 1);
+        own + inherited.map(|p| self.part_of_total(max, Some(p), slot)).sum::<u32>()
+    }
+
+    /// The room of a token bucket of `burst` (the tokens it may hold) this
+    /// locker holds in `period` of `quota` before any gift: `burst /
+    /// members` each, and one more for the members whose place is below
+    /// the remainder. The remainder does not rotate: a bucket's room stays
+    /// put from one period to the next, so that no member loses the tokens
+    /// in a unit of room it would hand on. The members' rooms add up to
+    /// `burst`, and each refills its room at the bucket's rate times room
+    /// over burst (see `core::kinds::bucket`), so their refills add up to
+    /// the rate. No remainder without a place; none of a period that began
+    /// before this run joined (`owns_from`), as for `owns`. A bucket's room
+    /// never passes to an heir (see `core::peering::tenure`), so it needs
+    /// no lease: a dead member's room waits for it.
+    #[inline]
+    pub fn holds(&self, quota: Quota, burst: u32, period: u64) -> u32 {
+        if !self.owns_slot(quota, period) {
             return 0;
         }
-        let extra = self.member.is_some_and(|m| (u64::from(m) + slot) % u64::from(members) < u64::from(max % members));
-        max / members + u32::from(extra)
+        self.part_of_total(burst, self.member, 0)
+    }
+
+    /// When a bucket's room this run holds began filling from empty, for a
+    /// key this run has not touched: 0 (full from the start) unless it
+    /// joined late (`owns_from`), then the start of the first period it
+    /// holds room in; `Nanos::MAX` while it has not joined.
+    pub fn fills_from(&self, quota: Quota) -> Nanos {
+        if self.owns_from == 0 {
+            return 0;
+        }
+        let slot = quota.slot_of(self.owns_from);
+        if self.owns_slot(quota, slot) {
+            self.owns_from
+        } else {
+            quota.slot_end(slot)
+        }
+    }
+
+    /// Whether this run owns a share of `slot` of `quota` at all: the slot
+    /// began at or after `owns_from`.
+    fn owns_slot(&self, quota: Quota, slot: u64) -> bool {
+        quota.slot_end(slot).saturating_sub(quota.slot_ns()) >= self.owns_from
+    }
+
+    /// The part of `total` split over the members that the member at
+    /// `place` gets, with the remainder going to the places that `turn`
+    /// rotates it to; no remainder without a place.
+    fn part_of_total(&self, total: u32, place: Option<u32>, turn: u64) -> u32 {
+        let members = self.members.max(1);
+        let extra = place.is_some_and(|m| (u64::from(m) + turn) % u64::from(members) < u64::from(total % members));
+        total / members + u32::from(extra)
     }
 
     /// Whether permits are conserved between members (peered) rather than
@@ -217,12 +306,22 @@ pub struct PeerView {
     pub member: Option<u32>,
     /// When this run first finished joining (see `Share::owns_from`).
     pub owns_from: Nanos,
+    /// Whose shares it may grant from (see `Share::holding`).
+    pub holding: Holding,
 }
 
 impl PeerView {
     /// No peers: decide alone.
-    pub const ALONE: PeerView =
-        PeerView { live: 1, rank: 0, hold_until: None, late: 0, members: 1, member: Some(0), owns_from: 0 };
+    pub const ALONE: PeerView = PeerView {
+        live: 1,
+        rank: 0,
+        hold_until: None,
+        late: 0,
+        members: 1,
+        member: Some(0),
+        owns_from: 0,
+        holding: Holding::OWN,
+    };
 }
 
 /// A cumulative count of one node for one (limit, key, slot): what peers
@@ -235,8 +334,8 @@ pub struct Count {
     pub slot: u64,
     pub node: NodeIx,
     pub count: u32,
-    /// What is counted: permits granted, or (fixed windows only) wanted
-    /// or given.
+    /// What is counted: permits granted, or (fixed windows and token
+    /// buckets) wanted or given.
     pub what: Counted,
 }
 
@@ -246,11 +345,13 @@ pub enum Counted {
     /// Permits the node granted: the shared count.
     #[default]
     Granted,
-    /// Permits the node asked its peers for, having too few of its own
-    /// (fixed windows): a peer with spare ones gives.
+    /// Permits (or tokens) the node asked its peers for, having too few
+    /// of its own (fixed windows, token buckets): a peer with spare ones
+    /// gives.
     Wanted,
-    /// Permits the node gave to the node named here (fixed windows): the
-    /// giver owns that many fewer, the receiver that many more.
+    /// Permits (or tokens, with as much room) the node gave to the node
+    /// named here (fixed windows, token buckets): the giver owns that many
+    /// fewer, the receiver that many more.
     Gave(NodeIx),
 }
 
@@ -325,6 +426,26 @@ mod tests {
         let slot_ns = quota(5).slot_ns();
         let late = Share { owns_from: 3 * slot_ns + 1, ..trio(0) };
         assert_eq!((late.owns(quota(5), 3), late.owns(quota(5), 4)), (0, 2), "none of the slot it joined in");
+    }
+
+    #[test]
+    fn the_members_hold_exactly_the_burst_between_them_in_every_period() {
+        let quota = Quota::new(5, 0.8).unwrap();
+        for (burst, members) in [(5u32, 3u32), (1, 2), (7, 5), (2, 4), (100, 3)] {
+            for period in 0..4u64 {
+                let each = (0..members)
+                    .map(|m| Share { members, member: Some(m), ..Share::ALONE }.holds(quota, burst, period));
+                assert_eq!(each.sum::<u32>(), burst, "{burst} over {members} in period {period}");
+            }
+        }
+        let trio = |m| Share { members: 3, member: Some(m), ..Share::ALONE };
+        let periods: Vec<u32> = (0..3).map(|k| trio(2).holds(quota, 5, k)).collect();
+        assert_eq!(periods, [1, 1, 1], "the room stays put");
+        let slot_ns = quota.slot_ns();
+        let late = Share { owns_from: 3 * slot_ns + 1, ..trio(0) };
+        assert_eq!((late.holds(quota, 5, 3), late.holds(quota, 5, 4)), (0, 2), "none of the period it joined in");
+        assert_eq!((late.fills_from(quota), trio(0).fills_from(quota)), (4 * slot_ns, 0));
+        assert_eq!(Share { owns_from: 2 * slot_ns, ..trio(0) }.fills_from(quota), 2 * slot_ns);
     }
 
     #[test]

@@ -6,11 +6,13 @@
 //! unit tests of `src/core/kinds/*` and `src/core/inline_keys`, since they
 //! reach what the public seam does not show.
 
-/// A token bucket shared by peers: the stated overshoot bound.
-mod bucket_peers;
 /// Conserved permits on the simulated group: never more than max in a
 /// slot whatever the messages do, and full slots when they are timely.
 mod conserved;
+/// Conserved tokens on the simulated group: never more than burst + rate
+/// x T in any span T whatever the messages do, and a full bucket when
+/// they are timely.
+mod conserved_bucket;
 /// The fixed-timeslot counter alone: never more than max per slot.
 mod fixed;
 /// A rolling window shared by peers: within max while counts arrive in time.

@@ -16,10 +16,11 @@
 //! 32-byte slot, so a decision usually costs one cache line, as the fixed
 //! window's does, and a batch prefetches its keys' lines.
 //!
-//! When lockers are peered, each key also keeps a ledger of the grants made
-//! from it per node and period (see `ledger`), so that a peer's grants move
-//! this locker's TAT as if they had been made here. Ledgers are kept aside,
-//! by key, so a locker on its own never pays for them.
+//! When lockers are peered, the bucket's tokens are conserved (see `peer`):
+//! each locker holds a share of the bucket's room and refills it at that
+//! share of the rate, and tokens move only as gifts, with their room.
+//! Peered keys are kept aside, by key, in a `ledger` each, so a locker on
+//! its own never pays for them.
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -33,21 +34,9 @@ use crate::core::time::{Nanos, NANOS_PER_SEC};
 
 mod kept;
 mod ledger;
+mod peer;
 
 pub use ledger::Ledger;
-
-/// The unkeyed bucket: its TAT, and the grants peers shared for it.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-struct Key {
-    tat: Nanos,
-    ledger: Ledger,
-}
-
-/// One key's state, to change: its TAT and its ledger.
-struct KeyMut<'a> {
-    tat: &'a mut Nanos,
-    ledger: &'a mut Ledger,
-}
 
 /// Token buckets for every key of one limit.
 #[derive(Debug)]
@@ -60,12 +49,17 @@ pub struct Bucket {
     /// The refill period, whose epoch-aligned slots number the counts that
     /// peers exchange.
     quota: Quota,
-    unkeyed: Key,
-    /// Each live key's TAT.
+    /// The unkeyed bucket's TAT, on its own.
+    unkeyed: Nanos,
+    /// Each live key's TAT, on its own.
     tats: InlineKeys<Nanos>,
-    /// The ledgers of keys that have one (only when peered); each of these
-    /// keys is in `tats` too.
+    /// The unkeyed bucket's share, when peered.
+    unkeyed_peered: Option<Box<Ledger>>,
+    /// Each live key's share, when peered; such a key is not in `tats`.
     ledgers: HashMap<Box<str>, Ledger>,
+    /// This locker's own room of the bucket as last seen, for the sweep
+    /// (`Share::holds`).
+    base: u32,
     next_sweep: Nanos,
 }
 
@@ -80,9 +74,11 @@ impl Bucket {
             burst,
             depth: interval.saturating_mul(u64::from(burst)),
             quota,
-            unkeyed: Key::default(),
+            unkeyed: 0,
             tats: InlineKeys::new(),
+            unkeyed_peered: None,
             ledgers: HashMap::new(),
+            base: 0,
             next_sweep: 0,
         }
     }
@@ -104,10 +100,10 @@ impl Bucket {
         self.interval
     }
 
-    /// Keys whose bucket is not full, or that hold counts peers shared in
-    /// the current or the previous period.
+    /// Keys whose bucket is not full, or that hold a period's wants and
+    /// gifts.
     pub fn live_keys(&self) -> usize {
-        self.tats.len()
+        self.tats.len() + self.ledgers.len()
     }
 
     /// Drops keys whose bucket has refilled, once per refill period at most;
@@ -117,23 +113,17 @@ impl Bucket {
             return 0;
         }
         self.next_sweep = now.saturating_add(self.depth.max(NANOS_PER_SEC));
-        let oldest = self.oldest_period(now);
-        let Bucket { unkeyed, tats, ledgers, .. } = self;
-        unkeyed.ledger.prune(oldest);
-        ledgers.retain(|_, ledger| {
-            ledger.prune(oldest);
-            !ledger.is_empty()
-        });
-        give_back_spare(ledgers);
-        let before = tats.len();
-        tats.retain(|k, tat| *tat > now || ledgers.contains_key(k));
-        before - tats.len()
+        let before = self.live_keys();
+        self.sweep_peered(now);
+        give_back_spare(&mut self.ledgers);
+        self.tats.retain(|_, tat| *tat > now);
+        before - self.live_keys()
     }
 
     /// The next sweep, while there are keys for it to drop: the loop wakes
     /// then even without a request, so a flood's memory comes back.
     pub fn next_deadline(&self) -> Option<Nanos> {
-        (!self.tats.is_empty()).then_some(self.next_sweep)
+        (self.live_keys() > 0).then_some(self.next_sweep)
     }
 
     /// Bytes the keys' tables hold on the heap, roughly (not the peers'
@@ -187,43 +177,13 @@ impl Bucket {
         Verdict::sorry(self.burst, self.available(now, tat), retry_after, tat - now)
     }
 
-    /// Adds `n` tokens taken elsewhere (by a peer) to `key`'s bucket, so that
-    /// consumption counted on several lockers adds up here.
-    pub fn absorb(&mut self, now: Nanos, key: Option<&str>, n: u32) {
-        let interval = self.interval;
-        let tat = match key {
-            None => &mut self.unkeyed.tat,
-            Some(k) => self.tats.get_or_insert(k),
-        };
-        absorb(tat, now, interval, n);
-    }
-
     /// `key`'s TAT; 0 (a full bucket) for a key not held.
     #[inline]
     fn tat(&self, key: Option<&str>) -> Nanos {
         match key {
-            None => self.unkeyed.tat,
+            None => self.unkeyed,
             Some(k) => self.tats.get(k).copied().unwrap_or(0),
         }
-    }
-
-    /// `key`'s ledger, if it has one.
-    fn ledger(&self, key: Option<&str>) -> Option<&Ledger> {
-        match key {
-            None => Some(&self.unkeyed.ledger),
-            Some(k) => self.ledgers.get(k),
-        }
-    }
-
-    /// `key`'s TAT and ledger, the key added when new; callers check the
-    /// key room first.
-    fn key_mut(&mut self, key: Option<&str>) -> KeyMut<'_> {
-        let Some(k) = key else { return KeyMut { tat: &mut self.unkeyed.tat, ledger: &mut self.unkeyed.ledger } };
-        let tat = self.tats.get_or_insert(k);
-        if !self.ledgers.contains_key(k) {
-            self.ledgers.insert(k.into(), Ledger::default());
-        }
-        KeyMut { tat, ledger: self.ledgers.get_mut(k).expect("inserted above") }
     }
 
     /// Whole tokens available at `now` for a key whose TAT is `tat` (>= now).
@@ -240,7 +200,7 @@ impl Bucket {
 
     fn store(&mut self, key: Option<&str>, tat: Nanos, room: KeyRoom) -> Result<(), NoRoom> {
         match key {
-            None => self.unkeyed.tat = tat,
+            None => self.unkeyed = tat,
             Some(k) => match self.tats.get_mut(k) {
                 Some(t) => *t = tat,
                 None => match room {
@@ -251,11 +211,6 @@ impl Bucket {
         }
         Ok(())
     }
-}
-
-/// Moves a TAT by `n` intervals, from `now` if its bucket is full.
-fn absorb(tat: &mut Nanos, now: Nanos, interval: Nanos, n: u32) {
-    *tat = (*tat).max(now).saturating_add(interval.saturating_mul(u64::from(n)));
 }
 
 #[cfg(test)]
@@ -322,13 +277,13 @@ mod tests {
     }
 
     #[test]
-    fn full_buckets_are_swept_and_absorb_counts_remote_takes() {
+    fn full_buckets_are_swept() {
         let mut b = bucket();
         ask(&mut b, 0, Want::now(1));
         assert_eq!(b.live_keys(), 1);
+        assert_eq!(b.advance(50 * MS), 0, "not before the next sweep");
         assert_eq!(b.advance(2_000 * MS), 1);
-        b.absorb(3_000 * MS, Some("k"), 3);
-        assert!(!ask(&mut b, 3_000 * MS, Want::now(1)).go, "a peer took the burst");
+        assert_eq!(b.next_deadline(), None);
     }
 
     proptest::proptest! {

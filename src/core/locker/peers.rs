@@ -36,7 +36,8 @@ impl Locker {
 
 impl Peers<'_> {
     /// Queues the own counts a verdict left for the peers: a go's own count,
-    /// and what a fixed window asked its peers for (see `Rule::note_own`).
+    /// and what a fixed window or a token bucket asked its peers for (see
+    /// `Rule::note_own`).
     pub(super) fn note_grant(&mut self, now: Nanos, ask: &PermitAsk, v: &Verdict) {
         let granted = &mut self.locker.granted;
         self.locker.entries[ask.limit.0].rule.note_own(now, ask.limit, ask.key, v, |c| granted.push(c));
@@ -56,11 +57,11 @@ impl Peers<'_> {
 
     /// Merges a count a peer reported, received at `now`. `ME` as the node
     /// is an echo of this locker's own count. Returns whether anything
-    /// changed: a count for an ended slot (for a bucket, a period before
-    /// the previous one), a slot too far ahead, a semaphore, a smaller
+    /// changed: a count for an ended slot (for a bucket, any period but
+    /// the current one), a slot too far ahead, a semaphore, a smaller
     /// count than known, or a new key beyond `max_keys` changes nothing.
-    /// A fixed window answers a peer's want with a gift, queued for
-    /// publishing with the own counts.
+    /// A fixed window or a token bucket answers a peer's want with a gift,
+    /// queued for publishing with the own counts.
     pub fn merge(&mut self, now: Nanos, c: &Count) -> bool {
         let share = self.locker.share(c.limit);
         let (granted, publishing) = (&mut self.locker.granted, self.locker.publishing);

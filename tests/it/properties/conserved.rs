@@ -2,9 +2,10 @@
 //! peered lockers sharing a fixed window, under generated schedules of
 //! asks and faults (delays from nothing to two slots, jitter that reorders,
 //! loss up to a half, duplication, pauses, partitions that heal, kills and
-//! restarts). Whatever the schedule, no slot holds more than
-//! `max_requests` go across the group; with timely messages, demand on
-//! every locker fills every slot.
+//! restarts), and on schedules of seconds, during which a majority
+//! reclaims the shares of members it cannot hear. Whatever the schedule,
+//! no slot holds more than `max_requests` go across the group; with timely
+//! messages, demand on every locker fills every slot.
 //!
 //! A go is counted in the slot of the locker that granted it (its group
 //! clock, read from the reply's `reset_after_ms`): the guarantee is per
@@ -22,7 +23,7 @@ use crate::group::{fixed, joined, MS};
 
 /// One thing that happens, after a pause of `gap` microseconds.
 #[derive(Debug, Clone)]
-enum Event {
+pub(crate) enum Event {
     /// Node `node` is asked for `cost` permits.
     Ask { node: usize, cost: u64 },
     /// The network changes for messages sent from now on.
@@ -31,13 +32,35 @@ enum Event {
     Pause { node: usize, pct: u64 },
     /// Nodes `a` and `b` are cut from each other, both ways.
     Cut { a: usize, b: usize },
+    /// Node `node` is cut from every other, both ways.
+    Isolate { node: usize },
     /// Every cut heals.
     Heal,
     /// Node `node` is killed (or, if down, restarted).
     Kill { node: usize },
+    /// Node `node` is asked `n` times for one permit, a millisecond apart.
+    Burst { node: usize, n: u64 },
+    /// Every node is asked for one permit until it says sorry.
+    Drain,
 }
 
-fn event() -> impl Strategy<Value = Event> {
+/// Faults that last long enough for a majority to reclaim a silent
+/// member's share (seconds), and bursts of demand to spend it.
+fn long_event() -> impl Strategy<Value = Event> {
+    prop_oneof![
+        3 => (0usize..5, 1u64..40).prop_map(|(node, n)| Event::Burst { node, n }),
+        2 => Just(Event::Drain),
+        1 => (0u64..100, 0u64..100, 0u64..50, 0u64..30)
+            .prop_map(|(delay_pct, jitter_pct, loss_pct, dup_pct)| Event::Link { delay_pct, jitter_pct, loss_pct, dup_pct }),
+        1 => (0usize..5, 100u64..2000).prop_map(|(node, pct)| Event::Pause { node, pct }),
+        1 => (0usize..5, 0usize..5).prop_map(|(a, b)| Event::Cut { a, b }),
+        2 => (0usize..5).prop_map(|node| Event::Isolate { node }),
+        1 => Just(Event::Heal),
+        1 => (0usize..5).prop_map(|node| Event::Kill { node }),
+    ]
+}
+
+pub(crate) fn event() -> impl Strategy<Value = Event> {
     prop_oneof![
         8 => (0usize..5, 1u64..3).prop_map(|(node, cost)| Event::Ask { node, cost }),
         1 => (0u64..200, 0u64..100, 0u64..50, 0u64..30)
@@ -74,9 +97,10 @@ impl Trial {
         self.up[node] && self.paused_until[node] <= self.g.now()
     }
 
-    fn ask(&mut self, node: usize, cost: u64) {
+    /// Asks `node` for `cost` permits; whether it said go.
+    fn ask(&mut self, node: usize, cost: u64) -> bool {
         if !self.ready(node) {
-            return;
+            return false;
         }
         let cost = cost.min(u64::from(self.max));
         let r = self.g.ask(node, &Ask::new().key("k").cost(cost)).expect("an answer");
@@ -87,12 +111,21 @@ impl Trial {
             let slot = (end.saturating_sub(self.slot / 2)) / self.slot;
             *self.per_slot.entry(slot).or_insert(0) += u64::from(r.granted.unwrap_or(1));
         }
+        r.ok
     }
 
     fn apply(&mut self, e: &Event) {
         let n = self.n();
         match *e {
-            Event::Ask { node, cost } => self.ask(node % n, cost),
+            Event::Ask { node, cost } => {
+                self.ask(node % n, cost);
+            }
+            Event::Burst { node, n: asks } => {
+                for _ in 0..asks {
+                    let _ = self.ask(node % n, 1);
+                    self.g.advance(MS);
+                }
+            }
             Event::Link { delay_pct, jitter_pct, loss_pct, dup_pct } => {
                 let (delay, jitter) = (self.slot * delay_pct / 100, self.slot * jitter_pct / 100);
                 self.g.set_link(Link { delay, jitter, loss: loss_pct as f64 / 100.0 });
@@ -111,6 +144,21 @@ impl Trial {
                 if a != b {
                     self.g.set_cut(a, b, true);
                     self.g.set_cut(b, a, true);
+                }
+            }
+            Event::Isolate { node } => {
+                for other in (0..n).filter(|&o| o != node % n) {
+                    self.g.set_cut(node % n, other, true);
+                    self.g.set_cut(other, node % n, true);
+                }
+            }
+            Event::Drain => {
+                for node in 0..n {
+                    for _ in 0..=self.max {
+                        if !self.ask(node, 1) {
+                            break;
+                        }
+                    }
                 }
             }
             Event::Heal => (0..n).for_each(|a| (0..n).for_each(|b| self.g.set_cut(a, b, false))),
@@ -132,7 +180,7 @@ impl Trial {
     }
 }
 
-fn cases() -> u32 {
+pub(crate) fn cases() -> u32 {
     std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(32)
 }
 
@@ -158,6 +206,23 @@ proptest! {
     }
 
     #[test]
+    fn no_slot_holds_more_than_max_while_silent_members_shares_are_reclaimed(
+        n in 3usize..=5,
+        max in 1u32..12,
+        slot_ms in prop::sample::select(vec![100u64, 300]),
+        seed in any::<u64>(),
+        events in prop::collection::vec((0u64..800, long_event()), 1..60),
+    ) {
+        let mut t = Trial::new(n, max, slot_ms, seed);
+        for (gap_pct, e) in &events {
+            let at = t.g.now() + t.slot * gap_pct / 100;
+            t.g.advance_to(at);
+            t.apply(e);
+        }
+        prop_assert!(t.over().is_empty(), "slots over {max}: {:?} of {:?}", t.over(), t.per_slot);
+    }
+
+    #[test]
     fn with_timely_messages_demand_on_one_locker_fills_every_slot_from_the_second(
         n in 2usize..=5,
         max in 1u32..12,
@@ -174,7 +239,7 @@ proptest! {
         while at < start + 4 * t.slot {
             at += MS;
             t.g.advance_to(at);
-            t.ask(busy, 1);
+            let _ = t.ask(busy, 1);
         }
         let first = start / t.slot;
         for slot in first + 1..first + 4 {
@@ -199,7 +264,7 @@ proptest! {
             for node in 0..n {
                 at += MS / n as u64;
                 t.g.advance_to(at);
-                t.ask(node, 1);
+                let _ = t.ask(node, 1);
             }
         }
         let first = start / t.slot;

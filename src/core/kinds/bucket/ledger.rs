@@ -1,262 +1,370 @@
-//! A token bucket shared across peers: per key, the cumulative grants each
-//! node made in each refill period, and how a peer's grants move the key's
-//! TAT.
+//! One key of a token bucket shared by peers, as one locker holds it: its
+//! room (the tokens it may hold), how full that room is, and the period's
+//! wants and gifts that moved room and tokens between the lockers.
 //!
-//! Peers exchange the same cumulative counts as fixed windows do, numbered
-//! by the limit's `in_seconds` period aligned to the epoch. A receiver keeps
-//! the largest count heard per (node, period) and absorbs only the growth,
-//! `delta x interval` on the TAT, so repeats and reordering change nothing
-//! and a later count repairs a lost one. Counts of the current and the
-//! previous period are kept, so a grant made just before a period boundary
-//! is still absorbed when its count arrives just after. This module does
-//! the arithmetic only: no clock, no names, no wire format. It stays with
-//! the bucket, not under `core::peering`, because it moves the bucket's
-//! private TATs; `Rule::merge` (in `core::kinds`) calls it.
+//! The room's fill is kept as the tokens it lacks, times the whole
+//! bucket's `depth` (`burst x interval`), at an instant: the room refills
+//! at `room / depth` tokens per nanosecond, the bucket's rate times room
+//! over burst, so the lack falls by `room` per nanosecond, and every step
+//! is exact integer arithmetic. As a TAT (for the state log) the room is
+//! full `lack / room` nanoseconds from now, as a lone bucket's is. Every
+//! change of room says what becomes of the tokens (`reroom`): a gift moves
+//! as many tokens as room, and room that comes back at a period's end
+//! comes back empty.
+//!
+//! Wants and gifts are cumulative per (period, node), merged by maximum,
+//! like every count peers trade. Pure arithmetic: no clock, no names, no
+//! wire format; `super::peer` decides when each step applies.
 
-use super::{absorb, Bucket};
-use crate::core::room::{KeyRoom, NoRoom};
-use crate::core::share::ME;
-use crate::core::share::{Count, NodeIx};
+use crate::core::limit::Quota;
+use crate::core::share::NodeIx;
 use crate::core::time::Nanos;
 
-/// One node's cumulative grants from one key in one period.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Entry {
-    node: NodeIx,
-    period: u64,
-    count: u32,
-    /// Own grants since the last repair publish.
-    touched: bool,
-}
-
-/// The grants made from one key, per node and period, this locker's own
-/// (`ME`) among them. Empty, it allocates nothing, so a locker that
-/// is not peered pays only for an empty `Vec` per key.
+/// Cumulative figures per node, and their sum.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Ledger {
-    entries: Vec<Entry>,
+struct PerNode {
+    each: Vec<(NodeIx, u32)>,
+    sum: u32,
 }
 
-impl Ledger {
-    /// Forgets counts of periods before `oldest`.
-    pub fn prune(&mut self, oldest: u64) {
-        self.entries.retain(|e| e.period >= oldest);
-    }
-
-    /// Whether no count is held.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    fn entry(&mut self, node: NodeIx, period: u64) -> &mut Entry {
-        let i = match self.entries.iter().position(|e| e.node == node && e.period == period) {
-            Some(i) => i,
+impl PerNode {
+    /// Raises `node`'s figure to `count`; returns by how much it grew.
+    fn raise(&mut self, node: NodeIx, count: u32) -> u32 {
+        let grew = match self.each.iter_mut().find(|(n, _)| *n == node) {
+            Some((_, c)) => {
+                let grew = count.saturating_sub(*c);
+                *c = (*c).max(count);
+                grew
+            }
             None => {
-                self.entries.push(Entry { node, period, count: 0, touched: false });
-                self.entries.len() - 1
+                self.each.push((node, count));
+                count
             }
         };
-        &mut self.entries[i]
-    }
-
-    /// Adds `n` own grants in `period`; returns the own count to publish.
-    pub fn add_own(&mut self, period: u64, n: u32) -> u32 {
-        let e = self.entry(ME, period);
-        e.count = e.count.saturating_add(n);
-        e.touched = true;
-        e.count
-    }
-
-    /// Records that `node` granted `count` in all in `period`. Returns the
-    /// growth over what was known, which is what the TAT must absorb.
-    pub fn merge(&mut self, node: NodeIx, period: u64, count: u32) -> u32 {
-        let e = self.entry(node, period);
-        let grew = count.saturating_sub(e.count);
-        e.count = e.count.max(count);
+        self.sum = self.sum.saturating_add(grew);
         grew
     }
 
-    /// Every (node, period, count) held.
-    pub fn counts(&self) -> impl Iterator<Item = (NodeIx, u64, u32)> + '_ {
-        self.entries.iter().filter(|e| e.count > 0).map(|e| (e.node, e.period, e.count))
-    }
-
-    /// Calls `f` with each own (period, count) granted since the last call.
-    fn drain_touched(&mut self, mut f: impl FnMut(u64, u32)) {
-        for e in self.entries.iter_mut().filter(|e| e.touched) {
-            e.touched = false;
-            f(e.period, e.count);
-        }
+    fn of(&self, node: NodeIx) -> u32 {
+        self.each.iter().find(|(n, _)| *n == node).map_or(0, |&(_, c)| c)
     }
 }
 
-impl Bucket {
-    /// The period `now` falls in: the number peers' counts carry.
-    pub fn period(&self, now: Nanos) -> u64 {
-        self.quota.slot_of(now)
-    }
+/// One key's share of a peered token bucket in its latest period.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ledger {
+    /// Tokens the room lacks, times the depth, at `at` (see the header).
+    lack: u128,
+    at: Nanos,
+    /// The period the figures below are of.
+    period: u64,
+    /// This locker's own room in `period` before gifts (`Share::holds`).
+    base: u32,
+    /// The room held: `base`, plus what peers gave, less what was given.
+    room: u32,
+    /// Tokens this locker granted in `period`.
+    spent: u32,
+    /// Tokens (with as much room) each peer gave this locker.
+    got: PerNode,
+    /// Tokens (with as much room) this locker gave each peer.
+    gave: PerNode,
+    /// What each peer asked for, and how much of it this locker answered.
+    wants: Vec<(NodeIx, u32, u32)>,
+    /// What this locker asked its peers for, when, and whether that grew
+    /// since it was last noted for publishing.
+    wanted: u32,
+    wanted_at: Nanos,
+    wanted_new: bool,
+    /// Wanted or gave since the last repair publish.
+    touched: bool,
+}
 
-    /// The oldest period whose counts are still kept at `now`.
-    pub(super) fn oldest_period(&self, now: Nanos) -> u64 {
-        self.period(now).saturating_sub(1)
-    }
-
-    /// Whether a count for `period` received at `now` is merged: the
-    /// current or the previous period, or the next one when it starts less
-    /// than a quarter period from now (a peer whose clock runs a little
-    /// ahead).
-    fn fits(&self, now: Nanos, period: u64) -> bool {
-        let current = self.period(now);
-        let early = self.quota.slot_end(current) <= now.saturating_add(self.quota.slot_ns() / 4);
-        period >= self.oldest_period(now) && (period <= current || (period == current + 1 && early))
-    }
-
-    /// Records `n` tokens this locker granted from `key` at `now`; returns
-    /// the period and the own count in it, for the peers.
-    pub fn note_own(&mut self, now: Nanos, key: Option<&str>, n: u32) -> (u64, u32) {
-        let (period, oldest) = (self.period(now), self.oldest_period(now));
-        let k = self.key_mut(key);
-        k.ledger.prune(oldest);
-        (period, k.ledger.add_own(period, n))
-    }
-
-    /// Merges `c`, the cumulative grants of `c.node` from `c.key` in the
-    /// period `c.slot`, received at `now`: the growth over what was heard
-    /// moves the TAT. Returns whether anything changed; a count for a
-    /// period that does not fit, or no larger than known, changes nothing.
-    pub fn merge(&mut self, now: Nanos, c: &Count, room: KeyRoom) -> Result<bool, NoRoom> {
-        let (key, period) = (c.key.as_deref(), c.slot);
-        if !self.fits(now, period) {
-            return Ok(false);
+impl Ledger {
+    /// A key first held at `now` in `period` with `base` room, which a
+    /// lone bucket whose TAT is `tat` would fill as much (0: full).
+    pub fn new(now: Nanos, depth: Nanos, tat: Nanos, period: u64, base: u32) -> Ledger {
+        Ledger {
+            lack: u128::from(base) * u128::from(tat.saturating_sub(now).min(depth)),
+            at: now,
+            period,
+            base,
+            room: base,
+            spent: 0,
+            got: PerNode::default(),
+            gave: PerNode::default(),
+            wants: Vec::new(),
+            wanted: 0,
+            wanted_at: 0,
+            wanted_new: false,
+            touched: false,
         }
-        if let (Some(k), KeyRoom::Full) = (key, room) {
-            if !self.tats.contains_key(k) {
-                return Err(NoRoom);
+    }
+
+    /// The room's fill at `now` as a TAT: when it is full again.
+    pub fn tat(&self, now: Nanos) -> Nanos {
+        now.saturating_add(self.full_in(now))
+    }
+
+    /// The period the figures are of.
+    pub fn period(&self) -> u64 {
+        self.period
+    }
+
+    /// Tokens granted in the period.
+    pub fn spent(&self) -> u32 {
+        self.spent
+    }
+
+    /// Tokens lacked at `now`, times the depth.
+    fn lack_at(&self, now: Nanos) -> u128 {
+        self.lack.saturating_sub(u128::from(self.room) * u128::from(now.saturating_sub(self.at)))
+    }
+
+    /// Tokens held at `now`, times `depth`: exact, no rounding.
+    fn scaled_level(&self, now: Nanos, depth: Nanos) -> u128 {
+        (u128::from(self.room) * u128::from(depth)).saturating_sub(self.lack_at(now))
+    }
+
+    /// Whole tokens held at `now`.
+    pub fn available(&self, now: Nanos, depth: Nanos) -> u32 {
+        (self.scaled_level(now, depth) / u128::from(depth.max(1))) as u32
+    }
+
+    /// Nanoseconds from `now` until `n` tokens are held, at this room;
+    /// `None` if the room cannot hold them.
+    pub fn wait_for(&self, now: Nanos, depth: Nanos, n: u32) -> Option<Nanos> {
+        if n > self.room || self.room == 0 {
+            return None;
+        }
+        let allowed = u128::from(self.room - n) * u128::from(depth);
+        let over = self.lack_at(now).saturating_sub(allowed);
+        Some(over.div_ceil(u128::from(self.room)) as Nanos)
+    }
+
+    /// Nanoseconds from `now` until the room is full.
+    pub fn full_in(&self, now: Nanos) -> Nanos {
+        self.lack_at(now).div_ceil(u128::from(self.room.max(1))) as Nanos
+    }
+
+    /// Makes the room `room` at `at`, with `tokens` more (fewer when
+    /// negative) than were held: the tokens held become at most the room.
+    /// A gift moves tokens and room alike; room taken back or handed on
+    /// with no tokens leaves the tokens held as they were, and room that
+    /// grows comes empty. Callers never take more tokens than are held.
+    fn reroom(&mut self, at: Nanos, depth: Nanos, room: u32, tokens: i64) {
+        let d = u128::from(depth);
+        let moved = u128::from(tokens.unsigned_abs()) * d;
+        let held = self.scaled_level(at, depth);
+        let held = if tokens < 0 { held.saturating_sub(moved) } else { held + moved };
+        let held = held.min(u128::from(room) * d);
+        (self.lack, self.at, self.room) = (u128::from(room) * d - held, at.max(self.at), room);
+    }
+
+    /// Brings the figures to `now`, where this locker's own room is `base`.
+    /// When a period has ended since, its gifts end with it: the room
+    /// becomes the old base at the period's end, a receiver keeping at
+    /// most that many tokens and a giver getting its room back empty; then
+    /// the room becomes the new base (empty) from the current period's
+    /// start. A base that changes within a period (a place learnt) changes
+    /// the room from `now`, empty.
+    pub fn settle(&mut self, now: Nanos, quota: Quota, depth: Nanos, base: u32) {
+        let period = quota.slot_of(now);
+        if self.period < period {
+            if self.room != self.base {
+                self.reroom(quota.slot_end(self.period), depth, self.base, 0);
+            }
+            let (lack, at) = (self.lack, self.at);
+            *self = Ledger { lack, at, ..Ledger::new(at, depth, 0, period, self.base) };
+            if base != self.base {
+                self.reroom(quota.slot_end(period - 1), depth, base, 0);
+            }
+        } else if base != self.base {
+            let room = (i64::from(self.room) + i64::from(base) - i64::from(self.base)).max(0) as u32;
+            self.reroom(now, depth, room, 0);
+        }
+        self.base = base;
+    }
+
+    /// Takes `n` tokens at `now`; the caller checked they are held.
+    pub fn take(&mut self, now: Nanos, depth: Nanos, n: u32) {
+        (self.lack, self.at) = (self.lack_at(now) + u128::from(n) * u128::from(depth), now.max(self.at));
+        self.spent = self.spent.saturating_add(n);
+    }
+
+    /// Asks the peers for `need` more tokens at `now`, unless an earlier
+    /// ask is still unanswered and younger than `patience`: what was asked
+    /// is cumulative, so an ask decided again does not ask twice, and a
+    /// peer that had nothing spare is asked again once its room may have
+    /// refilled. Returns whether the ask grew.
+    pub fn want(&mut self, now: Nanos, need: u32, patience: Nanos) -> bool {
+        let unanswered = self.wanted > self.got.sum;
+        if unanswered && now < self.wanted_at.saturating_add(patience) {
+            return false;
+        }
+        let from = if unanswered { self.wanted } else { self.got.sum };
+        let wanted = from.saturating_add(need);
+        if wanted <= self.wanted {
+            return false;
+        }
+        (self.wanted, self.wanted_at, self.wanted_new, self.touched) = (wanted, now, true, true);
+        true
+    }
+
+    /// What this locker asked for, if that grew since the last call.
+    pub fn take_wanted_new(&mut self) -> Option<u32> {
+        std::mem::take(&mut self.wanted_new).then_some(self.wanted)
+    }
+
+    /// Records that `node` asked its peers for `count` tokens in all.
+    pub fn merge_want(&mut self, node: NodeIx, count: u32) -> bool {
+        match self.wants.iter_mut().find(|(n, _, _)| *n == node) {
+            Some((_, w, _)) if *w >= count => false,
+            Some((_, w, _)) => {
+                *w = count;
+                true
+            }
+            None => {
+                self.wants.push((node, count, 0));
+                true
             }
         }
-        let (oldest, interval) = (self.oldest_period(now), self.interval);
-        let k = self.key_mut(key);
-        k.ledger.prune(oldest);
-        let grew = k.ledger.merge(c.node, period, c.count);
+    }
+
+    /// Records that `from` gave this locker `count` tokens in all at
+    /// `now`: what grew arrives with as much room.
+    pub fn merge_got(&mut self, now: Nanos, depth: Nanos, from: NodeIx, count: u32) -> bool {
+        let grew = self.got.raise(from, count);
         if grew > 0 {
-            absorb(k.tat, now, interval, grew);
+            self.reroom(now, depth, self.room.saturating_add(grew), i64::from(grew));
         }
-        Ok(grew > 0)
+        grew > 0
     }
 
-    /// Calls `f` with every count held for the periods kept at `now`: own
-    /// and each peer node's, per key (`None` for the unkeyed bucket).
-    pub fn counts(&self, now: Nanos, mut f: impl FnMut(Option<&str>, u64, NodeIx, u32)) {
-        let oldest = self.oldest_period(now);
-        let keyed = self.ledgers.iter().map(|(k, ledger)| (Some(&**k), ledger));
-        for (key, ledger) in std::iter::once((None, &self.unkeyed.ledger)).chain(keyed) {
-            for (node, period, count) in ledger.counts().filter(|c| c.1 >= oldest) {
-                f(key, period, node, count);
+    /// Gives peers what they asked for and this locker can spare at `now`:
+    /// its part of each want (a share of it per other member, `others`),
+    /// out of the tokens it holds, unless it asked for some itself in this
+    /// period. Each gift's tokens and as much room leave this locker
+    /// before `f` hears of it with the receiver's cumulative total, which
+    /// is what is published.
+    pub fn give(&mut self, now: Nanos, depth: Nanos, others: u32, mut f: impl FnMut(NodeIx, u32)) {
+        if self.wanted > 0 {
+            return;
+        }
+        let mut spare = self.available(now, depth);
+        for i in 0..self.wants.len() {
+            let (node, wanted, answered) = self.wants[i];
+            self.wants[i].2 = wanted.max(answered);
+            let n = wanted.saturating_sub(answered).div_ceil(others.max(1)).min(spare);
+            if n == 0 {
+                continue;
             }
+            spare -= n;
+            self.reroom(now, depth, self.room - n, -i64::from(n));
+            let total = self.gave.of(node) + n;
+            self.gave.raise(node, total);
+            self.touched = true;
+            f(node, total);
         }
     }
 
-    /// Calls `f` with each own (key, period, count) granted since the last
-    /// call, for republishing.
-    pub fn drain_touched(&mut self, mut f: impl FnMut(Option<&str>, u64, u32)) {
-        self.unkeyed.ledger.drain_touched(|p, c| f(None, p, c));
-        for (key, ledger) in self.ledgers.iter_mut() {
-            ledger.drain_touched(|p, c| f(Some(key), p, c));
+    /// Whether this ledger says nothing a fresh one would not at `now`:
+    /// no wants or gifts, the base room, and full.
+    pub fn is_idle(&self, now: Nanos) -> bool {
+        self.wanted == 0 && self.wants.is_empty() && self.got.sum == 0 && self.gave.sum == 0 && self.lack_at(now) == 0
+    }
+
+    /// Calls `f` with this locker's own figures of the period: what it
+    /// asked for (as `None`) and what it gave each peer (as `Some(peer)`).
+    pub fn own(&self, mut f: impl FnMut(Option<NodeIx>, u32)) {
+        if self.wanted > 0 {
+            f(None, self.wanted);
         }
+        self.gave.each.iter().for_each(|&(to, n)| f(Some(to), n));
+    }
+
+    /// Calls `f` with the peers' figures of the period: what each asked
+    /// for (`(node, n, false)`) and gave this locker (`(node, n, true)`).
+    pub fn heard(&self, mut f: impl FnMut(NodeIx, u32, bool)) {
+        self.wants.iter().for_each(|&(node, w, _)| f(node, w, false));
+        self.got.each.iter().for_each(|&(from, n)| f(from, n, true));
+    }
+
+    /// Clears the mark of a repair publish; returns whether it was set.
+    pub fn take_touched(&mut self) -> bool {
+        std::mem::take(&mut self.touched)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::limit::LimitId;
-    use crate::core::limit::Quota;
-    use crate::core::room::KeyRoom::Free;
-    use crate::core::{Verdict, Want};
-    use std::num::NonZeroU32;
 
     const MS: Nanos = 1_000_000;
-    /// The start of a 1 s period.
-    const T0: Nanos = 1_000_000 * MS;
+    /// A bucket of 10 refilled at 10 per second: 1 s deep.
+    const DEPTH: Nanos = 1000 * MS;
 
-    /// 10 per second (one token per 100 ms), burst 3.
-    fn bucket() -> Bucket {
-        Bucket::new(Quota::new(10, 1.0).unwrap(), NonZeroU32::new(3).unwrap())
-    }
-
-    /// `count` granted in all by `node` from `key` in `period`.
-    fn heard(key: &str, period: u64, node: NodeIx, count: u32) -> Count {
-        Count::granted(LimitId(0), Some(key), period, node, count)
-    }
-
-    fn ask(b: &mut Bucket, now: Nanos) -> Verdict {
-        b.take(now, Some("k"), Want::now(1), Free).unwrap()
+    fn quota() -> Quota {
+        Quota::new(10, 1.0).unwrap()
     }
 
     #[test]
-    fn only_growth_is_absorbed_whatever_the_order() {
-        let mut b = bucket();
-        let p = b.period(T0);
-        assert!(b.merge(T0, &heard("k", p, 1, 2), Free).unwrap());
-        assert!(!b.merge(T0, &heard("k", p, 1, 2), Free).unwrap(), "a repeat");
-        assert!(!b.merge(T0, &heard("k", p, 1, 1), Free).unwrap(), "an older count, late");
-        assert_eq!(ask(&mut b, T0).remaining, 0, "2 by the peer, 1 here, of 3");
-        assert!(!ask(&mut b, T0).go);
+    fn a_room_refills_at_its_part_of_the_rate() {
+        // 4 of the 10 tokens' room, empty at 0: 4 per second.
+        let l = Ledger::new(0, DEPTH, DEPTH, 0, 4);
+        assert_eq!(l.available(0, DEPTH), 0);
+        assert_eq!(l.available(250 * MS, DEPTH), 1);
+        assert_eq!(l.wait_for(0, DEPTH, 2), Some(500 * MS));
+        assert_eq!(l.available(5 * DEPTH, DEPTH), 4, "never more than the room");
+        assert_eq!(l.wait_for(0, DEPTH, 5), None);
     }
 
     #[test]
-    fn a_later_count_repairs_a_lost_one() {
-        let mut b = bucket();
-        let p = b.period(T0);
-        b.merge(T0, &heard("k", p, 1, 1), Free).unwrap();
-        // The count 2 was lost; 3 arrives.
-        b.merge(T0, &heard("k", p, 1, 3), Free).unwrap();
-        assert!(!ask(&mut b, T0).go, "the peer took the whole burst");
-        assert!(ask(&mut b, T0 + 100 * MS).go, "and the bucket refills at the rate");
+    fn a_gift_moves_tokens_and_room_and_the_giver_keeps_the_rest() {
+        let mut giver = Ledger::new(0, DEPTH, 0, 0, 4);
+        giver.merge_want(7, 3);
+        let mut sent = Vec::new();
+        giver.give(0, DEPTH, 1, |to, n| sent.push((to, n)));
+        assert_eq!(sent, [(7, 3)]);
+        assert_eq!((giver.room, giver.available(0, DEPTH)), (1, 1), "a full room of 1 left");
+        giver.give(0, DEPTH, 1, |_, _| panic!("the want is answered"));
+        let mut taker = Ledger::new(0, DEPTH, DEPTH, 0, 2);
+        assert!(taker.merge_got(0, DEPTH, 3, 3));
+        assert!(!taker.merge_got(0, DEPTH, 3, 3), "a repeat");
+        assert_eq!((taker.room, taker.available(0, DEPTH)), (5, 3));
+        // 5 of 10 tokens' room: refills at 5 per second.
+        assert_eq!(taker.available(200 * MS, DEPTH), 4);
     }
 
     #[test]
-    fn the_previous_period_is_still_absorbed_and_older_ones_are_not() {
-        let mut b = bucket();
-        let p = b.period(T0);
-        assert!(b.merge(T0 + 1000 * MS, &heard("k", p, 1, 3), Free).unwrap(), "granted just before the boundary");
-        assert!(!ask(&mut b, T0 + 1000 * MS).go);
-        assert!(!b.merge(T0 + 2500 * MS, &heard("k", p, 1, 3), Free).unwrap());
-        assert!(!b.merge(T0 + 2500 * MS, &heard("x", p, 1, 3), Free).unwrap(), "two periods late");
-        assert!(b.merge(T0 + 2500 * MS, &heard("k", p + 2, 1, 1), Free).unwrap());
-        let early = T0 + 2800 * MS;
-        assert!(b.merge(early, &heard("k", p + 3, 1, 1), Free).unwrap(), "a peer's clock a little ahead");
-        assert!(!b.merge(early, &heard("k", p + 4, 1, 1), Free).unwrap(), "too far ahead");
+    fn gifts_end_with_their_period_and_the_room_comes_back_empty() {
+        let mut giver = Ledger::new(0, DEPTH, 0, 0, 4);
+        giver.merge_want(7, 4);
+        giver.give(500 * MS, DEPTH, 1, |_, _| {});
+        assert_eq!(giver.room, 0);
+        giver.settle(1100 * MS, quota(), DEPTH, 4);
+        assert_eq!((giver.room, giver.period), (4, 1));
+        assert_eq!(giver.available(1100 * MS, DEPTH), 0, "empty at the period's start, 100 ms of 4 per second");
+        assert_eq!(giver.available(1250 * MS, DEPTH), 1);
+        let mut taker = Ledger::new(0, DEPTH, 0, 0, 2);
+        taker.merge_got(500 * MS, DEPTH, 3, 4);
+        taker.settle(1000 * MS, quota(), DEPTH, 2);
+        assert_eq!((taker.room, taker.available(1000 * MS, DEPTH)), (2, 2), "at most its own room kept");
     }
 
     #[test]
-    fn own_grants_are_counted_per_period_and_drained_once() {
-        let mut b = bucket();
-        let p = b.period(T0);
-        ask(&mut b, T0);
-        assert_eq!(b.note_own(T0, Some("k"), 1), (p, 1));
-        ask(&mut b, T0 + 100 * MS);
-        assert_eq!(b.note_own(T0 + 100 * MS, Some("k"), 1), (p, 2));
-        let mut drained = Vec::new();
-        b.drain_touched(|k, p, c| drained.push((k.map(String::from), p, c)));
-        assert_eq!(drained, [(Some("k".to_owned()), p, 2)]);
-        b.drain_touched(|_, _, _| panic!("nothing granted since"));
-        b.merge(T0, &heard("k", p, 4, 1), Free).unwrap();
-        let mut all = Vec::new();
-        b.counts(T0, |_, p, node, c| all.push((p, node, c)));
-        all.sort();
-        assert_eq!(all, [(p, ME, 2), (p, 4, 1)]);
-    }
-
-    #[test]
-    fn a_key_holding_peer_counts_stays_live_until_its_periods_end() {
-        let mut b = bucket();
-        let p = b.period(T0);
-        b.merge(T0, &heard("k", p, 1, 1), Free).unwrap();
-        assert_eq!(b.live_keys(), 1);
-        b.advance(T0 + 1500 * MS);
-        assert_eq!(b.live_keys(), 1, "the count may still be repeated");
-        assert_eq!(b.advance(T0 + 3000 * MS), 1);
-        assert_eq!(b.merge(T0 + 3000 * MS, &heard("n", p + 3, 1, 1), KeyRoom::Full), Err(NoRoom));
+    fn an_unanswered_want_is_repeated_only_after_patience() {
+        let mut l = Ledger::new(0, DEPTH, DEPTH, 0, 2);
+        assert!(l.want(0, 2, 10 * MS));
+        assert_eq!(l.take_wanted_new(), Some(2));
+        assert!(!l.want(5 * MS, 2, 10 * MS), "still on its way");
+        assert!(l.want(10 * MS, 1, 10 * MS));
+        assert_eq!(l.take_wanted_new(), Some(3), "grows so the peers answer again");
+        l.merge_got(11 * MS, DEPTH, 1, 3);
+        assert!(l.want(11 * MS, 1, 10 * MS), "answered: asks at once");
+        assert_eq!(l.wanted, 4);
+        let mut asked = Ledger::new(0, DEPTH, 0, 0, 2);
+        asked.want(0, 1, MS);
+        asked.merge_want(5, 2);
+        asked.give(0, DEPTH, 1, |_, _| panic!("a locker that asked keeps its own"));
     }
 }

@@ -1,0 +1,219 @@
+//! A token bucket shared by peers, with conserved tokens: asks taken from
+//! this locker's own share, wants noted for the peers, peers' wants
+//! answered with gifts and their gifts received, and the period's figures
+//! listed for snapshots and repairs.
+//!
+//! **Shares.** Each member holds a room of the bucket (`Share::holds`:
+//! `burst / members`, the remainder by place), the rooms adding up to
+//! `burst`, and refills it at `rate x room / burst` (see `ledger`), the
+//! refills adding up to the rate. A locker grants only tokens it holds.
+//!
+//! **Gifts.** A short locker publishes a cumulative want for the period; a
+//! peer that did not ask itself gives its part out of the tokens it holds,
+//! taking the tokens and as much room off its own before the gift is
+//! published. The receiver adds both when the gift arrives in the same
+//! period; a gift of an ended period is never used. At a period's end
+//! every gift ends: a receiver's room shrinks back (keeping at most that
+//! many tokens) and a giver's grows back empty.
+//!
+//! **Why the group never grants more than `burst + rate x T` in any span
+//! `T`.** Let `S` be the tokens held by every locker plus those in gifts on
+//! their way that will still be used, and `R` the room held plus the room
+//! in those gifts. Every locker holds at most its room and a gift carries
+//! as much room as tokens, so `S <= R`; rooms start split to `burst` and
+//! only move (a gift) or come back empty to their giver when the gift
+//! ends, so `R <= burst` (on the clocks of the group: a residual skew `e`
+//! between a giver and its receiver lets both hold a gift's room for `e`,
+//! which can add at most `rate x e` tokens). `S` grows only by refill, at
+//! `rate x R / burst <= rate`; a grant takes tokens out of it; a lost gift,
+//! or one that ends, or a locker that dies, only removes tokens. So over
+//! `[s, t]` the grants are at most `S(s) + rate x (t - s) <= burst + rate
+//! x (t - s)`, whatever the messages do. A restarted run cannot know what
+//! its earlier run held: it holds no room in the period it joins in (when
+//! peers knew that run), and its room starts empty after (`fills_from`).
+//!
+//! No clock, no names, no wire format: like every kind, it takes `now`.
+
+use super::{Bucket, Ledger};
+use crate::core::ask::{Verdict, Want};
+use crate::core::room::{KeyRoom, Leeway, NoRoom};
+use crate::core::share::{Count, Counted, NodeIx, Share, ME};
+use crate::core::time::Nanos;
+
+impl Bucket {
+    /// The period `now` falls in: the number wants and gifts carry.
+    pub fn period(&self, now: Nanos) -> u64 {
+        self.quota.slot_of(now)
+    }
+
+    /// Takes tokens for `key` as `want` says: alone, from the whole bucket
+    /// (`take`); peered, from this locker's share only, now or never. A
+    /// peered locker short of tokens asks its peers for more (unless none
+    /// is live) and answers sorry with a `retry_after` of at most the
+    /// peers' round-trip wait (`Share::charged_for`), so that the ask may
+    /// be held while a gift comes.
+    pub fn take_shared(&mut self, now: Nanos, key: Option<&str>, want: Want, terms: Leeway) -> Result<Verdict, NoRoom> {
+        let share = terms.share;
+        if !share.conserved() {
+            return self.take(now, key, want, terms.room);
+        }
+        let (burst, depth) = (self.burst, self.depth);
+        let period_end = self.quota.slot_end(self.period(now)).saturating_sub(now);
+        let k = self.peered_mut(now, key, terms.room, share)?;
+        let held = k.available(now, depth);
+        let own_wait = |k: &Ledger, n| k.wait_for(now, depth, n).unwrap_or(period_end);
+        if want.cost == 0 {
+            let retry_after = if held > 0 { 0 } else { own_wait(k, 1) };
+            return Ok(Verdict { go: held > 0, ..Verdict::sorry(burst, held, retry_after, k.full_in(now)) });
+        }
+        if held >= want.need() {
+            let granted = want.grant(held);
+            k.take(now, depth, granted);
+            return Ok(Verdict::go(burst, held - granted, k.full_in(now), granted));
+        }
+        let mut retry_after = own_wait(k, want.need());
+        if share.live > 1 {
+            // Ask for as many as were granted, at least what is lacking, so
+            // that a busy locker's share doubles with each round trip.
+            let need = (want.need() - held).max(k.spent()).min(burst);
+            k.want(now, need, share.charged_for().saturating_mul(2));
+            retry_after = retry_after.min(share.charged_for());
+        }
+        Ok(Verdict::sorry(burst, held, retry_after, k.full_in(now)))
+    }
+
+    /// What `key` asked its peers for, if that grew with the last ask:
+    /// `(period, wanted)`, for the peers.
+    pub fn note_wanted(&mut self, key: Option<&str>) -> Option<(u64, u32)> {
+        let k = match key {
+            None => self.unkeyed_peered.as_deref_mut(),
+            Some(k) => self.ledgers.get_mut(k),
+        }?;
+        Some((k.period(), k.take_wanted_new()?))
+    }
+
+    /// Merges a peer's want or gift for `key`, received at `now`, if it is
+    /// of the current period: a want is answered with what this locker
+    /// can spare (`give` hears each gift as `(key, period, receiver, total
+    /// given)`, already taken off its own); a gift to this locker adds its
+    /// tokens and room. Grants are not merged: each locker spends only its
+    /// own. Returns whether anything changed.
+    pub fn merge_count(
+        &mut self,
+        now: Nanos,
+        c: &Count,
+        room: KeyRoom,
+        share: Share,
+        mut give: impl FnMut(Option<&str>, u64, NodeIx, u32),
+    ) -> bool {
+        let (key, period, depth) = (c.key.as_deref(), self.period(now), self.depth);
+        let relevant = match c.what {
+            Counted::Wanted | Counted::Gave(ME) => c.node != ME,
+            Counted::Granted | Counted::Gave(_) => false,
+        };
+        if !relevant || c.slot != period || !share.conserved() {
+            return false;
+        }
+        let others = share.members - 1;
+        let Ok(k) = self.peered_mut(now, key, room, share) else { return false };
+        if c.what == Counted::Wanted {
+            let changed = k.merge_want(c.node, c.count);
+            // A repeated want is answered too if it never was.
+            k.give(now, depth, others, |to, n| give(key, period, to, n));
+            changed
+        } else {
+            k.merge_got(now, depth, c.node, c.count)
+        }
+    }
+
+    /// Calls `f` with every figure of the current period, as `(key,
+    /// period, node, count, what)`: this locker's wants and gifts, and
+    /// those of peers it heard, so that a locker that rejoins learns them.
+    pub fn counts(&self, now: Nanos, mut f: impl FnMut(Option<&str>, u64, NodeIx, u32, Counted)) {
+        let period = self.period(now);
+        for (key, k) in self.peered().filter(|(_, k)| k.period() == period) {
+            k.own(|to, n| f(key, period, ME, n, to.map_or(Counted::Wanted, Counted::Gave)));
+            k.heard(|node, n, gift| f(key, period, node, n, if gift { Counted::Gave(ME) } else { Counted::Wanted }));
+        }
+    }
+
+    /// Calls `f` with this locker's own wants and gifts, as `(key, period,
+    /// count, what)`, of every key that asked or gave since the last call,
+    /// so that one lost on the way is repaired.
+    pub fn drain_own(&mut self, mut f: impl FnMut(Option<&str>, u64, u32, Counted)) {
+        let mut each = |key: Option<&str>, k: &mut Ledger| {
+            if k.take_touched() {
+                k.own(|to, n| f(key, k.period(), n, to.map_or(Counted::Wanted, Counted::Gave)));
+            }
+        };
+        if let Some(k) = self.unkeyed_peered.as_deref_mut() {
+            each(None, k);
+        }
+        self.ledgers.iter_mut().for_each(|(key, k)| each(Some(key), k));
+    }
+
+    /// `key`'s share, brought to `now`: added when new (with `room` for a
+    /// new key), from a TAT this locker kept alone (restored) if it is
+    /// emptier than a fresh share.
+    fn peered_mut(
+        &mut self,
+        now: Nanos,
+        key: Option<&str>,
+        room: KeyRoom,
+        share: Share,
+    ) -> Result<&mut Ledger, NoRoom> {
+        let (quota, depth, period) = (self.quota, self.depth, self.period(now));
+        let base = share.holds(quota, self.burst, period);
+        self.base = base;
+        // A share never touched: full, or filling from the start of the
+        // first period this run holds room in.
+        let fresh = match share.fills_from(quota) {
+            0 => 0,
+            from => from.min(now).saturating_add(depth),
+        };
+        let k = match key {
+            None => {
+                let kept = self.unkeyed;
+                self.unkeyed_peered
+                    .get_or_insert_with(|| Box::new(Ledger::new(now, depth, fresh.max(kept), period, base)))
+            }
+            Some(k) if self.ledgers.contains_key(k) => self.ledgers.get_mut(k).expect("checked"),
+            Some(k) => {
+                // A TAT kept alone moves here; the sweep drops it there.
+                let kept = self.tats.get_mut(k).map(std::mem::take);
+                if kept.is_none() && room == KeyRoom::Full {
+                    return Err(NoRoom);
+                }
+                self.ledgers.entry(k.into()).or_insert(Ledger::new(
+                    now,
+                    depth,
+                    fresh.max(kept.unwrap_or(0)),
+                    period,
+                    base,
+                ))
+            }
+        };
+        k.settle(now, quota, depth, base);
+        Ok(k)
+    }
+
+    /// Every peered share, the unkeyed one first (as `None`).
+    pub(super) fn peered(&self) -> impl Iterator<Item = (Option<&str>, &Ledger)> {
+        let unkeyed = self.unkeyed_peered.as_deref().map(|k| (None, k));
+        unkeyed.into_iter().chain(self.ledgers.iter().map(|(k, l)| (Some(&**k), l)))
+    }
+
+    /// Ends the gifts of ended periods, and drops the shares that say no
+    /// more than a fresh one would: a fresh share is never fuller.
+    pub(super) fn sweep_peered(&mut self, now: Nanos) {
+        let (quota, depth, base) = (self.quota, self.depth, self.base);
+        self.ledgers.retain(|_, k| {
+            k.settle(now, quota, depth, base);
+            !k.is_idle(now)
+        });
+    }
+}
+
+#[cfg(test)]
+#[path = "peer_tests.rs"]
+mod tests;

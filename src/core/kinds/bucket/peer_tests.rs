@@ -1,0 +1,109 @@
+use std::num::NonZeroU32;
+
+use super::*;
+use crate::core::limit::{LimitId, Quota};
+
+const MS: Nanos = 1_000_000;
+/// The start of a 1 s period.
+const T0: Nanos = 1_000_000 * MS;
+
+/// 10 per second (one token per 100 ms), burst 5: 500 ms deep.
+fn bucket() -> Bucket {
+    Bucket::new(Quota::new(10, 1.0).unwrap(), NonZeroU32::new(5).unwrap())
+}
+
+/// Member `m` of three, all live.
+fn member(m: u32) -> Share {
+    Share { live: 3, members: 3, member: Some(m), ..Share::ALONE }
+}
+
+fn terms(m: u32) -> Leeway {
+    Leeway { room: KeyRoom::Free, share: member(m) }
+}
+
+fn ask(b: &mut Bucket, now: Nanos, m: u32) -> Verdict {
+    b.take_shared(now, Some("k"), Want::now(1), terms(m)).unwrap()
+}
+
+/// What `count` says, from `node`, about key "k" in `period`.
+fn heard(what: Counted, period: u64, node: NodeIx, count: u32) -> Count {
+    Count::of(what, LimitId(0), Some("k"), period, node, count)
+}
+
+#[test]
+fn each_member_grants_its_own_room_and_then_asks_its_peers() {
+    // 5 over 3: rooms of 2, 2 and 1.
+    for (m, room) in [(0, 2), (1, 2), (2, 1)] {
+        let mut b = bucket();
+        let go = (0..5).filter(|_| ask(&mut b, T0, m).go).count();
+        assert_eq!(go, room, "member {m}");
+        let short = ask(&mut b, T0, m);
+        assert!(short.retry_after <= member(m).charged_for(), "a gift may come: {short:?}");
+        assert_eq!(b.note_wanted(Some("k")).map(|w| w.1), Some(room as u32), "asks for as many as it granted");
+    }
+    // Member 2 refills its room of 1 at a fifth of the rate: one per 500 ms.
+    let mut b = bucket();
+    ask(&mut b, T0, 2);
+    assert!(!ask(&mut b, T0 + 499 * MS, 2).go);
+    assert!(ask(&mut b, T0 + 500 * MS, 2).go);
+}
+
+#[test]
+fn a_want_is_answered_with_tokens_taken_off_the_giver_first() {
+    let (mut taker, mut giver) = (bucket(), bucket());
+    ask(&mut taker, T0, 0);
+    ask(&mut taker, T0, 0);
+    assert!(!ask(&mut taker, T0, 0).go);
+    let (period, wanted) = taker.note_wanted(Some("k")).unwrap();
+    let mut gifts = Vec::new();
+    let want = heard(Counted::Wanted, period, 1, wanted);
+    assert!(giver.merge_count(T0, &want, KeyRoom::Free, member(1), |_, p, to, n| gifts.push((p, to, n))));
+    // Two other members: each gives half of the want.
+    assert_eq!(gifts, [(period, 1, 1)]);
+    assert_eq!(ask(&mut giver, T0, 1).remaining, 0, "the giver kept 1 of its 2");
+    assert!(!giver.merge_count(T0, &want, KeyRoom::Free, member(1), |_, _, _, _| panic!("answered")));
+    let gift = heard(Counted::Gave(ME), period, 2, 1);
+    assert!(taker.merge_count(T0, &gift, KeyRoom::Free, member(0), |_, _, _, _| {}));
+    assert!(!taker.merge_count(T0, &gift, KeyRoom::Free, member(0), |_, _, _, _| {}), "a repeat");
+    assert!(ask(&mut taker, T0, 0).go, "the gift is the taker's own");
+    assert!(!ask(&mut taker, T0, 0).go);
+}
+
+#[test]
+fn a_gift_of_an_ended_period_is_never_used_and_the_giver_gets_its_room_back_empty() {
+    let mut giver = bucket();
+    let want = heard(Counted::Wanted, giver.period(T0), 1, 4);
+    giver.merge_count(T0 + 900 * MS, &want, KeyRoom::Free, member(0), |_, _, _, _| {});
+    assert_eq!(ask(&mut giver, T0 + 900 * MS, 0).retry_after, member(0).charged_for(), "gave both");
+    // From the next period on its room of 2 refills from empty, at 4 per second.
+    assert!(!ask(&mut giver, T0 + 1200 * MS, 0).go);
+    assert!(ask(&mut giver, T0 + 1250 * MS, 0).go);
+    let mut taker = bucket();
+    let late = heard(Counted::Gave(ME), taker.period(T0), 0, 2);
+    assert!(!taker.merge_count(T0 + 1000 * MS, &late, KeyRoom::Free, member(1), |_, _, _, _| {}));
+}
+
+#[test]
+fn a_run_that_joined_late_holds_no_room_in_that_period_and_fills_from_empty_after() {
+    let late = Share { owns_from: T0 + 300 * MS, ..member(0) };
+    let mut b = bucket();
+    let terms = Leeway { room: KeyRoom::Free, share: late };
+    assert!(!b.take_shared(T0 + 300 * MS, Some("k"), Want::now(1), terms).unwrap().go);
+    // Room 2 from T0 + 1 s, empty then: one token per 250 ms.
+    assert!(!b.take_shared(T0 + 1200 * MS, Some("k"), Want::now(1), terms).unwrap().go);
+    assert!(b.take_shared(T0 + 1250 * MS, Some("k"), Want::now(1), terms).unwrap().go);
+    let mut fresh = bucket();
+    assert!(!fresh.take_shared(T0 + 1200 * MS, Some("x"), Want::now(1), terms).unwrap().go, "untouched: empty too");
+}
+
+#[test]
+fn idle_shares_are_swept_and_busy_ones_kept() {
+    let mut b = bucket();
+    ask(&mut b, T0, 0);
+    b.take_shared(T0, Some("idle"), Want::now(0), terms(0)).unwrap();
+    assert_eq!(b.live_keys(), 2);
+    b.advance(T0);
+    assert_eq!(b.live_keys(), 1, "a full share says nothing");
+    assert_eq!(b.advance(T0 + 5000 * MS), 1);
+    assert_eq!(b.live_keys(), 0);
+}
