@@ -3,7 +3,10 @@
 # The locker in a small image:
 #
 #   docker build -t locker .
-#   docker run --rm -p 7777:7777 -v "$PWD/locker.toml:/etc/locker/locker.toml:ro" locker
+#   docker run --rm -p 7777:7777 -p 9090:9090 locker
+#
+# or `docker compose up -d` (docker-compose.yml: examples/limits.toml
+# mounted over the image's config).
 #
 # The first stage builds the binary (the zmq crate compiles its bundled
 # libzmq with libsodium for CURVE, which needs a C++ compiler and make: the
@@ -39,8 +42,10 @@ RUN groupadd --system locker \
 COPY --from=build /usr/local/bin/locker /usr/local/bin/locker
 COPY contrib/locker.toml /etc/locker/locker.toml
 USER locker:locker
-# 7777: the REP socket clients ask; 9090: metrics and health, when
-# metrics_bind is set in the file (as the sample does).
+# 7777: the REP socket clients ask; 9090: metrics and health, as the
+# image's config binds them (a mounted file that binds neither needs
+# `--bind 'tcp://*:7777' --metrics-bind 0.0.0.0:9090`, as the compose file
+# passes).
 EXPOSE 7777 9090
 # Mount your own file over /etc/locker/locker.toml; flags after the image
 # name are added to these (a flag wins over the file).

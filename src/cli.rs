@@ -75,7 +75,7 @@ Examples:
   locker serve --max-requests 5 --in-seconds 0.8     5 go per 0.8 s slot on tcp://127.0.0.1:7777
   locker serve --bind tcp://10.0.0.5:7777             another interface (use CURVE there: docs/security.md)
   locker serve --bind 'tcp://127.0.0.1:*'            any free port on loopback
-  locker serve --config limits.toml                  named limits from a file
+  locker serve --config examples/limits.toml         named limits from a file (the examples' own)
   locker serve --metrics-bind 0.0.0.0:9090           Prometheus at /metrics, a health check at /health
   locker serve --store redis://127.0.0.1:6379         counts in Redis: run as many lockers as you need";
 
@@ -99,7 +99,7 @@ struct ServeArgs {
 #[derive(Debug, Args)]
 pub(crate) struct ConnectArgs {
     /// Locker endpoint; repeat for failover between lockers.
-    #[arg(long = "connect", value_name = "ENDPOINT", default_value = "tcp://localhost:7777")]
+    #[arg(long = "connect", value_name = "ENDPOINT", default_value = "tcp://127.0.0.1:7777")]
     pub(crate) connect: Vec<String>,
     /// Give up when no locker answered within this long (e.g. 1s, 250ms, 0.5).
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
@@ -145,7 +145,7 @@ struct StatsArgs {
 #[derive(Debug, Args)]
 struct BenchArgs {
     /// The locker (or echo server) to load.
-    #[arg(long, value_name = "ENDPOINT", default_value = "tcp://localhost:7777")]
+    #[arg(long, value_name = "ENDPOINT", default_value = "tcp://127.0.0.1:7777")]
     connect: String,
     /// Client threads, each with its own socket.
     #[arg(long, value_name = "N", default_value_t = 4)]
@@ -232,6 +232,12 @@ fn serve(args: ServeArgs) -> u8 {
         Ok(c) => c,
         Err(e) => return fail(format!("cannot handle signals: {e}")),
     };
+    if let Some(store) = &config.store {
+        warn_if_unreachable(store);
+    }
+    if let Err(e) = make_state_folder(&config) {
+        return fail(e);
+    }
     crate::daemon::fds::raise_open_files();
     let mut server = match Server::bind(&config) {
         Ok(s) => s,
@@ -261,6 +267,41 @@ fn serve(args: ServeArgs) -> u8 {
         Ok(()) => EXIT_GO,
         Err(e) => fail(e),
     }
+}
+
+/// Warns at start when no node of the store takes a TCP connection: the
+/// locker serves anyway (each limit then follows its store_failure), but a
+/// mistyped address should not wait for the first ask to show.
+fn warn_if_unreachable(store: &config::StoreConfig) {
+    use std::net::{TcpStream, ToSocketAddrs};
+    let nodes = match &store.spec {
+        config::StoreSpec::Single(url) => vec![url.clone()],
+        config::StoreSpec::Cluster(nodes) => nodes.clone(),
+    };
+    let hostport = |url: &str| url.trim_start_matches("redis://").split('/').next().unwrap_or_default().to_owned();
+    let mut why = String::new();
+    for node in nodes.iter().map(|n| hostport(n)) {
+        let addrs = node.to_socket_addrs().map(|a| a.collect::<Vec<_>>()).unwrap_or_default();
+        match addrs.first().map(|a| TcpStream::connect_timeout(a, store.timeout.max(Duration::from_millis(200)))) {
+            Some(Ok(_)) => return,
+            Some(Err(e)) => why = format!("{node}: {e}"),
+            None => why = format!("{node}: resolves to no address"),
+        }
+    }
+    warn!(%why, "the store cannot be reached now; each limit follows its store_failure until it can (docs/store.md)");
+}
+
+/// Creates the state file's folder when it is missing, as systemd's
+/// `StateDirectory=` would, readable by this user only; an error names the
+/// folder, not the file the locker would write in it.
+fn make_state_folder(config: &ServeConfig) -> Result<(), String> {
+    use std::os::unix::fs::DirBuilderExt;
+    let Some(state) = &config.state else { return Ok(()) };
+    let Some(folder) = state.path.parent().filter(|f| !f.as_os_str().is_empty() && !f.exists()) else { return Ok(()) };
+    let made = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(folder);
+    made.map_err(|e| format!("cannot create {}, the folder of the state file: {e}", folder.display()))?;
+    tracing::info!(folder = %folder.display(), "created the state file's folder");
+    Ok(())
 }
 
 /// Whether a bound endpoint is reachable only from this host: loopback TCP,
@@ -357,6 +398,12 @@ fn print_stats(s: &StatsReply) {
         );
     }
     println!("live keys: {}   unattributed errors: {}", s.live_keys, s.errors);
+    if s.parked + s.held + s.undelivered > 0 {
+        println!(
+            "held: {} now, {} since start ({} go)   undelivered: {} ({} go)",
+            s.parked, s.held, s.held_go, s.undelivered, s.undelivered_go
+        );
+    }
     if let Some(store) = &s.store {
         let state = store.down.as_deref().map_or("up".to_owned(), |why| format!("DOWN ({why})"));
         println!(

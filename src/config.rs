@@ -4,9 +4,10 @@
 //! Precedence: a flag given on the command line wins over the file
 //! (`Settings::or`, over one list of the settings both give), and the file
 //! wins over the built-in defaults. This module reads the file it is
-//! given and the CURVE key files it names, and resolves a host name in a
-//! bind endpoint (ZeroMQ binds only an IP address, an interface or `*`);
-//! nothing else: it does not bind sockets or start anything.
+//! given and the CURVE key files it names, and resolves an interface or a
+//! host name in a bind endpoint to an IP address (the bundled ZeroMQ binds
+//! only an IP address or `*`); nothing else: it does not bind sockets or
+//! start anything.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -19,7 +20,10 @@ use crate::curve::{self, Allowlist, KeyError, KeyPair, PublicKey, ServerCurve};
 use crate::state::StateConfig;
 use crate::wire::DEFAULT_MAX_MESSAGE_SIZE;
 
+mod interface;
+mod places;
 mod settings;
+pub use places::Places;
 pub use settings::{FileConfig, Flags, Settings};
 
 /// The seed's endpoint.
@@ -41,7 +45,8 @@ pub const DEFAULT_PEER_GRACE_SECONDS: f64 = 1.0;
 pub enum ConfigError {
     #[error("cannot read {path}: {source}")]
     Read { path: String, source: std::io::Error },
-    /// An error about one `[[limits]]` table of a file, with where it is.
+    /// An error about one setting of a file, with where it is: the file,
+    /// the line and, when the error does not name it, the key.
     #[error("{at}: {source}")]
     At { at: String, source: Box<ConfigError> },
     #[error("{path}: {message}")]
@@ -68,6 +73,8 @@ pub enum ConfigError {
     ClientsWithoutSecret,
     #[error("cannot bind {endpoint}: {why}")]
     Bind { endpoint: String, why: String },
+    #[error("metrics_bind {addr:?}: {why}")]
+    MetricsBind { addr: String, why: String },
     #[error("CURVE: {0}")]
     Curve(#[from] KeyError),
     #[error("lease secret {path}: {source}")]
@@ -234,12 +241,30 @@ impl Settings {
         Ok(file)
     }
 
-    /// `error`, about `limit` of this file, with the file and line it is
-    /// at; as it is for text that came from no file.
-    fn locate(&self, limit: &FileLimit, error: ConfigError) -> ConfigError {
+    /// `error`, about top-level setting `key`, with the file, line and key
+    /// it is at; as it is when the setting came from a flag, or from no file.
+    fn at(&self, key: &str, error: ConfigError) -> ConfigError {
+        match (self.path.as_deref(), self.places.top(key)) {
+            (Some(file), Some(line)) => located(file, Some(line), key, error),
+            _ => error,
+        }
+    }
+
+    /// `error`, about `key` of the `index`th `[[limits]]` table, with the
+    /// file, line and key it is at (the table's header line when the key is
+    /// not written); as it is for text that came from no file.
+    fn locate(&self, index: usize, key: &str, error: ConfigError) -> ConfigError {
         let Some(file) = self.path.as_deref() else { return error };
-        let at = if limit.line > 0 { format!("{file}, line {}", limit.line) } else { file.to_owned() };
-        ConfigError::At { at, source: Box::new(error) }
+        let header = self.limits.get(index).map(|l| l.line).filter(|&line| line > 0);
+        located(file, self.places.limit(index, key).or(header), key, error)
+    }
+
+    /// `error` about the limit named `name`, located as `locate` does.
+    fn locate_named(&self, name: &str, key: &str, error: ConfigError) -> ConfigError {
+        match self.limits.iter().position(|l| l.name == name) {
+            Some(index) => self.locate(index, key, error),
+            None => error,
+        }
     }
 
     /// Parses the text of a TOML file. An error says where, as the `toml`
@@ -247,17 +272,68 @@ impl Settings {
     /// about one `[[limits]]` table: "missing field" alone does not say
     /// which of twenty tables lacks it.
     pub fn parse(text: &str) -> Result<Settings, String> {
+        let places = Places::of(text);
         let mut file: Settings = toml::from_str(text).map_err(|e| {
+            let message = plain_words(e.message());
+            let key = e.span().and_then(|span| places.key_at(span.start)).filter(|key| !message.contains(key));
+            let key = key.map(|key| format!("{key}: ")).unwrap_or_default();
             let at = e.span().map(|span| line_column(text, span.start));
             let at = at.map(|(line, column)| format!("line {line}, column {column}: ")).unwrap_or_default();
             let limit = failing_limit(text, e.message()).map(|name| format!("limit {name}: ")).unwrap_or_default();
-            format!("{at}{limit}{}", plain_words(e.message()))
+            format!("{at}{limit}{key}{message}")
         })?;
         let headers = text.lines().enumerate().filter(|(_, l)| l.trim_start().starts_with("[[limits]]"));
         for (limit, (i, _)) in file.limits.iter_mut().zip(headers) {
             limit.line = i + 1;
         }
+        file.places = places;
         Ok(file)
+    }
+}
+
+/// `error` at `line` of `file` (or the whole file), naming `key` unless it
+/// already does.
+fn located(file: &str, line: Option<usize>, key: &str, error: ConfigError) -> ConfigError {
+    let mut at = file.to_owned();
+    if let Some(line) = line {
+        at.push_str(&format!(", line {line}"));
+    }
+    if !names_key(&error.to_string(), key) {
+        at.push_str(&format!(", {key}"));
+    }
+    ConfigError::At { at, source: Box::new(error) }
+}
+
+/// Whether `message` names setting `key`: a sentence of it opens with the
+/// key (`burst is only for …`, `limit "a": burst is …`), or has it as a
+/// whole word when the key is one no sentence uses (`max_keys`; `bind` in
+/// "cannot bind" is a verb, not the setting).
+fn names_key(message: &str, key: &str) -> bool {
+    let word = |i: usize| {
+        let after = message[i + key.len()..].chars().next().is_none_or(|c| !c.is_alphanumeric() && c != '_');
+        let before = &message[..i];
+        let opens = before.is_empty() || before.ends_with(": ");
+        let alone = before.chars().next_back().is_none_or(|c| !c.is_alphanumeric() && c != '_');
+        after && (opens || (alone && key.contains('_')))
+    };
+    message.match_indices(key).any(|(i, _)| word(i))
+}
+
+/// The key of a `[[limits]]` table that an error building its limit is
+/// about.
+fn limit_key(error: &ConfigError) -> &'static str {
+    use LimitError::*;
+    match error {
+        ConfigError::Limit { source, .. } => match source {
+            ZeroMaxRequests => "max_requests",
+            SlotOutOfRange(_) => "in_seconds",
+            BadName(_) => "name",
+            ZeroBurst | BucketTooDeep { .. } => "burst",
+            HoldOutOfRange(_) | HoldOnSemaphore => "hold_ms",
+            MarginWithoutRolling | MarginOutOfRange { .. } => "margin_ms",
+        },
+        ConfigError::BurstWithoutBucket(_) => "burst",
+        _ => "name",
     }
 }
 
@@ -378,13 +454,13 @@ impl ServeConfig {
         let default = default_limit(&s, file_default.as_ref())?;
         let max_keys = s.max_keys.unwrap_or(DEFAULT_MAX_KEYS);
         if max_keys == 0 {
-            return Err(ConfigError::ZeroMaxKeys);
+            return Err(s.at("max_keys", ConfigError::ZeroMaxKeys));
         }
         let max_message_size = s.max_message_size.unwrap_or(DEFAULT_MAX_MESSAGE_SIZE);
         if !(64..=i64::MAX as usize).contains(&max_message_size) {
-            return Err(ConfigError::MessageSize { got: max_message_size });
+            return Err(s.at("max_message_size", ConfigError::MessageSize { got: max_message_size }));
         }
-        let bind = bind_endpoint(s.bind.as_deref().unwrap_or(DEFAULT_BIND))?;
+        let bind = bind_endpoint(s.bind.as_deref().unwrap_or(DEFAULT_BIND)).map_err(|e| s.at("bind", e))?;
         let peering = resolve_peering(&s)?;
         let state = resolve_state(&s)?;
         let curve = resolve_curve(&s)?;
@@ -393,12 +469,13 @@ impl ServeConfig {
             None => (default, limits),
             Some(_) => store_limits(&s, default, limits)?,
         };
-        let lease_secret = s.lease_secret.as_deref().map(load_secret).transpose()?;
+        let lease_secret =
+            s.lease_secret.as_deref().map(load_secret).transpose().map_err(|e| s.at("lease_secret", e))?;
         if store.is_some() && peering.is_some() {
-            return Err(ConfigError::StoreWithPeering);
+            return Err(s.at("store", ConfigError::StoreWithPeering));
         }
         if store.is_some() && state.is_some() {
-            return Err(ConfigError::StoreWithState);
+            return Err(s.at("store", ConfigError::StoreWithState));
         }
         Ok(ServeConfig {
             bind,
@@ -410,7 +487,11 @@ impl ServeConfig {
             peering,
             state,
             curve,
-            metrics_bind: s.metrics_bind,
+            metrics_bind: s
+                .metrics_bind
+                .as_deref()
+                .map(|a| metrics_bind(a).map_err(|e| s.at("metrics_bind", e)))
+                .transpose()?,
             lease_secret,
             store,
         })
@@ -422,12 +503,12 @@ impl ServeConfig {
 fn file_limits(s: &Settings) -> Result<(Option<Limit>, Vec<Limit>), ConfigError> {
     let mut names = HashSet::new();
     let (mut default, mut limits) = (None, Vec::new());
-    for l in &s.limits {
+    for (i, l) in s.limits.iter().enumerate() {
         if !names.insert(l.name.as_str()) {
-            return Err(s.locate(l, ConfigError::Duplicate(l.name.clone())));
+            return Err(s.locate(i, "name", ConfigError::Duplicate(l.name.clone())));
         }
         let limit = build_limit(&l.name, l.max_requests, l.in_seconds, l.algorithm, (l.burst, l.margin_ms, l.hold_ms))
-            .map_err(|e| s.locate(l, e))?;
+            .map_err(|e| s.locate(i, limit_key(&e), e))?;
         if l.name == DEFAULT_LIMIT {
             default = Some(limit);
         } else {
@@ -461,14 +542,14 @@ fn default_limit(s: &Settings, from_file: Option<&Limit>) -> Result<Limit, Confi
 
 fn resolve_store(s: &Settings) -> Result<Option<StoreConfig>, ConfigError> {
     let Some(text) = s.store.as_deref() else { return Ok(None) };
-    let spec = StoreSpec::parse(text)?;
+    let spec = StoreSpec::parse(text).map_err(|e| s.at("store", e))?;
     let ms = s.store_timeout_ms.unwrap_or(DEFAULT_STORE_TIMEOUT_MS);
     if !(1..=60_000).contains(&ms) {
-        return Err(ConfigError::BadStoreTimeout(ms));
+        return Err(s.at("store_timeout_ms", ConfigError::BadStoreTimeout(ms)));
     }
     let replicas = s.store_replicas.unwrap_or(0);
     if replicas > MAX_STORE_REPLICAS {
-        return Err(ConfigError::BadStoreReplicas(replicas));
+        return Err(s.at("store_replicas", ConfigError::BadStoreReplicas(replicas)));
     }
     Ok(Some(StoreConfig { spec, timeout: std::time::Duration::from_millis(ms), replicas }))
 }
@@ -482,7 +563,8 @@ fn store_limits(s: &Settings, default: Limit, limits: Vec<Limit>) -> Result<(Lim
         let own = s.limits.iter().find(|l| l.name == limit.name()).and_then(|l| l.store_failure);
         if limit.algorithm() == Algorithm::Semaphore {
             if own == Some(StoreFailure::Open) {
-                return Err(ConfigError::SemaphoreFailsOpen(limit.name().to_owned()));
+                let error = ConfigError::SemaphoreFailsOpen(limit.name().to_owned());
+                return Err(s.locate_named(limit.name(), "store_failure", error));
             }
             return Ok(limit.with_fail_open(false));
         }
@@ -524,21 +606,22 @@ pub fn ignored_settings(flags: &Flags, file: &FileConfig) -> Vec<Ignored> {
 fn resolve_peering(s: &Settings) -> Result<Option<PeerConfig>, ConfigError> {
     let peers = s.peers.as_deref().unwrap_or_default();
     let Some(bind) = s.peer_bind.as_deref() else {
-        return if peers.is_empty() { Ok(None) } else { Err(ConfigError::PeersWithoutBind) };
+        return if peers.is_empty() { Ok(None) } else { Err(s.at("peers", ConfigError::PeersWithoutBind)) };
     };
-    let bind = bind_endpoint(bind)?;
+    let bind = bind_endpoint(bind).map_err(|e| s.at("peer_bind", e))?;
     let node_id = s.node_id.clone().unwrap_or_else(default_node_id);
     let printable = node_id.chars().all(|c| c.is_ascii_graphic() || (!c.is_ascii() && !c.is_whitespace()));
     if node_id.is_empty() || node_id.len() > 64 || !printable {
-        return Err(ConfigError::BadNodeId(node_id));
+        return Err(s.at("node_id", ConfigError::BadNodeId(node_id)));
     }
     let grace = s.peer_grace.unwrap_or(DEFAULT_PEER_GRACE_SECONDS);
     if !(0.0..=60.0).contains(&grace) {
-        return Err(ConfigError::BadGrace(grace));
+        return Err(s.at("peer_grace", ConfigError::BadGrace(grace)));
     }
-    let peers = peers.iter().map(|p| PeerSpec::parse(p)).collect::<Result<Vec<_>, _>>()?;
+    let peers = peers.iter().map(|p| PeerSpec::parse(p)).collect::<Result<Vec<_>, _>>();
+    let peers = peers.map_err(|e| s.at("peers", e.into()))?;
     if let Some(keyed) = peers.iter().find(|p| p.key.is_some() && s.curve_secret_key.is_none()) {
-        return Err(ConfigError::PeerKeyWithoutSecret(keyed.endpoint.clone()));
+        return Err(s.at("peers", ConfigError::PeerKeyWithoutSecret(keyed.endpoint.clone())));
     }
     Ok(Some(PeerConfig { bind, peers, node_id, grace: std::time::Duration::from_secs_f64(grace) }))
 }
@@ -548,16 +631,17 @@ fn resolve_state(s: &Settings) -> Result<Option<StateConfig>, ConfigError> {
     let fsync = match s.state_fsync {
         None => None,
         Some(secs) if (0.001..=3600.0).contains(&secs) => Some(std::time::Duration::from_secs_f64(secs)),
-        Some(secs) => return Err(ConfigError::BadStateFsync(secs)),
+        Some(secs) => return Err(s.at("state_fsync", ConfigError::BadStateFsync(secs))),
     };
     Ok(Some(StateConfig { path, fsync, discard: s.state_discard.unwrap_or(false) }))
 }
 
-/// `endpoint` as ZeroMQ can bind it: a TCP host name is resolved to an IP
-/// address (IPv4 first), since ZeroMQ takes a name there for an interface
-/// and fails with "No such device"; a port above 65535 is refused rather
-/// than left for ZeroMQ to wrap around. An IP address, `*`, an interface
-/// name and other transports pass unchanged.
+/// `endpoint` as ZeroMQ can bind it: an interface name (`lo`, `eth0`) is
+/// replaced by the interface's address and a host name by the address it
+/// resolves to (IPv4 first), since the bundled ZeroMQ looks up neither and
+/// fails with "No such device"; a port above 65535 is refused rather than
+/// left for ZeroMQ to wrap around. An IP address, `*` and other transports
+/// pass unchanged.
 pub fn bind_endpoint(endpoint: &str) -> Result<String, ConfigError> {
     let err = |why: String| ConfigError::Bind { endpoint: endpoint.to_owned(), why };
     let Some((host, port)) = endpoint.strip_prefix("tcp://").and_then(|rest| rest.rsplit_once(':')) else {
@@ -569,15 +653,20 @@ pub fn bind_endpoint(endpoint: &str) -> Result<String, ConfigError> {
         }
     }
     let literal = host == "*" || host.starts_with('[') || host.parse::<std::net::IpAddr>().is_ok();
-    if literal || Path::new("/sys/class/net").join(host).exists() {
+    if literal {
         return Ok(endpoint.to_owned());
     }
     use std::net::ToSocketAddrs;
     let unknown = |e: String| {
         err(format!("{host:?} is neither an IP address nor a network interface, and as a host name {e}; bind an interface or an IP address, e.g. tcp://127.0.0.1:{port} or tcp://*:{port}"))
     };
-    let addrs: Vec<_> = (host, 0).to_socket_addrs().map_err(|e| unknown(e.to_string()))?.collect();
-    let ip = addrs.iter().find(|a| a.is_ipv4()).or(addrs.first()).map(|a| a.ip());
+    let ip = match interface::address(host) {
+        Some(ip) => Some(ip),
+        None => {
+            let addrs: Vec<_> = (host, 0).to_socket_addrs().map_err(|e| unknown(e.to_string()))?.collect();
+            addrs.iter().find(|a| a.is_ipv4()).or(addrs.first()).map(|a| a.ip())
+        }
+    };
     match ip {
         Some(std::net::IpAddr::V4(ip)) => Ok(format!("tcp://{ip}:{port}")),
         Some(std::net::IpAddr::V6(ip)) => Ok(format!("tcp://[{ip}]:{port}")),
@@ -585,14 +674,27 @@ pub fn bind_endpoint(endpoint: &str) -> Result<String, ConfigError> {
     }
 }
 
+/// `addr` when it is a HOST:PORT the metrics listener can bind.
+fn metrics_bind(addr: &str) -> Result<String, ConfigError> {
+    use std::net::ToSocketAddrs;
+    let err = |why: String| ConfigError::MetricsBind { addr: addr.to_owned(), why };
+    let mut addrs = addr.to_socket_addrs().map_err(|e| err(e.to_string()))?;
+    addrs.next().ok_or_else(|| err("it resolves to no address".to_owned()))?;
+    Ok(addr.to_owned())
+}
+
 /// Reads the server key pair and the allowlist, when set.
 fn resolve_curve(s: &Settings) -> Result<Option<ServerCurve>, ConfigError> {
     let (secret, clients) = (s.curve_secret_key.as_ref(), s.curve_clients.as_ref());
     let Some(secret) = secret else {
-        return if clients.is_some() { Err(ConfigError::ClientsWithoutSecret) } else { Ok(None) };
+        return if clients.is_some() {
+            Err(s.at("curve_clients", ConfigError::ClientsWithoutSecret))
+        } else {
+            Ok(None)
+        };
     };
-    let keys = KeyPair::load(secret)?;
-    let clients = clients.map(|c| Allowlist::load(c)).transpose()?;
+    let keys = KeyPair::load(secret).map_err(|e| s.at("curve_secret_key", e.into()))?;
+    let clients = clients.map(|c| Allowlist::load(c)).transpose().map_err(|e| s.at("curve_clients", e.into()))?;
     Ok(Some(ServerCurve { keys, clients }))
 }
 

@@ -2,7 +2,6 @@
 //! from it) would accept the file. It reads the file and any key files it
 //! names; it binds nothing and talks to no locker.
 
-use std::net::ToSocketAddrs;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -23,11 +22,6 @@ pub(crate) fn run(args: CheckConfigArgs) -> u8 {
         Ok(config) => config,
         Err(e) => return fail(e),
     };
-    if let Some(addr) = &config.metrics_bind {
-        if let Err(e) = addr.to_socket_addrs() {
-            return fail(format!("{}: metrics_bind {addr:?}: {e}", args.file.display()));
-        }
-    }
     let names: Vec<&str> = std::iter::once(&config.default).chain(&config.limits).map(|l| l.name()).collect();
     let limits = if names.len() == 1 { "limit" } else { "limits" };
     println!("{}: ok, {} {limits}: {}", args.file.display(), names.len(), names.join(", "));

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use clap::Args;
 use serde::Deserialize;
 
-use super::{AlgorithmName, FileLimit, StoreFailure};
+use super::{AlgorithmName, FileLimit, Places, StoreFailure};
 
 /// The settings of `locker serve`, from the command line or from a file.
 ///
@@ -127,6 +127,10 @@ pub struct Settings {
     #[arg(skip)]
     #[serde(skip)]
     pub path: Option<String>,
+    /// Where in that file each setting is written, for error messages.
+    #[arg(skip)]
+    #[serde(skip)]
+    pub places: Places,
 }
 
 /// The settings the command line gives.
@@ -138,35 +142,50 @@ impl Settings {
     /// These settings, with `other`'s wherever these have none: the
     /// command line's over the file's, as `locker serve` merges them.
     pub fn or(self, other: Settings) -> Settings {
-        Settings {
-            bind: self.bind.or(other.bind),
-            max_requests: self.max_requests.or(other.max_requests),
-            in_seconds: self.in_seconds.or(other.in_seconds),
-            algorithm: self.algorithm.or(other.algorithm),
-            burst: self.burst.or(other.burst),
-            margin_ms: self.margin_ms.or(other.margin_ms),
-            hold_ms: self.hold_ms.or(other.hold_ms),
-            max_keys: self.max_keys.or(other.max_keys),
-            max_parked: self.max_parked.or(other.max_parked),
-            max_message_size: self.max_message_size.or(other.max_message_size),
-            peer_bind: self.peer_bind.or(other.peer_bind),
-            peers: self.peers.or(other.peers),
-            node_id: self.node_id.or(other.node_id),
-            peer_grace: self.peer_grace.or(other.peer_grace),
-            state: self.state.or(other.state),
-            state_fsync: self.state_fsync.or(other.state_fsync),
-            state_discard: self.state_discard.or(other.state_discard),
-            curve_secret_key: self.curve_secret_key.or(other.curve_secret_key),
-            curve_clients: self.curve_clients.or(other.curve_clients),
-            metrics_bind: self.metrics_bind.or(other.metrics_bind),
-            lease_secret: self.lease_secret.or(other.lease_secret),
-            store: self.store.or(other.store),
-            store_timeout_ms: self.store_timeout_ms.or(other.store_timeout_ms),
-            store_replicas: self.store_replicas.or(other.store_replicas),
-            store_failure: self.store_failure.or(other.store_failure),
-            limits: if self.limits.is_empty() { other.limits } else { self.limits },
-            path: self.path.or(other.path),
+        // A setting a flag gives is no longer where the file wrote it.
+        let mut places = other.places;
+        macro_rules! merged {
+            ($($field:ident),*) => {
+                Settings {
+                    $($field: {
+                        if self.$field.is_some() {
+                            places.forget(stringify!($field));
+                        }
+                        self.$field.or(other.$field)
+                    },)*
+                    limits: if self.limits.is_empty() { other.limits } else { self.limits },
+                    path: self.path.or(other.path),
+                    places,
+                }
+            };
         }
+        merged!(
+            bind,
+            max_requests,
+            in_seconds,
+            algorithm,
+            burst,
+            margin_ms,
+            hold_ms,
+            max_keys,
+            max_parked,
+            max_message_size,
+            peer_bind,
+            peers,
+            node_id,
+            peer_grace,
+            state,
+            state_fsync,
+            state_discard,
+            curve_secret_key,
+            curve_clients,
+            metrics_bind,
+            lease_secret,
+            store,
+            store_timeout_ms,
+            store_replicas,
+            store_failure
+        )
     }
 }
 

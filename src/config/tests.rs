@@ -56,7 +56,8 @@ fn file_errors_say_the_line_column_and_limit() {
 fn bind_endpoints_resolve_host_names_and_refuse_large_ports() {
     assert_eq!(bind_endpoint("tcp://localhost:7777").unwrap(), "tcp://127.0.0.1:7777");
     assert_eq!(bind_endpoint("tcp://localhost:*").unwrap(), "tcp://127.0.0.1:*");
-    for kept in ["tcp://*:7777", "tcp://10.0.0.5:1", "tcp://[::1]:1", "tcp://lo:7777", "ipc:///tmp/x", "inproc://a"] {
+    assert_eq!(bind_endpoint("tcp://lo:7777").unwrap(), "tcp://127.0.0.1:7777", "an interface, by its address");
+    for kept in ["tcp://*:7777", "tcp://10.0.0.5:1", "tcp://[::1]:1", "ipc:///tmp/x", "inproc://a"] {
         assert_eq!(bind_endpoint(kept).unwrap(), kept);
     }
     let e = bind_endpoint("tcp://127.0.0.1:70000").unwrap_err();
@@ -123,7 +124,7 @@ fn a_rolling_window_counts_over_its_margin_too() {
     let on_window = "[[limits]]\nname = 'a'\nmax_requests = 1\nin_seconds = 1\nmargin_ms = 3\n";
     assert_eq!(
         resolved(on_window),
-        "limits.toml, line 1: limit \"a\": margin_ms is only for algorithm = \"rolling-window\""
+        "limits.toml, line 5: limit \"a\": margin_ms is only for algorithm = \"rolling-window\""
     );
     let too_long =
         "[[limits]]\nname = 'a'\nalgorithm = 'rolling-window'\nmax_requests = 1\nin_seconds = 0.01\nmargin_ms = 11\n";
@@ -221,8 +222,8 @@ fn peering_settings_are_checked() {
     assert!(generated.node_id.ends_with(&format!("-{}", std::process::id())), "{}", generated.node_id);
 }
 
-/// Errors about what a file means name the file, the line of the limit's
-/// `[[limits]]` header and the limit, as syntax errors name theirs.
+/// Errors about what a file means name the file, the line of the key at
+/// fault and the limit, as syntax errors name theirs (#40).
 #[test]
 fn meaning_errors_name_the_file_the_line_and_the_limit() {
     let resolved = |text: &str| {
@@ -231,11 +232,11 @@ fn meaning_errors_name_the_file_the_line_and_the_limit() {
         ServeConfig::resolve(Flags::default(), file).unwrap_err().to_string()
     };
     let twice = "[[limits]]\nname = 'api'\nmax_requests = 5\nin_seconds = 0.8\n\n[[limits]]\nname = 'api'\nmax_requests = 1\nin_seconds = 1\n";
-    assert_eq!(resolved(twice), "limits.toml, line 6: limit \"api\" is defined twice");
+    assert_eq!(resolved(twice), "limits.toml, line 7, name: limit \"api\" is defined twice");
     let zero = "# a comment\n[[limits]]\nname = 'a'\nmax_requests = 0\nin_seconds = 1\n";
-    assert_eq!(resolved(zero), "limits.toml, line 2: limit \"a\": max_requests must be at least 1");
+    assert_eq!(resolved(zero), "limits.toml, line 4: limit \"a\": max_requests must be at least 1");
     let burst = "[[limits]]\nname = 'a'\nmax_requests = 1\nin_seconds = 1\nburst = 3\n";
-    assert!(resolved(burst).starts_with("limits.toml, line 1: limit \"a\": burst is only for"), "{}", resolved(burst));
+    assert!(resolved(burst).starts_with("limits.toml, line 5: limit \"a\": burst is only for"), "{}", resolved(burst));
 }
 
 /// The TOML reader's Rust wording is put in the file's own words.
@@ -283,4 +284,66 @@ fn on_a_store_each_limit_fails_as_it_says_and_a_semaphore_always_fails_closed() 
     );
     let e = ServeConfig::resolve(Flags::default(), file).unwrap_err();
     assert!(matches!(&e, ConfigError::SemaphoreFailsOpen(name) if name == "db"), "{e}");
+}
+
+/// The error of `text` as a file named `limits.toml`, resolved with `flags`.
+fn error_of(text: &str, flags: Flags) -> String {
+    let mut file = FileConfig::parse(text).unwrap();
+    file.path = Some("limits.toml".into());
+    ServeConfig::resolve(flags, file).unwrap_err().to_string()
+}
+
+/// Every setting of a file that can be wrong is named with the file and
+/// its line: top level and per limit (#40).
+#[test]
+fn every_setting_in_error_names_the_file_its_line_and_its_key() {
+    let peer = "peer_bind = 'tcp://127.0.0.1:1'\n";
+    let store = "store = 'redis://h:1'\n";
+    let semaphore = "[[limits]]\nname = 'db'\nalgorithm = 'semaphore'\nmax_requests = 1\nin_seconds = 1\n";
+    let cases = [
+        ("max_keys = 0\n".to_owned(), "line 1: max_keys must be at least 1"),
+        ("\nmax_message_size = 8\n".to_owned(), "line 2: max_message_size must be"),
+        ("bind = 'tcp://127.0.0.1:70000'\n".to_owned(), "line 1, bind: cannot bind"),
+        ("peer_bind = 'tcp://nowhere.invalid:1'\n".to_owned(), "line 1, peer_bind: cannot bind"),
+        ("peers = ['tcp://127.0.0.1:2']\n".to_owned(), "line 1: peers are set but peer_bind is not"),
+        (format!("{peer}node_id = 'a b'\n"), "line 2, node_id: a node id must be"),
+        (format!("{peer}peer_grace = 99.0\n"), "line 2: peer_grace must be"),
+        (format!("{peer}peers = ['tcp://127.0.0.1:2=nokey']\n"), "line 2, peers: CURVE"),
+        ("state = 's.log'\nstate_fsync = 0.0\n".to_owned(), "line 2: state_fsync must be"),
+        ("curve_clients = 'c'\n".to_owned(), "line 1: curve_clients is set but"),
+        ("curve_secret_key = '/nonexistent/server.key'\n".to_owned(), "line 1, curve_secret_key: CURVE"),
+        ("lease_secret = '/nonexistent/lease.secret'\n".to_owned(), "line 1, lease_secret: cannot read"),
+        ("metrics_bind = 'no-port'\n".to_owned(), "line 1: metrics_bind \"no-port\""),
+        ("store = 'mem://'\n".to_owned(), "line 1: store \"mem://\""),
+        (format!("{store}store_timeout_ms = 0\n"), "line 2: store_timeout_ms must be"),
+        (format!("{store}store_replicas = 99\n"), "line 2: store_replicas must be"),
+        (format!("{store}{peer}"), "line 1: store and peer_bind are both set"),
+        (format!("{store}state = 's.log'\n"), "line 1: store and state are both set"),
+        (
+            format!("{store}{semaphore}store_failure = 'open'\n"),
+            "line 7: limit \"db\" is a semaphore with store_failure",
+        ),
+        (format!("{semaphore}hold_ms = 5\n"), "line 6: limit \"db\": hold_ms is for the counting kinds"),
+        ("[[limits]]\nname = 'a'\nmax_requests = 1\nin_seconds = 0\n".to_owned(), "line 4: limit \"a\": in_seconds"),
+        ("[[limits]]\nname = 'a b'\nmax_requests = 1\nin_seconds = 1\n".to_owned(), "line 2, name: limit \"a b\""),
+    ];
+    for (text, want) in cases {
+        let got = error_of(&text, Flags::default());
+        assert!(got.starts_with(&format!("limits.toml, {want}")), "{text:?}: {got}");
+    }
+}
+
+/// A setting a flag gave is not where the file wrote it: its error names
+/// no line of the file.
+#[test]
+fn a_setting_from_a_flag_is_not_located_in_the_file() {
+    let got = error_of("max_keys = 5\n", Flags { max_keys: Some(0), ..Flags::default() });
+    assert_eq!(got, "max_keys must be at least 1");
+}
+
+/// A value of the wrong type names its key, not only its line and column.
+#[test]
+fn a_value_of_the_wrong_type_names_its_key() {
+    let e = FileConfig::parse("max_keys = 1\npeer_grace = 'x'\n").unwrap_err();
+    assert!(e.starts_with("line 2, column 14: peer_grace: found a string"), "{e}");
 }

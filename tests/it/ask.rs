@@ -100,3 +100,16 @@ fn ask_with_a_hold_longer_than_its_timeout_waits_for_the_held_go() {
     let (code, out, err) = ask(&d.endpoint, &["--hold", "1s", "--timeout", "200ms"]);
     assert_eq!((code, out.as_str()), (Some(0), "go\n"), "held until the next slot: {err}");
 }
+
+/// Text stats show held asks, as `--json` does (#40).
+#[test]
+fn stats_as_text_count_held_asks() {
+    let d = Daemon::start(&["--max-requests", "1", "--in-seconds", "1", "--hold-ms", "1500"]);
+    // Both asks in one slot: the second would get sorry, so it is held.
+    crate::support::wait_for_room(1_000_000_000, std::time::Duration::from_millis(500));
+    assert_eq!(ask(&d.endpoint, &[]).0, Some(0));
+    assert_eq!(ask(&d.endpoint, &["--hold", "1500ms"]).0, Some(0), "held, then go at the next slot");
+    let out = run_locker(&["stats", "--connect", &d.endpoint]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("held: 0 now, 1 since start (1 go)"), "{text}");
+}

@@ -239,3 +239,25 @@ fn serving_beyond_loopback_without_curve_is_warned_about() {
     let log = d.log_with("serving beyond this host without CURVE");
     assert!(log.contains("serving beyond this host without CURVE"), "{log}");
 }
+
+/// A store no node of which takes a connection is warned about at start,
+/// not at the first ask (#40).
+#[test]
+fn an_unreachable_store_is_warned_about_at_start() {
+    let port = crate::support::free_port();
+    let store = format!("redis://127.0.0.1:{port}");
+    let d = Logged::start("warn", &["--bind", "tcp://127.0.0.1:*", "--store", &store]);
+    let line = d.wait_for(&["WARN", "cannot be reached"]);
+    assert!(line.contains(&format!("127.0.0.1:{port}")), "{line}");
+}
+
+/// An interface name binds that interface's address: the bundled ZeroMQ
+/// would fail with "No such device" (#40).
+#[test]
+fn an_interface_name_in_a_bind_serves_on_its_address() {
+    let port = free_port();
+    let d = Daemon::start_with(&["--bind", "tcp://lo:*", "--peer-bind", &format!("tcp://lo:{port}")], &[]);
+    assert!(d.endpoint.starts_with("tcp://127.0.0.1:"), "{}", d.endpoint);
+    let out = run_locker(&["ask", "--connect", &d.endpoint]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}

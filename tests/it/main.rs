@@ -80,7 +80,9 @@
 //!   `edges::cli_errors_name_the_cli_command_and_json_gets_an_error_object`,
 //!   `edges::serving_beyond_loopback_without_curve_is_warned_about`,
 //!   `trust::a_locker_warns_at_start_when_it_serves_a_semaphore_without_a_lease_secret`.
-//! - **The README's commands**: `readme::*` (2).
+//! - **The README's commands**: `readme::*` (2); every command of the docs, run against the documented locker:
+//!   `doc_commands::*` (3); the one-host recipes, each started and checked: `one_host::*` (4); the Docker files'
+//!   config and HEALTHCHECK against a real locker: `docker_files::*` (3).
 //!
 //! Real-process tests never sleep to wait for an event they can observe
 //! (they wait for the endpoint line, a log line, a stats field), and assert
@@ -104,6 +106,10 @@ mod counting;
 mod curve;
 /// Every reply arrives or is counted: a DEALER with thousands of held asks, a held burst, a client gone.
 mod delivery;
+/// Every shell command of README.md and docs/*.md, run as written or listed with why not.
+mod doc_commands;
+/// The Dockerfile and compose file: what they copy and mount exists, the image's config checks, the HEALTHCHECK answers.
+mod docker_files;
 /// Rough edges a new user hits: lease waits, config and flag errors, binds, CLI errors, peer logs, dead endpoints.
 mod edges;
 /// Extreme numbers: a limit is refused when built, or every kind holds its bound.
@@ -131,6 +137,8 @@ mod kinds;
 mod layout;
 /// The daemon's lifecycle: the endpoint line, and a clean stop on signals.
 mod lifecycle;
+/// The recipes of examples/one-host/: peering, CURVE, a lease secret and the store, each run as written.
+mod one_host;
 /// Operating it: Prometheus scrapes (alone and peered), health, reload on SIGHUP, check-config, JSON logs.
 mod operations;
 /// The peer link under attack on real processes: a node-id flood, a frozen peer.

@@ -211,7 +211,7 @@ fn check_config_exits_0_for_a_valid_file_and_2_with_the_error() {
     let out = run_locker(&["check-config", bad.path()]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(", line 1: limit \"api\": max_requests must be at least 1"), "{err}");
+    assert!(err.contains(", line 3: limit \"api\": max_requests must be at least 1"), "{err}");
     let lone = TempFile::new("check-lone.toml", "max_keys = 10\n");
     let out = run_locker(&["check-config", lone.path()]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("ok, 1 limit: default"), "{out:?}");

@@ -1,8 +1,8 @@
 //! The README's command table runs as written against a locker serving
 //! `examples/limits.toml`: every example, in order, in one shell (so the
 //! lease id that `lease acquire` prints reaches `heartbeat` and `release`).
-//! And the quick start's locker, on its embedded defaults, answers go once
-//! and then sorry, as the README says.
+//! And the quick start's locker serves those limits, its default one
+//! answering go once a second, as the README says.
 
 use std::path::Path;
 use std::process::Command;
@@ -67,14 +67,22 @@ fn quick_start_serve(readme: &str) -> Vec<String> {
 }
 
 #[test]
-fn the_quick_start_locker_runs_on_its_embedded_defaults_one_go_per_second() {
+fn the_quick_start_locker_serves_the_example_limits_and_one_go_per_second_by_default() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     let args = quick_start_serve(&readme);
-    assert!(args.is_empty(), "the quick start serves on the embedded defaults, without flags: {args:?}");
-    let d = Daemon::start(&[]);
-    let ask = || Command::new(locker_bin()).args(["ask", "--connect", &d.endpoint]).status().unwrap().code();
+    assert_eq!(args, ["--config", "examples/limits.toml"], "the quick start serves the examples' limits (#40)");
+    let config = root.join(&args[1]);
+    let d = Daemon::start(&["--config", config.to_str().unwrap()]);
+    let ask = |limit: &str| {
+        let out = Command::new(locker_bin()).args(["ask", "--connect", &d.endpoint, "--limit", limit]).output();
+        let out = out.unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    for limit in ["api", "api-patient", "smooth", "search"] {
+        assert_eq!(ask(limit).0, Some(0), "{limit}: {}", ask(limit).1);
+    }
     crate::support::wait_for_room(1_000_000_000, std::time::Duration::from_millis(300));
-    assert_eq!(ask(), Some(0), "go");
-    assert_eq!(ask(), Some(1), "sorry: one go per second");
+    assert_eq!(ask("default").0, Some(0), "go");
+    assert_eq!(ask("default").0, Some(1), "sorry: one go per second");
 }

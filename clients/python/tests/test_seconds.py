@@ -167,3 +167,17 @@ def test_the_wsgi_middleware_answers_429_with_retry_after(client: Client, key: s
     retry_after = int(answers[3][1])
     assert 1 <= retry_after <= 3600, "whole seconds until the hour-long slot ends"
     assert answers[0][2] == b"hello\n"
+
+
+def test_a_batch_ask_and_a_lease_reply_speak_seconds_too(client: Client, key: str) -> None:
+    from locker_client import Ask
+
+    assert Ask("smooth", key, max_wait=0.25).max_wait_ms == 250
+    assert Ask("smooth", key, max_wait_ms=250) == Ask("smooth", key, max_wait_ms=250)
+    with pytest.raises(ValueError):
+        Ask("smooth", key, max_wait=1.0, max_wait_ms=1000)
+    replies = client.ask_many([Ask("smooth", key), Ask("smooth", key, max_wait=1.0)])
+    assert replies[1].ok and replies[1].wait is not None and 0 < replies[1].wait <= 0.2
+    held = client.acquire_lease("db", ttl=30.0)
+    assert held.ok and 29.0 < held.expires_in <= 30.0 and held.expires_in == held.expires_in_ms / 1000
+    assert client.release("db", held.lease).ok

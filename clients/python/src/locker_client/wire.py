@@ -89,7 +89,8 @@ class Ask:
     """One ask of a batch, with the arguments of
     :meth:`~locker_client.Client.ask` and the same defaults: ``cost``
     permits of ``limit`` (the default limit when None) for ``key``, with
-    ``up_to`` and ``max_wait_ms`` as there. Checked when the batch is built.
+    ``up_to`` and ``max_wait`` (seconds; or ``max_wait_ms``) as there.
+    Checked when the batch is built; ``max_wait`` is kept as ``max_wait_ms``.
     """
 
     limit: Optional[str] = None
@@ -97,6 +98,11 @@ class Ask:
     cost: int = 1
     up_to: bool = False
     max_wait_ms: Optional[int] = None
+    max_wait: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        if self.max_wait is not None:
+            object.__setattr__(self, "max_wait_ms", seconds_or_ms("max_wait", self.max_wait, self.max_wait_ms))
 
 
 @dataclass(frozen=True)
@@ -129,7 +135,7 @@ class LeaseReply:
     ``pending``: the acquire is queued; heartbeats tell when it is held.
     ``limit``: the semaphore's capacity. ``remaining``: capacity free.
     ``expires_in_ms``: held: until it expires without a heartbeat;
-    pending: until the wait ends; else 0.
+    pending: until the wait ends; else 0. ``expires_in`` gives it in seconds.
     ``waited_ms``: present when the locker held the reply (``hold_ms``):
     how long; pending with it, the hold ran out first: ask again at once.
     """
@@ -141,6 +147,11 @@ class LeaseReply:
     remaining: int
     expires_in_ms: int
     waited_ms: Optional[int] = None
+
+    @property
+    def expires_in(self) -> float:
+        """``expires_in_ms`` in seconds."""
+        return self.expires_in_ms / 1000.0
 
     def __bool__(self) -> bool:
         return self.ok
