@@ -49,13 +49,71 @@ pub(crate) fn event() -> impl Strategy<Value = Event> {
     ]
 }
 
+/// Which nodes of a group are up and not paused, as a schedule's faults
+/// left them; `slot` scales the faults' times.
+pub(crate) struct Faults {
+    slot: Nanos,
+    up: Vec<bool>,
+    paused_until: Vec<Nanos>,
+}
+
+impl Faults {
+    pub(crate) fn new(n: usize, slot: Nanos) -> Faults {
+        Faults { slot, up: vec![true; n], paused_until: vec![0; n] }
+    }
+
+    /// Whether `node` may be asked now.
+    pub(crate) fn ready(&self, g: &Group, node: usize) -> bool {
+        self.up[node] && self.paused_until[node] <= g.now()
+    }
+
+    /// Applies `e` to `g`; an ask is left to the caller, as `(node, cost)`.
+    pub(crate) fn apply(&mut self, g: &mut Group, e: &Event) -> Option<(usize, u64)> {
+        let n = self.up.len();
+        match *e {
+            Event::Ask { node, cost } => return Some((node % n, cost)),
+            Event::Link { delay_pct, jitter_pct, loss_pct, dup_pct } => {
+                let (delay, jitter) = (self.slot * delay_pct / 100, self.slot * jitter_pct / 100);
+                g.set_link(Link { delay, jitter, loss: loss_pct as f64 / 100.0 });
+                g.set_duplication(dup_pct as f64 / 100.0);
+            }
+            Event::Pause { node, pct } => {
+                let node = node % n;
+                if self.ready(g, node) {
+                    let d = self.slot * pct / 100;
+                    g.pause(node, d);
+                    self.paused_until[node] = g.now() + d;
+                }
+            }
+            Event::Cut { a, b } => {
+                let (a, b) = (a % n, b % n);
+                if a != b {
+                    g.set_cut(a, b, true);
+                    g.set_cut(b, a, true);
+                }
+            }
+            Event::Heal => (0..n).for_each(|a| (0..n).for_each(|b| g.set_cut(a, b, false))),
+            Event::Kill { node } => {
+                let node = node % n;
+                if self.up[node] {
+                    g.kill(node);
+                } else {
+                    g.restart(node);
+                    self.paused_until[node] = 0;
+                }
+                self.up[node] = !self.up[node];
+            }
+        }
+        None
+    }
+}
+
 /// A group of `n` lockers at `max` per `slot_ms`, and its bookkeeping.
 struct Trial {
     g: Group,
     slot: Nanos,
     max: u32,
-    up: Vec<bool>,
-    paused_until: Vec<Nanos>,
+    faults: Faults,
     /// Go per slot, as the granting locker numbers its slots.
     per_slot: BTreeMap<u64, u64>,
 }
@@ -63,19 +121,12 @@ struct Trial {
 impl Trial {
     fn new(n: usize, max: u32, slot_ms: u64, seed: u64) -> Trial {
         let g = joined(n, seed, fixed(max, slot_ms));
-        Trial { g, slot: slot_ms * MS, max, up: vec![true; n], paused_until: vec![0; n], per_slot: BTreeMap::new() }
-    }
-
-    fn n(&self) -> usize {
-        self.up.len()
-    }
-
-    fn ready(&self, node: usize) -> bool {
-        self.up[node] && self.paused_until[node] <= self.g.now()
+        let slot = slot_ms * MS;
+        Trial { g, slot, max, faults: Faults::new(n, slot), per_slot: BTreeMap::new() }
     }
 
     fn ask(&mut self, node: usize, cost: u64) {
-        if !self.ready(node) {
+        if !self.faults.ready(&self.g, node) {
             return;
         }
         let cost = cost.min(u64::from(self.max));
@@ -90,40 +141,8 @@ impl Trial {
     }
 
     fn apply(&mut self, e: &Event) {
-        let n = self.n();
-        match *e {
-            Event::Ask { node, cost } => self.ask(node % n, cost),
-            Event::Link { delay_pct, jitter_pct, loss_pct, dup_pct } => {
-                let (delay, jitter) = (self.slot * delay_pct / 100, self.slot * jitter_pct / 100);
-                self.g.set_link(Link { delay, jitter, loss: loss_pct as f64 / 100.0 });
-                self.g.set_duplication(dup_pct as f64 / 100.0);
-            }
-            Event::Pause { node, pct } => {
-                let node = node % n;
-                if self.ready(node) {
-                    let d = self.slot * pct / 100;
-                    self.g.pause(node, d);
-                    self.paused_until[node] = self.g.now() + d;
-                }
-            }
-            Event::Cut { a, b } => {
-                let (a, b) = (a % n, b % n);
-                if a != b {
-                    self.g.set_cut(a, b, true);
-                    self.g.set_cut(b, a, true);
-                }
-            }
-            Event::Heal => (0..n).for_each(|a| (0..n).for_each(|b| self.g.set_cut(a, b, false))),
-            Event::Kill { node } => {
-                let node = node % n;
-                if self.up[node] {
-                    self.g.kill(node);
-                } else {
-                    self.g.restart(node);
-                    self.paused_until[node] = 0;
-                }
-                self.up[node] = !self.up[node];
-            }
+        if let Some((node, cost)) = self.faults.apply(&mut self.g, e) {
+            self.ask(node, cost);
         }
     }
 

@@ -93,20 +93,20 @@ impl Bucket {
     }
 
     /// Merges a peer's want or gift for `key`, received at `now`, if it is
-    /// of the current period: a want is answered with what this locker
-    /// can spare (`give` hears each gift as `(key, period, receiver, total
-    /// given)`, already taken off its own); a gift to this locker adds its
-    /// tokens and room. Grants are not merged: each locker spends only its
-    /// own. Returns whether anything changed.
-    pub fn merge_count(
+    /// of the current period, on `terms` (room for a new key, the share):
+    /// a want is answered with what this locker can spare (`give` hears
+    /// each gift as `(key, period, receiver, total given)`, already taken
+    /// off its own); a gift to this locker adds its tokens and room.
+    /// Grants are not merged: each locker spends only its own. Returns
+    /// whether anything changed.
+    pub fn merge_want_or_gift(
         &mut self,
         now: Nanos,
         c: &Count,
-        room: KeyRoom,
-        share: Share,
+        terms: Leeway,
         mut give: impl FnMut(Option<&str>, u64, NodeIx, u32),
     ) -> bool {
-        let (key, period, depth) = (c.key.as_deref(), self.period(now), self.depth);
+        let (key, period, depth, share) = (c.key.as_deref(), self.period(now), self.depth, terms.share);
         let relevant = match c.what {
             Counted::Wanted | Counted::Gave(ME) => c.node != ME,
             Counted::Granted | Counted::Gave(_) => false,
@@ -115,7 +115,7 @@ impl Bucket {
             return false;
         }
         let others = share.members - 1;
-        let Ok(k) = self.peered_mut(now, key, room, share) else { return false };
+        let Ok(k) = self.peered_mut(now, key, terms.room, share) else { return false };
         if c.what == Counted::Wanted {
             let changed = k.merge_want(c.node, c.count);
             // A repeated want is answered too if it never was.
