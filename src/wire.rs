@@ -40,8 +40,8 @@ pub use ask::Ask;
 pub use batch::{begin_batch_reply, classify_batch_reply, decode_batch_reply, encode_batch, AskBatch, Entries};
 pub use lease::{Heartbeat, LeaseAsk, LeaseReply, Release};
 pub use peer::{
-    decode_peer, PeerCount, PeerGift, PeerKind, PeerLimit, PeerMsg, PeerNode, PeerSeen, MAX_COUNTS_PER_MESSAGE,
-    MAX_LIMITS_PER_MESSAGE, MAX_PEER_MESSAGE_SIZE,
+    decode_peer, PeerCount, PeerEcho, PeerGift, PeerKind, PeerLimit, PeerMsg, PeerNode, PeerSeen,
+    MAX_COUNTS_PER_MESSAGE, MAX_LIMITS_PER_MESSAGE, MAX_PEER_MESSAGE_SIZE,
 };
 pub use reply::{
     decode_plain_reply, decode_reply, ErrorReply, GoReply, LimitStatsReply, PeerStatsReply, Reply, ReplyKind,

@@ -277,7 +277,9 @@ impl Locker {
     pub fn share(&self, id: LimitId) -> Share {
         let (view, slot_ns) = (self.view, self.entries[id.0].limit.quota().slot_ns());
         let share = Share::new(view.live, slot_ns).late_by(view.late, slot_ns);
-        Share { rank: view.rank, members: view.members, member: view.member, owns_from: view.owns_from, ..share }
+        let (rank, members, member, owns_from, holding) =
+            (view.rank, view.members, view.member, view.owns_from, view.holding);
+        Share { rank, members, member, owns_from, holding, ..share }
     }
 
     /// Brings limit `id` up to `now`, runs `f` on its rule with the room

@@ -1,7 +1,7 @@
 //! Peering as a whole: who the peers are (`nodes`), the group's clock
-//! (`clock`), and when to talk to them and what they mean for the next
-//! asks (`schedule`). The terms the kinds share by (`core::share`) sit
-//! below the kinds, and how the counts peers report join the table's is
+//! (`clock`), when to talk to them and what they mean for the next asks
+//! (`schedule`), and whose share of a slot each grants from (`tenure`).
+//! The terms the kinds share by (`core::share`) sit below the kinds, and how the counts peers report join the table's is
 //! the table's (`core::locker::peers`).
 //!
 //! Like the rest of the core this takes `now`, never reads a clock, and
@@ -13,6 +13,7 @@
 pub mod clock;
 pub mod nodes;
 pub mod schedule;
+pub mod tenure;
 
 pub use nodes::{Beat, NodeKey, Nodes, PeerEvent, PeerIx, PeerState, MAX_RUNS_PER_PEER};
 pub use schedule::{Outgoing, Peering, PeeringSettings};

@@ -6,10 +6,11 @@
 
 use super::Service;
 use crate::core::peering::nodes::shown;
+use crate::core::peering::tenure::Said;
 use crate::core::peering::Beat;
 use crate::core::{Count, Counted, Locker, Nanos, NodeKey, Nodes, Outgoing, PeerIx, Peering};
 use crate::wire::{
-    self, PeerCount, PeerGift, PeerKind, PeerLimit, PeerMsg, PeerNode, PeerSeen, MAX_COUNTS_PER_MESSAGE,
+    self, PeerCount, PeerEcho, PeerGift, PeerKind, PeerLimit, PeerMsg, PeerNode, PeerSeen, MAX_COUNTS_PER_MESSAGE,
 };
 
 impl Service {
@@ -35,7 +36,14 @@ impl Service {
         let heard = match msg.kind {
             PeerKind::Beat => {
                 let reported = reported_of(&msg, p.nodes());
-                p.on_heartbeat(reading, peer, &sender, Beat { sent_at: msg.at, joining: msg.joining, reported })
+                let heard =
+                    p.on_heartbeat(reading, peer, &sender, Beat { sent_at: msg.at, joining: msg.joining, reported });
+                if heard {
+                    let me = &p.nodes().me().id;
+                    let echo = msg.echo.iter().find(|e| *e.0 == **me).map(|e| e.1);
+                    p.on_tenure(now, peer, Said { echo, dead: &msg.dead, holds: &msg.holds });
+                }
+                heard
             }
             PeerKind::Snapshot => {
                 let heard = p.on_message(now, peer, &sender);
@@ -109,6 +117,7 @@ impl Service {
                 Outgoing::Heartbeat { joining } => {
                     let mut msg = Batch::new(&self.locker, p.nodes(), PeerKind::Beat, reading);
                     msg.msg.joining = joining;
+                    tenure_of(p, now, &mut msg.msg);
                     msg.finish(true, &mut send);
                     continue;
                 }
@@ -210,6 +219,9 @@ impl<'a> Batch<'a> {
             seen: Vec::new(),
             wanted: Vec::new(),
             gave: Vec::new(),
+            echo: Vec::new(),
+            dead: Vec::new(),
+            holds: Vec::new(),
         };
         let mut batch = Batch { locker, table, msg, ixs: vec![Nodes::ME], buf: Vec::new() };
         // Heartbeats and snapshot parts say how each limit is defined, so a
@@ -284,6 +296,22 @@ impl<'a> Batch<'a> {
         self.msg.nodes.truncate(1);
         self.ixs.truncate(1);
     }
+}
+
+/// What a heartbeat says of tenure (see `core::peering::tenure`): the
+/// latest heartbeat heard from each peer this locker echoes, the members
+/// it declared dead, those whose shares it holds.
+fn tenure_of(p: &Peering, now: Nanos, msg: &mut PeerMsg) {
+    let tenure = p.tenure();
+    if !tenure.applies() {
+        return;
+    }
+    let heard = p.nodes().peers().filter(|(_, s)| s.last_beat > 0);
+    let echoed =
+        heard.filter_map(|(_, s)| Some((s.run.as_ref()?, s.last_beat))).filter(|(r, _)| tenure.echoes(now, &r.id));
+    msg.echo = echoed.map(|(r, at)| PeerEcho(r.id.to_string(), at)).collect();
+    msg.dead = tenure.declared().map(String::from).collect();
+    msg.holds = tenure.held().map(String::from).collect();
 }
 
 /// How this locker sees each peer's clock it has heard, for its heartbeat.

@@ -59,6 +59,12 @@ pub struct PeerLimit(pub String, pub u64);
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PeerSeen(pub String, pub i64);
 
+/// A heartbeat's echo of one peer's, as `[node id, at]`: the `at` of the
+/// latest heartbeat the sender heard from that peer. A majority's echoes
+/// are a locker's lease on its share (see `core::peering::tenure`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerEcho(pub String, pub u64);
+
 /// The most limits a peer message may describe.
 pub const MAX_LIMITS_PER_MESSAGE: usize = 4096;
 
@@ -102,6 +108,18 @@ pub struct PeerMsg {
     /// Gifts of conserved permits (fixed windows). Left out when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gave: Vec<PeerGift>,
+    /// In a heartbeat: the latest heartbeat time the sender heard from
+    /// each peer it still echoes. Left out when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub echo: Vec<PeerEcho>,
+    /// In a heartbeat: the members (node ids) the sender declared dead.
+    /// Left out when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dead: Vec<String>,
+    /// In a heartbeat: the members whose shares of every slot the sender
+    /// holds, besides its own. Left out when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holds: Vec<String>,
 }
 
 impl PeerMsg {
@@ -125,6 +143,7 @@ pub fn decode_peer(body: &[u8]) -> Result<PeerMsg, WireError> {
     let too_many = counts > MAX_COUNTS_PER_MESSAGE
         || msg.nodes.len() > MAX_COUNTS_PER_MESSAGE + 1
         || msg.seen.len() > MAX_COUNTS_PER_MESSAGE
+        || msg.echo.len() + msg.dead.len() + msg.holds.len() > MAX_COUNTS_PER_MESSAGE
         || msg.limits.len() > MAX_LIMITS_PER_MESSAGE;
     if too_many {
         return Err(WireError::Malformed("a peer message with too many counts, nodes or limits".into()));

@@ -75,6 +75,9 @@ impl Rogue {
             seen: vec![],
             wanted: vec![],
             gave: vec![],
+            echo: vec![],
+            dead: vec![],
+            holds: vec![],
         });
     }
 
@@ -99,6 +102,9 @@ impl Rogue {
             seen: vec![],
             wanted: vec![],
             gave: vec![],
+            echo: vec![],
+            dead: vec![],
+            holds: vec![],
         });
     }
 }

@@ -6,16 +6,21 @@
 //!
 //! A go counts in the slot its reply names (the locker's slot end, as
 //! `reset_after_ms` says): the test fails on more than 5 go in a slot, and
-//! on fewer than 4.5 go per slot on average. Another test cuts one locker
-//! off for two seconds (its links hold everything, then deliver it late).
+//! on fewer than 4.5 go per slot on average. Other tests cut one locker
+//! off (its links hold everything, then deliver it late): for two seconds,
+//! and for long enough that the other two take its share back and fill
+//! the slots without it.
 //! The proxy is plain threads on loopback; nothing here times speed.
 
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
+
+use locker::core::peering::tenure::{DECLARE_AFTER, LEASE, MARGIN};
 
 use crate::support::{free_port, wall_ns, Daemon};
 
@@ -124,6 +129,15 @@ fn proxied_trio(cut: &[Arc<AtomicBool>]) -> (Vec<Daemon>, Vec<Vec<String>>) {
 /// the middle of the ask's round trip, exact while a round trip takes less
 /// than half a slot.
 fn load(lockers: &[Daemon], run: Duration, during: impl FnOnce()) -> (Vec<u32>, f64) {
+    let per_slot = load_by_slot(lockers, run, during);
+    // The first and last slots are partial.
+    let full: Vec<u32> = per_slot.values().copied().skip(1).take(per_slot.len().saturating_sub(2)).collect();
+    let mean = f64::from(full.iter().sum::<u32>()) / full.len().max(1) as f64;
+    (full, mean)
+}
+
+/// As `load`, but the go of every slot, by its number.
+fn load_by_slot(lockers: &[Daemon], run: Duration, during: impl FnOnce()) -> BTreeMap<u128, u32> {
     let endpoints: Vec<String> = lockers.iter().map(|d| d.endpoint.clone()).collect();
     let end = Instant::now() + run;
     let handles: Vec<_> = (0..8)
@@ -150,14 +164,11 @@ fn load(lockers: &[Daemon], run: Duration, during: impl FnOnce()) -> (Vec<u32>, 
         })
         .collect();
     during();
-    let mut per_slot = std::collections::BTreeMap::<u128, u32>::new();
+    let mut per_slot = BTreeMap::<u128, u32>::new();
     for slot in handles.into_iter().flat_map(|h| h.join().unwrap()) {
         *per_slot.entry(slot).or_default() += 1;
     }
-    // The first and last slots are partial.
-    let full: Vec<u32> = per_slot.values().copied().skip(1).take(per_slot.len().saturating_sub(2)).collect();
-    let mean = f64::from(full.iter().sum::<u32>()) / full.len().max(1) as f64;
-    (full, mean)
+    per_slot
 }
 
 #[test]
@@ -184,6 +195,36 @@ fn a_locker_cut_off_for_two_seconds_and_healed_never_puts_six_in_a_slot() {
     });
     eprintln!("locker 0 cut off for 2 s: per slot {slots:?}; {mean:.2} per full slot");
     assert!(slots.iter().all(|&n| n <= 5), "a slot over 5: {slots:?}");
+}
+
+#[test]
+fn a_locker_cut_off_has_its_share_taken_back_by_the_other_two_and_no_slot_goes_over() {
+    let cut: Vec<_> = (0..3).map(|_| Arc::new(AtomicBool::new(false))).collect();
+    let (lockers, _) = proxied_trio(&cut);
+    let flag = cut[0].clone();
+    let cut_for = Duration::from_millis(6_500);
+    let cut_at = std::sync::Mutex::new(0u128);
+    let per_slot = load_by_slot(&lockers, Duration::from_millis(10_000), || {
+        thread::sleep(Duration::from_millis(1_500));
+        *cut_at.lock().unwrap() = wall_ns();
+        flag.store(true, Ordering::Relaxed);
+        thread::sleep(cut_for);
+        flag.store(false, Ordering::Relaxed);
+    });
+    let cut_at = *cut_at.lock().unwrap();
+    // Declared, reclaimed, the heir's lease renewed (see docs/peering.md),
+    // and 0.3 s for the links' delays; then the slots until the cut heals.
+    let back = cut_at + u128::from(DECLARE_AFTER + LEASE + MARGIN) + 800_000_000;
+    let healed = cut_at + cut_for.as_nanos();
+    let after: Vec<u32> = per_slot.range(back / SLOT_NS + 1..healed / SLOT_NS).map(|(_, &n)| n).collect();
+    eprintln!(
+        "locker 0 cut off for 6.5 s: per slot {per_slot:?}; taken back from slot {}: {after:?}",
+        back / SLOT_NS + 1
+    );
+    assert!(per_slot.values().all(|&n| n <= 5), "a slot over 5: {per_slot:?}");
+    assert!(after.len() >= 2, "too few slots after the share came back: {per_slot:?}");
+    let mean = f64::from(after.iter().sum::<u32>()) / after.len() as f64;
+    assert!(mean >= 4.5, "the two hold the whole limit again: {mean:.2} per slot, {after:?}");
 }
 
 #[test]

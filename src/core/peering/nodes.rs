@@ -53,6 +53,9 @@ pub struct PeerState {
     pub run: Option<NodeKey>,
     /// When a heartbeat from it last arrived, by this locker's clock.
     pub last_heard: Nanos,
+    /// The sender's time in that heartbeat, which this locker's next
+    /// heartbeats echo (see `peering::tenure`).
+    pub last_beat: Nanos,
     /// The peer's clock minus this locker's, in nanoseconds: the largest of
     /// its last few heartbeats' (a delay in transit only ever makes a peer
     /// look behind, so the largest is the least delayed).
@@ -111,6 +114,14 @@ pub enum PeerEvent {
     /// A peer defines a limit of the same name differently: its counts for
     /// that limit are not merged.
     LimitMismatch { peer: String, limit: String },
+    /// This locker declared a peer silent for long dead: it never echoes
+    /// it again (see `peering::tenure`).
+    Declared { id: String },
+    /// This locker holds `id`'s share (and what `id` held) for the slots
+    /// that begin `in_ms` from now on.
+    Reclaimed { id: String, in_ms: u64 },
+    /// Peer `by` holds this locker's share: it grants what it is given.
+    LostShare { by: String },
 }
 
 /// A run the table holds, and the peer that named it.
@@ -239,6 +250,7 @@ impl Nodes {
             _ => None,
         };
         state.run = Some(key.clone());
+        state.last_beat = 0; // a new run's heartbeats are echoed, not the last run's
         Some((ix, event))
     }
 
@@ -304,6 +316,7 @@ impl Nodes {
             events.push(PeerEvent::Back { id: shown(&from.id), silent_ms });
         }
         state.last_heard = now;
+        state.last_beat = state.last_beat.max(sent_at);
         state.joining = joining;
         self.measure(now, peer, sent_at, reported, &mut events);
         events
@@ -512,6 +525,7 @@ impl PeerState {
             name,
             run: None,
             last_heard: 0,
+            last_beat: 0,
             offset: 0,
             samples: Samples::default(),
             reported: None,

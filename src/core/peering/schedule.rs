@@ -12,6 +12,7 @@ use std::collections::VecDeque;
 
 use super::clock::{median_offset, GroupClock, FOLLOW_BEYOND};
 use super::nodes::{Beat, NodeKey, Nodes, PeerEvent, PeerIx, PeerState};
+use super::tenure::{Said, Tenure};
 use crate::core::limit::LimitId;
 use crate::core::locker::Locker;
 use crate::core::share::PeerView;
@@ -122,6 +123,8 @@ pub struct Peering {
     /// instant on (see `Share::owns_from`): every slot, unless an earlier
     /// run may have granted in the one it joined in.
     owns_from: Nanos,
+    /// Which members' shares this locker grants from, and its lease.
+    tenure: Tenure,
 }
 
 impl Peering {
@@ -131,6 +134,7 @@ impl Peering {
         let nodes = Nodes::new(settings.me.clone(), &settings.peers, settings.max_skew);
         let terms = PeerTerms { synced: false, snapshot_tat: now, limits: Vec::new() };
         let settings_peers_empty = settings.peers.is_empty();
+        let tenure = Tenure::new(1 + settings.peers.len(), settings.peers.len());
         Peering {
             joining: !settings.peers.is_empty(),
             terms: vec![terms; settings.peers.len()],
@@ -145,6 +149,7 @@ impl Peering {
             events: VecDeque::new(),
             clock: GroupClock::default(),
             owns_from: if settings_peers_empty { 0 } else { Nanos::MAX },
+            tenure,
         }
     }
 
@@ -193,6 +198,20 @@ impl Peering {
             self.snapshot_wanted = true;
         }
         heard
+    }
+
+    /// Takes in what `peer`'s heartbeat, received at `now`, said of
+    /// tenure (see `peering::tenure`): call after `on_heartbeat` heard it.
+    pub fn on_tenure(&mut self, now: Nanos, peer: PeerIx, said: Said<'_>) {
+        if let Some(event) = self.tenure.on_beat(now, peer, said, &self.nodes) {
+            self.events.push_back(event);
+        }
+    }
+
+    /// Tenure: whom this locker echoes, whom it declared dead, whose
+    /// shares it holds.
+    pub fn tenure(&self) -> &Tenure {
+        &self.tenure
     }
 
     /// Moves this locker's clock to the middle of the group's (see
@@ -332,6 +351,7 @@ impl Peering {
             // or not every peer answered, this run owns none of that slot.
             let unsure = !all || self.nodes.knows_earlier_run();
             self.owns_from = self.owns_from.min(if unsure { now } else { 0 });
+            self.tenure.joined(now, all);
             self.events.push_back(PeerEvent::Ready { synced });
         }
     }
@@ -348,7 +368,8 @@ impl Peering {
         let late = self.nodes.lateness(now, self.settings.live_timeout);
         let members = 1 + self.settings.peers.len() as u32;
         let member = self.nodes.member().map(|m| m as u32);
-        PeerView { live, rank, hold_until, late, members, member, owns_from: self.owns_from }
+        let holding = self.tenure.holding(now, &self.nodes);
+        PeerView { live, rank, hold_until, late, members, member, owns_from: self.owns_from, holding }
     }
 
     /// The next thing to publish at `now`, if any. Call until `None`.
@@ -357,6 +378,7 @@ impl Peering {
         if now >= self.next_heartbeat {
             // Once per heartbeat is often enough to notice a silent peer.
             self.nodes.sweep_silent(now, self.settings.live_timeout, &mut self.events);
+            self.tenure.tick(now, &self.nodes, &mut self.events);
             let every = if self.joining { JOINING_HEARTBEAT } else { self.settings.heartbeat };
             self.next_heartbeat = now.saturating_add(every);
             self.repair_due = true;

@@ -2,9 +2,10 @@
 //! peered lockers sharing a fixed window, under generated schedules of
 //! asks and faults (delays from nothing to two slots, jitter that reorders,
 //! loss up to a half, duplication, pauses, partitions that heal, kills and
-//! restarts). Whatever the schedule, no slot holds more than
-//! `max_requests` go across the group; with timely messages, demand on
-//! every locker fills every slot.
+//! restarts), and on schedules of seconds, during which a majority
+//! reclaims the shares of members it cannot hear. Whatever the schedule,
+//! no slot holds more than `max_requests` go across the group; with timely
+//! messages, demand on every locker fills every slot.
 //!
 //! A go is counted in the slot of the locker that granted it (its group
 //! clock, read from the reply's `reset_after_ms`): the guarantee is per
@@ -31,10 +32,32 @@ pub(crate) enum Event {
     Pause { node: usize, pct: u64 },
     /// Nodes `a` and `b` are cut from each other, both ways.
     Cut { a: usize, b: usize },
+    /// Node `node` is cut from every other, both ways.
+    Isolate { node: usize },
     /// Every cut heals.
     Heal,
     /// Node `node` is killed (or, if down, restarted).
     Kill { node: usize },
+    /// Node `node` is asked `n` times for one permit, a millisecond apart.
+    Burst { node: usize, n: u64 },
+    /// Every node is asked for one permit until it says sorry.
+    Drain,
+}
+
+/// Faults that last long enough for a majority to reclaim a silent
+/// member's share (seconds), and bursts of demand to spend it.
+pub(crate) fn long_event() -> impl Strategy<Value = Event> {
+    prop_oneof![
+        3 => (0usize..5, 1u64..40).prop_map(|(node, n)| Event::Burst { node, n }),
+        2 => Just(Event::Drain),
+        1 => (0u64..100, 0u64..100, 0u64..50, 0u64..30)
+            .prop_map(|(delay_pct, jitter_pct, loss_pct, dup_pct)| Event::Link { delay_pct, jitter_pct, loss_pct, dup_pct }),
+        1 => (0usize..5, 100u64..2000).prop_map(|(node, pct)| Event::Pause { node, pct }),
+        1 => (0usize..5, 0usize..5).prop_map(|(a, b)| Event::Cut { a, b }),
+        2 => (0usize..5).prop_map(|node| Event::Isolate { node }),
+        1 => Just(Event::Heal),
+        1 => (0usize..5).prop_map(|node| Event::Kill { node }),
+    ]
 }
 
 pub(crate) fn event() -> impl Strategy<Value = Event> {
@@ -49,85 +72,42 @@ pub(crate) fn event() -> impl Strategy<Value = Event> {
     ]
 }
 
-/// Which nodes of a group are up and not paused, as a schedule's faults
-/// left them; `slot` scales the faults' times.
-pub(crate) struct Faults {
-    slot: Nanos,
+/// A group of `n` lockers at `max` per `slot_ms`, and its bookkeeping.
+pub(crate) struct Trial {
+    pub(crate) g: Group,
+    pub(crate) slot: Nanos,
+    max: u32,
     up: Vec<bool>,
     paused_until: Vec<Nanos>,
-}
-
-impl Faults {
-    pub(crate) fn new(n: usize, slot: Nanos) -> Faults {
-        Faults { slot, up: vec![true; n], paused_until: vec![0; n] }
-    }
-
-    /// Whether `node` may be asked now.
-    pub(crate) fn ready(&self, g: &Group, node: usize) -> bool {
-        self.up[node] && self.paused_until[node] <= g.now()
-    }
-
-    /// Applies `e` to `g`; an ask is left to the caller, as `(node, cost)`.
-    pub(crate) fn apply(&mut self, g: &mut Group, e: &Event) -> Option<(usize, u64)> {
-        let n = self.up.len();
-        match *e {
-            Event::Ask { node, cost } => return Some((node % n, cost)),
-            Event::Link { delay_pct, jitter_pct, loss_pct, dup_pct } => {
-                let (delay, jitter) = (self.slot * delay_pct / 100, self.slot * jitter_pct / 100);
-                g.set_link(Link { delay, jitter, loss: loss_pct as f64 / 100.0 });
-                g.set_duplication(dup_pct as f64 / 100.0);
-            }
-            Event::Pause { node, pct } => {
-                let node = node % n;
-                if self.ready(g, node) {
-                    let d = self.slot * pct / 100;
-                    g.pause(node, d);
-                    self.paused_until[node] = g.now() + d;
-                }
-            }
-            Event::Cut { a, b } => {
-                let (a, b) = (a % n, b % n);
-                if a != b {
-                    g.set_cut(a, b, true);
-                    g.set_cut(b, a, true);
-                }
-            }
-            Event::Heal => (0..n).for_each(|a| (0..n).for_each(|b| g.set_cut(a, b, false))),
-            Event::Kill { node } => {
-                let node = node % n;
-                if self.up[node] {
-                    g.kill(node);
-                } else {
-                    g.restart(node);
-                    self.paused_until[node] = 0;
-                }
-                self.up[node] = !self.up[node];
-            }
-        }
-        None
-    }
-}
-
-/// A group of `n` lockers at `max` per `slot_ms`, and its bookkeeping.
-struct Trial {
-    g: Group,
-    slot: Nanos,
-    max: u32,
-    faults: Faults,
     /// Go per slot, as the granting locker numbers its slots.
     per_slot: BTreeMap<u64, u64>,
+    /// Each go: the true instant, and the permits granted.
+    pub(crate) gos: Vec<(Nanos, u64)>,
 }
 
 impl Trial {
     fn new(n: usize, max: u32, slot_ms: u64, seed: u64) -> Trial {
-        let g = joined(n, seed, fixed(max, slot_ms));
-        let slot = slot_ms * MS;
-        Trial { g, slot, max, faults: Faults::new(n, slot), per_slot: BTreeMap::new() }
+        Trial::of(joined(n, seed, fixed(max, slot_ms)), n, slot_ms * MS, max)
     }
 
-    fn ask(&mut self, node: usize, cost: u64) {
-        if !self.faults.ready(&self.g, node) {
-            return;
+    /// The trial of group `g` of `n` nodes, whose faults last for multiples
+    /// of `slot` and whose asks cost at most `max`.
+    pub(crate) fn of(g: Group, n: usize, slot: Nanos, max: u32) -> Trial {
+        Trial { g, slot, max, up: vec![true; n], paused_until: vec![0; n], per_slot: BTreeMap::new(), gos: Vec::new() }
+    }
+
+    fn n(&self) -> usize {
+        self.up.len()
+    }
+
+    fn ready(&self, node: usize) -> bool {
+        self.up[node] && self.paused_until[node] <= self.g.now()
+    }
+
+    /// Asks `node` for `cost` permits; whether it said go.
+    pub(crate) fn ask(&mut self, node: usize, cost: u64) -> bool {
+        if !self.ready(node) {
+            return false;
         }
         let cost = cost.min(u64::from(self.max));
         let r = self.g.ask(node, &Ask::new().key("k").cost(cost)).expect("an answer");
@@ -137,12 +117,69 @@ impl Trial {
             let end = self.g.now() + r.reset_after_ms * MS;
             let slot = (end.saturating_sub(self.slot / 2)) / self.slot;
             *self.per_slot.entry(slot).or_insert(0) += u64::from(r.granted.unwrap_or(1));
+            self.gos.push((self.g.now(), u64::from(r.granted.unwrap_or(1))));
         }
+        r.ok
     }
 
-    fn apply(&mut self, e: &Event) {
-        if let Some((node, cost)) = self.faults.apply(&mut self.g, e) {
-            self.ask(node, cost);
+    pub(crate) fn apply(&mut self, e: &Event) {
+        let n = self.n();
+        match *e {
+            Event::Ask { node, cost } => {
+                self.ask(node % n, cost);
+            }
+            Event::Burst { node, n: asks } => {
+                for _ in 0..asks {
+                    let _ = self.ask(node % n, 1);
+                    self.g.advance(MS);
+                }
+            }
+            Event::Link { delay_pct, jitter_pct, loss_pct, dup_pct } => {
+                let (delay, jitter) = (self.slot * delay_pct / 100, self.slot * jitter_pct / 100);
+                self.g.set_link(Link { delay, jitter, loss: loss_pct as f64 / 100.0 });
+                self.g.set_duplication(dup_pct as f64 / 100.0);
+            }
+            Event::Pause { node, pct } => {
+                let node = node % n;
+                if self.ready(node) {
+                    let d = self.slot * pct / 100;
+                    self.g.pause(node, d);
+                    self.paused_until[node] = self.g.now() + d;
+                }
+            }
+            Event::Cut { a, b } => {
+                let (a, b) = (a % n, b % n);
+                if a != b {
+                    self.g.set_cut(a, b, true);
+                    self.g.set_cut(b, a, true);
+                }
+            }
+            Event::Isolate { node } => {
+                for other in (0..n).filter(|&o| o != node % n) {
+                    self.g.set_cut(node % n, other, true);
+                    self.g.set_cut(other, node % n, true);
+                }
+            }
+            Event::Drain => {
+                for node in 0..n {
+                    for _ in 0..=self.max {
+                        if !self.ask(node, 1) {
+                            break;
+                        }
+                    }
+                }
+            }
+            Event::Heal => (0..n).for_each(|a| (0..n).for_each(|b| self.g.set_cut(a, b, false))),
+            Event::Kill { node } => {
+                let node = node % n;
+                if self.up[node] {
+                    self.g.kill(node);
+                } else {
+                    self.g.restart(node);
+                    self.paused_until[node] = 0;
+                }
+                self.up[node] = !self.up[node];
+            }
         }
     }
 
@@ -177,6 +214,23 @@ proptest! {
     }
 
     #[test]
+    fn no_slot_holds_more_than_max_while_silent_members_shares_are_reclaimed(
+        n in 3usize..=5,
+        max in 1u32..12,
+        slot_ms in prop::sample::select(vec![100u64, 300]),
+        seed in any::<u64>(),
+        events in prop::collection::vec((0u64..800, long_event()), 1..60),
+    ) {
+        let mut t = Trial::new(n, max, slot_ms, seed);
+        for (gap_pct, e) in &events {
+            let at = t.g.now() + t.slot * gap_pct / 100;
+            t.g.advance_to(at);
+            t.apply(e);
+        }
+        prop_assert!(t.over().is_empty(), "slots over {max}: {:?} of {:?}", t.over(), t.per_slot);
+    }
+
+    #[test]
     fn with_timely_messages_demand_on_one_locker_fills_every_slot_from_the_second(
         n in 2usize..=5,
         max in 1u32..12,
@@ -193,7 +247,7 @@ proptest! {
         while at < start + 4 * t.slot {
             at += MS;
             t.g.advance_to(at);
-            t.ask(busy, 1);
+            let _ = t.ask(busy, 1);
         }
         let first = start / t.slot;
         for slot in first + 1..first + 4 {
@@ -218,7 +272,7 @@ proptest! {
             for node in 0..n {
                 at += MS / n as u64;
                 t.g.advance_to(at);
-                t.ask(node, 1);
+                let _ = t.ask(node, 1);
             }
         }
         let first = start / t.slot;

@@ -12,11 +12,9 @@
 
 use locker::core::limit::bucket_interval;
 use locker::core::{Algorithm, Limit, Locker, Nanos, Quota, DEFAULT_LIMIT};
-use locker::sim::Group;
-use locker::wire::Ask;
 use proptest::prelude::*;
 
-use super::conserved::{cases, event, Event, Faults};
+use super::conserved::{cases, event, long_event, Event, Trial};
 use crate::group::{joined, MS};
 
 /// A token bucket of `burst` refilled at `max` per `period_ms`, as the
@@ -29,66 +27,41 @@ fn bucket(max: u32, period_ms: u64, burst: u32) -> impl Fn() -> Locker + Clone {
     }
 }
 
-/// A group of `n` lockers sharing a bucket, and the go it answered.
-struct Trial {
-    g: Group,
-    period: Nanos,
-    burst: u32,
-    /// Nanoseconds per token of the whole bucket's rate.
-    interval: Nanos,
-    faults: Faults,
-    /// Each go: the true instant, and the tokens granted.
-    gos: Vec<(Nanos, u64)>,
+/// A trial of `n` lockers sharing a bucket, with the bucket's rate as
+/// nanoseconds per token.
+fn trial(n: usize, max: u32, period_ms: u64, burst: u32, seed: u64) -> (Trial, Nanos) {
+    let g = joined(n, seed, bucket(max, period_ms, burst));
+    let interval = bucket_interval(Quota::new(max, period_ms as f64 / 1000.0).unwrap());
+    (Trial::of(g, n, period_ms * MS, burst), interval)
 }
 
-impl Trial {
-    fn new(n: usize, max: u32, period_ms: u64, burst: u32, seed: u64) -> Trial {
-        let g = joined(n, seed, bucket(max, period_ms, burst));
-        let interval = bucket_interval(Quota::new(max, period_ms as f64 / 1000.0).unwrap());
-        let period = period_ms * MS;
-        Trial { g, period, burst, interval, faults: Faults::new(n, period), gos: Vec::new() }
-    }
-
-    fn ask(&mut self, node: usize, cost: u64) {
-        if !self.faults.ready(&self.g, node) {
-            return;
-        }
-        let cost = cost.min(u64::from(self.burst));
-        let r = self.g.ask(node, &Ask::new().key("k").cost(cost)).expect("an answer");
-        if r.ok {
-            self.gos.push((self.g.now(), u64::from(r.granted.unwrap_or(1))));
-        }
-    }
-
-    fn apply(&mut self, e: &Event) {
-        if let Some((node, cost)) = self.faults.apply(&mut self.g, e) {
-            self.ask(node, cost);
-        }
-    }
-
-    /// The most the go between two instants exceed `burst + rate x span`
-    /// by, over every pair of go (0 when the bound always holds), with
-    /// the span and the go in it.
-    fn worst_excess(&self) -> (i64, Nanos, u64) {
-        let mut worst = (0, 0, 0);
-        for (i, &(from, _)) in self.gos.iter().enumerate() {
-            let mut taken = 0;
-            for &(at, n) in &self.gos[i..] {
-                taken += n;
-                let bound = u64::from(self.burst) + (at - from) / self.interval;
-                let excess = taken as i64 - bound as i64;
-                if excess > worst.0 {
-                    worst = (excess, at - from, taken);
-                }
+/// The most the go of `gos` between two of them exceed `burst + span /
+/// interval` by, over every pair (0 when the bound always holds), with the
+/// span and the go in it.
+fn worst_excess(gos: &[(Nanos, u64)], burst: u32, interval: Nanos) -> (i64, Nanos, u64) {
+    let mut worst = (0, 0, 0);
+    for (i, &(from, _)) in gos.iter().enumerate() {
+        let mut taken = 0;
+        for &(at, n) in &gos[i..] {
+            taken += n;
+            let excess = taken as i64 - (u64::from(burst) + (at - from) / interval) as i64;
+            if excess > worst.0 {
+                worst = (excess, at - from, taken);
             }
         }
-        worst
     }
+    worst
+}
 
-    /// The go answered from `from` until `to`.
-    fn go_between(&self, from: Nanos, to: Nanos) -> u64 {
-        self.gos.iter().filter(|(at, _)| (from..to).contains(at)).map(|(_, n)| n).sum()
+/// Runs `events` (each after `gap_pct` % of a period) on a trial; the
+/// worst excess over the bound.
+fn run(t: &mut Trial, events: &[(u64, Event)], burst: u32, interval: Nanos) -> (i64, Nanos, u64) {
+    for (gap_pct, e) in events {
+        let at = t.g.now() + t.slot * gap_pct / 100;
+        t.g.advance_to(at);
+        t.apply(e);
     }
+    worst_excess(&t.gos, burst, interval)
 }
 
 proptest! {
@@ -103,13 +76,24 @@ proptest! {
         seed in any::<u64>(),
         events in prop::collection::vec((0u64..60, event()), 1..80),
     ) {
-        let mut t = Trial::new(n, max, period_ms, burst, seed);
-        for (gap_pct, e) in &events {
-            let at = t.g.now() + t.period * gap_pct / 100;
-            t.g.advance_to(at);
-            t.apply(e);
-        }
-        let (excess, span, taken) = t.worst_excess();
+        let (mut t, interval) = trial(n, max, period_ms, burst, seed);
+        let (excess, span, taken) = run(&mut t, &events, burst, interval);
+        prop_assert!(excess <= 0, "{} go in {} ns, {} over burst {} + rate: {:?}", taken, span, excess, burst, t.gos);
+    }
+
+    /// Faults of seconds, in which a majority reclaims a silent member's
+    /// room, with bursts of demand to spend it.
+    #[test]
+    fn the_group_never_grants_more_than_burst_plus_rate_times_any_span_while_silent_members_rooms_are_reclaimed(
+        n in 3usize..=5,
+        max in 1u32..12,
+        burst in 1u32..12,
+        period_ms in prop::sample::select(vec![100u64, 300]),
+        seed in any::<u64>(),
+        events in prop::collection::vec((0u64..800, long_event()), 1..60),
+    ) {
+        let (mut t, interval) = trial(n, max, period_ms, burst, seed);
+        let (excess, span, taken) = run(&mut t, &events, burst, interval);
         prop_assert!(excess <= 0, "{} go in {} ns, {} over burst {} + rate: {:?}", taken, span, excess, burst, t.gos);
     }
 }
@@ -118,9 +102,9 @@ proptest! {
 /// asks once a millisecond on the lockers `busy` names, in turn: the go
 /// against what one bucket would grant, `burst + rate x 4 periods`.
 fn saturated(n: usize, max: u32, period_ms: u64, burst: u32, seed: u64, busy: &[usize]) -> (u64, u64) {
-    let mut t = Trial::new(n, max, period_ms, burst, seed);
-    let start = (t.g.now() / t.period + 1) * t.period;
-    let end = start + 4 * t.period;
+    let (mut t, interval) = trial(n, max, period_ms, burst, seed);
+    let start = (t.g.now() / t.slot + 1) * t.slot;
+    let end = start + 4 * t.slot;
     let mut at = start;
     while at < end {
         for &node in busy {
@@ -129,7 +113,8 @@ fn saturated(n: usize, max: u32, period_ms: u64, burst: u32, seed: u64, busy: &[
             at += MS / busy.len() as u64;
         }
     }
-    (t.go_between(start, end), u64::from(burst) + 4 * t.period / t.interval)
+    let go = t.gos.iter().filter(|(at, _)| (start..end).contains(at)).map(|(_, n)| n).sum();
+    (go, u64::from(burst) + 4 * t.slot / interval)
 }
 
 proptest! {

@@ -163,10 +163,12 @@ impl Bucket {
         share: Share,
     ) -> Result<&mut Ledger, NoRoom> {
         let (quota, depth, period) = (self.quota, self.depth, self.period(now));
-        let base = share.holds(quota, self.burst, period);
+        let (own, inherited) = share.holds(quota, self.burst, period);
+        let base = own + inherited;
         self.base = base;
-        // A share never touched: full, or filling from the start of the
-        // first period this run holds room in.
+        // A share never touched: its own room full, or filling from the
+        // start of the first period this run holds room in; room inherited
+        // from a dead member comes empty (`settle` adds it).
         let fresh = match share.fills_from(quota) {
             0 => 0,
             from => from.min(now).saturating_add(depth),
@@ -175,7 +177,7 @@ impl Bucket {
             None => {
                 let kept = self.unkeyed;
                 self.unkeyed_peered
-                    .get_or_insert_with(|| Box::new(Ledger::new(now, depth, fresh.max(kept), period, base)))
+                    .get_or_insert_with(|| Box::new(Ledger::new(now, depth, fresh.max(kept), period, own)))
             }
             Some(k) if self.ledgers.contains_key(k) => self.ledgers.get_mut(k).expect("checked"),
             Some(k) => {

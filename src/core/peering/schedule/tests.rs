@@ -46,9 +46,20 @@ fn a_locker_whose_peers_are_gone_serves_alone_after_the_grace() {
     assert_eq!(p.next_deadline(), T0 + JOINING_HEARTBEAT);
     assert!(p.view(T0 + 999 * MS).hold_until.is_some());
     let view = p.view(T0 + 1000 * MS);
-    let alone =
-        PeerView { live: 1, rank: 0, hold_until: None, late: 0, members: 3, member: None, owns_from: T0 + 1000 * MS };
-    assert_eq!(view, alone, "a member of three that never heard the others: no remainder, slots from now on");
+    // A member of three that never heard the others: no remainder, slots
+    // from now on, and no lease (no majority echoed it) for its own share.
+    let no_lease = crate::core::share::Holding { leased: false, ..crate::core::share::Holding::OWN };
+    let alone = PeerView {
+        live: 1,
+        rank: 0,
+        hold_until: None,
+        late: 0,
+        members: 3,
+        member: None,
+        owns_from: T0 + 1000 * MS,
+        holding: no_lease,
+    };
+    assert_eq!(view, alone);
     assert_eq!(p.poll_event(), Some(PeerEvent::Ready { synced: 0 }));
 }
 

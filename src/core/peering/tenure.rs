@@ -1,0 +1,307 @@
+//! Tenure: which members' shares of a slot this locker may grant from,
+//! and for how long. A majority of the group takes a silent member's share
+//! back, and a member cut off from a majority stops granting from any share
+//! before that can happen.
+//!
+//! Conserved permits (see `core::share`) keep a slot's grants within its
+//! limit only while each member's share is granted from by one locker. A
+//! dead member's share would sit idle for good; giving it to the others is
+//! safe only once that member surely no longer grants from it, which no
+//! one can tell from silence alone (a member cut off looks dead). So, with
+//! three or more members:
+//!
+//! - **A lease.** Every heartbeat echoes the latest heartbeat time it heard
+//!   from each peer. A member grants from a share only while a majority of
+//!   the members (itself counted) echoed one of its heartbeats sent less
+//!   than `LEASE` ago, by its own clock.
+//! - **Declaring.** A member that holds a lease and has not heard a peer
+//!   for `DECLARE_AFTER` declares it dead, says so in every heartbeat from
+//!   then on, and never echoes that member again (nor does any member that
+//!   heard the declaration). A member cut off from a majority lost its
+//!   lease before it could declare anyone.
+//! - **Reclaiming.** A member's share passes to its heir (the next member
+//!   by id, or whoever holds the heir's share) once a majority declared it
+//!   dead, and only for the slots that begin `LEASE + MARGIN` after this
+//!   locker learned of the last of those declarations. Every majority the
+//!   dead member could renew its lease from holds a declarer, which echoed
+//!   none of its heartbeats after declaring; so its lease ran out `LEASE`
+//!   after that declaration at the latest, and `MARGIN` covers clock drift
+//!   and skew. The heir grants from an inherited share only while a
+//!   majority without the members it inherited from echoes its heartbeats
+//!   sent since.
+//! - **For good.** A member whose share was reclaimed never grants from it
+//!   again in that run, and no member that knows of a declaration echoes it,
+//!   so it cannot renew a lease; it grants what its peers give it. A run
+//!   that started without hearing every peer echoes no one for
+//!   `LEASE + MARGIN`, since a declaration it never heard may exist.
+//!
+//! With two members there is no majority but both: leases do not apply,
+//! each keeps its own share, and a dead member's share waits for it.
+//!
+//! Pure: takes `now` (the group clock) and never reads one.
+
+use crate::core::share::Holding;
+use crate::core::time::{Nanos, NANOS_PER_MS};
+
+use std::collections::VecDeque;
+
+use super::nodes::{shown, Nodes, PeerEvent, PeerIx, PeerState};
+
+/// How long a majority's echo lets a member grant from its shares.
+pub const LEASE: Nanos = 1000 * NANOS_PER_MS;
+
+/// How long a peer must go unheard before a leased member declares it
+/// dead: past a lease, so that a member cut off from a majority has lost
+/// its own lease (and so cannot declare) by then.
+pub const DECLARE_AFTER: Nanos = LEASE + LEASE / 2;
+
+/// Waited beyond a lease before an heir grants from an inherited share:
+/// clock drift over a lease (far below 1 %), the group clock's skew and
+/// its moves.
+pub const MARGIN: Nanos = LEASE / 4;
+
+/// What a peer's heartbeat says of tenure.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Said<'a> {
+    /// The latest of this locker's heartbeat times the peer heard.
+    pub echo: Option<Nanos>,
+    /// The members the peer declared dead.
+    pub dead: &'a [String],
+    /// The members whose shares the peer holds.
+    pub holds: &'a [String],
+}
+
+/// What one peer said of tenure, as last heard.
+#[derive(Debug, Clone, Default)]
+struct Heard {
+    /// The latest of this locker's heartbeat times the peer echoed.
+    echoed: Nanos,
+    /// The members it declared dead, with when this locker first heard so.
+    dead: Vec<(Box<str>, Nanos)>,
+    /// The members whose shares it holds.
+    holds: Vec<Box<str>>,
+}
+
+/// This locker's tenure.
+#[derive(Debug)]
+pub struct Tenure {
+    /// How many members make a majority; 0 when leases do not apply.
+    majority: usize,
+    heard: Vec<Heard>,
+    /// Echo no one before this (see the module header).
+    echo_from: Nanos,
+    /// The members this run declared dead, and when.
+    declared: Vec<(Box<str>, Nanos)>,
+    /// The members whose shares this run holds, besides its own.
+    held: Vec<Box<str>>,
+    /// Inherited shares count for the slots that begin from this instant
+    /// on, and their lease counts echoes of heartbeats sent since.
+    held_from: Nanos,
+    /// A peer holds this run's own share.
+    lost_own: bool,
+}
+
+impl Tenure {
+    /// Tenure for a group of `members` (this locker included) with `peers`
+    /// configured peers.
+    pub fn new(members: usize, peers: usize) -> Tenure {
+        Tenure {
+            majority: if members >= 3 { members / 2 + 1 } else { 0 },
+            heard: vec![Heard::default(); peers],
+            echo_from: Nanos::MAX,
+            declared: Vec::new(),
+            held: Vec::new(),
+            held_from: Nanos::MAX,
+            lost_own: false,
+        }
+    }
+
+    /// Whether leases apply: three members or more.
+    pub fn applies(&self) -> bool {
+        self.majority > 0
+    }
+
+    /// Joining ended at `now`, having heard every peer (`all`) or not.
+    pub fn joined(&mut self, now: Nanos, all: bool) {
+        let from = if all { now } else { now.saturating_add(LEASE + MARGIN) };
+        self.echo_from = self.echo_from.min(from);
+    }
+
+    /// Takes in what `peer` said in a heartbeat received at `now`. Echoes
+    /// of a time this locker has not reached are ignored; names that are no
+    /// member's are too, so what a peer can make this locker keep is bounded
+    /// by the members.
+    pub fn on_beat(&mut self, now: Nanos, peer: PeerIx, said: Said<'_>, nodes: &Nodes) -> Option<PeerEvent> {
+        if !self.applies() || peer >= self.heard.len() {
+            return None;
+        }
+        let member = |id: &str| is_member(nodes, id);
+        let h = &mut self.heard[peer];
+        if let Some(at) = said.echo.filter(|&at| at <= now) {
+            h.echoed = h.echoed.max(at);
+        }
+        for id in said.dead.iter().filter(|id| member(id)) {
+            if !h.dead.iter().any(|(d, _)| **d == **id) {
+                h.dead.push((id.as_str().into(), now));
+            }
+        }
+        h.holds = said.holds.iter().filter(|id| member(id)).map(|id| id.as_str().into()).collect();
+        let me = &nodes.me().id;
+        if !self.lost_own && h.holds.iter().any(|id| id == me) {
+            self.lost_own = true;
+            let by = nodes.peers().nth(peer).and_then(|(_, s)| s.run.as_ref()).map_or("?".into(), |r| shown(&r.id));
+            return Some(PeerEvent::LostShare { by });
+        }
+        None
+    }
+
+    /// Whether this locker echoes member `id`'s heartbeats at `now`: not
+    /// before it may (see `joined`), and never once any member declared it
+    /// dead or holds its share.
+    pub fn echoes(&self, now: Nanos, id: &str) -> bool {
+        if !self.applies() {
+            return true;
+        }
+        let named = |list: &[Box<str>]| list.iter().any(|d| **d == *id);
+        now >= self.echo_from
+            && !self.declared.iter().any(|(d, _)| **d == *id)
+            && !named(&self.held)
+            && !self.heard.iter().any(|h| h.dead.iter().any(|(d, _)| **d == *id) || named(&h.holds))
+    }
+
+    /// The members this run declared dead.
+    pub fn declared(&self) -> impl Iterator<Item = &str> {
+        self.declared.iter().map(|(id, _)| &**id)
+    }
+
+    /// The members whose shares this run holds, besides its own.
+    pub fn held(&self) -> impl Iterator<Item = &str> {
+        self.held.iter().map(|id| &**id)
+    }
+
+    /// Whether a majority echoed this locker's heartbeats sent since
+    /// `since` and less than a lease before `now`, not counting the peers
+    /// for which `skip` holds.
+    fn majority_echoes(&self, now: Nanos, since: Nanos, nodes: &Nodes, skip: impl Fn(&PeerState) -> bool) -> bool {
+        let fresh = |h: &Heard| h.echoed >= since && h.echoed.saturating_add(LEASE) > now;
+        let echoing = self.heard.iter().zip(nodes.peers()).filter(|(h, (_, s))| fresh(h) && !skip(s)).count();
+        echoing + 1 >= self.majority
+    }
+
+    /// What tenure means for grants at `now`.
+    pub fn holding(&self, now: Nanos, nodes: &Nodes) -> Holding {
+        if !self.applies() {
+            return Holding::OWN;
+        }
+        let leased = !self.lost_own && self.majority_echoes(now, 0, nodes, |_| false);
+        let inherited = |s: &PeerState| s.run.as_ref().is_some_and(|r| self.held.contains(&r.id));
+        let held = if self.held.is_empty() || !self.majority_echoes(now, self.held_from, nodes, inherited) {
+            0
+        } else {
+            self.held.iter().filter_map(|id| place_of(nodes, id)).fold(0u64, |bits, p| bits | 1 << p)
+        };
+        Holding { leased, held, held_from: self.held_from }
+    }
+
+    /// Declares the peers silent for `DECLARE_AFTER` dead, while leased,
+    /// and reclaims the shares this locker is heir to. Call once a
+    /// heartbeat or so.
+    pub fn tick(&mut self, now: Nanos, nodes: &Nodes, events: &mut VecDeque<PeerEvent>) {
+        if !self.applies() {
+            return;
+        }
+        if self.holding(now, nodes).leased {
+            for (_, s) in nodes.peers() {
+                let Some(run) = s.run.as_ref().filter(|_| s.last_heard > 0) else { continue };
+                let quiet = now.saturating_sub(s.last_heard) > DECLARE_AFTER;
+                if quiet && !self.declared.iter().any(|(d, _)| *d == run.id) {
+                    self.declared.push((run.id.clone(), now));
+                    events.push_back(PeerEvent::Declared { id: shown(&run.id) });
+                }
+            }
+        }
+        self.reclaim(now, nodes, events);
+    }
+
+    /// Takes over each member this locker (or a member whose share it
+    /// holds) is heir to, once a majority declared it dead.
+    fn reclaim(&mut self, now: Nanos, nodes: &Nodes, events: &mut VecDeque<PeerEvent>) {
+        let Some(members) = member_ids(nodes) else { return };
+        let me = nodes.me().id.clone();
+        // Taking one over can make this locker heir to the next: go round
+        // until nothing changes, at most once per member.
+        for _ in 0..members.len() {
+            let Some((peer, id, from)) = self.next_heirloom(&members, &me, nodes) else { return };
+            let inherited = self.heard[peer].holds.clone();
+            self.held.push(id.clone());
+            for h in inherited {
+                if h != me && !self.held.contains(&h) {
+                    self.held.push(h);
+                }
+            }
+            self.held_from = if self.held_from == Nanos::MAX { from } else { self.held_from.max(from) };
+            let in_ms = from.saturating_sub(now) / NANOS_PER_MS;
+            events.push_back(PeerEvent::Reclaimed { id: shown(&id), in_ms });
+        }
+    }
+
+    /// A peer whose share this locker may take over now: its index, id and
+    /// the instant its share counts from.
+    fn next_heirloom(&self, members: &[Box<str>], me: &str, nodes: &Nodes) -> Option<(PeerIx, Box<str>, Nanos)> {
+        let heir_is_me = |id: &str| {
+            let place = members.iter().position(|m| **m == *id)?;
+            let heir = &members[(place + 1) % members.len()];
+            Some(**heir == *me || self.held.contains(heir))
+        };
+        for (peer, s) in nodes.peers() {
+            let Some(id) = s.run.as_ref().map(|r| &r.id) else { continue };
+            if self.held.contains(id) || heir_is_me(id) != Some(true) {
+                continue;
+            }
+            if let Some(learned) = self.declared_by_majority(id, nodes) {
+                return Some((peer, id.clone(), learned.saturating_add(LEASE + MARGIN)));
+            }
+        }
+        None
+    }
+
+    /// When this locker had learned that a majority declared `id` dead
+    /// (the earliest such instant), if it has.
+    fn declared_by_majority(&self, id: &str, nodes: &Nodes) -> Option<Nanos> {
+        let mine = self.declared.iter().filter(|(d, _)| **d == *id).map(|&(_, at)| at);
+        let theirs = self.heard.iter().zip(nodes.peers()).filter_map(|(h, (_, s))| {
+            let speaker = s.run.as_ref()?;
+            if *speaker.id == *id {
+                return None; // a member's word about itself does not count
+            }
+            h.dead.iter().find(|(d, _)| **d == *id).map(|&(_, at)| at)
+        });
+        let mut learned: Vec<Nanos> = mine.chain(theirs).collect();
+        learned.sort_unstable();
+        learned.get(self.majority.checked_sub(1)?).copied()
+    }
+}
+
+/// Every member's id in order (this locker's and every configured
+/// peer's), once each is known.
+fn member_ids(nodes: &Nodes) -> Option<Vec<Box<str>>> {
+    let mut ids = vec![nodes.me().id.clone()];
+    for (_, s) in nodes.peers() {
+        ids.push(s.run.as_ref()?.id.clone());
+    }
+    ids.sort_unstable();
+    Some(ids)
+}
+
+/// Member `id`'s place among the members by id, once every id is known.
+fn place_of(nodes: &Nodes, id: &str) -> Option<u32> {
+    member_ids(nodes)?.iter().position(|m| **m == *id).map(|p| p as u32)
+}
+
+/// Whether `id` names a member: this locker or a configured peer's run.
+fn is_member(nodes: &Nodes, id: &str) -> bool {
+    *nodes.me().id == *id || nodes.peers().any(|(_, s)| s.run.as_ref().is_some_and(|r| *r.id == *id))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,150 @@
+//! Unit tests of `tenure`: leases from a majority's echoes, declaring, and
+//! a silent member's share passing to its heir.
+
+use super::*;
+use crate::core::peering::nodes::{Beat, NodeKey};
+
+const MS: Nanos = NANOS_PER_MS;
+const T0: Nanos = 1_000_000 * MS;
+
+fn key(id: &str) -> NodeKey {
+    NodeKey { id: id.into(), incarnation: 1 }
+}
+
+/// Member `me` of a group whose other members are `peers`, each heard once
+/// at `T0`.
+fn group(me: &str, peers: &[&str]) -> (Tenure, Nodes) {
+    let names: Vec<Box<str>> = peers.iter().map(|&p| p.into()).collect();
+    let mut nodes = Nodes::new(key(me), &names, MS);
+    for (ix, p) in peers.iter().enumerate() {
+        nodes.heartbeat(T0, ix, &key(p), Beat { sent_at: T0, ..Beat::default() });
+    }
+    let mut tenure = Tenure::new(1 + peers.len(), peers.len());
+    tenure.joined(T0, true);
+    (tenure, nodes)
+}
+
+fn hear(nodes: &mut Nodes, now: Nanos, peer: PeerIx, id: &str) {
+    nodes.heartbeat(now, peer, &key(id), Beat { sent_at: now, ..Beat::default() });
+}
+
+fn echo(t: &mut Tenure, nodes: &Nodes, now: Nanos, peer: PeerIx, at: Nanos) {
+    t.on_beat(now, peer, Said { echo: Some(at), ..Said::default() }, nodes);
+}
+
+#[test]
+fn a_lease_needs_a_majority_of_echoes_and_runs_out_a_lease_after_the_echoed_heartbeat() {
+    let (mut t, nodes) = group("a", &["b", "c", "d", "e"]);
+    assert!(!t.holding(T0, &nodes).leased, "no echo yet");
+    echo(&mut t, &nodes, T0 + 10 * MS, 0, T0);
+    assert!(!t.holding(T0 + 10 * MS, &nodes).leased, "two of five are no majority");
+    echo(&mut t, &nodes, T0 + 20 * MS, 1, T0 + 5 * MS);
+    assert!(t.holding(T0 + 20 * MS, &nodes).leased, "three of five");
+    assert!(t.holding(T0 + LEASE - 1, &nodes).leased);
+    assert!(!t.holding(T0 + LEASE, &nodes).leased, "the older echo ran out");
+    echo(&mut t, &nodes, T0 + 30 * MS, 2, T0 + 2 * LEASE);
+    assert!(!t.holding(T0 + LEASE, &nodes).leased, "an echo of a time not reached yet is ignored");
+}
+
+#[test]
+fn two_members_keep_their_own_shares_without_leases() {
+    let (mut t, nodes) = group("a", &["b"]);
+    assert!(!t.applies());
+    assert_eq!(t.holding(T0 + 100 * LEASE, &nodes), Holding::OWN);
+    let mut events = VecDeque::new();
+    t.tick(T0 + 100 * LEASE, &nodes, &mut events);
+    assert!(events.is_empty(), "no one declares, no one reclaims");
+}
+
+#[test]
+fn a_silent_member_is_declared_only_by_a_leased_locker() {
+    let (mut t, mut nodes) = group("a", &["b", "c"]);
+    let later = T0 + DECLARE_AFTER + 10 * MS;
+    let mut events = VecDeque::new();
+    t.tick(later, &nodes, &mut events);
+    assert!(events.is_empty(), "without a lease nothing is declared");
+    hear(&mut nodes, later, 0, "b");
+    echo(&mut t, &nodes, later, 0, later - MS);
+    t.tick(later, &nodes, &mut events);
+    assert_eq!(events.pop_front(), Some(PeerEvent::Declared { id: "c".into() }));
+    assert_eq!(t.declared().collect::<Vec<_>>(), ["c"]);
+    assert!(!t.echoes(later, "c"), "a declared member is never echoed again");
+    assert!(t.echoes(later, "b"));
+}
+
+#[test]
+fn the_heir_takes_a_share_once_a_majority_declared_its_member_and_a_lease_has_surely_run_out() {
+    // Members a, b, c by id: a's heir is b, b's is c, c's is a.
+    let (mut t, mut nodes) = group("a", &["b", "c"]);
+    let now = T0 + DECLARE_AFTER + 10 * MS;
+    hear(&mut nodes, now, 0, "b");
+    echo(&mut t, &nodes, now, 0, now - MS);
+    let mut events = VecDeque::new();
+    t.tick(now, &nodes, &mut events);
+    assert_eq!(events.pop_front(), Some(PeerEvent::Declared { id: "c".into() }));
+    assert!(events.is_empty(), "one declaration of three members is no majority");
+    let dead = ["c".to_string()];
+    t.on_beat(now + 5 * MS, 0, Said { echo: Some(now), dead: &dead, holds: &[] }, &nodes);
+    t.tick(now + 5 * MS, &nodes, &mut events);
+    let from = now + 5 * MS + LEASE + MARGIN;
+    assert_eq!(events.pop_front(), Some(PeerEvent::Reclaimed { id: "c".into(), in_ms: (LEASE + MARGIN) / MS }));
+    assert_eq!(t.held().collect::<Vec<_>>(), ["c"]);
+    // The inherited share counts once a majority without c echoed a
+    // heartbeat sent since.
+    assert_eq!(t.holding(from + 10 * MS, &nodes).held, 0, "no echo of a heartbeat since yet");
+    echo(&mut t, &nodes, from + 20 * MS, 0, from + 10 * MS);
+    let h = t.holding(from + 20 * MS, &nodes);
+    assert_eq!((h.held, h.held_from, h.leased), (1 << 2, from, true), "c's place is 2");
+    assert_eq!(t.holding(from + 10 * MS + LEASE, &nodes).held, 0, "the inherited share needs a lease too");
+}
+
+#[test]
+fn only_the_heir_reclaims_and_a_member_counts_no_word_about_itself() {
+    // b is a's heir; c's heir is a. Here a hears that a majority declared b.
+    let (mut t, nodes) = group("a", &["b", "c"]);
+    let b_dead = ["b".to_string()];
+    t.on_beat(T0 + MS, 1, Said { echo: None, dead: &b_dead, holds: &[] }, &nodes);
+    t.on_beat(T0 + MS, 0, Said { echo: None, dead: &b_dead, holds: &[] }, &nodes);
+    let mut events = VecDeque::new();
+    t.tick(T0 + 2 * MS, &nodes, &mut events);
+    assert!(events.is_empty(), "b's heir is c, and b's word about itself is no declaration: {events:?}");
+    assert!(!t.echoes(T0 + 2 * MS, "b"), "but a no longer echoes b");
+}
+
+#[test]
+fn a_locker_whose_share_a_peer_holds_stops_granting_from_it() {
+    let (mut t, nodes) = group("c", &["a", "b"]);
+    echo(&mut t, &nodes, T0 + MS, 0, T0);
+    assert!(t.holding(T0 + MS, &nodes).leased);
+    let held = ["c".to_string()];
+    let event = t.on_beat(T0 + 2 * MS, 0, Said { echo: Some(T0 + MS), dead: &[], holds: &held }, &nodes);
+    assert_eq!(event, Some(PeerEvent::LostShare { by: "a".into() }));
+    assert!(!t.holding(T0 + 2 * MS, &nodes).leased, "for good, echoes or not");
+}
+
+#[test]
+fn an_heir_that_takes_over_also_takes_what_the_dead_member_held() {
+    // Five members a..e. e holds d's share; a is e's heir.
+    let (mut t, nodes) = group("a", &["b", "c", "d", "e"]);
+    let holds = ["d".to_string()];
+    t.on_beat(T0 + MS, 3, Said { echo: None, dead: &[], holds: &holds }, &nodes);
+    let e_dead = ["e".to_string()];
+    for peer in [0, 1, 2] {
+        t.on_beat(T0 + 2 * MS, peer, Said { echo: None, dead: &e_dead, holds: &[] }, &nodes);
+    }
+    let mut events = VecDeque::new();
+    t.tick(T0 + 3 * MS, &nodes, &mut events);
+    assert_eq!(t.held().collect::<Vec<_>>(), ["e", "d"], "{events:?}");
+}
+
+#[test]
+fn a_run_that_did_not_hear_every_peer_echoes_no_one_for_a_lease() {
+    let names: Vec<Box<str>> = vec!["b".into(), "c".into()];
+    let nodes = Nodes::new(key("a"), &names, MS);
+    let mut t = Tenure::new(3, 2);
+    assert!(!t.echoes(T0, "b"), "not before joining");
+    t.joined(T0, false);
+    assert!(!t.echoes(T0 + LEASE, "b"));
+    assert!(t.echoes(T0 + LEASE + MARGIN, "b"));
+    let _ = nodes;
+}
