@@ -183,7 +183,7 @@ impl Rule {
             (Rule::Bucket(b), _) => {
                 b.advance(now);
                 let (room, id) = (budget.room(b.live_keys()), c.limit);
-                b.merge_count(now, c, room, share, |key, period, to, n| {
+                b.merge_want_or_gift(now, c, Leeway { room, share }, |key, period, to, n| {
                     give(Count::of(Counted::Gave(to), id, key, period, ME, n));
                 })
             }

@@ -136,70 +136,60 @@ impl Share {
     /// `core::peering::tenure`).
     #[inline]
     pub fn owns(&self, quota: Quota, slot: u64) -> u32 {
-        let max = quota.max_requests();
-        let own = if self.holding.leased && self.owns_slot(quota, slot) {
-            self.part_of_total(max, self.member, slot)
-        } else {
-            0
-        };
-        let Holding { held, held_from, .. } = self.holding;
-        let start = quota.slot_end(slot).saturating_sub(quota.slot_ns());
-        if held == 0 || start < held_from {
-            return own;
-        }
-        let inherited = (0..self.members.min(64)).filter(|p| held >> p & 1 == 1);
-        own + inherited.map(|p| self.part_of_total(max, Some(p), slot)).sum::<u32>()
+        let (own, inherited) = self.parts(quota, quota.max_requests(), slot, slot);
+        own + inherited
     }
 
     /// The room of a token bucket of `burst` (the tokens it may hold) this
-    /// locker holds in `period` of `quota` before any gift: `burst /
-    /// members` each, and one more for the members whose place is below
-    /// the remainder. The remainder does not rotate: a bucket's room stays
-    /// put from one period to the next, so that no member loses the tokens
-    /// in a unit of room it would hand on. The members' rooms add up to
-    /// `burst`, and each refills its room at the bucket's rate times room
-    /// over burst (see `core::kinds::bucket`), so their refills add up to
-    /// the rate. No remainder without a place; none of a period that began
-    /// before this run joined (`owns_from`), as for `owns`. A bucket's room
-    /// never passes to an heir (see `core::peering::tenure`), so it needs
-    /// no lease: a dead member's room waits for it.
+    /// locker holds in `period` of `quota` before any gift, as its own part
+    /// and the parts it inherited: `burst / members` each, and one more for
+    /// the members whose place is below the remainder. The remainder does
+    /// not rotate: a bucket's room stays put from one period to the next,
+    /// so that no member loses the tokens in a unit of room it would hand
+    /// on. The members' rooms add up to `burst`, and each refills its room
+    /// at the bucket's rate times room over burst (see
+    /// `core::kinds::bucket::peer`), so their refills add up to the rate.
+    /// Its own part and inherited parts as for `owns`: no remainder without
+    /// a place, none of a period that began before this run joined
+    /// (`owns_from`), its own only while leased.
     #[inline]
-    pub fn holds(&self, quota: Quota, burst: u32, period: u64) -> u32 {
-        if !self.owns_slot(quota, period) {
-            return 0;
-        }
-        self.part_of_total(burst, self.member, 0)
+    pub fn holds(&self, quota: Quota, burst: u32, period: u64) -> (u32, u32) {
+        self.parts(quota, burst, period, 0)
     }
 
-    /// When a bucket's room this run holds began filling from empty, for a
-    /// key this run has not touched: 0 (full from the start) unless it
-    /// joined late (`owns_from`), then the start of the first period it
-    /// holds room in; `Nanos::MAX` while it has not joined.
+    /// When a bucket's own room this run holds began filling from empty,
+    /// for a key this run has not touched: 0 (full from the start) unless
+    /// it joined late (`owns_from`), then the start of the first period it
+    /// holds room in; `Nanos::MAX` while it has not joined. (Inherited
+    /// room starts empty when it is first held.)
     pub fn fills_from(&self, quota: Quota) -> Nanos {
         if self.owns_from == 0 {
             return 0;
         }
         let slot = quota.slot_of(self.owns_from);
-        if self.owns_slot(quota, slot) {
+        if quota.slot_end(slot).saturating_sub(quota.slot_ns()) >= self.owns_from {
             self.owns_from
         } else {
             quota.slot_end(slot)
         }
     }
 
-    /// Whether this run owns a share of `slot` of `quota` at all: the slot
-    /// began at or after `owns_from`.
-    fn owns_slot(&self, quota: Quota, slot: u64) -> bool {
-        quota.slot_end(slot).saturating_sub(quota.slot_ns()) >= self.owns_from
-    }
-
-    /// The part of `total` split over the members that the member at
-    /// `place` gets, with the remainder going to the places that `turn`
-    /// rotates it to; no remainder without a place.
-    fn part_of_total(&self, total: u32, place: Option<u32>, turn: u64) -> u32 {
+    /// This locker's own part of `total` in `slot` of `quota`, and the
+    /// parts it inherited, with the remainder going to the places that
+    /// `turn` rotates it to.
+    fn parts(&self, quota: Quota, total: u32, slot: u64, turn: u64) -> (u32, u32) {
         let members = self.members.max(1);
-        let extra = place.is_some_and(|m| (u64::from(m) + turn) % u64::from(members) < u64::from(total % members));
-        total / members + u32::from(extra)
+        let start = quota.slot_end(slot).saturating_sub(quota.slot_ns());
+        let share_of = |place: Option<u32>| {
+            let extra = place.is_some_and(|m| (u64::from(m) + turn) % u64::from(members) < u64::from(total % members));
+            total / members + u32::from(extra)
+        };
+        let own = if self.holding.leased && start >= self.owns_from { share_of(self.member) } else { 0 };
+        let Holding { held, held_from, .. } = self.holding;
+        if held == 0 || start < held_from {
+            return (own, 0);
+        }
+        (own, (0..members.min(64)).filter(|p| held >> p & 1 == 1).map(|p| share_of(Some(p))).sum::<u32>())
     }
 
     /// Whether permits are conserved between members (peered) rather than
@@ -434,16 +424,22 @@ mod tests {
         for (burst, members) in [(5u32, 3u32), (1, 2), (7, 5), (2, 4), (100, 3)] {
             for period in 0..4u64 {
                 let each = (0..members)
-                    .map(|m| Share { members, member: Some(m), ..Share::ALONE }.holds(quota, burst, period));
+                    .map(|m| Share { members, member: Some(m), ..Share::ALONE }.holds(quota, burst, period).0);
                 assert_eq!(each.sum::<u32>(), burst, "{burst} over {members} in period {period}");
             }
         }
         let trio = |m| Share { members: 3, member: Some(m), ..Share::ALONE };
-        let periods: Vec<u32> = (0..3).map(|k| trio(2).holds(quota, 5, k)).collect();
+        let periods: Vec<u32> = (0..3).map(|k| trio(2).holds(quota, 5, k).0).collect();
         assert_eq!(periods, [1, 1, 1], "the room stays put");
         let slot_ns = quota.slot_ns();
         let late = Share { owns_from: 3 * slot_ns + 1, ..trio(0) };
-        assert_eq!((late.holds(quota, 5, 3), late.holds(quota, 5, 4)), (0, 2), "none of the period it joined in");
+        assert_eq!(
+            (late.holds(quota, 5, 3), late.holds(quota, 5, 4)),
+            ((0, 0), (2, 0)),
+            "none of the period it joined in"
+        );
+        let heir = Share { holding: Holding { leased: true, held: 0b100, held_from: 4 * slot_ns }, ..trio(0) };
+        assert_eq!((heir.holds(quota, 5, 3), heir.holds(quota, 5, 4)), ((2, 0), (2, 1)), "a dead member's room");
         assert_eq!((late.fills_from(quota), trio(0).fills_from(quota)), (4 * slot_ns, 0));
         assert_eq!(Share { owns_from: 2 * slot_ns, ..trio(0) }.fills_from(quota), 2 * slot_ns);
     }

@@ -46,7 +46,7 @@ pub(crate) enum Event {
 
 /// Faults that last long enough for a majority to reclaim a silent
 /// member's share (seconds), and bursts of demand to spend it.
-fn long_event() -> impl Strategy<Value = Event> {
+pub(crate) fn long_event() -> impl Strategy<Value = Event> {
     prop_oneof![
         3 => (0usize..5, 1u64..40).prop_map(|(node, n)| Event::Burst { node, n }),
         2 => Just(Event::Drain),
@@ -73,20 +73,27 @@ pub(crate) fn event() -> impl Strategy<Value = Event> {
 }
 
 /// A group of `n` lockers at `max` per `slot_ms`, and its bookkeeping.
-struct Trial {
-    g: Group,
-    slot: Nanos,
+pub(crate) struct Trial {
+    pub(crate) g: Group,
+    pub(crate) slot: Nanos,
     max: u32,
     up: Vec<bool>,
     paused_until: Vec<Nanos>,
     /// Go per slot, as the granting locker numbers its slots.
     per_slot: BTreeMap<u64, u64>,
+    /// Each go: the true instant, and the permits granted.
+    pub(crate) gos: Vec<(Nanos, u64)>,
 }
 
 impl Trial {
     fn new(n: usize, max: u32, slot_ms: u64, seed: u64) -> Trial {
-        let g = joined(n, seed, fixed(max, slot_ms));
-        Trial { g, slot: slot_ms * MS, max, up: vec![true; n], paused_until: vec![0; n], per_slot: BTreeMap::new() }
+        Trial::of(joined(n, seed, fixed(max, slot_ms)), n, slot_ms * MS, max)
+    }
+
+    /// The trial of group `g` of `n` nodes, whose faults last for multiples
+    /// of `slot` and whose asks cost at most `max`.
+    pub(crate) fn of(g: Group, n: usize, slot: Nanos, max: u32) -> Trial {
+        Trial { g, slot, max, up: vec![true; n], paused_until: vec![0; n], per_slot: BTreeMap::new(), gos: Vec::new() }
     }
 
     fn n(&self) -> usize {
@@ -98,7 +105,7 @@ impl Trial {
     }
 
     /// Asks `node` for `cost` permits; whether it said go.
-    fn ask(&mut self, node: usize, cost: u64) -> bool {
+    pub(crate) fn ask(&mut self, node: usize, cost: u64) -> bool {
         if !self.ready(node) {
             return false;
         }
@@ -110,11 +117,12 @@ impl Trial {
             let end = self.g.now() + r.reset_after_ms * MS;
             let slot = (end.saturating_sub(self.slot / 2)) / self.slot;
             *self.per_slot.entry(slot).or_insert(0) += u64::from(r.granted.unwrap_or(1));
+            self.gos.push((self.g.now(), u64::from(r.granted.unwrap_or(1))));
         }
         r.ok
     }
 
-    fn apply(&mut self, e: &Event) {
+    pub(crate) fn apply(&mut self, e: &Event) {
         let n = self.n();
         match *e {
             Event::Ask { node, cost } => {

@@ -217,17 +217,13 @@ impl Ledger {
 
     /// Records that `node` asked its peers for `count` tokens in all.
     pub fn merge_want(&mut self, node: NodeIx, count: u32) -> bool {
-        match self.wants.iter_mut().find(|(n, _, _)| *n == node) {
-            Some((_, w, _)) if *w >= count => false,
-            Some((_, w, _)) => {
-                *w = count;
-                true
-            }
-            None => {
-                self.wants.push((node, count, 0));
-                true
-            }
-        }
+        let Some(i) = self.wants.iter().position(|w| w.0 == node) else {
+            self.wants.push((node, count, 0));
+            return true;
+        };
+        let grew = count > self.wants[i].1;
+        self.wants[i].1 = self.wants[i].1.max(count);
+        grew
     }
 
     /// Records that `from` gave this locker `count` tokens in all at

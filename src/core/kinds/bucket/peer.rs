@@ -93,20 +93,20 @@ impl Bucket {
     }
 
     /// Merges a peer's want or gift for `key`, received at `now`, if it is
-    /// of the current period: a want is answered with what this locker
-    /// can spare (`give` hears each gift as `(key, period, receiver, total
-    /// given)`, already taken off its own); a gift to this locker adds its
-    /// tokens and room. Grants are not merged: each locker spends only its
-    /// own. Returns whether anything changed.
-    pub fn merge_count(
+    /// of the current period, on `terms` (room for a new key, the share):
+    /// a want is answered with what this locker can spare (`give` hears
+    /// each gift as `(key, period, receiver, total given)`, already taken
+    /// off its own); a gift to this locker adds its tokens and room.
+    /// Grants are not merged: each locker spends only its own. Returns
+    /// whether anything changed.
+    pub fn merge_want_or_gift(
         &mut self,
         now: Nanos,
         c: &Count,
-        room: KeyRoom,
-        share: Share,
+        terms: Leeway,
         mut give: impl FnMut(Option<&str>, u64, NodeIx, u32),
     ) -> bool {
-        let (key, period, depth) = (c.key.as_deref(), self.period(now), self.depth);
+        let (key, period, depth, share) = (c.key.as_deref(), self.period(now), self.depth, terms.share);
         let relevant = match c.what {
             Counted::Wanted | Counted::Gave(ME) => c.node != ME,
             Counted::Granted | Counted::Gave(_) => false,
@@ -115,7 +115,7 @@ impl Bucket {
             return false;
         }
         let others = share.members - 1;
-        let Ok(k) = self.peered_mut(now, key, room, share) else { return false };
+        let Ok(k) = self.peered_mut(now, key, terms.room, share) else { return false };
         if c.what == Counted::Wanted {
             let changed = k.merge_want(c.node, c.count);
             // A repeated want is answered too if it never was.
@@ -163,10 +163,12 @@ impl Bucket {
         share: Share,
     ) -> Result<&mut Ledger, NoRoom> {
         let (quota, depth, period) = (self.quota, self.depth, self.period(now));
-        let base = share.holds(quota, self.burst, period);
+        let (own, inherited) = share.holds(quota, self.burst, period);
+        let base = own + inherited;
         self.base = base;
-        // A share never touched: full, or filling from the start of the
-        // first period this run holds room in.
+        // A share never touched: its own room full, or filling from the
+        // start of the first period this run holds room in; room inherited
+        // from a dead member comes empty (`settle` adds it).
         let fresh = match share.fills_from(quota) {
             0 => 0,
             from => from.min(now).saturating_add(depth),
@@ -175,7 +177,7 @@ impl Bucket {
             None => {
                 let kept = self.unkeyed;
                 self.unkeyed_peered
-                    .get_or_insert_with(|| Box::new(Ledger::new(now, depth, fresh.max(kept), period, base)))
+                    .get_or_insert_with(|| Box::new(Ledger::new(now, depth, fresh.max(kept), period, own)))
             }
             Some(k) if self.ledgers.contains_key(k) => self.ledgers.get_mut(k).expect("checked"),
             Some(k) => {

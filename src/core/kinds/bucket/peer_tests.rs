@@ -57,14 +57,14 @@ fn a_want_is_answered_with_tokens_taken_off_the_giver_first() {
     let (period, wanted) = taker.note_wanted(Some("k")).unwrap();
     let mut gifts = Vec::new();
     let want = heard(Counted::Wanted, period, 1, wanted);
-    assert!(giver.merge_count(T0, &want, KeyRoom::Free, member(1), |_, p, to, n| gifts.push((p, to, n))));
+    assert!(giver.merge_want_or_gift(T0, &want, terms(1), |_, p, to, n| gifts.push((p, to, n))));
     // Two other members: each gives half of the want.
     assert_eq!(gifts, [(period, 1, 1)]);
     assert_eq!(ask(&mut giver, T0, 1).remaining, 0, "the giver kept 1 of its 2");
-    assert!(!giver.merge_count(T0, &want, KeyRoom::Free, member(1), |_, _, _, _| panic!("answered")));
+    assert!(!giver.merge_want_or_gift(T0, &want, terms(1), |_, _, _, _| panic!("answered")));
     let gift = heard(Counted::Gave(ME), period, 2, 1);
-    assert!(taker.merge_count(T0, &gift, KeyRoom::Free, member(0), |_, _, _, _| {}));
-    assert!(!taker.merge_count(T0, &gift, KeyRoom::Free, member(0), |_, _, _, _| {}), "a repeat");
+    assert!(taker.merge_want_or_gift(T0, &gift, terms(0), |_, _, _, _| {}));
+    assert!(!taker.merge_want_or_gift(T0, &gift, terms(0), |_, _, _, _| {}), "a repeat");
     assert!(ask(&mut taker, T0, 0).go, "the gift is the taker's own");
     assert!(!ask(&mut taker, T0, 0).go);
 }
@@ -73,14 +73,14 @@ fn a_want_is_answered_with_tokens_taken_off_the_giver_first() {
 fn a_gift_of_an_ended_period_is_never_used_and_the_giver_gets_its_room_back_empty() {
     let mut giver = bucket();
     let want = heard(Counted::Wanted, giver.period(T0), 1, 4);
-    giver.merge_count(T0 + 900 * MS, &want, KeyRoom::Free, member(0), |_, _, _, _| {});
+    giver.merge_want_or_gift(T0 + 900 * MS, &want, terms(0), |_, _, _, _| {});
     assert_eq!(ask(&mut giver, T0 + 900 * MS, 0).retry_after, member(0).charged_for(), "gave both");
     // From the next period on its room of 2 refills from empty, at 4 per second.
     assert!(!ask(&mut giver, T0 + 1200 * MS, 0).go);
     assert!(ask(&mut giver, T0 + 1250 * MS, 0).go);
     let mut taker = bucket();
     let late = heard(Counted::Gave(ME), taker.period(T0), 0, 2);
-    assert!(!taker.merge_count(T0 + 1000 * MS, &late, KeyRoom::Free, member(1), |_, _, _, _| {}));
+    assert!(!taker.merge_want_or_gift(T0 + 1000 * MS, &late, terms(1), |_, _, _, _| {}));
 }
 
 #[test]
