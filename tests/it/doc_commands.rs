@@ -119,6 +119,7 @@ const COMMANDS: &[(&str, &str, Do)] = &[
     ("docs/peering.md", "PROPTEST_CASES=100000 cargo test --release --test it properties::conserved_bucket", Tests("properties::conserved_bucket")),
     ("docs/peering.md", "cargo test --release --test it peering_bucket -- --nocapture", Tests("peering_bucket")),
     ("docs/performance.md", "bash benches/compare.sh", Skip(MINUTES)),
+    ("docs/performance.md", "bash benches/leases.sh", Skip(MINUTES)),
     ("docs/performance.md", "cargo bench --bench decide", Skip(MINUTES)),
     ("docs/performance.md", "cargo bench --bench kinds", Skip(MINUTES)),
     ("docs/performance.md", "cargo run --release --example key_memory", Skip(CARGO)),
