@@ -207,22 +207,7 @@ struct Batch<'a> {
 impl<'a> Batch<'a> {
     fn new(locker: &'a Locker, table: &'a Nodes, kind: PeerKind, now: Nanos) -> Batch<'a> {
         let me = table.me();
-        let msg = PeerMsg {
-            kind,
-            nodes: vec![PeerNode(me.id.to_string(), me.incarnation)],
-            at: now,
-            joining: false,
-            done: false,
-            counts: Vec::new(),
-            limits: Vec::new(),
-            asked: Vec::new(),
-            seen: Vec::new(),
-            wanted: Vec::new(),
-            gave: Vec::new(),
-            echo: Vec::new(),
-            dead: Vec::new(),
-            holds: Vec::new(),
-        };
+        let msg = PeerMsg::new(kind, vec![PeerNode(me.id.to_string(), me.incarnation)], now);
         let mut batch = Batch { locker, table, msg, ixs: vec![Nodes::ME], buf: Vec::new() };
         // Heartbeats and snapshot parts say how each limit is defined, so a
         // peer merges the counts that come with them only when it agrees.

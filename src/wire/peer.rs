@@ -123,6 +123,27 @@ pub struct PeerMsg {
 }
 
 impl PeerMsg {
+    /// A message of `kind` from `nodes` (the sender first), sent at `at`
+    /// by the sender's clock, with nothing else in it yet.
+    pub fn new(kind: PeerKind, nodes: Vec<PeerNode>, at: u64) -> PeerMsg {
+        PeerMsg {
+            kind,
+            nodes,
+            at,
+            joining: false,
+            done: false,
+            counts: Vec::new(),
+            limits: Vec::new(),
+            asked: Vec::new(),
+            seen: Vec::new(),
+            wanted: Vec::new(),
+            gave: Vec::new(),
+            echo: Vec::new(),
+            dead: Vec::new(),
+            holds: Vec::new(),
+        }
+    }
+
     /// The sender.
     pub fn sender(&self) -> Option<&PeerNode> {
         self.nodes.first()

@@ -64,20 +64,8 @@ impl Rogue {
     fn beat(&self) {
         let digest = Limit::new(DEFAULT_LIMIT, Quota::new(1000, 1.0).unwrap()).unwrap().digest();
         self.send(&PeerMsg {
-            kind: PeerKind::Beat,
-            nodes: vec![PeerNode("rogue".into(), 1)],
-            at: wall_ns(),
-            joining: false,
-            done: false,
-            counts: vec![],
             limits: vec![PeerLimit(DEFAULT_LIMIT.into(), digest)],
-            asked: vec![],
-            seen: vec![],
-            wanted: vec![],
-            gave: vec![],
-            echo: vec![],
-            dead: vec![],
-            holds: vec![],
+            ..PeerMsg::new(PeerKind::Beat, vec![PeerNode("rogue".into(), 1)], wall_ns())
         });
     }
 
@@ -88,23 +76,11 @@ impl Rogue {
         let mut all = vec![PeerNode("rogue".into(), 1)];
         all.extend(nodes.iter().map(|id| PeerNode(id.clone(), 1)));
         self.send(&PeerMsg {
-            kind: PeerKind::Counts,
-            nodes: all,
-            at: wall_ns(),
-            joining: false,
-            done: false,
             counts: counts
                 .iter()
                 .map(|&(n, key, c)| PeerCount(DEFAULT_LIMIT.into(), Some(key.into()), slot, n, c))
                 .collect(),
-            limits: vec![],
-            asked: vec![],
-            seen: vec![],
-            wanted: vec![],
-            gave: vec![],
-            echo: vec![],
-            dead: vec![],
-            holds: vec![],
+            ..PeerMsg::new(PeerKind::Counts, all, wall_ns())
         });
     }
 }

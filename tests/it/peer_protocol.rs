@@ -199,22 +199,7 @@ fn beat(id: &str, at: u64) -> Vec<u8> {
 /// A heartbeat of node `id` sent at `at` by its clock, saying how it sees
 /// the clocks of the nodes in `seen`.
 fn beat_seeing(id: &str, at: u64, seen: Vec<PeerSeen>) -> Vec<u8> {
-    let msg = PeerMsg {
-        kind: PeerKind::Beat,
-        nodes: vec![PeerNode(id.into(), 1)],
-        at,
-        joining: false,
-        done: false,
-        counts: vec![],
-        limits: vec![],
-        asked: vec![],
-        seen,
-        wanted: vec![],
-        gave: vec![],
-        echo: vec![],
-        dead: vec![],
-        holds: vec![],
-    };
+    let msg = PeerMsg { seen, ..PeerMsg::new(PeerKind::Beat, vec![PeerNode(id.into(), 1)], at) };
     let mut body = Vec::new();
     wire::encode(&msg, &mut body);
     body
@@ -328,23 +313,11 @@ fn a_restarted_bucket_locker_holds_no_room_in_the_period_it_joins_in() {
 /// `(node index, count)` for the default limit's key "k" in T0's slot.
 fn counts(nodes: &[(&str, u64)], counts: &[(u32, u32)]) -> Vec<u8> {
     let msg = PeerMsg {
-        kind: PeerKind::Counts,
-        nodes: nodes.iter().map(|&(id, inc)| PeerNode(id.into(), inc)).collect(),
-        at: T0,
-        joining: false,
-        done: false,
         counts: counts
             .iter()
             .map(|&(node, n)| PeerCount(DEFAULT_LIMIT.into(), Some("k".into()), T0 / 1000 / MS, node, n))
             .collect(),
-        limits: vec![],
-        asked: vec![],
-        seen: vec![],
-        wanted: vec![],
-        gave: vec![],
-        echo: vec![],
-        dead: vec![],
-        holds: vec![],
+        ..PeerMsg::new(PeerKind::Counts, nodes.iter().map(|&(id, inc)| PeerNode(id.into(), inc)).collect(), T0)
     };
     let mut body = Vec::new();
     wire::encode(&msg, &mut body);
