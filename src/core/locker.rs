@@ -271,13 +271,13 @@ impl Locker {
     }
 
     /// The terms limit `id` shares its count with peers on, by the view
-    /// the caller last set: how many lockers are live, this one's rank,
+    /// the caller last set: how many lockers are live, the members,
     /// and the in-flight window, widened while peer messages come late.
     #[inline]
     pub fn share(&self, id: LimitId) -> Share {
         let (view, slot_ns) = (self.view, self.entries[id.0].limit.quota().slot_ns());
         let share = Share::new(view.live, slot_ns).late_by(view.late, slot_ns);
-        Share { rank: view.rank, members: view.members, member: view.member, owns_from: view.owns_from, ..share }
+        Share { members: view.members, member: view.member, owns_from: view.owns_from, ..share }
     }
 
     /// Brings limit `id` up to `now`, runs `f` on its rule with the room
