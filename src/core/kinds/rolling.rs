@@ -184,10 +184,13 @@ impl RollingWindow {
         let mut fresh = Log::default();
         let (v, at) = decide(&mut fresh, now, span, want, rights, share);
         if at.is_some() || fresh.shared.is_some() {
-            let log = self.log_entry(key, room)?;
-            if let Some(s) = fresh.shared {
-                log.shared = Some(s);
-            }
+            let log = match self.log_entry(key, room) {
+                Ok(log) => log,
+                // A want with no room to keep it is not made.
+                Err(_) if at.is_none() => return Ok(v),
+                Err(e) => return Err(e),
+            };
+            log.shared = fresh.shared;
             if let Some(at) = at {
                 log.add(at, v.granted, span);
             }
@@ -248,30 +251,35 @@ fn decide(
         v.go = wait == 0;
         return (v, None);
     }
-    if wait > want.max_wait {
-        return (v, None);
-    }
-    let mut granted = want.grant(room);
-    if let Some(initial) = rights {
-        // Within what the group has left by every count heard, the grant
-        // must also fit this locker's rights; short of them, it asks its
-        // peers and may decide again a round trip later.
-        let (free, held) = log.free(now, span, initial);
-        if free < want.need() {
-            // As many as it holds granted, at least what the ask lacks, so
-            // that a busy locker's rights double with each round trip.
-            let need = (want.need() - free).max(held).min(span.max);
-            log.shared_mut().rights.want(span.window_of(now), need);
-            v.retry_after = share.charged_for().min(reset_after.max(1));
-            return (v, None);
+    let (at, room) = match rights {
+        // Peered, what this locker may grant is what its rights leave (see
+        // `rights`); the counts heard only say whether asking its peers may
+        // help. Short of rights, it asks them and may decide again a round
+        // trip later.
+        Some(initial) if log.last <= now => {
+            let (free, held) = log.free(now, span, initial);
+            if free < want.need() {
+                if wait == 0 {
+                    // As many as it holds granted, at least what the ask
+                    // lacks, so that a busy locker's rights double with
+                    // each round trip.
+                    let need = (want.need() - free).max(held).min(span.max);
+                    log.shared_mut().rights.want(span.window_of(now), need);
+                    v.retry_after = share.charged_for();
+                }
+                return (v, None);
+            }
+            (now, free)
         }
-        granted = granted.min(free);
-    }
+        _ if wait > want.max_wait => return (v, None),
+        _ => (at, room),
+    };
+    let granted = want.grant(room);
     v.go = true;
     v.retry_after = 0;
     v.granted = granted;
-    v.wait = wait;
-    v.remaining = if wait == 0 { room - granted } else { 0 };
+    v.wait = at - now;
+    v.remaining = if at == now { room_now.saturating_sub(granted) } else { 0 };
     v.reset_after = v.reset_after.max(log.stamp(at, span).saturating_add(span.window) - now);
     (v, Some(at))
 }

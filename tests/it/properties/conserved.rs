@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use locker::core::Nanos;
+use locker::core::{Locker, Nanos};
 use locker::sim::{Group, Link};
 use locker::wire::Ask;
 use proptest::prelude::*;
@@ -22,7 +22,7 @@ use crate::group::{fixed, joined, MS};
 
 /// One thing that happens, after a pause of `gap` microseconds.
 #[derive(Debug, Clone)]
-enum Event {
+pub(super) enum Event {
     /// Node `node` is asked for `cost` permits.
     Ask { node: usize, cost: u64 },
     /// The network changes for messages sent from now on.
@@ -37,7 +37,7 @@ enum Event {
     Kill { node: usize },
 }
 
-fn event() -> impl Strategy<Value = Event> {
+pub(super) fn event() -> impl Strategy<Value = Event> {
     prop_oneof![
         8 => (0usize..5, 1u64..3).prop_map(|(node, cost)| Event::Ask { node, cost }),
         1 => (0u64..200, 0u64..100, 0u64..50, 0u64..30)
@@ -50,20 +50,28 @@ fn event() -> impl Strategy<Value = Event> {
 }
 
 /// A group of `n` lockers at `max` per `slot_ms`, and its bookkeeping.
-struct Trial {
-    g: Group,
-    slot: Nanos,
-    max: u32,
+pub(super) struct Trial {
+    pub(super) g: Group,
+    pub(super) slot: Nanos,
+    pub(super) max: u32,
     up: Vec<bool>,
     paused_until: Vec<Nanos>,
     /// Go per slot, as the granting locker numbers its slots.
     per_slot: BTreeMap<u64, u64>,
+    /// Every go: the true instant it was decided, and its permits.
+    pub(super) goes: Vec<(Nanos, u64)>,
 }
 
 impl Trial {
     fn new(n: usize, max: u32, slot_ms: u64, seed: u64) -> Trial {
-        let g = joined(n, seed, fixed(max, slot_ms));
-        Trial { g, slot: slot_ms * MS, max, up: vec![true; n], paused_until: vec![0; n], per_slot: BTreeMap::new() }
+        Trial::of(n, max, slot_ms, seed, fixed(max, slot_ms))
+    }
+
+    /// The same for lockers made by `locker`, whose limit is `max` per `slot_ms`.
+    pub(super) fn of(n: usize, max: u32, slot_ms: u64, seed: u64, locker: impl Fn() -> Locker + 'static) -> Trial {
+        let g = joined(n, seed, locker);
+        let (up, paused_until) = (vec![true; n], vec![0; n]);
+        Trial { g, slot: slot_ms * MS, max, up, paused_until, per_slot: BTreeMap::new(), goes: Vec::new() }
     }
 
     fn n(&self) -> usize {
@@ -74,7 +82,7 @@ impl Trial {
         self.up[node] && self.paused_until[node] <= self.g.now()
     }
 
-    fn ask(&mut self, node: usize, cost: u64) {
+    pub(super) fn ask(&mut self, node: usize, cost: u64) {
         if !self.ready(node) {
             return;
         }
@@ -86,10 +94,11 @@ impl Trial {
             let end = self.g.now() + r.reset_after_ms * MS;
             let slot = (end.saturating_sub(self.slot / 2)) / self.slot;
             *self.per_slot.entry(slot).or_insert(0) += u64::from(r.granted.unwrap_or(1));
+            self.goes.push((self.g.now(), u64::from(r.granted.unwrap_or(1))));
         }
     }
 
-    fn apply(&mut self, e: &Event) {
+    pub(super) fn apply(&mut self, e: &Event) {
         let n = self.n();
         match *e {
             Event::Ask { node, cost } => self.ask(node % n, cost),
@@ -132,7 +141,7 @@ impl Trial {
     }
 }
 
-fn cases() -> u32 {
+pub(super) fn cases() -> u32 {
     std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(32)
 }
 

@@ -27,12 +27,12 @@
 //! in the next window *renews* the last one up to its size at no cost to the
 //! giver (the max above), so rights stay where they are used: a giver
 //! renews what it lent a node whenever it hears that node grant or ask in
-//! the current window, unless it asked for rights itself in that window.
-//! A right moved stays moved while its receiver keeps granting; it comes
-//! back to its giver at most two windows after the giver stops renewing
-//! (because it asked for rights itself, or the receiver went quiet, or
-//! died), and any locker with spare rights, a receiver too, gives to a
-//! peer that asks.
+//! the current window. A right moved stays moved while its receiver keeps
+//! granting or asking; it comes back to its giver at most two windows after
+//! the receiver stops (idle, cut off or dead). A locker that needs rights
+//! asks like any other, and any locker with spare rights, a receiver too,
+//! gives to a peer that asks, unless it asked for rights itself in the
+//! window.
 //!
 //! A gift leaves only after the giver took it off its own, every figure is
 //! cumulative per (window, giver, receiver) and merged by maximum, so a
@@ -202,11 +202,12 @@ impl Rights {
     }
 
     /// Renews for `window` what this locker lent `node` in the window
-    /// before, up to its size, unless this locker asked for rights itself
-    /// in `window`: it costs the giver nothing (see the module's rule).
-    /// `f` hears the new total given, already counted.
+    /// before, up to its size: it costs the giver nothing (see the module's
+    /// rule), and a right the receiver still uses stays there rather than
+    /// sit idle for a window on its way back. `f` hears the new total
+    /// given, already counted.
     pub fn renew(&mut self, window: u64, node: NodeIx, mut f: impl FnMut(NodeIx, u32)) {
-        if window == 0 || self.wanted_in(window) > 0 {
+        if window == 0 {
             return;
         }
         let before = self.lend(window - 1, node).gave;
@@ -218,16 +219,14 @@ impl Rights {
         }
     }
 
-    /// Gives peers what they asked for in `window` and this locker can
-    /// spare (`spare`, what it may grant now): its part of each want (a
-    /// share of it per other member, `others`), after renewing what it
-    /// lent them before, unless it asked for rights itself in this
-    /// window. Each gift is counted as given before `f` hears the
+    /// Answers what peers asked for in `window`: renews what this locker
+    /// lent each of them before, then, unless it asked for rights itself in
+    /// this window, gives what it can spare (`spare`, what it may grant
+    /// now): its part of each want, a share of it per other member
+    /// (`others`). Each gift is counted as given before `f` hears the
     /// receiver's cumulative total, which is what is published.
     pub fn give(&mut self, window: u64, mut spare: u32, others: u32, mut f: impl FnMut(NodeIx, u32)) {
-        if self.wanted_in(window) > 0 {
-            return;
-        }
+        let asking = self.wanted_in(window) > 0;
         for i in 0..self.asked.len() {
             let Asked { window: w, node, wanted, answered } = self.asked[i];
             if w != window || wanted <= answered {
@@ -235,7 +234,7 @@ impl Rights {
             }
             self.asked[i].answered = wanted;
             self.renew(window, node, &mut f);
-            let n = (wanted - answered).div_ceil(others.max(1)).min(spare);
+            let n = if asking { 0 } else { (wanted - answered).div_ceil(others.max(1)).min(spare) };
             if n == 0 {
                 continue;
             }
@@ -324,6 +323,9 @@ mod tests {
         let mut short = Rights::default();
         short.merge_gave(7, B, 2);
         short.want(8, 1);
-        short.renew(8, B, |_, _| panic!("a locker that asked keeps its rights"));
+        short.merge_want(8, B, 3);
+        let mut sent = Vec::new();
+        short.give(8, 5, 1, |to, n| sent.push((to, n)));
+        assert_eq!(sent, [(B, 2)], "a locker that asked renews, and gives no more");
     }
 }
