@@ -50,9 +50,10 @@ impl RollingWindow {
     /// Merges a peer's count `c`, received at `now`: grants by sub-slot
     /// (see `merge`), wants and gifts by window. Peered (`share`), a want
     /// for the current window is answered with what this locker can spare,
-    /// and a peer heard granting or asking in it gets what it was lent in
-    /// the window before renewed (see `rights`): `give` hears each gift as
-    /// `(key, window, receiver, total given)`, already counted as given.
+    /// and a peer heard granting or asking in it gets what it was lent
+    /// renewed, into this window and the next (see `rights`): `give` hears
+    /// each gift as `(key, window, receiver, total given)`, already counted
+    /// as given.
     /// Returns whether anything changed.
     pub fn merge_count(
         &mut self,
@@ -92,11 +93,12 @@ impl RollingWindow {
         };
         let Some(node) = node.filter(|_| share.conserved()) else { return Ok(changed) };
         let Some(log) = self.log_mut(key) else { return Ok(changed) };
-        let (spare, _) = log.free(now, span, share.holds(quota, window));
+        let initial = share.holds(quota, window);
+        let (spare, _) = log.free(now, span, initial);
         let rights = &mut log.shared_mut().rights;
-        let mut f = |to, n| give(key, window, to, n);
+        let mut f = |w, to, n| give(key, w, to, n);
         if c.what == Counted::Wanted {
-            rights.give(window, spare, share.members.saturating_sub(1), &mut f);
+            rights.give(window, spare, initial, share.members.saturating_sub(1), &mut f);
         } else {
             rights.renew(window, node, &mut f);
         }

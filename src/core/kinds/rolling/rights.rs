@@ -26,13 +26,17 @@
 //! of window `k - 1` beyond their cover, are fewer. A gift to the same node
 //! in the next window *renews* the last one up to its size at no cost to the
 //! giver (the max above), so rights stay where they are used: a giver
-//! renews what it lent a node whenever it hears that node grant or ask in
-//! the current window. A right moved stays moved while its receiver keeps
-//! granting or asking; it comes back to its giver at most two windows after
-//! the receiver stops (idle, cut off or dead). A locker that needs rights
+//! renews what it lent a node, into the current window and ahead into the
+//! next, whenever it hears that node grant or ask in the current window.
+//! A right moved stays moved while its receiver keeps granting or asking;
+//! it comes back to its giver two windows after the last window in which
+//! its receiver did (idle, cut off or dead since). A locker that needs rights
 //! asks like any other, and any locker with spare rights, a receiver too,
 //! gives to a peer that asks, unless it asked for rights itself in the
 //! window.
+//!
+//! A locker lends only rights of its own share, never what it was lent, so
+//! a right is with its member or with one receiver at a time.
 //!
 //! A gift leaves only after the giver took it off its own, every figure is
 //! cumulative per (window, giver, receiver) and merged by maximum, so a
@@ -133,6 +137,24 @@ impl Rights {
         (rights - charged).clamp(0, i64::from(u32::MAX)) as u32
     }
 
+    /// Rights of its own share (`initial`) this locker may still lend for
+    /// `window`: a right is lent only by the member whose share it is, so
+    /// that it is in one place at a time (a receiver that passed on what it
+    /// was lent could renew it after its own lender stopped: two lockers
+    /// would hold it).
+    fn lendable(&self, window: u64, initial: u32) -> u32 {
+        let mut lent = 0u64;
+        for l in &self.lends {
+            if l.window == window {
+                let prev = if window == 0 { 0 } else { self.lend(window - 1, l.node).gave };
+                lent += u64::from(prev.max(l.gave));
+            } else if l.window + 1 == window && !self.lends.iter().any(|c| c.window == window && c.node == l.node) {
+                lent += u64::from(l.gave);
+            }
+        }
+        u64::from(initial).saturating_sub(lent) as u32
+    }
+
     /// Rights the peers gave this locker for `window`.
     fn got_in(&self, window: u64) -> u32 {
         self.lends.iter().filter(|l| l.window == window).map(|l| l.got).sum()
@@ -202,31 +224,34 @@ impl Rights {
     }
 
     /// Renews for `window` what this locker lent `node` in the window
-    /// before, up to its size: it costs the giver nothing (see the module's
-    /// rule), and a right the receiver still uses stays there rather than
-    /// sit idle for a window on its way back. `f` hears the new total
-    /// given, already counted.
-    pub fn renew(&mut self, window: u64, node: NodeIx, mut f: impl FnMut(NodeIx, u32)) {
-        if window == 0 {
-            return;
-        }
-        let before = self.lend(window - 1, node).gave;
-        let l = self.lend_mut(window, node);
-        if l.gave < before {
-            l.gave = before;
-            self.touched = true;
-            f(node, before);
+    /// before, up to its size, and for the next window what it lent in
+    /// this one: neither costs the giver anything (see the module's rule),
+    /// and a right the receiver still uses stays there rather than sit idle
+    /// on its way back, or at a window's start while the renewal travels.
+    /// `f` hears each new total given, as `(window, node, total)`, already
+    /// counted.
+    pub fn renew(&mut self, window: u64, node: NodeIx, mut f: impl FnMut(u64, NodeIx, u32)) {
+        for w in [window, window + 1] {
+            let Some(before) = w.checked_sub(1).map(|p| self.lend(p, node).gave) else { continue };
+            let l = self.lend_mut(w, node);
+            if l.gave < before {
+                l.gave = before;
+                self.touched = true;
+                f(w, node, before);
+            }
         }
     }
 
     /// Answers what peers asked for in `window`: renews what this locker
     /// lent each of them before, then, unless it asked for rights itself in
     /// this window, gives what it can spare (`spare`, what it may grant
-    /// now): its part of each want, a share of it per other member
-    /// (`others`). Each gift is counted as given before `f` hears the
-    /// receiver's cumulative total, which is what is published.
-    pub fn give(&mut self, window: u64, mut spare: u32, others: u32, mut f: impl FnMut(NodeIx, u32)) {
+    /// now, and no more of its own share `initial` than it has not lent):
+    /// its part of each want, a share of it per other member (`others`).
+    /// Each gift is counted as given before `f` hears the receiver's
+    /// cumulative total, which is what is published.
+    pub fn give(&mut self, window: u64, spare: u32, initial: u32, others: u32, mut f: impl FnMut(u64, NodeIx, u32)) {
         let asking = self.wanted_in(window) > 0;
+        let mut spare = spare.min(self.lendable(window, initial));
         for i in 0..self.asked.len() {
             let Asked { window: w, node, wanted, answered } = self.asked[i];
             if w != window || wanted <= answered {
@@ -243,7 +268,14 @@ impl Rights {
             l.gave += n;
             let total = l.gave;
             self.touched = true;
-            f(node, total);
+            f(window, node, total);
+        }
+        // What it gave now goes on into the next window too.
+        for i in 0..self.asked.len() {
+            let Asked { window: w, node, .. } = self.asked[i];
+            if w == window {
+                self.renew(window, node, &mut f);
+            }
         }
     }
 
@@ -287,8 +319,8 @@ mod tests {
         assert_eq!(taker.take_wanted_new(), Some((7, 3)));
         assert!(giver.merge_want(7, B, 3));
         let mut sent = Vec::new();
-        giver.give(7, 2, 2, |to, n| sent.push((to, n)));
-        assert_eq!(sent, [(B, 2)], "half of 3 each, of 2 other members, rounded up");
+        giver.give(7, 2, 2, 2, |w, to, n| sent.push((w, to, n)));
+        assert_eq!(sent, [(7, B, 2), (8, B, 2)], "half of 3 each, of 2 other members, rounded up; on into window 8");
         assert_eq!(giver.free(7, 2, Held::default()), 0, "taken off before it left");
         assert!(taker.merge_got(7, A, 2));
         assert!(!taker.merge_got(7, A, 2), "a repeat changes nothing");
@@ -299,33 +331,37 @@ mod tests {
         assert_eq!(taker.free(8, 1, held), 0, "1 of its own under the cover of 2");
         assert_eq!(taker.free(8, 1, Held { current: 0, previous: 2 }), 1);
         assert_eq!(giver.free(8, 2, Held::default()), 0, "still lent");
-        taker.prune(9);
-        giver.prune(9);
-        assert_eq!((giver.free(9, 2, Held::default()), taker.free(9, 1, Held::default())), (2, 1), "back");
+        assert!(taker.merge_got(8, A, 2), "the renewal");
+        assert_eq!(taker.free(8, 1, Held { current: 0, previous: 3 }), 0, "no cover for renewed rights");
+        assert_eq!(taker.free(8, 1, Held { current: 0, previous: 1 }), 2);
+        taker.prune(10);
+        giver.prune(10);
+        assert_eq!((giver.free(10, 2, Held::default()), taker.free(10, 1, Held::default())), (2, 1), "back");
     }
 
     #[test]
     fn a_renewal_keeps_the_rights_where_they_are_used_at_no_cost() {
         let mut giver = Rights::default();
-        giver.merge_want(7, B, 2);
-        giver.give(7, 2, 1, |_, _| {});
+        giver.merge_gave(7, B, 2);
         let mut sent = Vec::new();
-        giver.renew(8, B, |to, n| sent.push((to, n)));
-        assert_eq!(sent, [(B, 2)]);
+        giver.renew(8, B, |w, to, n| sent.push((w, to, n)));
+        assert_eq!(sent, [(8, B, 2), (9, B, 2)], "into this window and the next");
         assert_eq!(giver.free(8, 2, Held::default()), 0, "no more than lent once");
-        giver.renew(8, B, |to, n| sent.push((to, n)));
-        assert_eq!(sent.len(), 1, "once");
-        let mut taker = Rights::default();
-        taker.merge_got(7, A, 2);
-        taker.merge_got(8, A, 2);
-        assert_eq!(taker.free(8, 1, Held { current: 0, previous: 3 }), 0, "no cover for renewed rights");
-        assert_eq!(taker.free(8, 1, Held { current: 0, previous: 1 }), 2);
+        assert_eq!(giver.free(9, 2, Held::default()), 0);
+        giver.renew(8, B, |w, to, n| sent.push((w, to, n)));
+        assert_eq!(sent.len(), 2, "once");
         let mut short = Rights::default();
         short.merge_gave(7, B, 2);
         short.want(8, 1);
         short.merge_want(8, B, 3);
         let mut sent = Vec::new();
-        short.give(8, 5, 1, |to, n| sent.push((to, n)));
-        assert_eq!(sent, [(B, 2)], "a locker that asked renews, and gives no more");
+        short.give(8, 5, 5, 1, |w, to, n| sent.push((w, to, n)));
+        assert_eq!(sent, [(8, B, 2), (9, B, 2)], "a locker that asked renews, and gives no more");
+        let mut taker = Rights::default();
+        taker.merge_got(8, A, 3);
+        taker.merge_want(8, B, 3);
+        let mut sent = Vec::new();
+        taker.give(8, 4, 1, 1, |w, to, n| sent.push((w, to, n)));
+        assert_eq!(sent, [(8, B, 1), (9, B, 1)], "its own one right, not what it was lent");
     }
 }
