@@ -31,7 +31,7 @@
 //! A right moved stays moved while its receiver keeps granting or asking;
 //! it comes back to its giver two windows after the last window in which
 //! its receiver did (idle, cut off or dead since). A locker that needs rights
-//! asks like any other, and any locker with spare rights, a receiver too,
+//! asks like any other, and any locker with spare rights of its own share
 //! gives to a peer that asks, unless it asked for rights itself in the
 //! window.
 //!
