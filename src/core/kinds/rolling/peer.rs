@@ -13,6 +13,10 @@ use crate::core::room::{KeyRoom, NoRoom};
 use crate::core::share::{Count, Counted, NodeIx, Share, ME};
 use crate::core::time::{Nanos, NANOS_PER_SEC};
 
+/// A figure noted for the peers, if any: its slot (a sub-slot or a
+/// window) and the cumulative count.
+pub type Noted = Option<(u64, u32)>;
+
 /// How far ahead of `now` a peer's count may lie and still be merged: a
 /// reservation waits at most an hour (`MAX_WAIT_MS`), plus clock skew.
 const MOST_AHEAD: Nanos = 3_600 * NANOS_PER_SEC;
@@ -27,7 +31,7 @@ impl RollingWindow {
     /// after a go, the sub-slot its permits go in and the own count there
     /// (its caller goes at `now` plus its wait); after a sorry that asked
     /// the peers for rights, the window and what it asked for in all.
-    pub fn note_own(&mut self, now: Nanos, key: Option<&str>, v: &Verdict) -> (Option<(u64, u32)>, Option<(u64, u32)>) {
+    pub fn note_own(&mut self, now: Nanos, key: Option<&str>, v: &Verdict) -> (Noted, Noted) {
         let (span, at) = (self.span, now.saturating_add(v.wait));
         let Some(log) = self.log_mut(key) else { return (None, None) };
         let wanted = log.shared.as_mut().and_then(|s| s.rights.take_wanted_new());
