@@ -14,7 +14,7 @@
 //! `max_requests`, whatever messages are late, lost or repeated. The
 //! ledger is kept per key by `core::kinds::fixed::tally`.
 //!
-//! Rolling windows conserve rights the same way (`Share::holds`): each
+//! Rolling windows conserve rights the same way (`Share::rolling_rights`): each
 //! member holds a fixed share of `max_requests` rights, a right is free
 //! again when the grant made with it leaves the window, and rights move by
 //! gifts numbered by window (see `core::kinds::rolling::rights`). No
@@ -44,7 +44,7 @@ pub const WIDEST_IN_FLIGHT: Nanos = 20 * NANOS_PER_MS;
 
 /// How many windows a rolling window's rights given by an earlier run of
 /// this locker may still be in use after this run joins (see
-/// `Share::holds`): the gift's own window, the next (a receiver renewed
+/// `Share::rolling_rights`): the gift's own window, the next (a receiver renewed
 /// into it), and the window in which grants made with it leave.
 pub const EARLIER_GIFTS_WINDOWS: u64 = 3;
 
@@ -122,7 +122,7 @@ impl Share {
     /// joined in and the next `EARLIER_GIFTS_WINDOWS - 1` (`owns_from`):
     /// an earlier run's grants and gifts may count until then.
     #[inline]
-    pub fn holds(&self, quota: Quota, window: u64) -> u32 {
+    pub fn rolling_rights(&self, quota: Quota, window: u64) -> u32 {
         let (max, members) = (quota.max_requests(), self.members.max(1));
         if self.owns_from > 0 && window < quota.slot_of(self.owns_from).saturating_add(EARLIER_GIFTS_WINDOWS) {
             return 0;
@@ -284,19 +284,19 @@ mod tests {
         let quota = |max| Quota::new(max, 0.8).unwrap();
         for (max, members) in [(5u32, 3u32), (1, 2), (7, 5), (2, 4), (100, 3)] {
             for window in 0..6u64 {
-                let each =
-                    (0..members).map(|m| Share { members, member: Some(m), ..Share::ALONE }.holds(quota(max), window));
+                let each = (0..members)
+                    .map(|m| Share { members, member: Some(m), ..Share::ALONE }.rolling_rights(quota(max), window));
                 assert_eq!(each.sum::<u32>(), max, "{max} over {members} in window {window}");
             }
         }
         let trio = |m| Share { members: 3, member: Some(m), ..Share::ALONE };
-        let windows: Vec<u32> = (0..3).map(|k| trio(2).holds(quota(5), k)).collect();
+        let windows: Vec<u32> = (0..3).map(|k| trio(2).rolling_rights(quota(5), k)).collect();
         assert_eq!(windows, [1, 1, 1], "the remainder stays with the first places");
-        assert_eq!(Share { member: None, ..trio(0) }.holds(quota(5), 0), 1, "no remainder without a place");
-        assert_eq!(Share::ALONE.holds(quota(5), 9), 5);
+        assert_eq!(Share { member: None, ..trio(0) }.rolling_rights(quota(5), 0), 1, "no remainder without a place");
+        assert_eq!(Share::ALONE.rolling_rights(quota(5), 9), 5);
         let joined = 3 * quota(5).slot_ns() + 1;
         let late = Share { owns_from: joined, ..trio(0) };
-        let held: Vec<u32> = (3..7).map(|k| late.holds(quota(5), k)).collect();
+        let held: Vec<u32> = (3..7).map(|k| late.rolling_rights(quota(5), k)).collect();
         assert_eq!(held, [0, 0, 0, 2], "none while an earlier run's gifts may count");
     }
 }

@@ -169,7 +169,7 @@ impl RollingWindow {
     /// service holds), and it makes no reservations.
     pub fn take_shared(&mut self, now: Nanos, key: Option<&str>, want: Want, terms: Leeway) -> Result<Verdict, NoRoom> {
         let (span, Leeway { room, share }) = (self.span, terms);
-        let rights = share.conserved().then(|| share.holds(self.quota, span.window_of(now)));
+        let rights = share.conserved().then(|| share.rolling_rights(self.quota, span.window_of(now)));
         let want = if rights.is_some() { Want { max_wait: 0, ..want } } else { want };
         if let Some(log) = self.log_mut(key) {
             log.prune(now, span);
@@ -233,7 +233,7 @@ impl RollingWindow {
 
 /// The verdict on `want` for a key whose grants are `log`, and the instant
 /// the permits go at if they are granted. `rights` is what this locker
-/// holds before gifts when peered (see `Share::holds`).
+/// holds before gifts when peered (see `Share::rolling_rights`).
 fn decide(
     log: &mut Log,
     now: Nanos,

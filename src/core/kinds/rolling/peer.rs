@@ -97,7 +97,7 @@ impl RollingWindow {
         };
         let Some(node) = node.filter(|_| share.conserved()) else { return Ok(changed) };
         let Some(log) = self.log_mut(key) else { return Ok(changed) };
-        let initial = share.holds(quota, window);
+        let initial = share.rolling_rights(quota, window);
         let (spare, _) = log.free(now, span, initial);
         let rights = &mut log.shared_mut().rights;
         let mut f = |w, to, n| give(key, w, to, n);

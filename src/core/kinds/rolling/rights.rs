@@ -4,7 +4,7 @@
 //! locker may still grant.
 //!
 //! Each member holds a fixed share of `max_requests` rights
-//! (`Share::holds`). A right is a permit that comes back when the grant
+//! (`Share::rolling_rights`). A right is a permit that comes back when the grant
 //! made with it leaves the window: a locker grants only while its own
 //! grants that still count are fewer than its rights, so the grants of all
 //! lockers in any interval of length T never add up to more than the
