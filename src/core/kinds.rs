@@ -127,10 +127,10 @@ impl Rule {
     /// Calls `f` with the own counts a verdict `v` for `key` of limit `id`,
     /// at `now`, leaves for the peers: after a go, the key's cumulative own
     /// count in the kind's slot (a fixed window's current slot, the rolling
-    /// window's sub-slot its caller goes in); and what a fixed window or a
-    /// bucket asked its peers for, when that grew (a bucket publishes no
-    /// grants: each locker spends only its own tokens). A peek leaves
-    /// none; a rolling window's reservation goes out at once, so that
+    /// window's sub-slot its caller goes in); and what a fixed or rolling
+    /// window or a bucket asked its peers for, when that grew (a bucket
+    /// publishes no grants: each locker spends only its own tokens). A peek
+    /// leaves none; a reservation goes out at once, so that
     /// peers count it ahead.
     pub fn note_own(&mut self, now: Nanos, id: LimitId, key: Option<&str>, v: &Verdict, mut f: impl FnMut(Count)) {
         if let Rule::Window(w) = self {
@@ -149,19 +149,21 @@ impl Rule {
             }
             return;
         }
-        if v.granted == 0 {
-            return;
+        if let Rule::Rolling(r) = self {
+            let (granted, wanted) = r.note_own(now, key, v);
+            if let Some((sub, own)) = granted {
+                f(Count::granted(id, key, sub, ME, own));
+            }
+            if let Some((window, n)) = wanted {
+                f(Count::of(Counted::Wanted, id, key, window, ME, n));
+            }
         }
-        let (slot, count) = match self {
-            Rule::Rolling(r) => r.note_own(key, now + v.wait),
-            Rule::Window(_) | Rule::Bucket(_) | Rule::Semaphore(_) => return,
-        };
-        f(Count::granted(id, key, slot, ME, count));
     }
 
     /// Merges a count a peer reported, received at `now`, with `budget`
-    /// for new keys. A fixed window or a bucket answers a peer's want with
-    /// what it can spare on the terms of `share`, and `give` hears each
+    /// for new keys. A fixed or rolling window or a bucket answers a peer's
+    /// want with what it can spare on the terms of `share` (a rolling
+    /// window also renews what it lent a peer heard granting), and `give` hears each
     /// gift (already taken off this locker's own) as the count to publish.
     /// Returns whether anything changed.
     pub fn merge(
@@ -187,12 +189,15 @@ impl Rule {
                     give(Count::of(Counted::Gave(to), id, key, period, ME, n));
                 })
             }
-            (Rule::Rolling(r), Counted::Granted) => {
+            (Rule::Rolling(r), _) => {
                 r.advance(now);
                 let room = budget.room(r.live_keys());
-                r.merge(now, c.key.as_deref(), c.slot, c.node, c.count, room).unwrap_or(false)
+                let id = c.limit;
+                let give =
+                    |key: Option<&str>, window, to, n| give(Count::of(Counted::Gave(to), id, key, window, ME, n));
+                r.merge_count(now, c, room, share, give).unwrap_or(false)
             }
-            (Rule::Rolling(_), _) | (Rule::Semaphore(_), _) => false,
+            (Rule::Semaphore(_), _) => false,
         }
     }
 
@@ -205,21 +210,22 @@ impl Rule {
         match self {
             Rule::Window(w) => w.counts(|key, slot, node, n, what| f(Count::of(what, id, key, slot, node, n))),
             Rule::Bucket(b) => b.counts(now, |key, period, node, n, what| f(Count::of(what, id, key, period, node, n))),
-            Rule::Rolling(r) => r.counts(now, |key, sub, node, n| f(Count::granted(id, key, sub, node, n))),
+            Rule::Rolling(r) => r.counts(now, |key, slot, node, n, what| f(Count::of(what, id, key, slot, node, n))),
             Rule::Semaphore(_) => {}
         }
     }
 
     /// Calls `f` with the own count of limit `id` of every key granted
-    /// since the last call (and a fixed window's or a bucket's own wants
-    /// and gifts), for
-    /// republishing: a count lost on the way is repaired by the next one.
-    /// Call `advance` first.
-    pub fn drain_own(&mut self, id: LimitId, mut f: impl FnMut(Count)) {
+    /// since the last call (and a fixed or rolling window's or a bucket's
+    /// own wants and gifts), for republishing at `now`: a count lost on the
+    /// way is repaired by the next one. Call `advance` first.
+    pub fn drain_own(&mut self, now: Nanos, id: LimitId, mut f: impl FnMut(Count)) {
         match self {
             Rule::Window(w) => w.drain_own(|key, slot, node, n, what| f(Count::of(what, id, key, slot, node, n))),
             Rule::Bucket(b) => b.drain_own(|key, period, n, what| f(Count::of(what, id, key, period, ME, n))),
-            Rule::Rolling(r) => r.drain_touched(|key, sub, n| f(Count::granted(id, key, sub, ME, n))),
+            Rule::Rolling(r) => {
+                r.drain_touched(now, |key, slot, node, n, what| f(Count::of(what, id, key, slot, node, n)))
+            }
             Rule::Semaphore(_) => {}
         }
     }

@@ -271,15 +271,14 @@ impl Locker {
     }
 
     /// The terms limit `id` shares its count with peers on, by the view
-    /// the caller last set: how many lockers are live, this one's rank,
+    /// the caller last set: how many lockers are live, the members,
     /// and the in-flight window, widened while peer messages come late.
     #[inline]
     pub fn share(&self, id: LimitId) -> Share {
         let (view, slot_ns) = (self.view, self.entries[id.0].limit.quota().slot_ns());
         let share = Share::new(view.live, slot_ns).late_by(view.late, slot_ns);
-        let (rank, members, member, owns_from, holding) =
-            (view.rank, view.members, view.member, view.owns_from, view.holding);
-        Share { rank, members, member, owns_from, holding, ..share }
+        let (members, member, owns_from, holding) = (view.members, view.member, view.owns_from, view.holding);
+        Share { members, member, owns_from, holding, ..share }
     }
 
     /// Brings limit `id` up to `now`, runs `f` on its rule with the room

@@ -17,8 +17,11 @@
 //! room (`Share::holds`) and refills it at that share of the rate, and a
 //! gift moves as much room as tokens (`core::kinds::bucket::peer`).
 //!
-//! The in-flight rule (`Share::over_part`, turns, `Recent`) is what the
-//! rolling window still shares by. No clock, no counts kept, no sockets.
+//! Rolling windows conserve rights the same way (`Share::rolling_rights`): each
+//! member holds a fixed share of `max_requests` rights, a right is free
+//! again when the grant made with it leaves the window, and rights move by
+//! gifts numbered by window (see `core::kinds::rolling::rights`). No
+//! clock, no counts kept, no sockets.
 
 use crate::core::limit::{LimitId, Quota};
 use crate::core::time::{Nanos, NANOS_PER_MS};
@@ -42,29 +45,25 @@ pub const PROPAGATION_ALLOWANCE: Nanos = 2 * NANOS_PER_MS;
 /// short enough to be held (see `service::hold`).
 pub const WIDEST_IN_FLIGHT: Nanos = 20 * NANOS_PER_MS;
 
-/// How many in-flight windows one turn of peered lockers lasts (see
-/// `Share::part_of`): long enough that lockers agree on whose turn it is,
-/// short enough that every locker gets one soon.
-pub const TURN_WINDOWS: u64 = 4;
+/// How many windows a rolling window's rights given by an earlier run of
+/// this locker may still be in use after this run joins (see
+/// `Share::rolling_rights`): the gift's own window, the next (a receiver renewed
+/// into it), and the window in which grants made with it leave.
+pub const EARLIER_GIFTS_WINDOWS: u64 = 3;
 
 /// What a grant needs to know about the peers besides the counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Share {
     /// Lockers currently live, this one included; 1 when alone.
     pub live: u32,
-    /// This locker's place among the live ones, 0 to live - 1. A rolling
-    /// window splits a small remainder by turns in this order, so that
-    /// lockers deciding at once do not each take the same last permit.
-    pub rank: u32,
-    /// How long a grant may be on its way to the peers: the turn window,
-    /// widened by how late peer messages have lately been arriving (see
-    /// `late_by`). Own grants count as in flight for twice this (see
-    /// `charged_for`).
+    /// How long a message may be on its way to the peers: the base
+    /// window, widened by how late peer messages have lately been arriving
+    /// (see `late_by`). A locker short of permits asks again after twice
+    /// this (see `charged_for`), a round trip.
     pub in_flight_window: Nanos,
-    /// The in-flight window every locker agrees on, which the turns are
-    /// timed by (see `part_of`): the propagation allowance, or an eighth of
-    /// a short slot.
-    pub turn_window: Nanos,
+    /// The in-flight window before widening: the propagation allowance,
+    /// or an eighth of a short slot.
+    pub base_window: Nanos,
     /// The lockers of the group, this one and every configured peer, live
     /// or not: a fixed window's permits are split between them. 1 alone.
     pub members: u32,
@@ -107,9 +106,8 @@ impl Share {
     /// A locker on its own: the share rule never applies.
     pub const ALONE: Share = Share {
         live: 1,
-        rank: 0,
         in_flight_window: PROPAGATION_ALLOWANCE,
-        turn_window: PROPAGATION_ALLOWANCE,
+        base_window: PROPAGATION_ALLOWANCE,
         members: 1,
         member: Some(0),
         owns_from: 0,
@@ -119,7 +117,7 @@ impl Share {
     /// The terms for `live` lockers and a slot of `slot_ns`.
     pub fn new(live: u32, slot_ns: Nanos) -> Share {
         let window = Share::window_for(slot_ns);
-        Share { live, in_flight_window: window, turn_window: window, ..Share::ALONE }
+        Share { live, in_flight_window: window, base_window: window, ..Share::ALONE }
     }
 
     /// The permits of `slot` this locker owns before any gift: `max /
@@ -192,6 +190,26 @@ impl Share {
         (own, (0..members.min(64)).filter(|p| held >> p & 1 == 1).map(|p| share_of(Some(p))).sum::<u32>())
     }
 
+    /// The rights of a rolling window of `quota` this locker holds in
+    /// window number `window` (`Quota::slot_of`) before any gift: `max /
+    /// members` each, and one more for the members whose place is below
+    /// the remainder. Unlike a fixed window's, the remainder does not
+    /// rotate: a right is reused when its grant leaves the window, so a
+    /// member's rights may never shrink from one window to the next while
+    /// its grants still count. The members' shares add up to `max`. No
+    /// place known, no remainder (as `owns`). None for the window this run
+    /// joined in and the next `EARLIER_GIFTS_WINDOWS - 1` (`owns_from`):
+    /// an earlier run's grants and gifts may count until then.
+    #[inline]
+    pub fn rolling_rights(&self, quota: Quota, window: u64) -> u32 {
+        let (max, members) = (quota.max_requests(), self.members.max(1));
+        if self.owns_from > 0 && window < quota.slot_of(self.owns_from).saturating_add(EARLIER_GIFTS_WINDOWS) {
+            return 0;
+        }
+        let extra = self.member.is_some_and(|m| m < max % members);
+        max / members + u32::from(extra)
+    }
+
     /// Whether permits are conserved between members (peered) rather than
     /// counted by one locker alone.
     #[inline]
@@ -203,22 +221,16 @@ impl Share {
     /// later than the least delayed of them (a busy host's scheduling, a
     /// congested link): the in-flight window grows by as much, up to an
     /// eighth of the slot, since a count can take that much longer to
-    /// reach the peers (at most `WIDEST_IN_FLIGHT`). The turns keep the
-    /// window every locker agrees on;
-    /// a locker with a wider window only sits out more of each turn, which
-    /// never adds to what the lockers grant together.
+    /// reach the peers (at most `WIDEST_IN_FLIGHT`).
     #[inline]
     pub fn late_by(self, late: Nanos, slot_ns: Nanos) -> Share {
-        let widest = (slot_ns / 8).min(WIDEST_IN_FLIGHT).max(self.turn_window);
-        Share { in_flight_window: self.turn_window.saturating_add(late).min(widest), ..self }
+        let widest = (slot_ns / 8).min(WIDEST_IN_FLIGHT).max(self.base_window);
+        Share { in_flight_window: self.base_window.saturating_add(late).min(widest), ..self }
     }
 
-    /// How long this locker's own grants count as in flight: a window for
-    /// them to reach the peers, and another for any peer grant made before
-    /// the peer heard of them to come back. A grant counted for one window
-    /// only would leave the count while such a peer grant, decided on a
-    /// room that still held it, is on its way; the locker would then take
-    /// its part of that room a second time.
+    /// How long a locker short of permits waits before it decides again:
+    /// a round trip, for its want to reach the peers and their gifts to
+    /// come back (`retry_after`, and the hold of such a sorry).
     #[inline]
     pub fn charged_for(&self) -> Nanos {
         self.in_flight_window.saturating_mul(2)
@@ -231,49 +243,6 @@ impl Share {
     pub fn window_for(slot_ns: Nanos) -> Nanos {
         PROPAGATION_ALLOWANCE.min(slot_ns / 8).max(1)
     }
-
-    /// This locker's part of `room` permits that every live locker may
-    /// grant from at once on views that lack each other's latest grants:
-    /// `room / live` each, and the remainder by turns. Turns last
-    /// `TURN_WINDOWS` in-flight windows; the lockers whose turn numbers
-    /// (rank plus turn count, modulo live) are below `room % live` get one
-    /// permit more, except in a turn's first in-flight window, while what
-    /// the last turn's holders granted is still on the way. So the parts of
-    /// lockers that see the same room (or less) at one instant add up to no
-    /// more than it: a locker's part is the count of permits `j < room`
-    /// with `j % live` its turn number, which grows with room.
-    #[inline]
-    pub fn part_of(&self, now: Nanos, room: u32) -> u32 {
-        let live = self.live.max(1);
-        let bonus = self.turn(now).is_some_and(|t| t < room % live);
-        room / live + u32::from(bonus)
-    }
-
-    /// This locker's turn number at `now`, 0 when it is its turn; `None` in
-    /// a turn's first in-flight window, which is no one's. Turns last
-    /// `TURN_WINDOWS` of the window every locker agrees on; the part that
-    /// is no one's is this locker's own in-flight window, so that when its
-    /// peers' messages come late it waits for the last turn's grants longer.
-    #[inline]
-    fn turn(&self, now: Nanos) -> Option<u32> {
-        let len = self.turn_window * TURN_WINDOWS;
-        let turn = ((now / len + u64::from(self.rank)) % u64::from(self.live.max(1))) as u32;
-        (now % len >= self.in_flight_window).then_some(turn)
-    }
-
-    /// Whether `cost` more permits from the `room` this locker sees left
-    /// would put its grants still in flight (`in_flight`) over its part of
-    /// that room (`part_of`). The room every locker sees is at most what is
-    /// left of the grants all of them have heard of, so their parts stay
-    /// within it together. A cost larger than the part may still go on the
-    /// locker whose turn it is, with nothing in flight, so that no cost
-    /// starves; that one grant is the rule's only excess.
-    #[inline]
-    pub fn over_part(&self, now: Nanos, in_flight: u32, room: u32, cost: u32) -> bool {
-        let first_on_turn = in_flight == 0 && self.turn(now) == Some(0);
-        let part = self.part_of(now, room);
-        u64::from(in_flight) + u64::from(cost) > u64::from(part) && !first_on_turn
-    }
 }
 
 /// What the peers mean for the next asks.
@@ -281,8 +250,7 @@ impl Share {
 pub struct PeerView {
     /// Lockers live, this one included.
     pub live: u32,
-    /// This locker's place among the live lockers by id, 0 to live - 1, so
-    /// that they can take turns without talking (see `Share::rank`).
+    /// This locker's place among the live lockers by id, 0 to live - 1.
     pub rank: u32,
     /// While `now` is before this, every ask of a shared limit is sorry: the
     /// counts of the current slot are still being learned from peers.
@@ -316,7 +284,8 @@ impl PeerView {
 
 /// A cumulative count of one node for one (limit, key, slot): what peers
 /// publish to each other. The slot is the limit's own numbering: a fixed
-/// window's slot, a token bucket's period, a rolling window's sub-slot.
+/// window's slot, a token bucket's period, a rolling window's sub-slot for
+/// grants and its window number for wants and gifts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Count {
     pub limit: LimitId,
@@ -324,8 +293,8 @@ pub struct Count {
     pub slot: u64,
     pub node: NodeIx,
     pub count: u32,
-    /// What is counted: permits granted, or (fixed windows and token
-    /// buckets) wanted or given.
+    /// What is counted: permits granted, or (fixed and rolling windows,
+    /// token buckets) wanted or given.
     pub what: Counted,
 }
 
@@ -336,12 +305,14 @@ pub enum Counted {
     #[default]
     Granted,
     /// Permits (or tokens) the node asked its peers for, having too few
-    /// of its own (fixed windows, token buckets): a peer with spare ones
-    /// gives.
+    /// of its own (fixed windows: in a slot; rolling windows: in a window,
+    /// numbered as `Quota::slot_of`; token buckets: in a period): a peer
+    /// with spare ones gives.
     Wanted,
     /// Permits (or tokens, with as much room) the node gave to the node
-    /// named here (fixed windows, token buckets): the giver owns that many
-    /// fewer, the receiver that many more.
+    /// named here (fixed windows: of a slot; rolling windows: rights for a
+    /// window; token buckets: of a period): the giver owns that many fewer,
+    /// the receiver that many more.
     Gave(NodeIx),
 }
 
@@ -354,38 +325,6 @@ impl Count {
     /// A count of `what`.
     pub fn of(what: Counted, limit: LimitId, key: Option<&str>, slot: u64, node: NodeIx, count: u32) -> Count {
         Count { what, ..Count::granted(limit, key, slot, node, count) }
-    }
-}
-
-/// Own grants at two checkpoints, at least a window apart, so that
-/// `own - prev` covers every grant of the last window (and possibly up to
-/// twice that, which errs on the safe side): what the in-flight rule counts
-/// as in flight, over the window of `Share::charged_for`. `T` is a fixed
-/// window's slot count (u32) or a rolling window's running total (u64).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Recent<T> {
-    prev: T,
-    cur: T,
-    since: Nanos,
-}
-
-impl<T: Copy + Default + std::ops::Sub<Output = T>> Recent<T> {
-    /// Nothing granted yet; grants count as in flight from `now` on.
-    pub fn since(now: Nanos) -> Recent<T> {
-        Recent { since: now, ..Recent::default() }
-    }
-
-    /// Of `own` grants so far, those made within the last `window` before
-    /// `now` (or a little more).
-    #[inline]
-    pub fn in_flight(&mut self, now: Nanos, own: T, window: Nanos) -> T {
-        let age = now.saturating_sub(self.since);
-        if age >= window.saturating_mul(2) {
-            *self = Recent { prev: own, cur: own, since: now };
-        } else if age >= window {
-            *self = Recent { prev: self.cur, cur: own, since: now };
-        }
-        own - self.prev
     }
 }
 
@@ -445,21 +384,36 @@ mod tests {
     }
 
     #[test]
-    fn late_messages_widen_the_in_flight_window_but_not_the_turns() {
+    fn late_messages_widen_the_in_flight_window_up_to_an_eighth_of_the_slot() {
         let slot = 800 * NANOS_PER_MS;
-        let s = Share { rank: 1, ..Share::new(3, slot) };
+        let s = Share::new(3, slot);
         let late = s.late_by(3 * NANOS_PER_MS, slot);
-        assert_eq!((late.in_flight_window, late.turn_window), (5 * NANOS_PER_MS, 2 * NANOS_PER_MS));
+        assert_eq!((late.in_flight_window, late.base_window), (5 * NANOS_PER_MS, 2 * NANOS_PER_MS));
+        assert_eq!(late.charged_for(), 10 * NANOS_PER_MS, "a round trip");
         assert_eq!(s.late_by(0, slot), s, "on time: nothing changes");
         assert_eq!(s.late_by(NANOS_PER_SEC, slot).in_flight_window, WIDEST_IN_FLIGHT, "at most 20 ms");
         let short = 40 * NANOS_PER_MS;
         assert_eq!(Share::new(3, short).late_by(NANOS_PER_SEC, short).in_flight_window, 5 * NANOS_PER_MS, "an eighth");
-        // Turns keep their length; a wider window only sits out more of each.
-        let turn = 4 * 2 * NANOS_PER_MS;
-        for t in (0..3 * turn).step_by(NANOS_PER_MS as usize) {
-            let (on_time, widened) = (s.turn(t), late.turn(t));
-            assert!(widened.is_none() || widened == on_time, "at {t}: {widened:?} against {on_time:?}");
-            assert_eq!(widened.is_none(), t % turn < 5 * NANOS_PER_MS, "at {t}");
+    }
+
+    #[test]
+    fn a_rolling_windows_members_hold_exactly_max_rights_in_every_window() {
+        let quota = |max| Quota::new(max, 0.8).unwrap();
+        for (max, members) in [(5u32, 3u32), (1, 2), (7, 5), (2, 4), (100, 3)] {
+            for window in 0..6u64 {
+                let each = (0..members)
+                    .map(|m| Share { members, member: Some(m), ..Share::ALONE }.rolling_rights(quota(max), window));
+                assert_eq!(each.sum::<u32>(), max, "{max} over {members} in window {window}");
+            }
         }
+        let trio = |m| Share { members: 3, member: Some(m), ..Share::ALONE };
+        let windows: Vec<u32> = (0..3).map(|k| trio(2).rolling_rights(quota(5), k)).collect();
+        assert_eq!(windows, [1, 1, 1], "the remainder stays with the first places");
+        assert_eq!(Share { member: None, ..trio(0) }.rolling_rights(quota(5), 0), 1, "no remainder without a place");
+        assert_eq!(Share::ALONE.rolling_rights(quota(5), 9), 5);
+        let joined = 3 * quota(5).slot_ns() + 1;
+        let late = Share { owns_from: joined, ..trio(0) };
+        let held: Vec<u32> = (3..7).map(|k| late.rolling_rights(quota(5), k)).collect();
+        assert_eq!(held, [0, 0, 0, 2], "none while an earlier run's gifts may count");
     }
 }

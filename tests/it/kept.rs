@@ -290,11 +290,11 @@ fn restored_and_snapshot_merge_by_maximum(algorithm: Algorithm) {
         now += 3 * MS;
         exchange(&mut a, &mut b, now);
     }
-    // A peered fixed window conserves permits: the 40 the earlier run
-    // owned (its own and b's gift) and had not granted died with it, and
-    // the new run owns none of the slot it joined in (docs/peering.md).
-    let left = if algorithm == Algorithm::FixedWindow { 0 } else { 40 };
-    assert_eq!(after, left, "{after} went after the restart; {left} were left");
+    // Peered windows conserve permits: the 40 the earlier run owned (its
+    // own and b's gift) and had not granted died with it, and the new run
+    // owns none of the slot it joined in (a rolling window: none of its
+    // rights for three windows, and b lent it all it had; docs/peering.md).
+    assert_eq!(after, 0, "{after} went after the restart; 40 were left, held by the earlier run");
 }
 
 /// What a cost-0 ask at `now` says is left.

@@ -9,7 +9,9 @@
 //! on fewer than 4.5 go per slot on average. Other tests cut one locker
 //! off (its links hold everything, then deliver it late): for two seconds,
 //! and for long enough that the other two take its share back and fill
-//! the slots without it.
+//! the slots without it. The same trio sharing a rolling window never puts
+//! six go certainly inside one 0.8 s (a go counts within an interval when
+//! its whole round trip lies in it), and averages at least 4.5 go per 0.8 s.
 //! The proxy is plain threads on loopback; nothing here times speed.
 
 use std::collections::BTreeMap;
@@ -81,6 +83,11 @@ fn pump(mut from: TcpStream, mut to: TcpStream, cut: Arc<AtomicBool>) {
 /// locker `i`. Returns the lockers, once joined, and the arguments each
 /// was started with (to restart it).
 fn proxied_trio(cut: &[Arc<AtomicBool>]) -> (Vec<Daemon>, Vec<Vec<String>>) {
+    proxied_trio_with(cut, &[])
+}
+
+/// `proxied_trio`, each locker started with `extra` arguments too.
+fn proxied_trio_with(cut: &[Arc<AtomicBool>], extra: &[&str]) -> (Vec<Daemon>, Vec<Vec<String>>) {
     let pubs: Vec<u16> = (0..3).map(|_| free_port()).collect();
     let args: Vec<Vec<String>> = (0..3)
         .map(|i| {
@@ -102,6 +109,7 @@ fn proxied_trio(cut: &[Arc<AtomicBool>]) -> (Vec<Daemon>, Vec<Vec<String>>) {
             for p in &proxies {
                 args.extend(["--peer", p.as_str()]);
             }
+            args.extend(extra);
             args.into_iter().map(String::from).collect()
         })
         .collect();
@@ -122,22 +130,14 @@ fn proxied_trio(cut: &[Arc<AtomicBool>]) -> (Vec<Daemon>, Vec<Vec<String>>) {
     (lockers, args)
 }
 
+/// A go as a worker saw it: when its ask left, when its reply came, and
+/// the reply's `reset_after_ms`.
+type Go = (u128, u128, u64);
+
 /// Runs eight workers over `lockers` for `run` (worker `i` starting on
 /// locker `i % 3`, failing over to the others), calling `during` on the
-/// way; returns the go per full slot and their mean. Each go is counted in
-/// the slot its reply names: the locker's slot end (`reset_after_ms`) from
-/// the middle of the ask's round trip, exact while a round trip takes less
-/// than half a slot.
-fn load(lockers: &[Daemon], run: Duration, during: impl FnOnce()) -> (Vec<u32>, f64) {
-    let per_slot = load_by_slot(lockers, run, during);
-    // The first and last slots are partial.
-    let full: Vec<u32> = per_slot.values().copied().skip(1).take(per_slot.len().saturating_sub(2)).collect();
-    let mean = f64::from(full.iter().sum::<u32>()) / full.len().max(1) as f64;
-    (full, mean)
-}
-
-/// As `load`, but the go of every slot, by its number.
-fn load_by_slot(lockers: &[Daemon], run: Duration, during: impl FnOnce()) -> BTreeMap<u128, u32> {
+/// way; returns every go.
+fn goes(lockers: &[Daemon], run: Duration, during: impl FnOnce()) -> Vec<Go> {
     let endpoints: Vec<String> = lockers.iter().map(|d| d.endpoint.clone()).collect();
     let end = Instant::now() + run;
     let handles: Vec<_> = (0..8)
@@ -146,29 +146,43 @@ fn load_by_slot(lockers: &[Daemon], run: Duration, during: impl FnOnce()) -> BTr
             list.rotate_left(i % 3);
             thread::spawn(move || {
                 let mut client = locker::Client::new(list, Duration::from_millis(600)).unwrap();
-                let mut slots = Vec::new();
+                let mut goes = Vec::new();
                 while Instant::now() < end {
                     let asked = wall_ns();
                     match client.ask(&locker::wire::Ask::new()) {
-                        Ok(r) if r.ok => {
-                            let middle = (asked + wall_ns()) / 2;
-                            let slot_end = middle + u128::from(r.reset_after_ms) * 1_000_000;
-                            slots.push((slot_end - SLOT_NS / 2) / SLOT_NS);
-                        }
+                        Ok(r) if r.ok => goes.push((asked, wall_ns(), r.reset_after_ms)),
                         Ok(r) => thread::sleep(Duration::from_millis(r.retry_after_ms.clamp(1, 100))),
                         Err(_) => thread::sleep(Duration::from_millis(5)),
                     }
                 }
-                slots
+                goes
             })
         })
         .collect();
     during();
+    handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+}
+
+/// Runs the workers as `goes` does; returns the go of every slot, by its
+/// number. Each go is counted in the slot its reply names: the locker's
+/// slot end (`reset_after_ms`) from the middle of the ask's round trip,
+/// exact while a round trip takes less than half a slot.
+fn load_by_slot(lockers: &[Daemon], run: Duration, during: impl FnOnce()) -> BTreeMap<u128, u32> {
     let mut per_slot = BTreeMap::<u128, u32>::new();
-    for slot in handles.into_iter().flat_map(|h| h.join().unwrap()) {
-        *per_slot.entry(slot).or_default() += 1;
+    for (asked, answered, reset_after_ms) in goes(lockers, run, during) {
+        let slot_end = (asked + answered) / 2 + u128::from(reset_after_ms) * 1_000_000;
+        *per_slot.entry((slot_end - SLOT_NS / 2) / SLOT_NS).or_default() += 1;
     }
     per_slot
+}
+
+/// As `load_by_slot`; returns the go per full slot and their mean.
+fn load(lockers: &[Daemon], run: Duration, during: impl FnOnce()) -> (Vec<u32>, f64) {
+    let per_slot = load_by_slot(lockers, run, during);
+    // The first and last slots are partial.
+    let full: Vec<u32> = per_slot.values().copied().skip(1).take(per_slot.len().saturating_sub(2)).collect();
+    let mean = f64::from(full.iter().sum::<u32>()) / full.len().max(1) as f64;
+    (full, mean)
 }
 
 #[test]
@@ -244,4 +258,30 @@ fn a_locker_killed_and_restarted_behind_late_links_never_puts_six_in_a_slot() {
     });
     eprintln!("locker 0 killed and restarted: per slot {slots:?}; {mean:.2} per full slot");
     assert!(slots.iter().all(|&n| n <= 5), "a slot over 5: {slots:?}");
+}
+
+#[test]
+fn a_rolling_window_with_every_peer_link_40_to_70_ms_late_never_puts_six_in_any_0_8_s() {
+    let cut: Vec<_> = (0..3).map(|_| Arc::new(AtomicBool::new(false))).collect();
+    let (lockers, _) = proxied_trio_with(&cut, &["--algorithm", "rolling-window"]);
+    let mut all = goes(&lockers, Duration::from_millis(8_000), || {});
+    all.sort_unstable();
+    // The go certainly inside the interval of 0.8 s that starts when each
+    // go's ask left: their asks left and their replies came within it.
+    let inside = |from: u128| all.iter().filter(|g| g.0 >= from && g.1 < from + SLOT_NS).count();
+    let worst = all.iter().map(|g| inside(g.0)).max().unwrap_or(0);
+    // Go per 0.8 s over the whole intervals of 0.8 s after the first, each
+    // go at the middle of its round trip.
+    let (first, last) = (all.first().map_or(0, |g| g.0), all.last().map_or(0, |g| g.1));
+    let windows = last.saturating_sub(first + SLOT_NS) / SLOT_NS;
+    let (from, to) = (first + SLOT_NS, first + SLOT_NS * (1 + windows));
+    let steady = all.iter().filter(|g| (from..to).contains(&((g.0 + g.1) / 2))).count();
+    let mean = steady as f64 / windows.max(1) as f64;
+    eprintln!(
+        "rolling window, links 40-70 ms late: {} go, at most {worst} in any 0.8 s, {mean:.2} per 0.8 s",
+        all.len()
+    );
+    assert!(worst <= 5, "{worst} go certainly inside one 0.8 s");
+    assert!(windows >= 8, "too short a run: {windows} windows");
+    assert!(mean >= 4.5, "{mean:.2} go per 0.8 s");
 }

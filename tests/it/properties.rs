@@ -13,9 +13,8 @@ mod conserved;
 /// x T in any span T whatever the messages do, and a full bucket when
 /// they are timely.
 mod conserved_bucket;
+/// Conserved rights of a rolling window on the simulated group: never more
+/// than max in any interval, and full windows when messages are timely.
+mod conserved_rolling;
 /// The fixed-timeslot counter alone: never more than max per slot.
 mod fixed;
-/// A rolling window shared by peers: within max while counts arrive in time.
-mod rolling_peers;
-/// Lockers wired by hand: the delayed, reordered counts the peered properties share.
-mod wired;

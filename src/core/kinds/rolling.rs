@@ -33,7 +33,11 @@
 //! request. This module knows nothing of names beyond
 //! keys, sockets or clocks: it takes `now`.
 //!
-//! Peers share the count per sub-slot (see `shared`).
+//! Peers share the count per sub-slot (see `peer_log`) and conserve
+//! rights to grant (see `rights`): a peered window grants only with rights
+//! it holds, so no interval of length T holds more than `max_requests`
+//! across the group, whatever the messages between them do. A peered
+//! window makes no reservations.
 
 use crate::core::ask::{Verdict, Want};
 use crate::core::inline_keys::InlineKeys;
@@ -47,10 +51,10 @@ mod kept;
 mod log;
 mod peer;
 mod peer_log;
+mod rights;
 mod span;
 
 use log::{Fit, Log, Span};
-use peer_log::PeerLog;
 
 pub use span::{EXACT_UP_TO, SUB_SLOTS};
 
@@ -159,22 +163,37 @@ impl RollingWindow {
     /// says: now, or with `max_wait` as a reservation at the earliest
     /// instant they fit; otherwise takes nothing and answers sorry.
     /// `want.cost` must be at most max_requests; the caller checks. A new
-    /// key needs room in `terms`, and with peers live the grant must also
-    /// fit this locker's share of what is left.
+    /// key needs room in `terms`. Peered, the grant must also fit the
+    /// rights this locker holds (see `rights`); a locker short of them asks
+    /// its peers (the sorry's `retry_after` is then a round trip, which the
+    /// service holds), and it makes no reservations.
     pub fn take_shared(&mut self, now: Nanos, key: Option<&str>, want: Want, terms: Leeway) -> Result<Verdict, NoRoom> {
         let (span, Leeway { room, share }) = (self.span, terms);
+        let rights = share.conserved().then(|| share.rolling_rights(self.quota, span.window_of(now)));
+        let want = if rights.is_some() { Want { max_wait: 0, ..want } } else { want };
         if let Some(log) = self.log_mut(key) {
             log.prune(now, span);
-            let (v, at) = decide(log, now, span, want, share);
+            let (v, at) = decide(log, now, span, want, rights, share);
             if let Some(at) = at {
-                grant(log, now, at, v.granted, span, share);
+                log.add(at, v.granted, span);
             }
             return Ok(v);
         }
-        // A key not seen yet is added only when it is granted permits.
-        let (v, at) = decide(&mut Log::default(), now, span, want, share);
-        if let Some(at) = at {
-            grant(self.log_entry(key, room)?, now, at, v.granted, span, share);
+        // A key not seen yet is added only when it is granted permits (or
+        // asks its peers for rights).
+        let mut fresh = Log::default();
+        let (v, at) = decide(&mut fresh, now, span, want, rights, share);
+        if at.is_some() || fresh.shared.is_some() {
+            let log = match self.log_entry(key, room) {
+                Ok(log) => log,
+                // A want with no room to keep it is not made.
+                Err(_) if at.is_none() => return Ok(v),
+                Err(e) => return Err(e),
+            };
+            log.shared = fresh.shared;
+            if let Some(at) = at {
+                log.add(at, v.granted, span);
+            }
         }
         Ok(v)
     }
@@ -213,8 +232,16 @@ impl RollingWindow {
 }
 
 /// The verdict on `want` for a key whose grants are `log`, and the instant
-/// the permits go at if they are granted.
-fn decide(log: &mut Log, now: Nanos, span: Span, want: Want, share: Share) -> (Verdict, Option<Nanos>) {
+/// the permits go at if they are granted. `rights` is what this locker
+/// holds before gifts when peered (see `Share::rolling_rights`).
+fn decide(
+    log: &mut Log,
+    now: Nanos,
+    span: Span,
+    want: Want,
+    rights: Option<u32>,
+    share: Share,
+) -> (Verdict, Option<Nanos>) {
     // A peek asks whether one permit would go.
     let Fit { at, room, room_now } = log.fit(now, span, want.need().max(1));
     let wait = at - now;
@@ -224,42 +251,37 @@ fn decide(log: &mut Log, now: Nanos, span: Span, want: Want, share: Share) -> (V
         v.go = wait == 0;
         return (v, None);
     }
-    if wait > want.max_wait {
-        return (v, None);
-    }
+    let (at, room) = match rights {
+        // Peered, what this locker may grant is what its rights leave (see
+        // `rights`); the counts heard only say whether asking its peers may
+        // help. Short of rights, it asks them and may decide again a round
+        // trip later.
+        Some(initial) if log.last <= now => {
+            let (free, held) = log.free(now, span, initial);
+            if free < want.need() {
+                if wait == 0 {
+                    // As many as it holds granted, at least what the ask
+                    // lacks, so that a busy locker's rights double with
+                    // each round trip.
+                    let need = (want.need() - free).max(held).min(span.max);
+                    log.shared_mut().rights.want(span.window_of(now), need);
+                    v.retry_after = share.charged_for();
+                }
+                return (v, None);
+            }
+            (now, free)
+        }
+        _ if wait > want.max_wait => return (v, None),
+        _ => (at, room),
+    };
     let granted = want.grant(room);
-    if share.live > 1 && over_share(log, now, share, room, granted) {
-        // Over its share, this locker may grant again once its recent
-        // grants have reached the peers and theirs have come back.
-        v.retry_after = share.charged_for();
-        return (v, None);
-    }
     v.go = true;
     v.retry_after = 0;
     v.granted = granted;
-    v.wait = wait;
-    v.remaining = if wait == 0 { room - granted } else { 0 };
+    v.wait = at - now;
+    v.remaining = if at == now { room_now.saturating_sub(granted) } else { 0 };
     v.reset_after = v.reset_after.max(log.stamp(at, span).saturating_add(span.window) - now);
     (v, Some(at))
-}
-
-/// Counts `n` permits going at `at`, and with peers live, as own grants
-/// that may still be in flight.
-fn grant(log: &mut Log, now: Nanos, at: Nanos, n: u32, span: Span, share: Share) {
-    if share.live > 1 && log.shared.is_none() {
-        // The in-flight record starts now, so this very grant is in flight.
-        log.shared = Some(Box::new(PeerLog::since(now)));
-    }
-    log.add(at, n, span);
-}
-
-/// Whether `cost` more would put this locker's grants still in flight over
-/// its part of the `room` left (`Share::over_part`: a share each, the
-/// remainder by turns), so that lockers that see the same room at once take
-/// no more than it between them.
-fn over_share(log: &mut Log, now: Nanos, share: Share, room: u32, cost: u32) -> bool {
-    let in_flight = log.shared.as_mut().map_or(0, |s| s.in_flight(now, share.charged_for()));
-    share.over_part(now, u32::try_from(in_flight).unwrap_or(u32::MAX), room, cost)
 }
 
 #[cfg(test)]

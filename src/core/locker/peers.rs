@@ -36,7 +36,7 @@ impl Locker {
 
 impl Peers<'_> {
     /// Queues the own counts a verdict left for the peers: a go's own count,
-    /// and what a fixed window or a token bucket asked its peers for (see
+    /// and what a fixed or rolling window or a token bucket asked its peers for (see
     /// `Rule::note_own`).
     pub(super) fn note_grant(&mut self, now: Nanos, ask: &PermitAsk, v: &Verdict) {
         let granted = &mut self.locker.granted;
@@ -60,7 +60,8 @@ impl Peers<'_> {
     /// changed: a count for an ended slot (for a bucket, any period but
     /// the current one), a slot too far ahead, a semaphore, a smaller
     /// count than known, or a new key beyond `max_keys` changes nothing.
-    /// A fixed window or a token bucket answers a peer's want with a gift,
+    /// A fixed or rolling window or a token bucket answers a peer's want
+    /// with a gift (a rolling window also renews a busy peer's lend),
     /// queued for publishing with the own counts.
     pub fn merge(&mut self, now: Nanos, c: &Count) -> bool {
         let share = self.locker.share(c.limit);
@@ -86,7 +87,7 @@ impl Peers<'_> {
     /// Calls `f` with the own count of every key granted since the last
     /// call, for republishing (see `Rule::drain_own`).
     pub fn drain_touched(&mut self, now: Nanos, mut f: impl FnMut(Count)) {
-        self.each_shared(now, |id, rule| rule.drain_own(id, &mut f));
+        self.each_shared(now, |id, rule| rule.drain_own(now, id, &mut f));
     }
 
     /// Brings every shared limit up to `now` and calls `f` with each.

@@ -19,6 +19,7 @@
 
 use super::grants::Grants;
 use super::peer_log::PeerLog;
+use super::rights::{Held, Rights};
 pub use super::span::Span;
 use crate::core::time::Nanos;
 
@@ -64,9 +65,33 @@ impl Log {
     pub fn add(&mut self, at: Nanos, n: u32, span: Span) {
         self.own.push(self.stamp(at, span), n);
         self.last = self.last.max(at);
-        if let Some(s) = &mut self.shared {
-            s.add_own(at, n);
+    }
+
+    /// The permits this locker may grant at `now` holding `initial` rights
+    /// before gifts (see `rights`), and its own grants that count now.
+    pub fn free(&self, now: Nanos, span: Span, initial: u32) -> (u32, u32) {
+        let (window, held) = (span.window_of(now), self.held(now, span));
+        let free = match &self.shared {
+            Some(s) => s.rights.free(window, initial, held),
+            None => Rights::default().free(window, initial, held),
+        };
+        (free, held.current + held.previous)
+    }
+
+    /// Own grants that still count at `now`, by the window of their stamps
+    /// against `now`'s (see `rights`): grants stamped in an earlier window
+    /// than the previous one no longer count.
+    fn held(&self, now: Nanos, span: Span) -> Held {
+        let window = span.window_of(now);
+        let mut held = Held::default();
+        for (stamp, n) in self.own.iter().rev().take_while(|&(stamp, _)| span.counts_at(stamp, now)) {
+            if span.window_of(stamp) >= window {
+                held.current += n;
+            } else {
+                held.previous += n;
+            }
         }
+        held
     }
 
     /// Where a grant at `at` (never before the newest) is stamped: the

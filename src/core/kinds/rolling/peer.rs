@@ -1,15 +1,21 @@
-//! The rolling window's side of peering: noting own grants for the peers,
-//! merging peers' cumulative sub-slot counts, and listing every count that
-//! still counts for snapshots and repairs. The counts themselves are kept
-//! per key in `shared`; this module reads and writes them through the
-//! window's logs. No clock, no names, no wire format.
+//! The rolling window's side of peering: noting own grants and wants for
+//! the peers, merging peers' cumulative sub-slot counts, wants and gifts
+//! (answering a want with a gift, renewing what a busy peer was lent), and
+//! listing every figure that still counts for snapshots and repairs. The
+//! figures themselves are kept per key in `peer_log` and `rights`; this
+//! module reads and writes them through the window's logs. No clock, no
+//! names, no wire format.
 
 use super::log::Log;
 use super::RollingWindow;
+use crate::core::ask::Verdict;
 use crate::core::room::{KeyRoom, NoRoom};
-use crate::core::share::NodeIx;
-use crate::core::share::ME;
+use crate::core::share::{Count, Counted, NodeIx, Share, ME};
 use crate::core::time::{Nanos, NANOS_PER_SEC};
+
+/// A figure noted for the peers, if any: its slot (a sub-slot or a
+/// window) and the cumulative count.
+pub type Noted = Option<(u64, u32)>;
 
 /// How far ahead of `now` a peer's count may lie and still be merged: a
 /// reservation waits at most an hour (`MAX_WAIT_MS`), plus clock skew.
@@ -21,15 +27,20 @@ impl RollingWindow {
         self.span.sub(at)
     }
 
-    /// Records for the peers that `key` granted permits going at `at` (the
-    /// ask's instant plus its wait); returns the sub-slot and the own count
-    /// in it to publish.
-    pub fn note_own(&mut self, key: Option<&str>, at: Nanos) -> (u64, u32) {
-        let span = self.span;
-        let Some(log) = self.log_mut(key) else { return (span.sub(at), 0) };
+    /// Records for the peers what a verdict `v` for `key` at `now` left:
+    /// after a go, the sub-slot its permits go in and the own count there
+    /// (its caller goes at `now` plus its wait); after a sorry that asked
+    /// the peers for rights, the window and what it asked for in all.
+    pub fn note_own(&mut self, now: Nanos, key: Option<&str>, v: &Verdict) -> (Noted, Noted) {
+        let (span, at) = (self.span, now.saturating_add(v.wait));
+        let Some(log) = self.log_mut(key) else { return (None, None) };
+        let wanted = log.shared.as_mut().and_then(|s| s.rights.take_wanted_new());
+        if v.granted == 0 {
+            return (None, wanted);
+        }
         let shared = log.shared_mut();
         shared.touched_from = Some(shared.touched_from.map_or(at, |t| t.min(at)));
-        (span.sub(at), log.own_in(span, span.sub(at)))
+        (Some((span.sub(at), log.own_in(span, span.sub(at)))), wanted)
     }
 
     /// Whether a peer's count for sub-slot `sub`, received at `now`, is
@@ -38,6 +49,64 @@ impl RollingWindow {
     fn fits(&self, now: Nanos, sub: u64) -> bool {
         let (first, last) = self.span.sub_bounds(sub);
         last.saturating_add(self.span.window) > now && first <= now.saturating_add(MOST_AHEAD + self.span.window / 4)
+    }
+
+    /// Merges a peer's count `c`, received at `now`: grants by sub-slot
+    /// (see `merge`), wants and gifts by window. Peered (`share`), a want
+    /// for the current window is answered with what this locker can spare,
+    /// and a peer heard granting or asking in it gets what it was lent
+    /// renewed, into this window and the next (see `rights`): `give` hears
+    /// each gift as `(key, window, receiver, total given)`, already counted
+    /// as given.
+    /// Returns whether anything changed.
+    pub fn merge_count(
+        &mut self,
+        now: Nanos,
+        c: &Count,
+        room: KeyRoom,
+        share: Share,
+        mut give: impl FnMut(Option<&str>, u64, NodeIx, u32),
+    ) -> Result<bool, NoRoom> {
+        let (key, span, quota) = (c.key.as_deref(), self.span, self.quota);
+        let window = span.window_of(now);
+        let (changed, node) = match c.what {
+            Counted::Granted => {
+                let changed = self.merge(now, key, c.slot, c.node, c.count, room)?;
+                // Granting in this window: it still uses what it was lent.
+                let now_granting = changed && span.window_of(span.sub_bounds(c.slot).0) == window;
+                (changed, now_granting.then_some(c.node))
+            }
+            what => {
+                // Figures of the window before (covers), this one, or the
+                // next (a peer whose clock runs a little ahead).
+                if c.slot.saturating_add(1) < window || c.slot > window + 1 {
+                    return Ok(false);
+                }
+                let log = self.log_entry(key, room)?;
+                log.prune(now, span);
+                let rights = &mut log.shared_mut().rights;
+                let changed = match what {
+                    Counted::Wanted if c.node == ME => false,
+                    Counted::Wanted => rights.merge_want(c.slot, c.node, c.count),
+                    Counted::Gave(ME) => c.node != ME && rights.merge_got(c.slot, c.node, c.count),
+                    Counted::Gave(to) if c.node == ME => rights.merge_gave(c.slot, to, c.count),
+                    Counted::Gave(_) | Counted::Granted => false,
+                };
+                (changed, (what == Counted::Wanted && c.slot == window && c.node != ME).then_some(c.node))
+            }
+        };
+        let Some(node) = node.filter(|_| share.conserved()) else { return Ok(changed) };
+        let Some(log) = self.log_mut(key) else { return Ok(changed) };
+        let initial = share.rolling_rights(quota, window);
+        let (spare, _) = log.free(now, span, initial);
+        let rights = &mut log.shared_mut().rights;
+        let mut f = |w, to, n| give(key, w, to, n);
+        if c.what == Counted::Wanted {
+            rights.give(window, spare, initial, share.members.saturating_sub(1), &mut f);
+        } else {
+            rights.renew(window, node, &mut f);
+        }
+        Ok(changed)
     }
 
     /// Merges `count`, the cumulative grants of peer `node` for `key` in
@@ -63,30 +132,54 @@ impl RollingWindow {
         Ok(log.shared_mut().merge(node, sub, count))
     }
 
-    /// Calls `f` with every count that still counts at `now`: own (as
-    /// `ME`) and each peer node's, per key (`None` for the unkeyed
-    /// count) and sub-slot.
-    pub fn counts(&self, now: Nanos, mut f: impl FnMut(Option<&str>, u64, NodeIx, u32)) {
+    /// Calls `f` with every figure that still counts at `now`, as `(key,
+    /// slot, node, count, what)`: grants, own (as `ME`) and each peer
+    /// node's, per key (`None` for the unkeyed count) and sub-slot; and
+    /// wants and gifts per window, own and to this locker, so that a
+    /// locker that rejoins after a pause hears its own back.
+    pub fn counts(&self, now: Nanos, mut f: impl FnMut(Option<&str>, u64, NodeIx, u32, Counted)) {
         let span = self.span;
         for (key, log) in self.logs() {
             let from = span.sub(now.saturating_sub(span.window));
-            log.own_subs(span, from, |sub, n| f(key, sub, ME, n));
-            for h in log.shared.iter().flat_map(|s| s.heard.iter()) {
+            log.own_subs(span, from, |sub, n| f(key, sub, ME, n, Counted::Granted));
+            let Some(s) = &log.shared else { continue };
+            for h in &s.heard {
                 if span.sub_bounds(h.sub).1.saturating_add(span.window) > now {
-                    f(key, h.sub, h.node, h.count);
+                    f(key, h.sub, h.node, h.count, Counted::Granted);
+                }
+            }
+            let mut f = |w, node, n, what| f(key, w, node, n, what);
+            let mut gifts = Vec::new();
+            s.rights.each(|w, node, n, own| gifts.push((w, node, n, own)), |w, node, n| f(w, node, n, Counted::Wanted));
+            for (w, node, n, own) in gifts {
+                if own {
+                    f(w, ME, n, Counted::Gave(node));
+                } else {
+                    f(w, node, n, Counted::Gave(ME));
                 }
             }
         }
     }
 
-    /// Calls `f` with the own count of every (key, sub-slot) granted since
-    /// the last call, for republishing: a count lost on the way is
-    /// repaired by the next one.
-    pub fn drain_touched(&mut self, mut f: impl FnMut(Option<&str>, u64, u32)) {
+    /// Calls `f` with the own figures, as `(key, slot, node, count,
+    /// what)`, of every key granted, short or giving since the last call,
+    /// for republishing: the grants of each sub-slot granted in, what it
+    /// asked for, and its gifts, so that one lost on the way is repaired
+    /// by the next.
+    pub fn drain_touched(&mut self, now: Nanos, mut f: impl FnMut(Option<&str>, u64, NodeIx, u32, Counted)) {
         let span = self.span;
+        let window = span.window_of(now);
         let mut drain = |key: Option<&str>, log: &mut Log| {
-            let Some(from) = log.shared.as_mut().and_then(|s| s.touched_from.take()) else { return };
-            log.own_subs(span, span.sub(from), |sub, n| f(key, sub, n));
+            let Some(s) = log.shared.as_mut() else { return };
+            if std::mem::take(&mut s.rights.touched) {
+                let wanted = s.rights.wanted_in(window);
+                if wanted > 0 {
+                    f(key, window, ME, wanted, Counted::Wanted);
+                }
+                s.rights.own_gifts(window.saturating_sub(1), |w, to, n| f(key, w, ME, n, Counted::Gave(to)));
+            }
+            let Some(from) = s.touched_from.take() else { return };
+            log.own_subs(span, span.sub(from), |sub, n| f(key, sub, ME, n, Counted::Granted));
         };
         drain(None, &mut self.unkeyed);
         self.keys.for_each_mut(|k, log| drain(Some(k), log));

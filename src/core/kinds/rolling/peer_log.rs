@@ -1,6 +1,6 @@
 //! A rolling window shared across peers: per key, the cumulative grants
-//! each peer node made in each sub-slot, the own grants still in flight,
-//! and what this locker publishes.
+//! each peer node made in each sub-slot, the key's conserved rights, and
+//! what this locker publishes.
 //!
 //! Peers exchange the same cumulative counts as fixed windows do, numbered
 //! by sub-slot (`Span::peer_grain`, a 64th of the window, aligned to the
@@ -12,14 +12,15 @@
 //! counts it wherever in its sub-slot it may have gone (see `log`): a
 //! peer's grant stops counting at the end of its sub-slot + T.
 //!
-//! Grants made on several lockers at once, each on a view that lacks the
-//! others' latest grants, could add up past `max`; so each locker holds the
-//! own grants of the last in-flight window (`Share`) to its share of what
-//! is left, the remainder going by turns (see `over_share`). This module
-//! keeps the counts only: no clock, no names, no wire format.
+//! The peers' counts say how much of the window is left across the group,
+//! so that a locker short of rights asks its peers only while some may be
+//! spare; what a locker may grant is its rights' (see `rights`), whatever
+//! the counts say. This module keeps the counts only: no clock, no names,
+//! no wire format.
 
+use super::rights::Rights;
 use super::span::Span;
-use crate::core::share::{NodeIx, Recent};
+use crate::core::share::NodeIx;
 use crate::core::time::Nanos;
 
 /// One node's cumulative grants for one sub-slot.
@@ -34,28 +35,24 @@ pub(super) struct Heard {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct PeerLog {
     pub(super) heard: Vec<Heard>,
-    /// Own permits granted since sharing began, for the in-flight rule.
-    total: u64,
-    recent: Recent<u64>,
+    /// The key's conserved rights.
+    pub(super) rights: Rights,
     /// The earliest go instant among own grants not republished since the
     /// last repair.
     pub(super) touched_from: Option<Nanos>,
 }
 
 impl PeerLog {
-    /// A record that counts own grants as in flight from `now` on.
-    pub fn since(now: Nanos) -> PeerLog {
-        PeerLog { recent: Recent::since(now), ..PeerLog::default() }
-    }
-
-    /// Forgets peer counts that no longer count at `now` or after.
+    /// Forgets peer counts that no longer count at `now` or after, and
+    /// rights that no longer bear on its window.
     pub fn prune(&mut self, now: Nanos, span: Span) {
         self.heard.retain(|h| span.sub_bounds(h.sub).1.saturating_add(span.window) > now);
+        self.rights.prune(span.window_of(now));
     }
 
-    /// Whether no peer count is held.
+    /// Whether no peer count and no right is held.
     pub fn is_idle(&self) -> bool {
-        self.heard.is_empty()
+        self.heard.is_empty() && self.rights.is_idle()
     }
 
     /// Every peer count as (first instant, last instant, permits).
@@ -64,16 +61,6 @@ impl PeerLog {
             let (first, last) = span.sub_bounds(h.sub);
             (first, last, h.count)
         })
-    }
-
-    /// Counts `n` own permits going at `at`.
-    pub fn add_own(&mut self, _at: Nanos, n: u32) {
-        self.total += u64::from(n);
-    }
-
-    /// Own permits granted within the last `window` before `now` (or a little more).
-    pub fn in_flight(&mut self, now: Nanos, window: Nanos) -> u64 {
-        self.recent.in_flight(now, self.total, window)
     }
 
     /// Keeps the larger of `count` and what `node` said before for `sub`;

@@ -56,6 +56,14 @@ impl Span {
         (first, first.saturating_add(self.peer_grain - 1))
     }
 
+    /// The number of the window holding `at`: windows of length T aligned
+    /// to the epoch, as a fixed window numbers its slots; conserved rights
+    /// are numbered by them.
+    #[inline]
+    pub fn window_of(&self, at: Nanos) -> u64 {
+        at / self.window
+    }
+
     /// Whether a grant stamped `stamp` still counts in the interval ending at `u`.
     #[inline]
     pub(super) fn counts_at(&self, stamp: Nanos, u: Nanos) -> bool {

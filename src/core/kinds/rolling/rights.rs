@@ -1,0 +1,367 @@
+//! One key's conserved rights in a rolling window shared by peers: the
+//! rights this locker and each peer node lent each other, per window, what
+//! the peers asked for, and the rule that says how many permits this
+//! locker may still grant.
+//!
+//! Each member holds a fixed share of `max_requests` rights
+//! (`Share::rolling_rights`). A right is a permit that comes back when the grant
+//! made with it leaves the window: a locker grants only while its own
+//! grants that still count are fewer than its rights, so the grants of all
+//! lockers in any interval of length T never add up to more than the
+//! rights there are, `max_requests`.
+//!
+//! Rights move by gifts, numbered by window (`k`, aligned to the epoch like
+//! a fixed window's slots, each T long). A gift of window `k` lets its
+//! receiver grant with it during window `k`; the grants it makes then still
+//! count during window `k + 1`, so there the gift only *covers* them, and it
+//! is free of them by the end of `k + 1`. The giver therefore counts what it
+//! gave a node as given for two windows: in window `k` it holds
+//!
+//! ```text
+//! holds + Σ got[k] - Σ_node max(gave[k][node], gave[k-1][node])
+//! ```
+//!
+//! rights, and its receivers' covers are `max(0, got[k-1] - got[k])` per
+//! giver. It may grant while its grants stamped in window `k`, plus those
+//! of window `k - 1` beyond their cover, are fewer. A gift to the same node
+//! in the next window *renews* the last one up to its size at no cost to the
+//! giver (the max above), so rights stay where they are used: a giver
+//! renews what it lent a node, into the current window and ahead into the
+//! next, whenever it hears that node grant or ask in the current window.
+//! A right moved stays moved while its receiver keeps granting or asking;
+//! it comes back to its giver two windows after the last window in which
+//! its receiver did (idle, cut off or dead since). A locker that needs rights
+//! asks like any other, and any locker with spare rights of its own share
+//! gives to a peer that asks, unless it asked for rights itself in the
+//! window.
+//!
+//! A locker lends only rights of its own share, never what it was lent, so
+//! a right is with its member or with one receiver at a time.
+//!
+//! A gift leaves only after the giver took it off its own, every figure is
+//! cumulative per (window, giver, receiver) and merged by maximum, so a
+//! late, lost or repeated message delays rights but never makes one. Pure
+//! arithmetic: no clock, no names, no wire format.
+
+use crate::core::share::NodeIx;
+
+/// What this locker and one peer node lent each other for one window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Lend {
+    window: u64,
+    node: NodeIx,
+    /// Rights this locker gave the node, cumulative.
+    gave: u32,
+    /// Rights the node gave this locker, cumulative.
+    got: u32,
+}
+
+/// What a peer node asked for in one window, and how much of it this
+/// locker has answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Asked {
+    window: u64,
+    node: NodeIx,
+    wanted: u32,
+    answered: u32,
+}
+
+/// Own grants that still count, by the window of their stamps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Held {
+    /// Stamped in the current window (or later, for a coarse stamp).
+    pub current: u32,
+    /// Stamped in the window before.
+    pub previous: u32,
+}
+
+/// One key's ledger of conserved rights: lends of the current and the
+/// previous window (and the next, merged early from a peer a little
+/// ahead), and the wants of the current one.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Rights {
+    lends: Vec<Lend>,
+    asked: Vec<Asked>,
+    /// What this locker asked its peers for, in the window given.
+    wanted: (u64, u32),
+    wanted_new: bool,
+    /// Changed since it was last republished.
+    pub(super) touched: bool,
+}
+
+impl Rights {
+    /// Forgets what no longer bears on window `window` or later.
+    pub fn prune(&mut self, window: u64) {
+        self.lends.retain(|l| l.window.saturating_add(1) >= window);
+        self.asked.retain(|a| a.window >= window);
+    }
+
+    /// Whether nothing is kept.
+    pub fn is_idle(&self) -> bool {
+        self.lends.is_empty() && self.asked.is_empty()
+    }
+
+    fn lend(&self, window: u64, node: NodeIx) -> Lend {
+        let found = self.lends.iter().find(|l| l.window == window && l.node == node);
+        found.copied().unwrap_or(Lend { window, node, gave: 0, got: 0 })
+    }
+
+    fn lend_mut(&mut self, window: u64, node: NodeIx) -> &mut Lend {
+        let i = match self.lends.iter().position(|l| l.window == window && l.node == node) {
+            Some(i) => i,
+            None => {
+                self.lends.push(Lend { window, node, gave: 0, got: 0 });
+                self.lends.len() - 1
+            }
+        };
+        &mut self.lends[i]
+    }
+
+    /// The permits this locker may grant in window `window`, holding
+    /// `initial` rights before gifts, with `held` own grants still
+    /// counting (see the module's rule).
+    pub fn free(&self, window: u64, initial: u32, held: Held) -> u32 {
+        let (mut rights, mut cover) = (i64::from(initial), 0i64);
+        for l in &self.lends {
+            if l.window == window {
+                // Lent in either window, a right is still the receiver's.
+                let prev = if window == 0 { Lend { gave: 0, got: 0, ..*l } } else { self.lend(window - 1, l.node) };
+                rights += i64::from(l.got) - i64::from(prev.gave.max(l.gave));
+                cover += (i64::from(prev.got) - i64::from(l.got)).max(0);
+            } else if l.window + 1 == window && !self.lends.iter().any(|c| c.window == window && c.node == l.node) {
+                rights -= i64::from(l.gave);
+                cover += i64::from(l.got);
+            }
+        }
+        let charged = i64::from(held.current) + (i64::from(held.previous) - cover).max(0);
+        (rights - charged).clamp(0, i64::from(u32::MAX)) as u32
+    }
+
+    /// Rights of its own share (`initial`) this locker may still lend for
+    /// `window`: a right is lent only by the member whose share it is, so
+    /// that it is in one place at a time (a receiver that passed on what it
+    /// was lent could renew it after its own lender stopped: two lockers
+    /// would hold it).
+    fn lendable(&self, window: u64, initial: u32) -> u32 {
+        let mut lent = 0u64;
+        for l in &self.lends {
+            if l.window == window {
+                let prev = if window == 0 { 0 } else { self.lend(window - 1, l.node).gave };
+                lent += u64::from(prev.max(l.gave));
+            } else if l.window + 1 == window && !self.lends.iter().any(|c| c.window == window && c.node == l.node) {
+                lent += u64::from(l.gave);
+            }
+        }
+        u64::from(initial).saturating_sub(lent) as u32
+    }
+
+    /// Rights the peers gave this locker for `window`.
+    fn got_in(&self, window: u64) -> u32 {
+        self.lends.iter().filter(|l| l.window == window).map(|l| l.got).sum()
+    }
+
+    /// Asks the peers for `need` rights more than they gave for `window`,
+    /// unless that many are asked already: what was asked is cumulative,
+    /// so an ask decided again does not ask twice.
+    pub fn want(&mut self, window: u64, need: u32) {
+        let wanted = self.got_in(window).saturating_add(need);
+        if self.wanted.0 != window {
+            self.wanted = (window, 0);
+        }
+        if wanted > self.wanted.1 {
+            self.wanted.1 = wanted;
+            self.wanted_new = true;
+        }
+        // Still short: the next repair says so again, in case the want or
+        // the gift was lost.
+        self.touched = true;
+    }
+
+    /// What this locker asked for in `window`.
+    pub fn wanted_in(&self, window: u64) -> u32 {
+        if self.wanted.0 == window {
+            self.wanted.1
+        } else {
+            0
+        }
+    }
+
+    /// What this locker asked for, if that grew since the last call.
+    pub fn take_wanted_new(&mut self) -> Option<(u64, u32)> {
+        std::mem::take(&mut self.wanted_new).then_some(self.wanted)
+    }
+
+    /// Records that `from` gave this locker `count` rights for `window` in all.
+    pub fn merge_got(&mut self, window: u64, from: NodeIx, count: u32) -> bool {
+        let l = self.lend_mut(window, from);
+        let grew = count > l.got;
+        l.got = l.got.max(count);
+        grew
+    }
+
+    /// Records an echo of this locker's own gift to `to` (a snapshot after
+    /// a pause): raises the record if the echo is larger.
+    pub fn merge_gave(&mut self, window: u64, to: NodeIx, count: u32) -> bool {
+        let l = self.lend_mut(window, to);
+        let grew = count > l.gave;
+        l.gave = l.gave.max(count);
+        grew
+    }
+
+    /// Records that `node` asked its peers for `count` rights for `window` in all.
+    pub fn merge_want(&mut self, window: u64, node: NodeIx, count: u32) -> bool {
+        match self.asked.iter_mut().find(|a| a.window == window && a.node == node) {
+            Some(a) if a.wanted >= count => false,
+            Some(a) => {
+                a.wanted = count;
+                true
+            }
+            None => {
+                self.asked.push(Asked { window, node, wanted: count, answered: 0 });
+                true
+            }
+        }
+    }
+
+    /// Renews for `window` what this locker lent `node` in the window
+    /// before, up to its size, and for the next window what it lent in
+    /// this one: neither costs the giver anything (see the module's rule),
+    /// and a right the receiver still uses stays there rather than sit idle
+    /// on its way back, or at a window's start while the renewal travels.
+    /// `f` hears each new total given, as `(window, node, total)`, already
+    /// counted.
+    pub fn renew(&mut self, window: u64, node: NodeIx, mut f: impl FnMut(u64, NodeIx, u32)) {
+        for w in [window, window + 1] {
+            let Some(before) = w.checked_sub(1).map(|p| self.lend(p, node).gave) else { continue };
+            let l = self.lend_mut(w, node);
+            if l.gave < before {
+                l.gave = before;
+                self.touched = true;
+                f(w, node, before);
+            }
+        }
+    }
+
+    /// Answers what peers asked for in `window`: renews what this locker
+    /// lent each of them before, then, unless it asked for rights itself in
+    /// this window, gives what it can spare (`spare`, what it may grant
+    /// now, and no more of its own share `initial` than it has not lent):
+    /// its part of each want, a share of it per other member (`others`).
+    /// Each gift is counted as given before `f` hears the receiver's
+    /// cumulative total, which is what is published.
+    pub fn give(&mut self, window: u64, spare: u32, initial: u32, others: u32, mut f: impl FnMut(u64, NodeIx, u32)) {
+        let asking = self.wanted_in(window) > 0;
+        let mut spare = spare.min(self.lendable(window, initial));
+        for i in 0..self.asked.len() {
+            let Asked { window: w, node, wanted, answered } = self.asked[i];
+            if w != window || wanted <= answered {
+                continue;
+            }
+            self.asked[i].answered = wanted;
+            self.renew(window, node, &mut f);
+            let n = if asking { 0 } else { (wanted - answered).div_ceil(others.max(1)).min(spare) };
+            if n == 0 {
+                continue;
+            }
+            spare -= n;
+            let l = self.lend_mut(window, node);
+            l.gave += n;
+            let total = l.gave;
+            self.touched = true;
+            f(window, node, total);
+        }
+        // What it gave now goes on into the next window too.
+        for i in 0..self.asked.len() {
+            let Asked { window: w, node, .. } = self.asked[i];
+            if w == window {
+                self.renew(window, node, &mut f);
+            }
+        }
+    }
+
+    /// Calls `f` with every figure kept, as `(window, node, count, what)`:
+    /// own gifts as `(to, Some(to))` with the giver this locker, gifts
+    /// received as `(from, None)`, and wants as `(node, wanted)`.
+    pub fn each(&self, mut gift: impl FnMut(u64, NodeIx, u32, bool), mut want: impl FnMut(u64, NodeIx, u32)) {
+        for l in &self.lends {
+            if l.gave > 0 {
+                gift(l.window, l.node, l.gave, true);
+            }
+            if l.got > 0 {
+                gift(l.window, l.node, l.got, false);
+            }
+        }
+        for a in &self.asked {
+            want(a.window, a.node, a.wanted);
+        }
+    }
+
+    /// Calls `f` with this locker's own figures from `window` on, for
+    /// republishing: its gifts `(window, to, total)`.
+    pub fn own_gifts(&self, window: u64, mut f: impl FnMut(u64, NodeIx, u32)) {
+        for l in self.lends.iter().filter(|l| l.window >= window && l.gave > 0) {
+            f(l.window, l.node, l.gave);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: NodeIx = 1;
+    const B: NodeIx = 2;
+
+    #[test]
+    fn a_gift_is_given_before_it_is_published_and_lent_for_two_windows() {
+        let (mut giver, mut taker) = (Rights::default(), Rights::default());
+        taker.want(7, 3);
+        assert_eq!(taker.take_wanted_new(), Some((7, 3)));
+        assert!(giver.merge_want(7, B, 3));
+        let mut sent = Vec::new();
+        giver.give(7, 2, 2, 2, |w, to, n| sent.push((w, to, n)));
+        assert_eq!(sent, [(7, B, 2), (8, B, 2)], "half of 3 each, of 2 other members, rounded up; on into window 8");
+        assert_eq!(giver.free(7, 2, Held::default()), 0, "taken off before it left");
+        assert!(taker.merge_got(7, A, 2));
+        assert!(!taker.merge_got(7, A, 2), "a repeat changes nothing");
+        assert_eq!(taker.free(7, 1, Held::default()), 3);
+        // Window 8: the taker's grants of window 7 are covered, but it may
+        // not grant with the gift; the giver has not got it back yet.
+        let held = Held { current: 0, previous: 3 };
+        assert_eq!(taker.free(8, 1, held), 0, "1 of its own under the cover of 2");
+        assert_eq!(taker.free(8, 1, Held { current: 0, previous: 2 }), 1);
+        assert_eq!(giver.free(8, 2, Held::default()), 0, "still lent");
+        assert!(taker.merge_got(8, A, 2), "the renewal");
+        assert_eq!(taker.free(8, 1, Held { current: 0, previous: 3 }), 0, "no cover for renewed rights");
+        assert_eq!(taker.free(8, 1, Held { current: 0, previous: 1 }), 2);
+        taker.prune(10);
+        giver.prune(10);
+        assert_eq!((giver.free(10, 2, Held::default()), taker.free(10, 1, Held::default())), (2, 1), "back");
+    }
+
+    #[test]
+    fn a_renewal_keeps_the_rights_where_they_are_used_at_no_cost() {
+        let mut giver = Rights::default();
+        giver.merge_gave(7, B, 2);
+        let mut sent = Vec::new();
+        giver.renew(8, B, |w, to, n| sent.push((w, to, n)));
+        assert_eq!(sent, [(8, B, 2), (9, B, 2)], "into this window and the next");
+        assert_eq!(giver.free(8, 2, Held::default()), 0, "no more than lent once");
+        assert_eq!(giver.free(9, 2, Held::default()), 0);
+        giver.renew(8, B, |w, to, n| sent.push((w, to, n)));
+        assert_eq!(sent.len(), 2, "once");
+        let mut short = Rights::default();
+        short.merge_gave(7, B, 2);
+        short.want(8, 1);
+        short.merge_want(8, B, 3);
+        let mut sent = Vec::new();
+        short.give(8, 5, 5, 1, |w, to, n| sent.push((w, to, n)));
+        assert_eq!(sent, [(8, B, 2), (9, B, 2)], "a locker that asked renews, and gives no more");
+        let mut taker = Rights::default();
+        taker.merge_got(8, A, 3);
+        taker.merge_want(8, B, 3);
+        let mut sent = Vec::new();
+        taker.give(8, 4, 1, 1, |w, to, n| sent.push((w, to, n)));
+        assert_eq!(sent, [(8, B, 1), (9, B, 1)], "its own one right, not what it was lent");
+    }
+}

@@ -1,0 +1,112 @@
+//! Conserved rights on the simulated group (`locker::sim`): two to five
+//! peered lockers sharing a rolling window, under the generated schedules
+//! of asks and faults of `conserved` (delays from nothing to two windows,
+//! jitter that reorders, loss up to a half, duplication, pauses,
+//! partitions that heal, kills and restarts). Whatever the schedule, no
+//! interval of the window's length holds more than `max_requests` go
+//! across the group; with timely messages, demand on every locker, or on
+//! one, fills every window from the second.
+//!
+//! A go is counted at the true instant its locker decided it (the lockers'
+//! clocks are right here). Cases: `PROPTEST_CASES`, else 32.
+
+use locker::core::{Algorithm, Limit, Locker, Nanos, Quota, DEFAULT_LIMIT};
+use proptest::prelude::*;
+
+use super::conserved::{cases, event, Trial};
+use crate::group::{joined, MS};
+
+/// A rolling window of `max` per `window_ms` on every node.
+fn rolling(max: u32, window_ms: u64) -> impl Fn() -> Locker + Clone {
+    move || {
+        let quota = Quota::new(max, window_ms as f64 / 1000.0).unwrap();
+        let limit = Limit::with_algorithm(DEFAULT_LIMIT, quota, Algorithm::RollingWindow).unwrap();
+        Locker::new(limit, vec![], 1000)
+    }
+}
+
+/// The most permits that went in any interval of length `window`, and
+/// the instant that interval ends at.
+fn worst(goes: &[(Nanos, u64)], window: Nanos) -> (u64, Nanos) {
+    let within = |end: Nanos| goes.iter().filter(|&&(t, _)| t <= end && t + window > end).map(|&(_, n)| n).sum();
+    goes.iter().map(|&(end, _)| (within(end), end)).max().unwrap_or((0, 0))
+}
+
+/// The permits that went in each aligned window from `start`, for `windows`.
+fn per_window(goes: &[(Nanos, u64)], start: Nanos, window: Nanos, windows: u64) -> Vec<u64> {
+    let within = |k: u64| goes.iter().filter(|&&(t, _)| (t - start) / window == k).map(|&(_, n)| n).sum();
+    (0..windows).map(within).collect()
+}
+
+fn rolling_trial(n: usize, max: u32, window_ms: u64, seed: u64) -> Trial {
+    Trial::of(joined(n, seed, rolling(max, window_ms)), n, window_ms * MS, max)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn no_interval_of_the_window_ever_holds_more_than_max_whatever_the_messages_do(
+        n in 2usize..=5,
+        max in 1u32..8,
+        window_ms in prop::sample::select(vec![40u64, 100, 300, 800]),
+        seed in any::<u64>(),
+        events in prop::collection::vec((0u64..60, event()), 1..80),
+    ) {
+        let mut t = rolling_trial(n, max, window_ms, seed);
+        for (gap_pct, e) in &events {
+            let at = t.g.now() + t.slot * gap_pct / 100;
+            t.g.advance_to(at);
+            t.apply(e);
+        }
+        let (most, end) = worst(&t.gos, t.slot);
+        prop_assert!(most <= u64::from(max), "{} go in the window ending at {}: {:?}", most, end, t.gos);
+    }
+
+    #[test]
+    fn with_timely_messages_demand_on_one_locker_fills_every_window_from_the_second(
+        n in 2usize..=5,
+        max in 1u32..12,
+        window_ms in prop::sample::select(vec![100u64, 300, 800]),
+        busy in 0usize..5,
+        seed in any::<u64>(),
+    ) {
+        let mut t = rolling_trial(n, max, window_ms, seed);
+        let busy = busy % n;
+        let start = (t.g.now() / t.slot + 1) * t.slot;
+        let mut at = start;
+        // One locker asked once a millisecond for four windows.
+        while at < start + 4 * t.slot {
+            at += MS;
+            t.g.advance_to(at);
+            t.ask(busy, 1);
+        }
+        let got = per_window(&t.gos, start, t.slot, 4);
+        prop_assert!(got[1..].iter().all(|&g| g == u64::from(max)), "{:?}", got);
+        prop_assert!(worst(&t.gos, t.slot).0 <= u64::from(max));
+    }
+
+    #[test]
+    fn with_timely_messages_demand_on_every_locker_fills_every_window_from_the_second(
+        n in 2usize..=5,
+        max in 1u32..12,
+        window_ms in prop::sample::select(vec![100u64, 300, 800]),
+        seed in any::<u64>(),
+    ) {
+        let mut t = rolling_trial(n, max, window_ms, seed);
+        let start = (t.g.now() / t.slot + 1) * t.slot;
+        t.g.advance_to(start);
+        // Every locker asked once a millisecond, in turn, for four windows.
+        let mut at = start;
+        while at < start + 4 * t.slot {
+            for node in 0..n {
+                at += MS / n as u64;
+                t.g.advance_to(at);
+                t.ask(node, 1);
+            }
+        }
+        let got = per_window(&t.gos, start, t.slot, 4);
+        prop_assert!(got[1..].iter().all(|&g| g == u64::from(max)), "{:?}", got);
+        prop_assert!(worst(&t.gos, t.slot).0 <= u64::from(max));
+    }
+}
