@@ -117,6 +117,7 @@ const COMMANDS: &[(&str, &str, Do)] = &[
     ("docs/peering.md", "cargo test --release --test it peering_delayed -- --nocapture", Tests("peering_delayed")),
     ("docs/peering.md", "PROPTEST_CASES=100000 cargo test --release --test it properties::conserved", Tests("properties::conserved")),
     ("docs/peering.md", "PROPTEST_CASES=100000 cargo test --release --test it properties::conserved_bucket", Tests("properties::conserved_bucket")),
+    ("docs/peering.md", "PROPTEST_CASES=100000 cargo test --release --test it properties::conserved_rolling", Tests("properties::conserved_rolling")),
     ("docs/peering.md", "cargo test --release --test it peering_bucket -- --nocapture", Tests("peering_bucket")),
     ("docs/performance.md", "bash benches/compare.sh", Skip(MINUTES)),
     ("docs/performance.md", "bash benches/leases.sh", Skip(MINUTES)),
