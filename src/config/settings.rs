@@ -36,7 +36,7 @@ pub struct Settings {
     #[serde(skip)]
     pub max_requests: Option<u32>,
     /// Slot length of the default limit in seconds, from 0.001 [default: 1.0].
-    #[arg(long, value_name = "S", allow_negative_numbers = true)]
+    #[arg(long, value_name = "S", allow_negative_numbers = true, value_parser = parse_slot_seconds)]
     #[serde(skip)]
     pub in_seconds: Option<f64>,
     /// Kind of the default limit: fixed-window, token-bucket, semaphore or rolling-window [default: fixed-window].
@@ -196,6 +196,17 @@ fn parse_count(s: &str) -> Result<u32, String> {
         .ok()
         .filter(|&n| n >= 1)
         .ok_or_else(|| "must be a whole number from 1 to 4294967295".to_owned())
+}
+
+/// A slot length in seconds, from `MIN_SLOT_SECONDS` to
+/// `MAX_SLOT_SECONDS`: refused with the flag's name, not the limit's.
+fn parse_slot_seconds(s: &str) -> Result<f64, String> {
+    use crate::core::limit::{MAX_SLOT_SECONDS, MIN_SLOT_SECONDS};
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| (MIN_SLOT_SECONDS..=MAX_SLOT_SECONDS).contains(v))
+        .ok_or_else(|| format!("must be a number of seconds from {MIN_SLOT_SECONDS} to {MAX_SLOT_SECONDS}"))
 }
 
 /// A duration given as humantime ("250ms", "1s") or plain seconds, in

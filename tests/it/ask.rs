@@ -78,7 +78,7 @@ fn stats_prints_counters_per_limit() {
 fn bad_settings_fail_fast_with_a_clear_message() {
     let out = run_locker(&["serve", "--bind", "tcp://127.0.0.1:*", "--in-seconds", "0"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("in_seconds must be a number from 0.001"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--in-seconds <S>': must be a number of seconds from 0.001"));
     let out = run_locker(&["serve", "--bind", "nonsense"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("binding nonsense"));

@@ -143,7 +143,10 @@ fn negative_numbers_reach_the_validation_message() {
     let out = run_locker(&["serve", "--bind", "tcp://127.0.0.1:*", "--in-seconds", "-1"]);
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
-    assert!(err.contains("in_seconds must be a number from 0.001"), "{err}");
+    assert!(
+        err.contains("--in-seconds <S>': must be a number of seconds from 0.001"),
+        "the flag, not a limit, is named: {err}"
+    );
     let out =
         run_locker(&["serve", "--bind", "tcp://127.0.0.1:*", "--peer-bind", "tcp://127.0.0.1:*", "--peer-grace", "-2"]);
     assert!(text(&out.stderr).contains("peer_grace must be from 0 to 60 seconds, got -2"), "{}", text(&out.stderr));

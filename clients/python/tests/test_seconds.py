@@ -5,15 +5,14 @@ fallback for a misspelt limit, and a WSGI middleware answering 429."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import time
-from pathlib import Path
 from typing import Any, List, Tuple
 
 import pytest
 
 from conftest import Daemon
 from locker_client import DEFAULT_ENDPOINT, AsyncClient, Client, LockerError, RateLimited
+from locker_client.wsgi import RateLimit
 
 
 @pytest.fixture
@@ -139,21 +138,12 @@ def test_a_misspelt_limit_is_an_error_not_the_default_limit(client: Client) -> N
         client.go("nope")
 
 
-def load_example() -> Any:
-    path = Path(__file__).resolve().parents[1] / "examples" / "wsgi_429.py"
-    spec = importlib.util.spec_from_file_location("wsgi_429", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_wsgi_middleware_answers_429_with_retry_after(client: Client, key: str) -> None:
     def app(environ: dict, start_response: Any) -> List[bytes]:
         start_response("200 OK", [("Content-Type", "text/plain")])
         return [b"hello\n"]
 
-    limited = load_example().RateLimit(app, client, "hour", key_of=lambda environ: environ["REMOTE_ADDR"])
+    limited = RateLimit(app, client, "hour", key_of=lambda environ: environ["REMOTE_ADDR"])
     answers = []
     for _ in range(4):
         seen: dict = {}

@@ -4,6 +4,7 @@ rounded up) when the limit says sorry.
 
     from wsgiref.simple_server import make_server
     from locker_client import Client
+    from locker_client.wsgi import RateLimit
 
     app = RateLimit(my_app, Client(), "api", key_of=lambda environ: environ.get("REMOTE_ADDR"))
     make_server("127.0.0.1", 8000, app).serve_forever()
@@ -16,7 +17,8 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Iterable, Optional
 
-from locker_client import Client, RateLimited
+from .client import Client
+from .errors import RateLimited
 
 Environ = dict
 StartResponse = Callable[..., Any]
