@@ -122,6 +122,16 @@ impl Trial {
         r.ok
     }
 
+    /// Applies each event after its pause (a percentage of a slot). A
+    /// paused node is not asked; the group runs past pauses.
+    pub(crate) fn run(&mut self, events: &[(u64, Event)]) {
+        for (gap_pct, e) in events {
+            let at = self.g.now() + self.slot * gap_pct / 100;
+            self.g.advance_to(at);
+            self.apply(e);
+        }
+    }
+
     pub(crate) fn apply(&mut self, e: &Event) {
         let n = self.n();
         match *e {
@@ -204,12 +214,7 @@ proptest! {
         events in prop::collection::vec((0u64..60, event()), 1..80),
     ) {
         let mut t = Trial::new(n, max, slot_ms, seed);
-        for (gap_pct, e) in &events {
-            let at = t.g.now() + t.slot * gap_pct / 100;
-            // A paused node must not be asked; the group runs past pauses.
-            t.g.advance_to(at);
-            t.apply(e);
-        }
+        t.run(&events);
         prop_assert!(t.over().is_empty(), "slots over {max}: {:?} of {:?}", t.over(), t.per_slot);
     }
 
@@ -222,11 +227,7 @@ proptest! {
         events in prop::collection::vec((0u64..800, long_event()), 1..60),
     ) {
         let mut t = Trial::new(n, max, slot_ms, seed);
-        for (gap_pct, e) in &events {
-            let at = t.g.now() + t.slot * gap_pct / 100;
-            t.g.advance_to(at);
-            t.apply(e);
-        }
+        t.run(&events);
         prop_assert!(t.over().is_empty(), "slots over {max}: {:?} of {:?}", t.over(), t.per_slot);
     }
 

@@ -56,11 +56,7 @@ fn worst_excess(gos: &[(Nanos, u64)], burst: u32, interval: Nanos) -> (i64, Nano
 /// Runs `events` (each after `gap_pct` % of a period) on a trial; the
 /// worst excess over the bound.
 fn run(t: &mut Trial, events: &[(u64, Event)], burst: u32, interval: Nanos) -> (i64, Nanos, u64) {
-    for (gap_pct, e) in events {
-        let at = t.g.now() + t.slot * gap_pct / 100;
-        t.g.advance_to(at);
-        t.apply(e);
-    }
+    t.run(events);
     worst_excess(&t.gos, burst, interval)
 }
 

@@ -54,11 +54,7 @@ proptest! {
         events in prop::collection::vec((0u64..60, event()), 1..80),
     ) {
         let mut t = rolling_trial(n, max, window_ms, seed);
-        for (gap_pct, e) in &events {
-            let at = t.g.now() + t.slot * gap_pct / 100;
-            t.g.advance_to(at);
-            t.apply(e);
-        }
+        t.run(&events);
         let (most, end) = worst(&t.gos, t.slot);
         prop_assert!(most <= u64::from(max), "{} go in the window ending at {}: {:?}", most, end, t.gos);
     }
