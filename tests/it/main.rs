@@ -179,5 +179,7 @@ mod store;
 mod store_seam;
 /// Structured requests and named limits from a config file's text, on the seam: keys, errors, counters.
 mod structured;
+/// Limits checked together, refunds and resets: every op on the seam, alone.
+mod together;
 /// Attacks by clients: guessed lease ids, made-up restores (seam), key floods.
 mod trust;
