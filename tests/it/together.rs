@@ -170,3 +170,89 @@ fn a_reset_is_refused_unless_the_limit_allows_it() {
     assert!(!go(&mut s, T0 + 3, "login", 1).ok);
     assert!(reset(&mut s, T0, "db", "u").unwrap_err().contains("semaphore"));
 }
+
+/// The limits of the real-locker tests: a minute's slots, so that none
+/// ends while a test runs.
+const LIMITS: &str = "
+[[limits]]
+name = 'api'
+max_requests = 6
+in_seconds = 600
+[[limits]]
+name = 'day'
+max_requests = 2
+in_seconds = 600
+[[limits]]
+name = 'login'
+max_requests = 3
+in_seconds = 600
+allow_reset = true
+";
+
+fn cli(endpoint: &str, args: &[&str]) -> (Option<i32>, String, String) {
+    let mut all = vec![args[0], "--connect", endpoint];
+    all.extend_from_slice(&args[1..]);
+    let out = crate::support::run_locker(&all);
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Every op against a real locker from the command line: `ask` with two
+/// `--limit`, `refund` and `reset`, with the figures of issue 38.
+#[test]
+fn a_real_locker_answers_all_refund_and_reset_from_the_command_line() {
+    let config = crate::support::TempFile::new("together.toml", LIMITS);
+    let d = crate::support::Daemon::start(&["--config", config.path()]);
+    let both = ["ask", "--limit", "api", "--limit", "day", "--key", "u"];
+    assert_eq!(cli(&d.endpoint, &both).0, Some(0));
+    assert_eq!(cli(&d.endpoint, &both).0, Some(0));
+    let (code, out, _) = cli(&d.endpoint, &both);
+    assert_eq!(code, Some(1), "day is full");
+    assert!(out.starts_with("sorry\n  day: sorry, 0 left"), "{out}");
+    // The refused whole charged api nothing: 4 of its 6 are left.
+    let (code, out, _) = cli(&d.endpoint, &["ask", "--limit", "api", "--key", "u", "--cost", "4", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((code, v["ok"].as_bool(), v["remaining"].as_u64()), (Some(0), Some(true), Some(0)), "{out}");
+    let (code, out, _) = cli(&d.endpoint, &["refund", "--limit", "api", "--key", "u", "--cost", "2"]);
+    assert_eq!((code, out.as_str()), (Some(0), "refunded 2, 2 left\n"));
+    let one = ["ask", "--limit", "api", "--key", "u"];
+    let after: Vec<_> = (0..3).map(|_| cli(&d.endpoint, &one).0).collect();
+    assert_eq!(after, [Some(0), Some(0), Some(1)], "exactly two more go");
+    let (code, _, err) = cli(&d.endpoint, &["reset", "--limit", "api", "--key", "u"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("limit \"api\" does not allow a reset"), "{err}");
+    for _ in 0..3 {
+        cli(&d.endpoint, &["ask", "--limit", "login", "--key", "alice"]);
+    }
+    assert_eq!(cli(&d.endpoint, &["ask", "--limit", "login", "--key", "alice"]).0, Some(1));
+    let (code, out, _) = cli(&d.endpoint, &["reset", "--limit", "login", "--key", "alice"]);
+    assert_eq!((code, out.as_str()), (Some(0), "reset, 3 left\n"));
+    assert_eq!(cli(&d.endpoint, &["ask", "--limit", "login", "--key", "alice"]).0, Some(0));
+}
+
+/// Peered, a refused whole charges no part either: the group still grants
+/// exactly the first limit's whole quota when it is asked alone afterwards.
+#[test]
+fn peered_lockers_charge_a_refused_whole_to_no_part() {
+    let config = crate::support::TempFile::new("together-peered.toml", LIMITS);
+    let group = crate::support::Peered::start(2, &["--config", config.path()]);
+    group.wait_joined(1);
+    let mut clients: Vec<locker::Client> =
+        (0..2).map(|i| locker::Client::new([group.endpoint(i)], std::time::Duration::from_secs(2)).unwrap()).collect();
+    let both = [Ask::new().limit("api").key("u"), Ask::new().limit("day").key("u")];
+    let mut together = 0;
+    for i in 0..8 {
+        let reply = clients[i % 2].all(&both).unwrap();
+        together += usize::from(reply.ok);
+        assert!(reply.ok || reply.replies.iter().any(|r| !r.ok), "a refusal names the part that refused");
+    }
+    assert_eq!(together, 2, "day's 2 permits, shared by the group");
+    let mut alone = 0;
+    for i in 0..12 {
+        alone += usize::from(clients[i % 2].ask(&Ask::new().limit("api").key("u")).unwrap().ok);
+    }
+    assert_eq!(alone, 6 - together, "every api permit the refused wholes did not take");
+}
