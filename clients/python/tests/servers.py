@@ -11,10 +11,12 @@ from __future__ import annotations
 import socket
 import threading
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import uvicorn
+
+from locker_client.asgi import App, Receive, Scope, Send
 
 #: How long a server may take to start or stop.
 DEADLINE = 10.0
@@ -26,11 +28,11 @@ class Ready:
     ``app``: put it inside a middleware to see that the middleware lets
     lifespan through."""
 
-    def __init__(self, app: Callable[..., Any]) -> None:
+    def __init__(self, app: App) -> None:
         self.app = app
         self.started = threading.Event()
 
-    async def __call__(self, scope: dict, receive: Callable[..., Any], send: Callable[..., Any]) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "lifespan":
             await self.app(scope, receive, send)
             return
@@ -44,22 +46,22 @@ class Ready:
                 return
 
 
-async def hello(scope: dict, receive: Callable[..., Any], send: Callable[..., Any]) -> None:
+async def hello(scope: Scope, receive: Receive, send: Send) -> None:
     """The plainest ASGI app: 200 and a greeting, with a header of its own."""
     assert scope["type"] == "http"
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain"), (b"x-app", b"hello")]})
     await send({"type": "http.response.body", "body": b"hello\n"})
 
 
-def hello_wsgi(environ: dict, start_response: Callable[..., Any]) -> List[bytes]:
+def hello_wsgi(environ: Dict[str, Any], start_response: Callable[..., Any]) -> List[bytes]:
     start_response("200 OK", [("Content-Type", "text/plain"), ("X-App", "hello")])
     return [b"hello\n"]
 
 
-def header_key(name: bytes) -> Callable[[dict], Optional[str]]:
+def header_key(name: bytes) -> Callable[[Scope], Optional[str]]:
     """An ASGI ``key_of``: the value of request header ``name``."""
 
-    def key_of(scope: dict) -> Optional[str]:
+    def key_of(scope: Scope) -> Optional[str]:
         for field, value in scope["headers"]:
             if field == name:
                 return str(value.decode())

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Generic, Iterable, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, Generic, Iterable, List, Optional, Tuple, TypeVar, Union
 
 from . import wire
 from .errors import RateLimited
@@ -98,8 +98,9 @@ def reset(limit: Optional[str], key: Optional[str]) -> Call[bool]:
 
 
 #: What :meth:`~locker_client.Client.permit` takes over several limits at
-#: once: each a limit's name (asked for the permit's key and cost) or an Ask.
-Limits = Sequence[Union[None, str, Ask]]
+#: once, a list or a tuple: each a limit's name (asked for the permit's key
+#: and cost; None for the default limit) or an Ask.
+Limits = Union[List[Union[None, str, Ask]], Tuple[Union[None, str, Ask], ...]]
 
 
 def several(limit: object) -> bool:

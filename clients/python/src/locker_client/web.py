@@ -6,16 +6,16 @@ serving.
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Mapping, Optional, Tuple, Union
 
-from . import headers
+from . import calls, headers
 from .errors import RateLimited
-from .wire import AllReply, Ask, GoReply
+from .wire import AllReply, GoReply
 
 #: What a middleware asks per request: one limit's name (None: the
 #: default limit), or several limits at once (names, asked for the
 #: request's key, or :class:`~locker_client.Ask`, asked as they are).
-Limits = Union[None, str, Sequence[Union[None, str, Ask]]]
+Limits = Union[None, str, calls.Limits]
 
 #: A limit's name and its window (``in_seconds``), for the policy's ``w``.
 Windows = Mapping[str, float]

@@ -799,12 +799,12 @@ def decode_all(body: bytes, names: Sequence[Optional[str]] = ()) -> AllReply:
         raise BadReply(f"not the reply to {len(names) or 'some'} limits checked together: {m!r}")
     parts = []
     for value in replies:
-        reply = _usual_go(value)
-        if reply is None:
-            reply = _batch_reply(value)
-            if isinstance(reply, Refused):
-                raise LockerError(reply.message)
-        parts.append(reply)
+        usual = _usual_go(value)
+        # Not ``or``: a sorry is a GoReply that is false.
+        part = _batch_reply(value) if usual is None else usual
+        if isinstance(part, Refused):
+            raise LockerError(part.message)
+        parts.append(part)
     try:
         return AllReply(
             ok=_bool(m["ok"]),

@@ -17,13 +17,13 @@ twin is ``locker_client.asgi``; what the two share is in ``web``.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from . import web
 from .client import Client
 from .errors import RateLimited
 
-Environ = dict
+Environ = Dict[str, Any]
 StartResponse = Callable[..., Any]
 App = Callable[[Environ, StartResponse], Iterable[bytes]]
 
