@@ -46,8 +46,30 @@ _U64 = 2**64
 Request = Dict[str, Any]
 
 
+class _Answer:
+    """What a go reply and the reply to limits checked together share: true
+    when ``ok``, and the wire's milliseconds also in seconds."""
+
+    ok: bool
+    retry_after_ms: int
+    wait_ms: Optional[int]
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    @property
+    def retry_after(self) -> float:
+        """``retry_after_ms`` in seconds: when sorry, until the ask would fit."""
+        return self.retry_after_ms / 1000.0
+
+    @property
+    def wait(self) -> Optional[float]:
+        """``wait_ms`` in seconds: go after this long, when the ask had a wait."""
+        return None if self.wait_ms is None else self.wait_ms / 1000.0
+
+
 @dataclass(frozen=True)
-class GoReply:
+class GoReply(_Answer):
     """The locker's answer to an ask. True in a boolean context when ``ok``.
 
     ``ok``: go (after ``wait_ms``, when present) or sorry.
@@ -70,23 +92,10 @@ class GoReply:
     wait_ms: Optional[int]
     limit: int
 
-    def __bool__(self) -> bool:
-        return self.ok
-
-    @property
-    def retry_after(self) -> float:
-        """``retry_after_ms`` in seconds: when sorry, until the ask would fit."""
-        return self.retry_after_ms / 1000.0
-
     @property
     def reset_after(self) -> float:
         """``reset_after_ms`` in seconds: until the slot ends (a bucket is full)."""
         return self.reset_after_ms / 1000.0
-
-    @property
-    def wait(self) -> Optional[float]:
-        """``wait_ms`` in seconds: go after this long, when the ask had a wait."""
-        return None if self.wait_ms is None else self.wait_ms / 1000.0
 
     def headers(self, name: Optional[str] = None, window: Optional[float] = None) -> Dict[str, str]:
         """The standard rate-limit header fields of this answer, for a web
@@ -234,7 +243,7 @@ class LeaseReply:
 
 
 @dataclass(frozen=True)
-class AllReply:
+class AllReply(_Answer):
     """The locker's answer to limits checked together
     (:meth:`~locker_client.Client.all`). True in a boolean context when ``ok``.
 
@@ -253,19 +262,6 @@ class AllReply:
     retry_after_ms: int
     wait_ms: Optional[int] = None
     names: Tuple[Optional[str], ...] = field(default=(), compare=False)
-
-    def __bool__(self) -> bool:
-        return self.ok
-
-    @property
-    def retry_after(self) -> float:
-        """``retry_after_ms`` in seconds: when not ok, until every part would fit."""
-        return self.retry_after_ms / 1000.0
-
-    @property
-    def wait(self) -> Optional[float]:
-        """``wait_ms`` in seconds, when the whole had a wait."""
-        return None if self.wait_ms is None else self.wait_ms / 1000.0
 
     @property
     def tightest(self) -> int:
