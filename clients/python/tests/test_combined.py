@@ -157,14 +157,14 @@ def test_a_refund_of_two_after_a_go_of_five_lets_exactly_two_more_go(client: Cli
     assert client.ask("api", key, cost=5).ok
     assert not client.ask("api", key).ok
     refunded = client.refund("api", key, cost=2)
-    assert refunded.ok and refunded.remaining == 2
+    assert (refunded.granted, refunded.remaining, refunded.limit) == (2, 2, 5), "granted: the permits that went back"
     assert [client.ask("api", key).ok for _ in range(3)] == [True, True, False]
 
 
 def test_a_refund_never_creates_capacity(client: Client, key: str) -> None:
     assert client.ask("api", key).ok
     refunded = client.refund("api", key, cost=10)
-    assert refunded.remaining <= 5
+    assert refunded.granted == 1 and refunded.remaining == 5, "only the one it took went back"
     assert [client.ask("api", key).ok for _ in range(6)] == [True] * 5 + [False]
 
 
@@ -173,7 +173,7 @@ def test_a_reset_clears_one_key_only_where_the_limit_allows_it(client: Client, k
         assert client.ask("login", key).ok
     assert not client.ask("login", key).ok
     assert client.ask("login", key + "-other").ok
-    assert client.reset("login", key) is True
+    assert client.reset("login", key).remaining == 3
     assert left(client, "login", key) == 3
     assert left(client, "login", key + "-other") == 2, "another key keeps its count"
     assert client.ask("api", key).ok
@@ -212,14 +212,15 @@ def test_the_asyncio_client_checks_together_refunds_and_resets(locker: Daemon, k
             whole = await client.all([Ask("api", key), Ask("day", key)])
             assert not whole.ok and whole.replies[0].ok
             assert (await client.ask("api", key, cost=0)).remaining == 4
-            assert (await client.refund("api", key, cost=1)).remaining == 5
+            assert (await client.refund("api", key, cost=1)).granted == 1
+            assert (await client.ask("api", key, cost=0)).remaining == 5
             with pytest.raises(RateLimited) as raised:
                 async with client.permit(["api", "day"], key=key):
                     pytest.fail("the day limit is full")
             assert raised.value.limit == "day"
             for _ in range(3):
                 assert (await client.ask("login", key)).ok
-            assert await client.reset("login", key)
+            assert (await client.reset("login", key)).remaining == 3
             assert (await client.ask("login", key, cost=0)).remaining == 3
 
     asyncio.run(run())

@@ -7,7 +7,7 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from locker_client import Ask, BadReply, GoReply, LockerError, RefundReply, Refused, Terms, wire
+from locker_client import Ask, BadReply, GoReply, LockerError, Refused, Terms, wire
 
 
 def hexed(data: bytes) -> str:
@@ -231,14 +231,7 @@ def test_refund_and_reset_requests_are_checked() -> None:
     assert msgpack.unpackb(wire.encode(wire.refund_request(None, None, 1))) == {"op": "refund", "cost": 1}
 
 
-def test_the_replies_of_refund_reset_and_all_decode_and_odd_ones_are_bad_replies() -> None:
-    assert wire.decode_refund(msgpack.packb({"ok": True, "remaining": 3})) == RefundReply(True, 3)
-    assert wire.decode_refund(msgpack.packb({"remaining": 3, "limit": 5})) == RefundReply(True, 3, 5)
-    assert wire.decode_reset(msgpack.packb({"ok": True})) is True
-    with pytest.raises(LockerError, match="allow_reset"):
-        wire.decode_reset(msgpack.packb({"error": "limit login does not allow_reset"}))
-    with pytest.raises(BadReply):
-        wire.decode_refund(msgpack.packb({"ok": True}))
+def test_the_reply_to_limits_checked_together_decodes_and_odd_ones_are_bad_replies() -> None:
     part = {"ok": True, "limit": 5, "remaining": 4, "retry_after_ms": 0, "reset_after_ms": 700}
     whole = msgpack.packb({"ok": True, "replies": [part], "retry_after_ms": 0})
     assert wire.decode_all(whole, ["api"]).names == ("api",)

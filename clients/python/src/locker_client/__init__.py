@@ -34,7 +34,7 @@ from .base import DEFAULT_ENDPOINT
 from .errors import BadReply, ClientError, LockerError, NoAnswer, NotAcquired, RateLimited
 from .lease import Lease
 from .pool import PermitPool, Permits
-from .wire import AllReply, Ask, GoReply, LeaseReply, RefundReply, Refused, Terms
+from .wire import AllReply, Ask, GoReply, LeaseReply, Refused, Terms
 
 __version__ = "0.1.0"
 
@@ -58,7 +58,6 @@ __all__ = [
     "PermitPool",
     "Permits",
     "RateLimited",
-    "RefundReply",
     "Refused",
     "Terms",
 ]

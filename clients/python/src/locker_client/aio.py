@@ -45,7 +45,7 @@ from .base import DEFAULT_ENDPOINT, DEFAULT_TIMEOUT, ClientBase, sent as _sent
 from .errors import ClientError
 from .lease import LeaseState, LeaseWait, Terms, lease_hold_ms, log
 from .pool import PoolState
-from .wire import AllReply, Ask, BatchReply, GoReply, LeaseReply, RefundReply
+from .wire import AllReply, Ask, BatchReply, GoReply, LeaseReply
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -114,11 +114,11 @@ class AsyncClient(ClientBase["zmq.Socket[bytes]"]):
         :meth:`locker_client.Client.all`."""
         return await self._call(calls.all_of(asks, *calls.whole_waits(max_wait, hold, max_wait_ms, hold_ms)))
 
-    async def refund(self, limit: Optional[str], key: Optional[str] = None, cost: int = 1) -> RefundReply:
+    async def refund(self, limit: Optional[str], key: Optional[str] = None, cost: int = 1) -> GoReply:
         """Gives back permits a key took; see :meth:`locker_client.Client.refund`."""
         return await self._call(calls.refund(limit, key, cost))
 
-    async def reset(self, limit: Optional[str], key: Optional[str] = None) -> bool:
+    async def reset(self, limit: Optional[str], key: Optional[str] = None) -> GoReply:
         """Clears one key's count; see :meth:`locker_client.Client.reset`."""
         return await self._call(calls.reset(limit, key))
 

@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, Generic, Iterable, List, Optional, Tuple
 
 from . import wire
 from .errors import RateLimited
-from .wire import AllReply, Ask, GoReply, LeaseReply, RefundReply
+from .wire import AllReply, Ask, GoReply, LeaseReply
 
 T = TypeVar("T")
 
@@ -87,14 +87,16 @@ def whole_waits(
     return wire.seconds_or_ms("max_wait", max_wait, max_wait_ms), wire.seconds_or_ms("hold", hold, hold_ms)
 
 
-def refund(limit: Optional[str], key: Optional[str], cost: int) -> Call[RefundReply]:
-    """Permits given back."""
-    return Call(wire.encode(wire.refund_request(limit, key, cost)), wire.decode_refund)
+def refund(limit: Optional[str], key: Optional[str], cost: int) -> Call[GoReply]:
+    """Permits given back; the reply is a go reply whose ``granted`` is
+    what went back."""
+    return Call(wire.encode(wire.refund_request(limit, key, cost)), wire.decode_go)
 
 
-def reset(limit: Optional[str], key: Optional[str]) -> Call[bool]:
-    """One key's count cleared."""
-    return Call(wire.encode(wire.reset_request(limit, key)), wire.decode_reset)
+def reset(limit: Optional[str], key: Optional[str]) -> Call[GoReply]:
+    """One key's count cleared; the reply is a go reply with the key's
+    figures after it."""
+    return Call(wire.encode(wire.reset_request(limit, key)), wire.decode_go)
 
 
 #: What :meth:`~locker_client.Client.permit` takes over several limits at

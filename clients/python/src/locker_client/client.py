@@ -44,7 +44,7 @@ from . import calls, curve, pirate, wire
 from .base import DEFAULT_ENDPOINT, DEFAULT_TIMEOUT, ClientBase, sent as _sent
 from .errors import ClientError
 from .lease import Lease, wait_for_lease
-from .wire import AllReply, Ask, BatchReply, GoReply, LeaseReply, RefundReply, Terms
+from .wire import AllReply, Ask, BatchReply, GoReply, LeaseReply, Terms
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -163,17 +163,20 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         """
         return self._call(calls.all_of(asks, *calls.whole_waits(max_wait, hold, max_wait_ms, hold_ms)))
 
-    def refund(self, limit: Optional[str], key: Optional[str] = None, cost: int = 1) -> RefundReply:
+    def refund(self, limit: Optional[str], key: Optional[str] = None, cost: int = 1) -> GoReply:
         """Gives back ``cost`` permits that ``key`` took of ``limit`` and
         that still count (the call they were for never happened). Never
-        more than the key took: a refund cannot create capacity. The
-        reply's ``remaining`` is what a new ask could take now."""
+        more than the key took: a refund cannot create capacity. The reply
+        is a :class:`~locker_client.GoReply`: ``granted``, the permits that
+        went back; ``remaining``, what a new ask could take now."""
         return self._call(calls.refund(limit, key, cost))
 
-    def reset(self, limit: Optional[str], key: Optional[str] = None) -> bool:
-        """Clears ``key``'s count of ``limit`` (a login that succeeded).
-        The locker refuses (:class:`~locker_client.LockerError`) unless the
-        limit says ``allow_reset = true``."""
+    def reset(self, limit: Optional[str], key: Optional[str] = None) -> GoReply:
+        """Clears ``key``'s count of ``limit`` (a login that succeeded) and
+        returns the key's figures after it, as a
+        :class:`~locker_client.GoReply`. The locker refuses
+        (:class:`~locker_client.LockerError`) unless the limit says
+        ``allow_reset = true``."""
         return self._call(calls.reset(limit, key))
 
     def ask_many(self, asks: Iterable[Ask]) -> List[BatchReply]:

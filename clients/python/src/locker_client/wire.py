@@ -293,20 +293,6 @@ class AllReply(_Answer):
         return headers.fields(parts, self.ok, self.retry_after_ms)
 
 
-@dataclass(frozen=True)
-class RefundReply:
-    """The locker's answer to a refund: ``ok`` when it was taken, and
-    ``remaining``, the permits a new ask for the key could take now.
-    ``limit``: the limit's capacity, when the locker says it."""
-
-    ok: bool
-    remaining: int
-    limit: Optional[int] = None
-
-    def __bool__(self) -> bool:
-        return self.ok
-
-
 # ---- checking arguments -------------------------------------------------
 
 
@@ -811,29 +797,6 @@ def decode_all(body: bytes, names: Sequence[Optional[str]] = ()) -> AllReply:
         )
     except (KeyError, TypeError, ValueError) as e:
         raise BadReply(f"not the reply to limits checked together: {m!r}") from e
-
-
-def decode_refund(body: bytes) -> RefundReply:
-    """The reply to a refund: ``ok`` (true when absent) and ``remaining``."""
-    m = decode_map(body)
-    try:
-        return RefundReply(
-            ok=_bool(m.get("ok", True)),
-            remaining=int(m["remaining"]),
-            limit=None if m.get("limit") is None else int(m["limit"]),
-        )
-    except (KeyError, TypeError, ValueError) as e:
-        raise BadReply(f"not a refund's reply: {m!r}") from e
-
-
-def decode_reset(body: bytes) -> bool:
-    """The reply to a reset: its ``ok`` (true when absent); a refused
-    reset raises LockerError."""
-    m = decode_map(body)
-    try:
-        return _bool(m.get("ok", True))
-    except TypeError as e:
-        raise BadReply(f"not a reset's reply: {m!r}") from e
 
 
 def _bool(value: object) -> bool:
