@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import re
+import subprocess
+import sys
 from typing import Any, AsyncIterator, List
 
 import httpx
@@ -110,3 +112,17 @@ def test_the_wsgi_middleware_served_over_http_answers_with_the_same_fields(locke
             responses = four_requests(url, key)
     check_three_pass_and_the_fourth_is_refused(responses, '"hour";q=3;w=3600')
     check_the_locker_counted_them(locker, key)
+
+
+def test_the_asgi_middleware_imports_without_starlette() -> None:
+    """Pure ASGI: importing it (and the package) loads no web framework,
+    so Starlette and FastAPI stay optional."""
+    code = (
+        "import sys\n"
+        "for name in ('starlette', 'fastapi', 'uvicorn', 'httpx'): sys.modules[name] = None\n"
+        "import locker_client.asgi, locker_client.wsgi\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('starlette', 'fastapi') and sys.modules[m]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
