@@ -1,13 +1,16 @@
 """A reply's rate-limit header fields (IETF draft-ietf-httpapi-ratelimit-
-headers-10 and draft-03), from canned replies: pure, no daemon."""
+headers-10 and draft-03), and the permit over several limits, from canned
+replies: pure, no daemon."""
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import Any, List
 
+import msgpack
 import pytest
 
-from locker_client import AllReply, GoReply, RateLimited
+from locker_client import AllReply, AsyncClient, Client, GoReply, RateLimited
 from locker_client import calls, headers, web
 from locker_client.wire import Ask
 
@@ -118,3 +121,54 @@ def test_the_middlewares_429_carries_retry_after_and_both_rate_limit_fields() ->
     assert dict(fields)["Retry-After"] == "1"
     with pytest.raises(ValueError):
         web.windows_of({"api": 0})
+
+
+class Canned:
+    """Stands in for a client's round trip: answers each request with the
+    next of ``answers`` and keeps what was sent."""
+
+    def __init__(self, *answers: dict) -> None:
+        self.answers = [msgpack.packb(a) for a in answers]
+        self.sent: List[dict] = []
+
+    def __call__(self, body: bytes) -> bytes:
+        self.sent.append(msgpack.unpackb(body))
+        return self.answers.pop(0)
+
+    async def aio(self, body: bytes) -> bytes:
+        return self(body)
+
+
+def whole(ok: bool, retry_after_ms: int) -> dict:
+    part = {"ok": True, "limit": 5, "remaining": 4, "retry_after_ms": 0, "reset_after_ms": 700}
+    refused = {"ok": ok, "limit": 2, "remaining": 0 if not ok else 1, "retry_after_ms": retry_after_ms, "reset_after_ms": 900}
+    return {"ok": ok, "replies": [part, refused], "retry_after_ms": retry_after_ms}
+
+
+def test_a_permit_over_several_limits_asks_again_after_the_retry_hint_in_both_clients(monkeypatch: pytest.MonkeyPatch) -> None:
+    canned = Canned(whole(False, 20), whole(True, 0))
+    client = Client("tcp://127.0.0.1:1")
+    monkeypatch.setattr(client, "round_trip", canned)
+    with client.permit(["api", Ask("day", "shared")], key="u", wait=1.0) as reply:
+        assert reply.ok and reply.names == ("api", "day")
+    assert len(canned.sent) == 2 and canned.sent[0] == canned.sent[1]
+    assert canned.sent[0] == {
+        "op": "all",
+        "asks": [{"limit": "api", "key": "u", "cost": 1}, {"limit": "day", "key": "shared", "cost": 1}],
+    }
+
+    aio = AsyncClient("tcp://127.0.0.1:1")
+    canned = Canned(whole(False, 20), whole(False, 5000))
+    monkeypatch.setattr(aio, "round_trip", canned.aio)
+
+    async def refused() -> RateLimited:
+        with pytest.raises(RateLimited) as raised:
+            async with aio.permit(["api", Ask("day", "shared")], key="u", wait=1.0):
+                pytest.fail("refused")
+        return raised.value
+
+    sorry = asyncio.run(refused())
+    assert (sorry.limit, sorry.key, sorry.retry_after) == ("day", "shared", 5.0)
+    assert isinstance(sorry.reply, AllReply) and len(canned.sent) == 2
+    client.close()
+    aio.close()
