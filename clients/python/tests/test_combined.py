@@ -193,8 +193,15 @@ def test_a_limit_sent_with_the_ask_counts_exactly_like_a_configured_one(runtime_
         assert [(r.ok, r.limit, r.remaining) for r in sent] == [(r.ok, r.limit, r.remaining) for r in configured]
         assert [r.ok for r in sent] == [True, True, True, False]
         assert 0 < sent[3].retry_after <= 3600
-        reply = client.all([Ask("tenant-8", key, terms=Terms(10, 1.0, algorithm="token-bucket", burst=2)), Ask("api", key)])
-        assert reply.ok and reply.replies[0].limit == 2
+
+
+def test_a_part_of_limits_checked_together_may_carry_its_limits_terms(runtime_locker: Daemon, key: str) -> None:
+    bucket = Terms(1, 60.0, algorithm="token-bucket", burst=2)  # a token a minute: no refill mid-test
+    with Client(runtime_locker.endpoint, timeout=5.0) as client:
+        replies = [client.all([Ask("tenant-8", key, terms=bucket), Ask("api", key)]) for _ in range(3)]
+        assert [r.ok for r in replies] == [True, True, False]
+        assert replies[0].replies[0].limit == 2, "the bucket's burst, from the terms"
+        assert client.ask("api", key, cost=0).remaining == 3, "the refused whole charged api nothing"
 
 
 def test_a_limit_sent_with_the_ask_is_refused_without_runtime_limits(client: Client, key: str) -> None:
