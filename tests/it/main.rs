@@ -24,7 +24,8 @@
 //! (`held_leases::the_clients_lease_waits_on_the_held_reply_and_wakes_at_the_release`),
 //! and every reply reaching a DEALER client
 //! (`delivery::a_held_burst_released_at_a_slot_start_reaches_its_caller_and_no_go_is_lost`,
-//! `delivery::replies_to_a_client_that_went_away_are_counted_as_undelivered`).
+//! `delivery::replies_to_a_client_that_went_away_are_counted_as_undelivered`,
+//! `delivery::a_go_that_could_not_be_delivered_is_given_back`).
 //!
 //! ## What still starts a real `locker` process, and why
 //!
@@ -106,7 +107,8 @@ mod counting;
 /// CURVE: allowlisted clients get answers, unknown keys and plain clients none; keygen; config;
 /// peers with their own keys, and no counts for an unlisted subscriber; only admin keys may reset.
 mod curve;
-/// Every reply arrives or is counted: a DEALER with thousands of held asks, a held burst, a client gone.
+/// Every reply arrives or is counted: a DEALER with thousands of held asks, a held burst, a client gone (its go
+/// given back).
 mod delivery;
 /// Every shell command of README.md and docs/*.md, run as written or listed with why not.
 mod doc_commands;
