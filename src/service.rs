@@ -34,6 +34,7 @@ mod kept;
 mod lease;
 mod parking;
 mod peer;
+mod runtime;
 pub mod step;
 mod store;
 mod store_lease;
@@ -206,6 +207,13 @@ impl Service {
     /// it started with for its schedule.
     pub fn reload(&mut self, default: Limit, limits: Vec<Limit>, max_keys: usize) -> Reloaded {
         let done = self.locker.reload(default, limits, max_keys);
+        self.limits_moved();
+        done
+    }
+
+    /// Keeps what refers to limits by id in step with a table whose ids
+    /// may have moved (a reload, or idle runtime limits dropped).
+    fn limits_moved(&mut self) {
         self.holding.leases.recheck();
         if let Some(s) = &mut self.store {
             s.reset(self.locker.figures().stats().count());
@@ -215,7 +223,6 @@ impl Service {
         self.plain_memo.0.clear();
         self.plain_memo.1 = default;
         self.last_named = None;
-        done
     }
 
     /// When the service next needs a loop turn (`step::turn`), if ever: the
@@ -260,6 +267,7 @@ impl Service {
         }
         let now = self.enter(now);
         self.locker.expire(now);
+        self.drop_idle(now);
         if let Some(s) = &mut self.store {
             s.sweep(now);
         }
@@ -371,9 +379,13 @@ impl Service {
     }
 
     fn go(&mut self, now: Nanos, go: &wire::Ask, out: &mut Vec<u8>) -> Option<Sorry> {
-        let verdict = match self.find(go.limit) {
+        let found = match &go.terms {
+            None => self.find(go.limit).map_err(AskError::from),
+            Some(terms) => self.find_with_terms(now, go.limit, terms),
+        };
+        let verdict = match found {
             Ok(limit) => self.count(now, &permit_ask(limit, go)).map(|v| (limit, v)),
-            Err(e) => Err(e.into()),
+            Err(e) => Err(e),
         };
         match verdict {
             Ok((id, v)) => {

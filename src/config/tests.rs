@@ -347,3 +347,18 @@ fn a_value_of_the_wrong_type_names_its_key() {
     let e = FileConfig::parse("max_keys = 1\npeer_grace = 'x'\n").unwrap_err();
     assert!(e.starts_with("line 2, column 14: peer_grace: found a string"), "{e}");
 }
+
+#[test]
+fn runtime_limits_are_none_unless_set_and_not_yet_beside_state_peers_or_a_store() {
+    assert_eq!(ServeConfig::resolve(Flags::default(), FileConfig::default()).unwrap().runtime_limits, 0);
+    let c = ServeConfig::resolve(Flags::default(), parse("runtime_limits = 50\n")).unwrap();
+    assert_eq!(c.runtime_limits, 50);
+    let flags = Flags { runtime_limits: Some(7), ..Flags::default() };
+    assert_eq!(ServeConfig::resolve(flags, parse("runtime_limits = 50\n")).unwrap().runtime_limits, 7);
+    let with = |extra: &str| {
+        let text = format!("runtime_limits = 5\n{extra}\n");
+        ServeConfig::resolve(Flags::default(), parse(&text)).unwrap_err().to_string()
+    };
+    let e = with("store = 'redis://127.0.0.1:6379'");
+    assert!(e.contains("runtime_limits and store are both set"), "{e}");
+}

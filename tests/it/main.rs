@@ -73,6 +73,7 @@
 //! - **The command line** (`ask`, `stats`, `lease`, `bench`, `check-config`, config and flag errors, start-up warnings;
 //!   `batch::bench_counts_every_decision_of_every_batch` asks a locker served in-process):
 //!   `ask::*` (6), `bench::*` (3), `batch::bench_counts_every_decision_of_every_batch`,
+//!   `runtime::a_real_locker_counts_a_limit_sent_with_terms_as_its_configured_twin_and_refuses_it_without_the_flag`,
 //!   `operations::check_config_exits_0_for_a_valid_file_and_2_with_the_error`,
 //!   `edges::a_lease_wait_that_ends_in_the_queue_is_not_held_rather_than_an_error`,
 //!   `edges::toml_errors_say_the_line_and_column_and_which_limit`, `edges::negative_numbers_reach_the_validation_message`,
@@ -167,6 +168,8 @@ mod protocol;
 mod readme;
 /// Rolling windows on the seam and a simulated clock, alone and peered: never more than max in any interval of length T.
 mod rolling;
+/// Limits sent with the ask (`terms`, `--runtime-limits`): created, bounded, retuned, dropped; `locker ask --terms`.
+mod runtime;
 /// The seed's own Python client, unchanged.
 mod seed;
 /// The seed's limit as a rolling window with a margin on three real lockers: the resource refuses nothing.
