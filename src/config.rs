@@ -483,7 +483,7 @@ impl ServeConfig {
         }
         let runtime_limits = s.runtime_limits.unwrap_or(0);
         if runtime_limits > 0 {
-            check_runtime_limits(&s, &peering, &state, &store)?;
+            check_runtime_limits(&s, &peering, &state)?;
         }
         Ok(ServeConfig {
             bind,
@@ -513,7 +513,6 @@ fn check_runtime_limits(
     s: &Settings,
     peering: &Option<PeerConfig>,
     state: &Option<StateConfig>,
-    store: &Option<StoreConfig>,
 ) -> Result<(), ConfigError> {
     let with = |what, why| s.at("runtime_limits", ConfigError::RuntimeLimitsWith(what, why));
     if peering.is_some() {
@@ -521,9 +520,6 @@ fn check_runtime_limits(
     }
     if state.is_some() {
         return Err(with("state", "kept in a state file"));
-    }
-    if store.is_some() {
-        return Err(with("store", "counted in a store"));
     }
     Ok(())
 }

@@ -407,7 +407,12 @@ impl Service {
     fn count(&mut self, now: Nanos, ask: &PermitAsk) -> Result<Verdict, AskError> {
         match &mut self.store {
             None => self.locker.ask(now, ask),
-            Some(store) => store.count(&mut self.locker, now, ask),
+            Some(store) => {
+                // The table does not see a store's asks: they keep a
+                // runtime limit from falling idle here.
+                self.locker.touch(now, ask.limit);
+                store.count(&mut self.locker, now, ask)
+            }
         }
     }
 

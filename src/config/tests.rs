@@ -349,7 +349,7 @@ fn a_value_of_the_wrong_type_names_its_key() {
 }
 
 #[test]
-fn runtime_limits_are_none_unless_set_and_not_yet_beside_state_peers_or_a_store() {
+fn runtime_limits_are_none_unless_set_and_not_yet_beside_state_or_peers() {
     assert_eq!(ServeConfig::resolve(Flags::default(), FileConfig::default()).unwrap().runtime_limits, 0);
     let c = ServeConfig::resolve(Flags::default(), parse("runtime_limits = 50\n")).unwrap();
     assert_eq!(c.runtime_limits, 50);
@@ -359,6 +359,10 @@ fn runtime_limits_are_none_unless_set_and_not_yet_beside_state_peers_or_a_store(
         let text = format!("runtime_limits = 5\n{extra}\n");
         ServeConfig::resolve(Flags::default(), parse(&text)).unwrap_err().to_string()
     };
-    let e = with("store = 'redis://127.0.0.1:6379'");
-    assert!(e.contains("runtime_limits and store are both set"), "{e}");
+    let e = with("state = '/nonexistent/state.log'");
+    assert!(e.contains("runtime_limits and state are both set"), "{e}");
+    let e = with("peer_bind = 'tcp://127.0.0.1:*'");
+    assert!(e.contains("runtime_limits and peer_bind are both set"), "{e}");
+    let text = "runtime_limits = 5\nstore = 'redis://127.0.0.1:6379'\n";
+    assert_eq!(ServeConfig::resolve(Flags::default(), parse(text)).unwrap().runtime_limits, 5);
 }

@@ -27,6 +27,8 @@
 //!   store is gone lease requests get an error, never a lease.
 //! - A held acquire on one locker, queued in the store, is answered held
 //!   when a count is released on another (issue 41).
+//! - A limit sent with the ask (`terms`, `--runtime-limits`) is one count
+//!   in the store for two lockers, go for go as its configured twin.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -811,4 +813,33 @@ fn a_held_acquire_on_one_locker_gets_a_count_released_on_another() {
     assert!(got.ok && !got.pending && got.lease.is_some() && got.waited_ms.is_some(), "held: {got:?}");
     let stats = second.stats().unwrap();
     assert_eq!((stats.held, stats.held_go, stats.parked), (1, 1, 0), "{stats:?}");
+}
+
+#[test]
+fn a_limit_sent_with_terms_is_one_count_in_the_store_for_every_locker_as_its_configured_twin_is() {
+    let redis = Redis::start(false);
+    let url = format!("redis://{}", redis.address());
+    let config = TempFile::new(
+        "store-runtime.toml",
+        "runtime_limits = 2\n\n[[limits]]\nname = \"twin\"\nmax_requests = 5\nin_seconds = 86400\n",
+    );
+    let args = ["--config", config.path(), "--store", url.as_str()];
+    let (a, b) = (Daemon::start(&args), Daemon::start(&args));
+    // Every ask below falls in one day-long slot.
+    wait_for_room(86_400 * 1_000_000_000, Duration::from_secs(30));
+    let client = |d: &Daemon| Client::new([d.endpoint.clone()], Duration::from_secs(5)).unwrap();
+    let mut clients = [client(&a), client(&b)];
+    let terms = locker::Terms::new("fixed-window", 5, 86_400.0);
+    let mut gone = 0;
+    for i in 0..8 {
+        let c = &mut clients[i % 2];
+        let sent = c.ask(&Ask::new().limit("tenant").key("u").terms(terms)).unwrap();
+        let twin = c.ask(&Ask::new().limit("twin").key("u")).unwrap();
+        assert_eq!((sent.ok, sent.limit), (twin.ok, twin.limit), "ask {i} on locker {}", i % 2);
+        gone += u64::from(sent.ok);
+    }
+    assert_eq!(gone, 5, "both lockers count one count");
+    // Asked without terms, the limit is the one the terms made.
+    let later = clients[1].ask(&Ask::new().limit("tenant").key("u"));
+    assert!(matches!(later, Ok(ref r) if !r.ok), "{later:?}");
 }

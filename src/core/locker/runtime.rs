@@ -52,6 +52,13 @@ impl Locker {
         (self.entries.iter().filter(|e| e.runtime).count(), self.runtime_bound)
     }
 
+    /// Notes an ask of limit `id` at `now` that the table does not decide
+    /// (a store's claims decide it): it keeps a runtime limit from idling.
+    #[inline]
+    pub fn touch(&mut self, now: Nanos, id: LimitId) {
+        self.entries[id.0].last_ask = now;
+    }
+
     /// Whether limit `id` was created from terms sent with an ask.
     pub fn is_runtime(&self, id: LimitId) -> bool {
         self.entries[id.0].runtime
