@@ -55,6 +55,8 @@ impl Service {
             if let Some(s) = &mut self.store {
                 s.grow(self.locker.figures().stats().count());
             }
+            // A plain body of its name chose the default until now.
+            self.plain_memo.0.clear();
         }
         Ok(id)
     }

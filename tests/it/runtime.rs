@@ -46,10 +46,21 @@ fn a_limit_sent_with_terms_is_created_and_counts_exactly_as_its_configured_twin(
     assert!(gone >= 3 && gone < 21, "both went and were refused: {gone} of 21");
     // Later asks name it without terms too, and stats list it as any limit.
     assert!(seam_ask(&mut s, T0 + 3 * SLOT, &Ask::new().limit("tenant").key("u")).unwrap().ok);
+    assert_eq!(seam(&mut s, T0 + 3 * SLOT, b"tenant"), b"go", "the plain form names it too");
     let stats = seam_stats(&mut s, T0 + 3 * SLOT);
     let [tenant, twin] = ["tenant", "twin"].map(|n| stats.limits.iter().find(|l| l.name == n).unwrap().clone());
     assert_eq!((tenant.max_requests, tenant.in_seconds, tenant.algorithm.as_str()), (3, 0.8, "fixed-window"));
-    assert_eq!((tenant.go, tenant.sorry), (twin.go + 1, twin.sorry));
+    assert_eq!((tenant.go, tenant.sorry), (twin.go + 2, twin.sorry));
+}
+
+#[test]
+fn a_plain_body_names_a_limit_created_after_it_was_first_sent() {
+    let mut s = service(1);
+    // The default limit allows 1 per second: the second plain "late" is sorry.
+    assert_eq!(seam(&mut s, T0, b"late"), b"go");
+    assert_eq!(seam(&mut s, T0, b"late"), b"sorry");
+    assert!(seam_ask(&mut s, T0, &Ask::new().limit("late").terms(Terms::new("fixed-window", 9, 1.0))).unwrap().ok);
+    assert_eq!(seam(&mut s, T0, b"late"), b"go", "now its own limit");
 }
 
 #[test]
