@@ -38,6 +38,7 @@ mod runtime;
 pub mod step;
 mod store;
 mod store_lease;
+mod together;
 
 pub use hold::Answer;
 use hold::{Holding, Sorry};
@@ -309,6 +310,9 @@ impl Service {
             Request::Plain(body) => return self.plain(now, body, out),
             Request::Go(go) => return self.go(now, go, out),
             Request::Batch(batch) => self.batch(now, batch, out),
+            Request::All(all) => return self.all(now, all, out),
+            Request::Refund(refund) => self.refund(now, refund, out),
+            Request::Reset(reset) => self.reset(now, reset, out),
             Request::Acquire(ask) => {
                 self.acquire(now, ask, out);
             }
@@ -379,11 +383,7 @@ impl Service {
     }
 
     fn go(&mut self, now: Nanos, go: &wire::Ask, out: &mut Vec<u8>) -> Option<Sorry> {
-        let found = match &go.terms {
-            None => self.find(go.limit).map_err(AskError::from),
-            Some(terms) => self.find_with_terms(now, go.limit, terms),
-        };
-        let verdict = match found {
+        let verdict = match self.find_go(now, go) {
             Ok(limit) => self.count(now, &permit_ask(limit, go)).map(|v| (limit, v)),
             Err(e) => Err(e),
         };
@@ -553,7 +553,7 @@ impl Service {
 
 /// Whether answering `request` may grant permits or a lease.
 fn may_grant(request: &Request) -> bool {
-    matches!(request, Request::Plain(_) | Request::Go(_) | Request::Batch(_) | Request::Acquire(_))
+    matches!(request, Request::Plain(_) | Request::Go(_) | Request::Batch(_) | Request::All(_) | Request::Acquire(_))
 }
 
 /// The core's ask for a go of `limit`, from the wire's.

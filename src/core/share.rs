@@ -200,14 +200,24 @@ impl Share {
     /// place known, no remainder (as `owns`). None for the window this run
     /// joined in and the next `EARLIER_GIFTS_WINDOWS - 1` (`owns_from`):
     /// an earlier run's grants and gifts may count until then.
+    ///
+    /// Its own only while leased, and besides, the rights of the members it
+    /// inherited, from the `EARLIER_GIFTS_WINDOWS`-th window after the one
+    /// it may hold them from (`held_from`, when the silent member had
+    /// surely stopped granting): by then the member's last grants have left
+    /// the window and the last rights it lent have come back.
     #[inline]
     pub fn rolling_rights(&self, quota: Quota, window: u64) -> u32 {
         let (max, members) = (quota.max_requests(), self.members.max(1));
-        if self.owns_from > 0 && window < quota.slot_of(self.owns_from).saturating_add(EARLIER_GIFTS_WINDOWS) {
-            return 0;
+        let share_of = |place: Option<u32>| max / members + u32::from(place.is_some_and(|m| m < max % members));
+        let joined =
+            self.owns_from == 0 || window >= quota.slot_of(self.owns_from).saturating_add(EARLIER_GIFTS_WINDOWS);
+        let own = if joined && self.holding.leased { share_of(self.member) } else { 0 };
+        let Holding { held, held_from, .. } = self.holding;
+        if held == 0 || window < quota.slot_of(held_from).saturating_add(EARLIER_GIFTS_WINDOWS) {
+            return own;
         }
-        let extra = self.member.is_some_and(|m| m < max % members);
-        max / members + u32::from(extra)
+        own + (0..members.min(64)).filter(|p| held >> p & 1 == 1).map(|p| share_of(Some(p))).sum::<u32>()
     }
 
     /// Whether permits are conserved between members (peered) rather than
@@ -250,8 +260,6 @@ impl Share {
 pub struct PeerView {
     /// Lockers live, this one included.
     pub live: u32,
-    /// This locker's place among the live lockers by id, 0 to live - 1.
-    pub rank: u32,
     /// While `now` is before this, every ask of a shared limit is sorry: the
     /// counts of the current slot are still being learned from peers.
     pub hold_until: Option<Nanos>,
@@ -272,7 +280,6 @@ impl PeerView {
     /// No peers: decide alone.
     pub const ALONE: PeerView = PeerView {
         live: 1,
-        rank: 0,
         hold_until: None,
         late: 0,
         members: 1,
@@ -415,5 +422,10 @@ mod tests {
         let late = Share { owns_from: joined, ..trio(0) };
         let held: Vec<u32> = (3..7).map(|k| late.rolling_rights(quota(5), k)).collect();
         assert_eq!(held, [0, 0, 0, 2], "none while an earlier run's gifts may count");
+        let cut_off = Share { holding: Holding { leased: false, ..Holding::OWN }, ..trio(0) };
+        assert_eq!(cut_off.rolling_rights(quota(5), 9), 0, "none of its own without its lease");
+        let heir = Share { holding: Holding { leased: true, held: 1 << 2, held_from: joined }, ..trio(1) };
+        let held: Vec<u32> = (3..7).map(|k| heir.rolling_rights(quota(5), k)).collect();
+        assert_eq!(held, [2, 2, 2, 3], "its own, then the dead member's once its last grants and gifts are gone");
     }
 }

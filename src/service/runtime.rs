@@ -16,6 +16,16 @@ use crate::core::{AskError, Limit, LimitId, Made, Nanos, TableError, DEFAULT_LIM
 use crate::wire::{self, Terms};
 
 impl Service {
+    /// The limit `go` names, made to count by its terms when it carries
+    /// them (see `find_with_terms`); an error, counted, when there is none.
+    #[inline]
+    pub(super) fn find_go(&mut self, now: Nanos, go: &wire::Ask) -> Result<LimitId, AskError> {
+        match &go.terms {
+            None => self.find(go.limit).map_err(AskError::from),
+            Some(terms) => self.find_with_terms(now, go.limit, terms),
+        }
+    }
+
     /// The limit a go with `terms` names (`name`, else the default), as
     /// the table makes it count by them; an error, counted, when the terms
     /// are invalid, differ from a configured limit's, or would create a

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use locker::core::PeerEvent;
-use locker::core::{Limit, Locker, Nanos, Quota, DEFAULT_LIMIT};
+use locker::core::{Algorithm, Limit, Locker, Nanos, Quota, DEFAULT_LIMIT};
 use locker::sim::{self, Group, Link};
 use locker::wire::{Ask, GoReply};
 
@@ -34,6 +34,15 @@ pub(crate) fn ask_patiently(g: &mut Group, i: usize, key: &str) -> GoReply {
 pub(crate) fn fixed(max: u32, slot_ms: u64) -> impl Fn() -> Locker + Clone {
     move || {
         let limit = Limit::new(DEFAULT_LIMIT, Quota::new(max, slot_ms as f64 / 1000.0).unwrap()).unwrap();
+        Locker::new(limit, vec![], 1000)
+    }
+}
+
+/// A rolling window of `max` per `window_ms` on every node.
+pub(crate) fn rolling(max: u32, window_ms: u64) -> impl Fn() -> Locker + Clone {
+    move || {
+        let quota = Quota::new(max, window_ms as f64 / 1000.0).unwrap();
+        let limit = Limit::with_algorithm(DEFAULT_LIMIT, quota, Algorithm::RollingWindow).unwrap();
         Locker::new(limit, vec![], 1000)
     }
 }

@@ -78,7 +78,11 @@ fn two_lockers_share_one_count() {
 /// A group of three on 100 per 4 s with a grace of 2 s, as a restart
 /// needs to learn the slot back from its peers.
 fn trio_with_grace(grace: Nanos, max: u32, slot_ms: u64) -> Group {
-    let locker = fixed(max, slot_ms);
+    trio_of(grace, fixed(max, slot_ms))
+}
+
+/// Three peered nodes of `locker`, past a join `grace`.
+fn trio_of(grace: Nanos, locker: impl Fn() -> locker::core::Locker + 'static) -> Group {
     let mut g = Group::new(3, crate::group::T0, 4, Box::new(move |boot| sim::peered(locker(), boot, grace)));
     g.advance(grace + 500 * MS);
     g
@@ -173,6 +177,34 @@ fn a_dead_lockers_share_comes_back_to_the_other_two_within_the_documented_time()
     g.advance_to((g.now() / SLOT + 1) * SLOT + MS);
     let all = (0..3).map(|i| (0..1000).filter(|_| g.ask(i, &Ask::new().key("k")).unwrap().ok).count()).sum::<usize>();
     assert!((666..=999).contains(&all), "after the restart: {all}");
+}
+
+/// A rolling window's rights come back later than a fixed window's
+/// share: from the third window after the heir may hold them, once the
+/// dead member's last grants and the last rights it lent are gone.
+const RIGHTS_RECLAIMED_WITHIN: Nanos = RECLAIMED_WITHIN + 3 * SLOT;
+
+#[test]
+fn a_dead_lockers_rolling_window_rights_come_back_to_the_other_two_within_the_documented_time() {
+    let mut g = trio_of(300 * MS, crate::group::rolling(999, 1000));
+    // Asked all at once, a window after the last grants: no time for
+    // gifts, so each grants its own rights.
+    let at_once = |g: &mut Group| {
+        g.advance(SLOT + MS);
+        (0..2).map(|i| (0..1000).filter(|_| g.ask(i, &Ask::new().key("k")).unwrap().ok).count()).sum::<usize>()
+    };
+    assert_eq!(at_once(&mut g), 666, "two of three lockers, before the third is declared dead");
+    g.kill(2);
+    let killed = g.now();
+    g.advance_to(killed + RIGHTS_RECLAIMED_WITHIN - SLOT - MS);
+    assert_eq!(
+        at_once(&mut g),
+        999,
+        "the dead locker's rights are back {} ms after its death",
+        g.now() / MS - killed / MS
+    );
+    let holds: usize = (0..2).map(|i| sim_stats(&mut g, i).holds.len()).sum();
+    assert_eq!(holds, 1, "one heir holds its rights");
 }
 
 #[test]

@@ -170,3 +170,29 @@ fn a_real_locker_counts_a_limit_sent_with_terms_as_its_configured_twin_and_refus
     assert_eq!(code, Some(2));
     assert!(err.contains("ALGORITHM,MAX_REQUESTS,IN_SECONDS"), "{err}");
 }
+
+#[test]
+fn a_part_of_all_may_carry_its_limits_terms() {
+    let mut s = service(2);
+    let parts = [
+        Ask::new().limit("twin").key("u"),
+        Ask::new().limit("tenant").key("u").terms(Terms::new("fixed-window", 1, 60.0)),
+    ];
+    let mut body = Vec::new();
+    wire::encode_all(&parts, None, None, &mut body);
+    let oks: Vec<bool> = (0..2)
+        .map(|_| match wire::decode_all_reply(&seam(&mut s, T0, &body)).unwrap() {
+            wire::Reply::Answer(r) => r.ok,
+            wire::Reply::Refused(e) => panic!("{e}"),
+        })
+        .collect();
+    assert_eq!(oks, [true, false], "the created limit's 1 per minute");
+    let twin = seam_ask(&mut s, T0, &Ask::new().limit("twin").key("u")).unwrap();
+    assert_eq!((twin.ok, twin.remaining), (true, 1), "the refused whole charged twin nothing");
+    let mut none = service(0);
+    let e = match wire::decode_all_reply(&seam(&mut none, T0, &body)).unwrap() {
+        wire::Reply::Refused(e) => e,
+        wire::Reply::Answer(r) => panic!("{r:?}"),
+    };
+    assert!(e.contains("part 2 of \"all\"") && e.contains("--runtime-limits"), "{e}");
+}

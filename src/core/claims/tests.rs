@@ -23,6 +23,14 @@ fn grant(id: ClaimId, got: u32, valid_ms: u64, left: u32, retry_ms: u64) -> Clai
     Claimed { id, node, grant: Ok(Grant { got, valid_us: valid_ms * 1_000, left, retry_us: retry_ms * 1_000 }) }
 }
 
+/// A hand with one claim on its way for the unkeyed count of `limit`.
+fn claiming(limit: &Limit) -> (Claims, ClaimId) {
+    let mut c = Claims::new(1);
+    let Need::Claim(claim) = c.need(T0, id(), limit, None, 1) else { panic!("an empty hand must claim") };
+    c.take_outbox();
+    (c, claim)
+}
+
 fn failed(id: ClaimId, node: &str, why: &str) -> Claimed {
     Claimed { id, node: node.into(), grant: Err(why.into()) }
 }
@@ -63,9 +71,7 @@ fn permits_are_not_spent_past_the_stores_deadline() {
 #[test]
 fn a_spent_store_answers_sorry_until_its_retry_time_without_claiming() {
     let limit = fixed(5);
-    let mut c = Claims::new(1);
-    let Need::Claim(claim) = c.need(T0, id(), &limit, None, 1) else { panic!() };
-    c.take_outbox();
+    let (mut c, claim) = claiming(&limit);
     c.settle(T0, vec![grant(claim, 1, 300, 0, 300)]);
     assert!(c.take(T0, id(), &limit, None, 1, false).go);
     assert_eq!(c.need(T0 + MS, id(), &limit, None, 1), Need::Ready, "spent: no claim until the retry time");
@@ -111,9 +117,7 @@ fn a_chunk_is_at_most_a_quarter_of_the_capacity_but_covers_what_waits() {
 #[test]
 fn a_failing_store_is_left_alone_for_a_while() {
     let limit = fixed(10);
-    let mut c = Claims::new(1);
-    let Need::Claim(claim) = c.need(T0, id(), &limit, None, 1) else { panic!() };
-    c.take_outbox();
+    let (mut c, claim) = claiming(&limit);
     let report = failed(NODE_REPORT, "10.0.0.1:7000", "connection refused");
     c.settle(T0, vec![failed(claim, "10.0.0.1:7000", "connection refused"), report]);
     assert_eq!(c.down(), Some("10.0.0.1:7000: connection refused"));

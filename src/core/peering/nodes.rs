@@ -435,14 +435,6 @@ impl Nodes {
         self.peers.iter().filter(live).map(|p| p.samples.spread()).max().unwrap_or(0)
     }
 
-    /// Live peers whose run's id sorts before this locker's: its place among
-    /// the live lockers, which every live locker computes alike.
-    pub fn rank(&self, now: Nanos, timeout: Nanos) -> usize {
-        let me = &self.me.id;
-        let before = |p: &&PeerState| p.run.as_ref().is_some_and(|r| r.id < *me);
-        self.peers.iter().filter(before).filter(|p| now.saturating_sub(p.last_heard) <= timeout).count()
-    }
-
     /// This locker's place among every configured locker by id (the
     /// owner of a slot's remainder, see `Share::owns`), once every
     /// configured peer's id is known, live or not; `None` before.

@@ -363,13 +363,12 @@ impl Peering {
             self.update(now);
         }
         let live = 1 + self.nodes.live_peers(now, self.settings.live_timeout) as u32;
-        let rank = self.nodes.rank(now, self.settings.live_timeout) as u32;
         let hold_until = self.joining.then(|| self.started.saturating_add(self.settings.grace));
         let late = self.nodes.lateness(now, self.settings.live_timeout);
         let members = 1 + self.settings.peers.len() as u32;
         let member = self.nodes.member().map(|m| m as u32);
         let holding = self.tenure.holding(now, &self.nodes);
-        PeerView { live, rank, hold_until, late, members, member, owns_from: self.owns_from, holding }
+        PeerView { live, hold_until, late, members, member, owns_from: self.owns_from, holding }
     }
 
     /// The next thing to publish at `now`, if any. Call until `None`.

@@ -2,28 +2,20 @@
 //! peered lockers sharing a rolling window, under the generated schedules
 //! of asks and faults of `conserved` (delays from nothing to two windows,
 //! jitter that reorders, loss up to a half, duplication, pauses,
-//! partitions that heal, kills and restarts). Whatever the schedule, no
-//! interval of the window's length holds more than `max_requests` go
-//! across the group; with timely messages, demand on every locker, or on
+//! partitions that heal, kills and restarts), and on schedules of seconds,
+//! during which a majority reclaims the rights of members it cannot hear.
+//! Whatever the schedule, no interval of the window's length holds more
+//! than `max_requests` go across the group; with timely messages, demand on every locker, or on
 //! one, fills every window from the second.
 //!
 //! A go is counted at the true instant its locker decided it (the lockers'
 //! clocks are right here). Cases: `PROPTEST_CASES`, else 32.
 
-use locker::core::{Algorithm, Limit, Locker, Nanos, Quota, DEFAULT_LIMIT};
+use locker::core::Nanos;
 use proptest::prelude::*;
 
-use super::conserved::{cases, event, Trial};
-use crate::group::{joined, MS};
-
-/// A rolling window of `max` per `window_ms` on every node.
-fn rolling(max: u32, window_ms: u64) -> impl Fn() -> Locker + Clone {
-    move || {
-        let quota = Quota::new(max, window_ms as f64 / 1000.0).unwrap();
-        let limit = Limit::with_algorithm(DEFAULT_LIMIT, quota, Algorithm::RollingWindow).unwrap();
-        Locker::new(limit, vec![], 1000)
-    }
-}
+use super::conserved::{cases, event, long_event, Trial};
+use crate::group::{joined, rolling, MS};
 
 /// The most permits that went in any interval of length `window`, and
 /// the instant that interval ends at.
@@ -52,6 +44,22 @@ proptest! {
         window_ms in prop::sample::select(vec![40u64, 100, 300, 800]),
         seed in any::<u64>(),
         events in prop::collection::vec((0u64..60, event()), 1..80),
+    ) {
+        let mut t = rolling_trial(n, max, window_ms, seed);
+        t.run(&events);
+        let (most, end) = worst(&t.gos, t.slot);
+        prop_assert!(most <= u64::from(max), "{} go in the window ending at {}: {:?}", most, end, t.gos);
+    }
+
+    /// Faults of seconds, in which a majority reclaims a silent member's
+    /// rights, with bursts of demand to spend them.
+    #[test]
+    fn no_interval_of_the_window_holds_more_than_max_while_silent_members_rights_are_reclaimed(
+        n in 3usize..=5,
+        max in 1u32..12,
+        window_ms in prop::sample::select(vec![100u64, 300, 3000]),
+        seed in any::<u64>(),
+        events in prop::collection::vec((0u64..800, long_event()), 1..60),
     ) {
         let mut t = rolling_trial(n, max, window_ms, seed);
         t.run(&events);

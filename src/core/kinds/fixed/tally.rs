@@ -136,6 +136,16 @@ fn figure_of(list: &[(NodeIx, u32)], node: NodeIx) -> u32 {
     list.iter().find(|(n, _)| *n == node).map_or(0, |&(_, c)| c)
 }
 
+/// `raise`, keeping `sum` the sum of `list`'s figures.
+fn raise_summed(list: &mut Vec<(NodeIx, u32)>, sum: &mut u32, node: NodeIx, count: u32) -> bool {
+    let before = figure_of(list, node);
+    if !raise(list, node, count) {
+        return false;
+    }
+    *sum = sum.saturating_add(count - before);
+    true
+}
+
 impl Tally {
     /// A tally that starts its slot with `own` permits this locker reserved
     /// earlier, marked for publishing so the peers learn of them.
@@ -302,12 +312,7 @@ impl<'a> TallyMut<'a> {
     /// change nothing. Returns whether the count grew.
     pub fn merge(&mut self, node: NodeIx, count: u32) -> bool {
         let p = self.peered();
-        let before = figure_of(&p.peers, node);
-        if !raise(&mut p.peers, node, count) {
-            return false;
-        }
-        p.heard = p.heard.saturating_add(count - before);
-        true
+        raise_summed(&mut p.peers, &mut p.heard, node, count)
     }
 
     /// Records that this very node had granted `count`, as a peer echoed it
@@ -339,6 +344,16 @@ impl<'a> TallyMut<'a> {
         Take::Go
     }
 
+    /// Gives back up to `n` of this locker's own grants; returns how many.
+    /// Marked for publishing, though peers that merge by maximum keep
+    /// the higher count they heard: they only over-count.
+    pub fn give_back(&mut self, n: u32) -> u32 {
+        let back = n.min(self.count.own);
+        self.count.own -= back;
+        self.count.set(InlineCount::TOUCHED, back > 0 || self.count.has(InlineCount::TOUCHED));
+        back
+    }
+
     /// Asks the peers for `need` more permits, unless that many are asked
     /// already and not yet given: what was asked is cumulative, so a held
     /// ask decided again does not ask twice. The caller asks for as many
@@ -365,24 +380,14 @@ impl<'a> TallyMut<'a> {
     /// Records that `from` gave this locker `count` permits in all.
     pub fn merge_got(&mut self, from: NodeIx, count: u32) -> bool {
         let p = self.peered();
-        let before = figure_of(&p.got, from);
-        if !raise(&mut p.got, from, count) {
-            return false;
-        }
-        p.got_sum = p.got_sum.saturating_add(count - before);
-        true
+        raise_summed(&mut p.got, &mut p.got_sum, from, count)
     }
 
     /// Records an echo of this locker's own gift to `to` (a snapshot after
     /// a pause): raises the record if the echo is larger.
     pub fn merge_gave(&mut self, to: NodeIx, count: u32) -> bool {
         let p = self.peered();
-        let before = figure_of(&p.gave, to);
-        if !raise(&mut p.gave, to, count) {
-            return false;
-        }
-        p.gave_sum = p.gave_sum.saturating_add(count - before);
-        true
+        raise_summed(&mut p.gave, &mut p.gave_sum, to, count)
     }
 
     /// Records that `node` asked its peers for `count` permits in all.

@@ -104,7 +104,7 @@ impl RollingWindow {
         if c.what == Counted::Wanted {
             rights.give(window, spare, initial, share.members.saturating_sub(1), &mut f);
         } else {
-            rights.renew(window, node, &mut f);
+            rights.renew(window, node, initial, &mut f);
         }
         Ok(changed)
     }

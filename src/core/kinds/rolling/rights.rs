@@ -143,6 +143,12 @@ impl Rights {
     /// was lent could renew it after its own lender stopped: two lockers
     /// would hold it).
     fn lendable(&self, window: u64, initial: u32) -> u32 {
+        u64::from(initial).saturating_sub(self.lent(window)) as u32
+    }
+
+    /// Rights this locker counts as lent for `window`: to each node, the
+    /// larger of what it gave for this window and for the one before.
+    fn lent(&self, window: u64) -> u64 {
         let mut lent = 0u64;
         for l in &self.lends {
             if l.window == window {
@@ -152,7 +158,7 @@ impl Rights {
                 lent += u64::from(l.gave);
             }
         }
-        u64::from(initial).saturating_sub(lent) as u32
+        lent
     }
 
     /// Rights the peers gave this locker for `window`.
@@ -228,11 +234,18 @@ impl Rights {
     /// this one: neither costs the giver anything (see the module's rule),
     /// and a right the receiver still uses stays there rather than sit idle
     /// on its way back, or at a window's start while the renewal travels.
+    /// Only while what it lent is within its own rights now (`initial`): a
+    /// locker that lost its lease, or whose share a majority passed on,
+    /// renews nothing, so that what it lent comes back within two windows
+    /// and the heir of its share never holds a right a receiver still uses.
     /// `f` hears each new total given, as `(window, node, total)`, already
     /// counted.
-    pub fn renew(&mut self, window: u64, node: NodeIx, mut f: impl FnMut(u64, NodeIx, u32)) {
+    pub fn renew(&mut self, window: u64, node: NodeIx, initial: u32, mut f: impl FnMut(u64, NodeIx, u32)) {
         for w in [window, window + 1] {
             let Some(before) = w.checked_sub(1).map(|p| self.lend(p, node).gave) else { continue };
+            if self.lent(w) > u64::from(initial) {
+                continue;
+            }
             let l = self.lend_mut(w, node);
             if l.gave < before {
                 l.gave = before;
@@ -258,7 +271,7 @@ impl Rights {
                 continue;
             }
             self.asked[i].answered = wanted;
-            self.renew(window, node, &mut f);
+            self.renew(window, node, initial, &mut f);
             let n = if asking { 0 } else { (wanted - answered).div_ceil(others.max(1)).min(spare) };
             if n == 0 {
                 continue;
@@ -274,7 +287,7 @@ impl Rights {
         for i in 0..self.asked.len() {
             let Asked { window: w, node, .. } = self.asked[i];
             if w == window {
-                self.renew(window, node, &mut f);
+                self.renew(window, node, initial, &mut f);
             }
         }
     }
@@ -344,11 +357,13 @@ mod tests {
         let mut giver = Rights::default();
         giver.merge_gave(7, B, 2);
         let mut sent = Vec::new();
-        giver.renew(8, B, |w, to, n| sent.push((w, to, n)));
+        giver.renew(8, B, 0, |w, to, n| sent.push((w, to, n)));
+        assert!(sent.is_empty(), "nothing without rights of its own: what it lent comes back");
+        giver.renew(8, B, 2, |w, to, n| sent.push((w, to, n)));
         assert_eq!(sent, [(8, B, 2), (9, B, 2)], "into this window and the next");
         assert_eq!(giver.free(8, 2, Held::default()), 0, "no more than lent once");
         assert_eq!(giver.free(9, 2, Held::default()), 0);
-        giver.renew(8, B, |w, to, n| sent.push((w, to, n)));
+        giver.renew(8, B, 2, |w, to, n| sent.push((w, to, n)));
         assert_eq!(sent.len(), 2, "once");
         let mut short = Rights::default();
         short.merge_gave(7, B, 2);

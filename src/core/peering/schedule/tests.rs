@@ -51,7 +51,6 @@ fn a_locker_whose_peers_are_gone_serves_alone_after_the_grace() {
     let no_lease = crate::core::share::Holding { leased: false, ..crate::core::share::Holding::OWN };
     let alone = PeerView {
         live: 1,
-        rank: 0,
         hold_until: None,
         late: 0,
         members: 3,
@@ -109,17 +108,6 @@ fn live_counts_configured_peers_heard_recently_and_never_itself() {
     p.on_heartbeat(T0 + 400 * MS, 2, &node("d", 1), beat(T0 + 400 * MS, false));
     assert_eq!(p.view(T0 + 450 * MS).live, 3, "d is not configured");
     assert_eq!(p.view(T0 + 600 * MS).live, 2, "b has gone quiet");
-}
-
-#[test]
-fn rank_is_the_place_among_live_lockers_by_id() {
-    let peers = ["pa", "pz", "pb"].iter().map(|&p| p.into()).collect();
-    let mut p = Peering::new(PeeringSettings::new(node("m", T0), peers, 1000 * MS, 1000 * MS), T0);
-    p.on_heartbeat(T0, 0, &node("a", 1), beat(T0, false));
-    p.on_heartbeat(T0, 1, &node("z", 1), beat(T0, false));
-    p.on_heartbeat(T0 + 400 * MS, 2, &node("b", 1), beat(T0 + 400 * MS, false));
-    assert_eq!(p.view(T0 + 450 * MS).rank, 2, "a and b sort before m");
-    assert_eq!(p.view(T0 + 600 * MS).rank, 1, "a has gone quiet");
 }
 
 #[test]
