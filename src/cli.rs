@@ -18,7 +18,7 @@ use crate::daemon::metrics::{Feed, Mailbox, MetricsServer};
 use crate::daemon::reload::Reload;
 use crate::daemon::signals::Control;
 use crate::daemon::Server;
-use crate::wire::{Ask, GoReply, StatsReply};
+use crate::wire::{Ask, GoReply, StatsReply, Terms};
 
 mod check_config;
 mod curve;
@@ -140,6 +140,36 @@ struct AskArgs {
     /// (--timeout is then the wait beyond the hold).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     hold: Option<Duration>,
+    /// The limit's terms, sent with the ask: a locker run with --runtime-limits creates the limit on first use
+    /// (e.g. fixed-window,5,0.8 or token-bucket,10,1,20).
+    #[arg(long, value_name = "ALGORITHM,MAX_REQUESTS,IN_SECONDS[,BURST]", value_parser = parse_terms)]
+    terms: Option<OwnedTerms>,
+}
+
+/// `--terms` as given: the fields of `wire::Terms`, owned.
+#[derive(Debug, Clone)]
+struct OwnedTerms {
+    algorithm: String,
+    max_requests: u64,
+    in_seconds: f64,
+    burst: Option<u64>,
+}
+
+/// Parses `ALGORITHM,MAX_REQUESTS,IN_SECONDS[,BURST]`; the locker checks
+/// the values as it checks a `[[limits]]` table.
+fn parse_terms(s: &str) -> Result<OwnedTerms, String> {
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    let number =
+        |i: usize, what: &str| parts[i].parse().map_err(|_| format!("{what} {:?} is not a whole number", parts[i]));
+    if !(3..=4).contains(&parts.len()) {
+        return Err("expected ALGORITHM,MAX_REQUESTS,IN_SECONDS[,BURST], e.g. fixed-window,5,0.8".to_owned());
+    }
+    Ok(OwnedTerms {
+        algorithm: parts[0].to_owned(),
+        max_requests: number(1, "max_requests")?,
+        in_seconds: parts[2].parse().map_err(|_| format!("in_seconds {:?} is not a number", parts[2]))?,
+        burst: if parts.len() == 4 { Some(number(3, "burst")?) } else { None },
+    })
 }
 
 #[derive(Debug, Args)]
@@ -347,6 +377,12 @@ fn ask(mut args: AskArgs) -> u8 {
         up_to: args.up_to,
         max_wait_ms: args.wait.map(|w| w.as_millis().min(u128::from(u64::MAX)) as u64),
         hold_ms: args.hold.map(|h| h.as_millis().min(u128::from(u64::MAX)) as u64),
+        terms: args.terms.as_ref().map(|t| Terms {
+            algorithm: &t.algorithm,
+            max_requests: t.max_requests,
+            in_seconds: t.in_seconds,
+            burst: t.burst,
+        }),
     };
     if args.limit.len() > 1 {
         let asks: Vec<Ask> = args.limit.iter().map(|l| Ask { limit: Some(l), ..ask }).collect();

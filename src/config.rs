@@ -99,6 +99,8 @@ pub enum ConfigError {
     BadStoreTimeout(u64),
     #[error("store_replicas must be from 0 to {MAX_STORE_REPLICAS}, got {0}")]
     BadStoreReplicas(u32),
+    #[error("runtime_limits and {0} are both set: limits sent with terms are not yet {1}; serve them without it")]
+    RuntimeLimitsWith(&'static str, &'static str),
 }
 
 /// What a limit does when its store cannot be reached.
@@ -446,6 +448,8 @@ pub struct ServeConfig {
     pub lease_secret: Option<LeaseSecret>,
     /// The store the counts are kept in, when set.
     pub store: Option<StoreConfig>,
+    /// The most limits asks may create from their terms (0: none).
+    pub runtime_limits: usize,
 }
 
 impl ServeConfig {
@@ -483,6 +487,10 @@ impl ServeConfig {
         if store.is_some() && state.is_some() {
             return Err(s.at("store", ConfigError::StoreWithState));
         }
+        let runtime_limits = s.runtime_limits.unwrap_or(0);
+        if runtime_limits > 0 {
+            check_runtime_limits(&s, &peering, &state)?;
+        }
         Ok(ServeConfig {
             bind,
             default,
@@ -500,8 +508,26 @@ impl ServeConfig {
                 .transpose()?,
             lease_secret,
             store,
+            runtime_limits,
         })
     }
+}
+
+/// Refuses `runtime_limits` beside what does not carry limits sent with
+/// terms yet.
+fn check_runtime_limits(
+    s: &Settings,
+    peering: &Option<PeerConfig>,
+    state: &Option<StateConfig>,
+) -> Result<(), ConfigError> {
+    let with = |what, why| s.at("runtime_limits", ConfigError::RuntimeLimitsWith(what, why));
+    if peering.is_some() {
+        return Err(with("peer_bind", "shared with peers"));
+    }
+    if state.is_some() {
+        return Err(with("state", "kept in a state file"));
+    }
+    Ok(())
 }
 
 /// The file's limits, each checked, its name once: the `default` one

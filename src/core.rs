@@ -41,9 +41,10 @@ pub mod time;
 pub use ask::{AcquireAsk, HeartbeatAsk, PermitAsk, Verdict, Want};
 pub use lease_id::{Entropy, LeaseMinter, LeaseSecret};
 pub use limit::LimitId;
-pub use limit::{Algorithm, Limit, LimitError, Quota, DEFAULT_LIMIT};
+pub use limit::{Algorithm, Limit, LimitError, Quota, TermsError, DEFAULT_LIMIT};
 pub use locker::{
-    AskError, BeatTerms, Holdings, LeaseError, LimitStats, Locker, PartError, Reloaded, TableError, MAX_PARTS,
+    AskError, BeatTerms, Holdings, LeaseError, LimitStats, Locker, Made, PartError, Reloaded, TableError, IDLE,
+    MAX_PARTS,
 };
 pub use peering::{NodeKey, Nodes, Outgoing, PeerEvent, PeerIx, PeerState, Peering, PeeringSettings};
 pub use share::{Count, Counted, NodeIx, PeerView, Share};

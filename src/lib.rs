@@ -41,4 +41,4 @@ pub mod state;
 pub mod wire;
 
 pub use client::{Client, ClientError, Lease, PermitPool};
-pub use wire::{Ask, GoReply, LeaseAsk, LeaseReply, StatsReply};
+pub use wire::{Ask, GoReply, LeaseAsk, LeaseReply, StatsReply, Terms};

@@ -34,6 +34,7 @@ mod kept;
 mod lease;
 mod parking;
 mod peer;
+mod runtime;
 pub mod step;
 mod store;
 mod store_lease;
@@ -207,6 +208,13 @@ impl Service {
     /// it started with for its schedule.
     pub fn reload(&mut self, default: Limit, limits: Vec<Limit>, max_keys: usize) -> Reloaded {
         let done = self.locker.reload(default, limits, max_keys);
+        self.limits_moved();
+        done
+    }
+
+    /// Keeps what refers to limits by id in step with a table whose ids
+    /// may have moved (a reload, or idle runtime limits dropped).
+    fn limits_moved(&mut self) {
         self.holding.leases.recheck();
         if let Some(s) = &mut self.store {
             s.reset(self.locker.figures().stats().count());
@@ -216,7 +224,6 @@ impl Service {
         self.plain_memo.0.clear();
         self.plain_memo.1 = default;
         self.last_named = None;
-        done
     }
 
     /// When the service next needs a loop turn (`step::turn`), if ever: the
@@ -261,6 +268,7 @@ impl Service {
         }
         let now = self.enter(now);
         self.locker.expire(now);
+        self.drop_idle(now);
         if let Some(s) = &mut self.store {
             s.sweep(now);
         }
@@ -375,9 +383,9 @@ impl Service {
     }
 
     fn go(&mut self, now: Nanos, go: &wire::Ask, out: &mut Vec<u8>) -> Option<Sorry> {
-        let verdict = match self.find(go.limit) {
+        let verdict = match self.find_go(now, go) {
             Ok(limit) => self.count(now, &permit_ask(limit, go)).map(|v| (limit, v)),
-            Err(e) => Err(e.into()),
+            Err(e) => Err(e),
         };
         match verdict {
             Ok((id, v)) => {
@@ -399,7 +407,12 @@ impl Service {
     fn count(&mut self, now: Nanos, ask: &PermitAsk) -> Result<Verdict, AskError> {
         match &mut self.store {
             None => self.locker.ask(now, ask),
-            Some(store) => store.count(&mut self.locker, now, ask),
+            Some(store) => {
+                // The table does not see a store's asks: they keep a
+                // runtime limit from falling idle here.
+                self.locker.touch(now, ask.limit);
+                store.count(&mut self.locker, now, ask)
+            }
         }
     }
 

@@ -37,7 +37,7 @@ mod reply;
 mod request;
 mod together;
 
-pub use ask::Ask;
+pub use ask::{Ask, Terms};
 pub use batch::{begin_batch_reply, classify_batch_reply, decode_batch_reply, encode_batch, AskBatch, Entries};
 pub use lease::{Heartbeat, LeaseAsk, LeaseReply, Release};
 pub use peer::{
@@ -96,6 +96,9 @@ pub struct RequestMap<'a> {
     /// or for a queued lease to be granted rather than answer pending.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold_ms: Option<u64>,
+    /// A go's limit terms, for a limit created on first use (`--runtime-limits`).
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub terms: Option<Terms<'a>>,
     /// A semaphore count to hold (acquire), or to restore (heartbeat).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub count: Option<u64>,

@@ -123,6 +123,10 @@ pub struct Settings {
     /// locker then granting up to the whole limit. A limit's store_failure in the file wins [default: closed].
     #[arg(long, value_name = "POLICY")]
     pub store_failure: Option<StoreFailure>,
+    /// Most limits asks may create from the terms they carry (docs/wire.md); 0 refuses every ask with terms for a
+    /// limit not in the config [default: 0].
+    #[arg(long, value_name = "N", display_order = 7)]
+    pub runtime_limits: Option<usize>,
     /// The named limits, `[[limits]]` tables of the file.
     #[arg(skip)]
     #[serde(default)]
@@ -189,7 +193,8 @@ impl Settings {
             store,
             store_timeout_ms,
             store_replicas,
-            store_failure
+            store_failure,
+            runtime_limits
         )
     }
 }

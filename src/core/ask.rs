@@ -27,6 +27,12 @@ pub enum TableError {
     WaitTooLong(u64),
     #[error("hold_ms {0} is above the longest a request may be held, {}", MAX_HOLD_MS as u64)]
     HoldTooLong(u64),
+    #[error("unknown limit {0:?}: a limit sent with terms is created only under --runtime-limits N (runtime_limits in the file), which is 0 here")]
+    NoRuntimeLimits(String),
+    #[error("limit {name:?} not created: {bound} limits sent with terms exist, the most --runtime-limits allows")]
+    RuntimeLimitsFull { name: String, bound: usize },
+    #[error("limit {0:?} is configured with other terms: a configured limit keeps its own (send its terms, or none)")]
+    TermsDiffer(String),
 }
 
 /// A wait in milliseconds as nanoseconds, if it is within `MAX_WAIT_MS`.

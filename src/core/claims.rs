@@ -451,6 +451,12 @@ impl Claims {
     pub fn reset(&mut self, limits: usize) {
         self.hands = (0..limits).map(|_| HashMap::new()).collect();
     }
+
+    /// Hands for `limits` limits, those of the limits already here kept:
+    /// for a limit added after them (one sent with the ask).
+    pub fn grow(&mut self, limits: usize) {
+        self.hands.resize_with(limits.max(self.hands.len()), HashMap::new);
+    }
 }
 
 /// The size of the next claim: twice what the hand spent since its last

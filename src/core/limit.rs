@@ -8,6 +8,9 @@ use std::num::{NonZeroU32, NonZeroU64};
 
 use super::time::{Nanos, NANOS_PER_SEC};
 
+mod terms;
+pub use terms::TermsError;
+
 /// The shortest slot a limit may have: one millisecond.
 pub const MIN_SLOT_SECONDS: f64 = 0.001;
 

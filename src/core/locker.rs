@@ -56,6 +56,7 @@ pub mod kept;
 mod leases;
 mod peers;
 mod reload;
+mod runtime;
 mod stats;
 mod together;
 
@@ -64,6 +65,7 @@ pub use super::kinds::semaphore::leases::{BeatTerms, LeaseError, Leases, MAX_TTL
 pub use kept::Keeping;
 pub use peers::Peers;
 pub use reload::Reloaded;
+pub use runtime::{Made, IDLE, IDLE_SLOTS};
 use stats::Outcome;
 pub use stats::{Counters, Figures, Holdings, LimitStats};
 pub use together::{all_or_none, PartError, MAX_PARTS};
@@ -83,6 +85,9 @@ pub enum AskError {
     UpToInAll,
     #[error("\"all\" holds at most {} parts, this one has {0}", together::MAX_PARTS)]
     TooManyParts(usize),
+    /// Terms sent with the ask that make no limit (`TermsError`'s words).
+    #[error("{0}")]
+    Terms(String),
 }
 
 /// One limit's rules, counts and counters.
@@ -91,12 +96,23 @@ struct Entry {
     limit: Limit,
     rule: Rule,
     stats: LimitStats,
+    /// Created from terms sent with an ask (see `runtime`), not configured.
+    runtime: bool,
+    /// When an ask last named it.
+    last_ask: Nanos,
 }
 
 impl Entry {
     /// `limit` with empty counts and counters.
     fn new(limit: Limit) -> Entry {
-        Entry { rule: Rule::new(&limit), limit, stats: LimitStats::default() }
+        Entry { rule: Rule::new(&limit), limit, stats: LimitStats::default(), runtime: false, last_ask: 0 }
+    }
+
+    /// Counts an ask's outcome at `now`.
+    #[inline]
+    fn record(&mut self, now: Nanos, outcome: Outcome) {
+        self.last_ask = now;
+        self.stats.record(outcome);
     }
 }
 
@@ -116,6 +132,8 @@ pub struct Locker {
     /// `publishing` is on.
     granted: Vec<Count>,
     publishing: bool,
+    /// The most limits asks may create from their terms (see `runtime`).
+    runtime_bound: usize,
 }
 
 impl Locker {
@@ -134,6 +152,7 @@ impl Locker {
             view: PeerView::ALONE,
             granted: Vec::new(),
             publishing: false,
+            runtime_bound: 0,
         };
         locker.index(std::iter::once(default).chain(limits).map(Entry::new));
         locker
@@ -199,11 +218,11 @@ impl Locker {
     #[inline]
     pub fn ask(&mut self, now: Nanos, ask: &PermitAsk) -> Result<Verdict, AskError> {
         if let Some(v) = self.lone_window(now, ask) {
-            self.entries[ask.limit.0].stats.record(Outcome::of_verdict(&v));
+            self.entries[ask.limit.0].record(now, Outcome::of_verdict(&v));
             return Ok(v);
         }
         let verdict = self.want(ask).and_then(|want| self.decide(now, ask, want));
-        self.entries[ask.limit.0].stats.record(Outcome::of_ask_for(ask.cost, &verdict));
+        self.entries[ask.limit.0].record(now, Outcome::of_ask_for(ask.cost, &verdict));
         verdict
     }
 
@@ -330,7 +349,8 @@ impl Locker {
     /// lease expiry or end of a wait over all semaphores, or the end of a
     /// slot (or a bucket's sweep) that drops keys and gives memory back.
     pub fn next_deadline(&self) -> Option<Nanos> {
-        self.entries.iter().filter_map(|e| e.rule.next_deadline()).min()
+        let rules = self.entries.iter().filter_map(|e| e.rule.next_deadline()).min();
+        [rules, self.next_idle()].into_iter().flatten().min()
     }
 
     /// Frees every lease due by `now` and grants waiters what that frees;

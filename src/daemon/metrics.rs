@@ -89,6 +89,11 @@ pub struct Snapshot {
     pub accept_failures: u64,
     /// The most live keys allowed across all limits.
     pub max_keys: u64,
+    /// Limits created from terms sent with asks now, and the most there
+    /// may be (`--runtime-limits`): `limits` holds at most the configured
+    /// ones and these.
+    pub runtime_limits: u64,
+    pub runtime_limits_max: u64,
     /// This locker's name among its peers; `None` when not peered.
     pub node: Option<String>,
     pub peers: Vec<PeerSnapshot>,

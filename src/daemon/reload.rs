@@ -91,6 +91,9 @@ pub fn restart_only_changes(old: &ServeConfig, new: &ServeConfig) -> Vec<&'stati
     if old.metrics_bind != new.metrics_bind {
         changed.push("metrics_bind");
     }
+    if old.runtime_limits != new.runtime_limits {
+        changed.push("runtime_limits");
+    }
     changed
 }
 

@@ -234,6 +234,7 @@ impl Server {
         let minter = LeaseMinter::new(Box::new(OsEntropy), config.lease_secret.as_ref());
         let locker =
             Locker::new(config.default.clone(), config.limits.clone(), config.max_keys).with_lease_minter(minter);
+        let locker = locker.with_runtime_limits(config.runtime_limits);
         if locker.figures().has_semaphores() && !locker.figures().leases_are_vouched() {
             warn!("serving a semaphore without --lease-secret: any client may restore a lease with a made-up id");
         }

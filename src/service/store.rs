@@ -138,6 +138,16 @@ impl StoreSide {
         self.claims.reset(limits);
     }
 
+    /// Hands for a limit added after the others, theirs kept.
+    pub(super) fn grow(&mut self, limits: usize) {
+        self.claims.grow(limits);
+    }
+
+    /// Whether claims are on their way: their answers name limits by id.
+    pub(super) fn claiming(&self) -> bool {
+        self.claims.in_flight() > 0
+    }
+
     /// Lets the hands whose time is up go, at `now`.
     pub(super) fn sweep(&mut self, now: Nanos) {
         self.claims.sweep(now);
@@ -259,20 +269,20 @@ impl Service {
                 self.need(now, id, None, 1, &mut needed);
             }
             Request::Go(go) => {
-                if let Ok(id) = self.lookup(go.limit) {
+                if let Ok(id) = self.lookup_go(now, go) {
                     self.need(now, id, go.key, go.cost, &mut needed);
                 }
             }
             Request::All(all) => {
                 for go in all.parts().flatten() {
-                    if let Ok(id) = self.lookup(go.limit) {
+                    if let Ok(id) = self.lookup_go(now, &go) {
                         self.need(now, id, go.key, go.cost, &mut needed);
                     }
                 }
             }
             Request::Batch(batch) => {
                 for go in batch.iter().flatten() {
-                    if let Ok(id) = self.lookup(go.limit) {
+                    if let Ok(id) = self.lookup_go(now, &go) {
                         self.need(now, id, go.key, go.cost, &mut needed);
                     }
                 }

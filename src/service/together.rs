@@ -22,7 +22,7 @@ impl Service {
         let mut asks: Vec<PermitAsk> = Vec::with_capacity(MAX_PARTS);
         for (part, go) in all.parts().enumerate() {
             let found = go.map_err(|e| e.to_string()).and_then(|go| {
-                let limit = self.find(go.limit).map_err(|e| e.to_string())?;
+                let limit = self.find_go(now, &go).map_err(|e| e.to_string())?;
                 Ok(permit_ask(limit, &wire::Ask { max_wait_ms: all.max_wait_ms, hold_ms: all.hold_ms, ..go }))
             });
             match found {

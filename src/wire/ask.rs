@@ -4,6 +4,8 @@
 //! (`request`, `batch`, `fast`) to read. Like the rest of `wire`, this only
 //! translates; what an ask means is the core's business.
 
+use serde::{Deserialize, Serialize};
+
 use super::RequestMap;
 
 /// A structured "may I go?": which limit, which key, how many permits, and
@@ -35,13 +37,70 @@ pub struct Ask<'a> {
     /// Rather than sorry, hold the reply up to this long for a go (the
     /// limit's `hold_ms` when absent).
     pub hold_ms: Option<u64>,
+    /// The limit's terms, for a limit the locker creates on first use
+    /// (`--runtime-limits`, see docs/wire.md).
+    pub terms: Option<Terms<'a>>,
 }
 
 impl Default for Ask<'_> {
     fn default() -> Self {
-        Ask { limit: None, key: None, cost: 1, up_to: false, max_wait_ms: None, hold_ms: None }
+        Ask { limit: None, key: None, cost: 1, up_to: false, max_wait_ms: None, hold_ms: None, terms: None }
     }
 }
+
+/// A limit's terms sent with an ask: the fields of a `[[limits]]` table
+/// that say how it counts. A locker run with `--runtime-limits` creates a
+/// limit of these terms on first use; see docs/wire.md.
+///
+/// ```
+/// use locker::wire::{self, Ask, Request, Terms};
+///
+/// let ask = Ask::new().limit("tenant-7").terms(Terms::new("fixed-window", 5, 0.8));
+/// let mut body = Vec::new();
+/// wire::encode(&ask.to_map(), &mut body);
+/// assert_eq!(wire::decode_request(&body), Ok(Request::Go(ask)));
+/// ```
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct Terms<'a> {
+    /// "fixed-window" (the default), "token-bucket" or "rolling-window".
+    #[serde(borrow, default = "fixed_window")]
+    pub algorithm: &'a str,
+    /// Permits per `in_seconds`.
+    pub max_requests: u64,
+    /// The slot length in seconds (a bucket's refill period); always
+    /// written as a float.
+    pub in_seconds: f64,
+    /// A token bucket's capacity; `max_requests` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u64>,
+}
+
+fn fixed_window<'a>() -> &'a str {
+    "fixed-window"
+}
+
+impl<'a> Terms<'a> {
+    /// `max_requests` per `in_seconds`, counted by `algorithm`.
+    pub fn new(algorithm: &'a str, max_requests: u64, in_seconds: f64) -> Terms<'a> {
+        Terms { algorithm, max_requests, in_seconds, burst: None }
+    }
+
+    /// A token bucket's capacity.
+    pub fn burst(self, burst: u64) -> Terms<'a> {
+        Terms { burst: Some(burst), ..self }
+    }
+}
+
+/// Terms are equal when every field is, `in_seconds` bit for bit, so that
+/// a decoded ask equals the one encoded.
+impl PartialEq for Terms<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        let key = |t: &Self| (t.algorithm, t.max_requests, t.in_seconds.to_bits(), t.burst);
+        key(self) == key(other)
+    }
+}
+
+impl Eq for Terms<'_> {}
 
 impl<'a> Ask<'a> {
     /// One permit of the default limit.
@@ -80,6 +139,11 @@ impl<'a> Ask<'a> {
         Ask { hold_ms: Some(ms), ..self }
     }
 
+    /// Sends the limit's `terms` with the ask (see [`Terms`]).
+    pub fn terms(self, terms: Terms<'a>) -> Ask<'a> {
+        Ask { terms: Some(terms), ..self }
+    }
+
     /// The request map that carries this ask.
     pub fn to_map(&self) -> RequestMap<'a> {
         RequestMap {
@@ -90,6 +154,7 @@ impl<'a> Ask<'a> {
             up_to: self.up_to.then_some(true),
             max_wait_ms: self.max_wait_ms,
             hold_ms: self.hold_ms,
+            terms: self.terms,
             ..RequestMap::default()
         }
     }
@@ -108,6 +173,7 @@ impl<'a> Ask<'a> {
             up_to: map.up_to.unwrap_or(false),
             max_wait_ms: map.max_wait_ms,
             hold_ms: map.hold_ms,
+            terms: map.terms,
         }
     }
 }

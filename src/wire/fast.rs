@@ -67,6 +67,8 @@ pub fn read_request(body: &[u8]) -> Result<Option<Fields<'_>>, WireError> {
                 irregular_batch |= f.asks.replace(asks).is_some();
                 continue;
             }
+            // A go's terms are a map: serde reads them.
+            b"terms" => r.skip(MAX_DEPTH - 1).ok().map(|()| false),
             b"asks" => {
                 irregular_batch = true;
                 r.skip(MAX_DEPTH - 1).ok().map(|()| true)

@@ -10,7 +10,7 @@
 
 use locker::wire::{
     self, AllReply, Ask, ErrorReply, GoReply, LeaseAsk, LeaseReply, LimitStatsReply, PeerKind, PeerMsg, Refund,
-    Release, Reply, ReplyKind, Request, RequestMap, Reset, StatsReply,
+    Release, Reply, ReplyKind, Request, RequestMap, Reset, StatsReply, Terms,
 };
 use serde_json::Value;
 
@@ -53,6 +53,17 @@ fn ask_of(a: &Value) -> Ask<'_> {
         up_to: a.get("up_to").and_then(Value::as_bool).unwrap_or(false),
         max_wait_ms: n("max_wait_ms"),
         hold_ms: n("hold_ms"),
+        terms: a.get("terms").map(terms_of),
+    }
+}
+
+/// A limit's terms as a case writes them.
+fn terms_of(t: &Value) -> Terms<'_> {
+    Terms {
+        algorithm: t["algorithm"].as_str().expect("an algorithm"),
+        max_requests: t["max_requests"].as_u64().expect("max_requests"),
+        in_seconds: t["in_seconds"].as_f64().expect("in_seconds"),
+        burst: t.get("burst").and_then(Value::as_u64),
     }
 }
 
@@ -188,7 +199,7 @@ fn batch_reply_case(replies: &[Value], want: &[u8]) -> Vec<u8> {
 /// The cases in `tests/golden/combined.json` of limits checked together,
 /// refunds and resets: each message as the Rust client writes it and as
 /// the locker reads it. The cases of limits sent with the ask (`terms`)
-/// are another change's.
+/// are read by `asks_with_terms_hold_to_the_combined_golden_file`.
 #[test]
 fn the_combined_golden_file_holds_for_the_rust_side() {
     let mut seen = 0;
@@ -400,4 +411,43 @@ fn requests_are_read_only_as_the_contract_describes() {
         let err = wire::decode_request(body).expect_err(&hex(body));
         assert!(err.to_string().contains(want), "{}: {err}", hex(body));
     }
+}
+
+/// The asks of `tests/golden/combined.json` that carry their limit's
+/// terms: written after the ask's own fields, `in_seconds` always a float,
+/// `burst` only for a token bucket; read back as the same ask, alone and
+/// as a batch's entry.
+#[test]
+fn asks_with_terms_hold_to_the_combined_golden_file() {
+    let cases = cases("combined.json");
+    let asks: Vec<&Value> = cases.iter().filter(|c| c.get("ask").is_some()).collect();
+    assert!(asks.len() >= 2, "the file has asks with terms");
+    for case in asks {
+        let (name, want) = named_bytes(case);
+        let ask = ask_of(&case["ask"]);
+        assert!(ask.terms.is_some(), "{name}");
+        assert_eq!(wire::decode_request(&want), Ok(Request::Go(ask)), "{name}");
+        assert_eq!(hex(&encoded_bytes(&ask.to_map())), hex(&want), "{name}");
+        let batch = encoded_bytes(&RequestMap { op: Some("batch"), ..RequestMap::default() });
+        // A batch of this one entry: the map's op, then `asks` with the entry's bytes.
+        let mut body = vec![0x82];
+        body.extend_from_slice(&batch[1..]);
+        body.extend_from_slice(b"\xa4asks\x91");
+        body.extend_from_slice(&encoded_bytes(&ask.to_entry()));
+        let Ok(Request::Batch(b)) = wire::decode_request(&body) else { panic!("{name}: a batch") };
+        assert_eq!(b.iter().collect::<Vec<_>>(), [Ok(ask)], "{name}");
+    }
+}
+
+#[test]
+fn terms_take_an_integer_in_seconds_and_default_to_a_fixed_window() {
+    // {"op": "go", "limit": "t", "terms": {"max_requests": 3, "in_seconds": 2}}
+    let body = b"\x83\xa2op\xa2go\xa5limit\xa1t\xa5terms\x82\xacmax_requests\x03\xaain_seconds\x02";
+    let want = Ask::new().limit("t").terms(Terms::new("fixed-window", 3, 2.0));
+    assert_eq!(wire::decode_request(body), Ok(Request::Go(want)));
+    // Terms that are not a map, or lack a field, are a bad request.
+    let no_secs = b"\x82\xa5limit\xa1t\xa5terms\x81\xacmax_requests\x03";
+    let e = wire::decode_request(no_secs).unwrap_err().to_string();
+    assert!(e.contains("in_seconds"), "{e}");
+    assert!(wire::decode_request(b"\x82\xa5limit\xa1t\xa5terms\x03").is_err());
 }

@@ -74,6 +74,7 @@
 //! - **The command line** (`ask`, `refund`, `reset`, `stats`, `lease`, `bench`, `check-config`, config and flag
 //!   errors, start-up warnings; `batch::bench_counts_every_decision_of_every_batch` asks a locker served in-process):
 //!   `ask::*` (6), `bench::*` (3), `batch::bench_counts_every_decision_of_every_batch`,
+//!   `runtime::a_real_locker_counts_a_limit_sent_with_terms_as_its_configured_twin_and_refuses_it_without_the_flag`,
 //!   `together::a_real_locker_answers_all_refund_and_reset_from_the_command_line`,
 //!   `together::peered_lockers_charge_a_refused_whole_to_no_part` (a peered pair, through the client),
 //!   `operations::check_config_exits_0_for_a_valid_file_and_2_with_the_error`,
@@ -171,6 +172,8 @@ mod protocol;
 mod readme;
 /// Rolling windows on the seam and a simulated clock, alone and peered: never more than max in any interval of length T.
 mod rolling;
+/// Limits sent with the ask (`terms`, `--runtime-limits`): created, bounded, retuned, dropped; `locker ask --terms`.
+mod runtime;
 /// The seed's own Python client, unchanged.
 mod seed;
 /// The seed's limit as a rolling window with a margin on three real lockers: the resource refuses nothing.

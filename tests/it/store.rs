@@ -30,6 +30,8 @@
 //! - Limits checked together, refunds and resets decided from the claims
 //!   in hand: a refused whole and a refund go back to the claim, never
 //!   past what the store granted (issue 38).
+//! - A limit sent with the ask (`terms`, `--runtime-limits`) is one count
+//!   in the store for two lockers, go for go as its configured twin.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -850,4 +852,33 @@ fn all_refund_and_reset_work_from_the_claims_in_hand_on_a_cluster() {
     assert!(c.reset(Some("api"), Some("u")).unwrap_err().to_string().contains("does not allow a reset"));
     assert!(c.reset(Some("login"), Some("alice")).unwrap().ok);
     assert!(c.ask(&login).unwrap().ok, "what this locker spent of its claim is back");
+}
+
+#[test]
+fn a_limit_sent_with_terms_is_one_count_in_the_store_for_every_locker_as_its_configured_twin_is() {
+    let redis = Redis::start(false);
+    let url = format!("redis://{}", redis.address());
+    let config = TempFile::new(
+        "store-runtime.toml",
+        "runtime_limits = 2\n\n[[limits]]\nname = \"twin\"\nmax_requests = 5\nin_seconds = 86400\n",
+    );
+    let args = ["--config", config.path(), "--store", url.as_str()];
+    let (a, b) = (Daemon::start(&args), Daemon::start(&args));
+    // Every ask below falls in one day-long slot.
+    wait_for_room(86_400 * 1_000_000_000, Duration::from_secs(30));
+    let client = |d: &Daemon| Client::new([d.endpoint.clone()], Duration::from_secs(5)).unwrap();
+    let mut clients = [client(&a), client(&b)];
+    let terms = locker::Terms::new("fixed-window", 5, 86_400.0);
+    let mut gone = 0;
+    for i in 0..8 {
+        let c = &mut clients[i % 2];
+        let sent = c.ask(&Ask::new().limit("tenant").key("u").terms(terms)).unwrap();
+        let twin = c.ask(&Ask::new().limit("twin").key("u")).unwrap();
+        assert_eq!((sent.ok, sent.limit), (twin.ok, twin.limit), "ask {i} on locker {}", i % 2);
+        gone += u64::from(sent.ok);
+    }
+    assert_eq!(gone, 5, "both lockers count one count");
+    // Asked without terms, the limit is the one the terms made.
+    let later = clients[1].ask(&Ask::new().limit("tenant").key("u"));
+    assert!(matches!(later, Ok(ref r) if !r.ok), "{later:?}");
 }

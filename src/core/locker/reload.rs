@@ -38,9 +38,17 @@ impl Locker {
     /// live keys, keeping what each limit of the same name holds where its
     /// meaning is unchanged (see the module header).
     pub fn reload(&mut self, default: Limit, limits: Vec<Limit>, max_keys: usize) -> Reloaded {
-        let old = std::mem::take(&mut self.entries);
-        let (entries, done) = carry_over(old, std::iter::once(default).chain(limits));
-        self.index(entries.into_iter());
+        let limits: Vec<Limit> = std::iter::once(default).chain(limits).collect();
+        // Runtime limits are the callers', not the config's: they stay,
+        // after the configured ones, unless the config now names one.
+        let (runtime, old): (Vec<Entry>, Vec<Entry>) = std::mem::take(&mut self.entries)
+            .into_iter()
+            .partition(|e| e.runtime && !limits.iter().any(|l| l.name() == e.limit.name()));
+        let (mut entries, done) = carry_over(old, limits.into_iter());
+        for entry in &mut entries {
+            entry.runtime = false;
+        }
+        self.index(entries.into_iter().chain(runtime));
         self.max_keys = max_keys;
         self.live_keys = self.entries.iter().map(|e| e.rule.live_keys()).sum();
         // Grants not yet published name limits by position, which has just

@@ -164,6 +164,10 @@ fn process(snapshot: &Snapshot, uptime_seconds: f64) -> Vec<Family> {
         )
         .each("state", &states, |&h| (h.name().to_owned(), f64::from(u8::from(h == snapshot.health)))),
         Family::new("max_keys", Kind::Gauge, "Live keys allowed across all limits").one(n(snapshot.max_keys)),
+        Family::new("runtime_limits", Kind::Gauge, "Limits created from the terms asks sent, live now")
+            .one(n(snapshot.runtime_limits)),
+        Family::new("runtime_limits_max", Kind::Gauge, "Limits asks may create from their terms (--runtime-limits)")
+            .one(n(snapshot.runtime_limits_max)),
         Family::new("parked", Kind::Gauge, "Asks held now for a go instead of sorry").one(n(snapshot.parked)),
         Family::new("held", Kind::Counter, "Asks held for a go instead of sorry since start").one(n(snapshot.held)),
         Family::new("held_go", Kind::Counter, "Held asks answered go").one(n(snapshot.held_go)),
@@ -326,6 +330,8 @@ mod tests {
         assert_eq!(value(&text, r#"locker_health{state="serving"}"#), Some(1.0));
         assert_eq!(value(&text, r#"locker_health{state="joining"}"#), Some(0.0));
         assert_eq!(value(&text, "locker_max_keys"), Some(1000.0));
+        assert_eq!(value(&text, "locker_runtime_limits"), Some(0.0));
+        assert_eq!(value(&text, "locker_runtime_limits_max"), Some(0.0));
         assert_eq!(value(&text, "locker_unattributed_errors_total"), Some(0.0));
         assert_eq!(value(&text, "locker_parked"), Some(0.0));
         assert_eq!(value(&text, "locker_held_go_total"), Some(0.0));

@@ -63,6 +63,8 @@ pub fn snapshot(service: &Service, now: Nanos, stopping: bool) -> Snapshot {
         undelivered: status.undelivered,
         undelivered_go: status.undelivered_go,
         max_keys: locker.figures().max_keys() as u64,
+        runtime_limits: locker.runtime_limits().0 as u64,
+        runtime_limits_max: locker.runtime_limits().1 as u64,
         parked: status.parked as u64,
         held: status.held,
         held_go: status.held_go,
@@ -121,5 +123,20 @@ mod tests {
         assert_eq!((snap.limits[1].name.as_str(), snap.limits[1].algorithm), ("db", "semaphore"));
         assert!(snap.node.is_none() && snap.peers.is_empty());
         assert_eq!(snapshot(&s, now, true).health, Health::Stopping);
+    }
+
+    #[test]
+    fn a_limit_sent_with_terms_is_one_more_limit_within_the_bound() {
+        let default = Limit::new(DEFAULT_LIMIT, Quota::new(1, 60.0).unwrap()).unwrap();
+        let mut s = Service::new(Locker::new(default, vec![], 50).with_runtime_limits(3));
+        let now = 1_000_000_000_000;
+        let ask = crate::wire::Ask::new().limit("tenant").terms(crate::wire::Terms::new("rolling-window", 2, 1.0));
+        let (mut body, mut out) = (Vec::new(), Vec::new());
+        crate::wire::encode(&ask.to_map(), &mut body);
+        s.respond(now, &body, &mut out, &mut ());
+        let snap = snapshot(&s, now, false);
+        assert_eq!((snap.runtime_limits, snap.runtime_limits_max), (1, 3));
+        let tenant = &snap.limits[1];
+        assert_eq!((tenant.name.as_str(), tenant.algorithm, tenant.counts.go), ("tenant", "rolling-window", 1));
     }
 }

@@ -1,0 +1,86 @@
+//! Asks that carry their limit's terms (`--runtime-limits`): the limit they
+//! name is found, or created on first use, or retuned, by the table
+//! (`core::locker::runtime`); this side builds the limit from the wire's
+//! terms and keeps the service's own references to limit ids in step when
+//! the table adds one or drops idle ones.
+//!
+//! With a store, a runtime limit's counts live in the store under its name,
+//! as a configured limit's do: lockers that send the same terms count one
+//! count, and dropping an idle one forgets nothing (the store still holds
+//! its count until its slot ends).
+//!
+//! It reads no clock and touches no socket.
+
+use super::Service;
+use crate::core::{AskError, Limit, LimitId, Made, Nanos, TableError, DEFAULT_LIMIT};
+use crate::wire::{self, Terms};
+
+impl Service {
+    /// The limit `go` names, made to count by its terms when it carries
+    /// them (see `find_with_terms`); an error, counted, when there is none.
+    #[inline]
+    pub(super) fn find_go(&mut self, now: Nanos, go: &wire::Ask) -> Result<LimitId, AskError> {
+        match &go.terms {
+            None => self.find(go.limit).map_err(AskError::from),
+            Some(terms) => self.find_with_terms(now, go.limit, terms),
+        }
+    }
+
+    /// The limit a go with `terms` names (`name`, else the default), as
+    /// the table makes it count by them; an error, counted, when the terms
+    /// are invalid, differ from a configured limit's, or would create a
+    /// limit past `--runtime-limits`.
+    #[cold]
+    pub(super) fn find_with_terms(
+        &mut self,
+        now: Nanos,
+        name: Option<&str>,
+        terms: &Terms,
+    ) -> Result<LimitId, AskError> {
+        let made = self.made_by_terms(now, name, terms);
+        if let Err(e) = &made {
+            let differs = matches!(e, AskError::Table(TableError::TermsDiffer(_)));
+            let id = differs.then(|| self.locker.find(name).ok()).flatten();
+            self.locker.counters().record_error(id);
+        }
+        made
+    }
+
+    /// The limit `go` names, made to count by its terms when it carries
+    /// them, without counting an error: for what looks ahead of the
+    /// decision (a store's claims), which counts nothing itself.
+    pub(super) fn lookup_go(&mut self, now: Nanos, go: &wire::Ask) -> Result<LimitId, AskError> {
+        match &go.terms {
+            None => self.lookup(go.limit).map_err(AskError::from),
+            Some(terms) => self.made_by_terms(now, go.limit, terms),
+        }
+    }
+
+    fn made_by_terms(&mut self, now: Nanos, name: Option<&str>, terms: &Terms) -> Result<LimitId, AskError> {
+        let name = name.unwrap_or(DEFAULT_LIMIT);
+        let limit = Limit::from_terms(name, terms.algorithm, terms.max_requests, terms.in_seconds, terms.burst)
+            .map_err(|e| AskError::Terms(e.to_string()))?;
+        let (id, made) = self.locker.find_with_terms(now, limit)?;
+        if made == Made::Created {
+            if let Some(s) = &mut self.store {
+                s.grow(self.locker.figures().stats().count());
+            }
+            // A plain body of its name chose the default until now.
+            self.plain_memo.0.clear();
+        }
+        Ok(id)
+    }
+
+    /// Drops the runtime limits idle at `now` (the group's time), keeping
+    /// the service's references to limit ids in step when any went. With a
+    /// store, not while claims are on their way: their answers name limits
+    /// by id, which a drop would move under them.
+    pub(super) fn drop_idle(&mut self, now: Nanos) {
+        if self.store.as_ref().is_some_and(|s| s.claiming()) {
+            return;
+        }
+        if !self.locker.drop_idle(now).is_empty() {
+            self.limits_moved();
+        }
+    }
+}
