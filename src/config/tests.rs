@@ -348,6 +348,24 @@ fn a_value_of_the_wrong_type_names_its_key() {
     assert!(e.starts_with("line 2, column 14: peer_grace: found a string"), "{e}");
 }
 
+/// `allow_reset` is a limit's, checked like the others with its file and
+/// line; `admin_keys` needs CURVE (issue 38).
+#[test]
+fn allow_reset_and_admin_keys_are_checked_with_their_lines() {
+    let semaphore = "[[limits]]\nname = 'db'\nalgorithm = 'semaphore'\nmax_requests = 1\nin_seconds = 1\n";
+    let got = error_of(&format!("{semaphore}allow_reset = true\n"), Flags::default());
+    assert!(got.starts_with("limits.toml, line 6: limit \"db\": allow_reset is for the counting"), "{got}");
+    let got = error_of("admin_keys = ['x']\n", Flags::default());
+    assert!(got.starts_with("limits.toml, line 1: admin_keys is set but curve_secret_key is not"), "{got}");
+    let text = "[[limits]]\nname = 'login'\nmax_requests = 3\nin_seconds = 60\nallow_reset = true\n\
+                [[limits]]\nname = 'api'\nmax_requests = 3\nin_seconds = 60\n\
+                [[limits]]\nname = 'default'\nmax_requests = 1\nin_seconds = 1\nallow_reset = true\n";
+    let config = ServeConfig::resolve(Flags::default(), FileConfig::parse(text).unwrap()).unwrap();
+    let allows: Vec<(&str, bool)> = config.limits.iter().map(|l| (l.name(), l.allows_reset())).collect();
+    assert_eq!(allows, [("login", true), ("api", false)]);
+    assert!(config.default.allows_reset(), "the default limit's table says it too");
+}
+
 #[test]
 fn runtime_limits_are_none_unless_set_and_not_yet_beside_state_or_peers() {
     assert_eq!(ServeConfig::resolve(Flags::default(), FileConfig::default()).unwrap().runtime_limits, 0);

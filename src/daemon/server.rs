@@ -498,16 +498,25 @@ impl Server {
         }
         let now = self.watch.now(&mut self.service);
         if step::request(&mut self.service, now, token, msg, &mut self.state, &mut self.io, out) == Answer::Held {
-            self.io.serving.hold(token);
+            self.io.serving.hold(token, msg);
         }
         Ok(true)
     }
 
     /// Counts the replies that could not be delivered since the last look.
+    /// A held ask's go that could not be delivered is given back: nobody
+    /// goes with it (issue 36).
     fn count_undelivered(&mut self) {
         let (replies, go) = self.io.serving.take_undelivered();
         if replies > 0 {
             self.service.note(Note::Undelivered { replies, go });
+        }
+        let lost = self.io.serving.take_lost_go();
+        if !lost.is_empty() {
+            let now = self.watch.now(&mut self.service);
+            for (request, reply) in &lost {
+                self.service.give_back_undelivered(now, request, reply, &mut self.state);
+            }
         }
     }
 

@@ -47,7 +47,14 @@ struct Waiting {
     envelope: Vec<zmq::Message>,
     body: Vec<u8>,
     go: bool,
+    /// The request it answers, when it was held (see `Lost`).
+    request: Option<Box<[u8]>>,
 }
+
+/// A go that could not be delivered, with the request it answered: its
+/// permits are given back (`Service::give_back_undelivered`). Kept for
+/// held asks, whose request the loop has kept anyway.
+pub type Lost = (Box<[u8]>, Vec<u8>);
 
 /// Replies waiting for room, per client (by routing id), in order.
 #[derive(Default)]
@@ -75,14 +82,16 @@ pub struct Serving {
     envelope_len: usize,
     /// The token of the request being served.
     current: Token,
-    /// The envelopes of held asks, by token.
-    held: HashMap<Token, Vec<zmq::Message>>,
+    /// The envelopes of held asks and their requests, by token.
+    held: HashMap<Token, (Vec<zmq::Message>, Box<[u8]>)>,
     backlog: Backlog,
     /// The most replies one client's backlog may hold.
     per_client: usize,
     /// Replies not delivered since the last `take_undelivered`, and how
     /// many of them were go.
     undelivered: (u64, u64),
+    /// Held asks' go replies not delivered since the last `take_lost_go`.
+    lost_go: Vec<Lost>,
 }
 
 impl Serving {
@@ -102,6 +111,7 @@ impl Serving {
             backlog: Backlog::default(),
             per_client,
             undelivered: (0, 0),
+            lost_go: Vec::new(),
         })
     }
 
@@ -128,11 +138,11 @@ impl Serving {
         Ok(Received::Request(self.current))
     }
 
-    /// Keeps the envelope of the request being served under its token:
-    /// the service held it.
-    pub fn hold(&mut self, token: Token) {
+    /// Keeps the envelope of the request being served under its token,
+    /// with the request: the service held it.
+    pub fn hold(&mut self, token: Token, request: &[u8]) {
         let envelope = self.envelope[..self.envelope_len].iter().map(|f| zmq::Message::from(&f[..])).collect();
-        self.held.insert(token, envelope);
+        self.held.insert(token, (envelope, request.into()));
     }
 
     /// Sends `body` to the caller of the request served under `token`.
@@ -147,10 +157,10 @@ impl Serving {
         }
         if token == self.current {
             let envelope = std::mem::take(&mut self.envelope);
-            self.deliver(&envelope[..self.envelope_len], body);
+            self.deliver(&envelope[..self.envelope_len], body, None);
             self.envelope = envelope;
-        } else if let Some(envelope) = self.held.remove(&token) {
-            self.deliver(&envelope, body);
+        } else if let Some((envelope, request)) = self.held.remove(&token) {
+            self.deliver(&envelope, body, Some(request));
         } else {
             // No envelope kept under this token: nowhere to send it, so it
             // is counted rather than lost in silence.
@@ -195,6 +205,12 @@ impl Serving {
         std::mem::take(&mut self.undelivered)
     }
 
+    /// Held asks' go replies not delivered since the last call, each with
+    /// the request it answered.
+    pub fn take_lost_go(&mut self) -> Vec<Lost> {
+        std::mem::take(&mut self.lost_go)
+    }
+
     /// Lets what is queued leave for up to `ms` once the socket closes.
     pub fn linger(&self, ms: i32) {
         if let Err(e) = self.socket.set_linger(ms) {
@@ -204,24 +220,24 @@ impl Serving {
 
     /// Sends `body` to the client `envelope` names, after what already
     /// waits for it; keeps it when the client's queue is full.
-    fn deliver(&mut self, envelope: &[zmq::Message], body: &[u8]) {
+    fn deliver(&mut self, envelope: &[zmq::Message], body: &[u8], request: Option<Box<[u8]>>) {
         let Some(client) = envelope.first() else { return };
         // Nothing waits for room (the usual case): no client to look up.
         if self.backlog.len == 0 || !self.backlog.clients.contains_key(&client[..]) {
             match send(&self.socket, envelope, body) {
                 Sent::Done => return,
-                Sent::Lost => return self.count_lost(body_is_go(body)),
+                Sent::Lost => return self.lose(body, request),
                 Sent::Full => {}
             }
         }
         let queue = self.backlog.clients.entry(client.to_vec()).or_default();
         if queue.len() >= self.per_client {
             let client = client.to_vec();
-            self.count_lost(body_is_go(body));
+            self.lose(body, request);
             return self.drop_backlog(&client, "the client does not read its replies");
         }
         let envelope = envelope.iter().map(|f| zmq::Message::from(&f[..])).collect();
-        queue.push_back(Waiting { envelope, body: body.to_vec(), go: body_is_go(body) });
+        queue.push_back(Waiting { envelope, body: body.to_vec(), go: body_is_go(body), request });
         self.backlog.len += 1;
     }
 
@@ -233,6 +249,18 @@ impl Serving {
         self.undelivered.0 += queue.len() as u64;
         self.undelivered.1 += go;
         warn!(replies = queue.len(), go, "replies not delivered: {why}");
+        let held_go = queue.into_iter().filter(|w| w.go).filter_map(|w| w.request.map(|r| (r, w.body)));
+        self.lost_go.extend(held_go);
+    }
+
+    /// Counts `body` as not delivered; keeps a go with the held request
+    /// it answered, so that its permits are given back.
+    fn lose(&mut self, body: &[u8], request: Option<Box<[u8]>>) {
+        let go = body_is_go(body);
+        self.count_lost(go);
+        if let Some(request) = request.filter(|_| go) {
+            self.lost_go.push((request, body.to_vec()));
+        }
     }
 
     fn count_lost(&mut self, go: bool) {

@@ -11,7 +11,8 @@ use super::{error_reply, go_reply, parking, permit_ask, Service};
 use crate::core::locker::all_or_none;
 use crate::core::time::ceil_ms;
 use crate::core::{AskError, Nanos, PartError, PermitAsk, Verdict, MAX_PARTS};
-use crate::wire::{self, AllAsk, AllReply};
+use crate::state::Keep;
+use crate::wire::{self, AllAsk, AllReply, GoReply, Reply, Request};
 
 impl Service {
     /// Answers an `all`: every part charged, or none. A refused whole may
@@ -136,5 +137,30 @@ impl Service {
                 wire::encode(&error_reply(&e), out);
             }
         }
+    }
+
+    /// Gives back what a go answered to `request` took, when its reply
+    /// (`reply`) could not be delivered: nobody goes with those permits.
+    /// A plain go gave 1, a structured one its `granted` or its cost.
+    pub fn give_back_undelivered(&mut self, now: Nanos, request: &[u8], reply: &[u8], keep: &mut impl Keep) {
+        let request = wire::decode_request(request);
+        self.keeping(now, keep, |s| {
+            let now = s.enter(now);
+            let ask = match &request {
+                Ok(Request::Plain(body)) => PermitAsk::new(s.plain_limit(body)),
+                Ok(Request::Go(go)) => {
+                    let Ok(limit) = s.lookup(go.limit) else { return };
+                    let granted = match wire::decode_reply::<GoReply>(reply) {
+                        Ok(Reply::Answer(r)) if r.ok => r.granted.map_or(go.cost, u64::from),
+                        _ => return,
+                    };
+                    PermitAsk { key: go.key, cost: granted, ..PermitAsk::new(limit) }
+                }
+                _ => return,
+            };
+            if s.give_back(now, &ask).is_ok_and(|v| v.granted > 0) {
+                s.journal.note_count(ask.limit, ask.key);
+            }
+        });
     }
 }

@@ -88,6 +88,15 @@ fn a_held_burst_released_at_a_slot_start_reaches_its_caller_and_no_go_is_lost() 
 
 #[test]
 fn replies_to_a_client_that_went_away_are_counted_as_undelivered() {
+    let (_d, _client, after) = a_client_goes_away_with_three_held_asks();
+    assert_eq!(after.undelivered, 3, "{after:?}");
+    assert_eq!(after.undelivered_go, 1, "one of them had the next slot's permit: {after:?}");
+}
+
+/// A locker of 1 per 3 s holding asks for up to 3 s, a client that took
+/// the slot's permit, and a DEALER whose three held asks are answered at
+/// the next slot, after it has gone: the stats once all three are counted.
+fn a_client_goes_away_with_three_held_asks() -> (Served, Client, StatsReply) {
     let args = ["--max-requests", "1", "--in-seconds", "3", "--hold-ms", "3000"];
     let d = Served::start(&args);
     // The asks and the client's leaving fall in one slot: the held asks
@@ -106,6 +115,18 @@ fn replies_to_a_client_that_went_away_are_counted_as_undelivered() {
         std::thread::sleep(Duration::from_millis(20));
         after = stats(&d.endpoint);
     }
-    assert_eq!(after.undelivered, 3, "{after:?}");
-    assert_eq!(after.undelivered_go, 1, "one of them had the next slot's permit: {after:?}");
+    (d, client, after)
+}
+
+/// A held ask's go that could not be delivered is given back: the next
+/// ask of that slot goes with it, and the slot still grants no more than
+/// its limit (issues 36 and 38).
+#[test]
+fn a_go_that_could_not_be_delivered_is_given_back() {
+    let (d, mut client, after) = a_client_goes_away_with_three_held_asks();
+    assert_eq!((after.undelivered, after.undelivered_go), (3, 1), "{after:?}");
+    // The next slot's permit went to nobody: it is back, once.
+    let now_or_never = Ask::new().hold_ms(0);
+    let next: Vec<bool> = (0..2).map(|_| client.ask(&now_or_never).unwrap().ok).collect();
+    assert_eq!(next, [true, false], "{:?}", stats(&d.endpoint));
 }

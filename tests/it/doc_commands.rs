@@ -100,6 +100,9 @@ const COMMANDS: &[(&str, &str, Do)] = &[
     ("docs/operations.md", "systemctl reload locker", Skip(SYSTEMD)),
     ("docs/operations.md", "journalctl -u locker", Skip(SYSTEMD)),
     ("docs/operations.md", "cargo run --release -- serve ...", Skip(PATTERN)),
+    ("docs/operations.md", "locker ask --limit api --limit smooth --key user-7", Ask),
+    ("docs/operations.md", "locker refund --limit api --key user-7 --cost 2", Run),
+    ("docs/operations.md", "locker reset --limit NAME --key KEY", Skip(PATTERN)),
     ("docs/operations.md", "locker lease acquire --limit db", Run),
     ("docs/operations.md", "locker health --metrics HOST:PORT", Skip(PATTERN)),
     ("docs/operations.md", "cargo test --release --test it clocks", Tests("clocks")),
@@ -258,7 +261,7 @@ locker() {
   local arg
   case "$1" in
     serve) shift; serve_until_listening "$@" ;;
-    ask|stats|bench|lease)
+    ask|stats|bench|lease|refund|reset)
       for arg in "$@"; do
         if [ "$arg" = --connect ]; then "$LOCKER_BIN" "$@"; return; fi
       done

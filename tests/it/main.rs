@@ -24,7 +24,8 @@
 //! (`held_leases::the_clients_lease_waits_on_the_held_reply_and_wakes_at_the_release`),
 //! and every reply reaching a DEALER client
 //! (`delivery::a_held_burst_released_at_a_slot_start_reaches_its_caller_and_no_go_is_lost`,
-//! `delivery::replies_to_a_client_that_went_away_are_counted_as_undelivered`).
+//! `delivery::replies_to_a_client_that_went_away_are_counted_as_undelivered`,
+//! `delivery::a_go_that_could_not_be_delivered_is_given_back`).
 //!
 //! ## What still starts a real `locker` process, and why
 //!
@@ -62,7 +63,7 @@
 //!   `trust::a_flood_of_rolling_window_keys_gives_its_memory_back_without_a_request`,
 //!   `peer_attacks::a_node_id_flood_leaves_memory_request_cost_and_shutdown_bounded`,
 //!   `trust::lease_ids_derived_from_ones_own_touch_no_one_elses_lease` (the daemon's OS entropy).
-//! - **CURVE**: `curve::*` (6).
+//! - **CURVE**: `curve::*` (7).
 //! - **The seed's Python client, and real scheduling delays**: `seed::the_seed_client_gets_go_and_sorry_and_never_more_than_max_per_slot`,
 //!   `hold::the_seeds_client_unchanged_gets_go_for_every_ask_with_a_hold_of_800_ms`,
 //!   `seed_scenario::the_seeds_limit_as_a_rolling_window_with_a_margin_never_has_a_call_refused_by_the_resource`.
@@ -105,9 +106,10 @@ mod clocks;
 /// What stats count and what an ask may ask, on the seam: peeks apart from go, the hold's bound, refused peer messages.
 mod counting;
 /// CURVE: allowlisted clients get answers, unknown keys and plain clients none; keygen; config;
-/// peers with their own keys, and no counts for an unlisted subscriber.
+/// peers with their own keys, and no counts for an unlisted subscriber; only admin keys may reset.
 mod curve;
-/// Every reply arrives or is counted: a DEALER with thousands of held asks, a held burst, a client gone.
+/// Every reply arrives or is counted: a DEALER with thousands of held asks, a held burst, a client gone (its go
+/// given back).
 mod delivery;
 /// Every shell command of README.md and docs/*.md, run as written or listed with why not.
 mod doc_commands;

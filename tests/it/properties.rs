@@ -18,3 +18,6 @@ mod conserved_bucket;
 mod conserved_rolling;
 /// The fixed-timeslot counter alone: never more than max per slot.
 mod fixed;
+/// Limits checked together and refunds: a refused `all` charges no part,
+/// and refunds never let a slot grant more than its limit.
+mod together;

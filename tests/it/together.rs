@@ -256,3 +256,35 @@ fn peered_lockers_charge_a_refused_whole_to_no_part() {
     }
     assert_eq!(alone, 6 - together, "every api permit the refused wholes did not take");
 }
+
+/// Peered on a simulated clock: a refund goes back to this locker's own
+/// share, and the slot still never grants more than its limit across the
+/// group (a peer's echo of the higher count may take the refund back: an
+/// over-count, never more than the limit).
+#[test]
+fn a_peered_refund_never_lets_the_group_grant_more_than_the_limit() {
+    use locker::sim::{self, Group};
+    const MS: u64 = 1_000_000;
+    let make = |boot: &sim::Boot| {
+        let limit = Limit::new(DEFAULT_LIMIT, Quota::new(10, 1.0).unwrap()).unwrap();
+        sim::peered(Locker::new(limit, vec![], 100), boot, 300 * MS)
+    };
+    let mut g = Group::new(2, crate::group::T0, 7, Box::new(make));
+    g.advance(800 * MS);
+    g.advance_to((g.now() / SLOT + 1) * SLOT + MS);
+    let slot = g.now() / SLOT;
+    assert!(g.ask(0, &Ask::new().key("k").cost(5)).unwrap().ok, "locker 0 owns half the slot");
+    let mut body = Vec::new();
+    wire::encode(&Refund { limit: None, key: Some("k"), cost: 2 }.to_map(), &mut body);
+    let back: GoReply = crate::support::answer(&g.request(0, &body)).unwrap();
+    assert_eq!(back.granted, Some(2));
+    let mut after = 0;
+    while g.now() / SLOT == slot && g.now() % SLOT < 600 * MS {
+        for i in 0..2 {
+            after += usize::from(g.ask(i, &Ask::new().key("k").hold_ms(0)).unwrap().ok);
+        }
+        g.advance(5 * MS);
+    }
+    eprintln!("after the refund: {after}");
+    assert!((5..=7).contains(&after), "5 left, and the 2 given back unless an echo took them: {after}");
+}
