@@ -119,6 +119,12 @@ pub struct Settings {
     /// locker then granting up to the whole limit. A limit's store_failure in the file wins [default: closed].
     #[arg(long, value_name = "POLICY")]
     pub store_failure: Option<StoreFailure>,
+    /// Serve Envoy's rate-limit service (gRPC) on HOST:PORT, with the limits of --rls-config (docs/envoy.md).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub rls_bind: Option<String>,
+    /// envoyproxy/ratelimit's YAML config, unchanged: a file, or a folder of .yaml files.
+    #[arg(long, value_name = "PATH")]
+    pub rls_config: Option<PathBuf>,
     /// The named limits, `[[limits]]` tables of the file.
     #[arg(skip)]
     #[serde(default)]
@@ -184,7 +190,9 @@ impl Settings {
             store,
             store_timeout_ms,
             store_replicas,
-            store_failure
+            store_failure,
+            rls_bind,
+            rls_config
         )
     }
 }
