@@ -63,7 +63,8 @@ pub struct Running {
     addr: SocketAddr,
     health: Health,
     table: Arc<RwLock<Arc<Table>>>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    stop: tokio::sync::watch::Sender<bool>,
+    bridge: bridge::Bridge,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -80,11 +81,8 @@ impl Running {
         let err = |why: String| RlsError { addr: config.bind.clone(), why };
         let (listener, addr) = grpc::bind(&config.bind).map_err(|e| err(e.to_string()))?;
         let table = Arc::new(RwLock::new(config.table.clone()));
-        let shared = grpc::Shared {
-            table: table.clone(),
-            bridge: bridge::Bridge::new(ctx.clone(), endpoint, ASK_TIMEOUT_MS),
-            max_message_size,
-        };
+        let bridge = bridge::Bridge::new(ctx.clone(), endpoint, ASK_TIMEOUT_MS);
+        let shared = grpc::Shared { table: table.clone(), bridge: bridge.clone(), max_message_size };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .max_blocking_threads(grpc::MAX_CALLS)
@@ -92,7 +90,7 @@ impl Running {
             .build()
             .map_err(|e| err(e.to_string()))?;
         let health = Health::default();
-        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let (stop, stopped) = tokio::sync::watch::channel(false);
         let server = grpc::RateLimitServer(Arc::new(shared));
         let follow = health.clone();
         let thread = std::thread::Builder::new()
@@ -105,7 +103,7 @@ impl Running {
             })
             .map_err(|e| err(e.to_string()))?;
         info!(address = %addr, "envoy's rate-limit service over grpc");
-        Ok(Running { addr, health, table, stop: Some(stop), thread: Some(thread) })
+        Ok(Running { addr, health, table, stop, bridge, thread: Some(thread) })
     }
 
     /// The address gRPC listens on, with the real port.
@@ -127,9 +125,8 @@ impl Running {
     /// their sockets closed, so the ZeroMQ context can end after it.
     pub fn stop(&mut self) {
         self.health.set(false);
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+        self.bridge.close();
+        let _ = self.stop.send(true);
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }

@@ -18,6 +18,13 @@
 //! This module only moves bytes; it decides nothing and reads no config.
 
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How often a waiting call looks whether the gRPC side is closing, in
+/// milliseconds: a call in flight when the locker stops ends this soon.
+const CLOSING_TICK_MS: i64 = 20;
 
 /// Why a request did not get its reply.
 #[derive(Debug, thiserror::Error)]
@@ -26,6 +33,8 @@ pub enum BridgeError {
     Timeout(i32),
     #[error("the locker's socket failed: {0}")]
     Socket(#[from] zmq::Error),
+    #[error("the locker is stopping")]
+    Closing,
 }
 
 /// Where the loop's inproc endpoint is, and how long a call may wait.
@@ -34,6 +43,7 @@ pub struct Bridge {
     ctx: zmq::Context,
     endpoint: String,
     timeout_ms: i32,
+    closing: Arc<AtomicBool>,
 }
 
 /// A thread's socket, the endpoint it is connected to, and the last id sent.
@@ -51,7 +61,12 @@ impl Bridge {
     /// Reaches the loop at `endpoint` (bound in `ctx`), waiting up to
     /// `timeout_ms` for each reply.
     pub fn new(ctx: zmq::Context, endpoint: String, timeout_ms: i32) -> Bridge {
-        Bridge { ctx, endpoint, timeout_ms }
+        Bridge { ctx, endpoint, timeout_ms, closing: Arc::default() }
+    }
+
+    /// Ends every call waiting now or later: the locker is stopping.
+    pub fn close(&self) {
+        self.closing.store(true, Ordering::Relaxed);
     }
 
     /// Sends `body` to the loop and waits for its reply. Blocks: call it
@@ -75,7 +90,6 @@ impl Bridge {
     fn connect(&self) -> Result<Connected, BridgeError> {
         let socket = self.ctx.socket(zmq::DEALER)?;
         socket.set_linger(0)?;
-        socket.set_rcvtimeo(self.timeout_ms)?;
         socket.set_sndtimeo(self.timeout_ms)?;
         socket.connect(&self.endpoint)?;
         Ok(Connected { socket, endpoint: self.endpoint.clone(), id: 0 })
@@ -90,12 +104,18 @@ impl Bridge {
             Err(zmq::Error::EAGAIN) => return Err(BridgeError::Timeout(self.timeout_ms)),
             Err(e) => return Err(e.into()),
         }
+        let deadline = Instant::now() + Duration::from_millis(self.timeout_ms as u64);
         loop {
-            let parts = match c.socket.recv_multipart(0) {
-                Ok(parts) => parts,
-                Err(zmq::Error::EAGAIN) => return Err(BridgeError::Timeout(self.timeout_ms)),
-                Err(e) => return Err(e.into()),
-            };
+            if self.closing.load(Ordering::Relaxed) {
+                return Err(BridgeError::Closing);
+            }
+            if Instant::now() >= deadline {
+                return Err(BridgeError::Timeout(self.timeout_ms));
+            }
+            if c.socket.poll(zmq::POLLIN, CLOSING_TICK_MS)? == 0 {
+                continue;
+            }
+            let parts = c.socket.recv_multipart(0)?;
             // [id, "", reply]: the reply to this call, or a late one to an
             // earlier call that gave up waiting, dropped.
             if let [got, empty, reply] = &parts[..] {
@@ -131,5 +151,7 @@ mod tests {
         assert!(matches!(bridge.ask(b"one"), Err(BridgeError::Timeout(200))));
         assert_eq!(bridge.ask(b"two").unwrap(), b"pong");
         server.join().unwrap();
+        bridge.close();
+        assert!(matches!(bridge.ask(b"three"), Err(BridgeError::Closing)));
     }
 }

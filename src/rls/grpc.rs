@@ -36,6 +36,9 @@ pub const MAX_REQUEST_BYTES: usize = 256 * 1024;
 /// blocking thread (and its socket) while it waits.
 pub const MAX_CALLS: usize = 64;
 
+/// How long open connections may take to close after a stop.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(300);
+
 /// Whether the locker serves, as the loop last said: what the health
 /// service reports.
 #[derive(Debug, Clone, Default)]
@@ -139,7 +142,7 @@ pub async fn serve(
     listener: std::net::TcpListener,
     server: RateLimitServer,
     health: Health,
-    stop: tokio::sync::oneshot::Receiver<()>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), String> {
     let (reporter, health_service) = tonic_health::server::health_reporter();
     let follow = async move {
@@ -159,9 +162,19 @@ pub async fn serve(
     let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     let routes = tonic::transport::Server::builder().add_service(server).add_service(health_service);
+    let mut stopping = stop.clone();
+    let signal = async move {
+        let _ = stopping.wait_for(|s| *s).await;
+    };
+    // Connections get this long to end after a stop, then are dropped.
+    let grace = async move {
+        let _ = stop.wait_for(|s| *s).await;
+        tokio::time::sleep(STOP_GRACE).await;
+    };
     tokio::select! {
-        served = routes.serve_with_incoming_shutdown(incoming, async { let _ = stop.await; }) => served.map_err(|e| e.to_string()),
+        served = routes.serve_with_incoming_shutdown(incoming, signal) => served.map_err(|e| e.to_string()),
         () = follow => Ok(()),
+        () = grace => Ok(()),
     }
 }
 
