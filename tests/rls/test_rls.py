@@ -9,10 +9,12 @@ Run with `python3 -m pytest tests/rls -q`; LOCKER_BIN names the binary
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -60,6 +62,7 @@ class Locker:
             text=True,
         )
         found = threading.Event()
+        self.logged = threading.Event()
         self.address = None
         self.endpoint = None
         self.log = []
@@ -67,6 +70,7 @@ class Locker:
         def read():
             for line in self.proc.stderr:
                 self.log.append(line)
+                self.logged.set()
                 m = re.search(r"over grpc address=(\S+)", line)
                 if m:
                     self.address = m.group(1)
@@ -284,3 +288,32 @@ def test_a_bad_config_names_its_file_and_line():
         )
     assert out.returncode == 2
     assert f"{f.name}: line 6" in out.stderr, out.stderr
+
+
+def test_a_reload_reads_the_rls_config_again(pb, tmp_path):
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    rule = "domain: reload\ndescriptors:\n  - key: user\n    rate_limit: {unit: day, requests_per_unit: %d}\n"
+    (rules / "reload.yaml").write_text(rule % 5)
+    node = Locker("--config", str(ROOT / "examples" / "limits.toml"), "--rls-config", str(rules))
+    try:
+        wait_serving(node.channel, "")
+        user = [("user", unique())]
+        assert ask(pb, node, "reload", user, hits_addend=2).statuses[0].limit_remaining == 3
+        (rules / "reload.yaml").write_text(rule % 10)
+        node.proc.send_signal(signal.SIGHUP)
+        wait_log(node, "config reloaded")
+        status = ask(pb, node, "reload", user).statuses[0]
+        # The limit grew; the two hits taken before still count.
+        assert (status.current_limit.requests_per_unit, status.limit_remaining) == (10, 7)
+    finally:
+        node.close()
+
+
+def wait_log(node, needle):
+    """Waits for the locker to log `needle` (read by the log thread)."""
+    end = time.monotonic() + DEADLINE
+    while not any(needle in line for line in node.log):
+        assert time.monotonic() < end, "".join(node.log)
+        node.logged.wait(0.05)
+        node.logged.clear()
