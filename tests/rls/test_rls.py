@@ -317,3 +317,22 @@ def wait_log(node, needle):
         assert time.monotonic() < end, "".join(node.log)
         node.logged.wait(0.05)
         node.logged.clear()
+
+
+@pytest.mark.parametrize("serving", ["curve", "rep"])
+def test_a_curve_or_rep_serving_socket_serves_the_rls_too(pb, tmp_path, serving):
+    # The gRPC side reaches the loop over inproc, which CURVE does not
+    # guard; a locker that holds nothing serves on a REP socket, which
+    # returns the bridge's id frame as a ROUTER does.
+    if serving == "curve":
+        subprocess.run([LOCKER, "keygen", "--out", str(tmp_path / "server")], check=True, capture_output=True)
+        args = ["--curve-secret-key", str(tmp_path / "server.key")]
+    else:
+        args = ["--max-parked", "0"]
+    node = Locker("--rls-config", str(HERE / "config" / "example2.yaml"), *args)
+    try:
+        wait_serving(node.channel, "")
+        reply = ask(pb, node, "messaging", [("to_number", unique())], hits_addend=3)
+        assert reply.statuses[0].limit_remaining == 97
+    finally:
+        node.close()
