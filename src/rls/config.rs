@@ -25,14 +25,16 @@ use crate::core::{Algorithm, Limit, LimitError, Quota};
 /// Why an RLS config could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum RlsConfigError {
-    #[error("cannot read {path}: {source}")]
-    Read { path: String, source: std::io::Error },
-    #[error("{path}: {message}")]
-    Parse { path: String, message: String },
-    #[error("{path}: {message}")]
-    Invalid { path: String, message: String },
+    /// What is wrong in a file: where the YAML reader stopped, or which
+    /// descriptor breaks a rule.
+    #[error("{file}: {message}")]
+    In { file: String, message: String },
+    /// A folder without a config in it.
     #[error("{0}: no .yaml file in this folder")]
     Empty(String),
+    /// A file or folder that could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read { path: String, source: std::io::Error },
 }
 
 /// The `rate_limit` block, as written.
@@ -203,13 +205,13 @@ impl Table {
     /// Adds the domain of one file's `text`; `path` names it in errors.
     pub fn add(&mut self, path: &str, text: &str) -> Result<(), RlsConfigError> {
         let file: RawFile = serde_norway::from_str(text).map_err(|e| {
+            // The reader's words end with where it stopped; say that first.
+            let text = e.to_string();
+            let what = text.split(" at line ").next().unwrap_or(&text);
             let at = e.location().map(|l| format!("line {}, column {}: ", l.line(), l.column())).unwrap_or_default();
-            RlsConfigError::Parse {
-                path: path.to_owned(),
-                message: format!("{at}{e}").replace(" at line", ", at line"),
-            }
+            RlsConfigError::In { file: path.to_owned(), message: format!("{at}{what}") }
         })?;
-        let invalid = |message: String| RlsConfigError::Invalid { path: path.to_owned(), message };
+        let invalid = |message: String| RlsConfigError::In { file: path.to_owned(), message };
         if file.domain.is_empty() {
             return Err(invalid("the domain is empty or missing".to_owned()));
         }

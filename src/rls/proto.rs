@@ -89,25 +89,31 @@ pub struct Duration {
 }
 
 /// `envoy.service.ratelimit.v3.RateLimitResponse.Code`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, prost::Enumeration)]
 #[repr(i32)]
 pub enum Code {
     Unknown = 0,
+    /// Under the limit: the request may go.
     Ok = 1,
+    /// Over it.
     OverLimit = 2,
 }
 
-/// `envoy.service.ratelimit.v3.RateLimitResponse.RateLimit.Unit`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
+/// `envoy.service.ratelimit.v3.RateLimitResponse.RateLimit.Unit`: the
+/// window a rate limit of envoyproxy/ratelimit's config counts in.
 #[repr(i32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, prost::Enumeration)]
 pub enum Unit {
     Unknown = 0,
     Second = 1,
     Minute = 2,
     Hour = 3,
     Day = 4,
+    /// 30 days, as envoyproxy/ratelimit counts it.
     Month = 5,
+    /// 365 days.
     Year = 6,
+    /// Added after the others, hence its number.
     Week = 7,
 }
 
