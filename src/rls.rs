@@ -29,10 +29,18 @@ pub mod proto;
 pub use config::{RlsConfigError, Table};
 pub use grpc::Health;
 
-/// How long a call waits for the loop's reply, in milliseconds, at most:
-/// a batch is never held, so only a store that is slow to answer (its
-/// own timeout is 200 ms unless set) comes near it.
-const ASK_TIMEOUT_MS: i32 = 5_000;
+/// How long a call waits for the loop's reply, in milliseconds, at least:
+/// a batch is never held, so only a store that is slow to answer comes
+/// near it, and the wait is longer than twice the store's own timeout.
+const ASK_TIMEOUT_MS: u64 = 5_000;
+
+/// How long a call waits for the loop when a store call may take up to
+/// `store_timeout`: long enough that the store's own answer or failure,
+/// not this wait, decides.
+pub fn ask_timeout_ms(store_timeout: Option<std::time::Duration>) -> i32 {
+    let store = store_timeout.map_or(0, |t| t.as_millis() as u64);
+    ASK_TIMEOUT_MS.max(2 * store + 1_000).min(i32::MAX as u64) as i32
+}
 
 /// The RLS settings, checked: where to listen and the loaded config.
 #[derive(Debug, Clone)]
@@ -71,17 +79,19 @@ pub struct Running {
 impl Running {
     /// Binds `config.bind` and serves on a new thread, asking the loop at
     /// `endpoint` (an inproc endpoint of the serving socket, in `ctx`);
-    /// a batch is at most `max_message_size` bytes.
+    /// a batch is at most `max_message_size` bytes, and a call waits up to
+    /// `timeout_ms` for the loop.
     pub fn start(
         ctx: &zmq::Context,
         endpoint: String,
         config: &RlsConfig,
         max_message_size: usize,
+        timeout_ms: i32,
     ) -> Result<Running, RlsError> {
         let err = |why: String| RlsError { addr: config.bind.clone(), why };
         let (listener, addr) = grpc::bind(&config.bind).map_err(|e| err(e.to_string()))?;
         let table = Arc::new(RwLock::new(config.table.clone()));
-        let bridge = bridge::Bridge::new(ctx.clone(), endpoint, ASK_TIMEOUT_MS);
+        let bridge = bridge::Bridge::new(ctx.clone(), endpoint, timeout_ms);
         let shared = grpc::Shared { table: table.clone(), bridge: bridge.clone(), max_message_size };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()

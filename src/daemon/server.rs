@@ -238,7 +238,8 @@ impl Server {
                 // client does, over an endpoint only this process reaches.
                 let inproc = rls_endpoint();
                 socket.bind(&inproc).map_err(zmq_err(format!("binding {inproc}")))?;
-                Some(crate::rls::Running::start(&ctx, inproc, rc, config.max_message_size)?)
+                let timeout = crate::rls::ask_timeout_ms(config.store.as_ref().map(|s| s.timeout));
+                Some(crate::rls::Running::start(&ctx, inproc, rc, config.max_message_size, timeout)?)
             }
             None => None,
         };
