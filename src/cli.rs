@@ -27,6 +27,7 @@ mod health;
 mod keygen;
 mod lease;
 mod logging;
+mod together;
 
 /// Exit code for go (and for any command that succeeded).
 pub(crate) const EXIT_GO: u8 = 0;
@@ -51,6 +52,10 @@ enum Command {
     /// Ask a locker once; exit 0 on go, 1 on sorry, 2 on an error or no answer.
     #[command(after_help = ASK_EXAMPLES)]
     Ask(AskArgs),
+    /// Give back permits a key took and that still count; exit 0 when answered, 2 on an error.
+    Refund(together::RefundArgs),
+    /// Clear one key's count of a limit that allows it (allow_reset); exit 0 when cleared, 2 when refused.
+    Reset(together::KeyArgs),
     /// Acquire, heartbeat or release a lease on a semaphore limit.
     #[command(subcommand)]
     Lease(lease::LeaseCommand),
@@ -115,9 +120,10 @@ pub(crate) struct ConnectArgs {
 struct AskArgs {
     #[command(flatten)]
     connect: ConnectArgs,
-    /// Limit to ask; the locker's default limit when absent.
+    /// Limit to ask; the locker's default limit when absent. Repeat to ask several limits together: every one
+    /// goes, or none is charged.
     #[arg(long, value_name = "NAME")]
-    limit: Option<String>,
+    limit: Vec<String>,
     /// Key within the limit; each key has its own count.
     #[arg(long, value_name = "KEY")]
     key: Option<String>,
@@ -199,6 +205,8 @@ pub fn main() -> ExitCode {
     let code = match cli.command {
         Command::Serve(args) => serve(*args),
         Command::Ask(args) => ask(args),
+        Command::Refund(args) => together::refund(args),
+        Command::Reset(args) => together::reset(args),
         Command::Lease(command) => lease::run(command),
         Command::Stats(args) => stats(args),
         Command::Bench(args) => run_bench(args),
@@ -333,13 +341,17 @@ fn ask(mut args: AskArgs) -> u8 {
         Err(e) => return failure::request_failed(&e, args.connect.json),
     };
     let ask = Ask {
-        limit: args.limit.as_deref(),
+        limit: args.limit.first().map(String::as_str),
         key: args.key.as_deref(),
         cost: args.cost,
         up_to: args.up_to,
         max_wait_ms: args.wait.map(|w| w.as_millis().min(u128::from(u64::MAX)) as u64),
         hold_ms: args.hold.map(|h| h.as_millis().min(u128::from(u64::MAX)) as u64),
     };
+    if args.limit.len() > 1 {
+        let asks: Vec<Ask> = args.limit.iter().map(|l| Ask { limit: Some(l), ..ask }).collect();
+        return together::ask_all(&mut client, &asks, args.connect.json);
+    }
     // `acquire` sleeps through a reservation, so "go" is printed when the caller may go.
     match client.acquire(&ask) {
         Ok(reply) => {

@@ -22,6 +22,7 @@ use crate::wire::{
 
 mod lease;
 mod pool;
+mod together;
 
 pub use lease::Lease;
 pub use pool::{PermitPool, Permits};
@@ -173,12 +174,8 @@ impl Client {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn ask_many(&mut self, asks: &[Ask]) -> Result<Vec<Result<GoReply, String>>, ClientError> {
-        self.buf.clear();
-        wire::encode_batch(asks, &mut self.buf);
-        let body = std::mem::take(&mut self.buf);
-        let reply = self.round_trip(&body);
-        self.buf = body;
-        match wire::decode_batch_reply(&reply?).map_err(ClientError::BadReply)? {
+        let reply = self.send_with(|body| wire::encode_batch(asks, body))?;
+        match wire::decode_batch_reply(&reply).map_err(ClientError::BadReply)? {
             Reply::Answer(replies) => Ok(replies),
             Reply::Refused(why) => Err(ClientError::Refused(why)),
         }
@@ -213,12 +210,18 @@ impl Client {
     }
 
     fn send_map<T: serde::de::DeserializeOwned>(&mut self, map: &RequestMap) -> Result<T, ClientError> {
+        structured(&self.send_with(|body| wire::encode(map, body))?)
+    }
+
+    /// Sends the request `write` encodes, in the reused buffer, and
+    /// returns the reply.
+    fn send_with(&mut self, write: impl FnOnce(&mut Vec<u8>)) -> Result<zmq::Message, ClientError> {
         self.buf.clear();
-        wire::encode(map, &mut self.buf);
+        write(&mut self.buf);
         let body = std::mem::take(&mut self.buf);
         let reply = self.round_trip(&body);
         self.buf = body;
-        structured(&reply?)
+        reply
     }
 
     /// A new client for the same lockers, sharing this one's ZeroMQ context,

@@ -72,6 +72,10 @@ pub enum ConfigError {
     BadStateFsync(f64),
     #[error("curve_clients is set but curve_secret_key is not: an allowlist of clients needs a CURVE server key")]
     ClientsWithoutSecret,
+    #[error("admin_keys is set but curve_secret_key is not: admins are told apart by their CURVE keys")]
+    AdminsWithoutSecret,
+    #[error("limit {0:?}: allow_reset is for the counting kinds; a semaphore's leases are released, not reset")]
+    ResetOnSemaphore(String),
     #[error("cannot bind {endpoint}: {why}")]
     Bind { endpoint: String, why: String },
     #[error("metrics_bind {addr:?}: {why}")]
@@ -232,6 +236,8 @@ pub struct FileLimit {
     pub hold_ms: Option<f64>,
     /// What this limit does when the store cannot be reached.
     pub store_failure: Option<StoreFailure>,
+    /// Whether one key's count may be cleared on request (op `reset`).
+    pub allow_reset: Option<bool>,
     /// The line of its `[[limits]]` header, for error messages; 0 when
     /// unknown (an inline table).
     #[serde(skip)]
@@ -552,6 +558,7 @@ fn file_limits(s: &Settings) -> Result<(Option<Limit>, Vec<Limit>), ConfigError>
         }
         let limit = build_limit(&l.name, l.max_requests, l.in_seconds, l.algorithm, (l.burst, l.margin_ms, l.hold_ms))
             .map_err(|e| s.locate(i, limit_key(&e), e))?;
+        let limit = with_reset(limit, l.allow_reset).map_err(|e| s.locate(i, "allow_reset", e))?;
         if l.name == DEFAULT_LIMIT {
             default = Some(limit);
         } else {
@@ -570,7 +577,7 @@ fn default_limit(s: &Settings, from_file: Option<&Limit>) -> Result<Limit, Confi
     let algorithm = s.algorithm.or(table.map(|l| l.algorithm)).unwrap_or_default();
     // A flag --burst wins; the file's burst only goes with the file's algorithm.
     let same_kind = table.filter(|l| l.algorithm == algorithm);
-    build_limit(
+    let limit = build_limit(
         DEFAULT_LIMIT,
         s.max_requests.unwrap_or(file_max),
         s.in_seconds.unwrap_or(file_secs),
@@ -580,7 +587,18 @@ fn default_limit(s: &Settings, from_file: Option<&Limit>) -> Result<Limit, Confi
             s.margin_ms.or(same_kind.and_then(|l| l.margin_ms)),
             s.hold_ms.or(table.and_then(|l| l.hold_ms)),
         ),
-    )
+    )?;
+    with_reset(limit, table.and_then(|l| l.allow_reset)).map_err(|e| s.locate_named(DEFAULT_LIMIT, "allow_reset", e))
+}
+
+/// `limit`, allowing a reset when `allow` says so; only a counting kind may.
+fn with_reset(limit: Limit, allow: Option<bool>) -> Result<Limit, ConfigError> {
+    match allow {
+        Some(true) if limit.algorithm() == Algorithm::Semaphore => {
+            Err(ConfigError::ResetOnSemaphore(limit.name().to_owned()))
+        }
+        allow => Ok(limit.with_reset_allowed(allow.unwrap_or(false))),
+    }
 }
 
 fn resolve_store(s: &Settings) -> Result<Option<StoreConfig>, ConfigError> {
@@ -737,13 +755,17 @@ fn resolve_curve(s: &Settings) -> Result<Option<ServerCurve>, ConfigError> {
     let Some(secret) = secret else {
         return if clients.is_some() {
             Err(s.at("curve_clients", ConfigError::ClientsWithoutSecret))
+        } else if s.admin_keys.is_some() {
+            Err(s.at("admin_keys", ConfigError::AdminsWithoutSecret))
         } else {
             Ok(None)
         };
     };
     let keys = KeyPair::load(secret).map_err(|e| s.at("curve_secret_key", e.into()))?;
     let clients = clients.map(|c| Allowlist::load(c)).transpose().map_err(|e| s.at("curve_clients", e.into()))?;
-    Ok(Some(ServerCurve { keys, clients }))
+    let admins = s.admin_keys.iter().flatten().map(|k| curve::server_key(k)).collect::<Result<Vec<_>, _>>();
+    let admins = Allowlist::of(admins.map_err(|e| s.at("admin_keys", e.into()))?);
+    Ok(Some(ServerCurve { keys, clients, admins }))
 }
 
 /// Reads a lease secret: the file's bytes, whatever they are (so a copy of

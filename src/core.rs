@@ -42,7 +42,9 @@ pub use ask::{AcquireAsk, HeartbeatAsk, PermitAsk, Verdict, Want};
 pub use lease_id::{Entropy, LeaseMinter, LeaseSecret};
 pub use limit::LimitId;
 pub use limit::{Algorithm, Limit, LimitError, Quota, DEFAULT_LIMIT};
-pub use locker::{AskError, BeatTerms, Holdings, LeaseError, LimitStats, Locker, Reloaded, TableError};
+pub use locker::{
+    AskError, BeatTerms, Holdings, LeaseError, LimitStats, Locker, PartError, Reloaded, TableError, MAX_PARTS,
+};
 pub use peering::{NodeKey, Nodes, Outgoing, PeerEvent, PeerIx, PeerState, Peering, PeeringSettings};
 pub use share::{Count, Counted, NodeIx, PeerView, Share};
 pub use time::Nanos;

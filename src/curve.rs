@@ -182,6 +182,8 @@ impl Allowlist {
 pub struct ServerCurve {
     pub keys: KeyPair,
     pub clients: Option<Allowlist>,
+    /// The clients that may reset a key's count (op `reset`); empty: none.
+    pub admins: Allowlist,
 }
 
 /// What a CURVE client needs: the server's public key and its own pair.

@@ -3,6 +3,7 @@
 //! Everything that waits, reads time or touches a socket on the locker's
 //! side lives here, and nothing here decides go or sorry.
 
+mod admins;
 pub mod clock;
 pub mod fds;
 pub mod keeper;

@@ -37,6 +37,7 @@ mod peer;
 pub mod step;
 mod store;
 mod store_lease;
+mod together;
 
 pub use hold::Answer;
 use hold::{Holding, Sorry};
@@ -301,6 +302,9 @@ impl Service {
             Request::Plain(body) => return self.plain(now, body, out),
             Request::Go(go) => return self.go(now, go, out),
             Request::Batch(batch) => self.batch(now, batch, out),
+            Request::All(all) => return self.all(now, all, out),
+            Request::Refund(refund) => self.refund(now, refund, out),
+            Request::Reset(reset) => self.reset(now, reset, out),
             Request::Acquire(ask) => {
                 self.acquire(now, ask, out);
             }
@@ -536,7 +540,7 @@ impl Service {
 
 /// Whether answering `request` may grant permits or a lease.
 fn may_grant(request: &Request) -> bool {
-    matches!(request, Request::Plain(_) | Request::Go(_) | Request::Batch(_) | Request::Acquire(_))
+    matches!(request, Request::Plain(_) | Request::Go(_) | Request::Batch(_) | Request::All(_) | Request::Acquire(_))
 }
 
 /// The core's ask for a go of `limit`, from the wire's.

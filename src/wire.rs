@@ -35,6 +35,7 @@ mod lease;
 mod peer;
 mod reply;
 mod request;
+mod together;
 
 pub use ask::Ask;
 pub use batch::{begin_batch_reply, classify_batch_reply, decode_batch_reply, encode_batch, AskBatch, Entries};
@@ -48,6 +49,7 @@ pub use reply::{
     StatsReply, StoreStatsReply, GO, SORRY,
 };
 pub use request::{decode_request, Request};
+pub use together::{decode_all_reply, encode_all, AllAsk, AllReply, Refund, Reset, MAX_PARTS};
 
 /// The largest request a locker accepts by default; larger messages are
 /// dropped by ZeroMQ itself (ZMQ_MAXMSGSIZE), which disconnects the sender.
@@ -116,7 +118,7 @@ pub enum WireError {
     TooDeep,
     #[error("bad request: trailing bytes after the request map")]
     TrailingBytes,
-    #[error("unknown op {0:?} (expected \"go\", \"batch\", \"stats\", \"acquire\", \"heartbeat\" or \"release\")")]
+    #[error("unknown op {0:?} (expected \"go\", \"batch\", \"all\", \"refund\", \"reset\", \"stats\", \"acquire\", \"heartbeat\" or \"release\")")]
     UnknownOp(String),
     #[error("bad request: op {0:?} needs a lease")]
     NoLease(&'static str),
@@ -124,6 +126,10 @@ pub enum WireError {
     NoAsks,
     #[error("bad request: a batch carries at most {MAX_BATCH_ASKS} asks, this one has {0}")]
     TooManyAsks(usize),
+    #[error("bad request: op \"all\" needs one array of asks")]
+    NoParts,
+    #[error("bad request: \"all\" holds at most {} parts, this one has {0}", together::MAX_PARTS)]
+    TooManyParts(usize),
     #[error("bad request: a batch entry must be a map")]
     EntryNotAMap,
     #[error("bad request: a batch entry is a go, not op {0:?}")]

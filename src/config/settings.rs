@@ -97,6 +97,10 @@ pub struct Settings {
     /// Client public keys allowed in: a file with one Z85 key per line, or a directory of *.pub files.
     #[arg(long, value_name = "DIR|FILE")]
     pub curve_clients: Option<PathBuf>,
+    /// A client public key (its .pub file or Z85) that may reset a key's count with CURVE on; repeat for each
+    /// admin. With CURVE and no admin key, no client may reset (docs/wire.md).
+    #[arg(long = "admin-key", value_name = "KEY")]
+    pub admin_keys: Option<Vec<String>>,
     /// Serve GET /metrics (Prometheus) and GET /health over plain HTTP on HOST:PORT.
     #[arg(long, value_name = "HOST:PORT")]
     pub metrics_bind: Option<String>,
@@ -185,6 +189,7 @@ impl Settings {
             state_discard,
             curve_secret_key,
             curve_clients,
+            admin_keys,
             metrics_bind,
             lease_secret,
             store,

@@ -416,6 +416,22 @@ impl Claims {
         Verdict::go(capacity, remaining(hand), reset, granted)
     }
 
+    /// Gives back up to `n` of the permits `key` spent from the hand of
+    /// `limit` since its last claim, while that claim may still be spent:
+    /// never more than was claimed, so the store is never owed permits it
+    /// did not give. A go verdict whose `granted` is how many went back.
+    pub fn give_back(&mut self, now: Nanos, id: LimitId, limit: &Limit, key: Option<&str>, n: u32) -> Verdict {
+        let capacity = limit.capacity();
+        let Some(hand) = self.hands.get_mut(id.0).and_then(|h| h.get_mut(key.unwrap_or(""))) else {
+            return Verdict::go(capacity, 0, 0, 0);
+        };
+        let back = if now < hand.until { n.min(hand.spent) } else { 0 };
+        hand.permits += back;
+        hand.spent -= back;
+        let remaining = hand.permits.saturating_add(hand.left).min(capacity);
+        Verdict::go(capacity, remaining, hand.until.saturating_sub(now), back)
+    }
+
     /// Forgets hands whose permits have run out and that wait for nothing,
     /// so that keys seen once do not stay.
     /// Runs at most once a second, whatever the calls.

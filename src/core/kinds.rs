@@ -105,6 +105,31 @@ impl Rule {
         }
     }
 
+    /// Gives back up to `n` of `key`'s own permits that still count at
+    /// `now`: for a fixed window in the slot a caller going after `wait`
+    /// goes in, for a bucket the tokens it lacks, for a rolling window its
+    /// newest grants. Returns how many; never more than it took, so a
+    /// give-back never makes room a limit does not have. Call `advance`
+    /// first.
+    pub fn give_back(&mut self, now: Nanos, key: Option<&str>, n: u32, wait: Nanos) -> u32 {
+        match self {
+            Rule::Window(w) => w.give_back(now, key, n, wait),
+            Rule::Bucket(b) => b.give_back(now, key, n),
+            Rule::Rolling(r) => r.give_back(now, key, n),
+            Rule::Semaphore(_) => 0,
+        }
+    }
+
+    /// Clears `key`'s own counts; returns whether it had any.
+    pub fn clear(&mut self, now: Nanos, key: Option<&str>) -> bool {
+        match self {
+            Rule::Window(w) => w.clear(key),
+            Rule::Bucket(b) => b.clear(now, key),
+            Rule::Rolling(r) => r.clear(now, key),
+            Rule::Semaphore(_) => false,
+        }
+    }
+
     /// Sorry for `wait` while the peers' counts of the current slot are
     /// still being learned: every shared kind answers it without counting;
     /// `None` for the semaphore, whose leases are this locker's alone.

@@ -196,6 +196,9 @@ pub struct Limit {
     /// With a store: whether asks are decided by this locker alone while
     /// the store cannot be reached (see `with_fail_open`).
     fail_open: bool,
+    /// Whether one key's count may be cleared on request (see
+    /// `with_reset_allowed`).
+    allow_reset: bool,
 }
 
 impl Limit {
@@ -214,7 +217,7 @@ impl Limit {
         if let Algorithm::TokenBucket { burst } = algorithm {
             check_bucket_depth(quota, burst.get())?;
         }
-        Ok(Limit { name: name.to_owned(), quota, algorithm, margin: 0, hold: 0, fail_open: false })
+        Ok(Limit { name: name.to_owned(), quota, algorithm, margin: 0, hold: 0, fail_open: false, allow_reset: false })
     }
 
     /// The same rolling window counted over in_seconds plus `margin_ms`:
@@ -251,6 +254,17 @@ impl Limit {
     /// (`false`, the default: fail closed).
     pub fn with_fail_open(self, fail_open: bool) -> Limit {
         Limit { fail_open, ..self }
+    }
+
+    /// The same limit, letting a caller clear one key's count (op
+    /// `reset`) when `allow` is true; refused otherwise (the default).
+    pub fn with_reset_allowed(self, allow: bool) -> Limit {
+        Limit { allow_reset: allow, ..self }
+    }
+
+    /// Whether one key's count may be cleared on request.
+    pub fn allows_reset(&self) -> bool {
+        self.allow_reset
     }
 
     /// Whether the limit fails open when its store cannot be reached.

@@ -57,6 +57,7 @@ mod leases;
 mod peers;
 mod reload;
 mod stats;
+mod together;
 
 pub use super::ask::{TableError, MAX_WAIT_MS};
 pub use super::kinds::semaphore::leases::{BeatTerms, LeaseError, Leases, MAX_TTL_MS};
@@ -65,6 +66,7 @@ pub use peers::Peers;
 pub use reload::Reloaded;
 use stats::Outcome;
 pub use stats::{Counters, Figures, Holdings, LimitStats};
+pub use together::{all_or_none, PartError, MAX_PARTS};
 
 /// Why an ask for permits got neither go nor sorry.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -75,6 +77,12 @@ pub enum AskError {
     CostAboveMax { cost: u64, max: u32 },
     #[error("limit {0:?} is a semaphore: take it with op \"acquire\"")]
     IsSemaphore(String),
+    #[error("limit {0:?} does not allow a reset (set allow_reset = true in its [limits] entry)")]
+    ResetNotAllowed(String),
+    #[error("\"up_to\" is not allowed in a part of \"all\": each part takes its whole cost or nothing")]
+    UpToInAll,
+    #[error("\"all\" holds at most {} parts, this one has {0}", together::MAX_PARTS)]
+    TooManyParts(usize),
 }
 
 /// One limit's rules, counts and counters.
@@ -251,6 +259,14 @@ impl Locker {
     /// Answers a checked ask at `now`.
     #[inline]
     fn decide(&mut self, now: Nanos, ask: &PermitAsk, want: Want) -> Result<Verdict, AskError> {
+        let v = self.take_quietly(now, ask, want)?;
+        self.publish(now, ask, &v);
+        Ok(v)
+    }
+
+    /// Answers a checked ask at `now` without telling the peers.
+    #[inline]
+    fn take_quietly(&mut self, now: Nanos, ask: &PermitAsk, want: Want) -> Result<Verdict, AskError> {
         let (id, key, hold_until) = (ask.limit, ask.key, self.view.hold_until);
         let share = self.share(id);
         let verdict = self.counted(now, id, |rule, room| {
@@ -258,15 +274,18 @@ impl Locker {
             held.map_or_else(|| rule.take(now, key, want, Leeway { room, share }), Ok)
         });
         match verdict {
-            Ok(v) => {
-                // A sorry may have asked the peers for permits.
-                if self.publishing && (v.granted > 0 || !v.go) {
-                    self.peers().note_grant(now, ask, &v);
-                }
-                Ok(v)
-            }
+            Ok(v) => Ok(v),
             Err(TakeError::NoRoom) => Err(TableError::TooManyKeys(self.max_keys).into()),
             Err(TakeError::Semaphore) => Err(AskError::IsSemaphore(self.entries[id.0].limit.name().to_owned())),
+        }
+    }
+
+    /// Tells the peers what verdict `v` on `ask` took or asked them for.
+    #[inline]
+    fn publish(&mut self, now: Nanos, ask: &PermitAsk, v: &Verdict) {
+        // A sorry may have asked the peers for permits.
+        if self.publishing && (v.granted > 0 || !v.go) {
+            self.peers().note_grant(now, ask, v);
         }
     }
 

@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tracing::{debug, info, warn};
 
+use super::admins::Admins;
 use super::clock::Clock;
 use super::fds::AcceptWatch;
 use super::keeper::{self, Keeper, Loaded};
@@ -154,6 +155,8 @@ pub struct Server {
     metrics: Option<Feed>,
     /// Where the config is read again from, when it came from a file.
     reload: Option<Reload>,
+    /// Who may reset a key's count.
+    admins: Admins,
 }
 
 /// The sockets the loop step talks through (see `service::step::Io`).
@@ -299,6 +302,7 @@ impl Server {
             state,
             metrics: None,
             reload: None,
+            admins: Admins::new(config.curve.as_ref()),
             rls,
         })
     }
@@ -520,6 +524,11 @@ impl Server {
             }
             Received::Request(token) => token,
         };
+        if self.admins.refuses(msg) {
+            self.service.refuse_reset(out);
+            self.io.serving.reply(token, out);
+            return Ok(true);
+        }
         let now = self.watch.now(&mut self.service);
         if step::request(&mut self.service, now, token, msg, &mut self.state, &mut self.io, out) == Answer::Held {
             self.io.serving.hold(token);

@@ -34,6 +34,10 @@ pub struct Gate {
     clients: Option<Allowlist>,
     /// The peers allowed to subscribe to the counts.
     peers: Option<Allowlist>,
+    /// Whether a client let in is named by its key (Z85) as the user id,
+    /// which its messages then carry as `User-Id`: so the loop can tell
+    /// admins (`admin_keys`) apart.
+    names_clients: bool,
     refused: u64,
 }
 
@@ -64,13 +68,14 @@ impl Gate {
         if let Some(peers) = &peers {
             info!(peers = peers.len(), "peer subscriptions limited to the configured peers' keys");
         }
-        if curve.clients.is_none() && peers.is_none() {
+        let names_clients = !curve.admins.is_empty();
+        if curve.clients.is_none() && peers.is_none() && !names_clients {
             return Ok(None);
         }
         let zap = ctx.socket(zmq::REP).map_err(zmq_err("creating the ZAP socket"))?;
         zap.set_linger(0).map_err(zmq_err("setting ZMQ_LINGER"))?;
         zap.bind(ZAP_ENDPOINT).map_err(zmq_err(format!("binding {ZAP_ENDPOINT}")))?;
-        Ok(Some(Gate { zap, clients: curve.clients.clone(), peers, refused: 0 }))
+        Ok(Some(Gate { zap, clients: curve.clients.clone(), peers, names_clients, refused: 0 }))
     }
 
     /// The ZAP socket, for the loop's poll.
@@ -113,7 +118,11 @@ impl Gate {
             return reply(request.request_id, "400", "CURVE required");
         };
         if self.allows(request.domain, &key) {
-            return reply(request.request_id, "200", "OK");
+            let mut ok = reply(request.request_id, "200", "OK");
+            if self.names_clients && request.domain == CLIENTS_DOMAIN.as_bytes() {
+                ok[USER_ID_FRAME] = key.to_z85().into_bytes();
+            }
+            return ok;
         }
         self.refused += 1;
         let domain = String::from_utf8_lossy(request.domain);
@@ -149,6 +158,9 @@ impl<'a> ZapRequest<'a> {
         Some(ZapRequest { request_id: &frames[1], domain: &frames[2], address: &frames[3], key })
     }
 }
+
+/// Where a ZAP reply names the user (RFC 27): its fifth frame.
+const USER_ID_FRAME: usize = 4;
 
 fn reply(request_id: &[u8], status: &str, text: &str) -> Vec<Vec<u8>> {
     vec![b"1.0".to_vec(), request_id.to_vec(), status.into(), text.into(), Vec::new(), Vec::new()]
@@ -194,7 +206,7 @@ mod tests {
     fn gate(allowed: PublicKey) -> Gate {
         let ctx = zmq::Context::new();
         let zap = ctx.socket(zmq::REP).unwrap();
-        Gate { zap, clients: Some(Allowlist::of([allowed])), peers: None, refused: 0 }
+        Gate { zap, clients: Some(Allowlist::of([allowed])), peers: None, names_clients: false, refused: 0 }
     }
 
     #[test]

@@ -313,6 +313,11 @@ impl Service {
             Request::Go(go) if go.cost > 0 && go.hold_ms.is_none_or(|ms| hold_within(ms).is_ok()) => {
                 (self.lookup(go.limit).ok()?, go.key.map(Box::from), go.hold_ms.map(asked_hold))
             }
+            // Limits checked together wait in the queue of their first part.
+            Request::All(all) if all.hold_ms.is_none_or(|ms| hold_within(ms).is_ok()) => {
+                let first = all.parts().next()?.ok()?;
+                (self.lookup(first.limit).ok()?, first.key.map(Box::from), all.hold_ms.map(asked_hold))
+            }
             _ => return None,
         };
         let hold = asked.unwrap_or_else(|| self.locker.limit(id).hold());

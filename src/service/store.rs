@@ -148,18 +148,30 @@ impl StoreSide {
     /// store is down.
     #[inline]
     pub(super) fn count(&mut self, locker: &mut Locker, now: Nanos, ask: &PermitAsk) -> Result<Verdict, AskError> {
-        let limit = locker.limit(ask.limit);
-        let claims = &mut self.claims;
-        // A limit that fails open is decided alone only for keys whose
-        // node fails: the other nodes' keys are still counted in the store.
-        let local =
-            limit.algorithm() == Algorithm::Semaphore || (limit.fails_open() && claims.failing(ask.limit, ask.key));
-        if local {
+        if self.decides_alone(locker, ask) {
             return locker.ask(now, ask);
         }
+        let (limit, claims) = (locker.limit(ask.limit), &mut self.claims);
         let verdict = locker.want(ask).map(|want| claims.take(now, ask.limit, limit, ask.key, want.cost, want.up_to));
         locker.counters().record_ask(ask, &verdict);
         verdict
+    }
+}
+
+impl StoreSide {
+    /// Whether `ask` is decided by `locker`'s own table rather than from
+    /// claims: a semaphore, or a limit that fails open whose key's node
+    /// fails (the other nodes' keys are still counted in the store).
+    pub(super) fn decides_alone(&self, locker: &Locker, ask: &PermitAsk) -> bool {
+        let limit = locker.limit(ask.limit);
+        limit.algorithm() == Algorithm::Semaphore || (limit.fails_open() && self.claims.failing(ask.limit, ask.key))
+    }
+
+    /// Gives back up to `ask.cost` permits to the claim in hand (see
+    /// `Claims::give_back`).
+    pub(super) fn give_back(&mut self, locker: &Locker, now: Nanos, ask: &PermitAsk) -> Verdict {
+        let n = u32::try_from(ask.cost).unwrap_or(u32::MAX);
+        self.claims.give_back(now, ask.limit, locker.limit(ask.limit), ask.key, n)
     }
 }
 
@@ -249,6 +261,13 @@ impl Service {
             Request::Go(go) => {
                 if let Ok(id) = self.lookup(go.limit) {
                     self.need(now, id, go.key, go.cost, &mut needed);
+                }
+            }
+            Request::All(all) => {
+                for go in all.parts().flatten() {
+                    if let Ok(id) = self.lookup(go.limit) {
+                        self.need(now, id, go.key, go.cost, &mut needed);
+                    }
                 }
             }
             Request::Batch(batch) => {

@@ -75,6 +75,15 @@ impl Journal {
         }
     }
 
+    /// Notes that `key`'s own count of `id` changed other than by a grant
+    /// (a refund, a reset): its record says the count as it is now.
+    pub fn note_count(&mut self, id: LimitId, key: Option<&str>) {
+        if self.run.is_some() {
+            // Read as a go's record is: the key's own count now.
+            self.note(Change::Go { id, verdict: Verdict::go(0, 0, 0, 1) }, key);
+        }
+    }
+
     /// Notes a change to `lease` of semaphore `id` (taken, renewed, released).
     pub fn note_lease(&mut self, id: LimitId, lease: &str) {
         if self.run.is_some() {

@@ -141,7 +141,7 @@ pub fn begin_batch_reply(len: usize, out: &mut Vec<u8>) {
 }
 
 /// A MessagePack array header for `len` items.
-fn put_array_len(out: &mut Vec<u8>, len: usize) {
+pub(super) fn put_array_len(out: &mut Vec<u8>, len: usize) {
     match len {
         0..=15 => out.push(0x90 | len as u8),
         16..=0xffff => {

@@ -8,6 +8,7 @@ use super::ask::Ask;
 use super::batch::AskBatch;
 use super::cascade::{read_map, Read};
 use super::lease::{Heartbeat, LeaseAsk, Release};
+use super::together::{AllAsk, Refund, Reset};
 use super::{is_structured, WireError};
 
 /// A decoded request.
@@ -19,6 +20,12 @@ pub enum Request<'a> {
     Go(Ask<'a>),
     /// May each of these go? Answered in one message, in order.
     Batch(AskBatch<'a>),
+    /// May all of these go together? Nothing is charged unless every part goes.
+    All(AllAsk<'a>),
+    /// Give back permits a key took.
+    Refund(Refund<'a>),
+    /// Clear one key's count.
+    Reset(Reset<'a>),
     /// The locker's counters.
     Stats,
     /// Take a semaphore count under a new lease.
@@ -52,6 +59,12 @@ pub fn decode_request(body: &[u8]) -> Result<Request<'_>, WireError> {
         // The reader gives a batch its asks, or refuses it; past it, a batch
         // has none that could be read.
         "batch" => asks.map(|(entries, len)| Request::Batch(AskBatch::new(entries, len))).ok_or(WireError::NoAsks),
+        "all" => match asks {
+            Some((entries, len)) => AllAsk::new(&map, AskBatch::new(entries, len)).map(Request::All),
+            None => Err(WireError::NoParts),
+        },
+        "refund" => Ok(Request::Refund(Refund::from_map(&map))),
+        "reset" => Ok(Request::Reset(Reset::from_map(&map))),
         "stats" => Ok(Request::Stats),
         "acquire" => Ok(Request::Acquire(LeaseAsk::from_map(&map))),
         "heartbeat" => Heartbeat::from_map(&map).map(Request::Heartbeat),

@@ -9,14 +9,14 @@
 //! deliberate: update the README's wire contract in the same change.
 
 use locker::wire::{
-    self, Ask, ErrorReply, GoReply, LeaseAsk, LeaseReply, LimitStatsReply, PeerKind, PeerMsg, Release, Reply,
-    ReplyKind, Request, RequestMap, StatsReply,
+    self, AllReply, Ask, ErrorReply, GoReply, LeaseAsk, LeaseReply, LimitStatsReply, PeerKind, PeerMsg, Refund,
+    Release, Reply, ReplyKind, Request, RequestMap, Reset, StatsReply,
 };
 use serde_json::Value;
 
 /// The files of `tests/golden/`: a new one must be read here and by the
 /// Python client's tests before this test passes.
-const GOLDEN_FILES: [&str; 3] = ["client.json", "peer.json", "wire.json"];
+const GOLDEN_FILES: [&str; 4] = ["client.json", "combined.json", "peer.json", "wire.json"];
 
 /// The cases of `tests/golden/<file>`.
 fn cases(file: &str) -> Vec<Value> {
@@ -183,6 +183,50 @@ fn batch_reply_case(replies: &[Value], want: &[u8]) -> Vec<u8> {
     let want_kinds: Vec<_> = read.iter().map(|r| if r.is_ok() { ReplyKind::Go } else { ReplyKind::Error }).collect();
     assert_eq!(kinds, want_kinds);
     body
+}
+
+/// The cases in `tests/golden/combined.json` of limits checked together,
+/// refunds and resets: each message as the Rust client writes it and as
+/// the locker reads it. The cases of limits sent with the ask (`terms`)
+/// are another change's.
+#[test]
+fn the_combined_golden_file_holds_for_the_rust_side() {
+    let mut seen = 0;
+    for case in &cases("combined.json") {
+        let (name, want) = named_bytes(case);
+        let read = wire::decode_request(&want);
+        let s = |v: &Value, f: &str| v.get(f).and_then(Value::as_str).map(str::to_owned);
+        let got = if let Some(all) = case.get("all") {
+            let asks: Vec<Ask> = all["asks"].as_array().unwrap().iter().map(ask_of).collect();
+            let n = |f: &str| all.get(f).and_then(Value::as_u64);
+            let Ok(Request::All(read)) = read else { panic!("{name}: not an all: {read:?}") };
+            assert_eq!(read.parts().map(Result::unwrap).collect::<Vec<_>>(), asks, "{name}");
+            assert_eq!((read.max_wait_ms, read.hold_ms), (n("max_wait_ms"), n("hold_ms")), "{name}");
+            let mut body = Vec::new();
+            wire::encode_all(&asks, n("max_wait_ms"), n("hold_ms"), &mut body);
+            body
+        } else if let Some(r) = case.get("all_reply") {
+            let reply: AllReply = serde_json::from_value(r.clone()).expect("an all reply");
+            assert_eq!(wire::decode_all_reply(&want), Ok(Reply::Answer(reply.clone())), "{name}");
+            encoded_bytes(&reply)
+        } else if let Some(r) = case.get("refund") {
+            let (limit, key) = (s(r, "limit"), s(r, "key"));
+            let refund = Refund { limit: limit.as_deref(), key: key.as_deref(), cost: r["cost"].as_u64().unwrap() };
+            assert_eq!(read, Ok(Request::Refund(refund)), "{name}");
+            encoded_bytes(&refund.to_map())
+        } else if let Some(r) = case.get("reset") {
+            let (limit, key) = (s(r, "limit"), s(r, "key"));
+            let reset = Reset { limit: limit.as_deref(), key: key.as_deref() };
+            assert_eq!(read, Ok(Request::Reset(reset)), "{name}");
+            encoded_bytes(&reset.to_map())
+        } else {
+            assert!(case.get("ask").is_some_and(|a| a.get("terms").is_some()), "{name}: a case of an unknown kind");
+            continue;
+        };
+        assert_eq!(hex(&got), hex(&want), "{name}");
+        seen += 1;
+    }
+    assert_eq!(seen, 6, "two of all, two of its reply, a refund and a reset");
 }
 
 /// The cases in `tests/golden/peer.json`: each message written as its

@@ -69,10 +69,12 @@
 //! - **The metrics endpoint and Prometheus**: `operations::a_scrape_counts_asks_per_limit_and_health_is_200`,
 //!   `operations::a_peered_pair_shows_each_other_in_its_scrape`, `operations::a_locker_waiting_for_its_peers_is_503_joining`,
 //!   `operations::locker_health_exits_0_while_serving_and_1_when_nothing_answers`, `prometheus::*` (3).
-//! - **The Redis store**: `store::*` (7).
-//! - **The command line** (`ask`, `stats`, `lease`, `bench`, `check-config`, config and flag errors, start-up warnings;
-//!   `batch::bench_counts_every_decision_of_every_batch` asks a locker served in-process):
+//! - **The Redis store**: `store::*` (12).
+//! - **The command line** (`ask`, `refund`, `reset`, `stats`, `lease`, `bench`, `check-config`, config and flag
+//!   errors, start-up warnings; `batch::bench_counts_every_decision_of_every_batch` asks a locker served in-process):
 //!   `ask::*` (6), `bench::*` (3), `batch::bench_counts_every_decision_of_every_batch`,
+//!   `together::a_real_locker_answers_all_refund_and_reset_from_the_command_line`,
+//!   `together::peered_lockers_charge_a_refused_whole_to_no_part` (a peered pair, through the client),
 //!   `operations::check_config_exits_0_for_a_valid_file_and_2_with_the_error`,
 //!   `edges::a_lease_wait_that_ends_in_the_queue_is_not_held_rather_than_an_error`,
 //!   `edges::toml_errors_say_the_line_and_column_and_which_limit`, `edges::negative_numbers_reach_the_validation_message`,
@@ -181,5 +183,7 @@ mod store;
 mod store_seam;
 /// Structured requests and named limits from a config file's text, on the seam: keys, errors, counters.
 mod structured;
+/// Limits checked together, refunds and resets: every op on the seam; a real locker alone and a peered pair.
+mod together;
 /// Attacks by clients: guessed lease ids, made-up restores (seam), key floods.
 mod trust;

@@ -27,6 +27,9 @@
 //!   store is gone lease requests get an error, never a lease.
 //! - A held acquire on one locker, queued in the store, is answered held
 //!   when a count is released on another (issue 41).
+//! - Limits checked together, refunds and resets decided from the claims
+//!   in hand: a refused whole and a refund go back to the claim, never
+//!   past what the store granted (issue 38).
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -811,4 +814,40 @@ fn a_held_acquire_on_one_locker_gets_a_count_released_on_another() {
     assert!(got.ok && !got.pending && got.lease.is_some() && got.waited_ms.is_some(), "held: {got:?}");
     let stats = second.stats().unwrap();
     assert_eq!((stats.held, stats.held_go, stats.parked), (1, 1, 0), "{stats:?}");
+}
+
+/// Limits checked together, refunds and resets on a cluster store (issue
+/// 38): a refused whole gives its parts' permits back to the claims in
+/// hand, so the first limit keeps them; a refund goes back to the claim in
+/// hand and never past what the store granted.
+#[test]
+fn all_refund_and_reset_work_from_the_claims_in_hand_on_a_cluster() {
+    let cluster = Cluster::start();
+    let config = TempFile::new(
+        "store-together.toml",
+        &format!(
+            "store = '{}'\n{}",
+            cluster.url(),
+            "[[limits]]\nname = 'api'\nmax_requests = 6\nin_seconds = 600\n\
+             [[limits]]\nname = 'day'\nmax_requests = 2\nin_seconds = 600\n\
+             [[limits]]\nname = 'login'\nmax_requests = 3\nin_seconds = 600\nallow_reset = true\n"
+        ),
+    );
+    let d = Daemon::start(&["--config", config.path()]);
+    let mut c = Client::new([d.endpoint.clone()], Duration::from_secs(2)).unwrap();
+    let both = [Ask::new().limit("api").key("u"), Ask::new().limit("day").key("u")];
+    let ok: Vec<bool> = (0..3).map(|_| c.all(&both).unwrap().ok).collect();
+    assert_eq!(ok, [true, true, false], "day's 2");
+    let alone: Vec<bool> = (0..5).map(|_| c.ask(&Ask::new().limit("api").key("u")).unwrap().ok).collect();
+    assert_eq!(alone, [true, true, true, true, false], "the refused whole took nothing of api");
+    assert!(c.ask(&Ask::new().limit("api").key("w").cost(5)).unwrap().ok);
+    assert_eq!(c.refund(Some("api"), Some("w"), 2).unwrap().granted, Some(2));
+    let after: Vec<bool> = (0..4).map(|_| c.ask(&Ask::new().limit("api").key("w")).unwrap().ok).collect();
+    assert_eq!(after, [true, true, true, false], "the refund's 2 and the store's last one, never more than 6");
+    let login = Ask::new().limit("login").key("alice");
+    let spent: Vec<bool> = (0..4).map(|_| c.ask(&login).unwrap().ok).collect();
+    assert_eq!(spent, [true, true, true, false]);
+    assert!(c.reset(Some("api"), Some("u")).unwrap_err().to_string().contains("does not allow a reset"));
+    assert!(c.reset(Some("login"), Some("alice")).unwrap().ok);
+    assert!(c.ask(&login).unwrap().ok, "what this locker spent of its claim is back");
 }

@@ -7,7 +7,7 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from locker_client import Ask, BadReply, GoReply, LockerError, Refused, wire
+from locker_client import Ask, BadReply, GoReply, LockerError, Refused, Terms, wire
 
 
 def hexed(data: bytes) -> str:
@@ -176,3 +176,68 @@ def test_the_shared_golden_file_holds_for_the_python_side() -> None:
             assert caught.value.message == case["error"], case["name"]
         else:
             pytest.fail(f"{case['name']}: a case of an unknown kind")
+
+
+def test_limits_checked_together_are_1_to_16_plain_asks_checked_before_sending() -> None:
+    sixteen = [Ask("api", f"k{i}") for i in range(wire.MAX_ALL_ASKS)]
+    assert len(msgpack.unpackb(wire.encode(wire.all_request(sixteen)))["asks"]) == 16
+    with pytest.raises(ValueError, match="1 to 16"):
+        wire.all_request(sixteen + [Ask("api")])
+    with pytest.raises(ValueError, match="1 to 16"):
+        wire.all_request([])
+    with pytest.raises(ValueError, match="ask 1: .*up_to"):
+        wire.all_request([Ask("api"), Ask("api", up_to=True)])
+    with pytest.raises(ValueError, match="ask 0: .*the whole's"):
+        wire.all_request([Ask("api", max_wait=1.0)])
+    with pytest.raises(TypeError, match="ask 0 must be an Ask"):
+        wire.all_request(["api"])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="max_wait_ms"):
+        wire.all_request([Ask("api")], max_wait_ms=wire.MAX_WAIT_MS + 1)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        ({"max_requests": 5, "in_seconds": 1.0, "algorithm": "semaphore"}, ValueError),
+        ({"max_requests": 0, "in_seconds": 1.0}, ValueError),
+        ({"max_requests": 5, "in_seconds": 0}, ValueError),
+        ({"max_requests": 5, "in_seconds": float("inf")}, ValueError),
+        ({"max_requests": 5, "in_seconds": "1"}, TypeError),
+        ({"max_requests": 5, "in_seconds": 1.0, "burst": 10}, ValueError),
+        ({"max_requests": 5, "in_seconds": 1.0, "algorithm": "token-bucket", "burst": 0}, ValueError),
+        ({"max_requests": 5.0, "in_seconds": 1.0}, TypeError),
+    ],
+)
+def test_bad_terms_are_refused_when_built(kwargs: dict, error: type) -> None:
+    with pytest.raises(error):
+        Terms(**kwargs)
+
+
+def test_terms_always_send_in_seconds_as_a_float_and_burst_only_for_a_bucket() -> None:
+    assert Terms(5, 2).entry() == {"algorithm": "fixed-window", "max_requests": 5, "in_seconds": 2.0}
+    assert isinstance(Terms(5, 2).entry()["in_seconds"], float)
+    assert Terms(10, 1, algorithm="token-bucket", burst=20).entry()["burst"] == 20
+    batch = msgpack.unpackb(wire.encode(wire.batch_request([Ask("t", terms=Terms(3, 60))])))
+    assert batch["asks"][0]["terms"]["max_requests"] == 3
+    body, _ = wire.batch_body([Ask("t", terms=Terms(3, 60))])
+    assert body == wire.encode(wire.batch_request([Ask("t", terms=Terms(3, 60))]))
+
+
+def test_refund_and_reset_requests_are_checked() -> None:
+    with pytest.raises(ValueError):
+        wire.refund_request("api", "u", 0)
+    with pytest.raises(TypeError):
+        wire.reset_request("api", 7)  # type: ignore[arg-type]
+    assert msgpack.unpackb(wire.encode(wire.refund_request(None, None, 1))) == {"op": "refund", "cost": 1}
+
+
+def test_the_reply_to_limits_checked_together_decodes_and_odd_ones_are_bad_replies() -> None:
+    part = {"ok": True, "limit": 5, "remaining": 4, "retry_after_ms": 0, "reset_after_ms": 700}
+    whole = msgpack.packb({"ok": True, "replies": [part], "retry_after_ms": 0})
+    assert wire.decode_all(whole, ["api"]).names == ("api",)
+    with pytest.raises(BadReply):
+        wire.decode_all(whole, ["api", "day"])
+    with pytest.raises(BadReply):
+        wire.decode_all(msgpack.packb({"ok": True, "replies": [part]}))
+    with pytest.raises(LockerError, match="semaphore"):
+        wire.decode_all(msgpack.packb({"ok": False, "replies": [{"error": "db is a semaphore"}], "retry_after_ms": 0}))

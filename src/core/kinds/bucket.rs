@@ -32,6 +32,7 @@ use crate::core::room::give_back_spare;
 use crate::core::room::{KeyRoom, NoRoom};
 use crate::core::time::{Nanos, NANOS_PER_SEC};
 
+mod back;
 mod kept;
 mod ledger;
 mod peer;

@@ -294,6 +294,7 @@ impl FixedWindow {
 }
 
 mod ahead;
+mod back;
 mod early;
 mod kept;
 pub mod keys;

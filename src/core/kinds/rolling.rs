@@ -46,6 +46,7 @@ use crate::core::room::{KeyRoom, Leeway, NoRoom};
 use crate::core::share::Share;
 use crate::core::time::{Nanos, NANOS_PER_SEC};
 
+mod back;
 mod grants;
 mod kept;
 mod log;

@@ -19,8 +19,13 @@ the seed's plain form) with the same failover as the Rust ``locker::Client``:
 :class:`Client` (blocking), :class:`AsyncClient` (asyncio), many asks in one
 message (``ask_many`` with :class:`Ask`; :class:`Refused` for an ask refused
 alone), semaphore leases kept alive in the background (:class:`Lease`,
-:class:`AsyncLease`) and permit pools that take permits in batches
-(:class:`PermitPool`, :class:`AsyncPermitPool`).
+:class:`AsyncLease`), permit pools that take permits in batches
+(:class:`PermitPool`, :class:`AsyncPermitPool`), several limits checked
+together (``all``, :class:`AllReply`), permits given back (``refund``), a
+key's count cleared (``reset``), limits sent with the ask (:class:`Terms`)
+and the standard rate-limit header fields of a reply (``headers()``; the
+ASGI and WSGI middlewares, ``locker_client.asgi`` and ``locker_client.wsgi``,
+send them).
 """
 
 from .aio import AsyncClient, AsyncLease, AsyncPermitPool
@@ -29,11 +34,12 @@ from .base import DEFAULT_ENDPOINT
 from .errors import BadReply, ClientError, LockerError, NoAnswer, NotAcquired, RateLimited
 from .lease import Lease
 from .pool import PermitPool, Permits
-from .wire import Ask, GoReply, LeaseReply, Refused
+from .wire import AllReply, Ask, GoReply, LeaseReply, Refused, Terms
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AllReply",
     "Ask",
     "AsyncClient",
     "AsyncLease",
@@ -53,4 +59,5 @@ __all__ = [
     "Permits",
     "RateLimited",
     "Refused",
+    "Terms",
 ]

@@ -34,6 +34,7 @@ from typing import (
     TypeVar,
     Union,
     cast,
+    overload,
 )
 
 import zmq
@@ -44,7 +45,7 @@ from .base import DEFAULT_ENDPOINT, DEFAULT_TIMEOUT, ClientBase, sent as _sent
 from .errors import ClientError
 from .lease import LeaseState, LeaseWait, Terms, lease_hold_ms, log
 from .pool import PoolState
-from .wire import Ask, BatchReply, GoReply, LeaseReply
+from .wire import AllReply, Ask, BatchReply, GoReply, LeaseReply
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -91,13 +92,35 @@ class AsyncClient(ClientBase["zmq.Socket[bytes]"]):
         hold: Optional[float] = None,
         max_wait_ms: Optional[int] = None,
         hold_ms: Optional[int] = None,
+        terms: Optional[wire.Terms] = None,
     ) -> GoReply:
         """Asks for permits; see :meth:`locker_client.Client.ask`."""
         if max_wait is not None:
             max_wait_ms = wire.seconds_or_ms("max_wait", max_wait, max_wait_ms)
         if hold is not None:
             hold_ms = wire.seconds_or_ms("hold", hold, hold_ms)
-        return _decode_go(await self.round_trip(wire.ask_body(limit, key, cost, up_to, max_wait_ms, hold_ms)))
+        return _decode_go(await self.round_trip(wire.ask_body(limit, key, cost, up_to, max_wait_ms, hold_ms, terms)))
+
+    async def all(
+        self,
+        asks: Iterable[Ask],
+        *,
+        max_wait: Optional[float] = None,
+        hold: Optional[float] = None,
+        max_wait_ms: Optional[int] = None,
+        hold_ms: Optional[int] = None,
+    ) -> AllReply:
+        """Several limits asked together: all go or none is charged; see
+        :meth:`locker_client.Client.all`."""
+        return await self._call(calls.all_of(asks, *calls.whole_waits(max_wait, hold, max_wait_ms, hold_ms)))
+
+    async def refund(self, limit: Optional[str], key: Optional[str] = None, cost: int = 1) -> GoReply:
+        """Gives back permits a key took; see :meth:`locker_client.Client.refund`."""
+        return await self._call(calls.refund(limit, key, cost))
+
+    async def reset(self, limit: Optional[str], key: Optional[str] = None) -> GoReply:
+        """Clears one key's count; see :meth:`locker_client.Client.reset`."""
+        return await self._call(calls.reset(limit, key))
 
     async def ask_many(self, asks: Iterable[Ask]) -> List[BatchReply]:
         """Many asks in one message, their replies in order; see
@@ -131,19 +154,42 @@ class AsyncClient(ClientBase["zmq.Socket[bytes]"]):
             return wire.decode_plain(await self.round_trip(wire.PLAIN_BODY))
         return (await self.ask(limit)).ok
 
+    @overload
     def permit(
         self, limit: Optional[str] = None, key: Optional[str] = None, *, cost: int = 1, wait: float = 0.0
-    ) -> AsyncContextManager[GoReply]:
+    ) -> AsyncContextManager[GoReply]: ...
+
+    @overload
+    def permit(
+        self, limit: calls.Limits, key: Optional[str] = None, *, cost: int = 1, wait: float = 0.0
+    ) -> AsyncContextManager[AllReply]: ...
+
+    def permit(
+        self,
+        limit: Union[None, str, calls.Limits] = None,
+        key: Optional[str] = None,
+        *,
+        cost: int = 1,
+        wait: float = 0.0,
+    ) -> AsyncContextManager[Any]:
         """A rate permit for the block it guards, waiting with
-        ``asyncio.sleep``; see :meth:`locker_client.Client.permit`::
+        ``asyncio.sleep``, over one limit or several at once; see
+        :meth:`locker_client.Client.permit`::
 
             async with client.permit("api", wait=2.0):
                 await call_the_api()
         """
-        return _Permit(self, limit, key, cost, wait)
+        if calls.several(limit):
+            return _PermitAll(self, calls.permit_all(cast(calls.Limits, limit), key, cost), wait)
+        return _Permit(self, cast(Optional[str], limit), key, cost, wait)
 
     def limited(
-        self, limit: Optional[str] = None, key: Optional[str] = None, *, cost: int = 1, wait: float = 0.0
+        self,
+        limit: Union[None, str, calls.Limits] = None,
+        key: Optional[str] = None,
+        *,
+        cost: int = 1,
+        wait: float = 0.0,
     ) -> Callable[[F], F]:
         """A decorator for a coroutine function that takes a :meth:`permit`
         before each call; see :meth:`locker_client.Client.limited`."""
@@ -151,10 +197,14 @@ class AsyncClient(ClientBase["zmq.Socket[bytes]"]):
         def decorate(f: F) -> F:
             if not inspect.iscoroutinefunction(f):
                 raise TypeError("AsyncClient.limited wraps coroutine functions; use Client.limited for others")
+            whole = calls.permit_all(cast(calls.Limits, limit), key, cost) if calls.several(limit) else None
 
             @functools.wraps(f)
             async def run(*args: Any, **kwargs: Any) -> Any:
-                await self._permit(limit, key, cost, wait)
+                if whole is None:
+                    await self._permit(cast(Optional[str], limit), key, cost, wait)
+                else:
+                    await self._permit_all(whole, wait)
                 return await f(*args, **kwargs)
 
             return cast(F, run)
@@ -170,6 +220,14 @@ class AsyncClient(ClientBase["zmq.Socket[bytes]"]):
             if reply.ok:
                 return reply
             await asyncio.sleep(calls.permit_pause(reply, limit, key, deadline - _monotonic()))
+
+    async def _permit_all(self, whole: calls.PermitAll, wait: float) -> AllReply:
+        deadline = _monotonic() + pirate.check_wait(wait)
+        while True:
+            reply = await self._call(whole.call)
+            if reply.ok:
+                return reply
+            await asyncio.sleep(whole.pause(reply, deadline - _monotonic()))
 
     async def stats(self) -> Dict[str, Any]:
         """The locker's counters, as the map it sends."""
@@ -627,6 +685,24 @@ class _Permit:
 
     async def __aenter__(self) -> GoReply:
         return await self._client._permit(self._limit, self._key, self._cost, self._wait)
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+class _PermitAll:
+    """What :meth:`AsyncClient.permit` returns over several limits: the
+    permit of them all, taken on entering, spent on exit."""
+
+    __slots__ = ("_client", "_whole", "_wait")
+
+    def __init__(self, client: AsyncClient, whole: calls.PermitAll, wait: float) -> None:
+        self._client = client
+        self._whole = whole
+        self._wait = wait
+
+    async def __aenter__(self) -> AllReply:
+        return await self._client._permit_all(self._whole, self._wait)
 
     async def __aexit__(self, *exc: object) -> None:
         return None

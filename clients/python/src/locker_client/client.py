@@ -23,7 +23,20 @@ import functools
 import inspect
 import threading
 import time
-from typing import Any, Callable, ContextManager, Dict, Iterable, List, Optional, Sequence, TypeVar, Union, cast
+from typing import (
+    Any,
+    Callable,
+    ContextManager,
+    Dict,
+    Iterable,
+    List,
+    Optional,
+    Sequence,
+    TypeVar,
+    Union,
+    cast,
+    overload,
+)
 
 import zmq
 
@@ -31,7 +44,7 @@ from . import calls, curve, pirate, wire
 from .base import DEFAULT_ENDPOINT, DEFAULT_TIMEOUT, ClientBase, sent as _sent
 from .errors import ClientError
 from .lease import Lease, wait_for_lease
-from .wire import Ask, BatchReply, GoReply, LeaseReply
+from .wire import AllReply, Ask, BatchReply, GoReply, LeaseReply, Terms
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -98,6 +111,7 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         hold: Optional[float] = None,
         max_wait_ms: Optional[int] = None,
         hold_ms: Optional[int] = None,
+        terms: Optional[Terms] = None,
     ) -> GoReply:
         """Asks for ``cost`` permits of ``limit`` (the default limit when
         None) for ``key`` and returns the locker's whole reply.
@@ -108,7 +122,9 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         ``wait_ms``: go after that long; :meth:`acquire` sleeps it for you);
         ``hold_ms`` asks the locker to hold its reply up to that long and
         answer go as soon as the limit allows instead of sorry (keep it
-        under the client's ``timeout``).
+        under the client's ``timeout``); ``terms`` sends the limit's
+        :class:`~locker_client.Terms`, for a limit the locker's config does
+        not name (a locker started with ``--runtime-limits``).
         Raises :class:`~locker_client.LockerError` when the locker refuses,
         ``TypeError``/``ValueError`` for a bad argument, before sending.
         """
@@ -118,7 +134,50 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
             max_wait_ms = wire.seconds_or_ms("max_wait", max_wait, max_wait_ms)
         if hold is not None:
             hold_ms = wire.seconds_or_ms("hold", hold, hold_ms)
-        return _decode_go(self.round_trip(wire.ask_body(limit, key, cost, up_to, max_wait_ms, hold_ms)))
+        return _decode_go(self.round_trip(wire.ask_body(limit, key, cost, up_to, max_wait_ms, hold_ms, terms)))
+
+    def all(
+        self,
+        asks: Iterable[Ask],
+        *,
+        max_wait: Optional[float] = None,
+        hold: Optional[float] = None,
+        max_wait_ms: Optional[int] = None,
+        hold_ms: Optional[int] = None,
+    ) -> AllReply:
+        """Asks several limits together (1 to 16 :class:`~locker_client.Ask`,
+        each with its own limit, key, cost and terms, but no ``up_to`` or
+        wait of its own): every part goes, or none is charged anything::
+
+            reply = client.all([Ask("per-second", "user-7"), Ask("per-day", "user-7"), Ask("global")])
+            if not reply.ok:
+                print("retry after", reply.retry_after, "s;", reply.replies)  # which refused
+
+        The :class:`~locker_client.AllReply` holds each part's own go reply.
+        ``max_wait`` (seconds) accepts a reservation of every part at once
+        instead of sorry (the reply's ``wait``; not slept through), ``hold``
+        asks the locker to hold its reply until all can go. Raises
+        :class:`~locker_client.LockerError` when the locker refuses (a
+        semaphore among the parts, an unknown limit), ``TypeError``/
+        ``ValueError`` for a bad ask or more than 16, before sending.
+        """
+        return self._call(calls.all_of(asks, *calls.whole_waits(max_wait, hold, max_wait_ms, hold_ms)))
+
+    def refund(self, limit: Optional[str], key: Optional[str] = None, cost: int = 1) -> GoReply:
+        """Gives back ``cost`` permits that ``key`` took of ``limit`` and
+        that still count (the call they were for never happened). Never
+        more than the key took: a refund cannot create capacity. The reply
+        is a :class:`~locker_client.GoReply`: ``granted``, the permits that
+        went back; ``remaining``, what a new ask could take now."""
+        return self._call(calls.refund(limit, key, cost))
+
+    def reset(self, limit: Optional[str], key: Optional[str] = None) -> GoReply:
+        """Clears ``key``'s count of ``limit`` (a login that succeeded) and
+        returns the key's figures after it, as a
+        :class:`~locker_client.GoReply`. The locker refuses
+        (:class:`~locker_client.LockerError`) unless the limit says
+        ``allow_reset = true``."""
+        return self._call(calls.reset(limit, key))
 
     def ask_many(self, asks: Iterable[Ask]) -> List[BatchReply]:
         """Sends many asks in one message (at most 1000,
@@ -167,44 +226,82 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
             return wire.decode_plain(self.round_trip(wire.PLAIN_BODY))
         return self.ask(limit).ok
 
+    @overload
     def permit(
         self, limit: Optional[str] = None, key: Optional[str] = None, *, cost: int = 1, wait: float = 0.0
-    ) -> ContextManager[GoReply]:
+    ) -> ContextManager[GoReply]: ...
+
+    @overload
+    def permit(
+        self, limit: calls.Limits, key: Optional[str] = None, *, cost: int = 1, wait: float = 0.0
+    ) -> ContextManager[AllReply]: ...
+
+    def permit(
+        self,
+        limit: Union[None, str, calls.Limits] = None,
+        key: Optional[str] = None,
+        *,
+        cost: int = 1,
+        wait: float = 0.0,
+    ) -> ContextManager[Any]:
         """A rate permit for the block it guards: asks for ``cost`` permits
         and, on sorry, sleeps until they may fit and asks again, for up to
         ``wait`` seconds in all; raises :class:`~locker_client.RateLimited`
-        (with ``retry_after`` in seconds) when no go came within that. The
-        permits are spent, not given back, when the block ends::
+        (with ``retry_after`` in seconds, and the last sorry as ``reply``)
+        when no go came within that. The permits are spent, not given back,
+        when the block ends::
 
             with client.permit("api", key="user-7", wait=2.0):
                 call_the_api()
+
+        Over several limits at once, ``limit`` is a list of names (each
+        asked for ``key`` and ``cost``) or :class:`~locker_client.Ask`: they
+        are asked together (:meth:`all`), so a sorry charges none of them,
+        and ``RateLimited`` names the limit that refused::
+
+            with client.permit(["per-second", "per-day", Ask("global")], key="user-7"):
+                call_the_api()
         """
-        return _Permit(self, limit, key, cost, wait)
+        if calls.several(limit):
+            return _PermitAll(self, calls.permit_all(cast(calls.Limits, limit), key, cost), wait)
+        return _Permit(self, cast(Optional[str], limit), key, cost, wait)
 
     def limited(
-        self, limit: Optional[str] = None, key: Optional[str] = None, *, cost: int = 1, wait: float = 0.0
+        self,
+        limit: Union[None, str, calls.Limits] = None,
+        key: Optional[str] = None,
+        *,
+        cost: int = 1,
+        wait: float = 0.0,
     ) -> Callable[[F], F]:
         """A decorator that takes a :meth:`permit` before each call of the
         function it wraps (a coroutine function too: the blocking wait then
-        runs in a thread, so the event loop is never blocked)::
+        runs in a thread, so the event loop is never blocked); ``limit``
+        may name several limits, as for :meth:`permit`::
 
             @client.limited("api", wait=1.0)
             def fetch(url): ...
         """
 
         def decorate(f: F) -> F:
+            take: Callable[[], object]
+            if calls.several(limit):
+                whole = calls.permit_all(cast(calls.Limits, limit), key, cost)
+                take = functools.partial(self._permit_all, whole, wait)
+            else:
+                take = functools.partial(self._permit, cast(Optional[str], limit), key, cost, wait)
             if inspect.iscoroutinefunction(f):
 
                 @functools.wraps(f)
                 async def run_async(*args: Any, **kwargs: Any) -> Any:
-                    await asyncio.to_thread(self._permit, limit, key, cost, wait)
+                    await asyncio.to_thread(take)
                     return await f(*args, **kwargs)
 
                 return cast(F, run_async)
 
             @functools.wraps(f)
             def run(*args: Any, **kwargs: Any) -> Any:
-                self._permit(limit, key, cost, wait)
+                take()
                 return f(*args, **kwargs)
 
             return cast(F, run)
@@ -220,6 +317,14 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
             if reply.ok:
                 return reply
             time.sleep(calls.permit_pause(reply, limit, key, deadline - _monotonic()))
+
+    def _permit_all(self, whole: calls.PermitAll, wait: float) -> AllReply:
+        deadline = _monotonic() + pirate.check_wait(wait)
+        while True:
+            reply = self._call(whole.call)
+            if reply.ok:
+                return reply
+            time.sleep(whole.pause(reply, deadline - _monotonic()))
 
     def stats(self) -> Dict[str, Any]:
         """The locker's counters, as the map it sends: ``limits`` (one map
@@ -412,6 +517,24 @@ class _Permit:
 
     def __enter__(self) -> GoReply:
         return self._client._permit(self._limit, self._key, self._cost, self._wait)
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class _PermitAll:
+    """What :meth:`Client.permit` returns over several limits: the permit
+    of them all, taken on entering, spent on exit."""
+
+    __slots__ = ("_client", "_whole", "_wait")
+
+    def __init__(self, client: Client, whole: calls.PermitAll, wait: float) -> None:
+        self._client = client
+        self._whole = whole
+        self._wait = wait
+
+    def __enter__(self) -> AllReply:
+        return self._client._permit_all(self._whole, self._wait)
 
     def __exit__(self, *exc: object) -> None:
         return None

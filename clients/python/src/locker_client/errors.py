@@ -10,7 +10,7 @@ they raise the built-in :class:`TypeError` or :class:`ValueError`.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 
 class ClientError(Exception):
@@ -30,14 +30,18 @@ class RateLimited(LockerError):
     """The limit said sorry: raised by :meth:`~locker_client.Client.permit`
     and :meth:`~locker_client.Client.limited` when no go came within their
     wait. ``retry_after`` is in seconds: until an ask would fit.
-    ``limit`` and ``key`` are what was asked."""
+    ``limit`` and ``key`` are what was asked (over several limits, the part
+    that refused and waits longest). ``reply`` is the last sorry (a
+    ``GoReply``, or an ``AllReply`` over several limits), whose
+    ``headers()`` a web server sends with its 429."""
 
-    def __init__(self, limit: str | None, key: str | None, retry_after: float) -> None:
+    def __init__(self, limit: str | None, key: str | None, retry_after: float, reply: Any = None) -> None:
         what = f"{limit or 'the default limit'!r}" + (f" for key {key!r}" if key is not None else "")
         super().__init__(f"rate limited on {what}: retry after {retry_after:g} s")
         self.limit = limit
         self.key = key
         self.retry_after = retry_after
+        self.reply = reply
 
 
 class NoAnswer(ClientError):

@@ -12,11 +12,12 @@ holds no state and never touches a socket.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Optional, Tuple, Union, cast
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union, cast
 
 import msgpack
 
+from . import headers
 from .errors import BadReply, LockerError
 
 #: The plain form's replies.
@@ -35,14 +36,40 @@ MAX_WAIT_MS = 3_600_000
 MAX_TTL_MS = 86_400_000
 #: The most asks one batch may carry (the locker's ``MAX_BATCH_ASKS``).
 MAX_BATCH_ASKS = 1000
+#: The most parts limits checked together (``all``) may have.
+MAX_ALL_ASKS = 16
+#: The kinds a limit sent with the ask (:class:`Terms`) may be: the counting ones.
+TERMS_ALGORITHMS = ("fixed-window", "token-bucket", "rolling-window")
 
 _U64 = 2**64
 
 Request = Dict[str, Any]
 
 
+class _Answer:
+    """What a go reply and the reply to limits checked together share: true
+    when ``ok``, and the wire's milliseconds also in seconds."""
+
+    ok: bool
+    retry_after_ms: int
+    wait_ms: Optional[int]
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    @property
+    def retry_after(self) -> float:
+        """``retry_after_ms`` in seconds: when sorry, until the ask would fit."""
+        return self.retry_after_ms / 1000.0
+
+    @property
+    def wait(self) -> Optional[float]:
+        """``wait_ms`` in seconds: go after this long, when the ask had a wait."""
+        return None if self.wait_ms is None else self.wait_ms / 1000.0
+
+
 @dataclass(frozen=True)
-class GoReply:
+class GoReply(_Answer):
     """The locker's answer to an ask. True in a boolean context when ``ok``.
 
     ``ok``: go (after ``wait_ms``, when present) or sorry.
@@ -65,23 +92,77 @@ class GoReply:
     wait_ms: Optional[int]
     limit: int
 
-    def __bool__(self) -> bool:
-        return self.ok
-
-    @property
-    def retry_after(self) -> float:
-        """``retry_after_ms`` in seconds: when sorry, until the ask would fit."""
-        return self.retry_after_ms / 1000.0
-
     @property
     def reset_after(self) -> float:
         """``reset_after_ms`` in seconds: until the slot ends (a bucket is full)."""
         return self.reset_after_ms / 1000.0
 
-    @property
-    def wait(self) -> Optional[float]:
-        """``wait_ms`` in seconds: go after this long, when the ask had a wait."""
-        return None if self.wait_ms is None else self.wait_ms / 1000.0
+    def headers(self, name: Optional[str] = None, window: Optional[float] = None) -> Dict[str, str]:
+        """The standard rate-limit header fields of this answer, for a web
+        response (see :mod:`locker_client.headers`): ``RateLimit-Policy``
+        and ``RateLimit`` (IETF draft-ietf-httpapi-ratelimit-headers-10),
+        ``X-RateLimit-Limit``, ``X-RateLimit-Remaining`` and
+        ``X-RateLimit-Reset`` (draft-03) and, on a sorry, ``Retry-After``;
+        times in whole seconds, rounded up.
+
+        ``name`` is the policy's name, the limit asked (the reply does not
+        carry it; ``"default"`` when None). ``window`` is the limit's
+        ``in_seconds``: a go reply does not carry it either, so the
+        policy's ``w`` is written only when it is given, else left out, as
+        the draft allows::
+
+            reply.headers("api", window=60)
+            # {"RateLimit-Policy": '"api";q=100;w=60', "RateLimit": '"api";r=99;t=42', ...}
+        """
+        return headers.fields([(name, self, window)], self.ok, self.retry_after_ms)
+
+
+@dataclass(frozen=True)
+class Terms:
+    """A limit's terms, sent with an ask (``terms=``) for a limit the
+    locker's config does not name: a locker started with
+    ``--runtime-limits N`` makes it on first use (and takes new terms for
+    the same name from its next slot, keeping the counts); without that
+    flag the ask is refused.
+
+    ``max_requests`` per ``in_seconds`` (sent as a float always) of
+    ``algorithm``, a counting kind (``fixed-window``, ``token-bucket`` or
+    ``rolling-window``); ``burst``, a token bucket's depth, for a bucket
+    only. Checked when built::
+
+        Terms(5, 0.8)                                          # a fixed window
+        Terms(10, 1.0, algorithm="token-bucket", burst=20)
+    """
+
+    max_requests: int
+    in_seconds: float
+    algorithm: str = "fixed-window"
+    burst: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        if self.algorithm not in TERMS_ALGORITHMS:
+            kinds = ", ".join(TERMS_ALGORITHMS)
+            raise ValueError(f"terms: algorithm must be one of {kinds}, not {self.algorithm!r}")
+        check_count("terms: max_requests", self.max_requests, 1)
+        seconds = self.in_seconds
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+            raise TypeError(f"terms: in_seconds must be a number of seconds, not {type(seconds).__name__}")
+        if not 0 < seconds < float("inf"):
+            raise ValueError(f"terms: in_seconds must be a positive number of seconds, not {seconds}")
+        if self.burst is not None:
+            if self.algorithm != "token-bucket":
+                raise ValueError(f"terms: burst is a token bucket's, not a {self.algorithm}'s")
+            check_count("terms: burst", self.burst, 1)
+
+    def entry(self) -> Request:
+        """The ``terms`` map, in the wire's field order."""
+        entry: Request = {
+            "algorithm": self.algorithm,
+            "max_requests": self.max_requests,
+            "in_seconds": float(self.in_seconds),
+        }
+        _put(entry, "burst", self.burst)
+        return entry
 
 
 @dataclass(frozen=True)
@@ -89,8 +170,11 @@ class Ask:
     """One ask of a batch, with the arguments of
     :meth:`~locker_client.Client.ask` and the same defaults: ``cost``
     permits of ``limit`` (the default limit when None) for ``key``, with
-    ``up_to`` and ``max_wait`` (seconds; or ``max_wait_ms``) as there.
+    ``up_to`` and ``max_wait`` (seconds; or ``max_wait_ms``) as there, and
+    the limit's :class:`Terms` when the locker's config does not name it.
     Checked when the batch is built; ``max_wait`` is kept as ``max_wait_ms``.
+    A part of :meth:`~locker_client.Client.all` takes neither ``up_to`` nor
+    a wait of its own (the wait is the whole's).
     """
 
     limit: Optional[str] = None
@@ -99,6 +183,7 @@ class Ask:
     up_to: bool = False
     max_wait_ms: Optional[int] = None
     max_wait: Optional[float] = None
+    terms: Optional[Terms] = None
 
     def __post_init__(self) -> None:
         if self.max_wait is not None:
@@ -155,6 +240,57 @@ class LeaseReply:
 
     def __bool__(self) -> bool:
         return self.ok
+
+
+@dataclass(frozen=True)
+class AllReply(_Answer):
+    """The locker's answer to limits checked together
+    (:meth:`~locker_client.Client.all`). True in a boolean context when ``ok``.
+
+    ``ok``: every part goes (after ``wait_ms``, when present), or none is
+    charged anything. ``replies``: each part's own go reply, in the order
+    of the asks, so a refusal says which limit refused (a part that would
+    have gone says what it has, charged nothing). ``retry_after_ms``: when
+    not ok, the longest of the parts' (``retry_after`` in seconds).
+    ``wait_ms``: present when the whole had a wait and was reserved.
+    ``names``: the limits asked, in order (None for the default limit),
+    which :meth:`headers` names its items after; not part of equality.
+    """
+
+    ok: bool
+    replies: Tuple[GoReply, ...]
+    retry_after_ms: int
+    wait_ms: Optional[int] = None
+    names: Tuple[Optional[str], ...] = field(default=(), compare=False)
+
+    @property
+    def tightest(self) -> int:
+        """The index of the part that binds hardest: the one that refused
+        with the longest wait when not ok, else the one with the fewest
+        permits left (``headers.most_restrictive``)."""
+        return headers.most_restrictive(self.replies)
+
+    def headers(
+        self, windows: Optional[Mapping[str, float]] = None, names: Optional[Sequence[Optional[str]]] = None
+    ) -> Dict[str, str]:
+        """The standard rate-limit header fields of this answer, as
+        :meth:`GoReply.headers` gives them, with one item per part in
+        ``RateLimit-Policy`` and ``RateLimit`` (in the order of the asks)
+        and the ``X-RateLimit-*`` fields of the part that binds hardest
+        (:attr:`tightest`); ``Retry-After`` (the whole's) when not ok.
+
+        Items are named after ``names`` (default: the limits asked, as the
+        client recorded them; ``"default"`` for the default limit).
+        ``windows`` maps a limit's name to its ``in_seconds``: the parts
+        whose name it holds get the policy's ``w``, the others leave it
+        out (a go reply does not carry the window).
+        """
+        listed = list(self.names if names is None else names) or [None] * len(self.replies)
+        if len(listed) != len(self.replies):
+            raise ValueError(f"{len(listed)} names for {len(self.replies)} parts")
+        known = windows or {}
+        parts = [(name, reply, known.get(name or headers.DEFAULT_NAME)) for name, reply in zip(listed, self.replies)]
+        return headers.fields(parts, self.ok, self.retry_after_ms)
 
 
 # ---- checking arguments -------------------------------------------------
@@ -228,14 +364,25 @@ def go_request(
     up_to: bool,
     max_wait_ms: Optional[int],
     hold_ms: Optional[int] = None,
+    terms: Optional[Terms] = None,
 ) -> Request:
     """The map of an ask, checked; fields in the Rust client's order.
     ``hold_ms`` asks the locker to hold the reply that long for a go
-    rather than answer sorry (at most a minute)."""
+    rather than answer sorry (at most a minute); ``terms``, the limit's
+    own, come after every other field."""
     request: Request = {"op": "go", **ask_entry(limit, key, cost, up_to, max_wait_ms)}
     if hold_ms is not None:
         request["hold_ms"] = check_count("hold_ms", hold_ms, high=MAX_HOLD_MS)
+    _put_terms(request, terms)
     return request
+
+
+def _put_terms(request: Request, terms: Optional[Terms]) -> None:
+    """Adds a limit's terms, last, when there are any."""
+    if terms is not None:
+        if not isinstance(terms, Terms):
+            raise TypeError(f"terms must be a Terms, not {type(terms).__name__}")
+        request["terms"] = terms.entry()
 
 
 def ask_entry(
@@ -325,6 +472,7 @@ def ask_body(
     up_to: bool = False,
     max_wait_ms: Optional[int] = None,
     hold_ms: Optional[int] = None,
+    terms: Optional[Terms] = None,
 ) -> bytes:
     """The bytes of an ask, checked: ``encode(go_request(...))``, with the
     common ask written straight to bytes."""
@@ -334,6 +482,7 @@ def ask_body(
         up_to is False
         and max_wait_ms is None
         and hold_ms is None
+        and terms is None
         and cost.__class__ is int
         and 0 <= cost < 128
         and (limit is None or limit.__class__ is str)
@@ -346,7 +495,7 @@ def ask_body(
         body = _ask_bytes(limit, key, cost, True)
         if body is not None:
             return body
-    return encode(go_request(limit, key, cost, up_to, max_wait_ms, hold_ms))
+    return encode(go_request(limit, key, cost, up_to, max_wait_ms, hold_ms, terms))
 
 
 def batch_body(asks: Iterable[Ask]) -> Tuple[bytes, int]:
@@ -360,7 +509,7 @@ def batch_body(asks: Iterable[Ask]) -> Tuple[bytes, int]:
     parts = [_BATCH_HEAD, _array_header(count)]
     for index, ask in enumerate(listed):
         entry = None
-        if ask.__class__ is Ask and ask.up_to is False and ask.max_wait_ms is None:
+        if ask.__class__ is Ask and ask.up_to is False and ask.max_wait_ms is None and ask.terms is None:
             entry = _ask_bytes(ask.limit, ask.key, ask.cost, False)
         parts.append(entry if entry is not None else encode(_batch_entry(index, ask)))
     return b"".join(parts), count
@@ -389,9 +538,52 @@ def _batch_entry(index: int, ask: object) -> Request:
     if not isinstance(ask, Ask):
         raise TypeError(f"ask {index} must be an Ask, not {type(ask).__name__}")
     try:
-        return ask_entry(ask.limit, ask.key, ask.cost, ask.up_to, ask.max_wait_ms)
+        entry = ask_entry(ask.limit, ask.key, ask.cost, ask.up_to, ask.max_wait_ms)
+        _put_terms(entry, ask.terms)
     except (TypeError, ValueError) as e:
         raise type(e)(f"ask {index}: {e}") from e
+    return entry
+
+
+def all_request(asks: Iterable[Ask], max_wait_ms: Optional[int] = None, hold_ms: Optional[int] = None) -> Request:
+    """The map of limits checked together, checked: 1 to
+    :data:`MAX_ALL_ASKS` parts, each an :class:`Ask` written as a batch's
+    entry is, without ``up_to`` or a wait of its own; then the whole's
+    ``max_wait_ms`` and ``hold_ms``."""
+    listed = list(asks)
+    if not 1 <= len(listed) <= MAX_ALL_ASKS:
+        raise ValueError(f"limits checked together are 1 to {MAX_ALL_ASKS} asks, not {len(listed)}")
+    request: Request = {"op": "all", "asks": [_all_part(i, ask) for i, ask in enumerate(listed)]}
+    if max_wait_ms is not None:
+        request["max_wait_ms"] = check_count("max_wait_ms", max_wait_ms, 0, MAX_WAIT_MS)
+    if hold_ms is not None:
+        request["hold_ms"] = check_count("hold_ms", hold_ms, high=MAX_HOLD_MS)
+    return request
+
+
+def _all_part(index: int, ask: object) -> Request:
+    """The entry of part ``index`` of limits checked together."""
+    if isinstance(ask, Ask) and (ask.up_to is not False or ask.max_wait_ms is not None):
+        what = "up_to" if ask.up_to is not False else "a wait of its own (the wait is the whole's)"
+        raise ValueError(f"ask {index}: a part of limits checked together takes no {what}")
+    return _batch_entry(index, ask)
+
+
+def refund_request(limit: Optional[str], key: Optional[str], cost: int) -> Request:
+    """The map of a refund of ``cost`` permits (at least 1)."""
+    request: Request = {"op": "refund"}
+    _put(request, "limit", check_name("limit", limit))
+    _put(request, "key", check_name("key", key))
+    request["cost"] = check_count("cost", cost, 1)
+    return request
+
+
+def reset_request(limit: Optional[str], key: Optional[str]) -> Request:
+    """The map of a reset of one key's count."""
+    request: Request = {"op": "reset"}
+    _put(request, "limit", check_name("limit", limit))
+    _put(request, "key", check_name("key", key))
+    return request
 
 
 def acquire_request(
@@ -577,6 +769,40 @@ def _batch_reply(value: Any) -> BatchReply:
         raise BadReply(f"a batch's reply holds {value!r}, not a map")
     error = _error_of(value)
     return _go_reply(value) if error is None else Refused(error)
+
+
+def decode_all(body: bytes, names: Sequence[Optional[str]] = ()) -> AllReply:
+    """The reply to limits checked together, ``names`` the limits asked
+    (kept in the reply for its headers). Raises LockerError when the
+    locker refused the request, or one of its parts."""
+    m = decode_map(body)
+    replies = m.get("replies")
+    if not isinstance(replies, list) or (names and len(replies) != len(names)):
+        raise BadReply(f"not the reply to {len(names) or 'some'} limits checked together: {m!r}")
+    parts = []
+    for value in replies:
+        usual = _usual_go(value)
+        # Not ``or``: a sorry is a GoReply that is false.
+        part = _batch_reply(value) if usual is None else usual
+        if isinstance(part, Refused):
+            raise LockerError(part.message)
+        parts.append(part)
+    try:
+        return AllReply(
+            ok=_bool(m["ok"]),
+            replies=tuple(parts),
+            retry_after_ms=int(m["retry_after_ms"]),
+            wait_ms=None if m.get("wait_ms") is None else int(m["wait_ms"]),
+            names=tuple(names),
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise BadReply(f"not the reply to limits checked together: {m!r}") from e
+
+
+def _bool(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"expected a bool, got {value!r}")
+    return value
 
 
 def decode_lease(body: bytes) -> LeaseReply:

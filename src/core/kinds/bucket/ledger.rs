@@ -191,6 +191,16 @@ impl Ledger {
         self.spent = self.spent.saturating_add(n);
     }
 
+    /// Gives back up to `n` of the tokens granted in the period that the
+    /// room lacks at `now`; returns how many.
+    pub fn give_back(&mut self, now: Nanos, depth: Nanos, n: u32) -> u32 {
+        let (lack, d) = (self.lack_at(now), u128::from(depth.max(1)));
+        let back = u32::try_from(lack / d).unwrap_or(u32::MAX).min(n).min(self.spent);
+        (self.lack, self.at) = (lack - u128::from(back) * d, now.max(self.at));
+        self.spent -= back;
+        back
+    }
+
     /// Asks the peers for `need` more tokens at `now`, unless an earlier
     /// ask is still unanswered and younger than `patience`: what was asked
     /// is cumulative, so an ask decided again does not ask twice, and a

@@ -344,6 +344,16 @@ impl<'a> TallyMut<'a> {
         Take::Go
     }
 
+    /// Gives back up to `n` of this locker's own grants; returns how many.
+    /// Marked for publishing, though peers that merge by maximum keep
+    /// the higher count they heard: they only over-count.
+    pub fn give_back(&mut self, n: u32) -> u32 {
+        let back = n.min(self.count.own);
+        self.count.own -= back;
+        self.count.set(InlineCount::TOUCHED, back > 0 || self.count.has(InlineCount::TOUCHED));
+        back
+    }
+
     /// Asks the peers for `need` more permits, unless that many are asked
     /// already and not yet given: what was asked is cumulative, so a held
     /// ask decided again does not ask twice. The caller asks for as many

@@ -84,6 +84,31 @@ impl Grants {
         }
     }
 
+    /// Takes back up to `n` permits from the newest grants; returns how
+    /// many it took back. A grant left with no permits is dropped.
+    pub fn take_back(&mut self, n: u32) -> u32 {
+        let mut back = 0;
+        while back < n {
+            let Some((_, permits)) = self.back() else { break };
+            let part = permits.min(n - back);
+            back += part;
+            match &mut self.many {
+                Some(m) if part == permits => {
+                    m.pop_back();
+                    if m.len() <= 1 {
+                        let last = m.pop_front();
+                        self.many = None;
+                        self.set_one(last);
+                    }
+                }
+                Some(m) => m.back_mut().expect("a newest grant").1 -= part,
+                None if part == permits => self.inline = false,
+                None => self.permits -= part,
+            }
+        }
+        back
+    }
+
     /// Adds `permits` at `stamp`, no earlier than the newest grant: to it
     /// when the stamps are equal, else as a new newest grant.
     pub fn push(&mut self, stamp: Nanos, permits: u32) {

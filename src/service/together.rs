@@ -1,0 +1,140 @@
+//! The service's side of limits checked together (`all`), refunds and
+//! resets: the parts found by name, decided by the table (or, with a
+//! store, from the claims in hand), the replies written and the changes
+//! noted for the state file.
+//!
+//! Who may reset is the daemon's to check (it alone sees the sender's
+//! CURVE key) and to log; this reads no clock and touches no socket.
+
+use super::hold::Sorry;
+use super::{error_reply, go_reply, parking, permit_ask, Service};
+use crate::core::locker::all_or_none;
+use crate::core::time::ceil_ms;
+use crate::core::{AskError, Nanos, PartError, PermitAsk, Verdict, MAX_PARTS};
+use crate::wire::{self, AllAsk, AllReply};
+
+impl Service {
+    /// Answers an `all`: every part charged, or none. A refused whole may
+    /// be held like a single ask, in the queue of its first part.
+    pub(super) fn all(&mut self, now: Nanos, all: &AllAsk, out: &mut Vec<u8>) -> Option<Sorry> {
+        let whole = wire::Ask { max_wait_ms: all.max_wait_ms, hold_ms: all.hold_ms, ..wire::Ask::new() };
+        let mut asks: Vec<PermitAsk> = Vec::with_capacity(MAX_PARTS);
+        for (part, go) in all.parts().enumerate() {
+            let found = go.map_err(|e| e.to_string()).and_then(|go| {
+                let limit = self.find(go.limit).map_err(|e| e.to_string())?;
+                Ok(permit_ask(limit, &wire::Ask { max_wait_ms: all.max_wait_ms, hold_ms: all.hold_ms, ..go }))
+            });
+            match found {
+                Ok(ask) => asks.push(ask),
+                Err(e) => {
+                    wire::encode(&error_reply(&format!("part {} of \"all\": {e}", part + 1)), out);
+                    return None;
+                }
+            }
+        }
+        let mut verdicts = Vec::with_capacity(asks.len());
+        let decided = match self.store.is_some() {
+            false => self.locker.all(now, &asks, &mut verdicts),
+            true => self.all_from_claims(now, &asks, &mut verdicts),
+        };
+        let go = match decided {
+            Ok(go) => go,
+            Err(e) => {
+                self.locker.counters().record_error(asks.get(e.part).map(|a| a.limit));
+                wire::encode(&error_reply(&e), out);
+                return None;
+            }
+        };
+        for (ask, v) in asks.iter().zip(&verdicts) {
+            self.journal.note_go(ask.limit, ask.key, v);
+        }
+        let retry_after = verdicts.iter().map(|v| v.retry_after).max().unwrap_or(0);
+        let replies = verdicts.iter().map(|v| go_reply(v, &whole)).collect();
+        wire::encode(&AllReply { ok: go, replies, retry_after_ms: ceil_ms(retry_after) }, out);
+        let first = asks.first().filter(|_| !go && verdicts.iter().any(|v| !v.go))?;
+        Some(Sorry { limit: first.limit, retry_after, asked_hold: all.hold_ms.map(parking::asked_hold) })
+    }
+
+    /// `all` with a store: each part decided from the claims in hand (the
+    /// claims a short part needed were topped up before, see
+    /// `claims_needed`), and given back to them when any part says sorry.
+    fn all_from_claims(
+        &mut self,
+        now: Nanos,
+        asks: &[PermitAsk],
+        verdicts: &mut Vec<Verdict>,
+    ) -> Result<bool, PartError> {
+        self.locker.check_parts(asks)?;
+        all_or_none(
+            self,
+            asks,
+            verdicts,
+            |me, _, ask| me.count(now, ask),
+            |me, ask, v| {
+                let _ = me.give_back(now, &PermitAsk { cost: u64::from(v.granted), ..*ask });
+            },
+        )
+    }
+
+    /// Gives back up to `ask.cost` permits: to the table, or to the claim
+    /// in hand with a store (never to the store past what was claimed).
+    fn give_back(&mut self, now: Nanos, ask: &PermitAsk) -> Result<Verdict, AskError> {
+        match &mut self.store {
+            Some(s) if !s.decides_alone(&self.locker, ask) => Ok(s.give_back(&self.locker, now, ask)),
+            _ => self.locker.refund(now, ask),
+        }
+    }
+
+    /// Answers a refund: a go reply whose `granted` is what went back.
+    pub(super) fn refund(&mut self, now: Nanos, refund: &wire::Refund, out: &mut Vec<u8>) {
+        let id = match self.find(refund.limit) {
+            Ok(id) => id,
+            Err(e) => return wire::encode(&error_reply(&e), out),
+        };
+        let ask = PermitAsk { key: refund.key, cost: refund.cost, ..PermitAsk::new(id) };
+        match self.give_back(now, &ask) {
+            Ok(v) => {
+                if v.granted > 0 {
+                    self.journal.note_count(id, refund.key);
+                }
+                wire::encode_go_reply(&go_reply(&v, &wire::Ask::new().up_to()), out);
+            }
+            Err(e) => {
+                self.locker.counters().record_error(Some(id));
+                wire::encode(&error_reply(&e), out);
+            }
+        }
+    }
+
+    /// Refuses a reset its sender may not make (see `daemon::admins`),
+    /// into `out` (cleared first), counting an error.
+    pub fn refuse_reset(&mut self, out: &mut Vec<u8>) {
+        out.clear();
+        self.locker.counters().record_error(None);
+        let why = "reset refused: with CURVE, only clients whose keys are listed in admin_keys may reset";
+        wire::encode(&wire::ErrorReply { error: why.to_owned() }, out);
+    }
+
+    /// Answers a reset: a go reply with the key's figures after it.
+    pub(super) fn reset(&mut self, now: Nanos, reset: &wire::Reset, out: &mut Vec<u8>) {
+        let id = match self.find(reset.limit) {
+            Ok(id) => id,
+            Err(e) => return wire::encode(&error_reply(&e), out),
+        };
+        let ask = PermitAsk { key: reset.key, cost: u64::from(u32::MAX), ..PermitAsk::new(id) };
+        let done = self.locker.reset(now, id, reset.key).and_then(|_| match &mut self.store {
+            Some(s) if !s.decides_alone(&self.locker, &ask) => Ok(s.give_back(&self.locker, now, &ask)),
+            _ => self.locker.refund(now, &PermitAsk { cost: 0, ..ask }),
+        });
+        match done {
+            Ok(v) => {
+                self.journal.note_count(id, reset.key);
+                wire::encode_go_reply(&go_reply(&Verdict { granted: 0, ..v }, &wire::Ask::new()), out);
+            }
+            Err(e) => {
+                self.locker.counters().record_error(Some(id));
+                wire::encode(&error_reply(&e), out);
+            }
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! Limits checked together, permits given back and one key's count
+//! cleared: the requests `all`, `refund` and `reset`, and the reply to
+//! `all`.
+//!
+//! ```text
+//! request  {"op": "all", "asks": [ask, ...], "max_wait_ms"?, "hold_ms"?}
+//! reply    {"ok": bool, "replies": [go reply, ...], "retry_after_ms": n}
+//! request  {"op": "refund", "limit", "key", "cost"}   reply: a go reply
+//! request  {"op": "reset", "limit", "key"}            reply: a go reply
+//! ```
+//!
+//! The parts of an `all` are written and read as a batch's entries (a go
+//! request map without `op`), at most [`MAX_PARTS`] of them; the wait and
+//! the hold are the whole's. Like the rest of `wire`, this only translates:
+//! that nothing is charged to a part of a refused whole is the core's.
+
+use serde::{Deserialize, Serialize};
+
+use super::ask::Ask;
+use super::batch::{put_array_len, AskBatch, Entries};
+use super::reply::{ErrorReply, GoReply, Reply};
+use super::{decode_exact, RequestMap, WireError};
+
+/// The most parts one `all` may hold.
+pub const MAX_PARTS: usize = 16;
+
+/// A decoded `all`: its parts, still as bytes, and the whole's wait and hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AllAsk<'a> {
+    parts: AskBatch<'a>,
+    /// Accept a reservation of every part usable within this long.
+    pub max_wait_ms: Option<u64>,
+    /// Rather than sorry, hold the reply up to this long for a go of the whole.
+    pub hold_ms: Option<u64>,
+}
+
+impl<'a> AllAsk<'a> {
+    /// The `all` a request map and its `asks` carry; more than
+    /// [`MAX_PARTS`] parts is an error.
+    pub(super) fn new(map: &RequestMap<'a>, parts: AskBatch<'a>) -> Result<AllAsk<'a>, WireError> {
+        if parts.len() > MAX_PARTS {
+            return Err(WireError::TooManyParts(parts.len()));
+        }
+        Ok(AllAsk { parts, max_wait_ms: map.max_wait_ms, hold_ms: map.hold_ms })
+    }
+
+    /// How many parts it holds.
+    pub fn len(&self) -> usize {
+        self.parts.len()
+    }
+
+    /// Whether it holds no part.
+    pub fn is_empty(&self) -> bool {
+        self.parts.is_empty()
+    }
+
+    /// The parts in order, each decoded on its own: a part that is not a
+    /// go is an error (which refuses the whole).
+    pub fn parts(&self) -> Entries<'a> {
+        self.parts.iter()
+    }
+}
+
+/// Appends the encoding of an `all` of `asks` to `out`, with the whole's
+/// wait and hold. Parts are written as a batch's entries.
+///
+/// ```
+/// use locker::wire::{self, Ask, Request};
+///
+/// let mut body = Vec::new();
+/// wire::encode_all(&[Ask::new().limit("api"), Ask::new().limit("day").cost(2)], None, None, &mut body);
+/// let Ok(Request::All(all)) = wire::decode_request(&body) else { panic!() };
+/// let parts: Vec<Ask> = all.parts().map(Result::unwrap).collect();
+/// assert_eq!(parts, [Ask::new().limit("api"), Ask::new().limit("day").cost(2)]);
+/// ```
+pub fn encode_all(asks: &[Ask], max_wait_ms: Option<u64>, hold_ms: Option<u64>, out: &mut Vec<u8>) {
+    let fields = 2 + u8::from(max_wait_ms.is_some()) + u8::from(hold_ms.is_some());
+    out.push(0x80 | fields);
+    out.extend_from_slice(b"\xa2op\xa3all\xa4asks");
+    put_array_len(out, asks.len());
+    for ask in asks {
+        super::encode(&ask.to_entry(), out);
+    }
+    for (name, value) in [("max_wait_ms", max_wait_ms), ("hold_ms", hold_ms)] {
+        if let Some(v) = value {
+            super::encode(&name, out);
+            super::encode(&v, out);
+        }
+    }
+}
+
+/// A refund: give back up to `cost` permits `key` took of `limit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refund<'a> {
+    /// A configured limit's name; the default limit when `None`.
+    pub limit: Option<&'a str>,
+    pub key: Option<&'a str>,
+    /// Permits to give back; 1 when absent.
+    pub cost: u64,
+}
+
+impl<'a> Refund<'a> {
+    /// The request map that carries this refund.
+    pub fn to_map(&self) -> RequestMap<'a> {
+        RequestMap {
+            op: Some("refund"),
+            limit: self.limit,
+            key: self.key,
+            cost: Some(self.cost),
+            ..RequestMap::default()
+        }
+    }
+
+    pub(super) fn from_map(map: &RequestMap<'a>) -> Refund<'a> {
+        Refund { limit: map.limit, key: map.key, cost: map.cost.unwrap_or(1) }
+    }
+}
+
+/// A reset: clear `key`'s count of `limit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reset<'a> {
+    /// A configured limit's name; the default limit when `None`.
+    pub limit: Option<&'a str>,
+    pub key: Option<&'a str>,
+}
+
+impl<'a> Reset<'a> {
+    /// The request map that carries this reset.
+    pub fn to_map(&self) -> RequestMap<'a> {
+        RequestMap { op: Some("reset"), limit: self.limit, key: self.key, ..RequestMap::default() }
+    }
+
+    pub(super) fn from_map(map: &RequestMap<'a>) -> Reset<'a> {
+        Reset { limit: map.limit, key: map.key }
+    }
+}
+
+/// The reply to an `all`: whether the whole went, each part's own go
+/// reply in order, and the longest of their retry-afters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllReply {
+    pub ok: bool,
+    pub replies: Vec<GoReply>,
+    pub retry_after_ms: u64,
+}
+
+/// Decodes the reply to an `all`: its answer, or the error that refused it.
+pub fn decode_all_reply(body: &[u8]) -> Result<Reply<AllReply>, WireError> {
+    if let Ok(e) = decode_exact::<ErrorReply>(body) {
+        return Ok(Reply::Refused(e.error));
+    }
+    decode_exact(body).map(Reply::Answer)
+}
