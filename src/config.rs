@@ -17,6 +17,7 @@ use serde::Deserialize;
 use crate::core::lease_id::ShortSecret;
 use crate::core::{Algorithm, LeaseSecret, Limit, LimitError, Quota, DEFAULT_LIMIT};
 use crate::curve::{self, Allowlist, KeyError, KeyPair, PublicKey, ServerCurve};
+use crate::rls::{RlsConfig, RlsConfigError, Table};
 use crate::state::StateConfig;
 use crate::wire::DEFAULT_MAX_MESSAGE_SIZE;
 
@@ -101,6 +102,12 @@ pub enum ConfigError {
     BadStoreReplicas(u32),
     #[error("runtime_limits and {0} are both set: limits sent with terms are not yet {1}; serve them without it")]
     RuntimeLimitsWith(&'static str, &'static str),
+    #[error("rls_bind is set but rls_config is not: Envoy's rate-limit service serves the limits of an envoyproxy/ratelimit config")]
+    RlsWithoutConfig,
+    #[error("rls_bind {addr:?}: {why}")]
+    RlsBind { addr: String, why: String },
+    #[error(transparent)]
+    Rls(#[from] RlsConfigError),
 }
 
 /// What a limit does when its store cannot be reached.
@@ -450,6 +457,9 @@ pub struct ServeConfig {
     pub store: Option<StoreConfig>,
     /// The most limits asks may create from their terms (0: none).
     pub runtime_limits: usize,
+    /// Envoy's rate-limit service, when `rls_bind` is set; its rules'
+    /// limits are among `limits`.
+    pub rls: Option<RlsConfig>,
 }
 
 impl ServeConfig {
@@ -460,7 +470,11 @@ impl ServeConfig {
 
     /// Fills in the defaults of merged settings and checks them.
     fn check(s: Settings) -> Result<ServeConfig, ConfigError> {
-        let (file_default, limits) = file_limits(&s)?;
+        let (file_default, mut limits) = file_limits(&s)?;
+        let rls = resolve_rls(&s)?;
+        if let Some(r) = &rls {
+            add_rls_limits(&s, &r.table, &mut limits)?;
+        }
         let default = default_limit(&s, file_default.as_ref())?;
         let max_keys = s.max_keys.unwrap_or(DEFAULT_MAX_KEYS);
         if max_keys == 0 {
@@ -509,6 +523,7 @@ impl ServeConfig {
             lease_secret,
             store,
             runtime_limits,
+            rls,
         })
     }
 }
@@ -526,6 +541,34 @@ fn check_runtime_limits(
     }
     if state.is_some() {
         return Err(with("state", "kept in a state file"));
+    }
+    Ok(())
+}
+
+/// Envoy's rate-limit service's settings, its config loaded, when
+/// `rls_bind` is set.
+fn resolve_rls(s: &Settings) -> Result<Option<RlsConfig>, ConfigError> {
+    let Some(bind) = s.rls_bind.clone() else { return Ok(None) };
+    {
+        use std::net::ToSocketAddrs;
+        let err = |why: String| s.at("rls_bind", ConfigError::RlsBind { addr: bind.clone(), why });
+        let mut addrs = bind.to_socket_addrs().map_err(|e| err(e.to_string()))?;
+        addrs.next().ok_or_else(|| err("it resolves to no address".to_owned()))?;
+    }
+    let Some(path) = s.rls_config.clone() else { return Err(s.at("rls_bind", ConfigError::RlsWithoutConfig)) };
+    let table = Table::load(&path).map_err(|e| s.at("rls_config", e.into()))?;
+    Ok(Some(RlsConfig { bind, path, table: std::sync::Arc::new(table) }))
+}
+
+/// Adds the limits of the RLS config's rules to `limits`, each name once.
+fn add_rls_limits(s: &Settings, table: &Table, limits: &mut Vec<Limit>) -> Result<(), ConfigError> {
+    let mut names: HashSet<String> = limits.iter().map(|l| l.name().to_owned()).collect();
+    names.insert(DEFAULT_LIMIT.to_owned());
+    for limit in table.limits() {
+        if !names.insert(limit.name().to_owned()) {
+            return Err(s.at("rls_config", ConfigError::Duplicate(limit.name().to_owned())));
+        }
+        limits.push(limit.clone());
     }
     Ok(())
 }
@@ -641,6 +684,11 @@ pub fn ignored_settings(flags: &Flags, file: &FileConfig) -> Vec<Ignored> {
         (!peering && s.peer_grace.is_some(), "peer_grace", peer),
         (!state && s.state_fsync.is_some(), "state_fsync", file_),
         (!state && s.state_discard == Some(true), "state_discard", file_),
+        (
+            s.rls_bind.is_none() && s.rls_config.is_some(),
+            "rls_config",
+            "rls_bind (--rls-bind): this locker serves no rate-limit service",
+        ),
     ]
     .into_iter()
     .filter_map(|(set, setting, needs)| set.then_some(Ignored { setting, needs }))

@@ -17,10 +17,11 @@
 //!   and a permit pool that hands out a batch of permits locally;
 //! - [`config`] and [`cli`]: settings and the command line;
 //! - [`curve`]: CURVE key files and allowlists (encryption and client authentication);
+//! - [`rls`]: Envoy's rate-limit service over gRPC, and envoyproxy/ratelimit's config;
 //! - [`bench`](mod@bench): `locker bench`, the load generator;
 //! - [`sim`]: groups of peered services on a simulated clock, for tests.
 //!
-//! The daemon, config, cli and bench modules (and the `locker` binary) are
+//! The daemon, rls, config, cli and bench modules (and the `locker` binary) are
 //! behind the default `cli` feature. Without it the crate is the core, the
 //! wire format, the service and the client, on zmq, serde and rmp-serde.
 
@@ -35,6 +36,8 @@ pub mod core;
 pub mod curve;
 #[cfg(feature = "cli")]
 pub mod daemon;
+#[cfg(feature = "cli")]
+pub mod rls;
 pub mod service;
 pub mod sim;
 pub mod state;

@@ -127,6 +127,12 @@ pub struct Settings {
     /// limit not in the config [default: 0].
     #[arg(long, value_name = "N", display_order = 7)]
     pub runtime_limits: Option<usize>,
+    /// Serve Envoy's rate-limit service (gRPC) on HOST:PORT, with the limits of --rls-config (docs/envoy.md).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub rls_bind: Option<String>,
+    /// envoyproxy/ratelimit's YAML config, unchanged: a file, or a folder of .yaml files.
+    #[arg(long, value_name = "PATH")]
+    pub rls_config: Option<PathBuf>,
     /// The named limits, `[[limits]]` tables of the file.
     #[arg(skip)]
     #[serde(default)]
@@ -194,7 +200,9 @@ impl Settings {
             store_timeout_ms,
             store_replicas,
             store_failure,
-            runtime_limits
+            runtime_limits,
+            rls_bind,
+            rls_config
         )
     }
 }

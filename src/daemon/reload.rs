@@ -40,6 +40,11 @@ impl Reload {
         ServeConfig::resolve(self.flags.clone(), FileConfig::load(&self.path)?)
     }
 
+    /// The config the locker serves now.
+    pub fn current(&self) -> &ServeConfig {
+        &self.current
+    }
+
     /// Takes `new` as the current config; returns the settings that differ
     /// from the old one but apply only after a restart.
     pub fn accept(&mut self, new: ServeConfig) -> Vec<&'static str> {
@@ -93,6 +98,9 @@ pub fn restart_only_changes(old: &ServeConfig, new: &ServeConfig) -> Vec<&'stati
     }
     if old.runtime_limits != new.runtime_limits {
         changed.push("runtime_limits");
+    }
+    if old.rls.as_ref().map(|r| &r.bind) != new.rls.as_ref().map(|r| &r.bind) {
+        changed.push("rls_bind");
     }
     changed
 }

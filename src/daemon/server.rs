@@ -104,6 +104,8 @@ pub enum ServerError {
     State(#[from] StateError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Rls(#[from] crate::rls::RlsError),
 }
 
 /// The sockets a peered locker talks to its peers with.
@@ -141,6 +143,9 @@ pub struct Server {
     gate: Option<Gate>,
     /// Connections the serving socket could not accept (out of open files).
     accepts: AcceptWatch,
+    /// Envoy's rate-limit service, when `rls_bind` is set: a client of
+    /// the serving socket, stopped before the context ends.
+    rls: Option<crate::rls::Running>,
     _ctx: zmq::Context,
     endpoint: String,
     service: Service,
@@ -230,6 +235,17 @@ impl Server {
                 keys.map_or(Ok(()), |k| zap::secure_rep(socket, k))
             })?;
         let accepts = AcceptWatch::start(&ctx, &socket).map_err(zmq_err("watching the serving socket's accepts"))?;
+        let rls = match &config.rls {
+            Some(rc) => {
+                // The gRPC side asks through the serving socket, as any
+                // client does, over an endpoint only this process reaches.
+                let inproc = rls_endpoint();
+                socket.bind(&inproc).map_err(zmq_err(format!("binding {inproc}")))?;
+                let timeout = crate::rls::ask_timeout_ms(config.store.as_ref().map(|s| s.timeout));
+                Some(crate::rls::Running::start(&ctx, inproc, rc, config.max_message_size, timeout)?)
+            }
+            None => None,
+        };
         let serving = Serving::new(socket, router, config.max_parked + BACKLOG_BEYOND_PARKED)?;
         let minter = LeaseMinter::new(Box::new(OsEntropy), config.lease_secret.as_ref());
         let locker =
@@ -288,6 +304,7 @@ impl Server {
             metrics: None,
             reload: None,
             admins: Admins::new(config.curve.as_ref()),
+            rls,
         })
     }
 
@@ -322,6 +339,11 @@ impl Server {
         &self.endpoint
     }
 
+    /// The address Envoy's rate-limit service listens on, when served.
+    pub fn rls_addr(&self) -> Option<std::net::SocketAddr> {
+        self.rls.as_ref().map(crate::rls::Running::addr)
+    }
+
     /// Serves until `stop` becomes true.
     pub fn run(self, stop: &AtomicBool) -> Result<(), ServerError> {
         self.serve(|| stop.load(Ordering::Relaxed), || false)
@@ -353,6 +375,9 @@ impl Server {
                 self.service.note(Note::AcceptFailures(self.accepts.read()));
             }
             let now = self.watch.now(&mut self.service);
+            if let Some(rls) = &self.rls {
+                rls.health().set(serving(&self.service));
+            }
             self.take_store_answers(now);
             step::turn(&mut self.service, now, &mut self.state, &mut self.io, &mut out);
             self.io.serving.retry();
@@ -381,7 +406,13 @@ impl Server {
             }
             self.count_undelivered();
         }
+        if let Some(rls) = &self.rls {
+            rls.health().set(false);
+        }
         self.stop(&mut out);
+        if let Some(mut rls) = self.rls.take() {
+            rls.stop();
+        }
         if let Some(feed) = &mut self.metrics {
             feed.tick(&self.service, self.watch.clock.now(), true);
         }
@@ -400,6 +431,9 @@ impl Server {
         };
         let before = keeper::Layout::of(self.service.locker());
         reload::apply(r, &mut self.service);
+        if let (Some(rls), Some(new)) = (&self.rls, &r.current().rls) {
+            rls.swap(new.table.clone());
+        }
         if let Some(state) = &mut self.state {
             state.after_reload(&before, &self.service, self.watch.clock.now());
         }
@@ -545,6 +579,20 @@ impl Server {
             self.io.serving.linger(STOP_LINGER_MS);
         }
     }
+}
+
+/// Whether the locker serves as `/health` says it does: not joining its
+/// peers, not refusing every grant, its store (if any) reachable.
+fn serving(service: &Service) -> bool {
+    let joining = service.peering().is_some_and(|p| p.is_joining());
+    let status = service.status();
+    !joining && status.refusing.is_none() && status.store.as_ref().is_none_or(|s| s.down.is_none())
+}
+
+/// An inproc endpoint no other server of this process has bound.
+fn rls_endpoint() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    format!("inproc://locker-rls-{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 /// Lease ids' randomness, from the OS's CSPRNG (getrandom(2) on Linux,

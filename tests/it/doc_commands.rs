@@ -41,6 +41,8 @@ const MINUTES: &str = "a benchmark or the whole suite: minutes of load on a shar
 const CARGO: &str = "runs cargo, which holds the build folder this test runs from";
 const PATTERN: &str = "a pattern or a command's name, not a command";
 const RECIPE: &str = "run by one_host::*, on ports nothing else uses";
+const GRPC: &str = "needs grpcio, which .ci/run installs and then runs these tests with";
+const GRPC_LIMIT: &str = "asks a limit of the RLS config, which the documented daemon lacks: tests/rls asks it so";
 const PIP: &str = "installs into the machine's Python; the test imports the client from clients/python/src";
 
 /// Every command of the docs, by file, in the order the file gives them.
@@ -74,6 +76,9 @@ const COMMANDS: &[(&str, &str, Do)] = &[
     ("README.md", "locker serve --store redis://127.0.0.1:6379", Run),
     ("README.md", "docker build -t locker .", Skip(DOCKER)),
     ("README.md", "docker run --rm -p 7777:7777 -p 9090:9090 locker", Skip(DOCKER)),
+    ("docs/envoy.md", "locker serve --config examples/limits.toml --rls-bind 127.0.0.1:8081 --rls-config tests/rls/config", Run),
+    ("docs/envoy.md", "locker ask --limit messaging.to_number --key 2061111111", Skip(GRPC_LIMIT)),
+    ("docs/envoy.md", "python3 -m pytest tests/rls -q", Skip(GRPC)),
     ("docs/kinds.md", "cargo test --release --test it rolling -- --nocapture", Tests("rolling")),
     ("docs/kinds.md", "cargo test --release --test it seed_scenario -- --nocapture", Tests("seed_scenario")),
     ("docs/operations.md", "locker serve", Run),
@@ -275,7 +280,7 @@ serve_until_listening() {
     if [ -n "$next" ]; then args+=("$next"); next=; continue; fi
     case "$arg" in
       --bind|--peer-bind) next='tcp://127.0.0.1:*' ;;
-      --metrics-bind) next='127.0.0.1:0' ;;
+      --metrics-bind|--rls-bind) next='127.0.0.1:0' ;;
     esac
     args+=("$arg")
   done

@@ -170,6 +170,8 @@ mod properties;
 mod protocol;
 /// The README's command table and quick start, run as written.
 mod readme;
+/// Envoy's rate-limit service's settings: its rules' limits, rls_bind with rls_config (the gRPC API: tests/rls).
+mod rls;
 /// Rolling windows on the seam and a simulated clock, alone and peered: never more than max in any interval of length T.
 mod rolling;
 /// Limits sent with the ask (`terms`, `--runtime-limits`): created, bounded, retuned, dropped; `locker ask --terms`.

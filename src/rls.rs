@@ -1,0 +1,150 @@
+//! Envoy's rate-limit service: `--rls-bind HOST:PORT` serves
+//! `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit` over gRPC
+//! on the locker's own decisions, with limits from envoyproxy/ratelimit's
+//! YAML config (`--rls-config`), unchanged.
+//!
+//! - `proto`: Envoy's messages, by hand, with Envoy's field numbers;
+//! - `config`: the YAML files, the descriptor tree and its matching;
+//! - `decide`: one call from request to reply, around a batch of asks;
+//! - `bridge`: the batch to the loop over `inproc://`, as a client's;
+//! - `grpc`: tonic, the health service and the thread they run on.
+//!
+//! The gRPC side runs on its own thread and reaches the loop only through
+//! the serving socket, so the loop never blocks on it and every guarantee
+//! of the ZeroMQ side (peering, the store, the state file, metrics) holds
+//! for these asks too. This module reads no clock and decides nothing.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+
+use tracing::{error, info};
+
+pub mod bridge;
+pub mod config;
+pub mod decide;
+pub mod grpc;
+pub mod proto;
+
+pub use config::{RlsConfigError, Table};
+pub use grpc::Health;
+
+/// How long a call waits for the loop's reply, in milliseconds, at least:
+/// a batch is never held, so only a store that is slow to answer comes
+/// near it, and the wait is longer than twice the store's own timeout.
+const ASK_TIMEOUT_MS: u64 = 5_000;
+
+/// How long a call waits for the loop when a store call may take up to
+/// `store_timeout`: long enough that the store's own answer or failure,
+/// not this wait, decides.
+pub fn ask_timeout_ms(store_timeout: Option<std::time::Duration>) -> i32 {
+    let store = store_timeout.map_or(0, |t| t.as_millis() as u64);
+    ASK_TIMEOUT_MS.max(2 * store + 1_000).min(i32::MAX as u64) as i32
+}
+
+/// The RLS settings, checked: where to listen and the loaded config.
+#[derive(Debug, Clone)]
+pub struct RlsConfig {
+    /// HOST:PORT for gRPC.
+    pub bind: String,
+    /// The YAML file or folder the table came from.
+    pub path: PathBuf,
+    pub table: Arc<Table>,
+}
+
+impl PartialEq for RlsConfig {
+    fn eq(&self, other: &RlsConfig) -> bool {
+        self.bind == other.bind && self.path == other.path && *self.table == *other.table
+    }
+}
+
+/// Why the RLS could not start.
+#[derive(Debug, thiserror::Error)]
+#[error("rls on {addr}: {why}")]
+pub struct RlsError {
+    addr: String,
+    why: String,
+}
+
+/// The running gRPC side.
+pub struct Running {
+    addr: SocketAddr,
+    health: Health,
+    table: Arc<RwLock<Arc<Table>>>,
+    stop: tokio::sync::watch::Sender<bool>,
+    bridge: bridge::Bridge,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Running {
+    /// Binds `config.bind` and serves on a new thread, asking the loop at
+    /// `endpoint` (an inproc endpoint of the serving socket, in `ctx`);
+    /// a batch is at most `max_message_size` bytes, and a call waits up to
+    /// `timeout_ms` for the loop.
+    pub fn start(
+        ctx: &zmq::Context,
+        endpoint: String,
+        config: &RlsConfig,
+        max_message_size: usize,
+        timeout_ms: i32,
+    ) -> Result<Running, RlsError> {
+        let err = |why: String| RlsError { addr: config.bind.clone(), why };
+        let (listener, addr) = grpc::bind(&config.bind).map_err(|e| err(e.to_string()))?;
+        let table = Arc::new(RwLock::new(config.table.clone()));
+        let bridge = bridge::Bridge::new(ctx.clone(), endpoint, timeout_ms);
+        let shared = grpc::Shared { table: table.clone(), bridge: bridge.clone(), max_message_size };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .max_blocking_threads(grpc::MAX_CALLS)
+            .thread_name("locker-rls")
+            .build()
+            .map_err(|e| err(e.to_string()))?;
+        let health = Health::default();
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let server = grpc::RateLimitServer(Arc::new(shared));
+        let follow = health.clone();
+        let thread = std::thread::Builder::new()
+            .name("locker-rls".into())
+            .spawn(move || {
+                if let Err(e) = runtime.block_on(grpc::serve(listener, server, follow, stopped)) {
+                    error!(error = %e, "envoy's rate-limit service stopped");
+                }
+                runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+            })
+            .map_err(|e| err(e.to_string()))?;
+        info!(address = %addr, "envoy's rate-limit service over grpc");
+        Ok(Running { addr, health, table, stop, bridge, thread: Some(thread) })
+    }
+
+    /// The address gRPC listens on, with the real port.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// What the health service reports.
+    pub fn health(&self) -> &Health {
+        &self.health
+    }
+
+    /// Serves `table` from the next call on (a reload).
+    pub fn swap(&self, table: Arc<Table>) {
+        *self.table.write().unwrap_or_else(|e| e.into_inner()) = table;
+    }
+
+    /// Stops serving and waits for the thread: calls in flight end first,
+    /// their sockets closed, so the ZeroMQ context can end after it.
+    pub fn stop(&mut self) {
+        self.health.set(false);
+        self.bridge.close();
+        let _ = self.stop.send(true);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

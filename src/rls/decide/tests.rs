@@ -1,0 +1,167 @@
+use super::super::proto::{Entry, RateLimitDescriptor, UInt64Value, Unit};
+use super::*;
+use crate::wire::{ErrorReply, Request};
+
+const CONFIG: &str = "
+domain: d
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: ldap
+    rate_limit: {unlimited: true}
+  - key: blocked
+    rate_limit: {unit: second, requests_per_unit: 0}
+  - key: soft
+    shadow_mode: true
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: a
+    rate_limit: {name: a_limit, unit: second, requests_per_unit: 1}
+  - key: b
+    rate_limit:
+      unit: second
+      requests_per_unit: 1
+      replaces: [{name: a_limit}]
+";
+
+fn table() -> Table {
+    let mut t = Table::default();
+    t.add("t.yaml", CONFIG).unwrap();
+    t
+}
+
+fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
+    let entries = entries.iter().map(|(k, v)| Entry { key: k.to_string(), value: v.to_string() }).collect();
+    RateLimitDescriptor { entries, hits_addend: None }
+}
+
+fn request(descriptors: Vec<RateLimitDescriptor>) -> RateLimitRequest {
+    RateLimitRequest { domain: "d".into(), descriptors, hits_addend: 0 }
+}
+
+/// The asks a plan sends, as (limit, key, cost).
+fn asks(plan: &Plan) -> Vec<(String, String, u64)> {
+    let Ok(Request::Batch(batch)) = wire::decode_request(&plan.body) else { panic!("not a batch") };
+    let ask = |a: Ask| (a.limit.unwrap().to_owned(), a.key.unwrap().to_owned(), a.cost);
+    batch.iter().map(|a| ask(a.unwrap())).collect()
+}
+
+/// A batch reply of `replies`.
+fn reply(replies: &[Result<GoReply, &str>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    wire::begin_batch_reply(replies.len(), &mut out);
+    for r in replies {
+        match r {
+            Ok(go) => wire::encode_go_reply(go, &mut out),
+            Err(e) => wire::encode(&ErrorReply { error: e.to_string() }, &mut out),
+        }
+    }
+    out
+}
+
+fn go(ok: bool, remaining: u32) -> GoReply {
+    GoReply { ok, limit: 5, remaining, retry_after_ms: 0, reset_after_ms: 1_500, granted: None, wait_ms: None }
+}
+
+fn codes(response: &RateLimitResponse) -> Vec<i32> {
+    response.statuses.iter().map(|s| s.code).collect()
+}
+
+const OK: i32 = Code::Ok as i32;
+const OVER: i32 = Code::OverLimit as i32;
+
+#[test]
+fn each_descriptor_is_one_ask_costing_its_hits() {
+    let t = table();
+    let mut r = request(vec![descriptor(&[("user", "u1")]), descriptor(&[("user", "u2")]), descriptor(&[("x", "y")])]);
+    r.hits_addend = 3;
+    r.descriptors[1].hits_addend = Some(UInt64Value { value: 2 });
+    let plan = plan(&t, &r, 65_536).unwrap();
+    assert_eq!(asks(&plan), [("d.user".into(), "u1".into(), 3), ("d.user".into(), "u2".into(), 2)]);
+    let response = answer(&plan, &reply(&[Ok(go(true, 2)), Ok(go(false, 0))])).unwrap();
+    assert_eq!(codes(&response), [OK, OVER, OK]);
+    assert_eq!(response.overall_code, OVER);
+    let first = &response.statuses[0];
+    assert_eq!(first.limit_remaining, 2);
+    assert_eq!(
+        first.current_limit,
+        Some(RateLimit { name: String::new(), requests_per_unit: 5, unit: Unit::Minute as i32 })
+    );
+    assert_eq!(first.duration_until_reset, Some(Duration { seconds: 1, nanos: 500_000_000 }));
+    assert_eq!(
+        response.statuses[2],
+        DescriptorStatus { code: OK, ..DescriptorStatus::default() },
+        "unmatched: OK, no limit"
+    );
+}
+
+#[test]
+fn rules_decided_without_the_locker() {
+    let t = table();
+    let r = request(vec![descriptor(&[("ldap", "x")]), descriptor(&[("blocked", "x")])]);
+    let plan = plan(&t, &r, 65_536).unwrap();
+    assert!(plan.body.is_empty(), "nothing to count");
+    let response = answer(&plan, b"").unwrap();
+    assert_eq!(codes(&response), [OK, OVER]);
+    assert_eq!(response.statuses[0].limit_remaining, u32::MAX);
+    // More hits than the limit holds: over at once, as the count would say.
+    let mut big = request(vec![descriptor(&[("user", "u")])]);
+    big.hits_addend = 6;
+    let plan = super::plan(&t, &big, 65_536).unwrap();
+    assert_eq!(codes(&answer(&plan, b"").unwrap()), [OVER]);
+}
+
+#[test]
+fn shadow_mode_counts_and_answers_ok() {
+    let t = table();
+    let plan = plan(&t, &request(vec![descriptor(&[("soft", "x")])]), 65_536).unwrap();
+    assert_eq!(asks(&plan).len(), 1, "counted");
+    let response = answer(&plan, &reply(&[Ok(go(false, 0))])).unwrap();
+    assert_eq!((codes(&response), response.overall_code), (vec![OK], OK));
+}
+
+#[test]
+fn a_replaced_rule_does_not_apply() {
+    let t = table();
+    let plan = plan(&t, &request(vec![descriptor(&[("a", "x")]), descriptor(&[("b", "x")])]), 65_536).unwrap();
+    assert_eq!(asks(&plan), [("d.b".into(), "x".into(), 1)]);
+    let response = answer(&plan, &reply(&[Ok(go(true, 0))])).unwrap();
+    assert_eq!(response.statuses[0].current_limit, None);
+}
+
+#[test]
+fn a_check_is_never_over() {
+    let t = table();
+    let mut r = request(vec![descriptor(&[("user", "u")])]);
+    r.descriptors[0].hits_addend = Some(UInt64Value { value: 0 });
+    let plan = plan(&t, &r, 65_536).unwrap();
+    assert_eq!(asks(&plan)[0].2, 0, "a peek");
+    let response = answer(&plan, &reply(&[Ok(go(false, 0))])).unwrap();
+    assert_eq!(codes(&response), [OK]);
+}
+
+#[test]
+fn bad_requests_are_refused_whole() {
+    let t = table();
+    let mut r = request(vec![descriptor(&[("user", "u")])]);
+    r.domain.clear();
+    assert_eq!(plan(&t, &r, 65_536).unwrap_err(), BadRequest::NoDomain);
+    assert_eq!(plan(&t, &request(vec![]), 65_536).unwrap_err(), BadRequest::NoDescriptors);
+    assert_eq!(plan(&t, &request(vec![descriptor(&[])]), 65_536).unwrap_err(), BadRequest::NoEntries(0));
+    let r = request(vec![descriptor(&[("user", "u")]), descriptor(&[("", "u")])]);
+    assert_eq!(plan(&t, &r, 65_536).unwrap_err(), BadRequest::EmptyKey(1));
+    let many = request(vec![descriptor(&[("user", "u")]); 1001]);
+    assert_eq!(plan(&t, &many, 65_536).unwrap_err(), BadRequest::TooManyDescriptors(1001));
+    let long = request(vec![descriptor(&[("user", &"u".repeat(200))])]);
+    assert!(matches!(plan(&t, &long, 100).unwrap_err(), BadRequest::TooLarge(_)));
+}
+
+#[test]
+fn the_lockers_refusals_are_not_statuses() {
+    let t = table();
+    let plan = plan(&t, &request(vec![descriptor(&[("user", "u")])]), 65_536).unwrap();
+    assert!(matches!(answer(&plan, &reply(&[Err("too many keys")])), Err(Unanswered::Entry(_))));
+    let mut refused = Vec::new();
+    wire::encode(&ErrorReply { error: "no".into() }, &mut refused);
+    assert_eq!(answer(&plan, &refused), Err(Unanswered::Refused("no".into())));
+    assert!(matches!(answer(&plan, b"\xc1"), Err(Unanswered::Unreadable(_))));
+}

@@ -1,0 +1,187 @@
+//! The gRPC side, on a thread of its own: a tokio runtime (one thread for
+//! the connections, a bounded pool of blocking threads for the calls),
+//! tonic serving `envoy.service.ratelimit.v3.RateLimitService` and
+//! `grpc.health.v1.Health`. The service glue is written by hand, as
+//! `tonic-build` would generate it, so no `protoc` runs at build time.
+//!
+//! A call is planned (`decide::plan`) on the runtime's thread, sent to the
+//! loop from a blocking thread (`bridge`), and answered (`decide::answer`).
+//! The health service follows what the loop says of itself (`Health`).
+//!
+//! This module owns no decision and no ZeroMQ socket but the bridge's.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use tonic::codegen::{http, BoxFuture, Context, Poll, Service};
+use tonic::server::{Grpc, NamedService, UnaryService};
+use tonic::{Request, Response, Status};
+use tracing::{debug, warn};
+
+use super::bridge::Bridge;
+use super::config::Table;
+use super::decide::{self, Unanswered};
+use super::proto::{RateLimitRequest, RateLimitResponse};
+
+/// The service's full name, as Envoy calls it.
+pub const SERVICE: &str = "envoy.service.ratelimit.v3.RateLimitService";
+const METHOD: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+
+/// The largest request message accepted, in bytes: room for the most
+/// descriptors one request may carry, with long values.
+pub const MAX_REQUEST_BYTES: usize = 256 * 1024;
+
+/// How many calls wait on the loop at once, at most: each holds one
+/// blocking thread (and its socket) while it waits.
+pub const MAX_CALLS: usize = 64;
+
+/// How long open connections may take to close after a stop.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(300);
+
+/// Whether the locker serves, as the loop last said: what the health
+/// service reports.
+#[derive(Debug, Clone, Default)]
+pub struct Health(Arc<AtomicBool>);
+
+impl Health {
+    /// Says whether the locker serves now. Never blocks.
+    pub fn set(&self, serving: bool) {
+        self.0.store(serving, Ordering::Relaxed);
+    }
+
+    pub fn serving(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// What every call shares.
+pub struct Shared {
+    pub table: Arc<std::sync::RwLock<Arc<Table>>>,
+    pub bridge: Bridge,
+    pub max_message_size: usize,
+}
+
+/// `RateLimitService` over `Shared`.
+#[derive(Clone)]
+pub struct RateLimitServer(pub Arc<Shared>);
+
+impl NamedService for RateLimitServer {
+    const NAME: &'static str = SERVICE;
+}
+
+impl<B> Service<http::Request<B>> for RateLimitServer
+where
+    B: tonic::codegen::Body + Send + 'static,
+    B::Error: Into<tonic::codegen::StdError> + Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = BoxFuture<Self::Response, Self::Error>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        if req.uri().path() != METHOD {
+            return Box::pin(async { Ok(Status::unimplemented("").into_http()) });
+        }
+        let method = ShouldRateLimit(self.0.clone());
+        Box::pin(async move {
+            let codec = tonic_prost::ProstCodec::<RateLimitResponse, RateLimitRequest>::default();
+            let mut grpc = Grpc::new(codec).apply_max_message_size_config(Some(MAX_REQUEST_BYTES), None);
+            Ok(grpc.unary(method, req).await)
+        })
+    }
+}
+
+/// The one method.
+struct ShouldRateLimit(Arc<Shared>);
+
+impl UnaryService<RateLimitRequest> for ShouldRateLimit {
+    type Response = RateLimitResponse;
+    type Future = BoxFuture<Response<RateLimitResponse>, Status>;
+
+    fn call(&mut self, request: Request<RateLimitRequest>) -> Self::Future {
+        let shared = self.0.clone();
+        Box::pin(async move { should_rate_limit(shared, request.into_inner()).await.map(Response::new) })
+    }
+}
+
+async fn should_rate_limit(shared: Arc<Shared>, request: RateLimitRequest) -> Result<RateLimitResponse, Status> {
+    let table = shared.table.read().unwrap_or_else(|e| e.into_inner()).clone();
+    let plan =
+        decide::plan(&table, &request, shared.max_message_size).map_err(|e| Status::invalid_argument(e.to_string()))?;
+    let reply = if plan.body.is_empty() {
+        Vec::new()
+    } else {
+        let (bridge, body) = (shared.bridge.clone(), plan.body.clone());
+        let asked = tokio::task::spawn_blocking(move || bridge.ask(&body)).await;
+        match asked {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(e)) => {
+                warn!(error = %e, "a rate-limit call got no answer from the locker");
+                return Err(Status::unavailable(e.to_string()));
+            }
+            Err(e) => return Err(Status::internal(e.to_string())),
+        }
+    };
+    decide::answer(&plan, &reply).map_err(|e| {
+        debug!(error = %e, domain = %request.domain, "a rate-limit call refused");
+        match e {
+            Unanswered::Refused(_) | Unanswered::Entry(_) => Status::unavailable(e.to_string()),
+            Unanswered::Unreadable(_) => Status::internal(e.to_string()),
+        }
+    })
+}
+
+/// Serves `server` and the health service on `listener` until `stop`
+/// fires, following `health`.
+pub async fn serve(
+    listener: std::net::TcpListener,
+    server: RateLimitServer,
+    health: Health,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), String> {
+    let (reporter, health_service) = tonic_health::server::health_reporter();
+    let follow = async move {
+        use tonic_health::ServingStatus;
+        let mut last = None;
+        loop {
+            let now = health.serving();
+            if last != Some(now) {
+                let status = if now { ServingStatus::Serving } else { ServingStatus::NotServing };
+                reporter.set_service_status("", status).await;
+                reporter.set_service_status(SERVICE, status).await;
+                last = Some(now);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    let routes = tonic::transport::Server::builder().add_service(server).add_service(health_service);
+    let mut stopping = stop.clone();
+    let signal = async move {
+        let _ = stopping.wait_for(|s| *s).await;
+    };
+    // Connections get this long to end after a stop, then are dropped.
+    let grace = async move {
+        let _ = stop.wait_for(|s| *s).await;
+        tokio::time::sleep(STOP_GRACE).await;
+    };
+    tokio::select! {
+        served = routes.serve_with_incoming_shutdown(incoming, signal) => served.map_err(|e| e.to_string()),
+        () = follow => Ok(()),
+        () = grace => Ok(()),
+    }
+}
+
+/// Binds `addr` for the gRPC listener, before anything is served.
+pub fn bind(addr: &str) -> std::io::Result<(std::net::TcpListener, SocketAddr)> {
+    let listener = std::net::TcpListener::bind(addr)?;
+    listener.set_nonblocking(true)?;
+    let bound = listener.local_addr()?;
+    Ok((listener, bound))
+}

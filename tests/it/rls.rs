@@ -1,0 +1,57 @@
+//! Envoy's rate-limit service in the locker's settings: the rules of an
+//! envoyproxy/ratelimit config become limits served with the limits file's,
+//! and `rls_bind` and `rls_config` go together. The gRPC API itself is
+//! asked by a client generated from Envoy's protos, in `tests/rls` (Python,
+//! run by `.ci/run`).
+
+use locker::config::{ignored_settings, ConfigError, FileConfig, Flags, ServeConfig};
+
+const MESSAGING: &str = "domain: messaging
+descriptors:
+  - key: message_type
+    value: marketing
+    descriptors:
+      - key: to_number
+        rate_limit: {unit: day, requests_per_unit: 5}
+  - key: to_number
+    rate_limit: {unit: day, requests_per_unit: 100}
+";
+
+fn dir_with(text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("locker-rls-serve-{}-{}", std::process::id(), text.len()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("rules.yaml"), text).unwrap();
+    dir
+}
+
+fn flags(dir: &std::path::Path) -> Flags {
+    Flags { rls_bind: Some("127.0.0.1:0".into()), rls_config: Some(dir.into()), ..Flags::default() }
+}
+
+#[test]
+fn the_rules_limits_are_served_with_the_files() {
+    let dir = dir_with(MESSAGING);
+    let file: FileConfig = toml::from_str("[[limits]]\nname='api'\nmax_requests=5\nin_seconds=1\n").unwrap();
+    let config = ServeConfig::resolve(flags(&dir), file).unwrap();
+    let names: Vec<&str> = config.limits.iter().map(|l| l.name()).collect();
+    assert_eq!(names, ["api", "messaging.message_type_marketing.to_number", "messaging.to_number"]);
+    assert!(config.rls.as_ref().unwrap().table.has_domain("messaging"));
+    // A limits file that already names one of them is refused.
+    let clash: FileConfig =
+        toml::from_str("[[limits]]\nname='messaging.to_number'\nmax_requests=5\nin_seconds=1\n").unwrap();
+    let e = ServeConfig::resolve(flags(&dir), clash).unwrap_err();
+    assert!(matches!(&e, ConfigError::Duplicate(n) if n == "messaging.to_number"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_bind_needs_a_config_and_the_config_a_bind() {
+    let bind_only = Flags { rls_bind: Some("127.0.0.1:0".into()), ..Flags::default() };
+    let e = ServeConfig::resolve(bind_only, FileConfig::default()).unwrap_err();
+    assert!(matches!(e, ConfigError::RlsWithoutConfig), "{e}");
+    let config_only = Flags { rls_config: Some("rules".into()), ..Flags::default() };
+    let ignored = ignored_settings(&config_only, &FileConfig::default());
+    assert_eq!(ignored.iter().map(|i| i.setting).collect::<Vec<_>>(), ["rls_config"]);
+    let bad = Flags { rls_bind: Some("no port".into()), rls_config: Some("rules".into()), ..Flags::default() };
+    assert!(ServeConfig::resolve(bad, FileConfig::default()).unwrap_err().to_string().contains("rls_bind"));
+}

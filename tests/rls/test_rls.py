@@ -1,0 +1,338 @@
+"""Envoy's rate-limit service, asked by a gRPC client generated from Envoy's
+own message definitions (proto/, compiled here by grpc_tools.protoc into a
+temporary folder), of a real locker serving envoyproxy/ratelimit's README
+examples (config/, unchanged).
+
+Run with `python3 -m pytest tests/rls -q`; LOCKER_BIN names the binary
+(target/release/locker by default).
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+LOCKER = os.environ.get("LOCKER_BIN", str(ROOT / "target" / "release" / "locker"))
+DEADLINE = 10  # seconds any one wait may take before the test fails
+
+
+def compile_protos(out):
+    import grpc_tools
+    from grpc_tools import protoc
+
+    includes = Path(grpc_tools.__file__).parent / "_proto"
+    files = [
+        "envoy/service/ratelimit/v3/rls.proto",
+        "envoy/extensions/common/ratelimit/v3/ratelimit.proto",
+    ]
+    args = ["protoc", f"-I{HERE / 'proto'}", f"-I{includes}", f"--python_out={out}", f"--grpc_python_out={out}"]
+    assert protoc.main(args + files) == 0, "protoc failed"
+    sys.path.insert(0, str(out))
+
+
+@pytest.fixture(scope="module")
+def pb():
+    with tempfile.TemporaryDirectory() as out:
+        compile_protos(out)
+        from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
+
+        yield rls_pb2, rls_pb2_grpc
+
+
+class Locker:
+    """`locker serve` with the RLS on a free port, read from its log."""
+
+    def __init__(self, *args):
+        self.proc = subprocess.Popen(
+            [LOCKER, "serve", "--bind", "tcp://127.0.0.1:*", "--rls-bind", "127.0.0.1:0", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        found = threading.Event()
+        self.logged = threading.Event()
+        self.address = None
+        self.endpoint = None
+        self.log = []
+
+        def read():
+            for line in self.proc.stderr:
+                self.log.append(line)
+                self.logged.set()
+                m = re.search(r"over grpc address=(\S+)", line)
+                if m:
+                    self.address = m.group(1)
+                    found.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        # The endpoint line comes once everything is bound.
+        line = self.proc.stdout.readline()
+        assert line.startswith("listening on "), f"{line!r} {''.join(self.log)}"
+        self.endpoint = line.split()[-1]
+        assert found.wait(DEADLINE), "".join(self.log)
+        self.channel = grpc.insecure_channel(self.address)
+
+    def close(self):
+        self.proc.terminate()
+        assert self.proc.wait(DEADLINE) == 0
+        self.channel.close()
+
+
+@pytest.fixture(scope="module")
+def locker():
+    node = Locker("--rls-config", str(HERE / "config"))
+    wait_serving(node.channel, "")
+    yield node
+    node.close()
+
+
+def wait_serving(channel, service):
+    """Waits on the health service's stream until it says SERVING."""
+    stub = health_pb2_grpc.HealthStub(channel)
+    stream = stub.Watch(health_pb2.HealthCheckRequest(service=service), timeout=DEADLINE)
+    for reply in stream:
+        if reply.status == health_pb2.HealthCheckResponse.SERVING:
+            stream.cancel()
+            return
+    pytest.fail("never serving")
+
+
+def ask(pb, locker, domain, *descriptors, hits_addend=0):
+    """One ShouldRateLimit; each descriptor a list of (key, value), with an
+    optional per-descriptor hits_addend as a last int."""
+    rls_pb2, rls_pb2_grpc = pb
+    request = rls_pb2.RateLimitRequest(domain=domain, hits_addend=hits_addend)
+    for d in descriptors:
+        entries, own = (d[:-1], d[-1]) if d and isinstance(d[-1], int) else (d, None)
+        descriptor = request.descriptors.add()
+        for key, value in entries:
+            descriptor.entries.add(key=key, value=value)
+        if own is not None:
+            descriptor.hits_addend.value = own
+    return rls_pb2_grpc.RateLimitServiceStub(locker.channel).ShouldRateLimit(request, timeout=DEADLINE)
+
+
+def unique():
+    return uuid.uuid4().hex[:12]
+
+
+def codes(pb, reply):
+    name = pb[0].RateLimitResponse.Code.Name
+    return name(reply.overall_code), [name(s.code) for s in reply.statuses]
+
+
+def test_nested_descriptors_count_to_their_limits(pb, locker):
+    # README Example 2: 5 marketing messages a day to a number, 100 messages.
+    number = unique()
+    marketing = [("message_type", "marketing"), ("to_number", number)]
+    any_message = [("to_number", number)]
+    for left in range(4, -1, -1):
+        reply = ask(pb, locker, "messaging", marketing, any_message)
+        assert codes(pb, reply) == ("OK", ["OK", "OK"])
+        assert [s.limit_remaining for s in reply.statuses] == [left, 95 + left]
+    reply = ask(pb, locker, "messaging", marketing, any_message)
+    assert codes(pb, reply) == ("OVER_LIMIT", ["OVER_LIMIT", "OK"])
+    over, ok = reply.statuses
+    Unit = pb[0].RateLimitResponse.RateLimit.Unit
+    assert (over.current_limit.requests_per_unit, over.current_limit.unit) == (5, Unit.Value("DAY"))
+    assert (over.limit_remaining, ok.limit_remaining) == (0, 94)
+    assert 0 < over.duration_until_reset.seconds <= 86400
+    # Another number has its own counts.
+    reply = ask(pb, locker, "messaging", [("message_type", "marketing"), ("to_number", unique())])
+    assert reply.statuses[0].limit_remaining == 4
+
+
+def test_the_most_specific_match_wins(pb, locker):
+    # README Example 3: 10 a second per address, none for 50.0.0.5.
+    reply = ask(pb, locker, "edge_proxy_per_ip", [("remote_address", "50.0.0.5")])
+    assert codes(pb, reply) == ("OVER_LIMIT", ["OVER_LIMIT"])
+    assert reply.statuses[0].current_limit.requests_per_unit == 0
+    reply = ask(pb, locker, "edge_proxy_per_ip", [("remote_address", unique())])
+    assert codes(pb, reply) == ("OK", ["OK"])
+    assert reply.statuses[0].current_limit.requests_per_unit == 10
+    # README Example 1: a value of the top level.
+    reply = ask(pb, locker, "mongo_cps", [("database", "users")])
+    assert reply.statuses[0].current_limit.requests_per_unit == 500
+
+
+def test_unmatched_descriptors_are_ok_without_a_limit(pb, locker):
+    # README Example 4: a two-entry descriptor does not match a one-level config.
+    reply = ask(pb, locker, "example4", [("key", "value"), ("subkey", "subvalue")])
+    assert codes(pb, reply) == ("OK", ["OK"])
+    assert not reply.statuses[0].HasField("current_limit")
+    reply = ask(pb, locker, "no-such-domain", [("a", "b")], [("c", "d")])
+    assert codes(pb, reply) == ("OK", ["OK", "OK"])
+
+
+def test_unlimited_and_shadow_mode(pb, locker):
+    # README Example 5: unlimited answers the largest remaining.
+    reply = ask(pb, locker, "internal", [("ldap", "x")], [("azure", unique())])
+    assert codes(pb, reply) == ("OK", ["OK", "OK"])
+    assert [s.limit_remaining for s in reply.statuses] == [4294967295, 99]
+    # README Example 6: user-a is in shadow mode (10 a second), user-b is not
+    # (20 a second): more hits than either holds, in one request.
+    service = ("service", "auth-service")
+    reply = ask(pb, locker, "example6", [service, ("user", "user-a"), 11])
+    assert codes(pb, reply) == ("OK", ["OK"])
+    assert reply.statuses[0].limit_remaining == 0
+    reply = ask(pb, locker, "example6", [service, ("user", "user-b"), 21])
+    assert codes(pb, reply) == ("OVER_LIMIT", ["OVER_LIMIT"])
+
+
+def test_a_replaced_limit_does_not_apply(pb, locker):
+    # README Example 7: the key_2 rule (10 a second) replaces specific_limit.
+    user = ("user", "bkthomps")
+    reply = ask(pb, locker, "example7", [("key_1", "value_1"), user], [("key_2", "value_2"), user])
+    assert codes(pb, reply) == ("OK", ["OK", "OK"])
+    replaced, replacing = reply.statuses
+    assert not replaced.HasField("current_limit")
+    assert replacing.current_limit.requests_per_unit == 10
+
+
+def test_hits_addend_is_the_cost(pb, locker):
+    number = [("to_number", unique())]
+    reply = ask(pb, locker, "messaging", number, hits_addend=40)
+    assert reply.statuses[0].limit_remaining == 60
+    # A descriptor's own hits_addend wins; 0 checks without counting.
+    reply = ask(pb, locker, "messaging", number + [0], hits_addend=40)
+    assert (codes(pb, reply), reply.statuses[0].limit_remaining) == (("OK", ["OK"]), 60)
+    reply = ask(pb, locker, "messaging", number + [61])
+    assert codes(pb, reply) == ("OVER_LIMIT", ["OVER_LIMIT"])
+    reply = ask(pb, locker, "messaging", number + [60])
+    assert (codes(pb, reply), reply.statuses[0].limit_remaining) == (("OK", ["OK"]), 0)
+
+
+def test_the_zeromq_side_counts_the_same_limit(pb, locker):
+    number = unique()
+    out = subprocess.run(
+        [LOCKER, "ask", "--connect", locker.endpoint, "--limit", "messaging.to_number", "--key", number, "--cost", "30"],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+    )
+    assert out.returncode == 0, out.stderr
+    reply = ask(pb, locker, "messaging", [("to_number", number)])
+    assert reply.statuses[0].limit_remaining == 69
+
+
+@pytest.mark.parametrize(
+    "domain, descriptors, says",
+    [
+        ("", [[("a", "b")]], "domain is empty"),
+        ("messaging", [], "at least one descriptor"),
+        ("messaging", [[]], "no entries"),
+        ("messaging", [[("to_number", "1")], [("", "x")]], "empty key"),
+    ],
+)
+def test_bad_requests_are_invalid_arguments(pb, locker, domain, descriptors, says):
+    with pytest.raises(grpc.RpcError) as e:
+        ask(pb, locker, domain, *descriptors)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert says in e.value.details()
+
+
+def test_an_oversized_request_is_refused(pb, locker):
+    with pytest.raises(grpc.RpcError) as e:
+        ask(pb, locker, "messaging", [("to_number", "x" * 300_000)])
+    assert e.value.code() == grpc.StatusCode.OUT_OF_RANGE, "tonic's word for it"
+    assert "too large" in e.value.details()
+    # Within gRPC's bound, but asks larger than the locker takes in one message.
+    with pytest.raises(grpc.RpcError) as e:
+        ask(pb, locker, "messaging", [("to_number", "x" * 100_000)])
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "max-message-size" in e.value.details()
+    # The locker still serves.
+    assert codes(pb, ask(pb, locker, "messaging", [("to_number", unique())])) == ("OK", ["OK"])
+
+
+def test_health_says_serving_for_the_server_and_the_service(locker):
+    stub = health_pb2_grpc.HealthStub(locker.channel)
+    for service in ["", "envoy.service.ratelimit.v3.RateLimitService"]:
+        reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=DEADLINE)
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_a_stopping_locker_stops_the_rls(pb):
+    node = Locker("--rls-config", str(HERE / "config" / "example2.yaml"))
+    wait_serving(node.channel, "")
+    assert codes(pb, ask(pb, node, "messaging", [("to_number", unique())])) == ("OK", ["OK"])
+    node.close()
+    node.channel = grpc.insecure_channel(node.address)
+    with pytest.raises(grpc.RpcError) as e:
+        ask(pb, node, "messaging", [("to_number", unique())])
+    assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+    node.channel.close()
+
+
+def test_a_bad_config_names_its_file_and_line():
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+        f.write("domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: x\n")
+        f.flush()
+        out = subprocess.run(
+            [LOCKER, "serve", "--rls-bind", "127.0.0.1:0", "--rls-config", f.name],
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE,
+        )
+    assert out.returncode == 2
+    assert f"{f.name}: line 6" in out.stderr, out.stderr
+
+
+def test_a_reload_reads_the_rls_config_again(pb, tmp_path):
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    rule = "domain: reload\ndescriptors:\n  - key: user\n    rate_limit: {unit: day, requests_per_unit: %d}\n"
+    (rules / "reload.yaml").write_text(rule % 5)
+    node = Locker("--config", str(ROOT / "examples" / "limits.toml"), "--rls-config", str(rules))
+    try:
+        wait_serving(node.channel, "")
+        user = [("user", unique())]
+        assert ask(pb, node, "reload", user, hits_addend=2).statuses[0].limit_remaining == 3
+        (rules / "reload.yaml").write_text(rule % 10)
+        node.proc.send_signal(signal.SIGHUP)
+        wait_log(node, "config reloaded")
+        status = ask(pb, node, "reload", user).statuses[0]
+        # The limit grew; the two hits taken before still count.
+        assert (status.current_limit.requests_per_unit, status.limit_remaining) == (10, 7)
+    finally:
+        node.close()
+
+
+def wait_log(node, needle):
+    """Waits for the locker to log `needle` (read by the log thread)."""
+    end = time.monotonic() + DEADLINE
+    while not any(needle in line for line in node.log):
+        assert time.monotonic() < end, "".join(node.log)
+        node.logged.wait(0.05)
+        node.logged.clear()
+
+
+@pytest.mark.parametrize("serving", ["curve", "rep"])
+def test_a_curve_or_rep_serving_socket_serves_the_rls_too(pb, tmp_path, serving):
+    # The gRPC side reaches the loop over inproc, which CURVE does not
+    # guard; a locker that holds nothing serves on a REP socket, which
+    # returns the bridge's id frame as a ROUTER does.
+    if serving == "curve":
+        subprocess.run([LOCKER, "keygen", "--out", str(tmp_path / "server")], check=True, capture_output=True)
+        args = ["--curve-secret-key", str(tmp_path / "server.key")]
+    else:
+        args = ["--max-parked", "0"]
+    node = Locker("--rls-config", str(HERE / "config" / "example2.yaml"), *args)
+    try:
+        wait_serving(node.channel, "")
+        reply = ask(pb, node, "messaging", [("to_number", unique())], hits_addend=3)
+        assert reply.statuses[0].limit_remaining == 97
+    finally:
+        node.close()
