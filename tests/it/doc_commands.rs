@@ -79,6 +79,7 @@ const COMMANDS: &[(&str, &str, Do)] = &[
     ("docs/envoy.md", "locker serve --config examples/limits.toml --rls-bind 127.0.0.1:8081 --rls-config tests/rls/config", Run),
     ("docs/envoy.md", "locker ask --limit messaging.to_number --key 2061111111", Skip(GRPC_LIMIT)),
     ("docs/envoy.md", "python3 -m pytest tests/rls -q", Skip(GRPC)),
+    ("docs/envoy.md", "python3 benches/rls_grpc.py", Skip(MINUTES)),
     ("docs/kinds.md", "cargo test --release --test it rolling -- --nocapture", Tests("rolling")),
     ("docs/kinds.md", "cargo test --release --test it seed_scenario -- --nocapture", Tests("seed_scenario")),
     ("docs/operations.md", "locker serve", Run),
