@@ -43,7 +43,7 @@ fn a_limit_sent_with_terms_is_created_and_counts_exactly_as_its_configured_twin(
             gone += u64::from(got.ok);
         }
     }
-    assert!(gone >= 3 && gone < 21, "both went and were refused: {gone} of 21");
+    assert!((3..21).contains(&gone), "both went and were refused: {gone} of 21");
     // Later asks name it without terms too, and stats list it as any limit.
     assert!(seam_ask(&mut s, T0 + 3 * SLOT, &Ask::new().limit("tenant").key("u")).unwrap().ok);
     assert_eq!(seam(&mut s, T0 + 3 * SLOT, b"tenant"), b"go", "the plain form names it too");
