@@ -22,7 +22,8 @@ impl Client {
     /// use locker::{Ask, Client};
     ///
     /// let mut client = Client::new([endpoint.as_str()], Duration::from_secs(1))?;
-    /// let refused = client.all(&[Ask::new().key("a"), Ask::new().key("b").cost(3)])?;
+    /// assert!(client.ask(&Ask::new().key("b").cost(2))?.ok, "b is spent");
+    /// let refused = client.all(&[Ask::new().key("a"), Ask::new().key("b")])?;
     /// assert!(!refused.ok && refused.replies[0].ok && !refused.replies[1].ok);
     /// assert_eq!(client.ask(&Ask::new().key("a").cost(2))?.remaining, 0, "a was charged nothing");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
