@@ -805,10 +805,14 @@ fn a_held_acquire_on_one_locker_gets_a_count_released_on_another() {
         c.acquire_lease(&LeaseAsk { max_wait_ms: Some(5_000), hold_ms: Some(1_000), ..LeaseAsk::new("db", 1) })
     });
     let mut second = lease_client(&lockers[1]);
+    // Held once the store has answered that it queued: parked alone also
+    // counts an acquire still on its way to the store, which a release
+    // made then would grant at once.
     let end = Instant::now() + READY;
-    while second.stats().unwrap().parked < 1 && Instant::now() < end {
+    while second.stats().unwrap().held < 1 && Instant::now() < end {
         thread::sleep(Duration::from_millis(5));
     }
+    assert_eq!(second.stats().unwrap().held, 1, "the waiter is queued in the store and held");
     assert!(!waiter.is_finished(), "the waiter is held, not answered pending");
     let freed = first.release(&Release { limit: Some("db"), lease: &taken[0] }).unwrap();
     assert!(freed.ok, "{freed:?}");
