@@ -10,6 +10,7 @@ killed at teardown.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import subprocess
@@ -129,20 +130,38 @@ def locker_bin() -> str:
     return str(binary)
 
 
+@contextlib.contextmanager
+def written_config(text: str) -> Iterator[str]:
+    """The path of a limits file holding `text`, removed afterwards."""
+    with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
+        f.write(text)
+    try:
+        yield f.name
+    finally:
+        os.unlink(f.name)
+
+
+@contextlib.contextmanager
+def serving(locker_bin: str, config: str) -> Iterator[Daemon]:
+    """A daemon serving the limits file `config`, killed afterwards."""
+    daemon = Daemon(locker_bin, ["--config", config])
+    try:
+        yield daemon
+    finally:
+        daemon.kill()
+
+
 @pytest.fixture(scope="session")
 def config_file() -> Iterator[str]:
-    with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
-        f.write(CONFIG)
-    yield f.name
-    os.unlink(f.name)
+    with written_config(CONFIG) as path:
+        yield path
 
 
 @pytest.fixture(scope="session")
 def locker(locker_bin: str, config_file: str) -> Iterator[Daemon]:
     """One daemon for the tests that only need their own keys."""
-    daemon = Daemon(locker_bin, ["--config", config_file])
-    yield daemon
-    daemon.kill()
+    with serving(locker_bin, config_file) as daemon:
+        yield daemon
 
 
 @pytest.fixture

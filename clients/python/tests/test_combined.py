@@ -9,14 +9,12 @@ for the limits sent with the ask."""
 from __future__ import annotations
 
 import asyncio
-import os
-import tempfile
 from typing import Iterator, List
 
 import httpx
 import pytest
 
-from conftest import Daemon
+from conftest import Daemon, serving, written_config
 from locker_client import AllReply, Ask, AsyncClient, Client, LockerError, RateLimited, Terms
 from locker_client.asgi import RateLimit as AsgiRateLimit
 from locker_client.wsgi import RateLimit as WsgiRateLimit
@@ -60,17 +58,14 @@ in_seconds = 5
 
 @pytest.fixture(scope="module")
 def combined_config() -> Iterator[str]:
-    with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
-        f.write(CONFIG)
-    yield f.name
-    os.unlink(f.name)
+    with written_config(CONFIG) as path:
+        yield path
 
 
 @pytest.fixture(scope="module")
 def locker(locker_bin: str, combined_config: str) -> Iterator[Daemon]:
-    daemon = Daemon(locker_bin, ["--config", combined_config])
-    yield daemon
-    daemon.kill()
+    with serving(locker_bin, combined_config) as daemon:
+        yield daemon
 
 
 @pytest.fixture(scope="module")
