@@ -173,6 +173,11 @@ impl Io for LoopIo {
         self.serving.reply(token, body);
     }
 
+    #[inline]
+    fn answer(&mut self, _token: Token, request: &[u8], body: &[u8]) {
+        self.serving.answer(request, body);
+    }
+
     fn publish(&mut self, bytes: &[u8]) {
         let Some(p) = &self.peers else { return };
         // Past the high-water mark ZeroMQ drops it, which cumulative counts
