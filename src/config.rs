@@ -557,7 +557,8 @@ fn resolve_rls(s: &Settings) -> Result<Option<RlsConfig>, ConfigError> {
     }
     let Some(path) = s.rls_config.clone() else { return Err(s.at("rls_bind", ConfigError::RlsWithoutConfig)) };
     let table = Table::load(&path).map_err(|e| s.at("rls_config", e.into()))?;
-    Ok(Some(RlsConfig { bind, path, table: std::sync::Arc::new(table) }))
+    let runtime_limits = s.runtime_limits.unwrap_or(0) > 0;
+    Ok(Some(RlsConfig { bind, path, table: std::sync::Arc::new(table), runtime_limits }))
 }
 
 /// Adds the limits of the RLS config's rules to `limits`, each name once.

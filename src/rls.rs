@@ -50,11 +50,17 @@ pub struct RlsConfig {
     /// The YAML file or folder the table came from.
     pub path: PathBuf,
     pub table: Arc<Table>,
+    /// Whether the locker creates limits from asks' terms
+    /// (`--runtime-limits`): a descriptor's `limit` override needs it.
+    pub runtime_limits: bool,
 }
 
 impl PartialEq for RlsConfig {
     fn eq(&self, other: &RlsConfig) -> bool {
-        self.bind == other.bind && self.path == other.path && *self.table == *other.table
+        self.bind == other.bind
+            && self.path == other.path
+            && *self.table == *other.table
+            && self.runtime_limits == other.runtime_limits
     }
 }
 
@@ -92,7 +98,8 @@ impl Running {
         let (listener, addr) = grpc::bind(&config.bind).map_err(|e| err(e.to_string()))?;
         let table = Arc::new(RwLock::new(config.table.clone()));
         let bridge = bridge::Bridge::new(ctx.clone(), endpoint, timeout_ms);
-        let shared = grpc::Shared { table: table.clone(), bridge: bridge.clone(), max_message_size };
+        let answering = decide::Answering { max_message_size, runtime_limits: config.runtime_limits };
+        let shared = grpc::Shared { table: table.clone(), bridge: bridge.clone(), answering };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .max_blocking_threads(grpc::MAX_CALLS)

@@ -309,7 +309,7 @@ impl Table {
 
 /// `value` into a key, with `|` (which separates the entries' values) and
 /// `\` escaped, so that two descriptors share a key only when their values do.
-fn push_escaped(key: &mut String, value: &str) {
+pub(super) fn push_escaped(key: &mut String, value: &str) {
     for c in value.chars() {
         if c == '|' || c == '\\' {
             key.push('\\');

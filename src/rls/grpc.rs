@@ -21,7 +21,7 @@ use tracing::{debug, warn};
 
 use super::bridge::Bridge;
 use super::config::Table;
-use super::decide::{self, Unanswered};
+use super::decide::{self, Answering, BadRequest, Unanswered};
 use super::proto::{RateLimitRequest, RateLimitResponse};
 
 /// The service's full name, as Envoy calls it.
@@ -59,7 +59,7 @@ impl Health {
 pub struct Shared {
     pub table: Arc<std::sync::RwLock<Arc<Table>>>,
     pub bridge: Bridge,
-    pub max_message_size: usize,
+    pub answering: Answering,
 }
 
 /// `RateLimitService` over `Shared`.
@@ -111,8 +111,10 @@ impl UnaryService<RateLimitRequest> for ShouldRateLimit {
 
 async fn should_rate_limit(shared: Arc<Shared>, request: RateLimitRequest) -> Result<RateLimitResponse, Status> {
     let table = shared.table.read().unwrap_or_else(|e| e.into_inner()).clone();
-    let plan =
-        decide::plan(&table, &request, shared.max_message_size).map_err(|e| Status::invalid_argument(e.to_string()))?;
+    let plan = decide::plan(&table, &request, &shared.answering).map_err(|e| match e {
+        BadRequest::NoRuntimeLimits(_) => Status::failed_precondition(e.to_string()),
+        e => Status::invalid_argument(e.to_string()),
+    })?;
     let reply = if plan.body.is_empty() {
         Vec::new()
     } else {

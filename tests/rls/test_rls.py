@@ -336,3 +336,56 @@ def test_a_curve_or_rep_serving_socket_serves_the_rls_too(pb, tmp_path, serving)
         assert reply.statuses[0].limit_remaining == 97
     finally:
         node.close()
+
+
+def override_request(pb, domain, entries, requests_per_unit, unit):
+    """A request of one descriptor carrying a `limit` override."""
+    rls_pb2, _ = pb
+    request = rls_pb2.RateLimitRequest(domain=domain)
+    descriptor = request.descriptors.add()
+    for key, value in entries:
+        descriptor.entries.add(key=key, value=value)
+    descriptor.limit.requests_per_unit = requests_per_unit
+    descriptor.limit.unit = pb[0].RateLimitResponse.RateLimit.Unit.Value(unit)
+    return request
+
+
+def test_a_limit_override_counts_exactly(pb):
+    # README Example 2's domain; the override wins over its 100 a day, and
+    # counts where the config has no rule (a key it does not know).
+    node = Locker("--rls-config", str(HERE / "config" / "example2.yaml"), "--runtime-limits", "4")
+    try:
+        wait_serving(node.channel, "")
+        stub = pb[1].RateLimitServiceStub(node.channel)
+        for entries in ([("to_number", unique())], [("tenant", unique()), ("route", "/a")]):
+            request = override_request(pb, "messaging", entries, 3, "MINUTE")
+            for left in [2, 1, 0]:
+                reply = stub.ShouldRateLimit(request, timeout=DEADLINE)
+                assert codes(pb, reply) == ("OK", ["OK"])
+                status = reply.statuses[0]
+                assert status.limit_remaining == left
+                unit = pb[0].RateLimitResponse.RateLimit.Unit.Value("MINUTE")
+                assert (status.current_limit.requests_per_unit, status.current_limit.unit) == (3, unit)
+                assert 0 < status.duration_until_reset.seconds + status.duration_until_reset.nanos / 1e9 <= 60
+            reply = stub.ShouldRateLimit(request, timeout=DEADLINE)
+            assert codes(pb, reply) == ("OVER_LIMIT", ["OVER_LIMIT"])
+            assert reply.statuses[0].limit_remaining == 0
+        # A domain the config lacks: the override does not apply, as there.
+        reply = stub.ShouldRateLimit(override_request(pb, "nowhere", [("a", "b")], 1, "SECOND"), timeout=DEADLINE)
+        assert codes(pb, reply) == ("OK", ["OK"])
+        assert not reply.statuses[0].HasField("current_limit")
+        # Longer than a day: refused, naming what counts exactly instead.
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ShouldRateLimit(override_request(pb, "messaging", [("a", "b")], 1, "MONTH"), timeout=DEADLINE)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "one month, longer than a locker's longest window" in e.value.details()
+    finally:
+        node.close()
+
+
+def test_a_limit_override_needs_runtime_limits(pb, locker):
+    request = override_request(pb, "messaging", [("to_number", unique())], 3, "MINUTE")
+    with pytest.raises(grpc.RpcError) as e:
+        pb[1].RateLimitServiceStub(locker.channel).ShouldRateLimit(request, timeout=DEADLINE)
+    assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "--runtime-limits" in e.value.details()
