@@ -430,10 +430,7 @@ impl Server {
             return warn!("asked to reload, but the config came from no file");
         };
         let before = keeper::Layout::of(self.service.locker());
-        reload::apply(r, &mut self.service);
-        if let (Some(rls), Some(new)) = (&self.rls, &r.current().rls) {
-            rls.swap(new.table.clone());
-        }
+        reload::apply(r, &mut self.service, self.rls.as_ref());
         if let Some(state) = &mut self.state {
             state.after_reload(&before, &self.service, self.watch.clock.now());
         }

@@ -117,6 +117,9 @@ struct RawFile {
     domain: String,
     #[serde(default)]
     descriptors: Vec<RawDescriptor>,
+    /// An extension: a request's descriptors go, or none is charged.
+    #[serde(default)]
+    all_or_nothing: bool,
 }
 
 /// One configured rate limit: what the reply reports and the locker limit
@@ -162,6 +165,8 @@ struct Node {
 pub struct Table {
     domains: HashMap<String, Node>,
     rules: Vec<Rule>,
+    /// The domains whose descriptors go together or not at all.
+    all_or_nothing: Vec<String>,
 }
 
 /// What a descriptor matched: its rule and its key within the rule's limit.
@@ -219,7 +224,18 @@ impl Table {
             return Err(invalid(format!("domain {:?} is defined twice", file.domain)));
         }
         let mut root = Node::default();
+        let first_rule = self.rules.len();
         self.load_level(&mut root, &file.domain, &file.descriptors).map_err(invalid)?;
+        if file.all_or_nothing {
+            // A shadow rule's refusal would refuse the whole, then answer OK
+            // with nothing charged: the two do not mix.
+            if self.rules[first_rule..].iter().any(|r| r.shadow_mode) {
+                let why = "a domain that is all_or_nothing has no shadow_mode descriptor: its refusal would refuse \
+                           the whole request";
+                return Err(invalid(why.to_owned()));
+            }
+            self.all_or_nothing.push(file.domain.clone());
+        }
         self.domains.insert(file.domain, root);
         Ok(())
     }
@@ -258,6 +274,12 @@ impl Table {
     /// The locker limits the rules count with, one per limited rule.
     pub fn limits(&self) -> impl Iterator<Item = &Limit> {
         self.rules.iter().filter_map(|r| r.limit.as_ref())
+    }
+
+    /// Whether `domain`'s descriptors go together or not at all
+    /// (`all_or_nothing: true` in its file).
+    pub fn all_or_nothing(&self, domain: &str) -> bool {
+        self.all_or_nothing.iter().any(|d| d == domain)
     }
 
     /// Whether `domain` is configured.

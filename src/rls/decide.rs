@@ -10,7 +10,9 @@
 //! requests per unit is always over; `shadow_mode` counts and answers OK;
 //! the request is over when any descriptor is. Unlike it, a descriptor
 //! that is refused is not charged (the locker never counts past a limit),
-//! and a check (`hits_addend` 0 on a descriptor) is never over.
+//! and a check (`hits_addend` 0 on a descriptor) is never over. In a
+//! domain that is `all_or_nothing` the asks go as one `all`: a refused
+//! request charges nothing to any descriptor.
 //!
 //! This module is pure: bytes and values in, bytes and values out.
 
@@ -21,7 +23,7 @@ use super::proto::{
     Code, DescriptorStatus, Duration, RateLimit, RateLimitDescriptor, RateLimitOverride, RateLimitRequest,
     RateLimitResponse, Unit,
 };
-use crate::wire::{self, Ask, GoReply, Reply, Terms, MAX_BATCH_ASKS};
+use crate::wire::{self, Ask, GoReply, Reply, Terms, MAX_BATCH_ASKS, MAX_PARTS};
 
 /// Why a request is refused as a whole (gRPC `INVALID_ARGUMENT`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -38,6 +40,8 @@ pub enum BadRequest {
     EmptyKey(usize),
     #[error("the request's asks take {0} bytes, above the locker's --max-message-size")]
     TooLarge(usize),
+    #[error("the domain is all_or_nothing, which asks at most {MAX_PARTS} limits together; this request has {0}")]
+    TooManyForAll(usize),
     #[error("descriptor {0} has a limit override of unit {1}, which is none of second, minute, hour and day")]
     OverrideUnit(usize, i32),
     #[error(
@@ -92,7 +96,9 @@ pub struct Answering {
 #[derive(Debug)]
 pub struct Plan<'a> {
     steps: Vec<Step<'a>>,
-    /// The encoded batch; empty when nothing needs the locker.
+    /// The asks go as one `all` (an all-or-nothing domain), not a batch.
+    all: bool,
+    /// The encoded batch or `all`; empty when nothing needs the locker.
     pub body: Vec<u8>,
 }
 
@@ -134,6 +140,21 @@ pub fn plan<'a>(table: &'a Table, request: &RateLimitRequest, answering: &Answer
         };
         steps.push(step);
     }
+    let mut all = table.all_or_nothing(&request.domain) && !counted.is_empty();
+    if all && counted.len() > MAX_PARTS {
+        return Err(BadRequest::TooManyForAll(counted.len()));
+    }
+    if all && steps.iter().any(|s| matches!(s, Step::Over(_))) {
+        // Refused before anything is asked: nothing may be charged, so
+        // the others are only looked at, as a batch of checks.
+        all = false;
+        counted.iter_mut().for_each(|c| c.cost = 0);
+        for step in &mut steps {
+            if let Step::Asked { check, .. } = step {
+                *check = true;
+            }
+        }
+    }
     let asks: Vec<Ask> = counted
         .iter()
         .map(|c| {
@@ -142,13 +163,15 @@ pub fn plan<'a>(table: &'a Table, request: &RateLimitRequest, answering: &Answer
         })
         .collect();
     let mut body = Vec::new();
-    if !asks.is_empty() {
-        wire::encode_batch(&asks, &mut body);
+    match () {
+        _ if asks.is_empty() => {}
+        _ if all => wire::encode_all(&asks, None, None, &mut body),
+        _ => wire::encode_batch(&asks, &mut body),
     }
     if body.len() > answering.max_message_size {
         return Err(BadRequest::TooLarge(body.len()));
     }
-    Ok(Plan { steps, body })
+    Ok(Plan { steps, all, body })
 }
 
 /// The step of a descriptor of `cost` under `rule`, counted by `limit`
@@ -253,13 +276,18 @@ pub enum Unanswered {
 /// The response to a planned request, from the locker's `reply` to its
 /// batch (ignored when the plan asked nothing).
 pub fn answer(plan: &Plan, reply: &[u8]) -> Result<RateLimitResponse, Unanswered> {
-    let replies = if plan.body.is_empty() {
-        Vec::new()
-    } else {
-        match wire::decode_batch_reply(reply).map_err(|e| Unanswered::Unreadable(e.to_string()))? {
+    let unreadable = |e: wire::WireError| Unanswered::Unreadable(e.to_string());
+    let replies = match () {
+        _ if plan.body.is_empty() => Vec::new(),
+        _ if plan.all => match wire::decode_all_reply(reply).map_err(unreadable)? {
+            Reply::Refused(why) => return Err(Unanswered::Refused(why)),
+            // A refused whole: each part says whether it would have gone.
+            Reply::Answer(all) => all.replies.into_iter().map(Ok).collect(),
+        },
+        _ => match wire::decode_batch_reply(reply).map_err(unreadable)? {
             Reply::Refused(why) => return Err(Unanswered::Refused(why)),
             Reply::Answer(replies) => replies,
-        }
+        },
     };
     let mut statuses = Vec::with_capacity(plan.steps.len());
     for step in &plan.steps {

@@ -389,3 +389,43 @@ def test_a_limit_override_needs_runtime_limits(pb, locker):
         pb[1].RateLimitServiceStub(locker.channel).ShouldRateLimit(request, timeout=DEADLINE)
     assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert "--runtime-limits" in e.value.details()
+
+
+ALL_OR_NOTHING = """domain: checkout
+all_or_nothing: true
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: card
+    rate_limit: {unit: minute, requests_per_unit: 2}
+"""
+
+
+def test_an_all_or_nothing_domain_charges_nothing_for_a_refused_request(pb, tmp_path):
+    (tmp_path / "checkout.yaml").write_text(ALL_OR_NOTHING)
+    (tmp_path / "messaging.yaml").write_text((HERE / "config" / "example2.yaml").read_text())
+    node = Locker("--rls-config", str(tmp_path))
+    try:
+        wait_serving(node.channel, "")
+        user, card = [("user", unique())], [("card", unique())]
+        assert [s.limit_remaining for s in ask(pb, node, "checkout", user, card).statuses] == [9, 1]
+        assert [s.limit_remaining for s in ask(pb, node, "checkout", user, card).statuses] == [8, 0]
+        # The card is spent: the request is refused, and the user's count
+        # is charged nothing, request after request.
+        for _ in range(3):
+            reply = ask(pb, node, "checkout", user, card)
+            assert codes(pb, reply) == ("OVER_LIMIT", ["OK", "OVER_LIMIT"])
+            assert [s.limit_remaining for s in reply.statuses] == [8, 0]
+        # More hits than a rule holds: refused before counting, nothing charged.
+        reply = ask(pb, node, "checkout", user, [("card", unique()), 3])
+        assert codes(pb, reply) == ("OVER_LIMIT", ["OK", "OVER_LIMIT"])
+        assert ask(pb, node, "checkout", user + [0]).statuses[0].limit_remaining == 8
+        # Without the setting, as envoyproxy/ratelimit: the one that goes is charged.
+        number, marketing = [("to_number", unique())], [("message_type", "marketing")]
+        for _ in range(5):
+            ask(pb, node, "messaging", marketing + number)
+        reply = ask(pb, node, "messaging", number, marketing + number)
+        assert codes(pb, reply) == ("OVER_LIMIT", ["OK", "OVER_LIMIT"])
+        assert reply.statuses[0].limit_remaining == 99
+    finally:
+        node.close()

@@ -240,3 +240,12 @@ fn a_folder_loads_every_yaml_file() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(Table::load(&dir).unwrap_err().to_string().contains("cannot read"));
 }
+
+#[test]
+fn all_or_nothing_is_a_domains_setting_without_shadow_rules() {
+    let t = table("domain: a\nall_or_nothing: true\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n");
+    assert!(t.all_or_nothing("a") && !t.all_or_nothing("b"));
+    assert!(!table(MESSAGING).all_or_nothing("messaging"), "off by default");
+    let e = error("domain: a\nall_or_nothing: true\ndescriptors:\n  - key: k\n    shadow_mode: true\n    rate_limit: {unit: second, requests_per_unit: 1}\n");
+    assert!(e.contains("test.yaml: a domain that is all_or_nothing has no shadow_mode descriptor"), "{e}");
+}

@@ -235,3 +235,41 @@ fn an_override_needs_runtime_limits_and_a_unit_a_locker_counts() {
     let r = request(vec![overridden(&[("user", "u")], 3, Unit::Unknown)]);
     assert_eq!(plan(&t, &r, &ANSWERING).unwrap_err(), BadRequest::OverrideUnit(0, 0));
 }
+
+const ALL: &str = "
+domain: together
+all_or_nothing: true
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: blocked
+    rate_limit: {unit: second, requests_per_unit: 0}
+";
+
+#[test]
+fn an_all_or_nothing_domain_asks_as_one_all() {
+    let mut t = table();
+    t.add("all.yaml", ALL).unwrap();
+    let mut r = request(vec![descriptor(&[("user", "a")]), descriptor(&[("user", "b")])]);
+    r.domain = "together".into();
+    let plan = plan(&t, &r, &ANSWERING).unwrap();
+    let Ok(Request::All(all)) = wire::decode_request(&plan.body) else { panic!("not an all") };
+    assert_eq!(all.len(), 2);
+    // Refused: the part that would have gone is OK, nothing charged.
+    let mut out = Vec::new();
+    wire::encode(&wire::AllReply { ok: false, replies: vec![go(true, 4), go(false, 0)], retry_after_ms: 9 }, &mut out);
+    let response = answer(&plan, &out).unwrap();
+    assert_eq!((codes(&response), response.overall_code), (vec![OK, OVER], OVER));
+    assert_eq!(response.statuses[0].limit_remaining, 4);
+    // A descriptor over before anything is asked: the others are checks.
+    r.descriptors.push(descriptor(&[("blocked", "x")]));
+    let plan = super::plan(&t, &r, &ANSWERING).unwrap();
+    assert_eq!(asks(&plan).iter().map(|a| a.2).collect::<Vec<_>>(), [0, 0]);
+    let response = answer(&plan, &reply(&[Ok(go(true, 5)), Ok(go(true, 5))])).unwrap();
+    assert_eq!(codes(&response), [OK, OK, OVER]);
+    // Other domains keep charging as envoyproxy/ratelimit does.
+    let other = request(vec![descriptor(&[("user", "a")]), descriptor(&[("blocked", "x")])]);
+    assert_eq!(asks(&super::plan(&t, &other, &ANSWERING).unwrap())[0].2, 1);
+    let many = RateLimitRequest { domain: "together".into(), ..request(vec![descriptor(&[("user", "a")]); 17]) };
+    assert_eq!(super::plan(&t, &many, &ANSWERING).unwrap_err(), BadRequest::TooManyForAll(17));
+}
