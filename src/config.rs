@@ -558,7 +558,8 @@ fn resolve_rls(s: &Settings) -> Result<Option<RlsConfig>, ConfigError> {
     let Some(path) = s.rls_config.clone() else { return Err(s.at("rls_bind", ConfigError::RlsWithoutConfig)) };
     let table = Table::load(&path).map_err(|e| s.at("rls_config", e.into()))?;
     let runtime_limits = s.runtime_limits.unwrap_or(0) > 0;
-    Ok(Some(RlsConfig { bind, path, table: std::sync::Arc::new(table), runtime_limits }))
+    let (table, headers) = (std::sync::Arc::new(table), s.rls_headers);
+    Ok(Some(RlsConfig { bind, path, table, runtime_limits, headers }))
 }
 
 /// Adds the limits of the RLS config's rules to `limits`, each name once.
@@ -688,6 +689,11 @@ pub fn ignored_settings(flags: &Flags, file: &FileConfig) -> Vec<Ignored> {
         (
             s.rls_bind.is_none() && s.rls_config.is_some(),
             "rls_config",
+            "rls_bind (--rls-bind): this locker serves no rate-limit service",
+        ),
+        (
+            s.rls_bind.is_none() && s.rls_headers.is_some(),
+            "rls_headers",
             "rls_bind (--rls-bind): this locker serves no rate-limit service",
         ),
     ]

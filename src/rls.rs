@@ -6,6 +6,7 @@
 //! - `proto`: Envoy's messages, by hand, with Envoy's field numbers;
 //! - `config`: the YAML files, the descriptor tree and its matching;
 //! - `decide`: one call from request to reply, around a batch of asks;
+//! - `headers`: the response headers of `--rls-headers`;
 //! - `bridge`: the batch to the loop over `inproc://`, as a client's;
 //! - `grpc`: tonic, the health service and the thread they run on.
 //!
@@ -24,10 +25,12 @@ pub mod bridge;
 pub mod config;
 pub mod decide;
 pub mod grpc;
+pub mod headers;
 pub mod proto;
 
 pub use config::{RlsConfigError, Table};
 pub use grpc::Health;
+pub use headers::HeaderStyle;
 
 /// How long a call waits for the loop's reply, in milliseconds, at least:
 /// a batch is never held, so only a store that is slow to answer comes
@@ -53,6 +56,8 @@ pub struct RlsConfig {
     /// Whether the locker creates limits from asks' terms
     /// (`--runtime-limits`): a descriptor's `limit` override needs it.
     pub runtime_limits: bool,
+    /// The response headers a reply carries (`--rls-headers`).
+    pub headers: Option<HeaderStyle>,
 }
 
 impl PartialEq for RlsConfig {
@@ -61,6 +66,7 @@ impl PartialEq for RlsConfig {
             && self.path == other.path
             && *self.table == *other.table
             && self.runtime_limits == other.runtime_limits
+            && self.headers == other.headers
     }
 }
 
@@ -98,7 +104,8 @@ impl Running {
         let (listener, addr) = grpc::bind(&config.bind).map_err(|e| err(e.to_string()))?;
         let table = Arc::new(RwLock::new(config.table.clone()));
         let bridge = bridge::Bridge::new(ctx.clone(), endpoint, timeout_ms);
-        let answering = decide::Answering { max_message_size, runtime_limits: config.runtime_limits };
+        let answering =
+            decide::Answering { max_message_size, runtime_limits: config.runtime_limits, headers: config.headers };
         let shared = grpc::Shared { table: table.clone(), bridge: bridge.clone(), answering };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()

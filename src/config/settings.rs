@@ -133,6 +133,10 @@ pub struct Settings {
     /// envoyproxy/ratelimit's YAML config, unchanged: a file, or a folder of .yaml files.
     #[arg(long, value_name = "PATH")]
     pub rls_config: Option<PathBuf>,
+    /// Response headers the rate-limit service's replies ask Envoy to add: draft-03 (X-RateLimit-*, as Envoy's own
+    /// filter writes them) or ietf (RateLimit-Policy and RateLimit) [default: none].
+    #[arg(long, value_name = "STYLE")]
+    pub rls_headers: Option<crate::rls::HeaderStyle>,
     /// The named limits, `[[limits]]` tables of the file.
     #[arg(skip)]
     #[serde(default)]
@@ -202,7 +206,8 @@ impl Settings {
             store_failure,
             runtime_limits,
             rls_bind,
-            rls_config
+            rls_config,
+            rls_headers
         )
     }
 }

@@ -106,6 +106,9 @@ pub fn restart_only_changes(old: &ServeConfig, new: &ServeConfig) -> Vec<&'stati
     if old.rls.as_ref().map(|r| &r.bind) != new.rls.as_ref().map(|r| &r.bind) {
         changed.push("rls_bind");
     }
+    if old.rls.as_ref().map(|r| r.headers) != new.rls.as_ref().map(|r| r.headers) {
+        changed.push("rls_headers");
+    }
     changed
 }
 

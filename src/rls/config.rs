@@ -131,6 +131,10 @@ pub struct Rule {
     pub limit: Option<Limit>,
     /// `rate_limit.name`, which `replaces` refers to.
     pub name: String,
+    /// The locker limit's name (or the one it would have, for a rule
+    /// that counts nothing): the rule's name in headers when it has no
+    /// `name`.
+    pub label: String,
     pub replaces: Vec<String>,
     pub unit: Unit,
     pub requests_per_unit: u32,
@@ -139,6 +143,20 @@ pub struct Rule {
 }
 
 impl Rule {
+    /// The window it counts in, in seconds.
+    pub fn window_s(&self) -> f64 {
+        self.limit.as_ref().map_or(unit_seconds(self.unit), Limit::in_seconds)
+    }
+
+    /// The name it goes by in headers: its `name`, else its label.
+    pub fn shown_name(&self) -> &str {
+        if self.name.is_empty() {
+            &self.label
+        } else {
+            &self.name
+        }
+    }
+
     /// The most one ask may take: the limit's capacity.
     pub fn capacity(&self) -> u64 {
         match self.limit.as_ref().map(Limit::algorithm) {
@@ -385,6 +403,7 @@ fn rule(path: &str, r: &RawRateLimit, shadow_mode: bool) -> Result<Rule, String>
     let rule = |limit, unit| Rule {
         limit,
         name: r.name.clone().unwrap_or_default(),
+        label: limit_name(path),
         replaces: r.replaces.iter().map(|x| x.name.clone()).collect(),
         unit,
         requests_per_unit: r.requests_per_unit,

@@ -19,6 +19,7 @@
 use std::borrow::Cow;
 
 use super::config::{limit_name, push_escaped, unit_seconds, Rule, Table};
+use super::headers::{self, HeaderStyle, Labelled};
 use super::proto::{
     Code, DescriptorStatus, Duration, RateLimit, RateLimitDescriptor, RateLimitOverride, RateLimitRequest,
     RateLimitResponse, Unit,
@@ -90,6 +91,8 @@ pub struct Answering {
     /// Whether the locker creates limits from the terms asks send
     /// (`--runtime-limits` above 0): a `limit` override needs it.
     pub runtime_limits: bool,
+    /// The response headers a reply carries (`--rls-headers`), if any.
+    pub headers: Option<HeaderStyle>,
 }
 
 /// A request matched against the config, and its batch of asks.
@@ -98,6 +101,7 @@ pub struct Plan<'a> {
     steps: Vec<Step<'a>>,
     /// The asks go as one `all` (an all-or-nothing domain), not a batch.
     all: bool,
+    headers: Option<HeaderStyle>,
     /// The encoded batch or `all`; empty when nothing needs the locker.
     pub body: Vec<u8>,
 }
@@ -171,7 +175,7 @@ pub fn plan<'a>(table: &'a Table, request: &RateLimitRequest, answering: &Answer
     if body.len() > answering.max_message_size {
         return Err(BadRequest::TooLarge(body.len()));
     }
-    Ok(Plan { steps, all, body })
+    Ok(Plan { steps, all, headers: answering.headers, body })
 }
 
 /// The step of a descriptor of `cost` under `rule`, counted by `limit`
@@ -216,15 +220,6 @@ fn overridden(
     if !answering.runtime_limits && o.requests_per_unit > 0 {
         return Err(BadRequest::NoRuntimeLimits(i));
     }
-    let rule = Rule {
-        limit: None,
-        name: String::new(),
-        replaces: Vec::new(),
-        unit,
-        requests_per_unit: o.requests_per_unit,
-        unlimited: false,
-        shadow_mode: false,
-    };
     let mut path = domain.to_owned();
     for e in &d.entries {
         path.push('/');
@@ -232,6 +227,16 @@ fn overridden(
     }
     path.push('/');
     path.push_str(&format!("{unit:?}").to_lowercase());
+    let rule = Rule {
+        limit: None,
+        name: String::new(),
+        label: limit_name(&path),
+        replaces: Vec::new(),
+        unit,
+        requests_per_unit: o.requests_per_unit,
+        unlimited: false,
+        shadow_mode: false,
+    };
     let mut key = String::new();
     for (n, e) in d.entries.iter().enumerate() {
         if n > 0 {
@@ -239,7 +244,8 @@ fn overridden(
         }
         push_escaped(&mut key, &e.value);
     }
-    Ok((rule, (limit_name(&path), key)))
+    let label = rule.label.clone();
+    Ok((rule, (label, key)))
 }
 
 fn check(request: &RateLimitRequest) -> Result<(), BadRequest> {
@@ -309,7 +315,21 @@ pub fn answer(plan: &Plan, reply: &[u8]) -> Result<RateLimitResponse, Unanswered
     }
     let over = statuses.iter().any(|s| s.code == Code::OverLimit as i32);
     let overall_code = if over { Code::OverLimit } else { Code::Ok } as i32;
-    Ok(RateLimitResponse { overall_code, statuses })
+    let response_headers_to_add = plan.headers.map_or_else(Vec::new, |style| {
+        let labelled: Vec<Labelled> = plan
+            .steps
+            .iter()
+            .zip(&statuses)
+            .filter_map(|(step, status)| match step {
+                Step::Over(rule) | Step::Asked { rule, .. } => {
+                    Some(Labelled { status, name: rule.shown_name(), window_s: rule.window_s() })
+                }
+                Step::Free | Step::Unlimited => None,
+            })
+            .collect();
+        headers::write(style, &labelled)
+    });
+    Ok(RateLimitResponse { overall_code, statuses, response_headers_to_add })
 }
 
 /// The status of a descriptor under `rule`: over unless `ok`, OK whatever

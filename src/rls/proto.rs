@@ -65,6 +65,18 @@ pub struct RateLimitResponse {
     pub overall_code: i32,
     #[prost(message, repeated, tag = "2")]
     pub statuses: Vec<DescriptorStatus>,
+    /// Headers Envoy adds to the response (`--rls-headers`).
+    #[prost(message, repeated, tag = "3")]
+    pub response_headers_to_add: Vec<HeaderValue>,
+}
+
+/// `envoy.config.core.v3.HeaderValue`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct HeaderValue {
+    #[prost(string, tag = "1")]
+    pub key: String,
+    #[prost(string, tag = "2")]
+    pub value: String,
 }
 
 /// `envoy.service.ratelimit.v3.RateLimitResponse.DescriptorStatus`.

@@ -36,6 +36,7 @@ def compile_protos(out):
     files = [
         "envoy/service/ratelimit/v3/rls.proto",
         "envoy/extensions/common/ratelimit/v3/ratelimit.proto",
+        "envoy/config/core/v3/base.proto",
     ]
     args = ["protoc", f"-I{HERE / 'proto'}", f"-I{includes}", f"--python_out={out}", f"--grpc_python_out={out}"]
     assert protoc.main(args + files) == 0, "protoc failed"
@@ -429,3 +430,43 @@ def test_an_all_or_nothing_domain_charges_nothing_for_a_refused_request(pb, tmp_
         assert reply.statuses[0].limit_remaining == 99
     finally:
         node.close()
+
+
+@pytest.mark.parametrize("style", ["draft-03", "ietf"])
+def test_response_headers(pb, style):
+    # README Example 2, with a named rule of the locker's own beside it.
+    rules = HERE / "config" / "example2.yaml"
+    node = Locker("--rls-config", str(rules), "--rls-headers", style)
+    try:
+        wait_serving(node.channel, "")
+        number = unique()
+        marketing = [("message_type", "marketing"), ("to_number", number), 2]
+        reply = ask(pb, node, "messaging", marketing, [("to_number", number)], [("unknown", "x")])
+        headers = [(h.key, h.value) for h in reply.response_headers_to_add]
+        reset = reply.statuses[0].duration_until_reset
+        assert 0 < reset.seconds <= 86400
+        if style == "draft-03":
+            # As Envoy's filter writes them: the fewest remaining (3 of 5)
+            # gives the numbers, and every limit its policy.
+            assert headers == [
+                ("x-ratelimit-limit", "5, 5;w=86400, 100;w=86400"),
+                ("x-ratelimit-remaining", "3"),
+                ("x-ratelimit-reset", str(reset.seconds)),
+            ]
+        else:
+            t = -(-(reset.seconds * 1000 + reset.nanos // 1_000_000) // 1000)
+            marketing_name, any_name = '"messaging.message_type_marketing.to_number"', '"messaging.to_number"'
+            assert headers == [
+                ("ratelimit-policy", f"{marketing_name};q=5;w=86400, {any_name};q=100;w=86400"),
+                ("ratelimit", f"{marketing_name};r=3;t={t}, {any_name};r=99;t={t}"),
+            ]
+        # No limit among the statuses: no headers.
+        reply = ask(pb, node, "messaging", [("unknown", "x")])
+        assert list(reply.response_headers_to_add) == []
+    finally:
+        node.close()
+
+
+def test_no_headers_unless_asked(pb, locker):
+    reply = ask(pb, locker, "messaging", [("to_number", unique())])
+    assert list(reply.response_headers_to_add) == []

@@ -66,7 +66,7 @@ fn codes(response: &RateLimitResponse) -> Vec<i32> {
     response.statuses.iter().map(|s| s.code).collect()
 }
 
-const ANSWERING: Answering = Answering { max_message_size: 65_536, runtime_limits: true };
+const ANSWERING: Answering = Answering { max_message_size: 65_536, runtime_limits: true, headers: None };
 
 const OK: i32 = Code::Ok as i32;
 const OVER: i32 = Code::OverLimit as i32;
