@@ -470,3 +470,72 @@ def test_response_headers(pb, style):
 def test_no_headers_unless_asked(pb, locker):
     reply = ask(pb, locker, "messaging", [("to_number", unique())])
     assert list(reply.response_headers_to_add) == []
+
+
+def free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+PEERED = """domain: peered
+descriptors:
+  - key: user
+    rate_limit: {unit: day, requests_per_unit: 10}
+"""
+
+
+def start_peered(rules):
+    """Two lockers peered on loopback, each serving the RLS; a PUB port
+    taken between its choice and the bind makes a locker exit, and then
+    the pair is started again on other ports."""
+    for _ in range(3):
+        pubs = [f"tcp://127.0.0.1:{free_port()}" for _ in range(2)]
+        nodes = []
+        try:
+            for i in range(2):
+                peering = ["--peer-bind", pubs[i], "--node-id", f"n{i}", "--peer", pubs[1 - i]]
+                nodes.append(Locker("--rls-config", str(rules), *peering))
+            return nodes
+        except AssertionError:
+            for n in nodes:
+                n.close()
+    pytest.fail("a peered pair did not start in three tries")
+
+
+def test_peered_lockers_never_exceed_a_descriptor_limit_between_them(pb, tmp_path):
+    (tmp_path / "peered.yaml").write_text(PEERED)
+    nodes = start_peered(tmp_path)
+    try:
+        for n in nodes:
+            wait_serving(n.channel, "")  # not while it joins its peers
+        user = unique()
+        # One slot for the whole test: a day that ends within it would
+        # let a second day's permits pass for an excess.
+        peek = ask(pb, nodes[0], "peered", [("user", user), 0]).statuses[0]
+        if peek.duration_until_reset.seconds < 60:
+            pytest.skip("the day's slot ends within a minute")
+        by_node = [0, 0]
+        for i in range(40):
+            n = i % 2
+            if i % 8 == 7:
+                # The ZeroMQ side asks the same limit and key.
+                out = subprocess.run(
+                    [LOCKER, "ask", "--connect", nodes[n].endpoint, "--limit", "peered.user", "--key", user],
+                    capture_output=True,
+                    timeout=DEADLINE,
+                )
+                assert out.returncode in (0, 1), out.stderr
+                ok = out.returncode == 0
+            else:
+                reply = ask(pb, nodes[n], "peered", [("user", user)])
+                ok = reply.overall_code == pb[0].RateLimitResponse.Code.Value("OK")
+            by_node[n] += ok
+        print("goes per locker", by_node)
+        assert sum(by_node) <= 10, by_node
+        assert all(by_node), f"both lockers let some go: {by_node}"
+    finally:
+        for n in nodes:
+            n.close()
