@@ -430,9 +430,7 @@ fn locker_limit(path: &str, r: &RawRateLimit, unit: Unit) -> Result<Limit, Strin
     let text = |e: LimitError| e.to_string();
     let seconds = r.in_seconds.unwrap_or(unit_seconds(unit));
     let quota = Quota::new(r.requests_per_unit, seconds).map_err(|e| match e {
-        LimitError::SlotOutOfRange(_) if r.in_seconds.is_none() => {
-            format!("a window of one {unit:?} is longer than a locker's longest, a day (set in_seconds)").to_lowercase()
-        }
+        LimitError::SlotOutOfRange(_) if r.in_seconds.is_none() => too_long(unit),
         e => text(e),
     })?;
     let algorithm = match (r.algorithm.as_deref(), r.burst) {
@@ -447,6 +445,20 @@ fn locker_limit(path: &str, r: &RawRateLimit, unit: Unit) -> Result<Limit, Strin
         }
     };
     Limit::with_algorithm(&limit_name(path), quota, algorithm).map_err(text)
+}
+
+/// Why a rate limit of one `unit` (a week, a month, a year) is refused:
+/// envoyproxy/ratelimit counts it as one fixed window of that many
+/// seconds, longer than a locker's longest, and any shorter window would
+/// be another limit; the error names what counts exactly instead.
+fn too_long(unit: Unit) -> String {
+    let seconds = unit_seconds(unit) as u64;
+    format!(
+        "unit {unit}: envoyproxy/ratelimit counts it as one fixed window of {seconds} s (aligned to the epoch), \
+         longer than a locker's longest window, a day; write unit: day with a day's requests_per_unit, or \
+         in_seconds (at most 86400) for another window",
+        unit = format!("{unit:?}").to_lowercase()
+    )
 }
 
 /// Seconds in `unit`, as envoyproxy/ratelimit counts them (a month is 30

@@ -539,3 +539,18 @@ def test_peered_lockers_never_exceed_a_descriptor_limit_between_them(pb, tmp_pat
     finally:
         for n in nodes:
             n.close()
+
+
+@pytest.mark.parametrize("unit", ["week", "month", "year"])
+def test_a_unit_longer_than_a_day_is_refused_naming_what_counts_exactly(tmp_path, unit):
+    rules = tmp_path / "long.yaml"
+    rules.write_text(f"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {{unit: {unit}, requests_per_unit: 5}}\n")
+    out = subprocess.run(
+        [LOCKER, "serve", "--rls-bind", "127.0.0.1:0", "--rls-config", str(rules)],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+    )
+    assert out.returncode == 2
+    assert f"unit {unit}: envoyproxy/ratelimit counts it as one fixed window of" in out.stderr, out.stderr
+    assert "in_seconds" in out.stderr

@@ -211,7 +211,17 @@ fn errors_say_where() {
         error("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {requests_per_unit: 5}\n").contains("needs a unit")
     );
     let e = error("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: month, requests_per_unit: 5}\n");
-    assert!(e.contains("longer than a locker's longest, a day"), "{e}");
+    assert!(e.contains("d.a: unit month: envoyproxy/ratelimit counts it as one fixed window of 2592000 s"), "{e}");
+    assert!(e.contains("longer than a locker's longest window, a day; write unit: day"), "{e}");
+    for (unit, seconds) in [("week", "604800"), ("year", "31536000")] {
+        let e = error(&format!(
+            "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {{unit: {unit}, requests_per_unit: 5}}\n"
+        ));
+        assert!(
+            e.contains(&format!("unit {unit}: envoyproxy/ratelimit counts it as one fixed window of {seconds} s")),
+            "{e}"
+        );
+    }
     assert!(error("domain: d\ndescriptors:\n  - key: a\n    share_threshold: true\n").contains("wildcard"));
     let mut t = table(MESSAGING);
     assert!(t.add("two.yaml", MESSAGING).unwrap_err().to_string().contains("domain \"messaging\" is defined twice"));
