@@ -5,6 +5,7 @@
 //!
 //! - `proto`: Envoy's messages, by hand, with Envoy's field numbers;
 //! - `config`: the YAML files, the descriptor tree and its matching;
+//! - `counts`: calls per domain and outcome, for metrics;
 //! - `decide`: one call from request to reply, around a batch of asks;
 //! - `headers`: the response headers of `--rls-headers`;
 //! - `bridge`: the batch to the loop over `inproc://`, as a client's;
@@ -23,6 +24,7 @@ use tracing::{error, info};
 
 pub mod bridge;
 pub mod config;
+pub mod counts;
 pub mod decide;
 pub mod grpc;
 pub mod headers;
@@ -85,6 +87,7 @@ pub struct Running {
     table: Arc<RwLock<Arc<Table>>>,
     stop: tokio::sync::watch::Sender<bool>,
     bridge: bridge::Bridge,
+    counts: counts::Counts,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -106,7 +109,8 @@ impl Running {
         let bridge = bridge::Bridge::new(ctx.clone(), endpoint, timeout_ms);
         let answering =
             decide::Answering { max_message_size, runtime_limits: config.runtime_limits, headers: config.headers };
-        let shared = grpc::Shared { table: table.clone(), bridge: bridge.clone(), answering };
+        let counts = counts::Counts::default();
+        let shared = grpc::Shared { table: table.clone(), bridge: bridge.clone(), answering, counts: counts.clone() };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .max_blocking_threads(grpc::MAX_CALLS)
@@ -127,7 +131,7 @@ impl Running {
             })
             .map_err(|e| err(e.to_string()))?;
         info!(address = %addr, "envoy's rate-limit service over grpc");
-        Ok(Running { addr, health, table, stop, bridge, thread: Some(thread) })
+        Ok(Running { addr, health, table, stop, bridge, counts, thread: Some(thread) })
     }
 
     /// The address gRPC listens on, with the real port.
@@ -138,6 +142,11 @@ impl Running {
     /// What the health service reports.
     pub fn health(&self) -> &Health {
         &self.health
+    }
+
+    /// The calls per domain and outcome, as they go on.
+    pub fn counts(&self) -> counts::Counts {
+        self.counts.clone()
     }
 
     /// Serves `table` from the next call on (a reload).

@@ -318,6 +318,10 @@ impl Server {
 
     /// Hands a snapshot to `feed` every `Feed::EVERY` while running.
     pub fn with_metrics(mut self, feed: Feed) -> Server {
+        let feed = match &self.rls {
+            Some(rls) => feed.with_rls(rls.counts()),
+            None => feed,
+        };
         self.metrics = Some(feed);
         self
     }

@@ -21,8 +21,9 @@ use tracing::{debug, warn};
 
 use super::bridge::Bridge;
 use super::config::Table;
+use super::counts::{Counts, Outcome};
 use super::decide::{self, Answering, BadRequest, Unanswered};
-use super::proto::{RateLimitRequest, RateLimitResponse};
+use super::proto::{Code, RateLimitRequest, RateLimitResponse};
 
 /// The service's full name, as Envoy calls it.
 pub const SERVICE: &str = "envoy.service.ratelimit.v3.RateLimitService";
@@ -60,6 +61,7 @@ pub struct Shared {
     pub table: Arc<std::sync::RwLock<Arc<Table>>>,
     pub bridge: Bridge,
     pub answering: Answering,
+    pub counts: Counts,
 }
 
 /// `RateLimitService` over `Shared`.
@@ -105,13 +107,24 @@ impl UnaryService<RateLimitRequest> for ShouldRateLimit {
 
     fn call(&mut self, request: Request<RateLimitRequest>) -> Self::Future {
         let shared = self.0.clone();
-        Box::pin(async move { should_rate_limit(shared, request.into_inner()).await.map(Response::new) })
+        Box::pin(async move {
+            let request = request.into_inner();
+            let answered = should_rate_limit(&shared, &request).await;
+            let outcome = match &answered {
+                Ok(r) if r.overall_code == Code::OverLimit as i32 => Outcome::OverLimit,
+                Ok(_) => Outcome::Ok,
+                Err(_) => Outcome::Error,
+            };
+            let configured = shared.table.read().unwrap_or_else(|e| e.into_inner()).has_domain(&request.domain);
+            shared.counts.record(&request.domain, configured, outcome);
+            answered.map(Response::new)
+        })
     }
 }
 
-async fn should_rate_limit(shared: Arc<Shared>, request: RateLimitRequest) -> Result<RateLimitResponse, Status> {
+async fn should_rate_limit(shared: &Shared, request: &RateLimitRequest) -> Result<RateLimitResponse, Status> {
     let table = shared.table.read().unwrap_or_else(|e| e.into_inner()).clone();
-    let plan = decide::plan(&table, &request, &shared.answering).map_err(|e| match e {
+    let plan = decide::plan(&table, request, &shared.answering).map_err(|e| match e {
         BadRequest::NoRuntimeLimits(_) => Status::failed_precondition(e.to_string()),
         e => Status::invalid_argument(e.to_string()),
     })?;

@@ -554,3 +554,51 @@ def test_a_unit_longer_than_a_day_is_refused_naming_what_counts_exactly(tmp_path
     assert out.returncode == 2
     assert f"unit {unit}: envoyproxy/ratelimit counts it as one fixed window of" in out.stderr, out.stderr
     assert "in_seconds" in out.stderr
+
+
+def scrape(address):
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=DEADLINE) as r:
+        return r.read().decode()
+
+
+def sample(text, series):
+    for line in text.splitlines():
+        if line.startswith(series + " "):
+            return float(line.split()[-1])
+    return None
+
+
+def test_metrics_count_calls_per_domain_and_code(pb):
+    node = Locker("--rls-config", str(HERE / "config"), "--metrics-bind", "127.0.0.1:0")
+    try:
+        wait_serving(node.channel, "")
+        wait_log(node, "metrics and health over http")
+        metrics = next(re.search(r"address=(\S+)", l).group(1) for l in node.log if "metrics and health" in l)
+        blocked = [("remote_address", "50.0.0.5")]
+        for _ in range(3):
+            ask(pb, node, "edge_proxy_per_ip", [("remote_address", unique())])
+        ask(pb, node, "edge_proxy_per_ip", blocked)
+        ask(pb, node, "someone-elses", [("a", "b")])
+        with pytest.raises(grpc.RpcError):
+            ask(pb, node, "messaging", [("", "x")])
+        want = {
+            'domain="edge_proxy_per_ip",code="ok"': 3,
+            'domain="edge_proxy_per_ip",code="over_limit"': 1,
+            'domain="(unconfigured)",code="ok"': 1,
+            'domain="messaging",code="error"': 1,
+            'domain="messaging",code="ok"': 0,
+        }
+        # The loop hands the metrics thread a snapshot every quarter second:
+        # scrape until it holds these calls.
+        end = time.monotonic() + DEADLINE
+        while True:
+            text = scrape(metrics)
+            got = {k: sample(text, f"locker_rls_requests_total{{{k}}}") for k in want}
+            if got == want or time.monotonic() > end:
+                break
+        assert got == want, text
+        assert 'domain="someone-elses"' not in text, "an unconfigured domain has no series of its own"
+    finally:
+        node.close()
