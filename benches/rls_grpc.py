@@ -28,7 +28,11 @@ def stubs(out):
     from grpc_tools import protoc
 
     includes = Path(grpc_tools.__file__).parent / "_proto"
-    protos = ["envoy/service/ratelimit/v3/rls.proto", "envoy/extensions/common/ratelimit/v3/ratelimit.proto"]
+    protos = [
+        "envoy/service/ratelimit/v3/rls.proto",
+        "envoy/extensions/common/ratelimit/v3/ratelimit.proto",
+        "envoy/config/core/v3/base.proto",
+    ]
     args = ["protoc", f"-I{ROOT / 'tests' / 'rls' / 'proto'}", f"-I{includes}", f"--python_out={out}"]
     assert protoc.main(args + [f"--grpc_python_out={out}"] + protos) == 0
     sys.path.insert(0, out)
