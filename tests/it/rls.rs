@@ -55,3 +55,19 @@ fn the_bind_needs_a_config_and_the_config_a_bind() {
     let bad = Flags { rls_bind: Some("no port".into()), rls_config: Some("rules".into()), ..Flags::default() };
     assert!(ServeConfig::resolve(bad, FileConfig::default()).unwrap_err().to_string().contains("rls_bind"));
 }
+
+#[test]
+fn headers_and_runtime_limits_reach_the_rls_settings() {
+    let dir = dir_with(&format!("{MESSAGING}# headers and runtime limits\n"));
+    let file: FileConfig = toml::from_str("rls_headers = 'ietf'\nruntime_limits = 3\n").unwrap();
+    let rls = ServeConfig::resolve(flags(&dir), file).unwrap().rls.unwrap();
+    assert_eq!((rls.headers, rls.runtime_limits), (Some(locker::rls::HeaderStyle::Ietf), true));
+    let plain = ServeConfig::resolve(flags(&dir), FileConfig::default()).unwrap().rls.unwrap();
+    assert_eq!((plain.headers, plain.runtime_limits), (None, false));
+    let bad: Result<FileConfig, _> = toml::from_str("rls_headers = 'draft'\n");
+    assert!(bad.is_err());
+    let headers_only: FileConfig = toml::from_str("rls_headers = 'draft-03'\n").unwrap();
+    let ignored = ignored_settings(&Flags::default(), &headers_only);
+    assert_eq!(ignored.iter().map(|i| i.setting).collect::<Vec<_>>(), ["rls_headers"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
