@@ -31,23 +31,18 @@ stopped on exit.
 """
 
 import asyncio
-import os
-import re
 import shutil
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import rls_grpc  # noqa: E402
 
-ROOT = rls_grpc.ROOT
-LOCKER = rls_grpc.LOCKER
 SCRIPT = "local n = redis.call('INCRBY', KEYS[1], ARGV[1]) if n == tonumber(ARGV[1]) then redis.call('PEXPIRE', KEYS[1], 60000) end return n"
 
 
@@ -169,18 +164,9 @@ def main():
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     if not shutil.which("redis-server"):
         sys.exit("needs redis-server (Debian: redis-server)")
-    config = ROOT / "tests" / "rls" / "config"
-    args = ["serve", "--bind", "tcp://127.0.0.1:*", "--rls-bind", "127.0.0.1:0", "--rls-config", str(config)]
-    locker = subprocess.Popen([LOCKER, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    locker, address = rls_grpc.start_locker()
     redis = None
     try:
-        for line in locker.stderr:
-            found = re.search(r"over grpc address=(\S+)", line)
-            if found:
-                break
-        else:
-            sys.exit("the locker did not start")
-        threading.Thread(target=lambda: [None for _ in locker.stderr], daemon=True).start()
         with tempfile.TemporaryDirectory() as out:
             port = free_port()
             redis, sha = start_redis(port, out)
@@ -193,10 +179,10 @@ def main():
                     for side in sides if r % 2 == 0 else sides[::-1]:
                         tag = f"{concurrency}-{r}"
                         if side == "locker":
-                            rate, lat = asyncio.run(locker_round(found.group(1), concurrency, seconds, tag))
+                            rate, lat = asyncio.run(locker_round(address, concurrency, seconds, tag))
                         else:
-                            address = found.group(1) if side == "grpc+redis" else None
-                            rate, lat = asyncio.run(redis_round(port, sha, concurrency, seconds, tag, address))
+                            via = address if side == "grpc+redis" else None
+                            rate, lat = asyncio.run(redis_round(port, sha, concurrency, seconds, tag, via))
                         rows[side].append((rate, lat[len(lat) // 2] * 1e3, lat[int(len(lat) * 0.99)] * 1e3))
                 med = {k: [statistics.median(x[j] for x in v) for j in range(3)] for k, v in rows.items()}
                 for side in sides:

@@ -60,6 +60,24 @@ pub struct RlsConfig {
     pub runtime_limits: bool,
     /// The response headers a reply carries (`--rls-headers`).
     pub headers: Option<HeaderStyle>,
+    /// TLS on the gRPC port, when set; plain HTTP/2 (h2c) otherwise.
+    pub tls: Option<Tls>,
+}
+
+/// The gRPC port's TLS: a certificate chain and its key, and the CA that
+/// clients' certificates must chain to when clients must show one.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Tls {
+    pub cert_pem: Vec<u8>,
+    pub key_pem: Vec<u8>,
+    pub client_ca_pem: Option<Vec<u8>>,
+}
+
+/// Never the key's bytes in a log.
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tls").field("client_certificates", &self.client_ca_pem.is_some()).finish_non_exhaustive()
+    }
 }
 
 impl PartialEq for RlsConfig {
@@ -69,6 +87,7 @@ impl PartialEq for RlsConfig {
             && *self.table == *other.table
             && self.runtime_limits == other.runtime_limits
             && self.headers == other.headers
+            && self.tls == other.tls
     }
 }
 
@@ -121,16 +140,17 @@ impl Running {
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let server = grpc::RateLimitServer(Arc::new(shared));
         let follow = health.clone();
+        let tls = config.tls.clone();
         let thread = std::thread::Builder::new()
             .name("locker-rls".into())
             .spawn(move || {
-                if let Err(e) = runtime.block_on(grpc::serve(listener, server, follow, stopped)) {
+                if let Err(e) = runtime.block_on(grpc::serve(listener, server, follow, stopped, tls)) {
                     error!(error = %e, "envoy's rate-limit service stopped");
                 }
                 runtime.shutdown_timeout(std::time::Duration::from_secs(1));
             })
             .map_err(|e| err(e.to_string()))?;
-        info!(address = %addr, "envoy's rate-limit service over grpc");
+        info!(address = %addr, tls = config.tls.is_some(), "envoy's rate-limit service over grpc");
         Ok(Running { addr, health, table, stop, bridge, counts, thread: Some(thread) })
     }
 

@@ -137,6 +137,15 @@ pub struct Settings {
     /// filter writes them) or ietf (RateLimit-Policy and RateLimit) [default: none].
     #[arg(long, value_name = "STYLE")]
     pub rls_headers: Option<crate::rls::HeaderStyle>,
+    /// Serve the rate-limit service over TLS with this PEM certificate chain (and --rls-tls-key) [default: plain h2c].
+    #[arg(long, value_name = "FILE")]
+    pub rls_tls_cert: Option<PathBuf>,
+    /// The PEM private key of --rls-tls-cert.
+    #[arg(long, value_name = "FILE")]
+    pub rls_tls_key: Option<PathBuf>,
+    /// Ask rate-limit clients for a certificate and accept only those issued by this PEM CA (with --rls-tls-cert).
+    #[arg(long, value_name = "FILE")]
+    pub rls_tls_client_ca: Option<PathBuf>,
     /// The named limits, `[[limits]]` tables of the file.
     #[arg(skip)]
     #[serde(default)]
@@ -207,7 +216,10 @@ impl Settings {
             runtime_limits,
             rls_bind,
             rls_config,
-            rls_headers
+            rls_headers,
+            rls_tls_cert,
+            rls_tls_key,
+            rls_tls_client_ca
         )
     }
 }

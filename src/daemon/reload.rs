@@ -109,6 +109,9 @@ pub fn restart_only_changes(old: &ServeConfig, new: &ServeConfig) -> Vec<&'stati
     if old.rls.as_ref().map(|r| r.headers) != new.rls.as_ref().map(|r| r.headers) {
         changed.push("rls_headers");
     }
+    if old.rls.as_ref().map(|r| &r.tls) != new.rls.as_ref().map(|r| &r.tls) {
+        changed.push("rls_tls_cert, rls_tls_key, rls_tls_client_ca");
+    }
     changed
 }
 

@@ -158,6 +158,7 @@ pub async fn serve(
     server: RateLimitServer,
     health: Health,
     mut stop: tokio::sync::watch::Receiver<bool>,
+    tls: Option<super::Tls>,
 ) -> Result<(), String> {
     let (reporter, health_service) = tonic_health::server::health_reporter();
     let follow = async move {
@@ -176,7 +177,16 @@ pub async fn serve(
     };
     let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-    let routes = tonic::transport::Server::builder().add_service(server).add_service(health_service);
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+        let mut config = ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem));
+        if let Some(ca) = &tls.client_ca_pem {
+            config = config.client_ca_root(Certificate::from_pem(ca));
+        }
+        builder = builder.tls_config(config).map_err(|e| e.to_string())?;
+    }
+    let routes = builder.add_service(server).add_service(health_service);
     let mut stopping = stop.clone();
     let signal = async move {
         let _ = stopping.wait_for(|s| *s).await;

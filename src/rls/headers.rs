@@ -156,6 +156,10 @@ mod tests {
         }
     }
 
+    fn labelled<'a>(status: &'a DescriptorStatus, name: &'a str, window_s: f64) -> Labelled<'a> {
+        Labelled { status, name, window_s }
+    }
+
     fn pairs(headers: &[HeaderValue]) -> Vec<(&str, &str)> {
         headers.iter().map(|h| (h.key.as_str(), h.value.as_str())).collect()
     }
@@ -165,11 +169,7 @@ mod tests {
         let a = status("", 10, Unit::Minute, 7, 30_500);
         let b = status("daily", 100, Unit::Day, 3, 4_000_900);
         let free = DescriptorStatus { code: Code::Ok as i32, ..DescriptorStatus::default() };
-        let labelled = [
-            Labelled { status: &a, name: "d.a", window_s: 60.0 },
-            Labelled { status: &free, name: "", window_s: 0.0 },
-            Labelled { status: &b, name: "daily", window_s: 86_400.0 },
-        ];
+        let labelled = [labelled(&a, "d.a", 60.0), labelled(&free, "", 0.0), labelled(&b, "daily", 86_400.0)];
         assert_eq!(
             pairs(&write(HeaderStyle::Draft03, &labelled)),
             [
@@ -185,10 +185,7 @@ mod tests {
     fn ietf_lists_every_limit() {
         let a = status("", 10, Unit::Minute, 7, 30_500);
         let b = status("x", 5, Unit::Second, 0, 250);
-        let labelled = [
-            Labelled { status: &a, name: "d.a \"é\"", window_s: 60.0 },
-            Labelled { status: &b, name: "x", window_s: 0.25 },
-        ];
+        let labelled = [labelled(&a, "d.a \"é\"", 60.0), labelled(&b, "x", 0.25)];
         assert_eq!(
             pairs(&write(HeaderStyle::Ietf, &labelled)),
             [

@@ -9,6 +9,7 @@ Run with `python3 -m pytest tests/rls -q`; LOCKER_BIN names the binary
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -395,10 +396,8 @@ def test_a_limit_override_needs_runtime_limits(pb, locker):
 ALL_OR_NOTHING = """domain: checkout
 all_or_nothing: true
 descriptors:
-  - key: user
-    rate_limit: {unit: minute, requests_per_unit: 10}
-  - key: card
-    rate_limit: {unit: minute, requests_per_unit: 2}
+  - {key: user, rate_limit: {unit: minute, requests_per_unit: 10}}
+  - {key: card, rate_limit: {unit: minute, requests_per_unit: 2}}
 """
 
 
@@ -600,5 +599,53 @@ def test_metrics_count_calls_per_domain_and_code(pb):
                 break
         assert got == want, text
         assert 'domain="someone-elses"' not in text, "an unconfigured domain has no series of its own"
+    finally:
+        node.close()
+
+
+def make_certificates(folder):
+    """A CA, a server certificate for 127.0.0.1 and a client certificate,
+    both issued by the CA, made with the openssl command line."""
+    if not shutil.which("openssl"):
+        pytest.skip("needs the openssl command line")
+
+    def run(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=folder, timeout=DEADLINE)
+
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    run("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "1", "-subj", "/CN=test ca")
+    for name, ext in [("server", "subjectAltName=IP:127.0.0.1"), ("client", "extendedKeyUsage=clientAuth")]:
+        run("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}")
+        (folder / f"{name}.ext").write_text(ext + "\n")
+        run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", f"{name}.pem", "-days", "1", "-extfile", f"{name}.ext")
+    return {p.name: p.read_bytes() for p in folder.iterdir() if p.suffix in (".pem", ".key")}
+
+
+@pytest.mark.parametrize("client_ca", [False, True])
+def test_tls_with_optional_client_certificates(pb, tmp_path, client_ca):
+    files = make_certificates(tmp_path)
+    args = ["--rls-tls-cert", str(tmp_path / "server.pem"), "--rls-tls-key", str(tmp_path / "server.key")]
+    if client_ca:
+        args += ["--rls-tls-client-ca", str(tmp_path / "ca.pem")]
+    node = Locker("--rls-config", str(HERE / "config" / "example2.yaml"), *args)
+    try:
+        node.channel.close()
+        mine = (files["client.key"], files["client.pem"]) if client_ca else (None, None)
+        node.channel = grpc.secure_channel(node.address, grpc.ssl_channel_credentials(files["ca.pem"], *mine))
+        wait_serving(node.channel, "")
+        assert ask(pb, node, "messaging", [("to_number", unique())], hits_addend=3).statuses[0].limit_remaining == 97
+        # Plain HTTP/2 is not served.
+        plain = grpc.insecure_channel(node.address)
+        with pytest.raises(grpc.RpcError):
+            pb[1].RateLimitServiceStub(plain).ShouldRateLimit(pb[0].RateLimitRequest(domain="d"), timeout=2)
+        plain.close()
+        if client_ca:
+            # Without a client certificate the handshake fails.
+            bare = grpc.secure_channel(node.address, grpc.ssl_channel_credentials(files["ca.pem"]))
+            with pytest.raises(grpc.RpcError) as e:
+                pb[1].RateLimitServiceStub(bare).ShouldRateLimit(pb[0].RateLimitRequest(domain="d"), timeout=2)
+            assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+            bare.close()
     finally:
         node.close()

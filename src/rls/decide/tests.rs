@@ -236,14 +236,9 @@ fn an_override_needs_runtime_limits_and_a_unit_a_locker_counts() {
     assert_eq!(plan(&t, &r, &ANSWERING).unwrap_err(), BadRequest::OverrideUnit(0, 0));
 }
 
-const ALL: &str = "
-domain: together
-all_or_nothing: true
-descriptors:
-  - key: user
-    rate_limit: {unit: minute, requests_per_unit: 5}
-  - key: blocked
-    rate_limit: {unit: second, requests_per_unit: 0}
+const ALL: &str = "domain: together\nall_or_nothing: true\ndescriptors:
+  - {key: user, rate_limit: {unit: minute, requests_per_unit: 5}}
+  - {key: blocked, rate_limit: {unit: second, requests_per_unit: 0}}
 ";
 
 #[test]
