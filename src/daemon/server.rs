@@ -323,6 +323,10 @@ impl Server {
 
     /// Hands a snapshot to `feed` every `Feed::EVERY` while running.
     pub fn with_metrics(mut self, feed: Feed) -> Server {
+        let feed = match &self.rls {
+            Some(rls) => feed.with_rls(rls.counts()),
+            None => feed,
+        };
         self.metrics = Some(feed);
         self
     }
@@ -435,10 +439,7 @@ impl Server {
             return warn!("asked to reload, but the config came from no file");
         };
         let before = keeper::Layout::of(self.service.locker());
-        reload::apply(r, &mut self.service);
-        if let (Some(rls), Some(new)) = (&self.rls, &r.current().rls) {
-            rls.swap(new.table.clone());
-        }
+        reload::apply(r, &mut self.service, self.rls.as_ref());
         if let Some(state) = &mut self.state {
             state.after_reload(&before, &self.service, self.watch.clock.now());
         }
