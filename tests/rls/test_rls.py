@@ -606,8 +606,7 @@ def test_metrics_count_calls_per_domain_and_code(pb):
 def make_certificates(folder):
     """A CA, a server certificate for 127.0.0.1 and a client certificate,
     both issued by the CA, made with the openssl command line."""
-    if not shutil.which("openssl"):
-        pytest.skip("needs the openssl command line")
+    assert shutil.which("openssl"), "needs the openssl command line (.ci/run installs it)"
 
     def run(*args):
         subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=folder, timeout=DEADLINE)
