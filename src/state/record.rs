@@ -387,6 +387,26 @@ mod tests {
     }
 
     #[test]
+    fn a_ledger_record_has_pinned_bytes_and_its_own_identity() {
+        let r = Record::Ledger { at: 1, run: 2, limit: 3, key: Some("k"), slot: 4, gave: 5, got: 6 };
+        let mut buf = vec![0; r.encoded_len()];
+        r.encode(&mut buf);
+        let mut want = vec![LEDGER];
+        want.extend(1u64.to_le_bytes());
+        want.extend(2u32.to_le_bytes());
+        want.extend(3u32.to_le_bytes());
+        want.extend(4u64.to_le_bytes());
+        want.extend(5u32.to_le_bytes());
+        want.extend(6u32.to_le_bytes());
+        want.extend([1, b'k']);
+        assert_eq!(buf, want);
+        let later = Record::Ledger { at: 9, run: 2, limit: 3, key: Some("k"), slot: 4, gave: 7, got: 6 };
+        assert_eq!(r.identity(), later.identity(), "a later ledger of the same slot replaces it");
+        let count = Record::Count { at: 1, run: 2, limit: 3, key: Some("k"), kept: Kept::Window { slot: 4, count: 5 } };
+        assert_ne!(r.identity(), count.identity());
+    }
+
+    #[test]
     fn short_long_or_unknown_payloads_are_no_record() {
         let r = Record::Count { at: 1, run: 2, limit: 3, key: None, kept: Kept::Window { slot: 4, count: 5 } };
         let mut buf = vec![0; r.encoded_len()];
