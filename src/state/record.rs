@@ -391,14 +391,8 @@ mod tests {
         let r = Record::Ledger { at: 1, run: 2, limit: 3, key: Some("k"), slot: 4, gave: 5, got: 6 };
         let mut buf = vec![0; r.encoded_len()];
         r.encode(&mut buf);
-        let mut want = vec![LEDGER];
-        want.extend(1u64.to_le_bytes());
-        want.extend(2u32.to_le_bytes());
-        want.extend(3u32.to_le_bytes());
-        want.extend(4u64.to_le_bytes());
-        want.extend(5u32.to_le_bytes());
-        want.extend(6u32.to_le_bytes());
-        want.extend([1, b'k']);
+        let numbers = [&1u64.to_le_bytes()[..], &2u32.to_le_bytes(), &3u32.to_le_bytes(), &4u64.to_le_bytes()];
+        let want = [&[LEDGER][..], &numbers.concat(), &5u32.to_le_bytes(), &6u32.to_le_bytes(), &[1, b'k']].concat();
         assert_eq!(buf, want);
         let later = Record::Ledger { at: 9, run: 2, limit: 3, key: Some("k"), slot: 4, gave: 7, got: 6 };
         assert_eq!(r.identity(), later.identity(), "a later ledger of the same slot replaces it");

@@ -248,6 +248,16 @@ fn a_locker_cut_off_has_its_share_taken_back_by_the_other_two_and_no_slot_goes_o
     assert!(mean >= 4.5, "the two hold the whole limit again: {mean:.2} per slot, {after:?}");
 }
 
+/// Kills the locker in `victim` with -9, and 200 ms after it is gone
+/// starts it again with `args`.
+fn kill_and_restart(victim: &std::sync::Mutex<Option<Daemon>>, args: &[String]) -> Daemon {
+    let mut d = victim.lock().unwrap().take().unwrap();
+    d.signal("KILL");
+    d.wait_exit(Duration::from_secs(5)).expect("gone after SIGKILL");
+    thread::sleep(Duration::from_millis(200));
+    Daemon::start(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
 #[test]
 fn a_locker_killed_and_restarted_behind_late_links_never_puts_six_in_a_slot() {
     let cut: Vec<_> = (0..3).map(|_| Arc::new(AtomicBool::new(false))).collect();
@@ -256,12 +266,7 @@ fn a_locker_killed_and_restarted_behind_late_links_never_puts_six_in_a_slot() {
     let restarted = std::sync::Mutex::new(None);
     let (slots, mean) = load(&lockers, Duration::from_millis(6_000), || {
         thread::sleep(Duration::from_millis(1_500));
-        let mut d = victim.lock().unwrap().take().unwrap();
-        d.signal("KILL");
-        d.wait_exit(Duration::from_secs(5)).expect("gone after SIGKILL");
-        thread::sleep(Duration::from_millis(200));
-        let args: Vec<&str> = args[0].iter().map(String::as_str).collect();
-        *restarted.lock().unwrap() = Some(Daemon::start(&args));
+        *restarted.lock().unwrap() = Some(kill_and_restart(&victim, &args[0]));
     });
     eprintln!("locker 0 killed and restarted: per slot {slots:?}; {mean:.2} per full slot");
     assert!(slots.iter().all(|&n| n <= 5), "a slot over 5: {slots:?}");
@@ -280,13 +285,8 @@ fn a_locker_killed_and_restarted_with_its_state_file_behind_late_links_never_put
     let killed_at = std::sync::Mutex::new(0u128);
     let per_slot = load_by_slot(&lockers, Duration::from_millis(6_000), || {
         thread::sleep(Duration::from_millis(1_500));
-        let mut d = victim.lock().unwrap().take().unwrap();
-        d.signal("KILL");
         *killed_at.lock().unwrap() = wall_ns();
-        d.wait_exit(Duration::from_secs(5)).expect("gone after SIGKILL");
-        thread::sleep(Duration::from_millis(200));
-        let args: Vec<&str> = args[0].iter().map(String::as_str).collect();
-        *restarted.lock().unwrap() = Some(Daemon::start(&args));
+        *restarted.lock().unwrap() = Some(kill_and_restart(&victim, &args[0]));
     });
     let _ = std::fs::remove_dir_all(&dir);
     let killed = *killed_at.lock().unwrap() / SLOT_NS;

@@ -3,8 +3,8 @@
 //! asks and faults (delays from nothing to two slots, jitter that reorders,
 //! loss up to a half, duplication, pauses, partitions that heal, kills and
 //! restarts), and on schedules of seconds, during which a majority
-//! reclaims the shares of members it cannot hear; and the same with every
-//! locker keeping a state file, which a restart resumes its share of the
+//! reclaims the shares of members it cannot hear; in half the cases every
+//! locker keeps a state file, which a restart resumes its share of the
 //! slot from (or a fresh, empty one). Whatever the schedule,
 //! no slot holds more than `max_requests` go across the group; with timely
 //! messages, demand on every locker fills every slot.
@@ -98,7 +98,9 @@ pub(crate) struct Trial {
     per_slot: BTreeMap<u64, u64>,
     /// Each go: the true instant, and the permits granted.
     pub(crate) gos: Vec<(Nanos, u64)>,
-    /// Nodes whose next restart gets a fresh state file.
+    /// Whether the nodes keep state files, and those whose next restart
+    /// gets a fresh one.
+    kept: bool,
     forget: Vec<bool>,
 }
 
@@ -107,18 +109,17 @@ impl Trial {
         Trial::of(joined(n, seed, fixed(max, slot_ms)), n, slot_ms * MS, max)
     }
 
-    /// `new`, every node keeping a state file from the start.
-    fn kept(n: usize, max: u32, slot_ms: u64, seed: u64) -> Trial {
-        let mut t = Trial::new(n, max, slot_ms, seed);
-        (0..n).for_each(|i| t.g.keep_state(i));
-        t
+    /// Every node keeps a state file from now on, when `kept`.
+    fn keep_states(&mut self, kept: bool) {
+        self.kept = kept;
+        (0..self.n()).filter(|_| kept).for_each(|i| self.g.keep_state(i));
     }
 
     /// The trial of group `g` of `n` nodes, whose faults last for multiples
     /// of `slot` and whose asks cost at most `max`.
     pub(crate) fn of(g: Group, n: usize, slot: Nanos, max: u32) -> Trial {
         let (up, paused_until, forget) = (vec![true; n], vec![0; n], vec![false; n]);
-        Trial { g, slot, max, up, paused_until, per_slot: BTreeMap::new(), gos: Vec::new(), forget }
+        Trial { g, slot, max, up, paused_until, per_slot: BTreeMap::new(), gos: Vec::new(), kept: false, forget }
     }
 
     fn n(&self) -> usize {
@@ -222,7 +223,7 @@ impl Trial {
             }
             Event::Forget { node } => {
                 let node = node % n;
-                self.forget[node] = !self.up[node];
+                self.forget[node] = self.kept && !self.up[node];
             }
         }
     }
@@ -245,9 +246,11 @@ proptest! {
         max in 1u32..8,
         slot_ms in prop::sample::select(vec![40u64, 100, 300, 800]),
         seed in any::<u64>(),
-        events in prop::collection::vec((0u64..60, event()), 1..80),
+        events in prop::collection::vec((0u64..60, kept_event()), 1..80),
+        kept in any::<bool>(),
     ) {
         let mut t = Trial::new(n, max, slot_ms, seed);
+        t.keep_states(kept);
         t.run(&events);
         prop_assert!(t.over().is_empty(), "slots over {max}: {:?} of {:?}", t.over(), t.per_slot);
     }
@@ -258,35 +261,11 @@ proptest! {
         max in 1u32..12,
         slot_ms in prop::sample::select(vec![100u64, 300]),
         seed in any::<u64>(),
-        events in prop::collection::vec((0u64..800, long_event()), 1..60),
+        events in prop::collection::vec((0u64..800, kept_long_event()), 1..60),
+        kept in any::<bool>(),
     ) {
         let mut t = Trial::new(n, max, slot_ms, seed);
-        t.run(&events);
-        prop_assert!(t.over().is_empty(), "slots over {max}: {:?} of {:?}", t.over(), t.per_slot);
-    }
-
-    #[test]
-    fn no_slot_ever_holds_more_than_max_when_lockers_restart_with_their_state_files(
-        n in 2usize..=5,
-        max in 1u32..8,
-        slot_ms in prop::sample::select(vec![40u64, 100, 300, 800]),
-        seed in any::<u64>(),
-        events in prop::collection::vec((0u64..60, kept_event()), 1..80),
-    ) {
-        let mut t = Trial::kept(n, max, slot_ms, seed);
-        t.run(&events);
-        prop_assert!(t.over().is_empty(), "slots over {max}: {:?} of {:?}", t.over(), t.per_slot);
-    }
-
-    #[test]
-    fn no_slot_holds_more_than_max_while_shares_are_reclaimed_and_lockers_restart_with_their_state_files(
-        n in 3usize..=5,
-        max in 1u32..12,
-        slot_ms in prop::sample::select(vec![100u64, 300]),
-        seed in any::<u64>(),
-        events in prop::collection::vec((0u64..800, kept_long_event()), 1..60),
-    ) {
-        let mut t = Trial::kept(n, max, slot_ms, seed);
+        t.keep_states(kept);
         t.run(&events);
         prop_assert!(t.over().is_empty(), "slots over {max}: {:?} of {:?}", t.over(), t.per_slot);
     }
