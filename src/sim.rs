@@ -5,7 +5,9 @@
 //! `Group` plays the daemon's loop for each node through the same loop
 //! step (`service::step`: a turn at the service's deadline or the loop's
 //! tick, a request, a peer message, publishing after each; and a pause
-//! reported as the daemon reports it) and the network between them (a
+//! reported as the daemon reports it), a node's state file when it keeps
+//! one (`keep_state`: the records the daemon's keeper would write, which a
+//! kill leaves in place and a restart puts back), and the network between them (a
 //! delay, a jitter that reorders, a loss rate, duplicates, links cut and
 //! healed), on one true clock that jumps from
 //! event to event. Each node reads that clock through its own offset, so a
@@ -22,6 +24,7 @@ use std::collections::HashMap;
 
 use crate::core::{Locker, Nanos, NodeKey, PeerEvent, Peering, PeeringSettings};
 use crate::service::{step, Answer, Io, Service, Token};
+use crate::state::{Keep, Record};
 use crate::wire::{self, Ask, GoReply, Reply};
 
 /// How often the daemon's loop turns with nothing to do (its tick), so that
@@ -78,6 +81,47 @@ struct Node {
     paused_until: Option<Nanos>,
     /// The true instant the node last ran, to tell it how long a pause was.
     last: Nanos,
+    /// Its state file (`--state`), once `keep_state` turned it on.
+    state: StateFile,
+}
+
+/// A node's state file as the daemon's keeper writes it: every record a
+/// call left behind, in order, kept before the reply (or the gift) leaves;
+/// a kill leaves it whole, as a memory-mapped file outlives its process.
+#[derive(Debug, Default)]
+struct StateFile {
+    on: bool,
+    /// The run now writing, numbered from 0 as the file's runs are.
+    run: u32,
+    records: Vec<Vec<u8>>,
+}
+
+impl StateFile {
+    fn push(&mut self, record: &Record) {
+        let mut bytes = vec![0; record.encoded_len()];
+        record.encode(&mut bytes);
+        self.records.push(bytes);
+    }
+
+    /// A file that starts run `run` of `service`'s locker with `records`.
+    fn started(service: &Service, run: u32, records: &[Record]) -> StateFile {
+        let me = service.peering().map(|p| p.nodes().me().clone());
+        let (node, incarnation) = me.map_or((String::new(), 0), |m| (m.id.to_string(), m.incarnation));
+        let mut file = StateFile { on: true, run, records: Vec::new() };
+        file.push(&Record::Run { run, incarnation, node: &node });
+        records.iter().for_each(|r| file.push(r));
+        file
+    }
+}
+
+impl Keep for StateFile {
+    fn run(&self) -> Option<u32> {
+        self.on.then_some(self.run)
+    }
+
+    fn keep(&mut self, record: &Record) {
+        self.push(record);
+    }
 }
 
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -154,6 +198,7 @@ impl Group {
                 turn: start,
                 paused_until: None,
                 last: start,
+                state: StateFile::default(),
             })
             .collect();
         let mut g = Group {
@@ -259,8 +304,9 @@ impl Group {
         self.resume_if_due(i);
         self.nodes[i].last = self.now;
         let now = self.clock(i);
-        let mut out = Vec::new();
-        self.service(i).respond(now, body, &mut out, &mut ());
+        let (mut out, mut state) = (Vec::new(), std::mem::take(&mut self.nodes[i].state));
+        self.service(i).respond(now, body, &mut out, &mut state);
+        self.nodes[i].state = state;
         self.flush(i);
         self.reschedule(i);
         out
@@ -276,8 +322,9 @@ impl Group {
         let now = self.clock(i);
         self.next_token += 1;
         let token = self.next_token;
-        let (mut io, mut out) = (Outbox::default(), Vec::new());
-        let _: Answer = step::request(self.service(i), now, token, body, &mut (), &mut io, &mut out);
+        let (mut io, mut out, mut state) = (Outbox::default(), Vec::new(), std::mem::take(&mut self.nodes[i].state));
+        let _: Answer = step::request(self.service(i), now, token, body, &mut state, &mut io, &mut out);
+        self.nodes[i].state = state;
         self.take(i, io);
         self.flush(i);
         self.reschedule(i);
@@ -319,10 +366,30 @@ impl Group {
         self.nodes[i].paused_until = None;
     }
 
-    /// Starts node `i` again (a new run, a new incarnation) on its clock.
+    /// Gives node `i` a state file from now on (`--state`): a restart puts
+    /// back what it kept.
+    pub fn keep_state(&mut self, i: usize) {
+        self.nodes[i].state = StateFile::started(self.service(i), 0, &[]);
+    }
+
+    /// Removes node `i`'s state file: its next restart starts without one.
+    pub fn discard_state(&mut self, i: usize) {
+        self.nodes[i].state = StateFile::default();
+    }
+
+    /// Starts node `i` again (a new run, a new incarnation) on its clock;
+    /// with a state file, it puts back what the file kept before it runs,
+    /// as the daemon's keeper does, and goes on writing to it.
     pub fn restart(&mut self, i: usize) {
         let boot = Boot { node: i, now: self.clock(i), nodes: self.nodes.len() };
         self.nodes[i].service = Some((self.make)(&boot));
+        let file = std::mem::take(&mut self.nodes[i].state);
+        if file.on {
+            let records = file.records.iter().filter_map(|b| Record::decode(b));
+            let service = self.nodes[i].service.as_mut().expect("just started");
+            let (_, rewrite) = service.restore(boot.now, file.run + 1, records);
+            self.nodes[i].state = StateFile::started(service, file.run + 1, &rewrite);
+        }
         self.nodes[i].turn = self.now;
         self.nodes[i].paused_until = None;
         self.turn(i);
@@ -361,8 +428,9 @@ impl Group {
     fn turn(&mut self, i: usize) {
         self.nodes[i].last = self.now;
         let now = self.clock(i);
-        let (mut io, mut out) = (Outbox::default(), Vec::new());
-        step::turn(self.service(i), now, &mut (), &mut io, &mut out);
+        let (mut io, mut out, mut state) = (Outbox::default(), Vec::new(), std::mem::take(&mut self.nodes[i].state));
+        step::turn(self.service(i), now, &mut state, &mut io, &mut out);
+        self.nodes[i].state = state;
         self.take(i, io);
         self.nodes[i].turn = self.now + TICK;
         self.reschedule(i);
@@ -400,8 +468,9 @@ impl Group {
     /// What node `from` has to send now, sent (`step::flush`).
     fn flush(&mut self, from: usize) {
         let now = self.clock(from);
-        let mut io = Outbox::default();
-        step::flush(self.service(from), now, &mut io);
+        let (mut io, mut state) = (Outbox::default(), std::mem::take(&mut self.nodes[from].state));
+        step::flush_keeping(self.service(from), now, &mut state, &mut io);
+        self.nodes[from].state = state;
         self.take(from, io);
     }
 

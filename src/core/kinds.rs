@@ -406,6 +406,32 @@ impl Rule {
         }
     }
 
+    /// A fixed window's ledger of conserved permits for `key` in its
+    /// current slot, `(slot, gave, got)`; `None` for other kinds.
+    pub fn kept_ledger(&self, key: Option<&str>) -> Option<(u64, u32, u32)> {
+        match self {
+            Rule::Window(w) => Some(w.ledger_of(key)),
+            _ => None,
+        }
+    }
+
+    /// Carries an earlier run's ledger for `key` in `slot` (what it gave
+    /// and got) into a fixed window, if `slot` is current at `now`;
+    /// returns whether it was.
+    pub fn restore_ledger(
+        &mut self,
+        now: Nanos,
+        key: Option<&str>,
+        slot: u64,
+        ledger: (u32, u32),
+        room: KeyRoom,
+    ) -> bool {
+        match self {
+            Rule::Window(w) => w.carry(now, key, slot, ledger.0, ledger.1, room),
+            _ => false,
+        }
+    }
+
     /// What lease `lease` is after a lease request.
     pub fn kept_lease(&self, lease: &str) -> Kept {
         match self {
@@ -436,7 +462,9 @@ impl Rule {
                     Share::ALONE,
                     |_, _, _, _| {},
                 );
-                merged.then_some(count)
+                // The earlier run granted them from what it owned, which
+                // this run owns no more of.
+                (merged && w.carry(now, key, slot, count, 0, room)).then_some(count)
             }
             (Rule::Window(w), Kept::Window { slot, count }, Owner::Node(_)) => {
                 w.restore_reserved(key, slot, count, room).unwrap_or(false).then_some(count)

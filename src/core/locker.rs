@@ -132,6 +132,10 @@ pub struct Locker {
     /// `publishing` is on.
     granted: Vec<Count>,
     publishing: bool,
+    /// Keys whose ledger of conserved permits changed (a gift given or
+    /// received), until `take_ledgers`: the state file records each before
+    /// the gifts leave.
+    ledgers: Vec<(LimitId, Option<Box<str>>)>,
     /// The most limits asks may create from their terms (see `runtime`).
     runtime_bound: usize,
 }
@@ -152,6 +156,7 @@ impl Locker {
             view: PeerView::ALONE,
             granted: Vec::new(),
             publishing: false,
+            ledgers: Vec::new(),
             runtime_bound: 0,
         };
         locker.index(std::iter::once(default).chain(limits).map(Entry::new));
@@ -316,7 +321,7 @@ impl Locker {
         let (view, slot_ns) = (self.view, self.entries[id.0].limit.quota().slot_ns());
         let share = Share::new(view.live, slot_ns).late_by(view.late, slot_ns);
         let (members, member, owns_from, holding) = (view.members, view.member, view.owns_from, view.holding);
-        Share { members, member, owns_from, holding, ..share }
+        Share { members, member, owns_from, resumes: view.resumes, holding, ..share }
     }
 
     /// Brings limit `id` up to `now`, runs `f` on its rule with the room

@@ -77,6 +77,11 @@ pub struct Share {
     /// how much (its last counts may be lost), so this run owns none of
     /// that slot; gifts it may use.
     pub owns_from: Nanos,
+    /// This run's state file kept every grant and gift of its earlier runs
+    /// (and no peer knew of another run): it owns its share of a fixed
+    /// window's slot it joined in too, less what they spent of it (see
+    /// `kinds::fixed::kept`).
+    pub resumes: bool,
     /// Whose shares this locker may grant from now: its own while leased,
     /// and those it inherited (see `core::peering::tenure`).
     pub holding: Holding,
@@ -111,6 +116,7 @@ impl Share {
         members: 1,
         member: Some(0),
         owns_from: 0,
+        resumes: false,
         holding: Holding::OWN,
     };
 
@@ -134,7 +140,7 @@ impl Share {
     /// `core::peering::tenure`).
     #[inline]
     pub fn owns(&self, quota: Quota, slot: u64) -> u32 {
-        let (own, inherited) = self.parts(quota, quota.max_requests(), slot, slot);
+        let (own, inherited) = self.parts(quota, quota.max_requests(), slot, slot, self.resumes);
         own + inherited
     }
 
@@ -152,7 +158,7 @@ impl Share {
     /// (`owns_from`), its own only while leased.
     #[inline]
     pub fn holds(&self, quota: Quota, burst: u32, period: u64) -> (u32, u32) {
-        self.parts(quota, burst, period, 0)
+        self.parts(quota, burst, period, 0, false)
     }
 
     /// When a bucket's own room this run holds began filling from empty,
@@ -174,15 +180,17 @@ impl Share {
 
     /// This locker's own part of `total` in `slot` of `quota`, and the
     /// parts it inherited, with the remainder going to the places that
-    /// `turn` rotates it to.
-    fn parts(&self, quota: Quota, total: u32, slot: u64, turn: u64) -> (u32, u32) {
+    /// `turn` rotates it to; of the slot it joined in too if it `resumed`
+    /// its earlier runs'.
+    fn parts(&self, quota: Quota, total: u32, slot: u64, turn: u64, resumed: bool) -> (u32, u32) {
         let members = self.members.max(1);
         let start = quota.slot_end(slot).saturating_sub(quota.slot_ns());
         let share_of = |place: Option<u32>| {
             let extra = place.is_some_and(|m| (u64::from(m) + turn) % u64::from(members) < u64::from(total % members));
             total / members + u32::from(extra)
         };
-        let own = if self.holding.leased && start >= self.owns_from { share_of(self.member) } else { 0 };
+        let joined = start >= self.owns_from || (resumed && self.owns_from != Nanos::MAX);
+        let own = if self.holding.leased && joined { share_of(self.member) } else { 0 };
         let Holding { held, held_from, .. } = self.holding;
         if held == 0 || start < held_from {
             return (own, 0);
@@ -272,6 +280,8 @@ pub struct PeerView {
     pub member: Option<u32>,
     /// When this run first finished joining (see `Share::owns_from`).
     pub owns_from: Nanos,
+    /// Whether it resumed its earlier runs' ledgers (see `Share::resumes`).
+    pub resumes: bool,
     /// Whose shares it may grant from (see `Share::holding`).
     pub holding: Holding,
 }
@@ -285,6 +295,7 @@ impl PeerView {
         members: 1,
         member: Some(0),
         owns_from: 0,
+        resumes: false,
         holding: Holding::OWN,
     };
 }

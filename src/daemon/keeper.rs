@@ -230,6 +230,7 @@ impl Keeper {
             reservations = restored.reservations,
             buckets = restored.buckets,
             leases = restored.leases,
+            ledgers = restored.ledgers,
             skipped = restored.skipped,
             ms = started.elapsed().as_secs_f64() * 1e3,
             "state restored"

@@ -406,7 +406,7 @@ impl Server {
                 let n = self.serve_some(&mut msg, &mut out)?;
                 if heard + n > 0 {
                     let now = self.watch.now(&mut self.service);
-                    step::flush(&mut self.service, now, &mut self.io);
+                    step::flush_keeping(&mut self.service, now, &mut self.state, &mut self.io);
                 }
                 handled += n + heard;
                 if heard == 0 && n == 0 {

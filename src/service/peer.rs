@@ -9,6 +9,7 @@ use crate::core::peering::nodes::shown;
 use crate::core::peering::tenure::Said;
 use crate::core::peering::Beat;
 use crate::core::{Count, Counted, Locker, Nanos, NodeKey, Nodes, Outgoing, PeerIx, Peering};
+use crate::state::{Keep, Record};
 use crate::wire::{
     self, PeerCount, PeerEcho, PeerGift, PeerKind, PeerLimit, PeerMsg, PeerNode, PeerSeen, MAX_COUNTS_PER_MESSAGE,
 };
@@ -103,12 +104,20 @@ impl Service {
 
     /// Hands every peer message due at `now` to `send`, encoded: the counts
     /// of grants since the last call, then heartbeats, repairs and snapshots
-    /// as the peering schedule asks. Does nothing when not peered.
-    pub fn publish(&mut self, now: Nanos, mut send: impl FnMut(&[u8])) {
+    /// as the peering schedule asks. Does nothing when not peered. Keeps
+    /// nothing (see `publish_keeping`).
+    pub fn publish(&mut self, now: Nanos, send: impl FnMut(&[u8])) {
+        self.publish_keeping(now, &mut (), send);
+    }
+
+    /// `publish`, handing `keep` first every ledger of conserved permits
+    /// that changed, so that a gift is recorded before it leaves.
+    pub fn publish_keeping(&mut self, now: Nanos, keep: &mut impl Keep, mut send: impl FnMut(&[u8])) {
         let Some(p) = &mut self.peering else { return };
         // A heartbeat says what the group clock reads, not where it holds
         // still after a move back, so that peers measure this clock right.
         let (reading, now) = (p.clock().reading(now), p.group_now(now));
+        keep_ledgers(&mut self.locker, now, keep);
         let mut counts: Vec<Count> = self.locker.peers().take_granted().collect();
         send_counts(&self.locker, p.nodes(), PeerKind::Counts, now, &counts, &mut send);
         while let Some(out) = p.poll_transmit(now) {
@@ -134,6 +143,26 @@ impl Service {
             let at = if kind == PeerKind::Snapshot { reading } else { now };
             send_counts(&self.locker, p.nodes(), kind, at, &counts, &mut send);
         }
+    }
+}
+
+/// Hands `keep` the ledger of every key whose gifts changed (see
+/// `Peers::take_ledgers`), at `now` by the group clock.
+fn keep_ledgers(locker: &mut Locker, now: Nanos, keep: &mut impl Keep) {
+    let mut touched: Vec<_> = locker.peers().take_ledgers().collect();
+    let Some(run) = keep.run() else { return };
+    touched.sort_unstable();
+    touched.dedup();
+    for (id, key) in &touched {
+        let key = key.as_deref();
+        if let Some((slot, gave, got)) = locker.keeping().kept_ledger(*id, key) {
+            keep.keep(&Record::Ledger { at: now, run, limit: id.index() as u32, key, slot, gave, got });
+        }
+    }
+    if !touched.is_empty() {
+        // What room there is for the next calls' records: a gift is rare,
+        // and the headroom kept for one request covers a message of them.
+        let _ = keep.make_room(now);
     }
 }
 

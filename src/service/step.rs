@@ -58,7 +58,7 @@ pub trait Io {
 pub fn turn(service: &mut Service, now: Nanos, keep: &mut impl Keep, io: &mut impl Io, out: &mut Vec<u8>) {
     service.on_timeout(now);
     answer_due(service, now, keep, io, out);
-    flush(service, now, io);
+    flush_keeping(service, now, keep, io);
 }
 
 /// Serves one request received at `now` under `token`: the parked asks
@@ -93,10 +93,16 @@ pub fn peer(service: &mut Service, now: Nanos, peer: PeerIx, body: &[u8]) -> boo
 }
 
 /// Sends what is to be sent at `now`: peer messages, the events worth
-/// logging, and the store's calls.
+/// logging, and the store's calls. Keeps nothing (see `flush_keeping`).
 pub fn flush(service: &mut Service, now: Nanos, io: &mut impl Io) {
+    flush_keeping(service, now, &mut (), io);
+}
+
+/// `flush`, with the gifts among the peer messages recorded in `keep`
+/// before they leave.
+pub fn flush_keeping(service: &mut Service, now: Nanos, keep: &mut impl Keep, io: &mut impl Io) {
     if service.peering.is_some() {
-        service.publish(now, |bytes| io.publish(bytes));
+        service.publish_keeping(now, keep, |bytes| io.publish(bytes));
         while let Some(event) = service.poll_event() {
             io.event(event);
         }

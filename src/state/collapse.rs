@@ -36,10 +36,10 @@ pub fn collapse<'a>(
     live.into_iter().filter(|r| !matches!(r, Record::Run { run, .. } if !runs.contains(run))).collect()
 }
 
-/// The run a count record belongs to.
+/// The run a count (or ledger) record belongs to.
 fn run_of(r: &Record) -> Option<u32> {
     match *r {
-        Record::Count { run, .. } => Some(run),
+        Record::Count { run, .. } | Record::Ledger { run, .. } => Some(run),
         _ => None,
     }
 }

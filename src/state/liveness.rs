@@ -59,6 +59,13 @@ impl Liveness {
         match *record {
             Record::Run { .. } | Record::Clock { .. } => true,
             Record::Lease { kept: Kept::Released, .. } => false,
+            // A ledger says something while its fixed window's slot has not ended.
+            Record::Ledger { slot, .. } => match self.terms(record) {
+                Some((Algorithm::FixedWindow, q)) => {
+                    Kept::Window { slot, count: 0 }.is_live(Algorithm::FixedWindow, q, now)
+                }
+                _ => false,
+            },
             _ => match (self.terms(record), record.kept()) {
                 (Some((a, q)), Some((kept, _))) => kept.is_live(a, q, now),
                 _ => false,
@@ -77,6 +84,9 @@ impl Liveness {
     /// lapse nor moves it into a slot its grants never went in.
     pub fn retimed<'a>(&self, record: Record<'a>, step: &Step) -> (Record<'a>, Option<Record<'a>>) {
         let by = step.by;
+        if let Record::Ledger { .. } = record {
+            return self.retimed_ledger(record, step);
+        }
         let (Some((a, q)), Some((kept, _))) = (self.terms(&record), record.kept()) else {
             let moved = match record {
                 Record::Lease { kept: Kept::Released, .. } => record.moved(by, Kept::Released),
@@ -86,6 +96,23 @@ impl Liveness {
         };
         let (first, second) = retimed(kept, a, q, step.written(&record), by);
         (record.moved(by, first), second.map(|k| record.moved(by, k)))
+    }
+
+    /// A ledger moved by `step`: what it gave goes to every slot its
+    /// count would (the gifts left in the same instants as the grants),
+    /// and what it got is dropped, since which slot it may be used in is
+    /// not known: a restart then owns less, never more.
+    fn retimed_ledger<'a>(&self, record: Record<'a>, step: &Step) -> (Record<'a>, Option<Record<'a>>) {
+        let Record::Ledger { at, run, limit, key, slot, gave, .. } = record else { return (record, None) };
+        let Some((algorithm, q)) = self.terms(&record) else { return (record, None) };
+        let as_count = Kept::Window { slot, count: gave };
+        let (first, second) = retimed(as_count, algorithm, q, step.written(&record), step.by);
+        let at = at.saturating_add_signed(step.by);
+        let ledger = |kept| match kept {
+            Kept::Window { slot, count } => Record::Ledger { at, run, limit, key, slot, gave: count, got: 0 },
+            _ => record,
+        };
+        (ledger(first), second.map(ledger))
     }
 
     /// The kind and quota of the limit `record` names.

@@ -14,6 +14,7 @@
 //! - `Lease` (of `Kept::Lease`): at u64, limit u32, count u32, ttl u64, until u64, lease bytes;
 //! - `Release` (a `Lease` of `Kept::Released`): at u64, limit u32, lease bytes;
 //! - `Clock`: run u32, boot id u128, wall clock at boot u64;
+//! - `Ledger`: at u64, run u32, limit u32, slot u64, gave u32, got u32, key;
 //!
 //! where a key is one byte (0: none, 1: some) followed by its bytes.
 
@@ -45,6 +46,12 @@ pub enum Record<'a> {
     /// the run's reckoning: a later run on the same boot that reckons
     /// otherwise knows the wall clock was stepped in between.
     Clock { run: u32, boot: u128, wall_at_boot: u64 },
+    /// A run's conserved-permit ledger for (limit, key) in fixed-window
+    /// slot `slot`: the permits it gave its peers and was given by them
+    /// (each cumulative), written before a gift leaves. A restart with
+    /// the file takes them off (and adds them to) what it owns of that
+    /// slot, so it resumes the earlier run's share exactly.
+    Ledger { at: u64, run: u32, limit: u32, key: Option<&'a str>, slot: u64, gave: u32, got: u32 },
 }
 
 /// What a later record replaces: two records with the same identity say
@@ -56,6 +63,7 @@ pub enum Identity<'a> {
     Bucket { run: u32, limit: u32, period: u64, key: Option<&'a str> },
     Lease { limit: u32, lease: &'a str },
     Clock(u32),
+    Ledger { run: u32, limit: u32, slot: u64, key: Option<&'a str> },
 }
 
 const RUN: u8 = 1;
@@ -64,6 +72,9 @@ const BUCKET: u8 = 3;
 const LEASE: u8 = 4;
 const RELEASE: u8 = 5;
 const CLOCK: u8 = 6;
+/// Far from the others, so that kinds added elsewhere meanwhile do not
+/// take the same byte.
+const LEDGER: u8 = 16;
 
 /// Why a `Count` record cannot hold a lease's kept form: its bytes have
 /// no room for one.
@@ -83,6 +94,7 @@ impl<'a> Record<'a> {
             Record::Count { .. } => unreachable!("{COUNTS_ONLY}"),
             Record::Lease { limit, lease, .. } => Identity::Lease { limit, lease },
             Record::Clock { run, .. } => Identity::Clock(run),
+            Record::Ledger { run, limit, slot, key, .. } => Identity::Ledger { run, limit, slot, key },
         }
     }
 
@@ -92,7 +104,7 @@ impl<'a> Record<'a> {
         match *self {
             Record::Run { incarnation, .. } => incarnation,
             Record::Clock { .. } => 0,
-            Record::Count { at, .. } | Record::Lease { at, .. } => at,
+            Record::Count { at, .. } | Record::Lease { at, .. } | Record::Ledger { at, .. } => at,
         }
     }
 
@@ -100,7 +112,7 @@ impl<'a> Record<'a> {
     pub fn limit(&self) -> Option<u32> {
         match *self {
             Record::Run { .. } | Record::Clock { .. } => None,
-            Record::Count { limit, .. } | Record::Lease { limit, .. } => Some(limit),
+            Record::Count { limit, .. } | Record::Lease { limit, .. } | Record::Ledger { limit, .. } => Some(limit),
         }
     }
 
@@ -118,7 +130,7 @@ impl<'a> Record<'a> {
     /// The same record about limit number `to` instead (after a reload
     /// moved the limits).
     pub fn with_limit(mut self, to: u32) -> Record<'a> {
-        if let Record::Count { limit, .. } | Record::Lease { limit, .. } = &mut self {
+        if let Record::Count { limit, .. } | Record::Lease { limit, .. } | Record::Ledger { limit, .. } = &mut self {
             *limit = to;
         }
         self
@@ -137,7 +149,10 @@ impl<'a> Record<'a> {
     /// The run a record belongs to: the run it names, or whose count it is.
     pub fn run(&self) -> Option<u32> {
         match *self {
-            Record::Run { run, .. } | Record::Count { run, .. } | Record::Clock { run, .. } => Some(run),
+            Record::Run { run, .. }
+            | Record::Count { run, .. }
+            | Record::Clock { run, .. }
+            | Record::Ledger { run, .. } => Some(run),
             Record::Lease { .. } => None,
         }
     }
@@ -154,6 +169,7 @@ impl<'a> Record<'a> {
             Record::Lease { lease, kept: Kept::Lease(_), .. } => 32 + lease.len(),
             Record::Lease { lease, .. } => 12 + lease.len(),
             Record::Clock { .. } => 28,
+            Record::Ledger { key: k, .. } => 32 + key(*k),
         }
     }
 
@@ -180,6 +196,9 @@ impl<'a> Record<'a> {
             }
             Record::Clock { run, boot, wall_at_boot } => {
                 w.u8(CLOCK).u32(run).u64(boot as u64).u64((boot >> 64) as u64).u64(wall_at_boot);
+            }
+            Record::Ledger { at, run, limit, key, slot, gave, got } => {
+                w.u8(LEDGER).u64(at).u32(run).u32(limit).u64(slot).u32(gave).u32(got).key(key);
             }
         }
         debug_assert_eq!(w.at, w.out.len(), "encoded_len disagrees with encode");
@@ -220,6 +239,11 @@ impl<'a> Record<'a> {
                 let run = r.u32()?;
                 let boot = u128::from(r.u64()?) | (u128::from(r.u64()?) << 64);
                 Record::Clock { run, boot, wall_at_boot: r.u64()? }
+            }
+            LEDGER => {
+                let (at, run, limit, slot) = (r.u64()?, r.u32()?, r.u32()?, r.u64()?);
+                let (gave, got) = (r.u32()?, r.u32()?);
+                Record::Ledger { at, run, limit, slot, gave, got, key: r.key()? }
             }
             _ => return None,
         };
@@ -333,6 +357,8 @@ mod tests {
             },
             Record::Lease { at: 8, limit: 4, lease: "00ab-1", kept: held },
             Record::Lease { at: 9, limit: 4, lease: "00ab-1", kept: Kept::Released },
+            Record::Ledger { at: 10, run: 3, limit: 1, key: Some("k"), slot: 99, gave: 2, got: 1 },
+            Record::Ledger { at: 11, run: 3, limit: 1, key: None, slot: 99, gave: 0, got: 4 },
         ]
     }
 
@@ -358,6 +384,20 @@ mod tests {
         want.extend(5u32.to_le_bytes());
         want.extend([1, b'k']);
         assert_eq!(buf, want);
+    }
+
+    #[test]
+    fn a_ledger_record_has_pinned_bytes_and_its_own_identity() {
+        let r = Record::Ledger { at: 1, run: 2, limit: 3, key: Some("k"), slot: 4, gave: 5, got: 6 };
+        let mut buf = vec![0; r.encoded_len()];
+        r.encode(&mut buf);
+        let numbers = [&1u64.to_le_bytes()[..], &2u32.to_le_bytes(), &3u32.to_le_bytes(), &4u64.to_le_bytes()];
+        let want = [&[LEDGER][..], &numbers.concat(), &5u32.to_le_bytes(), &6u32.to_le_bytes(), &[1, b'k']].concat();
+        assert_eq!(buf, want);
+        let later = Record::Ledger { at: 9, run: 2, limit: 3, key: Some("k"), slot: 4, gave: 7, got: 6 };
+        assert_eq!(r.identity(), later.identity(), "a later ledger of the same slot replaces it");
+        let count = Record::Count { at: 1, run: 2, limit: 3, key: Some("k"), kept: Kept::Window { slot: 4, count: 5 } };
+        assert_ne!(r.identity(), count.identity());
     }
 
     #[test]

@@ -25,6 +25,9 @@ pub struct Restored {
     pub buckets: usize,
     /// Held leases.
     pub leases: usize,
+    /// Fixed-window ledgers of conserved permits (gifts given and got) of
+    /// earlier runs in the current slot.
+    pub ledgers: usize,
     /// Records that could not be put back: a key beyond `max_keys`, a
     /// limit that is not of the recorded kind, a run that was not named.
     pub skipped: usize,
@@ -44,8 +47,23 @@ pub fn restore<'a>(
     records: impl Iterator<Item = Record<'a>>,
 ) -> (Restored, Vec<Record<'a>>) {
     let liveness = Liveness::of(locker);
+    // Every earlier run that wrote to the file, live records or not: a
+    // peered restart that knows them all resumes their ledgers.
+    let mut named = Vec::new();
+    let records = records.inspect(|r| {
+        if let Record::Run { incarnation, node, .. } = *r {
+            named.push((node.to_owned(), incarnation));
+        }
+    });
     let live = collapse(records, |r| liveness.is_live(now, r));
-    let run_nodes = nodes.map(|n| run_nodes(n, now, &live)).unwrap_or_default();
+    let peered = nodes.is_some();
+    let run_nodes = match nodes {
+        Some(n) => {
+            n.kept_runs(named.iter().map(|(node, incarnation)| (node.as_str(), *incarnation)));
+            run_nodes(n, now, &live)
+        }
+        None => HashMap::new(),
+    };
     let runs = live.iter().filter(|r| matches!(r, Record::Run { .. })).count();
     let mut done = Restored::default();
     let mut rewrite = Vec::with_capacity(live.len());
@@ -54,6 +72,14 @@ pub fn restore<'a>(
         let (Some(id), Some((kept, key))) = (id, r.kept()) else {
             match r {
                 Record::Run { .. } => rewrite.push(r),
+                // An earlier run's gifts: carried into what this run owns
+                // of their slot when peered, and kept for the next restart.
+                Record::Ledger { key, slot, gave, got, .. } if peered => {
+                    let carried =
+                        id.is_some_and(|id| locker.keeping_mut().restore_ledger(now, id, key, slot, (gave, got)));
+                    done.ledgers += usize::from(carried);
+                    rewrite.push(r);
+                }
                 // An earlier run's: this run writes its own.
                 Record::Clock { .. } => {}
                 _ => done.skipped += 1,

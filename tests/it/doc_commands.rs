@@ -129,6 +129,7 @@ const COMMANDS: &[(&str, &str, Do)] = &[
     ("docs/peering.md", "PROPTEST_CASES=100000 cargo test --release --test it properties::conserved_bucket", Tests("properties::conserved_bucket")),
     ("docs/peering.md", "PROPTEST_CASES=100000 cargo test --release --test it properties::conserved_rolling", Tests("properties::conserved_rolling")),
     ("docs/peering.md", "cargo test --release --test it peering_bucket -- --nocapture", Tests("peering_bucket")),
+    ("docs/peering.md", "cargo test --release --test it peering_kept -- --nocapture", Tests("peering_kept")),
     ("docs/performance.md", "bash benches/compare.sh", Skip(MINUTES)),
     ("docs/performance.md", "python3 benches/rls_redis.py 3 3", Skip(MINUTES)),
     ("docs/performance.md", "bash benches/leases.sh", Skip(MINUTES)),

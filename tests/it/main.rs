@@ -157,6 +157,8 @@ mod peering_bucket;
 /// Issue 37 as a user runs it: the seed's limit on three real lockers whose
 /// peer links all pass through a proxy that delays them 40 to 70 ms.
 mod peering_delayed;
+/// Peered fixed windows restarted with their state file, on a simulated clock: the share of the slot resumes, never over max.
+mod peering_kept;
 /// Peered lockers splitting each slot by demand, on a simulated clock: a bursty
 /// or fast caller on one locker gets its whole quota, and load that moves adapts within a slot.
 mod peering_split;

@@ -9,7 +9,8 @@
 //! on fewer than 4.5 go per slot on average. Other tests cut one locker
 //! off (its links hold everything, then deliver it late): for two seconds,
 //! and for long enough that the other two take its share back and fill
-//! the slots without it. The same trio sharing a rolling window never puts
+//! the slots without it, or kill one and restart it (with its state file
+//! or without). The same trio sharing a rolling window never puts
 //! six go certainly inside one 0.8 s (a go counts within an interval when
 //! its whole round trip lies in it), and averages at least 4.5 go per 0.8 s.
 //! The proxy is plain threads on loopback; nothing here times speed.
@@ -88,6 +89,11 @@ fn proxied_trio(cut: &[Arc<AtomicBool>]) -> (Vec<Daemon>, Vec<Vec<String>>) {
 
 /// `proxied_trio`, each locker started with `extra` arguments too.
 fn proxied_trio_with(cut: &[Arc<AtomicBool>], extra: &[&str]) -> (Vec<Daemon>, Vec<Vec<String>>) {
+    proxied_trio_each(cut, |_| extra.iter().map(|a| a.to_string()).collect())
+}
+
+/// `proxied_trio`, locker `i` started with `extra(i)` arguments too.
+fn proxied_trio_each(cut: &[Arc<AtomicBool>], extra: impl Fn(usize) -> Vec<String>) -> (Vec<Daemon>, Vec<Vec<String>>) {
     let pubs: Vec<u16> = (0..3).map(|_| free_port()).collect();
     let args: Vec<Vec<String>> = (0..3)
         .map(|i| {
@@ -109,8 +115,9 @@ fn proxied_trio_with(cut: &[Arc<AtomicBool>], extra: &[&str]) -> (Vec<Daemon>, V
             for p in &proxies {
                 args.extend(["--peer", p.as_str()]);
             }
-            args.extend(extra);
-            args.into_iter().map(String::from).collect()
+            let mut args: Vec<String> = args.into_iter().map(String::from).collect();
+            args.extend(extra(i));
+            args
         })
         .collect();
     let lockers: Vec<Daemon> =
@@ -241,6 +248,16 @@ fn a_locker_cut_off_has_its_share_taken_back_by_the_other_two_and_no_slot_goes_o
     assert!(mean >= 4.5, "the two hold the whole limit again: {mean:.2} per slot, {after:?}");
 }
 
+/// Kills the locker in `victim` with -9, and 200 ms after it is gone
+/// starts it again with `args`.
+fn kill_and_restart(victim: &std::sync::Mutex<Option<Daemon>>, args: &[String]) -> Daemon {
+    let mut d = victim.lock().unwrap().take().unwrap();
+    d.signal("KILL");
+    d.wait_exit(Duration::from_secs(5)).expect("gone after SIGKILL");
+    thread::sleep(Duration::from_millis(200));
+    Daemon::start(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
 #[test]
 fn a_locker_killed_and_restarted_behind_late_links_never_puts_six_in_a_slot() {
     let cut: Vec<_> = (0..3).map(|_| Arc::new(AtomicBool::new(false))).collect();
@@ -249,15 +266,34 @@ fn a_locker_killed_and_restarted_behind_late_links_never_puts_six_in_a_slot() {
     let restarted = std::sync::Mutex::new(None);
     let (slots, mean) = load(&lockers, Duration::from_millis(6_000), || {
         thread::sleep(Duration::from_millis(1_500));
-        let mut d = victim.lock().unwrap().take().unwrap();
-        d.signal("KILL");
-        d.wait_exit(Duration::from_secs(5)).expect("gone after SIGKILL");
-        thread::sleep(Duration::from_millis(200));
-        let args: Vec<&str> = args[0].iter().map(String::as_str).collect();
-        *restarted.lock().unwrap() = Some(Daemon::start(&args));
+        *restarted.lock().unwrap() = Some(kill_and_restart(&victim, &args[0]));
     });
     eprintln!("locker 0 killed and restarted: per slot {slots:?}; {mean:.2} per full slot");
     assert!(slots.iter().all(|&n| n <= 5), "a slot over 5: {slots:?}");
+}
+
+#[test]
+fn a_locker_killed_and_restarted_with_its_state_file_behind_late_links_never_puts_six_in_a_slot() {
+    let dir = std::env::temp_dir().join(format!("locker-permits-it-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let state = |i: usize| vec!["--state".to_string(), dir.join(format!("s{i}.log")).display().to_string()];
+    let cut: Vec<_> = (0..3).map(|_| Arc::new(AtomicBool::new(false))).collect();
+    let (mut lockers, args) = proxied_trio_each(&cut, state);
+    let victim = std::sync::Mutex::new(Some(lockers.remove(0)));
+    let restarted = std::sync::Mutex::new(None);
+    let killed_at = std::sync::Mutex::new(0u128);
+    let per_slot = load_by_slot(&lockers, Duration::from_millis(6_000), || {
+        thread::sleep(Duration::from_millis(1_500));
+        *killed_at.lock().unwrap() = wall_ns();
+        *restarted.lock().unwrap() = Some(kill_and_restart(&victim, &args[0]));
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    let killed = *killed_at.lock().unwrap() / SLOT_NS;
+    let full: Vec<u32> = per_slot.values().copied().skip(1).take(per_slot.len().saturating_sub(2)).collect();
+    eprintln!("locker 0 killed in slot {killed} and restarted with --state: per slot {per_slot:?}");
+    assert!(per_slot.values().all(|&n| n <= 5), "a slot over 5: {per_slot:?}");
+    assert!(full.len() >= 5, "too few slots: {per_slot:?}");
 }
 
 #[test]

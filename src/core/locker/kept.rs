@@ -63,6 +63,12 @@ impl<L: Deref<Target = Locker>> Keeping<L> {
     pub fn kept_lease(&self, id: LimitId, lease: &str) -> Kept {
         self.locker.entries[id.0].rule.kept_lease(lease)
     }
+
+    /// The ledger of conserved permits of `key` of fixed window `id` in its
+    /// current slot: `(slot, gave, got)`; `None` for other kinds.
+    pub fn kept_ledger(&self, id: LimitId, key: Option<&str>) -> Option<(u64, u32, u32)> {
+        self.locker.entries[id.0].rule.kept_ledger(key)
+    }
 }
 
 impl Keeping<&mut Locker> {
@@ -71,6 +77,20 @@ impl Keeping<&mut Locker> {
     /// nothing was put back, else the count now held (see `Rule::restore`).
     pub fn restore(&mut self, now: Nanos, id: LimitId, key: Option<&str>, saved: Saved) -> Option<u32> {
         self.locker.counted(now, id, |rule, room| rule.restore(now, id, key, saved, room))
+    }
+
+    /// Carries an earlier run's ledger (`(gave, got)`) for `key` of fixed
+    /// window `id` in `slot`, if that slot is current at `now`; returns
+    /// whether it was (see `Rule::restore_ledger`).
+    pub fn restore_ledger(
+        &mut self,
+        now: Nanos,
+        id: LimitId,
+        key: Option<&str>,
+        slot: u64,
+        ledger: (u32, u32),
+    ) -> bool {
+        self.locker.counted(now, id, |rule, room| rule.restore_ledger(now, key, slot, ledger, room))
     }
 }
 

@@ -16,8 +16,8 @@ use crate::core::ask::{PermitAsk, Verdict};
 use crate::core::kinds::Rule;
 use crate::core::limit::LimitId;
 use crate::core::room::KeyBudget;
-use crate::core::share::Count;
 use crate::core::share::PeerView;
+use crate::core::share::{Count, Counted, ME};
 use crate::core::time::Nanos;
 
 /// The table as its peers see it: the view the caller sets, own counts to
@@ -69,13 +69,25 @@ impl Peers<'_> {
         let rule = &mut self.locker.entries[c.limit.0].rule;
         let others = self.locker.live_keys - rule.live_keys();
         let budget = KeyBudget { others, max_keys: self.locker.max_keys };
+        let mut gave = false;
         let changed = rule.merge(now, c, budget, share, |gift| {
+            gave = true;
             if publishing {
                 granted.push(gift);
             }
         });
         self.locker.live_keys = others + rule.live_keys();
+        if gave || (changed && c.what == Counted::Gave(ME)) {
+            self.locker.ledgers.push((c.limit, c.key.clone()));
+        }
         changed
+    }
+
+    /// The keys whose ledger of conserved permits changed since the last
+    /// call (see `Keeping::kept_ledger`), to record before the gifts
+    /// queued with the own counts leave.
+    pub fn take_ledgers(&mut self) -> std::vec::Drain<'_, (LimitId, Option<Box<str>>)> {
+        self.locker.ledgers.drain(..)
     }
 
     /// Calls `f` with every count this locker knows at `now`, its own and

@@ -146,6 +146,9 @@ pub struct Nodes {
     /// Heartbeats received before this instant are not judged for skew: a
     /// locker resumed from a pause first reads what queued up meanwhile.
     judge_skew_from: Nanos,
+    /// The incarnations of this locker's earlier runs that its state file
+    /// named: their grants and gifts are known (see `Nodes::kept_runs`).
+    kept: Vec<u64>,
 }
 
 impl Nodes {
@@ -162,6 +165,7 @@ impl Nodes {
             max_skew,
             retention: DEFAULT_RETENTION,
             judge_skew_from: 0,
+            kept: Vec::new(),
         }
     }
 
@@ -450,6 +454,24 @@ impl Nodes {
     /// `Peering::owns_from`).
     pub fn knows_earlier_run(&self) -> bool {
         self.runs.values().any(|r| r.key.id == self.me.id && r.key.incarnation < self.me.incarnation)
+    }
+
+    /// Notes the runs, as `(node id, incarnation)`, that this locker's state
+    /// file named: those of this locker's id recorded every grant and gift
+    /// they made before it left.
+    pub fn kept_runs<'a>(&mut self, runs: impl Iterator<Item = (&'a str, u64)>) {
+        let me = &self.me;
+        self.kept.extend(runs.filter(|&(id, at)| *id == *me.id && at < me.incarnation).map(|(_, at)| at));
+    }
+
+    /// Whether the state file named an earlier run of this locker and no
+    /// peer told of one it did not name: then what every earlier run
+    /// granted and gave is known (see `Peering::owns_from`).
+    pub fn knows_every_earlier_run(&self) -> bool {
+        let unkept = |r: &Run| {
+            r.key.id == self.me.id && r.key.incarnation < self.me.incarnation && !self.kept.contains(&r.key.incarnation)
+        };
+        !self.kept.is_empty() && !self.runs.values().any(unkept)
     }
 
     /// Every run this locker knows of other lockers, for a snapshot.

@@ -123,6 +123,9 @@ pub struct Peering {
     /// instant on (see `Share::owns_from`): every slot, unless an earlier
     /// run may have granted in the one it joined in.
     owns_from: Nanos,
+    /// Whether its state file kept what every earlier run granted and gave
+    /// (see `Share::resumes`), as found when it first joined.
+    resumes: bool,
     /// Which members' shares this locker grants from, and its lease.
     tenure: Tenure,
 }
@@ -149,6 +152,7 @@ impl Peering {
             events: VecDeque::new(),
             clock: GroupClock::default(),
             owns_from: if settings_peers_empty { 0 } else { Nanos::MAX },
+            resumes: false,
             tenure,
         }
     }
@@ -350,6 +354,11 @@ impl Peering {
             // joins in, and nothing says how much: when a peer knew of one,
             // or not every peer answered, this run owns none of that slot.
             let unsure = !all || self.nodes.knows_earlier_run();
+            if self.owns_from == Nanos::MAX {
+                // Unless its state file kept every grant and gift they
+                // made: then it knows exactly what is left of the slot.
+                self.resumes = all && self.nodes.knows_every_earlier_run();
+            }
             self.owns_from = self.owns_from.min(if unsure { now } else { 0 });
             self.tenure.joined(now, all);
             self.events.push_back(PeerEvent::Ready { synced });
@@ -368,7 +377,8 @@ impl Peering {
         let members = 1 + self.settings.peers.len() as u32;
         let member = self.nodes.member().map(|m| m as u32);
         let holding = self.tenure.holding(now, &self.nodes);
-        PeerView { live, hold_until, late, members, member, owns_from: self.owns_from, holding }
+        let (owns_from, resumes) = (self.owns_from, self.resumes);
+        PeerView { live, hold_until, late, members, member, owns_from, resumes, holding }
     }
 
     /// The next thing to publish at `now`, if any. Call until `None`.

@@ -3,7 +3,9 @@
 //! asks and faults (delays from nothing to two slots, jitter that reorders,
 //! loss up to a half, duplication, pauses, partitions that heal, kills and
 //! restarts), and on schedules of seconds, during which a majority
-//! reclaims the shares of members it cannot hear. Whatever the schedule,
+//! reclaims the shares of members it cannot hear; in half the cases every
+//! locker keeps a state file, which a restart resumes its share of the
+//! slot from (or a fresh, empty one). Whatever the schedule,
 //! no slot holds more than `max_requests` go across the group; with timely
 //! messages, demand on every locker fills every slot.
 //!
@@ -42,6 +44,9 @@ pub(crate) enum Event {
     Burst { node: usize, n: u64 },
     /// Every node is asked for one permit until it says sorry.
     Drain,
+    /// Node `node`, if down, restarts with a fresh state file (empty, as
+    /// one named anew), not the one its earlier runs wrote.
+    Forget { node: usize },
 }
 
 /// Faults that last long enough for a majority to reclaim a silent
@@ -72,6 +77,16 @@ pub(crate) fn event() -> impl Strategy<Value = Event> {
     ]
 }
 
+/// `event`, or a state file forgotten.
+pub(crate) fn kept_event() -> impl Strategy<Value = Event> {
+    prop_oneof![12 => event(), 1 => (0usize..5).prop_map(|node| Event::Forget { node })]
+}
+
+/// `long_event`, or a state file forgotten.
+pub(crate) fn kept_long_event() -> impl Strategy<Value = Event> {
+    prop_oneof![12 => long_event(), 1 => (0usize..5).prop_map(|node| Event::Forget { node })]
+}
+
 /// A group of `n` lockers at `max` per `slot_ms`, and its bookkeeping.
 pub(crate) struct Trial {
     pub(crate) g: Group,
@@ -83,6 +98,10 @@ pub(crate) struct Trial {
     per_slot: BTreeMap<u64, u64>,
     /// Each go: the true instant, and the permits granted.
     pub(crate) gos: Vec<(Nanos, u64)>,
+    /// Whether the nodes keep state files, and those whose next restart
+    /// gets a fresh one.
+    kept: bool,
+    forget: Vec<bool>,
 }
 
 impl Trial {
@@ -90,10 +109,17 @@ impl Trial {
         Trial::of(joined(n, seed, fixed(max, slot_ms)), n, slot_ms * MS, max)
     }
 
+    /// Every node keeps a state file from now on, when `kept`.
+    fn keep_states(&mut self, kept: bool) {
+        self.kept = kept;
+        (0..self.n()).filter(|_| kept).for_each(|i| self.g.keep_state(i));
+    }
+
     /// The trial of group `g` of `n` nodes, whose faults last for multiples
     /// of `slot` and whose asks cost at most `max`.
     pub(crate) fn of(g: Group, n: usize, slot: Nanos, max: u32) -> Trial {
-        Trial { g, slot, max, up: vec![true; n], paused_until: vec![0; n], per_slot: BTreeMap::new(), gos: Vec::new() }
+        let (up, paused_until, forget) = (vec![true; n], vec![0; n], vec![false; n]);
+        Trial { g, slot, max, up, paused_until, per_slot: BTreeMap::new(), gos: Vec::new(), kept: false, forget }
     }
 
     fn n(&self) -> usize {
@@ -184,11 +210,20 @@ impl Trial {
                 let node = node % n;
                 if self.up[node] {
                     self.g.kill(node);
+                } else if std::mem::take(&mut self.forget[node]) {
+                    self.g.discard_state(node);
+                    self.g.restart(node);
+                    self.g.keep_state(node);
+                    self.paused_until[node] = 0;
                 } else {
                     self.g.restart(node);
                     self.paused_until[node] = 0;
                 }
                 self.up[node] = !self.up[node];
+            }
+            Event::Forget { node } => {
+                let node = node % n;
+                self.forget[node] = self.kept && !self.up[node];
             }
         }
     }
@@ -211,9 +246,11 @@ proptest! {
         max in 1u32..8,
         slot_ms in prop::sample::select(vec![40u64, 100, 300, 800]),
         seed in any::<u64>(),
-        events in prop::collection::vec((0u64..60, event()), 1..80),
+        events in prop::collection::vec((0u64..60, kept_event()), 1..80),
+        kept in any::<bool>(),
     ) {
         let mut t = Trial::new(n, max, slot_ms, seed);
+        t.keep_states(kept);
         t.run(&events);
         prop_assert!(t.over().is_empty(), "slots over {max}: {:?} of {:?}", t.over(), t.per_slot);
     }
@@ -224,9 +261,11 @@ proptest! {
         max in 1u32..12,
         slot_ms in prop::sample::select(vec![100u64, 300]),
         seed in any::<u64>(),
-        events in prop::collection::vec((0u64..800, long_event()), 1..60),
+        events in prop::collection::vec((0u64..800, kept_long_event()), 1..60),
+        kept in any::<bool>(),
     ) {
         let mut t = Trial::new(n, max, slot_ms, seed);
+        t.keep_states(kept);
         t.run(&events);
         prop_assert!(t.over().is_empty(), "slots over {max}: {:?} of {:?}", t.over(), t.per_slot);
     }

@@ -6,6 +6,12 @@
 //! (`TallyMut::merge`), so a peer's snapshot of that run merges with them by
 //! maximum; reservations go back as this run's own, since only this locker
 //! will ever count them. No clock, no file: the caller brings both.
+//!
+//! A peered window also keeps its slot's ledger of conserved permits (what
+//! it gave and was given, `ledger_of`), written before a gift leaves. An
+//! earlier run's ledger and counts are carried into the slot's tally
+//! (`carry`), so a run restarted with its state file owns what that run
+//! still owned of the slot it joins in, no more.
 
 use std::collections::VecDeque;
 
@@ -55,6 +61,26 @@ impl FixedWindow {
             }
             _ => Ok(false),
         }
+    }
+
+    /// The current slot's ledger for `key`: `(slot, gave, got)`, the
+    /// permits this locker gave its peers and was given, each in all.
+    pub fn ledger_of(&self, key: Option<&str>) -> (u64, u32, u32) {
+        let (gave, got) = self.tally(key).map_or((0, 0), |t| t.ledger());
+        (self.slot, gave, got)
+    }
+
+    /// Carries what an earlier run of this locker spent of `slot`
+    /// (granted or gave away) and was given into `key`'s tally, if `slot`
+    /// is current at `now`; returns whether it was.
+    pub fn carry(&mut self, now: Nanos, key: Option<&str>, slot: u64, spent: u32, got: u32, room: KeyRoom) -> bool {
+        self.advance(now);
+        if slot != self.slot {
+            return false;
+        }
+        let Ok(mut tally) = self.tally_mut(key, room) else { return false };
+        tally.carry(spent, got);
+        true
     }
 
     fn ahead_of(&self, key: Option<&str>) -> Option<&VecDeque<u32>> {

@@ -104,6 +104,11 @@ pub struct Peered {
     /// it was last noted for publishing.
     wanted: u32,
     wanted_new: bool,
+    /// What earlier runs of this locker spent of the slot (granted, or
+    /// gave away) and were given, as their state file kept it: a run
+    /// restarted with the file owns that much less (and more).
+    earlier_spent: u32,
+    earlier_got: u32,
 }
 
 impl Peered {
@@ -114,6 +119,7 @@ impl Peered {
         self.gave.clear();
         self.wants.clear();
         (self.heard, self.got_sum, self.gave_sum, self.wanted, self.wanted_new) = (0, 0, 0, 0, false);
+        (self.earlier_spent, self.earlier_got) = (0, 0);
     }
 }
 
@@ -224,9 +230,15 @@ impl<'a> TallyRef<'a> {
     pub fn owned(self, quota: Quota, slot: u64, share: Share) -> u32 {
         let initial = share.owns(quota, slot);
         let Some(p) = self.peered else { return initial.saturating_sub(self.own()) };
-        let owned = u64::from(initial) + u64::from(p.got_sum);
-        let spent = u64::from(p.gave_sum) + u64::from(self.own());
+        let owned = u64::from(initial) + u64::from(p.got_sum) + u64::from(p.earlier_got);
+        let spent = u64::from(p.gave_sum) + u64::from(self.own()) + u64::from(p.earlier_spent);
         (owned.saturating_sub(spent) as u32).min(self.remaining(quota.max_requests()))
+    }
+
+    /// The permits this locker gave its peers in all, and those they gave
+    /// it: the slot's ledger, as the state file keeps it.
+    pub fn ledger(self) -> (u32, u32) {
+        self.peered.map_or((0, 0), |p| (p.gave_sum, p.got_sum))
     }
 
     /// What this locker asked its peers for in this slot.
@@ -375,6 +387,15 @@ impl<'a> TallyMut<'a> {
     /// Whether what this locker asked for grew since the last call.
     pub fn take_wanted_new(&mut self) -> bool {
         self.get().peered.is_some() && std::mem::take(&mut self.peered().wanted_new)
+    }
+
+    /// Adds what an earlier run of this locker spent of the slot (`spent`:
+    /// granted, or gave away) and was given (`got`), as its state file
+    /// kept it: this run owns that much less, and more.
+    pub fn carry(&mut self, spent: u32, got: u32) {
+        let p = self.peered();
+        p.earlier_spent = p.earlier_spent.saturating_add(spent);
+        p.earlier_got = p.earlier_got.saturating_add(got);
     }
 
     /// Records that `from` gave this locker `count` permits in all.

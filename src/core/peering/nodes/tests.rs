@@ -204,3 +204,17 @@ fn a_delay_one_way_only_is_no_skew_but_a_skew_beyond_the_round_trip_is() {
     assert_eq!((b.skew(), b.sure_skew()), (-300 * MS as i64, -299 * MS as i64));
     assert!(b.flagged);
 }
+
+#[test]
+fn earlier_runs_are_all_known_only_when_the_state_file_named_each_one_a_peer_told_of() {
+    let peers: Vec<Box<str>> = vec!["b".into()];
+    let mut n = Nodes::new(node("a", 10), &peers, 250 * MS);
+    assert!(!n.knows_every_earlier_run(), "no state file named a run");
+    n.kept_runs([("a", 5), ("b", 4), ("a", 12)].into_iter());
+    assert!(n.knows_every_earlier_run(), "the file named run 5 of this id");
+    n.resolve(0, 0, &node("a", 5)).unwrap();
+    assert!(n.knows_every_earlier_run(), "a peer told of run 5, which the file named");
+    n.resolve(0, 0, &node("a", 7)).unwrap();
+    assert!(!n.knows_every_earlier_run(), "run 7 wrote elsewhere, or nowhere");
+    assert!(n.knows_earlier_run());
+}

@@ -56,6 +56,7 @@ fn a_locker_whose_peers_are_gone_serves_alone_after_the_grace() {
         members: 3,
         member: None,
         owns_from: T0 + 1000 * MS,
+        resumes: false,
         holding: no_lease,
     };
     assert_eq!(view, alone);

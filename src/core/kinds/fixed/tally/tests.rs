@@ -107,3 +107,22 @@ fn no_member_owns_the_remainder_it_cannot_place_itself_for() {
     assert_eq!(t.get().owned(seed(), 0, Share { member: Some(0), ..lost }), 1);
     let _ = ME;
 }
+
+#[test]
+fn what_an_earlier_run_spent_and_was_given_is_carried_into_what_this_run_owns() {
+    // Member 0 of the trio owns 2 of slot 0. Its earlier run granted 1,
+    // gave 2 to a peer and was given 3: it still owned 2 + 3 - 1 - 2 = 2.
+    let mut whole = Tally::default();
+    let mut t = whole.get_mut();
+    assert_eq!(t.get().owned(seed(), 0, trio(0)), 2);
+    t.carry(1 + 2, 3);
+    assert_eq!(t.get().owned(seed(), 0, trio(0)), 2);
+    assert!(t.take(seed(), 0, 2, trio(0)).is_go());
+    assert_eq!(t.take(seed(), 0, 1, trio(0)), Take::Short, "nothing more of its own");
+    // Spent more than it owned and was given: none left, never below.
+    let mut whole = Tally::default();
+    let mut t = whole.get_mut();
+    t.carry(4, 1);
+    assert_eq!(t.get().owned(seed(), 0, trio(0)), 0);
+    assert_eq!(t.get().ledger(), (0, 0), "the earlier run's ledger is not this run's to publish");
+}
