@@ -503,7 +503,7 @@ impl ServeConfig {
         }
         let runtime_limits = s.runtime_limits.unwrap_or(0);
         if runtime_limits > 0 {
-            check_runtime_limits(&s, &peering, &state)?;
+            check_runtime_limits(&s, &state)?;
         }
         Ok(ServeConfig {
             bind,
@@ -530,15 +530,8 @@ impl ServeConfig {
 
 /// Refuses `runtime_limits` beside what does not carry limits sent with
 /// terms yet.
-fn check_runtime_limits(
-    s: &Settings,
-    peering: &Option<PeerConfig>,
-    state: &Option<StateConfig>,
-) -> Result<(), ConfigError> {
+fn check_runtime_limits(s: &Settings, state: &Option<StateConfig>) -> Result<(), ConfigError> {
     let with = |what, why| s.at("runtime_limits", ConfigError::RuntimeLimitsWith(what, why));
-    if peering.is_some() {
-        return Err(with("peer_bind", "shared with peers"));
-    }
     if state.is_some() {
         return Err(with("state", "kept in a state file"));
     }

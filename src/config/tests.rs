@@ -367,7 +367,7 @@ fn allow_reset_and_admin_keys_are_checked_with_their_lines() {
 }
 
 #[test]
-fn runtime_limits_are_none_unless_set_and_not_yet_beside_state_or_peers() {
+fn runtime_limits_are_none_unless_set_and_not_yet_beside_state() {
     assert_eq!(ServeConfig::resolve(Flags::default(), FileConfig::default()).unwrap().runtime_limits, 0);
     let c = ServeConfig::resolve(Flags::default(), parse("runtime_limits = 50\n")).unwrap();
     assert_eq!(c.runtime_limits, 50);
@@ -379,8 +379,8 @@ fn runtime_limits_are_none_unless_set_and_not_yet_beside_state_or_peers() {
     };
     let e = with("state = '/nonexistent/state.log'");
     assert!(e.contains("runtime_limits and state are both set"), "{e}");
-    let e = with("peer_bind = 'tcp://127.0.0.1:*'");
-    assert!(e.contains("runtime_limits and peer_bind are both set"), "{e}");
+    let peered = parse("runtime_limits = 5\npeer_bind = 'tcp://127.0.0.1:*'\n");
+    assert_eq!(ServeConfig::resolve(Flags::default(), peered).unwrap().runtime_limits, 5, "peers share them");
     let text = "runtime_limits = 5\nstore = 'redis://127.0.0.1:6379'\n";
     assert_eq!(ServeConfig::resolve(Flags::default(), parse(text)).unwrap().runtime_limits, 5);
 }

@@ -98,6 +98,9 @@ struct Entry {
     stats: LimitStats,
     /// Created from terms sent with an ask (see `runtime`), not configured.
     runtime: bool,
+    /// Created from a peer's terms and not asked here since: its terms are
+    /// not passed on (see `runtime`).
+    learned: bool,
     /// When an ask last named it.
     last_ask: Nanos,
 }
@@ -105,13 +108,15 @@ struct Entry {
 impl Entry {
     /// `limit` with empty counts and counters.
     fn new(limit: Limit) -> Entry {
-        Entry { rule: Rule::new(&limit), limit, stats: LimitStats::default(), runtime: false, last_ask: 0 }
+        let stats = LimitStats::default();
+        Entry { rule: Rule::new(&limit), limit, stats, runtime: false, learned: false, last_ask: 0 }
     }
 
     /// Counts an ask's outcome at `now`.
     #[inline]
     fn record(&mut self, now: Nanos, outcome: Outcome) {
         self.last_ask = now;
+        self.learned = false;
         self.stats.record(outcome);
     }
 }
