@@ -139,6 +139,9 @@ pub struct Locker {
     publishing: bool,
     /// The most limits asks may create from their terms (see `runtime`).
     runtime_bound: usize,
+    /// Counts changes to the limits' numbers or definitions (a reload, a
+    /// runtime limit created, retuned or dropped), for the state file.
+    generation: u64,
 }
 
 impl Locker {
@@ -158,6 +161,7 @@ impl Locker {
             granted: Vec::new(),
             publishing: false,
             runtime_bound: 0,
+            generation: 0,
         };
         locker.index(std::iter::once(default).chain(limits).map(Entry::new));
         locker
@@ -176,6 +180,7 @@ impl Locker {
     /// Makes `entries`, in order, the table's limits, found by name; a
     /// later entry replaces an earlier one of the same name.
     fn index(&mut self, entries: impl Iterator<Item = Entry>) {
+        self.generation += 1;
         self.entries.clear();
         self.by_name.clear();
         for entry in entries {
@@ -188,6 +193,12 @@ impl Locker {
             }
         }
         self.default = self.by_name[DEFAULT_LIMIT];
+    }
+
+    /// A number that changes whenever the limits' numbers or definitions
+    /// do: a reload, a limit created from terms, retuned or dropped.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// The limit named `name`, or the default limit when `name` is `None`.

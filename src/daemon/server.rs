@@ -429,13 +429,12 @@ impl Server {
         let Some(r) = &mut self.reload else {
             return warn!("asked to reload, but the config came from no file");
         };
-        let before = keeper::Layout::of(self.service.locker());
         reload::apply(r, &mut self.service);
         if let (Some(rls), Some(new)) = (&self.rls, &r.current().rls) {
             rls.swap(new.table.clone());
         }
         if let Some(state) = &mut self.state {
-            state.after_reload(&before, &self.service, self.watch.clock.now());
+            state.follow(self.service.locker(), self.watch.clock.now());
         }
     }
 

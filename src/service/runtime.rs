@@ -66,6 +66,16 @@ impl Service {
         let name = name.unwrap_or(DEFAULT_LIMIT);
         let limit = Limit::from_terms(name, terms.algorithm, terms.max_requests, terms.in_seconds, terms.burst)
             .map_err(|e| AskError::Terms(e.to_string()))?;
+        self.take_terms(now, limit).map_err(AskError::from)
+    }
+
+    /// Creates a runtime limit a state file kept, as an ask with its terms
+    /// would, at `now`.
+    pub fn restore_limit(&mut self, now: Nanos, limit: Limit) -> Result<LimitId, TableError> {
+        self.take_terms(now, limit)
+    }
+
+    fn take_terms(&mut self, now: Nanos, limit: Limit) -> Result<LimitId, TableError> {
         let (id, made) = self.locker.find_with_terms(now, limit)?;
         if made != Made::Found {
             if let Some(p) = &mut self.peering {

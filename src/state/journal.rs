@@ -23,6 +23,13 @@ pub trait Keep {
     /// Takes one record of what the call being answered left behind.
     fn keep(&mut self, record: &Record);
 
+    /// Called at `now` before each call's records: follows the limits
+    /// `locker` serves now, if they changed (see `Keeper::follow`), so that
+    /// the records' limit numbers say what they mean.
+    fn follow_limits(&mut self, locker: &Locker, now: Nanos) {
+        let _ = (locker, now);
+    }
+
     /// Called at `now` after each call's records: makes room for the next call's,
     /// or says why no grant may be made until there is room (a grant must
     /// be recorded before its reply, and a full disk could not record it).
@@ -106,6 +113,7 @@ impl Journal {
     #[inline]
     pub fn close(&mut self, locker: &Locker, now: Nanos, keep: &mut impl Keep) -> Result<(), &'static str> {
         if let Some(run) = self.run {
+            keep.follow_limits(locker, now);
             for &(change, span) in &self.pending {
                 let name = span.map(|(start, end)| &self.names[start..end]);
                 if let Some(record) = record_of(locker, now, run, change, name) {

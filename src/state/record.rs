@@ -14,11 +14,14 @@
 //! - `Lease` (of `Kept::Lease`): at u64, limit u32, count u32, ttl u64, until u64, lease bytes;
 //! - `Release` (a `Lease` of `Kept::Released`): at u64, limit u32, lease bytes;
 //! - `Clock`: run u32, boot id u128, wall clock at boot u64;
+//! - `Terms`: limit u32, algorithm u8, max_requests u32, in_seconds f64,
+//!   burst u32 (0: none), name bytes;
 //!
 //! where a key is one byte (0: none, 1: some) followed by its bytes.
 
 use crate::core::kinds::semaphore::kept::HeldLease;
 use crate::core::kinds::Kept;
+use crate::core::{Algorithm, Limit};
 
 /// One thing the state log remembers. Times are nanoseconds since the Unix
 /// epoch, by the locker's clock; `at` is when the record was written.
@@ -45,6 +48,41 @@ pub enum Record<'a> {
     /// the run's reckoning: a later run on the same boot that reckons
     /// otherwise knows the wall clock was stepped in between.
     Clock { run: u32, boot: u128, wall_at_boot: u64 },
+    /// Limit number `limit` was created from terms sent with an ask
+    /// (`--runtime-limits`): its name and terms, to create it again before
+    /// its counts are put back.
+    Terms { limit: u32, name: &'a str, terms: RuntimeTerms },
+}
+
+/// A runtime limit's terms as a `Terms` record keeps them: the fields an
+/// ask's terms carry.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RuntimeTerms {
+    pub algorithm: Algorithm,
+    pub max_requests: u32,
+    pub in_seconds: f64,
+}
+
+/// Terms are equal when every field is, `in_seconds` bit for bit.
+impl Eq for RuntimeTerms {}
+
+impl RuntimeTerms {
+    /// The terms of `limit`, which was made by `Limit::from_terms`.
+    pub fn of(limit: &Limit) -> RuntimeTerms {
+        let q = limit.quota();
+        RuntimeTerms { algorithm: limit.algorithm(), max_requests: q.max_requests(), in_seconds: limit.in_seconds() }
+    }
+
+    /// The limit `name` of these terms, or `None` when they make none
+    /// (a record of a newer build's kind, or damage).
+    pub fn limit(&self, name: &str) -> Option<Limit> {
+        let burst = match self.algorithm {
+            Algorithm::TokenBucket { burst } => Some(u64::from(burst.get())),
+            _ => None,
+        };
+        let alg = self.algorithm.name();
+        Limit::from_terms(name, alg, u64::from(self.max_requests), self.in_seconds, burst).ok()
+    }
 }
 
 /// What a later record replaces: two records with the same identity say
@@ -56,6 +94,7 @@ pub enum Identity<'a> {
     Bucket { run: u32, limit: u32, period: u64, key: Option<&'a str> },
     Lease { limit: u32, lease: &'a str },
     Clock(u32),
+    Terms(u32),
 }
 
 const RUN: u8 = 1;
@@ -64,6 +103,9 @@ const BUCKET: u8 = 3;
 const LEASE: u8 = 4;
 const RELEASE: u8 = 5;
 const CLOCK: u8 = 6;
+/// Kinds from 16 on are this build's additions beyond version 1's first
+/// six; a build that does not know one skips its records.
+const TERMS: u8 = 16;
 
 /// Why a `Count` record cannot hold a lease's kept form: its bytes have
 /// no room for one.
@@ -83,6 +125,7 @@ impl<'a> Record<'a> {
             Record::Count { .. } => unreachable!("{COUNTS_ONLY}"),
             Record::Lease { limit, lease, .. } => Identity::Lease { limit, lease },
             Record::Clock { run, .. } => Identity::Clock(run),
+            Record::Terms { limit, .. } => Identity::Terms(limit),
         }
     }
 
@@ -91,7 +134,7 @@ impl<'a> Record<'a> {
     pub fn at(&self) -> u64 {
         match *self {
             Record::Run { incarnation, .. } => incarnation,
-            Record::Clock { .. } => 0,
+            Record::Clock { .. } | Record::Terms { .. } => 0,
             Record::Count { at, .. } | Record::Lease { at, .. } => at,
         }
     }
@@ -100,7 +143,7 @@ impl<'a> Record<'a> {
     pub fn limit(&self) -> Option<u32> {
         match *self {
             Record::Run { .. } | Record::Clock { .. } => None,
-            Record::Count { limit, .. } | Record::Lease { limit, .. } => Some(limit),
+            Record::Count { limit, .. } | Record::Lease { limit, .. } | Record::Terms { limit, .. } => Some(limit),
         }
     }
 
@@ -118,7 +161,7 @@ impl<'a> Record<'a> {
     /// The same record about limit number `to` instead (after a reload
     /// moved the limits).
     pub fn with_limit(mut self, to: u32) -> Record<'a> {
-        if let Record::Count { limit, .. } | Record::Lease { limit, .. } = &mut self {
+        if let Record::Count { limit, .. } | Record::Lease { limit, .. } | Record::Terms { limit, .. } = &mut self {
             *limit = to;
         }
         self
@@ -138,7 +181,7 @@ impl<'a> Record<'a> {
     pub fn run(&self) -> Option<u32> {
         match *self {
             Record::Run { run, .. } | Record::Count { run, .. } | Record::Clock { run, .. } => Some(run),
-            Record::Lease { .. } => None,
+            Record::Lease { .. } | Record::Terms { .. } => None,
         }
     }
 
@@ -154,6 +197,7 @@ impl<'a> Record<'a> {
             Record::Lease { lease, kept: Kept::Lease(_), .. } => 32 + lease.len(),
             Record::Lease { lease, .. } => 12 + lease.len(),
             Record::Clock { .. } => 28,
+            Record::Terms { name, .. } => 21 + name.len(),
         }
     }
 
@@ -180,6 +224,16 @@ impl<'a> Record<'a> {
             }
             Record::Clock { run, boot, wall_at_boot } => {
                 w.u8(CLOCK).u32(run).u64(boot as u64).u64((boot >> 64) as u64).u64(wall_at_boot);
+            }
+            Record::Terms { limit, name, terms } => {
+                let (kind, burst) = match terms.algorithm {
+                    Algorithm::FixedWindow => (0, 0),
+                    Algorithm::TokenBucket { burst } => (1, burst.get()),
+                    Algorithm::RollingWindow => (2, 0),
+                    Algorithm::Semaphore => (3, 0),
+                };
+                w.u8(TERMS).u32(limit).u8(kind).u32(terms.max_requests).u64(terms.in_seconds.to_bits()).u32(burst);
+                w.bytes(name.as_bytes());
             }
         }
         debug_assert_eq!(w.at, w.out.len(), "encoded_len disagrees with encode");
@@ -220,6 +274,21 @@ impl<'a> Record<'a> {
                 let run = r.u32()?;
                 let boot = u128::from(r.u64()?) | (u128::from(r.u64()?) << 64);
                 Record::Clock { run, boot, wall_at_boot: r.u64()? }
+            }
+            TERMS => {
+                let (limit, kind, max_requests) = (r.u32()?, r.u8()?, r.u32()?);
+                let (in_seconds, burst) = (f64::from_bits(r.u64()?), r.u32()?);
+                let algorithm = match kind {
+                    0 => Algorithm::FixedWindow,
+                    1 => Algorithm::token_bucket(burst).ok()?,
+                    2 => Algorithm::RollingWindow,
+                    _ => return None,
+                };
+                Record::Terms {
+                    limit,
+                    name: r.rest_str()?,
+                    terms: RuntimeTerms { algorithm, max_requests, in_seconds },
+                }
             }
             _ => return None,
         };

@@ -316,3 +316,22 @@ fn digests_differ_for_different_limits() {
     assert_eq!(digest("api 5/0.8s"), digest("api 5/0.8s"));
     assert_ne!(digest("api 5/0.8s"), digest("api 6/0.8s"));
 }
+
+#[test]
+fn a_runtime_limits_terms_round_trip_and_make_the_same_limit() {
+    use crate::core::Limit;
+    for limit in [
+        Limit::from_terms("tenant", "fixed-window", 5, 0.8, None).unwrap(),
+        Limit::from_terms("b", "token-bucket", 10, 1.0, Some(20)).unwrap(),
+        Limit::from_terms("r", "rolling-window", 7, 86_400.0, None).unwrap(),
+    ] {
+        let record = Record::Terms { limit: 3, name: limit.name(), terms: RuntimeTerms::of(&limit) };
+        let mut bytes = vec![0; record.encoded_len()];
+        record.encode(&mut bytes);
+        let read = Record::decode(&bytes).expect("a record");
+        assert_eq!(read, record);
+        assert_eq!((read.limit(), read.identity()), (Some(3), Identity::Terms(3)));
+        let Record::Terms { name, terms, .. } = read else { unreachable!() };
+        assert_eq!(terms.limit(name).unwrap().digest(), limit.digest(), "{name}");
+    }
+}

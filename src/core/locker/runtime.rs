@@ -95,6 +95,7 @@ impl Locker {
             Made::Reset
         };
         entry.limit = terms;
+        self.generation += 1;
         self.live_keys = self.entries.iter().map(|e| e.rule.live_keys()).sum();
         Ok((id, made))
     }
@@ -123,6 +124,7 @@ impl Locker {
             return Err(TableError::RuntimeLimitsFull { name: terms.name().to_owned(), bound });
         }
         let id = LimitId(self.entries.len());
+        self.generation += 1;
         self.by_name.insert(terms.name().to_owned(), id);
         self.entries.push(Entry { runtime: true, last_ask: now, ..Entry::new(terms) });
         Ok((id, Made::Created))
