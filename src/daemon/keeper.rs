@@ -465,6 +465,18 @@ impl Keep for Keeper {
         self.follow(locker, now);
     }
 
+    fn hold(&mut self) {
+        if let Err(e) = self.log.hold() {
+            if !self.broken {
+                self.fail(e);
+            }
+        }
+    }
+
+    fn release(&mut self) {
+        self.log.release();
+    }
+
     #[inline]
     fn make_room(&mut self, now: Nanos) -> Result<(), &'static str> {
         if self.broken || self.log.room() >= self.headroom {
@@ -491,6 +503,18 @@ impl Keep for Option<Keeper> {
     fn follow_limits(&mut self, locker: &Locker, now: Nanos) {
         if let Some(k) = self {
             k.follow(locker, now);
+        }
+    }
+
+    fn hold(&mut self) {
+        if let Some(k) = self {
+            k.hold();
+        }
+    }
+
+    fn release(&mut self) {
+        if let Some(k) = self {
+            k.release();
         }
     }
 

@@ -17,7 +17,9 @@
 //! - `Terms`: limit u32, algorithm u8, max_requests u32, in_seconds f64,
 //!   burst u32 (0: none), name bytes;
 //!
-//! where a key is one byte (0: none, 1: some) followed by its bytes.
+//! where a key is one byte (0: none, 1: some) followed by its bytes. A
+//! group (kind 17, see `group`) holds the records of one call in one
+//! frame: each as its length u32 and its payload.
 
 use crate::core::kinds::semaphore::kept::HeldLease;
 use crate::core::kinds::Kept;
@@ -293,6 +295,51 @@ impl<'a> Record<'a> {
             _ => return None,
         };
         r.bytes.is_empty().then_some(record)
+    }
+}
+
+/// A group of records in one frame: the records one call left behind (an
+/// `all`'s parts, a batch's grants), kept whole or not at all. A reader
+/// sees its records one by one, as if each had a frame of its own; a build
+/// that does not know the kind steps over the group as damage.
+pub mod group {
+    use super::Record;
+
+    /// The kind byte that starts a group's payload.
+    pub const KIND: u8 = 17;
+    /// Bytes before each record's payload in a group: its length.
+    pub const PART_LEN: usize = 4;
+
+    /// The records in a group's `payload` after its kind byte, or `None`
+    /// when it is not a group.
+    pub fn parts(payload: &[u8]) -> Option<Parts<'_>> {
+        (payload.first() == Some(&KIND)).then(|| Parts(&payload[1..]))
+    }
+
+    /// Whether every record of a group reads well.
+    pub fn is_whole(parts: Parts) -> bool {
+        let mut parts = parts;
+        loop {
+            match parts.next_payload() {
+                None => return parts.0.is_empty(),
+                Some(p) if Record::decode(p).is_none() => return false,
+                Some(_) => {}
+            }
+        }
+    }
+
+    /// The records of a group not yet read.
+    #[derive(Debug, Clone, Copy)]
+    pub struct Parts<'a>(&'a [u8]);
+
+    impl<'a> Parts<'a> {
+        /// The next record's payload, if a whole one is left.
+        pub fn next_payload(&mut self) -> Option<&'a [u8]> {
+            let len = u32::from_le_bytes(self.0.get(..PART_LEN)?.try_into().expect("4 bytes")) as usize;
+            let payload = self.0.get(PART_LEN..PART_LEN + len)?;
+            self.0 = &self.0[PART_LEN + len..];
+            Some(payload)
+        }
     }
 }
 

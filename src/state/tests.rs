@@ -335,3 +335,34 @@ fn a_runtime_limits_terms_round_trip_and_make_the_same_limit() {
         assert_eq!(terms.limit(name).unwrap().digest(), limit.digest(), "{name}");
     }
 }
+
+#[test]
+fn records_held_together_are_all_there_or_none_after_a_crash() {
+    let dir = Dir::new("together");
+    let names = keys(3);
+    let records = sample(&names);
+    let (first, parts) = records.split_at(2);
+    // Killed before the release: none of the parts, read as unfinished.
+    let mut log = StateLog::create(&dir.file(), HEADER, first.iter().copied(), false).unwrap();
+    log.hold().unwrap();
+    for r in parts {
+        log.append(r).unwrap();
+    }
+    std::mem::forget(log);
+    let replay = read(&dir.file());
+    assert_eq!(replay.records().collect::<Vec<_>>(), first);
+    let end = offsets(first).last().unwrap() + 8 + first.last().unwrap().encoded_len();
+    assert_eq!(replay.problem, Some(Problem::Truncated { offset: end }));
+    // Released: every part, in frames any reader reads.
+    let mut log = StateLog::create(&dir.file(), HEADER, first.iter().copied(), false).unwrap();
+    log.hold().unwrap();
+    for r in parts {
+        log.append(r).unwrap();
+    }
+    log.release();
+    log.append(&records[0]).unwrap();
+    std::mem::forget(log);
+    let replay = read(&dir.file());
+    assert_eq!(replay.problem, None);
+    assert_eq!(replay.records().count(), records.len() + 1);
+}

@@ -278,3 +278,27 @@ fn limits_sent_with_terms_come_back_with_their_counts_after_a_kill_9() {
     assert_eq!((b.limit, b.remaining), (4, 1), "{b:?}");
     assert_eq!(c.ask(&Ask::new().limit("api").cost(0)).unwrap().remaining, 4);
 }
+
+/// Issue 38: an `all` whose parts went is one frame of the state file (its
+/// parts' records held together, so a kill leaves all of them or none),
+/// and a restart puts back every part's count.
+#[test]
+fn an_all_is_one_frame_and_every_part_comes_back() {
+    let dir = Dir::new("all");
+    let config = dir.path("limits.toml");
+    let limit = |name: &str| format!("[[limits]]\nname = '{name}'\nmax_requests = 3\nin_seconds = 3600\n");
+    fs::write(&config, limit("a") + &limit("b")).unwrap();
+    within_one_slot(Duration::from_secs(3600), Duration::from_secs(20));
+    let d = serve(&dir, "first.log", &["--config", &config]);
+    let mut c = client(&d);
+    assert!(c.ask(&Ask::new().limit("a").key("k")).unwrap().ok, "one record of its own");
+    let before = frames(&dir.state()).len();
+    let both = [Ask::new().limit("a").key("k"), Ask::new().limit("b").key("k").cost(2)];
+    assert!(c.all(&both).unwrap().ok);
+    assert_eq!(frames(&dir.state()).len(), before + 1, "the two parts in one frame");
+    kill_9(d);
+    let d = serve(&dir, "second.log", &["--config", &config]);
+    let mut c = client(&d);
+    let left = |c: &mut Client, name| c.ask(&Ask::new().limit(name).key("k").cost(0)).unwrap().remaining;
+    assert_eq!((left(&mut c, "a"), left(&mut c, "b")), (1, 1), "both parts restored");
+}
