@@ -28,7 +28,11 @@ def stubs(out):
     from grpc_tools import protoc
 
     includes = Path(grpc_tools.__file__).parent / "_proto"
-    protos = ["envoy/service/ratelimit/v3/rls.proto", "envoy/extensions/common/ratelimit/v3/ratelimit.proto"]
+    protos = [
+        "envoy/service/ratelimit/v3/rls.proto",
+        "envoy/extensions/common/ratelimit/v3/ratelimit.proto",
+        "envoy/config/core/v3/base.proto",
+    ]
     args = ["protoc", f"-I{ROOT / 'tests' / 'rls' / 'proto'}", f"-I{includes}", f"--python_out={out}"]
     assert protoc.main(args + [f"--grpc_python_out={out}"] + protos) == 0
     sys.path.insert(0, out)
@@ -63,24 +67,32 @@ async def run(address, concurrency, seconds, descriptors):
     print(f"{concurrency:3} in flight, {descriptors:2} descriptors: {len(latencies) / elapsed:8.0f} calls/s, p50 {p50:.2f} ms, p99 {p99:.2f} ms")
 
 
-def main():
-    seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 4.0
+def start_locker():
+    """A locker serving the README examples over gRPC on a free port: the
+    process and the gRPC address."""
     config = ROOT / "tests" / "rls" / "config"
     args = ["serve", "--bind", "tcp://127.0.0.1:*", "--rls-bind", "127.0.0.1:0", "--rls-config", str(config)]
     locker = subprocess.Popen([LOCKER, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in locker.stderr:
+        found = re.search(r"over grpc address=(\S+)", line)
+        if found:
+            break
+    else:
+        locker.kill()
+        sys.exit("the locker did not start")
+    # Its log keeps being read, so that it never waits on a full pipe.
+    threading.Thread(target=lambda: [None for _ in locker.stderr], daemon=True).start()
+    return locker, found.group(1)
+
+
+def main():
+    seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 4.0
+    locker, address = start_locker()
     try:
-        for line in locker.stderr:
-            found = re.search(r"over grpc address=(\S+)", line)
-            if found:
-                break
-        else:
-            sys.exit("the locker did not start")
-        # Its log keeps being read, so that it never waits on a full pipe.
-        threading.Thread(target=lambda: [None for _ in locker.stderr], daemon=True).start()
         with tempfile.TemporaryDirectory() as out:
             stubs(out)
             for concurrency, descriptors in [(1, 1), (16, 1), (64, 1), (16, 10)]:
-                asyncio.run(run(found.group(1), concurrency, seconds, descriptors))
+                asyncio.run(run(address, concurrency, seconds, descriptors))
     finally:
         locker.terminate()
         locker.wait()

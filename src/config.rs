@@ -104,6 +104,12 @@ pub enum ConfigError {
     RlsWithoutConfig,
     #[error("rls_bind {addr:?}: {why}")]
     RlsBind { addr: String, why: String },
+    /// A TLS file of the rate-limit service that cannot be used.
+    #[error("{setting} {path:?}: {why}")]
+    RlsTls { setting: &'static str, path: String, why: String },
+    /// A TLS setting of the rate-limit service without the one it needs.
+    #[error("{0} {1}")]
+    RlsTlsMissing(&'static str, &'static str),
     #[error(transparent)]
     Rls(#[from] RlsConfigError),
 }
@@ -535,7 +541,35 @@ fn resolve_rls(s: &Settings) -> Result<Option<RlsConfig>, ConfigError> {
     }
     let Some(path) = s.rls_config.clone() else { return Err(s.at("rls_bind", ConfigError::RlsWithoutConfig)) };
     let table = Table::load(&path).map_err(|e| s.at("rls_config", e.into()))?;
-    Ok(Some(RlsConfig { bind, path, table: std::sync::Arc::new(table) }))
+    let runtime_limits = s.runtime_limits.unwrap_or(0) > 0;
+    let (table, headers) = (std::sync::Arc::new(table), s.rls_headers);
+    let tls = resolve_rls_tls(s)?;
+    Ok(Some(RlsConfig { bind, path, table, runtime_limits, headers, tls }))
+}
+
+/// The rate-limit service's TLS files, read: a certificate chain and its
+/// key, both or neither, and the CA that client certificates must chain
+/// to, only with them.
+fn resolve_rls_tls(s: &Settings) -> Result<Option<crate::rls::Tls>, ConfigError> {
+    let read = |setting: &'static str, path: &std::path::Path| {
+        let err = |why: String| s.at(setting, ConfigError::RlsTls { setting, path: path.display().to_string(), why });
+        let pem = std::fs::read(path).map_err(|e| err(e.to_string()))?;
+        if !pem.windows(11).any(|w| w == b"-----BEGIN ") {
+            return Err(err("not a PEM file (no -----BEGIN line)".to_owned()));
+        }
+        Ok(pem)
+    };
+    let missing = |setting: &'static str, why: &'static str| s.at(setting, ConfigError::RlsTlsMissing(setting, why));
+    match (&s.rls_tls_cert, &s.rls_tls_key, &s.rls_tls_client_ca) {
+        (None, None, None) => Ok(None),
+        (Some(cert), Some(key), ca) => Ok(Some(crate::rls::Tls {
+            cert_pem: read("rls_tls_cert", cert)?,
+            key_pem: read("rls_tls_key", key)?,
+            client_ca_pem: ca.as_deref().map(|ca| read("rls_tls_client_ca", ca)).transpose()?,
+        })),
+        (None, _, _) => Err(missing("rls_tls_cert", "is needed with rls_tls_key or rls_tls_client_ca")),
+        (Some(_), None, _) => Err(missing("rls_tls_key", "is needed with rls_tls_cert")),
+    }
 }
 
 /// Adds the limits of the RLS config's rules to `limits`, each name once.
@@ -665,6 +699,16 @@ pub fn ignored_settings(flags: &Flags, file: &FileConfig) -> Vec<Ignored> {
         (
             s.rls_bind.is_none() && s.rls_config.is_some(),
             "rls_config",
+            "rls_bind (--rls-bind): this locker serves no rate-limit service",
+        ),
+        (
+            s.rls_bind.is_none() && s.rls_headers.is_some(),
+            "rls_headers",
+            "rls_bind (--rls-bind): this locker serves no rate-limit service",
+        ),
+        (
+            s.rls_bind.is_none() && (s.rls_tls_cert.is_some() || s.rls_tls_key.is_some()),
+            "rls_tls_cert",
             "rls_bind (--rls-bind): this locker serves no rate-limit service",
         ),
     ]

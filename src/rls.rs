@@ -5,7 +5,9 @@
 //!
 //! - `proto`: Envoy's messages, by hand, with Envoy's field numbers;
 //! - `config`: the YAML files, the descriptor tree and its matching;
+//! - `counts`: calls per domain and outcome, for metrics;
 //! - `decide`: one call from request to reply, around a batch of asks;
+//! - `headers`: the response headers of `--rls-headers`;
 //! - `bridge`: the batch to the loop over `inproc://`, as a client's;
 //! - `grpc`: tonic, the health service and the thread they run on.
 //!
@@ -22,12 +24,15 @@ use tracing::{error, info};
 
 pub mod bridge;
 pub mod config;
+pub mod counts;
 pub mod decide;
 pub mod grpc;
+pub mod headers;
 pub mod proto;
 
 pub use config::{RlsConfigError, Table};
 pub use grpc::Health;
+pub use headers::HeaderStyle;
 
 /// How long a call waits for the loop's reply, in milliseconds, at least:
 /// a batch is never held, so only a store that is slow to answer comes
@@ -50,11 +55,39 @@ pub struct RlsConfig {
     /// The YAML file or folder the table came from.
     pub path: PathBuf,
     pub table: Arc<Table>,
+    /// Whether the locker creates limits from asks' terms
+    /// (`--runtime-limits`): a descriptor's `limit` override needs it.
+    pub runtime_limits: bool,
+    /// The response headers a reply carries (`--rls-headers`).
+    pub headers: Option<HeaderStyle>,
+    /// TLS on the gRPC port, when set; plain HTTP/2 (h2c) otherwise.
+    pub tls: Option<Tls>,
+}
+
+/// The gRPC port's TLS: a certificate chain and its key, and the CA that
+/// clients' certificates must chain to when clients must show one.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Tls {
+    pub cert_pem: Vec<u8>,
+    pub key_pem: Vec<u8>,
+    pub client_ca_pem: Option<Vec<u8>>,
+}
+
+/// Never the key's bytes in a log.
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tls").field("client_certificates", &self.client_ca_pem.is_some()).finish_non_exhaustive()
+    }
 }
 
 impl PartialEq for RlsConfig {
     fn eq(&self, other: &RlsConfig) -> bool {
-        self.bind == other.bind && self.path == other.path && *self.table == *other.table
+        self.bind == other.bind
+            && self.path == other.path
+            && *self.table == *other.table
+            && self.runtime_limits == other.runtime_limits
+            && self.headers == other.headers
+            && self.tls == other.tls
     }
 }
 
@@ -73,6 +106,7 @@ pub struct Running {
     table: Arc<RwLock<Arc<Table>>>,
     stop: tokio::sync::watch::Sender<bool>,
     bridge: bridge::Bridge,
+    counts: counts::Counts,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -92,7 +126,10 @@ impl Running {
         let (listener, addr) = grpc::bind(&config.bind).map_err(|e| err(e.to_string()))?;
         let table = Arc::new(RwLock::new(config.table.clone()));
         let bridge = bridge::Bridge::new(ctx.clone(), endpoint, timeout_ms);
-        let shared = grpc::Shared { table: table.clone(), bridge: bridge.clone(), max_message_size };
+        let answering =
+            decide::Answering { max_message_size, runtime_limits: config.runtime_limits, headers: config.headers };
+        let counts = counts::Counts::default();
+        let shared = grpc::Shared { table: table.clone(), bridge: bridge.clone(), answering, counts: counts.clone() };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .max_blocking_threads(grpc::MAX_CALLS)
@@ -103,17 +140,18 @@ impl Running {
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let server = grpc::RateLimitServer(Arc::new(shared));
         let follow = health.clone();
+        let tls = config.tls.clone();
         let thread = std::thread::Builder::new()
             .name("locker-rls".into())
             .spawn(move || {
-                if let Err(e) = runtime.block_on(grpc::serve(listener, server, follow, stopped)) {
+                if let Err(e) = runtime.block_on(grpc::serve(listener, server, follow, stopped, tls)) {
                     error!(error = %e, "envoy's rate-limit service stopped");
                 }
                 runtime.shutdown_timeout(std::time::Duration::from_secs(1));
             })
             .map_err(|e| err(e.to_string()))?;
-        info!(address = %addr, "envoy's rate-limit service over grpc");
-        Ok(Running { addr, health, table, stop, bridge, thread: Some(thread) })
+        info!(address = %addr, tls = config.tls.is_some(), "envoy's rate-limit service over grpc");
+        Ok(Running { addr, health, table, stop, bridge, counts, thread: Some(thread) })
     }
 
     /// The address gRPC listens on, with the real port.
@@ -124,6 +162,11 @@ impl Running {
     /// What the health service reports.
     pub fn health(&self) -> &Health {
         &self.health
+    }
+
+    /// The calls per domain and outcome, as they go on.
+    pub fn counts(&self) -> counts::Counts {
+        self.counts.clone()
     }
 
     /// Serves `table` from the next call on (a reload).

@@ -195,6 +195,30 @@ pub fn classify_reply(reply: &[u8]) -> ReplyKind {
     }
 }
 
+/// Whether a reply grants anything: a go, or a batch's reply with a go
+/// among its entries. Read from the reply's first bytes, as
+/// `classify_reply` reads it.
+///
+/// ```
+/// use locker::wire;
+///
+/// assert!(wire::grants(wire::GO));
+/// assert!(!wire::grants(b"sorry"));
+/// // {"replies": [{"ok": false}, {"ok": true}]}
+/// assert!(wire::grants(b"\x81\xa7replies\x92\x81\xa2ok\xc2\x81\xa2ok\xc3"));
+/// ```
+pub fn grants(reply: &[u8]) -> bool {
+    match classify_reply(reply) {
+        ReplyKind::Go => true,
+        ReplyKind::Sorry => false,
+        ReplyKind::Error => {
+            let mut any = false;
+            batch::classify_batch_reply(reply, |kind| any |= kind == ReplyKind::Go);
+            any
+        }
+    }
+}
+
 /// Decodes exactly one MessagePack value of type `T` from `body`, with the
 /// nesting cap, and rejects anything after it.
 fn decode_exact<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, WireError> {

@@ -133,6 +133,19 @@ pub struct Settings {
     /// envoyproxy/ratelimit's YAML config, unchanged: a file, or a folder of .yaml files.
     #[arg(long, value_name = "PATH")]
     pub rls_config: Option<PathBuf>,
+    /// Response headers the rate-limit service's replies ask Envoy to add: draft-03 (X-RateLimit-*, as Envoy's own
+    /// filter writes them) or ietf (RateLimit-Policy and RateLimit) [default: none].
+    #[arg(long, value_name = "STYLE")]
+    pub rls_headers: Option<crate::rls::HeaderStyle>,
+    /// Serve the rate-limit service over TLS with this PEM certificate chain (and --rls-tls-key) [default: plain h2c].
+    #[arg(long, value_name = "FILE")]
+    pub rls_tls_cert: Option<PathBuf>,
+    /// The PEM private key of --rls-tls-cert.
+    #[arg(long, value_name = "FILE")]
+    pub rls_tls_key: Option<PathBuf>,
+    /// Ask rate-limit clients for a certificate and accept only those issued by this PEM CA (with --rls-tls-cert).
+    #[arg(long, value_name = "FILE")]
+    pub rls_tls_client_ca: Option<PathBuf>,
     /// The named limits, `[[limits]]` tables of the file.
     #[arg(skip)]
     #[serde(default)]
@@ -202,7 +215,11 @@ impl Settings {
             store_failure,
             runtime_limits,
             rls_bind,
-            rls_config
+            rls_config,
+            rls_headers,
+            rls_tls_cert,
+            rls_tls_key,
+            rls_tls_client_ca
         )
     }
 }

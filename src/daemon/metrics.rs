@@ -108,6 +108,8 @@ pub struct Snapshot {
     pub undelivered_go: u64,
     /// The store's claims, when the counts live in one.
     pub store: Option<StoreSnapshot>,
+    /// Envoy's rate-limit service's calls per domain, when it serves.
+    pub rls: Vec<(String, crate::rls::counts::Tally)>,
 }
 
 /// The store's side, as the loop sees it.
@@ -156,6 +158,8 @@ impl Mailbox {
 pub struct Feed {
     mailbox: Mailbox,
     next_at: Nanos,
+    /// Envoy's rate-limit service's calls, read into each snapshot.
+    rls: Option<crate::rls::counts::Counts>,
 }
 
 impl Feed {
@@ -165,7 +169,12 @@ impl Feed {
 
     /// A feed whose first snapshot is due at once.
     pub fn new(mailbox: Mailbox) -> Feed {
-        Feed { mailbox, next_at: 0 }
+        Feed { mailbox, next_at: 0, rls: None }
+    }
+
+    /// Reads `counts` (the rate-limit service's calls) into each snapshot.
+    pub fn with_rls(self, counts: crate::rls::counts::Counts) -> Feed {
+        Feed { rls: Some(counts), ..self }
     }
 
     /// When the next snapshot is due, for the loop's wait.

@@ -53,9 +53,10 @@ impl Reload {
     }
 }
 
-/// Reads the file again and hands its limits to `service`; an invalid
-/// file is logged and changes nothing.
-pub fn apply(reload: &mut Reload, service: &mut Service) {
+/// Reads the file again and hands its limits to `service` and its RLS
+/// rules to `rls` (before the reload is logged, so that a call after the
+/// log sees them); an invalid file is logged and changes nothing.
+pub fn apply(reload: &mut Reload, service: &mut Service, rls: Option<&crate::rls::Running>) {
     let new = match reload.read() {
         Ok(new) => new,
         Err(e) => {
@@ -64,6 +65,9 @@ pub fn apply(reload: &mut Reload, service: &mut Service) {
         }
     };
     let done = service.reload(new.default.clone(), new.limits.clone(), new.max_keys);
+    if let (Some(rls), Some(rules)) = (rls, &new.rls) {
+        rls.swap(rules.table.clone());
+    }
     info!(
         path = %reload.path().display(),
         added = ?done.added,
@@ -101,6 +105,12 @@ pub fn restart_only_changes(old: &ServeConfig, new: &ServeConfig) -> Vec<&'stati
     }
     if old.rls.as_ref().map(|r| &r.bind) != new.rls.as_ref().map(|r| &r.bind) {
         changed.push("rls_bind");
+    }
+    if old.rls.as_ref().map(|r| r.headers) != new.rls.as_ref().map(|r| r.headers) {
+        changed.push("rls_headers");
+    }
+    if old.rls.as_ref().map(|r| &r.tls) != new.rls.as_ref().map(|r| &r.tls) {
+        changed.push("rls_tls_cert, rls_tls_key, rls_tls_client_ca");
     }
     changed
 }

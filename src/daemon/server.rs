@@ -173,6 +173,11 @@ impl Io for LoopIo {
         self.serving.reply(token, body);
     }
 
+    #[inline]
+    fn answer(&mut self, _token: Token, request: &[u8], body: &[u8]) {
+        self.serving.answer(request, body);
+    }
+
     fn publish(&mut self, bytes: &[u8]) {
         let Some(p) = &self.peers else { return };
         // Past the high-water mark ZeroMQ drops it, which cumulative counts
@@ -318,6 +323,10 @@ impl Server {
 
     /// Hands a snapshot to `feed` every `Feed::EVERY` while running.
     pub fn with_metrics(mut self, feed: Feed) -> Server {
+        let feed = match &self.rls {
+            Some(rls) => feed.with_rls(rls.counts()),
+            None => feed,
+        };
         self.metrics = Some(feed);
         self
     }
@@ -429,10 +438,7 @@ impl Server {
         let Some(r) = &mut self.reload else {
             return warn!("asked to reload, but the config came from no file");
         };
-        reload::apply(r, &mut self.service);
-        if let (Some(rls), Some(new)) = (&self.rls, &r.current().rls) {
-            rls.swap(new.table.clone());
-        }
+        reload::apply(r, &mut self.service, self.rls.as_ref());
         if let Some(state) = &mut self.state {
             state.follow(self.service.locker(), self.watch.clock.now());
         }

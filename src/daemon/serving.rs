@@ -10,7 +10,9 @@
 //! does: it waits here, in that client's backlog, and is sent again when
 //! the loop comes round, in order. A client that has gone, or whose
 //! backlog outgrows its bound (it sends and never reads), has its replies
-//! counted as undelivered and logged.
+//! counted as undelivered and logged, and what a go among them took is
+//! handed back to be given back to its limit; a client that never reads
+//! is disconnected, under ZeroMQ, so that it learns of it.
 //!
 //! A locker that can hold nothing (`--max-parked 0`, no store) answers
 //! each request before it reads the next, which is a REP socket's
@@ -26,7 +28,7 @@ use tracing::{debug, warn};
 use super::transport::zmq_err;
 use super::ServerError;
 use crate::service::Token;
-use crate::wire::{self, ReplyKind};
+use crate::wire;
 
 /// What one read from the socket brought.
 #[derive(Debug, PartialEq, Eq)]
@@ -46,21 +48,29 @@ pub enum Received {
 struct Waiting {
     envelope: Vec<zmq::Message>,
     body: Vec<u8>,
-    go: bool,
-    /// The request it answers, when it was held (see `Lost`).
+    /// The request it answers, kept when the reply grants something (see
+    /// `Lost`).
     request: Option<Box<[u8]>>,
 }
 
 /// A go that could not be delivered, with the request it answered: its
-/// permits are given back (`Service::give_back_undelivered`). Kept for
-/// held asks, whose request the loop has kept anyway.
+/// permits are given back (`Service::give_back_undelivered`).
 pub type Lost = (Box<[u8]>, Vec<u8>);
 
 /// Replies waiting for room, per client (by routing id), in order.
 #[derive(Default)]
 struct Backlog {
-    clients: HashMap<Vec<u8>, VecDeque<Waiting>>,
+    clients: HashMap<Vec<u8>, Queue>,
     len: usize,
+}
+
+/// One client's waiting replies, and the connection they wait for.
+#[derive(Default)]
+struct Queue {
+    replies: VecDeque<Waiting>,
+    /// The client's connection, when it came over TCP or IPC: closed if
+    /// the client never reads.
+    conn: Option<Conn>,
 }
 
 /// How a send went.
@@ -139,33 +149,57 @@ impl Serving {
     }
 
     /// Keeps the envelope of the request being served under its token,
-    /// with the request: the service held it.
+    /// with the request: the service held it. The envelope's frames are
+    /// moved, not copied, so they keep what ZeroMQ knows of the connection.
     pub fn hold(&mut self, token: Token, request: &[u8]) {
-        let envelope = self.envelope[..self.envelope_len].iter().map(|f| zmq::Message::from(&f[..])).collect();
+        let envelope =
+            self.envelope[..self.envelope_len].iter_mut().map(|f| std::mem::replace(f, zmq::Message::new())).collect();
         self.held.insert(token, (envelope, request.into()));
     }
 
-    /// Sends `body` to the caller of the request served under `token`.
+    /// Sends `body` to the caller of `request`, the request being served
+    /// (under the token `recv` gave it).
+    #[inline]
+    pub fn answer(&mut self, request: &[u8], body: &[u8]) {
+        if self.router {
+            self.deliver_current(body, Some(request));
+        } else {
+            self.send_rep(body, Some(request));
+        }
+    }
+
+    /// Sends `body` to the caller of the request served under `token`: a
+    /// held ask (whose request is kept here), or the request being served
+    /// when it is answered without being decided (an error).
     pub fn reply(&mut self, token: Token, body: &[u8]) {
         if !self.router {
-            // A REP socket holds the one envelope itself.
-            if let Err(e) = self.socket.send(body, zmq::DONTWAIT) {
-                warn!(error = %e, "reply not sent");
-                self.count_lost(body_is_go(body));
-            }
-            return;
+            return self.send_rep(body, None);
         }
-        if token == self.current {
-            let envelope = std::mem::take(&mut self.envelope);
-            self.deliver(&envelope[..self.envelope_len], body, None);
-            self.envelope = envelope;
-        } else if let Some((envelope, request)) = self.held.remove(&token) {
-            self.deliver(&envelope, body, Some(request));
+        // A held ask's token may still be the current one: the envelope
+        // kept for it comes first.
+        if let Some((mut envelope, request)) = self.held.remove(&token) {
+            self.deliver(&mut envelope, body, Some(&request));
+        } else if token == self.current {
+            self.deliver_current(body, None);
         } else {
             // No envelope kept under this token: nowhere to send it, so it
             // is counted rather than lost in silence.
             warn!(token, "a reply with no caller to send it to");
-            self.count_lost(body_is_go(body));
+            self.lose(body, None);
+        }
+    }
+
+    fn deliver_current(&mut self, body: &[u8], request: Option<&[u8]>) {
+        let mut envelope = std::mem::take(&mut self.envelope);
+        self.deliver(&mut envelope[..self.envelope_len], body, request);
+        self.envelope = envelope;
+    }
+
+    /// A REP socket holds the one envelope itself.
+    fn send_rep(&mut self, body: &[u8], request: Option<&[u8]>) {
+        if let Err(e) = self.socket.send(body, zmq::DONTWAIT) {
+            warn!(error = %e, "reply not sent");
+            self.lose(body, request);
         }
     }
 
@@ -176,7 +210,7 @@ impl Serving {
         }
         let mut lost = Vec::new();
         for (client, queue) in &mut self.backlog.clients {
-            while let Some(w) = queue.front() {
+            while let Some(w) = queue.replies.front() {
                 match send(&self.socket, &w.envelope, &w.body) {
                     Sent::Done => {}
                     Sent::Full => break,
@@ -185,14 +219,14 @@ impl Serving {
                         break;
                     }
                 }
-                queue.pop_front();
+                queue.replies.pop_front();
                 self.backlog.len -= 1;
             }
         }
         for client in lost {
             self.drop_backlog(&client, "the client went away");
         }
-        self.backlog.clients.retain(|_, q| !q.is_empty());
+        self.backlog.clients.retain(|_, q| !q.replies.is_empty());
     }
 
     /// Replies waiting for room in their clients' queues.
@@ -220,7 +254,7 @@ impl Serving {
 
     /// Sends `body` to the client `envelope` names, after what already
     /// waits for it; keeps it when the client's queue is full.
-    fn deliver(&mut self, envelope: &[zmq::Message], body: &[u8], request: Option<Box<[u8]>>) {
+    fn deliver(&mut self, envelope: &mut [zmq::Message], body: &[u8], request: Option<&[u8]>) {
         let Some(client) = envelope.first() else { return };
         // Nothing waits for room (the usual case): no client to look up.
         if self.backlog.len == 0 || !self.backlog.clients.contains_key(&client[..]) {
@@ -230,36 +264,50 @@ impl Serving {
                 Sent::Full => {}
             }
         }
-        let queue = self.backlog.clients.entry(client.to_vec()).or_default();
-        if queue.len() >= self.per_client {
-            let client = client.to_vec();
+        let client = client.to_vec();
+        let queue = self.backlog.clients.entry(client.clone()).or_default();
+        if queue.replies.is_empty() {
+            queue.conn = Conn::of(envelope);
+        }
+        if queue.replies.len() >= self.per_client {
             self.lose(body, request);
             return self.drop_backlog(&client, "the client does not read its replies");
         }
+        let grants = wire::grants(body);
         let envelope = envelope.iter().map(|f| zmq::Message::from(&f[..])).collect();
-        queue.push_back(Waiting { envelope, body: body.to_vec(), go: body_is_go(body), request });
+        let request = request.filter(|_| grants).map(Box::from);
+        queue.replies.push_back(Waiting { envelope, body: body.to_vec(), request });
         self.backlog.len += 1;
     }
 
-    /// Gives up on every reply waiting for `client`, counting each.
+    /// Gives up on every reply waiting for `client`, counting each; a
+    /// client that does not read its replies is disconnected, so that it
+    /// learns of it rather than waiting for replies that never come.
     fn drop_backlog(&mut self, client: &[u8], why: &str) {
         let Some(queue) = self.backlog.clients.remove(client) else { return };
-        self.backlog.len -= queue.len();
-        let go = queue.iter().filter(|w| w.go).count() as u64;
-        self.undelivered.0 += queue.len() as u64;
+        let replies = queue.replies.len();
+        self.backlog.len -= replies;
+        let mut go = 0;
+        for w in queue.replies {
+            let grants = wire::grants(&w.body);
+            go += u64::from(grants);
+            if let Some(request) = w.request.filter(|_| grants) {
+                self.lost_go.push((request, w.body));
+            }
+        }
+        self.undelivered.0 += replies as u64;
         self.undelivered.1 += go;
-        warn!(replies = queue.len(), go, "replies not delivered: {why}");
-        let held_go = queue.into_iter().filter(|w| w.go).filter_map(|w| w.request.map(|r| (r, w.body)));
-        self.lost_go.extend(held_go);
+        let closed = queue.conn.is_some_and(|c| c.close());
+        warn!(replies, go, disconnected = closed, "replies not delivered: {why}");
     }
 
-    /// Counts `body` as not delivered; keeps a go with the held request
-    /// it answered, so that its permits are given back.
-    fn lose(&mut self, body: &[u8], request: Option<Box<[u8]>>) {
-        let go = body_is_go(body);
+    /// Counts `body` as not delivered; keeps a go with the request it
+    /// answered, so that its permits are given back.
+    fn lose(&mut self, body: &[u8], request: Option<&[u8]>) {
+        let go = wire::grants(body);
         self.count_lost(go);
         if let Some(request) = request.filter(|_| go) {
-            self.lost_go.push((request, body.to_vec()));
+            self.lost_go.push((request.into(), body.to_vec()));
         }
     }
 
@@ -335,6 +383,58 @@ fn send(socket: &zmq::Socket, envelope: &[zmq::Message], body: &[u8]) -> Sent {
     }
 }
 
-fn body_is_go(body: &[u8]) -> bool {
-    wire::classify_reply(body) == ReplyKind::Go
+/// A client's connection, as the file descriptor ZeroMQ read its request
+/// from and the socket's inode, which tells it from a later connection
+/// given the same descriptor.
+#[derive(Clone, Copy)]
+struct Conn {
+    fd: i32,
+    inode: u64,
+}
+
+impl Conn {
+    /// The connection a request's envelope came over, if ZeroMQ knows it
+    /// (not over `inproc://`). The frames read off the wire carry it; a
+    /// routing id the ROUTER made up may not.
+    fn of(envelope: &mut [zmq::Message]) -> Option<Conn> {
+        // libzmq's private property behind its deprecated ZMQ_SRCFD.
+        let fd = envelope.iter_mut().find_map(|f| f.gets("__fd")?.parse().ok())?;
+        Some(Conn { fd, inode: inode(fd)? })
+    }
+
+    /// Closes the connection under ZeroMQ: its I/O thread reads the end
+    /// of the stream and drops the client's pipe, as if the client had
+    /// gone. libzmq 4.3 has no call that disconnects one peer of a
+    /// ROUTER. Whether it did (not if the descriptor is another socket by
+    /// now).
+    fn close(self) -> bool {
+        if inode(self.fd) != Some(self.inode) {
+            return false;
+        }
+        shutdown(self.fd)
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn inode(fd: i32) -> Option<u64> {
+    // SAFETY: fstat writes only into `st`, whatever `fd` is.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    (unsafe { libc::fstat(fd, &mut st) } == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFSOCK).then_some(st.st_ino)
+}
+
+#[cfg(target_os = "linux")]
+fn shutdown(fd: i32) -> bool {
+    // SAFETY: shutting a socket down touches no memory; ZeroMQ still owns
+    // and closes the descriptor.
+    unsafe { libc::shutdown(fd, libc::SHUT_RDWR) == 0 }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn inode(_fd: i32) -> Option<u64> {
+    None
+}
+
+#[cfg(not(target_os = "linux"))]
+fn shutdown(_fd: i32) -> bool {
+    false
 }

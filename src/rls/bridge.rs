@@ -96,6 +96,11 @@ impl Bridge {
     }
 
     fn round_trip(&self, c: &mut Connected, body: &[u8]) -> Result<Vec<u8>, BridgeError> {
+        // Nothing is sent once closing: the loop may be gone, and a send
+        // to no peer would wait out its whole timeout.
+        if self.closing.load(Ordering::Relaxed) {
+            return Err(BridgeError::Closing);
+        }
         c.id = c.id.wrapping_add(1);
         let id = c.id.to_be_bytes();
         let sent = c.socket.send(&id[..], zmq::SNDMORE).and_then(|_| c.socket.send(&b""[..], zmq::SNDMORE));

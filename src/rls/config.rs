@@ -117,6 +117,9 @@ struct RawFile {
     domain: String,
     #[serde(default)]
     descriptors: Vec<RawDescriptor>,
+    /// An extension: a request's descriptors go, or none is charged.
+    #[serde(default)]
+    all_or_nothing: bool,
 }
 
 /// One configured rate limit: what the reply reports and the locker limit
@@ -128,6 +131,10 @@ pub struct Rule {
     pub limit: Option<Limit>,
     /// `rate_limit.name`, which `replaces` refers to.
     pub name: String,
+    /// The locker limit's name (or the one it would have, for a rule
+    /// that counts nothing): the rule's name in headers when it has no
+    /// `name`.
+    pub label: String,
     pub replaces: Vec<String>,
     pub unit: Unit,
     pub requests_per_unit: u32,
@@ -136,6 +143,20 @@ pub struct Rule {
 }
 
 impl Rule {
+    /// The window it counts in, in seconds.
+    pub fn window_s(&self) -> f64 {
+        self.limit.as_ref().map_or(unit_seconds(self.unit), Limit::in_seconds)
+    }
+
+    /// The name it goes by in headers: its `name`, else its label.
+    pub fn shown_name(&self) -> &str {
+        if self.name.is_empty() {
+            &self.label
+        } else {
+            &self.name
+        }
+    }
+
     /// The most one ask may take: the limit's capacity.
     pub fn capacity(&self) -> u64 {
         match self.limit.as_ref().map(Limit::algorithm) {
@@ -162,6 +183,8 @@ struct Node {
 pub struct Table {
     domains: HashMap<String, Node>,
     rules: Vec<Rule>,
+    /// The domains whose descriptors go together or not at all.
+    all_or_nothing: Vec<String>,
 }
 
 /// What a descriptor matched: its rule and its key within the rule's limit.
@@ -219,7 +242,18 @@ impl Table {
             return Err(invalid(format!("domain {:?} is defined twice", file.domain)));
         }
         let mut root = Node::default();
+        let first_rule = self.rules.len();
         self.load_level(&mut root, &file.domain, &file.descriptors).map_err(invalid)?;
+        if file.all_or_nothing {
+            // A shadow rule's refusal would refuse the whole, then answer OK
+            // with nothing charged: the two do not mix.
+            if self.rules[first_rule..].iter().any(|r| r.shadow_mode) {
+                let why = "a domain that is all_or_nothing has no shadow_mode descriptor: its refusal would refuse \
+                           the whole request";
+                return Err(invalid(why.to_owned()));
+            }
+            self.all_or_nothing.push(file.domain.clone());
+        }
         self.domains.insert(file.domain, root);
         Ok(())
     }
@@ -258,6 +292,12 @@ impl Table {
     /// The locker limits the rules count with, one per limited rule.
     pub fn limits(&self) -> impl Iterator<Item = &Limit> {
         self.rules.iter().filter_map(|r| r.limit.as_ref())
+    }
+
+    /// Whether `domain`'s descriptors go together or not at all
+    /// (`all_or_nothing: true` in its file).
+    pub fn all_or_nothing(&self, domain: &str) -> bool {
+        self.all_or_nothing.iter().any(|d| d == domain)
     }
 
     /// Whether `domain` is configured.
@@ -309,7 +349,7 @@ impl Table {
 
 /// `value` into a key, with `|` (which separates the entries' values) and
 /// `\` escaped, so that two descriptors share a key only when their values do.
-fn push_escaped(key: &mut String, value: &str) {
+pub(super) fn push_escaped(key: &mut String, value: &str) {
     for c in value.chars() {
         if c == '|' || c == '\\' {
             key.push('\\');
@@ -363,6 +403,7 @@ fn rule(path: &str, r: &RawRateLimit, shadow_mode: bool) -> Result<Rule, String>
     let rule = |limit, unit| Rule {
         limit,
         name: r.name.clone().unwrap_or_default(),
+        label: limit_name(path),
         replaces: r.replaces.iter().map(|x| x.name.clone()).collect(),
         unit,
         requests_per_unit: r.requests_per_unit,
@@ -389,9 +430,7 @@ fn locker_limit(path: &str, r: &RawRateLimit, unit: Unit) -> Result<Limit, Strin
     let text = |e: LimitError| e.to_string();
     let seconds = r.in_seconds.unwrap_or(unit_seconds(unit));
     let quota = Quota::new(r.requests_per_unit, seconds).map_err(|e| match e {
-        LimitError::SlotOutOfRange(_) if r.in_seconds.is_none() => {
-            format!("a window of one {unit:?} is longer than a locker's longest, a day (set in_seconds)").to_lowercase()
-        }
+        LimitError::SlotOutOfRange(_) if r.in_seconds.is_none() => too_long(unit),
         e => text(e),
     })?;
     let algorithm = match (r.algorithm.as_deref(), r.burst) {
@@ -406,6 +445,20 @@ fn locker_limit(path: &str, r: &RawRateLimit, unit: Unit) -> Result<Limit, Strin
         }
     };
     Limit::with_algorithm(&limit_name(path), quota, algorithm).map_err(text)
+}
+
+/// Why a rate limit of one `unit` (a week, a month, a year) is refused:
+/// envoyproxy/ratelimit counts it as one fixed window of that many
+/// seconds, longer than a locker's longest, and any shorter window would
+/// be another limit; the error names what counts exactly instead.
+fn too_long(unit: Unit) -> String {
+    let seconds = unit_seconds(unit) as u64;
+    format!(
+        "unit {unit}: envoyproxy/ratelimit counts it as one fixed window of {seconds} s (aligned to the epoch), \
+         longer than a locker's longest window, a day; write unit: day with a day's requests_per_unit, or \
+         in_seconds (at most 86400) for another window",
+        unit = format!("{unit:?}").to_lowercase()
+    )
 }
 
 /// Seconds in `unit`, as envoyproxy/ratelimit counts them (a month is 30

@@ -10,13 +10,21 @@
 //! requests per unit is always over; `shadow_mode` counts and answers OK;
 //! the request is over when any descriptor is. Unlike it, a descriptor
 //! that is refused is not charged (the locker never counts past a limit),
-//! and a check (`hits_addend` 0 on a descriptor) is never over.
+//! and a check (`hits_addend` 0 on a descriptor) is never over. In a
+//! domain that is `all_or_nothing` the asks go as one `all`: a refused
+//! request charges nothing to any descriptor.
 //!
 //! This module is pure: bytes and values in, bytes and values out.
 
-use super::config::{Rule, Table};
-use super::proto::{Code, DescriptorStatus, Duration, RateLimit, RateLimitRequest, RateLimitResponse};
-use crate::wire::{self, Ask, GoReply, Reply, MAX_BATCH_ASKS};
+use std::borrow::Cow;
+
+use super::config::{limit_name, push_escaped, unit_seconds, Rule, Table};
+use super::headers::{self, HeaderStyle, Labelled};
+use super::proto::{
+    Code, DescriptorStatus, Duration, RateLimit, RateLimitDescriptor, RateLimitOverride, RateLimitRequest,
+    RateLimitResponse, Unit,
+};
+use crate::wire::{self, Ask, GoReply, Reply, Terms, MAX_BATCH_ASKS, MAX_PARTS};
 
 /// Why a request is refused as a whole (gRPC `INVALID_ARGUMENT`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -33,6 +41,22 @@ pub enum BadRequest {
     EmptyKey(usize),
     #[error("the request's asks take {0} bytes, above the locker's --max-message-size")]
     TooLarge(usize),
+    #[error("the domain is all_or_nothing, which asks at most {MAX_PARTS} limits together; this request has {0}")]
+    TooManyForAll(usize),
+    #[error("descriptor {0} has a limit override of unit {1}, which is none of second, minute, hour and day")]
+    OverrideUnit(usize, i32),
+    #[error(
+        "descriptor {0} has a limit override of one {1}, longer than a locker's longest window, a day \
+         (a unit of day, or a config rule with in_seconds, counts exactly)"
+    )]
+    OverrideTooLong(usize, String),
+    /// Not the request's fault but the locker's setting: gRPC
+    /// `FAILED_PRECONDITION`.
+    #[error(
+        "descriptor {0} has a limit override, which this locker applies only when started with \
+         --runtime-limits N (runtime_limits in the file): see docs/envoy.md"
+    )]
+    NoRuntimeLimits(usize),
 }
 
 /// What one descriptor comes to.
@@ -44,22 +68,48 @@ enum Step<'a> {
     Unlimited,
     /// Decided without asking: over (0 per unit, or more hits than the
     /// limit holds), or a check of a rule of 0.
-    Over(&'a Rule),
+    Over(Cow<'a, Rule>),
     /// Asked of the locker, as the batch's `index`th ask.
-    Asked { rule: &'a Rule, index: usize, check: bool },
+    Asked { rule: Cow<'a, Rule>, index: usize, check: bool },
+}
+
+/// One ask a plan sends: the limit's name, the key, the cost and, for a
+/// descriptor's `limit` override, the terms the limit is created with.
+#[derive(Debug)]
+struct Counted {
+    limit: String,
+    key: String,
+    cost: u64,
+    terms: Option<Terms<'static>>,
+}
+
+/// How the service answers, the same for every call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Answering {
+    /// The largest batch the locker takes (`--max-message-size`).
+    pub max_message_size: usize,
+    /// Whether the locker creates limits from the terms asks send
+    /// (`--runtime-limits` above 0): a `limit` override needs it.
+    pub runtime_limits: bool,
+    /// The response headers a reply carries (`--rls-headers`), if any.
+    pub headers: Option<HeaderStyle>,
 }
 
 /// A request matched against the config, and its batch of asks.
 #[derive(Debug)]
 pub struct Plan<'a> {
     steps: Vec<Step<'a>>,
-    /// The encoded batch; empty when nothing needs the locker.
+    /// The asks go as one `all` (an all-or-nothing domain), not a batch.
+    all: bool,
+    headers: Option<HeaderStyle>,
+    /// The encoded batch or `all`; empty when nothing needs the locker.
     pub body: Vec<u8>,
 }
 
-/// Checks `request`, matches each descriptor in `table` and writes the
-/// asks: a batch no larger than `max_size`.
-pub fn plan<'a>(table: &'a Table, request: &RateLimitRequest, max_size: usize) -> Result<Plan<'a>, BadRequest> {
+/// Checks `request`, matches each descriptor in `table` (or takes its
+/// `limit` override) and writes the asks: a batch no larger than
+/// `answering.max_message_size`.
+pub fn plan<'a>(table: &'a Table, request: &RateLimitRequest, answering: &Answering) -> Result<Plan<'a>, BadRequest> {
     check(request)?;
     let found: Vec<_> = request
         .descriptors
@@ -68,33 +118,134 @@ pub fn plan<'a>(table: &'a Table, request: &RateLimitRequest, max_size: usize) -
         .collect();
     // A rule named by another matched rule's `replaces` does not apply.
     let replaced: Vec<&str> = found.iter().flatten().flat_map(|f| f.rule.replaces.iter().map(String::as_str)).collect();
-    let mut asks = Vec::new();
+    let mut counted = Vec::new();
     let mut steps = Vec::with_capacity(found.len());
-    for (d, f) in request.descriptors.iter().zip(&found) {
+    for (i, (d, f)) in request.descriptors.iter().zip(found).enumerate() {
         let cost = d.hits_addend.map_or(u64::from(request.hits_addend.max(1)), |h| h.value);
-        let step = match f {
-            None => Step::Free,
-            Some(f) if !f.rule.name.is_empty() && replaced.contains(&f.rule.name.as_str()) => Step::Free,
-            Some(f) if f.rule.unlimited => Step::Unlimited,
-            Some(f) => match &f.rule.limit {
-                Some(limit) if cost <= f.rule.capacity() => {
-                    asks.push(Ask::new().limit(limit.name()).key(&f.key).cost(cost));
-                    Step::Asked { rule: f.rule, index: asks.len() - 1, check: cost == 0 }
-                }
-                _ if cost == 0 => Step::Asked { rule: f.rule, index: usize::MAX, check: true },
-                _ => Step::Over(f.rule),
-            },
+        // An override applies in a configured domain, whatever the
+        // descriptor matches there, as envoyproxy/ratelimit applies it.
+        let sent = match d.limit {
+            Some(o) if table.has_domain(&request.domain) => Some(overridden(i, &request.domain, d, o, answering)?),
+            _ => None,
+        };
+        let step = match (sent, f) {
+            (Some((rule, counted_as)), _) => {
+                let terms = Terms::new("fixed-window", u64::from(rule.requests_per_unit), unit_seconds(rule.unit));
+                let limit = (rule.requests_per_unit > 0).then_some((counted_as, Some(terms)));
+                ask(Cow::Owned(rule), limit, cost, &mut counted)
+            }
+            (None, None) => Step::Free,
+            (None, Some(f)) if !f.rule.name.is_empty() && replaced.contains(&f.rule.name.as_str()) => Step::Free,
+            (None, Some(f)) if f.rule.unlimited => Step::Unlimited,
+            (None, Some(f)) => {
+                let limit = f.rule.limit.as_ref().map(|l| ((l.name().to_owned(), f.key), None));
+                ask(Cow::Borrowed(f.rule), limit, cost, &mut counted)
+            }
         };
         steps.push(step);
     }
-    let mut body = Vec::new();
-    if !asks.is_empty() {
-        wire::encode_batch(&asks, &mut body);
+    let mut all = table.all_or_nothing(&request.domain) && !counted.is_empty();
+    if all && counted.len() > MAX_PARTS {
+        return Err(BadRequest::TooManyForAll(counted.len()));
     }
-    if body.len() > max_size {
+    if all && steps.iter().any(|s| matches!(s, Step::Over(_))) {
+        // Refused before anything is asked: nothing may be charged, so
+        // the others are only looked at, as a batch of checks.
+        all = false;
+        counted.iter_mut().for_each(|c| c.cost = 0);
+        for step in &mut steps {
+            if let Step::Asked { check, .. } = step {
+                *check = true;
+            }
+        }
+    }
+    let asks: Vec<Ask> = counted
+        .iter()
+        .map(|c| {
+            let ask = Ask::new().limit(&c.limit).key(&c.key).cost(c.cost);
+            c.terms.map_or(ask, |t| ask.terms(t))
+        })
+        .collect();
+    let mut body = Vec::new();
+    match () {
+        _ if asks.is_empty() => {}
+        _ if all => wire::encode_all(&asks, None, None, &mut body),
+        _ => wire::encode_batch(&asks, &mut body),
+    }
+    if body.len() > answering.max_message_size {
         return Err(BadRequest::TooLarge(body.len()));
     }
-    Ok(Plan { steps, body })
+    Ok(Plan { steps, all, headers: answering.headers, body })
+}
+
+/// The step of a descriptor of `cost` under `rule`, counted by `limit`
+/// (its name and key within it, and the terms sent) when it has one: an
+/// ask added to `counted`, or over at once when the cost is more than the
+/// rule holds.
+fn ask<'a>(
+    rule: Cow<'a, Rule>,
+    limit: Option<((String, String), Option<Terms<'static>>)>,
+    cost: u64,
+    counted: &mut Vec<Counted>,
+) -> Step<'a> {
+    match limit {
+        Some(((limit, key), terms)) if cost <= rule.capacity() => {
+            counted.push(Counted { limit, key, cost, terms });
+            Step::Asked { rule, index: counted.len() - 1, check: cost == 0 }
+        }
+        _ if cost == 0 => Step::Asked { rule, index: usize::MAX, check: true },
+        _ => Step::Over(rule),
+    }
+}
+
+/// The rule a `limit` override on the `i`th descriptor `d` makes, and the
+/// locker limit and key it counts under: a fixed window of one unit, as
+/// envoyproxy/ratelimit counts an override, with no name and no shadow
+/// mode. The limit is named after the domain, the entries' keys and the
+/// unit (`messaging/to_number/minute`), the key is made of the entries'
+/// values, so every descriptor of the same keys and unit shares one limit
+/// (one of `--runtime-limits`) and each set of values has its own count.
+fn overridden(
+    i: usize,
+    domain: &str,
+    d: &RateLimitDescriptor,
+    o: RateLimitOverride,
+    answering: &Answering,
+) -> Result<(Rule, (String, String)), BadRequest> {
+    let unit = match Unit::try_from(o.unit) {
+        Ok(u @ (Unit::Second | Unit::Minute | Unit::Hour | Unit::Day)) => u,
+        Ok(Unit::Unknown) | Err(_) => return Err(BadRequest::OverrideUnit(i, o.unit)),
+        Ok(long) => return Err(BadRequest::OverrideTooLong(i, format!("{long:?}").to_lowercase())),
+    };
+    if !answering.runtime_limits && o.requests_per_unit > 0 {
+        return Err(BadRequest::NoRuntimeLimits(i));
+    }
+    let mut path = domain.to_owned();
+    for e in &d.entries {
+        path.push('/');
+        path.push_str(&e.key);
+    }
+    path.push('/');
+    path.push_str(&format!("{unit:?}").to_lowercase());
+    let rule = Rule {
+        limit: None,
+        name: String::new(),
+        label: limit_name(&path),
+        replaces: Vec::new(),
+        unit,
+        requests_per_unit: o.requests_per_unit,
+        unlimited: false,
+        shadow_mode: false,
+    };
+    let mut key = String::new();
+    for (n, e) in d.entries.iter().enumerate() {
+        if n > 0 {
+            key.push('|');
+        }
+        push_escaped(&mut key, &e.value);
+    }
+    let label = rule.label.clone();
+    Ok((rule, (label, key)))
 }
 
 fn check(request: &RateLimitRequest) -> Result<(), BadRequest> {
@@ -131,13 +282,18 @@ pub enum Unanswered {
 /// The response to a planned request, from the locker's `reply` to its
 /// batch (ignored when the plan asked nothing).
 pub fn answer(plan: &Plan, reply: &[u8]) -> Result<RateLimitResponse, Unanswered> {
-    let replies = if plan.body.is_empty() {
-        Vec::new()
-    } else {
-        match wire::decode_batch_reply(reply).map_err(|e| Unanswered::Unreadable(e.to_string()))? {
+    let unreadable = |e: wire::WireError| Unanswered::Unreadable(e.to_string());
+    let replies = match () {
+        _ if plan.body.is_empty() => Vec::new(),
+        _ if plan.all => match wire::decode_all_reply(reply).map_err(unreadable)? {
+            Reply::Refused(why) => return Err(Unanswered::Refused(why)),
+            // A refused whole: each part says whether it would have gone.
+            Reply::Answer(all) => all.replies.into_iter().map(Ok).collect(),
+        },
+        _ => match wire::decode_batch_reply(reply).map_err(unreadable)? {
             Reply::Refused(why) => return Err(Unanswered::Refused(why)),
             Reply::Answer(replies) => replies,
-        }
+        },
     };
     let mut statuses = Vec::with_capacity(plan.steps.len());
     for step in &plan.steps {
@@ -159,7 +315,21 @@ pub fn answer(plan: &Plan, reply: &[u8]) -> Result<RateLimitResponse, Unanswered
     }
     let over = statuses.iter().any(|s| s.code == Code::OverLimit as i32);
     let overall_code = if over { Code::OverLimit } else { Code::Ok } as i32;
-    Ok(RateLimitResponse { overall_code, statuses })
+    let response_headers_to_add = plan.headers.map_or_else(Vec::new, |style| {
+        let labelled: Vec<Labelled> = plan
+            .steps
+            .iter()
+            .zip(&statuses)
+            .filter_map(|(step, status)| match step {
+                Step::Over(rule) | Step::Asked { rule, .. } => {
+                    Some(Labelled { status, name: rule.shown_name(), window_s: rule.window_s() })
+                }
+                Step::Free | Step::Unlimited => None,
+            })
+            .collect();
+        headers::write(style, &labelled)
+    });
+    Ok(RateLimitResponse { overall_code, statuses, response_headers_to_add })
 }
 
 /// The status of a descriptor under `rule`: over unless `ok`, OK whatever

@@ -21,8 +21,9 @@ use tracing::{debug, warn};
 
 use super::bridge::Bridge;
 use super::config::Table;
-use super::decide::{self, Unanswered};
-use super::proto::{RateLimitRequest, RateLimitResponse};
+use super::counts::{Counts, Outcome};
+use super::decide::{self, Answering, BadRequest, Unanswered};
+use super::proto::{Code, RateLimitRequest, RateLimitResponse};
 
 /// The service's full name, as Envoy calls it.
 pub const SERVICE: &str = "envoy.service.ratelimit.v3.RateLimitService";
@@ -59,7 +60,8 @@ impl Health {
 pub struct Shared {
     pub table: Arc<std::sync::RwLock<Arc<Table>>>,
     pub bridge: Bridge,
-    pub max_message_size: usize,
+    pub answering: Answering,
+    pub counts: Counts,
 }
 
 /// `RateLimitService` over `Shared`.
@@ -105,14 +107,27 @@ impl UnaryService<RateLimitRequest> for ShouldRateLimit {
 
     fn call(&mut self, request: Request<RateLimitRequest>) -> Self::Future {
         let shared = self.0.clone();
-        Box::pin(async move { should_rate_limit(shared, request.into_inner()).await.map(Response::new) })
+        Box::pin(async move {
+            let request = request.into_inner();
+            let answered = should_rate_limit(&shared, &request).await;
+            let outcome = match &answered {
+                Ok(r) if r.overall_code == Code::OverLimit as i32 => Outcome::OverLimit,
+                Ok(_) => Outcome::Ok,
+                Err(_) => Outcome::Error,
+            };
+            let configured = shared.table.read().unwrap_or_else(|e| e.into_inner()).has_domain(&request.domain);
+            shared.counts.record(&request.domain, configured, outcome);
+            answered.map(Response::new)
+        })
     }
 }
 
-async fn should_rate_limit(shared: Arc<Shared>, request: RateLimitRequest) -> Result<RateLimitResponse, Status> {
+async fn should_rate_limit(shared: &Shared, request: &RateLimitRequest) -> Result<RateLimitResponse, Status> {
     let table = shared.table.read().unwrap_or_else(|e| e.into_inner()).clone();
-    let plan =
-        decide::plan(&table, &request, shared.max_message_size).map_err(|e| Status::invalid_argument(e.to_string()))?;
+    let plan = decide::plan(&table, request, &shared.answering).map_err(|e| match e {
+        BadRequest::NoRuntimeLimits(_) => Status::failed_precondition(e.to_string()),
+        e => Status::invalid_argument(e.to_string()),
+    })?;
     let reply = if plan.body.is_empty() {
         Vec::new()
     } else {
@@ -143,6 +158,7 @@ pub async fn serve(
     server: RateLimitServer,
     health: Health,
     mut stop: tokio::sync::watch::Receiver<bool>,
+    tls: Option<super::Tls>,
 ) -> Result<(), String> {
     let (reporter, health_service) = tonic_health::server::health_reporter();
     let follow = async move {
@@ -161,7 +177,16 @@ pub async fn serve(
     };
     let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-    let routes = tonic::transport::Server::builder().add_service(server).add_service(health_service);
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+        let mut config = ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem));
+        if let Some(ca) = &tls.client_ca_pem {
+            config = config.client_ca_root(Certificate::from_pem(ca));
+        }
+        builder = builder.tls_config(config).map_err(|e| e.to_string())?;
+    }
+    let routes = builder.add_service(server).add_service(health_service);
     let mut stopping = stop.clone();
     let signal = async move {
         let _ = stopping.wait_for(|s| *s).await;

@@ -2,9 +2,8 @@
 //! package, names and field numbers (`envoy/service/ratelimit/v3/rls.proto`
 //! and `envoy/extensions/common/ratelimit/v3/ratelimit.proto`), so that no
 //! `protoc` runs at build time. Only the fields the locker reads or writes
-//! are declared: prost skips the others when decoding (a descriptor's
-//! `limit` override among them, for now), and an absent field is Envoy's
-//! default on the other side.
+//! are declared: prost skips the others when decoding, and an absent field
+//! is Envoy's default on the other side.
 //!
 //! This module only declares messages; it decides nothing.
 
@@ -25,6 +24,9 @@ pub struct RateLimitRequest {
 pub struct RateLimitDescriptor {
     #[prost(message, repeated, tag = "1")]
     pub entries: Vec<Entry>,
+    /// A limit sent with the descriptor, in place of the config's.
+    #[prost(message, optional, tag = "2")]
+    pub limit: Option<RateLimitOverride>,
     /// This descriptor's own hits, when set (0 checks without counting).
     #[prost(message, optional, tag = "3")]
     pub hits_addend: Option<UInt64Value>,
@@ -37,6 +39,16 @@ pub struct Entry {
     pub key: String,
     #[prost(string, tag = "2")]
     pub value: String,
+}
+
+/// `envoy.extensions.common.ratelimit.v3.RateLimitDescriptor.RateLimitOverride`.
+#[derive(Clone, Copy, PartialEq, prost::Message)]
+pub struct RateLimitOverride {
+    #[prost(uint32, tag = "1")]
+    pub requests_per_unit: u32,
+    /// `envoy.type.v3.RateLimitUnit`, numbered as [`Unit`] is.
+    #[prost(int32, tag = "2")]
+    pub unit: i32,
 }
 
 /// `google.protobuf.UInt64Value`.
@@ -53,6 +65,18 @@ pub struct RateLimitResponse {
     pub overall_code: i32,
     #[prost(message, repeated, tag = "2")]
     pub statuses: Vec<DescriptorStatus>,
+    /// Headers Envoy adds to the response (`--rls-headers`).
+    #[prost(message, repeated, tag = "3")]
+    pub response_headers_to_add: Vec<HeaderValue>,
+}
+
+/// `envoy.config.core.v3.HeaderValue`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct HeaderValue {
+    #[prost(string, tag = "1")]
+    pub key: String,
+    #[prost(string, tag = "2")]
+    pub value: String,
 }
 
 /// `envoy.service.ratelimit.v3.RateLimitResponse.DescriptorStatus`.
@@ -145,11 +169,23 @@ mod tests {
     }
 
     #[test]
-    fn unknown_fields_are_skipped() {
-        // A descriptor with a `limit` override (field 2) this version does not read.
-        let bytes = b"\x0a\x01d\x12\x0c\x0a\x06\x0a\x01k\x12\x01v\x12\x02\x08\x05";
+    fn a_limit_override_is_read() {
+        // A descriptor with a `limit` override (field 2): 5 per minute.
+        let bytes = b"\x0a\x01d\x12\x0e\x0a\x06\x0a\x01k\x12\x01v\x12\x04\x08\x05\x10\x02";
         let request = RateLimitRequest::decode(&bytes[..]).unwrap();
         assert_eq!(request.descriptors[0].entries.len(), 1);
+        assert_eq!(
+            request.descriptors[0].limit,
+            Some(RateLimitOverride { requests_per_unit: 5, unit: Unit::Minute as i32 })
+        );
+    }
+
+    #[test]
+    fn unknown_fields_are_skipped() {
+        // A request with `hits_addend` and an unknown field 9 (varint).
+        let bytes = b"\x0a\x01d\x48\x07\x18\x02";
+        let request = RateLimitRequest::decode(&bytes[..]).unwrap();
+        assert_eq!((request.domain.as_str(), request.hits_addend), ("d", 2));
     }
 
     #[test]

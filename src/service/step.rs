@@ -27,6 +27,15 @@ pub trait Io {
     /// Sends `body` as the reply to the request served under `token`.
     fn reply(&mut self, token: Token, body: &[u8]);
 
+    /// Sends `body` as the reply to `request`, just served under `token`.
+    /// A loop that cannot deliver it gives back what a go in it took, and
+    /// needs the request to know what that was.
+    #[inline]
+    fn answer(&mut self, token: Token, request: &[u8], body: &[u8]) {
+        let _ = request;
+        self.reply(token, body);
+    }
+
     /// Sends one peer message to every peer.
     fn publish(&mut self, bytes: &[u8]) {
         let _ = bytes;
@@ -68,7 +77,7 @@ pub fn request(
     answer_due(service, now, keep, io, out);
     let answer = service.serve(now, token, body, out, keep);
     if answer == Answer::Now {
-        io.reply(token, out);
+        io.answer(token, body, out);
     }
     // A release may have granted a held acquire its lease: it leaves now.
     if !service.holding.leases.is_empty() {

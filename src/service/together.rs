@@ -141,26 +141,59 @@ impl Service {
 
     /// Gives back what a go answered to `request` took, when its reply
     /// (`reply`) could not be delivered: nobody goes with those permits.
-    /// A plain go gave 1, a structured one its `granted` or its cost.
+    /// A plain go gave 1, a structured one its `granted` or its cost; a
+    /// batch, each entry's go; an `all` that went, each part's.
     pub fn give_back_undelivered(&mut self, now: Nanos, request: &[u8], reply: &[u8], keep: &mut impl Keep) {
         let request = wire::decode_request(request);
         self.keeping(now, keep, |s| {
             let now = s.enter(now);
-            let ask = match &request {
-                Ok(Request::Plain(body)) => PermitAsk::new(s.plain_limit(body)),
-                Ok(Request::Go(go)) => {
-                    let Ok(limit) = s.lookup(go.limit) else { return };
-                    let granted = match wire::decode_reply::<GoReply>(reply) {
-                        Ok(Reply::Answer(r)) if r.ok => r.granted.map_or(go.cost, u64::from),
-                        _ => return,
-                    };
-                    PermitAsk { key: go.key, cost: granted, ..PermitAsk::new(limit) }
+            match &request {
+                Ok(Request::Plain(body)) => {
+                    let limit = s.plain_limit(body);
+                    s.give_back_noted(now, &PermitAsk::new(limit));
                 }
-                _ => return,
-            };
-            if s.give_back(now, &ask).is_ok_and(|v| v.granted > 0) {
-                s.journal.note_count(ask.limit, ask.key);
+                Ok(Request::Go(go)) => {
+                    if let Ok(Reply::Answer(r)) = wire::decode_reply::<GoReply>(reply) {
+                        s.give_back_go(now, go, &r);
+                    }
+                }
+                Ok(Request::Batch(batch)) => {
+                    if let Ok(Reply::Answer(replies)) = wire::decode_batch_reply(reply) {
+                        for (go, r) in batch.iter().zip(&replies) {
+                            if let (Ok(go), Ok(r)) = (go, r) {
+                                s.give_back_go(now, &go, r);
+                            }
+                        }
+                    }
+                }
+                Ok(Request::All(all)) => {
+                    if let Ok(Reply::Answer(r)) = wire::decode_all_reply(reply) {
+                        for (go, part) in all.parts().zip(&r.replies).filter(|_| r.ok) {
+                            if let Ok(go) = go {
+                                s.give_back_go(now, &go, part);
+                            }
+                        }
+                    }
+                }
+                _ => {}
             }
         });
+    }
+
+    /// Gives back what `go` took, as its reply `reply` says.
+    fn give_back_go(&mut self, now: Nanos, go: &wire::Ask, reply: &GoReply) {
+        if !reply.ok {
+            return;
+        }
+        let Ok(limit) = self.lookup(go.limit) else { return };
+        let granted = reply.granted.map_or(go.cost, u64::from);
+        self.give_back_noted(now, &PermitAsk { key: go.key, cost: granted, ..PermitAsk::new(limit) });
+    }
+
+    /// Gives back up to `ask.cost`, noting the change for the state file.
+    fn give_back_noted(&mut self, now: Nanos, ask: &PermitAsk) {
+        if self.give_back(now, ask).is_ok_and(|v| v.granted > 0) {
+            self.journal.note_count(ask.limit, ask.key);
+        }
     }
 }

@@ -2,7 +2,8 @@
 //! asks outstanding gets every reply (at a stop, and when a held burst is
 //! released at a slot start), although its queue in the locker holds only
 //! 1,000; a client that went away has its replies counted as undelivered,
-//! go apart. Real processes: what is tested is the serving socket's
+//! go apart, and its go given back; a client that never reads is
+//! disconnected. Real sockets: what is tested is the serving socket's
 //! queues.
 
 use std::time::{Duration, Instant};
@@ -129,4 +130,68 @@ fn a_go_that_could_not_be_delivered_is_given_back() {
     let now_or_never = Ask::new().hold_ms(0);
     let next: Vec<bool> = (0..2).map(|_| client.ask(&now_or_never).unwrap().ok).collect();
     assert_eq!(next, [true, false], "{:?}", stats(&d.endpoint));
+}
+
+/// A client that sends and never reads: once its backlog in the locker
+/// passes the bound it is disconnected (its monitor sees it), and every go
+/// the locker could not deliver to it, answered at once, is given back:
+/// the limit's remaining count is its maximum less the go that left
+/// (issue 36).
+#[test]
+fn a_client_that_never_reads_is_disconnected_and_its_undelivered_go_given_back() {
+    const MAX: u64 = 10_000_000;
+    let max = MAX.to_string();
+    let args = ["--max-requests", &max, "--in-seconds", "600", "--max-parked", "1"];
+    let d = Served::start(&args);
+    let ctx = zmq::Context::new();
+    let s = ctx.socket(zmq::DEALER).unwrap();
+    s.set_rcvhwm(1).unwrap();
+    s.set_rcvbuf(4096).unwrap();
+    s.set_sndhwm(0).unwrap();
+    s.set_linger(0).unwrap();
+    s.monitor("inproc://never-reads", zmq::SocketEvent::DISCONNECTED as i32).unwrap();
+    let monitor = ctx.socket(zmq::PAIR).unwrap();
+    monitor.set_rcvtimeo(DEADLINE.as_millis() as i32).unwrap();
+    monitor.connect("inproc://never-reads").unwrap();
+    s.connect(&d.endpoint).unwrap();
+    // Structured asks, whose replies are larger than a plain go: what the
+    // kernel's socket buffers hold runs out sooner.
+    for _ in 0..300_000 {
+        s.send(&b""[..], zmq::SNDMORE).unwrap();
+        s.send(&b"\x81\xa3key\xa1k"[..], 0).unwrap();
+    }
+    // The locker gives up on the client first; the client learns of it
+    // once it reads again (TCP tells a reader, not a socket left alone).
+    let deadline = Instant::now() + DEADLINE;
+    while stats(&d.endpoint).undelivered == 0 {
+        assert!(Instant::now() < deadline, "the locker never gave up: {:?}", stats(&d.endpoint));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    loop {
+        while s.recv_multipart(zmq::DONTWAIT).is_ok() {}
+        if let Ok(event) = monitor.recv_multipart(zmq::DONTWAIT) {
+            let event = u16::from_le_bytes([event[0][0], event[0][1]]);
+            assert_eq!(event, zmq::SocketEvent::DISCONNECTED as u16);
+            break;
+        }
+        assert!(Instant::now() < deadline, "the client was not disconnected: {:?}", stats(&d.endpoint));
+        let mut items = [s.as_poll_item(zmq::POLLIN), monitor.as_poll_item(zmq::POLLIN)];
+        zmq::poll(&mut items, 100).unwrap();
+    }
+    drop(s);
+    let mut client = Client::new([d.endpoint.as_str()], DEADLINE).unwrap();
+    let peek = Ask::new().key("k").cost(0);
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let before = client.stats().unwrap();
+        let remaining = u64::from(client.ask(&peek).unwrap().remaining);
+        let after = client.stats().unwrap();
+        let spent = after.limits[0].go - after.undelivered_go;
+        let settled = before.limits[0].go == after.limits[0].go && before.undelivered_go == after.undelivered_go;
+        if settled && remaining == MAX - spent && after.undelivered_go > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "go not given back: remaining {remaining}, {after:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -55,3 +55,46 @@ fn the_bind_needs_a_config_and_the_config_a_bind() {
     let bad = Flags { rls_bind: Some("no port".into()), rls_config: Some("rules".into()), ..Flags::default() };
     assert!(ServeConfig::resolve(bad, FileConfig::default()).unwrap_err().to_string().contains("rls_bind"));
 }
+
+#[test]
+fn headers_and_runtime_limits_reach_the_rls_settings() {
+    let dir = dir_with(&format!("{MESSAGING}# headers and runtime limits\n"));
+    let file: FileConfig = toml::from_str("rls_headers = 'ietf'\nruntime_limits = 3\n").unwrap();
+    let rls = ServeConfig::resolve(flags(&dir), file).unwrap().rls.unwrap();
+    assert_eq!((rls.headers, rls.runtime_limits), (Some(locker::rls::HeaderStyle::Ietf), true));
+    let plain = ServeConfig::resolve(flags(&dir), FileConfig::default()).unwrap().rls.unwrap();
+    assert_eq!((plain.headers, plain.runtime_limits), (None, false));
+    let bad: Result<FileConfig, _> = toml::from_str("rls_headers = 'draft'\n");
+    assert!(bad.is_err());
+    let headers_only: FileConfig = toml::from_str("rls_headers = 'draft-03'\n").unwrap();
+    let ignored = ignored_settings(&Flags::default(), &headers_only);
+    assert_eq!(ignored.iter().map(|i| i.setting).collect::<Vec<_>>(), ["rls_headers"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn tls_files_are_read_at_start_and_go_together() {
+    let dir = dir_with(&format!("{MESSAGING}# tls\n"));
+    let pem = dir.join("server.pem");
+    std::fs::write(&pem, "-----BEGIN CERTIFICATE-----\nMA==\n-----END CERTIFICATE-----\n").unwrap();
+    let with = |cert: Option<&std::path::Path>, key: Option<&std::path::Path>, ca: Option<&std::path::Path>| Flags {
+        rls_tls_cert: cert.map(Into::into),
+        rls_tls_key: key.map(Into::into),
+        rls_tls_client_ca: ca.map(Into::into),
+        ..flags(&dir)
+    };
+    let resolve = |f: Flags| ServeConfig::resolve(f, FileConfig::default());
+    let tls = resolve(with(Some(&pem), Some(&pem), Some(&pem))).unwrap().rls.unwrap().tls.unwrap();
+    assert!(tls.client_ca_pem.is_some() && tls.cert_pem.starts_with(b"-----BEGIN"));
+    assert!(resolve(with(None, None, None)).unwrap().rls.unwrap().tls.is_none());
+    let e = resolve(with(Some(&pem), None, None)).unwrap_err().to_string();
+    assert!(e.contains("rls_tls_key is needed with rls_tls_cert"), "{e}");
+    let e = resolve(with(None, None, Some(&pem))).unwrap_err().to_string();
+    assert!(e.contains("rls_tls_cert is needed"), "{e}");
+    let rules = dir.join("rules.yaml");
+    let e = resolve(with(Some(&pem), Some(&rules), None)).unwrap_err().to_string();
+    assert!(e.contains("rls_tls_key") && e.contains("not a PEM file"), "{e}");
+    let e = resolve(with(Some(&dir.join("absent.pem")), Some(&pem), None)).unwrap_err().to_string();
+    assert!(e.contains("rls_tls_cert") && e.contains("absent.pem"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -288,3 +288,24 @@ fn a_peered_refund_never_lets_the_group_grant_more_than_the_limit() {
     eprintln!("after the refund: {after}");
     assert!((5..=7).contains(&after), "5 left, and the 2 given back unless an echo took them: {after}");
 }
+
+/// A batch's reply and an `all`'s that could not be delivered give back
+/// every go in them, each part what it took (issue 36): the same asks go
+/// again, and a refused part takes nothing back.
+#[test]
+fn an_undelivered_batch_or_all_gives_back_each_go_in_it() {
+    let mut s = service();
+    let asks = [Ask::new().limit("api").key("u").cost(3), Ask::new().limit("day").key("u").cost(4)];
+    let mut batch = Vec::new();
+    wire::encode_batch(&asks, &mut batch);
+    let reply = seam(&mut s, T0, &batch);
+    s.give_back_undelivered(T0, &batch, &reply, &mut ());
+    assert_eq!(go(&mut s, T0, "api", 0).remaining, 5, "the batch's go of 3 given back");
+    assert_eq!(go(&mut s, T0, "day", 0).remaining, 3, "the refused entry took nothing, gave nothing");
+    let mut whole = Vec::new();
+    wire::encode_all(&[asks[0], Ask::new().limit("day").key("u").cost(2)], None, None, &mut whole);
+    let reply = seam(&mut s, T0, &whole);
+    assert_eq!((go(&mut s, T0, "api", 0).remaining, go(&mut s, T0, "day", 0).remaining), (2, 1));
+    s.give_back_undelivered(T0, &whole, &reply, &mut ());
+    assert_eq!((go(&mut s, T0, "api", 0).remaining, go(&mut s, T0, "day", 0).remaining), (5, 3));
+}

@@ -9,6 +9,7 @@ Run with `python3 -m pytest tests/rls -q`; LOCKER_BIN names the binary
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -36,6 +37,7 @@ def compile_protos(out):
     files = [
         "envoy/service/ratelimit/v3/rls.proto",
         "envoy/extensions/common/ratelimit/v3/ratelimit.proto",
+        "envoy/config/core/v3/base.proto",
     ]
     args = ["protoc", f"-I{HERE / 'proto'}", f"-I{includes}", f"--python_out={out}", f"--grpc_python_out={out}"]
     assert protoc.main(args + files) == 0, "protoc failed"
@@ -334,5 +336,315 @@ def test_a_curve_or_rep_serving_socket_serves_the_rls_too(pb, tmp_path, serving)
         wait_serving(node.channel, "")
         reply = ask(pb, node, "messaging", [("to_number", unique())], hits_addend=3)
         assert reply.statuses[0].limit_remaining == 97
+    finally:
+        node.close()
+
+
+def override_request(pb, domain, entries, requests_per_unit, unit):
+    """A request of one descriptor carrying a `limit` override."""
+    rls_pb2, _ = pb
+    request = rls_pb2.RateLimitRequest(domain=domain)
+    descriptor = request.descriptors.add()
+    for key, value in entries:
+        descriptor.entries.add(key=key, value=value)
+    descriptor.limit.requests_per_unit = requests_per_unit
+    descriptor.limit.unit = pb[0].RateLimitResponse.RateLimit.Unit.Value(unit)
+    return request
+
+
+def test_a_limit_override_counts_exactly(pb):
+    # README Example 2's domain; the override wins over its 100 a day, and
+    # counts where the config has no rule (a key it does not know).
+    node = Locker("--rls-config", str(HERE / "config" / "example2.yaml"), "--runtime-limits", "4")
+    try:
+        wait_serving(node.channel, "")
+        stub = pb[1].RateLimitServiceStub(node.channel)
+        for entries in ([("to_number", unique())], [("tenant", unique()), ("route", "/a")]):
+            request = override_request(pb, "messaging", entries, 3, "MINUTE")
+            for left in [2, 1, 0]:
+                reply = stub.ShouldRateLimit(request, timeout=DEADLINE)
+                assert codes(pb, reply) == ("OK", ["OK"])
+                status = reply.statuses[0]
+                assert status.limit_remaining == left
+                unit = pb[0].RateLimitResponse.RateLimit.Unit.Value("MINUTE")
+                assert (status.current_limit.requests_per_unit, status.current_limit.unit) == (3, unit)
+                assert 0 < status.duration_until_reset.seconds + status.duration_until_reset.nanos / 1e9 <= 60
+            reply = stub.ShouldRateLimit(request, timeout=DEADLINE)
+            assert codes(pb, reply) == ("OVER_LIMIT", ["OVER_LIMIT"])
+            assert reply.statuses[0].limit_remaining == 0
+        # A domain the config lacks: the override does not apply, as there.
+        reply = stub.ShouldRateLimit(override_request(pb, "nowhere", [("a", "b")], 1, "SECOND"), timeout=DEADLINE)
+        assert codes(pb, reply) == ("OK", ["OK"])
+        assert not reply.statuses[0].HasField("current_limit")
+        # Longer than a day: refused, naming what counts exactly instead.
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ShouldRateLimit(override_request(pb, "messaging", [("a", "b")], 1, "MONTH"), timeout=DEADLINE)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "one month, longer than a locker's longest window" in e.value.details()
+    finally:
+        node.close()
+
+
+def test_a_limit_override_needs_runtime_limits(pb, locker):
+    request = override_request(pb, "messaging", [("to_number", unique())], 3, "MINUTE")
+    with pytest.raises(grpc.RpcError) as e:
+        pb[1].RateLimitServiceStub(locker.channel).ShouldRateLimit(request, timeout=DEADLINE)
+    assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "--runtime-limits" in e.value.details()
+
+
+ALL_OR_NOTHING = """domain: checkout
+all_or_nothing: true
+descriptors:
+  - {key: user, rate_limit: {unit: minute, requests_per_unit: 10}}
+  - {key: card, rate_limit: {unit: minute, requests_per_unit: 2}}
+"""
+
+
+def test_an_all_or_nothing_domain_charges_nothing_for_a_refused_request(pb, tmp_path):
+    (tmp_path / "checkout.yaml").write_text(ALL_OR_NOTHING)
+    (tmp_path / "messaging.yaml").write_text((HERE / "config" / "example2.yaml").read_text())
+    node = Locker("--rls-config", str(tmp_path))
+    try:
+        wait_serving(node.channel, "")
+        user, card = [("user", unique())], [("card", unique())]
+        assert [s.limit_remaining for s in ask(pb, node, "checkout", user, card).statuses] == [9, 1]
+        assert [s.limit_remaining for s in ask(pb, node, "checkout", user, card).statuses] == [8, 0]
+        # The card is spent: the request is refused, and the user's count
+        # is charged nothing, request after request.
+        for _ in range(3):
+            reply = ask(pb, node, "checkout", user, card)
+            assert codes(pb, reply) == ("OVER_LIMIT", ["OK", "OVER_LIMIT"])
+            assert [s.limit_remaining for s in reply.statuses] == [8, 0]
+        # More hits than a rule holds: refused before counting, nothing charged.
+        reply = ask(pb, node, "checkout", user, [("card", unique()), 3])
+        assert codes(pb, reply) == ("OVER_LIMIT", ["OK", "OVER_LIMIT"])
+        assert ask(pb, node, "checkout", user + [0]).statuses[0].limit_remaining == 8
+        # Without the setting, as envoyproxy/ratelimit: the one that goes is charged.
+        number, marketing = [("to_number", unique())], [("message_type", "marketing")]
+        for _ in range(5):
+            ask(pb, node, "messaging", marketing + number)
+        reply = ask(pb, node, "messaging", number, marketing + number)
+        assert codes(pb, reply) == ("OVER_LIMIT", ["OK", "OVER_LIMIT"])
+        assert reply.statuses[0].limit_remaining == 99
+    finally:
+        node.close()
+
+
+@pytest.mark.parametrize("style", ["draft-03", "ietf"])
+def test_response_headers(pb, style):
+    # README Example 2, with a named rule of the locker's own beside it.
+    rules = HERE / "config" / "example2.yaml"
+    node = Locker("--rls-config", str(rules), "--rls-headers", style)
+    try:
+        wait_serving(node.channel, "")
+        number = unique()
+        marketing = [("message_type", "marketing"), ("to_number", number), 2]
+        reply = ask(pb, node, "messaging", marketing, [("to_number", number)], [("unknown", "x")])
+        headers = [(h.key, h.value) for h in reply.response_headers_to_add]
+        reset = reply.statuses[0].duration_until_reset
+        assert 0 < reset.seconds <= 86400
+        if style == "draft-03":
+            # As Envoy's filter writes them: the fewest remaining (3 of 5)
+            # gives the numbers, and every limit its policy.
+            assert headers == [
+                ("x-ratelimit-limit", "5, 5;w=86400, 100;w=86400"),
+                ("x-ratelimit-remaining", "3"),
+                ("x-ratelimit-reset", str(reset.seconds)),
+            ]
+        else:
+            t = -(-(reset.seconds * 1000 + reset.nanos // 1_000_000) // 1000)
+            marketing_name, any_name = '"messaging.message_type_marketing.to_number"', '"messaging.to_number"'
+            assert headers == [
+                ("ratelimit-policy", f"{marketing_name};q=5;w=86400, {any_name};q=100;w=86400"),
+                ("ratelimit", f"{marketing_name};r=3;t={t}, {any_name};r=99;t={t}"),
+            ]
+        # No limit among the statuses: no headers.
+        reply = ask(pb, node, "messaging", [("unknown", "x")])
+        assert list(reply.response_headers_to_add) == []
+    finally:
+        node.close()
+
+
+def test_no_headers_unless_asked(pb, locker):
+    reply = ask(pb, locker, "messaging", [("to_number", unique())])
+    assert list(reply.response_headers_to_add) == []
+
+
+def free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+PEERED = """domain: peered
+descriptors:
+  - key: user
+    rate_limit: {unit: day, requests_per_unit: 10}
+"""
+
+
+def start_peered(rules):
+    """Two lockers peered on loopback, each serving the RLS; a PUB port
+    taken between its choice and the bind makes a locker exit, and then
+    the pair is started again on other ports."""
+    for _ in range(3):
+        pubs = [f"tcp://127.0.0.1:{free_port()}" for _ in range(2)]
+        nodes = []
+        try:
+            for i in range(2):
+                peering = ["--peer-bind", pubs[i], "--node-id", f"n{i}", "--peer", pubs[1 - i]]
+                nodes.append(Locker("--rls-config", str(rules), *peering))
+            return nodes
+        except AssertionError:
+            for n in nodes:
+                n.close()
+    pytest.fail("a peered pair did not start in three tries")
+
+
+def test_peered_lockers_never_exceed_a_descriptor_limit_between_them(pb, tmp_path):
+    (tmp_path / "peered.yaml").write_text(PEERED)
+    nodes = start_peered(tmp_path)
+    try:
+        for n in nodes:
+            wait_serving(n.channel, "")  # not while it joins its peers
+        user = unique()
+        # One slot for the whole test: a day that ends within it would
+        # let a second day's permits pass for an excess.
+        peek = ask(pb, nodes[0], "peered", [("user", user), 0]).statuses[0]
+        if peek.duration_until_reset.seconds < 60:
+            pytest.skip("the day's slot ends within a minute")
+        by_node = [0, 0]
+        for i in range(40):
+            n = i % 2
+            if i % 8 == 7:
+                # The ZeroMQ side asks the same limit and key.
+                out = subprocess.run(
+                    [LOCKER, "ask", "--connect", nodes[n].endpoint, "--limit", "peered.user", "--key", user],
+                    capture_output=True,
+                    timeout=DEADLINE,
+                )
+                assert out.returncode in (0, 1), out.stderr
+                ok = out.returncode == 0
+            else:
+                reply = ask(pb, nodes[n], "peered", [("user", user)])
+                ok = reply.overall_code == pb[0].RateLimitResponse.Code.Value("OK")
+            by_node[n] += ok
+        print("goes per locker", by_node)
+        assert sum(by_node) <= 10, by_node
+        assert all(by_node), f"both lockers let some go: {by_node}"
+    finally:
+        for n in nodes:
+            n.close()
+
+
+@pytest.mark.parametrize("unit", ["week", "month", "year"])
+def test_a_unit_longer_than_a_day_is_refused_naming_what_counts_exactly(tmp_path, unit):
+    rules = tmp_path / "long.yaml"
+    rules.write_text(f"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {{unit: {unit}, requests_per_unit: 5}}\n")
+    out = subprocess.run(
+        [LOCKER, "serve", "--rls-bind", "127.0.0.1:0", "--rls-config", str(rules)],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+    )
+    assert out.returncode == 2
+    assert f"unit {unit}: envoyproxy/ratelimit counts it as one fixed window of" in out.stderr, out.stderr
+    assert "in_seconds" in out.stderr
+
+
+def scrape(address):
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=DEADLINE) as r:
+        return r.read().decode()
+
+
+def sample(text, series):
+    for line in text.splitlines():
+        if line.startswith(series + " "):
+            return float(line.split()[-1])
+    return None
+
+
+def test_metrics_count_calls_per_domain_and_code(pb):
+    node = Locker("--rls-config", str(HERE / "config"), "--metrics-bind", "127.0.0.1:0")
+    try:
+        wait_serving(node.channel, "")
+        wait_log(node, "metrics and health over http")
+        metrics = next(re.search(r"address=(\S+)", l).group(1) for l in node.log if "metrics and health" in l)
+        blocked = [("remote_address", "50.0.0.5")]
+        for _ in range(3):
+            ask(pb, node, "edge_proxy_per_ip", [("remote_address", unique())])
+        ask(pb, node, "edge_proxy_per_ip", blocked)
+        ask(pb, node, "someone-elses", [("a", "b")])
+        with pytest.raises(grpc.RpcError):
+            ask(pb, node, "messaging", [("", "x")])
+        want = {
+            'domain="edge_proxy_per_ip",code="ok"': 3,
+            'domain="edge_proxy_per_ip",code="over_limit"': 1,
+            'domain="(unconfigured)",code="ok"': 1,
+            'domain="messaging",code="error"': 1,
+            'domain="messaging",code="ok"': 0,
+        }
+        # The loop hands the metrics thread a snapshot every quarter second:
+        # scrape until it holds these calls.
+        end = time.monotonic() + DEADLINE
+        while True:
+            text = scrape(metrics)
+            got = {k: sample(text, f"locker_rls_requests_total{{{k}}}") for k in want}
+            if got == want or time.monotonic() > end:
+                break
+        assert got == want, text
+        assert 'domain="someone-elses"' not in text, "an unconfigured domain has no series of its own"
+    finally:
+        node.close()
+
+
+def make_certificates(folder):
+    """A CA, a server certificate for 127.0.0.1 and a client certificate,
+    both issued by the CA, made with the openssl command line."""
+    assert shutil.which("openssl"), "needs the openssl command line (.ci/run installs it)"
+
+    def run(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=folder, timeout=DEADLINE)
+
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    run("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "1", "-subj", "/CN=test ca")
+    for name, ext in [("server", "subjectAltName=IP:127.0.0.1"), ("client", "extendedKeyUsage=clientAuth")]:
+        run("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}")
+        (folder / f"{name}.ext").write_text(ext + "\n")
+        run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", f"{name}.pem", "-days", "1", "-extfile", f"{name}.ext")
+    return {p.name: p.read_bytes() for p in folder.iterdir() if p.suffix in (".pem", ".key")}
+
+
+@pytest.mark.parametrize("client_ca", [False, True])
+def test_tls_with_optional_client_certificates(pb, tmp_path, client_ca):
+    files = make_certificates(tmp_path)
+    args = ["--rls-tls-cert", str(tmp_path / "server.pem"), "--rls-tls-key", str(tmp_path / "server.key")]
+    if client_ca:
+        args += ["--rls-tls-client-ca", str(tmp_path / "ca.pem")]
+    node = Locker("--rls-config", str(HERE / "config" / "example2.yaml"), *args)
+    try:
+        node.channel.close()
+        mine = (files["client.key"], files["client.pem"]) if client_ca else (None, None)
+        node.channel = grpc.secure_channel(node.address, grpc.ssl_channel_credentials(files["ca.pem"], *mine))
+        wait_serving(node.channel, "")
+        assert ask(pb, node, "messaging", [("to_number", unique())], hits_addend=3).statuses[0].limit_remaining == 97
+        # Plain HTTP/2 is not served.
+        plain = grpc.insecure_channel(node.address)
+        with pytest.raises(grpc.RpcError):
+            pb[1].RateLimitServiceStub(plain).ShouldRateLimit(pb[0].RateLimitRequest(domain="d"), timeout=2)
+        plain.close()
+        if client_ca:
+            # Without a client certificate the handshake fails.
+            bare = grpc.secure_channel(node.address, grpc.ssl_channel_credentials(files["ca.pem"]))
+            with pytest.raises(grpc.RpcError) as e:
+                pb[1].RateLimitServiceStub(bare).ShouldRateLimit(pb[0].RateLimitRequest(domain="d"), timeout=2)
+            assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+            bare.close()
     finally:
         node.close()

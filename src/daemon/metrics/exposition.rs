@@ -3,16 +3,18 @@
 //! and every scraper reads) unless the scraper asks for OpenMetrics in its
 //! `Accept` header (see `http`).
 //!
-//! Series are per limit (label `limit`) and per peer (label `peer`), never
-//! per key, in a stable order: the families as listed here, limits in the
-//! config's order, peers in the configured order. The lease series appear
-//! only for semaphores. This module formats only; it reads no clock and
+//! Series are per limit (label `limit`), per peer (label `peer`) and per
+//! rate-limit domain (labels `domain` and `code`), never per key, in a
+//! stable order: the families as listed here, limits in the config's
+//! order, peers in the configured order, domains by name. The lease series
+//! appear only for semaphores. This module formats only; it reads no clock and
 //! serves nothing.
 
 use std::fmt::Write;
 
 use super::{Health, LimitSnapshot, PeerSnapshot, Snapshot};
 use crate::core::LimitStats;
+use crate::rls::counts::Tally;
 
 /// Which text format a scrape is written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -47,7 +49,7 @@ struct Family {
     help: &'static str,
     kind: Kind,
     unit: Option<&'static str>,
-    samples: Vec<(Option<(&'static str, String)>, f64)>,
+    samples: Vec<(Vec<(&'static str, String)>, f64)>,
 }
 
 impl Family {
@@ -60,14 +62,20 @@ impl Family {
     }
 
     fn one(mut self, value: f64) -> Family {
-        self.samples.push((None, value));
+        self.samples.push((Vec::new(), value));
+        self
+    }
+
+    /// A sample of several labels.
+    fn labelled(mut self, labels: Vec<(&'static str, String)>, value: f64) -> Family {
+        self.samples.push((labels, value));
         self
     }
 
     fn each<T>(mut self, label: &'static str, rows: &[T], f: impl Fn(&T) -> (String, f64)) -> Family {
         self.samples.extend(rows.iter().map(|r| {
             let (name, value) = f(r);
-            (Some((label, name)), value)
+            (vec![(label, name)], value)
         }));
         self
     }
@@ -79,6 +87,7 @@ pub fn encode(snapshot: &Snapshot, uptime_seconds: f64, format: Format) -> Strin
     let mut families = process(snapshot, uptime_seconds);
     families.extend(store(snapshot));
     families.extend(limits(&snapshot.limits));
+    families.extend(rls(&snapshot.rls));
     if snapshot.node.is_some() {
         families.extend(peers(&snapshot.peers, snapshot.clock_correction_seconds));
     }
@@ -111,15 +120,13 @@ fn write_family(text: &mut String, f: &Family, format: Format) {
     if let (Format::OpenMetrics, Some(unit)) = (format, f.unit) {
         let _ = writeln!(text, "# UNIT {family} {unit}");
     }
-    for (label, value) in &f.samples {
-        match label {
-            Some((name, v)) => {
-                let _ = writeln!(text, "{sample}{{{name}=\"{}\"}} {value}", escape(v));
-            }
-            None => {
-                let _ = writeln!(text, "{sample} {value}");
-            }
+    for (labels, value) in &f.samples {
+        if labels.is_empty() {
+            let _ = writeln!(text, "{sample} {value}");
+            continue;
         }
+        let labels: Vec<String> = labels.iter().map(|(name, v)| format!("{name}=\"{}\"", escape(v))).collect();
+        let _ = writeln!(text, "{sample}{{{}}} {value}", labels.join(","));
     }
 }
 
@@ -233,6 +240,22 @@ fn limits(limits: &[LimitSnapshot]) -> Vec<Family> {
             ),
         ])
         .collect()
+}
+
+/// Envoy's rate-limit service's calls, per configured domain (the others
+/// under one label) and outcome: a family only while it serves.
+fn rls(domains: &[(String, Tally)]) -> Option<Family> {
+    if domains.is_empty() {
+        return None;
+    }
+    let help = "Envoy rate-limit calls, per domain (the unconfigured under one) and code: ok, over_limit or error";
+    let mut family = Family::new("rls_requests", Kind::Counter, help);
+    for (domain, t) in domains {
+        for (code, n) in [("ok", t.ok), ("over_limit", t.over_limit), ("error", t.error)] {
+            family = family.labelled(vec![("domain", domain.clone()), ("code", code.to_owned())], n as f64);
+        }
+    }
+    Some(family)
 }
 
 fn peers(peers: &[PeerSnapshot], correction_seconds: f64) -> Vec<Family> {
@@ -360,6 +383,17 @@ mod tests {
         assert_eq!(value(&text, r#"locker_peer_clock_offset_seconds{peer="b"}"#), Some(-0.002));
         assert_eq!(value(&text, r#"locker_peer_flagged{peer="c"}"#), Some(1.0));
         assert_eq!(value(&text, "locker_clock_correction_seconds"), Some(-0.05));
+    }
+
+    #[test]
+    fn rls_calls_are_series_per_domain_and_code_only_while_it_serves() {
+        assert!(!encode(&snapshot(), 0.0, Format::Text).contains("locker_rls"));
+        let a = Tally { ok: 3, over_limit: 2, error: 1 };
+        let serving = Snapshot { rls: vec![("a\"b".into(), a)], ..snapshot() };
+        let text = encode(&serving, 0.0, Format::Text);
+        assert_eq!(value(&text, r#"locker_rls_requests_total{domain="a\"b",code="ok"}"#), Some(3.0));
+        assert_eq!(value(&text, r#"locker_rls_requests_total{domain="a\"b",code="over_limit"}"#), Some(2.0));
+        assert_eq!(value(&text, r#"locker_rls_requests_total{domain="a\"b",code="error"}"#), Some(1.0));
     }
 
     #[test]

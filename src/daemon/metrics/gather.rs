@@ -15,7 +15,9 @@ impl Feed {
     /// once when `stopping`. Costs a comparison when none is due.
     pub fn tick(&mut self, service: &Service, now: Nanos, stopping: bool) {
         if stopping || self.is_due(now) {
-            self.offer(now, snapshot(service, now, stopping));
+            let mut snap = snapshot(service, now, stopping);
+            snap.rls = self.rls.as_ref().map_or_else(Vec::new, |c| c.read());
+            self.offer(now, snap);
         }
     }
 }

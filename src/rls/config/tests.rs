@@ -211,7 +211,17 @@ fn errors_say_where() {
         error("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {requests_per_unit: 5}\n").contains("needs a unit")
     );
     let e = error("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: month, requests_per_unit: 5}\n");
-    assert!(e.contains("longer than a locker's longest, a day"), "{e}");
+    assert!(e.contains("d.a: unit month: envoyproxy/ratelimit counts it as one fixed window of 2592000 s"), "{e}");
+    assert!(e.contains("longer than a locker's longest window, a day; write unit: day"), "{e}");
+    for (unit, seconds) in [("week", "604800"), ("year", "31536000")] {
+        let e = error(&format!(
+            "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {{unit: {unit}, requests_per_unit: 5}}\n"
+        ));
+        assert!(
+            e.contains(&format!("unit {unit}: envoyproxy/ratelimit counts it as one fixed window of {seconds} s")),
+            "{e}"
+        );
+    }
     assert!(error("domain: d\ndescriptors:\n  - key: a\n    share_threshold: true\n").contains("wildcard"));
     let mut t = table(MESSAGING);
     assert!(t.add("two.yaml", MESSAGING).unwrap_err().to_string().contains("domain \"messaging\" is defined twice"));
@@ -239,4 +249,13 @@ fn a_folder_loads_every_yaml_file() {
     assert!(t.has_domain("messaging") && t.has_domain("other"));
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(Table::load(&dir).unwrap_err().to_string().contains("cannot read"));
+}
+
+#[test]
+fn all_or_nothing_is_a_domains_setting_without_shadow_rules() {
+    let t = table("domain: a\nall_or_nothing: true\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n");
+    assert!(t.all_or_nothing("a") && !t.all_or_nothing("b"));
+    assert!(!table(MESSAGING).all_or_nothing("messaging"), "off by default");
+    let e = error("domain: a\nall_or_nothing: true\ndescriptors:\n  - key: k\n    shadow_mode: true\n    rate_limit: {unit: second, requests_per_unit: 1}\n");
+    assert!(e.contains("test.yaml: a domain that is all_or_nothing has no shadow_mode descriptor"), "{e}");
 }
