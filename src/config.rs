@@ -100,8 +100,6 @@ pub enum ConfigError {
     BadStoreTimeout(u64),
     #[error("store_replicas must be from 0 to {MAX_STORE_REPLICAS}, got {0}")]
     BadStoreReplicas(u32),
-    #[error("runtime_limits and {0} are both set: limits sent with terms are not yet {1}; serve them without it")]
-    RuntimeLimitsWith(&'static str, &'static str),
     #[error("rls_bind is set but rls_config is not: Envoy's rate-limit service serves the limits of an envoyproxy/ratelimit config")]
     RlsWithoutConfig,
     #[error("rls_bind {addr:?}: {why}")]
@@ -508,9 +506,6 @@ impl ServeConfig {
             return Err(s.at("store", ConfigError::StoreWithState));
         }
         let runtime_limits = s.runtime_limits.unwrap_or(0);
-        if runtime_limits > 0 {
-            check_runtime_limits(&s, &peering, &state)?;
-        }
         Ok(ServeConfig {
             bind,
             default,
@@ -532,23 +527,6 @@ impl ServeConfig {
             rls,
         })
     }
-}
-
-/// Refuses `runtime_limits` beside what does not carry limits sent with
-/// terms yet.
-fn check_runtime_limits(
-    s: &Settings,
-    peering: &Option<PeerConfig>,
-    state: &Option<StateConfig>,
-) -> Result<(), ConfigError> {
-    let with = |what, why| s.at("runtime_limits", ConfigError::RuntimeLimitsWith(what, why));
-    if peering.is_some() {
-        return Err(with("peer_bind", "shared with peers"));
-    }
-    if state.is_some() {
-        return Err(with("state", "kept in a state file"));
-    }
-    Ok(())
 }
 
 /// Envoy's rate-limit service's settings, its config loaded, when

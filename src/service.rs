@@ -216,6 +216,9 @@ impl Service {
     /// may have moved (a reload, or idle runtime limits dropped).
     fn limits_moved(&mut self) {
         self.holding.leases.recheck();
+        if let Some(p) = &mut self.peering {
+            p.fit_to(&self.locker);
+        }
         if let Some(s) = &mut self.store {
             s.reset(self.locker.figures().stats().count());
         }

@@ -43,7 +43,7 @@ pub use file::{Frames, Header, Problem, Replay, VERSION};
 pub use journal::{Journal, Keep};
 pub use liveness::{Liveness, Step};
 pub use log::{Compacted, Compaction, Prefix, StateLog};
-pub use record::{Identity, Record};
+pub use record::{Identity, Record, RuntimeTerms};
 pub use restore::{restore, Restored};
 
 /// Why a state file cannot be used. Every message names the file, and those

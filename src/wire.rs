@@ -41,7 +41,7 @@ pub use ask::{Ask, Terms};
 pub use batch::{begin_batch_reply, classify_batch_reply, decode_batch_reply, encode_batch, AskBatch, Entries};
 pub use lease::{Heartbeat, LeaseAsk, LeaseReply, Release};
 pub use peer::{
-    decode_peer, PeerCount, PeerEcho, PeerGift, PeerKind, PeerLimit, PeerMsg, PeerNode, PeerSeen,
+    decode_peer, PeerCount, PeerEcho, PeerGift, PeerKind, PeerLimit, PeerMsg, PeerNode, PeerSeen, PeerTerms,
     MAX_COUNTS_PER_MESSAGE, MAX_LIMITS_PER_MESSAGE, MAX_PEER_MESSAGE_SIZE,
 };
 pub use reply::{

@@ -367,20 +367,16 @@ fn allow_reset_and_admin_keys_are_checked_with_their_lines() {
 }
 
 #[test]
-fn runtime_limits_are_none_unless_set_and_not_yet_beside_state_or_peers() {
+fn runtime_limits_are_none_unless_set_and_go_with_state_peers_and_a_store() {
     assert_eq!(ServeConfig::resolve(Flags::default(), FileConfig::default()).unwrap().runtime_limits, 0);
     let c = ServeConfig::resolve(Flags::default(), parse("runtime_limits = 50\n")).unwrap();
     assert_eq!(c.runtime_limits, 50);
     let flags = Flags { runtime_limits: Some(7), ..Flags::default() };
     assert_eq!(ServeConfig::resolve(flags, parse("runtime_limits = 50\n")).unwrap().runtime_limits, 7);
-    let with = |extra: &str| {
-        let text = format!("runtime_limits = 5\n{extra}\n");
-        ServeConfig::resolve(Flags::default(), parse(&text)).unwrap_err().to_string()
-    };
-    let e = with("state = '/nonexistent/state.log'");
-    assert!(e.contains("runtime_limits and state are both set"), "{e}");
-    let e = with("peer_bind = 'tcp://127.0.0.1:*'");
-    assert!(e.contains("runtime_limits and peer_bind are both set"), "{e}");
+    let kept = parse("runtime_limits = 5\nstate = '/nonexistent/state.log'\n");
+    assert_eq!(ServeConfig::resolve(Flags::default(), kept).unwrap().runtime_limits, 5, "the state file keeps them");
+    let peered = parse("runtime_limits = 5\npeer_bind = 'tcp://127.0.0.1:*'\n");
+    assert_eq!(ServeConfig::resolve(Flags::default(), peered).unwrap().runtime_limits, 5, "peers share them");
     let text = "runtime_limits = 5\nstore = 'redis://127.0.0.1:6379'\n";
     assert_eq!(ServeConfig::resolve(Flags::default(), parse(text)).unwrap().runtime_limits, 5);
 }

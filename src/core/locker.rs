@@ -98,6 +98,9 @@ struct Entry {
     stats: LimitStats,
     /// Created from terms sent with an ask (see `runtime`), not configured.
     runtime: bool,
+    /// Created from a peer's terms and not asked here since: its terms are
+    /// not passed on (see `runtime`).
+    learned: bool,
     /// When an ask last named it.
     last_ask: Nanos,
 }
@@ -105,13 +108,15 @@ struct Entry {
 impl Entry {
     /// `limit` with empty counts and counters.
     fn new(limit: Limit) -> Entry {
-        Entry { rule: Rule::new(&limit), limit, stats: LimitStats::default(), runtime: false, last_ask: 0 }
+        let stats = LimitStats::default();
+        Entry { rule: Rule::new(&limit), limit, stats, runtime: false, learned: false, last_ask: 0 }
     }
 
     /// Counts an ask's outcome at `now`.
     #[inline]
     fn record(&mut self, now: Nanos, outcome: Outcome) {
         self.last_ask = now;
+        self.learned = false;
         self.stats.record(outcome);
     }
 }
@@ -138,6 +143,9 @@ pub struct Locker {
     ledgers: Vec<(LimitId, Option<Box<str>>)>,
     /// The most limits asks may create from their terms (see `runtime`).
     runtime_bound: usize,
+    /// Counts changes to the limits' numbers or definitions (a reload, a
+    /// runtime limit created, retuned or dropped), for the state file.
+    generation: u64,
 }
 
 impl Locker {
@@ -158,6 +166,7 @@ impl Locker {
             publishing: false,
             ledgers: Vec::new(),
             runtime_bound: 0,
+            generation: 0,
         };
         locker.index(std::iter::once(default).chain(limits).map(Entry::new));
         locker
@@ -176,6 +185,7 @@ impl Locker {
     /// Makes `entries`, in order, the table's limits, found by name; a
     /// later entry replaces an earlier one of the same name.
     fn index(&mut self, entries: impl Iterator<Item = Entry>) {
+        self.generation += 1;
         self.entries.clear();
         self.by_name.clear();
         for entry in entries {
@@ -188,6 +198,12 @@ impl Locker {
             }
         }
         self.default = self.by_name[DEFAULT_LIMIT];
+    }
+
+    /// A number that changes whenever the limits' numbers or definitions
+    /// do: a reload, a limit created from terms, retuned or dropped.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// The limit named `name`, or the default limit when `name` is `None`.

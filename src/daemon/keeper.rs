@@ -19,7 +19,8 @@ use crate::core::time::NANOS_PER_SEC;
 use crate::core::{Algorithm, Locker, Nanos};
 use crate::service::{Note, Service};
 use crate::state::{
-    collapse, digest, Compacted, Header, Keep, Liveness, Record, Replay, StateConfig, StateError, StateLog, Step,
+    collapse, digest, Compacted, Header, Keep, Liveness, Record, Replay, RuntimeTerms, StateConfig, StateError,
+    StateLog, Step,
 };
 
 /// Below this many bytes appended since the last compaction, a slot
@@ -169,6 +170,9 @@ pub struct Keeper {
     retry_room: Option<Nanos>,
     /// After a compaction failed (a full disk), none starts before this.
     compact_after: Option<Instant>,
+    /// What the records' limit numbers mean, as of the table's `generation`.
+    layout: Layout,
+    generation: u64,
 }
 
 /// How long after a failed compaction the next one may start: a full disk
@@ -201,9 +205,16 @@ impl Keeper {
                 "the state file is more than a day old; nothing in it is current"
             );
         }
+        let numbers = restore_terms(&loaded, service, now);
         let liveness = Liveness::of(service.locker());
         let (step, cut) = (loaded.step, loaded.cut.unwrap_or(Nanos::MAX));
-        let records = loaded.replay.iter().flat_map(Replay::records);
+        let records = loaded.replay.iter().flat_map(Replay::records).filter_map(|r| match r {
+            Record::Terms { .. } => None,
+            r => match r.limit() {
+                Some(n) => numbers.get(n as usize).copied().flatten().map(|to| r.with_limit(to)),
+                None => Some(r),
+            },
+        });
         let step =
             (step != 0).then(|| Step { by: step, restart: now.saturating_add_signed(-step), runs: runs_of(&loaded) });
         let records = records
@@ -219,6 +230,8 @@ impl Keeper {
         if let Some(b) = loaded.boot {
             keep.insert(1, Record::Clock { run, boot: b.id, wall_at_boot: b.wall_at_boot });
         }
+        // Read before any count on a restart, wherever they stand.
+        keep.extend(terms_records(service.locker(), 0));
         let run_record = (run, incarnation, node.clone());
         let durable = config.fsync.is_some();
         let mut log = StateLog::create(&config.path, Header { limits: loaded.digest, written: now }, keep, durable)?;
@@ -253,6 +266,8 @@ impl Keeper {
             headroom,
             retry_room: None,
             compact_after: None,
+            layout: Layout::of(service.locker()),
+            generation: service.locker().generation(),
         })
     }
 
@@ -370,34 +385,54 @@ impl Keeper {
         }
     }
 
-    /// Rewrites the file for the limits `service` has after a reload (they
-    /// were `before`): records move to their limit's new number, those of
-    /// limits removed or reset are dropped, and the header names the new
-    /// limits, so that a restart with the new config restores them.
-    pub fn after_reload(&mut self, before: &Layout, service: &Service, now: Nanos) {
-        let digest = limits_digest(service.locker());
-        if self.broken || digest == self.log.header().limits {
+    /// Follows the limits `locker` has now, if they changed since the file
+    /// was last told (a reload, a runtime limit created, retuned or
+    /// dropped): a limit created after the others gets a `Terms` record;
+    /// any other change rewrites the file, records moved to their limit's
+    /// new number, those of limits removed or reset dropped, and the header
+    /// naming the configured limits, so that a restart restores them.
+    pub fn follow(&mut self, locker: &Locker, now: Nanos) {
+        if self.broken || locker.generation() == self.generation {
             return;
         }
+        self.generation = locker.generation();
+        let layout = Layout::of(locker);
+        let added = layout.0.len().saturating_sub(self.layout.0.len());
+        let header = limits_digest(locker) == self.log.header().limits;
+        if header && layout.0.starts_with(&self.layout.0) {
+            for record in terms_records(locker, layout.0.len() - added) {
+                self.keep(&record);
+            }
+            self.liveness = Liveness::of(locker);
+            self.layout = layout;
+            return;
+        }
+        self.rewrite(locker, layout, now);
+    }
+
+    fn rewrite(&mut self, locker: &Locker, layout: Layout, now: Nanos) {
         // A compaction under way collapses the old layout: let it finish, unused.
         if let Some((job, _)) = self.compaction.take() {
             let _ = job.join();
         }
-        self.liveness = Liveness::of(service.locker());
-        let moved = before.moved_to(&Layout::of(service.locker()));
-        let records = self.log.records().filter_map(|r| match r.limit() {
-            None => Some(r),
-            Some(i) => moved.get(i as usize).copied().flatten().map(|to| r.with_limit(to)),
-        });
+        self.liveness = Liveness::of(locker);
+        let moved = self.layout.moved_to(&layout);
+        self.layout = layout;
+        let records =
+            self.log.records().filter(|r| !matches!(r, Record::Terms { .. })).filter_map(|r| match r.limit() {
+                None => Some(r),
+                Some(i) => moved.get(i as usize).copied().flatten().map(|to| r.with_limit(to)),
+            });
         let live = collapse(records, |r| self.liveness.is_live(now, r));
         let (run, incarnation, node) = &self.run;
         let me = Record::Run { run: *run, incarnation: *incarnation, node };
-        let header = Header { limits: digest, written: now };
-        match StateLog::create(self.log.path(), header, std::iter::once(me).chain(live), self.durable) {
+        let header = Header { limits: limits_digest(locker), written: now };
+        let first = std::iter::once(me).chain(terms_records(locker, 0));
+        match StateLog::create(self.log.path(), header, first.chain(live), self.durable) {
             Ok(log) => {
                 self.compacted_len = log.len();
                 self.log = log;
-                info!("state file rewritten for the reloaded limits");
+                info!("state file rewritten for the limits served now");
             }
             Err(e) => self.fail(e),
         }
@@ -427,6 +462,23 @@ impl Keep for Keeper {
     }
 
     #[inline]
+    fn follow_limits(&mut self, locker: &Locker, now: Nanos) {
+        self.follow(locker, now);
+    }
+
+    fn hold(&mut self) {
+        if let Err(e) = self.log.hold() {
+            if !self.broken {
+                self.fail(e);
+            }
+        }
+    }
+
+    fn release(&mut self) {
+        self.log.release();
+    }
+
+    #[inline]
     fn make_room(&mut self, now: Nanos) -> Result<(), &'static str> {
         if self.broken || self.log.room() >= self.headroom {
             return Ok(());
@@ -449,6 +501,25 @@ impl Keep for Option<Keeper> {
     }
 
     #[inline]
+    fn follow_limits(&mut self, locker: &Locker, now: Nanos) {
+        if let Some(k) = self {
+            k.follow(locker, now);
+        }
+    }
+
+    fn hold(&mut self) {
+        if let Some(k) = self {
+            k.hold();
+        }
+    }
+
+    fn release(&mut self) {
+        if let Some(k) = self {
+            k.release();
+        }
+    }
+
+    #[inline]
     fn make_room(&mut self, now: Nanos) -> Result<(), &'static str> {
         self.as_mut().map_or(Ok(()), |k| k.make_room(now))
     }
@@ -463,16 +534,15 @@ fn headroom(max_request: usize) -> usize {
     max_request.saturating_mul(2).saturating_add(256 << 10).min(1 << 30)
 }
 
-/// What the records' limit numbers mean: each limit's name, kind and slot
-/// length, in the locker's order.
-pub struct Layout(Vec<(String, Algorithm, Nanos)>);
+/// What the records' limit numbers mean: each limit's name, kind, slot
+/// length and definition's digest, in the locker's order.
+pub struct Layout(Vec<(String, Algorithm, Nanos, u64)>);
 
 impl Layout {
     /// The layout of `locker`'s limits now.
     pub fn of(locker: &Locker) -> Layout {
-        Layout(
-            locker.figures().stats().map(|(l, _)| (l.name().to_owned(), l.algorithm(), l.quota().slot_ns())).collect(),
-        )
+        let of = |l: &crate::core::Limit| (l.name().to_owned(), l.algorithm(), l.quota().slot_ns(), l.digest());
+        Layout(locker.figures().stats().map(|(l, _)| of(l)).collect())
     }
 
     /// Where each limit number of `self` went in `now`: to the limit of the
@@ -482,8 +552,8 @@ impl Layout {
         let same_kind = |a: Algorithm, b: Algorithm| std::mem::discriminant(&a) == std::mem::discriminant(&b);
         self.0
             .iter()
-            .map(|(name, kind, slot)| {
-                let to = now.0.iter().position(|(n, k, s)| n == name && same_kind(*k, *kind) && s == slot)?;
+            .map(|(name, kind, slot, _)| {
+                let to = now.0.iter().position(|(n, k, s, _)| n == name && same_kind(*k, *kind) && s == slot)?;
                 Some(to as u32)
             })
             .collect()
@@ -495,13 +565,54 @@ fn next_boundary(now: Nanos, step: Nanos) -> Nanos {
     (now / step).saturating_add(1).saturating_mul(step)
 }
 
-/// What the records' limit numbers refer to: every limit's name, kind and
-/// numbers, in the locker's order.
+/// What the records' limit numbers refer to: every configured limit's
+/// name, kind and numbers, in the locker's order. Runtime limits follow
+/// them, each named by a `Terms` record.
 fn limits_digest(locker: &Locker) -> u64 {
     let mut text = String::new();
-    for (limit, _) in locker.figures().stats() {
+    let configured = |(i, _): &(usize, _)| locker.keeping().limit_at(*i).is_some_and(|id| !locker.is_runtime(id));
+    for (_, (limit, _)) in locker.figures().stats().enumerate().filter(configured) {
         let q = limit.quota();
         text.push_str(&format!("{}|{:?}|{}|{}\n", limit.name(), limit.algorithm(), q.max_requests(), q.slot_ns()));
     }
     digest(&text)
+}
+
+/// A `Terms` record for each runtime limit of `locker` from number `from` on.
+fn terms_records(locker: &Locker, from: usize) -> impl Iterator<Item = Record<'_>> {
+    let ids = (from..).map_while(|i| locker.keeping().limit_at(i)).filter(|&id| locker.is_runtime(id));
+    ids.map(|id| {
+        let limit = locker.limit(id);
+        Record::Terms { limit: id.index() as u32, name: limit.name(), terms: RuntimeTerms::of(limit) }
+    })
+}
+
+/// Creates the runtime limits the file's `Terms` records name (the latest
+/// of each number), in their order, before their counts go back; returns
+/// where each limit number of the file goes now. The configured limits
+/// keep their numbers; a runtime limit this run cannot create (fewer
+/// `--runtime-limits`) loses its counts, with a warning.
+fn restore_terms(loaded: &Loaded, service: &mut Service, now: Nanos) -> Vec<Option<u32>> {
+    let configured = service.locker().figures().stats().count();
+    let mut numbers: Vec<Option<u32>> = (0..configured as u32).map(Some).collect();
+    let mut terms = std::collections::BTreeMap::new();
+    for r in loaded.replay.iter().flat_map(Replay::records) {
+        if let Record::Terms { limit, name, terms: t } = r {
+            terms.insert(limit, (name, t));
+        }
+    }
+    for (number, (name, t)) in terms {
+        let Some(limit) = t.limit(name) else { continue };
+        match service.restore_limit(now, limit) {
+            Ok(id) => {
+                let n = number as usize;
+                if numbers.len() <= n {
+                    numbers.resize(n + 1, None);
+                }
+                numbers[n] = Some(id.index() as u32);
+            }
+            Err(e) => warn!(limit = %name, error = %e, "a limit sent with terms not restored; its counts are dropped"),
+        }
+    }
+    numbers
 }

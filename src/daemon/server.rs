@@ -438,10 +438,9 @@ impl Server {
         let Some(r) = &mut self.reload else {
             return warn!("asked to reload, but the config came from no file");
         };
-        let before = keeper::Layout::of(self.service.locker());
         reload::apply(r, &mut self.service, self.rls.as_ref());
         if let Some(state) = &mut self.state {
-            state.after_reload(&before, &self.service, self.watch.clock.now());
+            state.follow(self.service.locker(), self.watch.clock.now());
         }
     }
 

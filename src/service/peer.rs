@@ -59,6 +59,10 @@ impl Service {
             p.refuse(now, peer, || format!("a message sent as {:?}", shown(&sender.id)));
             return true;
         }
+        if super::runtime::learn(&mut self.locker, p, now, peer, &msg.terms) {
+            // A plain body of a new limit's name chose the default until now.
+            self.plain_memo.0.clear();
+        }
         for PeerLimit(name, digest) in &msg.limits {
             if let Ok(id) = self.locker.find(Some(name)) {
                 p.on_limit(peer, id, self.locker.limit(id).digest() == *digest, || name.clone());
@@ -243,6 +247,8 @@ impl<'a> Batch<'a> {
         if matches!(kind, PeerKind::Beat | PeerKind::Snapshot) {
             batch.msg.limits =
                 locker.figures().shared_digests().map(|(name, d)| PeerLimit(name.to_owned(), d)).collect();
+            // And the terms of the limits created from asks' terms here.
+            batch.msg.terms = locker.figures().taught_terms().map(super::runtime::peer_terms).collect();
             // And how the sender sees each peer's clock (see `core::peering::clock`).
             batch.msg.seen = seen(table);
         }

@@ -9,11 +9,17 @@
 //! count, and dropping an idle one forgets nothing (the store still holds
 //! its count until its slot ends).
 //!
+//! Peered, a runtime limit's terms travel in heartbeats and snapshots
+//! beside its digest (`wire::PeerTerms`): a locker that hears terms for a
+//! limit it lacks creates it under its own `--runtime-limits` (`learn`),
+//! and merges its counts once the digests agree, as for a configured
+//! limit; one it cannot create is refused once and its counts ignored.
+//!
 //! It reads no clock and touches no socket.
 
 use super::Service;
-use crate::core::{AskError, Limit, LimitId, Made, Nanos, TableError, DEFAULT_LIMIT};
-use crate::wire::{self, Terms};
+use crate::core::{AskError, Limit, LimitId, Locker, Made, Nanos, PeerIx, Peering, TableError, DEFAULT_LIMIT};
+use crate::wire::{self, PeerTerms, Terms};
 
 impl Service {
     /// The limit `go` names, made to count by its terms when it carries
@@ -60,7 +66,22 @@ impl Service {
         let name = name.unwrap_or(DEFAULT_LIMIT);
         let limit = Limit::from_terms(name, terms.algorithm, terms.max_requests, terms.in_seconds, terms.burst)
             .map_err(|e| AskError::Terms(e.to_string()))?;
+        self.take_terms(now, limit).map_err(AskError::from)
+    }
+
+    /// Creates a runtime limit a state file kept, as an ask with its terms
+    /// would, at `now`.
+    pub fn restore_limit(&mut self, now: Nanos, limit: Limit) -> Result<LimitId, TableError> {
+        self.take_terms(now, limit)
+    }
+
+    fn take_terms(&mut self, now: Nanos, limit: Limit) -> Result<LimitId, TableError> {
         let (id, made) = self.locker.find_with_terms(now, limit)?;
+        if made != Made::Found {
+            if let Some(p) = &mut self.peering {
+                p.fit_to(&self.locker);
+            }
+        }
         if made == Made::Created {
             if let Some(s) = &mut self.store {
                 s.grow(self.locker.figures().stats().count());
@@ -83,4 +104,35 @@ impl Service {
             self.limits_moved();
         }
     }
+}
+
+/// Creates the limits a peer's `terms` name that `locker` lacks, while its
+/// `--runtime-limits` has room, and fits the peering to them; terms that
+/// make no limit, or would pass the bound, are refused once per name. A
+/// limit of the same name is left as it is: its digest tells the peer's
+/// definition apart. Returns whether a limit was created.
+pub(super) fn learn(locker: &mut Locker, p: &mut Peering, now: Nanos, peer: PeerIx, terms: &[PeerTerms]) -> bool {
+    let mut created = false;
+    for PeerTerms(name, algorithm, max_requests, in_seconds, burst) in terms {
+        if locker.find(Some(name)).is_ok() {
+            continue;
+        }
+        let made = Limit::from_terms(name, algorithm, *max_requests, *in_seconds, *burst)
+            .map_err(|e| e.to_string())
+            .and_then(|limit| locker.learn(now, limit).map_err(|e| e.to_string()));
+        match made {
+            Ok(_) => created = true,
+            Err(why) => p.refuse_terms(now, peer, name, || why),
+        }
+    }
+    if created {
+        p.fit_to(locker);
+    }
+    created
+}
+
+/// The terms a peer needs to create `limit` (see `learn`).
+pub(super) fn peer_terms(limit: &Limit) -> PeerTerms {
+    let (algorithm, max_requests, in_seconds, burst) = limit.terms();
+    PeerTerms(limit.name().to_owned(), algorithm.to_owned(), max_requests, in_seconds, burst)
 }

@@ -23,7 +23,7 @@ use std::path::Path;
 
 use memmap2::Mmap;
 
-use super::record::Record;
+use super::record::{group, Record};
 use super::StateError;
 
 /// The first bytes of every state file.
@@ -189,6 +189,8 @@ impl Replay {
 pub struct Frames<'a> {
     bytes: &'a [u8],
     at: usize,
+    /// The rest of a group being read, record by record.
+    group: Option<group::Parts<'a>>,
 }
 
 impl<'a> Frames<'a> {
@@ -200,7 +202,7 @@ impl<'a> Frames<'a> {
 
     /// The frames in `bytes[from..to]`, checked as for `new`.
     fn between(bytes: &'a [u8], from: usize, to: usize) -> Frames<'a> {
-        Frames { bytes: &bytes[..to], at: from }
+        Frames { bytes: &bytes[..to], at: from, group: None }
     }
 }
 
@@ -210,10 +212,18 @@ impl<'a> Iterator for Frames<'a> {
     /// The next record. Its checksum is not checked again: the frames were
     /// checked when the file was read back, or written by this locker.
     fn next(&mut self) -> Option<Record<'a>> {
+        if let Some(payload) = self.group.as_mut().and_then(group::Parts::next_payload) {
+            // SAFETY: as below, for each record of a checked group.
+            return unsafe { Record::decode_checked(payload) };
+        }
         let head = self.bytes.get(self.at..self.at + FRAME_LEN)?;
         let len = u32::from_le_bytes(head[..4].try_into().expect("4 bytes")) as usize;
         let payload = self.bytes.get(self.at + FRAME_LEN..self.at + FRAME_LEN + len).filter(|_| len > 0)?;
         self.at += FRAME_LEN + len;
+        if let Some(parts) = group::parts(payload) {
+            self.group = Some(parts);
+            return self.next();
+        }
         // SAFETY: every frame here was read with `Record::decode` by `scan`
         // (a file read back) or encoded from a `Record` by this locker (its
         // own log); see `Frames::new`.
@@ -234,7 +244,11 @@ fn frame(bytes: &[u8], at: usize) -> Result<Option<(&[u8], usize)>, Problem> {
     let next = at + FRAME_LEN + len;
     let payload = bytes.get(at + FRAME_LEN..next).ok_or(Problem::Truncated { offset: at })?;
     let crc = u32::from_le_bytes(head[4..].try_into().expect("4 bytes"));
-    if crc != crc32fast::hash(payload) || Record::decode(payload).is_none() {
+    let reads = match group::parts(payload) {
+        Some(parts) => group::is_whole(parts),
+        None => Record::decode(payload).is_some(),
+    };
+    if crc != crc32fast::hash(payload) || !reads {
         return Err(Problem::Corrupt { offset: at });
     }
     Ok(Some((payload, next)))

@@ -23,6 +23,21 @@ pub trait Keep {
     /// Takes one record of what the call being answered left behind.
     fn keep(&mut self, record: &Record);
 
+    /// Called at `now` before each call's records: follows the limits
+    /// `locker` serves now, if they changed (see `Keeper::follow`), so that
+    /// the records' limit numbers say what they mean.
+    fn follow_limits(&mut self, locker: &Locker, now: Nanos) {
+        let _ = (locker, now);
+    }
+
+    /// Holds the records of one call together, from now until `release`:
+    /// a process killed in between leaves none of them (an `all`'s parts,
+    /// a batch's grants). Keeping nothing, there is nothing to hold.
+    fn hold(&mut self) {}
+
+    /// Ends `hold`: the held records count from now on, all together.
+    fn release(&mut self) {}
+
     /// Called at `now` after each call's records: makes room for the next call's,
     /// or says why no grant may be made until there is room (a grant must
     /// be recorded before its reply, and a full disk could not record it).
@@ -106,11 +121,21 @@ impl Journal {
     #[inline]
     pub fn close(&mut self, locker: &Locker, now: Nanos, keep: &mut impl Keep) -> Result<(), &'static str> {
         if let Some(run) = self.run {
+            keep.follow_limits(locker, now);
+            // The records of one call are one record's worth on disk: an
+            // `all` whose parts went is kept whole or not at all.
+            let together = self.pending.len() > 1;
+            if together {
+                keep.hold();
+            }
             for &(change, span) in &self.pending {
                 let name = span.map(|(start, end)| &self.names[start..end]);
                 if let Some(record) = record_of(locker, now, run, change, name) {
                     keep.keep(&record);
                 }
+            }
+            if together {
+                keep.release();
             }
             self.pending.clear();
             self.names.clear();

@@ -57,7 +57,8 @@ impl Liveness {
     /// another kind, or none, does not.
     pub fn is_live(&self, now: Nanos, record: &Record) -> bool {
         match *record {
-            Record::Run { .. } | Record::Clock { .. } => true,
+            // A runtime limit's terms: dropping the limit rewrites the file.
+            Record::Run { .. } | Record::Clock { .. } | Record::Terms { .. } => true,
             Record::Lease { kept: Kept::Released, .. } => false,
             // A ledger says something while its fixed window's slot has not ended.
             Record::Ledger { slot, .. } => match self.terms(record) {

@@ -20,7 +20,7 @@ use memmap2::{Mmap, MmapMut, MmapOptions};
 
 use super::collapse::collapse;
 use super::file::{scan, Frames, Header, FRAME_LEN, HEADER_LEN};
-use super::record::Record;
+use super::record::{group, Record};
 use super::StateError;
 
 /// The size a new file is mapped with.
@@ -43,6 +43,9 @@ pub struct StateLog {
     compacted: usize,
     /// Whether records were appended since the last `sync`.
     dirty: bool,
+    /// While records are held together (see `hold`): where the group's
+    /// payload ends so far.
+    group: Option<usize>,
 }
 
 /// What a compaction did.
@@ -94,13 +97,25 @@ impl StateLog {
         // writes it; the map lives no longer than the log that owns the file.
         let mut map = unsafe { MmapMut::map_mut(&file) }.map_err(io_err)?;
         map[..HEADER_LEN].copy_from_slice(&header.encode());
-        Ok(StateLog { path: path.to_owned(), file, map, header, tail: HEADER_LEN, compacted: HEADER_LEN, dirty: true })
+        Ok(StateLog {
+            path: path.to_owned(),
+            file,
+            map,
+            header,
+            tail: HEADER_LEN,
+            compacted: HEADER_LEN,
+            dirty: true,
+            group: None,
+        })
     }
 
     /// Appends `record`: a few stores into the map, and rarely (when the
     /// file is full) a remap to a larger file.
     #[inline]
     pub fn append(&mut self, record: &Record) -> Result<(), StateError> {
+        if let Some(end) = self.group {
+            return self.append_part(end, record);
+        }
         let len = record.encoded_len();
         let next = self.tail + FRAME_LEN + len;
         if next > self.map.len() {
@@ -117,6 +132,45 @@ impl StateLog {
         self.tail = next;
         self.dirty = true;
         Ok(())
+    }
+
+    /// Holds the records appended from now until `release` together: they
+    /// go into one frame, a group (see `record::group`), whose length is
+    /// stored at `release`. A process killed in between leaves none of
+    /// them, as it leaves no half record.
+    pub fn hold(&mut self) -> Result<(), StateError> {
+        let start = self.tail + FRAME_LEN;
+        if start + 1 > self.map.len() {
+            self.grow(start + 1)?;
+        }
+        self.map[start] = group::KIND;
+        self.group = Some(start + 1);
+        Ok(())
+    }
+
+    /// Appends `record` to the group being held, whose payload ends at `end`.
+    fn append_part(&mut self, end: usize, record: &Record) -> Result<(), StateError> {
+        let len = record.encoded_len();
+        let next = end + group::PART_LEN + len;
+        if next > self.map.len() {
+            self.grow(next)?;
+        }
+        self.map[end..end + group::PART_LEN].copy_from_slice(&(len as u32).to_le_bytes());
+        record.encode(&mut self.map[end + group::PART_LEN..next]);
+        self.group = Some(next);
+        Ok(())
+    }
+
+    /// Ends `hold`: the group's checksum, then its length, stored last,
+    /// so that its records count from now on, all together.
+    pub fn release(&mut self) {
+        let Some(end) = self.group.take() else { return };
+        let (head, payload) = self.map[self.tail..end].split_at_mut(FRAME_LEN);
+        head[4..].copy_from_slice(&crc32fast::hash(payload).to_le_bytes());
+        compiler_fence(Ordering::Release);
+        head[..4].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        self.tail = end;
+        self.dirty = true;
     }
 
     /// Grows the file so that `need` bytes fit: doubling, by at most

@@ -15,11 +15,16 @@
 //! - `Release` (a `Lease` of `Kept::Released`): at u64, limit u32, lease bytes;
 //! - `Clock`: run u32, boot id u128, wall clock at boot u64;
 //! - `Ledger`: at u64, run u32, limit u32, slot u64, gave u32, got u32, key;
+//! - `Terms`: limit u32, algorithm u8, max_requests u32, in_seconds f64,
+//!   burst u32 (0: none), name bytes;
 //!
-//! where a key is one byte (0: none, 1: some) followed by its bytes.
+//! where a key is one byte (0: none, 1: some) followed by its bytes. A
+//! group (kind 17, see `group`) holds the records of one call in one
+//! frame: each as its length u32 and its payload.
 
 use crate::core::kinds::semaphore::kept::HeldLease;
 use crate::core::kinds::Kept;
+use crate::core::{Algorithm, Limit};
 
 /// One thing the state log remembers. Times are nanoseconds since the Unix
 /// epoch, by the locker's clock; `at` is when the record was written.
@@ -52,6 +57,41 @@ pub enum Record<'a> {
     /// the file takes them off (and adds them to) what it owns of that
     /// slot, so it resumes the earlier run's share exactly.
     Ledger { at: u64, run: u32, limit: u32, key: Option<&'a str>, slot: u64, gave: u32, got: u32 },
+    /// Limit number `limit` was created from terms sent with an ask
+    /// (`--runtime-limits`): its name and terms, to create it again before
+    /// its counts are put back.
+    Terms { limit: u32, name: &'a str, terms: RuntimeTerms },
+}
+
+/// A runtime limit's terms as a `Terms` record keeps them: the fields an
+/// ask's terms carry.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RuntimeTerms {
+    pub algorithm: Algorithm,
+    pub max_requests: u32,
+    pub in_seconds: f64,
+}
+
+/// Terms are equal when every field is, `in_seconds` bit for bit.
+impl Eq for RuntimeTerms {}
+
+impl RuntimeTerms {
+    /// The terms of `limit`, which was made by `Limit::from_terms`.
+    pub fn of(limit: &Limit) -> RuntimeTerms {
+        let q = limit.quota();
+        RuntimeTerms { algorithm: limit.algorithm(), max_requests: q.max_requests(), in_seconds: limit.in_seconds() }
+    }
+
+    /// The limit `name` of these terms, or `None` when they make none
+    /// (a record of a newer build's kind, or damage).
+    pub fn limit(&self, name: &str) -> Option<Limit> {
+        let burst = match self.algorithm {
+            Algorithm::TokenBucket { burst } => Some(u64::from(burst.get())),
+            _ => None,
+        };
+        let alg = self.algorithm.name();
+        Limit::from_terms(name, alg, u64::from(self.max_requests), self.in_seconds, burst).ok()
+    }
 }
 
 /// What a later record replaces: two records with the same identity say
@@ -64,6 +104,7 @@ pub enum Identity<'a> {
     Lease { limit: u32, lease: &'a str },
     Clock(u32),
     Ledger { run: u32, limit: u32, slot: u64, key: Option<&'a str> },
+    Terms(u32),
 }
 
 const RUN: u8 = 1;
@@ -72,9 +113,11 @@ const BUCKET: u8 = 3;
 const LEASE: u8 = 4;
 const RELEASE: u8 = 5;
 const CLOCK: u8 = 6;
-/// Far from the others, so that kinds added elsewhere meanwhile do not
-/// take the same byte.
-const LEDGER: u8 = 16;
+/// Kinds from 16 on are this build's additions beyond version 1's first
+/// six; a build that does not know one skips its records.
+const TERMS: u8 = 16;
+/// A peered fixed window's gifts (18: 17 is a group, see `group`).
+const LEDGER: u8 = 18;
 
 /// Why a `Count` record cannot hold a lease's kept form: its bytes have
 /// no room for one.
@@ -95,6 +138,7 @@ impl<'a> Record<'a> {
             Record::Lease { limit, lease, .. } => Identity::Lease { limit, lease },
             Record::Clock { run, .. } => Identity::Clock(run),
             Record::Ledger { run, limit, slot, key, .. } => Identity::Ledger { run, limit, slot, key },
+            Record::Terms { limit, .. } => Identity::Terms(limit),
         }
     }
 
@@ -103,7 +147,7 @@ impl<'a> Record<'a> {
     pub fn at(&self) -> u64 {
         match *self {
             Record::Run { incarnation, .. } => incarnation,
-            Record::Clock { .. } => 0,
+            Record::Clock { .. } | Record::Terms { .. } => 0,
             Record::Count { at, .. } | Record::Lease { at, .. } | Record::Ledger { at, .. } => at,
         }
     }
@@ -112,7 +156,10 @@ impl<'a> Record<'a> {
     pub fn limit(&self) -> Option<u32> {
         match *self {
             Record::Run { .. } | Record::Clock { .. } => None,
-            Record::Count { limit, .. } | Record::Lease { limit, .. } | Record::Ledger { limit, .. } => Some(limit),
+            Record::Count { limit, .. }
+            | Record::Lease { limit, .. }
+            | Record::Ledger { limit, .. }
+            | Record::Terms { limit, .. } => Some(limit),
         }
     }
 
@@ -130,7 +177,11 @@ impl<'a> Record<'a> {
     /// The same record about limit number `to` instead (after a reload
     /// moved the limits).
     pub fn with_limit(mut self, to: u32) -> Record<'a> {
-        if let Record::Count { limit, .. } | Record::Lease { limit, .. } | Record::Ledger { limit, .. } = &mut self {
+        if let Record::Count { limit, .. }
+        | Record::Lease { limit, .. }
+        | Record::Ledger { limit, .. }
+        | Record::Terms { limit, .. } = &mut self
+        {
             *limit = to;
         }
         self
@@ -153,7 +204,7 @@ impl<'a> Record<'a> {
             | Record::Count { run, .. }
             | Record::Clock { run, .. }
             | Record::Ledger { run, .. } => Some(run),
-            Record::Lease { .. } => None,
+            Record::Lease { .. } | Record::Terms { .. } => None,
         }
     }
 
@@ -170,6 +221,7 @@ impl<'a> Record<'a> {
             Record::Lease { lease, .. } => 12 + lease.len(),
             Record::Clock { .. } => 28,
             Record::Ledger { key: k, .. } => 32 + key(*k),
+            Record::Terms { name, .. } => 21 + name.len(),
         }
     }
 
@@ -199,6 +251,16 @@ impl<'a> Record<'a> {
             }
             Record::Ledger { at, run, limit, key, slot, gave, got } => {
                 w.u8(LEDGER).u64(at).u32(run).u32(limit).u64(slot).u32(gave).u32(got).key(key);
+            }
+            Record::Terms { limit, name, terms } => {
+                let (kind, burst) = match terms.algorithm {
+                    Algorithm::FixedWindow => (0, 0),
+                    Algorithm::TokenBucket { burst } => (1, burst.get()),
+                    Algorithm::RollingWindow => (2, 0),
+                    Algorithm::Semaphore => (3, 0),
+                };
+                w.u8(TERMS).u32(limit).u8(kind).u32(terms.max_requests).u64(terms.in_seconds.to_bits()).u32(burst);
+                w.bytes(name.as_bytes());
             }
         }
         debug_assert_eq!(w.at, w.out.len(), "encoded_len disagrees with encode");
@@ -245,9 +307,69 @@ impl<'a> Record<'a> {
                 let (gave, got) = (r.u32()?, r.u32()?);
                 Record::Ledger { at, run, limit, slot, gave, got, key: r.key()? }
             }
+            TERMS => {
+                let (limit, kind, max_requests) = (r.u32()?, r.u8()?, r.u32()?);
+                let (in_seconds, burst) = (f64::from_bits(r.u64()?), r.u32()?);
+                let algorithm = match kind {
+                    0 => Algorithm::FixedWindow,
+                    1 => Algorithm::token_bucket(burst).ok()?,
+                    2 => Algorithm::RollingWindow,
+                    _ => return None,
+                };
+                Record::Terms {
+                    limit,
+                    name: r.rest_str()?,
+                    terms: RuntimeTerms { algorithm, max_requests, in_seconds },
+                }
+            }
             _ => return None,
         };
         r.bytes.is_empty().then_some(record)
+    }
+}
+
+/// A group of records in one frame: the records one call left behind (an
+/// `all`'s parts, a batch's grants), kept whole or not at all. A reader
+/// sees its records one by one, as if each had a frame of its own; a build
+/// that does not know the kind steps over the group as damage.
+pub mod group {
+    use super::Record;
+
+    /// The kind byte that starts a group's payload.
+    pub const KIND: u8 = 17;
+    /// Bytes before each record's payload in a group: its length.
+    pub const PART_LEN: usize = 4;
+
+    /// The records in a group's `payload` after its kind byte, or `None`
+    /// when it is not a group.
+    pub fn parts(payload: &[u8]) -> Option<Parts<'_>> {
+        (payload.first() == Some(&KIND)).then(|| Parts(&payload[1..]))
+    }
+
+    /// Whether every record of a group reads well.
+    pub fn is_whole(parts: Parts) -> bool {
+        let mut parts = parts;
+        loop {
+            match parts.next_payload() {
+                None => return parts.0.is_empty(),
+                Some(p) if Record::decode(p).is_none() => return false,
+                Some(_) => {}
+            }
+        }
+    }
+
+    /// The records of a group not yet read.
+    #[derive(Debug, Clone, Copy)]
+    pub struct Parts<'a>(&'a [u8]);
+
+    impl<'a> Parts<'a> {
+        /// The next record's payload, if a whole one is left.
+        pub fn next_payload(&mut self) -> Option<&'a [u8]> {
+            let len = u32::from_le_bytes(self.0.get(..PART_LEN)?.try_into().expect("4 bytes")) as usize;
+            let payload = self.0.get(PART_LEN..PART_LEN + len)?;
+            self.0 = &self.0[PART_LEN + len..];
+            Some(payload)
+        }
     }
 }
 

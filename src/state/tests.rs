@@ -316,3 +316,53 @@ fn digests_differ_for_different_limits() {
     assert_eq!(digest("api 5/0.8s"), digest("api 5/0.8s"));
     assert_ne!(digest("api 5/0.8s"), digest("api 6/0.8s"));
 }
+
+#[test]
+fn a_runtime_limits_terms_round_trip_and_make_the_same_limit() {
+    use crate::core::Limit;
+    for limit in [
+        Limit::from_terms("tenant", "fixed-window", 5, 0.8, None).unwrap(),
+        Limit::from_terms("b", "token-bucket", 10, 1.0, Some(20)).unwrap(),
+        Limit::from_terms("r", "rolling-window", 7, 86_400.0, None).unwrap(),
+    ] {
+        let record = Record::Terms { limit: 3, name: limit.name(), terms: RuntimeTerms::of(&limit) };
+        let mut bytes = vec![0; record.encoded_len()];
+        record.encode(&mut bytes);
+        let read = Record::decode(&bytes).expect("a record");
+        assert_eq!(read, record);
+        assert_eq!((read.limit(), read.identity()), (Some(3), Identity::Terms(3)));
+        let Record::Terms { name, terms, .. } = read else { unreachable!() };
+        assert_eq!(terms.limit(name).unwrap().digest(), limit.digest(), "{name}");
+    }
+}
+
+#[test]
+fn records_held_together_are_all_there_or_none_after_a_crash() {
+    let dir = Dir::new("together");
+    let names = keys(3);
+    let records = sample(&names);
+    let (first, parts) = records.split_at(2);
+    // Killed before the release: none of the parts, read as unfinished.
+    let mut log = StateLog::create(&dir.file(), HEADER, first.iter().copied(), false).unwrap();
+    log.hold().unwrap();
+    for r in parts {
+        log.append(r).unwrap();
+    }
+    std::mem::forget(log);
+    let replay = read(&dir.file());
+    assert_eq!(replay.records().collect::<Vec<_>>(), first);
+    let end = offsets(first).last().unwrap() + 8 + first.last().unwrap().encoded_len();
+    assert_eq!(replay.problem, Some(Problem::Truncated { offset: end }));
+    // Released: every part, in frames any reader reads.
+    let mut log = StateLog::create(&dir.file(), HEADER, first.iter().copied(), false).unwrap();
+    log.hold().unwrap();
+    for r in parts {
+        log.append(r).unwrap();
+    }
+    log.release();
+    log.append(&records[0]).unwrap();
+    std::mem::forget(log);
+    let replay = read(&dir.file());
+    assert_eq!(replay.problem, None);
+    assert_eq!(replay.records().count(), records.len() + 1);
+}

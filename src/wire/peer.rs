@@ -52,6 +52,23 @@ pub struct PeerGift(pub String, pub Option<String>, pub u64, pub u32, pub u32, p
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PeerLimit(pub String, pub u64);
 
+/// A limit created from terms sent with an ask (`--runtime-limits`), as
+/// `[name, algorithm, max_requests, in_seconds, burst or nil]`: a peer
+/// that has no limit of that name creates it under its own bound. Its
+/// digest travels in `limits` as any limit's does.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PeerTerms(pub String, pub String, pub u64, pub f64, pub Option<u64>);
+
+/// Terms are equal when every field is, `in_seconds` bit for bit.
+impl PartialEq for PeerTerms {
+    fn eq(&self, other: &Self) -> bool {
+        let key = |t: &Self| (t.2, t.3.to_bits(), t.4);
+        self.0 == other.0 && self.1 == other.1 && key(self) == key(other)
+    }
+}
+
+impl Eq for PeerTerms {}
+
 /// How a heartbeat's sender sees one of its peers' clocks, as `[node id,
 /// offset]`: that peer's clock minus the sender's, in nanoseconds, transit
 /// included. The peer reads its own entry and halves the difference with
@@ -120,6 +137,12 @@ pub struct PeerMsg {
     /// holds, besides its own. Left out when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub holds: Vec<String>,
+    /// In a heartbeat and in each part of a snapshot: the terms of the
+    /// limits created from asks' terms that the sender's callers ask, at
+    /// most `MAX_LIMITS_PER_MESSAGE`. Left out when empty; a locker that
+    /// does not know the field ignores it (and those limits' counts).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub terms: Vec<PeerTerms>,
 }
 
 impl PeerMsg {
@@ -141,6 +164,7 @@ impl PeerMsg {
             echo: Vec::new(),
             dead: Vec::new(),
             holds: Vec::new(),
+            terms: Vec::new(),
         }
     }
 
@@ -165,7 +189,8 @@ pub fn decode_peer(body: &[u8]) -> Result<PeerMsg, WireError> {
         || msg.nodes.len() > MAX_COUNTS_PER_MESSAGE + 1
         || msg.seen.len() > MAX_COUNTS_PER_MESSAGE
         || msg.echo.len() + msg.dead.len() + msg.holds.len() > MAX_COUNTS_PER_MESSAGE
-        || msg.limits.len() > MAX_LIMITS_PER_MESSAGE;
+        || msg.limits.len() > MAX_LIMITS_PER_MESSAGE
+        || msg.terms.len() > MAX_LIMITS_PER_MESSAGE;
     if too_many {
         return Err(WireError::Malformed("a peer message with too many counts, nodes or limits".into()));
     }

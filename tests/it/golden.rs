@@ -282,6 +282,29 @@ fn an_older_peer_reads_every_peer_message() {
     }
 }
 
+/// A peer built before limits carried terms reads each limit's
+/// `[name, digest]` beside them: the terms are a field of their own, since
+/// a third element in a limit's entry would make it refuse the whole
+/// heartbeat.
+#[test]
+fn an_older_peer_reads_the_limits_of_a_message_with_terms() {
+    #[derive(serde::Deserialize)]
+    struct OlderPeerMsg {
+        #[serde(default)]
+        limits: Vec<wire::PeerLimit>,
+    }
+    #[derive(serde::Serialize)]
+    struct Entry(&'static str, u64, &'static str);
+    let case = cases("peer.json").into_iter().find(|c| c["peer"].get("terms").is_some()).expect("a case with terms");
+    let (_, bytes) = named_bytes(&case);
+    let older: OlderPeerMsg = rmp_serde::from_slice(&bytes).expect("terms are skipped");
+    assert_eq!(older.limits, wire::decode_peer(&bytes).unwrap().limits);
+    assert!(!older.limits.is_empty());
+    let mut longer = Vec::new();
+    wire::encode(&serde_json::json!({"limits": [Entry("t", 1, "fixed-window")]}), &mut longer);
+    assert!(rmp_serde::from_slice::<OlderPeerMsg>(&longer).is_err(), "a longer entry is refused");
+}
+
 #[test]
 fn a_peer_message_must_be_a_map_with_its_fields() {
     assert!(wire::decode_peer(b"let me go").is_err());

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use locker::core::PeerEvent;
 use locker::core::{Algorithm, Limit, Locker, Nanos, Quota, DEFAULT_LIMIT};
 use locker::sim::{self, Group, Link};
-use locker::wire::{Ask, GoReply};
+use locker::wire::{Ask, GoReply, Terms};
 
 pub(crate) const MS: Nanos = 1_000_000;
 /// A true instant on an 0.8 s slot boundary, some years after the epoch.
@@ -71,12 +71,22 @@ pub(crate) struct Caller {
 
 /// Runs `callers` until true time `end`; the go per true slot of `slot`.
 pub(crate) fn run(g: &mut Group, callers: &mut [Caller], end: Nanos, slot: Nanos) -> BTreeMap<u64, u64> {
+    run_asking(g, callers, end, slot, |_| Ask::new().key("k"))
+}
+
+/// `run`, each caller on node `n` sending `ask(n)`.
+fn run_asking<'a>(
+    g: &mut Group,
+    callers: &mut [Caller],
+    end: Nanos,
+    slot: Nanos,
+    ask: impl Fn(usize) -> Ask<'a>,
+) -> BTreeMap<u64, u64> {
     let mut per_slot = BTreeMap::new();
-    let ask = Ask::new().key("k");
     while let Some((at, c)) = callers.iter().enumerate().map(|(i, c)| (c.next, i)).min().filter(|&(at, _)| at < end) {
         g.advance_to(at);
         let caller = &mut callers[c];
-        let r = g.ask(caller.node, &ask).expect("an answer");
+        let r = g.ask(caller.node, &ask(caller.node)).expect("an answer");
         if r.ok {
             *per_slot.entry(g.now() / slot).or_insert(0) += 1;
             caller.next = g.now() + caller.work;
@@ -266,4 +276,92 @@ fn a_stopped_peer_is_told_silent_and_back_even_across_a_stall_of_ones_own() {
     g.advance(2_000 * MS);
     let events = g.take_events(0);
     assert!(events.iter().any(|e| matches!(e, PeerEvent::Back { id, .. } if id == "node-1")), "{events:?}");
+}
+
+/// Lockers of the seed's default limit, each creating up to `bounds[i]`
+/// limits from terms sent with asks, joined.
+fn with_runtime_limits(bounds: &'static [usize], seed: u64) -> Group {
+    let make = move |boot: &sim::Boot| {
+        let locker = fixed(5, 800)().with_runtime_limits(bounds[boot.node]);
+        sim::peered(locker, boot, 500 * MS)
+    };
+    let mut g = Group::new(bounds.len(), T0, seed, Box::new(make));
+    g.advance(1000 * MS);
+    g
+}
+
+/// "tenant", 5 per 0.8 s, as a caller sends it with its asks.
+fn tenant() -> Terms<'static> {
+    Terms::new("fixed-window", 5, 0.8)
+}
+
+/// Issue 38: a limit sent with terms to one locker reaches its peers with
+/// the next heartbeat; callers of the other lockers then ask it by name
+/// alone, and the group never grants more than its 5 in a slot, as for a
+/// configured limit.
+#[test]
+fn a_limit_sent_with_terms_to_one_locker_is_shared_and_the_group_keeps_its_max() {
+    let slot = 800 * MS;
+    for seed in 0..4 {
+        let mut g = with_runtime_limits(&[4, 4, 4], seed);
+        g.set_link(Link { delay: 200_000, jitter: 800_000, loss: 0.0 });
+        assert!(g.ask(0, &Ask::new().limit("tenant").key("first").terms(tenant())).unwrap().ok);
+        g.advance(300 * MS);
+        for i in 1..3 {
+            let stats = stats_of(&mut g, i);
+            let learned = stats.limits.iter().find(|l| l.name == "tenant").expect("learned from node 0");
+            assert_eq!((learned.max_requests, learned.in_seconds), (5, 0.8), "seed {seed}, node {i}");
+            assert!(stats.peers.iter().all(|p| p.mismatched_limits.is_empty() && p.rejected == 0), "{stats:?}");
+        }
+        let start = g.now();
+        let ask = |node| match node {
+            0 => Ask::new().limit("tenant").key("k").terms(tenant()),
+            _ => Ask::new().limit("tenant").key("k"),
+        };
+        let per_slot = run_asking(&mut g, &mut spread(3, start), start + 40 * slot, slot, ask);
+        let over: Vec<_> = per_slot.iter().filter(|(_, &n)| n > 5).collect();
+        assert!(over.is_empty(), "seed {seed}: slots over 5: {over:?} of {}", per_slot.len());
+        let full = per_slot.values().filter(|&&n| n == 5).count();
+        assert!(full * 10 >= per_slot.len() * 9, "seed {seed}: too few full slots: {per_slot:?}");
+    }
+}
+
+/// A locker whose `--runtime-limits` has no room does not create a peer's
+/// limit: it refuses the terms once (counted, however many heartbeats
+/// repeat them) and merges none of its counts, nor gives permits for it;
+/// the locker that has it grants from its own share alone.
+#[test]
+fn a_locker_without_room_refuses_a_peers_terms_once_and_the_group_stays_within_max() {
+    let slot = 800 * MS;
+    let mut g = with_runtime_limits(&[4, 0], 3);
+    assert!(g.ask(0, &Ask::new().limit("tenant").key("first").terms(tenant())).unwrap().ok);
+    g.advance(1000 * MS);
+    let stats = stats_of(&mut g, 1);
+    assert!(stats.limits.iter().all(|l| l.name != "tenant"), "not created");
+    assert_eq!(stats.peers[0].rejected, 1, "ten heartbeats, refused once: {stats:?}");
+    assert!(g.ask(1, &Ask::new().limit("tenant")).is_err(), "node 1 does not know it");
+    let start = g.now();
+    let ask = |_| Ask::new().limit("tenant").key("k").terms(tenant());
+    let per_slot = run_asking(&mut g, &mut spread(1, start), start + 20 * slot, slot, ask);
+    assert!(per_slot.values().all(|&n| (2..=3).contains(&n)), "node 0's own share of 5: {per_slot:?}");
+}
+
+/// The same name sent with other terms to two lockers is a mismatch, as
+/// for a configured limit: listed, counts not merged; once both take the
+/// same terms the peers agree again and share the count.
+#[test]
+fn terms_that_disagree_are_a_mismatch_until_they_agree() {
+    let mut g = with_runtime_limits(&[4, 4], 5);
+    assert!(g.ask(0, &Ask::new().limit("tenant").key("k").terms(tenant())).unwrap().ok);
+    let other = Terms::new("fixed-window", 7, 0.8);
+    assert!(g.ask(1, &Ask::new().limit("tenant").key("k").terms(other)).unwrap().ok);
+    g.advance(300 * MS);
+    for i in 0..2 {
+        assert_eq!(stats_of(&mut g, i).peers[0].mismatched_limits, ["tenant"], "node {i}");
+    }
+    assert!(g.ask(1, &Ask::new().limit("tenant").key("k").terms(tenant())).unwrap().ok);
+    g.advance(300 * MS);
+    for i in 0..2 {
+        assert!(stats_of(&mut g, i).peers[0].mismatched_limits.is_empty(), "node {i} agrees again");
+    }
 }

@@ -195,3 +195,41 @@ fn a_part_of_all_may_carry_its_limits_terms() {
     };
     assert!(e.contains("part 2 of \"all\"") && e.contains("--runtime-limits"), "{e}");
 }
+
+/// Issue 38's Done-when, peered: two lockers share a limit sent with terms
+/// to one of them as they share its configured twin. The other learns it
+/// from the first one's heartbeat before any of its callers names it, and
+/// the pair grants exactly its 4 a day between them, as for the twin, each
+/// locker going and refusing in the same order for both.
+#[test]
+fn two_peered_lockers_share_a_limit_sent_with_terms_as_its_configured_twin() {
+    let config = TempFile::new(
+        "runtime-peered.toml",
+        "runtime_limits = 2\n\n[[limits]]\nname = \"twin\"\nmax_requests = 4\nin_seconds = 86400\n",
+    );
+    let group = crate::support::Peered::start(2, &["--config", config.path()]);
+    group.wait_joined(1);
+    wait_for_room(86_400 * 1_000_000_000, Duration::from_secs(30));
+    let mut clients: Vec<locker::Client> =
+        (0..2).map(|i| locker::Client::new([group.endpoint(i)], Duration::from_secs(5)).unwrap()).collect();
+    let terms = Terms::new("fixed-window", 4, 86_400.0);
+    let first = clients[0].ask(&Ask::new().limit("tenant").key("other").cost(0).terms(terms)).unwrap();
+    assert_eq!(first.limit, 4);
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    while !clients[1].stats().unwrap().limits.iter().any(|l| l.name == "tenant") {
+        assert!(std::time::Instant::now() < end, "locker 1 never learned the limit");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (mut sent, mut twin) = (Vec::new(), Vec::new());
+    for i in 0..8 {
+        let c = &mut clients[i % 2];
+        sent.push((i % 2, c.ask(&Ask::new().limit("tenant").key("u").terms(terms).hold_ms(300)).unwrap().ok));
+        twin.push((i % 2, c.ask(&Ask::new().limit("twin").key("u").hold_ms(300)).unwrap().ok));
+    }
+    assert_eq!(sent, twin, "the same go and sorry, locker by locker");
+    assert_eq!(sent.iter().filter(|(_, ok)| *ok).count(), 4, "the group's 4: {sent:?}");
+    for c in &mut clients {
+        let stats = c.stats().unwrap();
+        assert!(stats.peers.iter().all(|p| p.mismatched_limits.is_empty() && p.rejected == 0), "{stats:?}");
+    }
+}

@@ -245,3 +245,60 @@ fn a_reload_rewrites_the_state_file_for_the_new_limits() {
     let batch = c.ask(&Ask::new().limit("api").cost(6).up_to()).unwrap();
     assert_eq!(batch.granted, Some(2), "{batch:?}");
 }
+
+/// Issue 38: limits sent with the ask are kept by the state file, terms
+/// and counts. One is created, then takes new terms (the file is
+/// rewritten), and another is created after it (its terms appended); a
+/// kill -9 and a restart bring both back with their counts, and the
+/// configured limit's count with them.
+#[test]
+fn limits_sent_with_terms_come_back_with_their_counts_after_a_kill_9() {
+    let dir = Dir::new("runtime");
+    let config = dir.path("limits.toml");
+    fs::write(&config, "runtime_limits = 3\n[[limits]]\nname = 'api'\nmax_requests = 5\nin_seconds = 3600\n").unwrap();
+    within_one_slot(Duration::from_secs(3600), Duration::from_secs(20));
+    let d = serve(&dir, "first.log", &["--config", &config]);
+    let mut c = client(&d);
+    let tenant = |max| Ask::new().limit("tenant").key("u").terms(locker::Terms::new("fixed-window", max, 3600.0));
+    for _ in 0..3 {
+        assert!(c.ask(&tenant(5)).unwrap().ok);
+    }
+    assert!(c.ask(&tenant(6)).unwrap().ok, "new terms keep the 3 counted: the fourth of six");
+    let bucket = Ask::new().limit("b").terms(locker::Terms::new("token-bucket", 1, 3600.0).burst(4)).cost(3);
+    assert!(c.ask(&bucket).unwrap().ok);
+    assert!(c.ask(&Ask::new().limit("api")).unwrap().ok);
+    kill_9(d);
+    let d = serve(&dir, "second.log", &["--config", &config]);
+    let mut c = client(&d);
+    let back = c.ask(&Ask::new().limit("tenant").key("u").cost(0)).unwrap();
+    assert_eq!((back.limit, back.remaining), (6, 2), "named without terms, back with its terms and count: {back:?}");
+    let left: Vec<bool> = (0..3).map(|_| c.ask(&Ask::new().limit("tenant").key("u")).unwrap().ok).collect();
+    assert_eq!(left, [true, true, false]);
+    let b = c.ask(&Ask::new().limit("b").cost(0)).unwrap();
+    assert_eq!((b.limit, b.remaining), (4, 1), "{b:?}");
+    assert_eq!(c.ask(&Ask::new().limit("api").cost(0)).unwrap().remaining, 4);
+}
+
+/// Issue 38: an `all` whose parts went is one frame of the state file (its
+/// parts' records held together, so a kill leaves all of them or none),
+/// and a restart puts back every part's count.
+#[test]
+fn an_all_is_one_frame_and_every_part_comes_back() {
+    let dir = Dir::new("all");
+    let config = dir.path("limits.toml");
+    let limit = |name: &str| format!("[[limits]]\nname = '{name}'\nmax_requests = 3\nin_seconds = 3600\n");
+    fs::write(&config, limit("a") + &limit("b")).unwrap();
+    within_one_slot(Duration::from_secs(3600), Duration::from_secs(20));
+    let d = serve(&dir, "first.log", &["--config", &config]);
+    let mut c = client(&d);
+    assert!(c.ask(&Ask::new().limit("a").key("k")).unwrap().ok, "one record of its own");
+    let before = frames(&dir.state()).len();
+    let both = [Ask::new().limit("a").key("k"), Ask::new().limit("b").key("k").cost(2)];
+    assert!(c.all(&both).unwrap().ok);
+    assert_eq!(frames(&dir.state()).len(), before + 1, "the two parts in one frame");
+    kill_9(d);
+    let d = serve(&dir, "second.log", &["--config", &config]);
+    let mut c = client(&d);
+    let left = |c: &mut Client, name| c.ask(&Ask::new().limit(name).key("k").cost(0)).unwrap().remaining;
+    assert_eq!((left(&mut c, "a"), left(&mut c, "b")), (1, 1), "both parts restored");
+}

@@ -60,6 +60,16 @@ impl Limit {
         Limit::with_algorithm(name, Quota::new(max, in_seconds).map_err(err)?, algorithm.map_err(err)?).map_err(err)
     }
 
+    /// The terms `from_terms` builds this limit from again: its
+    /// algorithm's name, max_requests, in_seconds and a bucket's burst.
+    pub fn terms(&self) -> (&'static str, u64, f64, Option<u64>) {
+        let burst = match self.algorithm() {
+            Algorithm::TokenBucket { burst } => Some(u64::from(burst.get())),
+            _ => None,
+        };
+        (self.algorithm().name(), u64::from(self.quota().max_requests()), self.in_seconds(), burst)
+    }
+
     /// Whether `other` counts as this limit does: the same kind, count,
     /// slot length (without a rolling window's margin) and burst. Terms
     /// sent with an ask say no more than these.
@@ -98,6 +108,8 @@ mod tests {
         let w = |max, secs| Limit::from_terms("t", "fixed-window", max, secs, None).unwrap();
         assert!(w(5, 0.8).counts_as(&w(5, 0.8)));
         assert!(!w(5, 0.8).counts_as(&w(6, 0.8)) && !w(5, 0.8).counts_as(&w(5, 1.0)) && !w(10, 1.0).counts_as(&b));
+        let (alg, max, secs, burst) = b.terms();
+        assert_eq!(Limit::from_terms("t", alg, max, secs, burst).unwrap().digest(), b.digest());
         let margined = Limit::from_terms("t", "rolling-window", 5, 1.0, None).unwrap().with_margin(20.0).unwrap();
         assert!(margined.counts_as(&Limit::from_terms("t", "rolling-window", 5, 1.0, None).unwrap()));
     }

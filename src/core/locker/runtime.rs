@@ -10,10 +10,16 @@
 //! whichever is longer, and it holds no live key: dropping it then forgets
 //! no count, so it can never give capacity back early.
 //!
+//! Peered, a runtime limit's terms travel to the peers with its digest: a
+//! peer that has no limit of that name learns it (`learn`) under its own
+//! bound, and passes on only the terms of limits its own callers ask, so
+//! that a limit no caller asks any more falls idle everywhere rather than
+//! being taught back and forth.
+//!
 //! Table work only, like the rest of `locker`: no clock, no socket. The
 //! service keeps its own references to limit ids in step after a drop.
 
-use super::{Entry, Locker};
+use super::{Entry, Figures, Locker};
 use crate::core::ask::TableError;
 use crate::core::kinds::Rule;
 use crate::core::limit::{Limit, LimitId};
@@ -56,7 +62,9 @@ impl Locker {
     /// (a store's claims decide it): it keeps a runtime limit from idling.
     #[inline]
     pub fn touch(&mut self, now: Nanos, id: LimitId) {
-        self.entries[id.0].last_ask = now;
+        let entry = &mut self.entries[id.0];
+        entry.last_ask = now;
+        entry.learned = false;
     }
 
     /// Whether limit `id` was created from terms sent with an ask.
@@ -76,6 +84,7 @@ impl Locker {
             return Err(TableError::TermsDiffer(name.to_owned()));
         }
         entry.last_ask = now;
+        entry.learned = false;
         if entry.limit.counts_as(&terms) {
             return Ok((id, Made::Found));
         }
@@ -86,8 +95,24 @@ impl Locker {
             Made::Reset
         };
         entry.limit = terms;
+        self.generation += 1;
         self.live_keys = self.entries.iter().map(|e| e.rule.live_keys()).sum();
         Ok((id, made))
+    }
+
+    /// The limit named as `terms` are, learned from a peer at `now`: one
+    /// of that name as it is (a peer that defines it otherwise is told
+    /// apart by its digest, as for a configured limit), else created while
+    /// fewer than the bound runtime limits exist. A learned limit idles as
+    /// any runtime limit does, and its terms are not passed on until an ask
+    /// here names it.
+    pub fn learn(&mut self, now: Nanos, terms: Limit) -> Result<(LimitId, Made), TableError> {
+        if let Some(&id) = self.by_name.get(terms.name()) {
+            return Ok((id, Made::Found));
+        }
+        let made = self.create(now, terms)?;
+        self.entries[made.0 .0].learned = true;
+        Ok(made)
     }
 
     fn create(&mut self, now: Nanos, terms: Limit) -> Result<(LimitId, Made), TableError> {
@@ -99,6 +124,7 @@ impl Locker {
             return Err(TableError::RuntimeLimitsFull { name: terms.name().to_owned(), bound });
         }
         let id = LimitId(self.entries.len());
+        self.generation += 1;
         self.by_name.insert(terms.name().to_owned(), id);
         self.entries.push(Entry { runtime: true, last_ask: now, ..Entry::new(terms) });
         Ok((id, Made::Created))
@@ -137,6 +163,15 @@ impl Locker {
     /// keys waits for its rule's own deadline to drop them first.
     pub(super) fn next_idle(&self) -> Option<Nanos> {
         self.entries.iter().filter(|e| e.runtime && e.rule.live_keys() == 0).map(idle_at).min()
+    }
+}
+
+impl<'a> Figures<'a> {
+    /// The runtime limits whose terms peers are told: those an ask here
+    /// named (not only learned from a peer) and that peers share.
+    pub fn taught_terms(self) -> impl Iterator<Item = &'a Limit> + 'a {
+        let taught = |e: &&'a Entry| e.runtime && !e.learned && e.rule.is_shared();
+        self.locker.entries.iter().filter(taught).map(|e| &e.limit)
     }
 }
 

@@ -8,7 +8,7 @@
 //! (`next_deadline`) and drains what to log (`poll_event`). It does not
 //! encode messages or hold counts; `wire` and `Locker` do.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use super::clock::{median_offset, GroupClock, FOLLOW_BEYOND};
 use super::nodes::{Beat, NodeKey, Nodes, PeerEvent, PeerIx, PeerState};
@@ -128,6 +128,12 @@ pub struct Peering {
     resumes: bool,
     /// Which members' shares this locker grants from, and its lease.
     tenure: Tenure,
+    /// Each limit's name and digest when the agreements were last fitted
+    /// to the table, by limit id (see `fit_to`).
+    fitted: Vec<(Box<str>, u64)>,
+    /// Limits peers sent terms for that this locker did not create (see
+    /// `refuse_terms`): each is refused once.
+    untaught: HashSet<Box<str>>,
 }
 
 impl Peering {
@@ -154,17 +160,28 @@ impl Peering {
             owns_from: if settings_peers_empty { 0 } else { Nanos::MAX },
             resumes: false,
             tenure,
+            fitted: Vec::new(),
+            untaught: HashSet::new(),
         }
     }
 
     /// Fits the peering to the locker's limits: how many there are, and how
     /// long a run no longer live is kept (until the longest slot and the
-    /// bucket period before it have ended).
+    /// bucket period before it have ended). Call again whenever the table's
+    /// limits change (a reload, a limit created from terms or dropped
+    /// idle): what each peer said of a limit stays with the limit while its
+    /// definition is the same, and is unknown again until the peer's next
+    /// heartbeat otherwise.
     pub fn fit_to(&mut self, locker: &Locker) {
-        let n = locker.figures().stats().count();
+        let fitted: Vec<(Box<str>, u64)> =
+            locker.figures().stats().map(|(l, _)| (l.name().into(), l.digest())).collect();
+        let was: HashMap<(&str, u64), usize> =
+            self.fitted.iter().enumerate().map(|(i, (name, digest))| ((&**name, *digest), i)).collect();
         for t in &mut self.terms {
-            t.limits = vec![Agreement::Unknown; n];
+            let agreed = |(name, digest): &(Box<str>, u64)| was.get(&(&**name, *digest)).map(|&i| t.limits[i]);
+            t.limits = fitted.iter().map(|l| agreed(l).unwrap_or(Agreement::Unknown)).collect();
         }
+        self.fitted = fitted;
         self.retention = self.settings.live_timeout.max(locker.figures().longest_slot().saturating_mul(2));
         self.nodes.set_retention(self.retention);
     }
@@ -313,6 +330,23 @@ impl Peering {
     pub fn mismatched(&self, peer: PeerIx) -> impl Iterator<Item = LimitId> + '_ {
         let limits = self.terms.get(peer).map_or(&[][..], |t| &t.limits[..]);
         limits.iter().enumerate().filter(|(_, a)| **a == Agreement::Differs).map(|(i, _)| LimitId(i))
+    }
+
+    /// Refuses, once per limit name, the terms `peer` sent for a limit this
+    /// locker did not create (`why`): counted and logged as any refusal.
+    /// Later terms of that name are dropped without a word.
+    pub fn refuse_terms(&mut self, now: Nanos, peer: PeerIx, name: &str, why: impl FnOnce() -> String) {
+        // A peer may name any number of limits: past this many, refusals
+        // are no longer told apart by name (still counted, and logged at
+        // most once a second).
+        const MOST_NAMES: usize = 4096;
+        if self.untaught.contains(name) {
+            return;
+        }
+        if self.untaught.len() < MOST_NAMES {
+            self.untaught.insert(name.into());
+        }
+        self.refuse(now, peer, || format!("terms of limit {name:?} not taken: {}", why()));
     }
 
     /// Counts a refusal of something `peer` sent, for stats and the log.
