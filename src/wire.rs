@@ -38,7 +38,10 @@ mod request;
 mod together;
 
 pub use ask::{Ask, Terms};
-pub use batch::{begin_batch_reply, classify_batch_reply, decode_batch_reply, encode_batch, AskBatch, Entries};
+pub use batch::{
+    begin_batch_reply, classify_batch_reply, decode_batch_entries_reply, decode_batch_reply, encode_batch,
+    encode_batch_entries, AskBatch, BatchAsk, BatchEntries, BatchEntry, Entries, EntryReply,
+};
 pub use lease::{Heartbeat, LeaseAsk, LeaseReply, Release};
 pub use peer::{
     decode_peer, PeerCount, PeerEcho, PeerGift, PeerKind, PeerLimit, PeerMsg, PeerNode, PeerSeen, PeerTerms,

@@ -7,9 +7,10 @@
 //! ```
 //!
 //! Each ask is the map of a structured go (any mix of limits, keys, costs,
-//! `up_to`, `max_wait_ms`; `op` absent or `"go"`), and each reply is what
-//! that ask would get on its own: a go reply, or an error map for that
-//! entry alone. A batch costs the transport one message however many asks
+//! `up_to`, `max_wait_ms`; `op` absent or `"go"`) or of an `all` (limits
+//! checked together, see `together`), and each reply is what that entry
+//! would get on its own: a go reply, an `all`'s reply, or an error map for
+//! that entry alone. A batch costs the transport one message however many asks
 //! it carries, which is what lifts a locker past the transport's message
 //! rate. At most [`MAX_BATCH_ASKS`](super::MAX_BATCH_ASKS) asks travel in
 //! one message, and the whole message is bounded by `--max-message-size`
@@ -17,8 +18,9 @@
 //!
 //! The request is read without allocating: decoding checks the whole
 //! message's shape once (so a malformed batch is refused before any of its
-//! asks is decided), and the entries are then read one at a time by
-//! [`AskBatch::iter`]. Like the rest of `wire`, this only translates.
+//! asks is decided, an `all` entry's parts included), and the entries are
+//! then read one at a time by [`AskBatch::entries`] (or, where only goes
+//! are expected, [`AskBatch::iter`]). Like the rest of `wire`, this only translates.
 
 use serde::Deserialize;
 
@@ -26,7 +28,8 @@ use super::ask::Ask;
 use super::cascade::{read_by_serde, read_map, Read};
 use super::fast::{self, Reader};
 use super::reply::{ErrorReply, GoReply, Reply};
-use super::{decode_exact, is_structured, RequestMap, WireError, BATCH_LEVELS, MAX_DEPTH};
+use super::together::{AllAsk, AllReply};
+use super::{decode_exact, is_structured, WireError, BATCH_LEVELS, MAX_DEPTH};
 
 /// The asks of a decoded batch, still as bytes: read them with `iter`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,9 +57,38 @@ impl<'a> AskBatch<'a> {
     }
 
     /// The asks in order, each decoded on its own: an entry that is not a
-    /// valid go is an error for that entry only.
+    /// valid go (an `all` included) is an error for that entry only.
     pub fn iter(&self) -> Entries<'a> {
         Entries { reader: Reader::new(self.entries), left: self.len }
+    }
+
+    /// The entries in order, each decoded on its own: a go or an `all`; an
+    /// entry that is neither is an error for that entry only.
+    pub fn entries(&self) -> BatchEntries<'a> {
+        BatchEntries(self.iter())
+    }
+}
+
+/// One entry of a batch: a go, or limits checked together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchEntry<'a> {
+    Go(Ask<'a>),
+    All(AllAsk<'a>),
+}
+
+/// The entries of a batch, in order; see [`AskBatch::entries`].
+pub struct BatchEntries<'a>(Entries<'a>);
+
+impl<'a> Iterator for BatchEntries<'a> {
+    type Item = Result<BatchEntry<'a>, WireError>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.next_entry()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.0.size_hint()
     }
 }
 
@@ -70,20 +102,10 @@ impl<'a> Iterator for Entries<'a> {
     type Item = Result<Ask<'a>, WireError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.left == 0 {
-            return None;
-        }
-        self.left -= 1;
-        let start = self.reader.at;
-        // The common shape is read in one pass; anything else is stepped
-        // over (it was checked whole when the batch was decoded) and read
-        // on its own.
-        if let Some((ask, len)) = fast::decode_go_prefix(&self.reader.body[start..]) {
-            self.reader.at += len;
-            return Some(Ok(ask));
-        }
-        self.reader.skip(MAX_DEPTH - BATCH_LEVELS).ok()?;
-        Some(decode_entry(&self.reader.body[start..self.reader.at]))
+        self.next_entry().map(|entry| match entry? {
+            BatchEntry::Go(ask) => Ok(ask),
+            BatchEntry::All(_) => Err(WireError::EntryNotAGo("all".to_owned())),
+        })
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -91,24 +113,42 @@ impl<'a> Iterator for Entries<'a> {
     }
 }
 
-/// One entry of a batch: a go request map, read by the same cascade as a
-/// request. What an outer request would fail on, serde reads or refuses
-/// for the entry.
-fn decode_entry(bytes: &[u8]) -> Result<Ask<'_>, WireError> {
-    if !is_structured(bytes) {
-        return Err(WireError::EntryNotAMap);
-    }
-    match read_map(bytes).or_else(|_| read_by_serde(bytes))? {
-        Read::Go(ask) => Ok(ask),
-        Read::Map(map, _) => ask_of(&map),
+impl<'a> Entries<'a> {
+    /// The next entry: a go in its common shape read in one pass; anything
+    /// else stepped over (it was checked whole when the batch was decoded)
+    /// and read on its own.
+    #[inline]
+    fn next_entry(&mut self) -> Option<Result<BatchEntry<'a>, WireError>> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let start = self.reader.at;
+        if let Some((ask, len)) = fast::decode_go_prefix(&self.reader.body[start..]) {
+            self.reader.at += len;
+            return Some(Ok(BatchEntry::Go(ask)));
+        }
+        self.reader.skip(MAX_DEPTH - BATCH_LEVELS).ok()?;
+        Some(decode_entry(&self.reader.body[start..self.reader.at]))
     }
 }
 
-/// The ask an entry's map carries, if it is a go.
-fn ask_of<'a>(map: &RequestMap<'a>) -> Result<Ask<'a>, WireError> {
-    match map.op {
-        None | Some("go") => Ok(Ask::from_map(map)),
-        Some(op) => Err(WireError::EntryNotAGo(op.to_owned())),
+/// One entry of a batch: a go's or an `all`'s request map, read by the
+/// same cascade as a request. What an outer request would fail on, serde
+/// reads or refuses for the entry.
+fn decode_entry(bytes: &[u8]) -> Result<BatchEntry<'_>, WireError> {
+    if !is_structured(bytes) {
+        return Err(WireError::EntryNotAMap);
+    }
+    let (map, asks) = match read_map(bytes).or_else(|_| read_by_serde(bytes))? {
+        Read::Go(ask) => return Ok(BatchEntry::Go(ask)),
+        Read::Map(map, asks) => (map, asks),
+    };
+    match (map.op, asks) {
+        (None | Some("go"), _) => Ok(BatchEntry::Go(Ask::from_map(&map))),
+        (Some("all"), Some((parts, len))) => AllAsk::new(&map, AskBatch::new(parts, len)).map(BatchEntry::All),
+        (Some("all"), None) => Err(WireError::NoParts),
+        (Some(op), _) => Err(WireError::EntryNotAGo(op.to_owned())),
     }
 }
 
@@ -129,6 +169,40 @@ pub fn encode_batch(asks: &[Ask], out: &mut Vec<u8>) {
     put_array_len(out, asks.len());
     for ask in asks {
         super::encode(&ask.to_entry(), out);
+    }
+}
+
+/// One entry of a batch to send: a go, or the parts of limits checked
+/// together (an `all` without a wait or a hold of its own).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum BatchAsk<'s, 'a> {
+    Go(Ask<'a>),
+    All(&'s [Ask<'a>]),
+}
+
+/// Appends the encoding of a batch of `entries` to `out`: a go entry as
+/// `encode_batch` writes it, an `all` as `encode_all` does.
+///
+/// ```
+/// use locker::wire::{self, Ask, BatchAsk, BatchEntry, Request};
+///
+/// let parts = [Ask::new().limit("api"), Ask::new().limit("day")];
+/// let mut body = Vec::new();
+/// wire::encode_batch_entries(&[BatchAsk::Go(Ask::new().key("a")), BatchAsk::All(&parts)], &mut body);
+/// let Ok(Request::Batch(batch)) = wire::decode_request(&body) else { panic!() };
+/// let entries: Vec<BatchEntry> = batch.entries().map(Result::unwrap).collect();
+/// assert_eq!(entries[0], BatchEntry::Go(Ask::new().key("a")));
+/// let BatchEntry::All(all) = entries[1] else { panic!() };
+/// assert_eq!(all.parts().map(Result::unwrap).collect::<Vec<_>>(), parts);
+/// ```
+pub fn encode_batch_entries(entries: &[BatchAsk], out: &mut Vec<u8>) {
+    out.extend_from_slice(b"\x82\xa2op\xa5batch\xa4asks");
+    put_array_len(out, entries.len());
+    for entry in entries {
+        match entry {
+            BatchAsk::Go(ask) => super::encode(&ask.to_entry(), out),
+            BatchAsk::All(parts) => super::encode_all(parts, None, None, out),
+        }
     }
 }
 
@@ -158,28 +232,48 @@ pub(super) fn put_array_len(out: &mut Vec<u8>, len: usize) {
 /// One reply in a batch, as a client reads it.
 #[derive(Deserialize)]
 #[serde(untagged)]
-enum Entry {
-    Go(GoReply),
+enum Entry<T> {
+    Answer(T),
     Refused(ErrorReply),
 }
 
 #[derive(Deserialize)]
-struct BatchReplyMap {
-    replies: Vec<Entry>,
+struct BatchReplyMap<T> {
+    replies: Vec<Entry<T>>,
+}
+
+/// The reply to one entry of a batch that may hold `all` entries: a go's
+/// reply or an `all`'s.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum EntryReply {
+    Go(GoReply),
+    All(AllReply),
 }
 
 /// Decodes the reply to a batch: each ask's go reply, or the error that
 /// entry met, in order; or the error that refused the whole batch.
 pub fn decode_batch_reply(body: &[u8]) -> Result<Reply<Vec<Result<GoReply, String>>>, WireError> {
+    decode_replies(body)
+}
+
+/// Decodes the reply to a batch that may hold `all` entries (see
+/// `encode_batch_entries`): each entry's reply, or the error that entry
+/// met, in order; or the error that refused the whole batch.
+pub fn decode_batch_entries_reply(body: &[u8]) -> Result<Reply<Vec<Result<EntryReply, String>>>, WireError> {
+    decode_replies(body)
+}
+
+fn decode_replies<'de, T: Deserialize<'de>>(body: &'de [u8]) -> Result<Reply<Vec<Result<T, String>>>, WireError> {
     if let Ok(e) = decode_exact::<ErrorReply>(body) {
         return Ok(Reply::Refused(e.error));
     }
-    let map: BatchReplyMap = decode_exact(body)?;
+    let map: BatchReplyMap<T> = decode_exact(body)?;
     let replies = map
         .replies
         .into_iter()
         .map(|e| match e {
-            Entry::Go(go) => Ok(go),
+            Entry::Answer(answer) => Ok(answer),
             Entry::Refused(e) => Err(e.error),
         })
         .collect();
