@@ -556,7 +556,7 @@ def _batch_entry(index: int, ask: object) -> Request:
         try:
             return all_request(ask.asks)
         except (TypeError, ValueError) as e:
-            raise type(e)(f"ask {index}: {e}") from e
+            raise type(e)(f"ask {index} (an all): {e}") from e
     if not isinstance(ask, Ask):
         raise TypeError(f"ask {index} must be an Ask, not {type(ask).__name__}")
     try:
