@@ -19,8 +19,8 @@
 //! The request is read without allocating: decoding checks the whole
 //! message's shape once (so a malformed batch is refused before any of its
 //! asks is decided, an `all` entry's parts included), and the entries are
-//! then read one at a time by [`AskBatch::entries`] (or, where only goes
-//! are expected, [`AskBatch::iter`]). Like the rest of `wire`, this only translates.
+//! then read one at a time by [`AskBatch::iter`] (or, with `all` entries,
+//! `AskBatch::entries` of `entries`). Like the rest of `wire`, this only translates.
 
 use serde::Deserialize;
 
@@ -28,8 +28,7 @@ use super::ask::Ask;
 use super::cascade::{read_by_serde, read_map, Read};
 use super::fast::{self, Reader};
 use super::reply::{ErrorReply, GoReply, Reply};
-use super::together::{AllAsk, AllReply};
-use super::{decode_exact, is_structured, WireError, BATCH_LEVELS, MAX_DEPTH};
+use super::{decode_exact, is_structured, RequestMap, WireError, BATCH_LEVELS, MAX_DEPTH};
 
 /// The asks of a decoded batch, still as bytes: read them with `iter`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,35 +60,6 @@ impl<'a> AskBatch<'a> {
     pub fn iter(&self) -> Entries<'a> {
         Entries { reader: Reader::new(self.entries), left: self.len }
     }
-
-    /// The entries in order, each decoded on its own: a go or an `all`; an
-    /// entry that is neither is an error for that entry only.
-    pub fn entries(&self) -> BatchEntries<'a> {
-        BatchEntries(self.iter())
-    }
-}
-
-/// One entry of a batch: a go, or limits checked together.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BatchEntry<'a> {
-    Go(Ask<'a>),
-    All(AllAsk<'a>),
-}
-
-/// The entries of a batch, in order; see [`AskBatch::entries`].
-pub struct BatchEntries<'a>(Entries<'a>);
-
-impl<'a> Iterator for BatchEntries<'a> {
-    type Item = Result<BatchEntry<'a>, WireError>;
-
-    #[inline]
-    fn next(&mut self) -> Option<Self::Item> {
-        self.0.next_entry()
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        self.0.size_hint()
-    }
 }
 
 /// The asks of a batch, in order; see [`AskBatch::iter`].
@@ -102,9 +72,9 @@ impl<'a> Iterator for Entries<'a> {
     type Item = Result<Ask<'a>, WireError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        self.next_entry().map(|entry| match entry? {
-            BatchEntry::Go(ask) => Ok(ask),
-            BatchEntry::All(_) => Err(WireError::EntryNotAGo("all".to_owned())),
+        self.next_read().map(|read| match read? {
+            Read::Go(ask) => Ok(ask),
+            Read::Map(map, _) => ask_of(&map),
         })
     }
 
@@ -114,11 +84,13 @@ impl<'a> Iterator for Entries<'a> {
 }
 
 impl<'a> Entries<'a> {
-    /// The next entry: a go in its common shape read in one pass; anything
-    /// else stepped over (it was checked whole when the batch was decoded)
-    /// and read on its own.
+    /// The next entry, read: a go in its common shape read in one pass;
+    /// anything else stepped over (it was checked whole when the batch was
+    /// decoded) and read on its own, by the same cascade as a request.
+    /// What an outer request would fail on, serde reads or refuses for the
+    /// entry.
     #[inline]
-    fn next_entry(&mut self) -> Option<Result<BatchEntry<'a>, WireError>> {
+    pub(super) fn next_read(&mut self) -> Option<Result<Read<'a>, WireError>> {
         if self.left == 0 {
             return None;
         }
@@ -126,29 +98,22 @@ impl<'a> Entries<'a> {
         let start = self.reader.at;
         if let Some((ask, len)) = fast::decode_go_prefix(&self.reader.body[start..]) {
             self.reader.at += len;
-            return Some(Ok(BatchEntry::Go(ask)));
+            return Some(Ok(Read::Go(ask)));
         }
         self.reader.skip(MAX_DEPTH - BATCH_LEVELS).ok()?;
-        Some(decode_entry(&self.reader.body[start..self.reader.at]))
+        let bytes = &self.reader.body[start..self.reader.at];
+        if !is_structured(bytes) {
+            return Some(Err(WireError::EntryNotAMap));
+        }
+        Some(read_map(bytes).or_else(|_| read_by_serde(bytes)))
     }
 }
 
-/// One entry of a batch: a go's or an `all`'s request map, read by the
-/// same cascade as a request. What an outer request would fail on, serde
-/// reads or refuses for the entry.
-fn decode_entry(bytes: &[u8]) -> Result<BatchEntry<'_>, WireError> {
-    if !is_structured(bytes) {
-        return Err(WireError::EntryNotAMap);
-    }
-    let (map, asks) = match read_map(bytes).or_else(|_| read_by_serde(bytes))? {
-        Read::Go(ask) => return Ok(BatchEntry::Go(ask)),
-        Read::Map(map, asks) => (map, asks),
-    };
-    match (map.op, asks) {
-        (None | Some("go"), _) => Ok(BatchEntry::Go(Ask::from_map(&map))),
-        (Some("all"), Some((parts, len))) => AllAsk::new(&map, AskBatch::new(parts, len)).map(BatchEntry::All),
-        (Some("all"), None) => Err(WireError::NoParts),
-        (Some(op), _) => Err(WireError::EntryNotAGo(op.to_owned())),
+/// The ask an entry's map carries, if it is a go.
+pub(super) fn ask_of<'a>(map: &RequestMap<'a>) -> Result<Ask<'a>, WireError> {
+    match map.op {
+        None | Some("go") => Ok(Ask::from_map(map)),
+        Some(op) => Err(WireError::EntryNotAGo(op.to_owned())),
     }
 }
 
@@ -169,40 +134,6 @@ pub fn encode_batch(asks: &[Ask], out: &mut Vec<u8>) {
     put_array_len(out, asks.len());
     for ask in asks {
         super::encode(&ask.to_entry(), out);
-    }
-}
-
-/// One entry of a batch to send: a go, or the parts of limits checked
-/// together (an `all` without a wait or a hold of its own).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum BatchAsk<'s, 'a> {
-    Go(Ask<'a>),
-    All(&'s [Ask<'a>]),
-}
-
-/// Appends the encoding of a batch of `entries` to `out`: a go entry as
-/// `encode_batch` writes it, an `all` as `encode_all` does.
-///
-/// ```
-/// use locker::wire::{self, Ask, BatchAsk, BatchEntry, Request};
-///
-/// let parts = [Ask::new().limit("api"), Ask::new().limit("day")];
-/// let mut body = Vec::new();
-/// wire::encode_batch_entries(&[BatchAsk::Go(Ask::new().key("a")), BatchAsk::All(&parts)], &mut body);
-/// let Ok(Request::Batch(batch)) = wire::decode_request(&body) else { panic!() };
-/// let entries: Vec<BatchEntry> = batch.entries().map(Result::unwrap).collect();
-/// assert_eq!(entries[0], BatchEntry::Go(Ask::new().key("a")));
-/// let BatchEntry::All(all) = entries[1] else { panic!() };
-/// assert_eq!(all.parts().map(Result::unwrap).collect::<Vec<_>>(), parts);
-/// ```
-pub fn encode_batch_entries(entries: &[BatchAsk], out: &mut Vec<u8>) {
-    out.extend_from_slice(b"\x82\xa2op\xa5batch\xa4asks");
-    put_array_len(out, entries.len());
-    for entry in entries {
-        match entry {
-            BatchAsk::Go(ask) => super::encode(&ask.to_entry(), out),
-            BatchAsk::All(parts) => super::encode_all(parts, None, None, out),
-        }
     }
 }
 
@@ -242,29 +173,15 @@ struct BatchReplyMap<T> {
     replies: Vec<Entry<T>>,
 }
 
-/// The reply to one entry of a batch that may hold `all` entries: a go's
-/// reply or an `all`'s.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(untagged)]
-pub enum EntryReply {
-    Go(GoReply),
-    All(AllReply),
-}
-
 /// Decodes the reply to a batch: each ask's go reply, or the error that
 /// entry met, in order; or the error that refused the whole batch.
 pub fn decode_batch_reply(body: &[u8]) -> Result<Reply<Vec<Result<GoReply, String>>>, WireError> {
     decode_replies(body)
 }
 
-/// Decodes the reply to a batch that may hold `all` entries (see
-/// `encode_batch_entries`): each entry's reply, or the error that entry
-/// met, in order; or the error that refused the whole batch.
-pub fn decode_batch_entries_reply(body: &[u8]) -> Result<Reply<Vec<Result<EntryReply, String>>>, WireError> {
-    decode_replies(body)
-}
-
-fn decode_replies<'de, T: Deserialize<'de>>(body: &'de [u8]) -> Result<Reply<Vec<Result<T, String>>>, WireError> {
+pub(super) fn decode_replies<'de, T: Deserialize<'de>>(
+    body: &'de [u8],
+) -> Result<Reply<Vec<Result<T, String>>>, WireError> {
     if let Ok(e) = decode_exact::<ErrorReply>(body) {
         return Ok(Reply::Refused(e.error));
     }
