@@ -25,7 +25,7 @@ use crate::core::{
 };
 use crate::state::{Journal, Keep};
 use crate::wire::{
-    self, AskBatch, ErrorReply, GoReply, LimitStatsReply, PeerStatsReply, Request, StatsReply, WireError,
+    self, AskBatch, BatchEntry, ErrorReply, GoReply, LimitStatsReply, PeerStatsReply, Request, StatsReply, WireError,
 };
 
 mod hold;
@@ -419,15 +419,17 @@ impl Service {
         }
     }
 
-    /// Answers every ask of a batch in order, each exactly as if it had come
-    /// on its own: the same decision, the same counters, the same grants
-    /// for the peers, and an error for that entry alone when it has one.
+    /// Answers every entry of a batch in order, each exactly as if it had
+    /// come on its own: the same decision, the same counters, the same
+    /// grants for the peers, and an error for that entry alone when it has
+    /// one. An `all` entry is decided in its turn as an `all` alone is,
+    /// and never held, as no entry is.
     fn batch(&mut self, now: Nanos, batch: &AskBatch, out: &mut Vec<u8>) {
         wire::begin_batch_reply(batch.len(), out);
-        let mut entries = batch.iter();
+        let mut entries = batch.entries();
         loop {
             // Read a chunk of entries, on the stack: no allocation per batch.
-            let mut chunk: [Option<Result<wire::Ask, WireError>>; BATCH_CHUNK] = Default::default();
+            let mut chunk: [Option<Result<BatchEntry, WireError>>; BATCH_CHUNK] = Default::default();
             let n = chunk.iter_mut().zip(&mut entries).map(|(slot, entry)| *slot = Some(entry)).count();
             if n == 0 {
                 return;
@@ -436,15 +438,20 @@ impl Service {
             // at a time, every miss is waited for in turn; looked up all at
             // once first, the misses overlap, and the decisions below find
             // their keys in the cache.
-            for go in chunk[..n].iter().flatten().flatten() {
-                if let Ok(limit) = self.lookup(go.limit) {
-                    self.locker.prefetch(&permit_ask(limit, go));
+            for entry in chunk[..n].iter().flatten().flatten() {
+                if let BatchEntry::Go(go) = entry {
+                    if let Ok(limit) = self.lookup(go.limit) {
+                        self.locker.prefetch(&permit_ask(limit, go));
+                    }
                 }
             }
             for entry in chunk[..n].iter_mut().filter_map(Option::take) {
                 match entry {
-                    Ok(go) => {
+                    Ok(BatchEntry::Go(go)) => {
                         let _ = self.go(now, &go, out);
+                    }
+                    Ok(BatchEntry::All(all)) => {
+                        let _ = self.all(now, &all, out);
                     }
                     Err(e) => {
                         self.locker.counters().record_error(None);

@@ -12,7 +12,8 @@
 //!
 //! One file per message family: `ask` (the structured "may I go?"),
 //! `request` (every request, and the one decoder), `batch` (many asks in one
-//! message),
+//! message), `together` (`all`, refund, reset), `entries` (a batch with
+//! `all` entries),
 //! `lease` (acquire, heartbeat, release), `reply` (go, sorry, errors, stats)
 //! and `peer` (what peered lockers say over PUB/SUB). This file holds what
 //! they share: the request map they all travel in, the error, the size
@@ -30,6 +31,7 @@ use serde::{Deserialize, Serialize};
 mod ask;
 mod batch;
 mod cascade;
+mod entries;
 mod fast;
 mod lease;
 mod peer;
@@ -39,6 +41,7 @@ mod together;
 
 pub use ask::{Ask, Terms};
 pub use batch::{begin_batch_reply, classify_batch_reply, decode_batch_reply, encode_batch, AskBatch, Entries};
+pub use entries::{decode_batch_entries_reply, encode_batch_entries, BatchAsk, BatchEntries, BatchEntry, EntryReply};
 pub use lease::{Heartbeat, LeaseAsk, LeaseReply, Release};
 pub use peer::{
     decode_peer, PeerCount, PeerEcho, PeerGift, PeerKind, PeerLimit, PeerMsg, PeerNode, PeerSeen, PeerTerms,

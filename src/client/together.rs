@@ -1,10 +1,11 @@
 //! The client's side of limits checked together, refunds and resets:
-//! `Client::all` (and `all_within`, with the whole's wait and hold),
+//! `Client::all` (and `all_within`, with the whole's wait and hold;
+//! `ask_entries`, a batch with `all` entries),
 //! `Client::refund` and `Client::reset`, each one round trip through
 //! `wire`, failing over as every request does.
 
 use super::{Client, ClientError};
-use crate::wire::{self, AllReply, Ask, GoReply, Refund, Reply, Reset};
+use crate::wire::{self, AllReply, Ask, BatchAsk, EntryReply, GoReply, Refund, Reply, Reset};
 
 impl Client {
     /// Asks for every one of `asks` together (at most `wire::MAX_PARTS`):
@@ -44,6 +45,18 @@ impl Client {
         let reply = self.send_with(|body| wire::encode_all(asks, max_wait_ms, hold_ms, body))?;
         match wire::decode_all_reply(&reply).map_err(ClientError::BadReply)? {
             Reply::Answer(all) => Ok(all),
+            Reply::Refused(why) => Err(ClientError::Refused(why)),
+        }
+    }
+
+    /// Asks a batch whose entries may be goes or limits checked together
+    /// (at most `wire::MAX_BATCH_ASKS`): one round trip, and each entry's
+    /// reply in order, an `all` entry's as an `all`'s (decided in its turn,
+    /// never held), or the reason the locker refused that entry alone.
+    pub fn ask_entries(&mut self, entries: &[BatchAsk]) -> Result<Vec<Result<EntryReply, String>>, ClientError> {
+        let reply = self.send_with(|body| wire::encode_batch_entries(entries, body))?;
+        match wire::decode_batch_entries_reply(&reply).map_err(ClientError::BadReply)? {
+            Reply::Answer(replies) => Ok(replies),
             Reply::Refused(why) => Err(ClientError::Refused(why)),
         }
     }

@@ -30,7 +30,7 @@ use super::{Service, StoreStatus};
 use crate::core::claims::{ClaimAsk, ClaimId, Claimed, Claims, Need};
 use crate::core::store_lease::{LeaseAnswer, LeaseCall};
 use crate::core::{Algorithm, AskError, LimitId, Locker, Nanos, PermitAsk, Verdict};
-use crate::wire::Request;
+use crate::wire::{AllAsk, BatchEntry, Request};
 
 /// How many times a request goes back to waiting for claims (another ask
 /// spent what its claim brought) before it is answered from what is on
@@ -273,23 +273,31 @@ impl Service {
                     self.need(now, id, go.key, go.cost, &mut needed);
                 }
             }
-            Request::All(all) => {
-                for go in all.parts().flatten() {
-                    if let Ok(id) = self.lookup_go(now, &go) {
-                        self.need(now, id, go.key, go.cost, &mut needed);
-                    }
-                }
-            }
+            Request::All(all) => self.need_all(now, all, &mut needed),
             Request::Batch(batch) => {
-                for go in batch.iter().flatten() {
-                    if let Ok(id) = self.lookup_go(now, &go) {
-                        self.need(now, id, go.key, go.cost, &mut needed);
+                for entry in batch.entries().flatten() {
+                    match entry {
+                        BatchEntry::Go(go) => {
+                            if let Ok(id) = self.lookup_go(now, &go) {
+                                self.need(now, id, go.key, go.cost, &mut needed);
+                            }
+                        }
+                        BatchEntry::All(all) => self.need_all(now, &all, &mut needed),
                     }
                 }
             }
             _ => {}
         }
         needed
+    }
+
+    /// The claims the parts of `all` wait for, added to `needed`.
+    fn need_all(&mut self, now: Nanos, all: &AllAsk, needed: &mut Vec<ClaimId>) {
+        for go in all.parts().flatten() {
+            if let Ok(id) = self.lookup_go(now, &go) {
+                self.need(now, id, go.key, go.cost, needed);
+            }
+        }
     }
 
     fn need(&mut self, now: Nanos, id: LimitId, key: Option<&str>, cost: u64, needed: &mut Vec<ClaimId>) {

@@ -12,7 +12,7 @@ use crate::core::locker::all_or_none;
 use crate::core::time::ceil_ms;
 use crate::core::{AskError, Nanos, PartError, PermitAsk, Verdict, MAX_PARTS};
 use crate::state::Keep;
-use crate::wire::{self, AllAsk, AllReply, GoReply, Reply, Request};
+use crate::wire::{self, AllAsk, AllReply, BatchEntry, EntryReply, GoReply, Reply, Request};
 
 impl Service {
     /// Answers an `all`: every part charged, or none. A refused whole may
@@ -142,7 +142,8 @@ impl Service {
     /// Gives back what a go answered to `request` took, when its reply
     /// (`reply`) could not be delivered: nobody goes with those permits.
     /// A plain go gave 1, a structured one its `granted` or its cost; a
-    /// batch, each entry's go; an `all` that went, each part's.
+    /// batch, each entry's go (an `all` entry's as an `all`'s); an `all`
+    /// that went, each part's.
     pub fn give_back_undelivered(&mut self, now: Nanos, request: &[u8], reply: &[u8], keep: &mut impl Keep) {
         let request = wire::decode_request(request);
         self.keeping(now, keep, |s| {
@@ -158,26 +159,34 @@ impl Service {
                     }
                 }
                 Ok(Request::Batch(batch)) => {
-                    if let Ok(Reply::Answer(replies)) = wire::decode_batch_reply(reply) {
-                        for (go, r) in batch.iter().zip(&replies) {
-                            if let (Ok(go), Ok(r)) = (go, r) {
-                                s.give_back_go(now, &go, r);
+                    if let Ok(Reply::Answer(replies)) = wire::decode_batch_entries_reply(reply) {
+                        for (entry, r) in batch.entries().zip(&replies) {
+                            match (entry, r) {
+                                (Ok(BatchEntry::Go(go)), Ok(EntryReply::Go(r))) => s.give_back_go(now, &go, r),
+                                (Ok(BatchEntry::All(all)), Ok(EntryReply::All(r))) => s.give_back_all(now, &all, r),
+                                _ => {}
                             }
                         }
                     }
                 }
                 Ok(Request::All(all)) => {
                     if let Ok(Reply::Answer(r)) = wire::decode_all_reply(reply) {
-                        for (go, part) in all.parts().zip(&r.replies).filter(|_| r.ok) {
-                            if let Ok(go) = go {
-                                s.give_back_go(now, &go, part);
-                            }
-                        }
+                        s.give_back_all(now, all, &r);
                     }
                 }
                 _ => {}
             }
         });
+    }
+
+    /// Gives back what each part of `all` took, when its reply `reply`
+    /// says the whole went.
+    fn give_back_all(&mut self, now: Nanos, all: &AllAsk, reply: &AllReply) {
+        for (go, part) in all.parts().zip(&reply.replies).filter(|_| reply.ok) {
+            if let Ok(go) = go {
+                self.give_back_go(now, &go, part);
+            }
+        }
     }
 
     /// Gives back what `go` took, as its reply `reply` says.

@@ -7,9 +7,10 @@
 //! ```
 //!
 //! Each ask is the map of a structured go (any mix of limits, keys, costs,
-//! `up_to`, `max_wait_ms`; `op` absent or `"go"`), and each reply is what
-//! that ask would get on its own: a go reply, or an error map for that
-//! entry alone. A batch costs the transport one message however many asks
+//! `up_to`, `max_wait_ms`; `op` absent or `"go"`) or of an `all` (limits
+//! checked together, see `together`), and each reply is what that entry
+//! would get on its own: a go reply, an `all`'s reply, or an error map for
+//! that entry alone. A batch costs the transport one message however many asks
 //! it carries, which is what lifts a locker past the transport's message
 //! rate. At most [`MAX_BATCH_ASKS`](super::MAX_BATCH_ASKS) asks travel in
 //! one message, and the whole message is bounded by `--max-message-size`
@@ -17,8 +18,9 @@
 //!
 //! The request is read without allocating: decoding checks the whole
 //! message's shape once (so a malformed batch is refused before any of its
-//! asks is decided), and the entries are then read one at a time by
-//! [`AskBatch::iter`]. Like the rest of `wire`, this only translates.
+//! asks is decided, an `all` entry's parts included), and the entries are
+//! then read one at a time by [`AskBatch::iter`] (or, with `all` entries,
+//! `AskBatch::entries` of `entries`). Like the rest of `wire`, this only translates.
 
 use serde::Deserialize;
 
@@ -54,7 +56,7 @@ impl<'a> AskBatch<'a> {
     }
 
     /// The asks in order, each decoded on its own: an entry that is not a
-    /// valid go is an error for that entry only.
+    /// valid go (an `all` included) is an error for that entry only.
     pub fn iter(&self) -> Entries<'a> {
         Entries { reader: Reader::new(self.entries), left: self.len }
     }
@@ -70,20 +72,10 @@ impl<'a> Iterator for Entries<'a> {
     type Item = Result<Ask<'a>, WireError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.left == 0 {
-            return None;
-        }
-        self.left -= 1;
-        let start = self.reader.at;
-        // The common shape is read in one pass; anything else is stepped
-        // over (it was checked whole when the batch was decoded) and read
-        // on its own.
-        if let Some((ask, len)) = fast::decode_go_prefix(&self.reader.body[start..]) {
-            self.reader.at += len;
-            return Some(Ok(ask));
-        }
-        self.reader.skip(MAX_DEPTH - BATCH_LEVELS).ok()?;
-        Some(decode_entry(&self.reader.body[start..self.reader.at]))
+        self.next_read().map(|read| match read? {
+            Read::Go(ask) => Ok(ask),
+            Read::Map(map, _) => ask_of(&map),
+        })
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -91,21 +83,34 @@ impl<'a> Iterator for Entries<'a> {
     }
 }
 
-/// One entry of a batch: a go request map, read by the same cascade as a
-/// request. What an outer request would fail on, serde reads or refuses
-/// for the entry.
-fn decode_entry(bytes: &[u8]) -> Result<Ask<'_>, WireError> {
-    if !is_structured(bytes) {
-        return Err(WireError::EntryNotAMap);
-    }
-    match read_map(bytes).or_else(|_| read_by_serde(bytes))? {
-        Read::Go(ask) => Ok(ask),
-        Read::Map(map, _) => ask_of(&map),
+impl<'a> Entries<'a> {
+    /// The next entry, read: a go in its common shape read in one pass;
+    /// anything else stepped over (it was checked whole when the batch was
+    /// decoded) and read on its own, by the same cascade as a request.
+    /// What an outer request would fail on, serde reads or refuses for the
+    /// entry.
+    #[inline]
+    pub(super) fn next_read(&mut self) -> Option<Result<Read<'a>, WireError>> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let start = self.reader.at;
+        if let Some((ask, len)) = fast::decode_go_prefix(&self.reader.body[start..]) {
+            self.reader.at += len;
+            return Some(Ok(Read::Go(ask)));
+        }
+        self.reader.skip(MAX_DEPTH - BATCH_LEVELS).ok()?;
+        let bytes = &self.reader.body[start..self.reader.at];
+        if !is_structured(bytes) {
+            return Some(Err(WireError::EntryNotAMap));
+        }
+        Some(read_map(bytes).or_else(|_| read_by_serde(bytes)))
     }
 }
 
 /// The ask an entry's map carries, if it is a go.
-fn ask_of<'a>(map: &RequestMap<'a>) -> Result<Ask<'a>, WireError> {
+pub(super) fn ask_of<'a>(map: &RequestMap<'a>) -> Result<Ask<'a>, WireError> {
     match map.op {
         None | Some("go") => Ok(Ask::from_map(map)),
         Some(op) => Err(WireError::EntryNotAGo(op.to_owned())),
@@ -158,28 +163,34 @@ pub(super) fn put_array_len(out: &mut Vec<u8>, len: usize) {
 /// One reply in a batch, as a client reads it.
 #[derive(Deserialize)]
 #[serde(untagged)]
-enum Entry {
-    Go(GoReply),
+enum Entry<T> {
+    Answer(T),
     Refused(ErrorReply),
 }
 
 #[derive(Deserialize)]
-struct BatchReplyMap {
-    replies: Vec<Entry>,
+struct BatchReplyMap<T> {
+    replies: Vec<Entry<T>>,
 }
 
 /// Decodes the reply to a batch: each ask's go reply, or the error that
 /// entry met, in order; or the error that refused the whole batch.
 pub fn decode_batch_reply(body: &[u8]) -> Result<Reply<Vec<Result<GoReply, String>>>, WireError> {
+    decode_replies(body)
+}
+
+pub(super) fn decode_replies<'de, T: Deserialize<'de>>(
+    body: &'de [u8],
+) -> Result<Reply<Vec<Result<T, String>>>, WireError> {
     if let Ok(e) = decode_exact::<ErrorReply>(body) {
         return Ok(Reply::Refused(e.error));
     }
-    let map: BatchReplyMap = decode_exact(body)?;
+    let map: BatchReplyMap<T> = decode_exact(body)?;
     let replies = map
         .replies
         .into_iter()
         .map(|e| match e {
-            Entry::Go(go) => Ok(go),
+            Entry::Answer(answer) => Ok(answer),
             Entry::Refused(e) => Err(e.error),
         })
         .collect();

@@ -128,7 +128,8 @@ fn asks<'a>(r: &mut Reader<'a>) -> Result<Option<(&'a [u8], usize)>, WireError> 
             r.at += taken;
             continue;
         }
-        check_map(&mut Reader { body: r.body, at: r.at }, false)?;
+        // An entry's own `asks` (an `all`'s parts) are held to it too.
+        check_map(&mut Reader { body: r.body, at: r.at }, 1)?;
         if r.skip(MAX_DEPTH - BATCH_LEVELS).is_err() {
             return Ok(None);
         }
@@ -281,12 +282,14 @@ const STRING_FIELDS: [&[u8]; 4] = [b"op", b"limit", b"key", b"lease"];
 /// field: every field name is a string (MessagePack decoders would
 /// otherwise read an integer name as a field's position), every string
 /// field holds a string (not binary data that happens to be UTF-8), and so
-/// does each map of a batch's `asks`. Other values are left to the decoder.
+/// does each map of a batch's `asks`, and of the `asks` of an entry (an
+/// `all` in a batch). Other values are left to the decoder.
 pub fn check_fields(body: &[u8]) -> Result<(), WireError> {
-    check_map(&mut Reader::new(body), true)
+    check_map(&mut Reader::new(body), 2)
 }
 
-fn check_map(r: &mut Reader, outer: bool) -> Result<(), WireError> {
+/// Checks the map at `r`, and the maps of its `asks` down `levels` levels.
+fn check_map(r: &mut Reader, levels: u8) -> Result<(), WireError> {
     // Not a map, or cut short: the decoder says what is wrong.
     let Some(fields) = r.map_len() else { return Ok(()) };
     for _ in 0..fields {
@@ -296,11 +299,11 @@ fn check_map(r: &mut Reader, outer: bool) -> Result<(), WireError> {
             return Ok(()); // cut short: the decoder says so
         }
         check_value(r, name)?;
-        let asks = outer && name == b"asks" && matches!(r.body.get(r.at), Some(0x90..=0x9f | 0xdc | 0xdd));
+        let asks = levels > 0 && name == b"asks" && matches!(r.body.get(r.at), Some(0x90..=0x9f | 0xdc | 0xdd));
         if asks {
             let Some(len) = r.array_len() else { return Ok(()) };
             for _ in 0..len {
-                check_map(&mut Reader { body: r.body, at: r.at }, false)?;
+                check_map(&mut Reader { body: r.body, at: r.at }, levels - 1)?;
                 if r.skip(MAX_DEPTH).is_err() {
                     return Ok(());
                 }

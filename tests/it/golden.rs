@@ -9,8 +9,8 @@
 //! deliberate: update the README's wire contract in the same change.
 
 use locker::wire::{
-    self, AllReply, Ask, ErrorReply, GoReply, LeaseAsk, LeaseReply, LimitStatsReply, PeerKind, PeerMsg, Refund,
-    Release, Reply, ReplyKind, Request, RequestMap, Reset, StatsReply, Terms,
+    self, AllReply, Ask, BatchAsk, BatchEntry, EntryReply, ErrorReply, GoReply, LeaseAsk, LeaseReply, LimitStatsReply,
+    PeerKind, PeerMsg, Refund, Release, Reply, ReplyKind, Request, RequestMap, Reset, StatsReply, Terms,
 };
 use serde_json::Value;
 
@@ -112,7 +112,7 @@ fn the_shared_golden_file_holds_for_the_rust_side() {
 #[test]
 fn the_client_golden_file_holds_for_the_rust_side() {
     let cases = cases("client.json");
-    assert!(cases.len() >= 9);
+    assert!(cases.len() >= 11);
     for case in &cases {
         let (name, want) = named_bytes(case);
         let got = client_case(case, &want).unwrap_or_else(|| panic!("{name}: a case of an unknown kind"));
@@ -166,10 +166,60 @@ fn client_case(case: &Value, want: &[u8]) -> Option<Option<Vec<u8>>> {
         Some(body)
     } else if let Some(replies) = case.get("batch_reply") {
         Some(batch_reply_case(replies.as_array().unwrap(), want))
+    } else if let Some(entries) = case.get("batch_entries") {
+        Some(batch_entries_case(entries.as_array().unwrap(), &read, name))
+    } else if let Some(replies) = case.get("batch_entries_reply") {
+        let read: Vec<_> = replies.as_array().unwrap().iter().map(entry_reply_of).collect();
+        assert_eq!(wire::decode_batch_entries_reply(want), Ok(Reply::Answer(read.iter().cloned().map(Ok).collect())));
+        let mut body = Vec::new();
+        wire::begin_batch_reply(read.len(), &mut body);
+        for r in &read {
+            match r {
+                EntryReply::Go(go) => wire::encode_go_reply(go, &mut body),
+                EntryReply::All(all) => wire::encode(all, &mut body),
+            }
+        }
+        Some(body)
     } else {
         return None;
     };
     Some(written)
+}
+
+/// The bytes of a batch of `entries` (each an ask or an `all`'s parts),
+/// after checking that the locker reads `read` as them.
+fn batch_entries_case(entries: &[Value], read: &Result<Request, wire::WireError>, name: &str) -> Vec<u8> {
+    let parts: Vec<Vec<Ask>> = entries
+        .iter()
+        .map(|e| e.get("all").map_or(vec![], |a| a.as_array().unwrap().iter().map(ask_of).collect()))
+        .collect();
+    let sent: Vec<BatchAsk> = entries
+        .iter()
+        .zip(&parts)
+        .map(|(e, parts)| e.get("ask").map_or(BatchAsk::All(parts), |a| BatchAsk::Go(ask_of(a))))
+        .collect();
+    let Ok(Request::Batch(batch)) = read else { panic!("{name}: not a batch") };
+    for (entry, sent) in batch.entries().map(Result::unwrap).zip(&sent) {
+        match (entry, sent) {
+            (BatchEntry::Go(got), BatchAsk::Go(ask)) => assert_eq!(got, *ask, "{name}"),
+            (BatchEntry::All(got), BatchAsk::All(parts)) => {
+                assert_eq!(got.parts().map(Result::unwrap).collect::<Vec<_>>(), *parts, "{name}")
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+    let mut body = Vec::new();
+    wire::encode_batch_entries(&sent, &mut body);
+    body
+}
+
+/// One reply of a batch's entries as a case writes it.
+fn entry_reply_of(r: &Value) -> EntryReply {
+    match (r.get("go_reply"), r.get("all_reply")) {
+        (Some(go), None) => EntryReply::Go(go_reply_of(go)),
+        (None, Some(all)) => EntryReply::All(serde_json::from_value(all.clone()).expect("an all reply")),
+        _ => panic!("a reply of an unknown kind: {r}"),
+    }
 }
 
 /// The bytes of a batch's reply of `replies` (each a go reply or an

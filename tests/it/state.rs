@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use locker::wire::{BatchAsk, EntryReply};
 use locker::{Ask, Client};
 
 use crate::support::{Daemon, DEADLINE};
@@ -279,20 +280,28 @@ fn limits_sent_with_terms_come_back_with_their_counts_after_a_kill_9() {
     assert_eq!(c.ask(&Ask::new().limit("api").cost(0)).unwrap().remaining, 4);
 }
 
+/// A locker with a state file in `dir` serving `a` and `b` (3 an hour
+/// each) well within one slot, after a go of `a` for `k` (a record of its
+/// own): its config, the locker, a client of it, and the frames so far.
+fn a_and_b(dir: &Dir) -> (String, Daemon, Client, usize) {
+    let config = dir.path("limits.toml");
+    let limit = |name: &str| format!("[[limits]]\nname = '{name}'\nmax_requests = 3\nin_seconds = 3600\n");
+    fs::write(&config, limit("a") + &limit("b")).unwrap();
+    within_one_slot(Duration::from_secs(3600), Duration::from_secs(20));
+    let d = serve(dir, "first.log", &["--config", &config]);
+    let mut c = client(&d);
+    assert!(c.ask(&Ask::new().limit("a").key("k")).unwrap().ok, "one record of its own");
+    let before = frames(&dir.state()).len();
+    (config, d, c, before)
+}
+
 /// Issue 38: an `all` whose parts went is one frame of the state file (its
 /// parts' records held together, so a kill leaves all of them or none),
 /// and a restart puts back every part's count.
 #[test]
 fn an_all_is_one_frame_and_every_part_comes_back() {
     let dir = Dir::new("all");
-    let config = dir.path("limits.toml");
-    let limit = |name: &str| format!("[[limits]]\nname = '{name}'\nmax_requests = 3\nin_seconds = 3600\n");
-    fs::write(&config, limit("a") + &limit("b")).unwrap();
-    within_one_slot(Duration::from_secs(3600), Duration::from_secs(20));
-    let d = serve(&dir, "first.log", &["--config", &config]);
-    let mut c = client(&d);
-    assert!(c.ask(&Ask::new().limit("a").key("k")).unwrap().ok, "one record of its own");
-    let before = frames(&dir.state()).len();
+    let (config, d, mut c, before) = a_and_b(&dir);
     let both = [Ask::new().limit("a").key("k"), Ask::new().limit("b").key("k").cost(2)];
     assert!(c.all(&both).unwrap().ok);
     assert_eq!(frames(&dir.state()).len(), before + 1, "the two parts in one frame");
@@ -301,4 +310,22 @@ fn an_all_is_one_frame_and_every_part_comes_back() {
     let mut c = client(&d);
     let left = |c: &mut Client, name| c.ask(&Ask::new().limit(name).key("k").cost(0)).unwrap().remaining;
     assert_eq!((left(&mut c, "a"), left(&mut c, "b")), (1, 1), "both parts restored");
+}
+
+/// Issue 38, in batches too: a batch's grants, an `all` entry's parts
+/// among them, are one frame of the state file, and a restart puts back
+/// every count.
+#[test]
+fn a_batch_with_an_all_entry_is_one_frame() {
+    let dir = Dir::new("batch-all");
+    let (config, d, mut c, before) = a_and_b(&dir);
+    let both = [Ask::new().limit("a").key("k"), Ask::new().limit("b").key("k").cost(2)];
+    let replies = c.ask_entries(&[BatchAsk::Go(Ask::new().limit("b").key("j")), BatchAsk::All(&both)]).unwrap();
+    assert!(matches!(&replies[1], Ok(EntryReply::All(all)) if all.ok), "{replies:?}");
+    assert_eq!(frames(&dir.state()).len(), before + 1, "the go and the two parts in one frame");
+    kill_9(d);
+    let d = serve(&dir, "second.log", &["--config", &config]);
+    let mut c = client(&d);
+    let left = |c: &mut Client, name, key| c.ask(&Ask::new().limit(name).key(key).cost(0)).unwrap().remaining;
+    assert_eq!((left(&mut c, "a", "k"), left(&mut c, "b", "k"), left(&mut c, "b", "j")), (1, 1, 2), "all restored");
 }

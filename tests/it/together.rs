@@ -309,3 +309,60 @@ fn an_undelivered_batch_or_all_gives_back_each_go_in_it() {
     s.give_back_undelivered(T0, &whole, &reply, &mut ());
     assert_eq!((go(&mut s, T0, "api", 0).remaining, go(&mut s, T0, "day", 0).remaining), (5, 3));
 }
+
+/// Issue 38, in batches too: a batch's `all` entry whose second part is
+/// full charges nothing to its first, while the entries around it are
+/// decided as they would be alone; its reply is the `all`'s reply map.
+#[test]
+fn an_all_in_a_batch_charges_nothing_when_a_part_is_full() {
+    let mut s = service();
+    assert!(go(&mut s, T0, "day", 3).ok, "day is full");
+    let parts = [Ask::new().limit("api").key("u").cost(2), Ask::new().limit("day").key("u")];
+    let entries = [
+        wire::BatchAsk::Go(Ask::new().limit("api").key("u")),
+        wire::BatchAsk::All(&parts),
+        wire::BatchAsk::Go(Ask::new().limit("api").key("u")),
+    ];
+    let mut body = Vec::new();
+    wire::encode_batch_entries(&entries, &mut body);
+    let reply = seam(&mut s, T0, &body);
+    let Reply::Answer(replies) = wire::decode_batch_entries_reply(&reply).unwrap() else { panic!("{reply:?}") };
+    let [Ok(wire::EntryReply::Go(a)), Ok(wire::EntryReply::All(whole)), Ok(wire::EntryReply::Go(b))] = &replies[..]
+    else {
+        panic!("{replies:?}")
+    };
+    assert!(a.ok && b.ok);
+    assert_eq!((a.remaining, b.remaining), (4, 3), "the entries around it counted as alone");
+    assert!(!whole.ok && whole.replies[0].ok && !whole.replies[1].ok, "{whole:?}");
+    assert_eq!(whole.retry_after_ms, whole.replies[1].retry_after_ms);
+    assert_eq!(go(&mut s, T0, "api", 0).remaining, 3, "the refused whole took nothing from api");
+    // The same entry when both parts fit: both charged, in its turn.
+    let mut body = Vec::new();
+    wire::encode_batch_entries(&[wire::BatchAsk::All(&parts[..1]), wire::BatchAsk::Go(parts[0])], &mut body);
+    let reply = seam(&mut s, T0, &body);
+    let Reply::Answer(replies) = wire::decode_batch_entries_reply(&reply).unwrap() else { panic!() };
+    let Ok(wire::EntryReply::All(whole)) = &replies[0] else { panic!("{replies:?}") };
+    assert!(whole.ok && whole.replies[0].remaining == 1, "{whole:?}");
+    assert!(matches!(&replies[1], Ok(wire::EntryReply::Go(g)) if !g.ok), "{replies:?}");
+    // An undelivered reply gives the whole's parts back.
+    s.give_back_undelivered(T0, &body, &reply, &mut ());
+    assert_eq!(go(&mut s, T0, "api", 0).remaining, 3);
+}
+
+/// An `all` entry's parts are held to the contract when the batch is
+/// read, before any entry is decided; a semantic error in them is that
+/// entry's alone.
+#[test]
+fn an_all_entry_is_checked_with_its_batch() {
+    let mut s = service();
+    // {"op": "batch", "asks": [{"key": "a"}, {"op": "all", "asks": [{"key": b"a"}]}]}
+    let bad = b"\x82\xa2op\xa5batch\xa4asks\x92\x81\xa3key\xa1a\x82\xa2op\xa3all\xa4asks\x91\x81\xa3key\xc4\x01a";
+    let e = wire::decode_request(bad).unwrap_err().to_string();
+    assert!(e.contains("field \"key\" must be a string"), "{e}");
+    let parts = [Ask::new().limit("api"), Ask::new().limit("nope")];
+    let mut body = Vec::new();
+    wire::encode_batch_entries(&[wire::BatchAsk::All(&parts), wire::BatchAsk::Go(parts[0])], &mut body);
+    let Reply::Answer(replies) = wire::decode_batch_entries_reply(&seam(&mut s, T0, &body)).unwrap() else { panic!() };
+    assert!(matches!(&replies[0], Err(e) if e.contains("part 2 of \"all\"")), "{replies:?}");
+    assert!(matches!(&replies[1], Ok(wire::EntryReply::Go(g)) if g.ok && g.remaining == 4), "{replies:?}");
+}

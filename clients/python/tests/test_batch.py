@@ -12,7 +12,7 @@ import pytest
 import zmq
 
 from conftest import Daemon, limit_stats
-from locker_client import Ask, AsyncClient, Client, GoReply, LockerError, NoAnswer, Refused, wire
+from locker_client import AllReply, Ask, AsyncClient, Client, GoReply, LockerError, NoAnswer, Refused, wire
 
 
 @pytest.fixture
@@ -181,3 +181,24 @@ def test_the_asyncio_client_asks_many(locker: Daemon, key: str) -> None:
             assert not (await c.ask("hour", key)).ok, "the client keeps working"
 
     asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_an_all_entry_charges_nothing_when_a_part_is_full(client: Client, key: str) -> None:
+    # "hour": 3 per hour; "api": 5 per slot. hour is spent, so the all
+    # entry is refused whole and api keeps what it had.
+    assert oks(client.ask_many([Ask("hour", key, cost=3)])) == [True]
+    replies = client.ask_many(
+        [Ask("api", key), wire.AllAsks([Ask("api", key, cost=2), Ask("hour", key)]), Ask("api", key)]
+    )
+    whole = replies[1]
+    assert isinstance(whole, AllReply), whole
+    assert not whole and whole.replies[0].ok and not whole.replies[1].ok
+    assert whole.retry_after_ms == whole.replies[1].retry_after_ms > 0
+    assert [gist(replies[0])[:2], gist(replies[2])[:2]] == [(True, 4), (True, 3)]
+    gone = client.ask_many([wire.AllAsks([Ask("api", key, cost=3)])])[0]
+    assert isinstance(gone, AllReply) and gone.ok and gone.replies[0].remaining == 0
+
+
+def test_a_bad_all_entry_is_refused_before_sending(client: Client, key: str) -> None:
+    with pytest.raises(ValueError, match=r"ask 1 \(an all\): ask 0: a part of limits checked together takes no up_to"):
+        client.ask_many([Ask("api", key), wire.AllAsks([Ask("api", key, up_to=True)])])

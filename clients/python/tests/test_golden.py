@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List
 import msgpack
 import pytest
 
-from locker_client import AllReply, Ask, GoReply, LeaseReply, Refused, Terms, wire
+from locker_client import AllAsks, AllReply, Ask, GoReply, LeaseReply, Refused, Terms, wire
 
 GOLDEN = Path(__file__).resolve().parents[3] / "tests" / "golden"
 
@@ -73,6 +73,23 @@ def check_batch_reply(body: bytes, replies: List[Dict[str, Any]]) -> None:
     assert wire.decode_batch(body, len(replies)) == want
 
 
+def check_batch_entries(body: bytes, entries: List[Dict[str, Any]]) -> None:
+    sent = [Ask(**e["ask"]) if "ask" in e else AllAsks(Ask(**a) for a in e["all"]) for e in entries]
+    assert wire.encode(wire.batch_request(sent)) == body
+    assert wire.batch_body(sent) == (body, len(entries))
+
+
+def check_batch_entries_reply(body: bytes, replies: List[Dict[str, Any]]) -> None:
+    def read(r: Dict[str, Any]) -> Any:
+        if "go_reply" in r:
+            return go_reply(r["go_reply"])
+        whole = r["all_reply"]
+        parts = tuple(go_reply(p) for p in whole["replies"])
+        return AllReply(ok=whole["ok"], replies=parts, retry_after_ms=whole["retry_after_ms"])
+
+    assert wire.decode_batch(body, len(replies)) == [read(r) for r in replies]
+
+
 #: What this client does with each kind of case in client.json.
 CLIENT_KINDS: Dict[str, Callable[[bytes, Any], None]] = {
     "ask": check_ask,
@@ -84,6 +101,8 @@ CLIENT_KINDS: Dict[str, Callable[[bytes, Any], None]] = {
     "release": check_release,
     "batch": check_batch,
     "batch_reply": check_batch_reply,
+    "batch_entries": check_batch_entries,
+    "batch_entries_reply": check_batch_entries_reply,
 }
 
 

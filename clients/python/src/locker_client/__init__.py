@@ -34,11 +34,12 @@ from .base import DEFAULT_ENDPOINT
 from .errors import BadReply, ClientError, LockerError, NoAnswer, NotAcquired, RateLimited
 from .lease import Lease
 from .pool import PermitPool, Permits
-from .wire import AllReply, Ask, GoReply, LeaseReply, Refused, Terms
+from .wire import AllAsks, AllReply, Ask, GoReply, LeaseReply, Refused, Terms
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AllAsks",
     "AllReply",
     "Ask",
     "AsyncClient",

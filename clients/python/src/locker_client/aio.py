@@ -45,7 +45,7 @@ from .base import DEFAULT_ENDPOINT, DEFAULT_TIMEOUT, ClientBase, sent as _sent
 from .errors import ClientError
 from .lease import LeaseState, LeaseWait, Terms, lease_hold_ms, log
 from .pool import PoolState
-from .wire import AllReply, Ask, BatchReply, GoReply, LeaseReply
+from .wire import AllAsks, AllReply, Ask, BatchReply, GoReply, LeaseReply
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -122,7 +122,7 @@ class AsyncClient(ClientBase["zmq.Socket[bytes]"]):
         """Clears one key's count; see :meth:`locker_client.Client.reset`."""
         return await self._call(calls.reset(limit, key))
 
-    async def ask_many(self, asks: Iterable[Ask]) -> List[BatchReply]:
+    async def ask_many(self, asks: Iterable[Union[Ask, AllAsks]]) -> List[BatchReply]:
         """Many asks in one message, their replies in order; see
         :meth:`locker_client.Client.ask_many`."""
         body, count = wire.batch_body(asks)

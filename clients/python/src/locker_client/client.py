@@ -44,7 +44,7 @@ from . import calls, curve, pirate, wire
 from .base import DEFAULT_ENDPOINT, DEFAULT_TIMEOUT, ClientBase, sent as _sent
 from .errors import ClientError
 from .lease import Lease, wait_for_lease
-from .wire import AllReply, Ask, BatchReply, GoReply, LeaseReply, Terms
+from .wire import AllAsks, AllReply, Ask, BatchReply, GoReply, LeaseReply, Terms
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -179,13 +179,16 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         ``allow_reset = true``."""
         return self._call(calls.reset(limit, key))
 
-    def ask_many(self, asks: Iterable[Ask]) -> List[BatchReply]:
+    def ask_many(self, asks: Iterable[Union[Ask, AllAsks]]) -> List[BatchReply]:
         """Sends many asks in one message (at most 1000,
         ``wire.MAX_BATCH_ASKS``) and returns their replies in the order of
         ``asks``: for each, the :class:`~locker_client.GoReply` it would get
         on its own at that moment (a later ask sees what an earlier one
         took), or a :class:`~locker_client.Refused` when the locker refused
-        that ask alone. One round trip however many asks::
+        that ask alone. An :class:`~locker_client.AllAsks` entry is limits
+        checked together, answered with its
+        :class:`~locker_client.AllReply` (never held). One round trip
+        however many asks::
 
             replies = client.ask_many([Ask("api", "user-7"), Ask("api", "user-8", cost=3)])
 

@@ -207,8 +207,19 @@ class Refused:
         return False
 
 
-#: What a batch answers for each of its asks.
-BatchReply = Union[GoReply, Refused]
+@dataclass(frozen=True)
+class AllAsks:
+    """An entry of a batch that is limits checked together: the parts of
+    :meth:`~locker_client.Client.all` (:class:`Ask` without ``up_to`` or
+    a wait of their own), decided in the batch's order, never held. Its
+    reply in the batch is an :class:`AllReply`."""
+
+    asks: Tuple[Ask, ...]
+
+    def __init__(self, asks: Iterable[Ask]) -> None:
+        object.__setattr__(self, "asks", tuple(asks))
+
+
 
 
 @dataclass(frozen=True)
@@ -291,6 +302,12 @@ class AllReply(_Answer):
         known = windows or {}
         parts = [(name, reply, known.get(name or headers.DEFAULT_NAME)) for name, reply in zip(listed, self.replies)]
         return headers.fields(parts, self.ok, self.retry_after_ms)
+
+
+#: What a batch answers for each of its entries: a go reply for an
+#: :class:`Ask`, an :class:`AllReply` for an :class:`AllAsks`, or the
+#: refusal of that entry alone.
+BatchReply = Union[GoReply, AllReply, Refused]
 
 
 # ---- checking arguments -------------------------------------------------
@@ -498,7 +515,7 @@ def ask_body(
     return encode(go_request(limit, key, cost, up_to, max_wait_ms, hold_ms, terms))
 
 
-def batch_body(asks: Iterable[Ask]) -> Tuple[bytes, int]:
+def batch_body(asks: Iterable[Union[Ask, AllAsks]]) -> Tuple[bytes, int]:
     """The bytes of a batch of asks, checked, and how many it carries:
     ``encode(batch_request(asks))``, each common entry written straight to
     bytes."""
@@ -524,9 +541,9 @@ def _array_header(count: int) -> bytes:
     return bytes([0x90 | count]) if count < 16 else b"\xdc" + count.to_bytes(2, "big")
 
 
-def batch_request(asks: Iterable[Ask]) -> Request:
+def batch_request(asks: Iterable[Union[Ask, AllAsks]]) -> Request:
     """The map of a batch of asks, checked: at most :data:`MAX_BATCH_ASKS`,
-    each an :class:`Ask` with good arguments."""
+    each an :class:`Ask` with good arguments or an :class:`AllAsks`."""
     listed = list(asks)
     if len(listed) > MAX_BATCH_ASKS:
         raise ValueError(f"a batch carries at most {MAX_BATCH_ASKS} asks, this one has {len(listed)}")
@@ -535,6 +552,11 @@ def batch_request(asks: Iterable[Ask]) -> Request:
 
 def _batch_entry(index: int, ask: object) -> Request:
     """The entry of ask ``index``; a bad one says which it is."""
+    if isinstance(ask, AllAsks):
+        try:
+            return all_request(ask.asks)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"ask {index} (an all): {e}") from e
     if not isinstance(ask, Ask):
         raise TypeError(f"ask {index} must be an Ask, not {type(ask).__name__}")
     try:
@@ -764,18 +786,25 @@ def decode_batch(body: bytes, count: int) -> List[BatchReply]:
 
 
 def _batch_reply(value: Any) -> BatchReply:
-    """One reply of a batch: a go reply, or an error map for that ask alone."""
+    """One reply of a batch: a go reply, the reply of an :class:`AllAsks`
+    entry, or an error map for that entry alone."""
     if not isinstance(value, dict):
         raise BadReply(f"a batch's reply holds {value!r}, not a map")
     error = _error_of(value)
-    return _go_reply(value) if error is None else Refused(error)
+    if error is not None:
+        return Refused(error)
+    return _all_reply(value) if "replies" in value else _go_reply(value)
 
 
 def decode_all(body: bytes, names: Sequence[Optional[str]] = ()) -> AllReply:
     """The reply to limits checked together, ``names`` the limits asked
     (kept in the reply for its headers). Raises LockerError when the
     locker refused the request, or one of its parts."""
-    m = decode_map(body)
+    return _all_reply(decode_map(body), names)
+
+
+def _all_reply(m: Dict[str, Any], names: Sequence[Optional[str]] = ()) -> AllReply:
+    """The map of an ``all``'s reply as an :class:`AllReply`."""
     replies = m.get("replies")
     if not isinstance(replies, list) or (names and len(replies) != len(names)):
         raise BadReply(f"not the reply to {len(names) or 'some'} limits checked together: {m!r}")
@@ -786,6 +815,8 @@ def decode_all(body: bytes, names: Sequence[Optional[str]] = ()) -> AllReply:
         part = _batch_reply(value) if usual is None else usual
         if isinstance(part, Refused):
             raise LockerError(part.message)
+        if not isinstance(part, GoReply):
+            raise BadReply(f"a part's reply is not a go reply: {value!r}")
         parts.append(part)
     try:
         return AllReply(
