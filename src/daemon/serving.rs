@@ -73,6 +73,15 @@ struct Queue {
     conn: Option<Conn>,
 }
 
+/// Why a client's backlog was given up.
+#[derive(Clone, Copy)]
+enum Dropped {
+    /// Its connection is gone.
+    Gone,
+    /// It outgrew its bound: the client sends and never reads.
+    NotReading,
+}
+
 /// How a send went.
 enum Sent {
     Done,
@@ -224,7 +233,7 @@ impl Serving {
             }
         }
         for client in lost {
-            self.drop_backlog(&client, "the client went away");
+            self.drop_backlog(&client, Dropped::Gone);
         }
         self.backlog.clients.retain(|_, q| !q.replies.is_empty());
     }
@@ -271,7 +280,7 @@ impl Serving {
         }
         if queue.replies.len() >= self.per_client {
             self.lose(body, request);
-            return self.drop_backlog(&client, "the client does not read its replies");
+            return self.drop_backlog(&client, Dropped::NotReading);
         }
         let grants = wire::grants(body);
         let envelope = envelope.iter().map(|f| zmq::Message::from(&f[..])).collect();
@@ -283,7 +292,7 @@ impl Serving {
     /// Gives up on every reply waiting for `client`, counting each; a
     /// client that does not read its replies is disconnected, so that it
     /// learns of it rather than waiting for replies that never come.
-    fn drop_backlog(&mut self, client: &[u8], why: &str) {
+    fn drop_backlog(&mut self, client: &[u8], why: Dropped) {
         let Some(queue) = self.backlog.clients.remove(client) else { return };
         let replies = queue.replies.len();
         self.backlog.len -= replies;
@@ -297,8 +306,13 @@ impl Serving {
         }
         self.undelivered.0 += replies as u64;
         self.undelivered.1 += go;
-        let closed = queue.conn.is_some_and(|c| c.close());
-        warn!(replies, go, disconnected = closed, "replies not delivered: {why}");
+        match why {
+            Dropped::Gone => warn!(replies, go, "replies not delivered: the client went away"),
+            Dropped::NotReading => {
+                let disconnected = queue.conn.is_some_and(|c| c.close());
+                warn!(replies, go, disconnected, "replies not delivered: the client does not read its replies");
+            }
+        }
     }
 
     /// Counts `body` as not delivered; keeps a go with the request it
