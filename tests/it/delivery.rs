@@ -155,16 +155,22 @@ fn a_client_that_never_reads_is_disconnected_and_its_undelivered_go_given_back()
     monitor.connect("inproc://never-reads").unwrap();
     s.connect(&d.endpoint).unwrap();
     // Structured asks, whose replies are larger than a plain go: what the
-    // kernel's socket buffers hold runs out sooner.
-    for _ in 0..300_000 {
-        s.send(&b""[..], zmq::SNDMORE).unwrap();
-        s.send(&b"\x81\xa3key\xa1k"[..], 0).unwrap();
-    }
-    // The locker gives up on the client first; the client learns of it
-    // once it reads again (TCP tells a reader, not a socket left alone).
+    // kernel's socket buffers hold runs out sooner. Sent in rounds until
+    // the locker gives up on the client (300,000 are enough here; a host
+    // with larger socket buffers takes more rounds), at most 2,000,000.
+    // The client learns of it once it reads again (TCP tells a reader,
+    // not a socket left alone).
     let deadline = Instant::now() + DEADLINE;
+    let mut sent = 0;
     while stats(&d.endpoint).undelivered == 0 {
         assert!(Instant::now() < deadline, "the locker never gave up: {:?}", stats(&d.endpoint));
+        if sent < 2_000_000 {
+            for _ in 0..100_000 {
+                s.send(&b""[..], zmq::SNDMORE).unwrap();
+                s.send(&b"\x81\xa3key\xa1k"[..], 0).unwrap();
+            }
+            sent += 100_000;
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
     loop {
