@@ -31,11 +31,17 @@ impl Admins {
         Admins { keys: curve.map(|c| c.admins.clone()) }
     }
 
+    /// Whether `body` may be a reset: the only requests `refuses` reads.
+    #[inline]
+    pub fn may_be_reset(body: &[u8]) -> bool {
+        wire::is_structured(body) && body.windows(RESET_OP.len()).any(|w| w == RESET_OP)
+    }
+
     /// Whether the request in `msg` is a reset its sender may not make.
     /// Logs every reset asked, with who asked.
     pub fn refuses(&self, msg: &mut zmq::Message) -> bool {
         let body: &[u8] = msg;
-        if !wire::is_structured(body) || !body.windows(RESET_OP.len()).any(|w| w == RESET_OP) {
+        if !Admins::may_be_reset(body) {
             return false;
         }
         let (limit, key) = match wire::decode_request(body) {

@@ -12,7 +12,7 @@
 //! run that reckons differently knows the wall clock was stepped between
 //! them, and by how much.
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::core::Nanos;
 
@@ -20,14 +20,15 @@ use crate::core::Nanos;
 #[derive(Debug, Clone, Copy)]
 pub struct Clock {
     anchor_wall: Nanos,
-    anchor: Instant,
+    /// The monotonic clock's reading at `anchor_wall`.
+    anchor: Nanos,
 }
 
 impl Clock {
     /// Anchors a new clock to the wall clock now.
     pub fn start() -> Clock {
         let wall = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-        Clock { anchor_wall: wall.as_nanos() as Nanos, anchor: Instant::now() }
+        Clock { anchor_wall: wall.as_nanos() as Nanos, anchor: monotonic() }
     }
 
     /// Anchors a new clock to the wall clock now, or to `floor` if the wall
@@ -40,8 +41,9 @@ impl Clock {
     }
 
     /// Nanoseconds since the Unix epoch, by the anchored monotonic clock.
+    #[inline]
     pub fn now(&self) -> Nanos {
-        self.anchor_wall + self.anchor.elapsed().as_nanos() as Nanos
+        self.anchor_wall + monotonic().saturating_sub(self.anchor)
     }
 }
 
@@ -91,6 +93,19 @@ fn wall_at_boot() -> Option<Nanos> {
         }
     }
     best.map(|(_, at)| at)
+}
+
+/// The monotonic clock (the one `Instant` reads), in nanoseconds. Read
+/// directly: the loop reads it once per request, and `Instant::elapsed`'s
+/// checked subtraction and `Duration` arithmetic cost as much again as the
+/// reading itself.
+#[inline]
+fn monotonic() -> Nanos {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec for the call, and
+    // CLOCK_MONOTONIC exists on every Linux: the call cannot fail.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as Nanos * 1_000_000_000 + ts.tv_nsec as Nanos
 }
 
 /// The boot-time clock: nanoseconds since boot, suspend included.
