@@ -295,6 +295,9 @@ impl Service {
     /// (cleared first); tells whether the answer was a single ask's sorry,
     /// which holding may hold.
     fn decide(&mut self, now: Nanos, request: &Result<Request, WireError>, out: &mut Vec<u8>) -> Option<Sorry> {
+        if let Ok(Request::Plain(body)) = request {
+            return self.decide_plain(now, body, out);
+        }
         out.clear();
         let now = self.enter(now);
         let request = match request {
@@ -310,6 +313,7 @@ impl Service {
             return None;
         }
         match request {
+            // Decided by `decide_plain` above; the arm keeps the match whole.
             Request::Plain(body) => return self.plain(now, body, out),
             Request::Go(go) => return self.go(now, go, out),
             Request::Batch(batch) => self.batch(now, batch, out),
@@ -346,6 +350,19 @@ impl Service {
         out.clear();
         self.locker.counters().record_error(None);
         wire::encode(&ErrorReply { error: error.to_string() }, out);
+    }
+
+    /// `decide` for a plain request (`body`, the seed's form), which the
+    /// plain path of `serve` calls straight.
+    #[inline]
+    fn decide_plain(&mut self, now: Nanos, body: &[u8], out: &mut Vec<u8>) -> Option<Sorry> {
+        out.clear();
+        let now = self.enter(now);
+        if let Some(reason) = self.status.refusing {
+            self.refuse_grant(&Request::Plain(body), reason, out);
+            return None;
+        }
+        self.plain(now, body, out)
     }
 
     fn plain(&mut self, now: Nanos, body: &[u8], out: &mut Vec<u8>) -> Option<Sorry> {

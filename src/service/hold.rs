@@ -109,6 +109,14 @@ impl Service {
         request: &Result<Request, WireError>,
         out: &mut Vec<u8>,
     ) -> Answer {
+        // The plain path: the seed's `let me go` with nothing parked to wait
+        // behind and no store to wait on goes straight to its decision.
+        if let Ok(r @ Request::Plain(plain)) = request {
+            if self.holding.parking.is_empty() && self.store.is_none() {
+                let Some(sorry) = self.decide_plain(now, plain, out) else { return Answer::Now };
+                return self.hold_sorry(now, token, body, r, sorry, None);
+            }
+        }
         if let Ok(r) = request {
             if self.park_behind(now, token, body, r) {
                 return Answer::Held;
@@ -159,6 +167,22 @@ impl Service {
         out: &mut Vec<u8>,
     ) -> Answer {
         let Some(sorry) = self.decide(now, request, out) else { return Answer::Now };
+        let Ok(request) = request else { return Answer::Now };
+        self.hold_sorry(now, token, body, request, sorry, held)
+    }
+
+    /// Parks `request`, just answered `sorry`, under `token` when its hold
+    /// covers the wait (`held`: the hold it was already under, whose end
+    /// stands, else a hold of its own); else its sorry goes now.
+    fn hold_sorry(
+        &mut self,
+        now: Nanos,
+        token: Token,
+        body: &[u8],
+        request: &Request,
+        sorry: Sorry,
+        held: Held,
+    ) -> Answer {
         if !self.holding.parking.has_room(body.len()) {
             return Answer::Now;
         }
@@ -171,7 +195,7 @@ impl Service {
         if wake > until {
             return Answer::Now;
         }
-        let Some((queue, _, _)) = request.as_ref().ok().and_then(|r| self.queue_of(r)) else { return Answer::Now };
+        let Some((queue, _, _)) = self.queue_of(request) else { return Answer::Now };
         self.locker.counters().unrecord_sorry(sorry.limit);
         self.holding.parking.park(queue, token, body, (wake, until), transient);
         // An ask held before it waited for claims was counted then.
