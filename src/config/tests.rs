@@ -297,37 +297,53 @@ fn error_of(text: &str, flags: Flags) -> String {
 /// its line: top level and per limit (#40).
 #[test]
 fn every_setting_in_error_names_the_file_its_line_and_its_key() {
+    let cases = [
+        ("max_keys = 0\n", "line 1: max_keys must be at least 1"),
+        ("\nmax_message_size = 8\n", "line 2: max_message_size must be"),
+        ("bind = 'tcp://127.0.0.1:70000'\n", "line 1, bind: cannot bind"),
+        ("peer_bind = 'tcp://nowhere.invalid:1'\n", "line 1, peer_bind: cannot bind"),
+        ("peers = ['tcp://127.0.0.1:2']\n", "line 1: peers are set but peer_bind is not"),
+        ("state = 's.log'\nstate_fsync = 0.0\n", "line 2: state_fsync must be"),
+        ("curve_clients = 'c'\n", "line 1: curve_clients is set but"),
+        ("curve_secret_key = '/nonexistent/server.key'\n", "line 1, curve_secret_key: CURVE"),
+        ("lease_secret = '/nonexistent/lease.secret'\n", "line 1, lease_secret: cannot read"),
+        ("metrics_bind = 'no-port'\n", "line 1: metrics_bind \"no-port\""),
+        ("store = 'mem://'\n", "line 1: store \"mem://\""),
+    ];
+    for (text, want) in cases {
+        let got = error_of(text, Flags::default());
+        assert!(got.starts_with(&format!("limits.toml, {want}")), "{text:?}: {got}");
+    }
+}
+
+/// So is a setting wrong beside another (peering, a store, a limit's kind)
+/// or within a limit (#40).
+#[test]
+fn a_setting_in_error_beside_another_or_in_a_limit_names_the_file_its_line_and_its_key() {
     let peer = "peer_bind = 'tcp://127.0.0.1:1'\n";
     let store = "store = 'redis://h:1'\n";
     let semaphore = "[[limits]]\nname = 'db'\nalgorithm = 'semaphore'\nmax_requests = 1\nin_seconds = 1\n";
+    let store_semaphore = format!("{store}{semaphore}");
+    // (what the file starts with, the setting in error, the error after the file's name)
     let cases = [
-        ("max_keys = 0\n".to_owned(), "line 1: max_keys must be at least 1"),
-        ("\nmax_message_size = 8\n".to_owned(), "line 2: max_message_size must be"),
-        ("bind = 'tcp://127.0.0.1:70000'\n".to_owned(), "line 1, bind: cannot bind"),
-        ("peer_bind = 'tcp://nowhere.invalid:1'\n".to_owned(), "line 1, peer_bind: cannot bind"),
-        ("peers = ['tcp://127.0.0.1:2']\n".to_owned(), "line 1: peers are set but peer_bind is not"),
-        (format!("{peer}node_id = 'a b'\n"), "line 2, node_id: a node id must be"),
-        (format!("{peer}peer_grace = 99.0\n"), "line 2: peer_grace must be"),
-        (format!("{peer}peers = ['tcp://127.0.0.1:2=nokey']\n"), "line 2, peers: CURVE"),
-        ("state = 's.log'\nstate_fsync = 0.0\n".to_owned(), "line 2: state_fsync must be"),
-        ("curve_clients = 'c'\n".to_owned(), "line 1: curve_clients is set but"),
-        ("curve_secret_key = '/nonexistent/server.key'\n".to_owned(), "line 1, curve_secret_key: CURVE"),
-        ("lease_secret = '/nonexistent/lease.secret'\n".to_owned(), "line 1, lease_secret: cannot read"),
-        ("metrics_bind = 'no-port'\n".to_owned(), "line 1: metrics_bind \"no-port\""),
-        ("store = 'mem://'\n".to_owned(), "line 1: store \"mem://\""),
-        (format!("{store}store_timeout_ms = 0\n"), "line 2: store_timeout_ms must be"),
-        (format!("{store}store_replicas = 99\n"), "line 2: store_replicas must be"),
-        (format!("{store}{peer}"), "line 1: store and peer_bind are both set"),
-        (format!("{store}state = 's.log'\n"), "line 1: store and state are both set"),
+        (peer, "node_id = 'a b'\n", "line 2, node_id: a node id must be"),
+        (peer, "peer_grace = 99.0\n", "line 2: peer_grace must be"),
+        (peer, "peers = ['tcp://127.0.0.1:2=nokey']\n", "line 2, peers: CURVE"),
+        (store, "store_timeout_ms = 0\n", "line 2: store_timeout_ms must be"),
+        (store, "store_replicas = 99\n", "line 2: store_replicas must be"),
+        (store, peer, "line 1: store and peer_bind are both set"),
+        (store, "state = 's.log'\n", "line 1: store and state are both set"),
         (
-            format!("{store}{semaphore}store_failure = 'open'\n"),
+            store_semaphore.as_str(),
+            "store_failure = 'open'\n",
             "line 7: limit \"db\" is a semaphore with store_failure",
         ),
-        (format!("{semaphore}hold_ms = 5\n"), "line 6: limit \"db\": hold_ms is for the counting kinds"),
-        ("[[limits]]\nname = 'a'\nmax_requests = 1\nin_seconds = 0\n".to_owned(), "line 4: limit \"a\": in_seconds"),
-        ("[[limits]]\nname = 'a b'\nmax_requests = 1\nin_seconds = 1\n".to_owned(), "line 2, name: limit \"a b\""),
+        (semaphore, "hold_ms = 5\n", "line 6: limit \"db\": hold_ms is for the counting kinds"),
+        ("[[limits]]\n", "name = 'a'\nmax_requests = 1\nin_seconds = 0\n", "line 4: limit \"a\": in_seconds"),
+        ("[[limits]]\n", "name = 'a b'\nmax_requests = 1\nin_seconds = 1\n", "line 2, name: limit \"a b\""),
     ];
-    for (text, want) in cases {
+    for (start, setting, want) in cases {
+        let text = format!("{start}{setting}");
         let got = error_of(&text, Flags::default());
         assert!(got.starts_with(&format!("limits.toml, {want}")), "{text:?}: {got}");
     }

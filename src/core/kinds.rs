@@ -203,7 +203,7 @@ impl Rule {
             (Rule::Window(w), _) => {
                 let room = budget.room(w.live_keys());
                 let id = c.limit;
-                w.merge_count(now, c, room, share, |key, slot, to, n| {
+                w.merge_count(now, c, Leeway { room, share }, |key, slot, to, n| {
                     give(Count::of(Counted::Gave(to), id, key, slot, ME, n));
                 })
             }
@@ -220,7 +220,7 @@ impl Rule {
                 let id = c.limit;
                 let give =
                     |key: Option<&str>, window, to, n| give(Count::of(Counted::Gave(to), id, key, window, ME, n));
-                r.merge_count(now, c, room, share, give).unwrap_or(false)
+                r.merge_count(now, c, Leeway { room, share }, give).unwrap_or(false)
             }
             (Rule::Semaphore(_), _) => false,
         }
@@ -458,8 +458,7 @@ impl Rule {
                 let merged = w.merge_count(
                     now,
                     &Count::granted(id, key, slot, node, count),
-                    room,
-                    Share::ALONE,
+                    Leeway { room, share: Share::ALONE },
                     |_, _, _, _| {},
                 );
                 // The earlier run granted them from what it owned, which

@@ -33,6 +33,22 @@ pub type NodeIx = u32;
 /// The index this locker's own process has in every node table.
 pub const ME: NodeIx = 0;
 
+/// Hears each gift a peer merge makes, as `(key, slot, receiver, total
+/// given)`: the slot is a fixed window's slot, a rolling window's window or
+/// a bucket's period.
+pub trait Gifts: FnMut(Option<&str>, u64, NodeIx, u32) {}
+
+impl<F: FnMut(Option<&str>, u64, NodeIx, u32)> Gifts for F {}
+
+/// Raises `known` to `heard`, a later figure of the same cumulative count
+/// (counts only grow, so a smaller one is late or repeated); returns
+/// whether it grew.
+pub fn raise(known: &mut u32, heard: u32) -> bool {
+    let grew = heard > *known;
+    *known = (*known).max(heard);
+    grew
+}
+
 /// How long a grant is assumed to take to reach every peer: the publish
 /// batching bound plus transit and the receiver's loop turn. Grants younger
 /// than this are "in flight": peers may still be granting without knowing

@@ -32,14 +32,18 @@ pub struct RateLimitDescriptor {
     pub hits_addend: Option<UInt64Value>,
 }
 
-/// `envoy.extensions.common.ratelimit.v3.RateLimitDescriptor.Entry`.
+/// A string key and value in fields 1 and 2: the shape of two of Envoy's
+/// messages, which the aliases below name.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct Entry {
+pub struct KeyValue {
     #[prost(string, tag = "1")]
     pub key: String,
     #[prost(string, tag = "2")]
     pub value: String,
 }
+
+/// `envoy.extensions.common.ratelimit.v3.RateLimitDescriptor.Entry`.
+pub type Entry = KeyValue;
 
 /// `envoy.extensions.common.ratelimit.v3.RateLimitDescriptor.RateLimitOverride`.
 #[derive(Clone, Copy, PartialEq, prost::Message)]
@@ -71,13 +75,7 @@ pub struct RateLimitResponse {
 }
 
 /// `envoy.config.core.v3.HeaderValue`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct HeaderValue {
-    #[prost(string, tag = "1")]
-    pub key: String,
-    #[prost(string, tag = "2")]
-    pub value: String,
-}
+pub type HeaderValue = KeyValue;
 
 /// `envoy.service.ratelimit.v3.RateLimitResponse.DescriptorStatus`.
 #[derive(Clone, PartialEq, prost::Message)]

@@ -269,12 +269,19 @@ mod tests {
         (crate::core::Locker::new(limit, vec![], 10).find(None).unwrap(), Some(key.into()))
     }
 
+    /// A parking with room for 10 holding `asks`, each `(queue's key,
+    /// token, (wake, until))`, parked in that order.
+    fn parked(asks: &[(&str, Token, (Nanos, Nanos))]) -> Parking {
+        let mut p = Parking::new(10);
+        for &(key, token, times) in asks {
+            p.park(q(key), token, b"x", times, false);
+        }
+        p
+    }
+
     #[test]
     fn heads_come_due_in_wake_order_and_each_queue_in_arrival_order() {
-        let mut p = Parking::new(10);
-        p.park(q("a"), 1, b"x", (50, 100), false);
-        p.park(q("a"), 2, b"x", (10, 100), false);
-        p.park(q("b"), 3, b"x", (20, 100), false);
+        let mut p = parked(&[("a", 1, (50, 100)), ("a", 2, (10, 100)), ("b", 3, (20, 100))]);
         assert_eq!(p.next_wake(), Some(20), "only heads have timers: a's head wakes at 50");
         assert!(p.due(19).is_none());
         let (queue, b) = p.due(20).unwrap();
@@ -288,9 +295,7 @@ mod tests {
 
     #[test]
     fn a_reparked_head_keeps_its_place_before_later_arrivals() {
-        let mut p = Parking::new(10);
-        p.park(q("a"), 1, b"x", (10, 100), false);
-        p.park(q("a"), 2, b"x", (10, 100), false);
+        let mut p = parked(&[("a", 1, (10, 100)), ("a", 2, (10, 100))]);
         let (queue, head) = p.due(10).unwrap();
         p.repark(queue, head, 30);
         assert_eq!(p.len(), 2);
@@ -302,10 +307,7 @@ mod tests {
 
     #[test]
     fn an_ask_behind_a_head_is_taken_out_when_its_own_hold_ends() {
-        let mut p = Parking::new(10);
-        p.park(q("a"), 1, b"x", (800, 1_000), false);
-        p.park(q("a"), 2, b"x", (0, 50), false);
-        p.park(q("a"), 3, b"x", (0, 900), false);
+        let mut p = parked(&[("a", 1, (800, 1_000)), ("a", 2, (0, 50)), ("a", 3, (0, 900))]);
         assert_eq!(p.head_wake(&q("a")), Some(800));
         assert_eq!(p.next_wake(), Some(50), "the second ask's hold ends before the head's wake");
         assert!(p.expired(49).is_none());

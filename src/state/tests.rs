@@ -50,13 +50,34 @@ fn offsets(records: &[Record]) -> Vec<usize> {
     records.iter().scan(40, |at, r| Some(std::mem::replace(at, *at + 8 + r.encoded_len()))).collect()
 }
 
+/// Writes `records` as a new state file in `dir`; returns where each of
+/// their frames starts.
+fn written(dir: &Dir, records: &[Record]) -> Vec<usize> {
+    StateLog::create(&dir.file(), HEADER, records.iter().copied(), false).unwrap();
+    offsets(records)
+}
+
+/// Overwrites `dir`'s file with `bytes` at `offset` and reads it back.
+fn damaged(dir: &Dir, offset: usize, bytes: &[u8]) -> Replay {
+    write_at(&dir.file(), offset, bytes);
+    read(&dir.file())
+}
+
+/// `records` but the one at `i`.
+fn without<'a>(records: &[Record<'a>], i: usize) -> Vec<Record<'a>> {
+    records[..i].iter().chain(&records[i + 1..]).copied().collect()
+}
+
 fn write_at(path: &Path, offset: usize, bytes: &[u8]) {
     let mut f = OpenOptions::new().write(true).open(path).unwrap();
     f.seek(SeekFrom::Start(offset as u64)).unwrap();
     f.write_all(bytes).unwrap();
 }
 
-fn sample(names: &[String]) -> Vec<Record<'_>> {
+/// A run's records for `n` keys, then a lease. The keys live as long as
+/// the test process, so that the records can be passed around freely.
+fn sample(n: usize) -> Vec<Record<'static>> {
+    let names: &'static [String] = keys(n).leak();
     let mut records = vec![
         Record::Run { run: 1, incarnation: 900, node: "host-1" },
         Record::Clock { run: 1, boot: u128::MAX - 5, wall_at_boot: 1_700_000_000_000_000_000 },
@@ -70,8 +91,7 @@ fn sample(names: &[String]) -> Vec<Record<'_>> {
 #[test]
 fn records_round_trip_through_a_file_without_any_sync() {
     let dir = Dir::new("round-trip");
-    let names = keys(3);
-    let records = sample(&names);
+    let records = sample(3);
     let mut log = StateLog::create(&dir.file(), HEADER, records[..2].iter().copied(), false).unwrap();
     for r in &records[2..] {
         log.append(r).unwrap();
@@ -96,8 +116,7 @@ fn a_crash_loses_nothing_that_was_appended() {
     // A killed process never syncs or unmaps cleanly; its stores are in the
     // page cache. Leaking the log is that crash, as far as the file can tell.
     let dir = Dir::new("crash");
-    let names = keys(1000);
-    let records = sample(&names);
+    let records = sample(1000);
     let mut log = StateLog::create(&dir.file(), HEADER, [], false).unwrap();
     for r in &records {
         log.append(r).unwrap();
@@ -111,13 +130,11 @@ fn a_crash_loses_nothing_that_was_appended() {
 #[test]
 fn a_record_killed_half_way_is_dropped_and_reported_as_unfinished() {
     let dir = Dir::new("half-way");
-    let names = keys(3);
-    let records = sample(&names);
+    let records = sample(3);
     StateLog::create(&dir.file(), HEADER, records.iter().copied(), false).unwrap();
     // The payload and checksum of a next frame were stored, its length not.
     let end = offsets(&records).last().unwrap() + 8 + records.last().unwrap().encoded_len();
-    write_at(&dir.file(), end + 4, &[0xde, 0xad, 0xbe, 0xef, 2, 1, 0]);
-    let replay = read(&dir.file());
+    let replay = damaged(&dir, end + 4, &[0xde, 0xad, 0xbe, 0xef, 2, 1, 0]);
     assert_eq!(replay.problem, Some(Problem::Truncated { offset: end }));
     assert_eq!(replay.records().count(), records.len());
 }
@@ -125,77 +142,37 @@ fn a_record_killed_half_way_is_dropped_and_reported_as_unfinished() {
 #[test]
 fn a_truncated_file_keeps_its_good_prefix() {
     let dir = Dir::new("truncated");
-    let names = keys(3);
-    let records = sample(&names);
-    StateLog::create(&dir.file(), HEADER, records.iter().copied(), false).unwrap();
-    let last = *offsets(&records).last().unwrap();
+    let records = sample(3);
+    let last = *written(&dir, &records).last().unwrap();
     OpenOptions::new().write(true).open(dir.file()).unwrap().set_len(last as u64 + 10).unwrap();
     let replay = read(&dir.file());
     assert_eq!(replay.problem, Some(Problem::Truncated { offset: last }));
     assert_eq!(replay.records().collect::<Vec<_>>(), records[..records.len() - 1]);
 }
 
-#[test]
-fn a_corrupted_record_is_skipped() {
-    let dir = Dir::new("corrupt");
-    let names = keys(3);
-    let records = sample(&names);
-    StateLog::create(&dir.file(), HEADER, records.iter().copied(), false).unwrap();
-    let third = offsets(&records)[2];
-    write_at(&dir.file(), third + 8 + 20, &[0xff]);
-    let replay = read(&dir.file());
-    assert_eq!(replay.problem, Some(Problem::Corrupt { offset: third }));
-    let want: Vec<_> = records[..2].iter().chain(&records[3..]).copied().collect();
-    assert_eq!(replay.records().collect::<Vec<_>>(), want);
-    assert_eq!(replay.skipped, 1);
-}
-
-/// One flipped byte in record 250 of 501 costs that record alone: the
-/// reading steps over it by its length and keeps the 250 after it.
+/// Damage to one record costs that record alone. A flipped byte (in
+/// record 3 of 3, and in record 250 of 501) is stepped over by the frame's
+/// length. A damaged or zeroed length hides where the next frame starts:
+/// reading resumes at the next offset where a whole frame with a good
+/// checksum starts, and finds the records it hid again.
 #[test]
 fn a_damaged_record_is_stepped_over_and_every_record_after_it_kept() {
-    let dir = Dir::new("stepped");
-    let names = keys(501);
-    let records = sample(&names);
-    StateLog::create(&dir.file(), HEADER, records.iter().copied(), false).unwrap();
-    let bad = offsets(&records)[249];
-    write_at(&dir.file(), bad + 8 + 3, &[0x5a]);
-    let replay = read(&dir.file());
-    assert_eq!(replay.problem, Some(Problem::Corrupt { offset: bad }));
-    assert_eq!(replay.skipped, 1);
-    let kept: Vec<_> = replay.records().collect();
-    let want: Vec<_> = records[..249].iter().chain(&records[250..]).copied().collect();
-    assert_eq!(kept, want);
-}
-
-/// A damaged length hides where the next frame starts: reading resumes at
-/// the next offset where a whole frame with a good checksum starts.
-#[test]
-fn a_damaged_length_is_stepped_over_to_the_next_good_frame() {
-    let dir = Dir::new("length");
-    let names = keys(100);
-    let records = sample(&names);
-    StateLog::create(&dir.file(), HEADER, records.iter().copied(), false).unwrap();
-    let bad = offsets(&records)[10];
-    write_at(&dir.file(), bad, &[0x7f, 0x01]);
-    let replay = read(&dir.file());
-    assert_eq!(replay.skipped, 1);
-    let want: Vec<_> = records[..10].iter().chain(&records[11..]).copied().collect();
-    assert_eq!(replay.records().collect::<Vec<_>>(), want);
-}
-
-#[test]
-fn a_zeroed_length_hiding_later_records_is_damage() {
-    let dir = Dir::new("zeroed");
-    let names = keys(40_000);
-    let records = sample(&names);
-    StateLog::create(&dir.file(), HEADER, records.iter().copied(), false).unwrap();
-    let second = offsets(&records)[1];
-    write_at(&dir.file(), second, &[0, 0, 0, 0]);
-    let replay = read(&dir.file());
-    assert_eq!(replay.problem, Some(Problem::Corrupt { offset: second }));
-    assert_eq!(replay.records().count(), records.len() - 1, "the records it hid are found again");
-    assert_eq!(replay.skipped, 1);
+    // (keys, the damaged record, where in its frame, the bytes written there)
+    let cases: [(usize, usize, usize, &[u8]); 4] = [
+        (3, 2, 8 + 20, &[0xff]),
+        (501, 249, 8 + 3, &[0x5a]),
+        (100, 10, 0, &[0x7f, 0x01]),
+        (40_000, 1, 0, &[0, 0, 0, 0]),
+    ];
+    for (n, bad, within, bytes) in cases {
+        let dir = Dir::new(&format!("damaged-{n}"));
+        let records = sample(n);
+        let at = written(&dir, &records)[bad];
+        let replay = damaged(&dir, at + within, bytes);
+        assert_eq!(replay.problem, Some(Problem::Corrupt { offset: at }), "{n} records");
+        assert_eq!(replay.skipped, 1, "{n} records");
+        assert_eq!(replay.records().collect::<Vec<_>>(), without(&records, bad), "{n} records");
+    }
 }
 
 /// Rewrites the header with `edit` applied to its first 32 bytes and a
@@ -300,8 +277,7 @@ fn compaction_keeps_the_file_bounded_under_a_unique_key_flood() {
 #[test]
 fn a_file_written_by_compaction_is_read_back_whole() {
     let dir = Dir::new("compact-read");
-    let names = keys(500);
-    let records = sample(&names);
+    let records = sample(500);
     let mut log = StateLog::create(&dir.file(), HEADER, records.iter().copied(), false).unwrap();
     log.compact(|_| true, true).unwrap();
     drop(log);
@@ -339,8 +315,7 @@ fn a_runtime_limits_terms_round_trip_and_make_the_same_limit() {
 #[test]
 fn records_held_together_are_all_there_or_none_after_a_crash() {
     let dir = Dir::new("together");
-    let names = keys(3);
-    let records = sample(&names);
+    let records = sample(3);
     let (first, parts) = records.split_at(2);
     // Killed before the release: none of the parts, read as unfinished.
     let mut log = StateLog::create(&dir.file(), HEADER, first.iter().copied(), false).unwrap();

@@ -422,11 +422,26 @@ impl<'a> Reader<'a> {
     }
 
     /// The length of an array (fixarray, array16 or array32).
+    #[inline]
     pub(super) fn array_len(&mut self) -> Option<u64> {
+        self.len_after(0x90, 0xdc)
+    }
+
+    /// The length of a map (fixmap, map16 or map32).
+    #[inline]
+    pub(super) fn map_len(&mut self) -> Option<u64> {
+        self.len_after(0x80, 0xde)
+    }
+
+    /// The length an array's or a map's marker gives: `fix` to `fix + 15`
+    /// carry it in their low four bits, `wide` is followed by 2 bytes of
+    /// it and `wide + 1` by 4.
+    #[inline]
+    fn len_after(&mut self, fix: u8, wide: u8) -> Option<u64> {
         match self.byte()? {
-            m @ 0x90..=0x9f => Some(u64::from(m & 0x0f)),
-            0xdc => self.be(2),
-            0xdd => self.be(4),
+            m if m & 0xf0 == fix => Some(u64::from(m & 0x0f)),
+            m if m == wide => self.be(2),
+            m if m == wide + 1 => self.be(4),
             _ => None,
         }
     }
@@ -447,16 +462,6 @@ impl<'a> Reader<'a> {
     #[inline]
     pub(super) fn be(&mut self, n: usize) -> Option<u64> {
         Some(self.take(n)?.iter().fold(0, |acc, &b| acc << 8 | u64::from(b)))
-    }
-
-    #[inline]
-    pub(super) fn map_len(&mut self) -> Option<u64> {
-        match self.byte()? {
-            m @ 0x80..=0x8f => Some(u64::from(m & 0x0f)),
-            0xde => self.be(2),
-            0xdf => self.be(4),
-            _ => None,
-        }
     }
 
     /// A string's bytes, not yet checked to be UTF-8.

@@ -105,15 +105,8 @@ impl<'a> Heartbeat<'a> {
 
     /// The request map that carries this heartbeat.
     pub fn to_map(&self) -> RequestMap<'a> {
-        RequestMap {
-            op: Some("heartbeat"),
-            limit: self.limit,
-            lease: Some(self.lease),
-            ttl_ms: self.ttl_ms,
-            count: self.count,
-            hold_ms: self.hold_ms,
-            ..RequestMap::default()
-        }
+        let Heartbeat { limit, lease, ttl_ms, count, hold_ms } = *self;
+        RequestMap { ttl_ms, count, hold_ms, ..lease_map("heartbeat", limit, lease) }
     }
 }
 
@@ -132,8 +125,13 @@ impl<'a> Release<'a> {
 
     /// The request map that carries this release.
     pub fn to_map(&self) -> RequestMap<'a> {
-        RequestMap { op: Some("release"), limit: self.limit, lease: Some(self.lease), ..RequestMap::default() }
+        lease_map("release", self.limit, self.lease)
     }
+}
+
+/// The request map of `op` on lease `lease` of semaphore `limit`.
+fn lease_map<'a>(op: &'static str, limit: Option<&'a str>, lease: &'a str) -> RequestMap<'a> {
+    RequestMap { op: Some(op), limit, lease: Some(lease), ..RequestMap::default() }
 }
 
 /// The reply to acquire, heartbeat and release.

@@ -109,29 +109,23 @@ impl LimitStats {
     pub(crate) fn record(&mut self, outcome: Outcome) {
         match outcome {
             Outcome::Go { waited } => {
-                self.requests += 1;
-                self.go += 1;
+                self.request().go += 1;
                 self.waited += u64::from(waited);
             }
-            Outcome::Queued => {
-                self.requests += 1;
-                self.waited += 1;
-            }
-            Outcome::Sorry => {
-                self.requests += 1;
-                self.sorry += 1;
-            }
-            Outcome::Peek => {
-                self.requests += 1;
-                self.peeks += 1;
-            }
-            Outcome::Error => {
-                self.requests += 1;
-                self.errors += 1;
-            }
+            Outcome::Queued => self.request().waited += 1,
+            Outcome::Sorry => self.request().sorry += 1,
+            Outcome::Peek => self.request().peeks += 1,
+            Outcome::Error => self.request().errors += 1,
             Outcome::FollowUp => {}
             Outcome::FollowUpError => self.errors += 1,
         }
+    }
+
+    /// Counts one more request, for the caller to count what came of it.
+    #[inline]
+    fn request(&mut self) -> &mut LimitStats {
+        self.requests += 1;
+        self
     }
 }
 

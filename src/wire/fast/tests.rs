@@ -15,6 +15,23 @@ fn serde_map(body: &[u8]) -> Option<RequestMap<'_>> {
     rmp_serde::from_slice(body).ok()
 }
 
+/// Any optional number, small ones often.
+fn small_or_any() -> impl Strategy<Value = Option<u64>> {
+    proptest::option::of(prop_oneof![0..300u64, any::<u64>()])
+}
+
+/// The fields every ask has: an optional op, limit and key of these
+/// patterns, an optional cost and an optional `up_to`.
+#[allow(clippy::type_complexity)]
+fn ask_fields(
+    op: &'static str,
+    limit: &'static str,
+    key: &'static str,
+) -> impl Strategy<Value = (Option<String>, Option<String>, Option<String>, Option<u64>, Option<bool>)> {
+    use proptest::option::of;
+    (of(op), of(limit), of(key), small_or_any(), any::<Option<bool>>())
+}
+
 /// The request map `read_request` reads, when it reads one.
 fn decode_request_map(body: &[u8]) -> Option<RequestMap<'_>> {
     read_request(body).ok().flatten().map(|f| f.map)
@@ -119,12 +136,8 @@ proptest! {
 
     #[test]
     fn request_maps_decode_as_serde_does(
-        op in proptest::option::of("go|stats|[a-z]{0,3}"),
-        limit in proptest::option::of(".{0,40}"),
-        key in proptest::option::of(".{0,300}"),
-        cost in proptest::option::of(prop_oneof![0..300u64, any::<u64>()]),
-        up_to: Option<bool>,
-        max_wait_ms in proptest::option::of(prop_oneof![0..300u64, any::<u64>()]),
+        (op, limit, key, cost, up_to) in ask_fields("go|stats|[a-z]{0,3}", ".{0,40}", ".{0,300}"),
+        max_wait_ms in small_or_any(),
     ) {
         let map = RequestMap {
             op: op.as_deref(),
@@ -164,11 +177,7 @@ proptest! {
 
     #[test]
     fn gos_decode_as_through_the_request_map(
-        op in proptest::option::of("go|stats|g"),
-        limit in proptest::option::of("[a-z]{0,6}"),
-        key in proptest::option::of(".{0,30}"),
-        cost in proptest::option::of(prop_oneof![0..300u64, any::<u64>()]),
-        up_to: Option<bool>,
+        (op, limit, key, cost, up_to) in ask_fields("go|stats|g", "[a-z]{0,6}", ".{0,30}"),
         max_wait_ms in proptest::option::of(0..100_000u64),
         count in proptest::option::of(0..3u64),
         tail in proptest::collection::vec(any::<u8>(), 0..3),

@@ -7,8 +7,8 @@
 
 use super::tally::{Tally, TallyMut, TallyRef};
 use super::{FixedWindow, Verdict};
-use crate::core::room::KeyRoom;
-use crate::core::share::{Count, Counted, NodeIx, Share, ME};
+use crate::core::room::{KeyRoom, Leeway};
+use crate::core::share::{Count, Counted, Gifts, NodeIx, ME};
 use crate::core::time::Nanos;
 
 /// Where a count reported for `slot` falls against the window's own slot.
@@ -96,15 +96,8 @@ impl FixedWindow {
     /// slot (`share` says what it owns): `give` hears each gift as
     /// `(key, slot, receiver, total given)`, already taken off this
     /// locker's own. Returns whether anything changed.
-    pub fn merge_count(
-        &mut self,
-        now: Nanos,
-        c: &Count,
-        room: KeyRoom,
-        share: Share,
-        mut give: impl FnMut(Option<&str>, u64, NodeIx, u32),
-    ) -> bool {
-        let key = c.key.as_deref();
+    pub fn merge_count(&mut self, now: Nanos, c: &Count, terms: Leeway, mut give: impl Gifts) -> bool {
+        let (key, Leeway { room, share }) = (c.key.as_deref(), terms);
         match self.place(now, c.slot) {
             SlotFit::Next => self.early.keep(c.slot, key, c.node, c.count, c.what),
             SlotFit::Current => {

@@ -198,14 +198,11 @@ fn a_count_from_a_peer_ahead_waits_for_its_slot_and_does_not_move_the_window() {
     let t0 = 8_000_000_000; // the start of slot 10
     let late = t0 + 790_000_000; // 10 ms before slot 11 here
     assert!(take(&mut w, late, Some("k")).go, "one go in slot 10");
-    assert!(
-        w.merge_count(late, &heard(11, 3), KeyRoom::Free, crate::core::Share::ALONE, |_, _, _, _| {}),
-        "slot 11 begun on the peer's clock"
-    );
+    assert!(w.merge_count(late, &heard(11, 3), Leeway::ALONE, |_, _, _, _| {}), "slot 11 begun on the peer's clock");
     assert_eq!(w.slot(), 10, "the window stays in this locker's slot");
     assert_eq!(w.tally(Some("k")).unwrap().total(), 1, "slot 10's count is untouched");
     assert!(
-        !w.merge_count(late, &heard(11, 2), KeyRoom::Free, crate::core::Share::ALONE, |_, _, _, _| {}),
+        !w.merge_count(late, &heard(11, 2), Leeway::ALONE, |_, _, _, _| {}),
         "by maximum: an older count changes nothing"
     );
     w.advance(t0 + 800_000_000);
@@ -219,11 +216,11 @@ fn counts_too_far_ahead_or_for_a_skipped_slot_are_not_kept() {
     let mut w = window(5, 0.8);
     let t0 = 8_000_000_000;
     assert!(
-        !w.merge_count(t0, &heard(11, 3), KeyRoom::Free, crate::core::Share::ALONE, |_, _, _, _| {}),
+        !w.merge_count(t0, &heard(11, 3), Leeway::ALONE, |_, _, _, _| {}),
         "slot 11 starts 800 ms away, beyond a quarter slot"
     );
-    assert!(!w.merge_count(t0, &heard(12, 3), KeyRoom::Free, crate::core::Share::ALONE, |_, _, _, _| {}));
-    assert!(w.merge_count(t0 + 700_000_000, &heard(11, 3), KeyRoom::Free, crate::core::Share::ALONE, |_, _, _, _| {}));
+    assert!(!w.merge_count(t0, &heard(12, 3), Leeway::ALONE, |_, _, _, _| {}));
+    assert!(w.merge_count(t0 + 700_000_000, &heard(11, 3), Leeway::ALONE, |_, _, _, _| {}));
     w.advance(t0 + 2_400_000_000); // slot 13: slot 11 passed unseen
     assert!(w.tally(Some("k")).is_none_or(|t| t.heard() == 0), "nothing of slot 11 reaches slot 13");
 }

@@ -9,8 +9,8 @@
 use super::log::Log;
 use super::RollingWindow;
 use crate::core::ask::Verdict;
-use crate::core::room::{KeyRoom, NoRoom};
-use crate::core::share::{Count, Counted, NodeIx, Share, ME};
+use crate::core::room::{KeyRoom, Leeway, NoRoom};
+use crate::core::share::{Count, Counted, Gifts, NodeIx, ME};
 use crate::core::time::{Nanos, NANOS_PER_SEC};
 
 /// A figure noted for the peers, if any: its slot (a sub-slot or a
@@ -59,15 +59,9 @@ impl RollingWindow {
     /// each gift as `(key, window, receiver, total given)`, already counted
     /// as given.
     /// Returns whether anything changed.
-    pub fn merge_count(
-        &mut self,
-        now: Nanos,
-        c: &Count,
-        room: KeyRoom,
-        share: Share,
-        mut give: impl FnMut(Option<&str>, u64, NodeIx, u32),
-    ) -> Result<bool, NoRoom> {
+    pub fn merge_count(&mut self, now: Nanos, c: &Count, terms: Leeway, mut give: impl Gifts) -> Result<bool, NoRoom> {
         let (key, span, quota) = (c.key.as_deref(), self.span, self.quota);
+        let Leeway { room, share } = terms;
         let window = span.window_of(now);
         let (changed, node) = match c.what {
             Counted::Granted => {

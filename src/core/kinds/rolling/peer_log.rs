@@ -20,7 +20,7 @@
 
 use super::rights::Rights;
 use super::span::Span;
-use crate::core::share::NodeIx;
+use crate::core::share::{raise, NodeIx};
 use crate::core::time::Nanos;
 
 /// One node's cumulative grants for one sub-slot.
@@ -67,11 +67,7 @@ impl PeerLog {
     /// returns whether it grew.
     pub(super) fn merge(&mut self, node: NodeIx, sub: u64, count: u32) -> bool {
         match self.heard.iter_mut().find(|h| h.node == node && h.sub == sub) {
-            Some(h) if h.count >= count => false,
-            Some(h) => {
-                h.count = count;
-                true
-            }
+            Some(h) => raise(&mut h.count, count),
             None => {
                 self.heard.push(Heard { node, sub, count });
                 true

@@ -124,7 +124,7 @@ impl Net {
             let mut gifts = Vec::new();
             let share = self.shares[m.to];
             self.windows[m.to]
-                .merge_count(now, &c, KeyRoom::Free, share, |key, w, to, n| {
+                .merge_count(now, &c, Leeway { room: KeyRoom::Free, share }, |key, w, to, n| {
                     gifts.push(Count::of(Counted::Gave(to), LimitId(0), key, w, ME, n));
                 })
                 .unwrap();

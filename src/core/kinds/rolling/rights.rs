@@ -43,7 +43,7 @@
 //! late, lost or repeated message delays rights but never makes one. Pure
 //! arithmetic: no clock, no names, no wire format.
 
-use crate::core::share::NodeIx;
+use crate::core::share::{raise, NodeIx};
 
 /// What this locker and one peer node lent each other for one window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,11 +217,7 @@ impl Rights {
     /// Records that `node` asked its peers for `count` rights for `window` in all.
     pub fn merge_want(&mut self, window: u64, node: NodeIx, count: u32) -> bool {
         match self.asked.iter_mut().find(|a| a.window == window && a.node == node) {
-            Some(a) if a.wanted >= count => false,
-            Some(a) => {
-                a.wanted = count;
-                true
-            }
+            Some(a) => raise(&mut a.wanted, count),
             None => {
                 self.asked.push(Asked { window, node, wanted: count, answered: 0 });
                 true

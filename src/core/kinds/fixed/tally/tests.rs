@@ -14,6 +14,11 @@ fn trio(m: u32) -> Share {
     Share { members: 3, member: Some(m), ..Share::new(3, seed().slot_ns()) }
 }
 
+/// Runs `check` on a tally that counts nothing yet.
+fn on_new(check: impl FnOnce(&mut TallyMut<'_>)) {
+    check(&mut Tally::default().get_mut());
+}
+
 #[test]
 fn a_tally_is_small_and_allocates_nothing_alone() {
     assert_eq!(std::mem::size_of::<InlineCount>(), 8, "the part a key table keeps inline");
@@ -26,103 +31,103 @@ fn a_tally_is_small_and_allocates_nothing_alone() {
 
 #[test]
 fn merge_keeps_the_maximum_per_node_and_sums_over_nodes() {
-    let mut whole = Tally::default();
-    let mut t = whole.get_mut();
-    assert!(t.merge(1, 5));
-    assert!(t.merge(2, 3));
-    assert!(!t.merge(1, 5), "a duplicate changes nothing");
-    assert!(!t.merge(1, 4), "an older count arriving late changes nothing");
-    assert!(t.merge(1, 9), "a later count replaces a lost one in between");
-    assert_eq!(t.get().heard(), 12);
-    assert_eq!(t.get().total(), 12);
+    on_new(|t| {
+        assert!(t.merge(1, 5));
+        assert!(t.merge(2, 3));
+        assert!(!t.merge(1, 5), "a duplicate changes nothing");
+        assert!(!t.merge(1, 4), "an older count arriving late changes nothing");
+        assert!(t.merge(1, 9), "a later count replaces a lost one in between");
+        assert_eq!(t.get().heard(), 12);
+        assert_eq!(t.get().total(), 12);
+    });
 }
 
 #[test]
 fn an_echo_of_the_own_count_only_ever_raises_it() {
-    let mut whole = Tally::default();
-    let mut t = whole.get_mut();
-    assert!(t.merge_own(7));
-    assert!(!t.merge_own(3));
-    assert_eq!(t.get().own(), 7);
-    assert_eq!(t.get().heard(), 0);
+    on_new(|t| {
+        assert!(t.merge_own(7));
+        assert!(!t.merge_own(3));
+        assert_eq!(t.get().own(), 7);
+        assert_eq!(t.get().heard(), 0);
+    });
 }
 
 #[test]
 fn alone_a_tally_fills_to_max_exactly() {
-    let mut whole = Tally::default();
-    let mut t = whole.get_mut();
-    let granted = (0..20).filter(|_| t.take(seed(), 0, 1, Share::ALONE).is_go()).count();
-    assert_eq!(granted, 5);
-    assert_eq!(t.get().remaining(5), 0);
+    on_new(|t| {
+        let granted = (0..20).filter(|_| t.take(seed(), 0, 1, Share::ALONE).is_go()).count();
+        assert_eq!(granted, 5);
+        assert_eq!(t.get().remaining(5), 0);
+    });
 }
 
 #[test]
 fn peered_a_locker_grants_only_what_it_owns_and_then_asks() {
-    let mut whole = Tally::default();
-    let mut t = whole.get_mut();
-    // Slot 0 of 5 over three: member 0 owns 2.
-    assert!(t.take(seed(), 0, 1, trio(0)).is_go());
-    assert!(t.take(seed(), 0, 1, trio(0)).is_go());
-    assert_eq!(t.take(seed(), 0, 1, trio(0)), Take::Short, "nothing heard of the others: ask them");
-    assert_eq!(t.get().wanted(), 2, "as many as it granted, at least the 1 it lacks");
-    assert!(t.take_wanted_new(), "a new want to publish");
-    assert_eq!(t.take(seed(), 0, 1, trio(0)), Take::Short);
-    assert!(!t.take_wanted_new(), "asked again before a gift: not twice");
-    assert!(t.merge_got(2, 1));
-    assert!(!t.merge_got(2, 1), "a repeated gift changes nothing");
-    assert!(t.take(seed(), 0, 1, trio(0)).is_go(), "the gift is its own");
-    assert_eq!(t.take(seed(), 0, 1, trio(0)), Take::Short);
-    assert_eq!(t.get().wanted(), 4, "got 1, and asks for as many as it granted, 3");
-    t.merge(1, 2);
-    assert_eq!(t.take(seed(), 0, 1, trio(0)), Take::Spent, "all five heard of: nothing to ask for");
+    on_new(|t| {
+        // Slot 0 of 5 over three: member 0 owns 2.
+        assert!(t.take(seed(), 0, 1, trio(0)).is_go());
+        assert!(t.take(seed(), 0, 1, trio(0)).is_go());
+        assert_eq!(t.take(seed(), 0, 1, trio(0)), Take::Short, "nothing heard of the others: ask them");
+        assert_eq!(t.get().wanted(), 2, "as many as it granted, at least the 1 it lacks");
+        assert!(t.take_wanted_new(), "a new want to publish");
+        assert_eq!(t.take(seed(), 0, 1, trio(0)), Take::Short);
+        assert!(!t.take_wanted_new(), "asked again before a gift: not twice");
+        assert!(t.merge_got(2, 1));
+        assert!(!t.merge_got(2, 1), "a repeated gift changes nothing");
+        assert!(t.take(seed(), 0, 1, trio(0)).is_go(), "the gift is its own");
+        assert_eq!(t.take(seed(), 0, 1, trio(0)), Take::Short);
+        assert_eq!(t.get().wanted(), 4, "got 1, and asks for as many as it granted, 3");
+        t.merge(1, 2);
+        assert_eq!(t.take(seed(), 0, 1, trio(0)), Take::Spent, "all five heard of: nothing to ask for");
+    });
 }
 
 #[test]
 fn a_giver_gives_what_it_owns_once_per_want_and_keeps_none_of_it() {
-    let mut whole = Tally::default();
-    let mut t = whole.get_mut();
-    let mut gifts = Vec::new();
-    // Member 1 owns 2 of slot 0; node 7 wants 3.
-    assert!(t.merge_want(7, 6));
-    t.give(seed(), 0, trio(1), |to, n| gifts.push((to, n)));
-    assert_eq!(gifts, [(7, 2)], "its part of 6 between two others is 3, and it owns 2");
-    assert_eq!(t.get().owned(seed(), 0, trio(1)), 0);
-    assert_eq!(t.take(seed(), 0, 1, trio(1)), Take::Short, "what it gave is no longer its own");
-    assert!(!t.merge_want(7, 6), "a repeated want changes nothing");
-    assert!(t.merge_want(7, 8));
-    t.merge_got(8, 1);
-    let mut again = Vec::new();
-    t.give(seed(), 0, trio(1), |to, n| again.push((to, n)));
-    assert!(again.is_empty(), "a locker that asked for permits itself keeps what it is given");
-    assert!(!t.merge_gave(7, 2) && t.get().gave().eq([(7, 2)]), "an echo of its own gift");
+    on_new(|t| {
+        let mut gifts = Vec::new();
+        // Member 1 owns 2 of slot 0; node 7 wants 3.
+        assert!(t.merge_want(7, 6));
+        t.give(seed(), 0, trio(1), |to, n| gifts.push((to, n)));
+        assert_eq!(gifts, [(7, 2)], "its part of 6 between two others is 3, and it owns 2");
+        assert_eq!(t.get().owned(seed(), 0, trio(1)), 0);
+        assert_eq!(t.take(seed(), 0, 1, trio(1)), Take::Short, "what it gave is no longer its own");
+        assert!(!t.merge_want(7, 6), "a repeated want changes nothing");
+        assert!(t.merge_want(7, 8));
+        t.merge_got(8, 1);
+        let mut again = Vec::new();
+        t.give(seed(), 0, trio(1), |to, n| again.push((to, n)));
+        assert!(again.is_empty(), "a locker that asked for permits itself keeps what it is given");
+        assert!(!t.merge_gave(7, 2) && t.get().gave().eq([(7, 2)]), "an echo of its own gift");
+    });
 }
 
 #[test]
 fn no_member_owns_the_remainder_it_cannot_place_itself_for() {
     let lost = Share { member: None, ..trio(0) };
-    let mut whole = Tally::default();
-    let mut t = whole.get_mut();
-    assert!(t.take(seed(), 0, 1, lost).is_go());
-    assert_eq!(t.take(seed(), 0, 1, lost), Take::Short, "1 of 5 over three, without the remainder");
-    assert_eq!(t.get().owned(seed(), 0, Share { member: Some(0), ..lost }), 1);
-    let _ = ME;
+    on_new(|t| {
+        assert!(t.take(seed(), 0, 1, lost).is_go());
+        assert_eq!(t.take(seed(), 0, 1, lost), Take::Short, "1 of 5 over three, without the remainder");
+        assert_eq!(t.get().owned(seed(), 0, Share { member: Some(0), ..lost }), 1);
+        let _ = ME;
+    });
 }
 
 #[test]
 fn what_an_earlier_run_spent_and_was_given_is_carried_into_what_this_run_owns() {
     // Member 0 of the trio owns 2 of slot 0. Its earlier run granted 1,
     // gave 2 to a peer and was given 3: it still owned 2 + 3 - 1 - 2 = 2.
-    let mut whole = Tally::default();
-    let mut t = whole.get_mut();
-    assert_eq!(t.get().owned(seed(), 0, trio(0)), 2);
-    t.carry(1 + 2, 3);
-    assert_eq!(t.get().owned(seed(), 0, trio(0)), 2);
-    assert!(t.take(seed(), 0, 2, trio(0)).is_go());
-    assert_eq!(t.take(seed(), 0, 1, trio(0)), Take::Short, "nothing more of its own");
+    on_new(|t| {
+        assert_eq!(t.get().owned(seed(), 0, trio(0)), 2);
+        t.carry(1 + 2, 3);
+        assert_eq!(t.get().owned(seed(), 0, trio(0)), 2);
+        assert!(t.take(seed(), 0, 2, trio(0)).is_go());
+        assert_eq!(t.take(seed(), 0, 1, trio(0)), Take::Short, "nothing more of its own");
+    });
     // Spent more than it owned and was given: none left, never below.
-    let mut whole = Tally::default();
-    let mut t = whole.get_mut();
-    t.carry(4, 1);
-    assert_eq!(t.get().owned(seed(), 0, trio(0)), 0);
-    assert_eq!(t.get().ledger(), (0, 0), "the earlier run's ledger is not this run's to publish");
+    on_new(|t| {
+        t.carry(4, 1);
+        assert_eq!(t.get().owned(seed(), 0, trio(0)), 0);
+        assert_eq!(t.get().ledger(), (0, 0), "the earlier run's ledger is not this run's to publish");
+    });
 }
