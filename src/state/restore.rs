@@ -26,7 +26,8 @@ pub struct Restored {
     /// Held leases.
     pub leases: usize,
     /// Fixed-window ledgers of conserved permits (gifts given and got) of
-    /// earlier runs in the current slot.
+    /// earlier runs in the current slot, and rolling windows' rights that
+    /// still count.
     pub ledgers: usize,
     /// Records that could not be put back: a key beyond `max_keys`, a
     /// limit that is not of the recorded kind, a run that was not named.
@@ -77,6 +78,15 @@ pub fn restore<'a>(
                 Record::Ledger { key, slot, gave, got, .. } if peered => {
                     let carried =
                         id.is_some_and(|id| locker.keeping_mut().restore_ledger(now, id, key, slot, (gave, got)));
+                    done.ledgers += usize::from(carried);
+                    rewrite.push(r);
+                }
+                // An earlier run's rights: carried into a rolling window's
+                // when peered, and kept for the next restart.
+                Record::Rights { run: earlier, key, slot, gave, got, .. } if peered => {
+                    let figures = (gave, got);
+                    let carried =
+                        id.is_some_and(|id| locker.keeping_mut().restore_rights(now, id, key, earlier, slot, figures));
                     done.ledgers += usize::from(carried);
                     rewrite.push(r);
                 }

@@ -258,7 +258,7 @@ fn decide(
         // help. Short of rights, it asks them and may decide again a round
         // trip later.
         Some(initial) if log.last <= now => {
-            let (free, held) = log.free(now, span, initial);
+            let (free, held) = log.free(now, span, initial, share.resumes);
             if free < want.need() {
                 if wait == 0 {
                     // As many as it holds granted, at least what the ask
