@@ -26,7 +26,7 @@ use super::share::{Count, Counted, NodeIx, Share, ME};
 use super::time::Nanos;
 use bucket::Bucket;
 use fixed::FixedWindow;
-use rolling::RollingWindow;
+use rolling::{EarlierRights, RollingWindow};
 use semaphore::kept::HeldLease;
 use semaphore::Semaphore;
 
@@ -441,20 +441,12 @@ impl Rule {
         }
     }
 
-    /// Carries what earlier run `run` lent and got for `window` into a
+    /// Carries what an earlier run lent and got for a window into a
     /// rolling window's rights for `key`, if the window still bears on
     /// `now`; returns whether it was.
-    pub fn restore_rights(
-        &mut self,
-        now: Nanos,
-        key: Option<&str>,
-        run: u32,
-        window: u64,
-        figures: (u32, u32),
-        room: KeyRoom,
-    ) -> bool {
+    pub fn restore_rights(&mut self, now: Nanos, key: Option<&str>, earlier: EarlierRights, room: KeyRoom) -> bool {
         match self {
-            Rule::Rolling(r) => r.carry_rights(now, key, run, window, figures, room),
+            Rule::Rolling(r) => r.carry_rights(now, key, earlier, room),
             _ => false,
         }
     }

@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 
 use super::{collapse, Liveness, Record};
+use crate::core::kinds::rolling::EarlierRights;
 use crate::core::kinds::{Kept, Owner, Saved};
 use crate::core::{Locker, Nanos, NodeIx, NodeKey, Nodes};
 
@@ -83,10 +84,9 @@ pub fn restore<'a>(
                 }
                 // An earlier run's rights: carried into a rolling window's
                 // when peered, and kept for the next restart.
-                Record::Rights { run: earlier, key, slot, gave, got, .. } if peered => {
-                    let figures = (gave, got);
-                    let carried =
-                        id.is_some_and(|id| locker.keeping_mut().restore_rights(now, id, key, earlier, slot, figures));
+                Record::Rights { run, key, slot: window, gave: lent, got, .. } if peered => {
+                    let earlier = EarlierRights { run, window, lent, got };
+                    let carried = id.is_some_and(|id| locker.keeping_mut().restore_rights(now, id, key, earlier));
                     done.ledgers += usize::from(carried);
                     rewrite.push(r);
                 }

@@ -7,10 +7,11 @@
 //! file it holds none of its rights for three windows.
 
 use locker::core::Nanos;
-use locker::sim::{self, Group, Link};
+use locker::sim::{Group, Link};
 use locker::wire::Ask;
 
-use crate::group::{rolling, MS, T0};
+use crate::group::{rolling, MS};
+use crate::peering_kept::trio_of;
 use crate::properties::conserved_rolling::worst;
 
 /// A window of 100 per 4 s: long enough for a restart to join within it.
@@ -19,14 +20,7 @@ const WINDOW: Nanos = 4000 * MS;
 /// Three peered nodes of 100 per 4 s with a join grace of 2 s, at the
 /// start of a window; node 0 keeps a state file when `kept`.
 fn trio(kept: bool) -> Group {
-    let grace = 2000 * MS;
-    let mut g = Group::new(3, T0, 4, Box::new(move |boot| sim::peered(rolling(100, 4000)(), boot, grace)));
-    if kept {
-        g.keep_state(0);
-    }
-    g.advance(grace + 500 * MS);
-    g.advance_to((g.now() / WINDOW + 1) * WINDOW + 10 * MS);
-    g
+    trio_of(kept, rolling(100, 4000))
 }
 
 /// Asks node `i` up to `most` go, honouring each short sorry's hint,

@@ -57,6 +57,7 @@ mod span;
 
 use log::{Fit, Log, Span};
 
+pub use rights::EarlierRights;
 pub use span::{EXACT_UP_TO, SUB_SLOTS};
 
 /// Rolling-window counts for every key of one limit.

@@ -14,6 +14,7 @@ use std::ops::Deref;
 
 use super::Locker;
 use crate::core::ask::Verdict;
+use crate::core::kinds::rolling::EarlierRights;
 pub use crate::core::kinds::{Kept, Owner, Saved};
 use crate::core::limit::LimitId;
 use crate::core::time::Nanos;
@@ -99,19 +100,11 @@ impl Keeping<&mut Locker> {
         self.locker.counted(now, id, |rule, room| rule.restore_ledger(now, key, slot, ledger, room))
     }
 
-    /// Carries what earlier run `run` lent and got (`figures`) for `window`
-    /// into `key` of rolling window `id`, if that window still bears on
-    /// `now`; returns whether it was (see `Rule::restore_rights`).
-    pub fn restore_rights(
-        &mut self,
-        now: Nanos,
-        id: LimitId,
-        key: Option<&str>,
-        run: u32,
-        window: u64,
-        figures: (u32, u32),
-    ) -> bool {
-        self.locker.counted(now, id, |rule, room| rule.restore_rights(now, key, run, window, figures, room))
+    /// Carries what an earlier run lent and got for a window into `key` of
+    /// rolling window `id`, if that window still bears on `now`; returns
+    /// whether it was (see `Rule::restore_rights`).
+    pub fn restore_rights(&mut self, now: Nanos, id: LimitId, key: Option<&str>, earlier: EarlierRights) -> bool {
+        self.locker.counted(now, id, |rule, room| rule.restore_rights(now, key, earlier, room))
     }
 }
 

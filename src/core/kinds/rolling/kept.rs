@@ -15,6 +15,7 @@
 
 use super::log::{Log, Span};
 use super::span::SUB_SLOTS;
+use super::EarlierRights;
 use super::RollingWindow;
 use crate::core::limit::Quota;
 use crate::core::room::{KeyRoom, NoRoom};
@@ -81,24 +82,14 @@ impl RollingWindow {
         }
     }
 
-    /// Carries what earlier run `run` lent and got for `window` into
-    /// `key`'s rights, if the window still bears on `now`; returns whether
-    /// it did.
-    pub fn carry_rights(
-        &mut self,
-        now: Nanos,
-        key: Option<&str>,
-        run: u32,
-        window: u64,
-        figures: (u32, u32),
-        room: KeyRoom,
-    ) -> bool {
-        let span = self.span;
-        if window.saturating_add(1) < span.window_of(now) {
+    /// Carries what an earlier run lent and got for a window into `key`'s
+    /// rights, if the window still bears on `now`; returns whether it did.
+    pub fn carry_rights(&mut self, now: Nanos, key: Option<&str>, earlier: EarlierRights, room: KeyRoom) -> bool {
+        if earlier.window.saturating_add(1) < self.span.window_of(now) {
             return false;
         }
         let Ok(log) = self.log_entry(key, room) else { return false };
-        log.shared_mut().rights.carry(run, window, figures.0, figures.1);
+        log.shared_mut().rights.carry(earlier);
         true
     }
 

@@ -83,11 +83,13 @@ pub struct Held {
 /// What an earlier run of this locker lent and got for one window, in
 /// all, as its state file kept them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Earlier {
-    run: u32,
-    window: u64,
-    lent: u32,
-    got: u32,
+pub struct EarlierRights {
+    /// The run, as the state file numbers them.
+    pub run: u32,
+    pub window: u64,
+    /// What it counted as lent for the window (see `own_figures`).
+    pub lent: u32,
+    pub got: u32,
 }
 
 /// One key's ledger of conserved rights: lends of the current and the
@@ -103,7 +105,7 @@ pub struct Rights {
     /// Changed since it was last republished.
     pub(super) touched: bool,
     /// Earlier runs' figures (see the module's header).
-    earlier: Vec<Earlier>,
+    earlier: Vec<EarlierRights>,
 }
 
 impl Rights {
@@ -119,13 +121,12 @@ impl Rights {
         self.lends.is_empty() && self.asked.is_empty() && self.earlier.is_empty()
     }
 
-    /// Carries what earlier run `run` lent (`lent`, as `lent` counted it)
-    /// and got for `window` into this run's figures; the larger figures of
-    /// a run's window are kept.
-    pub fn carry(&mut self, run: u32, window: u64, lent: u32, got: u32) {
-        match self.earlier.iter_mut().find(|e| e.run == run && e.window == window) {
-            Some(e) => (e.lent, e.got) = (e.lent.max(lent), e.got.max(got)),
-            None => self.earlier.push(Earlier { run, window, lent, got }),
+    /// Carries what an earlier run lent and got for a window into this
+    /// run's figures; the larger figures of a run's window are kept.
+    pub fn carry(&mut self, e: EarlierRights) {
+        match self.earlier.iter_mut().find(|o| o.run == e.run && o.window == e.window) {
+            Some(o) => (o.lent, o.got) = (o.lent.max(e.lent), o.got.max(e.got)),
+            None => self.earlier.push(e),
         }
     }
 
@@ -436,7 +437,7 @@ mod tests {
         earlier.own_figures(7, |w, lent, got| kept.push((w, lent, got)));
         assert_eq!(kept, [(7, 2, 1), (8, 2, 0)], "lent for two windows, got for one");
         let mut resumed = Rights::default();
-        kept.iter().for_each(|&(w, lent, got)| resumed.carry(0, w, lent, got));
+        kept.iter().for_each(|&(window, lent, got)| resumed.carry(EarlierRights { run: 0, window, lent, got }));
         let held = Held::default();
         assert_eq!(resumed.free_resumed(7, 3, held, 1), 1, "3 of its own and 1 got, less 2 lent and 1 granted");
         assert_eq!(resumed.free(7, 3, held), 3, "a run that did not resume counts none of it");
