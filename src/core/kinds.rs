@@ -26,7 +26,7 @@ use super::share::{Count, Counted, NodeIx, Share, ME};
 use super::time::Nanos;
 use bucket::Bucket;
 use fixed::FixedWindow;
-use rolling::RollingWindow;
+use rolling::{EarlierRights, RollingWindow};
 use semaphore::kept::HeldLease;
 use semaphore::Semaphore;
 
@@ -432,6 +432,25 @@ impl Rule {
         }
     }
 
+    /// A rolling window's figures of conserved rights for `key` that bear
+    /// on the window `now` falls in, as `(window, lent, got)`; none for
+    /// other kinds.
+    pub fn kept_rights(&self, now: Nanos, key: Option<&str>, f: impl FnMut(u64, u32, u32)) {
+        if let Rule::Rolling(r) = self {
+            r.kept_rights(now, key, f);
+        }
+    }
+
+    /// Carries what an earlier run lent and got for a window into a
+    /// rolling window's rights for `key`, if the window still bears on
+    /// `now`; returns whether it was.
+    pub fn restore_rights(&mut self, now: Nanos, key: Option<&str>, earlier: EarlierRights, room: KeyRoom) -> bool {
+        match self {
+            Rule::Rolling(r) => r.carry_rights(now, key, earlier, room),
+            _ => false,
+        }
+    }
+
     /// What lease `lease` is after a lease request.
     pub fn kept_lease(&self, lease: &str) -> Kept {
         match self {
@@ -472,7 +491,12 @@ impl Rule {
                 r.restore_own(now, key, slot, written, count, room).ok().flatten()
             }
             (Rule::Rolling(r), Kept::Window { slot, count }, Owner::Node(node)) => {
-                r.merge(now, key, slot, node, count, room).unwrap_or(false).then_some(count)
+                let merged = r.merge(now, key, slot, node, count, room).unwrap_or(false);
+                if merged {
+                    // Granted from rights the earlier run owned.
+                    r.carry_grants(key, node, slot, count);
+                }
+                merged.then_some(count)
             }
             // The TAT alone goes back (see `bucket::kept`).
             (Rule::Bucket(b), Kept::Bucket { tat, count, .. }, owner) => {

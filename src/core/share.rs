@@ -223,7 +223,9 @@ impl Share {
     /// its grants still count. The members' shares add up to `max`. No
     /// place known, no remainder (as `owns`). None for the window this run
     /// joined in and the next `EARLIER_GIFTS_WINDOWS - 1` (`owns_from`):
-    /// an earlier run's grants and gifts may count until then.
+    /// an earlier run's grants and gifts may count until then; unless this
+    /// run `resumes` its earlier runs' (their grants and figures are then
+    /// charged, see `core::kinds::rolling::rights`).
     ///
     /// Its own only while leased, and besides, the rights of the members it
     /// inherited, from the `EARLIER_GIFTS_WINDOWS`-th window after the one
@@ -234,8 +236,9 @@ impl Share {
     pub fn rolling_rights(&self, quota: Quota, window: u64) -> u32 {
         let (max, members) = (quota.max_requests(), self.members.max(1));
         let share_of = |place: Option<u32>| max / members + u32::from(place.is_some_and(|m| m < max % members));
-        let joined =
-            self.owns_from == 0 || window >= quota.slot_of(self.owns_from).saturating_add(EARLIER_GIFTS_WINDOWS);
+        let joined = self.owns_from == 0
+            || (self.resumes && self.owns_from != Nanos::MAX)
+            || window >= quota.slot_of(self.owns_from).saturating_add(EARLIER_GIFTS_WINDOWS);
         let own = if joined && self.holding.leased { share_of(self.member) } else { 0 };
         let Holding { held, held_from, .. } = self.holding;
         if held == 0 || window < quota.slot_of(held_from).saturating_add(EARLIER_GIFTS_WINDOWS) {

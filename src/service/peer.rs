@@ -159,9 +159,13 @@ fn keep_ledgers(locker: &mut Locker, now: Nanos, keep: &mut impl Keep) {
     touched.dedup();
     for (id, key) in &touched {
         let key = key.as_deref();
+        let limit = id.index() as u32;
         if let Some((slot, gave, got)) = locker.keeping().kept_ledger(*id, key) {
-            keep.keep(&Record::Ledger { at: now, run, limit: id.index() as u32, key, slot, gave, got });
+            keep.keep(&Record::Ledger { at: now, run, limit, key, slot, gave, got });
         }
+        locker.keeping().kept_rights(now, *id, key, |slot, gave, got| {
+            keep.keep(&Record::Rights { at: now, run, limit, key, slot, gave, got });
+        });
     }
     if !touched.is_empty() {
         // What room there is for the next calls' records: a gift is rare,

@@ -67,6 +67,12 @@ impl Liveness {
                 }
                 _ => false,
             },
+            // A rolling window's rights while they still count: what was
+            // lent for a window counts in the next one too.
+            Record::Rights { slot, .. } => match self.terms(record) {
+                Some((Algorithm::RollingWindow, q)) => slot.saturating_add(1) >= q.slot_of(now),
+                _ => false,
+            },
             _ => match (self.terms(record), record.kept()) {
                 (Some((a, q)), Some((kept, _))) => kept.is_live(a, q, now),
                 _ => false,
@@ -85,7 +91,7 @@ impl Liveness {
     /// lapse nor moves it into a slot its grants never went in.
     pub fn retimed<'a>(&self, record: Record<'a>, step: &Step) -> (Record<'a>, Option<Record<'a>>) {
         let by = step.by;
-        if let Record::Ledger { .. } = record {
+        if let Record::Ledger { .. } | Record::Rights { .. } = record {
             return self.retimed_ledger(record, step);
         }
         let (Some((a, q)), Some((kept, _))) = (self.terms(&record), record.kept()) else {
@@ -102,14 +108,22 @@ impl Liveness {
     /// A ledger moved by `step`: what it gave goes to every slot its
     /// count would (the gifts left in the same instants as the grants),
     /// and what it got is dropped, since which slot it may be used in is
-    /// not known: a restart then owns less, never more.
+    /// not known: a restart then owns less, never more. A rolling
+    /// window's rights move the same way, its windows numbered as a fixed
+    /// window's slots.
     fn retimed_ledger<'a>(&self, record: Record<'a>, step: &Step) -> (Record<'a>, Option<Record<'a>>) {
-        let Record::Ledger { at, run, limit, key, slot, gave, .. } = record else { return (record, None) };
-        let Some((algorithm, q)) = self.terms(&record) else { return (record, None) };
+        let (Record::Ledger { at, run, limit, key, slot, gave, .. }
+        | Record::Rights { at, run, limit, key, slot, gave, .. }) = record
+        else {
+            return (record, None);
+        };
+        let Some((_, q)) = self.terms(&record) else { return (record, None) };
         let as_count = Kept::Window { slot, count: gave };
-        let (first, second) = retimed(as_count, algorithm, q, step.written(&record), step.by);
+        let (first, second) = retimed(as_count, Algorithm::FixedWindow, q, step.written(&record), step.by);
         let at = at.saturating_add_signed(step.by);
+        let rights = matches!(record, Record::Rights { .. });
         let ledger = |kept| match kept {
+            Kept::Window { slot, count } if rights => Record::Rights { at, run, limit, key, slot, gave: count, got: 0 },
             Kept::Window { slot, count } => Record::Ledger { at, run, limit, key, slot, gave: count, got: 0 },
             _ => record,
         };

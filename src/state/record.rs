@@ -15,6 +15,7 @@
 //! - `Release` (a `Lease` of `Kept::Released`): at u64, limit u32, lease bytes;
 //! - `Clock`: run u32, boot id u128, wall clock at boot u64;
 //! - `Ledger`: at u64, run u32, limit u32, slot u64, gave u32, got u32, key;
+//! - `Rights` (kind 19): as `Ledger`, of a rolling window's window number;
 //! - `Terms`: limit u32, algorithm u8, max_requests u32, in_seconds f64,
 //!   burst u32 (0: none), name bytes;
 //!
@@ -57,6 +58,12 @@ pub enum Record<'a> {
     /// the file takes them off (and adds them to) what it owns of that
     /// slot, so it resumes the earlier run's share exactly.
     Ledger { at: u64, run: u32, limit: u32, key: Option<&'a str>, slot: u64, gave: u32, got: u32 },
+    /// A run's conserved rights for (limit, key) of a peered rolling
+    /// window in window number `slot`: the rights it counts as lent then
+    /// (`gave`) and was given for it (`got`), written before a gift
+    /// leaves. A restart with the file that resumes the run's share counts
+    /// them as lent and got (see `core::kinds::rolling::rights`).
+    Rights { at: u64, run: u32, limit: u32, key: Option<&'a str>, slot: u64, gave: u32, got: u32 },
     /// Limit number `limit` was created from terms sent with an ask
     /// (`--runtime-limits`): its name and terms, to create it again before
     /// its counts are put back.
@@ -104,6 +111,7 @@ pub enum Identity<'a> {
     Lease { limit: u32, lease: &'a str },
     Clock(u32),
     Ledger { run: u32, limit: u32, slot: u64, key: Option<&'a str> },
+    Rights { run: u32, limit: u32, slot: u64, key: Option<&'a str> },
     Terms(u32),
 }
 
@@ -118,6 +126,8 @@ const CLOCK: u8 = 6;
 const TERMS: u8 = 16;
 /// A peered fixed window's gifts (18: 17 is a group, see `group`).
 const LEDGER: u8 = 18;
+/// A peered rolling window's rights.
+const RIGHTS: u8 = 19;
 
 /// Why a `Count` record cannot hold a lease's kept form: its bytes have
 /// no room for one.
@@ -138,6 +148,7 @@ impl<'a> Record<'a> {
             Record::Lease { limit, lease, .. } => Identity::Lease { limit, lease },
             Record::Clock { run, .. } => Identity::Clock(run),
             Record::Ledger { run, limit, slot, key, .. } => Identity::Ledger { run, limit, slot, key },
+            Record::Rights { run, limit, slot, key, .. } => Identity::Rights { run, limit, slot, key },
             Record::Terms { limit, .. } => Identity::Terms(limit),
         }
     }
@@ -148,7 +159,10 @@ impl<'a> Record<'a> {
         match *self {
             Record::Run { incarnation, .. } => incarnation,
             Record::Clock { .. } | Record::Terms { .. } => 0,
-            Record::Count { at, .. } | Record::Lease { at, .. } | Record::Ledger { at, .. } => at,
+            Record::Count { at, .. }
+            | Record::Lease { at, .. }
+            | Record::Ledger { at, .. }
+            | Record::Rights { at, .. } => at,
         }
     }
 
@@ -159,6 +173,7 @@ impl<'a> Record<'a> {
             Record::Count { limit, .. }
             | Record::Lease { limit, .. }
             | Record::Ledger { limit, .. }
+            | Record::Rights { limit, .. }
             | Record::Terms { limit, .. } => Some(limit),
         }
     }
@@ -180,6 +195,7 @@ impl<'a> Record<'a> {
         if let Record::Count { limit, .. }
         | Record::Lease { limit, .. }
         | Record::Ledger { limit, .. }
+        | Record::Rights { limit, .. }
         | Record::Terms { limit, .. } = &mut self
         {
             *limit = to;
@@ -203,7 +219,8 @@ impl<'a> Record<'a> {
             Record::Run { run, .. }
             | Record::Count { run, .. }
             | Record::Clock { run, .. }
-            | Record::Ledger { run, .. } => Some(run),
+            | Record::Ledger { run, .. }
+            | Record::Rights { run, .. } => Some(run),
             Record::Lease { .. } | Record::Terms { .. } => None,
         }
     }
@@ -220,7 +237,7 @@ impl<'a> Record<'a> {
             Record::Lease { lease, kept: Kept::Lease(_), .. } => 32 + lease.len(),
             Record::Lease { lease, .. } => 12 + lease.len(),
             Record::Clock { .. } => 28,
-            Record::Ledger { key: k, .. } => 32 + key(*k),
+            Record::Ledger { key: k, .. } | Record::Rights { key: k, .. } => 32 + key(*k),
             Record::Terms { name, .. } => 21 + name.len(),
         }
     }
@@ -251,6 +268,9 @@ impl<'a> Record<'a> {
             }
             Record::Ledger { at, run, limit, key, slot, gave, got } => {
                 w.u8(LEDGER).u64(at).u32(run).u32(limit).u64(slot).u32(gave).u32(got).key(key);
+            }
+            Record::Rights { at, run, limit, key, slot, gave, got } => {
+                w.u8(RIGHTS).u64(at).u32(run).u32(limit).u64(slot).u32(gave).u32(got).key(key);
             }
             Record::Terms { limit, name, terms } => {
                 let (kind, burst) = match terms.algorithm {
@@ -302,10 +322,13 @@ impl<'a> Record<'a> {
                 let boot = u128::from(r.u64()?) | (u128::from(r.u64()?) << 64);
                 Record::Clock { run, boot, wall_at_boot: r.u64()? }
             }
-            LEDGER => {
+            kind @ (LEDGER | RIGHTS) => {
                 let (at, run, limit, slot) = (r.u64()?, r.u32()?, r.u32()?, r.u64()?);
-                let (gave, got) = (r.u32()?, r.u32()?);
-                Record::Ledger { at, run, limit, slot, gave, got, key: r.key()? }
+                let (gave, got, key) = (r.u32()?, r.u32()?, r.key()?);
+                match kind {
+                    LEDGER => Record::Ledger { at, run, limit, slot, gave, got, key },
+                    _ => Record::Rights { at, run, limit, slot, gave, got, key },
+                }
             }
             TERMS => {
                 let (limit, kind, max_requests) = (r.u32()?, r.u8()?, r.u32()?);
@@ -481,6 +504,7 @@ mod tests {
             Record::Lease { at: 9, limit: 4, lease: "00ab-1", kept: Kept::Released },
             Record::Ledger { at: 10, run: 3, limit: 1, key: Some("k"), slot: 99, gave: 2, got: 1 },
             Record::Ledger { at: 11, run: 3, limit: 1, key: None, slot: 99, gave: 0, got: 4 },
+            Record::Rights { at: 12, run: 3, limit: 1, key: Some("k"), slot: 7, gave: 2, got: 1 },
         ]
     }
 
@@ -520,6 +544,19 @@ mod tests {
         assert_eq!(r.identity(), later.identity(), "a later ledger of the same slot replaces it");
         let count = Record::Count { at: 1, run: 2, limit: 3, key: Some("k"), kept: Kept::Window { slot: 4, count: 5 } };
         assert_ne!(r.identity(), count.identity());
+    }
+
+    #[test]
+    fn a_rights_record_is_a_ledger_of_its_own_kind_and_identity() {
+        let r = Record::Rights { at: 1, run: 2, limit: 3, key: Some("k"), slot: 4, gave: 5, got: 6 };
+        let ledger = Record::Ledger { at: 1, run: 2, limit: 3, key: Some("k"), slot: 4, gave: 5, got: 6 };
+        let (mut buf, mut ledger_buf) = (vec![0; r.encoded_len()], vec![0; ledger.encoded_len()]);
+        r.encode(&mut buf);
+        ledger.encode(&mut ledger_buf);
+        assert_eq!((buf[0], &buf[1..]), (RIGHTS, &ledger_buf[1..]), "33 bytes and the key");
+        assert_ne!(r.identity(), ledger.identity());
+        let later = Record::Rights { at: 9, run: 2, limit: 3, key: Some("k"), slot: 4, gave: 7, got: 6 };
+        assert_eq!(r.identity(), later.identity(), "a later figure of the same window replaces it");
     }
 
     #[test]

@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 
 use super::{collapse, Liveness, Record};
+use crate::core::kinds::rolling::EarlierRights;
 use crate::core::kinds::{Kept, Owner, Saved};
 use crate::core::{Locker, Nanos, NodeIx, NodeKey, Nodes};
 
@@ -26,7 +27,8 @@ pub struct Restored {
     /// Held leases.
     pub leases: usize,
     /// Fixed-window ledgers of conserved permits (gifts given and got) of
-    /// earlier runs in the current slot.
+    /// earlier runs in the current slot, and rolling windows' rights that
+    /// still count.
     pub ledgers: usize,
     /// Records that could not be put back: a key beyond `max_keys`, a
     /// limit that is not of the recorded kind, a run that was not named.
@@ -77,6 +79,14 @@ pub fn restore<'a>(
                 Record::Ledger { key, slot, gave, got, .. } if peered => {
                     let carried =
                         id.is_some_and(|id| locker.keeping_mut().restore_ledger(now, id, key, slot, (gave, got)));
+                    done.ledgers += usize::from(carried);
+                    rewrite.push(r);
+                }
+                // An earlier run's rights: carried into a rolling window's
+                // when peered, and kept for the next restart.
+                Record::Rights { run, key, slot: window, gave: lent, got, .. } if peered => {
+                    let earlier = EarlierRights { run, window, lent, got };
+                    let carried = id.is_some_and(|id| locker.keeping_mut().restore_rights(now, id, key, earlier));
                     done.ledgers += usize::from(carried);
                     rewrite.push(r);
                 }

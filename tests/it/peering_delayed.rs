@@ -302,10 +302,7 @@ fn a_rolling_window_with_every_peer_link_40_to_70_ms_late_never_puts_six_in_any_
     let (lockers, _) = proxied_trio_with(&cut, &["--algorithm", "rolling-window"]);
     let mut all = goes(&lockers, Duration::from_millis(8_000), || {});
     all.sort_unstable();
-    // The go certainly inside the interval of 0.8 s that starts when each
-    // go's ask left: their asks left and their replies came within it.
-    let inside = |from: u128| all.iter().filter(|g| g.0 >= from && g.1 < from + SLOT_NS).count();
-    let worst = all.iter().map(|g| inside(g.0)).max().unwrap_or(0);
+    let worst = certainly_inside(&all);
     // The mean number of go in the 0.8 s before each millisecond of the
     // run, from one window after the first go to the last, each go at the
     // middle of its round trip. A saturated window holds 5 at every instant
@@ -325,4 +322,64 @@ fn a_rolling_window_with_every_peer_link_40_to_70_ms_late_never_puts_six_in_any_
     assert!(worst <= 5, "{worst} go certainly inside one 0.8 s");
     assert!(windows >= 8, "too short a run: {windows} windows");
     assert!(mean >= 4.5, "{mean:.2} go per 0.8 s");
+}
+
+/// The most go certainly inside one interval of 0.8 s, among the
+/// intervals that start when a go's ask left: their asks left and their
+/// replies came within it.
+fn certainly_inside(all: &[Go]) -> usize {
+    let inside = |from: u128| all.iter().filter(|g| g.0 >= from && g.1 < from + SLOT_NS).count();
+    all.iter().map(|g| inside(g.0)).max().unwrap_or(0)
+}
+
+/// Asks the locker at `endpoint` until it grants, for at most `within`:
+/// the go, as a worker notes it, if it did.
+fn first_go(endpoint: &str, within: Duration) -> Option<Go> {
+    let mut client = locker::Client::new([endpoint], Duration::from_millis(600)).unwrap();
+    let end = Instant::now() + within;
+    while Instant::now() < end {
+        let asked = wall_ns();
+        match client.ask(&locker::wire::Ask::new()) {
+            Ok(r) if r.ok => return Some((asked, wall_ns(), r.reset_after_ms)),
+            Ok(r) => thread::sleep(Duration::from_millis(r.retry_after_ms.clamp(1, 20))),
+            Err(_) => thread::sleep(Duration::from_millis(5)),
+        }
+    }
+    None
+}
+
+#[test]
+fn a_rolling_window_locker_killed_and_restarted_with_its_state_file_never_puts_six_in_any_0_8_s_and_grants_again() {
+    let dir = std::env::temp_dir().join(format!("locker-rights-it-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let extra = |i: usize| {
+        let state = dir.join(format!("s{i}.log")).display().to_string();
+        ["--algorithm", "rolling-window", "--state", &state].map(String::from).to_vec()
+    };
+    let cut: Vec<_> = (0..3).map(|_| Arc::new(AtomicBool::new(false))).collect();
+    let (mut lockers, args) = proxied_trio_each(&cut, extra);
+    let victim = std::sync::Mutex::new(Some(lockers.remove(0)));
+    let restarted = std::sync::Mutex::new(None);
+    let regranted = std::sync::Mutex::new(None);
+    let mut all = goes(&lockers, Duration::from_millis(6_000), || {
+        thread::sleep(Duration::from_millis(1_500));
+        let back = kill_and_restart(&victim, &args[0]);
+        let started = wall_ns();
+        *regranted.lock().unwrap() = first_go(&back.endpoint, Duration::from_secs(4)).map(|g| (started, g));
+        *restarted.lock().unwrap() = Some(back);
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    let regranted = regranted.lock().unwrap().take();
+    all.extend(regranted.map(|(_, g)| g));
+    all.sort_unstable();
+    let worst = certainly_inside(&all);
+    let after = regranted.map(|(started, g)| (g.1 - started) / 1_000_000);
+    eprintln!(
+        "rolling window, locker 0 killed -9 and restarted with --state: {} go, at most {worst} in any 0.8 s; \
+         the restart's first go {after:?} ms after it started",
+        all.len()
+    );
+    assert!(worst <= 5, "{worst} go certainly inside one 0.8 s");
+    assert!(regranted.is_some(), "the restarted locker granted nothing within 4 s");
 }

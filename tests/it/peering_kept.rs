@@ -5,7 +5,7 @@
 //! of the slot it joins in, and the group never grants more than max in
 //! a slot; without the file it owns none of that slot.
 
-use locker::core::Nanos;
+use locker::core::{Locker, Nanos};
 use locker::sim::{self, Group, Link};
 use locker::wire::Ask;
 
@@ -17,8 +17,14 @@ const SLOT: Nanos = 4000 * MS;
 /// Three peered nodes of 100 per 4 s with a join grace of 2 s; node 0
 /// keeps a state file when `kept`.
 fn trio(kept: bool) -> Group {
+    trio_of(kept, fixed(100, 4000))
+}
+
+/// `trio`, each node's locker made by `locker` (of a 4 s slot or window),
+/// at the start of a slot.
+pub(crate) fn trio_of(kept: bool, locker: impl Fn() -> Locker + 'static) -> Group {
     let grace = 2000 * MS;
-    let mut g = Group::new(3, T0, 4, Box::new(move |boot| sim::peered(fixed(100, 4000)(), boot, grace)));
+    let mut g = Group::new(3, T0, 4, Box::new(move |boot| sim::peered(locker(), boot, grace)));
     if kept {
         g.keep_state(0);
     }

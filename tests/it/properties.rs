@@ -15,7 +15,7 @@ mod conserved;
 mod conserved_bucket;
 /// Conserved rights of a rolling window on the simulated group: never more
 /// than max in any interval, and full windows when messages are timely.
-mod conserved_rolling;
+pub(crate) mod conserved_rolling;
 /// The fixed-timeslot counter alone: never more than max per slot.
 mod fixed;
 /// Limits checked together and refunds: a refused `all` charges no part,

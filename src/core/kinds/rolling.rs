@@ -57,6 +57,7 @@ mod span;
 
 use log::{Fit, Log, Span};
 
+pub use rights::EarlierRights;
 pub use span::{EXACT_UP_TO, SUB_SLOTS};
 
 /// Rolling-window counts for every key of one limit.
@@ -258,7 +259,7 @@ fn decide(
         // help. Short of rights, it asks them and may decide again a round
         // trip later.
         Some(initial) if log.last <= now => {
-            let (free, held) = log.free(now, span, initial);
+            let (free, held) = log.free(now, span, initial, share.resumes);
             if free < want.need() {
                 if wait == 0 {
                     // As many as it holds granted, at least what the ask

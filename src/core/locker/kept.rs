@@ -14,6 +14,7 @@ use std::ops::Deref;
 
 use super::Locker;
 use crate::core::ask::Verdict;
+use crate::core::kinds::rolling::EarlierRights;
 pub use crate::core::kinds::{Kept, Owner, Saved};
 use crate::core::limit::LimitId;
 use crate::core::time::Nanos;
@@ -69,6 +70,12 @@ impl<L: Deref<Target = Locker>> Keeping<L> {
     pub fn kept_ledger(&self, id: LimitId, key: Option<&str>) -> Option<(u64, u32, u32)> {
         self.locker.entries[id.0].rule.kept_ledger(key)
     }
+
+    /// The figures of conserved rights of `key` of rolling window `id`
+    /// that bear on the window `now` falls in: `(window, lent, got)`.
+    pub fn kept_rights(&self, now: Nanos, id: LimitId, key: Option<&str>, f: impl FnMut(u64, u32, u32)) {
+        self.locker.entries[id.0].rule.kept_rights(now, key, f);
+    }
 }
 
 impl Keeping<&mut Locker> {
@@ -91,6 +98,13 @@ impl Keeping<&mut Locker> {
         ledger: (u32, u32),
     ) -> bool {
         self.locker.counted(now, id, |rule, room| rule.restore_ledger(now, key, slot, ledger, room))
+    }
+
+    /// Carries what an earlier run lent and got for a window into `key` of
+    /// rolling window `id`, if that window still bears on `now`; returns
+    /// whether it was (see `Rule::restore_rights`).
+    pub fn restore_rights(&mut self, now: Nanos, id: LimitId, key: Option<&str>, earlier: EarlierRights) -> bool {
+        self.locker.counted(now, id, |rule, room| rule.restore_rights(now, key, earlier, room))
     }
 }
 

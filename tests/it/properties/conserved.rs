@@ -110,7 +110,7 @@ impl Trial {
     }
 
     /// Every node keeps a state file from now on, when `kept`.
-    fn keep_states(&mut self, kept: bool) {
+    pub(crate) fn keep_states(&mut self, kept: bool) {
         self.kept = kept;
         (0..self.n()).filter(|_| kept).for_each(|i| self.g.keep_state(i));
     }

@@ -3,7 +3,9 @@
 //! of asks and faults of `conserved` (delays from nothing to two windows,
 //! jitter that reorders, loss up to a half, duplication, pauses,
 //! partitions that heal, kills and restarts), and on schedules of seconds,
-//! during which a majority reclaims the rights of members it cannot hear.
+//! during which a majority reclaims the rights of members it cannot hear;
+//! in half the cases every locker keeps a state file, which a restart
+//! resumes its rights from (or a fresh, empty one).
 //! Whatever the schedule, no interval of the window's length holds more
 //! than `max_requests` go across the group; with timely messages, demand on every locker, or on
 //! one, fills every window from the second.
@@ -14,12 +16,12 @@
 use locker::core::Nanos;
 use proptest::prelude::*;
 
-use super::conserved::{cases, event, long_event, Trial};
+use super::conserved::{cases, kept_event, kept_long_event, Trial};
 use crate::group::{joined, rolling, MS};
 
 /// The most permits that went in any interval of length `window`, and
 /// the instant that interval ends at.
-fn worst(goes: &[(Nanos, u64)], window: Nanos) -> (u64, Nanos) {
+pub(crate) fn worst(goes: &[(Nanos, u64)], window: Nanos) -> (u64, Nanos) {
     let within = |end: Nanos| goes.iter().filter(|&&(t, _)| t <= end && t + window > end).map(|&(_, n)| n).sum();
     goes.iter().map(|&(end, _)| (within(end), end)).max().unwrap_or((0, 0))
 }
@@ -43,9 +45,11 @@ proptest! {
         max in 1u32..8,
         window_ms in prop::sample::select(vec![40u64, 100, 300, 800]),
         seed in any::<u64>(),
-        events in prop::collection::vec((0u64..60, event()), 1..80),
+        events in prop::collection::vec((0u64..60, kept_event()), 1..80),
+        kept in any::<bool>(),
     ) {
         let mut t = rolling_trial(n, max, window_ms, seed);
+        t.keep_states(kept);
         t.run(&events);
         let (most, end) = worst(&t.gos, t.slot);
         prop_assert!(most <= u64::from(max), "{} go in the window ending at {}: {:?}", most, end, t.gos);
@@ -59,9 +63,11 @@ proptest! {
         max in 1u32..12,
         window_ms in prop::sample::select(vec![100u64, 300, 3000]),
         seed in any::<u64>(),
-        events in prop::collection::vec((0u64..800, long_event()), 1..60),
+        events in prop::collection::vec((0u64..800, kept_long_event()), 1..60),
+        kept in any::<bool>(),
     ) {
         let mut t = rolling_trial(n, max, window_ms, seed);
+        t.keep_states(kept);
         t.run(&events);
         let (most, end) = worst(&t.gos, t.slot);
         prop_assert!(most <= u64::from(max), "{} go in the window ending at {}: {:?}", most, end, t.gos);

@@ -6,12 +6,20 @@
 //! at the latest instant its grants may have gone: so it stops counting no
 //! earlier than any of them did. Like the rest of the window: no clock, no
 //! names, no file.
+//!
+//! Peered, a key also keeps its conserved rights' figures per window (what
+//! this run lent and got, `kept_rights`), written before a gift leaves. An
+//! earlier run's figures and grants are carried into the key's log
+//! (`carry_rights`, `carry_grants`), so that a run restarted with its state
+//! file that resumes its share owns what that run still owned, no more.
 
 use super::log::{Log, Span};
 use super::span::SUB_SLOTS;
+use super::EarlierRights;
 use super::RollingWindow;
 use crate::core::limit::Quota;
 use crate::core::room::{KeyRoom, NoRoom};
+use crate::core::share::NodeIx;
 use crate::core::time::Nanos;
 
 impl RollingWindow {
@@ -61,6 +69,37 @@ impl RollingWindow {
         let log = self.log_entry(key, room)?;
         log.restore(at, count, span);
         Ok(Some(log.own_in(span, sub)))
+    }
+}
+
+impl RollingWindow {
+    /// This run's figures of `key`'s conserved rights that bear on the
+    /// window `now` falls in, as `(window, lent, got)` (see
+    /// `Rights::own_figures`).
+    pub fn kept_rights(&self, now: Nanos, key: Option<&str>, f: impl FnMut(u64, u32, u32)) {
+        if let Some(s) = self.log(key).and_then(|log| log.shared.as_ref()) {
+            s.rights.own_figures(self.span.window_of(now), f);
+        }
+    }
+
+    /// Carries what an earlier run lent and got for a window into `key`'s
+    /// rights, if the window still bears on `now`; returns whether it did.
+    pub fn carry_rights(&mut self, now: Nanos, key: Option<&str>, earlier: EarlierRights, room: KeyRoom) -> bool {
+        if earlier.window.saturating_add(1) < self.span.window_of(now) {
+            return false;
+        }
+        let Ok(log) = self.log_entry(key, room) else { return false };
+        log.shared_mut().rights.carry(earlier);
+        true
+    }
+
+    /// Notes that `node`, an earlier run of this locker, granted `count`
+    /// for `key` in sub-slot `sub` (already merged as its count): a run
+    /// that resumes its share charges them as its own.
+    pub fn carry_grants(&mut self, key: Option<&str>, node: NodeIx, sub: u64, count: u32) {
+        if let Some(log) = self.log_mut(key) {
+            log.shared_mut().carry(node, sub, count);
+        }
     }
 }
 

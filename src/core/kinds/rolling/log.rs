@@ -69,9 +69,12 @@ impl Log {
 
     /// The permits this locker may grant at `now` holding `initial` rights
     /// before gifts (see `rights`), and its own grants that count now.
-    pub fn free(&self, now: Nanos, span: Span, initial: u32) -> (u32, u32) {
+    /// A run that `resumed` its earlier runs' share counts their figures
+    /// too (see `Rights::free_resumed`).
+    pub fn free(&self, now: Nanos, span: Span, initial: u32, resumed: bool) -> (u32, u32) {
         let (window, held) = (span.window_of(now), self.held(now, span));
         let free = match &self.shared {
+            Some(s) if resumed => s.rights.free_resumed(window, initial, held, s.earlier_held(now, span)),
             Some(s) => s.rights.free(window, initial, held),
             None => Rights::default().free(window, initial, held),
         };

@@ -92,7 +92,7 @@ impl RollingWindow {
         let Some(node) = node.filter(|_| share.conserved()) else { return Ok(changed) };
         let Some(log) = self.log_mut(key) else { return Ok(changed) };
         let initial = share.rolling_rights(quota, window);
-        let (spare, _) = log.free(now, span, initial);
+        let (spare, _) = log.free(now, span, initial, share.resumes);
         let rights = &mut log.shared_mut().rights;
         let mut f = |w, to, n| give(key, w, to, n);
         if c.what == Counted::Wanted {

@@ -40,19 +40,39 @@ pub struct PeerLog {
     /// The earliest go instant among own grants not republished since the
     /// last repair.
     pub(super) touched_from: Option<Nanos>,
+    /// The grants of this locker's earlier runs, as its state file kept
+    /// them: a run that resumed their share charges them as its own.
+    pub(super) earlier: Vec<Heard>,
 }
 
 impl PeerLog {
     /// Forgets peer counts that no longer count at `now` or after, and
     /// rights that no longer bear on its window.
     pub fn prune(&mut self, now: Nanos, span: Span) {
-        self.heard.retain(|h| span.sub_bounds(h.sub).1.saturating_add(span.window) > now);
+        let counts = |h: &Heard| span.sub_bounds(h.sub).1.saturating_add(span.window) > now;
+        self.heard.retain(counts);
+        self.earlier.retain(counts);
         self.rights.prune(span.window_of(now));
     }
 
     /// Whether no peer count and no right is held.
     pub fn is_idle(&self) -> bool {
-        self.heard.is_empty() && self.rights.is_idle()
+        self.heard.is_empty() && self.rights.is_idle() && self.earlier.is_empty()
+    }
+
+    /// Notes that earlier run `node` of this locker granted `count` in
+    /// sub-slot `sub`, keeping the larger figure.
+    pub(super) fn carry(&mut self, node: NodeIx, sub: u64, count: u32) {
+        match self.earlier.iter_mut().find(|h| h.node == node && h.sub == sub) {
+            Some(h) => h.count = h.count.max(count),
+            None => self.earlier.push(Heard { node, sub, count }),
+        }
+    }
+
+    /// The earlier runs' grants that still count at `now` (see `carry`).
+    pub(super) fn earlier_held(&self, now: Nanos, span: Span) -> u32 {
+        let counts = |h: &&Heard| span.sub_bounds(h.sub).1.saturating_add(span.window) > now;
+        self.earlier.iter().filter(counts).map(|h| h.count).sum()
     }
 
     /// Every peer count as (first instant, last instant, permits).

@@ -42,6 +42,11 @@
 //! cumulative per (window, giver, receiver) and merged by maximum, so a
 //! late, lost or repeated message delays rights but never makes one. Pure
 //! arithmetic: no clock, no names, no wire format.
+//!
+//! A run restarted with its state file also holds what its earlier runs
+//! lent and got per window, as the file kept them (`carry`): what they
+//! lent counts as lent here too, and a run that resumed their share counts
+//! what they got as its own (`free_resumed`).
 
 use crate::core::share::{raise, NodeIx};
 
@@ -75,6 +80,18 @@ pub struct Held {
     pub previous: u32,
 }
 
+/// What an earlier run of this locker lent and got for one window, in
+/// all, as its state file kept them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EarlierRights {
+    /// The run, as the state file numbers them.
+    pub run: u32,
+    pub window: u64,
+    /// What it counted as lent for the window (see `own_figures`).
+    pub lent: u32,
+    pub got: u32,
+}
+
 /// One key's ledger of conserved rights: lends of the current and the
 /// previous window (and the next, merged early from a peer a little
 /// ahead), and the wants of the current one.
@@ -87,6 +104,8 @@ pub struct Rights {
     wanted_new: bool,
     /// Changed since it was last republished.
     pub(super) touched: bool,
+    /// Earlier runs' figures (see the module's header).
+    earlier: Vec<EarlierRights>,
 }
 
 impl Rights {
@@ -94,11 +113,49 @@ impl Rights {
     pub fn prune(&mut self, window: u64) {
         self.lends.retain(|l| l.window.saturating_add(1) >= window);
         self.asked.retain(|a| a.window >= window);
+        self.earlier.retain(|e| e.window.saturating_add(1) >= window);
     }
 
     /// Whether nothing is kept.
     pub fn is_idle(&self) -> bool {
-        self.lends.is_empty() && self.asked.is_empty()
+        self.lends.is_empty() && self.asked.is_empty() && self.earlier.is_empty()
+    }
+
+    /// Carries what an earlier run lent and got for a window into this
+    /// run's figures; the larger figures of a run's window are kept.
+    pub fn carry(&mut self, e: EarlierRights) {
+        match self.earlier.iter_mut().find(|o| o.run == e.run && o.window == e.window) {
+            Some(o) => (o.lent, o.got) = (o.lent.max(e.lent), o.got.max(e.got)),
+            None => self.earlier.push(e),
+        }
+    }
+
+    /// This run's own figures for the windows that still bear on `window`
+    /// (the one before, it, and the next), as `(window, lent, got)`: what a
+    /// state file keeps so that a restart resumes them (see `carry`).
+    pub fn own_figures(&self, window: u64, mut f: impl FnMut(u64, u32, u32)) {
+        for w in window.saturating_sub(1)..=window + 1 {
+            let (lent, got) = (self.lent_here(w), self.got_in(w));
+            if lent > 0 || got > 0 {
+                f(w, u32::try_from(lent).unwrap_or(u32::MAX), got);
+            }
+        }
+    }
+
+    /// What earlier runs lent that still counts in `window`, and what they
+    /// got for it: a right lent in one window counts in the next too.
+    fn earlier_in(&self, window: u64) -> (i64, i64) {
+        let (mut lent, mut got) = (0i64, 0i64);
+        for e in self.earlier.iter().filter(|e| e.window == window || e.window + 1 == window) {
+            let before = |w| self.earlier.iter().find(|o| o.run == e.run && o.window == w).map_or(0, |o| o.lent);
+            if e.window == window {
+                got += i64::from(e.got);
+                lent += i64::from(e.lent.max(window.checked_sub(1).map_or(0, before)));
+            } else if !self.earlier.iter().any(|o| o.run == e.run && o.window == window) {
+                lent += i64::from(e.lent);
+            }
+        }
+        (lent, got)
     }
 
     fn lend(&self, window: u64, node: NodeIx) -> Lend {
@@ -121,7 +178,19 @@ impl Rights {
     /// `initial` rights before gifts, with `held` own grants still
     /// counting (see the module's rule).
     pub fn free(&self, window: u64, initial: u32, held: Held) -> u32 {
-        let (mut rights, mut cover) = (i64::from(initial), 0i64);
+        self.free_from(window, i64::from(initial), held)
+    }
+
+    /// `free` for a run that resumed its earlier runs' share: what they
+    /// got is its own too, what they lent is not, and their grants that
+    /// still count (`earlier_held`) are charged with its own, uncovered.
+    pub fn free_resumed(&self, window: u64, initial: u32, held: Held, earlier_held: u32) -> u32 {
+        let (lent, got) = self.earlier_in(window);
+        self.free_from(window, i64::from(initial) + got - lent - i64::from(earlier_held), held)
+    }
+
+    fn free_from(&self, window: u64, initial: i64, held: Held) -> u32 {
+        let (mut rights, mut cover) = (initial, 0i64);
         for l in &self.lends {
             if l.window == window {
                 // Lent in either window, a right is still the receiver's.
@@ -146,9 +215,15 @@ impl Rights {
         u64::from(initial).saturating_sub(self.lent(window)) as u32
     }
 
-    /// Rights this locker counts as lent for `window`: to each node, the
-    /// larger of what it gave for this window and for the one before.
+    /// Rights this locker counts as lent for `window`, its earlier runs'
+    /// included (see `lent_here`).
     fn lent(&self, window: u64) -> u64 {
+        self.lent_here(window) + self.earlier_in(window).0 as u64
+    }
+
+    /// Rights this run counts as lent for `window`: to each node, the
+    /// larger of what it gave for this window and for the one before.
+    fn lent_here(&self, window: u64) -> u64 {
         let mut lent = 0u64;
         for l in &self.lends {
             if l.window == window {
@@ -346,6 +421,31 @@ mod tests {
         taker.prune(10);
         giver.prune(10);
         assert_eq!((giver.free(10, 2, Held::default()), taker.free(10, 1, Held::default())), (2, 1), "back");
+    }
+
+    #[test]
+    fn a_resumed_run_holds_what_its_earlier_run_did_not_lend_or_use() {
+        let mut earlier = Rights::default();
+        earlier.merge_want(7, B, 4);
+        earlier.give(7, 3, 3, 2, |_, _, _| {});
+        earlier.merge_got(7, A, 1);
+        let mut kept = Vec::new();
+        earlier.own_figures(7, |w, lent, got| kept.push((w, lent, got)));
+        assert_eq!(kept, [(7, 2, 1), (8, 2, 0)], "lent for two windows, got for one");
+        let mut resumed = Rights::default();
+        kept.iter().for_each(|&(window, lent, got)| resumed.carry(EarlierRights { run: 0, window, lent, got }));
+        let held = Held::default();
+        assert_eq!(resumed.free_resumed(7, 3, held, 1), 1, "3 of its own and 1 got, less 2 lent and 1 granted");
+        assert_eq!(resumed.free(7, 3, held), 3, "a run that did not resume counts none of it");
+        assert_eq!(resumed.free_resumed(8, 3, held, 0), 1, "still lent");
+        let mut sent = Vec::new();
+        resumed.merge_want(7, B, 9);
+        resumed.give(7, 5, 3, 1, |w, to, n| sent.push((w, to, n)));
+        assert_eq!(sent[0], (7, B, 1), "it lends only what its earlier run did not");
+        resumed.prune(9);
+        assert_eq!(resumed.free_resumed(9, 3, held, 0), 0, "what both runs lent for window 8 counts in 9");
+        resumed.prune(10);
+        assert_eq!(resumed.free_resumed(10, 3, held, 0), 3, "all back");
     }
 
     #[test]
