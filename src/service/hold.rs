@@ -21,7 +21,7 @@ use crate::core::ask::hold_within;
 use crate::core::time::NANOS_PER_MS;
 use crate::core::{LimitId, Nanos};
 use crate::state::Keep;
-use crate::wire::{self, ReplyKind, Request, WireError};
+use crate::wire::{self, Decoded, ReplyKind, Request};
 
 /// Such a sorry is held when peered even without a hold, for at most this
 /// long in all: the grants in flight arrive, or the turn comes round,
@@ -97,19 +97,14 @@ impl Service {
     /// answered in arrival order. `now` is the loop's clock reading; what
     /// an answer left behind goes to `keep` before this returns.
     pub fn serve(&mut self, now: Nanos, token: Token, body: &[u8], out: &mut Vec<u8>, keep: &mut impl Keep) -> Answer {
-        let request = wire::decode_request(body);
-        self.keeping(now, keep, |s| s.serve_now(now, token, body, &request, out))
+        let decoded = self.decoder.decode(body);
+        let answer = self.keeping(now, keep, |s| s.serve_now(now, token, body, &decoded, out));
+        self.decoder.recycle(decoded);
+        answer
     }
 
-    fn serve_now(
-        &mut self,
-        now: Nanos,
-        token: Token,
-        body: &[u8],
-        request: &Result<Request, WireError>,
-        out: &mut Vec<u8>,
-    ) -> Answer {
-        if let Ok(r) = request {
+    fn serve_now(&mut self, now: Nanos, token: Token, body: &[u8], decoded: &Decoded, out: &mut Vec<u8>) -> Answer {
+        if let Ok(r) = &decoded.request {
             if self.park_behind(now, token, body, r) {
                 return Answer::Held;
             }
@@ -117,14 +112,14 @@ impl Service {
                 if let Some(answer) = self.lease_to_store(now, token, r, out) {
                     return answer;
                 }
-                if self.wait_for_claims(now, token, body, r, 0, None) {
+                if self.wait_for_claims(now, token, body, decoded, 0, None) {
                     return Answer::Held;
                 }
             } else if let Some(answer) = self.hold_lease(now, token, body, r, out) {
                 return answer;
             }
         }
-        self.answer_or_hold(now, token, body, request, None, out)
+        self.answer_or_hold(now, token, body, decoded, None, out)
     }
 
     /// Parks a single ask behind the asks of its limit and key already
@@ -154,11 +149,11 @@ impl Service {
         now: Nanos,
         token: Token,
         body: &[u8],
-        request: &Result<Request, WireError>,
+        decoded: &Decoded,
         held: Held,
         out: &mut Vec<u8>,
     ) -> Answer {
-        let Some(sorry) = self.decide(now, request, out) else { return Answer::Now };
+        let Some(sorry) = self.decide(now, decoded, out) else { return Answer::Now };
         if !self.holding.parking.has_room(body.len()) {
             return Answer::Now;
         }
@@ -171,7 +166,9 @@ impl Service {
         if wake > until {
             return Answer::Now;
         }
-        let Some((queue, _, _)) = request.as_ref().ok().and_then(|r| self.queue_of(r)) else { return Answer::Now };
+        let Some((queue, _, _)) = decoded.request.as_ref().ok().and_then(|r| self.queue_of(r)) else {
+            return Answer::Now;
+        };
         self.locker.counters().unrecord_sorry(sorry.limit);
         self.holding.parking.park(queue, token, body, (wake, until), transient);
         // An ask held before it waited for claims was counted then.
@@ -200,14 +197,14 @@ impl Service {
             if parked.lease {
                 return Some(self.lease_over(now, &queue, parked, Ending::Hold, out));
             }
-            let request = wire::decode_request(&parked.body);
+            let decoded = self.decoder.decode(&parked.body);
             let held = Some((parked.until, parked.transient));
-            if let Ok(r) = &request {
-                if self.store.is_some() && self.wait_for_claims(now, parked.token, &parked.body, r, 0, held) {
-                    continue;
-                }
+            if self.store.is_some() && self.wait_for_claims(now, parked.token, &parked.body, &decoded, 0, held) {
+                continue;
             }
-            let Some(sorry) = self.decide(now, &request, out) else {
+            let sorry = self.decide(now, &decoded, out);
+            self.decoder.recycle(decoded);
+            let Some(sorry) = sorry else {
                 self.holding.parking.held_go += u64::from(wire::classify_reply(out) == ReplyKind::Go);
                 return Some(parked.token);
             };
@@ -223,8 +220,7 @@ impl Service {
         // An ask whose own hold ended behind others: answered now, most
         // likely sorry (the asks before it could not go either).
         let (_, parked) = self.holding.parking.expired(now)?;
-        let request = wire::decode_request(&parked.body);
-        if self.decide(now, &request, out).is_none() {
+        if self.decide_body(now, &parked.body, out).is_none() {
             self.holding.parking.held_go += u64::from(wire::classify_reply(out) == ReplyKind::Go);
         }
         Some(parked.token)
@@ -238,13 +234,13 @@ impl Service {
             return Some(token);
         }
         while let Some((token, body, round, held)) = self.next_resumed() {
-            let request = wire::decode_request(&body);
-            if let Ok(r) = &request {
-                if self.wait_for_claims(now, token, &body, r, round, held) {
-                    continue;
-                }
+            let decoded = self.decoder.decode(&body);
+            if self.wait_for_claims(now, token, &body, &decoded, round, held) {
+                continue;
             }
-            if self.answer_or_hold(now, token, &body, &request, held, out) == Answer::Now {
+            let answer = self.answer_or_hold(now, token, &body, &decoded, held, out);
+            self.decoder.recycle(decoded);
+            if answer == Answer::Now {
                 let go = held.is_some() && wire::classify_reply(out) == ReplyKind::Go;
                 self.holding.parking.held_go += u64::from(go);
                 return Some(token);
@@ -266,7 +262,7 @@ impl Service {
         if self.store.is_some() {
             if let Some((token, body)) = self.next_final_from_store(out) {
                 let Some(body) = body else { return Some(token) };
-                let _ = self.decide(now, &wire::decode_request(&body), out);
+                let _ = self.decide_body(now, &body, out);
                 return Some(token);
             }
         }
@@ -280,7 +276,7 @@ impl Service {
         if parked.lease {
             return Some(self.lease_over(now, &queue, parked, Ending::Stop, out));
         }
-        let _ = self.decide(now, &wire::decode_request(&parked.body), out);
+        let _ = self.decide_body(now, &parked.body, out);
         Some(parked.token)
     }
 
