@@ -63,11 +63,18 @@ fn entry_of(read: Read) -> Result<BatchEntry, WireError> {
 /// The entry a batch's check passed on (see `fast::read_request_into`):
 /// a go it decoded is taken as it is, any other entry read once from its
 /// bytes, as [`AskBatch::entries`] reads it.
+#[inline]
 pub(super) fn checked_entry(checked: Checked) -> Result<BatchEntry, WireError> {
     match checked {
         Ok(ask) => Ok(BatchEntry::Go(ask)),
-        Err(bytes) => entry_of(read_other(bytes)?),
+        Err(bytes) => other_entry(bytes),
     }
+}
+
+/// An entry that is not a go in its common shape, read from its bytes.
+#[cold]
+fn other_entry(bytes: &[u8]) -> Result<BatchEntry<'_>, WireError> {
+    entry_of(read_other(bytes)?)
 }
 
 /// One entry of a batch to send: a go, or the parts of limits checked
