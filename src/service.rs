@@ -25,7 +25,8 @@ use crate::core::{
 };
 use crate::state::{Journal, Keep};
 use crate::wire::{
-    self, AskBatch, BatchEntry, ErrorReply, GoReply, LimitStatsReply, PeerStatsReply, Request, StatsReply, WireError,
+    self, BatchEntry, Decoded, Decoder, ErrorReply, GoReply, LimitStatsReply, PeerStatsReply, Request, StatsReply,
+    WireError,
 };
 
 mod hold;
@@ -76,6 +77,9 @@ pub struct Service {
     holding: Holding,
     /// The store's side, when the counts live in a store.
     store: Option<Box<StoreSide>>,
+    /// Decodes each request once, a batch's entries with it, into a
+    /// buffer kept from one request to the next.
+    decoder: Decoder,
 }
 
 /// What the service reports of itself besides its limits' counts, for
@@ -145,6 +149,7 @@ impl Service {
             status: Status::default(),
             holding: Holding::new(DEFAULT_MAX_PARKED),
             store: None,
+            decoder: Decoder::default(),
         }
     }
 
@@ -287,20 +292,21 @@ impl Service {
     /// each ask's reply in order. What the request left behind goes to
     /// `keep` before this returns (`&mut ()` keeps nothing).
     pub fn respond(&mut self, now: Nanos, body: &[u8], out: &mut Vec<u8>, keep: &mut impl Keep) {
-        let request = wire::decode_request(body);
-        self.keeping(now, keep, |s| s.decide(now, &request, out));
+        let decoded = self.decoder.decode(body);
+        self.keeping(now, keep, |s| s.decide(now, &decoded, out));
+        self.decoder.recycle(decoded);
     }
 
-    /// Answers a decoded `request` at `now` (the loop's clock), into `out`
+    /// Answers a decoded request at `now` (the loop's clock), into `out`
     /// (cleared first); tells whether the answer was a single ask's sorry,
     /// which holding may hold.
-    fn decide(&mut self, now: Nanos, request: &Result<Request, WireError>, out: &mut Vec<u8>) -> Option<Sorry> {
-        if let Ok(Request::Plain(body)) = request {
+    fn decide(&mut self, now: Nanos, decoded: &Decoded, out: &mut Vec<u8>) -> Option<Sorry> {
+        if let Ok(Request::Plain(body)) = &decoded.request {
             return self.decide_plain(now, body, out);
         }
         out.clear();
         let now = self.enter(now);
-        let request = match request {
+        let request = match &decoded.request {
             Ok(r) => r,
             Err(e) => {
                 self.locker.counters().record_error(None);
@@ -316,7 +322,7 @@ impl Service {
             // Decided by `decide_plain` above; the arm keeps the match whole.
             Request::Plain(body) => return self.plain(now, body, out),
             Request::Go(go) => return self.go(now, go, out),
-            Request::Batch(batch) => self.batch(now, batch, out),
+            Request::Batch(_) => self.batch(now, decoded.entries(), out),
             Request::All(all) => return self.all(now, all, out),
             Request::Refund(refund) => self.refund(now, refund, out),
             Request::Reset(reset) => self.reset(now, reset, out),
@@ -330,6 +336,14 @@ impl Service {
             Request::Stats => wire::encode(&self.stats(now), out),
         }
         None
+    }
+
+    /// Decodes `body` and decides it, as `decide` does.
+    fn decide_body(&mut self, now: Nanos, body: &[u8], out: &mut Vec<u8>) -> Option<Sorry> {
+        let decoded = self.decoder.decode(body);
+        let sorry = self.decide(now, &decoded, out);
+        self.decoder.recycle(decoded);
+        sorry
     }
 
     /// Answers a request that may grant while grants are refused: sorry in
@@ -441,34 +455,27 @@ impl Service {
     /// grants for the peers, and an error for that entry alone when it has
     /// one. An `all` entry is decided in its turn as an `all` alone is,
     /// and never held, as no entry is.
-    fn batch(&mut self, now: Nanos, batch: &AskBatch, out: &mut Vec<u8>) {
-        wire::begin_batch_reply(batch.len(), out);
-        let mut entries = batch.entries();
-        loop {
-            // Read a chunk of entries, on the stack: no allocation per batch.
-            let mut chunk: [Option<Result<BatchEntry, WireError>>; BATCH_CHUNK] = Default::default();
-            let n = chunk.iter_mut().zip(&mut entries).map(|(slot, entry)| *slot = Some(entry)).count();
-            if n == 0 {
-                return;
-            }
+    fn batch(&mut self, now: Nanos, entries: &[Result<BatchEntry, WireError>], out: &mut Vec<u8>) {
+        wire::begin_batch_reply(entries.len(), out);
+        for chunk in entries.chunks(BATCH_CHUNK) {
             // With many live keys each ask's key misses the cache. Asked one
             // at a time, every miss is waited for in turn; looked up all at
             // once first, the misses overlap, and the decisions below find
             // their keys in the cache.
-            for entry in chunk[..n].iter().flatten().flatten() {
+            for entry in chunk.iter().flatten() {
                 if let BatchEntry::Go(go) = entry {
                     if let Ok(limit) = self.lookup(go.limit) {
                         self.locker.prefetch(&permit_ask(limit, go));
                     }
                 }
             }
-            for entry in chunk[..n].iter_mut().filter_map(Option::take) {
+            for entry in chunk {
                 match entry {
                     Ok(BatchEntry::Go(go)) => {
-                        let _ = self.go(now, &go, out);
+                        let _ = self.go(now, go, out);
                     }
                     Ok(BatchEntry::All(all)) => {
-                        let _ = self.all(now, &all, out);
+                        let _ = self.all(now, all, out);
                     }
                     Err(e) => {
                         self.locker.counters().record_error(None);

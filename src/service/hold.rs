@@ -21,7 +21,7 @@ use crate::core::ask::hold_within;
 use crate::core::time::NANOS_PER_MS;
 use crate::core::{LimitId, Nanos};
 use crate::state::Keep;
-use crate::wire::{self, ReplyKind, Request, WireError};
+use crate::wire::{self, Decoded, ReplyKind, Request};
 
 /// Such a sorry is held when peered even without a hold, for at most this
 /// long in all: the grants in flight arrive, or the turn comes round,
@@ -97,27 +97,22 @@ impl Service {
     /// answered in arrival order. `now` is the loop's clock reading; what
     /// an answer left behind goes to `keep` before this returns.
     pub fn serve(&mut self, now: Nanos, token: Token, body: &[u8], out: &mut Vec<u8>, keep: &mut impl Keep) -> Answer {
-        let request = wire::decode_request(body);
-        self.keeping(now, keep, |s| s.serve_now(now, token, body, &request, out))
+        let decoded = self.decoder.decode(body);
+        let answer = self.keeping(now, keep, |s| s.serve_now(now, token, body, &decoded, out));
+        self.decoder.recycle(decoded);
+        answer
     }
 
-    fn serve_now(
-        &mut self,
-        now: Nanos,
-        token: Token,
-        body: &[u8],
-        request: &Result<Request, WireError>,
-        out: &mut Vec<u8>,
-    ) -> Answer {
+    fn serve_now(&mut self, now: Nanos, token: Token, body: &[u8], decoded: &Decoded, out: &mut Vec<u8>) -> Answer {
         // The plain path: the seed's `let me go` with nothing parked to wait
         // behind and no store to wait on goes straight to its decision.
-        if let Ok(r @ Request::Plain(plain)) = request {
+        if let Ok(r @ Request::Plain(plain)) = &decoded.request {
             if self.holding.parking.is_empty() && self.store.is_none() {
                 let Some(sorry) = self.decide_plain(now, plain, out) else { return Answer::Now };
                 return self.hold_sorry(now, token, body, r, sorry, None);
             }
         }
-        if let Ok(r) = request {
+        if let Ok(r) = &decoded.request {
             if self.park_behind(now, token, body, r) {
                 return Answer::Held;
             }
@@ -125,14 +120,14 @@ impl Service {
                 if let Some(answer) = self.lease_to_store(now, token, r, out) {
                     return answer;
                 }
-                if self.wait_for_claims(now, token, body, r, 0, None) {
+                if self.wait_for_claims(now, token, body, decoded, 0, None) {
                     return Answer::Held;
                 }
             } else if let Some(answer) = self.hold_lease(now, token, body, r, out) {
                 return answer;
             }
         }
-        self.answer_or_hold(now, token, body, request, None, out)
+        self.answer_or_hold(now, token, body, decoded, None, out)
     }
 
     /// Parks a single ask behind the asks of its limit and key already
@@ -162,12 +157,12 @@ impl Service {
         now: Nanos,
         token: Token,
         body: &[u8],
-        request: &Result<Request, WireError>,
+        decoded: &Decoded,
         held: Held,
         out: &mut Vec<u8>,
     ) -> Answer {
-        let Some(sorry) = self.decide(now, request, out) else { return Answer::Now };
-        let Ok(request) = request else { return Answer::Now };
+        let Some(sorry) = self.decide(now, decoded, out) else { return Answer::Now };
+        let Ok(request) = &decoded.request else { return Answer::Now };
         self.hold_sorry(now, token, body, request, sorry, held)
     }
 
@@ -224,14 +219,14 @@ impl Service {
             if parked.lease {
                 return Some(self.lease_over(now, &queue, parked, Ending::Hold, out));
             }
-            let request = wire::decode_request(&parked.body);
+            let decoded = self.decoder.decode(&parked.body);
             let held = Some((parked.until, parked.transient));
-            if let Ok(r) = &request {
-                if self.store.is_some() && self.wait_for_claims(now, parked.token, &parked.body, r, 0, held) {
-                    continue;
-                }
+            if self.store.is_some() && self.wait_for_claims(now, parked.token, &parked.body, &decoded, 0, held) {
+                continue;
             }
-            let Some(sorry) = self.decide(now, &request, out) else {
+            let sorry = self.decide(now, &decoded, out);
+            self.decoder.recycle(decoded);
+            let Some(sorry) = sorry else {
                 self.holding.parking.held_go += u64::from(wire::classify_reply(out) == ReplyKind::Go);
                 return Some(parked.token);
             };
@@ -247,8 +242,7 @@ impl Service {
         // An ask whose own hold ended behind others: answered now, most
         // likely sorry (the asks before it could not go either).
         let (_, parked) = self.holding.parking.expired(now)?;
-        let request = wire::decode_request(&parked.body);
-        if self.decide(now, &request, out).is_none() {
+        if self.decide_body(now, &parked.body, out).is_none() {
             self.holding.parking.held_go += u64::from(wire::classify_reply(out) == ReplyKind::Go);
         }
         Some(parked.token)
@@ -262,13 +256,13 @@ impl Service {
             return Some(token);
         }
         while let Some((token, body, round, held)) = self.next_resumed() {
-            let request = wire::decode_request(&body);
-            if let Ok(r) = &request {
-                if self.wait_for_claims(now, token, &body, r, round, held) {
-                    continue;
-                }
+            let decoded = self.decoder.decode(&body);
+            if self.wait_for_claims(now, token, &body, &decoded, round, held) {
+                continue;
             }
-            if self.answer_or_hold(now, token, &body, &request, held, out) == Answer::Now {
+            let answer = self.answer_or_hold(now, token, &body, &decoded, held, out);
+            self.decoder.recycle(decoded);
+            if answer == Answer::Now {
                 let go = held.is_some() && wire::classify_reply(out) == ReplyKind::Go;
                 self.holding.parking.held_go += u64::from(go);
                 return Some(token);
@@ -290,7 +284,7 @@ impl Service {
         if self.store.is_some() {
             if let Some((token, body)) = self.next_final_from_store(out) {
                 let Some(body) = body else { return Some(token) };
-                let _ = self.decide(now, &wire::decode_request(&body), out);
+                let _ = self.decide_body(now, &body, out);
                 return Some(token);
             }
         }
@@ -304,7 +298,7 @@ impl Service {
         if parked.lease {
             return Some(self.lease_over(now, &queue, parked, Ending::Stop, out));
         }
-        let _ = self.decide(now, &wire::decode_request(&parked.body), out);
+        let _ = self.decide_body(now, &parked.body, out);
         Some(parked.token)
     }
 

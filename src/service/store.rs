@@ -30,7 +30,7 @@ use super::{Service, StoreStatus};
 use crate::core::claims::{ClaimAsk, ClaimId, Claimed, Claims, Need};
 use crate::core::store_lease::{LeaseAnswer, LeaseCall};
 use crate::core::{Algorithm, AskError, LimitId, Locker, Nanos, PermitAsk, Verdict};
-use crate::wire::{AllAsk, BatchEntry, Request};
+use crate::wire::{AllAsk, BatchEntry, Decoded, Request};
 
 /// How many times a request goes back to waiting for claims (another ask
 /// spent what its claim brought) before it is answered from what is on
@@ -206,14 +206,14 @@ impl Service {
         self.on_leases(now, leases);
     }
 
-    /// Parks `body` (decoded: `request`) under `token` when its asks need
+    /// Parks `body` (decoded: `decoded`) under `token` when its asks need
     /// claims; whether it did. `hold` is the hold it is already under, if any.
     pub(super) fn wait_for_claims(
         &mut self,
         now: Nanos,
         token: Token,
         body: &[u8],
-        request: &Request,
+        decoded: &Decoded,
         round: u8,
         hold: Held,
     ) -> bool {
@@ -223,7 +223,7 @@ impl Service {
         // The claims are made even when there is no room to wait for them:
         // the ask is then answered from what is on hand, and the next one
         // finds the claim's permits.
-        let needed = self.claims_needed(now, request);
+        let needed = self.claims_needed(now, decoded);
         let Some(s) = &mut self.store else { return false };
         if needed.is_empty() || !self.holding.has_room_beside(s.waiting.waiters.len()) {
             return false;
@@ -261,8 +261,9 @@ impl Service {
 
     /// The claims the asks of `request` wait for (none when every one can
     /// be answered now).
-    fn claims_needed(&mut self, now: Nanos, request: &Request) -> Vec<ClaimId> {
+    fn claims_needed(&mut self, now: Nanos, decoded: &Decoded) -> Vec<ClaimId> {
         let mut needed = Vec::new();
+        let Ok(request) = &decoded.request else { return needed };
         match request {
             Request::Plain(b) => {
                 let id = self.plain_limit(b);
@@ -274,15 +275,15 @@ impl Service {
                 }
             }
             Request::All(all) => self.need_all(now, all, &mut needed),
-            Request::Batch(batch) => {
-                for entry in batch.entries().flatten() {
+            Request::Batch(_) => {
+                for entry in decoded.entries().iter().flatten() {
                     match entry {
                         BatchEntry::Go(go) => {
-                            if let Ok(id) = self.lookup_go(now, &go) {
+                            if let Ok(id) = self.lookup_go(now, go) {
                                 self.need(now, id, go.key, go.cost, &mut needed);
                             }
                         }
-                        BatchEntry::All(all) => self.need_all(now, &all, &mut needed),
+                        BatchEntry::All(all) => self.need_all(now, all, &mut needed),
                     }
                 }
             }

@@ -145,10 +145,10 @@ impl Service {
     /// batch, each entry's go (an `all` entry's as an `all`'s); an `all`
     /// that went, each part's.
     pub fn give_back_undelivered(&mut self, now: Nanos, request: &[u8], reply: &[u8], keep: &mut impl Keep) {
-        let request = wire::decode_request(request);
+        let decoded = self.decoder.decode(request);
         self.keeping(now, keep, |s| {
             let now = s.enter(now);
-            match &request {
+            match &decoded.request {
                 Ok(Request::Plain(body)) => {
                     let limit = s.plain_limit(body);
                     s.give_back_noted(now, &PermitAsk::new(limit));
@@ -158,12 +158,12 @@ impl Service {
                         s.give_back_go(now, go, &r);
                     }
                 }
-                Ok(Request::Batch(batch)) => {
+                Ok(Request::Batch(_)) => {
                     if let Ok(Reply::Answer(replies)) = wire::decode_batch_entries_reply(reply) {
-                        for (entry, r) in batch.entries().zip(&replies) {
+                        for (entry, r) in decoded.entries().iter().zip(&replies) {
                             match (entry, r) {
-                                (Ok(BatchEntry::Go(go)), Ok(EntryReply::Go(r))) => s.give_back_go(now, &go, r),
-                                (Ok(BatchEntry::All(all)), Ok(EntryReply::All(r))) => s.give_back_all(now, &all, r),
+                                (Ok(BatchEntry::Go(go)), Ok(EntryReply::Go(r))) => s.give_back_go(now, go, r),
+                                (Ok(BatchEntry::All(all)), Ok(EntryReply::All(r))) => s.give_back_all(now, all, r),
                                 _ => {}
                             }
                         }
@@ -177,6 +177,7 @@ impl Service {
                 _ => {}
             }
         });
+        self.decoder.recycle(decoded);
     }
 
     /// Gives back what each part of `all` took, when its reply `reply`

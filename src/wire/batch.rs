@@ -16,11 +16,15 @@
 //! one message, and the whole message is bounded by `--max-message-size`
 //! like any other.
 //!
-//! The request is read without allocating: decoding checks the whole
-//! message's shape once (so a malformed batch is refused before any of its
-//! asks is decided, an `all` entry's parts included), and the entries are
-//! then read one at a time by [`AskBatch::iter`] (or, with `all` entries,
-//! `AskBatch::entries` of `entries`). Like the rest of `wire`, this only translates.
+//! Decoding checks the whole message's shape once (so a malformed batch is
+//! refused before any of its asks is decided, an `all` entry's parts
+//! included). A locker keeps each entry as that check decoded it
+//! (`request::Decoder`, into a buffer kept from one batch to the next, so a
+//! batch allocates nothing once warm) and never reads an entry twice; a
+//! reader without that buffer reads the entries again from their bytes,
+//! one at a time, with [`AskBatch::iter`] (or, with `all` entries,
+//! `AskBatch::entries` of `entries`). Like the rest of `wire`, this only
+//! translates.
 
 use serde::Deserialize;
 
@@ -86,9 +90,7 @@ impl<'a> Iterator for Entries<'a> {
 impl<'a> Entries<'a> {
     /// The next entry, read: a go in its common shape read in one pass;
     /// anything else stepped over (it was checked whole when the batch was
-    /// decoded) and read on its own, by the same cascade as a request.
-    /// What an outer request would fail on, serde reads or refuses for the
-    /// entry.
+    /// decoded) and read by `read_other`.
     #[inline]
     pub(super) fn next_read(&mut self) -> Option<Result<Read<'a>, WireError>> {
         if self.left == 0 {
@@ -101,12 +103,19 @@ impl<'a> Entries<'a> {
             return Some(Ok(Read::Go(ask)));
         }
         self.reader.skip(MAX_DEPTH - BATCH_LEVELS).ok()?;
-        let bytes = &self.reader.body[start..self.reader.at];
-        if !is_structured(bytes) {
-            return Some(Err(WireError::EntryNotAMap));
-        }
-        Some(read_map(bytes).or_else(|_| read_by_serde(bytes)))
+        Some(read_other(&self.reader.body[start..self.reader.at]))
     }
+}
+
+/// An entry that is not a go in its common shape, read on its own by the
+/// same cascade as a request, from its bytes (checked whole when the batch
+/// was decoded). What an outer request would fail on, serde reads or
+/// refuses for the entry.
+pub(super) fn read_other(bytes: &[u8]) -> Result<Read<'_>, WireError> {
+    if !is_structured(bytes) {
+        return Err(WireError::EntryNotAMap);
+    }
+    read_map(bytes).or_else(|_| read_by_serde(bytes))
 }
 
 /// The ask an entry's map carries, if it is a go.

@@ -7,7 +7,8 @@
 //! Like the rest of `wire`, this only translates.
 
 use super::ask::Ask;
-use super::{decode_exact, fast, RequestMap, WireError};
+use super::fast::{self, Checked};
+use super::{decode_exact, RequestMap, WireError};
 
 /// A structured body, read: a go in its common shape, or the map with a
 /// batch's entries (their bytes and count) when it has them.
@@ -23,12 +24,18 @@ pub(super) enum Read<'a> {
 /// leaves to serde is held to the contract first too (serde would read
 /// names and values more loosely).
 pub(super) fn read_map(body: &[u8]) -> Result<Read<'_>, WireError> {
+    read_map_into(body, &mut |_| {})
+}
+
+/// `read_map`, handing a batch's entries to `entry` as they are checked
+/// (see `fast::read_request_into`).
+pub(super) fn read_map_into<'a>(body: &'a [u8], entry: &mut impl FnMut(Checked<'a>)) -> Result<Read<'a>, WireError> {
     if let Some((ask, len)) = fast::decode_go_prefix(body) {
         if len == body.len() {
             return Ok(Read::Go(ask));
         }
     }
-    match fast::read_request(body)? {
+    match fast::read_request_into(body, entry)? {
         Some(fields) => Ok(Read::Map(fields.map, fields.asks)),
         None => read_by_serde(body),
     }

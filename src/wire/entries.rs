@@ -10,8 +10,9 @@
 use serde::Deserialize;
 
 use super::ask::Ask;
-use super::batch::{ask_of, decode_replies, put_array_len, AskBatch, Entries};
+use super::batch::{ask_of, decode_replies, put_array_len, read_other, AskBatch, Entries};
 use super::cascade::Read;
+use super::fast::Checked;
 use super::reply::{GoReply, Reply};
 use super::together::{AllAsk, AllReply};
 use super::WireError;
@@ -39,19 +40,41 @@ impl<'a> Iterator for BatchEntries<'a> {
 
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
-        self.0.next_read().map(|read| match read? {
-            Read::Go(ask) => Ok(BatchEntry::Go(ask)),
-            Read::Map(map, asks) => match (map.op, asks) {
-                (Some("all"), Some((parts, len))) => AllAsk::new(&map, AskBatch::new(parts, len)).map(BatchEntry::All),
-                (Some("all"), None) => Err(WireError::NoParts),
-                _ => ask_of(&map).map(BatchEntry::Go),
-            },
-        })
+        self.0.next_read().map(|read| entry_of(read?))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
         self.0.size_hint()
     }
+}
+
+/// The entry a read body is: a go, an `all`, or an error for that entry.
+fn entry_of(read: Read) -> Result<BatchEntry, WireError> {
+    match read {
+        Read::Go(ask) => Ok(BatchEntry::Go(ask)),
+        Read::Map(map, asks) => match (map.op, asks) {
+            (Some("all"), Some((parts, len))) => AllAsk::new(&map, AskBatch::new(parts, len)).map(BatchEntry::All),
+            (Some("all"), None) => Err(WireError::NoParts),
+            _ => ask_of(&map).map(BatchEntry::Go),
+        },
+    }
+}
+
+/// The entry a batch's check passed on (see `fast::read_request_into`):
+/// a go it decoded is taken as it is, any other entry read once from its
+/// bytes, as [`AskBatch::entries`] reads it.
+#[inline]
+pub(super) fn checked_entry(checked: Checked) -> Result<BatchEntry, WireError> {
+    match checked {
+        Ok(ask) => Ok(BatchEntry::Go(ask)),
+        Err(bytes) => other_entry(bytes),
+    }
+}
+
+/// An entry that is not a go in its common shape, read from its bytes.
+#[cold]
+fn other_entry(bytes: &[u8]) -> Result<BatchEntry<'_>, WireError> {
+    entry_of(read_other(bytes)?)
 }
 
 /// One entry of a batch to send: a go, or the parts of limits checked

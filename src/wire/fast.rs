@@ -8,8 +8,9 @@
 //!
 //! The decoders read the common shapes only: `decode_go_prefix` a flat map
 //! of a go's fields, `read_request` any request map whose values have their
-//! common types, a batch's `asks` included (stepped over and checked, not
-//! decoded). Anything else they leave to the serde decoder, which gives the
+//! common types, a batch's `asks` included (each entry checked, and a go in
+//! its common shape decoded as it is checked, for the caller to keep:
+//! `read_request_into`). Anything else they leave to the serde decoder, which gives the
 //! same values or the same errors, after `check_fields` has held the map to
 //! the contract. The encoder destructures `GoReply` field by field, so a
 //! field added to it fails to compile here until this module learns it.
@@ -38,8 +39,25 @@ pub struct Fields<'a> {
 /// given twice, a map cut short or followed by more bytes. A batch reads
 /// only `op` and `asks`, so other fields do not make it fall back; one
 /// whose `asks` is not an array of whole values does, and so reaches
-/// serde's error or "needs one array of asks".
+/// serde's error or "needs one array of asks". Decoding goes through
+/// `read_request_into`; this is its form for the tests.
+#[cfg(test)]
 pub fn read_request(body: &[u8]) -> Result<Option<Fields<'_>>, WireError> {
+    read_request_into(body, &mut |_| {})
+}
+
+/// An entry of a batch's `asks` as the check passes it on: a go in its
+/// common shape, decoded, or the bytes of any other entry, checked whole.
+pub type Checked<'a> = Result<Ask<'a>, &'a [u8]>;
+
+/// `read_request`, handing each entry of every `asks` array to `entry` as
+/// the check reads it, so that a caller keeps what was decoded instead of
+/// decoding it again. What `entry` was given counts only when the map is
+/// read as a batch.
+pub fn read_request_into<'a>(
+    body: &'a [u8],
+    entry: &mut impl FnMut(Checked<'a>),
+) -> Result<Option<Fields<'a>>, WireError> {
     let mut r = Reader::new(body);
     let Some(fields) = r.map_len() else { return Ok(None) };
     let mut f = Fields::default();
@@ -63,7 +81,7 @@ pub fn read_request(body: &[u8]) -> Result<Option<Fields<'_>>, WireError> {
             b"ttl_ms" => field(&mut r, &mut f.map.ttl_ms, Reader::uint),
             // Every `asks` array is held to the contract, a repeated one too.
             b"asks" if matches!(body.get(r.at), Some(0x90..=0x9f | 0xdc | 0xdd)) => {
-                let Some(asks) = asks(&mut r)? else { return Ok(None) };
+                let Some(asks) = asks(&mut r, entry)? else { return Ok(None) };
                 irregular_batch |= f.asks.replace(asks).is_some();
                 continue;
             }
@@ -115,24 +133,28 @@ fn field<'a, T>(
 }
 
 /// Steps over a batch's `asks` array, holding each entry to the contract
-/// and checking it is a whole value: the entries' bytes and their number,
-/// or `None` when an entry is cut short or nested too deep.
-fn asks<'a>(r: &mut Reader<'a>) -> Result<Option<(&'a [u8], usize)>, WireError> {
+/// and checking it is a whole value, and hands each on to `entry`: the
+/// entries' bytes and their number, or `None` when an entry is cut short
+/// or nested too deep.
+fn asks<'a>(r: &mut Reader<'a>, entry: &mut impl FnMut(Checked<'a>)) -> Result<Option<(&'a [u8], usize)>, WireError> {
     let Some(len) = r.array_len().and_then(|n| usize::try_from(n).ok()) else { return Ok(None) };
     let start = r.at;
     for _ in 0..len {
         // An entry that reads as a go in its common shape is whole and
         // holds to the contract (its names and strings were read as
         // such): no second pass over it.
-        if let Some((_, taken)) = decode_go_prefix(&r.body[r.at..]) {
+        if let Some((ask, taken)) = decode_go_prefix(&r.body[r.at..]) {
             r.at += taken;
+            entry(Ok(ask));
             continue;
         }
         // An entry's own `asks` (an `all`'s parts) are held to it too.
         check_map(&mut Reader { body: r.body, at: r.at }, 1)?;
+        let at = r.at;
         if r.skip(MAX_DEPTH - BATCH_LEVELS).is_err() {
             return Ok(None);
         }
+        entry(Err(&r.body[at..r.at]));
     }
     Ok(Some((&r.body[start..r.at], len)))
 }
