@@ -160,5 +160,7 @@ impl Decoder {
 /// batch allocate nothing once warm.
 fn reuse<'b>(mut entries: Vec<Result<BatchEntry<'_>, WireError>>) -> Vec<Result<BatchEntry<'b>, WireError>> {
     entries.clear();
+    // Maps no element (there are none) only to change their lifetime.
+    #[allow(clippy::unnecessary_filter_map)]
     entries.into_iter().filter_map(|_| None).collect()
 }
