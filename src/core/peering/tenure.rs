@@ -128,24 +128,26 @@ impl Tenure {
     }
 
     /// Takes in what `peer` said in a heartbeat received at `now`. Echoes
-    /// of a time this locker has not reached are ignored; names that are no
-    /// member's are too, so what a peer can make this locker keep is bounded
-    /// by the members.
+    /// of a time this locker has not reached are ignored. Names are kept
+    /// even before this locker knows them as a member's: a run restarted
+    /// while a declared member was out of its reach must still never echo
+    /// it once it comes back. What a peer can make this locker keep is
+    /// bounded by the number of members.
     pub fn on_beat(&mut self, now: Nanos, peer: PeerIx, said: Said<'_>, nodes: &Nodes) -> Option<PeerEvent> {
         if !self.applies() || peer >= self.heard.len() {
             return None;
         }
-        let member = |id: &str| is_member(nodes, id);
+        let members = self.heard.len() + 1;
         let h = &mut self.heard[peer];
         if let Some(at) = said.echo.filter(|&at| at <= now) {
             h.echoed = h.echoed.max(at);
         }
-        for id in said.dead.iter().filter(|id| member(id)) {
-            if !h.dead.iter().any(|(d, _)| **d == **id) {
+        for id in said.dead {
+            if h.dead.len() < members && !h.dead.iter().any(|(d, _)| **d == **id) {
                 h.dead.push((id.as_str().into(), now));
             }
         }
-        h.holds = said.holds.iter().filter(|id| member(id)).map(|id| id.as_str().into()).collect();
+        h.holds = said.holds.iter().take(members).map(|id| id.as_str().into()).collect();
         let me = &nodes.me().id;
         if !self.lost_own && h.holds.iter().any(|id| id == me) {
             self.lost_own = true;
@@ -296,11 +298,6 @@ fn member_ids(nodes: &Nodes) -> Option<Vec<Box<str>>> {
 /// Member `id`'s place among the members by id, once every id is known.
 fn place_of(nodes: &Nodes, id: &str) -> Option<u32> {
     member_ids(nodes)?.iter().position(|m| **m == *id).map(|p| p as u32)
-}
-
-/// Whether `id` names a member: this locker or a configured peer's run.
-fn is_member(nodes: &Nodes, id: &str) -> bool {
-    *nodes.me().id == *id || nodes.peers().any(|(_, s)| s.run.as_ref().is_some_and(|r| *r.id == *id))
 }
 
 #[cfg(test)]
