@@ -143,9 +143,17 @@ impl Tenure {
             h.echoed = h.echoed.max(at);
         }
         for id in said.dead {
-            if h.dead.len() < members && !h.dead.iter().any(|(d, _)| **d == **id) {
-                h.dead.push((id.as_str().into(), now));
+            if h.dead.iter().any(|(d, _)| **d == **id) {
+                continue;
             }
+            if h.dead.len() >= members {
+                // Full: room is made by forgetting a name that is no
+                // member's (a run long gone, or a rogue's invention), never
+                // a member's declaration.
+                let Some(i) = h.dead.iter().position(|(d, _)| !is_member(nodes, d)) else { continue };
+                h.dead.remove(i);
+            }
+            h.dead.push((id.as_str().into(), now));
         }
         h.holds = said.holds.iter().take(members).map(|id| id.as_str().into()).collect();
         let me = &nodes.me().id;
@@ -298,6 +306,11 @@ fn member_ids(nodes: &Nodes) -> Option<Vec<Box<str>>> {
 /// Member `id`'s place among the members by id, once every id is known.
 fn place_of(nodes: &Nodes, id: &str) -> Option<u32> {
     member_ids(nodes)?.iter().position(|m| **m == *id).map(|p| p as u32)
+}
+
+/// Whether `id` names a member: this locker or a configured peer's run.
+fn is_member(nodes: &Nodes, id: &str) -> bool {
+    *nodes.me().id == *id || nodes.peers().any(|(_, s)| s.run.as_ref().is_some_and(|r| *r.id == *id))
 }
 
 #[cfg(test)]
