@@ -145,3 +145,26 @@ fn a_run_that_did_not_hear_every_peer_echoes_no_one_for_a_lease() {
     assert!(!t.echoes(T0 + LEASE, "b"));
     assert!(t.echoes(T0 + LEASE + MARGIN, "b"));
 }
+
+#[test]
+fn a_declaration_heard_before_its_member_is_known_is_kept_and_a_full_list_keeps_members_names() {
+    // "c" is configured but not heard yet: its id is no member's here.
+    let names: Vec<Box<str>> = vec!["b".into(), "c".into()];
+    let mut nodes = Nodes::new(key("a"), &names, MS);
+    hear(&mut nodes, T0, 0, "b");
+    let mut t = Tenure::new(3, 2);
+    t.joined(T0, true);
+    let dead = vec!["c".to_owned()];
+    t.on_beat(T0, 0, Said { dead: &dead, ..Said::default() }, &nodes);
+    hear(&mut nodes, T0 + MS, 1, "c");
+    assert!(!t.echoes(T0 + MS, "c"), "b declared c before a knew c's id");
+    // A peer that names more than the members makes room with the names
+    // that are no member's, never with a member's declaration.
+    let junk: Vec<String> = (0..10).map(|i| format!("gone-{i}")).collect();
+    t.on_beat(T0 + 2 * MS, 0, Said { dead: &junk, ..Said::default() }, &nodes);
+    assert!(!t.echoes(T0 + 2 * MS, "c"), "c's declaration stays");
+    assert!(t.heard[0].dead.len() <= 3, "bounded by the members");
+    let late = vec!["a".to_owned()];
+    t.on_beat(T0 + 3 * MS, 0, Said { dead: &late, ..Said::default() }, &nodes);
+    assert!(t.heard[0].dead.iter().any(|(d, _)| &**d == "a"), "a member's declaration finds room");
+}
