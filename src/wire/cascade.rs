@@ -30,11 +30,21 @@ pub(super) fn read_map(body: &[u8]) -> Result<Read<'_>, WireError> {
 /// `read_map`, handing a batch's entries to `entry` as they are checked
 /// (see `fast::read_request_into`).
 pub(super) fn read_map_into<'a>(body: &'a [u8], entry: &mut impl FnMut(Checked<'a>)) -> Result<Read<'a>, WireError> {
-    if let Some((ask, len)) = fast::decode_go_prefix(body) {
-        if len == body.len() {
-            return Ok(Read::Go(ask));
-        }
+    match read_go(body) {
+        Some(ask) => Ok(Read::Go(ask)),
+        None => read_other_into(body, entry),
     }
+}
+
+/// The cascade's first reader: a go in its common shape, when it is the
+/// whole body.
+#[inline]
+pub(super) fn read_go(body: &[u8]) -> Option<Ask<'_>> {
+    fast::decode_go_prefix(body).and_then(|(ask, len)| (len == body.len()).then_some(ask))
+}
+
+/// The rest of the cascade, for a body `read_go` did not read.
+pub(super) fn read_other_into<'a>(body: &'a [u8], entry: &mut impl FnMut(Checked<'a>)) -> Result<Read<'a>, WireError> {
     match fast::read_request_into(body, entry)? {
         Some(fields) => Ok(Read::Map(fields.map, fields.asks)),
         None => read_by_serde(body),

@@ -6,7 +6,7 @@
 
 use super::ask::Ask;
 use super::batch::AskBatch;
-use super::cascade::{read_map_into, Read};
+use super::cascade::{read_go, read_other_into, Read};
 use super::entries::{checked_entry, BatchEntry};
 use super::fast::Checked;
 use super::lease::{Heartbeat, LeaseAsk, Release};
@@ -55,10 +55,25 @@ pub fn decode_request(body: &[u8]) -> Result<Request<'_>, WireError> {
 /// `decode_request`, handing each entry of a batch to `entry` as the
 /// batch's check reads it (see `fast::read_request_into`).
 fn decode_request_into<'a>(body: &'a [u8], entry: &mut impl FnMut(Checked<'a>)) -> Result<Request<'a>, WireError> {
-    if !is_structured(body) {
-        return Ok(Request::Plain(body));
+    match decode_common(body) {
+        Some(request) => Ok(request),
+        None => decode_other_into(body, entry),
     }
-    let (map, asks) = match read_map_into(body, entry)? {
+}
+
+/// The commonest requests, which need no more: a plain body, or a go in
+/// its common shape.
+#[inline]
+fn decode_common(body: &[u8]) -> Option<Request<'_>> {
+    if !is_structured(body) {
+        return Some(Request::Plain(body));
+    }
+    read_go(body).map(Request::Go)
+}
+
+/// Any other structured request, one `decode_common` did not read.
+fn decode_other_into<'a>(body: &'a [u8], entry: &mut impl FnMut(Checked<'a>)) -> Result<Request<'a>, WireError> {
+    let (map, asks) = match read_other_into(body, entry)? {
         Read::Go(ask) => return Ok(Request::Go(ask)),
         Read::Map(map, asks) => (map, asks),
     };
@@ -122,11 +137,14 @@ pub struct Decoder {
 impl Decoder {
     /// Decodes `body` as [`decode_request`] does, a batch's entries with it.
     pub fn decode<'a>(&mut self, body: &'a [u8]) -> Decoded<'a> {
-        // The buffer is taken at a batch's first entry only: a plain or a
-        // single ask, the commonest requests, never touch it.
+        if let Some(request) = decode_common(body) {
+            return Decoded { request: Ok(request), entries: Vec::new() };
+        }
+        // The buffer is taken at a batch's first entry only: an ask of
+        // another shape never touches it.
         let spare = &mut self.spare;
         let mut entries = Vec::new();
-        let request = decode_request_into(body, &mut |checked| {
+        let request = decode_other_into(body, &mut |checked| {
             if entries.capacity() == 0 {
                 entries = reuse(std::mem::take(spare));
             }
