@@ -24,7 +24,7 @@ use super::limit::{Algorithm, Limit, LimitId, Quota};
 use super::room::{KeyBudget, KeyRoom, Leeway, NoRoom};
 use super::share::{Count, Counted, NodeIx, Share, ME};
 use super::time::Nanos;
-use bucket::Bucket;
+use bucket::{Bucket, EarlierFill};
 use fixed::FixedWindow;
 use rolling::{EarlierRights, RollingWindow};
 use semaphore::kept::HeldLease;
@@ -451,6 +451,24 @@ impl Rule {
         }
     }
 
+    /// A token bucket's share of `key` at `now` as a fill record keeps it;
+    /// none unless peered, or for other kinds.
+    pub fn kept_fill(&self, now: Nanos, key: Option<&str>) -> Option<EarlierFill> {
+        match self {
+            Rule::Bucket(b) => b.kept_fill(now, key),
+            _ => None,
+        }
+    }
+
+    /// Notes an earlier run's fill of a token bucket's `key`, if its period
+    /// is current at `now` or the one before; returns whether it was.
+    pub fn restore_fill(&mut self, now: Nanos, key: Option<&str>, fill: EarlierFill, room: KeyRoom) -> bool {
+        match self {
+            Rule::Bucket(b) => b.carry_fill(now, key, fill, room),
+            _ => false,
+        }
+    }
+
     /// What lease `lease` is after a lease request.
     pub fn kept_lease(&self, lease: &str) -> Kept {
         match self {
@@ -499,8 +517,13 @@ impl Rule {
                 merged.then_some(count)
             }
             // The TAT alone goes back (see `bucket::kept`).
-            (Rule::Bucket(b), Kept::Bucket { tat, count, .. }, owner) => {
-                let count = if matches!(owner, Owner::Node(_)) { count } else { 0 };
+            (Rule::Bucket(b), Kept::Bucket { tat, period, count }, owner) => {
+                let peered = matches!(owner, Owner::Node(_));
+                if peered {
+                    // A share that resumes starts from the newest record.
+                    b.carry_grant(now, key, written, (period, tat), room);
+                }
+                let count = if peered { count } else { 0 };
                 b.restore(now, key, tat, room).unwrap_or(false).then_some(count)
             }
             (Rule::Semaphore(s), Kept::Lease(held), _) if room == KeyRoom::Free => {

@@ -171,10 +171,11 @@ impl Share {
     /// `core::kinds::bucket::peer`), so their refills add up to the rate.
     /// Its own part and inherited parts as for `owns`: no remainder without
     /// a place, none of a period that began before this run joined
-    /// (`owns_from`), its own only while leased.
+    /// (`owns_from`) unless it `resumes` its earlier runs' (see
+    /// `core::kinds::bucket::kept`), its own only while leased.
     #[inline]
     pub fn holds(&self, quota: Quota, burst: u32, period: u64) -> (u32, u32) {
-        self.parts(quota, burst, period, 0, false)
+        self.parts(quota, burst, period, 0, self.resumes)
     }
 
     /// When a bucket's own room this run holds began filling from empty,

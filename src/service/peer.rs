@@ -166,6 +166,10 @@ fn keep_ledgers(locker: &mut Locker, now: Nanos, keep: &mut impl Keep) {
         locker.keeping().kept_rights(now, *id, key, |slot, gave, got| {
             keep.keep(&Record::Rights { at: now, run, limit, key, slot, gave, got });
         });
+        if let Some(f) = locker.keeping().kept_fill(now, *id, key) {
+            let (period, base, room, tat) = (f.period, f.base, f.room, f.tat);
+            keep.keep(&Record::Fill { at: now, run, limit, key, period, base, room, tat });
+        }
     }
     if !touched.is_empty() {
         // What room there is for the next calls' records: a gift is rare,

@@ -73,6 +73,12 @@ impl Liveness {
                 Some((Algorithm::RollingWindow, q)) => slot.saturating_add(1) >= q.slot_of(now),
                 _ => false,
             },
+            // A token bucket's share while its period is current or the one
+            // before: a restart resumes no older one (see `bucket::kept`).
+            Record::Fill { period, .. } => match self.terms(record) {
+                Some((Algorithm::TokenBucket { .. }, q)) => period.saturating_add(1) >= q.slot_of(now),
+                _ => false,
+            },
             _ => match (self.terms(record), record.kept()) {
                 (Some((a, q)), Some((kept, _))) => kept.is_live(a, q, now),
                 _ => false,
@@ -93,6 +99,17 @@ impl Liveness {
         let by = step.by;
         if let Record::Ledger { .. } | Record::Rights { .. } = record {
             return self.retimed_ledger(record, step);
+        }
+        if let Record::Fill { at, run, limit, key, period, base, room, tat } = record {
+            // Its instants move, and its period with its instant, as a
+            // bucket's count does.
+            let Some((a, q)) = self.terms(&record) else { return (record, None) };
+            let kept = Kept::Bucket { tat, period, count: 0 };
+            let Kept::Bucket { tat, period, .. } = retimed(kept, a, q, step.written(&record), by).0 else {
+                return (record, None);
+            };
+            let at = at.saturating_add_signed(by);
+            return (Record::Fill { at, run, limit, key, period, base, room, tat }, None);
         }
         let (Some((a, q)), Some((kept, _))) = (self.terms(&record), record.kept()) else {
             let moved = match record {

@@ -16,6 +16,7 @@
 //! - `Clock`: run u32, boot id u128, wall clock at boot u64;
 //! - `Ledger`: at u64, run u32, limit u32, slot u64, gave u32, got u32, key;
 //! - `Rights` (kind 19): as `Ledger`, of a rolling window's window number;
+//! - `Fill` (kind 20): at u64, run u32, limit u32, period u64, base u32, room u32, tat u64, key;
 //! - `Terms`: limit u32, algorithm u8, max_requests u32, in_seconds f64,
 //!   burst u32 (0: none), name bytes;
 //!
@@ -64,6 +65,13 @@ pub enum Record<'a> {
     /// leaves. A restart with the file that resumes the run's share counts
     /// them as lent and got (see `core::kinds::rolling::rights`).
     Rights { at: u64, run: u32, limit: u32, key: Option<&'a str>, slot: u64, gave: u32, got: u32 },
+    /// A run's share of a peered token bucket for (limit, key) in `period`
+    /// as a gift given or received left it: its own room before gifts
+    /// (`base`), the room it held (`room`) and that room's fill as a TAT,
+    /// written before a gift leaves. A restart with the file that resumes
+    /// the run's share holds that room, no fuller (see
+    /// `core::kinds::bucket::kept`).
+    Fill { at: u64, run: u32, limit: u32, key: Option<&'a str>, period: u64, base: u32, room: u32, tat: u64 },
     /// Limit number `limit` was created from terms sent with an ask
     /// (`--runtime-limits`): its name and terms, to create it again before
     /// its counts are put back.
@@ -112,6 +120,7 @@ pub enum Identity<'a> {
     Clock(u32),
     Ledger { run: u32, limit: u32, slot: u64, key: Option<&'a str> },
     Rights { run: u32, limit: u32, slot: u64, key: Option<&'a str> },
+    Fill { run: u32, limit: u32, key: Option<&'a str> },
     Terms(u32),
 }
 
@@ -128,6 +137,8 @@ const TERMS: u8 = 16;
 const LEDGER: u8 = 18;
 /// A peered rolling window's rights.
 const RIGHTS: u8 = 19;
+/// A peered token bucket's share as a gift left it.
+const FILL: u8 = 20;
 
 /// Why a `Count` record cannot hold a lease's kept form: its bytes have
 /// no room for one.
@@ -149,6 +160,7 @@ impl<'a> Record<'a> {
             Record::Clock { run, .. } => Identity::Clock(run),
             Record::Ledger { run, limit, slot, key, .. } => Identity::Ledger { run, limit, slot, key },
             Record::Rights { run, limit, slot, key, .. } => Identity::Rights { run, limit, slot, key },
+            Record::Fill { run, limit, key, .. } => Identity::Fill { run, limit, key },
             Record::Terms { limit, .. } => Identity::Terms(limit),
         }
     }
@@ -162,18 +174,26 @@ impl<'a> Record<'a> {
             Record::Count { at, .. }
             | Record::Lease { at, .. }
             | Record::Ledger { at, .. }
-            | Record::Rights { at, .. } => at,
+            | Record::Rights { at, .. }
+            | Record::Fill { at, .. } => at,
         }
     }
 
     /// The limit a record is about, if any.
     pub fn limit(&self) -> Option<u32> {
-        match *self {
+        let mut record = *self;
+        record.limit_mut().map(|limit| *limit)
+    }
+
+    /// The field that names the limit a record is about, if any.
+    fn limit_mut(&mut self) -> Option<&mut u32> {
+        match self {
             Record::Run { .. } | Record::Clock { .. } => None,
             Record::Count { limit, .. }
             | Record::Lease { limit, .. }
             | Record::Ledger { limit, .. }
             | Record::Rights { limit, .. }
+            | Record::Fill { limit, .. }
             | Record::Terms { limit, .. } => Some(limit),
         }
     }
@@ -192,12 +212,7 @@ impl<'a> Record<'a> {
     /// The same record about limit number `to` instead (after a reload
     /// moved the limits).
     pub fn with_limit(mut self, to: u32) -> Record<'a> {
-        if let Record::Count { limit, .. }
-        | Record::Lease { limit, .. }
-        | Record::Ledger { limit, .. }
-        | Record::Rights { limit, .. }
-        | Record::Terms { limit, .. } = &mut self
-        {
+        if let Some(limit) = self.limit_mut() {
             *limit = to;
         }
         self
@@ -216,11 +231,9 @@ impl<'a> Record<'a> {
     /// The run a record belongs to: the run it names, or whose count it is.
     pub fn run(&self) -> Option<u32> {
         match *self {
-            Record::Run { run, .. }
-            | Record::Count { run, .. }
-            | Record::Clock { run, .. }
-            | Record::Ledger { run, .. }
-            | Record::Rights { run, .. } => Some(run),
+            Record::Run { run, .. } | Record::Count { run, .. } | Record::Clock { run, .. } => Some(run),
+            // A peered share's gifts, of one run.
+            Record::Ledger { run, .. } | Record::Rights { run, .. } | Record::Fill { run, .. } => Some(run),
             Record::Lease { .. } | Record::Terms { .. } => None,
         }
     }
@@ -238,6 +251,7 @@ impl<'a> Record<'a> {
             Record::Lease { lease, .. } => 12 + lease.len(),
             Record::Clock { .. } => 28,
             Record::Ledger { key: k, .. } | Record::Rights { key: k, .. } => 32 + key(*k),
+            Record::Fill { key: k, .. } => 40 + key(*k),
             Record::Terms { name, .. } => 21 + name.len(),
         }
     }
@@ -271,6 +285,9 @@ impl<'a> Record<'a> {
             }
             Record::Rights { at, run, limit, key, slot, gave, got } => {
                 w.u8(RIGHTS).u64(at).u32(run).u32(limit).u64(slot).u32(gave).u32(got).key(key);
+            }
+            Record::Fill { at, run, limit, key, period, base, room, tat } => {
+                w.u8(FILL).u64(at).u32(run).u32(limit).u64(period).u32(base).u32(room).u64(tat).key(key);
             }
             Record::Terms { limit, name, terms } => {
                 let (kind, burst) = match terms.algorithm {
@@ -329,6 +346,11 @@ impl<'a> Record<'a> {
                     LEDGER => Record::Ledger { at, run, limit, slot, gave, got, key },
                     _ => Record::Rights { at, run, limit, slot, gave, got, key },
                 }
+            }
+            FILL => {
+                let (at, run, limit, period) = (r.u64()?, r.u32()?, r.u32()?, r.u64()?);
+                let (base, room, tat, key) = (r.u32()?, r.u32()?, r.u64()?, r.key()?);
+                Record::Fill { at, run, limit, key, period, base, room, tat }
             }
             TERMS => {
                 let (limit, kind, max_requests) = (r.u32()?, r.u8()?, r.u32()?);
@@ -505,6 +527,8 @@ mod tests {
             Record::Ledger { at: 10, run: 3, limit: 1, key: Some("k"), slot: 99, gave: 2, got: 1 },
             Record::Ledger { at: 11, run: 3, limit: 1, key: None, slot: 99, gave: 0, got: 4 },
             Record::Rights { at: 12, run: 3, limit: 1, key: Some("k"), slot: 7, gave: 2, got: 1 },
+            Record::Fill { at: 13, run: 3, limit: 1, key: Some("k"), period: 7, base: 2, room: 1, tat: 99 },
+            Record::Fill { at: 14, run: 3, limit: 1, key: None, period: 7, base: 2, room: 5, tat: 0 },
         ]
     }
 

@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 
 use super::{collapse, Liveness, Record};
+use crate::core::kinds::bucket::EarlierFill;
 use crate::core::kinds::rolling::EarlierRights;
 use crate::core::kinds::{Kept, Owner, Saved};
 use crate::core::{Locker, Nanos, NodeIx, NodeKey, Nodes};
@@ -27,8 +28,9 @@ pub struct Restored {
     /// Held leases.
     pub leases: usize,
     /// Fixed-window ledgers of conserved permits (gifts given and got) of
-    /// earlier runs in the current slot, and rolling windows' rights that
-    /// still count.
+    /// earlier runs in the current slot, rolling windows' rights that
+    /// still count, and token buckets' shares of the current or the
+    /// previous period.
     pub ledgers: usize,
     /// Records that could not be put back: a key beyond `max_keys`, a
     /// limit that is not of the recorded kind, a run that was not named.
@@ -87,6 +89,14 @@ pub fn restore<'a>(
                 Record::Rights { run, key, slot: window, gave: lent, got, .. } if peered => {
                     let earlier = EarlierRights { run, window, lent, got };
                     let carried = id.is_some_and(|id| locker.keeping_mut().restore_rights(now, id, key, earlier));
+                    done.ledgers += usize::from(carried);
+                    rewrite.push(r);
+                }
+                // An earlier run's share of a token bucket: kept for a run
+                // that resumes it, and for the next restart.
+                Record::Fill { at, key, period, base, room, tat, .. } if peered => {
+                    let fill = EarlierFill { at, period, base, room, tat };
+                    let carried = id.is_some_and(|id| locker.keeping_mut().restore_fill(now, id, key, fill));
                     done.ledgers += usize::from(carried);
                     rewrite.push(r);
                 }

@@ -159,6 +159,8 @@ mod peering_bucket;
 mod peering_delayed;
 /// Peered fixed windows restarted with their state file, on a simulated clock: the share of the slot resumes, never over max.
 mod peering_kept;
+/// Peered token buckets restarted with their state file, on a simulated clock: the share resumes, never over burst + rate x T.
+mod peering_kept_bucket;
 /// Peered rolling windows restarted with their state file, on a simulated clock: their rights resume, never over max.
 mod peering_kept_rolling;
 /// Peered lockers splitting each slot by demand, on a simulated clock: a bursty

@@ -12,7 +12,7 @@ mod conserved;
 /// Conserved tokens on the simulated group: never more than burst + rate
 /// x T in any span T whatever the messages do, and a full bucket when
 /// they are timely.
-mod conserved_bucket;
+pub(crate) mod conserved_bucket;
 /// Conserved rights of a rolling window on the simulated group: never more
 /// than max in any interval, and full windows when messages are timely.
 pub(crate) mod conserved_rolling;

@@ -37,6 +37,7 @@ mod kept;
 mod ledger;
 mod peer;
 
+pub use kept::EarlierFill;
 pub use ledger::Ledger;
 
 /// Token buckets for every key of one limit.
@@ -58,6 +59,9 @@ pub struct Bucket {
     unkeyed_peered: Option<Box<Ledger>>,
     /// Each live key's share, when peered; such a key is not in `tats`.
     ledgers: HashMap<Box<str>, Ledger>,
+    /// What an earlier run's state file said of each peered key's share,
+    /// until the key is first held (see `kept`).
+    earlier: HashMap<Option<Box<str>>, kept::Earlier>,
     /// This locker's own room of the bucket as last seen, for the sweep
     /// (`Share::holds`).
     base: u32,
@@ -79,6 +83,7 @@ impl Bucket {
             tats: InlineKeys::new(),
             unkeyed_peered: None,
             ledgers: HashMap::new(),
+            earlier: HashMap::new(),
             base: 0,
             next_sweep: 0,
         }

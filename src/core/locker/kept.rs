@@ -14,6 +14,7 @@ use std::ops::Deref;
 
 use super::Locker;
 use crate::core::ask::Verdict;
+use crate::core::kinds::bucket::EarlierFill;
 use crate::core::kinds::rolling::EarlierRights;
 pub use crate::core::kinds::{Kept, Owner, Saved};
 use crate::core::limit::LimitId;
@@ -76,6 +77,12 @@ impl<L: Deref<Target = Locker>> Keeping<L> {
     pub fn kept_rights(&self, now: Nanos, id: LimitId, key: Option<&str>, f: impl FnMut(u64, u32, u32)) {
         self.locker.entries[id.0].rule.kept_rights(now, key, f);
     }
+
+    /// The share of `key` of peered token bucket `id` at `now`, as a fill
+    /// record keeps it; `None` for other kinds.
+    pub fn kept_fill(&self, now: Nanos, id: LimitId, key: Option<&str>) -> Option<EarlierFill> {
+        self.locker.entries[id.0].rule.kept_fill(now, key)
+    }
 }
 
 impl Keeping<&mut Locker> {
@@ -105,6 +112,13 @@ impl Keeping<&mut Locker> {
     /// whether it was (see `Rule::restore_rights`).
     pub fn restore_rights(&mut self, now: Nanos, id: LimitId, key: Option<&str>, earlier: EarlierRights) -> bool {
         self.locker.counted(now, id, |rule, room| rule.restore_rights(now, key, earlier, room))
+    }
+
+    /// Notes an earlier run's fill of `key` of token bucket `id`, if its
+    /// period is current at `now` or the one before; returns whether it
+    /// was (see `Rule::restore_fill`).
+    pub fn restore_fill(&mut self, now: Nanos, id: LimitId, key: Option<&str>, fill: EarlierFill) -> bool {
+        self.locker.counted(now, id, |rule, room| rule.restore_fill(now, key, fill, room))
     }
 }
 

@@ -2,10 +2,11 @@
 //! peered lockers sharing a token bucket, under the generated schedules of
 //! asks and faults of `conserved` (delays from nothing to two periods,
 //! jitter that reorders, loss up to a half, duplication, pauses,
-//! partitions that heal, kills and restarts). Whatever the schedule, the
-//! go of the whole group in any span `T` between two of them never exceed
-//! `burst + rate x T`; with timely messages, saturating demand spread over
-//! the lockers, or on one of them, fills the bucket.
+//! partitions that heal, kills and restarts, with state files in half
+//! the cases). Whatever the schedule, the go of the whole group in any
+//! span `T` between two of them never exceed `burst + rate x T`; with
+//! timely messages, saturating demand spread over the lockers, or on one
+//! of them, fills the bucket.
 //!
 //! Every go is counted at the true instant it was answered (the nodes'
 //! clocks are right). Cases: `PROPTEST_CASES`, else 32.
@@ -14,12 +15,12 @@ use locker::core::limit::bucket_interval;
 use locker::core::{Algorithm, Limit, Locker, Nanos, Quota, DEFAULT_LIMIT};
 use proptest::prelude::*;
 
-use super::conserved::{cases, event, long_event, Event, Trial};
+use super::conserved::{cases, kept_event, kept_long_event, Event, Trial};
 use crate::group::{joined, MS};
 
 /// A token bucket of `burst` refilled at `max` per `period_ms`, as the
 /// default limit of every node.
-fn bucket(max: u32, period_ms: u64, burst: u32) -> impl Fn() -> Locker + Clone {
+pub(crate) fn bucket(max: u32, period_ms: u64, burst: u32) -> impl Fn() -> Locker + Clone {
     move || {
         let quota = Quota::new(max, period_ms as f64 / 1000.0).unwrap();
         let limit = Limit::with_algorithm(DEFAULT_LIMIT, quota, Algorithm::token_bucket(burst).unwrap()).unwrap();
@@ -38,7 +39,7 @@ fn trial(n: usize, max: u32, period_ms: u64, burst: u32, seed: u64) -> (Trial, N
 /// The most the go of `gos` between two of them exceed `burst + span /
 /// interval` by, over every pair (0 when the bound always holds), with the
 /// span and the go in it.
-fn worst_excess(gos: &[(Nanos, u64)], burst: u32, interval: Nanos) -> (i64, Nanos, u64) {
+pub(crate) fn worst_excess(gos: &[(Nanos, u64)], burst: u32, interval: Nanos) -> (i64, Nanos, u64) {
     let mut worst = (0, 0, 0);
     for (i, &(from, _)) in gos.iter().enumerate() {
         let mut taken = 0;
@@ -70,9 +71,11 @@ proptest! {
         burst in 1u32..8,
         period_ms in prop::sample::select(vec![40u64, 100, 300, 800]),
         seed in any::<u64>(),
-        events in prop::collection::vec((0u64..60, event()), 1..80),
+        events in prop::collection::vec((0u64..60, kept_event()), 1..80),
+        kept in any::<bool>(),
     ) {
         let (mut t, interval) = trial(n, max, period_ms, burst, seed);
+        t.keep_states(kept);
         let (excess, span, taken) = run(&mut t, &events, burst, interval);
         prop_assert!(excess <= 0, "{} go in {} ns, {} over burst {} + rate: {:?}", taken, span, excess, burst, t.gos);
     }
@@ -86,9 +89,11 @@ proptest! {
         burst in 1u32..12,
         period_ms in prop::sample::select(vec![100u64, 300]),
         seed in any::<u64>(),
-        events in prop::collection::vec((0u64..800, long_event()), 1..60),
+        events in prop::collection::vec((0u64..800, kept_long_event()), 1..60),
+        kept in any::<bool>(),
     ) {
         let (mut t, interval) = trial(n, max, period_ms, burst, seed);
+        t.keep_states(kept);
         let (excess, span, taken) = run(&mut t, &events, burst, interval);
         prop_assert!(excess <= 0, "{} go in {} ns, {} over burst {} + rate: {:?}", taken, span, excess, burst, t.gos);
     }

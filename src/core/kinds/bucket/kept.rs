@@ -3,19 +3,131 @@
 //! run's own grants in the current period, read after a grant for the
 //! state log and put back on start.
 //!
-//! The TAT alone restores a locker on its own exactly. A peered run
-//! restarted holds no room in the period it joins in and fills its room
-//! from empty after (see `peer`), so what it put back only ever makes a
-//! share emptier; the own count is kept for the record, not put back. No
-//! clock, no file: the caller brings both.
+//! The TAT alone restores a locker on its own exactly. A peered share's
+//! TAT is measured against the room held when it was written, and a gift
+//! changes the room without a grant, so a peered key also keeps its share
+//! as each gift given or received left it (`kept_fill`: the period, the
+//! own room before gifts, the room held and its fill), written before the
+//! gift leaves.
+//!
+//! A run restarted with its state file that resumes its earlier runs'
+//! share (`Share::resumes`) holds, for each key they left records for in
+//! the current or the previous period, the newest of them (`Earlier`): a
+//! fill as written, or a grant's TAT on the room of the last fill before
+//! it. Only gifts received grow a room between two fills, so that room is
+//! never larger than the one the grant was measured against, and the
+//! share resumed never holds more tokens than the earlier run did. It is
+//! then brought to `now` as any share is (`Ledger::settle`: gifts end with
+//! their period). A key with no such record, or a run that does not
+//! resume, holds no room in the period it joins in when peers knew the
+//! earlier run and fills its room from empty after (see `peer`), so what
+//! it put back only ever makes a share emptier; the own count is kept for
+//! the record, not put back. No clock, no file: the caller brings both.
 
-use super::Bucket;
+use super::{Bucket, Ledger};
 use crate::core::kinds::Kept;
 use crate::core::limit::Quota;
 use crate::core::room::{KeyRoom, NoRoom};
 use crate::core::time::Nanos;
 
+/// A peered key's share as an earlier run's fill record kept it: written
+/// at `at`, in `period`, with `base` own room before gifts and `room`
+/// held, full again at `tat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EarlierFill {
+    pub at: Nanos,
+    pub period: u64,
+    pub base: u32,
+    pub room: u32,
+    pub tat: Nanos,
+}
+
+/// What earlier runs' records said of one peered key: the newest fill,
+/// and the newest grant's `(at, period, tat)`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Earlier {
+    fill: Option<EarlierFill>,
+    grant: Option<(Nanos, u64, Nanos)>,
+}
+
+impl Earlier {
+    /// The latest period a record was written in.
+    pub(super) fn period(&self) -> u64 {
+        self.fill.map_or(0, |f| f.period).max(self.grant.map_or(0, |g| g.1))
+    }
+
+    /// The share the newest record says, or none when the records are
+    /// older than the period before `period` (see the module's header).
+    /// `own` is this run's own room before gifts, for a grant with no fill
+    /// before it.
+    pub(super) fn share(&self, depth: Nanos, period: u64, own: u32) -> Option<Ledger> {
+        if self.period().saturating_add(1) < period {
+            return None;
+        }
+        let (fill, grant) = (self.fill, self.grant);
+        if let Some(f) = fill.filter(|f| grant.is_none_or(|(at, _, _)| at <= f.at)) {
+            return Some(Ledger::resumed(f.at, depth, f.tat, f.period, f.base, f.room));
+        }
+        let (at, period, tat) = grant?;
+        // Gifts end with their period: in a later one, the room is the own
+        // room again.
+        let (base, room) = match fill {
+            Some(f) if f.period == period => (f.base, f.room),
+            Some(f) => (f.base, f.base),
+            None => (own, own),
+        };
+        Some(Ledger::resumed(at, depth, tat, period, base, room))
+    }
+}
+
 impl Bucket {
+    /// A peered key's share at `now`, as a fill record keeps it: `None`
+    /// unless `key` is peered.
+    pub fn kept_fill(&self, now: Nanos, key: Option<&str>) -> Option<EarlierFill> {
+        let k = match key {
+            None => self.unkeyed_peered.as_deref(),
+            Some(k) => self.ledgers.get(k),
+        }?;
+        let (base, room) = k.rooms();
+        Some(EarlierFill { at: now, period: k.period(), base, room, tat: k.tat(now) })
+    }
+
+    /// Notes an earlier run's fill of `key`, if its period is current at
+    /// `now` or the one before, keeping the newest; returns whether it did.
+    pub fn carry_fill(&mut self, now: Nanos, key: Option<&str>, fill: EarlierFill, room: KeyRoom) -> bool {
+        self.earlier_mut(now, key, fill.period, room).is_some_and(|e| {
+            if e.fill.is_none_or(|f| f.at <= fill.at) {
+                e.fill = Some(fill);
+            }
+            true
+        })
+    }
+
+    /// Notes an earlier run's grant of `key` written at `at` in `period`,
+    /// leaving its share full again at `tat`, keeping the newest.
+    pub fn carry_grant(
+        &mut self,
+        now: Nanos,
+        key: Option<&str>,
+        at: Nanos,
+        (period, tat): (u64, Nanos),
+        room: KeyRoom,
+    ) {
+        if let Some(e) = self.earlier_mut(now, key, period, room) {
+            if e.grant.is_none_or(|g| g.0 <= at) {
+                e.grant = Some((at, period, tat));
+            }
+        }
+    }
+
+    fn earlier_mut(&mut self, now: Nanos, key: Option<&str>, period: u64, room: KeyRoom) -> Option<&mut Earlier> {
+        let k = key.map(Box::<str>::from);
+        if period.saturating_add(1) < self.period(now) || (room == KeyRoom::Full && !self.earlier.contains_key(&k)) {
+            return None;
+        }
+        Some(self.earlier.entry(k).or_default())
+    }
+
     /// Whether a key kept with `tat` and own grants in `period`, of a
     /// bucket for `quota`, still says something at `now`: the bucket is not
     /// yet full again, or the count is of the current or previous period.

@@ -64,6 +64,9 @@ pub struct Ledger {
     room: u32,
     /// Tokens this locker granted in `period`.
     spent: u32,
+    /// Room an earlier run of this locker had got less given in `period`
+    /// (see `resumed`).
+    carried: i64,
     /// Tokens (with as much room) each peer gave this locker.
     got: PerNode,
     /// Tokens (with as much room) this locker gave each peer.
@@ -90,6 +93,7 @@ impl Ledger {
             base,
             room: base,
             spent: 0,
+            carried: 0,
             got: PerNode::default(),
             gave: PerNode::default(),
             wants: Vec::new(),
@@ -98,6 +102,31 @@ impl Ledger {
             wanted_new: false,
             touched: false,
         }
+    }
+
+    /// A key an earlier run held in `period` with `base` room before gifts
+    /// and `room` held, full again at `tat` by its reckoning at `at`: the
+    /// same fill of the same room (see `bucket::kept`).
+    pub fn resumed(at: Nanos, depth: Nanos, tat: Nanos, period: u64, base: u32, room: u32) -> Ledger {
+        let lack = u128::from(room) * u128::from(tat.saturating_sub(at).min(depth));
+        let carried = i64::from(room) - i64::from(base);
+        Ledger { lack, room, carried, ..Ledger::new(at, depth, 0, period, base) }
+    }
+
+    /// This resumed share, with the gifts that the share `joining` (made
+    /// while this run joined, before it knew it resumes) received: they
+    /// were given to this run, so their tokens and room are its. Nothing
+    /// else of it counts: it held no room of its own, so it gave nothing.
+    pub fn over(mut self, joining: Option<&Ledger>, now: Nanos, depth: Nanos) -> Ledger {
+        for &(node, n) in joining.map_or(&[][..], |j| &j.got.each) {
+            self.merge_got(now, depth, node, n);
+        }
+        self
+    }
+
+    /// This locker's own room before gifts, and the room it holds.
+    pub fn rooms(&self) -> (u32, u32) {
+        (self.base, self.room)
     }
 
     /// The room's fill at `now` as a TAT: when it is full again.
@@ -179,7 +208,10 @@ impl Ledger {
                 self.reroom(quota.slot_end(period - 1), depth, base, 0);
             }
         } else if base != self.base {
-            let room = (i64::from(self.room) + i64::from(base) - i64::from(self.base)).max(0) as u32;
+            // The room is the base and what gifts moved, even after a base
+            // of less than was given.
+            let moved = i64::from(self.got.sum) - i64::from(self.gave.sum) + self.carried;
+            let room = (i64::from(base) + moved).max(0) as u32;
             self.reroom(now, depth, room, 0);
         }
         self.base = base;
@@ -276,7 +308,8 @@ impl Ledger {
     /// Whether this ledger says nothing a fresh one would not at `now`:
     /// no wants or gifts, the base room, and full.
     pub fn is_idle(&self, now: Nanos) -> bool {
-        self.wanted == 0 && self.wants.is_empty() && self.got.sum == 0 && self.gave.sum == 0 && self.lack_at(now) == 0
+        let moved = self.got.sum > 0 || self.gave.sum > 0 || self.carried != 0;
+        self.wanted == 0 && self.wants.is_empty() && !moved && self.lack_at(now) == 0
     }
 
     /// Calls `f` with this locker's own figures of the period: what it
@@ -355,6 +388,22 @@ mod tests {
         taker.merge_got(500 * MS, DEPTH, 3, 4);
         taker.settle(1000 * MS, quota(), DEPTH, 2);
         assert_eq!((taker.room, taker.available(1000 * MS, DEPTH)), (2, 2), "at most its own room kept");
+    }
+
+    #[test]
+    fn a_base_that_falls_below_what_was_given_and_comes_back_keeps_the_gift_off() {
+        let mut giver = Ledger::new(0, DEPTH, 0, 0, 4);
+        giver.merge_want(7, 3);
+        giver.give(0, DEPTH, 1, |_, _| {});
+        assert_eq!(giver.room, 1);
+        giver.settle(10 * MS, quota(), DEPTH, 0);
+        assert_eq!(giver.room, 0, "no lease: no room of its own");
+        giver.settle(20 * MS, quota(), DEPTH, 4);
+        assert_eq!(giver.room, 1, "3 of its 4 are still the receiver's");
+        let mut resumed = Ledger::resumed(0, DEPTH, 0, 0, 4, 1);
+        resumed.settle(10 * MS, quota(), DEPTH, 0);
+        resumed.settle(20 * MS, quota(), DEPTH, 4);
+        assert_eq!(resumed.room, 1, "an earlier run's gifts too");
     }
 
     #[test]

@@ -28,9 +28,12 @@
 //! `rate x R / burst <= rate`; a grant takes tokens out of it; a lost gift,
 //! or one that ends, or a locker that dies, only removes tokens. So over
 //! `[s, t]` the grants are at most `S(s) + rate x (t - s) <= burst + rate
-//! x (t - s)`, whatever the messages do. A restarted run cannot know what
-//! its earlier run held: it holds no room in the period it joins in (when
-//! peers knew that run), and its room starts empty after (`fills_from`).
+//! x (t - s)`, whatever the messages do. A restarted run takes its earlier
+//! run's room: with a state file that kept every grant and gift it holds
+//! that run's share as its newest record says, never fuller (`kept`);
+//! without, it cannot know what that run held, so it holds no room in the
+//! period it joins in (when peers knew that run), and its room starts
+//! empty after (`fills_from`).
 //!
 //! No clock, no names, no wire format: like every kind, it takes `now`.
 
@@ -153,8 +156,9 @@ impl Bucket {
     }
 
     /// `key`'s share, brought to `now`: added when new (with `room` for a
-    /// new key), from a TAT this locker kept alone (restored) if it is
-    /// emptier than a fresh share.
+    /// new key), as an earlier run left it when this run resumes their
+    /// share (see `kept`), else from a TAT this locker kept alone
+    /// (restored) if it is emptier than a fresh share.
     fn peered_mut(
         &mut self,
         now: Nanos,
@@ -173,26 +177,44 @@ impl Bucket {
             0 => 0,
             from => from.min(now).saturating_add(depth),
         };
-        let k = match key {
-            None => {
-                let kept = self.unkeyed;
-                self.unkeyed_peered
-                    .get_or_insert_with(|| Box::new(Ledger::new(now, depth, fresh.max(kept), period, own)))
+        // An earlier run's share, resumed (see `kept`): only once this run
+        // has joined, when it knows whether it resumes; a share made while
+        // it joined (a peer's want came first) gives way to it then.
+        let held = |b: &mut Bucket| {
+            if b.earlier.is_empty() || share.owns_from == Nanos::MAX {
+                return None;
             }
-            Some(k) if self.ledgers.contains_key(k) => self.ledgers.get_mut(k).expect("checked"),
-            Some(k) => {
-                // A TAT kept alone moves here; the sweep drops it there.
-                let kept = self.tats.get_mut(k).map(std::mem::take);
-                if kept.is_none() && room == KeyRoom::Full {
-                    return Err(NoRoom);
+            let earlier = b.earlier.remove(&key.map(Box::<str>::from))?;
+            share.resumes.then(|| earlier.share(depth, period, own)).flatten()
+        };
+        let k = match key {
+            None => match (held(self), self.unkeyed_peered.take()) {
+                (Some(resumed), joining) => {
+                    self.unkeyed_peered.insert(Box::new(resumed.over(joining.as_deref(), now, depth)))
                 }
-                self.ledgers.entry(k.into()).or_insert(Ledger::new(
-                    now,
-                    depth,
-                    fresh.max(kept.unwrap_or(0)),
-                    period,
-                    base,
-                ))
+                (None, Some(k)) => self.unkeyed_peered.insert(k),
+                (None, None) => {
+                    let k = Ledger::new(now, depth, fresh.max(self.unkeyed), period, own);
+                    self.unkeyed_peered.insert(Box::new(k))
+                }
+            },
+            Some(k) => {
+                let resumed = held(self);
+                if self.ledgers.contains_key(k) {
+                    let ledger = self.ledgers.get_mut(k).expect("checked");
+                    if let Some(resumed) = resumed {
+                        *ledger = resumed.over(Some(ledger), now, depth);
+                    }
+                    ledger
+                } else {
+                    // A TAT kept alone moves here; the sweep drops it there.
+                    let kept = self.tats.get_mut(k).map(std::mem::take);
+                    if kept.is_none() && resumed.is_none() && room == KeyRoom::Full {
+                        return Err(NoRoom);
+                    }
+                    let new = || Ledger::new(now, depth, fresh.max(kept.unwrap_or(0)), period, base);
+                    self.ledgers.entry(k.into()).or_insert(resumed.unwrap_or_else(new))
+                }
             }
         };
         k.settle(now, quota, depth, base);
@@ -209,6 +231,8 @@ impl Bucket {
     /// more than a fresh one would: a fresh share is never fuller.
     pub(super) fn sweep_peered(&mut self, now: Nanos) {
         let (quota, depth, base) = (self.quota, self.depth, self.base);
+        let period = quota.slot_of(now);
+        self.earlier.retain(|_, e| e.period().saturating_add(1) >= period);
         self.ledgers.retain(|_, k| {
             k.settle(now, quota, depth, base);
             !k.is_idle(now)

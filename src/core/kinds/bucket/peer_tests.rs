@@ -1,6 +1,8 @@
 use std::num::NonZeroU32;
 
 use super::*;
+use crate::core::kinds::bucket::EarlierFill;
+use crate::core::kinds::Kept;
 use crate::core::limit::{LimitId, Quota};
 
 const MS: Nanos = 1_000_000;
@@ -106,4 +108,80 @@ fn idle_shares_are_swept_and_busy_ones_kept() {
     assert_eq!(b.live_keys(), 1, "a full share says nothing");
     assert_eq!(b.advance(T0 + 5000 * MS), 1);
     assert_eq!(b.live_keys(), 0);
+}
+
+/// Member 0 restarted at `at` with a state file it resumes (`resumes`),
+/// or without.
+fn restarted(at: Nanos, resumes: bool) -> Leeway {
+    Leeway { room: KeyRoom::Free, share: Share { owns_from: at, resumes, ..member(0) } }
+}
+
+/// How many of `n` asks for "k" at `now` go.
+fn gos(b: &mut Bucket, now: Nanos, n: u32, terms: Leeway) -> usize {
+    (0..n).filter(|_| b.take_shared(now, Some("k"), Want::now(1), terms).unwrap().go).count()
+}
+
+#[test]
+fn a_resumed_share_holds_what_its_earlier_run_held_after_a_gift_and_a_grant_alone_would_hold_more() {
+    // Member 0's room of 2: it grants one, then gives its last token (and
+    // one unit of room) to member 1, which wanted two.
+    let mut earlier = bucket();
+    assert!(ask(&mut earlier, T0, 0).go);
+    let Kept::Bucket { tat, period, .. } = earlier.kept(T0, Some("k")) else { unreachable!() };
+    let mut given = 0;
+    earlier.merge_want_or_gift(T0 + MS, &heard(Counted::Wanted, period, 1, 2), terms(0), |_, _, _, n| given = n);
+    assert_eq!(given, 1);
+    let fill = earlier.kept_fill(T0 + MS, Some("k")).unwrap();
+    assert_eq!((fill.period, fill.base, fill.room), (period, 2, 1));
+    // Killed, and restarted 100 ms later: the earlier run held no whole
+    // token (a room of 1 refills at 2 a second).
+    let at = T0 + 100 * MS;
+    let resumed = |fill: Option<EarlierFill>| {
+        let mut b = bucket();
+        b.carry_grant(at, Some("k"), T0, (period, tat), KeyRoom::Free);
+        if let Some(fill) = fill {
+            assert!(b.carry_fill(at, Some("k"), fill, KeyRoom::Free));
+        }
+        b
+    };
+    let mut b = resumed(Some(fill));
+    assert_eq!(gos(&mut b, at, 3, restarted(at, true)), 0, "as empty as the earlier run");
+    assert_eq!(gos(&mut b, T0 + 600 * MS, 3, restarted(at, true)), 1, "its room of 1 full 500 ms after the gift");
+    // The grant's TAT alone, on the room before the gift: a token more.
+    let mut b = resumed(None);
+    assert_eq!(gos(&mut b, at, 3, restarted(at, true)), 1, "the grant alone holds more than the run had");
+    // Not resumed: no room in the period it joined in.
+    let mut b = resumed(Some(fill));
+    assert_eq!(gos(&mut b, at, 3, restarted(at, false)), 0);
+    assert_eq!(gos(&mut b, T0 + 900 * MS, 3, restarted(at, false)), 0);
+}
+
+#[test]
+fn a_grant_after_the_last_gift_resumes_on_the_room_the_gift_left() {
+    let mut earlier = bucket();
+    let mut given = 0;
+    earlier.merge_want_or_gift(T0, &heard(Counted::Wanted, earlier.period(T0), 1, 2), terms(0), |_, _, _, n| given = n);
+    assert_eq!(given, 1);
+    let fill = earlier.kept_fill(T0, Some("k")).unwrap();
+    assert!(ask(&mut earlier, T0 + MS, 0).go, "the one token left");
+    let Kept::Bucket { tat, period, .. } = earlier.kept(T0 + MS, Some("k")) else { unreachable!() };
+    let at = T0 + 100 * MS;
+    let mut b = bucket();
+    b.carry_grant(at, Some("k"), T0 + MS, (period, tat), KeyRoom::Free);
+    assert!(b.carry_fill(at, Some("k"), fill, KeyRoom::Free));
+    assert_eq!(gos(&mut b, at, 3, restarted(at, true)), 0);
+    assert_eq!(gos(&mut b, T0 + 600 * MS, 3, restarted(at, true)), 1, "a room of 1, not 2");
+}
+
+#[test]
+fn records_older_than_the_period_before_are_not_resumed() {
+    let fill = EarlierFill { at: T0, period: 1_000, base: 2, room: 0, tat: T0 };
+    let mut b = bucket();
+    let later = T0 + 2000 * MS;
+    assert!(!b.carry_fill(later, Some("k"), fill, KeyRoom::Free));
+    assert!(b.carry_fill(T0 + 1000 * MS, Some("k"), fill, KeyRoom::Free));
+    // A room of 0 at the period's end comes back empty: none yet 100 ms
+    // into the next (2 of room, 4 a second).
+    assert_eq!(gos(&mut b, T0 + 1100 * MS, 3, restarted(T0 + 1000 * MS, true)), 0);
+    assert_eq!(gos(&mut b, T0 + 1260 * MS, 3, restarted(T0 + 1000 * MS, true)), 1);
 }
