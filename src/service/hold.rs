@@ -97,6 +97,15 @@ impl Service {
     /// answered in arrival order. `now` is the loop's clock reading; what
     /// an answer left behind goes to `keep` before this returns.
     pub fn serve(&mut self, now: Nanos, token: Token, body: &[u8], out: &mut Vec<u8>, keep: &mut impl Keep) -> Answer {
+        // The plain path: the seed's `let me go` with nothing parked to wait
+        // behind and no store to wait on goes straight to its decision; it
+        // needs no decoding (a body that is no map is the plain form).
+        if !wire::is_structured(body) && self.holding.parking.is_empty() && self.store.is_none() {
+            return self.keeping(now, keep, |s| match s.decide_plain(now, body, out) {
+                None => Answer::Now,
+                Some(sorry) => s.hold_sorry(now, token, body, &Request::Plain(body), sorry, None),
+            });
+        }
         let decoded = self.decoder.decode(body);
         let answer = self.keeping(now, keep, |s| s.serve_now(now, token, body, &decoded, out));
         self.decoder.recycle(decoded);
@@ -104,14 +113,6 @@ impl Service {
     }
 
     fn serve_now(&mut self, now: Nanos, token: Token, body: &[u8], decoded: &Decoded, out: &mut Vec<u8>) -> Answer {
-        // The plain path: the seed's `let me go` with nothing parked to wait
-        // behind and no store to wait on goes straight to its decision.
-        if let Ok(r @ Request::Plain(plain)) = &decoded.request {
-            if self.holding.parking.is_empty() && self.store.is_none() {
-                let Some(sorry) = self.decide_plain(now, plain, out) else { return Answer::Now };
-                return self.hold_sorry(now, token, body, r, sorry, None);
-            }
-        }
         if let Ok(r) = &decoded.request {
             if self.park_behind(now, token, body, r) {
                 return Answer::Held;
