@@ -51,8 +51,8 @@ pub use reply::{
     decode_plain_reply, decode_reply, ErrorReply, GoReply, LimitStatsReply, PeerStatsReply, Reply, ReplyKind,
     StatsReply, StoreStatsReply, GO, SORRY,
 };
-pub use request::{decode_request, Decoded, Decoder, Request};
-pub use together::{decode_all_reply, encode_all, AllAsk, AllReply, Refund, Reset, MAX_PARTS};
+pub use request::{decode_request, Decoded, Decoder, EntriesWithParts, EntryParts, Request};
+pub use together::{decode_all_reply, encode_all, encode_all_reply, AllAsk, AllReply, Refund, Reset, MAX_PARTS};
 
 /// The largest request a locker accepts by default; larger messages are
 /// dropped by ZeroMQ itself (ZMQ_MAXMSGSIZE), which disconnects the sender.

@@ -106,14 +106,14 @@ impl Service {
     fn serve_now(&mut self, now: Nanos, token: Token, body: &[u8], decoded: &Decoded, out: &mut Vec<u8>) -> Answer {
         // The plain path: the seed's `let me go` with nothing parked to wait
         // behind and no store to wait on goes straight to its decision.
-        if let Ok(r @ Request::Plain(plain)) = &decoded.request {
+        if let Ok(Request::Plain(plain)) = &decoded.request {
             if self.holding.parking.is_empty() && self.store.is_none() {
                 let Some(sorry) = self.decide_plain(now, plain, out) else { return Answer::Now };
-                return self.hold_sorry(now, token, body, r, sorry, None);
+                return self.hold_sorry(now, token, body, decoded, sorry, None);
             }
         }
         if let Ok(r) = &decoded.request {
-            if self.park_behind(now, token, body, r) {
+            if self.park_behind(now, token, body, decoded) {
                 return Answer::Held;
             }
             if self.store.is_some() {
@@ -134,11 +134,11 @@ impl Service {
     /// parked, if any, so that it is not answered before them; whether it
     /// did. It is not parked, and is decided now, when it has no hold or
     /// when the queue is next decided after its hold ends.
-    fn park_behind(&mut self, now: Nanos, token: Token, body: &[u8], request: &Request) -> bool {
+    fn park_behind(&mut self, now: Nanos, token: Token, body: &[u8], decoded: &Decoded) -> bool {
         if self.holding.parking.is_empty() || !self.holding.parking.has_room(body.len()) {
             return false;
         }
-        let Some((queue, hold, transient)) = self.queue_of(request) else { return false };
+        let Some((queue, hold, transient)) = self.queue_of(decoded) else { return false };
         let until = now.saturating_add(hold);
         match self.holding.parking.head_wake(&queue) {
             Some(wake) if hold > 0 && wake <= until => {
@@ -162,11 +162,10 @@ impl Service {
         out: &mut Vec<u8>,
     ) -> Answer {
         let Some(sorry) = self.decide(now, decoded, out) else { return Answer::Now };
-        let Ok(request) = &decoded.request else { return Answer::Now };
-        self.hold_sorry(now, token, body, request, sorry, held)
+        self.hold_sorry(now, token, body, decoded, sorry, held)
     }
 
-    /// Parks `request`, just answered `sorry`, under `token` when its hold
+    /// Parks a request (`decoded`), just answered `sorry`, under `token` when its hold
     /// covers the wait (`held`: the hold it was already under, whose end
     /// stands, else a hold of its own); else its sorry goes now.
     fn hold_sorry(
@@ -174,7 +173,7 @@ impl Service {
         now: Nanos,
         token: Token,
         body: &[u8],
-        request: &Request,
+        decoded: &Decoded,
         sorry: Sorry,
         held: Held,
     ) -> Answer {
@@ -190,7 +189,7 @@ impl Service {
         if wake > until {
             return Answer::Now;
         }
-        let Some((queue, _, _)) = self.queue_of(request) else { return Answer::Now };
+        let Some((queue, _, _)) = self.queue_of(decoded) else { return Answer::Now };
         self.locker.counters().unrecord_sorry(sorry.limit);
         self.holding.parking.park(queue, token, body, (wake, until), transient);
         // An ask held before it waited for claims was counted then.
@@ -222,6 +221,7 @@ impl Service {
             let decoded = self.decoder.decode(&parked.body);
             let held = Some((parked.until, parked.transient));
             if self.store.is_some() && self.wait_for_claims(now, parked.token, &parked.body, &decoded, 0, held) {
+                self.decoder.recycle(decoded);
                 continue;
             }
             let sorry = self.decide(now, &decoded, out);
@@ -258,6 +258,7 @@ impl Service {
         while let Some((token, body, round, held)) = self.next_resumed() {
             let decoded = self.decoder.decode(&body);
             if self.wait_for_claims(now, token, &body, &decoded, round, held) {
+                self.decoder.recycle(decoded);
                 continue;
             }
             let answer = self.answer_or_hold(now, token, &body, &decoded, held, out);
@@ -323,8 +324,8 @@ impl Service {
     /// The queue a single ask would wait in, its hold, and whether that is
     /// only the peers' in-flight wait; `None` for any other request. Only
     /// on the path of asks that may be held.
-    fn queue_of(&mut self, request: &Request) -> Option<(QueueKey, Nanos, bool)> {
-        let (id, key, asked) = match request {
+    fn queue_of(&mut self, decoded: &Decoded) -> Option<(QueueKey, Nanos, bool)> {
+        let (id, key, asked) = match decoded.request.as_ref().ok()? {
             Request::Plain(b) => (self.plain_limit(b), None, None),
             // An ask whose own hold is longer than any may be is refused
             // when decided: it is never parked, behind others or alone.
@@ -333,7 +334,7 @@ impl Service {
             }
             // Limits checked together wait in the queue of their first part.
             Request::All(all) if all.hold_ms.is_none_or(|ms| hold_within(ms).is_ok()) => {
-                let first = all.parts().next()?.ok()?;
+                let first = decoded.parts().first()?.as_ref().ok()?;
                 (self.lookup(first.limit).ok()?, first.key.map(Box::from), all.hold_ms.map(asked_hold))
             }
             _ => return None,

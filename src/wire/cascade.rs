@@ -22,13 +22,9 @@ pub(super) enum Read<'a> {
 /// ask (it stops at the first field that is not a go's); anything else is
 /// read once, held to the contract as it is read, and what that reader
 /// leaves to serde is held to the contract first too (serde would read
-/// names and values more loosely).
-pub(super) fn read_map(body: &[u8]) -> Result<Read<'_>, WireError> {
-    read_map_into(body, &mut |_| {})
-}
-
-/// `read_map`, handing a batch's entries to `entry` as they are checked
-/// (see `fast::read_request_into`).
+/// names and values more loosely). The entries of its `asks` (a batch's
+/// entries, an `all`'s parts) go to `entry` as they are checked (see
+/// `fast::read_request_into`).
 pub(super) fn read_map_into<'a>(body: &'a [u8], entry: &mut impl FnMut(Checked<'a>)) -> Result<Read<'a>, WireError> {
     match read_go(body) {
         Some(ask) => Ok(Read::Go(ask)),

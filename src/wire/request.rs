@@ -7,7 +7,7 @@
 use super::ask::Ask;
 use super::batch::AskBatch;
 use super::cascade::{read_go, read_other_into, Read};
-use super::entries::{checked_entry, BatchEntry};
+use super::entries::{other_entry, part_of_entry, BatchEntry};
 use super::fast::Checked;
 use super::lease::{Heartbeat, LeaseAsk, Release};
 use super::together::{AllAsk, Refund, Reset};
@@ -96,13 +96,19 @@ fn decode_other_into<'a>(body: &'a [u8], entry: &mut impl FnMut(Checked<'a>)) ->
     }
 }
 
-/// A request decoded once: the request, and a batch's entries each decoded
-/// when the batch's check read them, so that nothing reads an entry twice.
+/// A request decoded once: the request, a batch's entries each decoded
+/// when the batch's check read them, and the parts of every `all` (alone,
+/// or an entry of the batch) decoded once too, so that nothing reads an
+/// entry or a part twice.
 #[derive(Debug)]
 pub struct Decoded<'a> {
     pub request: Result<Request<'a>, WireError>,
     /// A batch's entries in order; empty for any other request.
     entries: Vec<Result<BatchEntry<'a>, WireError>>,
+    /// An `all`'s parts in order; for a batch, the parts of its `all`
+    /// entries, each entry's in turn (see `entries_with_parts`); empty
+    /// for any other request.
+    parts: Vec<Result<Ask<'a>, WireError>>,
 }
 
 impl<'a> Decoded<'a> {
@@ -112,11 +118,80 @@ impl<'a> Decoded<'a> {
     pub fn entries(&self) -> &[Result<BatchEntry<'a>, WireError>] {
         &self.entries
     }
+
+    /// An `all`'s parts in order, each a go or the error that refuses the
+    /// whole, as [`AllAsk::parts`] reads them; empty for any other request.
+    pub fn parts(&self) -> &[Result<Ask<'a>, WireError>] {
+        match self.request {
+            Ok(Request::All(_)) => &self.parts,
+            _ => &[],
+        }
+    }
+
+    /// A batch's entries in order, each with its parts when it is an
+    /// `all` (as [`AllAsk::parts`] reads them; none for any other entry).
+    pub fn entries_with_parts(&self) -> EntriesWithParts<'_, 'a> {
+        EntriesWithParts { entries: self.entries.iter(), parts: self.entry_parts() }
+    }
+
+    /// The parts of a batch's `all` entries, handed out one entry at a
+    /// time and in order ([`EntryParts::of`]), for a caller that walks
+    /// [`entries`](Decoded::entries) itself.
+    pub fn entry_parts(&self) -> EntryParts<'_, 'a> {
+        let parts = match self.request {
+            Ok(Request::Batch(_)) => &self.parts[..],
+            _ => &[],
+        };
+        EntryParts { rest: parts }
+    }
+}
+
+/// The parts of a batch's `all` entries; see [`Decoded::entry_parts`].
+#[derive(Debug)]
+pub struct EntryParts<'d, 'a> {
+    /// The parts of the `all` entries still to come, in order.
+    rest: &'d [Result<Ask<'a>, WireError>],
+}
+
+impl<'d, 'a> EntryParts<'d, 'a> {
+    /// The parts of `all`, the batch's next `all` entry: ask for every
+    /// `all` entry, in order. The decoder keeps exactly `all.len()` parts
+    /// for each.
+    #[inline]
+    pub fn of(&mut self, all: &AllAsk<'a>) -> &'d [Result<Ask<'a>, WireError>] {
+        let (parts, rest) = self.rest.split_at(all.len());
+        self.rest = rest;
+        parts
+    }
+}
+
+/// A batch's entries, each with its parts; see
+/// [`Decoded::entries_with_parts`].
+pub struct EntriesWithParts<'d, 'a> {
+    entries: std::slice::Iter<'d, Result<BatchEntry<'a>, WireError>>,
+    parts: EntryParts<'d, 'a>,
+}
+
+impl<'d, 'a> Iterator for EntriesWithParts<'d, 'a> {
+    type Item = (&'d Result<BatchEntry<'a>, WireError>, &'d [Result<Ask<'a>, WireError>]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let entry = self.entries.next()?;
+        let parts = match entry {
+            Ok(BatchEntry::All(all)) => self.parts.of(all),
+            _ => &[],
+        };
+        Some((entry, parts))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.entries.size_hint()
+    }
 }
 
 /// Decodes requests into [`Decoded`], keeping one buffer for a batch's
-/// entries from one request to the next: once it has held the largest
-/// batch, decoding allocates nothing.
+/// entries and one for the parts of `all`s from one request to the next:
+/// once they have held the largest batch, decoding allocates nothing.
 ///
 /// ```
 /// use locker::wire::{self, Ask, BatchEntry, Decoder, Request};
@@ -128,27 +203,46 @@ impl<'a> Decoded<'a> {
 /// assert!(matches!(decoded.request, Ok(Request::Batch(_))));
 /// assert_eq!(decoded.entries(), [Ok(BatchEntry::Go(Ask::new().key("a"))), Ok(BatchEntry::Go(Ask::new().limit("api")))]);
 /// decoder.recycle(decoded);
+///
+/// body.clear();
+/// wire::encode_all(&[Ask::new().limit("api"), Ask::new().key("b")], None, None, &mut body);
+/// let decoded = decoder.decode(&body);
+/// assert_eq!(decoded.parts(), [Ok(Ask::new().limit("api")), Ok(Ask::new().key("b"))]);
+/// decoder.recycle(decoded);
 /// ```
 #[derive(Debug, Default)]
 pub struct Decoder {
     spare: Vec<Result<BatchEntry<'static>, WireError>>,
+    spare_parts: Vec<Result<Ask<'static>, WireError>>,
 }
 
 impl Decoder {
-    /// Decodes `body` as [`decode_request`] does, a batch's entries with it.
+    /// Decodes `body` as [`decode_request`] does, a batch's entries and
+    /// every `all`'s parts with it.
     pub fn decode<'a>(&mut self, body: &'a [u8]) -> Decoded<'a> {
         if let Some(request) = decode_common(body) {
-            return Decoded { request: Ok(request), entries: Vec::new() };
+            return Decoded { request: Ok(request), entries: Vec::new(), parts: Vec::new() };
         }
-        // The buffer is taken at a batch's first entry only: an ask of
-        // another shape never touches it.
-        let spare = &mut self.spare;
-        let mut entries = Vec::new();
+        // The buffers are taken at the first entry (or part) only: an ask
+        // of another shape never touches them.
+        let Decoder { spare, spare_parts } = self;
+        let (mut entries, mut parts) = (Vec::new(), Vec::new());
+        // Every array of asks is read as a batch's entries, whatever the
+        // op (the check may read `asks` before `op`): an `all` entry's
+        // parts go to `parts` as it is read.
         let request = decode_other_into(body, &mut |checked| {
             if entries.capacity() == 0 {
                 entries = reuse(std::mem::take(spare));
             }
-            entries.push(checked_entry(checked));
+            entries.push(match checked {
+                Ok(ask) => Ok(BatchEntry::Go(ask)),
+                Err(bytes) => {
+                    if parts.capacity() == 0 {
+                        parts = reuse(std::mem::take(spare_parts));
+                    }
+                    other_entry(bytes, &mut parts)
+                }
+            });
         });
         match &request {
             // Entries count only for the batch the check read whole; a map
@@ -156,29 +250,62 @@ impl Decoder {
             Ok(Request::Batch(batch)) if entries.len() == batch.len() => {}
             Ok(Request::Batch(batch)) => {
                 entries.clear();
+                parts.clear();
                 entries.extend(batch.entries());
+                for entry in &entries {
+                    if let Ok(BatchEntry::All(all)) = entry {
+                        parts.extend(all.parts());
+                    }
+                }
             }
-            _ => entries.clear(),
+            // An `all`'s parts are the entries of its (last) array of
+            // asks, each taken as a part rather than as an entry.
+            Ok(Request::All(all)) => {
+                parts.clear();
+                if parts.capacity() == 0 {
+                    parts = reuse(std::mem::take(spare_parts));
+                }
+                match entries.len().checked_sub(all.len()) {
+                    Some(from) => parts.extend(entries.drain(from..).map(part_of_entry)),
+                    None => parts.extend(all.parts()),
+                }
+                entries.clear();
+            }
+            _ => {
+                entries.clear();
+                parts.clear();
+            }
         }
-        Decoded { request, entries }
+        Decoded { request, entries, parts }
     }
 
-    /// Takes back the buffer of `decoded` for the next request.
+    /// Takes back the buffers of `decoded` for the next request.
+    #[inline]
     pub fn recycle(&mut self, decoded: Decoded) {
-        if decoded.entries.capacity() > 0 {
-            self.spare = reuse(decoded.entries);
+        // A plain body or a go in its common shape took neither.
+        if decoded.entries.capacity() > 0 || decoded.parts.capacity() > 0 {
+            self.take_back(decoded.entries, decoded.parts);
+        }
+    }
+
+    fn take_back(&mut self, entries: Vec<Result<BatchEntry, WireError>>, parts: Vec<Result<Ask, WireError>>) {
+        if entries.capacity() > 0 {
+            self.spare = reuse(entries);
+        }
+        if parts.capacity() > 0 {
+            self.spare_parts = reuse(parts);
         }
     }
 }
 
-/// An empty vector of entries borrowing from other bodies, in the same
-/// allocation: an empty vector collected into one of the same layout keeps
-/// its buffer (the standard library collects in place), so the buffer
-/// outlives the bodies without any unsafe code. `tests/alloc.rs` sees a
-/// batch allocate nothing once warm.
-fn reuse<'b>(mut entries: Vec<Result<BatchEntry<'_>, WireError>>) -> Vec<Result<BatchEntry<'b>, WireError>> {
-    entries.clear();
+/// An empty vector borrowing from other bodies, in the same allocation: an
+/// empty vector collected into one of the same layout (here, the same type
+/// with another lifetime) keeps its buffer (the standard library collects
+/// in place), so the buffer outlives the bodies without any unsafe code.
+/// `tests/alloc.rs` sees a batch and an `all` allocate nothing once warm.
+fn reuse<T, U>(mut items: Vec<T>) -> Vec<U> {
+    items.clear();
     // Maps no element (there are none) only to change their lifetime.
     #[allow(clippy::unnecessary_filter_map)]
-    entries.into_iter().filter_map(|_| None).collect()
+    items.into_iter().filter_map(|_| None).collect()
 }
