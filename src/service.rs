@@ -619,3 +619,6 @@ fn go_reply(v: &Verdict, ask: &wire::Ask) -> GoReply {
 fn error_reply(e: &impl std::fmt::Display) -> ErrorReply {
     ErrorReply { error: e.to_string() }
 }
+
+#[cfg(test)]
+mod tests;

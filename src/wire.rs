@@ -42,6 +42,8 @@ mod together;
 pub use ask::{Ask, Terms};
 pub use batch::{begin_batch_reply, classify_batch_reply, decode_batch_reply, encode_batch, AskBatch, Entries};
 pub use entries::{decode_batch_entries_reply, encode_batch_entries, BatchAsk, BatchEntries, BatchEntry, EntryReply};
+#[cfg(test)]
+pub(crate) use fast::reads as map_reads;
 pub use lease::{Heartbeat, LeaseAsk, LeaseReply, Release};
 pub use peer::{
     decode_peer, PeerCount, PeerEcho, PeerGift, PeerKind, PeerLimit, PeerMsg, PeerNode, PeerSeen, PeerTerms,

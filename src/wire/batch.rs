@@ -29,7 +29,7 @@
 use serde::Deserialize;
 
 use super::ask::Ask;
-use super::cascade::{read_by_serde, read_map_into, Read};
+use super::cascade::{read_by_serde, read_rest_into, Read};
 use super::fast::{self, Checked, Reader};
 use super::reply::{ErrorReply, GoReply, Reply};
 use super::{decode_exact, is_structured, RequestMap, WireError, BATCH_LEVELS, MAX_DEPTH};
@@ -104,10 +104,11 @@ impl<'a> Entries<'a> {
     }
 }
 
-/// An entry that is not a go in its common shape, read on its own by the
-/// same cascade as a request, from its bytes (checked whole when the batch
-/// was decoded). What an outer request would fail on, serde reads or
-/// refuses for the entry.
+/// An entry that is not a go in its common shape (its caller tried that
+/// reader first), read on its own by the rest of the same cascade as a
+/// request, from its bytes (checked whole when the batch was decoded).
+/// What an outer request would fail on, serde reads or refuses for the
+/// entry.
 pub(super) fn read_other(bytes: &[u8]) -> Result<Read<'_>, WireError> {
     read_other_into(bytes, &mut |_| {})
 }
@@ -118,7 +119,7 @@ pub(super) fn read_other_into<'a>(bytes: &'a [u8], part: &mut impl FnMut(Checked
     if !is_structured(bytes) {
         return Err(WireError::EntryNotAMap);
     }
-    read_map_into(bytes, part).or_else(|_| read_by_serde(bytes))
+    read_rest_into(bytes, part).or_else(|_| read_by_serde(bytes))
 }
 
 /// The go a read entry is, if it is one.

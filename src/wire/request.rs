@@ -6,7 +6,7 @@
 
 use super::ask::Ask;
 use super::batch::AskBatch;
-use super::cascade::{read_go, read_other_into, Read};
+use super::cascade::{read_go, read_rest_into, Read};
 use super::entries::{other_entry, part_of_entry, BatchEntry};
 use super::fast::Checked;
 use super::lease::{Heartbeat, LeaseAsk, Release};
@@ -73,7 +73,7 @@ fn decode_common(body: &[u8]) -> Option<Request<'_>> {
 
 /// Any other structured request, one `decode_common` did not read.
 fn decode_other_into<'a>(body: &'a [u8], entry: &mut impl FnMut(Checked<'a>)) -> Result<Request<'a>, WireError> {
-    let (map, asks) = match read_other_into(body, entry)? {
+    let (map, asks) = match read_rest_into(body, entry)? {
         Read::Go(ask) => return Ok(Request::Go(ask)),
         Read::Map(map, asks) => (map, asks),
     };
