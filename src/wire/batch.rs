@@ -18,9 +18,10 @@
 //!
 //! Decoding checks the whole message's shape once (so a malformed batch is
 //! refused before any of its asks is decided, an `all` entry's parts
-//! included). A locker keeps each entry as that check decoded it
-//! (`request::Decoder`, into a buffer kept from one batch to the next, so a
-//! batch allocates nothing once warm) and never reads an entry twice; a
+//! included). A locker keeps each entry as that check decoded it, an `all`
+//! entry's parts with it (`request::Decoder`, into buffers kept from one
+//! batch to the next, so a batch allocates nothing once warm) and never
+//! reads an entry or a part twice; a
 //! reader without that buffer reads the entries again from their bytes,
 //! one at a time, with [`AskBatch::iter`] (or, with `all` entries,
 //! `AskBatch::entries` of `entries`). Like the rest of `wire`, this only

@@ -4,8 +4,10 @@
 //! ([`decode_batch_entries_reply`]).
 //!
 //! It joins `batch` (the entries, read one at a time) and `together` (the
-//! `all`), neither of which knows the other this way. Like the rest of
-//! `wire`, this only translates.
+//! `all`), neither of which knows the other this way. For a locker's
+//! decoder it reads an `all` entry's parts with the entry, once
+//! (`other_entry`), and takes an `all`'s parts from the entries its check
+//! read (`part_of_entry`). Like the rest of `wire`, this only translates.
 
 use serde::Deserialize;
 
@@ -76,6 +78,7 @@ pub(super) fn other_entry<'a>(
         // on those of every array).
         Ok(BatchEntry::All(all)) => match (parts.len() - mark).checked_sub(all.len()) {
             Some(extra) => drop(parts.drain(mark..mark + extra)),
+            // Never: the check hands on every entry of every array.
             None => {
                 parts.truncate(mark);
                 parts.extend(all.parts());

@@ -267,6 +267,7 @@ impl Decoder {
                 }
                 match entries.len().checked_sub(all.len()) {
                     Some(from) => parts.extend(entries.drain(from..).map(part_of_entry)),
+                    // Never: the check hands on every entry of every array.
                     None => parts.extend(all.parts()),
                 }
                 entries.clear();
@@ -308,4 +309,102 @@ fn reuse<T, U>(mut items: Vec<T>) -> Vec<U> {
     // Maps no element (there are none) only to change their lifetime.
     #[allow(clippy::unnecessary_filter_map)]
     items.into_iter().filter_map(|_| None).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A part or entry of each shape: a go in its common shape, a go with
+    /// an unknown field, another op, not a map, a value of the wrong type,
+    /// and an `all` (with parts, without, with too many).
+    fn shapes() -> Vec<Vec<u8>> {
+        let mut too_many = b"\x82\xa2op\xa3all\xa4asks\xdc\x00\x11".to_vec();
+        too_many.extend([0x80; 17]);
+        vec![
+            b"\x81\xa5limit\xa3api".to_vec(),
+            b"\x82\xa3key\xa1k\xa5extra\x91\x01".to_vec(),
+            b"\x81\xa2op\xa5stats".to_vec(),
+            b"\x05".to_vec(),
+            b"\x81\xa4cost\xa1x".to_vec(),
+            b"\x82\xa2op\xa3all\xa4asks\x92\x80\x81\xa2op\xa5stats".to_vec(),
+            b"\x81\xa2op\xa3all".to_vec(),
+            too_many,
+        ]
+    }
+
+    /// A map of `op` whose `asks` are `arrays` (more than one is a field
+    /// given twice).
+    fn with_asks(op: &str, arrays: &[&[Vec<u8>]]) -> Vec<u8> {
+        let mut body = vec![0x80 + 1 + arrays.len() as u8, 0xa2, b'o', b'p', 0xa0 + op.len() as u8];
+        body.extend(op.as_bytes());
+        for items in arrays {
+            body.extend(b"\xa4asks");
+            body.push(0x90 + items.len() as u8);
+            items.iter().for_each(|item| body.extend(item));
+        }
+        body
+    }
+
+    /// What the decoder keeps of `body`, from fresh buffers and from
+    /// recycled ones, is what reading it again from its bytes gives.
+    fn assert_kept_as_read(body: &[u8]) {
+        let mut decoder = Decoder::default();
+        for round in 0..2 {
+            let decoded = decoder.decode(body);
+            match &decoded.request {
+                Ok(Request::All(all)) => {
+                    assert_eq!(decoded.parts(), all.parts().collect::<Vec<_>>(), "round {round}");
+                    assert!(decoded.entries().is_empty() && decoded.entries_with_parts().next().is_none());
+                }
+                Ok(Request::Batch(batch)) => {
+                    assert_eq!(decoded.entries(), batch.entries().collect::<Vec<_>>(), "round {round}");
+                    assert!(decoded.parts().is_empty());
+                    for ((entry, parts), again) in decoded.entries_with_parts().zip(batch.entries()) {
+                        assert_eq!(*entry, again);
+                        let want: Vec<_> = match again {
+                            Ok(BatchEntry::All(all)) => all.parts().collect(),
+                            _ => Vec::new(),
+                        };
+                        assert_eq!(parts, want, "round {round}: {entry:?}");
+                    }
+                }
+                other => panic!("neither an all nor a batch: {other:?}"),
+            }
+            decoder.recycle(decoded);
+        }
+    }
+
+    #[test]
+    fn an_alls_parts_are_kept_as_reading_them_again_gives_them() {
+        let shapes = shapes();
+        let body = with_asks("all", &[&shapes]);
+        assert_kept_as_read(&body);
+        let all = decode_request(&body);
+        let Ok(Request::All(all)) = all else { panic!("{all:?}") };
+        let parts: Vec<_> = all.parts().collect();
+        assert_eq!(parts[0], Ok(Ask::new().limit("api")));
+        assert_eq!(parts[1], Ok(Ask::new().key("k")));
+        assert_eq!(parts[2], Err(WireError::EntryNotAGo("stats".into())));
+        assert_eq!(parts[3], Err(WireError::EntryNotAMap));
+        assert!(matches!(&parts[4], Err(WireError::Malformed(_))), "{:?}", parts[4]);
+        assert!(parts[5..].iter().all(|p| *p == Err(WireError::EntryNotAGo("all".into()))), "{parts:?}");
+        // The parts of the last array of asks are the `all`'s.
+        assert_kept_as_read(&with_asks("all", &[&shapes[..3], &shapes[3..]]));
+        assert_kept_as_read(&with_asks("all", &[&[], &shapes[..2]]));
+    }
+
+    #[test]
+    fn a_batchs_all_entries_keep_their_parts_as_reading_them_again_gives_them() {
+        let shapes = shapes();
+        let mut entries = shapes.clone();
+        entries.push(with_asks("all", &[&shapes]));
+        entries.push(with_asks("all", &[&shapes[..2], &shapes[2..4]]));
+        entries.push(with_asks("all", &[&shapes[..1]]));
+        let body = with_asks("batch", &[&entries]);
+        assert_kept_as_read(&body);
+        let decoded = Decoder::default().decode(&body);
+        let alls: Vec<usize> = decoded.entries_with_parts().map(|(_, parts)| parts.len()).collect();
+        assert_eq!(alls, [0, 0, 0, 0, 0, 2, 0, 0, 8, 2, 1], "each `all` entry with its own parts");
+    }
 }
