@@ -34,6 +34,7 @@ pub(super) fn read_go(body: &[u8]) -> Option<Ask<'_>> {
 /// The rest of the cascade, for a body the first reader did not read:
 /// the entries of its `asks` (a batch's entries, an `all`'s parts) go to
 /// `entry` as they are checked (see `fast::read_request_into`).
+#[inline]
 pub(super) fn read_rest_into<'a>(body: &'a [u8], entry: &mut impl FnMut(Checked<'a>)) -> Result<Read<'a>, WireError> {
     match fast::read_request_into(body, entry)? {
         Some(fields) => Ok(Read::Map(fields.map, fields.asks)),
