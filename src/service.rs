@@ -77,9 +77,11 @@ pub struct Service {
     holding: Holding,
     /// The store's side, when the counts live in a store.
     store: Option<Box<StoreSide>>,
-    /// Decodes each request once, a batch's entries with it, into a
-    /// buffer kept from one request to the next.
+    /// Decodes each request once, a batch's entries and every `all`'s
+    /// parts with it, into buffers kept from one request to the next.
     decoder: Decoder,
+    /// The verdicts of an `all`'s parts, kept from one `all` to the next.
+    verdicts: Vec<Verdict>,
 }
 
 /// What the service reports of itself besides its limits' counts, for
@@ -150,6 +152,7 @@ impl Service {
             holding: Holding::new(DEFAULT_MAX_PARKED),
             store: None,
             decoder: Decoder::default(),
+            verdicts: Vec::new(),
         }
     }
 
@@ -322,8 +325,8 @@ impl Service {
             // Decided by `decide_plain` above; the arm keeps the match whole.
             Request::Plain(body) => return self.plain(now, body, out),
             Request::Go(go) => return self.go(now, go, out),
-            Request::Batch(_) => self.batch(now, decoded.entries(), out),
-            Request::All(all) => return self.all(now, all, out),
+            Request::Batch(_) => self.batch(now, decoded, out),
+            Request::All(all) => return self.all(now, all, decoded.parts(), out),
             Request::Refund(refund) => self.refund(now, refund, out),
             Request::Reset(reset) => self.reset(now, reset, out),
             Request::Acquire(ask) => {
@@ -455,8 +458,10 @@ impl Service {
     /// grants for the peers, and an error for that entry alone when it has
     /// one. An `all` entry is decided in its turn as an `all` alone is,
     /// and never held, as no entry is.
-    fn batch(&mut self, now: Nanos, entries: &[Result<BatchEntry, WireError>], out: &mut Vec<u8>) {
+    fn batch(&mut self, now: Nanos, decoded: &Decoded, out: &mut Vec<u8>) {
+        let entries = decoded.entries();
         wire::begin_batch_reply(entries.len(), out);
+        let mut parts = decoded.entry_parts();
         for chunk in entries.chunks(BATCH_CHUNK) {
             // With many live keys each ask's key misses the cache. Asked one
             // at a time, every miss is waited for in turn; looked up all at
@@ -475,7 +480,7 @@ impl Service {
                         let _ = self.go(now, go, out);
                     }
                     Ok(BatchEntry::All(all)) => {
-                        let _ = self.all(now, all, out);
+                        let _ = self.all(now, all, parts.of(all), out);
                     }
                     Err(e) => {
                         self.locker.counters().record_error(None);
@@ -614,3 +619,6 @@ fn go_reply(v: &Verdict, ask: &wire::Ask) -> GoReply {
 fn error_reply(e: &impl std::fmt::Display) -> ErrorReply {
     ErrorReply { error: e.to_string() }
 }
+
+#[cfg(test)]
+mod tests;

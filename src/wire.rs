@@ -42,6 +42,8 @@ mod together;
 pub use ask::{Ask, Terms};
 pub use batch::{begin_batch_reply, classify_batch_reply, decode_batch_reply, encode_batch, AskBatch, Entries};
 pub use entries::{decode_batch_entries_reply, encode_batch_entries, BatchAsk, BatchEntries, BatchEntry, EntryReply};
+#[cfg(test)]
+pub(crate) use fast::reads as map_reads;
 pub use lease::{Heartbeat, LeaseAsk, LeaseReply, Release};
 pub use peer::{
     decode_peer, PeerCount, PeerEcho, PeerGift, PeerKind, PeerLimit, PeerMsg, PeerNode, PeerSeen, PeerTerms,
@@ -51,8 +53,8 @@ pub use reply::{
     decode_plain_reply, decode_reply, ErrorReply, GoReply, LimitStatsReply, PeerStatsReply, Reply, ReplyKind,
     StatsReply, StoreStatsReply, GO, SORRY,
 };
-pub use request::{decode_request, Decoded, Decoder, Request};
-pub use together::{decode_all_reply, encode_all, AllAsk, AllReply, Refund, Reset, MAX_PARTS};
+pub use request::{decode_request, Decoded, Decoder, EntriesWithParts, EntryParts, Request};
+pub use together::{decode_all_reply, encode_all, encode_all_reply, AllAsk, AllReply, Refund, Reset, MAX_PARTS};
 
 /// The largest request a locker accepts by default; larger messages are
 /// dropped by ZeroMQ itself (ZMQ_MAXMSGSIZE), which disconnects the sender.

@@ -1,5 +1,6 @@
 //! The hot path allocates nothing: once warmed up, answering a plain or a
-//! structured request through `Service::respond` makes no heap allocation.
+//! structured request, a batch or an `all` through `Service::respond`
+//! makes no heap allocation.
 //! A counting global allocator (for this test binary only) counts the
 //! allocations made on the current thread while each request is answered.
 
@@ -9,7 +10,7 @@ use std::cell::Cell;
 use locker::core::{Limit, Locker, Quota, DEFAULT_LIMIT};
 use locker::service::Service;
 use locker::state::{Header, Keep, Record, StateLog};
-use locker::wire::{self, Ask};
+use locker::wire::{self, Ask, BatchAsk};
 
 struct Counting;
 
@@ -62,6 +63,18 @@ fn batch(asks: &[Ask]) -> Vec<u8> {
     body
 }
 
+fn all(parts: &[Ask]) -> Vec<u8> {
+    let mut body = Vec::new();
+    wire::encode_all(parts, None, None, &mut body);
+    body
+}
+
+fn batch_of(entries: &[BatchAsk]) -> Vec<u8> {
+    let mut body = Vec::new();
+    wire::encode_batch_entries(entries, &mut body);
+    body
+}
+
 #[test]
 fn answering_a_warmed_up_request_allocates_nothing() {
     let mut service = service();
@@ -72,6 +85,15 @@ fn answering_a_warmed_up_request_allocates_nothing() {
         ("structured, unkeyed", structured(Ask::new())),
         ("structured, keyed", structured(Ask::new().limit("api").key("user-7"))),
         ("a batch of asks", batch(&[Ask::new().limit("api").key("user-8"), Ask::new().key("user-9"), Ask::new()])),
+        ("an all", all(&[Ask::new().limit("api").key("user-10"), Ask::new().key("user-11")])),
+        (
+            "a batch holding an all",
+            batch_of(&[
+                BatchAsk::Go(Ask::new().limit("api").key("user-12")),
+                BatchAsk::All(&[Ask::new().limit("api").key("user-13"), Ask::new().key("user-14")]),
+                BatchAsk::Go(Ask::new().key("user-15")),
+            ]),
+        ),
         ("structured, cost 2", structured(Ask::new().limit("api").key("user-7").cost(2))),
     ];
     // Warm up: the first requests grow the reply buffer and the key table.

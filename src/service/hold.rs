@@ -101,10 +101,16 @@ impl Service {
         // behind and no store to wait on goes straight to its decision; it
         // needs no decoding (a body that is no map is the plain form).
         if !wire::is_structured(body) && self.holding.parking.is_empty() && self.store.is_none() {
-            return self.keeping(now, keep, |s| match s.decide_plain(now, body, out) {
-                None => Answer::Now,
-                Some(sorry) => s.hold_sorry(now, token, body, &Request::Plain(body), sorry, None),
-            });
+            return self
+                .keeping(now, keep, |s| {
+                    let sorry = s.decide_plain(now, body, out)?;
+                    // Only a sorry that may be held needs the request's value.
+                    let decoded = s.decoder.decode(body);
+                    let answer = s.hold_sorry(now, token, body, &decoded, sorry, None);
+                    s.decoder.recycle(decoded);
+                    Some(answer)
+                })
+                .unwrap_or(Answer::Now);
         }
         let decoded = self.decoder.decode(body);
         let answer = self.keeping(now, keep, |s| s.serve_now(now, token, body, &decoded, out));
@@ -114,7 +120,7 @@ impl Service {
 
     fn serve_now(&mut self, now: Nanos, token: Token, body: &[u8], decoded: &Decoded, out: &mut Vec<u8>) -> Answer {
         if let Ok(r) = &decoded.request {
-            if self.park_behind(now, token, body, r) {
+            if self.park_behind(now, token, body, decoded) {
                 return Answer::Held;
             }
             if self.store.is_some() {
@@ -135,11 +141,11 @@ impl Service {
     /// parked, if any, so that it is not answered before them; whether it
     /// did. It is not parked, and is decided now, when it has no hold or
     /// when the queue is next decided after its hold ends.
-    fn park_behind(&mut self, now: Nanos, token: Token, body: &[u8], request: &Request) -> bool {
+    fn park_behind(&mut self, now: Nanos, token: Token, body: &[u8], decoded: &Decoded) -> bool {
         if self.holding.parking.is_empty() || !self.holding.parking.has_room(body.len()) {
             return false;
         }
-        let Some((queue, hold, transient)) = self.queue_of(request) else { return false };
+        let Some((queue, hold, transient)) = self.queue_of(decoded) else { return false };
         let until = now.saturating_add(hold);
         match self.holding.parking.head_wake(&queue) {
             Some(wake) if hold > 0 && wake <= until => {
@@ -163,11 +169,10 @@ impl Service {
         out: &mut Vec<u8>,
     ) -> Answer {
         let Some(sorry) = self.decide(now, decoded, out) else { return Answer::Now };
-        let Ok(request) = &decoded.request else { return Answer::Now };
-        self.hold_sorry(now, token, body, request, sorry, held)
+        self.hold_sorry(now, token, body, decoded, sorry, held)
     }
 
-    /// Parks `request`, just answered `sorry`, under `token` when its hold
+    /// Parks a request (`decoded`), just answered `sorry`, under `token` when its hold
     /// covers the wait (`held`: the hold it was already under, whose end
     /// stands, else a hold of its own); else its sorry goes now.
     fn hold_sorry(
@@ -175,7 +180,7 @@ impl Service {
         now: Nanos,
         token: Token,
         body: &[u8],
-        request: &Request,
+        decoded: &Decoded,
         sorry: Sorry,
         held: Held,
     ) -> Answer {
@@ -191,7 +196,7 @@ impl Service {
         if wake > until {
             return Answer::Now;
         }
-        let Some((queue, _, _)) = self.queue_of(request) else { return Answer::Now };
+        let Some((queue, _, _)) = self.queue_of(decoded) else { return Answer::Now };
         self.locker.counters().unrecord_sorry(sorry.limit);
         self.holding.parking.park(queue, token, body, (wake, until), transient);
         // An ask held before it waited for claims was counted then.
@@ -223,6 +228,7 @@ impl Service {
             let decoded = self.decoder.decode(&parked.body);
             let held = Some((parked.until, parked.transient));
             if self.store.is_some() && self.wait_for_claims(now, parked.token, &parked.body, &decoded, 0, held) {
+                self.decoder.recycle(decoded);
                 continue;
             }
             let sorry = self.decide(now, &decoded, out);
@@ -259,6 +265,7 @@ impl Service {
         while let Some((token, body, round, held)) = self.next_resumed() {
             let decoded = self.decoder.decode(&body);
             if self.wait_for_claims(now, token, &body, &decoded, round, held) {
+                self.decoder.recycle(decoded);
                 continue;
             }
             let answer = self.answer_or_hold(now, token, &body, &decoded, held, out);
@@ -324,8 +331,8 @@ impl Service {
     /// The queue a single ask would wait in, its hold, and whether that is
     /// only the peers' in-flight wait; `None` for any other request. Only
     /// on the path of asks that may be held.
-    fn queue_of(&mut self, request: &Request) -> Option<(QueueKey, Nanos, bool)> {
-        let (id, key, asked) = match request {
+    fn queue_of(&mut self, decoded: &Decoded) -> Option<(QueueKey, Nanos, bool)> {
+        let (id, key, asked) = match decoded.request.as_ref().ok()? {
             Request::Plain(b) => (self.plain_limit(b), None, None),
             // An ask whose own hold is longer than any may be is refused
             // when decided: it is never parked, behind others or alone.
@@ -334,7 +341,7 @@ impl Service {
             }
             // Limits checked together wait in the queue of their first part.
             Request::All(all) if all.hold_ms.is_none_or(|ms| hold_within(ms).is_ok()) => {
-                let first = all.parts().next()?.ok()?;
+                let first = decoded.parts().first()?.as_ref().ok()?;
                 (self.lookup(first.limit).ok()?, first.key.map(Box::from), all.hold_ms.map(asked_hold))
             }
             _ => return None,

@@ -30,7 +30,7 @@ use super::{Service, StoreStatus};
 use crate::core::claims::{ClaimAsk, ClaimId, Claimed, Claims, Need};
 use crate::core::store_lease::{LeaseAnswer, LeaseCall};
 use crate::core::{Algorithm, AskError, LimitId, Locker, Nanos, PermitAsk, Verdict};
-use crate::wire::{AllAsk, BatchEntry, Decoded, Request};
+use crate::wire::{Ask, BatchEntry, Decoded, Request, WireError};
 
 /// How many times a request goes back to waiting for claims (another ask
 /// spent what its claim brought) before it is answered from what is on
@@ -274,16 +274,17 @@ impl Service {
                     self.need(now, id, go.key, go.cost, &mut needed);
                 }
             }
-            Request::All(all) => self.need_all(now, all, &mut needed),
+            Request::All(_) => self.need_all(now, decoded.parts(), &mut needed),
             Request::Batch(_) => {
-                for entry in decoded.entries().iter().flatten() {
+                for (entry, parts) in decoded.entries_with_parts() {
                     match entry {
-                        BatchEntry::Go(go) => {
+                        Ok(BatchEntry::Go(go)) => {
                             if let Ok(id) = self.lookup_go(now, go) {
                                 self.need(now, id, go.key, go.cost, &mut needed);
                             }
                         }
-                        BatchEntry::All(all) => self.need_all(now, all, &mut needed),
+                        Ok(BatchEntry::All(_)) => self.need_all(now, parts, &mut needed),
+                        Err(_) => {}
                     }
                 }
             }
@@ -292,10 +293,11 @@ impl Service {
         needed
     }
 
-    /// The claims the parts of `all` wait for, added to `needed`.
-    fn need_all(&mut self, now: Nanos, all: &AllAsk, needed: &mut Vec<ClaimId>) {
-        for go in all.parts().flatten() {
-            if let Ok(id) = self.lookup_go(now, &go) {
+    /// The claims the parts of an `all` (`parts`) wait for, added to
+    /// `needed`.
+    fn need_all(&mut self, now: Nanos, parts: &[Result<Ask, WireError>], needed: &mut Vec<ClaimId>) {
+        for go in parts.iter().flatten() {
+            if let Ok(id) = self.lookup_go(now, go) {
                 self.need(now, id, go.key, go.cost, needed);
             }
         }

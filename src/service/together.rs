@@ -12,46 +12,74 @@ use crate::core::locker::all_or_none;
 use crate::core::time::ceil_ms;
 use crate::core::{AskError, Nanos, PartError, PermitAsk, Verdict, MAX_PARTS};
 use crate::state::Keep;
-use crate::wire::{self, AllAsk, AllReply, BatchEntry, EntryReply, GoReply, Reply, Request};
+use crate::wire::{self, AllAsk, AllReply, BatchEntry, EntryReply, GoReply, Reply, Request, WireError};
+
+// Every part a request may hold fits the array `Service::all` fills.
+const _: () = assert!(wire::MAX_PARTS <= MAX_PARTS);
 
 impl Service {
-    /// Answers an `all`: every part charged, or none. A refused whole may
-    /// be held like a single ask, in the queue of its first part.
-    pub(super) fn all(&mut self, now: Nanos, all: &AllAsk, out: &mut Vec<u8>) -> Option<Sorry> {
-        let whole = wire::Ask { max_wait_ms: all.max_wait_ms, hold_ms: all.hold_ms, ..wire::Ask::new() };
-        let mut asks: Vec<PermitAsk> = Vec::with_capacity(MAX_PARTS);
-        for (part, go) in all.parts().enumerate() {
-            let found = go.map_err(|e| e.to_string()).and_then(|go| {
-                let limit = self.find_go(now, &go).map_err(|e| e.to_string())?;
-                Ok(permit_ask(limit, &wire::Ask { max_wait_ms: all.max_wait_ms, hold_ms: all.hold_ms, ..go }))
+    /// Answers an `all` whose parts are `parts` (as the request's check
+    /// decoded them): every part charged, or none. A refused whole may be
+    /// held like a single ask, in the queue of its first part.
+    pub(super) fn all(
+        &mut self,
+        now: Nanos,
+        all: &AllAsk,
+        parts: &[Result<wire::Ask, WireError>],
+        out: &mut Vec<u8>,
+    ) -> Option<Sorry> {
+        // On the stack: an `all` allocates nothing once warm. The array is
+        // filled from the first part found.
+        let mut asks: Option<[PermitAsk; MAX_PARTS]> = None;
+        for (part, go) in parts.iter().enumerate() {
+            let found = go.as_ref().map_err(|e| e.to_string()).and_then(|go| {
+                let limit = self.find_go(now, go).map_err(|e| e.to_string())?;
+                Ok(permit_ask(limit, &wire::Ask { max_wait_ms: all.max_wait_ms, hold_ms: all.hold_ms, ..*go }))
             });
             match found {
-                Ok(ask) => asks.push(ask),
+                Ok(ask) => asks.get_or_insert([ask; MAX_PARTS])[part] = ask,
                 Err(e) => {
                     wire::encode(&error_reply(&format!("part {} of \"all\": {e}", part + 1)), out);
                     return None;
                 }
             }
         }
-        let mut verdicts = Vec::with_capacity(asks.len());
+        let asks = asks.as_ref().map_or(&[][..], |a| &a[..parts.len()]);
+        let mut verdicts = std::mem::take(&mut self.verdicts);
         let decided = match self.store.is_some() {
-            false => self.locker.all(now, &asks, &mut verdicts),
-            true => self.all_from_claims(now, &asks, &mut verdicts),
+            false => self.locker.all(now, asks, &mut verdicts),
+            true => self.all_from_claims(now, asks, &mut verdicts),
         };
-        let go = match decided {
-            Ok(go) => go,
+        let sorry = match decided {
+            Ok(go) => self.answer_all(all, asks, &verdicts, go, out),
             Err(e) => {
                 self.locker.counters().record_error(asks.get(e.part).map(|a| a.limit));
                 wire::encode(&error_reply(&e), out);
-                return None;
+                None
             }
         };
-        for (ask, v) in asks.iter().zip(&verdicts) {
+        self.verdicts = verdicts;
+        sorry
+    }
+
+    /// Notes and answers an `all` decided: `go` for the whole, a verdict
+    /// for each part of `asks`; a sorry to hold when the whole was refused
+    /// for a part's sorry.
+    fn answer_all(
+        &mut self,
+        all: &AllAsk,
+        asks: &[PermitAsk],
+        verdicts: &[Verdict],
+        go: bool,
+        out: &mut Vec<u8>,
+    ) -> Option<Sorry> {
+        for (ask, v) in asks.iter().zip(verdicts) {
             self.journal.note_go(ask.limit, ask.key, v);
         }
+        let whole = wire::Ask { max_wait_ms: all.max_wait_ms, hold_ms: all.hold_ms, ..wire::Ask::new() };
         let retry_after = verdicts.iter().map(|v| v.retry_after).max().unwrap_or(0);
-        let replies = verdicts.iter().map(|v| go_reply(v, &whole)).collect();
-        wire::encode(&AllReply { ok: go, replies, retry_after_ms: ceil_ms(retry_after) }, out);
+        let replies = verdicts.iter().map(|v| go_reply(v, &whole));
+        wire::encode_all_reply(go, replies, ceil_ms(retry_after), out);
         let first = asks.first().filter(|_| !go && verdicts.iter().any(|v| !v.go))?;
         Some(Sorry { limit: first.limit, retry_after, asked_hold: all.hold_ms.map(parking::asked_hold) })
     }
@@ -160,18 +188,18 @@ impl Service {
                 }
                 Ok(Request::Batch(_)) => {
                     if let Ok(Reply::Answer(replies)) = wire::decode_batch_entries_reply(reply) {
-                        for (entry, r) in decoded.entries().iter().zip(&replies) {
+                        for ((entry, parts), r) in decoded.entries_with_parts().zip(&replies) {
                             match (entry, r) {
                                 (Ok(BatchEntry::Go(go)), Ok(EntryReply::Go(r))) => s.give_back_go(now, go, r),
-                                (Ok(BatchEntry::All(all)), Ok(EntryReply::All(r))) => s.give_back_all(now, all, r),
+                                (Ok(BatchEntry::All(_)), Ok(EntryReply::All(r))) => s.give_back_all(now, parts, r),
                                 _ => {}
                             }
                         }
                     }
                 }
-                Ok(Request::All(all)) => {
+                Ok(Request::All(_)) => {
                     if let Ok(Reply::Answer(r)) = wire::decode_all_reply(reply) {
-                        s.give_back_all(now, all, &r);
+                        s.give_back_all(now, decoded.parts(), &r);
                     }
                 }
                 _ => {}
@@ -180,12 +208,12 @@ impl Service {
         self.decoder.recycle(decoded);
     }
 
-    /// Gives back what each part of `all` took, when its reply `reply`
-    /// says the whole went.
-    fn give_back_all(&mut self, now: Nanos, all: &AllAsk, reply: &AllReply) {
-        for (go, part) in all.parts().zip(&reply.replies).filter(|_| reply.ok) {
+    /// Gives back what each part of an `all` (`parts`) took, when its
+    /// reply `reply` says the whole went.
+    fn give_back_all(&mut self, now: Nanos, parts: &[Result<wire::Ask, WireError>], reply: &AllReply) {
+        for (go, part) in parts.iter().zip(&reply.replies).filter(|_| reply.ok) {
             if let Ok(go) = go {
-                self.give_back_go(now, &go, part);
+                self.give_back_go(now, go, part);
             }
         }
     }

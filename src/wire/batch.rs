@@ -18,9 +18,10 @@
 //!
 //! Decoding checks the whole message's shape once (so a malformed batch is
 //! refused before any of its asks is decided, an `all` entry's parts
-//! included). A locker keeps each entry as that check decoded it
-//! (`request::Decoder`, into a buffer kept from one batch to the next, so a
-//! batch allocates nothing once warm) and never reads an entry twice; a
+//! included). A locker keeps each entry as that check decoded it, an `all`
+//! entry's parts with it (`request::Decoder`, into buffers kept from one
+//! batch to the next, so a batch allocates nothing once warm) and never
+//! reads an entry or a part twice; a
 //! reader without that buffer reads the entries again from their bytes,
 //! one at a time, with [`AskBatch::iter`] (or, with `all` entries,
 //! `AskBatch::entries` of `entries`). Like the rest of `wire`, this only
@@ -29,8 +30,8 @@
 use serde::Deserialize;
 
 use super::ask::Ask;
-use super::cascade::{read_by_serde, read_map, Read};
-use super::fast::{self, Reader};
+use super::cascade::{read_by_serde, read_rest_into, Read};
+use super::fast::{self, Checked, Reader};
 use super::reply::{ErrorReply, GoReply, Reply};
 use super::{decode_exact, is_structured, RequestMap, WireError, BATCH_LEVELS, MAX_DEPTH};
 
@@ -76,10 +77,7 @@ impl<'a> Iterator for Entries<'a> {
     type Item = Result<Ask<'a>, WireError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        self.next_read().map(|read| match read? {
-            Read::Go(ask) => Ok(ask),
-            Read::Map(map, _) => ask_of(&map),
-        })
+        self.next_read().map(|read| go_of(read?))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -107,15 +105,30 @@ impl<'a> Entries<'a> {
     }
 }
 
-/// An entry that is not a go in its common shape, read on its own by the
-/// same cascade as a request, from its bytes (checked whole when the batch
-/// was decoded). What an outer request would fail on, serde reads or
-/// refuses for the entry.
+/// An entry that is not a go in its common shape (its caller tried that
+/// reader first), read on its own by the rest of the same cascade as a
+/// request, from its bytes (checked whole when the batch was decoded).
+/// What an outer request would fail on, serde reads or refuses for the
+/// entry.
 pub(super) fn read_other(bytes: &[u8]) -> Result<Read<'_>, WireError> {
+    read_other_into(bytes, &mut |_| {})
+}
+
+/// `read_other`, handing each entry of the entry's own `asks` (an `all`'s
+/// parts) to `part` as the check reads it (see `fast::read_request_into`).
+pub(super) fn read_other_into<'a>(bytes: &'a [u8], part: &mut impl FnMut(Checked<'a>)) -> Result<Read<'a>, WireError> {
     if !is_structured(bytes) {
         return Err(WireError::EntryNotAMap);
     }
-    read_map(bytes).or_else(|_| read_by_serde(bytes))
+    read_rest_into(bytes, part).or_else(|_| read_by_serde(bytes))
+}
+
+/// The go a read entry is, if it is one.
+pub(super) fn go_of(read: Read) -> Result<Ask, WireError> {
+    match read {
+        Read::Go(ask) => Ok(ask),
+        Read::Map(map, _) => ask_of(&map),
+    }
 }
 
 /// The ask an entry's map carries, if it is a go.

@@ -19,23 +19,11 @@ pub(super) enum Read<'a> {
 
 /// The one cascade that reads a structured body, a request or a batch's
 /// entry: a go in its common shape takes the hand-written path of every
-/// ask (it stops at the first field that is not a go's); anything else is
-/// read once, held to the contract as it is read, and what that reader
-/// leaves to serde is held to the contract first too (serde would read
-/// names and values more loosely).
-pub(super) fn read_map(body: &[u8]) -> Result<Read<'_>, WireError> {
-    read_map_into(body, &mut |_| {})
-}
-
-/// `read_map`, handing a batch's entries to `entry` as they are checked
-/// (see `fast::read_request_into`).
-pub(super) fn read_map_into<'a>(body: &'a [u8], entry: &mut impl FnMut(Checked<'a>)) -> Result<Read<'a>, WireError> {
-    match read_go(body) {
-        Some(ask) => Ok(Read::Go(ask)),
-        None => read_other_into(body, entry),
-    }
-}
-
+/// ask (`read_go`, or `fast::decode_go_prefix` for an entry; it stops at
+/// the first field that is not a go's); anything else is read once by
+/// `read_rest_into`, held to the contract as it is read, and what that
+/// reader leaves to serde is held to the contract first too (serde would
+/// read names and values more loosely).
 /// The cascade's first reader: a go in its common shape, when it is the
 /// whole body.
 #[inline]
@@ -43,8 +31,11 @@ pub(super) fn read_go(body: &[u8]) -> Option<Ask<'_>> {
     fast::decode_go_prefix(body).and_then(|(ask, len)| (len == body.len()).then_some(ask))
 }
 
-/// The rest of the cascade, for a body `read_go` did not read.
-pub(super) fn read_other_into<'a>(body: &'a [u8], entry: &mut impl FnMut(Checked<'a>)) -> Result<Read<'a>, WireError> {
+/// The rest of the cascade, for a body the first reader did not read:
+/// the entries of its `asks` (a batch's entries, an `all`'s parts) go to
+/// `entry` as they are checked (see `fast::read_request_into`).
+#[inline]
+pub(super) fn read_rest_into<'a>(body: &'a [u8], entry: &mut impl FnMut(Checked<'a>)) -> Result<Read<'a>, WireError> {
     match fast::read_request_into(body, entry)? {
         Some(fields) => Ok(Read::Map(fields.map, fields.asks)),
         None => read_by_serde(body),

@@ -4,13 +4,15 @@
 //! ([`decode_batch_entries_reply`]).
 //!
 //! It joins `batch` (the entries, read one at a time) and `together` (the
-//! `all`), neither of which knows the other this way. Like the rest of
-//! `wire`, this only translates.
+//! `all`), neither of which knows the other this way. For a locker's
+//! decoder it reads an `all` entry's parts with the entry, once
+//! (`other_entry`), and takes an `all`'s parts from the entries its check
+//! read (`part_of_entry`). Like the rest of `wire`, this only translates.
 
 use serde::Deserialize;
 
 use super::ask::Ask;
-use super::batch::{ask_of, decode_replies, put_array_len, read_other, AskBatch, Entries};
+use super::batch::{ask_of, decode_replies, go_of, put_array_len, read_other, read_other_into, AskBatch, Entries};
 use super::cascade::Read;
 use super::fast::Checked;
 use super::reply::{GoReply, Reply};
@@ -60,21 +62,54 @@ fn entry_of(read: Read) -> Result<BatchEntry, WireError> {
     }
 }
 
-/// The entry a batch's check passed on (see `fast::read_request_into`):
-/// a go it decoded is taken as it is, any other entry read once from its
-/// bytes, as [`AskBatch::entries`] reads it.
-#[inline]
-pub(super) fn checked_entry(checked: Checked) -> Result<BatchEntry, WireError> {
+/// An entry that is not a go in its common shape, read once from its
+/// bytes, as [`AskBatch::entries`] reads it; an `all`'s parts are read
+/// with it, once, and kept at the end of `parts` (as
+/// [`AllAsk::parts`] reads them), which holds nothing more of it.
+#[cold]
+pub(super) fn other_entry<'a>(
+    bytes: &'a [u8],
+    parts: &mut Vec<Result<Ask<'a>, WireError>>,
+) -> Result<BatchEntry<'a>, WireError> {
+    let mark = parts.len();
+    let entry = read_other_into(bytes, &mut |checked| parts.push(part_of(checked))).and_then(entry_of);
+    match &entry {
+        // The parts of its last array of asks, the `all`'s (the check hands
+        // on those of every array).
+        Ok(BatchEntry::All(all)) => match (parts.len() - mark).checked_sub(all.len()) {
+            Some(extra) => drop(parts.drain(mark..mark + extra)),
+            // Never: the check hands on every entry of every array.
+            None => {
+                parts.truncate(mark);
+                parts.extend(all.parts());
+            }
+        },
+        _ => parts.truncate(mark),
+    }
+    entry
+}
+
+/// A part of an `all` as the check passed it on: a go it decoded taken as
+/// it is, any other part read once from its bytes.
+fn part_of(checked: Checked) -> Result<Ask, WireError> {
     match checked {
-        Ok(ask) => Ok(BatchEntry::Go(ask)),
-        Err(bytes) => other_entry(bytes),
+        Ok(ask) => Ok(ask),
+        Err(bytes) => go_of(read_other(bytes)?),
     }
 }
 
-/// An entry that is not a go in its common shape, read from its bytes.
-#[cold]
-fn other_entry(bytes: &[u8]) -> Result<BatchEntry<'_>, WireError> {
-    entry_of(read_other(bytes)?)
+/// A part of an `all`, from the entry its bytes read as in a batch: the
+/// same go, or the same error, that [`AllAsk::parts`] reads from them. An
+/// entry with the op `all` (read as one, or refused as one: no parts, or
+/// too many) is no go.
+pub(super) fn part_of_entry(entry: Result<BatchEntry, WireError>) -> Result<Ask, WireError> {
+    match entry {
+        Ok(BatchEntry::Go(ask)) => Ok(ask),
+        Ok(BatchEntry::All(_)) | Err(WireError::NoParts | WireError::TooManyParts(_)) => {
+            Err(WireError::EntryNotAGo("all".to_owned()))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// One entry of a batch to send: a go, or the parts of limits checked

@@ -46,6 +46,27 @@ pub fn read_request(body: &[u8]) -> Result<Option<Fields<'_>>, WireError> {
     read_request_into(body, &mut |_| {})
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Maps read on this thread by `decode_go_prefix` and
+    /// `read_request_into`, the readers every decoding of a request and of
+    /// each of its entries and parts goes through: what the service's
+    /// tests count to see that nothing is decoded twice.
+    static READS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many maps `decode_go_prefix` and `read_request_into` have read on
+/// this thread.
+#[cfg(test)]
+pub fn reads() -> u64 {
+    READS.with(std::cell::Cell::get)
+}
+
+#[cfg(test)]
+fn count_read() {
+    READS.with(|n| n.set(n.get() + 1));
+}
+
 /// An entry of a batch's `asks` as the check passes it on: a go in its
 /// common shape, decoded, or the bytes of any other entry, checked whole.
 pub type Checked<'a> = Result<Ask<'a>, &'a [u8]>;
@@ -58,6 +79,8 @@ pub fn read_request_into<'a>(
     body: &'a [u8],
     entry: &mut impl FnMut(Checked<'a>),
 ) -> Result<Option<Fields<'a>>, WireError> {
+    #[cfg(test)]
+    count_read();
     let mut r = Reader::new(body);
     let Some(fields) = r.map_len() else { return Ok(None) };
     let mut f = Fields::default();
@@ -168,6 +191,8 @@ fn asks<'a>(r: &mut Reader<'a>, entry: &mut impl FnMut(Checked<'a>)) -> Result<O
 /// once.
 #[inline]
 pub fn decode_go_prefix(body: &[u8]) -> Option<(Ask<'_>, usize)> {
+    #[cfg(test)]
+    count_read();
     let mut r = Reader { body, at: 0 };
     let fields = r.map_len()?;
     let mut ask = Ask::default();

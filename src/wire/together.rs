@@ -24,7 +24,10 @@ use super::{decode_exact, RequestMap, WireError};
 /// The most parts one `all` may hold.
 pub const MAX_PARTS: usize = 16;
 
-/// A decoded `all`: its parts, still as bytes, and the whole's wait and hold.
+/// A decoded `all`: its parts, still as bytes, and the whole's wait and
+/// hold. A locker reads the parts once, as the request's check reads them
+/// (`Decoded::parts`, or `Decoded::entries_with_parts` for an entry of a
+/// batch); `parts` reads them again from their bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AllAsk<'a> {
     parts: AskBatch<'a>,
@@ -87,6 +90,34 @@ pub fn encode_all(asks: &[Ask], max_wait_ms: Option<u64>, hold_ms: Option<u64>, 
             super::encode(&v, out);
         }
     }
+}
+
+/// Appends the encoding of the reply to an `all` to `out`: the bytes
+/// `encode` gives for an [`AllReply`] whose parts' replies are `replies`,
+/// written without collecting them.
+///
+/// ```
+/// use locker::wire::{self, AllReply, GoReply};
+///
+/// let part = GoReply { ok: false, limit: 5, remaining: 0, retry_after_ms: 300, reset_after_ms: 300, granted: None, wait_ms: None };
+/// let (mut fast, mut serde) = (Vec::new(), Vec::new());
+/// wire::encode_all_reply(false, [part, part].into_iter(), 300, &mut fast);
+/// wire::encode(&AllReply { ok: false, replies: vec![part, part], retry_after_ms: 300 }, &mut serde);
+/// assert_eq!(fast, serde);
+/// ```
+pub fn encode_all_reply(
+    ok: bool,
+    replies: impl ExactSizeIterator<Item = GoReply>,
+    retry_after_ms: u64,
+    out: &mut Vec<u8>,
+) {
+    out.extend_from_slice(if ok { b"\x83\xa2ok\xc3\xa7replies" } else { b"\x83\xa2ok\xc2\xa7replies" });
+    put_array_len(out, replies.len());
+    for reply in replies {
+        super::encode_go_reply(&reply, out);
+    }
+    out.extend_from_slice(b"\xaeretry_after_ms");
+    super::encode(&retry_after_ms, out);
 }
 
 /// A refund: give back up to `cost` permits `key` took of `limit`.

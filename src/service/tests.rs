@@ -1,0 +1,112 @@
+//! Issue 35: no request is decoded twice on any path. The wire's readers
+//! count the maps they read (`wire::map_reads`, in tests only); answering
+//! a request, holding it, waiting for the store's claims for it or giving
+//! back what an undelivered reply took must read exactly the maps that one
+//! decoding of it reads, an `all`'s parts and a batch's `all` entries'
+//! parts included. A parked request is decoded once more each time it is
+//! decided again.
+
+use super::*;
+use crate::core::claims::{Claimed, Grant};
+use crate::core::Quota;
+use crate::wire::{Ask, BatchAsk};
+
+const MS: Nanos = 1_000_000;
+const T0: Nanos = 2_000_000_000_000 * MS;
+
+/// The default limit of 2 per second, held up to a second, and "api" of
+/// 1000 per second.
+fn service() -> Service {
+    let default = Limit::new(crate::core::DEFAULT_LIMIT, Quota::new(2, 1.0).unwrap()).unwrap();
+    let api = Limit::new("api", Quota::new(1000, 1.0).unwrap()).unwrap();
+    Service::new(Locker::new(default, vec![api], 100))
+}
+
+fn reads_in(f: impl FnOnce()) -> u64 {
+    let before = wire::map_reads();
+    f();
+    wire::map_reads() - before
+}
+
+/// The maps one decoding of `body` reads.
+fn one_decoding(body: &[u8]) -> u64 {
+    reads_in(|| drop(Decoder::default().decode(body)))
+}
+
+/// `{"op": "all", "asks": [{"limit": "api", "key": "a"}, {"key": "k",
+/// "note": "x"}], "hold_ms": 1000}`: a part in a go's common shape, and
+/// one that is not (an unknown field), read by the other reader.
+const ALL: &[u8] =
+    b"\x83\xa2op\xa3all\xa4asks\x92\x82\xa5limit\xa3api\xa3key\xa1a\x82\xa3key\xa1k\xa4note\xa1x\xa7hold_ms\xcd\x03\xe8";
+
+fn batch_with_all() -> Vec<u8> {
+    let parts = [Ask::new().limit("api").key("b"), Ask::new().key("c")];
+    let mut body = Vec::new();
+    let entries = [BatchAsk::Go(Ask::new().limit("api").key("d")), BatchAsk::All(&parts), BatchAsk::All(&parts)];
+    wire::encode_batch_entries(&entries, &mut body);
+    body
+}
+
+#[test]
+fn the_counter_counts_the_maps_a_decoding_reads() {
+    // Guards the tests below: a counter that never counts would pass them.
+    // The request's map and its second part are each tried as a go in its
+    // common shape, then read by the other reader; the first part is one.
+    assert_eq!(one_decoding(ALL), 5);
+    let Ok(Request::All(all)) = wire::decode_request(ALL) else { panic!("not an all") };
+    assert_eq!(reads_in(|| assert_eq!(all.parts().count(), 2)), 3, "reading the parts again reads them again");
+    assert!(one_decoding(&batch_with_all()) >= 6, "the batch, its three entries and the parts of its alls");
+}
+
+#[test]
+fn an_all_and_a_batch_holding_alls_are_read_once_when_answered_and_given_back() {
+    let mut s = service();
+    let mut out = Vec::new();
+    for body in [ALL.to_vec(), batch_with_all()] {
+        for i in 0..3 {
+            let n = reads_in(|| s.respond(T0 + i, &body, &mut out, &mut ()));
+            assert_eq!(n, one_decoding(&body), "answer {i} of {body:?}: {out:?}");
+        }
+        s.respond(T0 + 3 * MS, &body, &mut out, &mut ());
+        let n = reads_in(|| s.give_back_undelivered(T0 + 3 * MS, &body, &out, &mut ()));
+        assert_eq!(n, one_decoding(&body), "given back: {out:?}");
+    }
+}
+
+#[test]
+fn a_held_all_is_read_once_when_held_behind_another_and_once_at_each_wake() {
+    let mut s = service();
+    let mut out = Vec::new();
+    for token in 1..=2 {
+        let n = reads_in(|| assert_eq!(s.serve(T0, token, ALL, &mut out, &mut ()), Answer::Now));
+        assert_eq!(n, one_decoding(ALL), "go {token}");
+    }
+    for token in 3..=4 {
+        // The third is held for a sorry, the fourth parked behind it.
+        let n = reads_in(|| assert_eq!(s.serve(T0 + MS, token, ALL, &mut out, &mut ()), Answer::Held));
+        assert_eq!(n, one_decoding(ALL), "held {token}");
+    }
+    let mut answered = Vec::new();
+    let n = reads_in(|| answered.extend(std::iter::from_fn(|| s.next_ready(T0 + 1_000 * MS, &mut out, &mut ()))));
+    assert_eq!(answered, [3, 4], "both go in the next second");
+    assert_eq!(n, 2 * one_decoding(ALL), "each decided once: {out:?}");
+}
+
+#[test]
+fn with_a_store_an_all_is_read_once_for_its_claims_and_once_when_they_are_back() {
+    let mut s = service().with_store();
+    let mut out = Vec::new();
+    for (token, body) in [(1, ALL.to_vec()), (2, batch_with_all())] {
+        let n = reads_in(|| assert_eq!(s.serve(T0, token, &body, &mut out, &mut ()), Answer::Held));
+        assert_eq!(n, one_decoding(&body), "waits for its claims: {body:?}");
+    }
+    let (claims, _) = s.take_store_calls();
+    assert!(claims.len() >= 4, "a claim for each part's limit and key: {claims:?}");
+    let grant = |want| Ok(Grant { got: want, valid_us: 1_000_000, left: 100, retry_us: 0 });
+    let answers = claims.iter().map(|c| Claimed { id: c.id, node: "n:1".into(), grant: grant(c.want) }).collect();
+    s.on_store(T0 + MS, answers, Vec::new());
+    let mut answered = Vec::new();
+    let n = reads_in(|| answered.extend(std::iter::from_fn(|| s.next_ready(T0 + MS, &mut out, &mut ()))));
+    assert_eq!(answered, [1, 2]);
+    assert_eq!(n, one_decoding(ALL) + one_decoding(&batch_with_all()), "each decided once: {out:?}");
+}
