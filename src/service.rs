@@ -26,7 +26,6 @@ use crate::core::{
 use crate::state::{Journal, Keep};
 use crate::wire::{
     self, BatchEntry, Decoded, Decoder, ErrorReply, GoReply, LimitStatsReply, PeerStatsReply, Request, StatsReply,
-    WireError,
 };
 
 mod hold;
@@ -135,6 +134,10 @@ pub enum Note {
     AcceptFailures(u64),
     /// Replies that could not be delivered, and how many of them were go.
     Undelivered { replies: u64, go: u64 },
+    /// The loop did not run for `paused` until `now`: a pause longer than
+    /// the peer-dead time makes a peered locker learn the counts again
+    /// before it grants (see `Peering::on_pause`).
+    Paused { now: Nanos, paused: Nanos },
 }
 
 impl Service {
@@ -208,6 +211,7 @@ impl Service {
                 self.status.undelivered += replies;
                 self.status.undelivered_go += go;
             }
+            Note::Paused { now, paused } => self.on_pause(now, paused),
         }
     }
 
@@ -361,12 +365,14 @@ impl Service {
         }
     }
 
-    /// Answers a request that could not be decoded (for instance a
-    /// multi-part message), writing an error map into `out` (cleared first).
-    pub fn reject(&mut self, error: WireError, out: &mut Vec<u8>) {
+    /// Answers a request the loop refuses before it is served (a
+    /// multi-part message, a reset its sender may not make, see
+    /// `daemon::admins`), writing an error map saying `why` into `out`
+    /// (cleared first), counting an error.
+    pub fn reject(&mut self, why: impl std::fmt::Display, out: &mut Vec<u8>) {
         out.clear();
         self.locker.counters().record_error(None);
-        wire::encode(&ErrorReply { error: error.to_string() }, out);
+        wire::encode(&ErrorReply { error: why.to_string() }, out);
     }
 
     /// `decide` for a plain request (`body`, the seed's form), which the

@@ -23,7 +23,7 @@ use crate::core::time::NANOS_PER_MS;
 use std::collections::HashMap;
 
 use crate::core::{Locker, Nanos, NodeKey, PeerEvent, Peering, PeeringSettings};
-use crate::service::{step, Answer, Io, Service, Token};
+use crate::service::{step, Answer, Io, Note, Service, Token};
 use crate::state::{Keep, Record};
 use crate::wire::{self, Ask, GoReply, Reply};
 
@@ -419,7 +419,7 @@ impl Group {
         self.nodes[i].paused_until = None;
         let now = self.clock(i);
         let away = self.now - self.nodes[i].last;
-        self.service(i).on_pause(now, away);
+        self.service(i).note(Note::Paused { now, paused: away });
     }
 
     /// One loop turn of node `i` with nothing to read (`step::turn`:

@@ -14,6 +14,9 @@ use crate::core::DEFAULT_LIMIT;
 use crate::curve::{Allowlist, PublicKey, ServerCurve};
 use crate::wire::{self, Request};
 
+/// What a client that may not reset is told.
+pub const RESET_REFUSED: &str = "reset refused: with CURVE, only clients whose keys are listed in admin_keys may reset";
+
 /// The op's name as a MessagePack string: what a reset's bytes hold.
 const RESET_OP: &[u8] = b"\xa5reset";
 

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tracing::{debug, info, warn};
 
-use super::admins::Admins;
+use super::admins::{Admins, RESET_REFUSED};
 use super::clock::Clock;
 use super::fds::AcceptWatch;
 use super::keeper::{self, Keeper, Loaded};
@@ -215,7 +215,7 @@ impl Watch {
         self.last = now;
         if away > PAUSE_NS {
             info!(away_ms = away / NANOS_PER_MS, "the loop did not run for a while");
-            service.on_pause(now, away);
+            service.note(Note::Paused { now, paused: away });
         }
         now
     }
@@ -535,7 +535,7 @@ impl Server {
         let mut body: &[u8] = msg;
         if Admins::may_be_reset(body) {
             if self.admins.refuses(msg) {
-                self.service.refuse_reset(out);
+                self.service.reject(RESET_REFUSED, out);
                 self.io.serving.reply(token, out);
                 return Ok(true);
             }

@@ -95,10 +95,8 @@ impl Service {
         true
     }
 
-    /// Tells the service that the loop did not run for `paused` until
-    /// `now`; a pause longer than the peer-dead time makes a peered locker
-    /// learn the counts again before it grants (see `Peering::on_pause`).
-    pub fn on_pause(&mut self, now: Nanos, paused: Nanos) {
+    /// See `Note::Paused`.
+    pub(super) fn on_pause(&mut self, now: Nanos, paused: Nanos) {
         if let Some(p) = &mut self.peering {
             let now = p.group_now(now);
             p.on_pause(now, paused);
@@ -116,7 +114,7 @@ impl Service {
 
     /// `publish`, handing `keep` first every ledger of conserved permits
     /// that changed, so that a gift is recorded before it leaves.
-    pub fn publish_keeping(&mut self, now: Nanos, keep: &mut impl Keep, mut send: impl FnMut(&[u8])) {
+    pub(super) fn publish_keeping(&mut self, now: Nanos, keep: &mut impl Keep, mut send: impl FnMut(&[u8])) {
         let Some(p) = &mut self.peering else { return };
         // A heartbeat says what the group clock reads, not where it holds
         // still after a move back, so that peers measure this clock right.

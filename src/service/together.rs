@@ -135,15 +135,6 @@ impl Service {
         }
     }
 
-    /// Refuses a reset its sender may not make (see `daemon::admins`),
-    /// into `out` (cleared first), counting an error.
-    pub fn refuse_reset(&mut self, out: &mut Vec<u8>) {
-        out.clear();
-        self.locker.counters().record_error(None);
-        let why = "reset refused: with CURVE, only clients whose keys are listed in admin_keys may reset";
-        wire::encode(&wire::ErrorReply { error: why.to_owned() }, out);
-    }
-
     /// Answers a reset: a go reply with the key's figures after it.
     pub(super) fn reset(&mut self, now: Nanos, reset: &wire::Reset, out: &mut Vec<u8>) {
         let id = match self.find(reset.limit) {

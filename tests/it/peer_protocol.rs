@@ -4,7 +4,7 @@
 //! message.
 
 use locker::core::{Algorithm, Limit, Locker, NodeKey, Peering, PeeringSettings, Quota, DEFAULT_LIMIT};
-use locker::service::Service;
+use locker::service::{Note, Service};
 use locker::wire::{self, Ask, GoReply, PeerCount, PeerKind, PeerMsg, PeerNode, PeerSeen, Reply, StatsReply};
 
 pub(crate) const MS: u64 = 1_000_000;
@@ -396,14 +396,14 @@ fn a_limit_defined_differently_is_flagged_and_never_mixed() {
 fn a_locker_paused_past_the_peer_dead_time_learns_the_counts_again() {
     let (mut a, mut b) = joined_pair();
     let now = T0 + 100 * MS;
-    a.on_pause(now, 400 * MS);
+    a.note(Note::Paused { now, paused: 400 * MS });
     assert!(ask(&mut a, now).ok, "a short pause changes nothing");
     // a is frozen for 3 s; meanwhile b grants its 5 in the slot a resumes in.
     let resumed = T0 + 3100 * MS;
     for i in 0..5 {
         assert!(ask(&mut b, resumed - 50 * MS + i * 5 * MS).ok);
     }
-    a.on_pause(resumed, 3000 * MS);
+    a.note(Note::Paused { now: resumed, paused: 3000 * MS });
     let held = ask(&mut a, resumed);
     assert!(!held.ok, "a stale view grants nothing");
     assert!(stats(&mut a, resumed).joining);
