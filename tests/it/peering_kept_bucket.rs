@@ -9,10 +9,10 @@
 use locker::core::limit::bucket_interval;
 use locker::core::{Nanos, Quota};
 use locker::sim::{Group, Link};
-use locker::wire::Ask;
 
 use crate::group::MS;
 use crate::peering_kept::trio_of;
+use crate::peering_kept_rolling::{drain_all, take};
 use crate::properties::conserved_bucket::{bucket, worst_excess};
 
 /// A bucket of 60 tokens refilled at 60 per 4 s: rooms of 20, and a
@@ -24,43 +24,6 @@ const PERIOD: Nanos = 4000 * MS;
 /// of a period; node 0 keeps a state file when `kept`.
 fn trio(kept: bool) -> Group {
     trio_of(kept, bucket(60, 4000, BURST))
-}
-
-/// Asks node `i` up to `most` go, honouring each short sorry's hint,
-/// until a sorry says no token comes within a second or twenty come in a
-/// row; each go is noted in `gos` at its true instant.
-fn take(g: &mut Group, i: usize, most: u64, gos: &mut Vec<(Nanos, u64)>) -> u64 {
-    let (mut go, mut sorry) = (0, 0);
-    while sorry < 20 && go < most {
-        let r = g.ask(i, &Ask::new().key("k")).expect("an answer");
-        if r.ok {
-            gos.push((g.now(), 1));
-            (go, sorry) = (go + 1, 0);
-            continue;
-        }
-        if r.retry_after_ms >= 1000 {
-            break;
-        }
-        sorry += 1;
-        g.advance(r.retry_after_ms.max(1) * MS);
-    }
-    go
-}
-
-/// Asks all three nodes in turn, a millisecond apart, for `span`: the go
-/// each granted, each noted in `gos` at its true instant.
-fn drain_all(g: &mut Group, span: Nanos, gos: &mut Vec<(Nanos, u64)>) -> [u64; 3] {
-    let (mut go, end) = ([0; 3], g.now() + span);
-    while g.now() < end {
-        for (i, n) in go.iter_mut().enumerate() {
-            if g.ask(i, &Ask::new().key("k")).expect("an answer").ok {
-                gos.push((g.now(), 1));
-                *n += 1;
-            }
-        }
-        g.advance(MS);
-    }
-    go
 }
 
 /// Node 0 grants `first`, then node 1 takes `gifts` more than its room

@@ -24,9 +24,9 @@ fn trio(kept: bool) -> Group {
 }
 
 /// Asks node `i` up to `most` go, honouring each short sorry's hint,
-/// until a sorry says no permit frees within a second or twenty come in a
-/// row; each go is noted in `gos` at its true instant.
-fn take(g: &mut Group, i: usize, most: u64, gos: &mut Vec<(Nanos, u64)>) -> u64 {
+/// until a sorry says no permit (or token) frees within a second or twenty
+/// come in a row; each go is noted in `gos` at its true instant.
+pub(crate) fn take(g: &mut Group, i: usize, most: u64, gos: &mut Vec<(Nanos, u64)>) -> u64 {
     let (mut go, mut sorry) = (0, 0);
     while sorry < 20 && go < most {
         let r = g.ask(i, &Ask::new().key("k")).expect("an answer");
@@ -46,7 +46,7 @@ fn take(g: &mut Group, i: usize, most: u64, gos: &mut Vec<(Nanos, u64)>) -> u64 
 
 /// Asks all three nodes in turn, a millisecond apart, for `span`: the go
 /// each granted, each noted in `gos` at its true instant.
-fn drain_all(g: &mut Group, span: Nanos, gos: &mut Vec<(Nanos, u64)>) -> [u64; 3] {
+pub(crate) fn drain_all(g: &mut Group, span: Nanos, gos: &mut Vec<(Nanos, u64)>) -> [u64; 3] {
     let (mut go, end) = ([0; 3], g.now() + span);
     while g.now() < end {
         for (i, n) in go.iter_mut().enumerate() {
