@@ -126,9 +126,10 @@ impl Service {
             counts.clear();
             let kind = match out {
                 Outgoing::Heartbeat { joining } => {
+                    let echoes = p.echoes(now);
                     let mut msg = Batch::new(&self.locker, p.nodes(), PeerKind::Beat, reading);
                     msg.msg.joining = joining;
-                    tenure_of(p, now, &mut msg.msg);
+                    tenure_of(p, echoes, &mut msg.msg);
                     msg.finish(true, &mut send);
                     continue;
                 }
@@ -325,17 +326,14 @@ impl<'a> Batch<'a> {
 }
 
 /// What a heartbeat says of tenure (see `core::peering::tenure`): the
-/// latest heartbeat heard from each peer this locker echoes, the members
-/// it declared dead, those whose shares it holds.
-fn tenure_of(p: &Peering, now: Nanos, msg: &mut PeerMsg) {
+/// latest heartbeat heard from each peer this locker echoes (`echoes`), the
+/// members it declared dead, those whose shares it holds.
+fn tenure_of(p: &Peering, echoes: Vec<(Box<str>, Nanos)>, msg: &mut PeerMsg) {
     let tenure = p.tenure();
     if !tenure.applies() {
         return;
     }
-    let heard = p.nodes().peers().filter(|(_, s)| s.last_beat > 0);
-    let echoed =
-        heard.filter_map(|(_, s)| Some((s.run.as_ref()?, s.last_beat))).filter(|(r, _)| tenure.echoes(now, &r.id));
-    msg.echo = echoed.map(|(r, at)| PeerEcho(r.id.to_string(), at)).collect();
+    msg.echo = echoes.into_iter().map(|(id, at)| PeerEcho(id.into(), at)).collect();
     msg.dead = tenure.declared().map(String::from).collect();
     msg.holds = tenure.held().map(String::from).collect();
 }

@@ -224,6 +224,10 @@ fn a_locker_cut_off_stops_granting_before_its_share_is_reclaimed_and_no_slot_goe
             (0..3).map(|i| (0..1000).filter(|_| g.ask(i, &Ask::new().key("k")).unwrap().ok).count()).collect();
         slots.push(each);
     }
+    eprintln!("{slots:?}");
+    for i in 0..3 {
+        eprintln!("{:?}", sim_stats(&mut g, i));
+    }
     assert!(slots.iter().all(|s| s.iter().sum::<usize>() <= 999), "go per locker per slot: {slots:?}");
     let last = slots.last().unwrap();
     assert_eq!((last[0] + last[1], last[2]), (999, 0), "the majority holds the whole limit: {slots:?}");
@@ -289,4 +293,63 @@ fn the_seeds_limit_with_peer_links_40_to_70_ms_late_never_puts_six_in_a_slot() {
     let mean = total as f64 / slots as f64;
     eprintln!("40-70 ms late: {slots} slots, at most {worst} go in one, {mean:.2} go per slot on average");
     assert!(mean >= 4.5, "{mean:.2} go per slot");
+}
+
+/// Cuts or heals the links between `a` and `b`, both ways.
+fn link(g: &mut Group, a: usize, b: usize, up: bool) {
+    g.set_cut(a, b, !up);
+    g.set_cut(b, a, !up);
+}
+
+/// Every locker asked until sorry every 10 ms until `until`: the go of
+/// each slot, summed over the three.
+fn go_per_slot(g: &mut Group, until: Nanos) -> BTreeMap<u64, usize> {
+    let mut per_slot = BTreeMap::new();
+    while g.now() < until {
+        for i in 0..3 {
+            let go = (0..1000).take_while(|_| g.ask(i, &Ask::new().key("k")).unwrap().ok).count();
+            *per_slot.entry(g.now() / SLOT).or_insert(0) += go;
+        }
+        g.advance(10 * MS);
+    }
+    per_slot
+}
+
+/// The fault that needs two at once: node 2 is cut off and declared dead,
+/// its share goes to its heir (node 0); then node 1, one of its two
+/// declarers, restarts without a state file where it hears node 2 but not
+/// node 0. Knowing of no declaration, it echoes node 2's heartbeats, which
+/// renews node 2's lease. When the link to node 0 heals, node 1 learns of
+/// the declaration and echoes node 0, whose lease then covers the share it
+/// inherited: node 2's lease, renewed by node 1's last echo, must have run
+/// out by then, or both grant node 2's share in the same slot. Links take
+/// 200 ms, and the heal comes at each of 40 instants around node 1's first
+/// echo of node 2, before node 2's declaration of node 0 (it has not heard
+/// node 0 either) reaches node 1.
+#[test]
+fn a_declarer_restarted_without_its_file_never_lets_the_declared_and_its_heir_grant_one_share() {
+    let mut worst = (0, 0);
+    for step in 0..40 {
+        let mut g = trio_with_grace(300 * MS, 999, 1000);
+        g.set_link(sim::Link { delay: 200 * MS, jitter: 0, loss: 0.0 });
+        link(&mut g, 2, 0, false);
+        link(&mut g, 2, 1, false);
+        g.advance(RECLAIMED_WITHIN + SLOT);
+        // Nothing from node 0 reaches node 1's next run, not even what is
+        // on its way now.
+        link(&mut g, 1, 0, false);
+        g.advance(300 * MS);
+        g.kill(1);
+        link(&mut g, 2, 1, true);
+        g.restart(1);
+        // Node 1 echoes no one until past its grace and a lease and margin.
+        g.advance(300 * MS + LEASE + MARGIN - 500 * MS + step * 25 * MS);
+        link(&mut g, 1, 0, true);
+        let until = g.now() + 4 * SLOT;
+        let per_slot = go_per_slot(&mut g, until);
+        let most = per_slot.values().copied().max().unwrap_or(0);
+        worst = worst.max((most, step));
+        assert!(most <= 999, "healed at step {step}: go per slot {per_slot:?}");
+    }
+    eprintln!("at most {} go in a slot (step {})", worst.0, worst.1);
 }

@@ -229,6 +229,19 @@ impl Peering {
         }
     }
 
+    /// The heartbeats this locker's next heartbeat echoes: each peer run's
+    /// id and the latest of its heartbeat times heard, for those tenure
+    /// vouches for at `now` (see `Tenure::vouch`).
+    pub fn echoes(&mut self, now: Nanos) -> Vec<(Box<str>, Nanos)> {
+        let heard = self.nodes.peers().filter(|(_, s)| s.last_beat > 0);
+        let runs = heard.filter_map(|(ix, s)| Some((ix, s.run.as_ref()?, s.last_beat)));
+        let tenure = &mut self.tenure;
+        let nodes = &self.nodes;
+        runs.filter(|&(ix, run, at)| tenure.vouch(now, ix, &run.id, at, nodes))
+            .map(|(_, run, at)| (run.id.clone(), at))
+            .collect()
+    }
+
     /// Tenure: whom this locker echoes, whom it declared dead, whose
     /// shares it holds.
     pub fn tenure(&self) -> &Tenure {

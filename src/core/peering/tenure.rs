@@ -80,6 +80,15 @@ struct Heard {
     dead: Vec<(Box<str>, Nanos)>,
     /// The members whose shares it holds.
     holds: Vec<Box<str>>,
+    /// The run it was when first heard here, and when that was.
+    run: u64,
+    since: Nanos,
+    /// The earliest slot start for which its echoes count for inherited
+    /// shares (see `inherited_from`); `Nanos::MAX` until it echoed a
+    /// heartbeat sent since `held_from`.
+    counts_from: Nanos,
+    /// The latest of the peer's heartbeat times this run echoed.
+    vouched: Nanos,
 }
 
 /// This locker's tenure.
@@ -90,6 +99,11 @@ pub struct Tenure {
     heard: Vec<Heard>,
     /// Echo no one before this (see the module header).
     echo_from: Nanos,
+    /// Nor before this: a lease and its margin past the last heartbeat
+    /// this run echoed of a member it learned later it must shun.
+    quiet_until: Nanos,
+    /// The members this run never echoes again (see `shun_named`).
+    shunned: Vec<Box<str>>,
     /// The members this run declared dead, and when.
     declared: Vec<(Box<str>, Nanos)>,
     /// The members whose shares this run holds, besides its own.
@@ -109,6 +123,8 @@ impl Tenure {
             majority: if members >= 3 { members / 2 + 1 } else { 0 },
             heard: vec![Heard::default(); peers],
             echo_from: Nanos::MAX,
+            quiet_until: 0,
+            shunned: Vec::new(),
             declared: Vec::new(),
             held: Vec::new(),
             held_from: Nanos::MAX,
@@ -139,8 +155,15 @@ impl Tenure {
         }
         let members = self.heard.len() + 1;
         let h = &mut self.heard[peer];
+        let run = nodes.peers().nth(peer).and_then(|(_, s)| s.run.as_ref()).map_or(0, |r| r.incarnation);
+        if h.since == 0 || h.run != run {
+            (h.run, h.since, h.vouched, h.counts_from) = (run, now, 0, Nanos::MAX);
+        }
         if let Some(at) = said.echo.filter(|&at| at <= now) {
             h.echoed = h.echoed.max(at);
+            if at >= self.held_from && h.counts_from == Nanos::MAX {
+                h.counts_from = now.max(h.since.saturating_add(LEASE + MARGIN));
+            }
         }
         for id in said.dead {
             if h.dead.iter().any(|(d, _)| **d == **id) {
@@ -156,8 +179,9 @@ impl Tenure {
             h.dead.push((id.as_str().into(), now));
         }
         h.holds = said.holds.iter().take(members).map(|id| id.as_str().into()).collect();
+        self.shun_named(nodes);
         let me = &nodes.me().id;
-        if !self.lost_own && h.holds.iter().any(|id| id == me) {
+        if !self.lost_own && self.heard[peer].holds.iter().any(|id| id == me) {
             self.lost_own = true;
             let by = nodes.peers().nth(peer).and_then(|(_, s)| s.run.as_ref()).map_or("?".into(), |r| shown(&r.id));
             return Some(PeerEvent::LostShare { by });
@@ -165,18 +189,55 @@ impl Tenure {
         None
     }
 
-    /// Whether this locker echoes member `id`'s heartbeats at `now`: not
-    /// before it may (see `joined`), and never once any member declared it
-    /// dead or holds its share.
-    pub fn echoes(&self, now: Nanos, id: &str) -> bool {
+    /// Whether this locker echoes `beat`, the latest heartbeat time heard
+    /// from `peer`, member `id`, at `now`; if so, it remembers echoing it.
+    /// Not before it may (see `joined`), nor while quiet (see
+    /// `shun_named`), and never a member it shuns.
+    pub fn vouch(&mut self, now: Nanos, peer: PeerIx, id: &str, beat: Nanos, nodes: &Nodes) -> bool {
         if !self.applies() {
             return true;
         }
+        let echoes = now >= self.echo_from.max(self.quiet_until)
+            && !self.shunned.iter().any(|s| **s == *id)
+            && !self.named(id, nodes);
+        if let Some(h) = self.heard.get_mut(peer).filter(|_| echoes) {
+            h.vouched = h.vouched.max(beat);
+        }
+        echoes
+    }
+
+    /// Whether this run must never echo member `id` again: it declared it
+    /// dead or holds its share, a peer holds its share, or a majority
+    /// declared it dead. One declaration alone is not enough: a member
+    /// cut off from one peer but heard by the rest would lose its lease
+    /// for good, and two that cannot hear each other would each lose it.
+    fn named(&self, id: &str, nodes: &Nodes) -> bool {
         let named = |list: &[Box<str>]| list.iter().any(|d| **d == *id);
-        now >= self.echo_from
-            && !self.declared.iter().any(|(d, _)| **d == *id)
-            && !named(&self.held)
-            && !self.heard.iter().any(|h| h.dead.iter().any(|(d, _)| **d == *id) || named(&h.holds))
+        self.declared.iter().any(|(d, _)| **d == *id)
+            || named(&self.held)
+            || self.heard.iter().any(|h| named(&h.holds))
+            || self.declared_by_majority(id, nodes).is_some()
+    }
+
+    /// Shuns each member newly named (see `named`), and stays quiet a
+    /// lease and its margin past the last of its heartbeats this run
+    /// echoed. A member this run echoed may still be leased by that echo;
+    /// the heir's lease over its share needs this run's echo of a
+    /// heartbeat that said it holds the share, so the two never overlap.
+    /// That is what keeps a run that restarted without its state file, and
+    /// so knew of no declaration, from lending both of them a lease.
+    fn shun_named(&mut self, nodes: &Nodes) {
+        for (ix, s) in nodes.peers() {
+            let Some(run) = s.run.as_ref() else { continue };
+            if self.shunned.contains(&run.id) || !self.named(&run.id, nodes) {
+                continue;
+            }
+            self.shunned.push(run.id.clone());
+            let vouched = self.heard[ix].vouched;
+            if vouched > 0 {
+                self.quiet_until = self.quiet_until.max(vouched.saturating_add(LEASE + MARGIN));
+            }
+        }
     }
 
     /// The members this run declared dead.
@@ -189,13 +250,35 @@ impl Tenure {
         self.held.iter().map(|id| &**id)
     }
 
-    /// Whether a majority echoed this locker's heartbeats sent since
-    /// `since` and less than a lease before `now`, not counting the peers
-    /// for which `skip` holds.
-    fn majority_echoes(&self, now: Nanos, since: Nanos, nodes: &Nodes, skip: impl Fn(&PeerState) -> bool) -> bool {
-        let fresh = |h: &Heard| h.echoed >= since && h.echoed.saturating_add(LEASE) > now;
-        let echoing = self.heard.iter().zip(nodes.peers()).filter(|(h, (_, s))| fresh(h) && !skip(s)).count();
+    /// Whether a majority echoed this locker's heartbeats sent less than a
+    /// lease before `now`.
+    fn majority_echoes(&self, now: Nanos) -> bool {
+        let echoing = self.heard.iter().filter(|h| h.echoed.saturating_add(LEASE) > now).count();
         echoing + 1 >= self.majority
+    }
+
+    /// The first slot start from which this locker may grant from its
+    /// inherited shares at `now`, if a majority without the members it
+    /// inherited from echoed its heartbeats sent since `held_from` lately.
+    ///
+    /// Each echoing peer counts only for the slots that begin once its
+    /// first such echo arrived, and a lease and its margin after its run
+    /// was first heard. A dead member may have been leased by a peer's
+    /// echo until that peer learned this locker holds the share, which its
+    /// first such echo says it did; the peer then stayed quiet past that
+    /// lease (see `shun_named`). And a peer's earlier runs, which died
+    /// before its run started, may have echoed the dead member too. So no
+    /// slot the dead member granted in is granted from again.
+    fn inherited_from(&self, now: Nanos, nodes: &Nodes) -> Nanos {
+        let inherited = |s: &PeerState| s.run.as_ref().is_some_and(|r| self.held.contains(&r.id));
+        let fresh = |h: &Heard| h.echoed >= self.held_from && h.echoed.saturating_add(LEASE) > now;
+        let counting = self.heard.iter().zip(nodes.peers()).filter(|(h, (_, s))| fresh(h) && !inherited(s));
+        let mut from: Vec<Nanos> = counting.map(|(h, _)| h.counts_from).filter(|&f| f != Nanos::MAX).collect();
+        from.sort_unstable();
+        match from.get(self.majority.saturating_sub(2)) {
+            Some(&f) if self.majority >= 2 => f.max(self.held_from),
+            _ => Nanos::MAX,
+        }
     }
 
     /// What tenure means for grants at `now`.
@@ -203,14 +286,14 @@ impl Tenure {
         if !self.applies() {
             return Holding::OWN;
         }
-        let leased = !self.lost_own && self.majority_echoes(now, 0, nodes, |_| false);
-        let inherited = |s: &PeerState| s.run.as_ref().is_some_and(|r| self.held.contains(&r.id));
-        let held = if self.held.is_empty() || !self.majority_echoes(now, self.held_from, nodes, inherited) {
+        let leased = !self.lost_own && self.majority_echoes(now);
+        let held_from = if self.held.is_empty() { Nanos::MAX } else { self.inherited_from(now, nodes) };
+        let held = if held_from == Nanos::MAX {
             0
         } else {
             self.held.iter().filter_map(|id| place_of(nodes, id)).fold(0u64, |bits, p| bits | 1 << p)
         };
-        Holding { leased, held, held_from: self.held_from }
+        Holding { leased, held, held_from }
     }
 
     /// Declares the peers silent for `DECLARE_AFTER` dead, while leased,
@@ -231,6 +314,7 @@ impl Tenure {
             }
         }
         self.reclaim(now, nodes, events);
+        self.shun_named(nodes);
     }
 
     /// Takes over each member this locker (or a member whose share it
@@ -250,6 +334,8 @@ impl Tenure {
                 }
             }
             self.held_from = if self.held_from == Nanos::MAX { from } else { self.held_from.max(from) };
+            // Echoes count again from one of a heartbeat sent since.
+            self.heard.iter_mut().for_each(|h| h.counts_from = Nanos::MAX);
             let in_ms = from.saturating_sub(now) / NANOS_PER_MS;
             events.push_back(PeerEvent::Reclaimed { id: shown(&id), in_ms });
         }

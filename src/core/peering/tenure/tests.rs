@@ -28,6 +28,12 @@ fn hear(nodes: &mut Nodes, now: Nanos, peer: PeerIx, id: &str) {
     nodes.heartbeat(now, peer, &key(id), Beat { sent_at: now, ..Beat::default() });
 }
 
+/// Whether `t` echoes member `id` at `now` (recording no echo).
+fn echoes(t: &mut Tenure, nodes: &Nodes, now: Nanos, id: &str) -> bool {
+    let peer = nodes.peers().position(|(_, s)| s.run.as_ref().is_some_and(|r| *r.id == *id));
+    t.vouch(now, peer.unwrap_or(usize::MAX), id, 0, nodes)
+}
+
 fn echo(t: &mut Tenure, nodes: &Nodes, now: Nanos, peer: PeerIx, at: Nanos) {
     t.on_beat(now, peer, Said { echo: Some(at), ..Said::default() }, nodes);
 }
@@ -68,8 +74,8 @@ fn a_silent_member_is_declared_only_by_a_leased_locker() {
     t.tick(later, &nodes, &mut events);
     assert_eq!(events.pop_front(), Some(PeerEvent::Declared { id: "c".into() }));
     assert_eq!(t.declared().collect::<Vec<_>>(), ["c"]);
-    assert!(!t.echoes(later, "c"), "a declared member is never echoed again");
-    assert!(t.echoes(later, "b"));
+    assert!(!echoes(&mut t, &nodes, later, "c"), "a declared member is never echoed again");
+    assert!(echoes(&mut t, &nodes, later, "b"));
 }
 
 #[test]
@@ -90,11 +96,11 @@ fn the_heir_takes_a_share_once_a_majority_declared_its_member_and_a_lease_has_su
     assert_eq!(events.pop_front(), Some(PeerEvent::Reclaimed { id: "c".into(), in_ms: (LEASE + MARGIN) / MS }));
     assert_eq!(t.held().collect::<Vec<_>>(), ["c"]);
     // The inherited share counts once a majority without c echoed a
-    // heartbeat sent since.
+    // heartbeat sent since, for the slots that begin once that echo came.
     assert_eq!(t.holding(from + 10 * MS, &nodes).held, 0, "no echo of a heartbeat since yet");
     echo(&mut t, &nodes, from + 20 * MS, 0, from + 10 * MS);
     let h = t.holding(from + 20 * MS, &nodes);
-    assert_eq!((h.held, h.held_from, h.leased), (1 << 2, from, true), "c's place is 2");
+    assert_eq!((h.held, h.held_from, h.leased), (1 << 2, from + 20 * MS, true), "c's place is 2");
     assert_eq!(t.holding(from + 10 * MS + LEASE, &nodes).held, 0, "the inherited share needs a lease too");
 }
 
@@ -108,7 +114,7 @@ fn only_the_heir_reclaims_and_a_member_counts_no_word_about_itself() {
     let mut events = VecDeque::new();
     t.tick(T0 + 2 * MS, &nodes, &mut events);
     assert!(events.is_empty(), "b's heir is c, and b's word about itself is no declaration: {events:?}");
-    assert!(!t.echoes(T0 + 2 * MS, "b"), "but a no longer echoes b");
+    assert!(echoes(&mut t, &nodes, T0 + 2 * MS, "b"), "one declaration is no majority: a still echoes b");
 }
 
 #[test]
@@ -139,32 +145,91 @@ fn an_heir_that_takes_over_also_takes_what_the_dead_member_held() {
 
 #[test]
 fn a_run_that_did_not_hear_every_peer_echoes_no_one_for_a_lease() {
+    let (_, nodes) = group("a", &["b", "c"]);
     let mut t = Tenure::new(3, 2);
-    assert!(!t.echoes(T0, "b"), "not before joining");
+    assert!(!echoes(&mut t, &nodes, T0, "b"), "not before joining");
     t.joined(T0, false);
-    assert!(!t.echoes(T0 + LEASE, "b"));
-    assert!(t.echoes(T0 + LEASE + MARGIN, "b"));
+    assert!(!echoes(&mut t, &nodes, T0 + LEASE, "b"));
+    assert!(echoes(&mut t, &nodes, T0 + LEASE + MARGIN, "b"));
 }
 
 #[test]
 fn a_declaration_heard_before_its_member_is_known_is_kept_and_a_full_list_keeps_members_names() {
     // "c" is configured but not heard yet: its id is no member's here.
-    let names: Vec<Box<str>> = vec!["b".into(), "c".into()];
+    let names: Vec<Box<str>> = ["b", "c", "d", "e"].into_iter().map(Box::from).collect();
     let mut nodes = Nodes::new(key("a"), &names, MS);
-    hear(&mut nodes, T0, 0, "b");
-    let mut t = Tenure::new(3, 2);
+    for (ix, id) in [(0, "b"), (2, "d"), (3, "e")] {
+        hear(&mut nodes, T0, ix, id);
+    }
+    let mut t = Tenure::new(5, 4);
     t.joined(T0, true);
     let dead = vec!["c".to_owned()];
-    t.on_beat(T0, 0, Said { dead: &dead, ..Said::default() }, &nodes);
+    for peer in [0, 2, 3] {
+        t.on_beat(T0, peer, Said { dead: &dead, ..Said::default() }, &nodes);
+    }
     hear(&mut nodes, T0 + MS, 1, "c");
-    assert!(!t.echoes(T0 + MS, "c"), "b declared c before a knew c's id");
+    assert!(!echoes(&mut t, &nodes, T0 + MS, "c"), "a majority declared c before a knew c's id");
     // A peer that names more than the members makes room with the names
     // that are no member's, never with a member's declaration.
     let junk: Vec<String> = (0..10).map(|i| format!("gone-{i}")).collect();
     t.on_beat(T0 + 2 * MS, 0, Said { dead: &junk, ..Said::default() }, &nodes);
-    assert!(!t.echoes(T0 + 2 * MS, "c"), "c's declaration stays");
-    assert!(t.heard[0].dead.len() <= 3, "bounded by the members");
+    assert!(!echoes(&mut t, &nodes, T0 + 2 * MS, "c"), "c's declaration stays");
+    assert!(t.heard[0].dead.len() <= 5, "bounded by the members");
     let late = vec!["a".to_owned()];
     t.on_beat(T0 + 3 * MS, 0, Said { dead: &late, ..Said::default() }, &nodes);
     assert!(t.heard[0].dead.iter().any(|(d, _)| &**d == "a"), "a member's declaration finds room");
+}
+
+#[test]
+fn a_run_that_echoed_a_member_and_learns_its_share_is_held_echoes_no_one_until_that_echo_ran_out() {
+    // a restarted without its state file: it knows of no declaration of c
+    // and echoes c's heartbeat of T0 + 10 ms, which may renew c's lease.
+    let (mut t, mut nodes) = group("a", &["b", "c"]);
+    hear(&mut nodes, T0 + 10 * MS, 1, "c");
+    assert!(t.vouch(T0 + 20 * MS, 1, "c", T0 + 10 * MS, &nodes));
+    // b's heartbeat says b holds c's share. Echoing b now would lend b a
+    // lease over that share while c's runs: a waits until c's has run out.
+    let holds = ["c".to_string()];
+    t.on_beat(T0 + 30 * MS, 0, Said { holds: &holds, ..Said::default() }, &nodes);
+    assert!(!echoes(&mut t, &nodes, T0 + 30 * MS, "c"), "c is shunned for good");
+    let ran_out = T0 + 10 * MS + LEASE + MARGIN;
+    assert!(!echoes(&mut t, &nodes, ran_out - 1, "b"), "quiet while c's lease may run");
+    assert!(echoes(&mut t, &nodes, ran_out, "b"));
+    assert!(!echoes(&mut t, &nodes, ran_out, "c"));
+}
+
+#[test]
+fn a_member_shunned_before_this_run_echoed_it_costs_no_quiet() {
+    // c was cut off and its share reclaimed; when it is heard again, a run
+    // that never echoed it has nothing to wait for.
+    let (mut t, mut nodes) = group("a", &["b", "c"]);
+    let holds = ["c".to_string()];
+    t.on_beat(T0 + MS, 0, Said { holds: &holds, ..Said::default() }, &nodes);
+    hear(&mut nodes, T0 + 5 * MS, 1, "c");
+    t.on_beat(T0 + 5 * MS, 1, Said::default(), &nodes);
+    assert!(!echoes(&mut t, &nodes, T0 + 6 * MS, "c"));
+    assert!(echoes(&mut t, &nodes, T0 + 6 * MS, "b"), "no quiet");
+}
+
+#[test]
+fn a_peers_new_run_counts_for_an_inherited_share_only_in_slots_after_its_earlier_runs_echoes_ran_out() {
+    // a is c's heir and holds its share from `from`; then b restarts.
+    let (mut t, mut nodes) = group("a", &["b", "c"]);
+    let dead = ["c".to_string()];
+    t.on_beat(T0 + MS, 0, Said { dead: &dead, ..Said::default() }, &nodes);
+    let mut events = VecDeque::new();
+    hear(&mut nodes, T0 + DECLARE_AFTER, 0, "b");
+    echo(&mut t, &nodes, T0 + DECLARE_AFTER, 0, T0 + DECLARE_AFTER - MS);
+    t.tick(T0 + DECLARE_AFTER + MS, &nodes, &mut events);
+    assert_eq!(t.held().collect::<Vec<_>>(), ["c"], "{events:?}");
+    let from = T0 + DECLARE_AFTER + MS + LEASE + MARGIN;
+    echo(&mut t, &nodes, from + MS, 0, from);
+    assert_eq!(t.holding(from + MS, &nodes).held_from, from + MS, "b's run, heard long since");
+    let restart = from + 10 * MS;
+    let b2 = NodeKey { id: "b".into(), incarnation: 2 };
+    nodes.heartbeat(restart, 0, &b2, Beat { sent_at: restart, ..Beat::default() });
+    echo(&mut t, &nodes, restart + MS, 0, restart);
+    let h = t.holding(restart + MS, &nodes);
+    assert!(h.leased, "its own share: the new run's echo counts at once");
+    assert_eq!((h.held, h.held_from), (1 << 2, restart + MS + LEASE + MARGIN), "c's in the slots from then on");
 }
