@@ -15,25 +15,34 @@
 //!   the members (itself counted) echoed one of its heartbeats sent less
 //!   than `LEASE` ago, by its own clock.
 //! - **Declaring.** A member that holds a lease and has not heard a peer
-//!   for `DECLARE_AFTER` declares it dead, says so in every heartbeat from
-//!   then on, and never echoes that member again (nor does any member that
-//!   heard the declaration). A member cut off from a majority lost its
-//!   lease before it could declare anyone.
+//!   for `DECLARE_AFTER` declares it dead and says so in every heartbeat
+//!   from then on. A member cut off from a majority lost its lease before
+//!   it could declare anyone.
+//! - **Shunning.** A locker never echoes again a member it declared dead
+//!   or whose share it holds, that a peer says it holds, or that a
+//!   majority declared dead (one declaration is not enough: two members
+//!   that cannot hear each other would both lose their leases for good). A
+//!   run that had echoed the member it now shuns echoes no one until a
+//!   lease and `MARGIN` after the last heartbeat of it that it echoed.
 //! - **Reclaiming.** A member's share passes to its heir (the next member
 //!   by id, or whoever holds the heir's share) once a majority declared it
-//!   dead, and only for the slots that begin `LEASE + MARGIN` after this
-//!   locker learned of the last of those declarations. Every majority the
-//!   dead member could renew its lease from holds a declarer, which echoed
-//!   none of its heartbeats after declaring; so its lease ran out `LEASE`
-//!   after that declaration at the latest, and `MARGIN` covers clock drift
-//!   and skew. The heir grants from an inherited share only while a
+//!   dead, for the slots that begin `LEASE + MARGIN` after this locker
+//!   learned of the last of those declarations; it stopped echoing the
+//!   member by then. The heir grants from an inherited share only while a
 //!   majority without the members it inherited from echoes its heartbeats
-//!   sent since.
+//!   sent since (which say it holds the share), and only in the slots
+//!   that begin once each of those echoes first arrived and a lease and
+//!   `MARGIN` after the echoing run was first heard.
+//! - **Why one grantor per slot.** The member's majority and the heir's
+//!   meet in a locker that echoed both. Its run echoed the member before
+//!   it learned of the holding, then stayed quiet past that echo's lease,
+//!   so the heir's slot begins after the member's lease from it ran out;
+//!   or an earlier run of it echoed the member, and died before this run
+//!   was first heard. This holds whatever a restart without a state file
+//!   forgot; `MARGIN` covers clock drift and skew.
 //! - **For good.** A member whose share was reclaimed never grants from it
-//!   again in that run, and no member that knows of a declaration echoes it,
-//!   so it cannot renew a lease; it grants what its peers give it. A run
-//!   that started without hearing every peer echoes no one for
-//!   `LEASE + MARGIN`, since a declaration it never heard may exist.
+//!   again in that run. A run that started without hearing every peer
+//!   echoes no one for `LEASE + MARGIN`.
 //!
 //! With two members there is no majority but both: leases do not apply,
 //! each keeps its own share, and a dead member's share waits for it.
