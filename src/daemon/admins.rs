@@ -4,21 +4,18 @@
 //! no way to tell clients apart, and a limit's `allow_reset` alone decides.
 //! Every reset asked is logged, with who asked.
 //!
-//! The loop asks this about each request before serving it; the request
-//! is decoded here only when its bytes name the op `reset`. Whether the
-//! limit allows a reset at all is the service's to decide.
+//! The service asks this, through the loop's `Io`, about each request it
+//! decoded as a reset, before it resets anything (a reset's op may be
+//! written in any of MessagePack's string forms, so only the decoded
+//! request tells). Whether the limit allows a reset at all is the
+//! service's to decide.
 
 use tracing::info;
 
-use crate::core::DEFAULT_LIMIT;
 use crate::curve::{Allowlist, PublicKey, ServerCurve};
-use crate::wire::{self, Request};
 
 /// What a client that may not reset is told.
 pub const RESET_REFUSED: &str = "reset refused: with CURVE, only clients whose keys are listed in admin_keys may reset";
-
-/// The op's name as a MessagePack string: what a reset's bytes hold.
-const RESET_OP: &[u8] = b"\xa5reset";
 
 /// The clients that may reset a key's count.
 #[derive(Debug, Clone)]
@@ -34,32 +31,27 @@ impl Admins {
         Admins { keys: curve.map(|c| c.admins.clone()) }
     }
 
-    /// Whether `body` may be a reset: the only requests `refuses` reads.
+    /// Whether callers are told apart: only then does the loop read who
+    /// sent a request (`caller`), two calls into libzmq.
     #[inline]
-    pub fn may_be_reset(body: &[u8]) -> bool {
-        wire::is_structured(body) && body.windows(RESET_OP.len()).any(|w| w == RESET_OP)
+    pub fn tells_apart(&self) -> bool {
+        self.keys.as_ref().is_some_and(|k| !k.is_empty())
     }
 
-    /// Whether the request in `msg` is a reset its sender may not make.
-    /// Logs every reset asked, with who asked.
-    pub fn refuses(&self, msg: &mut zmq::Message) -> bool {
-        let body: &[u8] = msg;
-        if !Admins::may_be_reset(body) {
-            return false;
-        }
-        let (limit, key) = match wire::decode_request(body) {
-            Ok(Request::Reset(r)) => (r.limit.unwrap_or(DEFAULT_LIMIT).to_owned(), r.key.unwrap_or("").to_owned()),
-            _ => return false,
-        };
-        let by = msg.gets("User-Id").filter(|id| !id.is_empty()).map(str::to_owned);
+    /// Who sent `msg`: the `User-Id` the ZAP handler gave its connection
+    /// (the client's key in Z85), if any.
+    pub fn caller(msg: &mut zmq::Message) -> Option<String> {
+        msg.gets("User-Id").filter(|id| !id.is_empty()).map(str::to_owned)
+    }
+
+    /// Whether a reset of `key` in `limit` asked by `by` (see `caller`) is
+    /// refused. Logs every reset asked, with who asked.
+    pub fn refuses(&self, by: Option<&str>, limit: &str, key: &str) -> bool {
         let allowed = match &self.keys {
             None => true,
-            Some(admins) => {
-                by.as_deref().and_then(|z| PublicKey::from_z85(z, "User-Id").ok()).is_some_and(|k| admins.allows(&k))
-            }
+            Some(admins) => by.and_then(|z| PublicKey::from_z85(z, "User-Id").ok()).is_some_and(|k| admins.allows(&k)),
         };
-        let by =
-            by.as_deref().unwrap_or(if self.keys.is_some() { "an unnamed client" } else { "any client (no CURVE)" });
+        let by = by.unwrap_or(if self.keys.is_some() { "an unnamed client" } else { "any client (no CURVE)" });
         info!(%limit, %key, by, allowed, "reset asked");
         !allowed
     }

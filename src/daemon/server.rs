@@ -48,7 +48,7 @@ use crate::core::{
 use crate::curve::{Allowlist, KeyPair};
 use crate::service::{step, Answer, Io, Note, Service, Token};
 use crate::state::StateError;
-use crate::wire::{WireError, MAX_PEER_MESSAGE_SIZE};
+use crate::wire::{self, WireError, MAX_PEER_MESSAGE_SIZE};
 
 /// How long one wait on the sockets may last, so that a stop request is seen
 /// well within a second even when no traffic arrives.
@@ -155,8 +155,6 @@ pub struct Server {
     metrics: Option<Feed>,
     /// Where the config is read again from, when it came from a file.
     reload: Option<Reload>,
-    /// Who may reset a key's count.
-    admins: Admins,
 }
 
 /// The sockets the loop step talks through (see `service::step::Io`).
@@ -165,6 +163,11 @@ struct LoopIo {
     peers: Option<PeerSockets>,
     /// The store thread, when the counts live in a store.
     store: Option<StoreLink>,
+    /// Who may reset a key's count.
+    admins: Admins,
+    /// Who sent the request being served, when callers are told apart
+    /// (see `Admins::tells_apart`).
+    caller: Option<String>,
 }
 
 impl Io for LoopIo {
@@ -189,6 +192,10 @@ impl Io for LoopIo {
 
     fn event(&mut self, event: PeerEvent) {
         log_event(&event);
+    }
+
+    fn refuses_reset(&mut self, _token: Token, limit: &str, key: &str) -> Option<&'static str> {
+        self.admins.refuses(self.caller.as_deref(), limit, key).then_some(RESET_REFUSED)
     }
 
     fn store(&mut self, claims: Vec<ClaimAsk>, leases: Vec<LeaseCall>) {
@@ -298,7 +305,7 @@ impl Server {
         };
         let watch = Watch { clock: Box::new(clock), last: clock.now() };
         Ok(Server {
-            io: LoopIo { serving, peers, store },
+            io: LoopIo { serving, peers, store, admins: Admins::new(config.curve.as_ref()), caller: None },
             gate,
             accepts,
             _ctx: ctx,
@@ -308,7 +315,6 @@ impl Server {
             state,
             metrics: None,
             reload: None,
-            admins: Admins::new(config.curve.as_ref()),
             rls,
         })
     }
@@ -533,12 +539,8 @@ impl Server {
         // The body's bytes are looked up once on the common path: each look
         // is two calls into libzmq.
         let mut body: &[u8] = msg;
-        if Admins::may_be_reset(body) {
-            if self.admins.refuses(msg) {
-                self.service.reject(RESET_REFUSED, out);
-                self.io.serving.reply(token, out);
-                return Ok(true);
-            }
+        if self.io.admins.tells_apart() && wire::is_structured(body) {
+            self.io.caller = Admins::caller(msg);
             body = msg;
         }
         let now = self.watch.now(&mut self.service);

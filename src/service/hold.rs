@@ -19,7 +19,7 @@ use super::parking::{asked_hold, Parked, Parking, QueueKey, Token};
 use super::Service;
 use crate::core::ask::hold_within;
 use crate::core::time::NANOS_PER_MS;
-use crate::core::{LimitId, Nanos};
+use crate::core::{LimitId, Nanos, DEFAULT_LIMIT};
 use crate::state::Keep;
 use crate::wire::{self, Decoded, ReplyKind, Request};
 
@@ -95,8 +95,24 @@ impl Service {
     /// reply comes later from `next_ready`. An ask whose limit and key
     /// already have asks parked waits behind them, so that they are
     /// answered in arrival order. `now` is the loop's clock reading; what
-    /// an answer left behind goes to `keep` before this returns.
+    /// an answer left behind goes to `keep` before this returns. Every
+    /// caller may reset (see `serve_for`).
     pub fn serve(&mut self, now: Nanos, token: Token, body: &[u8], out: &mut Vec<u8>, keep: &mut impl Keep) -> Answer {
+        self.serve_for(now, token, body, out, keep, &mut |_, _| None)
+    }
+
+    /// `serve`, making a reset only if `refuses_reset`, asked with its
+    /// limit and key, gives no reason to refuse its caller (see
+    /// `Io::refuses_reset`).
+    pub(super) fn serve_for(
+        &mut self,
+        now: Nanos,
+        token: Token,
+        body: &[u8],
+        out: &mut Vec<u8>,
+        keep: &mut impl Keep,
+        refuses_reset: &mut impl FnMut(&str, &str) -> Option<&'static str>,
+    ) -> Answer {
         // The plain path: the seed's `let me go` with nothing parked to wait
         // behind and no store to wait on goes straight to its decision; it
         // needs no decoding (a body that is no map is the plain form).
@@ -113,7 +129,16 @@ impl Service {
                 .unwrap_or(Answer::Now);
         }
         let decoded = self.decoder.decode(body);
-        let answer = self.keeping(now, keep, |s| s.serve_now(now, token, body, &decoded, out));
+        let answer = match &decoded.request {
+            Ok(Request::Reset(r)) => match refuses_reset(r.limit.unwrap_or(DEFAULT_LIMIT), r.key.unwrap_or("")) {
+                Some(why) => {
+                    self.reject(why, out);
+                    Answer::Now
+                }
+                None => self.keeping(now, keep, |s| s.serve_now(now, token, body, &decoded, out)),
+            },
+            _ => self.keeping(now, keep, |s| s.serve_now(now, token, body, &decoded, out)),
+        };
         self.decoder.recycle(decoded);
         answer
     }

@@ -46,6 +46,14 @@ pub trait Io {
         let _ = event;
     }
 
+    /// Why the caller of the request served under `token` may not reset
+    /// `key` in `limit`, if it may not. A loop that tells callers apart
+    /// decides it here, and logs each reset asked.
+    fn refuses_reset(&mut self, token: Token, limit: &str, key: &str) -> Option<&'static str> {
+        let _ = (token, limit, key);
+        None
+    }
+
     /// Hands claims and lease calls to the store.
     fn store(&mut self, claims: Vec<ClaimAsk>, leases: Vec<LeaseCall>) {
         let _ = (claims, leases);
@@ -75,7 +83,7 @@ pub fn request(
     out: &mut Vec<u8>,
 ) -> Answer {
     answer_due(service, now, keep, io, out);
-    let answer = service.serve(now, token, body, out, keep);
+    let answer = service.serve_for(now, token, body, out, keep, &mut |limit, key| io.refuses_reset(token, limit, key));
     if answer == Answer::Now {
         io.answer(token, body, out);
     }

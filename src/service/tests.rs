@@ -3,8 +3,8 @@
 //! a request, holding it, waiting for the store's claims for it or giving
 //! back what an undelivered reply took must read exactly the maps that one
 //! decoding of it reads, an `all`'s parts and a batch's `all` entries'
-//! parts included. A parked request is decoded once more each time it is
-//! decided again.
+//! parts included; so must a reset, whose caller the loop is asked about.
+//! A parked request is decoded once more each time it is decided again.
 
 use super::*;
 use crate::core::claims::{Claimed, Grant};
@@ -109,4 +109,49 @@ fn with_a_store_an_all_is_read_once_for_its_claims_and_once_when_they_are_back()
     let n = reads_in(|| answered.extend(std::iter::from_fn(|| s.next_ready(T0 + MS, &mut out, &mut ()))));
     assert_eq!(answered, [1, 2]);
     assert_eq!(n, one_decoding(ALL) + one_decoding(&batch_with_all()), "each decided once: {out:?}");
+}
+
+/// A loop that sends nothing and refuses every reset, or none, keeping the
+/// limit and key of each reset it was asked about.
+#[derive(Default)]
+struct Gate {
+    refuse: bool,
+    asked: Vec<(String, String)>,
+}
+
+impl Io for Gate {
+    fn reply(&mut self, _: Token, _: &[u8]) {}
+
+    fn refuses_reset(&mut self, _: Token, limit: &str, key: &str) -> Option<&'static str> {
+        self.asked.push((limit.to_owned(), key.to_owned()));
+        self.refuse.then_some("refused here")
+    }
+}
+
+/// `{"op": "reset", "limit": "api", "key": "k"}` with the op written as
+/// `str8`, which MessagePack allows though encoders write `fixstr`: a
+/// check that looked for the op's usual bytes would not see a reset.
+const RESET_STR8: &[u8] = b"\x83\xa2op\xd9\x05reset\xa5limit\xa3api\xa3key\xa1k";
+
+#[test]
+fn a_reset_is_read_once_and_made_only_if_the_loop_does_not_refuse_its_caller() {
+    let default = Limit::new(crate::core::DEFAULT_LIMIT, Quota::new(2, 1.0).unwrap()).unwrap();
+    let api = Limit::new("api", Quota::new(1, 60.0).unwrap()).unwrap().with_reset_allowed(true);
+    let mut s = Service::new(Locker::new(default, vec![api], 100));
+    let mut out = Vec::new();
+    // {"limit": "api", "key": "k"}: a go.
+    let go = b"\x82\xa5limit\xa3api\xa3key\xa1k";
+    assert_eq!(step::request(&mut s, T0, 1, go, &mut (), &mut Gate::default(), &mut out), Answer::Now);
+    assert!(wire::grants(&out), "the key's one permit: {out:?}");
+    for (refuse, token) in [(true, 2), (false, 3)] {
+        let mut gate = Gate { refuse, ..Gate::default() };
+        let n = reads_in(|| {
+            assert_eq!(step::request(&mut s, T0 + MS, token, RESET_STR8, &mut (), &mut gate, &mut out), Answer::Now);
+        });
+        assert_eq!(n, one_decoding(RESET_STR8), "read once, refused: {refuse}");
+        assert_eq!(gate.asked, [("api".to_owned(), "k".to_owned())], "the loop was asked about its caller");
+        assert_eq!(String::from_utf8_lossy(&out).contains("refused here"), refuse, "{out:?}");
+        let _: Answer = step::request(&mut s, T0 + 2 * MS, 10 + token, go, &mut (), &mut Gate::default(), &mut out);
+        assert_eq!(wire::grants(&out), !refuse, "refused: {refuse}: the count was reset only when not refused");
+    }
 }

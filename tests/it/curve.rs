@@ -319,6 +319,12 @@ fn only_admin_keys_may_reset_and_each_reset_is_logged_with_who_asked() {
     assert!(!alice_client.ask(&login).unwrap().ok, "the refused reset cleared nothing");
     let line = d.wait_for_log(&["reset asked", &alice.public.to_z85()]);
     assert!(line.contains("allowed=false") && line.contains("login"), "{line}");
+    // The same reset with its op written as MessagePack's str8, not the
+    // fixstr encoders write: still a reset, still refused.
+    let str8 = b"\x83\xa2op\xd9\x05reset\xa5limit\xa5login\xa3key\xa5alice";
+    let reply = alice_client.round_trip(str8).unwrap();
+    assert!(String::from_utf8_lossy(&reply).contains("only clients whose keys"), "{:?}", &reply[..]);
+    assert!(!alice_client.ask(&login).unwrap().ok, "the refused str8 reset cleared nothing");
     let done = ops_client.reset(Some("login"), Some("alice")).unwrap();
     assert_eq!((done.ok, done.remaining), (true, 2));
     let line = d.wait_for_log(&["reset asked", &ops.public.to_z85()]);
