@@ -28,6 +28,13 @@ impl Service {
         parts: &[Result<wire::Ask, WireError>],
         out: &mut Vec<u8>,
     ) -> Option<Sorry> {
+        if parts.len() != all.len() {
+            // Never when the decoder kept them (see `EntryParts::of`): refused
+            // rather than decided on fewer parts than were asked.
+            self.locker.counters().record_error(None);
+            wire::encode(&error_reply(&"the parts of \"all\" could not be read"), out);
+            return None;
+        }
         // On the stack: an `all` allocates nothing once warm. The array is
         // filled from the first part found.
         let mut asks: Option<[PermitAsk; MAX_PARTS]> = None;

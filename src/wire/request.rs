@@ -156,10 +156,16 @@ pub struct EntryParts<'d, 'a> {
 impl<'d, 'a> EntryParts<'d, 'a> {
     /// The parts of `all`, the batch's next `all` entry: ask for every
     /// `all` entry, in order. The decoder keeps exactly `all.len()` parts
-    /// for each.
+    /// for each; were fewer left, this hands none out rather than panic on
+    /// the request path, and the service refuses an `all` whose parts do
+    /// not match it.
     #[inline]
     pub fn of(&mut self, all: &AllAsk<'a>) -> &'d [Result<Ask<'a>, WireError>] {
-        let (parts, rest) = self.rest.split_at(all.len());
+        debug_assert!(self.rest.len() >= all.len(), "the decoder keeps every all entry's parts");
+        let Some((parts, rest)) = self.rest.split_at_checked(all.len()) else {
+            self.rest = &[];
+            return &[];
+        };
         self.rest = rest;
         parts
     }
