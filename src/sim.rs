@@ -94,10 +94,19 @@ struct StateFile {
     /// The run now writing, numbered from 0 as the file's runs are.
     run: u32,
     records: Vec<Vec<u8>>,
+    /// Set once its disk is full: how many more records the room reserved
+    /// before then still holds (the daemon's keeper reserves room for at
+    /// least one call's).
+    headroom: Option<usize>,
 }
 
 impl StateFile {
     fn push(&mut self, record: &Record) {
+        match &mut self.headroom {
+            Some(0) => return,
+            Some(n) => *n -= 1,
+            None => {}
+        }
         let mut bytes = vec![0; record.encoded_len()];
         record.encode(&mut bytes);
         self.records.push(bytes);
@@ -107,7 +116,7 @@ impl StateFile {
     fn started(service: &Service, run: u32, records: &[Record]) -> StateFile {
         let me = service.peering().map(|p| p.nodes().me().clone());
         let (node, incarnation) = me.map_or((String::new(), 0), |m| (m.id.to_string(), m.incarnation));
-        let mut file = StateFile { on: true, run, records: Vec::new() };
+        let mut file = StateFile { on: true, run, records: Vec::new(), headroom: None };
         file.push(&Record::Run { run, incarnation, node: &node });
         records.iter().for_each(|r| file.push(r));
         file
@@ -121,6 +130,13 @@ impl Keep for StateFile {
 
     fn keep(&mut self, record: &Record) {
         self.push(record);
+    }
+
+    fn make_room(&mut self, _: Nanos) -> Result<(), &'static str> {
+        match self.headroom {
+            Some(_) => Err("the state file cannot grow (the disk is full)"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -370,6 +386,12 @@ impl Group {
     /// back what it kept.
     pub fn keep_state(&mut self, i: usize) {
         self.nodes[i].state = StateFile::started(self.service(i), 0, &[]);
+    }
+
+    /// Fills the disk under node `i`'s state file: it holds `headroom`
+    /// more records, then none. A restart finds room again.
+    pub fn fill_disk(&mut self, i: usize, headroom: usize) {
+        self.nodes[i].state.headroom = Some(headroom);
     }
 
     /// Removes node `i`'s state file: its next restart starts without one.

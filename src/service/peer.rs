@@ -68,9 +68,12 @@ impl Service {
                 p.on_limit(peer, id, self.locker.limit(id).digest() == *digest, || name.clone());
             }
         }
-        // Demand figures (`asked`) of the former split are ignored.
+        // Demand figures (`asked`) of the former split are ignored. A want
+        // is answered with a gift, which must be recorded before it leaves:
+        // while the state file has no room, wants go unanswered.
         let counts = msg.counts.iter().map(|c| (c, Counted::Granted));
-        for (c, what) in counts.chain(msg.wanted.iter().map(|c| (c, Counted::Wanted))) {
+        let wanted = if self.status.refusing.is_some() { &[][..] } else { &msg.wanted[..] };
+        for (c, what) in counts.chain(wanted.iter().map(|c| (c, Counted::Wanted))) {
             if let Some(count) = accept(&self.locker, p, now, peer, &msg.nodes, c, what) {
                 self.locker.peers().merge(now, &count);
             }
@@ -119,7 +122,9 @@ impl Service {
         // A heartbeat says what the group clock reads, not where it holds
         // still after a move back, so that peers measure this clock right.
         let (reading, now) = (p.clock().reading(now), p.group_now(now));
-        keep_ledgers(&mut self.locker, now, keep);
+        if let Err(full) = keep_ledgers(&mut self.locker, now, keep) {
+            self.status.refusing = Some(full);
+        }
         let mut counts: Vec<Count> = self.locker.peers().take_granted().collect();
         send_counts(&self.locker, p.nodes(), PeerKind::Counts, now, &counts, &mut send);
         while let Some(out) = p.poll_transmit(now) {
@@ -151,9 +156,9 @@ impl Service {
 
 /// Hands `keep` the ledger of every key whose gifts changed (see
 /// `Peers::take_ledgers`), at `now` by the group clock.
-fn keep_ledgers(locker: &mut Locker, now: Nanos, keep: &mut impl Keep) {
+fn keep_ledgers(locker: &mut Locker, now: Nanos, keep: &mut impl Keep) -> Result<(), &'static str> {
     let mut touched: Vec<_> = locker.peers().take_ledgers().collect();
-    let Some(run) = keep.run() else { return };
+    let Some(run) = keep.run() else { return Ok(()) };
     touched.sort_unstable();
     touched.dedup();
     for (id, key) in &touched {
@@ -170,11 +175,13 @@ fn keep_ledgers(locker: &mut Locker, now: Nanos, keep: &mut impl Keep) {
             keep.keep(&Record::Fill { at: now, run, limit, key, period, base, room, tat });
         }
     }
-    if !touched.is_empty() {
-        // What room there is for the next calls' records: a gift is rare,
-        // and the headroom kept for one request covers a message of them.
-        let _ = keep.make_room(now);
+    if touched.is_empty() {
+        return Ok(());
     }
+    // What room there is for the next calls' records: a gift is rare, and
+    // the headroom kept for one request covers a message of them. Without
+    // room, grants are refused and wants go unanswered (see `on_peer`).
+    keep.make_room(now)
 }
 
 /// Sends `counts` as messages of `kind`; a snapshot is sent even when

@@ -128,3 +128,37 @@ fn what_a_killed_run_gave_and_was_given_is_kept_and_never_granted_twice() {
         assert!(go <= 100, "{first} before the kill: {go} go in a slot of 100");
     }
 }
+
+/// A full disk under node 0's state file, with room reserved for one more
+/// record: node 0 grants nothing once a call found the disk full (a grant
+/// must be recorded before its reply), and gives nothing either, since a
+/// gift must be recorded before it leaves. Node 2 is down, so node 1, once
+/// its share is spent, can be given permits by node 0 alone. Node 0 is
+/// then killed and restarted with its file in the same slot: had it given
+/// what its file could not keep, the restart would grant those permits
+/// again.
+#[test]
+fn a_full_disk_stops_gifts_as_it_stops_grants_so_a_restart_never_grants_a_permit_twice() {
+    let mut g = trio(true);
+    g.kill(2);
+    let slot = g.now() / SLOT;
+    let mut go = take(&mut g, 0, slot, 10);
+    g.fill_disk(0, 1);
+    // The call that finds the disk full is recorded in the room kept for
+    // it; the next is refused.
+    go += u64::from(g.ask(0, &Ask::new().key("k")).unwrap().ok);
+    let refused = g.ask(0, &Ask::new().key("k")).expect_err("no grant without room to record it");
+    assert!(refused.contains("disk is full"), "{refused}");
+    let spent = take(&mut g, 1, slot, 60);
+    assert_eq!(spent, 33, "node 1's own share and no gift from node 0");
+    go += spent;
+    g.kill(0);
+    g.advance(5 * MS);
+    g.restart(0);
+    g.advance(800 * MS);
+    let each = [take(&mut g, 0, slot, 100), take(&mut g, 1, slot, 100)];
+    go += each.iter().sum::<u64>();
+    assert_eq!(g.now() / SLOT, slot, "the slot ended before it was spent");
+    eprintln!("a full disk, then kill -9 and a restart with the file: {go} go in the slot of 100, {each:?} after");
+    assert!(go <= 100, "{go} go in a slot of 100: {each:?}");
+}

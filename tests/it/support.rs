@@ -90,7 +90,7 @@ impl Daemon {
     /// Starts a locker, or says why it did not print its endpoint (it
     /// exited, for instance on a port taken since it was chosen, or it was
     /// too slow).
-    fn try_spawn(bind_args: &[&str], args: &[&str], capture: bool) -> Result<Daemon, String> {
+    pub fn try_spawn(bind_args: &[&str], args: &[&str], capture: bool) -> Result<Daemon, String> {
         Daemon::try_spawn_with(Command::new(locker_bin()), bind_args, args, capture)
     }
 
