@@ -52,7 +52,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // frames up to the empty delimiter, which go back before the reply.
         envelope.clear();
         while router && msg.get_more() {
-            let delimiter = msg.is_empty() && !envelope.is_empty();
+            // The routing id comes first and is never the delimiter.
+            let delimiter = !envelope.is_empty() && msg.is_empty();
             envelope.push(std::mem::replace(&mut msg, zmq::Message::new()));
             rep.recv(&mut msg, 0)?;
             if delimiter {

@@ -388,6 +388,7 @@ impl Service {
         self.plain(now, body, out)
     }
 
+    #[inline]
     fn plain(&mut self, now: Nanos, body: &[u8], out: &mut Vec<u8>) -> Option<Sorry> {
         let id = self.plain_limit(body);
         // A plain request names no key and costs 1, which every counting
@@ -416,7 +417,7 @@ impl Service {
             return self.locker.find_plain(body);
         }
         let (last, id) = &mut self.plain_memo;
-        if body != &last[..] {
+        if !same_bytes(body, last) {
             *id = self.locker.find_plain(body);
             // Within the capacity reserved at start, so this never allocates.
             last.clear();
@@ -620,6 +621,22 @@ fn go_reply(v: &Verdict, ask: &wire::Ask) -> GoReply {
         granted: ask.up_to.then_some(v.granted),
         wait_ms: ask.max_wait_ms.map(|_| ceil_ms(v.wait)),
     }
+}
+
+/// Whether `a` and `b` hold the same bytes: a plain body against the
+/// last one seen, compared eight bytes at a time in line rather than
+/// through a call to `memcmp`, which costs more than the comparison for
+/// a body as short as `let me go`.
+#[inline]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail = a8.remainder().iter().zip(b8.remainder()).all(|(x, y)| x == y);
+    tail && a8.zip(b8).all(|(x, y)| {
+        u64::from_ne_bytes(x.try_into().unwrap_or_default()) == u64::from_ne_bytes(y.try_into().unwrap_or_default())
+    })
 }
 
 fn error_reply(e: &impl std::fmt::Display) -> ErrorReply {

@@ -140,7 +140,14 @@ impl Serving {
 
     /// Reads one request into `msg`, if one is waiting.
     pub fn recv(&mut self, msg: &mut zmq::Message) -> Result<Received, ServerError> {
-        match self.socket.recv(msg, zmq::DONTWAIT) {
+        // On a ROUTER the first frame is the routing id: it is received
+        // straight into the envelope, which is reused from request to
+        // request, and the body into `msg`.
+        if self.envelope.is_empty() {
+            self.envelope.push(zmq::Message::new());
+        }
+        let first = if self.router { &mut self.envelope[0] } else { &mut *msg };
+        match self.socket.recv(first, zmq::DONTWAIT) {
             Ok(()) => {}
             Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => return Ok(Received::Nothing),
             Err(e) => return Err(zmq_err("receiving a request")(e).into()),
@@ -199,8 +206,19 @@ impl Serving {
     }
 
     fn deliver_current(&mut self, body: &[u8], request: Option<&[u8]>) {
+        // Nothing waits for room (the usual case): straight out.
+        if self.backlog.len == 0 {
+            match send(&self.socket, &self.envelope[..self.envelope_len], body) {
+                Sent::Done => return,
+                Sent::Lost => return self.lose(body, request),
+                Sent::Full => {}
+            }
+        }
         let mut envelope = std::mem::take(&mut self.envelope);
-        self.deliver(&mut envelope[..self.envelope_len], body, request);
+        match self.backlog.len {
+            0 => self.wait_for_room(&mut envelope[..self.envelope_len], body, request),
+            _ => self.deliver(&mut envelope[..self.envelope_len], body, request),
+        }
         self.envelope = envelope;
     }
 
@@ -273,6 +291,14 @@ impl Serving {
                 Sent::Full => {}
             }
         }
+        self.wait_for_room(envelope, body, request);
+    }
+
+    /// Keeps `body` in the backlog of the client `envelope` names, to be
+    /// sent after what already waits for it; gives the client up when its
+    /// backlog is full.
+    fn wait_for_room(&mut self, envelope: &mut [zmq::Message], body: &[u8], request: Option<&[u8]>) {
+        let Some(client) = envelope.first() else { return };
         let client = client.to_vec();
         let queue = self.backlog.clients.entry(client.clone()).or_default();
         if queue.replies.is_empty() {
@@ -331,31 +357,32 @@ impl Serving {
         debug!(go, "a reply not delivered: its client has gone");
     }
 
-    /// Reads a request's envelope into `self.envelope`, from its first
-    /// frame in `msg`: the routing id and every frame up to the empty
-    /// delimiter, as a REP socket strips them; leaves the body in `msg`.
-    /// Returns false, having read the whole message, when it has no
-    /// delimiter or no body (a REP socket drops such a message too).
+    /// Reads the rest of a request's envelope into `self.envelope`, whose
+    /// first frame, the routing id, was just received: every frame up to
+    /// the empty delimiter, as a REP socket strips them; then the body
+    /// into `msg`. Returns false, having read the whole message, when it
+    /// has no delimiter or no body (a REP socket drops such a message too).
     fn read_envelope(&mut self, msg: &mut zmq::Message) -> Result<bool, ServerError> {
-        let mut n = 0;
-        loop {
-            let more = msg.get_more();
-            let delimiter = msg.is_empty() && n > 0;
+        let mut n = 1;
+        // The routing id is never the delimiter, even when empty.
+        let mut more = self.envelope[0].get_more();
+        let mut delimiter = false;
+        while more && !delimiter {
             if n == self.envelope.len() {
                 self.envelope.push(zmq::Message::new());
             }
-            std::mem::swap(&mut self.envelope[n], msg);
-            n += 1;
-            self.envelope_len = n;
-            if !more {
-                return Ok(false);
-            }
             // The frames of one message arrive together: this never waits.
-            self.socket.recv(msg, 0).map_err(zmq_err("receiving a request part"))?;
-            if delimiter {
-                return Ok(true);
-            }
+            let frame = &mut self.envelope[n];
+            self.socket.recv(frame, 0).map_err(zmq_err("receiving a request part"))?;
+            (more, delimiter) = (frame.get_more(), frame.is_empty());
+            n += 1;
         }
+        self.envelope_len = n;
+        if !(more && delimiter) {
+            return Ok(false);
+        }
+        self.socket.recv(msg, 0).map_err(zmq_err("receiving a request"))?;
+        Ok(true)
     }
 
     /// Reads the rest of a multi-part body; returns how many parts it had.

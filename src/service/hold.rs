@@ -104,6 +104,7 @@ impl Service {
     /// `serve`, making a reset only if `refuses_reset`, asked with its
     /// limit and key, gives no reason to refuse its caller (see
     /// `Io::refuses_reset`).
+    #[inline]
     pub(super) fn serve_for(
         &mut self,
         now: Nanos,
@@ -120,46 +121,64 @@ impl Service {
             return self
                 .keeping(now, keep, |s| {
                     let sorry = s.decide_plain(now, body, out)?;
-                    // Only a sorry that may be held needs the request's value.
-                    let decoded = s.decoder.decode(body);
-                    let answer = s.hold_sorry(now, token, body, &decoded, sorry, None);
-                    s.decoder.recycle(decoded);
-                    Some(answer)
+                    Some(s.hold_plain_sorry(now, token, body, sorry))
                 })
                 .unwrap_or(Answer::Now);
         }
         let decoded = self.decoder.decode(body);
-        let answer = match &decoded.request {
-            Ok(Request::Reset(r)) => match refuses_reset(r.limit.unwrap_or(DEFAULT_LIMIT), r.key.unwrap_or("")) {
-                Some(why) => {
-                    self.reject(why, out);
-                    Answer::Now
-                }
-                None => self.keeping(now, keep, |s| s.serve_now(now, token, body, &decoded, out)),
-            },
-            _ => self.keeping(now, keep, |s| s.serve_now(now, token, body, &decoded, out)),
+        let refused = match &decoded.request {
+            Ok(Request::Reset(r)) => refuses_reset(r.limit.unwrap_or(DEFAULT_LIMIT), r.key.unwrap_or("")),
+            _ => None,
+        };
+        let answer = match refused {
+            Some(why) => {
+                self.reject(why, out);
+                Answer::Now
+            }
+            None => self.serve_now(now, token, body, &decoded, out, keep),
         };
         self.decoder.recycle(decoded);
         answer
     }
 
-    fn serve_now(&mut self, now: Nanos, token: Token, body: &[u8], decoded: &Decoded, out: &mut Vec<u8>) -> Answer {
-        if let Ok(r) = &decoded.request {
-            if self.park_behind(now, token, body, decoded) {
-                return Answer::Held;
-            }
-            if self.store.is_some() {
-                if let Some(answer) = self.lease_to_store(now, token, r, out) {
-                    return answer;
-                }
-                if self.wait_for_claims(now, token, body, decoded, 0, None) {
+    /// Holds a plain ask's sorry, if it may be held: only then is the
+    /// request's value needed.
+    fn hold_plain_sorry(&mut self, now: Nanos, token: Token, body: &[u8], sorry: Sorry) -> Answer {
+        let decoded = self.decoder.decode(body);
+        let answer = self.hold_sorry(now, token, body, &decoded, sorry, None);
+        self.decoder.recycle(decoded);
+        answer
+    }
+
+    /// Serves a request past the plain path, from its value, with what
+    /// it changes kept in `keep` before the answer leaves.
+    fn serve_now(
+        &mut self,
+        now: Nanos,
+        token: Token,
+        body: &[u8],
+        decoded: &Decoded,
+        out: &mut Vec<u8>,
+        keep: &mut impl Keep,
+    ) -> Answer {
+        self.keeping(now, keep, |s| {
+            if let Ok(r) = &decoded.request {
+                if s.park_behind(now, token, body, decoded) {
                     return Answer::Held;
                 }
-            } else if let Some(answer) = self.hold_lease(now, token, body, r, out) {
-                return answer;
+                if s.store.is_some() {
+                    if let Some(answer) = s.lease_to_store(now, token, r, out) {
+                        return answer;
+                    }
+                    if s.wait_for_claims(now, token, body, decoded, 0, None) {
+                        return Answer::Held;
+                    }
+                } else if let Some(answer) = s.hold_lease(now, token, body, r, out) {
+                    return answer;
+                }
             }
-        }
-        self.answer_or_hold(now, token, body, decoded, None, out)
+            s.answer_or_hold(now, token, body, decoded, None, out)
+        })
     }
 
     /// Parks a single ask behind the asks of its limit and key already

@@ -73,6 +73,7 @@ pub fn turn(service: &mut Service, now: Nanos, keep: &mut impl Keep, io: &mut im
 /// that are due first, then this one, answered through `io` at once or
 /// held (`Answer::Held`: the loop keeps the caller's envelope under
 /// `token` until `io` is asked to reply to it).
+#[inline]
 pub fn request(
     service: &mut Service,
     now: Nanos,
@@ -136,11 +137,17 @@ pub fn stop(service: &mut Service, now: Nanos, keep: &mut impl Keep, io: &mut im
 
 /// Answers the parked asks that are due at `now`, each recorded before its
 /// reply leaves, as any reply is.
+#[inline]
 fn answer_due(service: &mut Service, now: Nanos, keep: &mut impl Keep, io: &mut impl Io, out: &mut Vec<u8>) {
     // The plain path: nothing parked and no store to wait on.
     if service.holding.len() == 0 && service.store.is_none() {
         return;
     }
+    answer_ready(service, now, keep, io, out);
+}
+
+/// `answer_due` past its plain-path check, out of that path's line.
+fn answer_ready(service: &mut Service, now: Nanos, keep: &mut impl Keep, io: &mut impl Io, out: &mut Vec<u8>) {
     while let Some(token) = service.next_ready(now, out, keep) {
         io.reply(token, out);
     }

@@ -155,3 +155,22 @@ fn a_reset_is_read_once_and_made_only_if_the_loop_does_not_refuse_its_caller() {
         assert_eq!(wire::grants(&out), !refuse, "refused: {refuse}: the count was reset only when not refused");
     }
 }
+
+#[test]
+fn same_bytes_agrees_with_slice_equality_at_every_length_and_difference() {
+    let base: Vec<u8> = (0..40u8).collect();
+    for len in 0..=base.len() {
+        let a = &base[..len];
+        assert!(super::same_bytes(a, a), "length {len}");
+        for at in 0..len {
+            let mut b = a.to_vec();
+            b[at] ^= 0x40;
+            assert!(!super::same_bytes(a, &b), "length {len}, byte {at}");
+        }
+        if len > 0 {
+            assert!(!super::same_bytes(a, &base[..len - 1]), "lengths {len} and {}", len - 1);
+        }
+    }
+    assert!(super::same_bytes(b"let me go", b"let me go"));
+    assert!(!super::same_bytes(b"let me go", b"let me gO"));
+}

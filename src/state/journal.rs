@@ -121,26 +121,31 @@ impl Journal {
     #[inline]
     pub fn close(&mut self, locker: &Locker, now: Nanos, keep: &mut impl Keep) -> Result<(), &'static str> {
         if let Some(run) = self.run {
-            keep.follow_limits(locker, now);
-            // The records of one call are one record's worth on disk: an
-            // `all` whose parts went is kept whole or not at all.
-            let together = self.pending.len() > 1;
-            if together {
-                keep.hold();
-            }
-            for &(change, span) in &self.pending {
-                let name = span.map(|(start, end)| &self.names[start..end]);
-                if let Some(record) = record_of(locker, now, run, change, name) {
-                    keep.keep(&record);
-                }
-            }
-            if together {
-                keep.release();
-            }
-            self.pending.clear();
-            self.names.clear();
+            self.write(run, locker, now, keep);
         }
         keep.make_room(now)
+    }
+
+    /// Hands `keep` the records of run `run`'s changes, and forgets them.
+    fn write(&mut self, run: u32, locker: &Locker, now: Nanos, keep: &mut impl Keep) {
+        keep.follow_limits(locker, now);
+        // The records of one call are one record's worth on disk: an
+        // `all` whose parts went is kept whole or not at all.
+        let together = self.pending.len() > 1;
+        if together {
+            keep.hold();
+        }
+        for &(change, span) in &self.pending {
+            let name = span.map(|(start, end)| &self.names[start..end]);
+            if let Some(record) = record_of(locker, now, run, change, name) {
+                keep.keep(&record);
+            }
+        }
+        if together {
+            keep.release();
+        }
+        self.pending.clear();
+        self.names.clear();
     }
 }
 

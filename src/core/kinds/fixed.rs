@@ -40,6 +40,9 @@ use tally::{Take, Tally, TallyMut, TallyRef};
 pub struct FixedWindow {
     quota: Quota,
     slot: u64,
+    /// When `slot` ends: the first instant of the next slot. Kept so that
+    /// an ask in the current slot costs a comparison, not a division.
+    slot_end: Nanos,
     unkeyed: Tally,
     keys: KeyTable,
     /// Counts of slot+1, slot+2, ... for the unkeyed count.
@@ -57,6 +60,7 @@ impl FixedWindow {
         FixedWindow {
             quota,
             slot: 0,
+            slot_end: quota.slot_end(0),
             unkeyed: Tally::default(),
             keys: KeyTable::new(),
             unkeyed_ahead: VecDeque::new(),
@@ -98,7 +102,7 @@ impl FixedWindow {
     /// the next ask of this limit.
     pub fn next_deadline(&self) -> Option<Nanos> {
         let idle = self.keys.is_idle() && self.ahead.is_empty();
-        (!idle).then(|| self.quota.slot_end(self.slot))
+        (!idle).then_some(self.slot_end)
     }
 
     /// Bytes the key table holds on the heap (see `KeyTable::heap_bytes`).
@@ -121,23 +125,19 @@ impl FixedWindow {
     /// backwards here, which is the conservative reading.
     #[inline]
     pub fn advance(&mut self, now: Nanos) -> usize {
-        self.advance_to(self.quota.slot_of(now))
-    }
-
-    #[inline]
-    fn advance_to(&mut self, slot: u64) -> usize {
         // Almost every ask falls in the current slot: keep that check inline
         // and the rollover out of the way.
-        if slot <= self.slot {
+        if now < self.slot_end {
             return 0;
         }
-        self.roll_to(slot)
+        self.roll_to(self.quota.slot_of(now))
     }
 
     #[cold]
     fn roll_to(&mut self, slot: u64) -> usize {
         let steps = slot - self.slot;
         self.slot = slot;
+        self.slot_end = self.quota.slot_end(slot);
         self.unkeyed = Tally::reserved(roll(&mut self.unkeyed_ahead, steps));
         let before = self.keys.len();
         self.keys.clear();
@@ -201,7 +201,7 @@ impl FixedWindow {
         terms: Leeway,
     ) -> Option<Result<Verdict, NoRoom>> {
         let max = self.quota.max_requests();
-        let (slot, reset_after) = (self.slot, self.quota.slot_end(self.slot).saturating_sub(now));
+        let (slot, reset_after) = (self.slot, self.slot_end.saturating_sub(now));
         let mut tally = match key {
             None => self.unkeyed.get_mut(),
             // A full table refuses only new keys: look before adding.
@@ -246,7 +246,7 @@ impl FixedWindow {
             return None;
         }
         let max = self.quota.max_requests();
-        let reset_after = self.quota.slot_end(self.slot).saturating_sub(now);
+        let reset_after = self.slot_end.saturating_sub(now);
         let mut tally = match key {
             None => self.unkeyed.get_mut(),
             Some(k) => self.keys.get_or_insert(k),
@@ -256,7 +256,7 @@ impl FixedWindow {
             return Some(Verdict::sorry(max, free, reset_after, reset_after));
         }
         // Alone, no permits are conserved: a take that fits is a go.
-        tally.take(self.quota, self.slot, cost, Share::ALONE);
+        tally.take_alone(cost);
         Some(Verdict::go(max, free - cost, reset_after, cost))
     }
 
@@ -265,7 +265,7 @@ impl FixedWindow {
     pub fn refuse(&self, now: Nanos, key: Option<&str>, retry_after: Nanos) -> Verdict {
         let max = self.quota.max_requests();
         let remaining = self.tally(key).map_or(max, |t| t.remaining(max));
-        let reset_after = self.quota.slot_end(self.slot).saturating_sub(now);
+        let reset_after = self.slot_end.saturating_sub(now);
         Verdict::sorry(max, remaining, retry_after.min(reset_after), reset_after)
     }
 

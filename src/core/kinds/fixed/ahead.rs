@@ -35,7 +35,7 @@ impl FixedWindow {
         let (current, ahead) = self.current_and_ahead(key);
         let queued = ahead.map_or(0, VecDeque::len);
         let free_now = if queued == 0 { max - current.min(max) } else { 0 };
-        let reset_after = self.quota.slot_end(self.slot).saturating_sub(now);
+        let reset_after = self.slot_end.saturating_sub(now);
         let sorry = Verdict::sorry(max, free_now, 0, reset_after);
         if want.cost == 0 {
             // A peek: would one permit go now, and if not, when?

@@ -351,9 +351,17 @@ impl<'a> TallyMut<'a> {
                 return Take::Short;
             }
         }
+        self.take_alone(cost);
+        Take::Go
+    }
+
+    /// Counts `cost` more of this locker's own grants, which the caller
+    /// has checked fit: the whole of `take` for a locker alone, which
+    /// conserves nothing.
+    #[inline]
+    pub fn take_alone(&mut self, cost: u32) {
         self.count.own += cost;
         self.count.set(InlineCount::TOUCHED, true);
-        Take::Go
     }
 
     /// Gives back up to `n` of this locker's own grants; returns how many.
