@@ -131,6 +131,7 @@ const COMMANDS: &[(&str, &str, Do)] = &[
     ("docs/peering.md", "cargo test --release --test it peering_bucket -- --nocapture", Tests("peering_bucket")),
     ("docs/peering.md", "cargo test --release --test it peering_kept -- --nocapture", Tests("peering_kept")),
     ("docs/performance.md", "bash benches/compare.sh", Skip(MINUTES)),
+    ("docs/performance.md", "bash benches/instructions.sh", Skip("needs valgrind, and a minute of load on a shared machine")),
     ("docs/performance.md", "python3 benches/rls_redis.py 3 3", Skip(MINUTES)),
     ("docs/performance.md", "bash benches/leases.sh", Skip(MINUTES)),
     ("docs/performance.md", "cargo bench --bench decide", Skip(MINUTES)),
