@@ -215,9 +215,12 @@ impl Serving {
             }
         }
         let mut envelope = std::mem::take(&mut self.envelope);
-        match self.backlog.len {
-            0 => self.wait_for_room(&mut envelope[..self.envelope_len], body, request),
-            _ => self.deliver(&mut envelope[..self.envelope_len], body, request),
+        let current = &mut envelope[..self.envelope_len];
+        if self.backlog.len == 0 {
+            // Tried above: the client's queue is full.
+            self.wait_for_room(current, body, request);
+        } else {
+            self.deliver(current, body, request);
         }
         self.envelope = envelope;
     }
@@ -282,7 +285,9 @@ impl Serving {
     /// Sends `body` to the client `envelope` names, after what already
     /// waits for it; keeps it when the client's queue is full.
     fn deliver(&mut self, envelope: &mut [zmq::Message], body: &[u8], request: Option<&[u8]>) {
-        let Some(client) = envelope.first() else { return };
+        // An envelope always holds its routing id; without one the reply
+        // has nowhere to go, and is counted.
+        let Some(client) = envelope.first() else { return self.lose(body, request) };
         // Nothing waits for room (the usual case): no client to look up.
         if self.backlog.len == 0 || !self.backlog.clients.contains_key(&client[..]) {
             match send(&self.socket, envelope, body) {
@@ -298,7 +303,7 @@ impl Serving {
     /// sent after what already waits for it; gives the client up when its
     /// backlog is full.
     fn wait_for_room(&mut self, envelope: &mut [zmq::Message], body: &[u8], request: Option<&[u8]>) {
-        let Some(client) = envelope.first() else { return };
+        let Some(client) = envelope.first() else { return self.lose(body, request) };
         let client = client.to_vec();
         let queue = self.backlog.clients.entry(client.clone()).or_default();
         if queue.replies.is_empty() {
@@ -378,7 +383,9 @@ impl Serving {
             n += 1;
         }
         self.envelope_len = n;
-        if !(more && delimiter) {
+        // The loop stops at the delimiter or at the last frame; only a
+        // delimiter with more after it leaves a body to read.
+        if !more {
             return Ok(false);
         }
         self.socket.recv(msg, 0).map_err(zmq_err("receiving a request"))?;

@@ -1,8 +1,9 @@
 //! Hostile input. On the service seam: malformed structured requests each
 //! get an error map naming the problem, and serving goes on. On a real
 //! socket, what only a socket carries: empty, multi-part and random
-//! messages on one REQ socket, messages over --max-message-size, and raw
-//! bytes that are not ZMTP; the daemon keeps serving others.
+//! messages on one REQ socket, envelopes a REQ socket would never send,
+//! messages over --max-message-size, and raw bytes that are not ZMTP; the
+//! daemon keeps serving others.
 
 use std::io::Write;
 use std::net::TcpStream;
@@ -81,6 +82,30 @@ fn empty_multipart_and_random_messages_never_stop_the_daemon() {
             .collect();
         assert!(!round_trip(&s, &body).is_empty(), "no reply to {body:?}");
     }
+    still_serving(&ctx, &d.endpoint);
+}
+
+#[test]
+fn envelopes_without_a_delimiter_or_a_body_are_dropped_and_longer_ones_go_back_whole() {
+    let d = Served::start(&["--max-requests", "100000"]);
+    let ctx = zmq::Context::new();
+    let s = ctx.socket(zmq::DEALER).unwrap();
+    s.set_linger(0).unwrap();
+    s.set_rcvtimeo(crate::support::DEADLINE.as_millis() as i32).unwrap();
+    s.connect(&d.endpoint).unwrap();
+    // No delimiter; a delimiter and no body; frames and no empty one: a
+    // REP socket drops each, and so does the locker, answering nothing.
+    s.send(&b"let me go"[..], 0).unwrap();
+    s.send(&b""[..], 0).unwrap();
+    s.send_multipart([&b"a"[..], b"let me go"], 0).unwrap();
+    // A routing frame before the delimiter, as through a proxy, comes back
+    // before the reply; then a REQ socket's own shape.
+    s.send_multipart([&b"hop"[..], b"", b"let me go"], 0).unwrap();
+    s.send_multipart([&b""[..], b"let me go"], 0).unwrap();
+    let first = s.recv_multipart(0).expect("a reply to the request through a hop");
+    assert_eq!(first, [b"hop".to_vec(), Vec::new(), b"go".to_vec()], "no reply to a dropped message came first");
+    let second = s.recv_multipart(0).expect("a reply to the plain request");
+    assert_eq!(second, [Vec::new(), b"go".to_vec()]);
     still_serving(&ctx, &d.endpoint);
 }
 
