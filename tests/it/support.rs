@@ -244,13 +244,45 @@ impl Drop for TempFile {
     }
 }
 
-/// A free TCP port on loopback, for a PUB socket that peers must know in
-/// advance. Peers subscribe before every locker is up, so a wildcard port
-/// read back after binding would come too late for the others' command
-/// lines; the port is free when this returns, and a bind race fails the
-/// test loudly rather than silently.
+/// A free TCP port on loopback, for an address a test must name before
+/// the locker binds it: a PUB socket its peers connect to (peers
+/// subscribe before every locker is up, so a wildcard port read back after
+/// binding would come too late for the others' command lines), or a
+/// metrics address.
+///
+/// The port comes from just below the kernel's ephemeral range. A port
+/// the kernel handed out as free (`bind` to port 0) lies in that range,
+/// and so does the local end of every connection the other tests open:
+/// one of them could take it between this call and the locker's bind, and
+/// that locker would exit with "Address already in use". Below the range
+/// only another chosen port can collide, so each is handed out once per
+/// process, from a start that differs between processes, and checked free.
 pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::OnceLock;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    static START: OnceLock<u32> = OnceLock::new();
+    let (low, span) = below_ephemeral();
+    let start = *START.get_or_init(|| {
+        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+        std::process::id().wrapping_mul(7919).wrapping_add(nanos)
+    });
+    for _ in 0..span {
+        let port = low + ((start.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed))) % span) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
     std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port").local_addr().unwrap().port()
+}
+
+/// The first port of the window below the kernel's ephemeral range, and
+/// how many ports it holds.
+fn below_ephemeral() -> (u16, u32) {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
+    let first: u16 = range.split_whitespace().next().and_then(|p| p.parse().ok()).unwrap_or(32768);
+    let low = first.saturating_sub(12_000).max(10_000);
+    (low, u32::from(first.saturating_sub(low).max(1)))
 }
 
 /// A group of peered lockers on loopback, each with its own PUB port.
