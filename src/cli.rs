@@ -13,7 +13,7 @@ use clap::{Args, Parser, Subcommand};
 use tracing::warn;
 
 use crate::bench::{self, BenchConfig, Form};
-use crate::config::{self, FileConfig, ServeConfig, Settings};
+use crate::config::{self, parse_duration, FileConfig, ServeConfig, Settings};
 use crate::daemon::metrics::{Feed, Mailbox, MetricsServer};
 use crate::daemon::reload::Reload;
 use crate::daemon::signals::Control;
@@ -218,14 +218,6 @@ struct BenchArgs {
     json: bool,
     #[command(flatten)]
     curve: curve::CurveArgs,
-}
-
-/// Parses a duration as humantime ("250ms", "1s") or as plain seconds ("0.5").
-pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
-    if let Ok(secs) = s.parse::<f64>() {
-        return Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"));
-    }
-    humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e}"))
 }
 
 /// Parses the command line, runs the command, and returns its exit code.

@@ -25,6 +25,7 @@ mod interface;
 mod places;
 mod settings;
 pub use places::Places;
+pub(crate) use settings::parse_duration;
 pub use settings::{FileConfig, Flags, Settings};
 
 /// The seed's endpoint.

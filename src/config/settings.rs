@@ -247,5 +247,15 @@ fn parse_slot_seconds(s: &str) -> Result<f64, String> {
 /// A duration given as humantime ("250ms", "1s") or plain seconds, in
 /// seconds, the unit the file writes it in.
 fn parse_seconds(s: &str) -> Result<f64, String> {
-    crate::cli::parse_duration(s).map(|d| d.as_secs_f64())
+    parse_duration(s).map(|d| d.as_secs_f64())
+}
+
+/// Parses a duration as humantime ("250ms", "1s") or as plain seconds
+/// ("0.5"). Settings own it, and the command line's other commands borrow
+/// it, so that the command line stays above the settings it fills.
+pub(crate) fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    if let Ok(secs) = s.parse::<f64>() {
+        return std::time::Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"));
+    }
+    humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e}"))
 }

@@ -49,7 +49,7 @@ const PIP: &str = "installs into the machine's Python; the test imports the clie
 const COMMANDS: &[(&str, &str, Do)] = &[
     ("README.md", "cargo run --release -- serve --config examples/limits.toml", Run),
     ("README.md", "bash .ci/run", Skip(MINUTES)),
-    ("README.md", "python3 ../shared/compat/seed_client.py tcp://127.0.0.1:7777 20 0.05", Run),
+    ("README.md", "python3 clients/seed/seed_client.py tcp://127.0.0.1:7777 20 0.05", Run),
     ("README.md", "pip install ./clients/python", Skip(PIP)),
     ("README.md", "python3 -c 'from locker_client import Client; print(Client(\"tcp://127.0.0.1:7777\").ask().ok)'", Run),
     ("README.md", "bash benches/compare.sh", Skip(MINUTES)),
@@ -328,24 +328,41 @@ fn script(commands: &[(String, Do)], endpoint: &str, metrics: &str) -> String {
     script
 }
 
-/// A scratch folder whose entries link to the checkout's, so commands find
-/// `examples/`, `contrib/`, `clients/` and `../shared` as in a clone, and
-/// what they write stays in it.
+/// A scratch folder whose entries link to the checkout's tracked ones, so
+/// commands find `examples/`, `contrib/` and `clients/` as in a fresh
+/// clone, and what they write stays in it: a file a user's own run left in
+/// the checkout (`server.key` from `locker keygen --out server`) is not
+/// there to collide with.
 fn scratch(root: &Path, name: &str) -> PathBuf {
     let top = std::env::temp_dir().join(format!("locker-docs-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&top);
     let work = top.join("work");
     std::fs::create_dir_all(work.join("system")).unwrap();
-    for entry in std::fs::read_dir(root).unwrap() {
-        let entry = entry.unwrap();
-        if ![".git", "target"].contains(&entry.file_name().to_str().unwrap_or_default()) {
-            std::os::unix::fs::symlink(entry.path(), work.join(entry.file_name())).unwrap();
-        }
-    }
-    if let Some(shared) = root.parent().map(|p| p.join("shared")).filter(|p| p.exists()) {
-        std::os::unix::fs::symlink(shared, top.join("shared")).unwrap();
+    for entry in tracked_entries(root) {
+        std::os::unix::fs::symlink(root.join(&entry), work.join(&entry)).unwrap();
     }
     work
+}
+
+/// The names at the top of the checkout that git tracks (every name but
+/// `.git` and `target` when the checkout is not a git clone).
+fn tracked_entries(root: &Path) -> Vec<String> {
+    let listed = Command::new("git").args(["ls-files", "-z"]).current_dir(root).output();
+    let mut names: Vec<String> = match listed {
+        Ok(out) if out.status.success() && !out.stdout.is_empty() => String::from_utf8_lossy(&out.stdout)
+            .split('\0')
+            .filter_map(|path| path.split('/').next().filter(|n| !n.is_empty()).map(str::to_owned))
+            .collect(),
+        _ => std::fs::read_dir(root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| ![".git", "target"].contains(&n.as_str()))
+            .collect(),
+    };
+    names.sort();
+    names.dedup();
+    names.retain(|n| root.join(n).exists());
+    names
 }
 
 /// The commands of `doc` with what the table says to do with each.

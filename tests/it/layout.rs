@@ -1,8 +1,9 @@
 //! The crate's floor plan: no module imports a module that imports it back.
 //!
 //! Reads every file under `src/`, resolves its `use crate::…`, `use
-//! super::…` and `use self::…` paths to the module files they name, and
-//! fails on any cycle, naming it. A module may use what its own ancestors
+//! super::…` and `use self::…` paths, and the `crate::…` and `super::…`
+//! paths written in line in its code (`crate::cli::parse_duration(s)`), to
+//! the module files they name, and fails on any cycle, naming it. A module may use what its own ancestors
 //! define (the parent it is declared in is its context); every other
 //! import must point one way, so that each layer can be read without the
 //! ones above it. Test modules are left out.
@@ -91,6 +92,13 @@ fn resolve(known: &BTreeSet<Module>, from: &Module, path: &str) -> Option<Module
     best
 }
 
+/// Whether a line starts a `use` statement (its paths are read by
+/// `use_statements`, so the in-line reading skips it).
+fn is_use_line(line: &str) -> bool {
+    let line = line.trim_start();
+    line.starts_with("use ") || line.starts_with("pub use ") || (line.starts_with("pub(") && line.contains(") use "))
+}
+
 /// The item of every `use` statement in `text` (`pub` and `pub(…)` ones
 /// too): what stands between `use` and `;`, from lines that start one.
 fn use_statements(text: &str) -> Vec<String> {
@@ -116,6 +124,26 @@ fn use_statements(text: &str) -> Vec<String> {
     out
 }
 
+/// The `crate::…` and `super::…` paths written in line in `text`, outside
+/// `use` statements and comments: an import all the same.
+fn inline_paths(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.starts_with("//")) {
+        let code = line.split(" //").next().unwrap_or(line);
+        for root in ["crate::", "super::"] {
+            for (at, _) in code.match_indices(root) {
+                let before = code[..at].chars().next_back();
+                if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                    continue;
+                }
+                let len = code[at..].find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')).unwrap_or(code.len() - at);
+                out.push(code[at..at + len].trim_end_matches(':').to_owned());
+            }
+        }
+    }
+    out
+}
+
 /// Every module's imports of other modules, ancestors left out.
 fn imports(root: &Path) -> BTreeMap<Module, BTreeSet<Module>> {
     let mut all = Vec::new();
@@ -127,12 +155,12 @@ fn imports(root: &Path) -> BTreeMap<Module, BTreeSet<Module>> {
         let text = std::fs::read_to_string(file).unwrap();
         let text = text.split("#[cfg(test)]\nmod tests").next().unwrap();
         let edges: &mut BTreeSet<Module> = graph.entry(from.clone()).or_default();
-        for stmt in use_statements(text) {
-            for path in paths(&stmt) {
-                let Some(to) = resolve(&known, &from, &path) else { continue };
-                if to != from && !from.starts_with(&to) {
-                    edges.insert(to);
-                }
+        let used = use_statements(text).iter().flat_map(|stmt| paths(stmt)).collect::<Vec<_>>();
+        let not_use: String = text.lines().filter(|l| !is_use_line(l)).collect::<Vec<_>>().join("\n");
+        for path in used.into_iter().chain(inline_paths(&not_use)) {
+            let Some(to) = resolve(&known, &from, &path) else { continue };
+            if to != from && !from.starts_with(&to) {
+                edges.insert(to);
             }
         }
     }
@@ -188,6 +216,8 @@ fn the_check_sees_a_cycle_and_reads_nested_paths() {
     assert_eq!(use_statements(text), ["a::{b, c}", "super::d"]);
     let known = BTreeSet::from([m("core"), m("core::a"), m("core::b")]);
     assert_eq!(resolve(&known, &m("core::a"), "super::b::Thing"), Some(m("core::b")));
+    let code = "    x(crate::cli::parse_duration(s)); // crate::wire::Ask\n/// crate::daemon\nlet y = super::b::f() + my_crate::z;\n";
+    assert_eq!(inline_paths(code), ["crate::cli::parse_duration", "super::b::f"]);
 }
 
 /// The core's layers, bottom first: a module may import its own layer and

@@ -406,11 +406,12 @@ impl Peered {
     }
 }
 
-/// Runs the seed's own Python client (`../shared/compat/seed_client.py`)
+/// Runs the seed's own Python client (`clients/seed/seed_client.py`, the
+/// seed's client ported to Python 3 and kept in the repository)
 /// against `endpoint`: `count` requests `interval` seconds apart. Returns
 /// its output, one `<unix time> <go|sorry>` line per request.
 pub fn run_seed_client(endpoint: &str, count: usize, interval: &str) -> String {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/compat/seed_client.py");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/clients/seed/seed_client.py");
     assert!(std::path::Path::new(script).exists(), "missing {script}");
     let have_pyzmq = Command::new("python3").args(["-c", "import zmq"]).status().is_ok_and(|s| s.success());
     assert!(have_pyzmq, "this test needs python3 with pyzmq: pip install pyzmq (.ci/run does)");

@@ -2,7 +2,7 @@
 """The seed's client loop, rewritten with locker_client.
 
 Asks a locker every INTERVAL_S seconds and prints "<unix time> <reply>", as
-the seed's client (../shared/compat/seed_client.py) does, with what the
+the seed's client (clients/seed/seed_client.py) does, with what the
 package adds: a deadline on every request instead of a hang, failover when
 several endpoints are given (comma-separated), and the plain form's bytes
 (BODY, default b"let me go") sent unchanged.

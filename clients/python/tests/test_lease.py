@@ -158,3 +158,15 @@ def test_on_lost_may_release_the_lease_from_the_heartbeat_thread(lockers: Locker
                 break
         assert done.wait(5.0), "on_lost was called"
         assert released == [False], "nothing left to free, and no deadlock"
+
+
+def test_a_lease_reaches_its_locker_only_through_the_lease_channel() -> None:
+    """The client carries a lease through the four public methods of
+    LeaseChannel; a lease calls nothing private of the client's."""
+    import inspect
+
+    from locker_client import lease
+
+    assert isinstance(Client("tcp://127.0.0.1:1", timeout=0.1), lease.LeaseChannel)
+    source = inspect.getsource(lease.Lease)
+    assert "client." in source and "client._" not in source, "a Lease reaches into a client's private parts"

@@ -777,7 +777,7 @@ class AsyncLease(LeaseState):
         super().__init__(limit, lease_id, count, ttl_ms, on_lost)
         self._client = client
         # Connected while the lease is used, as the thread-kept Lease is.
-        client._connect_ahead()
+        client.connect_ahead()
         self._task = asyncio.ensure_future(self._keep())
 
     async def _keep(self) -> None:

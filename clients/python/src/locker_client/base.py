@@ -96,7 +96,7 @@ class ClientBase(Generic[S]):
             self._socket, self._index = socket, index
         return self._socket
 
-    def _connect_ahead(self) -> None:
+    def connect_ahead(self) -> None:
         """Opens the socket to the endpoint that answered last now, so that
         its connection is made while the caller works and the first request
         (a lease's release) does not wait for it."""

@@ -27,7 +27,7 @@ import math
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Protocol, Tuple, runtime_checkable
 
 from . import wire
 from .errors import ClientError, LockerError, NoAnswer, NotAcquired
@@ -37,6 +37,26 @@ if TYPE_CHECKING:
     from .client import Client
 
 log = logging.getLogger("locker_client")
+
+
+@runtime_checkable
+class LeaseChannel(Protocol):
+    """What a :class:`Lease` needs of the client that carries it, and all
+    it may use: a lease reaches its locker through these four and nothing
+    private of the client's."""
+
+    def connect_ahead(self) -> None:
+        """Opens the connection now, so the lease's release need not wait
+        for it."""
+
+    def round_trip(self, body: bytes) -> bytes:
+        """Sends one request and returns its reply's bytes."""
+
+    def release(self, limit: Optional[str], lease: str) -> LeaseReply:
+        """Frees the lease."""
+
+    def close(self) -> None:
+        """Closes the client's sockets."""
 
 #: The first pause between polls of a pending lease, in seconds; it doubles.
 FIRST_POLL = 0.002
@@ -289,7 +309,7 @@ class Lease(LeaseState):
 
     def __init__(
         self,
-        client: "Client",
+        client: LeaseChannel,
         limit: Optional[str],
         lease_id: str,
         count: int,
@@ -300,7 +320,7 @@ class Lease(LeaseState):
         self._client = client
         # Connected while the lease is used: its release is not kept waiting
         # for a connection, and the count goes to the next waiter sooner.
-        client._connect_ahead()
+        client.connect_ahead()
         # The client's socket is used by one thread at a time: the keeper's
         # heartbeat or the release.
         self._use = threading.Lock()
