@@ -136,7 +136,9 @@ fn inline_paths(text: &str) -> Vec<String> {
                 if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
                     continue;
                 }
-                let len = code[at..].find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')).unwrap_or(code.len() - at);
+                let len = code[at..]
+                    .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                    .unwrap_or(code.len() - at);
                 out.push(code[at..at + len].trim_end_matches(':').to_owned());
             }
         }
