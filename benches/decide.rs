@@ -1,7 +1,7 @@
 //! The cost of one decision in the core, with 1,000,000 live keys: every key
 //! asked once before timing, so each timed ask finds its key among a million
 //! others, in an order unrelated to the one they were added in. Also the
-//! unkeyed count, and the whole protocol seam (`Service::respond`: decode,
+//! unkeyed count, and the whole protocol seam (`service::step::request`: decode,
 //! decide, encode) for both request forms; and the same decisions a hundred
 //! at a time, as a batched ask is answered (slots prefetched, then decided).
 //!
@@ -114,17 +114,21 @@ fn respond(c: &mut Criterion) {
     let mut out = Vec::with_capacity(256);
     let requests = Requests::structured(None, KEYS);
     for i in 0..KEYS {
-        service.respond(NOW, requests.get(i), &mut out, &mut ());
+        let _ = locker::service::step::request(&mut service, NOW, 0, requests.get(i), &mut (), &mut (), &mut out);
     }
     assert_eq!(service.locker().figures().live_keys(), KEYS);
-    c.bench_function("respond/plain", |b| b.iter(|| service.respond(NOW, black_box(b"let me go"), &mut out, &mut ())));
+    c.bench_function("respond/plain", |b| {
+        b.iter(|| {
+            locker::service::step::request(&mut service, NOW, 0, black_box(b"let me go"), &mut (), &mut (), &mut out)
+        })
+    });
     // In key order: the keys' places in the table are random anyway, and the
     // daemon finds each request's bytes warm in the cache, as here.
     let mut i = 0;
     c.bench_function("respond/structured, 1M live keys", |b| {
         b.iter(|| {
             i = if i + 1 == KEYS { 0 } else { i + 1 };
-            service.respond(NOW, black_box(requests.get(i)), &mut out, &mut ())
+            locker::service::step::request(&mut service, NOW, 0, black_box(requests.get(i)), &mut (), &mut (), &mut out)
         })
     });
 }
@@ -137,7 +141,7 @@ fn respond_batch(c: &mut Criterion) {
     let mut out = Vec::with_capacity(16 * 1024);
     let requests = Requests::batches(None, KEYS, BATCH);
     for i in 0..requests.len() {
-        service.respond(NOW, requests.get(i), &mut out, &mut ());
+        let _ = locker::service::step::request(&mut service, NOW, 0, requests.get(i), &mut (), &mut (), &mut out);
     }
     assert_eq!(service.locker().figures().live_keys(), KEYS);
     let mut group = c.benchmark_group("respond");
@@ -146,7 +150,7 @@ fn respond_batch(c: &mut Criterion) {
     group.bench_function("batches of 100, 1M live keys", |b| {
         b.iter(|| {
             i = if i + 1 == requests.len() { 0 } else { i + 1 };
-            service.respond(NOW, black_box(requests.get(i)), &mut out, &mut ())
+            locker::service::step::request(&mut service, NOW, 0, black_box(requests.get(i)), &mut (), &mut (), &mut out)
         })
     });
     group.finish();

@@ -9,8 +9,8 @@
 //!
 //! The scenarios: `unkeyed` (`Locker::go` on the unkeyed count), and over
 //! 1,000,000 live keys `keyed` (`Locker::go`), `structured` (one ask per
-//! `Service::respond`) and `batch` (batches of 100 asks per
-//! `Service::respond`). The instructions callgrind reports, divided by the
+//! `service::step::request`) and `batch` (batches of 100 asks per
+//! `service::step::request`). The instructions callgrind reports, divided by the
 //! decisions the program prints, are the cost of one decision; they leave
 //! out cache misses, which is what the criterion bench measures.
 
@@ -44,7 +44,15 @@ fn timed(service: &mut Service, requests: &Requests, n: usize, unkeyed: bool) ->
         return bytes;
     }
     for i in 0..n {
-        service.respond(NOW, black_box(requests.get(i % requests.len())), &mut out, &mut ());
+        let _ = locker::service::step::request(
+            service,
+            NOW,
+            0,
+            black_box(requests.get(i % requests.len())),
+            &mut (),
+            &mut (),
+            &mut out,
+        );
         bytes += out.len();
     }
     bytes
@@ -61,7 +69,15 @@ fn main() {
     let mut service = Service::new(locker());
     if mode != "unkeyed" {
         for i in 0..requests.len() {
-            service.respond(NOW, requests.get(i), &mut Vec::new(), &mut ());
+            let _ = locker::service::step::request(
+                &mut service,
+                NOW,
+                0,
+                requests.get(i),
+                &mut (),
+                &mut (),
+                &mut Vec::new(),
+            );
         }
     }
     let bytes = timed(&mut service, &requests, n, mode == "unkeyed");

@@ -1,20 +1,21 @@
 //! The protocol seam: request bytes in, reply bytes out, given `now`; and,
 //! when peered, peer messages in and out.
 //!
-//! `Service::respond` always produces exactly one reply, whatever the input,
-//! which is what a REP socket needs. It joins the wire format (`wire`) to
-//! the decision table (`core`), and it is where protocol tests drive the
-//! whole request path without a socket. `serve` does the same but may hold
-//! an ask for a go instead of answering sorry (`hold`); `on_peer` and
-//! `publish` do the same for the PUB/SUB side, so two services can be wired
-//! together by hand in a test. The order in which a loop does all of this
-//! is `step`'s, shared by the daemon and the simulated group.
+//! A loop enters a service only through `step` (the daemon, the simulated
+//! group and the tests alike): every request gets exactly one reply, now
+//! or, when held, later, which is what a socket needs. The service joins
+//! the wire format (`wire`) to the decision table (`core`), and is where
+//! protocol tests drive the whole request path without a socket. An ask
+//! may be held for a go instead of answered sorry (`hold`) when the loop
+//! can wait (`Io::may_hold`); peer messages come in and go out the same
+//! way, so two services can be wired together by hand in a test.
 //!
 //! Each request is decoded once, here, and the decoded value is handed to
 //! every part that needs it. The parts are owned: holding (`hold`), the
 //! store's side (`store`, only when the counts live in a store, chosen at
 //! construction, so a locker without one never enters its code), leases
-//! (`lease`), peers (`peer`) and the state file (`kept`).
+//! (`lease`), peers (`peer`), the state file (`kept`) and when to trim the
+//! heap (`trim`).
 //!
 //! It must not read a clock or touch a socket: the daemon loop does both.
 
@@ -23,7 +24,7 @@ use crate::core::{
     time::ceil_ms, Algorithm, AskError, Limit, LimitId, Locker, Nanos, Peering, PermitAsk, Reloaded, TableError,
     Verdict,
 };
-use crate::state::{Journal, Keep};
+use crate::state::Journal;
 use crate::wire::{
     self, BatchEntry, Decoded, Decoder, ErrorReply, GoReply, LimitStatsReply, PeerStatsReply, Request, StatsReply,
 };
@@ -39,11 +40,12 @@ pub mod step;
 mod store;
 mod store_lease;
 mod together;
+mod trim;
 
 pub use hold::Answer;
 use hold::{Holding, Sorry};
 pub use parking::{Token, DEFAULT_MAX_PARKED};
-pub use step::Io;
+pub use step::{Io, Undelivered, Upkeep};
 use store::StoreSide;
 
 /// The longest plain body whose limit is remembered: longer than any limit
@@ -81,6 +83,8 @@ pub struct Service {
     decoder: Decoder,
     /// The verdicts of an `all`'s parts, kept from one `all` to the next.
     verdicts: Vec<Verdict>,
+    /// When to hand the heap's free memory back (see `trim`).
+    trim: trim::Trim,
 }
 
 /// What the service reports of itself besides its limits' counts, for
@@ -156,6 +160,7 @@ impl Service {
             store: None,
             decoder: Decoder::default(),
             verdicts: Vec::new(),
+            trim: trim::Trim::default(),
         }
     }
 
@@ -175,8 +180,8 @@ impl Service {
     /// Keeps every counting limit's counts in a store from now on: asks
     /// are decided from claims (see `core::claims`), which the daemon
     /// carries to the store (`step::flush`) and back (`on_store`); and
-    /// semaphore leases in it, served by `serve` (`respond` still answers
-    /// them from this locker).
+    /// semaphore leases in it (answered from this locker when the loop
+    /// may not hold, see `Io::may_hold`).
     pub fn with_store(mut self) -> Service {
         self.store = Some(Box::new(StoreSide::new(self.locker.figures().stats().count())));
         self
@@ -201,8 +206,8 @@ impl Service {
         status
     }
 
-    /// Takes what the daemon tells of itself (see `Note`).
-    pub fn note(&mut self, note: Note) {
+    /// Takes what the loop tells of itself (see `Note`).
+    pub(super) fn note(&mut self, note: Note) {
         match note {
             Note::Refusing(reason) => self.status.refusing = reason,
             Note::RefusedConnections(n) => self.status.refused_connections = n,
@@ -218,7 +223,7 @@ impl Service {
     /// Serves `default` and `limits` from now on, keeping what unchanged
     /// limits hold (see `Locker::reload`). Peering keeps the shortest slot
     /// it started with for its schedule.
-    pub fn reload(&mut self, default: Limit, limits: Vec<Limit>, max_keys: usize) -> Reloaded {
+    pub(super) fn reload(&mut self, default: Limit, limits: Vec<Limit>, max_keys: usize) -> Reloaded {
         let done = self.locker.reload(default, limits, max_keys);
         self.limits_moved();
         done
@@ -248,7 +253,7 @@ impl Service {
     /// end of a slot that holds keys, so that their memory comes back
     /// without waiting for the next ask of that limit; and so does the next
     /// parked ask to decide again or to answer at the end of its hold.
-    pub fn next_deadline(&self) -> Option<Nanos> {
+    pub(super) fn next_deadline(&self) -> Option<Nanos> {
         let peering = self.peering.as_ref().map(Peering::next_deadline);
         let due = [self.locker.next_deadline(), peering].into_iter().flatten().min();
         // Due by the group's clock; the loop waits by its own, as parked
@@ -292,16 +297,6 @@ impl Service {
     /// The next peering event worth logging, if any (see `step`).
     fn poll_event(&mut self) -> Option<crate::core::PeerEvent> {
         self.peering.as_mut().and_then(Peering::poll_event)
-    }
-
-    /// Answers one single-part request received at `now`, writing the reply
-    /// into `out` (cleared first). A batch of asks gets one reply holding
-    /// each ask's reply in order. What the request left behind goes to
-    /// `keep` before this returns (`&mut ()` keeps nothing).
-    pub fn respond(&mut self, now: Nanos, body: &[u8], out: &mut Vec<u8>, keep: &mut impl Keep) {
-        let decoded = self.decoder.decode(body);
-        self.keeping(now, keep, |s| s.decide(now, &decoded, out));
-        self.decoder.recycle(decoded);
     }
 
     /// Answers a decoded request at `now` (the loop's clock), into `out`
@@ -369,7 +364,7 @@ impl Service {
     /// multi-part message, a reset its sender may not make, see
     /// `daemon::admins`), writing an error map saying `why` into `out`
     /// (cleared first), counting an error.
-    pub fn reject(&mut self, why: impl std::fmt::Display, out: &mut Vec<u8>) {
+    pub(super) fn reject(&mut self, why: impl std::fmt::Display, out: &mut Vec<u8>) {
         out.clear();
         self.locker.counters().record_error(None);
         wire::encode(&ErrorReply { error: why.to_string() }, out);

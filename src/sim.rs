@@ -4,8 +4,10 @@
 //!
 //! `Group` plays the daemon's loop for each node through the same loop
 //! step (`service::step`: a turn at the service's deadline or the loop's
-//! tick, a request, a peer message, publishing after each; and a pause
-//! reported as the daemon reports it), a node's state file when it keeps
+//! tick, a request, a peer message, a flush after each that gives back
+//! what undelivered go replies took and publishes; and a pause reported as
+//! the daemon reports it), callers that go away before their held ask is
+//! answered (`abandon`), a node's state file when it keeps
 //! one (`keep_state`: the records the daemon's keeper would write, which a
 //! kill leaves in place and a restart puts back), and the network between them (a
 //! delay, a jitter that reorders, a loss rate, duplicates, links cut and
@@ -14,16 +16,17 @@
 //! node can run fast or slow, and a restart can come up with its clock
 //! stepped. Randomness comes from a seed, so every run of a test is the
 //! same run. Nothing here reads a clock, sleeps or touches a socket; it
-//! drives only the public seam the daemon drives (`Service`).
+//! enters a service only through the seam the daemon enters it by
+//! (`service::step`).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use crate::core::time::NANOS_PER_MS;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::core::{Locker, Nanos, NodeKey, PeerEvent, Peering, PeeringSettings};
-use crate::service::{step, Answer, Io, Note, Service, Token};
+use crate::service::{step, Answer, Io, Note, Service, Token, Undelivered, Upkeep};
 use crate::state::{Keep, Record};
 use crate::wire::{self, Ask, GoReply, Reply};
 
@@ -149,6 +152,10 @@ struct Delivery {
     bytes: Vec<u8>,
 }
 
+/// The sim's state file has no timer of its own: it is written at once
+/// and never compacted.
+impl Upkeep for StateFile {}
+
 /// A group of nodes, their network and the one true clock.
 pub struct Group {
     nodes: Vec<Node>,
@@ -166,11 +173,26 @@ pub struct Group {
     /// Replies to requests sent with `send`, by token, until taken.
     replies: HashMap<Token, Vec<u8>>,
     next_token: Token,
+    /// Callers: the requests held for them, by token (as the daemon keeps
+    /// them with their envelopes), and the tokens of those gone away.
+    callers: Callers,
     /// The chance that a message reaches a receiver twice, 0 to 1.
     duplication: f64,
     /// `cut[from][to]`: messages from `from` to `to` are dropped (a
     /// partition), until healed.
     cut: Vec<Vec<bool>>,
+}
+
+/// The callers of a group's requests, as the daemon's serving socket
+/// knows them.
+#[derive(Debug, Default)]
+struct Callers {
+    /// The request of each held ask, by token, until it is answered.
+    held: HashMap<Token, Box<[u8]>>,
+    /// Tokens whose callers went away: their replies are not delivered.
+    gone: HashSet<Token>,
+    /// What could not be delivered, until a flush takes it.
+    undelivered: Undelivered,
 }
 
 /// What one loop step of a node produced.
@@ -179,11 +201,40 @@ struct Outbox {
     replies: Vec<(Token, Vec<u8>)>,
     published: Vec<Vec<u8>>,
     events: Vec<PeerEvent>,
+    /// Whether the caller waits for its answer (`Group::request`): then
+    /// nothing is held.
+    at_once: bool,
+    callers: Callers,
+}
+
+impl Outbox {
+    /// An outbox for a step, with the group's callers in it.
+    fn with(callers: &mut Callers) -> Outbox {
+        Outbox { callers: std::mem::take(callers), ..Outbox::default() }
+    }
 }
 
 impl Io for Outbox {
     fn reply(&mut self, token: Token, body: &[u8]) {
-        self.replies.push((token, body.to_vec()));
+        let request = self.callers.held.remove(&token);
+        if !self.callers.gone.remove(&token) {
+            return self.replies.push((token, body.to_vec()));
+        }
+        // The caller went away: counted, and a go given back.
+        let (lost, go) = (&mut self.callers.undelivered, wire::grants(body));
+        lost.replies += 1;
+        lost.go += u64::from(go);
+        if let Some(request) = request.filter(|_| go) {
+            lost.lost_go.push((request, body.to_vec()));
+        }
+    }
+
+    fn may_hold(&self) -> bool {
+        !self.at_once
+    }
+
+    fn undelivered(&mut self) -> Undelivered {
+        std::mem::take(&mut self.callers.undelivered)
     }
 
     fn publish(&mut self, bytes: &[u8]) {
@@ -229,6 +280,7 @@ impl Group {
             events: vec![Vec::new(); n],
             replies: HashMap::new(),
             next_token: 0,
+            callers: Callers::default(),
             duplication: 0.0,
             cut: vec![vec![false; n]; n],
         };
@@ -279,6 +331,13 @@ impl Group {
         self.nodes[i].service.as_mut().expect("the node is down")
     }
 
+    /// When node `i`'s loop turns next on its own clock, if ever
+    /// (`step::next_deadline`), the tick aside.
+    pub fn next_deadline(&self, i: usize) -> Option<Nanos> {
+        let node = &self.nodes[i];
+        step::next_deadline(node.service.as_ref().expect("the node is down"), &node.state)
+    }
+
     /// Peer messages node `i` has published.
     pub fn published(&self, i: usize) -> u64 {
         self.published[i]
@@ -312,39 +371,56 @@ impl Group {
         self.advance_to(self.now + d);
     }
 
-    /// Answers one request body at node `i` now, at once (nothing is
-    /// held: the decision as `Service::respond` makes it), publishing
-    /// after it as the daemon's loop would; returns the reply body.
+    /// Answers one request body at node `i` now, for a caller that waits
+    /// for its answer (`step::request` with a loop that may not hold, as a
+    /// REP socket's: nothing is held), publishing after it as the daemon's
+    /// loop would; returns the reply body.
     pub fn request(&mut self, i: usize, body: &[u8]) -> Vec<u8> {
-        self.advance_to(self.now);
-        self.resume_if_due(i);
-        self.nodes[i].last = self.now;
-        let now = self.clock(i);
-        let (mut out, mut state) = (Vec::new(), std::mem::take(&mut self.nodes[i].state));
-        self.service(i).respond(now, body, &mut out, &mut state);
-        self.nodes[i].state = state;
-        self.flush(i);
-        self.reschedule(i);
-        out
+        let token = self.serve(i, body, true);
+        self.replies.remove(&token).expect("a request for a caller that waits is answered at once")
     }
 
     /// Sends one request body to node `i` now, served as the daemon serves
     /// it (`step::request`: it may be held for a go); its reply, now or
     /// later, is taken with `reply`.
     pub fn send(&mut self, i: usize, body: &[u8]) -> Token {
+        self.serve(i, body, false)
+    }
+
+    /// Serves `body` at node `i` now under a new token, held or not
+    /// (`at_once`), then flushes; the token.
+    fn serve(&mut self, i: usize, body: &[u8], at_once: bool) -> Token {
         self.advance_to(self.now);
         self.resume_if_due(i);
         self.nodes[i].last = self.now;
         let now = self.clock(i);
         self.next_token += 1;
         let token = self.next_token;
-        let (mut io, mut out, mut state) = (Outbox::default(), Vec::new(), std::mem::take(&mut self.nodes[i].state));
-        let _: Answer = step::request(self.service(i), now, token, body, &mut state, &mut io, &mut out);
+        let mut io = Outbox { at_once, ..Outbox::with(&mut self.callers) };
+        let (mut out, mut state) = (Vec::new(), std::mem::take(&mut self.nodes[i].state));
+        if step::request(self.service(i), now, token, body, &mut state, &mut io, &mut out) == Answer::Held {
+            io.callers.held.insert(token, body.into());
+        }
         self.nodes[i].state = state;
         self.take(i, io);
         self.flush(i);
         self.reschedule(i);
         token
+    }
+
+    /// The caller of the request sent under `token` goes away before its
+    /// reply comes: the reply is not delivered, and what a go in it took
+    /// is given back at the node's next flush, as the daemon gives it back
+    /// (issue 36).
+    pub fn abandon(&mut self, token: Token) {
+        self.callers.gone.insert(token);
+    }
+
+    /// Replies that could not be delivered so far at node `i`, and how
+    /// many of them were go, as its stats count them.
+    pub fn undelivered(&mut self, i: usize) -> (u64, u64) {
+        let status = self.service(i).status();
+        (status.undelivered, status.undelivered_go)
     }
 
     /// The reply to the request sent under `token`, once it has come.
@@ -409,7 +485,7 @@ impl Group {
         if file.on {
             let records = file.records.iter().filter_map(|b| Record::decode(b));
             let service = self.nodes[i].service.as_mut().expect("just started");
-            let (_, rewrite) = service.restore(boot.now, file.run + 1, records);
+            let (_, rewrite) = step::restore(service, boot.now, file.run + 1, records);
             self.nodes[i].state = StateFile::started(service, file.run + 1, &rewrite);
         }
         self.nodes[i].turn = self.now;
@@ -441,16 +517,18 @@ impl Group {
         self.nodes[i].paused_until = None;
         let now = self.clock(i);
         let away = self.now - self.nodes[i].last;
-        self.service(i).note(Note::Paused { now, paused: away });
+        step::note(self.service(i), Note::Paused { now, paused: away });
     }
 
     /// One loop turn of node `i` with nothing to read (`step::turn`:
-    /// timers, held asks that are due, then publish); the next turn at the
-    /// service's deadline or a tick from now.
+    /// timers, held asks that are due, then a flush, the state file's
+    /// upkeep and the heap's trim); the next turn at the node's deadline
+    /// or a tick from now.
     fn turn(&mut self, i: usize) {
         self.nodes[i].last = self.now;
         let now = self.clock(i);
-        let (mut io, mut out, mut state) = (Outbox::default(), Vec::new(), std::mem::take(&mut self.nodes[i].state));
+        let mut io = Outbox::with(&mut self.callers);
+        let (mut out, mut state) = (Vec::new(), std::mem::take(&mut self.nodes[i].state));
         step::turn(self.service(i), now, &mut state, &mut io, &mut out);
         self.nodes[i].state = state;
         self.take(i, io);
@@ -458,10 +536,12 @@ impl Group {
         self.reschedule(i);
     }
 
-    /// Brings node `i`'s next turn forward to its service's deadline, as
-    /// the daemon's loop sets its wait after every event.
+    /// Brings node `i`'s next turn forward to its deadline
+    /// (`step::next_deadline`), as the daemon's loop sets its wait after
+    /// every event.
     fn reschedule(&mut self, i: usize) {
-        let deadline = self.service(i).next_deadline();
+        let node = &self.nodes[i];
+        let deadline = step::next_deadline(node.service.as_ref().expect("the node is down"), &node.state);
         let offset = self.nodes[i].offset;
         // A deadline on the node's clock, on the true clock; never in the past.
         let due = deadline.map_or(Nanos::MAX, |d| d.saturating_add_signed(-offset).max(self.now + 1));
@@ -487,11 +567,12 @@ impl Group {
         self.reschedule(to);
     }
 
-    /// What node `from` has to send now, sent (`step::flush`).
+    /// What node `from` has to send now, sent, and what undelivered go
+    /// replies took given back (`step::flush`).
     fn flush(&mut self, from: usize) {
         let now = self.clock(from);
-        let (mut io, mut state) = (Outbox::default(), std::mem::take(&mut self.nodes[from].state));
-        step::flush_keeping(self.service(from), now, &mut state, &mut io);
+        let (mut io, mut state) = (Outbox::with(&mut self.callers), std::mem::take(&mut self.nodes[from].state));
+        step::flush(self.service(from), now, &mut state, &mut io);
         self.nodes[from].state = state;
         self.take(from, io);
     }
@@ -499,6 +580,7 @@ impl Group {
     /// Takes what a step of node `from` produced: replies are kept for
     /// `reply`, events for `take_events`, peer messages go on the wire.
     fn take(&mut self, from: usize, io: Outbox) {
+        self.callers = io.callers;
         self.replies.extend(io.replies);
         self.events[from].extend(io.events);
         self.published[from] += io.published.len() as u64;

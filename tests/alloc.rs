@@ -1,5 +1,5 @@
 //! The hot path allocates nothing: once warmed up, answering a plain or a
-//! structured request, a batch or an `all` through `Service::respond`
+//! structured request, a batch or an `all` through `service::step::request`
 //! makes no heap allocation.
 //! A counting global allocator (for this test binary only) counts the
 //! allocations made on the current thread while each request is answered.
@@ -98,12 +98,14 @@ fn answering_a_warmed_up_request_allocates_nothing() {
     ];
     // Warm up: the first requests grow the reply buffer and the key table.
     for (_, body) in &requests {
-        service.respond(NOW, body, &mut out, &mut ());
+        let _ = locker::service::step::request(&mut service, NOW, 0, body, &mut (), &mut (), &mut out);
     }
     for (name, body) in &requests {
         // Repeat past the default limit's quota so that sorry is covered too.
         for i in 0..5 {
-            let n = allocations_in(|| service.respond(NOW + i, body, &mut out, &mut ()));
+            let n = allocations_in(|| {
+                let _ = locker::service::step::request(&mut service, NOW + i, 0, body, &mut (), &mut (), &mut out);
+            });
             assert_eq!(n, 0, "{name}, request {i}: {n} allocations, reply {out:?}");
         }
     }
@@ -139,7 +141,10 @@ fn recording_a_warmed_up_grant_in_the_state_log_allocates_nothing() {
     let requests = [b"api".to_vec(), structured(Ask::new().limit("api").key("user-7"))];
     for round in 0..6 {
         for body in &requests {
-            let n = allocations_in(|| service.respond(NOW + round, body, &mut out, &mut keep));
+            let n = allocations_in(|| {
+                let _ =
+                    locker::service::step::request(&mut service, NOW + round, 0, body, &mut keep, &mut (), &mut out);
+            });
             // The first round warms up the key table and the journal's buffer.
             assert!(round == 0 || n == 0, "round {round}: {n} allocations");
         }

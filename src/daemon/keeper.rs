@@ -17,7 +17,7 @@ use tracing::{debug, error, info, warn};
 use super::clock::{BootStamp, Clock};
 use crate::core::time::NANOS_PER_SEC;
 use crate::core::{Algorithm, Locker, Nanos};
-use crate::service::{Note, Service};
+use crate::service::{step, Service, Upkeep};
 use crate::state::{
     collapse, digest, Compacted, Header, Keep, Liveness, Record, Replay, RuntimeTerms, StateConfig, StateError,
     StateLog, Step,
@@ -224,7 +224,7 @@ impl Keeper {
             })
             .filter(|r| r.at() <= cut);
         let run = loaded.replay.as_ref().map_or(0, Replay::next_run);
-        let (restored, mut keep) = service.restore(now, run, records);
+        let (restored, mut keep) = step::restore(service, now, run, records);
         let node = service.peering().map(|p| p.nodes().me()).map_or(String::new(), |n| n.id.to_string());
         keep.insert(0, Record::Run { run, incarnation, node: &node });
         if let Some(b) = loaded.boot {
@@ -295,20 +295,18 @@ impl Keeper {
     }
 
     /// When the loop must wake next for a sync or a compaction.
-    pub fn next_deadline(&self) -> Nanos {
+    fn next_deadline(&self) -> Nanos {
         self.next_sync.min(self.next_slot_check).min(self.retry_room.unwrap_or(Nanos::MAX))
     }
 
     /// Syncs and compacts when due at `now`, and tries again for room
-    /// while grants are refused for want of it.
-    pub fn on_timeout(&mut self, service: &mut Service, now: Nanos) {
+    /// while grants are refused for want of it: says whether grants are
+    /// refused when it tried (see `Upkeep::upkeep`).
+    fn on_timeout(&mut self, now: Nanos) -> Option<Option<&'static str>> {
         if self.broken {
-            return;
+            return None;
         }
-        if self.retry_room.is_some_and(|at| now >= at) {
-            let room = self.try_room(now);
-            service.note(Note::Refusing(room.err()));
-        }
+        let room = self.retry_room.is_some_and(|at| now >= at).then(|| self.try_room(now).err());
         self.finish_compaction();
         let slot_changed = now >= self.next_slot_check;
         if slot_changed {
@@ -326,6 +324,7 @@ impl Keeper {
                 self.fail(e);
             }
         }
+        room
     }
 
     /// Collapses what the log holds so far on another thread, so that a
@@ -525,6 +524,18 @@ impl Keep for Option<Keeper> {
     }
 }
 
+/// The loop step looks after the state file on its timer (see
+/// `step::turn`).
+impl Upkeep for Option<Keeper> {
+    fn next_upkeep(&self) -> Option<Nanos> {
+        self.as_ref().map(Keeper::next_deadline)
+    }
+
+    fn upkeep(&mut self, now: Nanos) -> Option<Option<&'static str>> {
+        self.as_mut().and_then(|k| k.on_timeout(now))
+    }
+}
+
 /// The headroom for requests of up to `max_request` bytes: every ask of a
 /// batch leaves at most one record, of its key's bytes plus at most 48
 /// bytes of frame and numbers, so twice the message's size plus a margin
@@ -603,7 +614,7 @@ fn restore_terms(loaded: &Loaded, service: &mut Service, now: Nanos) -> Vec<Opti
     }
     for (number, (name, t)) in terms {
         let Some(limit) = t.limit(name) else { continue };
-        match service.restore_limit(now, limit) {
+        match step::restore_limit(service, now, limit) {
             Ok(id) => {
                 let n = number as usize;
                 if numbers.len() <= n {

@@ -13,7 +13,10 @@ use std::path::PathBuf;
 use tracing::{error, info, warn};
 
 use crate::config::{ConfigError, FileConfig, Flags, ServeConfig};
-use crate::service::Service;
+use crate::core::{Limit, Reloaded};
+
+/// What a reload serves: the default limit, the others, and `max_keys`.
+type Limits = (Limit, Vec<Limit>, usize);
 
 /// Where the config comes from, and what it was last.
 #[derive(Debug)]
@@ -53,10 +56,11 @@ impl Reload {
     }
 }
 
-/// Reads the file again and hands its limits to `service` and its RLS
-/// rules to `rls` (before the reload is logged, so that a call after the
-/// log sees them); an invalid file is logged and changes nothing.
-pub fn apply(reload: &mut Reload, service: &mut Service, rls: Option<&crate::rls::Running>) {
+/// Reads the file again and hands its limits to `serve` (the loop's
+/// `step::reload`) and its RLS rules to `rls` (before the reload is
+/// logged, so that a call after the log sees them); an invalid file is
+/// logged and changes nothing.
+pub fn apply(reload: &mut Reload, rls: Option<&crate::rls::Running>, serve: impl FnOnce(Limits) -> Reloaded) {
     let new = match reload.read() {
         Ok(new) => new,
         Err(e) => {
@@ -64,7 +68,7 @@ pub fn apply(reload: &mut Reload, service: &mut Service, rls: Option<&crate::rls
             return;
         }
     };
-    let done = service.reload(new.default.clone(), new.limits.clone(), new.max_keys);
+    let done = serve((new.default.clone(), new.limits.clone(), new.max_keys));
     if let (Some(rls), Some(rules)) = (rls, &new.rls) {
         rls.swap(rules.table.clone());
     }

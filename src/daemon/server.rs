@@ -36,7 +36,6 @@ use super::serving::{Received, Serving};
 use super::signals::Control;
 use super::store::{StoreCalls, StoreError, StoreLink};
 use super::transport::{self, zmq_err, TransportError};
-use super::trim::Trim;
 use super::zap::{self, Gate};
 use crate::config::{PeerConfig, PeerSpec, ServeConfig};
 use crate::core::claims::ClaimAsk;
@@ -46,7 +45,7 @@ use crate::core::{
     time::NANOS_PER_MS, Entropy, LeaseMinter, Locker, Nanos, NodeKey, PeerEvent, Peering, PeeringSettings,
 };
 use crate::curve::{Allowlist, KeyPair};
-use crate::service::{step, Answer, Io, Note, Service, Token};
+use crate::service::{step, Answer, Io, Note, Service, Token, Undelivered};
 use crate::state::StateError;
 use crate::wire::{self, WireError, MAX_PEER_MESSAGE_SIZE};
 
@@ -203,6 +202,15 @@ impl Io for LoopIo {
             s.send(StoreCalls { claims, leases });
         }
     }
+
+    fn undelivered(&mut self) -> Undelivered {
+        let (replies, go) = self.serving.take_undelivered();
+        Undelivered { replies, go, lost_go: self.serving.take_lost_go() }
+    }
+
+    fn release_free_heap(&mut self) {
+        super::trim::release_free_heap();
+    }
 }
 
 /// The clock as the loop reads it. Each reading also says how long it has
@@ -222,7 +230,7 @@ impl Watch {
         self.last = now;
         if away > PAUSE_NS {
             info!(away_ms = away / NANOS_PER_MS, "the loop did not run for a while");
-            service.note(Note::Paused { now, paused: away });
+            step::note(service, Note::Paused { now, paused: away });
         }
         now
     }
@@ -373,7 +381,6 @@ impl Server {
         info!(endpoint = %self.endpoint, peer_endpoint = ?self.peer_endpoint(), "serving");
         let mut msg = zmq::Message::new();
         let mut out = Vec::with_capacity(256);
-        let mut trim = Trim::default();
         while !stop() {
             if reload() {
                 self.reload();
@@ -384,23 +391,18 @@ impl Server {
             let (readable, refused_accepts) = self.wait_readable()?;
             if let Some(gate) = &mut self.gate {
                 gate.answer_waiting()?;
-                self.service.note(Note::RefusedConnections(gate.refused()));
+                step::note(&mut self.service, Note::RefusedConnections(gate.refused()));
             }
             if refused_accepts {
-                self.service.note(Note::AcceptFailures(self.accepts.read()));
+                step::note(&mut self.service, Note::AcceptFailures(self.accepts.read()));
             }
             let now = self.watch.now(&mut self.service);
             if let Some(rls) = &self.rls {
                 rls.health().set(serving(&self.service));
             }
             self.take_store_answers(now);
-            step::turn(&mut self.service, now, &mut self.state, &mut self.io, &mut out);
             self.io.serving.retry();
-            self.count_undelivered();
-            trim.note(now, self.service.locker().figures().live_keys());
-            if let Some(state) = &mut self.state {
-                state.on_timeout(&mut self.service, now);
-            }
+            step::turn(&mut self.service, now, &mut self.state, &mut self.io, &mut out);
             if !readable {
                 continue;
             }
@@ -412,14 +414,13 @@ impl Server {
                 let n = self.serve_some(&mut msg, &mut out)?;
                 if heard + n > 0 {
                     let now = self.watch.now(&mut self.service);
-                    step::flush_keeping(&mut self.service, now, &mut self.state, &mut self.io);
+                    step::flush(&mut self.service, now, &mut self.state, &mut self.io);
                 }
                 handled += n + heard;
                 if heard == 0 && n == 0 {
                     break;
                 }
             }
-            self.count_undelivered();
         }
         if let Some(rls) = &self.rls {
             rls.health().set(false);
@@ -444,10 +445,9 @@ impl Server {
         let Some(r) = &mut self.reload else {
             return warn!("asked to reload, but the config came from no file");
         };
-        reload::apply(r, &mut self.service, self.rls.as_ref());
-        if let Some(state) = &mut self.state {
-            state.follow(self.service.locker(), self.watch.clock.now());
-        }
+        let now = self.watch.clock.now();
+        let (service, state) = (&mut self.service, &mut self.state);
+        reload::apply(r, self.rls.as_ref(), |limits| step::reload(service, now, limits, state));
     }
 
     /// Waits until a request or a peer message arrives, the service's next
@@ -456,8 +456,7 @@ impl Server {
     /// then, not on every turn).
     fn wait_readable(&mut self) -> Result<(bool, bool), ServerError> {
         let now = self.watch.clock.now();
-        let deadline =
-            [self.service.next_deadline(), self.state.as_ref().map(Keeper::next_deadline)].into_iter().flatten().min();
+        let deadline = step::next_deadline(&self.service, &self.state);
         let until_deadline = deadline.map(|d| d.saturating_sub(now).div_ceil(NANOS_PER_MS));
         let tick = if self.io.serving.backlog() > 0 { BACKLOG_RETRY_MS } else { TICK_MS };
         let timeout = until_deadline.map_or(tick, |ms| (ms as i64).min(tick));
@@ -485,7 +484,7 @@ impl Server {
         if let Some(s) = &self.io.store {
             let answers = s.answers();
             if !answers.is_empty() {
-                self.service.on_store(now, answers.claims, answers.leases);
+                step::store_answers(&mut self.service, now, answers.claims, answers.leases);
             }
         }
     }
@@ -530,8 +529,7 @@ impl Server {
             Received::Dropped => return Ok(true),
             Received::MultiPart(token, parts) => {
                 debug!(parts, "multi-part request refused");
-                self.service.reject(WireError::MultiPart(parts), out);
-                self.io.serving.reply(token, out);
+                step::refuse(&mut self.service, token, WireError::MultiPart(parts), &mut self.io, out);
                 return Ok(true);
             }
             Received::Request(token) => token,
@@ -548,23 +546,6 @@ impl Server {
             self.io.serving.hold(token, body);
         }
         Ok(true)
-    }
-
-    /// Counts the replies that could not be delivered since the last look.
-    /// A held ask's go that could not be delivered is given back: nobody
-    /// goes with it (issue 36).
-    fn count_undelivered(&mut self) {
-        let (replies, go) = self.io.serving.take_undelivered();
-        if replies > 0 {
-            self.service.note(Note::Undelivered { replies, go });
-        }
-        let lost = self.io.serving.take_lost_go();
-        if !lost.is_empty() {
-            let now = self.watch.now(&mut self.service);
-            for (request, reply) in &lost {
-                self.service.give_back_undelivered(now, request, reply, &mut self.state);
-            }
-        }
     }
 
     /// At a stop: answers every held ask (go if its limit allows it now,
@@ -587,7 +568,10 @@ impl Server {
         if left > 0 {
             warn!(replies = left, "the locker stopped before these clients read their replies");
         }
-        self.count_undelivered();
+        // What could not be delivered is counted, and what a go among it
+        // took given back, as in every turn.
+        let now = self.watch.now(&mut self.service);
+        step::flush(&mut self.service, now, &mut self.state, &mut self.io);
         if answered > 0 {
             self.io.serving.linger(STOP_LINGER_MS);
         }

@@ -54,7 +54,7 @@ struct Waiting {
 }
 
 /// A go that could not be delivered, with the request it answered: its
-/// permits are given back (`Service::give_back_undelivered`).
+/// permits are given back (`service::step::flush`).
 pub type Lost = (Box<[u8]>, Vec<u8>);
 
 /// Replies waiting for room, per client (by routing id), in order.

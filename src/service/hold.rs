@@ -16,7 +16,7 @@
 
 use super::hold_lease::{Ending, LeaseWaits};
 use super::parking::{asked_hold, Parked, Parking, QueueKey, Token};
-use super::Service;
+use super::{Io, Service};
 use crate::core::ask::hold_within;
 use crate::core::time::NANOS_PER_MS;
 use crate::core::{LimitId, Nanos, DEFAULT_LIMIT};
@@ -28,7 +28,7 @@ use crate::wire::{self, Decoded, ReplyKind, Request};
 /// within it.
 const IN_FLIGHT_HOLD: Nanos = 50 * NANOS_PER_MS;
 
-/// Whether a request was answered or held (see `Service::serve`).
+/// Whether a request was answered or held (see `step::request`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
 pub enum Answer {
@@ -88,22 +88,15 @@ impl Holding {
 }
 
 impl Service {
-    /// Answers one request as `respond` does, or, when it is a single ask
-    /// that would get sorry but could go within its hold (the ask's
-    /// `hold_ms`, else its limit's; when peered, at least the wait for
-    /// grants in flight), parks it under `token` and answers `Held`: its
-    /// reply comes later from `next_ready`. An ask whose limit and key
-    /// already have asks parked waits behind them, so that they are
-    /// answered in arrival order. `now` is the loop's clock reading; what
-    /// an answer left behind goes to `keep` before this returns. Every
-    /// caller may reset (see `serve_for`).
-    pub fn serve(&mut self, now: Nanos, token: Token, body: &[u8], out: &mut Vec<u8>, keep: &mut impl Keep) -> Answer {
-        self.serve_for(now, token, body, out, keep, &mut |_, _| None)
-    }
-
-    /// `serve`, making a reset only if `refuses_reset`, asked with its
-    /// limit and key, gives no reason to refuse its caller (see
-    /// `Io::refuses_reset`).
+    /// Answers one request, or, when it is a single ask that would get
+    /// sorry but could go within its hold (the ask's `hold_ms`, else its
+    /// limit's; when peered, at least the wait for grants in flight) and
+    /// `io` may hold, parks it under `token` and answers `Held`: its reply
+    /// comes later from `next_ready`. An ask whose limit and key already
+    /// have asks parked waits behind them, so that they are answered in
+    /// arrival order. A reset is made only if `io` gives no reason to refuse
+    /// its caller (`Io::refuses_reset`). `now` is the loop's clock reading;
+    /// what an answer left behind goes to `keep` before this returns.
     #[inline]
     pub(super) fn serve_for(
         &mut self,
@@ -112,22 +105,23 @@ impl Service {
         body: &[u8],
         out: &mut Vec<u8>,
         keep: &mut impl Keep,
-        refuses_reset: &mut impl FnMut(&str, &str) -> Option<&'static str>,
+        io: &mut impl Io,
     ) -> Answer {
         // The plain path: the seed's `let me go` with nothing parked to wait
         // behind and no store to wait on goes straight to its decision; it
         // needs no decoding (a body that is no map is the plain form).
         if !wire::is_structured(body) && self.holding.parking.is_empty() && self.store.is_none() {
+            let may_hold = io.may_hold();
             return self
                 .keeping(now, keep, |s| {
                     let sorry = s.decide_plain(now, body, out)?;
-                    Some(s.hold_plain_sorry(now, token, body, sorry))
+                    may_hold.then(|| s.hold_plain_sorry(now, token, body, sorry))
                 })
                 .unwrap_or(Answer::Now);
         }
         let decoded = self.decoder.decode(body);
         let refused = match &decoded.request {
-            Ok(Request::Reset(r)) => refuses_reset(r.limit.unwrap_or(DEFAULT_LIMIT), r.key.unwrap_or("")),
+            Ok(Request::Reset(r)) => io.refuses_reset(token, r.limit.unwrap_or(DEFAULT_LIMIT), r.key.unwrap_or("")),
             _ => None,
         };
         let answer = match refused {
@@ -135,7 +129,12 @@ impl Service {
                 self.reject(why, out);
                 Answer::Now
             }
-            None => self.serve_now(now, token, body, &decoded, out, keep),
+            None if io.may_hold() => self.serve_now(now, token, body, &decoded, out, keep),
+            None => {
+                // Answered at once, from what is on hand: nothing parks.
+                let _ = self.keeping(now, keep, |s| s.decide(now, &decoded, out));
+                Answer::Now
+            }
         };
         self.decoder.recycle(decoded);
         answer
@@ -252,7 +251,7 @@ impl Service {
     /// until one is answered: writes its reply into `out` and returns its
     /// token; `None` when none is due. Call it until `None` before serving
     /// new requests; what the answer left behind goes to `keep` first.
-    pub fn next_ready(&mut self, now: Nanos, out: &mut Vec<u8>, keep: &mut impl Keep) -> Option<Token> {
+    pub(super) fn next_ready(&mut self, now: Nanos, out: &mut Vec<u8>, keep: &mut impl Keep) -> Option<Token> {
         self.keeping(now, keep, |s| s.ready_now(now, out))
     }
 
@@ -328,7 +327,7 @@ impl Service {
     /// its reply into `out` and returning its token; `None` when all are
     /// answered. Nothing is held from the first call on. What the answer
     /// left behind goes to `keep` first.
-    pub fn next_final(&mut self, now: Nanos, out: &mut Vec<u8>, keep: &mut impl Keep) -> Option<Token> {
+    pub(super) fn next_final(&mut self, now: Nanos, out: &mut Vec<u8>, keep: &mut impl Keep) -> Option<Token> {
         self.keeping(now, keep, |s| s.final_now(now, out))
     }
 

@@ -26,7 +26,7 @@ impl Service {
     /// Puts back the records of earlier runs at `now`, before serving (see
     /// `state::restore`); returns what was put back and the records the
     /// new state file starts with, of run `run`.
-    pub fn restore<'a>(
+    pub(super) fn restore<'a>(
         &mut self,
         now: Nanos,
         run: u32,

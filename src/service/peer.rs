@@ -24,7 +24,7 @@ impl Service {
     /// this locker does, none above what one locker can grant in a slot,
     /// and node ids only as many as its room in the node table (see
     /// `core::peering::nodes`); the rest is refused and counted.
-    pub fn on_peer(&mut self, now: Nanos, peer: PeerIx, body: &[u8]) -> bool {
+    pub(super) fn on_peer(&mut self, now: Nanos, peer: PeerIx, body: &[u8]) -> bool {
         let (Some(p), Ok(msg)) = (&mut self.peering, wire::decode_peer(body)) else {
             return false;
         };
@@ -109,15 +109,10 @@ impl Service {
 
     /// Hands every peer message due at `now` to `send`, encoded: the counts
     /// of grants since the last call, then heartbeats, repairs and snapshots
-    /// as the peering schedule asks. Does nothing when not peered. Keeps
-    /// nothing (see `publish_keeping`).
-    pub fn publish(&mut self, now: Nanos, send: impl FnMut(&[u8])) {
-        self.publish_keeping(now, &mut (), send);
-    }
-
-    /// `publish`, handing `keep` first every ledger of conserved permits
-    /// that changed, so that a gift is recorded before it leaves.
-    pub(super) fn publish_keeping(&mut self, now: Nanos, keep: &mut impl Keep, mut send: impl FnMut(&[u8])) {
+    /// as the peering schedule asks. Does nothing when not peered. Hands
+    /// `keep` first every ledger of conserved permits that changed, so that
+    /// a gift is recorded before it leaves.
+    pub(super) fn publish(&mut self, now: Nanos, keep: &mut impl Keep, mut send: impl FnMut(&[u8])) {
         let Some(p) = &mut self.peering else { return };
         // A heartbeat says what the group clock reads, not where it holds
         // still after a move back, so that peers measure this clock right.

@@ -71,7 +71,7 @@ impl Service {
 
     /// Creates a runtime limit a state file kept, as an ask with its terms
     /// would, at `now`.
-    pub(crate) fn restore_limit(&mut self, now: Nanos, limit: Limit) -> Result<LimitId, TableError> {
+    pub(super) fn restore_limit(&mut self, now: Nanos, limit: Limit) -> Result<LimitId, TableError> {
         self.take_terms(now, limit)
     }
 

@@ -1,28 +1,33 @@
-//! One turn of a locker's loop, without the loop: the order in which the
-//! work of a turn is done, shared by the daemon (`daemon::server`) and the
-//! simulated group (`sim`), as quinn-proto's drivers only pump its state
-//! machine.
+//! The seam: the only way into a serving locker, for the daemon
+//! (`daemon::server`), the simulated group (`sim`) and the tests. Each
+//! function is one thing a loop does (a turn, a request, a peer message,
+//! a flush, a stop, the store's answers, a reload) and fixes the order in
+//! which the work of it is done, as quinn-proto's drivers only pump its
+//! state machine.
 //!
 //! The order is the contract: parked asks that are due are answered before
 //! any new request is served, so a new ask never overtakes them, and a
 //! lease request held for its lease is answered in the same step as the
-//! request that granted it (`hold_lease`); a turn
-//! first does what fell due (leases that expired, the peers' view), then
-//! answers what is due, then publishes; peer messages and the store's
-//! calls leave after every small batch of requests (`flush`), so counts
-//! travel within one turn.
+//! request that granted it (`hold_lease`); a turn first does what fell due
+//! (leases that expired, the peers' view), then answers what is due, then
+//! flushes, then looks after the state file and the heap; a flush gives
+//! back what undelivered go replies took before it publishes, so the counts
+//! given back travel at once; peer messages and the store's calls leave
+//! after every small batch of requests (`flush`), so counts travel within
+//! one turn.
 //!
 //! What leaves goes through an `Io`: the daemon's sockets, or the
 //! simulation's queues. Nothing here reads a clock or touches a socket:
-//! every function takes the loop's clock reading.
+//! every function takes the loop's clock reading, and the loop keeps only
+//! its sockets and its clock.
 
-use super::{Answer, Service, Token};
-use crate::core::claims::ClaimAsk;
-use crate::core::store_lease::LeaseCall;
-use crate::core::{Nanos, PeerEvent, PeerIx};
-use crate::state::Keep;
+use super::{Answer, Note, Service, Token};
+use crate::core::claims::{ClaimAsk, Claimed};
+use crate::core::store_lease::{LeaseAnswer, LeaseCall};
+use crate::core::{Limit, LimitId, Nanos, PeerEvent, PeerIx, Reloaded, TableError};
+use crate::state::{Keep, Record, Restored};
 
-/// Where what a turn produces goes.
+/// Where what a step produces goes, and what the loop saw of it.
 pub trait Io {
     /// Sends `body` as the reply to the request served under `token`.
     fn reply(&mut self, token: Token, body: &[u8]);
@@ -34,6 +39,14 @@ pub trait Io {
     fn answer(&mut self, token: Token, request: &[u8], body: &[u8]) {
         let _ = request;
         self.reply(token, body);
+    }
+
+    /// Whether a request may be held, its reply sent later under its
+    /// token: not when every request must be answered before the next is
+    /// read (a caller that waits for its answer).
+    #[inline]
+    fn may_hold(&self) -> bool {
+        true
     }
 
     /// Sends one peer message to every peer.
@@ -58,21 +71,90 @@ pub trait Io {
     fn store(&mut self, claims: Vec<ClaimAsk>, leases: Vec<LeaseCall>) {
         let _ = (claims, leases);
     }
+
+    /// The replies that could not be delivered since the last call (the
+    /// caller went away, or would not take them), taken out.
+    fn undelivered(&mut self) -> Undelivered {
+        Undelivered::default()
+    }
+
+    /// Hands the heap's free memory back to the system, after a flood of
+    /// keys has gone (see `trim`).
+    fn release_free_heap(&mut self) {}
 }
 
+/// A caller that waits for its answer, and nowhere else to send: every
+/// request is answered at once, its reply left in the step's `out`; what
+/// else a step would send (replies to parked asks, peer messages, the
+/// store's calls) is dropped. For a request served on its own, as a test
+/// or a stats snapshot serves one.
+impl Io for () {
+    fn reply(&mut self, _: Token, _: &[u8]) {}
+
+    fn may_hold(&self) -> bool {
+        false
+    }
+}
+
+/// Replies a loop could not deliver (see `Io::undelivered`).
+#[derive(Debug, Default)]
+pub struct Undelivered {
+    /// How many, and how many of them were go.
+    pub replies: u64,
+    pub go: u64,
+    /// Each go among them that took permits, with the request it
+    /// answered: what it took is given back, since nobody goes with it.
+    pub lost_go: Vec<(Box<[u8]>, Vec<u8>)>,
+}
+
+/// A state file kept on the loop's timer: synced and compacted when due,
+/// and asked again for room while it has none.
+pub trait Upkeep: Keep {
+    /// When the file next needs a turn, if ever.
+    fn next_upkeep(&self) -> Option<Nanos> {
+        None
+    }
+
+    /// Does what is due at `now`; says whether grants must be refused
+    /// (`Some(Some(why))`) or may be made again (`Some(None)`) when that
+    /// changed.
+    fn upkeep(&mut self, now: Nanos) -> Option<Option<&'static str>> {
+        let _ = now;
+        None
+    }
+}
+
+/// No state file: nothing to look after.
+impl Upkeep for () {}
+
 /// A loop turn at `now` with nothing read yet: the work that fell due,
-/// the parked asks that are due, then what is to be sent. `out` is the
-/// loop's reply buffer, reused.
-pub fn turn(service: &mut Service, now: Nanos, keep: &mut impl Keep, io: &mut impl Io, out: &mut Vec<u8>) {
+/// the parked asks that are due, what is to be sent (`flush`), then the
+/// state file's upkeep and the heap's trim. `out` is the loop's reply
+/// buffer, reused.
+pub fn turn(service: &mut Service, now: Nanos, keep: &mut impl Upkeep, io: &mut impl Io, out: &mut Vec<u8>) {
     service.on_timeout(now);
     answer_due(service, now, keep, io, out);
-    flush_keeping(service, now, keep, io);
+    flush(service, now, keep, io);
+    if let Some(refusing) = keep.upkeep(now) {
+        service.note(Note::Refusing(refusing));
+    }
+    if service.trim.note(now, service.locker.figures().live_keys()) {
+        io.release_free_heap();
+    }
+}
+
+/// When the loop must turn next, if ever (see `Service::next_deadline`
+/// and `Upkeep::next_upkeep`): it caps its wait on the sockets by this
+/// instant.
+pub fn next_deadline(service: &Service, keep: &impl Upkeep) -> Option<Nanos> {
+    [service.next_deadline(), keep.next_upkeep()].into_iter().flatten().min()
 }
 
 /// Serves one request received at `now` under `token`: the parked asks
 /// that are due first, then this one, answered through `io` at once or
 /// held (`Answer::Held`: the loop keeps the caller's envelope under
-/// `token` until `io` is asked to reply to it).
+/// `token` until `io` is asked to reply to it). A loop that may not hold
+/// (`Io::may_hold`) gets every answer at once.
 #[inline]
 pub fn request(
     service: &mut Service,
@@ -84,7 +166,7 @@ pub fn request(
     out: &mut Vec<u8>,
 ) -> Answer {
     answer_due(service, now, keep, io, out);
-    let answer = service.serve_for(now, token, body, out, keep, &mut |limit, key| io.refuses_reset(token, limit, key));
+    let answer = service.serve_for(now, token, body, out, keep, io);
     if answer == Answer::Now {
         io.answer(token, body, out);
     }
@@ -95,23 +177,45 @@ pub fn request(
     answer
 }
 
+/// Answers the request received under `token` with an error saying
+/// `why`, without serving it: one the loop refuses before it is read (a
+/// message of several parts). It counts as an error.
+pub fn refuse(service: &mut Service, token: Token, why: impl std::fmt::Display, io: &mut impl Io, out: &mut Vec<u8>) {
+    service.reject(why, out);
+    io.reply(token, out);
+}
+
 /// Takes in one message from peer `peer` at `now`; whether it was
 /// understood. What it changes leaves with the next `flush`.
 pub fn peer(service: &mut Service, now: Nanos, peer: PeerIx, body: &[u8]) -> bool {
     service.on_peer(now, peer, body)
 }
 
-/// Sends what is to be sent at `now`: peer messages, the events worth
-/// logging, and the store's calls. Keeps nothing (see `flush_keeping`).
-pub fn flush(service: &mut Service, now: Nanos, io: &mut impl Io) {
-    flush_keeping(service, now, &mut (), io);
+/// Takes the store's answers in at `now`; the requests they free are
+/// answered by the next turn.
+pub fn store_answers(service: &mut Service, now: Nanos, claims: Vec<Claimed>, leases: Vec<LeaseAnswer>) {
+    service.on_store(now, claims, leases);
 }
 
-/// `flush`, with the gifts among the peer messages recorded in `keep`
-/// before they leave.
-pub fn flush_keeping(service: &mut Service, now: Nanos, keep: &mut impl Keep, io: &mut impl Io) {
+/// What the loop tells of itself (see `Note`).
+pub fn note(service: &mut Service, note: Note) {
+    service.note(note);
+}
+
+/// Gives back what the go replies the loop could not deliver took, at
+/// `now`, then sends what is to be sent: peer messages (the gifts among
+/// them recorded in `keep` before they leave), the events worth logging,
+/// and the store's calls.
+pub fn flush(service: &mut Service, now: Nanos, keep: &mut impl Keep, io: &mut impl Io) {
+    let lost = io.undelivered();
+    if lost.replies > 0 {
+        service.note(Note::Undelivered { replies: lost.replies, go: lost.go });
+    }
+    for (request, reply) in &lost.lost_go {
+        service.give_back_undelivered(now, request, reply, keep);
+    }
     if service.peering.is_some() {
-        service.publish_keeping(now, keep, |bytes| io.publish(bytes));
+        service.publish(now, keep, |bytes| io.publish(bytes));
         while let Some(event) = service.poll_event() {
             io.event(event);
         }
@@ -133,6 +237,37 @@ pub fn stop(service: &mut Service, now: Nanos, keep: &mut impl Keep, io: &mut im
         answered += 1;
     }
     answered
+}
+
+/// Puts back the records of earlier runs at `now`, before serving (see
+/// `state::restore`); returns what was put back and the records the new
+/// state file starts with, of run `run`.
+pub fn restore<'a>(
+    service: &mut Service,
+    now: Nanos,
+    run: u32,
+    records: impl Iterator<Item = Record<'a>>,
+) -> (Restored, Vec<Record<'a>>) {
+    service.restore(now, run, records)
+}
+
+/// Creates a runtime limit a state file kept, as an ask with its terms
+/// would, at `now`, before its counts are put back.
+pub fn restore_limit(service: &mut Service, now: Nanos, limit: Limit) -> Result<LimitId, TableError> {
+    service.restore_limit(now, limit)
+}
+
+/// Serves `default` and `limits` from `now` on, keeping what unchanged
+/// limits hold (see `Locker::reload`); the state file follows them.
+pub fn reload(
+    service: &mut Service,
+    now: Nanos,
+    (default, limits, max_keys): (Limit, Vec<Limit>, usize),
+    keep: &mut impl Keep,
+) -> Reloaded {
+    let done = service.reload(default, limits, max_keys);
+    keep.follow_limits(service.locker(), now);
+    done
 }
 
 /// Answers the parked asks that are due at `now`, each recorded before its

@@ -197,7 +197,7 @@ impl Service {
 
     /// Takes the store's answers in at `now`: the requests that waited for
     /// them are decided, and the replies to lease calls sent, by `next_ready`.
-    pub fn on_store(&mut self, now: Nanos, claims: Vec<Claimed>, leases: Vec<LeaseAnswer>) {
+    pub(super) fn on_store(&mut self, now: Nanos, claims: Vec<Claimed>, leases: Vec<LeaseAnswer>) {
         let Some(s) = &mut self.store else { return };
         if !claims.is_empty() {
             let settled = s.claims.settle(now, claims);

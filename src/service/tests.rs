@@ -7,7 +7,7 @@
 //! A parked request is decoded once more each time it is decided again.
 
 use super::*;
-use crate::core::claims::{Claimed, Grant};
+use crate::core::claims::{ClaimAsk, Claimed, Grant};
 use crate::core::Quota;
 use crate::wire::{Ask, BatchAsk};
 
@@ -64,11 +64,14 @@ fn an_all_and_a_batch_holding_alls_are_read_once_when_answered_and_given_back() 
     let mut out = Vec::new();
     for body in [ALL.to_vec(), batch_with_all()] {
         for i in 0..3 {
-            let n = reads_in(|| s.respond(T0 + i, &body, &mut out, &mut ()));
+            let n = reads_in(|| {
+                let _ = step::request(&mut s, T0 + i, 0, &body, &mut (), &mut (), &mut out);
+            });
             assert_eq!(n, one_decoding(&body), "answer {i} of {body:?}: {out:?}");
         }
-        s.respond(T0 + 3 * MS, &body, &mut out, &mut ());
-        let n = reads_in(|| s.give_back_undelivered(T0 + 3 * MS, &body, &out, &mut ()));
+        let _ = step::request(&mut s, T0 + 3 * MS, 0, &body, &mut (), &mut (), &mut out);
+        let mut lost = Gate { lost: Some((body.clone().into(), out.clone())), ..Gate::default() };
+        let n = reads_in(|| step::flush(&mut s, T0 + 3 * MS, &mut (), &mut lost));
         assert_eq!(n, one_decoding(&body), "given back: {out:?}");
     }
 }
@@ -76,51 +79,79 @@ fn an_all_and_a_batch_holding_alls_are_read_once_when_answered_and_given_back() 
 #[test]
 fn a_held_all_is_read_once_when_held_behind_another_and_once_at_each_wake() {
     let mut s = service();
-    let mut out = Vec::new();
     for token in 1..=2 {
-        let n = reads_in(|| assert_eq!(s.serve(T0, token, ALL, &mut out, &mut ()), Answer::Now));
+        let n = reads_in(|| assert_eq!(serve(&mut s, T0, token, ALL), Answer::Now));
         assert_eq!(n, one_decoding(ALL), "go {token}");
     }
     for token in 3..=4 {
         // The third is held for a sorry, the fourth parked behind it.
-        let n = reads_in(|| assert_eq!(s.serve(T0 + MS, token, ALL, &mut out, &mut ()), Answer::Held));
+        let n = reads_in(|| assert_eq!(serve(&mut s, T0 + MS, token, ALL), Answer::Held));
         assert_eq!(n, one_decoding(ALL), "held {token}");
     }
     let mut answered = Vec::new();
-    let n = reads_in(|| answered.extend(std::iter::from_fn(|| s.next_ready(T0 + 1_000 * MS, &mut out, &mut ()))));
+    let n = reads_in(|| answered.extend(ready(&mut s, T0 + 1_000 * MS)));
     assert_eq!(answered, [3, 4], "both go in the next second");
-    assert_eq!(n, 2 * one_decoding(ALL), "each decided once: {out:?}");
+    assert_eq!(n, 2 * one_decoding(ALL), "each decided once");
 }
 
 #[test]
 fn with_a_store_an_all_is_read_once_for_its_claims_and_once_when_they_are_back() {
     let mut s = service().with_store();
-    let mut out = Vec::new();
     for (token, body) in [(1, ALL.to_vec()), (2, batch_with_all())] {
-        let n = reads_in(|| assert_eq!(s.serve(T0, token, &body, &mut out, &mut ()), Answer::Held));
+        let n = reads_in(|| assert_eq!(serve(&mut s, T0, token, &body), Answer::Held));
         assert_eq!(n, one_decoding(&body), "waits for its claims: {body:?}");
     }
-    let (claims, _) = s.take_store_calls();
+    let mut sent = Gate::default();
+    step::flush(&mut s, T0, &mut (), &mut sent);
+    let claims = sent.claims;
     assert!(claims.len() >= 4, "a claim for each part's limit and key: {claims:?}");
     let grant = |want| Ok(Grant { got: want, valid_us: 1_000_000, left: 100, retry_us: 0 });
     let answers = claims.iter().map(|c| Claimed { id: c.id, node: "n:1".into(), grant: grant(c.want) }).collect();
-    s.on_store(T0 + MS, answers, Vec::new());
+    step::store_answers(&mut s, T0 + MS, answers, Vec::new());
     let mut answered = Vec::new();
-    let n = reads_in(|| answered.extend(std::iter::from_fn(|| s.next_ready(T0 + MS, &mut out, &mut ()))));
+    let n = reads_in(|| answered.extend(ready(&mut s, T0 + MS)));
     assert_eq!(answered, [1, 2]);
-    assert_eq!(n, one_decoding(ALL) + one_decoding(&batch_with_all()), "each decided once: {out:?}");
+    assert_eq!(n, one_decoding(ALL) + one_decoding(&batch_with_all()), "each decided once");
 }
 
-/// A loop that sends nothing and refuses every reset, or none, keeping the
-/// limit and key of each reset it was asked about.
+/// A loop that keeps the tokens it replies to and the claims for the
+/// store, refuses every reset or none, keeping the limit and key of each
+/// reset it was asked about, and may have one go reply it could not
+/// deliver (`lost`).
 #[derive(Default)]
 struct Gate {
     refuse: bool,
     asked: Vec<(String, String)>,
+    replied: Vec<Token>,
+    claims: Vec<ClaimAsk>,
+    lost: Option<(Box<[u8]>, Vec<u8>)>,
+}
+
+/// `body` served under `token` at `now` as the loop serves it.
+fn serve(s: &mut Service, now: Nanos, token: Token, body: &[u8]) -> Answer {
+    step::request(s, now, token, body, &mut (), &mut Gate::default(), &mut Vec::new())
+}
+
+/// The tokens of the parked asks a loop turn at `now` answers.
+fn ready(s: &mut Service, now: Nanos) -> Vec<Token> {
+    let mut sent = Gate::default();
+    step::turn(s, now, &mut (), &mut sent, &mut Vec::new());
+    sent.replied
 }
 
 impl Io for Gate {
-    fn reply(&mut self, _: Token, _: &[u8]) {}
+    fn reply(&mut self, token: Token, _: &[u8]) {
+        self.replied.push(token);
+    }
+
+    fn store(&mut self, claims: Vec<ClaimAsk>, _: Vec<crate::core::store_lease::LeaseCall>) {
+        self.claims.extend(claims);
+    }
+
+    fn undelivered(&mut self) -> Undelivered {
+        let lost_go: Vec<_> = self.lost.take().into_iter().collect();
+        Undelivered { replies: lost_go.len() as u64, go: lost_go.len() as u64, lost_go }
+    }
 
     fn refuses_reset(&mut self, _: Token, limit: &str, key: &str) -> Option<&'static str> {
         self.asked.push((limit.to_owned(), key.to_owned()));

@@ -170,7 +170,7 @@ impl Service {
     /// A plain go gave 1, a structured one its `granted` or its cost; a
     /// batch, each entry's go (an `all` entry's as an `all`'s); an `all`
     /// that went, each part's.
-    pub fn give_back_undelivered(&mut self, now: Nanos, request: &[u8], reply: &[u8], keep: &mut impl Keep) {
+    pub(super) fn give_back_undelivered(&mut self, now: Nanos, request: &[u8], reply: &[u8], keep: &mut impl Keep) {
         let decoded = self.decoder.decode(request);
         self.keeping(now, keep, |s| {
             let now = s.enter(now);

@@ -57,11 +57,10 @@ fn a_hold_above_60_000_ms_is_refused_with_the_bound() {
 fn peer_messages_sent_under_ones_own_node_id_are_counted_in_stats() {
     let mut a = peered("a", T0);
     let mut forged = peered("a", T0 + 1);
-    let mut msgs = Vec::new();
-    forged.publish(T0, |m| msgs.push(m.to_vec()));
+    let msgs = crate::support::published(&mut forged, T0);
     assert!(!msgs.is_empty(), "a peered service publishes a heartbeat at start");
     for m in &msgs {
-        assert!(a.on_peer(T0, 0, m), "the message is understood, and refused");
+        assert!(locker::service::step::peer(&mut a, T0, 0, m), "the message is understood, and refused");
     }
     let stats = seam_stats(&mut a, T0);
     assert!(stats.peers.is_empty(), "never a peer entry: {stats:?}");
@@ -74,14 +73,13 @@ fn peer_messages_sent_under_ones_own_node_id_are_counted_in_stats() {
 fn a_peek_on_a_store_counts_apart_from_go() {
     let limit = Limit::new(DEFAULT_LIMIT, Quota::new(100, 1.0).unwrap()).unwrap();
     let mut s = Service::new(Locker::new(limit, vec![], 1000)).with_store();
-    let mut out = Vec::new();
-    let held = s.serve(T0, 1, b"let me go", &mut out, &mut ());
+    let held = crate::support::serve(&mut s, T0, 1, b"let me go").0;
     assert_eq!(held, locker::service::Answer::Held, "nothing on hand: the ask waits for a claim");
     let claims = store_calls(&mut s, T0).claims;
     let grant = Grant { got: 10, valid_us: 1_000_000, left: 90, retry_us: 0 };
     let answers = claims.iter().map(|c| Claimed { id: c.id, node: "n:1".into(), grant: Ok(grant) }).collect();
-    s.on_store(T0 + MS, answers, Vec::new());
-    assert_eq!(s.next_ready(T0 + MS, &mut out, &mut ()), Some(1));
+    locker::service::step::store_answers(&mut s, T0 + MS, answers, Vec::new());
+    assert_eq!(crate::support::ready(&mut s, T0 + MS).iter().map(|r| r.0).collect::<Vec<_>>(), [1]);
     assert!(seam_ask(&mut s, T0 + 2 * MS, &Ask::new().cost(0)).unwrap().ok, "a peek from the hand");
     let l = &seam_stats(&mut s, T0 + 2 * MS).limits[0];
     assert_eq!((l.requests, l.go, l.peeks), (2, 1, 1), "{l:?}");

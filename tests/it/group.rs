@@ -365,3 +365,29 @@ fn terms_that_disagree_are_a_mismatch_until_they_agree() {
         assert!(stats_of(&mut g, i).peers[0].mismatched_limits.is_empty(), "node {i} agrees again");
     }
 }
+
+/// Issue 36 in the simulation: the loop step gives back what an
+/// undelivered go took, so a simulated caller that goes away while its ask
+/// is held leaves its permit to the next caller, as with the daemon.
+#[test]
+fn a_held_go_whose_caller_went_away_is_given_back_in_the_simulation() {
+    let slot = 800 * MS;
+    let lone = || {
+        let limit = Limit::new(DEFAULT_LIMIT, Quota::new(1, 0.8).unwrap()).unwrap().with_hold(800.0).unwrap();
+        Locker::new(limit, vec![], 1000)
+    };
+    for abandon in [false, true] {
+        let mut g =
+            Group::new(1, T0 + 10 * MS, 7, Box::new(move |_: &sim::Boot| locker::service::Service::new(lone())));
+        assert!(g.go(0), "the slot's one permit");
+        let held = g.send(0, b"let me go");
+        assert_eq!(g.reply(held), None, "held for the next slot");
+        if abandon {
+            g.abandon(held);
+        }
+        g.advance_to(T0 + slot + MS);
+        assert_eq!(g.reply(held), (!abandon).then(|| b"go".to_vec()), "answered go, delivered unless gone");
+        assert_eq!(g.undelivered(0), if abandon { (1, 1) } else { (0, 0) });
+        assert_eq!(g.go(0), abandon, "the go nobody heard was given back to the next caller");
+    }
+}

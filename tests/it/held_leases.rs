@@ -122,7 +122,7 @@ fn a_waiter_whose_wait_ends_is_answered_not_held_at_that_instant() {
     let mut l = Loop::new(Service::new(locker(1)));
     let _ = l.send(T0, &waiting(10_000, 100));
     let (waiter, _) = l.send(T0, &waiting(10_000, 100));
-    assert_eq!(l.service.next_deadline(), Some(T0 + 100 * MS), "the wait's end wakes the loop");
+    assert_eq!(crate::support::deadline(&l.service), Some(T0 + 100 * MS), "the wait's end wakes the loop");
     l.turn(T0 + 100 * MS - 1);
     assert!(l.reply(waiter).is_none());
     l.turn(T0 + 100 * MS);
@@ -161,7 +161,7 @@ fn a_hold_shorter_than_the_wait_answers_pending_and_a_held_heartbeat_waits_on() 
     let holder = l.reply(first).unwrap().lease.clone().unwrap();
     let short = body(&LeaseAsk::new("db", 1).max_wait_ms(5_000).hold_ms(200).to_map());
     let (waiter, _) = l.send(T0, &short);
-    assert_eq!(l.service.next_deadline(), Some(T0 + 200 * MS));
+    assert_eq!(crate::support::deadline(&l.service), Some(T0 + 200 * MS));
     l.turn(T0 + 200 * MS);
     let r = l.reply(waiter).expect("answered when its hold ends").clone();
     assert!(r.pending && r.waited_ms == Some(200) && r.expires_in_ms == 4_800, "{r:?}");
@@ -181,13 +181,15 @@ fn a_reload_that_raises_the_capacity_grants_held_waiters_at_the_next_turn() {
     let (a, _) = l.send(T0, &waiting(10_000, 5_000));
     let (b, _) = l.send(T0, &waiting(10_000, 5_000));
     let raised = Limit::with_algorithm("db", Quota::new(2, 30.0).unwrap(), Algorithm::Semaphore).unwrap();
-    let _ = l.service.reload(Limit::new(DEFAULT_LIMIT, Quota::new(1, 1.0).unwrap()).unwrap(), vec![raised], 1000);
-    assert!(l.service.next_deadline().is_some_and(|d| d <= T0 + MS), "the loop turns at once");
+    let limits = (Limit::new(DEFAULT_LIMIT, Quota::new(1, 1.0).unwrap()).unwrap(), vec![raised], 1000);
+    let _ = step::reload(&mut l.service, T0, limits, &mut ());
+    assert!(crate::support::deadline(&l.service).is_some_and(|d| d <= T0 + MS), "the loop turns at once");
     l.turn(T0 + MS);
     assert!(l.reply(a).is_some_and(|r| r.ok), "the raised count goes to the first waiter");
     assert!(l.reply(b).is_none(), "and only to it");
     let removed = Limit::new("other", Quota::new(1, 1.0).unwrap()).unwrap();
-    let _ = l.service.reload(Limit::new(DEFAULT_LIMIT, Quota::new(1, 1.0).unwrap()).unwrap(), vec![removed], 1000);
+    let limits = (Limit::new(DEFAULT_LIMIT, Quota::new(1, 1.0).unwrap()).unwrap(), vec![removed], 1000);
+    let _ = step::reload(&mut l.service, T0 + MS, limits, &mut ());
     l.turn(T0 + 2 * MS);
     let r = l.reply(b).expect("its semaphore is gone: answered");
     assert!(!r.ok && !r.pending, "{r:?}");

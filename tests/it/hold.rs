@@ -14,7 +14,7 @@ use locker::service::{step, Answer, Io, Service, Token};
 use locker::wire::{self, Ask, GoReply};
 use locker::Client;
 
-use crate::support::{req, run_seed_client, Daemon, Served, DEADLINE};
+use crate::support::{deadline, finals, ready, req, run_seed_client, serve, Daemon, Served, DEADLINE};
 
 const MS: Nanos = 1_000_000;
 /// An instant on an 0.8 s slot boundary.
@@ -27,9 +27,7 @@ fn seed_holding(hold_ms: f64) -> Service {
 }
 
 fn plain(s: &mut Service, now: Nanos, token: u64) -> (Answer, Vec<u8>) {
-    let mut out = Vec::new();
-    let answer = s.serve(now, token, b"let me go", &mut out, &mut ());
-    (answer, out)
+    serve(s, now, token, b"let me go")
 }
 
 #[test]
@@ -43,11 +41,9 @@ fn a_sorry_within_the_hold_is_held_until_the_slot_begins_and_answered_go_in_arri
     }
     assert_eq!(s.status().parked, 3);
     assert_eq!(plain(&mut s, T0 + 790 * MS, 8), (Answer::Now, b"sorry".to_vec()), "no room: sorry at once");
-    assert_eq!(s.next_deadline(), Some(T0 + 800 * MS), "the loop wakes when the next slot begins");
-    let mut out = Vec::new();
-    assert_eq!(s.next_ready(T0 + 799 * MS, &mut out, &mut ()), None);
-    let ready: Vec<_> =
-        std::iter::from_fn(|| s.next_ready(T0 + 800 * MS, &mut out, &mut ()).map(|t| (t, out.clone()))).collect();
+    assert_eq!(deadline(&s), Some(T0 + 800 * MS), "the loop wakes when the next slot begins");
+    assert_eq!(ready(&mut s, T0 + 799 * MS), []);
+    let ready = ready(&mut s, T0 + 800 * MS);
     assert_eq!(ready, [(5, b"go".to_vec()), (6, b"go".to_vec()), (7, b"go".to_vec())], "in arrival order");
     let stats = s.locker().figures().stats().next().unwrap().1;
     assert_eq!((stats.requests, stats.go, stats.sorry), (9, 8, 1), "a held ask counts once, when answered");
@@ -64,16 +60,13 @@ fn an_ask_that_cannot_go_within_its_hold_gets_sorry_at_once_and_one_held_too_lon
     // A structured ask names its own hold, longer than the limit's.
     let mut body = Vec::new();
     wire::encode(&Ask::new().cost(5).hold_ms(2_000).to_map(), &mut body);
-    let mut out = Vec::new();
-    assert_eq!(s.serve(T0 + 760 * MS, 7, &body, &mut out, &mut ()), Answer::Held);
-    let mut out = Vec::new();
-    assert_eq!(s.next_ready(T0 + 800 * MS, &mut out, &mut ()), Some(6));
-    assert_eq!(out, b"go");
+    assert_eq!(serve(&mut s, T0 + 760 * MS, 7, &body).0, Answer::Held);
     // The structured ask of 5 waits for the slot after (one permit is gone).
-    assert_eq!(s.next_ready(T0 + 800 * MS, &mut out, &mut ()), None);
-    assert_eq!(s.next_deadline(), Some(T0 + 1600 * MS));
-    assert_eq!(s.next_ready(T0 + 1600 * MS, &mut out, &mut ()), Some(7));
-    let reply: GoReply = rmp_serde::from_slice(&out).unwrap();
+    assert_eq!(ready(&mut s, T0 + 800 * MS), [(6, b"go".to_vec())]);
+    assert_eq!(deadline(&s), Some(T0 + 1600 * MS));
+    let ready = ready(&mut s, T0 + 1600 * MS);
+    assert_eq!(ready.iter().map(|r| r.0).collect::<Vec<_>>(), [7]);
+    let reply: GoReply = rmp_serde::from_slice(&ready[0].1).unwrap();
     assert!(reply.ok, "{reply:?}");
 }
 
@@ -86,15 +79,9 @@ fn at_shutdown_every_held_ask_is_answered_once() {
     for i in 5..8 {
         assert_eq!(plain(&mut s, T0 + 100 * MS, i).0, Answer::Held);
     }
-    let mut out = Vec::new();
-    let finals: Vec<_> =
-        std::iter::from_fn(|| s.next_final(T0 + 200 * MS, &mut out, &mut ()).map(|t| (t, out.clone()))).collect();
+    let finals = finals(&mut s, T0 + 200 * MS);
     assert_eq!(finals, [(5, b"sorry".to_vec()), (6, b"sorry".to_vec()), (7, b"sorry".to_vec())]);
-    assert_eq!(
-        (s.status().parked, s.next_ready(T0 + 900 * MS, &mut out, &mut ())),
-        (0, None),
-        "nothing is left to answer"
-    );
+    assert_eq!((s.status().parked, ready(&mut s, T0 + 900 * MS)), (0, vec![]), "nothing is left to answer");
 }
 
 fn wall_ns() -> u128 {
@@ -106,27 +93,27 @@ type Heard = Vec<Vec<(Nanos, Vec<u8>)>>;
 
 /// Callers that each send the seed's plain ask, and again 50 µs after each
 /// reply, until `end`, to one service; plays the daemon's loop: a held ask
-/// is answered by `next_ready` at the service's next deadline.
+/// is answered by a loop turn at the service's next deadline.
 fn callers(s: &mut Service, callers: usize, from: Nanos, end: Nanos) -> Heard {
     let mut heard: Heard = vec![Vec::new(); callers];
-    let mut ready: Vec<Option<Nanos>> = (0..callers).map(|i| Some(from + i as u64 * 1_000)).collect();
-    let mut out = Vec::new();
+    let mut asks: Vec<Option<Nanos>> = (0..callers).map(|i| Some(from + i as u64 * 1_000)).collect();
     loop {
-        let asking = ready.iter().enumerate().filter_map(|(i, t)| t.map(|t| (t, i))).filter(|&(t, _)| t < end).min();
-        let due = s.next_deadline().filter(|_| s.status().parked > 0);
+        let asking = asks.iter().enumerate().filter_map(|(i, t)| t.map(|t| (t, i))).filter(|&(t, _)| t < end).min();
+        let due = deadline(s).filter(|_| s.status().parked > 0);
         match (asking, due) {
             (Some((t, i)), d) if d.is_none_or(|d| t < d) => {
-                if s.serve(t, i as u64, b"let me go", &mut out, &mut ()) == Answer::Now {
-                    heard[i].push((t, out.clone()));
-                    ready[i] = Some(t + 50_000);
+                let (answer, out) = serve(s, t, i as u64, b"let me go");
+                if answer == Answer::Now {
+                    heard[i].push((t, out));
+                    asks[i] = Some(t + 50_000);
                 } else {
-                    ready[i] = None;
+                    asks[i] = None;
                 }
             }
             (_, Some(d)) => {
-                while let Some(token) = s.next_ready(d, &mut out, &mut ()) {
-                    heard[token as usize].push((d, out.clone()));
-                    ready[token as usize] = Some(d + 50_000);
+                for (token, out) in ready(s, d) {
+                    heard[token as usize].push((d, out));
+                    asks[token as usize] = Some(d + 50_000);
                 }
             }
             _ => return heard,
@@ -165,16 +152,16 @@ fn a_flood_of_held_asks_is_bounded_and_each_ask_is_answered_exactly_once() {
     let mut s = Service::new(Locker::new(limit, vec![], 1000)).with_max_parked(50);
     let asked = T0 + 10 * MS;
     let mut answers = vec![Vec::new(); 200];
-    let mut out = Vec::new();
     for token in 0..200u64 {
-        if s.serve(asked, token, b"let me go", &mut out, &mut ()) == Answer::Now {
-            answers[token as usize].push(out.clone());
+        let (answer, out) = serve(&mut s, asked, token, b"let me go");
+        if answer == Answer::Now {
+            answers[token as usize].push(out);
         }
     }
     assert_eq!(s.status().parked, 50, "held up to --max-parked, the rest answered at once");
-    while let Some(due) = s.next_deadline().filter(|_| s.status().parked > 0) {
-        while let Some(token) = s.next_ready(due, &mut out, &mut ()) {
-            answers[token as usize].push(out.clone());
+    while let Some(due) = deadline(&s).filter(|_| s.status().parked > 0) {
+        for (token, out) in ready(&mut s, due) {
+            answers[token as usize].push(out);
         }
         assert!(s.status().parked <= 50);
     }
@@ -205,7 +192,7 @@ fn a_plain_burst_on_one_of_three_fresh_peers_gets_its_whole_quota_in_its_first_s
             if let Some(reply) = g.reply(token) {
                 break reply;
             }
-            let due = g.service(0).next_deadline().expect("a held ask wakes the loop");
+            let due = g.next_deadline(0).expect("a held ask wakes the loop");
             g.advance_to(due.max(g.now() + 1));
         };
         replies.push(reply);
@@ -223,11 +210,9 @@ fn a_rolling_window_holds_an_ask_until_the_exact_instant_its_oldest_grant_leaves
     assert_eq!(plain(&mut s, t, 0).1, b"go");
     assert_eq!(plain(&mut s, t + 300 * MS, 1).1, b"go");
     assert_eq!(plain(&mut s, t + 400 * MS, 2).0, Answer::Held);
-    assert_eq!(s.next_deadline(), Some(t + 1_000 * MS), "when the first grant stops counting");
-    let mut out = Vec::new();
-    assert_eq!(s.next_ready(t + 1_000 * MS - 1, &mut out, &mut ()), None);
-    assert_eq!(s.next_ready(t + 1_000 * MS, &mut out, &mut ()), Some(2));
-    assert_eq!(out, b"go");
+    assert_eq!(deadline(&s), Some(t + 1_000 * MS), "when the first grant stops counting");
+    assert_eq!(ready(&mut s, t + 1_000 * MS - 1), []);
+    assert_eq!(ready(&mut s, t + 1_000 * MS), [(2, b"go".to_vec())]);
 }
 
 #[test]
@@ -300,8 +285,7 @@ fn two_per_second_held() -> Service {
 fn structured(s: &mut Service, now: Nanos, token: u64, ask: &Ask) -> (Answer, Option<GoReply>) {
     let mut body = Vec::new();
     wire::encode(&ask.to_map(), &mut body);
-    let mut out = Vec::new();
-    let answer = s.serve(now, token, &body, &mut out, &mut ());
+    let (answer, out) = serve(s, now, token, &body);
     (answer, (answer == Answer::Now).then(|| rmp_serde::from_slice(&out).unwrap()))
 }
 
@@ -317,12 +301,10 @@ fn an_asks_own_short_hold_behind_a_queue_gets_sorry_at_once_and_a_longer_one_wai
     assert_eq!(answer, Answer::Now, "the queue moves at T0 + 1 s, after this ask's hold of 50 ms");
     assert!(!reply.unwrap().ok, "sorry at once");
     assert_eq!(structured(&mut s, T0 + 310 * MS, 4, &x.hold_ms(900)).0, Answer::Held, "its hold reaches the slot");
-    let mut out = Vec::new();
-    let mut ready = Vec::new();
-    while let Some(token) = s.next_ready(T0 + 1_000 * MS, &mut out, &mut ()) {
-        let reply: GoReply = rmp_serde::from_slice(&out).unwrap();
-        ready.push((token, reply.ok));
-    }
+    let ready: Vec<_> = ready(&mut s, T0 + 1_000 * MS)
+        .into_iter()
+        .map(|(token, out)| (token, rmp_serde::from_slice::<GoReply>(&out).unwrap().ok))
+        .collect();
     assert_eq!(ready, [(2, true), (4, true)], "in arrival order, both in the new slot");
 }
 
@@ -339,7 +321,7 @@ fn an_ask_behind_a_head_that_waits_longer_is_answered_when_its_own_hold_ends() {
     // The head needs both permits: it can go only when the second grant
     // leaves, at t + 1.3 s.
     assert_eq!(structured(&mut s, t + 400 * MS, 2, &x.cost(2)).0, Answer::Held);
-    let head_wake = s.next_deadline().unwrap();
+    let head_wake = deadline(&s).unwrap();
     let hold = (head_wake - (t + 400 * MS)) / MS + 50;
     assert_eq!(
         structured(&mut s, t + 400 * MS, 3, &x.hold_ms(hold)).0,
@@ -348,7 +330,7 @@ fn an_ask_behind_a_head_that_waits_longer_is_answered_when_its_own_hold_ends() {
     );
     let mut answered = Replies::default();
     let mut now = t + 400 * MS;
-    while let Some(due) = s.next_deadline().filter(|_| s.status().parked > 0) {
+    while let Some(due) = deadline(&s).filter(|_| s.status().parked > 0) {
         now = due;
         step::turn(&mut s, now, &mut (), &mut answered, &mut Vec::new());
         answered.at(now);
@@ -390,8 +372,8 @@ fn an_ask_whose_own_hold_is_too_long_is_refused_at_once_even_behind_a_queue() {
     assert_eq!(structured(&mut s, T0 + 200 * MS, 2, &x).0, Answer::Held, "a queue on the key");
     let mut body = Vec::new();
     wire::encode(&x.hold_ms(60_001).to_map(), &mut body);
-    let mut out = Vec::new();
-    assert_eq!(s.serve(T0 + 300 * MS, 3, &body, &mut out, &mut ()), Answer::Now, "not parked behind the queue");
+    let (answer, out) = serve(&mut s, T0 + 300 * MS, 3, &body);
+    assert_eq!(answer, Answer::Now, "not parked behind the queue");
     let error = wire::decode_reply::<GoReply>(&out);
     assert!(matches!(&error, Ok(wire::Reply::Refused(e)) if e.contains("hold_ms 60001")), "{error:?}");
 }

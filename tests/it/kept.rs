@@ -58,7 +58,7 @@ impl Log {
     fn start(&mut self, mut service: Service, now: Nanos) -> (Service, Restored) {
         let run = self.next_run;
         let read = self.records.iter().map(|b| Record::decode(b).expect("a record the log wrote"));
-        let (restored, keep) = service.restore(now, run, read);
+        let (restored, keep) = locker::service::step::restore(&mut service, now, run, read);
         // Named as the daemon names a run: its node, when peered.
         let (node, incarnation) = service
             .peering()
@@ -76,7 +76,7 @@ impl Log {
     /// written before the reply goes.
     fn serve(&mut self, service: &mut Service, now: Nanos, body: &[u8]) -> Vec<u8> {
         let mut reply = Vec::new();
-        service.respond(now, body, &mut reply, self);
+        let _ = locker::service::step::request(service, now, 0, body, self, &mut (), &mut reply);
         reply
     }
 
@@ -236,14 +236,12 @@ fn peered(algorithm: Algorithm, id: &str, now: Nanos) -> Service {
 
 /// Each service's peer messages at `now`, delivered to the other.
 fn exchange(a: &mut Service, b: &mut Service, now: Nanos) {
-    let (mut from_a, mut from_b) = (Vec::new(), Vec::new());
-    a.publish(now, |m| from_a.push(m.to_vec()));
-    b.publish(now, |m| from_b.push(m.to_vec()));
+    let (from_a, from_b) = (crate::support::published(a, now), crate::support::published(b, now));
     for m in from_a {
-        assert!(b.on_peer(now, 0, &m), "a peer message was not understood");
+        assert!(locker::service::step::peer(b, now, 0, &m), "a peer message was not understood");
     }
     for m in from_b {
-        assert!(a.on_peer(now, 0, &m), "a peer message was not understood");
+        assert!(locker::service::step::peer(a, now, 0, &m), "a peer message was not understood");
     }
 }
 

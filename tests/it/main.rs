@@ -2,7 +2,8 @@
 //!
 //! Behaviour is tested deterministically on the pure seam: a
 //! `locker::service::Service` answering request bytes at a given instant
-//! (through `support::seam`, the one call of `Service::respond`), or a
+//! (through `support::seam`, the one call of `service::step::request` for
+//! a caller that waits), or a
 //! `locker::sim::Group` of peered services on a simulated clock (offsets,
 //! link delay, loss and reordering, kill, restart, pause). Replies, each
 //! kind's counting, batches, holding, leases, restores, peering, clocks
@@ -172,7 +173,7 @@ mod pool;
 mod prometheus;
 /// The core's properties under generated asks and messages, in one home.
 mod properties;
-/// The request path on the seam (`Service::respond`), bytes in and out, for each kind.
+/// The request path on the seam (`service::step::request`), bytes in and out, for each kind.
 mod protocol;
 /// The README's command table and quick start, run as written.
 mod readme;

@@ -38,7 +38,7 @@ pub(crate) fn ask(s: &mut Service, now: u64) -> GoReply {
     let mut body = Vec::new();
     wire::encode(&Ask::new().key("k").to_map(), &mut body);
     let mut out = Vec::new();
-    s.respond(now, &body, &mut out, &mut ());
+    let _ = locker::service::step::request(s, now, 0, &body, &mut (), &mut (), &mut out);
     match wire::decode_reply(&out).unwrap() {
         Reply::Answer(r) => r,
         Reply::Refused(e) => panic!("{e}"),
@@ -49,7 +49,7 @@ pub(crate) fn stats(s: &mut Service, now: u64) -> StatsReply {
     let mut body = Vec::new();
     wire::encode(&wire::RequestMap { op: Some("stats"), ..Default::default() }, &mut body);
     let mut out = Vec::new();
-    s.respond(now, &body, &mut out, &mut ());
+    let _ = locker::service::step::request(s, now, 0, &body, &mut (), &mut (), &mut out);
     match wire::decode_reply(&out).unwrap() {
         Reply::Answer(r) => r,
         Reply::Refused(e) => panic!("{e}"),
@@ -57,9 +57,7 @@ pub(crate) fn stats(s: &mut Service, now: u64) -> StatsReply {
 }
 
 pub(crate) fn outbox(s: &mut Service, now: u64) -> Vec<Vec<u8>> {
-    let mut msgs = Vec::new();
-    s.publish(now, |m| msgs.push(m.to_vec()));
-    msgs
+    crate::support::published(s, now)
 }
 
 /// Delivers `msgs` as from the receiver's first configured peer.
@@ -70,7 +68,7 @@ pub(crate) fn deliver(to: &mut Service, now: u64, msgs: &[Vec<u8>]) {
 /// Delivers `msgs` as from the receiver's configured peer number `peer`.
 pub(crate) fn deliver_from(to: &mut Service, peer: usize, now: u64, msgs: &[Vec<u8>]) {
     for m in msgs {
-        assert!(to.on_peer(now, peer, m), "a peer message was not understood");
+        assert!(locker::service::step::peer(to, now, peer, m), "a peer message was not understood");
     }
 }
 
@@ -134,7 +132,7 @@ fn duplicates_reordering_and_loss_do_not_change_the_sum() {
     };
     // The last count first, then two older ones, each twice; the rest lost.
     for m in [carrying(5), carrying(2), carrying(5), carrying(3), carrying(3)] {
-        assert!(b.on_peer(now + 60 * MS, 0, m));
+        assert!(locker::service::step::peer(&mut b, now + 60 * MS, 0, m));
     }
     assert_eq!(ask(&mut b, now + 70 * MS).remaining, 4, "5 from a and 1 from b, counted once");
 }
@@ -208,10 +206,10 @@ fn beat_seeing(id: &str, at: u64, seen: Vec<PeerSeen>) -> Vec<u8> {
 #[test]
 fn stats_list_peers_with_age_offset_and_skew_flag() {
     let mut a = service("a", T0, 2, T0);
-    assert!(a.on_peer(T0 + 20 * MS, 0, &beat("b", T0 + 20 * MS)));
+    assert!(locker::service::step::peer(&mut a, T0 + 20 * MS, 0, &beat("b", T0 + 20 * MS)));
     // c's clock is 400 ms behind, measured both ways: it sees a's 400 ms ahead.
     let seeing_a = vec![PeerSeen("a".into(), 400 * MS as i64)];
-    assert!(a.on_peer(T0 + 40 * MS, 1, &beat_seeing("c", T0 + 40 * MS - 400 * MS, seeing_a)));
+    assert!(locker::service::step::peer(&mut a, T0 + 40 * MS, 1, &beat_seeing("c", T0 + 40 * MS - 400 * MS, seeing_a)));
     let s = stats(&mut a, T0 + 50 * MS);
     assert_eq!(s.node.as_deref(), Some("a"));
     let peers: Vec<_> = s.peers.iter().map(|p| (p.node.as_str(), p.last_heard_ms, p.flagged)).collect();
@@ -224,8 +222,8 @@ fn stats_list_peers_with_age_offset_and_skew_flag() {
 #[test]
 fn garbage_from_a_peer_is_dropped() {
     let (mut a, _) = joined_pair();
-    assert!(!a.on_peer(T0, 0, b"let me go"));
-    assert!(!a.on_peer(T0, 0, &[0x81, 0xa1, 0x78, 0xc0]));
+    assert!(!locker::service::step::peer(&mut a, T0, 0, b"let me go"));
+    assert!(!locker::service::step::peer(&mut a, T0, 0, &[0x81, 0xa1, 0x78, 0xc0]));
     assert!(ask(&mut a, T0 + 100 * MS).ok);
 }
 
@@ -328,14 +326,14 @@ fn counts(nodes: &[(&str, u64)], counts: &[(u32, u32)]) -> Vec<u8> {
 fn a_count_above_what_one_locker_can_grant_is_refused_and_counted() {
     let (mut a, mut b) = joined_pair();
     let now = T0 + 100 * MS;
-    assert!(b.on_peer(now, 0, &counts(&[("a", T0)], &[(0, u32::MAX)])));
-    assert!(b.on_peer(now, 0, &counts(&[("a", T0)], &[(0, 11)])), "one above max_requests");
+    assert!(locker::service::step::peer(&mut b, now, 0, &counts(&[("a", T0)], &[(0, u32::MAX)])));
+    assert!(locker::service::step::peer(&mut b, now, 0, &counts(&[("a", T0)], &[(0, 11)])), "one above max_requests");
     let r = ask(&mut b, now);
     assert!(r.ok, "the key is not blocked");
     assert_eq!(r.remaining, 4, "b's own 5, less 1");
     assert_eq!(stats(&mut b, now).peers[0].rejected, 2);
     // A plausible count still counts.
-    assert!(b.on_peer(now, 0, &counts(&[("a", T0)], &[(0, 9)])));
+    assert!(locker::service::step::peer(&mut b, now, 0, &counts(&[("a", T0)], &[(0, 9)])));
     assert!(!ask(&mut b, now).ok);
     let _ = ask(&mut a, now);
 }
@@ -349,7 +347,7 @@ fn a_flood_of_made_up_node_ids_leaves_a_bounded_node_table() {
         let mut nodes = vec![("a", T0)];
         nodes.extend(ids.iter().map(|id| (id.as_str(), 1)));
         let made_up: Vec<(u32, u32)> = (1..=250).map(|i| (i, 1)).collect();
-        assert!(b.on_peer(now, 0, &counts(&nodes, &made_up)));
+        assert!(locker::service::step::peer(&mut b, now, 0, &counts(&nodes, &made_up)));
     }
     let s = stats(&mut b, now);
     assert!(s.peer_runs.unwrap() <= locker::core::peering::MAX_RUNS_PER_PEER as u64, "{:?}", s.peer_runs);
@@ -363,8 +361,8 @@ fn a_flood_of_made_up_node_ids_leaves_a_bounded_node_table() {
 fn nobody_may_speak_as_this_locker_or_for_an_unconfigured_peer() {
     let (_, mut b) = joined_pair();
     let now = T0 + 100 * MS;
-    assert!(b.on_peer(now, 0, &counts(&[("b", T0)], &[(0, 10)])), "understood, and refused");
-    assert!(!b.on_peer(now, 1, &counts(&[("a", T0)], &[(0, 10)])), "there is no second peer");
+    assert!(locker::service::step::peer(&mut b, now, 0, &counts(&[("b", T0)], &[(0, 10)])), "understood, and refused");
+    assert!(!locker::service::step::peer(&mut b, now, 1, &counts(&[("a", T0)], &[(0, 10)])), "there is no second peer");
     assert!(ask(&mut b, now).ok);
 }
 
@@ -396,14 +394,14 @@ fn a_limit_defined_differently_is_flagged_and_never_mixed() {
 fn a_locker_paused_past_the_peer_dead_time_learns_the_counts_again() {
     let (mut a, mut b) = joined_pair();
     let now = T0 + 100 * MS;
-    a.note(Note::Paused { now, paused: 400 * MS });
+    locker::service::step::note(&mut a, Note::Paused { now, paused: 400 * MS });
     assert!(ask(&mut a, now).ok, "a short pause changes nothing");
     // a is frozen for 3 s; meanwhile b grants its 5 in the slot a resumes in.
     let resumed = T0 + 3100 * MS;
     for i in 0..5 {
         assert!(ask(&mut b, resumed - 50 * MS + i * 5 * MS).ok);
     }
-    a.note(Note::Paused { now: resumed, paused: 3000 * MS });
+    locker::service::step::note(&mut a, Note::Paused { now: resumed, paused: 3000 * MS });
     let held = ask(&mut a, resumed);
     assert!(!held.ok, "a stale view grants nothing");
     assert!(stats(&mut a, resumed).joining);

@@ -1,4 +1,4 @@
-//! The whole request path without sockets: bytes into `Service::respond`,
+//! The whole request path without sockets: bytes into `service::step::request`,
 //! bytes out, at literal instants, for each kind of limit.
 
 use locker::core::{Algorithm, Limit, Locker, Quota, DEFAULT_LIMIT};
@@ -17,8 +17,8 @@ fn service(max_keys: usize) -> Service {
 }
 
 fn respond(s: &mut Service, now: u64, body: &[u8]) -> Vec<u8> {
-    let mut out = vec![0xaa; 3]; // respond must clear what was there
-    s.respond(now, body, &mut out, &mut ());
+    let mut out = vec![0xaa; 3]; // the step must clear what was there
+    let _ = locker::service::step::request(s, now, 0, body, &mut (), &mut (), &mut out);
     out
 }
 
@@ -141,7 +141,7 @@ fn stats_count_requests_go_sorry_and_errors_per_limit() {
     ask(&mut s, 0, Ask::new().limit("api").cost(9)).unwrap_err();
     ask(&mut s, 0, Ask::new().limit("missing")).unwrap_err();
     let mut out = Vec::new();
-    s.reject(WireError::MultiPart(2), &mut out);
+    locker::service::step::refuse(&mut s, 0, WireError::MultiPart(2), &mut (), &mut out);
     let mut body = Vec::new();
     wire::encode(&RequestMap { op: Some("stats"), ..RequestMap::default() }, &mut body);
     let Reply::Answer(stats) = wire::decode_reply::<StatsReply>(&respond(&mut s, 0, &body)).unwrap() else {
@@ -170,7 +170,7 @@ fn send<T: serde::de::DeserializeOwned>(s: &mut Service, now: u64, map: &Request
     let mut body = Vec::new();
     wire::encode(map, &mut body);
     let mut out = Vec::new();
-    s.respond(now, &body, &mut out, &mut ());
+    let _ = locker::service::step::request(s, now, 0, &body, &mut (), &mut (), &mut out);
     wire::decode_reply(&out).unwrap()
 }
 
@@ -213,7 +213,7 @@ fn leases_expire_on_the_deadline_the_loop_is_given() {
     let waiting = LeaseAsk::new("db", 1).ttl_ms(50).max_wait_ms(1_000).to_map();
     let Reply::Answer(pending) = lease(&mut s, 10 * MS, &waiting) else { panic!("refused") };
     assert!(!pending.ok && pending.pending);
-    assert_eq!(s.next_deadline(), Some(50 * MS));
+    assert_eq!(crate::support::deadline(&s), Some(50 * MS));
     turn(&mut s, 50 * MS);
     let id = pending.lease.unwrap();
     let poll = RequestMap { op: Some("heartbeat"), limit: Some("db"), lease: Some(&id), ..RequestMap::default() };
@@ -222,7 +222,7 @@ fn leases_expire_on_the_deadline_the_loop_is_given() {
     let release = RequestMap { op: Some("release"), limit: Some("db"), lease: Some(&id), ..RequestMap::default() };
     let Reply::Answer(freed) = lease(&mut s, 70 * MS, &release) else { panic!("refused") };
     assert!(freed.ok);
-    assert_eq!((freed.remaining, s.next_deadline()), (1, None));
+    assert_eq!((freed.remaining, crate::support::deadline(&s)), (1, None));
 }
 
 #[test]
@@ -238,7 +238,7 @@ fn kinds_refuse_the_wrong_ops_with_a_reason() {
     let Reply::Refused(why) = lease(&mut s, 0, &no_lease) else { panic!("accepted") };
     assert!(why.contains("needs a lease"), "{why}");
     let mut out = Vec::new();
-    s.respond(0, b"db", &mut out, &mut ());
+    let _ = locker::service::step::request(&mut s, 0, 0, b"db", &mut (), &mut (), &mut out);
     assert_eq!(out, wire::SORRY, "the plain form cannot hold a lease");
 }
 
@@ -250,7 +250,7 @@ fn plain_bodies_keep_selecting_their_own_limits() {
     // Longer than the plain bodies the service remembers (64 bytes).
     let long = vec![b'x'; 65];
     let mut ask = |body: &[u8]| {
-        service.respond(0, body, &mut out, &mut ());
+        let _ = locker::service::step::request(&mut service, 0, 0, body, &mut (), &mut (), &mut out);
         String::from_utf8(out.clone()).unwrap()
     };
     // "api" allows 1, the default 2: each answer shows which was asked.

@@ -68,14 +68,12 @@ fn peered(id: &str, now: u64) -> Service {
 }
 
 fn outbox(s: &mut Service, now: u64) -> Vec<Vec<u8>> {
-    let mut msgs = Vec::new();
-    s.publish(now, |m| msgs.push(m.to_vec()));
-    msgs
+    crate::support::published(s, now)
 }
 
 fn deliver(to: &mut Service, now: u64, msgs: &[Vec<u8>]) {
     for m in msgs {
-        assert!(to.on_peer(now, 0, m), "a peer message was not understood");
+        assert!(locker::service::step::peer(to, now, 0, m), "a peer message was not understood");
     }
 }
 

@@ -101,11 +101,11 @@ fn past_the_bound_asks_are_refused_until_an_idle_limit_is_dropped() {
     assert!(e.contains("limit \"b\" not created: 1 limits sent with terms exist"), "{e}");
     // Its key's slot ends, then ten minutes without an ask: the loop drops it.
     turn(&mut s, T0 + SLOT);
-    assert!(s.next_deadline().is_some_and(|d| d <= T0 + IDLE));
+    assert!(crate::support::deadline(&s).is_some_and(|d| d <= T0 + IDLE));
     turn(&mut s, T0 + IDLE - 1);
     assert!(seam_ask(&mut s, T0 + IDLE - 1, &second).is_err(), "not idle yet");
     turn(&mut s, T0 + IDLE);
-    assert_eq!(s.next_deadline(), None, "nothing left to wake for");
+    assert_eq!(crate::support::deadline(&s), None, "nothing left to wake for");
     assert!(seam_ask(&mut s, T0 + IDLE, &Ask::new().limit("a")).is_err(), "dropped");
     assert!(seam_ask(&mut s, T0 + IDLE, &second).unwrap().ok, "its place is free");
 }

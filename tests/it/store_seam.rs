@@ -7,10 +7,10 @@
 use locker::core::claims::{Claimed, Grant, NODE_REPORT};
 use locker::core::store_lease::{LeaseAnswer, LeaseOp, StoreLease, StoreLeaseState};
 use locker::core::{Algorithm, Limit, Locker, Nanos, Quota, DEFAULT_LIMIT};
-use locker::service::{Answer, Service};
+use locker::service::{step, Answer, Service};
 use locker::wire::{self, Ask, GoReply, LeaseAsk, LeaseReply, Reply, RequestMap};
 
-use crate::support::{seam_stats, store_calls};
+use crate::support::{finals, ready, seam_stats, serve, store_calls};
 
 const MS: Nanos = 1_000_000;
 const T0: Nanos = 2_000_000_000_000 * MS;
@@ -26,12 +26,6 @@ fn on_store() -> Service {
     Service::new(Locker::new(Limit::new(DEFAULT_LIMIT, q(100, 1.0)).unwrap(), limits, 100)).with_store()
 }
 
-fn serve(s: &mut Service, now: Nanos, token: u64, body: &[u8]) -> (Answer, Vec<u8>) {
-    let mut out = Vec::new();
-    let answer = s.serve(now, token, body, &mut out, &mut ());
-    (answer, out)
-}
-
 fn body(map: &RequestMap) -> Vec<u8> {
     let mut body = Vec::new();
     wire::encode(map, &mut body);
@@ -40,11 +34,6 @@ fn body(map: &RequestMap) -> Vec<u8> {
 
 fn grant(got: u32, left: u32) -> Result<Grant, String> {
     Ok(Grant { got, valid_us: 1_000_000, left, retry_us: 0 })
-}
-
-fn ready(s: &mut Service, now: Nanos) -> Vec<(u64, Vec<u8>)> {
-    let mut out = Vec::new();
-    std::iter::from_fn(|| s.next_ready(now, &mut out, &mut ()).map(|t| (t, out.clone()))).collect()
 }
 
 #[test]
@@ -56,7 +45,12 @@ fn an_ask_waits_for_its_claim_and_the_asks_after_it_go_from_the_hand_without_the
     assert_eq!(claims.len(), 1, "one claim for both: {claims:?}");
     assert!(claims[0].want >= 2, "the unsent claim grew to cover both asks: {claims:?}");
     assert!(ready(&mut s, T0).is_empty(), "nothing is answered before the store answers");
-    s.on_store(T0 + MS, vec![Claimed { id: claims[0].id, node: "n:1".into(), grant: grant(10, 90) }], Vec::new());
+    step::store_answers(
+        &mut s,
+        T0 + MS,
+        vec![Claimed { id: claims[0].id, node: "n:1".into(), grant: grant(10, 90) }],
+        Vec::new(),
+    );
     assert_eq!(ready(&mut s, T0 + MS), [(1, b"go".to_vec()), (2, b"go".to_vec())], "in arrival order");
     for token in 3..8 {
         assert_eq!(serve(&mut s, T0 + 2 * MS, token, b"let me go"), (Answer::Now, b"go".to_vec()));
@@ -78,7 +72,7 @@ fn when_the_store_fails_a_limit_that_fails_closed_says_sorry_and_one_that_fails_
         node: "n:1".into(),
         grant: Err("the store failed".into()),
     });
-    s.on_store(T0 + MS, failed.collect(), Vec::new());
+    step::store_answers(&mut s, T0 + MS, failed.collect(), Vec::new());
     let answers = ready(&mut s, T0 + MS);
     assert_eq!(answers[0], (1, b"sorry".to_vec()), "closed: sorry");
     let Ok(Reply::Answer(r)) = wire::decode_reply::<GoReply>(&answers[1].1) else { panic!("{answers:?}") };
@@ -105,7 +99,7 @@ fn a_lease_request_goes_to_the_store_and_its_reply_is_the_stores_answer_on_the_l
     let LeaseOp::Acquire(hold) = calls[0].op else { panic!("{calls:?}") };
     assert_eq!((hold.count, hold.ttl), (2, 500 * MS), "checked and converted by the locker");
     let held = StoreLease { state: StoreLeaseState::Held, left_us: 500_000, capacity: 3, free: 1 };
-    s.on_store(T0 + 2 * MS, Vec::new(), vec![LeaseAnswer { id: calls[0].id, result: Ok(held) }]);
+    step::store_answers(&mut s, T0 + 2 * MS, Vec::new(), vec![LeaseAnswer { id: calls[0].id, result: Ok(held) }]);
     let answered = ready(&mut s, T0 + 2 * MS);
     assert_eq!(answered.len(), 1);
     let reply = lease_reply(&answered[0].1).unwrap();
@@ -121,7 +115,8 @@ fn a_lease_request_goes_to_the_store_and_its_reply_is_the_stores_answer_on_the_l
     let again = body(&LeaseAsk::new("db", 1).to_map());
     assert_eq!(serve(&mut s, T0 + 4 * MS, 3, &again).0, Answer::Held);
     let call = store_calls(&mut s, T0).leases.remove(0);
-    s.on_store(
+    step::store_answers(
+        &mut s,
         T0 + 5 * MS,
         Vec::new(),
         vec![LeaseAnswer { id: call.id, result: Err("the store failed: gone".into()) }],
@@ -130,9 +125,10 @@ fn a_lease_request_goes_to_the_store_and_its_reply_is_the_stores_answer_on_the_l
     assert_eq!(lease_reply(&failed[0].1), Err("the store failed: gone".into()), "an error, never a lease");
 
     assert_eq!(serve(&mut s, T0 + 6 * MS, 4, &again).0, Answer::Held);
-    let mut out = Vec::new();
-    assert_eq!(s.next_final(T0 + 7 * MS, &mut out, &mut ()), Some(4), "at a stop, a lease request is answered");
-    assert!(lease_reply(&out).unwrap_err().contains("stopped before the store answered"));
+    let finals = finals(&mut s, T0 + 7 * MS);
+    assert_eq!(finals.len(), 1);
+    assert_eq!(finals[0].0, 4, "at a stop, a lease request is answered");
+    assert!(lease_reply(&finals[0].1).unwrap_err().contains("stopped before the store answered"));
     let db = s.locker().figures().stats().nth(2).unwrap().1;
     assert_eq!((db.requests, db.go, db.errors), (4, 1, 3), "each lease request counted once, when answered");
 }
@@ -152,7 +148,8 @@ fn when_one_node_fails_only_the_keys_it_answered_for_follow_the_failure_policy()
     let claims = store_calls(&mut s, T0).claims;
     let id = |key: &str| claims.iter().find(|c| &*c.key == key).unwrap().id;
     let spent = Grant { got: 1, valid_us: 1_000_000, left: 0, retry_us: 1_000_000 };
-    s.on_store(
+    step::store_answers(
+        &mut s,
         T0 + MS,
         vec![
             Claimed { id: id("on-sick"), node: "10.0.0.1:7000".into(), grant: Err("no answer within 200 ms".into()) },

@@ -531,13 +531,57 @@ pub fn per_slot(stamps: &Stamps, slot_ns: u128) -> std::collections::BTreeMap<u1
     slots
 }
 
-/// The reply `service` gives to `body` at `now`. Tests on the seam call
-/// `Service::respond` only through this, so that a change to its signature
-/// is one line here.
+/// The reply `service` gives to `body` at `now`, for a caller that waits
+/// for it (`step::request` with a loop that may not hold). Tests on the
+/// seam call the step this way only through this, so that a change to its
+/// signature is one line here.
 pub fn seam(service: &mut locker::service::Service, now: locker::core::Nanos, body: &[u8]) -> Vec<u8> {
-    let mut out = vec![0xaa; 3]; // respond must clear what was there
-    service.respond(now, body, &mut out, &mut ());
+    let mut out = vec![0xaa; 3]; // the step must clear what was there
+    let _ = locker::service::step::request(service, now, 0, body, &mut (), &mut (), &mut out);
     out
+}
+
+/// `body` served by `service` at `now` under `token`, as the daemon's
+/// loop serves it (`step::request`): answered now (the reply beside it)
+/// or held. No parked ask may be due then (`ready` answers those first).
+pub fn serve(
+    service: &mut locker::service::Service,
+    now: locker::core::Nanos,
+    token: locker::service::Token,
+    body: &[u8],
+) -> (locker::service::Answer, Vec<u8>) {
+    let (mut sent, mut out) = (Sent::default(), Vec::new());
+    let answer = locker::service::step::request(service, now, token, body, &mut (), &mut sent, &mut out);
+    sent.replies.retain(|(t, _)| *t != token);
+    assert!(sent.replies.is_empty(), "parked asks were due: `ready` answers them first");
+    (answer, out)
+}
+
+/// The replies to the parked asks due at `now`, in the order a loop turn
+/// sends them (`step::turn`).
+/// The store's calls must have been taken before (`store_calls`).
+pub fn ready(
+    service: &mut locker::service::Service,
+    now: locker::core::Nanos,
+) -> Vec<(locker::service::Token, Vec<u8>)> {
+    let sent = turn(service, now);
+    assert!(sent.claims.is_empty() && sent.leases.is_empty(), "the store's calls were due: take them first");
+    sent.replies
+}
+
+/// Every parked ask answered once, as at a stop (`step::stop`).
+pub fn finals(
+    service: &mut locker::service::Service,
+    now: locker::core::Nanos,
+) -> Vec<(locker::service::Token, Vec<u8>)> {
+    let mut sent = Sent::default();
+    locker::service::step::stop(service, now, &mut (), &mut sent, &mut Vec::new());
+    sent.replies
+}
+
+/// When `service`'s loop turns next, if ever (`step::next_deadline`).
+pub fn deadline(service: &locker::service::Service) -> Option<locker::core::Nanos> {
+    locker::service::step::next_deadline(service, &())
 }
 
 /// The bytes of a structured ask.
@@ -658,6 +702,7 @@ pub struct Sent {
     pub replies: Vec<(locker::service::Token, Vec<u8>)>,
     pub claims: Vec<locker::core::claims::ClaimAsk>,
     pub leases: Vec<locker::core::store_lease::LeaseCall>,
+    pub published: Vec<Vec<u8>>,
 }
 
 impl locker::service::Io for Sent {
@@ -673,6 +718,10 @@ impl locker::service::Io for Sent {
         self.claims.extend(claims);
         self.leases.extend(leases);
     }
+
+    fn publish(&mut self, bytes: &[u8]) {
+        self.published.push(bytes.to_vec());
+    }
 }
 
 /// One loop turn of `service` at `now` with nothing read, as the daemon's
@@ -687,6 +736,30 @@ pub fn turn(service: &mut locker::service::Service, now: locker::core::Nanos) ->
 /// after serving (`service::step::flush`).
 pub fn store_calls(service: &mut locker::service::Service, now: locker::core::Nanos) -> Sent {
     let mut sent = Sent::default();
-    locker::service::step::flush(service, now, &mut sent);
+    locker::service::step::flush(service, now, &mut (), &mut sent);
     sent
+}
+
+/// The reply `reply` to `request` could not be delivered: the next
+/// flush at `now` gives back what a go in it took (`service::step::flush`).
+pub fn undelivered(service: &mut locker::service::Service, now: locker::core::Nanos, request: &[u8], reply: &[u8]) {
+    struct Lost(Option<(Box<[u8]>, Vec<u8>)>);
+    impl locker::service::Io for Lost {
+        fn reply(&mut self, _: locker::service::Token, _: &[u8]) {}
+
+        fn undelivered(&mut self) -> locker::service::Undelivered {
+            let lost_go: Vec<_> = self.0.take().into_iter().collect();
+            locker::service::Undelivered { replies: 1, go: lost_go.len() as u64, lost_go }
+        }
+    }
+    let go = locker::wire::grants(reply);
+    let mut lost = Lost(go.then(|| (request.into(), reply.to_vec())));
+    locker::service::step::flush(service, now, &mut (), &mut lost);
+}
+
+/// The peer messages `service` sends at `now` (`service::step::flush`).
+pub fn published(service: &mut locker::service::Service, now: locker::core::Nanos) -> Vec<Vec<u8>> {
+    let mut sent = Sent::default();
+    locker::service::step::flush(service, now, &mut (), &mut sent);
+    sent.published
 }

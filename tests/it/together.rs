@@ -299,14 +299,14 @@ fn an_undelivered_batch_or_all_gives_back_each_go_in_it() {
     let mut batch = Vec::new();
     wire::encode_batch(&asks, &mut batch);
     let reply = seam(&mut s, T0, &batch);
-    s.give_back_undelivered(T0, &batch, &reply, &mut ());
+    crate::support::undelivered(&mut s, T0, &batch, &reply);
     assert_eq!(go(&mut s, T0, "api", 0).remaining, 5, "the batch's go of 3 given back");
     assert_eq!(go(&mut s, T0, "day", 0).remaining, 3, "the refused entry took nothing, gave nothing");
     let mut whole = Vec::new();
     wire::encode_all(&[asks[0], Ask::new().limit("day").key("u").cost(2)], None, None, &mut whole);
     let reply = seam(&mut s, T0, &whole);
     assert_eq!((go(&mut s, T0, "api", 0).remaining, go(&mut s, T0, "day", 0).remaining), (2, 1));
-    s.give_back_undelivered(T0, &whole, &reply, &mut ());
+    crate::support::undelivered(&mut s, T0, &whole, &reply);
     assert_eq!((go(&mut s, T0, "api", 0).remaining, go(&mut s, T0, "day", 0).remaining), (5, 3));
 }
 
@@ -345,7 +345,7 @@ fn an_all_in_a_batch_charges_nothing_when_a_part_is_full() {
     assert!(whole.ok && whole.replies[0].remaining == 1, "{whole:?}");
     assert!(matches!(&replies[1], Ok(wire::EntryReply::Go(g)) if !g.ok), "{replies:?}");
     // An undelivered reply gives the whole's parts back.
-    s.give_back_undelivered(T0, &body, &reply, &mut ());
+    crate::support::undelivered(&mut s, T0, &body, &reply);
     assert_eq!(go(&mut s, T0, "api", 0).remaining, 3);
 }
 

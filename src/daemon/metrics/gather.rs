@@ -112,7 +112,7 @@ mod tests {
         let mut out = Vec::new();
         let now = 1_000_000_000_000;
         for _ in 0..3 {
-            s.respond(now, b"", &mut out, &mut ());
+            let _ = crate::service::step::request(&mut s, now, 0, b"", &mut (), &mut (), &mut out);
         }
         let snap = snapshot(&s, now, false);
         assert_eq!(snap.health, Health::Serving);
@@ -135,7 +135,7 @@ mod tests {
         let ask = crate::wire::Ask::new().limit("tenant").terms(crate::wire::Terms::new("rolling-window", 2, 1.0));
         let (mut body, mut out) = (Vec::new(), Vec::new());
         crate::wire::encode(&ask.to_map(), &mut body);
-        s.respond(now, &body, &mut out, &mut ());
+        let _ = crate::service::step::request(&mut s, now, 0, &body, &mut (), &mut (), &mut out);
         let snap = snapshot(&s, now, false);
         assert_eq!((snap.runtime_limits, snap.runtime_limits_max), (1, 3));
         let tenant = &snap.limits[1];
