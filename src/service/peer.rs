@@ -164,7 +164,9 @@ fn keep_ledgers(locker: &mut Locker, now: Nanos, keep: &mut impl Keep) -> Result
     for (id, key) in &touched {
         let key = key.as_deref();
         let limit = id.index() as u32;
-        locker.keeping().kept_exchange(now, *id, key, |kept| keep.keep(&Record::Count { at: now, run, limit, key, kept }));
+        locker
+            .keeping()
+            .kept_exchange(now, *id, key, |kept| keep.keep(&Record::Count { at: now, run, limit, key, kept }));
     }
     if touched.is_empty() {
         return Ok(());

@@ -311,7 +311,12 @@ impl<'a> Record<'a> {
                 Record::Clock { run, boot, wall_at_boot: r.u64()? }
             }
             LEDGER | RIGHTS => r.count(|r| {
-                Some(Kept::Exchange(KeptExchange { period: r.u64()?, gave: r.u32()?, got: r.u32()?, ..Default::default() }))
+                Some(Kept::Exchange(KeptExchange {
+                    period: r.u64()?,
+                    gave: r.u32()?,
+                    got: r.u32()?,
+                    ..Default::default()
+                }))
             })?,
             FILL => r.count(|r| {
                 let (period, base, room, tat) = (r.u64()?, r.u32()?, r.u32()?, r.u64()?);

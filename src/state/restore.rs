@@ -99,7 +99,12 @@ pub fn restore<'a>(
             Some(node) if !later => Owner::Node(node),
             _ => Owner::Own,
         };
-        let held = locker.keeping_mut().restore(now, id, key, Saved { kept, written: r.at(), owner, run: r.run().unwrap_or(0) });
+        let held = locker.keeping_mut().restore(
+            now,
+            id,
+            key,
+            Saved { kept, written: r.at(), owner, run: r.run().unwrap_or(0) },
+        );
         *tally(&mut done, kept, later) += usize::from(held.is_some());
         match (held, kept, owner) {
             (None, Kept::Exchange(_), _) => rewrite.push(r),

@@ -140,7 +140,11 @@ impl Bucket {
                 if wanted > 0 {
                     f(key, period, wanted, Counted::Wanted);
                 }
-                k.exchange().counts(|_, node, n, what| if node == ME { f(key, period, n, what) });
+                k.exchange().counts(|_, node, n, what| {
+                    if node == ME {
+                        f(key, period, n, what)
+                    }
+                });
             }
         };
         if let Some(k) = self.unkeyed_peered.as_deref_mut() {

@@ -1,9 +1,9 @@
 use std::num::NonZeroU32;
 
 use super::*;
-use crate::core::share::exchange::KeptExchange;
 use crate::core::kinds::Kept;
 use crate::core::limit::{LimitId, Quota};
+use crate::core::share::exchange::KeptExchange;
 
 const MS: Nanos = 1_000_000;
 /// The start of a 1 s period.

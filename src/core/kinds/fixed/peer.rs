@@ -83,7 +83,11 @@ impl FixedWindow {
                 f(key, slot, ME, tally.wanted(), Counted::Wanted);
             }
             if let Some(e) = tally.exchange() {
-                e.counts(|_, node, n, what| if node == ME { f(key, slot, node, n, what) });
+                e.counts(|_, node, n, what| {
+                    if node == ME {
+                        f(key, slot, node, n, what)
+                    }
+                });
             }
         });
     }
