@@ -22,11 +22,12 @@ pub mod semaphore;
 use super::ask::{Verdict, Want};
 use super::limit::{Algorithm, Limit, LimitId, Quota};
 use super::room::{KeyBudget, KeyRoom, Leeway, NoRoom};
+use super::share::exchange::KeptExchange;
 use super::share::{Count, Counted, NodeIx, Share, ME};
 use super::time::Nanos;
-use bucket::{Bucket, EarlierFill};
+use bucket::Bucket;
 use fixed::FixedWindow;
-use rolling::{EarlierRights, RollingWindow};
+use rolling::RollingWindow;
 use semaphore::kept::HeldLease;
 use semaphore::Semaphore;
 
@@ -337,6 +338,8 @@ pub enum Kept {
     Lease(HeldLease),
     /// A lease no longer held (released, or not held at all).
     Released,
+    /// What a shared kind's exchange of conserved permits left in a period.
+    Exchange(KeptExchange),
 }
 
 /// Whose an earlier run's count becomes when it is put back.
@@ -357,6 +360,8 @@ pub struct Saved {
     /// When the record was written.
     pub written: Nanos,
     pub owner: Owner,
+    /// The earlier run, as the state file numbers them.
+    pub run: u32,
 }
 
 impl Kept {
@@ -371,6 +376,14 @@ impl Kept {
                 Bucket::kept_counts(quota, tat, period, now)
             }
             (Algorithm::Semaphore, Kept::Lease(held)) => held.until > now,
+            // An exchange while its slot has not ended; a rolling window's
+            // and a bucket's in the next period too (what was lent for a
+            // window counts in the next; a restart resumes a bucket's share
+            // of the current or the previous period).
+            (Algorithm::FixedWindow, Kept::Exchange(e)) => FixedWindow::slot_counts(quota, e.period, now),
+            (Algorithm::RollingWindow | Algorithm::TokenBucket { .. }, Kept::Exchange(e)) => {
+                e.period.saturating_add(1) >= quota.slot_of(now)
+            }
             _ => false,
         }
     }
@@ -406,66 +419,16 @@ impl Rule {
         }
     }
 
-    /// A fixed window's ledger of conserved permits for `key` in its
-    /// current slot, `(slot, gave, got)`; `None` for other kinds.
-    pub fn kept_ledger(&self, key: Option<&str>) -> Option<(u64, u32, u32)> {
+    /// Calls `f` with what the exchange of conserved permits of `key`
+    /// left at `now`, as the state file keeps it: a fixed window's current
+    /// slot, a rolling window's windows that bear on `now`, a peered token
+    /// bucket's period with its share's fill; nothing for a semaphore.
+    pub fn kept_exchange(&self, now: Nanos, key: Option<&str>, f: impl FnMut(KeptExchange)) {
         match self {
-            Rule::Window(w) => Some(w.ledger_of(key)),
-            _ => None,
-        }
-    }
-
-    /// Carries an earlier run's ledger for `key` in `slot` (what it gave
-    /// and got) into a fixed window, if `slot` is current at `now`;
-    /// returns whether it was.
-    pub fn restore_ledger(
-        &mut self,
-        now: Nanos,
-        key: Option<&str>,
-        slot: u64,
-        ledger: (u32, u32),
-        room: KeyRoom,
-    ) -> bool {
-        match self {
-            Rule::Window(w) => w.carry(now, key, slot, ledger.0, ledger.1, room),
-            _ => false,
-        }
-    }
-
-    /// A rolling window's figures of conserved rights for `key` that bear
-    /// on the window `now` falls in, as `(window, lent, got)`; none for
-    /// other kinds.
-    pub fn kept_rights(&self, now: Nanos, key: Option<&str>, f: impl FnMut(u64, u32, u32)) {
-        if let Rule::Rolling(r) = self {
-            r.kept_rights(now, key, f);
-        }
-    }
-
-    /// Carries what an earlier run lent and got for a window into a
-    /// rolling window's rights for `key`, if the window still bears on
-    /// `now`; returns whether it was.
-    pub fn restore_rights(&mut self, now: Nanos, key: Option<&str>, earlier: EarlierRights, room: KeyRoom) -> bool {
-        match self {
-            Rule::Rolling(r) => r.carry_rights(now, key, earlier, room),
-            _ => false,
-        }
-    }
-
-    /// A token bucket's share of `key` at `now` as a fill record keeps it;
-    /// none unless peered, or for other kinds.
-    pub fn kept_fill(&self, now: Nanos, key: Option<&str>) -> Option<EarlierFill> {
-        match self {
-            Rule::Bucket(b) => b.kept_fill(now, key),
-            _ => None,
-        }
-    }
-
-    /// Notes an earlier run's fill of a token bucket's `key`, if its period
-    /// is current at `now` or the one before; returns whether it was.
-    pub fn restore_fill(&mut self, now: Nanos, key: Option<&str>, fill: EarlierFill, room: KeyRoom) -> bool {
-        match self {
-            Rule::Bucket(b) => b.carry_fill(now, key, fill, room),
-            _ => false,
+            Rule::Window(w) => w.kept_exchange(key, f),
+            Rule::Rolling(r) => r.kept_exchange(now, key, f),
+            Rule::Bucket(b) => b.kept_exchange(now, key, f),
+            Rule::Semaphore(_) => {}
         }
     }
 
@@ -484,8 +447,13 @@ impl Rule {
     /// else the count now held: for a count made this run's own, the own
     /// count after it (several earlier runs' add up).
     pub fn restore(&mut self, now: Nanos, id: LimitId, key: Option<&str>, saved: Saved, room: KeyRoom) -> Option<u32> {
-        let Saved { kept, written, owner } = saved;
+        let Saved { kept, written, owner, run } = saved;
         match (self, kept, owner) {
+            // An earlier run's exchange: what it gave and got is carried
+            // into what this run owns (see each kind's `kept`).
+            (Rule::Window(w), Kept::Exchange(e), _) => w.carry(now, key, e.period, e.gave, e.got, room).then_some(0),
+            (Rule::Rolling(r), Kept::Exchange(e), _) => r.carry_rights(now, key, run, e, room).then_some(0),
+            (Rule::Bucket(b), Kept::Exchange(e), _) => b.carry_fill(now, key, written, e, room).then_some(0),
             (Rule::Window(w), Kept::Window { slot, count }, Owner::Own) => {
                 w.restore_own(key, slot, count, room).ok().flatten()
             }

@@ -6,22 +6,12 @@
 //! `core::peering` (the node table, the schedule, the merge) builds on the
 //! kinds. Nothing here imports a kind, the locker or the peer schedule.
 //!
-//! Conserved permits (fixed windows): each slot's `max_requests` permits
-//! start split between the group's members by a rule every locker computes
-//! alike (`Share::owns`), and afterwards move only by a giver subtracting
-//! them from its own before it publishes the gift. A locker grants only
-//! permits it owns, so the grants of a slot never add up to more than
-//! `max_requests`, whatever messages are late, lost or repeated. The
-//! ledger is kept per key by `core::kinds::fixed::tally`. Token buckets
-//! conserve their tokens alike: each member holds a share of the bucket's
-//! room (`Share::holds`) and refills it at that share of the rate, and a
-//! gift moves as much room as tokens (`core::kinds::bucket::peer`).
-//!
-//! Rolling windows conserve rights the same way (`Share::rolling_rights`): each
-//! member holds a fixed share of `max_requests` rights, a right is free
-//! again when the grant made with it leaves the window, and rights move by
-//! gifts numbered by window (see `core::kinds::rolling::rights`). No
-//! clock, no counts kept, no sockets.
+//! The permits of a shared kind start split between the members by the
+//! rules here (`Share::owns`, `Share::rolling_rights`, `Share::holds`) and
+//! move by the exchange (`exchange`, which says why they are conserved).
+//! No clock, no counts kept, no sockets.
+
+pub mod exchange;
 
 use crate::core::limit::{LimitId, Quota};
 use crate::core::time::{Nanos, NANOS_PER_MS};
@@ -41,11 +31,12 @@ pub trait Gifts: FnMut(Option<&str>, u64, NodeIx, u32) {}
 impl<F: FnMut(Option<&str>, u64, NodeIx, u32)> Gifts for F {}
 
 /// Raises `known` to `heard`, a later figure of the same cumulative count
-/// (counts only grow, so a smaller one is late or repeated); returns
-/// whether it grew.
-pub fn raise(known: &mut u32, heard: u32) -> bool {
-    let grew = heard > *known;
-    *known = (*known).max(heard);
+/// (counts only grow, so a smaller one is late or repeated): the one
+/// merge by maximum of every count peers trade. Returns by how much it
+/// grew.
+pub fn raise(known: &mut u32, heard: u32) -> u32 {
+    let grew = heard.saturating_sub(*known);
+    *known += grew;
     grew
 }
 

@@ -159,16 +159,9 @@ fn keep_ledgers(locker: &mut Locker, now: Nanos, keep: &mut impl Keep) -> Result
     for (id, key) in &touched {
         let key = key.as_deref();
         let limit = id.index() as u32;
-        if let Some((slot, gave, got)) = locker.keeping().kept_ledger(*id, key) {
-            keep.keep(&Record::Ledger { at: now, run, limit, key, slot, gave, got });
-        }
-        locker.keeping().kept_rights(now, *id, key, |slot, gave, got| {
-            keep.keep(&Record::Rights { at: now, run, limit, key, slot, gave, got });
-        });
-        if let Some(f) = locker.keeping().kept_fill(now, *id, key) {
-            let (period, base, room, tat) = (f.period, f.base, f.room, f.tat);
-            keep.keep(&Record::Fill { at: now, run, limit, key, period, base, room, tat });
-        }
+        locker
+            .keeping()
+            .kept_exchange(now, *id, key, |kept| keep.keep(&Record::Count { at: now, run, limit, key, kept }));
     }
     if touched.is_empty() {
         return Ok(());

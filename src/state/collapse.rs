@@ -39,10 +39,7 @@ pub fn collapse<'a>(
 /// The run a count (or ledger) record belongs to.
 fn run_of(r: &Record) -> Option<u32> {
     match *r {
-        Record::Count { run, .. }
-        | Record::Ledger { run, .. }
-        | Record::Rights { run, .. }
-        | Record::Fill { run, .. } => Some(run),
+        Record::Count { run, .. } => Some(run),
         _ => None,
     }
 }

@@ -60,25 +60,6 @@ impl Liveness {
             // A runtime limit's terms: dropping the limit rewrites the file.
             Record::Run { .. } | Record::Clock { .. } | Record::Terms { .. } => true,
             Record::Lease { kept: Kept::Released, .. } => false,
-            // A ledger says something while its fixed window's slot has not ended.
-            Record::Ledger { slot, .. } => match self.terms(record) {
-                Some((Algorithm::FixedWindow, q)) => {
-                    Kept::Window { slot, count: 0 }.is_live(Algorithm::FixedWindow, q, now)
-                }
-                _ => false,
-            },
-            // A rolling window's rights while they still count: what was
-            // lent for a window counts in the next one too.
-            Record::Rights { slot, .. } => match self.terms(record) {
-                Some((Algorithm::RollingWindow, q)) => slot.saturating_add(1) >= q.slot_of(now),
-                _ => false,
-            },
-            // A token bucket's share while its period is current or the one
-            // before: a restart resumes no older one (see `bucket::kept`).
-            Record::Fill { period, .. } => match self.terms(record) {
-                Some((Algorithm::TokenBucket { .. }, q)) => period.saturating_add(1) >= q.slot_of(now),
-                _ => false,
-            },
             _ => match (self.terms(record), record.kept()) {
                 (Some((a, q)), Some((kept, _))) => kept.is_live(a, q, now),
                 _ => false,
@@ -97,20 +78,6 @@ impl Liveness {
     /// lapse nor moves it into a slot its grants never went in.
     pub fn retimed<'a>(&self, record: Record<'a>, step: &Step) -> (Record<'a>, Option<Record<'a>>) {
         let by = step.by;
-        if let Record::Ledger { .. } | Record::Rights { .. } = record {
-            return self.retimed_ledger(record, step);
-        }
-        if let Record::Fill { at, run, limit, key, period, base, room, tat } = record {
-            // Its instants move, and its period with its instant, as a
-            // bucket's count does.
-            let Some((a, q)) = self.terms(&record) else { return (record, None) };
-            let kept = Kept::Bucket { tat, period, count: 0 };
-            let Kept::Bucket { tat, period, .. } = retimed(kept, a, q, step.written(&record), by).0 else {
-                return (record, None);
-            };
-            let at = at.saturating_add_signed(by);
-            return (Record::Fill { at, run, limit, key, period, base, room, tat }, None);
-        }
         let (Some((a, q)), Some((kept, _))) = (self.terms(&record), record.kept()) else {
             let moved = match record {
                 Record::Lease { kept: Kept::Released, .. } => record.moved(by, Kept::Released),
@@ -120,31 +87,6 @@ impl Liveness {
         };
         let (first, second) = retimed(kept, a, q, step.written(&record), by);
         (record.moved(by, first), second.map(|k| record.moved(by, k)))
-    }
-
-    /// A ledger moved by `step`: what it gave goes to every slot its
-    /// count would (the gifts left in the same instants as the grants),
-    /// and what it got is dropped, since which slot it may be used in is
-    /// not known: a restart then owns less, never more. A rolling
-    /// window's rights move the same way, its windows numbered as a fixed
-    /// window's slots.
-    fn retimed_ledger<'a>(&self, record: Record<'a>, step: &Step) -> (Record<'a>, Option<Record<'a>>) {
-        let (Record::Ledger { at, run, limit, key, slot, gave, .. }
-        | Record::Rights { at, run, limit, key, slot, gave, .. }) = record
-        else {
-            return (record, None);
-        };
-        let Some((_, q)) = self.terms(&record) else { return (record, None) };
-        let as_count = Kept::Window { slot, count: gave };
-        let (first, second) = retimed(as_count, Algorithm::FixedWindow, q, step.written(&record), step.by);
-        let at = at.saturating_add_signed(step.by);
-        let rights = matches!(record, Record::Rights { .. });
-        let ledger = |kept| match kept {
-            Kept::Window { slot, count } if rights => Record::Rights { at, run, limit, key, slot, gave: count, got: 0 },
-            Kept::Window { slot, count } => Record::Ledger { at, run, limit, key, slot, gave: count, got: 0 },
-            _ => record,
-        };
-        (ledger(first), second.map(ledger))
     }
 
     /// The kind and quota of the limit `record` names.

@@ -14,18 +14,23 @@
 //! - `Lease` (of `Kept::Lease`): at u64, limit u32, count u32, ttl u64, until u64, lease bytes;
 //! - `Release` (a `Lease` of `Kept::Released`): at u64, limit u32, lease bytes;
 //! - `Clock`: run u32, boot id u128, wall clock at boot u64;
-//! - `Ledger`: at u64, run u32, limit u32, slot u64, gave u32, got u32, key;
-//! - `Rights` (kind 19): as `Ledger`, of a rolling window's window number;
-//! - `Fill` (kind 20): at u64, run u32, limit u32, period u64, base u32, room u32, tat u64, key;
+//! - `Exchange` (kind 21, a `Count` of `Kept::Exchange`): at u64, run u32, limit u32,
+//!   period u64, gave u32, got u32, base u32, room u32, tat u64, key;
 //! - `Terms`: limit u32, algorithm u8, max_requests u32, in_seconds f64,
 //!   burst u32 (0: none), name bytes;
 //!
 //! where a key is one byte (0: none, 1: some) followed by its bytes. A
 //! group (kind 17, see `group`) holds the records of one call in one
 //! frame: each as its length u32 and its payload.
+//!
+//! Files written before the exchange had one kind are still read: each
+//! kind's own ledger record (18: a fixed window's `gave, got`; 19: a
+//! rolling window's, as 18; 20: a token bucket's `base, room, tat` in the
+//! place of `gave, got, ...`) reads as the `Exchange` it now writes.
 
 use crate::core::kinds::semaphore::kept::HeldLease;
 use crate::core::kinds::Kept;
+use crate::core::share::exchange::KeptExchange;
 use crate::core::{Algorithm, Limit};
 
 /// One thing the state log remembers. Times are nanoseconds since the Unix
@@ -43,7 +48,9 @@ pub enum Record<'a> {
     /// window's (`Kept::Window`: in the slot current when written, or a
     /// later one holding reservations; for a rolling window, the peers'
     /// sub-slot the grants go in) or a token bucket's (`Kept::Bucket`: its
-    /// TAT, and the run's own grants in a period). Never a lease's.
+    /// TAT, and the run's own grants in a period); or what a shared kind's
+    /// exchange of conserved permits left in a period (`Kept::Exchange`,
+    /// written before a gift leaves). Never a lease's.
     Count { at: u64, run: u32, limit: u32, key: Option<&'a str>, kept: Kept },
     /// Lease `lease` of semaphore `limit` after a lease request: held
     /// (`Kept::Lease`), or released (`Kept::Released`), which voids what
@@ -53,25 +60,6 @@ pub enum Record<'a> {
     /// the run's reckoning: a later run on the same boot that reckons
     /// otherwise knows the wall clock was stepped in between.
     Clock { run: u32, boot: u128, wall_at_boot: u64 },
-    /// A run's conserved-permit ledger for (limit, key) in fixed-window
-    /// slot `slot`: the permits it gave its peers and was given by them
-    /// (each cumulative), written before a gift leaves. A restart with
-    /// the file takes them off (and adds them to) what it owns of that
-    /// slot, so it resumes the earlier run's share exactly.
-    Ledger { at: u64, run: u32, limit: u32, key: Option<&'a str>, slot: u64, gave: u32, got: u32 },
-    /// A run's conserved rights for (limit, key) of a peered rolling
-    /// window in window number `slot`: the rights it counts as lent then
-    /// (`gave`) and was given for it (`got`), written before a gift
-    /// leaves. A restart with the file that resumes the run's share counts
-    /// them as lent and got (see `core::kinds::rolling::rights`).
-    Rights { at: u64, run: u32, limit: u32, key: Option<&'a str>, slot: u64, gave: u32, got: u32 },
-    /// A run's share of a peered token bucket for (limit, key) in `period`
-    /// as a gift given or received left it: its own room before gifts
-    /// (`base`), the room it held (`room`) and that room's fill as a TAT,
-    /// written before a gift leaves. A restart with the file that resumes
-    /// the run's share holds that room, no fuller (see
-    /// `core::kinds::bucket::kept`).
-    Fill { at: u64, run: u32, limit: u32, key: Option<&'a str>, period: u64, base: u32, room: u32, tat: u64 },
     /// Limit number `limit` was created from terms sent with an ask
     /// (`--runtime-limits`): its name and terms, to create it again before
     /// its counts are put back.
@@ -118,9 +106,7 @@ pub enum Identity<'a> {
     Bucket { run: u32, limit: u32, period: u64, key: Option<&'a str> },
     Lease { limit: u32, lease: &'a str },
     Clock(u32),
-    Ledger { run: u32, limit: u32, slot: u64, key: Option<&'a str> },
-    Rights { run: u32, limit: u32, slot: u64, key: Option<&'a str> },
-    Fill { run: u32, limit: u32, key: Option<&'a str> },
+    Exchange { run: u32, limit: u32, period: u64, key: Option<&'a str> },
     Terms(u32),
 }
 
@@ -133,16 +119,18 @@ const CLOCK: u8 = 6;
 /// Kinds from 16 on are this build's additions beyond version 1's first
 /// six; a build that does not know one skips its records.
 const TERMS: u8 = 16;
-/// A peered fixed window's gifts (18: 17 is a group, see `group`).
+/// Earlier builds' exchanges, read and never written: a peered fixed
+/// window's gifts (18: 17 is a group, see `group`), a peered rolling
+/// window's rights, a peered token bucket's share as a gift left it.
 const LEDGER: u8 = 18;
-/// A peered rolling window's rights.
 const RIGHTS: u8 = 19;
-/// A peered token bucket's share as a gift left it.
 const FILL: u8 = 20;
+/// A shared kind's exchange of conserved permits.
+const EXCHANGE: u8 = 21;
 
 /// Why a `Count` record cannot hold a lease's kept form: its bytes have
 /// no room for one.
-const COUNTS_ONLY: &str = "a count record keeps a window's or a bucket's count, never a lease";
+const COUNTS_ONLY: &str = "a count record keeps a count or an exchange, never a lease";
 
 impl<'a> Record<'a> {
     /// What this record replaces.
@@ -155,12 +143,12 @@ impl<'a> Record<'a> {
             Record::Count { run, limit, key, kept: Kept::Bucket { period, .. }, .. } => {
                 Identity::Bucket { run, limit, period, key }
             }
+            Record::Count { run, limit, key, kept: Kept::Exchange(e), .. } => {
+                Identity::Exchange { run, limit, period: e.period, key }
+            }
             Record::Count { .. } => unreachable!("{COUNTS_ONLY}"),
             Record::Lease { limit, lease, .. } => Identity::Lease { limit, lease },
             Record::Clock { run, .. } => Identity::Clock(run),
-            Record::Ledger { run, limit, slot, key, .. } => Identity::Ledger { run, limit, slot, key },
-            Record::Rights { run, limit, slot, key, .. } => Identity::Rights { run, limit, slot, key },
-            Record::Fill { run, limit, key, .. } => Identity::Fill { run, limit, key },
             Record::Terms { limit, .. } => Identity::Terms(limit),
         }
     }
@@ -171,11 +159,7 @@ impl<'a> Record<'a> {
         match *self {
             Record::Run { incarnation, .. } => incarnation,
             Record::Clock { .. } | Record::Terms { .. } => 0,
-            Record::Count { at, .. }
-            | Record::Lease { at, .. }
-            | Record::Ledger { at, .. }
-            | Record::Rights { at, .. }
-            | Record::Fill { at, .. } => at,
+            Record::Count { at, .. } | Record::Lease { at, .. } => at,
         }
     }
 
@@ -189,12 +173,7 @@ impl<'a> Record<'a> {
     fn limit_mut(&mut self) -> Option<&mut u32> {
         match self {
             Record::Run { .. } | Record::Clock { .. } => None,
-            Record::Count { limit, .. }
-            | Record::Lease { limit, .. }
-            | Record::Ledger { limit, .. }
-            | Record::Rights { limit, .. }
-            | Record::Fill { limit, .. }
-            | Record::Terms { limit, .. } => Some(limit),
+            Record::Count { limit, .. } | Record::Lease { limit, .. } | Record::Terms { limit, .. } => Some(limit),
         }
     }
 
@@ -232,8 +211,6 @@ impl<'a> Record<'a> {
     pub fn run(&self) -> Option<u32> {
         match *self {
             Record::Run { run, .. } | Record::Count { run, .. } | Record::Clock { run, .. } => Some(run),
-            // A peered share's gifts, of one run.
-            Record::Ledger { run, .. } | Record::Rights { run, .. } | Record::Fill { run, .. } => Some(run),
             Record::Lease { .. } | Record::Terms { .. } => None,
         }
     }
@@ -246,12 +223,11 @@ impl<'a> Record<'a> {
             Record::Run { node, .. } => 12 + node.len(),
             Record::Count { key: k, kept: Kept::Window { .. }, .. } => 28 + key(*k),
             Record::Count { key: k, kept: Kept::Bucket { .. }, .. } => 36 + key(*k),
+            Record::Count { key: k, kept: Kept::Exchange(_), .. } => 48 + key(*k),
             Record::Count { .. } => unreachable!("{COUNTS_ONLY}"),
             Record::Lease { lease, kept: Kept::Lease(_), .. } => 32 + lease.len(),
             Record::Lease { lease, .. } => 12 + lease.len(),
             Record::Clock { .. } => 28,
-            Record::Ledger { key: k, .. } | Record::Rights { key: k, .. } => 32 + key(*k),
-            Record::Fill { key: k, .. } => 40 + key(*k),
             Record::Terms { name, .. } => 21 + name.len(),
         }
     }
@@ -270,6 +246,10 @@ impl<'a> Record<'a> {
             Record::Count { at, run, limit, key, kept: Kept::Bucket { tat, period, count } } => {
                 w.u8(BUCKET).u64(at).u32(run).u32(limit).u64(period).u32(count).u64(tat).key(key);
             }
+            Record::Count { at, run, limit, key, kept: Kept::Exchange(e) } => {
+                w.u8(EXCHANGE).u64(at).u32(run).u32(limit).u64(e.period).u32(e.gave).u32(e.got);
+                w.u32(e.base).u32(e.room).u64(e.tat).key(key);
+            }
             Record::Count { .. } => unreachable!("{COUNTS_ONLY}"),
             Record::Lease { at, limit, lease, kept: Kept::Lease(HeldLease { count, ttl, until }) } => {
                 w.u8(LEASE).u64(at).u32(limit).u32(count).u64(ttl).u64(until).bytes(lease.as_bytes());
@@ -279,15 +259,6 @@ impl<'a> Record<'a> {
             }
             Record::Clock { run, boot, wall_at_boot } => {
                 w.u8(CLOCK).u32(run).u64(boot as u64).u64((boot >> 64) as u64).u64(wall_at_boot);
-            }
-            Record::Ledger { at, run, limit, key, slot, gave, got } => {
-                w.u8(LEDGER).u64(at).u32(run).u32(limit).u64(slot).u32(gave).u32(got).key(key);
-            }
-            Record::Rights { at, run, limit, key, slot, gave, got } => {
-                w.u8(RIGHTS).u64(at).u32(run).u32(limit).u64(slot).u32(gave).u32(got).key(key);
-            }
-            Record::Fill { at, run, limit, key, period, base, room, tat } => {
-                w.u8(FILL).u64(at).u32(run).u32(limit).u64(period).u32(base).u32(room).u64(tat).key(key);
             }
             Record::Terms { limit, name, terms } => {
                 let (kind, burst) = match terms.algorithm {
@@ -339,19 +310,23 @@ impl<'a> Record<'a> {
                 let boot = u128::from(r.u64()?) | (u128::from(r.u64()?) << 64);
                 Record::Clock { run, boot, wall_at_boot: r.u64()? }
             }
-            kind @ (LEDGER | RIGHTS) => {
-                let (at, run, limit, slot) = (r.u64()?, r.u32()?, r.u32()?, r.u64()?);
-                let (gave, got, key) = (r.u32()?, r.u32()?, r.key()?);
-                match kind {
-                    LEDGER => Record::Ledger { at, run, limit, slot, gave, got, key },
-                    _ => Record::Rights { at, run, limit, slot, gave, got, key },
-                }
-            }
-            FILL => {
-                let (at, run, limit, period) = (r.u64()?, r.u32()?, r.u32()?, r.u64()?);
-                let (base, room, tat, key) = (r.u32()?, r.u32()?, r.u64()?, r.key()?);
-                Record::Fill { at, run, limit, key, period, base, room, tat }
-            }
+            LEDGER | RIGHTS => r.count(|r| {
+                Some(Kept::Exchange(KeptExchange {
+                    period: r.u64()?,
+                    gave: r.u32()?,
+                    got: r.u32()?,
+                    ..Default::default()
+                }))
+            })?,
+            FILL => r.count(|r| {
+                let (period, base, room, tat) = (r.u64()?, r.u32()?, r.u32()?, r.u64()?);
+                Some(Kept::Exchange(KeptExchange { period, base, room, tat, ..Default::default() }))
+            })?,
+            EXCHANGE => r.count(|r| {
+                let (period, gave, got) = (r.u64()?, r.u32()?, r.u32()?);
+                let (base, room, tat) = (r.u32()?, r.u32()?, r.u64()?);
+                Some(Kept::Exchange(KeptExchange { period, gave, got, base, room, tat }))
+            })?,
             TERMS => {
                 let (limit, kind, max_requests) = (r.u32()?, r.u8()?, r.u32()?);
                 let (in_seconds, burst) = (f64::from_bits(r.u64()?), r.u32()?);
@@ -508,6 +483,10 @@ mod tests {
         Record::Count { at, run: 3, limit, key, kept: Kept::Window { slot, count } }
     }
 
+    fn exchange(at: u64, key: Option<&str>, kept: KeptExchange) -> Record<'_> {
+        Record::Count { at, run: 3, limit: 1, key, kept: Kept::Exchange(kept) }
+    }
+
     fn samples() -> Vec<Record<'static>> {
         let held = Kept::Lease(HeldLease { count: 2, ttl: 30, until: 40 });
         vec![
@@ -524,11 +503,9 @@ mod tests {
             },
             Record::Lease { at: 8, limit: 4, lease: "00ab-1", kept: held },
             Record::Lease { at: 9, limit: 4, lease: "00ab-1", kept: Kept::Released },
-            Record::Ledger { at: 10, run: 3, limit: 1, key: Some("k"), slot: 99, gave: 2, got: 1 },
-            Record::Ledger { at: 11, run: 3, limit: 1, key: None, slot: 99, gave: 0, got: 4 },
-            Record::Rights { at: 12, run: 3, limit: 1, key: Some("k"), slot: 7, gave: 2, got: 1 },
-            Record::Fill { at: 13, run: 3, limit: 1, key: Some("k"), period: 7, base: 2, room: 1, tat: 99 },
-            Record::Fill { at: 14, run: 3, limit: 1, key: None, period: 7, base: 2, room: 5, tat: 0 },
+            exchange(10, Some("k"), KeptExchange { period: 99, gave: 2, got: 1, ..KeptExchange::default() }),
+            exchange(11, None, KeptExchange { period: 99, gave: 0, got: 4, ..KeptExchange::default() }),
+            exchange(13, Some("k"), KeptExchange { period: 7, gave: 1, got: 3, base: 2, room: 4, tat: 99 }),
         ]
     }
 
@@ -557,30 +534,38 @@ mod tests {
     }
 
     #[test]
-    fn a_ledger_record_has_pinned_bytes_and_its_own_identity() {
-        let r = Record::Ledger { at: 1, run: 2, limit: 3, key: Some("k"), slot: 4, gave: 5, got: 6 };
+    fn an_exchange_record_has_pinned_bytes_and_its_own_identity_per_period() {
+        let kept = KeptExchange { period: 4, gave: 5, got: 6, base: 7, room: 8, tat: 9 };
+        let r = exchange(1, Some("k"), kept);
         let mut buf = vec![0; r.encoded_len()];
         r.encode(&mut buf);
-        let numbers = [&1u64.to_le_bytes()[..], &2u32.to_le_bytes(), &3u32.to_le_bytes(), &4u64.to_le_bytes()];
-        let want = [&[LEDGER][..], &numbers.concat(), &5u32.to_le_bytes(), &6u32.to_le_bytes(), &[1, b'k']].concat();
+        let head = [&1u64.to_le_bytes()[..], &3u32.to_le_bytes(), &1u32.to_le_bytes(), &4u64.to_le_bytes()].concat();
+        let figures = [5u32, 6, 7, 8].map(u32::to_le_bytes).concat();
+        let want = [&[EXCHANGE][..], &head, &figures, &9u64.to_le_bytes(), &[1, b'k']].concat();
         assert_eq!(buf, want);
-        let later = Record::Ledger { at: 9, run: 2, limit: 3, key: Some("k"), slot: 4, gave: 7, got: 6 };
-        assert_eq!(r.identity(), later.identity(), "a later ledger of the same slot replaces it");
-        let count = Record::Count { at: 1, run: 2, limit: 3, key: Some("k"), kept: Kept::Window { slot: 4, count: 5 } };
-        assert_ne!(r.identity(), count.identity());
+        let later = exchange(9, Some("k"), KeptExchange { gave: 7, ..kept });
+        assert_eq!(r.identity(), later.identity(), "a later exchange of the same period replaces it");
+        assert_ne!(r.identity(), exchange(1, Some("k"), KeptExchange { period: 5, ..kept }).identity());
+        assert_ne!(r.identity(), window(1, 1, 4, 5, Some("k")).identity());
+    }
+
+    /// The bytes an earlier build wrote for a ledger of `kind`: at 1, run
+    /// 3, limit 1, period 4, then `figures`, and the key "k".
+    fn old_record(kind: u8, figures: &[u8]) -> Vec<u8> {
+        let head = [&1u64.to_le_bytes()[..], &3u32.to_le_bytes(), &1u32.to_le_bytes(), &4u64.to_le_bytes()].concat();
+        [&[kind][..], &head, figures, &[1, b'k']].concat()
     }
 
     #[test]
-    fn a_rights_record_is_a_ledger_of_its_own_kind_and_identity() {
-        let r = Record::Rights { at: 1, run: 2, limit: 3, key: Some("k"), slot: 4, gave: 5, got: 6 };
-        let ledger = Record::Ledger { at: 1, run: 2, limit: 3, key: Some("k"), slot: 4, gave: 5, got: 6 };
-        let (mut buf, mut ledger_buf) = (vec![0; r.encoded_len()], vec![0; ledger.encoded_len()]);
-        r.encode(&mut buf);
-        ledger.encode(&mut ledger_buf);
-        assert_eq!((buf[0], &buf[1..]), (RIGHTS, &ledger_buf[1..]), "33 bytes and the key");
-        assert_ne!(r.identity(), ledger.identity());
-        let later = Record::Rights { at: 9, run: 2, limit: 3, key: Some("k"), slot: 4, gave: 7, got: 6 };
-        assert_eq!(r.identity(), later.identity(), "a later figure of the same window replaces it");
+    fn an_earlier_builds_ledger_rights_and_fill_records_read_as_exchanges() {
+        let gave_got = [5u32, 6].map(u32::to_le_bytes).concat();
+        let ledger = KeptExchange { period: 4, gave: 5, got: 6, ..KeptExchange::default() };
+        assert_eq!(Record::decode(&old_record(LEDGER, &gave_got)), Some(exchange(1, Some("k"), ledger)));
+        assert_eq!(Record::decode(&old_record(RIGHTS, &gave_got)), Some(exchange(1, Some("k"), ledger)));
+        let fill = [&7u32.to_le_bytes()[..], &8u32.to_le_bytes(), &9u64.to_le_bytes()].concat();
+        let kept = KeptExchange { period: 4, base: 7, room: 8, tat: 9, ..KeptExchange::default() };
+        assert_eq!(Record::decode(&old_record(FILL, &fill)), Some(exchange(1, Some("k"), kept)));
+        assert_eq!(Record::decode(&old_record(FILL, &gave_got)), None, "a fill is longer");
     }
 
     #[test]

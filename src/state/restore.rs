@@ -10,8 +10,6 @@
 use std::collections::HashMap;
 
 use super::{collapse, Liveness, Record};
-use crate::core::kinds::bucket::EarlierFill;
-use crate::core::kinds::rolling::EarlierRights;
 use crate::core::kinds::{Kept, Owner, Saved};
 use crate::core::{Locker, Nanos, NodeIx, NodeKey, Nodes};
 
@@ -76,36 +74,20 @@ pub fn restore<'a>(
         let (Some(id), Some((kept, key))) = (id, r.kept()) else {
             match r {
                 Record::Run { .. } => rewrite.push(r),
-                // An earlier run's gifts: carried into what this run owns
-                // of their slot when peered, and kept for the next restart.
-                Record::Ledger { key, slot, gave, got, .. } if peered => {
-                    let carried =
-                        id.is_some_and(|id| locker.keeping_mut().restore_ledger(now, id, key, slot, (gave, got)));
-                    done.ledgers += usize::from(carried);
-                    rewrite.push(r);
-                }
-                // An earlier run's rights: carried into a rolling window's
-                // when peered, and kept for the next restart.
-                Record::Rights { run, key, slot: window, gave: lent, got, .. } if peered => {
-                    let earlier = EarlierRights { run, window, lent, got };
-                    let carried = id.is_some_and(|id| locker.keeping_mut().restore_rights(now, id, key, earlier));
-                    done.ledgers += usize::from(carried);
-                    rewrite.push(r);
-                }
-                // An earlier run's share of a token bucket: kept for a run
-                // that resumes it, and for the next restart.
-                Record::Fill { at, key, period, base, room, tat, .. } if peered => {
-                    let fill = EarlierFill { at, period, base, room, tat };
-                    let carried = id.is_some_and(|id| locker.keeping_mut().restore_fill(now, id, key, fill));
-                    done.ledgers += usize::from(carried);
-                    rewrite.push(r);
-                }
                 // An earlier run's: this run writes its own.
                 Record::Clock { .. } => {}
                 _ => done.skipped += 1,
             }
             continue;
         };
+        // An earlier run's exchange: carried into what this run owns when
+        // peered, and kept for the next restart (see each kind's `kept`).
+        if let Kept::Exchange(_) = kept {
+            if !peered {
+                done.skipped += 1;
+                continue;
+            }
+        }
         let node = r.run().and_then(|run| run_nodes.get(&run).copied());
         // When peered, a run's counts go back as its node, so that a
         // peer's snapshot of the same run merges with them by maximum;
@@ -117,9 +99,15 @@ pub fn restore<'a>(
             Some(node) if !later => Owner::Node(node),
             _ => Owner::Own,
         };
-        let held = locker.keeping_mut().restore(now, id, key, Saved { kept, written: r.at(), owner });
+        let held = locker.keeping_mut().restore(
+            now,
+            id,
+            key,
+            Saved { kept, written: r.at(), owner, run: r.run().unwrap_or(0) },
+        );
         *tally(&mut done, kept, later) += usize::from(held.is_some());
         match (held, kept, owner) {
+            (None, Kept::Exchange(_), _) => rewrite.push(r),
             (None, _, _) => done.skipped += 1,
             // A count made this run's own: the sum of every earlier run's,
             // written when they wrote it (before this run started), so that
@@ -145,6 +133,7 @@ fn tally(done: &mut Restored, kept: Kept, later: bool) -> &mut usize {
         Kept::Window { .. } => &mut done.counts,
         Kept::Bucket { .. } => &mut done.buckets,
         Kept::Lease(_) | Kept::Released => &mut done.leases,
+        Kept::Exchange(_) => &mut done.ledgers,
     }
 }
 
@@ -163,4 +152,56 @@ fn run_nodes(nodes: &mut Nodes, now: Nanos, records: &[Record]) -> HashMap<u32, 
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::share::exchange::KeptExchange;
+    use crate::core::{Algorithm, Limit, Quota, DEFAULT_LIMIT};
+
+    const SEC: Nanos = 1_000_000_000;
+
+    /// The bytes an earlier build wrote for a ledger of record kind `kind`
+    /// of limit `limit` in `period`: run 1, written at `at`, key "k".
+    fn old_record(kind: u8, at: Nanos, limit: u32, period: u64, figures: &[u32]) -> Vec<u8> {
+        let head = [&at.to_le_bytes()[..], &1u32.to_le_bytes(), &limit.to_le_bytes(), &period.to_le_bytes()].concat();
+        let figures: Vec<u8> = figures.iter().flat_map(|f| f.to_le_bytes()).collect();
+        [&[kind][..], &head, &figures, &[1, b'k']].concat()
+    }
+
+    #[test]
+    fn an_earlier_builds_ledger_rights_and_fill_records_restore_and_are_written_again_as_exchanges() {
+        let quota = Quota::new(10, 1.0).unwrap();
+        let limit = |name, algorithm| Limit::with_algorithm(name, quota, algorithm).unwrap();
+        let burst = Algorithm::token_bucket(10).unwrap();
+        let limits = vec![limit("rolling", Algorithm::RollingWindow), limit("bucket", burst)];
+        let mut locker = Locker::new(limit(DEFAULT_LIMIT, Algorithm::FixedWindow), limits, 100);
+        let mut nodes = Nodes::new(NodeKey { id: "a".into(), incarnation: 20 * SEC }, &["b".into()], SEC);
+        let (now, at) = (20 * SEC + SEC / 2, 20 * SEC + SEC / 4);
+        // Kinds 18, 19 and 20: a fixed window's ledger, a rolling window's
+        // rights, a bucket's fill (base, room, then a TAT of two words).
+        let old = [
+            old_record(18, at, 0, 20, &[2, 1]),
+            old_record(19, at, 1, 20, &[3, 0]),
+            old_record(20, at, 2, 20, &[5, 4, (at + SEC) as u32, ((at + SEC) >> 32) as u32]),
+        ];
+        let run = Record::Run { run: 1, incarnation: 10 * SEC, node: "a" };
+        let records = std::iter::once(run).chain(old.iter().map(|b| Record::decode(b).expect("an old record")));
+        let (done, rewrite) = restore(&mut locker, Some(&mut nodes), now, 2, records);
+        assert_eq!((done.ledgers, done.skipped), (3, 0), "{done:?}");
+        let exchanges: Vec<_> = rewrite
+            .iter()
+            .filter_map(|r| match *r {
+                Record::Count { limit, kept: Kept::Exchange(e), .. } => Some((limit, e)),
+                _ => None,
+            })
+            .collect();
+        let exchange = |gave, got| KeptExchange { period: 20, gave, got, ..KeptExchange::default() };
+        let fill = KeptExchange { period: 20, base: 5, room: 4, tat: at + SEC, ..KeptExchange::default() };
+        assert_eq!(exchanges, [(0, exchange(2, 1)), (1, exchange(3, 0)), (2, fill)]);
+        let mut bytes = vec![0; rewrite[1].encoded_len()];
+        rewrite[1].encode(&mut bytes);
+        assert_eq!(bytes[0], 21, "written again in this build's one kind");
+    }
 }

@@ -20,6 +20,7 @@
 use crate::core::kinds::rolling::RollingWindow;
 use crate::core::kinds::semaphore::kept::HeldLease;
 use crate::core::kinds::Kept;
+use crate::core::share::exchange::KeptExchange;
 use crate::core::{Algorithm, Nanos, Quota};
 
 /// Moves `t` by `step` nanoseconds.
@@ -58,13 +59,37 @@ pub fn retimed(kept: Kept, algorithm: Algorithm, quota: Quota, written: Written,
             (Kept::Window { slot: moved(last, step) / unit, count }, None)
         }
         (_, Kept::Bucket { tat, period, count }) => {
-            // The period the record's instant falls in on this run's clock.
-            let shift = quota.slot_of(moved(written.at, step)) as i64 - quota.slot_of(written.at) as i64;
-            (Kept::Bucket { tat: moved(tat, step), period: period.saturating_add_signed(shift), count }, None)
+            let period = period.saturating_add_signed(period_shift(quota, written, step));
+            (Kept::Bucket { tat: moved(tat, step), period, count }, None)
+        }
+        // A bucket's share moves as its count does.
+        (Algorithm::TokenBucket { .. }, Kept::Exchange(e)) => {
+            let period = e.period.saturating_add_signed(period_shift(quota, written, step));
+            (Kept::Exchange(KeptExchange { tat: moved(e.tat, step), period, ..e }), None)
+        }
+        // What a window's exchange gave goes to every slot its count would
+        // (the gifts left in the same instants as the grants), and what it
+        // got is dropped, since which slot it may be used in is not known:
+        // a restart then owns less, never more. A rolling window's windows
+        // are numbered as a fixed window's slots.
+        (_, Kept::Exchange(e)) => {
+            let gave = |k| match k {
+                Kept::Window { slot, count } => Kept::Exchange(KeptExchange { period: slot, gave: count, got: 0, ..e }),
+                k => k,
+            };
+            let count = Kept::Window { slot: e.period, count: e.gave };
+            let (first, second) = retimed(count, Algorithm::FixedWindow, quota, written, step);
+            (gave(first), second.map(gave))
         }
         (_, Kept::Lease(held)) => (Kept::Lease(HeldLease { until: moved(held.until, step), ..held }), None),
         (_, kept) => (kept, None),
     }
+}
+
+/// How many periods later the instant a record was `written` falls on
+/// this run's clock.
+fn period_shift(quota: Quota, written: Written, step: i64) -> i64 {
+    quota.slot_of(moved(written.at, step)) as i64 - quota.slot_of(written.at) as i64
 }
 
 /// The instants, on the writer's clock, a fixed window's saved count in

@@ -37,7 +37,6 @@ mod kept;
 mod ledger;
 mod peer;
 
-pub use kept::EarlierFill;
 pub use ledger::Ledger;
 
 /// Token buckets for every key of one limit.

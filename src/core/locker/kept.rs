@@ -1,6 +1,7 @@
 //! What the locker keeps across a restart, through `Keeping`: after each
-//! grant or lease change, what it left behind in its limit (`kept_go`,
-//! `kept_lease`, read with `Locker::keeping`), and on start, an earlier
+//! grant, lease change or gift, what it left behind in its limit
+//! (`kept_go`, `kept_lease`, `kept_exchange`, read with
+//! `Locker::keeping`), and on start, an earlier
 //! run's record put back (`restore`, with `Locker::keeping_mut`). Each
 //! kind's kept form is the kind's (`core::kinds` dispatches); this module
 //! only finds the limit and keeps the live-key count in step.
@@ -14,8 +15,6 @@ use std::ops::Deref;
 
 use super::Locker;
 use crate::core::ask::Verdict;
-use crate::core::kinds::bucket::EarlierFill;
-use crate::core::kinds::rolling::EarlierRights;
 pub use crate::core::kinds::{Kept, Owner, Saved};
 use crate::core::limit::LimitId;
 use crate::core::time::Nanos;
@@ -66,22 +65,10 @@ impl<L: Deref<Target = Locker>> Keeping<L> {
         self.locker.entries[id.0].rule.kept_lease(lease)
     }
 
-    /// The ledger of conserved permits of `key` of fixed window `id` in its
-    /// current slot: `(slot, gave, got)`; `None` for other kinds.
-    pub fn kept_ledger(&self, id: LimitId, key: Option<&str>) -> Option<(u64, u32, u32)> {
-        self.locker.entries[id.0].rule.kept_ledger(key)
-    }
-
-    /// The figures of conserved rights of `key` of rolling window `id`
-    /// that bear on the window `now` falls in: `(window, lent, got)`.
-    pub fn kept_rights(&self, now: Nanos, id: LimitId, key: Option<&str>, f: impl FnMut(u64, u32, u32)) {
-        self.locker.entries[id.0].rule.kept_rights(now, key, f);
-    }
-
-    /// The share of `key` of peered token bucket `id` at `now`, as a fill
-    /// record keeps it; `None` for other kinds.
-    pub fn kept_fill(&self, now: Nanos, id: LimitId, key: Option<&str>) -> Option<EarlierFill> {
-        self.locker.entries[id.0].rule.kept_fill(now, key)
+    /// What the exchange of conserved permits of `key` of limit `id` left
+    /// at `now`, as the state file keeps it (see `Rule::kept_exchange`).
+    pub fn kept_exchange(&self, now: Nanos, id: LimitId, key: Option<&str>, mut f: impl FnMut(Kept)) {
+        self.locker.entries[id.0].rule.kept_exchange(now, key, |e| f(Kept::Exchange(e)));
     }
 }
 
@@ -91,34 +78,6 @@ impl Keeping<&mut Locker> {
     /// nothing was put back, else the count now held (see `Rule::restore`).
     pub fn restore(&mut self, now: Nanos, id: LimitId, key: Option<&str>, saved: Saved) -> Option<u32> {
         self.locker.counted(now, id, |rule, room| rule.restore(now, id, key, saved, room))
-    }
-
-    /// Carries an earlier run's ledger (`(gave, got)`) for `key` of fixed
-    /// window `id` in `slot`, if that slot is current at `now`; returns
-    /// whether it was (see `Rule::restore_ledger`).
-    pub fn restore_ledger(
-        &mut self,
-        now: Nanos,
-        id: LimitId,
-        key: Option<&str>,
-        slot: u64,
-        ledger: (u32, u32),
-    ) -> bool {
-        self.locker.counted(now, id, |rule, room| rule.restore_ledger(now, key, slot, ledger, room))
-    }
-
-    /// Carries what an earlier run lent and got for a window into `key` of
-    /// rolling window `id`, if that window still bears on `now`; returns
-    /// whether it was (see `Rule::restore_rights`).
-    pub fn restore_rights(&mut self, now: Nanos, id: LimitId, key: Option<&str>, earlier: EarlierRights) -> bool {
-        self.locker.counted(now, id, |rule, room| rule.restore_rights(now, key, earlier, room))
-    }
-
-    /// Notes an earlier run's fill of `key` of token bucket `id`, if its
-    /// period is current at `now` or the one before; returns whether it
-    /// was (see `Rule::restore_fill`).
-    pub fn restore_fill(&mut self, now: Nanos, id: LimitId, key: Option<&str>, fill: EarlierFill) -> bool {
-        self.locker.counted(now, id, |rule, room| rule.restore_fill(now, key, fill, room))
     }
 }
 
@@ -138,7 +97,7 @@ mod tests {
 
     /// An earlier run's count of `count` in `slot`, written at `written`, as `owner`'s.
     fn saved_count(slot: u64, count: u32, written: Nanos, owner: Owner) -> Saved {
-        Saved { kept: window(slot, count), written, owner }
+        Saved { kept: window(slot, count), written, owner, run: 0 }
     }
 
     /// Asks `ask` of `l` at `now`; returns the verdict and what it kept.
@@ -181,7 +140,7 @@ mod tests {
 
         let mut second = locker();
         for &kept in &kept[1..] {
-            restores_whole(&mut second, 10 * SEC + 1, d, Some("k"), Saved { kept, written: 0, owner: OLD_RUN });
+            restores_whole(&mut second, 10 * SEC + 1, d, Some("k"), Saved { kept, written: 0, owner: OLD_RUN, run: 0 });
         }
         assert_eq!(
             second.keeping_mut().restore(10 * SEC, d, Some("k"), saved_count(9, 3, 0, OLD_RUN)),
@@ -241,7 +200,7 @@ mod tests {
         let mut second = rolling();
         // The reservation's record first: the order of a file is no promise.
         for &(written, kept) in kept[1..].iter().rev() {
-            restores_whole(&mut second, 12 * SEC, d, None, Saved { kept, written, owner: Owner::Own });
+            restores_whole(&mut second, 12 * SEC, d, None, Saved { kept, written, owner: Owner::Own, run: 0 });
         }
         assert_eq!(
             second.keeping_mut().restore(12 * SEC, d, None, saved_count(8, 3, SEC, Owner::Own)),
@@ -267,7 +226,7 @@ mod tests {
         assert!(matches!(held, Kept::Lease(_)), "{held:?}");
 
         let mut second = locker();
-        let saved = |kept| Saved { kept, written: 0, owner: OLD_RUN };
+        let saved = |kept| Saved { kept, written: 0, owner: OLD_RUN, run: 0 };
         assert!(second.keeping_mut().restore(4 * SEC / 10, smooth, None, saved(bucket)).is_some());
         assert_eq!(second.keeping_mut().restore(SEC, db, Some(&lease), saved(held)), Some(3));
         assert_eq!(second.keeping_mut().restore(SEC, db, Some(&lease), saved(held)), None, "an id held already");

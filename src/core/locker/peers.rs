@@ -84,7 +84,7 @@ impl Peers<'_> {
     }
 
     /// The keys whose ledger of conserved permits changed since the last
-    /// call (see `Keeping::kept_ledger`), to record before the gifts
+    /// call (see `Keeping::kept_exchange`), to record before the gifts
     /// queued with the own counts leave.
     pub fn take_ledgers(&mut self) -> std::vec::Drain<'_, (LimitId, Option<Box<str>>)> {
         self.locker.ledgers.drain(..)

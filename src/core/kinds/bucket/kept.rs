@@ -6,7 +6,7 @@
 //! The TAT alone restores a locker on its own exactly. A peered share's
 //! TAT is measured against the room held when it was written, and a gift
 //! changes the room without a grant, so a peered key also keeps its share
-//! as each gift given or received left it (`kept_fill`: the period, the
+//! as each gift given or received left it (`kept_exchange`: the period, the
 //! own room before gifts, the room held and its fill), written before the
 //! gift leaves.
 //!
@@ -28,18 +28,19 @@ use super::{Bucket, Ledger};
 use crate::core::kinds::Kept;
 use crate::core::limit::Quota;
 use crate::core::room::{KeyRoom, NoRoom};
+use crate::core::share::exchange::KeptExchange;
 use crate::core::time::Nanos;
 
 /// A peered key's share as an earlier run's fill record kept it: written
 /// at `at`, in `period`, with `base` own room before gifts and `room`
 /// held, full again at `tat`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EarlierFill {
-    pub at: Nanos,
-    pub period: u64,
-    pub base: u32,
-    pub room: u32,
-    pub tat: Nanos,
+struct EarlierFill {
+    at: Nanos,
+    period: u64,
+    base: u32,
+    room: u32,
+    tat: Nanos,
 }
 
 /// What earlier runs' records said of one peered key: the newest fill,
@@ -81,20 +82,25 @@ impl Earlier {
 }
 
 impl Bucket {
-    /// A peered key's share at `now`, as a fill record keeps it: `None`
-    /// unless `key` is peered.
-    pub fn kept_fill(&self, now: Nanos, key: Option<&str>) -> Option<EarlierFill> {
+    /// Calls `f` with a peered key's share at `now`, as the state file
+    /// keeps it; nothing unless `key` is peered.
+    pub fn kept_exchange(&self, now: Nanos, key: Option<&str>, mut f: impl FnMut(KeptExchange)) {
         let k = match key {
             None => self.unkeyed_peered.as_deref(),
             Some(k) => self.ledgers.get(k),
-        }?;
-        let (base, room) = k.rooms();
-        Some(EarlierFill { at: now, period: k.period(), base, room, tat: k.tat(now) })
+        };
+        if let Some(k) = k {
+            let ((base, room), (gave, got)) = (k.rooms(), k.traded());
+            f(KeptExchange { period: k.period(), gave, got, base, room, tat: k.tat(now) });
+        }
     }
 
-    /// Notes an earlier run's fill of `key`, if its period is current at
-    /// `now` or the one before, keeping the newest; returns whether it did.
-    pub fn carry_fill(&mut self, now: Nanos, key: Option<&str>, fill: EarlierFill, room: KeyRoom) -> bool {
+    /// Notes an earlier run's fill of `key` written at `at` (`kept`), if
+    /// its period is current at `now` or the one before, keeping the
+    /// newest; returns whether it did.
+    pub fn carry_fill(&mut self, now: Nanos, key: Option<&str>, at: Nanos, kept: KeptExchange, room: KeyRoom) -> bool {
+        let KeptExchange { period, base, room: held, tat, .. } = kept;
+        let fill = EarlierFill { at, period, base, room: held, tat };
         self.earlier_mut(now, key, fill.period, room).is_some_and(|e| {
             if e.fill.is_none_or(|f| f.at <= fill.at) {
                 e.fill = Some(fill);

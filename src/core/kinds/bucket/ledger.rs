@@ -12,43 +12,16 @@
 //! as many tokens as room, and room that comes back at a period's end
 //! comes back empty.
 //!
-//! Wants and gifts are cumulative per (period, node), merged by maximum,
-//! like every count peers trade. Pure arithmetic: no clock, no names, no
-//! wire format; `super::peer` decides when each step applies.
+//! Wants and gifts are the period's exchange (`core::share::exchange`,
+//! which holds the argument): what *spare* means here is the tokens held,
+//! and a gift moves as much room as tokens, out of the giver's room and
+//! into the receiver's. Pure arithmetic: no clock, no names, no wire
+//! format; `super::peer` decides when each step applies.
 
 use crate::core::limit::Quota;
-use crate::core::share::NodeIx;
+use crate::core::share::exchange::{Exchange, Giving};
+use crate::core::share::{Counted, NodeIx, ME};
 use crate::core::time::Nanos;
-
-/// Cumulative figures per node, and their sum.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-struct PerNode {
-    each: Vec<(NodeIx, u32)>,
-    sum: u32,
-}
-
-impl PerNode {
-    /// Raises `node`'s figure to `count`; returns by how much it grew.
-    fn raise(&mut self, node: NodeIx, count: u32) -> u32 {
-        let grew = match self.each.iter_mut().find(|(n, _)| *n == node) {
-            Some((_, c)) => {
-                let grew = count.saturating_sub(*c);
-                *c = (*c).max(count);
-                grew
-            }
-            None => {
-                self.each.push((node, count));
-                count
-            }
-        };
-        self.sum = self.sum.saturating_add(grew);
-        grew
-    }
-
-    fn of(&self, node: NodeIx) -> u32 {
-        self.each.iter().find(|(n, _)| *n == node).map_or(0, |&(_, c)| c)
-    }
-}
 
 /// One key's share of a peered token bucket in its latest period.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,17 +40,10 @@ pub struct Ledger {
     /// Room an earlier run of this locker had got less given in `period`
     /// (see `resumed`).
     carried: i64,
-    /// Tokens (with as much room) each peer gave this locker.
-    got: PerNode,
-    /// Tokens (with as much room) this locker gave each peer.
-    gave: PerNode,
-    /// What each peer asked for, and how much of it this locker answered.
-    wants: Vec<(NodeIx, u32, u32)>,
-    /// What this locker asked its peers for, when, and whether that grew
-    /// since it was last noted for publishing.
-    wanted: u32,
+    /// The period's wants and gifts (tokens, with as much room).
+    exchange: Exchange,
+    /// When this locker last asked its peers for more.
     wanted_at: Nanos,
-    wanted_new: bool,
     /// Wanted or gave since the last repair publish.
     touched: bool,
 }
@@ -94,12 +60,8 @@ impl Ledger {
             room: base,
             spent: 0,
             carried: 0,
-            got: PerNode::default(),
-            gave: PerNode::default(),
-            wants: Vec::new(),
-            wanted: 0,
+            exchange: Exchange::default(),
             wanted_at: 0,
-            wanted_new: false,
             touched: false,
         }
     }
@@ -118,8 +80,8 @@ impl Ledger {
     /// were given to this run, so their tokens and room are its. Nothing
     /// else of it counts: it held no room of its own, so it gave nothing.
     pub fn over(mut self, joining: Option<&Ledger>, now: Nanos, depth: Nanos) -> Ledger {
-        for &(node, n) in joining.map_or(&[][..], |j| &j.got.each) {
-            self.merge_got(now, depth, node, n);
+        for t in joining.iter().flat_map(|j| j.exchange.trades()).filter(|t| t.got > 0) {
+            self.merge(now, depth, t.node, Counted::Gave(ME), t.got);
         }
         self
     }
@@ -132,6 +94,11 @@ impl Ledger {
     /// The room's fill at `now` as a TAT: when it is full again.
     pub fn tat(&self, now: Nanos) -> Nanos {
         now.saturating_add(self.full_in(now))
+    }
+
+    /// What this locker gave its peers in the period, and got, in all.
+    pub fn traded(&self) -> (u32, u32) {
+        (self.exchange.gave_in(self.period), self.exchange.got_in(self.period))
     }
 
     /// The period the figures are of.
@@ -210,7 +177,8 @@ impl Ledger {
         } else if base != self.base {
             // The room is the base and what gifts moved, even after a base
             // of less than was given.
-            let moved = i64::from(self.got.sum) - i64::from(self.gave.sum) + self.carried;
+            let (gave, got) = self.traded();
+            let moved = i64::from(got) - i64::from(gave) + self.carried;
             let room = (i64::from(base) + moved).max(0) as u32;
             self.reroom(now, depth, room, 0);
         }
@@ -239,93 +207,61 @@ impl Ledger {
     /// peer that had nothing spare is asked again once its room may have
     /// refilled. Returns whether the ask grew.
     pub fn want(&mut self, now: Nanos, need: u32, patience: Nanos) -> bool {
-        let unanswered = self.wanted > self.got.sum;
+        let (wanted, got) = (self.exchange.wanted_in(self.period), self.exchange.got_in(self.period));
+        let unanswered = wanted > got;
         if unanswered && now < self.wanted_at.saturating_add(patience) {
             return false;
         }
-        let from = if unanswered { self.wanted } else { self.got.sum };
-        let wanted = from.saturating_add(need);
-        if wanted <= self.wanted {
+        let from = if unanswered { wanted } else { got };
+        if !self.exchange.want(self.period, from.saturating_add(need)) {
             return false;
         }
-        (self.wanted, self.wanted_at, self.wanted_new, self.touched) = (wanted, now, true, true);
+        (self.wanted_at, self.touched) = (now, true);
         true
     }
 
     /// What this locker asked for, if that grew since the last call.
     pub fn take_wanted_new(&mut self) -> Option<u32> {
-        std::mem::take(&mut self.wanted_new).then_some(self.wanted)
+        self.exchange.take_wanted_new().map(|(_, n)| n)
     }
 
-    /// Records that `node` asked its peers for `count` tokens in all.
-    pub fn merge_want(&mut self, node: NodeIx, count: u32) -> bool {
-        let Some(i) = self.wants.iter().position(|w| w.0 == node) else {
-            self.wants.push((node, count, 0));
-            return true;
-        };
-        let grew = count > self.wants[i].1;
-        self.wants[i].1 = self.wants[i].1.max(count);
-        grew
-    }
-
-    /// Records that `from` gave this locker `count` tokens in all at
-    /// `now`: what grew arrives with as much room.
-    pub fn merge_got(&mut self, now: Nanos, depth: Nanos, from: NodeIx, count: u32) -> bool {
-        let grew = self.got.raise(from, count);
-        if grew > 0 {
+    /// Merges a peer's want or gift of the period (see `Exchange::merge`)
+    /// at `now`: what a gift to this locker grew by arrives with as much
+    /// room. Returns whether anything grew.
+    pub fn merge(&mut self, now: Nanos, depth: Nanos, node: NodeIx, what: Counted, count: u32) -> bool {
+        let grew = self.exchange.merge(self.period, node, what, count);
+        if what == Counted::Gave(ME) && grew > 0 {
             self.reroom(now, depth, self.room.saturating_add(grew), i64::from(grew));
         }
         grew > 0
     }
 
-    /// Gives peers what they asked for and this locker can spare at `now`:
-    /// its part of each want (a share of it per other member, `others`),
-    /// out of the tokens it holds, unless it asked for some itself in this
-    /// period. Each gift's tokens and as much room leave this locker
-    /// before `f` hears of it with the receiver's cumulative total, which
-    /// is what is published.
+    /// Gives peers what they asked for and this locker can spare at `now`
+    /// out of the tokens it holds (see `Exchange::give`, `others` the
+    /// other members): each gift's tokens and as much room leave this
+    /// locker before `f` hears of it with the receiver's cumulative
+    /// total, which is what is published.
     pub fn give(&mut self, now: Nanos, depth: Nanos, others: u32, mut f: impl FnMut(NodeIx, u32)) {
-        if self.wanted > 0 {
-            return;
-        }
-        let mut spare = self.available(now, depth);
-        for i in 0..self.wants.len() {
-            let (node, wanted, answered) = self.wants[i];
-            self.wants[i].2 = wanted.max(answered);
-            let n = wanted.saturating_sub(answered).div_ceil(others.max(1)).min(spare);
-            if n == 0 {
-                continue;
+        let mut exchange = std::mem::take(&mut self.exchange);
+        exchange.give(self.period, self.available(now, depth), others, |_, step| {
+            if let Giving::Gave { node, n, total } = step {
+                self.reroom(now, depth, self.room - n, -i64::from(n));
+                self.touched = true;
+                f(node, total);
             }
-            spare -= n;
-            self.reroom(now, depth, self.room - n, -i64::from(n));
-            let total = self.gave.of(node) + n;
-            self.gave.raise(node, total);
-            self.touched = true;
-            f(node, total);
-        }
+        });
+        self.exchange = exchange;
     }
 
     /// Whether this ledger says nothing a fresh one would not at `now`:
     /// no wants or gifts, the base room, and full.
     pub fn is_idle(&self, now: Nanos) -> bool {
-        let moved = self.got.sum > 0 || self.gave.sum > 0 || self.carried != 0;
-        self.wanted == 0 && self.wants.is_empty() && !moved && self.lack_at(now) == 0
+        self.exchange.is_empty() && self.carried == 0 && self.lack_at(now) == 0
     }
 
-    /// Calls `f` with this locker's own figures of the period: what it
-    /// asked for (as `None`) and what it gave each peer (as `Some(peer)`).
-    pub fn own(&self, mut f: impl FnMut(Option<NodeIx>, u32)) {
-        if self.wanted > 0 {
-            f(None, self.wanted);
-        }
-        self.gave.each.iter().for_each(|&(to, n)| f(Some(to), n));
-    }
-
-    /// Calls `f` with the peers' figures of the period: what each asked
-    /// for (`(node, n, false)`) and gave this locker (`(node, n, true)`).
-    pub fn heard(&self, mut f: impl FnMut(NodeIx, u32, bool)) {
-        self.wants.iter().for_each(|&(node, w, _)| f(node, w, false));
-        self.got.each.iter().for_each(|&(from, n)| f(from, n, true));
+    /// The period's wants and gifts.
+    pub fn exchange(&self) -> &Exchange {
+        &self.exchange
     }
 
     /// Clears the mark of a repair publish; returns whether it was set.
@@ -360,15 +296,15 @@ mod tests {
     #[test]
     fn a_gift_moves_tokens_and_room_and_the_giver_keeps_the_rest() {
         let mut giver = Ledger::new(0, DEPTH, 0, 0, 4);
-        giver.merge_want(7, 3);
+        giver.merge(0, DEPTH, 7, Counted::Wanted, 3);
         let mut sent = Vec::new();
         giver.give(0, DEPTH, 1, |to, n| sent.push((to, n)));
         assert_eq!(sent, [(7, 3)]);
         assert_eq!((giver.room, giver.available(0, DEPTH)), (1, 1), "a full room of 1 left");
         giver.give(0, DEPTH, 1, |_, _| panic!("the want is answered"));
         let mut taker = Ledger::new(0, DEPTH, DEPTH, 0, 2);
-        assert!(taker.merge_got(0, DEPTH, 3, 3));
-        assert!(!taker.merge_got(0, DEPTH, 3, 3), "a repeat");
+        assert!(taker.merge(0, DEPTH, 3, Counted::Gave(ME), 3));
+        assert!(!taker.merge(0, DEPTH, 3, Counted::Gave(ME), 3), "a repeat");
         assert_eq!((taker.room, taker.available(0, DEPTH)), (5, 3));
         // 5 of 10 tokens' room: refills at 5 per second.
         assert_eq!(taker.available(200 * MS, DEPTH), 4);
@@ -377,7 +313,7 @@ mod tests {
     #[test]
     fn gifts_end_with_their_period_and_the_room_comes_back_empty() {
         let mut giver = Ledger::new(0, DEPTH, 0, 0, 4);
-        giver.merge_want(7, 4);
+        giver.merge(0, DEPTH, 7, Counted::Wanted, 4);
         giver.give(500 * MS, DEPTH, 1, |_, _| {});
         assert_eq!(giver.room, 0);
         giver.settle(1100 * MS, quota(), DEPTH, 4);
@@ -385,7 +321,7 @@ mod tests {
         assert_eq!(giver.available(1100 * MS, DEPTH), 0, "empty at the period's start, 100 ms of 4 per second");
         assert_eq!(giver.available(1250 * MS, DEPTH), 1);
         let mut taker = Ledger::new(0, DEPTH, 0, 0, 2);
-        taker.merge_got(500 * MS, DEPTH, 3, 4);
+        taker.merge(500 * MS, DEPTH, 3, Counted::Gave(ME), 4);
         taker.settle(1000 * MS, quota(), DEPTH, 2);
         assert_eq!((taker.room, taker.available(1000 * MS, DEPTH)), (2, 2), "at most its own room kept");
     }
@@ -393,7 +329,7 @@ mod tests {
     #[test]
     fn a_base_that_falls_below_what_was_given_and_comes_back_keeps_the_gift_off() {
         let mut giver = Ledger::new(0, DEPTH, 0, 0, 4);
-        giver.merge_want(7, 3);
+        giver.merge(0, DEPTH, 7, Counted::Wanted, 3);
         giver.give(0, DEPTH, 1, |_, _| {});
         assert_eq!(giver.room, 1);
         giver.settle(10 * MS, quota(), DEPTH, 0);
@@ -414,12 +350,12 @@ mod tests {
         assert!(!l.want(5 * MS, 2, 10 * MS), "still on its way");
         assert!(l.want(10 * MS, 1, 10 * MS));
         assert_eq!(l.take_wanted_new(), Some(3), "grows so the peers answer again");
-        l.merge_got(11 * MS, DEPTH, 1, 3);
+        l.merge(11 * MS, DEPTH, 1, Counted::Gave(ME), 3);
         assert!(l.want(11 * MS, 1, 10 * MS), "answered: asks at once");
-        assert_eq!(l.wanted, 4);
+        assert_eq!(l.exchange.wanted_in(0), 4);
         let mut asked = Ledger::new(0, DEPTH, 0, 0, 2);
         asked.want(0, 1, MS);
-        asked.merge_want(5, 2);
+        asked.merge(0, DEPTH, 5, Counted::Wanted, 2);
         asked.give(0, DEPTH, 1, |_, _| panic!("a locker that asked keeps its own"));
     }
 }

@@ -17,18 +17,7 @@
 //! many tokens) and a giver's grows back empty.
 //!
 //! **Why the group never grants more than `burst + rate x T` in any span
-//! `T`.** Let `S` be the tokens held by every locker plus those in gifts on
-//! their way that will still be used, and `R` the room held plus the room
-//! in those gifts. Every locker holds at most its room and a gift carries
-//! as much room as tokens, so `S <= R`; rooms start split to `burst` and
-//! only move (a gift) or come back empty to their giver when the gift
-//! ends, so `R <= burst` (on the clocks of the group: a residual skew `e`
-//! between a giver and its receiver lets both hold a gift's room for `e`,
-//! which can add at most `rate x e` tokens). `S` grows only by refill, at
-//! `rate x R / burst <= rate`; a grant takes tokens out of it; a lost gift,
-//! or one that ends, or a locker that dies, only removes tokens. So over
-//! `[s, t]` the grants are at most `S(s) + rate x (t - s) <= burst + rate
-//! x (t - s)`, whatever the messages do. A restarted run takes its earlier
+//! `T`:** see `core::share::exchange`. A restarted run takes its earlier
 //! run's room: with a state file that kept every grant and gift it holds
 //! that run's share as its newest record says, never fuller (`kept`);
 //! without, it cannot know what that run held, so it holds no room in the
@@ -119,14 +108,12 @@ impl Bucket {
         }
         let others = share.members - 1;
         let Ok(k) = self.peered_mut(now, key, terms.room, share) else { return false };
+        let changed = k.merge(now, depth, c.node, c.what, c.count);
         if c.what == Counted::Wanted {
-            let changed = k.merge_want(c.node, c.count);
             // A repeated want is answered too if it never was.
             k.give(now, depth, others, |to, n| give(key, period, to, n));
-            changed
-        } else {
-            k.merge_got(now, depth, c.node, c.count)
         }
+        changed
     }
 
     /// Calls `f` with every figure of the current period, as `(key,
@@ -135,8 +122,11 @@ impl Bucket {
     pub fn counts(&self, now: Nanos, mut f: impl FnMut(Option<&str>, u64, NodeIx, u32, Counted)) {
         let period = self.period(now);
         for (key, k) in self.peered().filter(|(_, k)| k.period() == period) {
-            k.own(|to, n| f(key, period, ME, n, to.map_or(Counted::Wanted, Counted::Gave)));
-            k.heard(|node, n, gift| f(key, period, node, n, if gift { Counted::Gave(ME) } else { Counted::Wanted }));
+            let wanted = k.exchange().wanted_in(period);
+            if wanted > 0 {
+                f(key, period, ME, wanted, Counted::Wanted);
+            }
+            k.exchange().counts(|_, node, n, what| f(key, period, node, n, what));
         }
     }
 
@@ -146,7 +136,15 @@ impl Bucket {
     pub fn drain_own(&mut self, mut f: impl FnMut(Option<&str>, u64, u32, Counted)) {
         let mut each = |key: Option<&str>, k: &mut Ledger| {
             if k.take_touched() {
-                k.own(|to, n| f(key, k.period(), n, to.map_or(Counted::Wanted, Counted::Gave)));
+                let (period, wanted) = (k.period(), k.exchange().wanted_in(k.period()));
+                if wanted > 0 {
+                    f(key, period, wanted, Counted::Wanted);
+                }
+                k.exchange().counts(|_, node, n, what| {
+                    if node == ME {
+                        f(key, period, n, what)
+                    }
+                });
             }
         };
         if let Some(k) = self.unkeyed_peered.as_deref_mut() {

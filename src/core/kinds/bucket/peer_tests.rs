@@ -1,9 +1,9 @@
 use std::num::NonZeroU32;
 
 use super::*;
-use crate::core::kinds::bucket::EarlierFill;
 use crate::core::kinds::Kept;
 use crate::core::limit::{LimitId, Quota};
+use crate::core::share::exchange::KeptExchange;
 
 const MS: Nanos = 1_000_000;
 /// The start of a 1 s period.
@@ -131,16 +131,16 @@ fn a_resumed_share_holds_what_its_earlier_run_held_after_a_gift_and_a_grant_alon
     let mut given = 0;
     earlier.merge_want_or_gift(T0 + MS, &heard(Counted::Wanted, period, 1, 2), terms(0), |_, _, _, n| given = n);
     assert_eq!(given, 1);
-    let fill = earlier.kept_fill(T0 + MS, Some("k")).unwrap();
+    let fill = kept_fill(&earlier, T0 + MS);
     assert_eq!((fill.period, fill.base, fill.room), (period, 2, 1));
     // Killed, and restarted 100 ms later: the earlier run held no whole
     // token (a room of 1 refills at 2 a second).
     let at = T0 + 100 * MS;
-    let resumed = |fill: Option<EarlierFill>| {
+    let resumed = |fill: Option<KeptExchange>| {
         let mut b = bucket();
         b.carry_grant(at, Some("k"), T0, (period, tat), KeyRoom::Free);
         if let Some(fill) = fill {
-            assert!(b.carry_fill(at, Some("k"), fill, KeyRoom::Free));
+            assert!(b.carry_fill(at, Some("k"), T0 + MS, fill, KeyRoom::Free));
         }
         b
     };
@@ -162,26 +162,33 @@ fn a_grant_after_the_last_gift_resumes_on_the_room_the_gift_left() {
     let mut given = 0;
     earlier.merge_want_or_gift(T0, &heard(Counted::Wanted, earlier.period(T0), 1, 2), terms(0), |_, _, _, n| given = n);
     assert_eq!(given, 1);
-    let fill = earlier.kept_fill(T0, Some("k")).unwrap();
+    let fill = kept_fill(&earlier, T0);
     assert!(ask(&mut earlier, T0 + MS, 0).go, "the one token left");
     let Kept::Bucket { tat, period, .. } = earlier.kept(T0 + MS, Some("k")) else { unreachable!() };
     let at = T0 + 100 * MS;
     let mut b = bucket();
     b.carry_grant(at, Some("k"), T0 + MS, (period, tat), KeyRoom::Free);
-    assert!(b.carry_fill(at, Some("k"), fill, KeyRoom::Free));
+    assert!(b.carry_fill(at, Some("k"), T0, fill, KeyRoom::Free));
     assert_eq!(gos(&mut b, at, 3, restarted(at, true)), 0);
     assert_eq!(gos(&mut b, T0 + 600 * MS, 3, restarted(at, true)), 1, "a room of 1, not 2");
 }
 
 #[test]
 fn records_older_than_the_period_before_are_not_resumed() {
-    let fill = EarlierFill { at: T0, period: 1_000, base: 2, room: 0, tat: T0 };
+    let fill = KeptExchange { period: 1_000, base: 2, room: 0, tat: T0, ..KeptExchange::default() };
     let mut b = bucket();
     let later = T0 + 2000 * MS;
-    assert!(!b.carry_fill(later, Some("k"), fill, KeyRoom::Free));
-    assert!(b.carry_fill(T0 + 1000 * MS, Some("k"), fill, KeyRoom::Free));
+    assert!(!b.carry_fill(later, Some("k"), T0, fill, KeyRoom::Free));
+    assert!(b.carry_fill(T0 + 1000 * MS, Some("k"), T0, fill, KeyRoom::Free));
     // A room of 0 at the period's end comes back empty: none yet 100 ms
     // into the next (2 of room, 4 a second).
     assert_eq!(gos(&mut b, T0 + 1100 * MS, 3, restarted(T0 + 1000 * MS, true)), 0);
     assert_eq!(gos(&mut b, T0 + 1260 * MS, 3, restarted(T0 + 1000 * MS, true)), 1);
+}
+
+/// What `b` keeps of its share of "k" at `now` (see `kept_exchange`).
+fn kept_fill(b: &Bucket, now: Nanos) -> KeptExchange {
+    let mut kept = None;
+    b.kept_exchange(now, Some("k"), |e| kept = Some(e));
+    kept.expect("a peered share")
 }

@@ -8,7 +8,7 @@
 //! will ever count them. No clock, no file: the caller brings both.
 //!
 //! A peered window also keeps its slot's ledger of conserved permits (what
-//! it gave and was given, `ledger_of`), written before a gift leaves. An
+//! it gave and was given, `kept_exchange`), written before a gift leaves. An
 //! earlier run's ledger and counts are carried into the slot's tally
 //! (`carry`), so a run restarted with its state file owns what that run
 //! still owned of the slot it joins in, no more.
@@ -18,6 +18,7 @@ use std::collections::VecDeque;
 use super::{FixedWindow, Plan};
 use crate::core::limit::Quota;
 use crate::core::room::{KeyRoom, NoRoom};
+use crate::core::share::exchange::KeptExchange;
 use crate::core::time::Nanos;
 
 impl FixedWindow {
@@ -63,11 +64,11 @@ impl FixedWindow {
         }
     }
 
-    /// The current slot's ledger for `key`: `(slot, gave, got)`, the
-    /// permits this locker gave its peers and was given, each in all.
-    pub fn ledger_of(&self, key: Option<&str>) -> (u64, u32, u32) {
+    /// Calls `f` with the current slot's exchange for `key`: the permits
+    /// this locker gave its peers and was given, each in all.
+    pub fn kept_exchange(&self, key: Option<&str>, mut f: impl FnMut(KeptExchange)) {
         let (gave, got) = self.tally(key).map_or((0, 0), |t| t.ledger());
-        (self.slot, gave, got)
+        f(KeptExchange { period: self.slot, gave, got, ..KeptExchange::default() });
     }
 
     /// Carries what an earlier run of this locker spent of `slot`

@@ -32,11 +32,7 @@ pub(super) fn merge_into(tally: &mut TallyMut<'_>, node: NodeIx, count: u32, wha
     match what {
         Counted::Granted if node == ME => tally.merge_own(count),
         Counted::Granted => tally.merge(node, count),
-        Counted::Wanted if node == ME => false,
-        Counted::Wanted => tally.merge_want(node, count),
-        Counted::Gave(ME) => node != ME && tally.merge_got(node, count),
-        Counted::Gave(to) if node == ME => tally.merge_gave(to, count),
-        Counted::Gave(_) => false,
+        what => tally.merge_exchange(node, what, count),
     }
 }
 
@@ -67,9 +63,9 @@ impl FixedWindow {
                 f(ME, tally.own(), Counted::Granted);
             }
             tally.peers().for_each(|(node, n)| f(node, n, Counted::Granted));
-            tally.wants().for_each(|(node, n)| f(node, n, Counted::Wanted));
-            tally.got().for_each(|(from, n)| f(from, n, Counted::Gave(ME)));
-            tally.gave().for_each(|(to, n)| f(ME, n, Counted::Gave(to)));
+            if let Some(e) = tally.exchange() {
+                e.counts(|_, node, n, what| f(node, n, what));
+            }
         }
     }
 
@@ -86,7 +82,13 @@ impl FixedWindow {
             if tally.wanted() > 0 {
                 f(key, slot, ME, tally.wanted(), Counted::Wanted);
             }
-            tally.gave().for_each(|(to, n)| f(key, slot, ME, n, Counted::Gave(to)));
+            if let Some(e) = tally.exchange() {
+                e.counts(|_, node, n, what| {
+                    if node == ME {
+                        f(key, slot, node, n, what)
+                    }
+                });
+            }
         });
     }
 

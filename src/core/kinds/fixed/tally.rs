@@ -9,13 +9,11 @@
 //! pure arithmetic: it never reads a clock, and it knows nothing of sockets,
 //! names or slots.
 //!
-//! A peered tally also keeps the slot's ledger of conserved permits (see
-//! `core::share`): the permits peers gave this locker, those it gave
-//! them, and what each asked the others for. It grants only the permits
-//! it owns: its initial ones (`Share::owns`), plus gifts, less what it
-//! gave and granted. Gifts and wants are cumulative per node and
-//! merged by maximum like every count, so a late, lost or repeated one
-//! can delay permits but never make one.
+//! A peered tally also keeps the slot's exchange of conserved permits
+//! (`core::share::exchange`, which holds the argument): what *spare* means
+//! here is the permits it owns, its initial ones (`Share::owns`) plus
+//! gifts, less what it gave and granted; a gift that arrives is simply
+//! owned.
 //!
 //! A key table keeps a million tallies, so a tally is stored in two parts:
 //! the [`InlineCount`] (own grants and two marks, eight bytes) inline in the
@@ -25,7 +23,8 @@
 //! parts whole, for the unkeyed count and keys too long for the table.
 
 use crate::core::limit::Quota;
-use crate::core::share::{NodeIx, Share};
+use crate::core::share::exchange::{Exchange, Giving};
+use crate::core::share::{raise, Counted, NodeIx, Share};
 
 mod count;
 pub use count::InlineCount;
@@ -91,19 +90,8 @@ pub struct Peered {
     /// The sum of the peers' reported counts.
     heard: u32,
     peers: Vec<(NodeIx, u32)>,
-    /// Permits each peer node gave this locker, and their sum.
-    got: Vec<(NodeIx, u32)>,
-    got_sum: u32,
-    /// Permits this locker gave each peer node, and their sum.
-    gave: Vec<(NodeIx, u32)>,
-    gave_sum: u32,
-    /// What each peer asked the others for, and how much of it this
-    /// locker has given: `(node, wanted, answered)`.
-    wants: Vec<(NodeIx, u32, u32)>,
-    /// What this locker asked its peers for, and whether that grew since
-    /// it was last noted for publishing.
-    wanted: u32,
-    wanted_new: bool,
+    /// The slot's wants and gifts, all of period `SLOT`.
+    exchange: Exchange,
     /// What earlier runs of this locker spent of the slot (granted, or
     /// gave away) and were given, as their state file kept it: a run
     /// restarted with the file owns that much less (and more).
@@ -115,41 +103,26 @@ impl Peered {
     /// Empty again, keeping the lists' memory for the next key in a slot.
     fn reset(&mut self) {
         self.peers.clear();
-        self.got.clear();
-        self.gave.clear();
-        self.wants.clear();
-        (self.heard, self.got_sum, self.gave_sum, self.wanted, self.wanted_new) = (0, 0, 0, 0, false);
-        (self.earlier_spent, self.earlier_got) = (0, 0);
+        self.exchange.clear();
+        (self.heard, self.earlier_spent, self.earlier_got) = (0, 0, 0);
     }
 }
 
-/// Raises `node`'s figure in `list` to `count`; returns whether it grew.
-fn raise(list: &mut Vec<(NodeIx, u32)>, node: NodeIx, count: u32) -> bool {
-    match list.iter_mut().find(|(n, _)| *n == node) {
-        Some((_, c)) if *c >= count => false,
-        Some((_, c)) => {
-            *c = count;
-            true
-        }
+/// The period a tally's exchange trades in: a tally holds one slot.
+const SLOT: u64 = 0;
+
+/// Raises `node`'s figure in `list` to `count`, keeping `sum` the sum of
+/// the figures; returns whether it grew.
+fn raise_summed(list: &mut Vec<(NodeIx, u32)>, sum: &mut u32, node: NodeIx, count: u32) -> bool {
+    let grew = match list.iter_mut().find(|(n, _)| *n == node) {
+        Some((_, c)) => raise(c, count),
         None => {
             list.push((node, count));
-            true
+            count
         }
-    }
-}
-
-fn figure_of(list: &[(NodeIx, u32)], node: NodeIx) -> u32 {
-    list.iter().find(|(n, _)| *n == node).map_or(0, |&(_, c)| c)
-}
-
-/// `raise`, keeping `sum` the sum of `list`'s figures.
-fn raise_summed(list: &mut Vec<(NodeIx, u32)>, sum: &mut u32, node: NodeIx, count: u32) -> bool {
-    let before = figure_of(list, node);
-    if !raise(list, node, count) {
-        return false;
-    }
-    *sum = sum.saturating_add(count - before);
-    true
+    };
+    *sum = sum.saturating_add(grew);
+    grew > 0
 }
 
 impl Tally {
@@ -230,35 +203,25 @@ impl<'a> TallyRef<'a> {
     pub fn owned(self, quota: Quota, slot: u64, share: Share) -> u32 {
         let initial = share.owns(quota, slot);
         let Some(p) = self.peered else { return initial.saturating_sub(self.own()) };
-        let owned = u64::from(initial) + u64::from(p.got_sum) + u64::from(p.earlier_got);
-        let spent = u64::from(p.gave_sum) + u64::from(self.own()) + u64::from(p.earlier_spent);
+        let owned = u64::from(initial) + u64::from(p.exchange.got_in(SLOT)) + u64::from(p.earlier_got);
+        let spent = u64::from(p.exchange.gave_in(SLOT)) + u64::from(self.own()) + u64::from(p.earlier_spent);
         (owned.saturating_sub(spent) as u32).min(self.remaining(quota.max_requests()))
     }
 
     /// The permits this locker gave its peers in all, and those they gave
     /// it: the slot's ledger, as the state file keeps it.
     pub fn ledger(self) -> (u32, u32) {
-        self.peered.map_or((0, 0), |p| (p.gave_sum, p.got_sum))
+        self.peered.map_or((0, 0), |p| (p.exchange.gave_in(SLOT), p.exchange.got_in(SLOT)))
     }
 
     /// What this locker asked its peers for in this slot.
     pub fn wanted(self) -> u32 {
-        self.peered.map_or(0, |p| p.wanted)
+        self.peered.map_or(0, |p| p.exchange.wanted_in(SLOT))
     }
 
-    /// Permits each peer node gave this locker.
-    pub fn got(self) -> impl Iterator<Item = (NodeIx, u32)> + 'a {
-        self.peered.into_iter().flat_map(|p| p.got.iter().copied())
-    }
-
-    /// Permits this locker gave each peer node.
-    pub fn gave(self) -> impl Iterator<Item = (NodeIx, u32)> + 'a {
-        self.peered.into_iter().flat_map(|p| p.gave.iter().copied())
-    }
-
-    /// What each peer asked the others for.
-    pub fn wants(self) -> impl Iterator<Item = (NodeIx, u32)> + 'a {
-        self.peered.into_iter().flat_map(|p| p.wants.iter().map(|&(n, w, _)| (n, w)))
+    /// The slot's wants and gifts (all of one period).
+    pub fn exchange(self) -> Option<&'a Exchange> {
+        self.peered.map(|p| &p.exchange)
     }
 }
 
@@ -381,12 +344,8 @@ impl<'a> TallyMut<'a> {
     /// locker's permits double with each round trip rather than come one
     /// by one.
     fn want(&mut self, need: u32) {
-        let p = self.peered();
-        let wanted = p.got_sum.saturating_add(need);
-        if wanted > p.wanted {
-            p.wanted = wanted;
-            p.wanted_new = true;
-        }
+        let exchange = &mut self.peered().exchange;
+        exchange.want(SLOT, exchange.got_in(SLOT).saturating_add(need));
         // Still short: the next repair says so again, in case the want or
         // the gift was lost.
         self.count.set(InlineCount::TOUCHED, true);
@@ -394,7 +353,7 @@ impl<'a> TallyMut<'a> {
 
     /// Whether what this locker asked for grew since the last call.
     pub fn take_wanted_new(&mut self) -> bool {
-        self.get().peered.is_some() && std::mem::take(&mut self.peered().wanted_new)
+        self.get().peered.is_some() && self.peered().exchange.take_wanted_new().is_some()
     }
 
     /// Adds what an earlier run of this locker spent of the slot (`spent`:
@@ -406,67 +365,27 @@ impl<'a> TallyMut<'a> {
         p.earlier_got = p.earlier_got.saturating_add(got);
     }
 
-    /// Records that `from` gave this locker `count` permits in all.
-    pub fn merge_got(&mut self, from: NodeIx, count: u32) -> bool {
-        let p = self.peered();
-        raise_summed(&mut p.got, &mut p.got_sum, from, count)
+    /// Merges a peer's cumulative want or gift, or an echo of this
+    /// locker's own gift (see `Exchange::merge`); returns whether it grew.
+    pub fn merge_exchange(&mut self, node: NodeIx, what: Counted, count: u32) -> bool {
+        self.peered().exchange.merge(SLOT, node, what, count) > 0
     }
 
-    /// Records an echo of this locker's own gift to `to` (a snapshot after
-    /// a pause): raises the record if the echo is larger.
-    pub fn merge_gave(&mut self, to: NodeIx, count: u32) -> bool {
-        let p = self.peered();
-        raise_summed(&mut p.gave, &mut p.gave_sum, to, count)
-    }
-
-    /// Records that `node` asked its peers for `count` permits in all.
-    pub fn merge_want(&mut self, node: NodeIx, count: u32) -> bool {
-        let p = self.peered();
-        match p.wants.iter_mut().find(|(n, _, _)| *n == node) {
-            Some((_, w, _)) if *w >= count => false,
-            Some((_, w, _)) => {
-                *w = count;
-                true
-            }
-            None => {
-                p.wants.push((node, count, 0));
-                true
-            }
-        }
-    }
-
-    /// Gives peers what they asked for and this locker can spare: its part
-    /// of each want (a share of it per other member), out of the permits it
-    /// owns of `slot`, unless it asked for some itself in this slot. Each gift is
-    /// taken off this locker's own before `f` hears of it with the
-    /// receiver's cumulative total, which is what is published: a gift
-    /// never leaves while the giver still counts it as its own.
+    /// Gives peers what they asked for and this locker can spare of the
+    /// permits it owns of `slot` (see `Exchange::give`); `f` hears each
+    /// gift as the receiver's cumulative total, already taken off this
+    /// locker's own.
     pub fn give(&mut self, quota: Quota, slot: u64, share: Share, mut f: impl FnMut(NodeIx, u32)) {
         let Some(p) = self.get().peered else { return };
-        // A locker that asked for permits in this slot has callers of its
-        // own to serve: it keeps what it owns (and what it was given)
-        // rather than pass permits back and forth.
-        if p.wanted > 0 || p.wants.iter().all(|&(_, w, a)| w <= a) {
+        if p.exchange.wanted_in(SLOT) > 0 || !p.exchange.unanswered(SLOT) {
             return;
         }
-        let mut spare = self.get().owned(quota, slot, share);
-        // Every other member hears the want: each gives its part of it, so
-        // that together they give about what was asked, not that many times.
-        let others = share.members.saturating_sub(1).max(1);
-        let p = self.peered();
-        for i in 0..p.wants.len() {
-            let (node, wanted, answered) = p.wants[i];
-            p.wants[i].2 = wanted.max(answered);
-            let n = wanted.saturating_sub(answered).div_ceil(others).min(spare);
-            if n == 0 {
-                continue;
+        let spare = self.get().owned(quota, slot, share);
+        self.peered().exchange.give(SLOT, spare, share.members.saturating_sub(1), |_, step| {
+            if let Giving::Gave { node, total, .. } = step {
+                f(node, total);
             }
-            spare -= n;
-            let before = figure_of(&p.gave, node);
-            raise(&mut p.gave, node, before + n);
-            p.gave_sum += n;
-            f(node, before + n);
-        }
+        });
         self.count.set(InlineCount::TOUCHED, true);
     }
 }

@@ -8,7 +8,7 @@
 //! names, no file.
 //!
 //! Peered, a key also keeps its conserved rights' figures per window (what
-//! this run lent and got, `kept_rights`), written before a gift leaves. An
+//! this run lent and got, `kept_exchange`), written before a gift leaves. An
 //! earlier run's figures and grants are carried into the key's log
 //! (`carry_rights`, `carry_grants`), so that a run restarted with its state
 //! file that resumes its share owns what that run still owned, no more.
@@ -19,6 +19,7 @@ use super::EarlierRights;
 use super::RollingWindow;
 use crate::core::limit::Quota;
 use crate::core::room::{KeyRoom, NoRoom};
+use crate::core::share::exchange::KeptExchange;
 use crate::core::share::NodeIx;
 use crate::core::time::Nanos;
 
@@ -73,21 +74,25 @@ impl RollingWindow {
 }
 
 impl RollingWindow {
-    /// This run's figures of `key`'s conserved rights that bear on the
-    /// window `now` falls in, as `(window, lent, got)` (see
-    /// `Rights::own_figures`).
-    pub fn kept_rights(&self, now: Nanos, key: Option<&str>, f: impl FnMut(u64, u32, u32)) {
+    /// Calls `f` with this run's figures of `key`'s conserved rights that
+    /// bear on the window `now` falls in, one per window: what it counts as
+    /// lent then, and got (see `Rights::own_figures`).
+    pub fn kept_exchange(&self, now: Nanos, key: Option<&str>, mut f: impl FnMut(KeptExchange)) {
         if let Some(s) = self.log(key).and_then(|log| log.shared.as_ref()) {
-            s.rights.own_figures(self.span.window_of(now), f);
+            s.rights.own_figures(self.span.window_of(now), |period, gave, got| {
+                f(KeptExchange { period, gave, got, ..KeptExchange::default() });
+            });
         }
     }
 
-    /// Carries what an earlier run lent and got for a window into `key`'s
-    /// rights, if the window still bears on `now`; returns whether it did.
-    pub fn carry_rights(&mut self, now: Nanos, key: Option<&str>, earlier: EarlierRights, room: KeyRoom) -> bool {
-        if earlier.window.saturating_add(1) < self.span.window_of(now) {
+    /// Carries what earlier run `run` lent and got for a window (`kept`)
+    /// into `key`'s rights, if the window still bears on `now`; returns
+    /// whether it did.
+    pub fn carry_rights(&mut self, now: Nanos, key: Option<&str>, run: u32, kept: KeptExchange, room: KeyRoom) -> bool {
+        if kept.period.saturating_add(1) < self.span.window_of(now) {
             return false;
         }
+        let earlier = EarlierRights { run, window: kept.period, lent: kept.gave, got: kept.got };
         let Ok(log) = self.log_entry(key, room) else { return false };
         log.shared_mut().rights.carry(earlier);
         true

@@ -78,14 +78,7 @@ impl RollingWindow {
                 }
                 let log = self.log_entry(key, room)?;
                 log.prune(now, span);
-                let rights = &mut log.shared_mut().rights;
-                let changed = match what {
-                    Counted::Wanted if c.node == ME => false,
-                    Counted::Wanted => rights.merge_want(c.slot, c.node, c.count),
-                    Counted::Gave(ME) => c.node != ME && rights.merge_got(c.slot, c.node, c.count),
-                    Counted::Gave(to) if c.node == ME => rights.merge_gave(c.slot, to, c.count),
-                    Counted::Gave(_) | Counted::Granted => false,
-                };
+                let changed = log.shared_mut().rights.merge(c.slot, c.node, what, c.count);
                 (changed, (what == Counted::Wanted && c.slot == window && c.node != ME).then_some(c.node))
             }
         };
@@ -142,16 +135,7 @@ impl RollingWindow {
                     f(key, h.sub, h.node, h.count, Counted::Granted);
                 }
             }
-            let mut f = |w, node, n, what| f(key, w, node, n, what);
-            let mut gifts = Vec::new();
-            s.rights.each(|w, node, n, own| gifts.push((w, node, n, own)), |w, node, n| f(w, node, n, Counted::Wanted));
-            for (w, node, n, own) in gifts {
-                if own {
-                    f(w, ME, n, Counted::Gave(node));
-                } else {
-                    f(w, node, n, Counted::Gave(ME));
-                }
-            }
+            s.rights.exchange().counts(|w, node, n, what| f(key, w, node, n, what));
         }
     }
 
@@ -166,11 +150,15 @@ impl RollingWindow {
         let mut drain = |key: Option<&str>, log: &mut Log| {
             let Some(s) = log.shared.as_mut() else { return };
             if std::mem::take(&mut s.rights.touched) {
-                let wanted = s.rights.wanted_in(window);
+                let wanted = s.rights.exchange().wanted_in(window);
                 if wanted > 0 {
                     f(key, window, ME, wanted, Counted::Wanted);
                 }
-                s.rights.own_gifts(window.saturating_sub(1), |w, to, n| f(key, w, ME, n, Counted::Gave(to)));
+                s.rights.exchange().counts(|w, node, n, what| {
+                    if node == ME && w >= window.saturating_sub(1) {
+                        f(key, w, node, n, what);
+                    }
+                });
             }
             let Some(from) = s.touched_from.take() else { return };
             log.own_subs(span, span.sub(from), |sub, n| f(key, sub, ME, n, Counted::Granted));

@@ -87,7 +87,7 @@ impl PeerLog {
     /// returns whether it grew.
     pub(super) fn merge(&mut self, node: NodeIx, sub: u64, count: u32) -> bool {
         match self.heard.iter_mut().find(|h| h.node == node && h.sub == sub) {
-            Some(h) => raise(&mut h.count, count),
+            Some(h) => raise(&mut h.count, count) > 0,
             None => {
                 self.heard.push(Heard { node, sub, count });
                 true

@@ -4,11 +4,10 @@
 //! locker may still grant.
 //!
 //! Each member holds a fixed share of `max_requests` rights
-//! (`Share::rolling_rights`). A right is a permit that comes back when the grant
-//! made with it leaves the window: a locker grants only while its own
-//! grants that still count are fewer than its rights, so the grants of all
-//! lockers in any interval of length T never add up to more than the
-//! rights there are, `max_requests`.
+//! (`Share::rolling_rights`), and rights move by the window's exchange
+//! (`core::share::exchange`, which holds the argument that they are
+//! conserved). A locker grants only while its own grants that still count
+//! are fewer than its rights.
 //!
 //! Rights move by gifts, numbered by window (`k`, aligned to the epoch like
 //! a fixed window's slots, each T long). A gift of window `k` lets its
@@ -35,41 +34,15 @@
 //! gives to a peer that asks, unless it asked for rights itself in the
 //! window.
 //!
-//! A locker lends only rights of its own share, never what it was lent, so
-//! a right is with its member or with one receiver at a time.
-//!
-//! A gift leaves only after the giver took it off its own, every figure is
-//! cumulative per (window, giver, receiver) and merged by maximum, so a
-//! late, lost or repeated message delays rights but never makes one. Pure
-//! arithmetic: no clock, no names, no wire format.
+//! Pure arithmetic: no clock, no names, no wire format.
 //!
 //! A run restarted with its state file also holds what its earlier runs
 //! lent and got per window, as the file kept them (`carry`): what they
 //! lent counts as lent here too, and a run that resumed their share counts
 //! what they got as its own (`free_resumed`).
 
-use crate::core::share::{raise, NodeIx};
-
-/// What this locker and one peer node lent each other for one window.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Lend {
-    window: u64,
-    node: NodeIx,
-    /// Rights this locker gave the node, cumulative.
-    gave: u32,
-    /// Rights the node gave this locker, cumulative.
-    got: u32,
-}
-
-/// What a peer node asked for in one window, and how much of it this
-/// locker has answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Asked {
-    window: u64,
-    node: NodeIx,
-    wanted: u32,
-    answered: u32,
-}
+use crate::core::share::exchange::{Exchange, Giving};
+use crate::core::share::{Counted, NodeIx};
 
 /// Own grants that still count, by the window of their stamps.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -92,16 +65,12 @@ pub struct EarlierRights {
     pub got: u32,
 }
 
-/// One key's ledger of conserved rights: lends of the current and the
-/// previous window (and the next, merged early from a peer a little
-/// ahead), and the wants of the current one.
+/// One key's ledger of conserved rights: the exchange, by window, of the
+/// current and the previous window (and the next, merged early from a
+/// peer a little ahead; wants of the current one only).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Rights {
-    lends: Vec<Lend>,
-    asked: Vec<Asked>,
-    /// What this locker asked its peers for, in the window given.
-    wanted: (u64, u32),
-    wanted_new: bool,
+    exchange: Exchange,
     /// Changed since it was last republished.
     pub(super) touched: bool,
     /// Earlier runs' figures (see the module's header).
@@ -111,14 +80,18 @@ pub struct Rights {
 impl Rights {
     /// Forgets what no longer bears on window `window` or later.
     pub fn prune(&mut self, window: u64) {
-        self.lends.retain(|l| l.window.saturating_add(1) >= window);
-        self.asked.retain(|a| a.window >= window);
+        self.exchange.prune(window.saturating_sub(1), window);
         self.earlier.retain(|e| e.window.saturating_add(1) >= window);
     }
 
     /// Whether nothing is kept.
     pub fn is_idle(&self) -> bool {
-        self.lends.is_empty() && self.asked.is_empty() && self.earlier.is_empty()
+        self.exchange.is_empty() && self.earlier.is_empty()
+    }
+
+    /// The window's wants and gifts.
+    pub fn exchange(&self) -> &Exchange {
+        &self.exchange
     }
 
     /// Carries what an earlier run lent and got for a window into this
@@ -135,43 +108,11 @@ impl Rights {
     /// state file keeps so that a restart resumes them (see `carry`).
     pub fn own_figures(&self, window: u64, mut f: impl FnMut(u64, u32, u32)) {
         for w in window.saturating_sub(1)..=window + 1 {
-            let (lent, got) = (self.lent_here(w), self.got_in(w));
+            let (lent, got) = (lent_here(&self.exchange, w), self.exchange.got_in(w));
             if lent > 0 || got > 0 {
                 f(w, u32::try_from(lent).unwrap_or(u32::MAX), got);
             }
         }
-    }
-
-    /// What earlier runs lent that still counts in `window`, and what they
-    /// got for it: a right lent in one window counts in the next too.
-    fn earlier_in(&self, window: u64) -> (i64, i64) {
-        let (mut lent, mut got) = (0i64, 0i64);
-        for e in self.earlier.iter().filter(|e| e.window == window || e.window + 1 == window) {
-            let before = |w| self.earlier.iter().find(|o| o.run == e.run && o.window == w).map_or(0, |o| o.lent);
-            if e.window == window {
-                got += i64::from(e.got);
-                lent += i64::from(e.lent.max(window.checked_sub(1).map_or(0, before)));
-            } else if !self.earlier.iter().any(|o| o.run == e.run && o.window == window) {
-                lent += i64::from(e.lent);
-            }
-        }
-        (lent, got)
-    }
-
-    fn lend(&self, window: u64, node: NodeIx) -> Lend {
-        let found = self.lends.iter().find(|l| l.window == window && l.node == node);
-        found.copied().unwrap_or(Lend { window, node, gave: 0, got: 0 })
-    }
-
-    fn lend_mut(&mut self, window: u64, node: NodeIx) -> &mut Lend {
-        let i = match self.lends.iter().position(|l| l.window == window && l.node == node) {
-            Some(i) => i,
-            None => {
-                self.lends.push(Lend { window, node, gave: 0, got: 0 });
-                self.lends.len() - 1
-            }
-        };
-        &mut self.lends[i]
     }
 
     /// The permits this locker may grant in window `window`, holding
@@ -185,19 +126,20 @@ impl Rights {
     /// got is its own too, what they lent is not, and their grants that
     /// still count (`earlier_held`) are charged with its own, uncovered.
     pub fn free_resumed(&self, window: u64, initial: u32, held: Held, earlier_held: u32) -> u32 {
-        let (lent, got) = self.earlier_in(window);
+        let (lent, got) = earlier_in(&self.earlier, window);
         self.free_from(window, i64::from(initial) + got - lent - i64::from(earlier_held), held)
     }
 
     fn free_from(&self, window: u64, initial: i64, held: Held) -> u32 {
         let (mut rights, mut cover) = (initial, 0i64);
-        for l in &self.lends {
-            if l.window == window {
+        let ex = &self.exchange;
+        for l in ex.trades() {
+            if l.period == window {
                 // Lent in either window, a right is still the receiver's.
-                let prev = if window == 0 { Lend { gave: 0, got: 0, ..*l } } else { self.lend(window - 1, l.node) };
+                let prev = window.checked_sub(1).map_or_else(Default::default, |p| ex.trade(p, l.node));
                 rights += i64::from(l.got) - i64::from(prev.gave.max(l.gave));
                 cover += (i64::from(prev.got) - i64::from(l.got)).max(0);
-            } else if l.window + 1 == window && !self.lends.iter().any(|c| c.window == window && c.node == l.node) {
+            } else if l.period + 1 == window && ex.trades().all(|c| c.period != window || c.node != l.node) {
                 rights -= i64::from(l.gave);
                 cover += i64::from(l.got);
             }
@@ -206,98 +148,25 @@ impl Rights {
         (rights - charged).clamp(0, i64::from(u32::MAX)) as u32
     }
 
-    /// Rights of its own share (`initial`) this locker may still lend for
-    /// `window`: a right is lent only by the member whose share it is, so
-    /// that it is in one place at a time (a receiver that passed on what it
-    /// was lent could renew it after its own lender stopped: two lockers
-    /// would hold it).
-    fn lendable(&self, window: u64, initial: u32) -> u32 {
-        u64::from(initial).saturating_sub(self.lent(window)) as u32
-    }
-
-    /// Rights this locker counts as lent for `window`, its earlier runs'
-    /// included (see `lent_here`).
-    fn lent(&self, window: u64) -> u64 {
-        self.lent_here(window) + self.earlier_in(window).0 as u64
-    }
-
-    /// Rights this run counts as lent for `window`: to each node, the
-    /// larger of what it gave for this window and for the one before.
-    fn lent_here(&self, window: u64) -> u64 {
-        let mut lent = 0u64;
-        for l in &self.lends {
-            if l.window == window {
-                let prev = if window == 0 { 0 } else { self.lend(window - 1, l.node).gave };
-                lent += u64::from(prev.max(l.gave));
-            } else if l.window + 1 == window && !self.lends.iter().any(|c| c.window == window && c.node == l.node) {
-                lent += u64::from(l.gave);
-            }
-        }
-        lent
-    }
-
-    /// Rights the peers gave this locker for `window`.
-    fn got_in(&self, window: u64) -> u32 {
-        self.lends.iter().filter(|l| l.window == window).map(|l| l.got).sum()
-    }
-
     /// Asks the peers for `need` rights more than they gave for `window`,
     /// unless that many are asked already: what was asked is cumulative,
     /// so an ask decided again does not ask twice.
     pub fn want(&mut self, window: u64, need: u32) {
-        let wanted = self.got_in(window).saturating_add(need);
-        if self.wanted.0 != window {
-            self.wanted = (window, 0);
-        }
-        if wanted > self.wanted.1 {
-            self.wanted.1 = wanted;
-            self.wanted_new = true;
-        }
+        self.exchange.want(window, self.exchange.got_in(window).saturating_add(need));
         // Still short: the next repair says so again, in case the want or
         // the gift was lost.
         self.touched = true;
     }
 
-    /// What this locker asked for in `window`.
-    pub fn wanted_in(&self, window: u64) -> u32 {
-        if self.wanted.0 == window {
-            self.wanted.1
-        } else {
-            0
-        }
-    }
-
     /// What this locker asked for, if that grew since the last call.
     pub fn take_wanted_new(&mut self) -> Option<(u64, u32)> {
-        std::mem::take(&mut self.wanted_new).then_some(self.wanted)
+        self.exchange.take_wanted_new()
     }
 
-    /// Records that `from` gave this locker `count` rights for `window` in all.
-    pub fn merge_got(&mut self, window: u64, from: NodeIx, count: u32) -> bool {
-        let l = self.lend_mut(window, from);
-        let grew = count > l.got;
-        l.got = l.got.max(count);
-        grew
-    }
-
-    /// Records an echo of this locker's own gift to `to` (a snapshot after
-    /// a pause): raises the record if the echo is larger.
-    pub fn merge_gave(&mut self, window: u64, to: NodeIx, count: u32) -> bool {
-        let l = self.lend_mut(window, to);
-        let grew = count > l.gave;
-        l.gave = l.gave.max(count);
-        grew
-    }
-
-    /// Records that `node` asked its peers for `count` rights for `window` in all.
-    pub fn merge_want(&mut self, window: u64, node: NodeIx, count: u32) -> bool {
-        match self.asked.iter_mut().find(|a| a.window == window && a.node == node) {
-            Some(a) => raise(&mut a.wanted, count),
-            None => {
-                self.asked.push(Asked { window, node, wanted: count, answered: 0 });
-                true
-            }
-        }
+    /// Merges a peer's want or gift for `window`, or an echo of this
+    /// locker's own gift (see `Exchange::merge`); returns whether it grew.
+    pub fn merge(&mut self, window: u64, node: NodeIx, what: Counted, count: u32) -> bool {
+        self.exchange.merge(window, node, what, count) > 0
     }
 
     /// Renews for `window` what this locker lent `node` in the window
@@ -312,86 +181,100 @@ impl Rights {
     /// `f` hears each new total given, as `(window, node, total)`, already
     /// counted.
     pub fn renew(&mut self, window: u64, node: NodeIx, initial: u32, mut f: impl FnMut(u64, NodeIx, u32)) {
-        for w in [window, window + 1] {
-            let Some(before) = w.checked_sub(1).map(|p| self.lend(p, node).gave) else { continue };
-            if self.lent(w) > u64::from(initial) {
-                continue;
-            }
-            let l = self.lend_mut(w, node);
-            if l.gave < before {
-                l.gave = before;
-                self.touched = true;
-                f(w, node, before);
-            }
-        }
+        self.touched |= renew(&mut self.exchange, &self.earlier, (window, node, initial), &mut f);
     }
 
-    /// Answers what peers asked for in `window`: renews what this locker
-    /// lent each of them before, then, unless it asked for rights itself in
-    /// this window, gives what it can spare (`spare`, what it may grant
-    /// now, and no more of its own share `initial` than it has not lent):
-    /// its part of each want, a share of it per other member (`others`).
-    /// Each gift is counted as given before `f` hears the receiver's
-    /// cumulative total, which is what is published.
+    /// Answers what peers asked for in `window` (`Exchange::give`): renews
+    /// what this locker lent each of them before, then gives what it can
+    /// spare (`spare`, what it may grant now, and no more of its own share
+    /// `initial` than it has not lent; a right is lent only by the member
+    /// whose share it is, so that it is in one place at a time: a receiver
+    /// that passed on what it was lent could renew it after its own lender
+    /// stopped). `f` hears each new total given, as for `renew`.
     pub fn give(&mut self, window: u64, spare: u32, initial: u32, others: u32, mut f: impl FnMut(u64, NodeIx, u32)) {
-        let asking = self.wanted_in(window) > 0;
-        let mut spare = spare.min(self.lendable(window, initial));
-        for i in 0..self.asked.len() {
-            let Asked { window: w, node, wanted, answered } = self.asked[i];
-            if w != window || wanted <= answered {
-                continue;
+        let lendable = u64::from(initial).saturating_sub(lent(&self.exchange, &self.earlier, window)) as u32;
+        let (earlier, touched) = (&self.earlier, &mut self.touched);
+        self.exchange.give(window, spare.min(lendable), others, |ex, step| match step {
+            Giving::Answering(node) => *touched |= renew(ex, earlier, (window, node, initial), &mut f),
+            Giving::Gave { node, total, .. } => {
+                *touched = true;
+                f(window, node, total);
             }
-            self.asked[i].answered = wanted;
-            self.renew(window, node, initial, &mut f);
-            let n = if asking { 0 } else { (wanted - answered).div_ceil(others.max(1)).min(spare) };
-            if n == 0 {
-                continue;
-            }
-            spare -= n;
-            let l = self.lend_mut(window, node);
-            l.gave += n;
-            let total = l.gave;
-            self.touched = true;
-            f(window, node, total);
-        }
+        });
         // What it gave now goes on into the next window too.
-        for i in 0..self.asked.len() {
-            let Asked { window: w, node, .. } = self.asked[i];
-            if w == window {
-                self.renew(window, node, initial, &mut f);
-            }
+        let asked: Vec<NodeIx> =
+            self.exchange.trades().filter(|t| t.period == window && t.wanted > 0).map(|t| t.node).collect();
+        for node in asked {
+            self.renew(window, node, initial, &mut f);
         }
     }
+}
 
-    /// Calls `f` with every figure kept, as `(window, node, count, what)`:
-    /// own gifts as `(to, Some(to))` with the giver this locker, gifts
-    /// received as `(from, None)`, and wants as `(node, wanted)`.
-    pub fn each(&self, mut gift: impl FnMut(u64, NodeIx, u32, bool), mut want: impl FnMut(u64, NodeIx, u32)) {
-        for l in &self.lends {
-            if l.gave > 0 {
-                gift(l.window, l.node, l.gave, true);
-            }
-            if l.got > 0 {
-                gift(l.window, l.node, l.got, false);
-            }
+/// `Rights::renew` on its parts, for `(window, node, initial)`; returns
+/// whether it renewed anything.
+fn renew(
+    ex: &mut Exchange,
+    earlier: &[EarlierRights],
+    (window, node, initial): (u64, NodeIx, u32),
+    f: &mut impl FnMut(u64, NodeIx, u32),
+) -> bool {
+    let mut renewed = false;
+    for w in [window, window + 1] {
+        let Some(before) = w.checked_sub(1).map(|p| ex.trade(p, node).gave) else { continue };
+        if lent(ex, earlier, w) > u64::from(initial) {
+            continue;
         }
-        for a in &self.asked {
-            want(a.window, a.node, a.wanted);
+        let l = ex.trade_mut(w, node);
+        if l.gave < before {
+            l.gave = before;
+            renewed = true;
+            f(w, node, before);
         }
     }
+    renewed
+}
 
-    /// Calls `f` with this locker's own figures from `window` on, for
-    /// republishing: its gifts `(window, to, total)`.
-    pub fn own_gifts(&self, window: u64, mut f: impl FnMut(u64, NodeIx, u32)) {
-        for l in self.lends.iter().filter(|l| l.window >= window && l.gave > 0) {
-            f(l.window, l.node, l.gave);
+/// What earlier runs lent that still counts in `window`, and what they
+/// got for it: a right lent in one window counts in the next too.
+fn earlier_in(earlier: &[EarlierRights], window: u64) -> (i64, i64) {
+    let (mut lent, mut got) = (0i64, 0i64);
+    for e in earlier.iter().filter(|e| e.window == window || e.window + 1 == window) {
+        let before = |w| earlier.iter().find(|o| o.run == e.run && o.window == w).map_or(0, |o| o.lent);
+        if e.window == window {
+            got += i64::from(e.got);
+            lent += i64::from(e.lent.max(window.checked_sub(1).map_or(0, before)));
+        } else if !earlier.iter().any(|o| o.run == e.run && o.window == window) {
+            lent += i64::from(e.lent);
         }
     }
+    (lent, got)
+}
+
+/// Rights this locker counts as lent for `window`, its earlier runs'
+/// included (see `lent_here`).
+fn lent(ex: &Exchange, earlier: &[EarlierRights], window: u64) -> u64 {
+    lent_here(ex, window) + earlier_in(earlier, window).0 as u64
+}
+
+/// Rights this run counts as lent for `window`: to each node, the larger
+/// of what it gave for this window and for the one before.
+fn lent_here(ex: &Exchange, window: u64) -> u64 {
+    let mut lent = 0u64;
+    for l in ex.trades() {
+        if l.period == window {
+            let prev = window.checked_sub(1).map_or(0, |p| ex.trade(p, l.node).gave);
+            lent += u64::from(prev.max(l.gave));
+        } else if l.period + 1 == window && ex.trades().all(|c| c.period != window || c.node != l.node) {
+            lent += u64::from(l.gave);
+        }
+    }
+    lent
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::share::ME;
 
     const A: NodeIx = 1;
     const B: NodeIx = 2;
@@ -401,13 +284,13 @@ mod tests {
         let (mut giver, mut taker) = (Rights::default(), Rights::default());
         taker.want(7, 3);
         assert_eq!(taker.take_wanted_new(), Some((7, 3)));
-        assert!(giver.merge_want(7, B, 3));
+        assert!(giver.merge(7, B, Counted::Wanted, 3));
         let mut sent = Vec::new();
         giver.give(7, 2, 2, 2, |w, to, n| sent.push((w, to, n)));
         assert_eq!(sent, [(7, B, 2), (8, B, 2)], "half of 3 each, of 2 other members, rounded up; on into window 8");
         assert_eq!(giver.free(7, 2, Held::default()), 0, "taken off before it left");
-        assert!(taker.merge_got(7, A, 2));
-        assert!(!taker.merge_got(7, A, 2), "a repeat changes nothing");
+        assert!(taker.merge(7, A, Counted::Gave(ME), 2));
+        assert!(!taker.merge(7, A, Counted::Gave(ME), 2), "a repeat changes nothing");
         assert_eq!(taker.free(7, 1, Held::default()), 3);
         // Window 8: the taker's grants of window 7 are covered, but it may
         // not grant with the gift; the giver has not got it back yet.
@@ -415,7 +298,7 @@ mod tests {
         assert_eq!(taker.free(8, 1, held), 0, "1 of its own under the cover of 2");
         assert_eq!(taker.free(8, 1, Held { current: 0, previous: 2 }), 1);
         assert_eq!(giver.free(8, 2, Held::default()), 0, "still lent");
-        assert!(taker.merge_got(8, A, 2), "the renewal");
+        assert!(taker.merge(8, A, Counted::Gave(ME), 2), "the renewal");
         assert_eq!(taker.free(8, 1, Held { current: 0, previous: 3 }), 0, "no cover for renewed rights");
         assert_eq!(taker.free(8, 1, Held { current: 0, previous: 1 }), 2);
         taker.prune(10);
@@ -426,9 +309,9 @@ mod tests {
     #[test]
     fn a_resumed_run_holds_what_its_earlier_run_did_not_lend_or_use() {
         let mut earlier = Rights::default();
-        earlier.merge_want(7, B, 4);
+        earlier.merge(7, B, Counted::Wanted, 4);
         earlier.give(7, 3, 3, 2, |_, _, _| {});
-        earlier.merge_got(7, A, 1);
+        earlier.merge(7, A, Counted::Gave(ME), 1);
         let mut kept = Vec::new();
         earlier.own_figures(7, |w, lent, got| kept.push((w, lent, got)));
         assert_eq!(kept, [(7, 2, 1), (8, 2, 0)], "lent for two windows, got for one");
@@ -439,7 +322,7 @@ mod tests {
         assert_eq!(resumed.free(7, 3, held), 3, "a run that did not resume counts none of it");
         assert_eq!(resumed.free_resumed(8, 3, held, 0), 1, "still lent");
         let mut sent = Vec::new();
-        resumed.merge_want(7, B, 9);
+        resumed.merge(7, B, Counted::Wanted, 9);
         resumed.give(7, 5, 3, 1, |w, to, n| sent.push((w, to, n)));
         assert_eq!(sent[0], (7, B, 1), "it lends only what its earlier run did not");
         resumed.prune(9);
@@ -451,7 +334,7 @@ mod tests {
     #[test]
     fn a_renewal_keeps_the_rights_where_they_are_used_at_no_cost() {
         let mut giver = Rights::default();
-        giver.merge_gave(7, B, 2);
+        giver.merge(7, ME, Counted::Gave(B), 2);
         let mut sent = Vec::new();
         giver.renew(8, B, 0, |w, to, n| sent.push((w, to, n)));
         assert!(sent.is_empty(), "nothing without rights of its own: what it lent comes back");
@@ -462,15 +345,15 @@ mod tests {
         giver.renew(8, B, 2, |w, to, n| sent.push((w, to, n)));
         assert_eq!(sent.len(), 2, "once");
         let mut short = Rights::default();
-        short.merge_gave(7, B, 2);
+        short.merge(7, ME, Counted::Gave(B), 2);
         short.want(8, 1);
-        short.merge_want(8, B, 3);
+        short.merge(8, B, Counted::Wanted, 3);
         let mut sent = Vec::new();
         short.give(8, 5, 5, 1, |w, to, n| sent.push((w, to, n)));
         assert_eq!(sent, [(8, B, 2), (9, B, 2)], "a locker that asked renews, and gives no more");
         let mut taker = Rights::default();
-        taker.merge_got(8, A, 3);
-        taker.merge_want(8, B, 3);
+        taker.merge(8, A, Counted::Gave(ME), 3);
+        taker.merge(8, B, Counted::Wanted, 3);
         let mut sent = Vec::new();
         taker.give(8, 4, 1, 1, |w, to, n| sent.push((w, to, n)));
         assert_eq!(sent, [(8, B, 1), (9, B, 1)], "its own one right, not what it was lent");

@@ -72,8 +72,8 @@ fn peered_a_locker_grants_only_what_it_owns_and_then_asks() {
         assert!(t.take_wanted_new(), "a new want to publish");
         assert_eq!(t.take(seed(), 0, 1, trio(0)), Take::Short);
         assert!(!t.take_wanted_new(), "asked again before a gift: not twice");
-        assert!(t.merge_got(2, 1));
-        assert!(!t.merge_got(2, 1), "a repeated gift changes nothing");
+        assert!(t.merge_exchange(2, Counted::Gave(ME), 1));
+        assert!(!t.merge_exchange(2, Counted::Gave(ME), 1), "a repeated gift changes nothing");
         assert!(t.take(seed(), 0, 1, trio(0)).is_go(), "the gift is its own");
         assert_eq!(t.take(seed(), 0, 1, trio(0)), Take::Short);
         assert_eq!(t.get().wanted(), 4, "got 1, and asks for as many as it granted, 3");
@@ -87,18 +87,18 @@ fn a_giver_gives_what_it_owns_once_per_want_and_keeps_none_of_it() {
     on_new(|t| {
         let mut gifts = Vec::new();
         // Member 1 owns 2 of slot 0; node 7 wants 3.
-        assert!(t.merge_want(7, 6));
+        assert!(t.merge_exchange(7, Counted::Wanted, 6));
         t.give(seed(), 0, trio(1), |to, n| gifts.push((to, n)));
         assert_eq!(gifts, [(7, 2)], "its part of 6 between two others is 3, and it owns 2");
         assert_eq!(t.get().owned(seed(), 0, trio(1)), 0);
         assert_eq!(t.take(seed(), 0, 1, trio(1)), Take::Short, "what it gave is no longer its own");
-        assert!(!t.merge_want(7, 6), "a repeated want changes nothing");
-        assert!(t.merge_want(7, 8));
-        t.merge_got(8, 1);
+        assert!(!t.merge_exchange(7, Counted::Wanted, 6), "a repeated want changes nothing");
+        assert!(t.merge_exchange(7, Counted::Wanted, 8));
+        t.merge_exchange(8, Counted::Gave(ME), 1);
         let mut again = Vec::new();
         t.give(seed(), 0, trio(1), |to, n| again.push((to, n)));
         assert!(again.is_empty(), "a locker that asked for permits itself keeps what it is given");
-        assert!(!t.merge_gave(7, 2) && t.get().gave().eq([(7, 2)]), "an echo of its own gift");
+        assert!(!t.merge_exchange(ME, Counted::Gave(7), 2) && t.get().ledger() == (2, 1), "an echo of its own gift");
     });
 }
 
