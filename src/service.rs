@@ -568,6 +568,8 @@ impl Service {
             reply.peer_rejected = p.peers().map(|(_, s)| s.rejected).sum();
             let tenure = p.tenure();
             reply.leased = tenure.applies().then(|| tenure.holding(now, p.nodes()).leased);
+            reply.members = Some(1 + p.nodes().configured() as u32);
+            reply.member_set_mismatch = p.members().differs();
             reply.declared_dead = tenure.declared().map(String::from).collect();
             reply.holds = tenure.held().map(String::from).collect();
             let timeout = p.settings().live_timeout;
@@ -584,6 +586,8 @@ impl Service {
                         endpoint: s.name.to_string(),
                         rejected: s.rejected,
                         mismatched_limits: p.mismatched(ix).map(|id| self.locker.limit(id).name().to_owned()).collect(),
+                        members: p.members().stated(ix).map(|s| s.members),
+                        member_set_mismatch: p.members().peer_differs(ix),
                     })
                 })
                 .collect();

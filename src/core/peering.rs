@@ -1,6 +1,7 @@
 //! Peering as a whole: who the peers are (`nodes`), the group's clock
-//! (`clock`), when to talk to them and what they mean for the next asks
-//! (`schedule`), and whose share of a slot each grants from (`tenure`).
+//! (`clock`), whether they all name the same members (`members`), when to
+//! talk to them and what they mean for the next asks (`schedule`), and
+//! whose share of a slot each grants from (`tenure`).
 //! The terms the kinds share by (`core::share`) sit below the kinds, and how the counts peers report join the table's is
 //! the table's (`core::locker::peers`).
 //!
@@ -11,6 +12,7 @@
 //! it works on their private state; the table only dispatches to them.
 
 pub mod clock;
+pub mod members;
 pub mod nodes;
 pub mod schedule;
 pub mod tenure;

@@ -112,6 +112,9 @@ pub struct Holding {
 impl Holding {
     /// One's own share and no one else's.
     pub const OWN: Holding = Holding { leased: true, held: 0, held_from: Nanos::MAX };
+
+    /// No share at all: only what peers give (see `core::peering::members`).
+    pub const NONE: Holding = Holding { leased: false, held: 0, held_from: Nanos::MAX };
 }
 
 impl Share {

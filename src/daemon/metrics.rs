@@ -39,6 +39,9 @@ pub enum Health {
     /// limit that fails closed answers sorry, one that fails open decides
     /// alone (docs/store.md).
     StoreDown,
+    /// Answering, but granting nothing from shares: a peer names another
+    /// member set (docs/peering.md, "One member set").
+    MemberSetMismatch,
     /// Asked to stop; the loop is finishing.
     Stopping,
 }
@@ -51,6 +54,7 @@ impl Health {
             Health::Serving => "serving",
             Health::Refusing => "refusing",
             Health::StoreDown => "store-down",
+            Health::MemberSetMismatch => "member-set-mismatch",
             Health::Stopping => "stopping",
         }
     }
@@ -76,6 +80,8 @@ pub struct PeerSnapshot {
     pub last_heard_seconds: f64,
     pub clock_offset_seconds: f64,
     pub flagged: bool,
+    /// Whether it names another member set than this locker.
+    pub set_mismatch: bool,
 }
 
 /// Everything a scrape shows, taken by the loop at one instant.
@@ -97,6 +103,8 @@ pub struct Snapshot {
     /// This locker's name among its peers; `None` when not peered.
     pub node: Option<String>,
     pub peers: Vec<PeerSnapshot>,
+    /// Why the member sets differ, while a peer names another one.
+    pub set_mismatch: Option<String>,
     /// How far this locker moved its clock to the middle of its peers'.
     pub clock_correction_seconds: f64,
     /// Asks held now, held since start, and held then answered go.

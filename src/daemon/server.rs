@@ -666,6 +666,14 @@ fn log_event(event: &PeerEvent) {
             warn!(paused_ms, "this locker was paused longer than the peer-dead time; learning the counts again")
         }
         PeerEvent::Refused { peer, what, rejected } => warn!(%peer, rejected, "refused from a peer: {what}"),
+        PeerEvent::MemberSetDiffers { peer, id, theirs, ours } => warn!(
+            %peer,
+            node = %id,
+            theirs,
+            ours,
+            "a peer names another member set than this locker (list the same lockers on every member): granting nothing from shares until they agree"
+        ),
+        PeerEvent::MemberSetsAgree => info!("every peer names this locker's member set again: granting from shares from the next slot"),
         PeerEvent::LimitMismatch { peer, limit } => {
             warn!(%peer, %limit, "a peer defines this limit differently; its counts for it are not merged")
         }

@@ -5,13 +5,15 @@
 //! `core::peering`'s. No clock, no socket: the daemon loop brings both.
 
 use super::Service;
+use crate::core::peering::members::MemberSet;
 use crate::core::peering::nodes::shown;
 use crate::core::peering::tenure::Said;
 use crate::core::peering::Beat;
 use crate::core::{Count, Counted, Locker, Nanos, NodeKey, Nodes, Outgoing, PeerIx, Peering};
 use crate::state::{Keep, Record};
 use crate::wire::{
-    self, PeerCount, PeerEcho, PeerGift, PeerKind, PeerLimit, PeerMsg, PeerNode, PeerSeen, MAX_COUNTS_PER_MESSAGE,
+    self, PeerCount, PeerEcho, PeerGift, PeerKind, PeerLimit, PeerMembers, PeerMsg, PeerNode, PeerSeen,
+    MAX_COUNTS_PER_MESSAGE,
 };
 
 impl Service {
@@ -58,6 +60,14 @@ impl Service {
         if !heard {
             p.refuse(now, peer, || format!("a message sent as {:?}", shown(&sender.id)));
             return true;
+        }
+        if matches!(msg.kind, PeerKind::Beat | PeerKind::Snapshot) {
+            p.on_members(
+                now,
+                peer,
+                &sender,
+                msg.members.map(|PeerMembers(members, digest)| MemberSet { members, digest }),
+            );
         }
         if super::runtime::learn(&mut self.locker, p, now, peer, &msg.terms) {
             // A plain body of a new limit's name chose the default until now.
@@ -253,6 +263,9 @@ impl<'a> Batch<'a> {
             batch.msg.terms = locker.figures().taught_terms().map(super::runtime::peer_terms).collect();
             // And how the sender sees each peer's clock (see `core::peering::clock`).
             batch.msg.seen = seen(table);
+            // And the member set it shares by (see `core::peering::members`).
+            let MemberSet { members, digest } = MemberSet::of(table);
+            batch.msg.members = Some(PeerMembers(members, digest));
         }
         batch
     }

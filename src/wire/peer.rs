@@ -82,6 +82,15 @@ pub struct PeerSeen(pub String, pub i64);
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PeerEcho(pub String, pub u64);
 
+/// The member set as the sender sees it, as `[members, digest or nil]`:
+/// how many lockers share its limits (itself and every configured peer),
+/// and a digest of their ids once it knows every one (see
+/// `core::peering::members`). Peers that count or name the group
+/// differently each compute another share of a limit, so a locker that
+/// hears a set other than its own grants nothing from shares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerMembers(pub u32, pub Option<u64>);
+
 /// The most limits a peer message may describe.
 pub const MAX_LIMITS_PER_MESSAGE: usize = 4096;
 
@@ -143,6 +152,11 @@ pub struct PeerMsg {
     /// does not know the field ignores it (and those limits' counts).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub terms: Vec<PeerTerms>,
+    /// In a heartbeat and in each part of a snapshot: the sender's member
+    /// set. Left out by an older locker, which is then taken to agree:
+    /// it checks nothing, as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub members: Option<PeerMembers>,
 }
 
 impl PeerMsg {
@@ -165,6 +179,7 @@ impl PeerMsg {
             dead: Vec::new(),
             holds: Vec::new(),
             terms: Vec::new(),
+            members: None,
         }
     }
 

@@ -80,6 +80,14 @@ pub struct StatsReply {
     /// reclaim"); absent under three members, where leases do not apply.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leased: Option<bool>,
+    /// How many lockers this locker shares its limits with, itself
+    /// included, when peered (docs/peering.md, "One member set").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub members: Option<u32>,
+    /// Whether a peer names another member set than this locker: it then
+    /// grants nothing from shares until they agree (absent when not).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub member_set_mismatch: bool,
     /// The peers this locker declared dead (absent when none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub declared_dead: Vec<String>,
@@ -166,6 +174,13 @@ pub struct PeerStatsReply {
     /// not merged.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mismatched_limits: Vec<String>,
+    /// How many members the peer's last heartbeat counted, when it says
+    /// (an older locker does not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub members: Option<u32>,
+    /// Whether the peer names another member set than this locker.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub member_set_mismatch: bool,
 }
 
 fn is_zero(n: &u64) -> bool {

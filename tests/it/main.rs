@@ -68,6 +68,8 @@
 //! - **The seed's Python client, and real scheduling delays**: `seed::the_seed_client_gets_go_and_sorry_and_never_more_than_max_per_slot`,
 //!   `hold::the_seeds_client_unchanged_gets_go_for_every_ask_with_a_hold_of_800_ms`,
 //!   `seed_scenario::the_seeds_limit_as_a_rolling_window_with_a_margin_never_has_a_call_refused_by_the_resource`.
+//! - **Four real lockers that list different members** (their log, stats, `/health` and scrape under load):
+//!   `peering_members::a_locker_listing_the_old_trio_among_four_real_lockers_is_refused_and_reported`.
 //! - **The metrics endpoint and Prometheus**: `operations::a_scrape_counts_asks_per_limit_and_health_is_200`,
 //!   `operations::a_peered_pair_shows_each_other_in_its_scrape`, `operations::a_locker_waiting_for_its_peers_is_503_joining`,
 //!   `operations::locker_health_exits_0_while_serving_and_1_when_nothing_answers`, `prometheus::*` (3).
@@ -164,6 +166,8 @@ mod peering_kept;
 mod peering_kept_bucket;
 /// Peered rolling windows restarted with their state file, on a simulated clock: their rights resume, never over max.
 mod peering_kept_rolling;
+/// Peered lockers that list different members: nothing granted from shares until the sets agree, never over max.
+mod peering_members;
 /// Peered lockers splitting each slot by demand, on a simulated clock: a bursty
 /// or fast caller on one locker gets its whole quota, and load that moves adapts within a slot.
 mod peering_split;

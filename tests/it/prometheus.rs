@@ -221,6 +221,6 @@ fn a_real_prometheus_scrapes_real_lockers_and_the_shipped_dashboard_and_alerts_q
     let rules: serde_json::Value = serde_json::from_str(&rules).unwrap();
     let loaded: Vec<&serde_json::Value> =
         rules["data"]["groups"].as_array().unwrap().iter().flat_map(|g| g["rules"].as_array().unwrap()).collect();
-    assert_eq!(loaded.len(), 7, "every shipped alert is loaded: {rules}");
+    assert_eq!(loaded.len(), 8, "every shipped alert is loaded: {rules}");
     assert!(loaded.iter().all(|r| r["health"] == "ok" || r["health"] == "unknown"), "{rules}");
 }

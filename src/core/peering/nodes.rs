@@ -122,6 +122,13 @@ pub enum PeerEvent {
     Reclaimed { id: String, in_ms: u64 },
     /// Peer `by` holds this locker's share: it grants what it is given.
     LostShare { by: String },
+    /// The configured peer `peer` (its run `id`) states a member set other
+    /// than this locker's (`theirs` and `ours` members): no grant from
+    /// shares until they agree (see `peering::members`).
+    MemberSetDiffers { peer: String, id: String, theirs: u32, ours: u32 },
+    /// Every peer that states a member set states this locker's again:
+    /// shares are granted from the next slot on.
+    MemberSetsAgree,
 }
 
 /// A run the table holds, and the peer that named it.

@@ -11,12 +11,13 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use super::clock::{median_offset, GroupClock, FOLLOW_BEYOND};
+use super::members::{Agreement as Members, MemberSet};
 use super::nodes::{Beat, NodeKey, Nodes, PeerEvent, PeerIx, PeerState};
 use super::tenure::{Said, Tenure};
 use crate::core::limit::LimitId;
 use crate::core::locker::Locker;
-use crate::core::share::PeerView;
 use crate::core::share::Share;
+use crate::core::share::{Holding, PeerView};
 use crate::core::time::{Nanos, NANOS_PER_MS};
 
 /// Heartbeats while joining come this often, so that a sync request reaches
@@ -134,6 +135,8 @@ pub struct Peering {
     /// Limits peers sent terms for that this locker did not create (see
     /// `refuse_terms`): each is refused once.
     untaught: HashSet<Box<str>>,
+    /// Whether every peer states the member set this locker has.
+    members: Members,
 }
 
 impl Peering {
@@ -143,6 +146,7 @@ impl Peering {
         let nodes = Nodes::new(settings.me.clone(), &settings.peers, settings.max_skew);
         let terms = PeerTerms { synced: false, snapshot_tat: now, limits: Vec::new() };
         let settings_peers_empty = settings.peers.is_empty();
+        let settings_peers_len = settings.peers.len();
         let tenure = Tenure::new(1 + settings.peers.len(), settings.peers.len());
         Peering {
             joining: !settings.peers.is_empty(),
@@ -162,6 +166,7 @@ impl Peering {
             tenure,
             fitted: Vec::new(),
             untaught: HashSet::new(),
+            members: Members::new(settings_peers_len),
         }
     }
 
@@ -240,6 +245,22 @@ impl Peering {
         runs.filter(|&(ix, run, at)| tenure.vouch(now, ix, &run.id, at, nodes))
             .map(|(_, run, at)| (run.id.clone(), at))
             .collect()
+    }
+
+    /// Takes in the member set `peer`'s run `from` stated at `now` (`None`
+    /// when it states none: an older locker), unless `from` is not the
+    /// peer's live run. A set that differs from this locker's stops every
+    /// grant from shares (see `peering::members`).
+    pub fn on_members(&mut self, now: Nanos, peer: PeerIx, from: &NodeKey, set: Option<MemberSet>) {
+        let live = self.nodes.peers().nth(peer).is_some_and(|(_, s)| s.run.as_ref() == Some(from));
+        if live {
+            self.members.on_stated(now, peer, from, set, &self.nodes, &mut self.events);
+        }
+    }
+
+    /// Whether the peers state this locker's member set.
+    pub fn members(&self) -> &Members {
+        &self.members
     }
 
     /// Tenure: whom this locker echoes, whom it declared dead, whose
@@ -423,8 +444,15 @@ impl Peering {
         let late = self.nodes.lateness(now, self.settings.live_timeout);
         let members = 1 + self.settings.peers.len() as u32;
         let member = self.nodes.member().map(|m| m as u32);
-        let holding = self.tenure.holding(now, &self.nodes);
-        let (owns_from, resumes) = (self.owns_from, self.resumes);
+        let mut holding = self.tenure.holding(now, &self.nodes);
+        let (mut owns_from, mut resumes) = (self.owns_from, self.resumes);
+        // Sets that differ, or did in this run: see `peering::members`.
+        if self.members.differs() {
+            holding = Holding::NONE;
+        }
+        if self.members.agreed_at() > 0 && owns_from != Nanos::MAX {
+            (owns_from, resumes) = (owns_from.max(self.members.agreed_at()), false);
+        }
         PeerView { live, hold_until, late, members, member, owns_from, resumes, holding }
     }
 

@@ -155,7 +155,14 @@ fn store(snapshot: &Snapshot) -> Vec<Family> {
 
 fn process(snapshot: &Snapshot, uptime_seconds: f64) -> Vec<Family> {
     let version = [env!("CARGO_PKG_VERSION")];
-    let states = [Health::Joining, Health::Serving, Health::Refusing, Health::StoreDown, Health::Stopping];
+    let states = [
+        Health::Joining,
+        Health::Serving,
+        Health::Refusing,
+        Health::StoreDown,
+        Health::MemberSetMismatch,
+        Health::Stopping,
+    ];
     let n = |v: u64| v as f64;
     vec![
         Family::new("build_info", Kind::Gauge, "The locker's version, as a label; always 1").each(
@@ -167,7 +174,7 @@ fn process(snapshot: &Snapshot, uptime_seconds: f64) -> Vec<Family> {
         Family::new(
             "health",
             Kind::Gauge,
-            "1 for the locker's state: joining, serving, refusing (the state file cannot grow), store-down or stopping",
+            "1 for the locker's state: joining, serving, refusing (the state file cannot grow), store-down, member-set-mismatch or stopping",
         )
         .each("state", &states, |&h| (h.name().to_owned(), f64::from(u8::from(h == snapshot.health)))),
         Family::new("max_keys", Kind::Gauge, "Live keys allowed across all limits").one(n(snapshot.max_keys)),
@@ -284,6 +291,12 @@ fn peers(peers: &[PeerSnapshot], correction_seconds: f64) -> Vec<Family> {
         )
         .each("peer", peers, |p| (p.node.clone(), flag(p.flagged))),
         Family::new(
+            "peer_set_mismatch",
+            Kind::Gauge,
+            "1 while the peer names another member set than this locker: no grant from shares until they agree",
+        )
+        .each("peer", peers, |p| (p.node.clone(), flag(p.set_mismatch))),
+        Family::new(
             "clock_correction_seconds",
             Kind::Gauge,
             "How far this locker moved its clock to the middle of its peers' (its own clock is off by about that much)",
@@ -371,8 +384,9 @@ mod tests {
             last_heard_seconds: 0.25,
             clock_offset_seconds: -0.002,
             flagged: false,
+            set_mismatch: false,
         };
-        let gone = PeerSnapshot { node: "c".into(), flagged: true, ..PeerSnapshot::default() };
+        let gone = PeerSnapshot { node: "c".into(), flagged: true, set_mismatch: true, ..PeerSnapshot::default() };
         let peered =
             Snapshot { node: Some("a".into()), peers: vec![peer, gone], clock_correction_seconds: -0.05, ..snapshot() };
         let text = encode(&peered, 0.0, Format::Text);
@@ -382,6 +396,8 @@ mod tests {
         assert_eq!(value(&text, r#"locker_peer_last_heard_seconds{peer="b"}"#), Some(0.25));
         assert_eq!(value(&text, r#"locker_peer_clock_offset_seconds{peer="b"}"#), Some(-0.002));
         assert_eq!(value(&text, r#"locker_peer_flagged{peer="c"}"#), Some(1.0));
+        assert_eq!(value(&text, r#"locker_peer_set_mismatch{peer="b"}"#), Some(0.0));
+        assert_eq!(value(&text, r#"locker_peer_set_mismatch{peer="c"}"#), Some(1.0));
         assert_eq!(value(&text, "locker_clock_correction_seconds"), Some(-0.05));
     }
 

@@ -5,7 +5,7 @@
 //! [`Feed::EVERY`](super::Feed::EVERY) at most. It only reads the service.
 
 use super::{Feed, Health, LimitSnapshot, PeerSnapshot, Snapshot, StoreSnapshot};
-use crate::core::Nanos;
+use crate::core::{Nanos, Peering};
 use crate::service::Service;
 
 const NANOS_PER_SECOND: f64 = 1e9;
@@ -50,10 +50,12 @@ pub fn snapshot(service: &Service, now: Nanos, stopping: bool) -> Snapshot {
         failed: s.failed,
     });
     let store_down = store.as_ref().is_some_and(|s| !s.up);
+    let set_mismatch = peering.and_then(set_mismatch);
     let health = match (stopping, peering.is_some_and(|p| p.is_joining()), status.refusing.is_some()) {
         (true, _, _) => Health::Stopping,
         (false, _, true) => Health::Refusing,
         _ if store_down => Health::StoreDown,
+        _ if set_mismatch.is_some() => Health::MemberSetMismatch,
         (false, true, false) => Health::Joining,
         (false, false, false) => Health::Serving,
     };
@@ -71,6 +73,7 @@ pub fn snapshot(service: &Service, now: Nanos, stopping: bool) -> Snapshot {
         held: status.held,
         held_go: status.held_go,
         store,
+        set_mismatch,
         ..Snapshot::default()
     };
     if let Some(p) = peering {
@@ -79,8 +82,8 @@ pub fn snapshot(service: &Service, now: Nanos, stopping: bool) -> Snapshot {
         snapshot.clock_correction_seconds = p.clock().correction() as f64 / NANOS_PER_SECOND;
         snapshot.peers = p
             .peers()
-            .filter_map(|(_, s)| s.run.as_ref().map(|run| (run, s)))
-            .map(|(run, s)| {
+            .filter_map(|(ix, s)| s.run.as_ref().map(|run| (ix, run, s)))
+            .map(|(ix, run, s)| {
                 let age = now.saturating_sub(s.last_heard);
                 PeerSnapshot {
                     node: run.id.to_string(),
@@ -88,11 +91,26 @@ pub fn snapshot(service: &Service, now: Nanos, stopping: bool) -> Snapshot {
                     last_heard_seconds: age as f64 / NANOS_PER_SECOND,
                     clock_offset_seconds: s.skew() as f64 / NANOS_PER_SECOND,
                     flagged: s.flagged,
+                    set_mismatch: p.members().peer_differs(ix),
                 }
             })
             .collect();
     }
     snapshot
+}
+
+/// Which peers name another member set than this locker's, and how many
+/// members each counts, while any does.
+fn set_mismatch(p: &Peering) -> Option<String> {
+    let members = p.members();
+    if !members.differs() {
+        return None;
+    }
+    let ours = members.mine().map_or(0, |m| m.members);
+    let differ = p.peers().filter(|&(ix, _)| members.peer_differs(ix));
+    let each: Vec<String> =
+        differ.map(|(ix, s)| format!("{} counts {}", s.name, members.stated(ix).map_or(0, |m| m.members))).collect();
+    Some(format!("peers name another member set than this locker ({ours} members): {}", each.join(", ")))
 }
 
 #[cfg(test)]

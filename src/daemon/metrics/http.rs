@@ -188,8 +188,10 @@ pub fn answer(request: Result<Request, Refusal>, mailbox: &Mailbox, uptime_secon
         },
         Route::Health => {
             let status = if snapshot.health == Health::Serving { 200 } else { 503 };
-            // While a store node fails, the second line says which and why.
-            let why = snapshot.store.as_ref().and_then(|s| s.down.as_deref()).map(|d| format!("{d}\n"));
+            // While a store node fails, or the member sets differ, the
+            // second line says which and why.
+            let store = snapshot.store.as_ref().and_then(|s| s.down.as_deref());
+            let why = store.or(snapshot.set_mismatch.as_deref()).map(|d| format!("{d}\n"));
             Response::text(status, &format!("{}\n{}", snapshot.health.name(), why.unwrap_or_default()))
         }
     };
@@ -341,6 +343,14 @@ mod tests {
         mailbox.offer(Snapshot { health: Health::Stopping, ..Snapshot::default() });
         let stopping = answer_to(probe, &mailbox);
         assert_eq!((stopping.status, stopping.body.as_str()), (503, "stopping\n"));
+        let why = "peers name another member set than this locker (4 members): tcp://c:1 counts 3";
+        mailbox.offer(Snapshot {
+            health: Health::MemberSetMismatch,
+            set_mismatch: Some(why.into()),
+            ..Snapshot::default()
+        });
+        let mismatch = answer_to(probe, &mailbox);
+        assert_eq!((mismatch.status, mismatch.body), (503, format!("member-set-mismatch\n{why}\n")));
     }
 
     #[test]
