@@ -22,8 +22,10 @@ use crate::state::StateConfig;
 use crate::wire::DEFAULT_MAX_MESSAGE_SIZE;
 
 mod interface;
+mod node_id;
 mod places;
 mod settings;
+pub use node_id::NodeId;
 pub use places::Places;
 pub(crate) use settings::parse_duration;
 pub use settings::{FileConfig, Flags, Settings};
@@ -67,6 +69,10 @@ pub enum ConfigError {
     PeersWithoutBind,
     #[error("a node id must be 1 to 64 printable characters without spaces, got {0:?}")]
     BadNodeId(String),
+    #[error(
+        "peer_bind {0} has no fixed port and no state file is set, so this locker has no id that stays the same when it restarts (a restart under a new id could grant its share twice): pass --node-id (node_id in the file), e.g. the host or pod name; or bind a fixed port; or set --state, which keeps an id"
+    )]
+    NoStableNodeId(String),
     #[error("peer_grace must be from 0 to 60 seconds, got {0}")]
     BadGrace(f64),
     #[error("state_fsync must be from 0.001 to 3600 seconds, got {0}")]
@@ -429,8 +435,8 @@ pub struct PeerConfig {
     pub bind: String,
     /// The peers to subscribe to, one SUB socket each.
     pub peers: Vec<PeerSpec>,
-    /// This locker's node id.
-    pub node_id: String,
+    /// Where this locker's node id comes from (see `NodeId`).
+    pub node_id: NodeId,
     /// How long a starting locker waits for its peers' counts at most.
     pub grace: std::time::Duration,
 }
@@ -724,10 +730,8 @@ fn resolve_peering(s: &Settings) -> Result<Option<PeerConfig>, ConfigError> {
         return if peers.is_empty() { Ok(None) } else { Err(s.at("peers", ConfigError::PeersWithoutBind)) };
     };
     let bind = bind_endpoint(bind).map_err(|e| s.at("peer_bind", e))?;
-    let node_id = s.node_id.clone().unwrap_or_else(default_node_id);
-    let printable = node_id.chars().all(|c| c.is_ascii_graphic() || (!c.is_ascii() && !c.is_whitespace()));
-    if node_id.is_empty() || node_id.len() > 64 || !printable {
-        return Err(s.at("node_id", ConfigError::BadNodeId(node_id)));
+    if let Some(id) = s.node_id.as_ref().filter(|id| !node_id::valid(id)) {
+        return Err(s.at("node_id", ConfigError::BadNodeId(id.clone())));
     }
     let grace = s.peer_grace.unwrap_or(DEFAULT_PEER_GRACE_SECONDS);
     if !(0.0..=60.0).contains(&grace) {
@@ -738,6 +742,8 @@ fn resolve_peering(s: &Settings) -> Result<Option<PeerConfig>, ConfigError> {
     if let Some(keyed) = peers.iter().find(|p| p.key.is_some() && s.curve_secret_key.is_none()) {
         return Err(s.at("peers", ConfigError::PeerKeyWithoutSecret(keyed.endpoint.clone())));
     }
+    let node_id = NodeId::of(s.node_id.clone(), &bind, s.state.is_some());
+    let node_id = node_id.ok_or_else(|| s.at("peer_bind", ConfigError::NoStableNodeId(bind.clone())))?;
     Ok(Some(PeerConfig { bind, peers, node_id, grace: std::time::Duration::from_secs_f64(grace) }))
 }
 
@@ -823,19 +829,6 @@ fn load_secret(path: &Path) -> Result<LeaseSecret, ConfigError> {
     let shown = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|source| ConfigError::Read { path: shown.clone(), source })?;
     LeaseSecret::new(bytes).map_err(|source| ConfigError::LeaseSecret { path: shown, source })
-}
-
-/// `<hostname>-<pid>`: unique among running lockers. A restart gets a new
-/// id; that is safe, since each run's count is kept apart anyway (see
-/// `core::peers`), but a fixed `--node-id` keeps stats readable.
-fn default_node_id() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .map(|h| h.trim().replace(char::is_whitespace, "_"))
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "locker".to_owned());
-    format!("{host}-{}", std::process::id())
 }
 
 fn build_limit(

@@ -74,7 +74,8 @@ pub struct Settings {
     /// names the peer's public key (its .pub file or Z85); only listed peers' keys may subscribe.
     #[arg(long = "peer", value_name = "ENDPOINT[=KEY]")]
     pub peers: Option<Vec<String>>,
-    /// This locker's name among its peers [default: <hostname>-<pid>].
+    /// This locker's name among its peers; it must stay the same across restarts (a pod name does)
+    /// [default: the id --state kept, else <hostname>-<port of --peer-bind>].
     #[arg(long, value_name = "ID")]
     pub node_id: Option<String>,
     /// Seconds a starting locker waits for its peers' counts before serving with what it has [default: 1.0].

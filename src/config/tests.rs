@@ -151,12 +151,12 @@ fn peering_comes_from_the_file_or_the_flags() {
     assert_eq!(c.bind, "tcp://*:7778");
     let endpoints: Vec<_> = c.peers.iter().map(|p| p.endpoint.as_str()).collect();
     assert_eq!(endpoints, ["tcp://b:7778", "tcp://c:7778"]);
-    assert_eq!(c.node_id, "a");
+    assert_eq!(c.node_id, NodeId::Given("a".into()));
     assert_eq!(c.grace, std::time::Duration::from_millis(500));
     let flags = Flags { peers: Some(vec!["tcp://d:1".into()]), node_id: Some("x".into()), ..Flags::default() };
     let file = parse("peer_bind = 'tcp://*:7778'\npeers = ['tcp://b:7778']\n");
     let c = ServeConfig::resolve(flags, file).unwrap().peering.unwrap();
-    assert_eq!((c.peers[0].endpoint.as_str(), c.node_id.as_str()), ("tcp://d:1", "x"));
+    assert_eq!((c.peers[0].endpoint.as_str(), c.node_id.configured()), ("tcp://d:1", Some("x")));
 }
 
 #[test]
@@ -218,8 +218,61 @@ fn peering_settings_are_checked() {
     assert!(matches!(ServeConfig::resolve(bad_id, FileConfig::default()), Err(ConfigError::BadNodeId(_))));
     let bad_grace = Flags { peer_grace: Some(-1.0), ..bind() };
     assert!(matches!(ServeConfig::resolve(bad_grace, FileConfig::default()), Err(ConfigError::BadGrace(_))));
-    let generated = ServeConfig::resolve(bind(), FileConfig::default()).unwrap().peering.unwrap();
-    assert!(generated.node_id.ends_with(&format!("-{}", std::process::id())), "{}", generated.node_id);
+}
+
+/// The default id is the same for every run of one locker (#52): made
+/// from the host and the PUB port, never the process.
+#[test]
+fn the_default_node_id_is_the_host_and_the_peer_port_the_same_at_every_start() {
+    let bind = |endpoint: &str| Flags { peer_bind: Some(endpoint.into()), ..Flags::default() };
+    let id = || ServeConfig::resolve(bind("tcp://*:7778"), FileConfig::default()).unwrap().peering.unwrap().node_id;
+    let NodeId::Derived(made) = id() else { panic!("derived: {:?}", id()) };
+    assert!(made.ends_with("-7778"), "{made}");
+    assert!(!made.contains(&std::process::id().to_string()), "{made}");
+    assert_eq!(id(), id());
+    let ipc = ServeConfig::resolve(bind("ipc:///tmp/a.sock"), FileConfig::default()).unwrap().peering.unwrap();
+    assert!(ipc.node_id.configured().is_some_and(|id| id.ends_with("-/tmp/a.sock")), "{:?}", ipc.node_id);
+}
+
+#[test]
+fn the_node_id_is_derived_from_a_fixed_address_only() {
+    assert_eq!(node_id::derived(Some("h"), "tcp://10.0.0.1:7778").as_deref(), Some("h-7778"));
+    assert_eq!(node_id::derived(Some("h"), "tcp://[::1]:7778").as_deref(), Some("h-7778"));
+    assert_eq!(node_id::derived(Some("h"), "ipc:///run/l.sock").as_deref(), Some("h-/run/l.sock"));
+    for ephemeral in ["tcp://*:*", "tcp://127.0.0.1:*", "tcp://127.0.0.1:0", "ipc://*", "tcp://h"] {
+        assert_eq!(node_id::derived(Some("h"), ephemeral), None, "{ephemeral}");
+    }
+    assert_eq!(node_id::derived(None, "tcp://*:7778"), None, "without a host name every host would be alike");
+    assert_eq!(node_id::derived(Some(&"h".repeat(60)), "tcp://*:7778"), None, "too long for an id");
+}
+
+#[test]
+fn without_a_fixed_port_a_peered_locker_needs_a_node_id_or_a_state_file() {
+    let ephemeral = || Flags { peer_bind: Some("tcp://127.0.0.1:*".into()), ..Flags::default() };
+    let e = ServeConfig::resolve(ephemeral(), FileConfig::default()).unwrap_err();
+    assert!(matches!(e, ConfigError::NoStableNodeId(_)), "{e}");
+    assert!(e.to_string().contains("pass --node-id"), "{e}");
+    let given = Flags { node_id: Some("a".into()), ..ephemeral() };
+    let c = ServeConfig::resolve(given, FileConfig::default()).unwrap().peering.unwrap();
+    assert_eq!(c.node_id, NodeId::Given("a".into()));
+    let kept = Flags { state: Some("/tmp/locker.state".into()), ..ephemeral() };
+    assert_eq!(ServeConfig::resolve(kept, FileConfig::default()).unwrap().peering.unwrap().node_id, NodeId::Kept);
+    let mut file = FileConfig::parse("peer_bind = 'tcp://127.0.0.1:*'\n").unwrap();
+    file.path = Some("locker.toml".into());
+    let e = ServeConfig::resolve(Flags::default(), file).unwrap_err();
+    assert!(e.to_string().contains("line 1") && e.to_string().contains("--node-id"), "{e}");
+}
+
+#[test]
+fn a_kept_node_id_wins_over_a_derived_one_and_a_given_one_over_both() {
+    let (given, derived) = (NodeId::Given("a".into()), NodeId::Derived("h-7778".into()));
+    assert_eq!(given.choose(Some("old")), "a");
+    assert_eq!(derived.choose(Some("old")), "old", "the id the last run went by, wherever it came from");
+    assert_eq!(derived.choose(None), "h-7778");
+    assert_eq!(derived.choose(Some("not an id")), "h-7778");
+    assert_eq!(NodeId::Kept.choose(Some("old")), "old");
+    let fresh = NodeId::Kept.choose(None);
+    assert!(node_id::valid(&fresh), "{fresh}");
 }
 
 /// Errors about what a file means name the file, the line of the key at
@@ -391,7 +444,7 @@ fn runtime_limits_are_none_unless_set_and_go_with_state_peers_and_a_store() {
     assert_eq!(ServeConfig::resolve(flags, parse("runtime_limits = 50\n")).unwrap().runtime_limits, 7);
     let kept = parse("runtime_limits = 5\nstate = '/nonexistent/state.log'\n");
     assert_eq!(ServeConfig::resolve(Flags::default(), kept).unwrap().runtime_limits, 5, "the state file keeps them");
-    let peered = parse("runtime_limits = 5\npeer_bind = 'tcp://127.0.0.1:*'\n");
+    let peered = parse("runtime_limits = 5\npeer_bind = 'tcp://127.0.0.1:7778'\n");
     assert_eq!(ServeConfig::resolve(Flags::default(), peered).unwrap().runtime_limits, 5, "peers share them");
     let text = "runtime_limits = 5\nstore = 'redis://127.0.0.1:6379'\n";
     assert_eq!(ServeConfig::resolve(Flags::default(), parse(text)).unwrap().runtime_limits, 5);

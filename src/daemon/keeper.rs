@@ -62,6 +62,16 @@ impl Loaded {
         let moved = if latest == 0 { 0 } else { latest.saturating_add_signed(self.step) };
         self.cut.map_or(moved, |cut| moved.min(cut))
     }
+
+    /// The node id the file's last run went by, when it peered: a restart
+    /// keeps it (see `config::NodeId`).
+    pub fn node_id(&self) -> Option<&str> {
+        let runs = self.replay.iter().flat_map(Replay::records).filter_map(|r| match r {
+            Record::Run { run, node, .. } => Some((run, node)),
+            _ => None,
+        });
+        runs.max_by_key(|&(run, _)| run).map(|(_, node)| node).filter(|node| !node.is_empty())
+    }
 }
 
 /// A step of the wall clock between runs smaller than this is not worth a

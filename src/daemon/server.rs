@@ -288,7 +288,10 @@ impl Server {
             Some(pc) => {
                 let sockets = peer_sockets(&ctx, pc, keys)?;
                 let now = clock.now();
-                let me = NodeKey { id: pc.node_id.as_str().into(), incarnation: now };
+                let kept = loaded.as_ref().and_then(Loaded::node_id);
+                let id = pc.node_id.choose(kept);
+                info!(node_id = %id, kept = kept == Some(id.as_str()), "peering as this node id");
+                let me = NodeKey { id: id.as_str().into(), incarnation: now };
                 let grace = pc.grace.as_nanos() as u64;
                 let names = pc.peers.iter().map(|p| p.endpoint.as_str().into()).collect();
                 let settings = PeeringSettings::new(me, names, grace, locker.figures().shortest_slot());

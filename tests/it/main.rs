@@ -54,6 +54,8 @@
 //!   `clocks::a_restart_4_s_ahead_grants_nothing_where_the_slot_went_and_the_next_real_slot_serves_in_full` and
 //!   `clocks::a_restart_4_s_behind_grants_nothing_where_the_slot_went_and_the_next_real_slot_serves_in_full` (libfaketime),
 //!   `faults::a_full_disk_refuses_grants_instead_of_killing_the_locker`.
+//! - **A restart's command line, with no node id** (the default id of a real process):
+//!   `identity::*` (5).
 //! - **The process's sockets** (its open-files limit, the endpoint it prints):
 //!   `faults::the_soft_open_files_limit_is_raised_to_the_hard_one`,
 //!   `faults::connections_it_cannot_accept_are_refused_once_each_counted_and_served_later`,
@@ -136,6 +138,9 @@ mod held_leases;
 mod hold;
 /// Hostile input: malformed requests on the seam; empty, multi-part, oversized and random messages on a socket.
 mod hostile;
+/// A peered locker killed with -9 and restarted with the same command line and no `--node-id`: its default id
+/// stays, and no slot, window or span of the group goes over (#52); no stable id refuses; the state file keeps one.
+mod identity;
 /// What the state log keeps, on the seam: each kind's records replayed into a restarted service, alone and peered.
 mod kept;
 /// The kinds of limits on the seam: a token-bucket and fixed-window reservation, a lease

@@ -298,6 +298,9 @@ pub struct Peered {
     /// A command each locker runs under, by index (e.g. libfaketime's
     /// `env LD_PRELOAD=…`); none where empty or missing.
     pub under: Vec<Vec<String>>,
+    /// Whether each locker is given `--node-id node-<i>`; without, each
+    /// goes by its default id.
+    pub named: bool,
 }
 
 impl Peered {
@@ -316,11 +319,22 @@ impl Peered {
 
     /// Starts the group with locker `i` run under `under[i]`.
     pub fn start_under(n: usize, args: &[&str], logged: bool, under: Vec<Vec<String>>) -> Peered {
+        Peered::launch(n, args, logged, under, true)
+    }
+
+    /// Starts `n` lockers as `start` does, but without `--node-id`: each
+    /// goes by its default id, as a user who sets nothing but the peers.
+    pub fn start_unnamed(n: usize, args: &[&str]) -> Peered {
+        Peered::launch(n, args, false, Vec::new(), false)
+    }
+
+    fn launch(n: usize, args: &[&str], logged: bool, under: Vec<Vec<String>>, named: bool) -> Peered {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         let mut why = String::new();
         for _ in 0..3 {
             let pubs: Vec<String> = (0..n).map(|_| format!("tcp://127.0.0.1:{}", free_port())).collect();
-            let mut group = Peered { lockers: Vec::new(), pubs, args: args.clone(), logged, under: under.clone() };
+            let (args, under) = (args.clone(), under.clone());
+            let mut group = Peered { lockers: Vec::new(), pubs, args, logged, under, named };
             for i in 0..n {
                 match group.try_spawn(i) {
                     Ok(d) => group.lockers.push(Some(d)),
@@ -338,14 +352,18 @@ impl Peered {
         panic!("a peered group did not start in three tries: {why}");
     }
 
-    /// Starts locker `i` (again) with its node id, PUB port and peers.
+    /// Starts locker `i` (again) with its node id, PUB port and peers: the
+    /// same command line every time.
     pub fn spawn(&self, i: usize) -> Daemon {
         self.try_spawn(i).unwrap_or_else(|why| panic!("{why}"))
     }
 
     fn try_spawn(&self, i: usize) -> Result<Daemon, String> {
         let node = format!("node-{i}");
-        let mut args: Vec<&str> = vec!["--peer-bind", &self.pubs[i], "--node-id", &node];
+        let mut args: Vec<&str> = vec!["--peer-bind", &self.pubs[i]];
+        if self.named {
+            args.extend(["--node-id", &node]);
+        }
         for (j, p) in self.pubs.iter().enumerate() {
             if j != i {
                 args.extend(["--peer", p.as_str()]);
