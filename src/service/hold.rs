@@ -165,8 +165,9 @@ impl Service {
                 if s.park_behind(now, token, body, decoded) {
                     return Answer::Held;
                 }
-                if s.store.is_some() {
-                    if let Some(answer) = s.lease_to_store(now, token, r, out) {
+                if let Some(store) = &mut s.store {
+                    let parts = (&mut s.locker, &mut s.names, &s.holding);
+                    if let Some(answer) = store.lease_to_store(parts, (now, token), r, out) {
                         return answer;
                     }
                     if s.wait_for_claims(now, token, body, decoded, 0, None) {
@@ -261,12 +262,17 @@ impl Service {
                 return Some(token);
             }
         }
-        if let Some(token) = self.lease_ready(now, out) {
-            return Some(token);
+        if !self.holding.leases.is_empty() {
+            let at = self.enter(now);
+            if let Some(token) = self.holding.lease_ready((&mut self.locker, &mut self.journal), (now, at), out) {
+                return Some(token);
+            }
         }
         while let Some((queue, parked)) = self.holding.parking.due(now) {
             if parked.lease {
-                return Some(self.lease_over(now, &queue, parked, Ending::Hold, out));
+                let at = self.enter(now);
+                let parts = (&mut self.locker, &mut self.journal);
+                return Some(self.holding.lease_over(parts, (now, at), (&queue, parked), Ending::Hold, out));
             }
             let decoded = self.decoder.decode(&parked.body);
             let held = Some((parked.until, parked.transient));
@@ -302,10 +308,11 @@ impl Service {
     /// all back: answered (its reply in `out`, its token returned), or held
     /// or sent back to wait; the store's replies to lease calls first.
     fn ready_from_store(&mut self, now: Nanos, out: &mut Vec<u8>) -> Option<Token> {
-        if let Some(token) = self.next_lease_reply(out) {
+        let store = self.store.as_mut()?;
+        if let Some(token) = store.lease_calls.next_reply(out) {
             return Some(token);
         }
-        while let Some((token, body, round, held)) = self.next_resumed() {
+        while let Some((token, body, round, held)) = self.store.as_mut().and_then(|s| s.next_resumed()) {
             let decoded = self.decoder.decode(&body);
             if self.wait_for_claims(now, token, &body, &decoded, round, held) {
                 self.decoder.recycle(decoded);
@@ -332,8 +339,8 @@ impl Service {
     }
 
     fn final_now(&mut self, now: Nanos, out: &mut Vec<u8>) -> Option<Token> {
-        if self.store.is_some() {
-            if let Some((token, body)) = self.next_final_from_store(out) {
+        if let Some(store) = &mut self.store {
+            if let Some((token, body)) = store.next_final(&mut self.locker, out) {
                 let Some(body) = body else { return Some(token) };
                 let _ = self.decide_body(now, &body, out);
                 return Some(token);
@@ -347,7 +354,9 @@ impl Service {
         }
         let (queue, parked) = holding.finals.pop()?;
         if parked.lease {
-            return Some(self.lease_over(now, &queue, parked, Ending::Stop, out));
+            let at = self.enter(now);
+            let parts = (&mut self.locker, &mut self.journal);
+            return Some(self.holding.lease_over(parts, (now, at), (&queue, parked), Ending::Stop, out));
         }
         let _ = self.decide_body(now, &parked.body, out);
         Some(parked.token)
@@ -376,16 +385,20 @@ impl Service {
     /// on the path of asks that may be held.
     fn queue_of(&mut self, decoded: &Decoded) -> Option<(QueueKey, Nanos, bool)> {
         let (id, key, asked) = match decoded.request.as_ref().ok()? {
-            Request::Plain(b) => (self.plain_limit(b), None, None),
+            Request::Plain(b) => (self.names.plain(&self.locker, b), None, None),
             // An ask whose own hold is longer than any may be is refused
             // when decided: it is never parked, behind others or alone.
             Request::Go(go) if go.cost > 0 && go.hold_ms.is_none_or(|ms| hold_within(ms).is_ok()) => {
-                (self.lookup(go.limit).ok()?, go.key.map(Box::from), go.hold_ms.map(asked_hold))
+                (self.names.lookup(&self.locker, go.limit).ok()?, go.key.map(Box::from), go.hold_ms.map(asked_hold))
             }
             // Limits checked together wait in the queue of their first part.
             Request::All(all) if all.hold_ms.is_none_or(|ms| hold_within(ms).is_ok()) => {
                 let first = decoded.parts().first()?.as_ref().ok()?;
-                (self.lookup(first.limit).ok()?, first.key.map(Box::from), all.hold_ms.map(asked_hold))
+                (
+                    self.names.lookup(&self.locker, first.limit).ok()?,
+                    first.key.map(Box::from),
+                    all.hold_ms.map(asked_hold),
+                )
             }
             _ => return None,
         };
