@@ -237,7 +237,7 @@ impl Service {
             }
         };
         if let Some(reason) = self.status.refusing.filter(|_| may_grant(request)) {
-            self.refuse_grant(request, reason, out);
+            refuse_grant(&mut self.locker, request, reason, out);
             return None;
         }
         match request {
@@ -268,28 +268,6 @@ impl Service {
         sorry
     }
 
-    /// Answers a request that may grant while grants are refused: sorry in
-    /// the plain form, which has no room for a reason, and an error naming
-    /// the reason in the structured form. Each counts as an error.
-    #[cold]
-    fn refuse_grant(&mut self, request: &Request, reason: &str, out: &mut Vec<u8>) {
-        self.locker.counters().record_error(None);
-        match request {
-            Request::Plain(_) => out.extend_from_slice(wire::SORRY),
-            _ => wire::encode(&ErrorReply { error: reason.to_owned() }, out),
-        }
-    }
-
-    /// Answers a request the loop refuses before it is served (a
-    /// multi-part message, a reset its sender may not make, see
-    /// `daemon::admins`), writing an error map saying `why` into `out`
-    /// (cleared first), counting an error.
-    pub(super) fn reject(&mut self, why: impl std::fmt::Display, out: &mut Vec<u8>) {
-        out.clear();
-        self.locker.counters().record_error(None);
-        wire::encode(&ErrorReply { error: why.to_string() }, out);
-    }
-
     /// `decide` for a plain request (`body`, the seed's form), which the
     /// plain path of `serve` calls straight.
     #[inline]
@@ -297,7 +275,7 @@ impl Service {
         out.clear();
         let now = self.enter(now);
         if let Some(reason) = self.status.refusing {
-            self.refuse_grant(&Request::Plain(body), reason, out);
+            refuse_grant(&mut self.locker, &Request::Plain(body), reason, out);
             return None;
         }
         self.plain(now, body, out)
@@ -501,6 +479,28 @@ fn go_reply(v: &Verdict, ask: &wire::Ask) -> GoReply {
         granted: ask.up_to.then_some(v.granted),
         wait_ms: ask.max_wait_ms.map(|_| ceil_ms(v.wait)),
     }
+}
+
+/// Answers a request that may grant while grants are refused: sorry in
+/// the plain form, which has no room for a reason, and an error naming
+/// the reason in the structured form. Each counts as an error in `locker`.
+#[cold]
+fn refuse_grant(locker: &mut Locker, request: &Request, reason: &str, out: &mut Vec<u8>) {
+    locker.counters().record_error(None);
+    match request {
+        Request::Plain(_) => out.extend_from_slice(wire::SORRY),
+        _ => wire::encode(&ErrorReply { error: reason.to_owned() }, out),
+    }
+}
+
+/// Answers a request the loop refuses before it is served (a multi-part
+/// message, a reset its sender may not make, see `daemon::admins`),
+/// writing an error map saying `why` into `out` (cleared first), counting
+/// an error in `locker`.
+fn reject(locker: &mut Locker, why: impl std::fmt::Display, out: &mut Vec<u8>) {
+    out.clear();
+    locker.counters().record_error(None);
+    wire::encode(&ErrorReply { error: why.to_string() }, out);
 }
 
 fn error_reply(e: &impl std::fmt::Display) -> ErrorReply {

@@ -19,7 +19,7 @@ use super::parking::{asked_hold, Parked, Parking, QueueKey, Token};
 use super::{Io, Service};
 use crate::core::ask::hold_within;
 use crate::core::time::NANOS_PER_MS;
-use crate::core::{LimitId, Nanos, DEFAULT_LIMIT};
+use crate::core::{LimitId, Locker, Nanos, DEFAULT_LIMIT};
 use crate::state::Keep;
 use crate::wire::{self, Decoded, ReplyKind, Request};
 
@@ -126,7 +126,7 @@ impl Service {
         };
         let answer = match refused {
             Some(why) => {
-                self.reject(why, out);
+                super::reject(&mut self.locker, why, out);
                 Answer::Now
             }
             None if io.may_hold() => self.serve_now(now, token, body, &decoded, out, keep),
@@ -232,8 +232,10 @@ impl Service {
             return Answer::Now;
         }
         let hold = match held {
-            Some((until, transient)) => self.hold_of(&sorry, now).map(|(u, t)| (u.min(until), t && transient)),
-            None => self.hold_of(&sorry, now),
+            Some((until, transient)) => {
+                sorry.hold(&self.locker, self.peering.is_some(), now).map(|(u, t)| (u.min(until), t && transient))
+            }
+            None => sorry.hold(&self.locker, self.peering.is_some(), now),
         };
         let Some((until, transient)) = hold else { return Answer::Now };
         let wake = now.saturating_add(sorry.retry_after);
@@ -287,7 +289,7 @@ impl Service {
                 return Some(parked.token);
             };
             let wake = now.saturating_add(sorry.retry_after);
-            let in_flight = !parked.transient || self.waits_for_flight(&sorry);
+            let in_flight = !parked.transient || sorry.waits_for_flight(&self.locker);
             if wake <= parked.until && in_flight && sorry.limit == queue.0 {
                 self.locker.counters().unrecord_sorry(sorry.limit);
                 self.holding.parking.repark(queue, parked, wake);
@@ -362,24 +364,6 @@ impl Service {
         Some(parked.token)
     }
 
-    /// How long `sorry`, answered at `now`, may be held, and whether only
-    /// for the peers' in-flight wait: until when, or `None` to answer it.
-    fn hold_of(&self, sorry: &Sorry, now: Nanos) -> Option<(Nanos, bool)> {
-        let hold = sorry.asked_hold.unwrap_or_else(|| self.locker.limit(sorry.limit).hold());
-        if hold > 0 && sorry.retry_after <= hold {
-            return Some((now.saturating_add(hold), false));
-        }
-        let in_flight = self.peering.is_some() && self.waits_for_flight(sorry);
-        in_flight.then(|| (now.saturating_add(IN_FLIGHT_HOLD), true))
-    }
-
-    /// Whether `sorry` only waits for grants in flight: the peers' in-flight
-    /// rule answers with a `retry_after` of at most twice its limit's
-    /// in-flight window (4 ms, more while peer messages come late).
-    fn waits_for_flight(&self, sorry: &Sorry) -> bool {
-        sorry.retry_after <= self.locker.share(sorry.limit).charged_for()
-    }
-
     /// The queue a single ask would wait in, its hold, and whether that is
     /// only the peers' in-flight wait; `None` for any other request. Only
     /// on the path of asks that may be held.
@@ -407,5 +391,26 @@ impl Service {
         let transient = hold == 0 && self.peering.is_some();
         let hold = if transient { IN_FLIGHT_HOLD } else { hold };
         Some(((id, key), hold, transient))
+    }
+}
+
+impl Sorry {
+    /// How long this sorry, answered at `now` by `locker` (`peered` or
+    /// not), may be held, and whether only for the peers' in-flight wait:
+    /// until when, or `None` to answer it.
+    fn hold(&self, locker: &Locker, peered: bool, now: Nanos) -> Option<(Nanos, bool)> {
+        let hold = self.asked_hold.unwrap_or_else(|| locker.limit(self.limit).hold());
+        if hold > 0 && self.retry_after <= hold {
+            return Some((now.saturating_add(hold), false));
+        }
+        let in_flight = peered && self.waits_for_flight(locker);
+        in_flight.then(|| (now.saturating_add(IN_FLIGHT_HOLD), true))
+    }
+
+    /// Whether this sorry only waits for grants in flight: the peers'
+    /// in-flight rule answers with a `retry_after` of at most twice its
+    /// limit's in-flight window (4 ms, more while peer messages come late).
+    fn waits_for_flight(&self, locker: &Locker) -> bool {
+        self.retry_after <= locker.share(self.limit).charged_for()
     }
 }

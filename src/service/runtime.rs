@@ -81,19 +81,6 @@ impl Service {
         }
         Ok(id)
     }
-
-    /// Drops the runtime limits idle at `now` (the group's time), keeping
-    /// the service's references to limit ids in step when any went. With a
-    /// store, not while claims are on their way: their answers name limits
-    /// by id, which a drop would move under them.
-    pub(super) fn drop_idle(&mut self, now: Nanos) {
-        if self.store.as_ref().is_some_and(|s| s.claiming()) {
-            return;
-        }
-        if !self.locker.drop_idle(now).is_empty() {
-            self.limits_moved();
-        }
-    }
 }
 
 /// The limit `terms` define, named `name` (else the default).

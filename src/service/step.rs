@@ -140,7 +140,11 @@ pub fn turn(service: &mut Service, now: Nanos, keep: &mut impl Upkeep, io: &mut 
     }
     let at = service.enter(now);
     service.locker.expire(at);
-    service.drop_idle(at);
+    // Not while claims are on their way: their answers name limits by id,
+    // which a drop would move under them.
+    if !service.store.as_ref().is_some_and(|s| s.claiming()) && !service.locker.drop_idle(at).is_empty() {
+        service.limits_moved();
+    }
     if let Some(s) = &mut service.store {
         s.sweep(at);
     }
@@ -205,7 +209,7 @@ pub fn request(
 /// `why`, without serving it: one the loop refuses before it is read (a
 /// message of several parts). It counts as an error.
 pub fn refuse(service: &mut Service, token: Token, why: impl std::fmt::Display, io: &mut impl Io, out: &mut Vec<u8>) {
-    service.reject(why, out);
+    super::reject(&mut service.locker, why, out);
     io.reply(token, out);
 }
 
