@@ -14,16 +14,14 @@
 //! every part that needs it. The parts are owned: holding (`hold`), the
 //! store's side (`store`, only when the counts live in a store, chosen at
 //! construction, so a locker without one never enters its code), leases
-//! (`lease`), peers (`peer`), the state file (`kept`) and when to trim the
-//! heap (`trim`).
+//! (`lease`), peers (`peer`), the state file (`kept`), the limits last
+//! named (`names`) and when to trim the heap (`trim`). Each part carries
+//! its own behaviour, handed the locker and what else it needs.
 //!
 //! It must not read a clock or touch a socket: the daemon loop does both.
 
 use crate::core::time::NANOS_PER_MS;
-use crate::core::{
-    time::ceil_ms, Algorithm, AskError, Limit, LimitId, Locker, Nanos, Peering, PermitAsk, Reloaded, TableError,
-    Verdict,
-};
+use crate::core::{time::ceil_ms, Algorithm, AskError, LimitId, Locker, Nanos, Peering, PermitAsk, Verdict};
 use crate::state::Journal;
 use crate::wire::{
     self, BatchEntry, Decoded, Decoder, ErrorReply, GoReply, LimitStatsReply, PeerStatsReply, Request, StatsReply,
@@ -33,6 +31,7 @@ mod hold;
 mod hold_lease;
 mod kept;
 mod lease;
+mod names;
 mod parking;
 mod peer;
 mod runtime;
@@ -44,13 +43,10 @@ mod trim;
 
 pub use hold::Answer;
 use hold::{Holding, Sorry};
+use names::Names;
 pub use parking::{Token, DEFAULT_MAX_PARKED};
 pub use step::{Io, Undelivered, Upkeep};
 use store::StoreSide;
-
-/// The longest plain body whose limit is remembered: longer than any limit
-/// name, so every body that names a limit fits.
-const PLAIN_MEMO_BYTES: usize = 64;
 
 /// How many asks of a batch are looked up together before they are
 /// decided: enough misses in flight to keep the memory busy, few enough
@@ -62,14 +58,8 @@ const BATCH_CHUNK: usize = 32;
 pub struct Service {
     locker: Locker,
     peering: Option<Peering>,
-    /// The last plain body and the limit it selects. A caller sends the same
-    /// body over and over, and comparing a few bytes costs less than hashing
-    /// them again; limits never change while serving, so this stays true.
-    plain_memo: (Vec<u8>, LimitId),
-    /// The limit the last structured ask named: asks in a row, and the asks
-    /// of a batch, usually name the same one, and comparing its name costs
-    /// less than hashing it.
-    last_named: Option<LimitId>,
+    /// The limits last named, remembered (see `names`).
+    names: Names,
     /// What the call being answered changed, for the state file (see `keeping`).
     journal: Journal,
     /// What the daemon tells the service of itself, for stats.
@@ -147,13 +137,10 @@ pub enum Note {
 impl Service {
     /// Serves requests from `locker`, alone.
     pub fn new(locker: Locker) -> Service {
-        let default = locker.find_plain(b"");
-        let plain_memo = (Vec::with_capacity(PLAIN_MEMO_BYTES), default);
         Service {
+            names: Names::new(&locker),
             locker,
             peering: None,
-            plain_memo,
-            last_named: None,
             journal: Journal::default(),
             status: Status::default(),
             holding: Holding::new(DEFAULT_MAX_PARKED),
@@ -206,29 +193,6 @@ impl Service {
         status
     }
 
-    /// Takes what the loop tells of itself (see `Note`).
-    pub(super) fn note(&mut self, note: Note) {
-        match note {
-            Note::Refusing(reason) => self.status.refusing = reason,
-            Note::RefusedConnections(n) => self.status.refused_connections = n,
-            Note::AcceptFailures(n) => self.status.accept_failures = n,
-            Note::Undelivered { replies, go } => {
-                self.status.undelivered += replies;
-                self.status.undelivered_go += go;
-            }
-            Note::Paused { now, paused } => self.on_pause(now, paused),
-        }
-    }
-
-    /// Serves `default` and `limits` from now on, keeping what unchanged
-    /// limits hold (see `Locker::reload`). Peering keeps the shortest slot
-    /// it started with for its schedule.
-    pub(super) fn reload(&mut self, default: Limit, limits: Vec<Limit>, max_keys: usize) -> Reloaded {
-        let done = self.locker.reload(default, limits, max_keys);
-        self.limits_moved();
-        done
-    }
-
     /// Keeps what refers to limits by id in step with a table whose ids
     /// may have moved (a reload, or idle runtime limits dropped).
     fn limits_moved(&mut self) {
@@ -239,31 +203,7 @@ impl Service {
         if let Some(s) = &mut self.store {
             s.reset(self.locker.figures().stats().count());
         }
-        // Limit ids may have moved: forget the remembered plain body.
-        let default = self.locker.find_plain(b"");
-        self.plain_memo.0.clear();
-        self.plain_memo.1 = default;
-        self.last_named = None;
-    }
-
-    /// When the service next needs a loop turn (`step::turn`), if ever: the
-    /// loop caps its wait on the sockets by this instant. The next lease
-    /// expiry or end of a queued acquire's wait needs a wake-up, and so do
-    /// peering's heartbeats, snapshots and the end of joining; so does the
-    /// end of a slot that holds keys, so that their memory comes back
-    /// without waiting for the next ask of that limit; and so does the next
-    /// parked ask to decide again or to answer at the end of its hold.
-    pub(super) fn next_deadline(&self) -> Option<Nanos> {
-        let peering = self.peering.as_ref().map(Peering::next_deadline);
-        let due = [self.locker.next_deadline(), peering].into_iter().flatten().min();
-        // Due by the group's clock; the loop waits by its own, as parked
-        // asks are.
-        let due = match &self.peering {
-            Some(p) => due.map(|d| p.clock().raw_at(d)),
-            None => due,
-        };
-        let recheck = self.store.as_ref().and_then(|s| s.lease_calls.next_recheck());
-        [due, self.holding.next_wake(), recheck].into_iter().flatten().min()
+        self.names.reset(&self.locker);
     }
 
     /// Enters the instant `raw`, a reading of the loop's clock, and returns
@@ -277,26 +217,6 @@ impl Service {
         let now = p.group_now(raw);
         self.locker.peers().set_view(p.view(now));
         now
-    }
-
-    /// Does the work that falls due at `now` (see `next_deadline`): frees
-    /// expired leases, grants their count to waiters, and follows the peers.
-    /// A loop calls it through `step::turn`.
-    fn on_timeout(&mut self, now: Nanos) {
-        if let Some(s) = &mut self.store {
-            s.lease_calls.recheck(now);
-        }
-        let now = self.enter(now);
-        self.locker.expire(now);
-        self.drop_idle(now);
-        if let Some(s) = &mut self.store {
-            s.sweep(now);
-        }
-    }
-
-    /// The next peering event worth logging, if any (see `step`).
-    fn poll_event(&mut self) -> Option<crate::core::PeerEvent> {
-        self.peering.as_mut().and_then(Peering::poll_event)
     }
 
     /// Answers a decoded request at `now` (the loop's clock), into `out`
@@ -317,7 +237,7 @@ impl Service {
             }
         };
         if let Some(reason) = self.status.refusing.filter(|_| may_grant(request)) {
-            self.refuse_grant(request, reason, out);
+            refuse_grant(&mut self.locker, request, reason, out);
             return None;
         }
         match request {
@@ -348,28 +268,6 @@ impl Service {
         sorry
     }
 
-    /// Answers a request that may grant while grants are refused: sorry in
-    /// the plain form, which has no room for a reason, and an error naming
-    /// the reason in the structured form. Each counts as an error.
-    #[cold]
-    fn refuse_grant(&mut self, request: &Request, reason: &str, out: &mut Vec<u8>) {
-        self.locker.counters().record_error(None);
-        match request {
-            Request::Plain(_) => out.extend_from_slice(wire::SORRY),
-            _ => wire::encode(&ErrorReply { error: reason.to_owned() }, out),
-        }
-    }
-
-    /// Answers a request the loop refuses before it is served (a
-    /// multi-part message, a reset its sender may not make, see
-    /// `daemon::admins`), writing an error map saying `why` into `out`
-    /// (cleared first), counting an error.
-    pub(super) fn reject(&mut self, why: impl std::fmt::Display, out: &mut Vec<u8>) {
-        out.clear();
-        self.locker.counters().record_error(None);
-        wire::encode(&ErrorReply { error: why.to_string() }, out);
-    }
-
     /// `decide` for a plain request (`body`, the seed's form), which the
     /// plain path of `serve` calls straight.
     #[inline]
@@ -377,7 +275,7 @@ impl Service {
         out.clear();
         let now = self.enter(now);
         if let Some(reason) = self.status.refusing {
-            self.refuse_grant(&Request::Plain(body), reason, out);
+            refuse_grant(&mut self.locker, &Request::Plain(body), reason, out);
             return None;
         }
         self.plain(now, body, out)
@@ -385,7 +283,7 @@ impl Service {
 
     #[inline]
     fn plain(&mut self, now: Nanos, body: &[u8], out: &mut Vec<u8>) -> Option<Sorry> {
-        let id = self.plain_limit(body);
+        let id = self.names.plain(&self.locker, body);
         // A plain request names no key and costs 1, which every counting
         // limit allows; a semaphore cannot be taken without a lease, so it
         // answers sorry (and counts an error).
@@ -405,20 +303,6 @@ impl Service {
                 None
             }
         }
-    }
-
-    fn plain_limit(&mut self, body: &[u8]) -> LimitId {
-        if body.len() > PLAIN_MEMO_BYTES {
-            return self.locker.find_plain(body);
-        }
-        let (last, id) = &mut self.plain_memo;
-        if !same_bytes(body, last) {
-            *id = self.locker.find_plain(body);
-            // Within the capacity reserved at start, so this never allocates.
-            last.clear();
-            last.extend_from_slice(body);
-        }
-        *id
     }
 
     fn go(&mut self, now: Nanos, go: &wire::Ask, out: &mut Vec<u8>) -> Option<Sorry> {
@@ -471,7 +355,7 @@ impl Service {
             // their keys in the cache.
             for entry in chunk.iter().flatten() {
                 if let BatchEntry::Go(go) = entry {
-                    if let Ok(limit) = self.lookup(go.limit) {
+                    if let Ok(limit) = self.names.lookup(&self.locker, go.limit) {
                         self.locker.prefetch(&permit_ask(limit, go));
                     }
                 }
@@ -491,27 +375,6 @@ impl Service {
                 }
             }
         }
-    }
-
-    /// The limit a request names, counting an error when there is none.
-    fn find(&mut self, name: Option<&str>) -> Result<LimitId, TableError> {
-        let found = self.lookup(name);
-        if found.is_err() {
-            self.locker.counters().record_error(None);
-        }
-        found
-    }
-
-    /// The limit a request names, remembering the last named one found.
-    #[inline]
-    fn lookup(&mut self, name: Option<&str>) -> Result<LimitId, TableError> {
-        let Some(name) = name else { return self.locker.find(None) };
-        if let Some(last) = self.last_named.filter(|&id| self.locker.limit(id).name() == name) {
-            return Ok(last);
-        }
-        let found = self.locker.find(Some(name));
-        self.last_named = found.as_ref().ok().copied().or(self.last_named);
-        found
     }
 
     fn stats(&self, now: Nanos) -> StatsReply {
@@ -622,20 +485,26 @@ fn go_reply(v: &Verdict, ask: &wire::Ask) -> GoReply {
     }
 }
 
-/// Whether `a` and `b` hold the same bytes: a plain body against the
-/// last one seen, compared eight bytes at a time in line rather than
-/// through a call to `memcmp`, which costs more than the comparison for
-/// a body as short as `let me go`.
-#[inline]
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
+/// Answers a request that may grant while grants are refused: sorry in
+/// the plain form, which has no room for a reason, and an error naming
+/// the reason in the structured form. Each counts as an error in `locker`.
+#[cold]
+fn refuse_grant(locker: &mut Locker, request: &Request, reason: &str, out: &mut Vec<u8>) {
+    locker.counters().record_error(None);
+    match request {
+        Request::Plain(_) => out.extend_from_slice(wire::SORRY),
+        _ => wire::encode(&ErrorReply { error: reason.to_owned() }, out),
     }
-    let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail = a8.remainder().iter().zip(b8.remainder()).all(|(x, y)| x == y);
-    tail && a8.zip(b8).all(|(x, y)| {
-        u64::from_ne_bytes(x.try_into().unwrap_or_default()) == u64::from_ne_bytes(y.try_into().unwrap_or_default())
-    })
+}
+
+/// Answers a request the loop refuses before it is served (a multi-part
+/// message, a reset its sender may not make, see `daemon::admins`),
+/// writing an error map saying `why` into `out` (cleared first), counting
+/// an error in `locker`.
+fn reject(locker: &mut Locker, why: impl std::fmt::Display, out: &mut Vec<u8>) {
+    out.clear();
+    locker.counters().record_error(None);
+    wire::encode(&ErrorReply { error: why.to_string() }, out);
 }
 
 fn error_reply(e: &impl std::fmt::Display) -> ErrorReply {

@@ -19,7 +19,7 @@ use super::parking::{asked_hold, Parked, Parking, QueueKey, Token};
 use super::{Io, Service};
 use crate::core::ask::hold_within;
 use crate::core::time::NANOS_PER_MS;
-use crate::core::{LimitId, Nanos, DEFAULT_LIMIT};
+use crate::core::{LimitId, Locker, Nanos, DEFAULT_LIMIT};
 use crate::state::Keep;
 use crate::wire::{self, Decoded, ReplyKind, Request};
 
@@ -126,7 +126,7 @@ impl Service {
         };
         let answer = match refused {
             Some(why) => {
-                self.reject(why, out);
+                super::reject(&mut self.locker, why, out);
                 Answer::Now
             }
             None if io.may_hold() => self.serve_now(now, token, body, &decoded, out, keep),
@@ -165,8 +165,9 @@ impl Service {
                 if s.park_behind(now, token, body, decoded) {
                     return Answer::Held;
                 }
-                if s.store.is_some() {
-                    if let Some(answer) = s.lease_to_store(now, token, r, out) {
+                if let Some(store) = &mut s.store {
+                    let parts = (&mut s.locker, &mut s.names, &s.holding);
+                    if let Some(answer) = store.lease_to_store(parts, (now, token), r, out) {
                         return answer;
                     }
                     if s.wait_for_claims(now, token, body, decoded, 0, None) {
@@ -231,8 +232,10 @@ impl Service {
             return Answer::Now;
         }
         let hold = match held {
-            Some((until, transient)) => self.hold_of(&sorry, now).map(|(u, t)| (u.min(until), t && transient)),
-            None => self.hold_of(&sorry, now),
+            Some((until, transient)) => {
+                sorry.hold(&self.locker, self.peering.is_some(), now).map(|(u, t)| (u.min(until), t && transient))
+            }
+            None => sorry.hold(&self.locker, self.peering.is_some(), now),
         };
         let Some((until, transient)) = hold else { return Answer::Now };
         let wake = now.saturating_add(sorry.retry_after);
@@ -261,12 +264,17 @@ impl Service {
                 return Some(token);
             }
         }
-        if let Some(token) = self.lease_ready(now, out) {
-            return Some(token);
+        if !self.holding.leases.is_empty() {
+            let at = self.enter(now);
+            if let Some(token) = self.holding.lease_ready((&mut self.locker, &mut self.journal), (now, at), out) {
+                return Some(token);
+            }
         }
         while let Some((queue, parked)) = self.holding.parking.due(now) {
             if parked.lease {
-                return Some(self.lease_over(now, &queue, parked, Ending::Hold, out));
+                let at = self.enter(now);
+                let parts = (&mut self.locker, &mut self.journal);
+                return Some(self.holding.lease_over(parts, (now, at), (&queue, parked), Ending::Hold, out));
             }
             let decoded = self.decoder.decode(&parked.body);
             let held = Some((parked.until, parked.transient));
@@ -281,7 +289,7 @@ impl Service {
                 return Some(parked.token);
             };
             let wake = now.saturating_add(sorry.retry_after);
-            let in_flight = !parked.transient || self.waits_for_flight(&sorry);
+            let in_flight = !parked.transient || sorry.waits_for_flight(&self.locker);
             if wake <= parked.until && in_flight && sorry.limit == queue.0 {
                 self.locker.counters().unrecord_sorry(sorry.limit);
                 self.holding.parking.repark(queue, parked, wake);
@@ -302,10 +310,11 @@ impl Service {
     /// all back: answered (its reply in `out`, its token returned), or held
     /// or sent back to wait; the store's replies to lease calls first.
     fn ready_from_store(&mut self, now: Nanos, out: &mut Vec<u8>) -> Option<Token> {
-        if let Some(token) = self.next_lease_reply(out) {
+        let store = self.store.as_mut()?;
+        if let Some(token) = store.lease_calls.next_reply(out) {
             return Some(token);
         }
-        while let Some((token, body, round, held)) = self.next_resumed() {
+        while let Some((token, body, round, held)) = self.store.as_mut().and_then(|s| s.next_resumed()) {
             let decoded = self.decoder.decode(&body);
             if self.wait_for_claims(now, token, &body, &decoded, round, held) {
                 self.decoder.recycle(decoded);
@@ -332,8 +341,8 @@ impl Service {
     }
 
     fn final_now(&mut self, now: Nanos, out: &mut Vec<u8>) -> Option<Token> {
-        if self.store.is_some() {
-            if let Some((token, body)) = self.next_final_from_store(out) {
+        if let Some(store) = &mut self.store {
+            if let Some((token, body)) = store.next_final(&mut self.locker, out) {
                 let Some(body) = body else { return Some(token) };
                 let _ = self.decide_body(now, &body, out);
                 return Some(token);
@@ -347,28 +356,12 @@ impl Service {
         }
         let (queue, parked) = holding.finals.pop()?;
         if parked.lease {
-            return Some(self.lease_over(now, &queue, parked, Ending::Stop, out));
+            let at = self.enter(now);
+            let parts = (&mut self.locker, &mut self.journal);
+            return Some(self.holding.lease_over(parts, (now, at), (&queue, parked), Ending::Stop, out));
         }
         let _ = self.decide_body(now, &parked.body, out);
         Some(parked.token)
-    }
-
-    /// How long `sorry`, answered at `now`, may be held, and whether only
-    /// for the peers' in-flight wait: until when, or `None` to answer it.
-    fn hold_of(&self, sorry: &Sorry, now: Nanos) -> Option<(Nanos, bool)> {
-        let hold = sorry.asked_hold.unwrap_or_else(|| self.locker.limit(sorry.limit).hold());
-        if hold > 0 && sorry.retry_after <= hold {
-            return Some((now.saturating_add(hold), false));
-        }
-        let in_flight = self.peering.is_some() && self.waits_for_flight(sorry);
-        in_flight.then(|| (now.saturating_add(IN_FLIGHT_HOLD), true))
-    }
-
-    /// Whether `sorry` only waits for grants in flight: the peers' in-flight
-    /// rule answers with a `retry_after` of at most twice its limit's
-    /// in-flight window (4 ms, more while peer messages come late).
-    fn waits_for_flight(&self, sorry: &Sorry) -> bool {
-        sorry.retry_after <= self.locker.share(sorry.limit).charged_for()
     }
 
     /// The queue a single ask would wait in, its hold, and whether that is
@@ -376,16 +369,20 @@ impl Service {
     /// on the path of asks that may be held.
     fn queue_of(&mut self, decoded: &Decoded) -> Option<(QueueKey, Nanos, bool)> {
         let (id, key, asked) = match decoded.request.as_ref().ok()? {
-            Request::Plain(b) => (self.plain_limit(b), None, None),
+            Request::Plain(b) => (self.names.plain(&self.locker, b), None, None),
             // An ask whose own hold is longer than any may be is refused
             // when decided: it is never parked, behind others or alone.
             Request::Go(go) if go.cost > 0 && go.hold_ms.is_none_or(|ms| hold_within(ms).is_ok()) => {
-                (self.lookup(go.limit).ok()?, go.key.map(Box::from), go.hold_ms.map(asked_hold))
+                (self.names.lookup(&self.locker, go.limit).ok()?, go.key.map(Box::from), go.hold_ms.map(asked_hold))
             }
             // Limits checked together wait in the queue of their first part.
             Request::All(all) if all.hold_ms.is_none_or(|ms| hold_within(ms).is_ok()) => {
                 let first = decoded.parts().first()?.as_ref().ok()?;
-                (self.lookup(first.limit).ok()?, first.key.map(Box::from), all.hold_ms.map(asked_hold))
+                (
+                    self.names.lookup(&self.locker, first.limit).ok()?,
+                    first.key.map(Box::from),
+                    all.hold_ms.map(asked_hold),
+                )
             }
             _ => return None,
         };
@@ -394,5 +391,26 @@ impl Service {
         let transient = hold == 0 && self.peering.is_some();
         let hold = if transient { IN_FLIGHT_HOLD } else { hold };
         Some(((id, key), hold, transient))
+    }
+}
+
+impl Sorry {
+    /// How long this sorry, answered at `now` by `locker` (`peered` or
+    /// not), may be held, and whether only for the peers' in-flight wait:
+    /// until when, or `None` to answer it.
+    fn hold(&self, locker: &Locker, peered: bool, now: Nanos) -> Option<(Nanos, bool)> {
+        let hold = self.asked_hold.unwrap_or_else(|| locker.limit(self.limit).hold());
+        if hold > 0 && self.retry_after <= hold {
+            return Some((now.saturating_add(hold), false));
+        }
+        let in_flight = peered && self.waits_for_flight(locker);
+        in_flight.then(|| (now.saturating_add(IN_FLIGHT_HOLD), true))
+    }
+
+    /// Whether this sorry only waits for grants in flight: the peers'
+    /// in-flight rule answers with a `retry_after` of at most twice its
+    /// limit's in-flight window (4 ms, more while peer messages come late).
+    fn waits_for_flight(&self, locker: &Locker) -> bool {
+        self.retry_after <= locker.share(self.limit).charged_for()
     }
 }

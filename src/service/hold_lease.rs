@@ -21,10 +21,11 @@ use std::collections::{HashMap, VecDeque};
 
 use super::lease::lease_reply;
 use super::parking::{asked_hold, Parked, QueueKey, Token};
-use super::{Answer, Service};
+use super::{Answer, Holding, Service};
 use crate::core::kinds::semaphore::{LeaseState, LeaseVerdict};
 use crate::core::time::ceil_ms;
-use crate::core::{LimitId, Nanos};
+use crate::core::{LimitId, Locker, Nanos};
+use crate::state::Journal;
 use crate::wire::{self, Request};
 
 /// A parked lease request: where it is parked, its semaphore's name (ids
@@ -103,95 +104,113 @@ impl Service {
             Request::Heartbeat(b) => self.heartbeat(at, b, out),
             _ => None,
         };
-        let Some((limit, lease)) = pending else { return Some(Answer::Now) };
-        let waits = &mut self.holding.leases.waits;
-        if waits.contains_key(&lease) || !self.locker.watch_lease(limit, &lease, true) {
-            return Some(Answer::Now);
+        let Some(pending) = pending else { return Some(Answer::Now) };
+        let until = now.saturating_add(asked_hold(hold));
+        Some(self.holding.watch(&mut self.locker, pending, (token, body), (now, until)))
+    }
+}
+
+impl Holding {
+    /// Parks the request `parked` (its token and body), whose lease
+    /// `pending` of `locker` is left pending at `now`, until `until`, its
+    /// lease watched: `Held`; `Now` when the lease is already watched or
+    /// cannot be.
+    fn watch(
+        &mut self,
+        locker: &mut Locker,
+        (limit, lease): (LimitId, Box<str>),
+        (token, body): (Token, &[u8]),
+        (now, until): (Nanos, Nanos),
+    ) -> Answer {
+        if self.leases.waits.contains_key(&lease) || !locker.watch_lease(limit, &lease, true) {
+            return Answer::Now;
         }
         let queue = (limit, Some(lease.clone()));
-        self.holding.parking.park_lease(queue.clone(), token, body, now.saturating_add(asked_hold(hold)));
-        let name = self.locker.limit(limit).name().into();
-        self.holding.leases.waits.insert(lease, LeaseWait { queue, limit: name, since: now });
-        Some(Answer::Held)
+        self.parking.park_lease(queue.clone(), token, body, until);
+        let name = locker.limit(limit).name().into();
+        self.leases.waits.insert(lease, LeaseWait { queue, limit: name, since: now });
+        Answer::Held
     }
 
-    /// Answers the next parked lease request whose lease was granted or
-    /// dropped at `now` (the loop's clock): its reply in `out`, its token
-    /// returned; `None` when there is none.
-    pub(super) fn lease_ready(&mut self, now: Nanos, out: &mut Vec<u8>) -> Option<Token> {
-        let leases = &mut self.holding.leases;
+    /// Answers the next parked lease request whose lease in `locker` was
+    /// granted or dropped at `now` (the loop's clock; `at`, the time to
+    /// decide by, see `Service::enter`), noting a grant in `journal`: its
+    /// reply in `out`, its token returned; `None` when there is none.
+    pub(super) fn lease_ready(
+        &mut self,
+        (locker, journal): (&mut Locker, &mut Journal),
+        (now, at): (Nanos, Nanos),
+        out: &mut Vec<u8>,
+    ) -> Option<Token> {
+        let leases = &mut self.leases;
         if leases.waits.is_empty() {
             return None;
         }
         if std::mem::take(&mut leases.recheck) {
             leases.changed.extend(leases.waits.keys().cloned());
-            let at = self.enter(now);
-            self.locker.wake_waiters(at);
+            locker.wake_waiters(at);
         }
-        self.locker.take_changed_leases(&mut self.holding.leases.changed);
-        while let Some(lease) = self.holding.leases.changed.pop_front() {
-            let Some(wait) = self.holding.leases.waits.get(&lease) else { continue };
-            let (limit, v) = self.lease_now(&wait.limit, &lease);
+        locker.take_changed_leases(&mut self.leases.changed);
+        while let Some(lease) = self.leases.changed.pop_front() {
+            let Some(wait) = self.leases.waits.get(&lease) else { continue };
+            let (limit, v) = lease_now(locker, &wait.limit, &lease);
             if matches!(v.state, LeaseState::Pending { .. }) {
                 continue; // still queued (a recheck): it waits on
             }
             let queue = wait.queue.clone();
-            let Some(parked) = self.holding.parking.take(&queue) else { continue };
-            return Some(self.answer_lease(now, &lease, parked, (limit, v), Ending::Changed, out));
+            let Some(parked) = self.parking.take(&queue) else { continue };
+            let wait = self.leases.waits.remove(&lease);
+            self.answer_lease((locker, journal), (now, at), (&lease, wait), (limit, v), Ending::Changed, out);
+            return Some(parked.token);
         }
         None
     }
 
-    /// Answers a parked lease request taken out of the parking, for
-    /// `ending`: its reply in `out`, its token returned.
+    /// Answers a parked lease request taken out of the parking (`queue`,
+    /// `parked`), for `ending`, as `lease_ready` does: its reply in `out`,
+    /// its token returned.
     pub(super) fn lease_over(
         &mut self,
-        now: Nanos,
-        queue: &QueueKey,
-        parked: Parked,
+        (locker, journal): (&mut Locker, &mut Journal),
+        (now, at): (Nanos, Nanos),
+        (queue, parked): (&QueueKey, Parked),
         ending: Ending,
         out: &mut Vec<u8>,
     ) -> Token {
         let lease = queue.1.clone().unwrap_or_default();
-        let name = self.holding.leases.waits.get(&lease).map_or_else(|| Box::from(""), |w| w.limit.clone());
-        let found = self.lease_now(&name, &lease);
-        self.answer_lease(now, &lease, parked, found, ending, out)
+        let wait = self.leases.waits.remove(&lease);
+        let name = wait.as_ref().map_or("", |w| &w.limit);
+        let found = lease_now(locker, name, &lease);
+        let token = parked.token;
+        self.answer_lease((locker, journal), (now, at), (&lease, wait), found, ending, out);
+        token
     }
 
-    /// What lease `lease` of the semaphore named `name` is now, and the
-    /// semaphore's id; `Unknown` when either is gone.
-    fn lease_now(&self, name: &str, lease: &str) -> (Option<LimitId>, LeaseVerdict) {
-        let limit = self.locker.find(Some(name)).ok();
-        let v = limit.and_then(|id| self.locker.lease_state(id, lease).ok());
-        (limit, v.unwrap_or(LeaseVerdict { state: LeaseState::Unknown, capacity: 0, free: 0 }))
-    }
-
-    /// Writes the reply to the parked request of `lease` into `out` and
-    /// forgets the wait: held, or pending when its hold ran out (the lease
-    /// queues on, unwatched), or not held; a lease still queued at a stop
-    /// is dropped.
+    /// Writes the reply to the parked request of `lease` (its wait, now
+    /// forgotten) into `out`: held, or pending when its hold ran out (the
+    /// lease queues on, unwatched), or not held; a lease still queued at a
+    /// stop is dropped. Returns the parked request's token.
     fn answer_lease(
         &mut self,
-        now: Nanos,
-        lease: &str,
-        parked: Parked,
+        (locker, journal): (&mut Locker, &mut Journal),
+        (now, at): (Nanos, Nanos),
+        (lease, wait): (&str, Option<LeaseWait>),
         (limit, mut v): (Option<LimitId>, LeaseVerdict),
         ending: Ending,
         out: &mut Vec<u8>,
-    ) -> Token {
-        let since = self.holding.leases.waits.remove(lease).map_or(now, |w| w.since);
-        let at = self.enter(now);
+    ) {
+        let since = wait.map_or(now, |w| w.since);
         match (v.state, limit) {
             (LeaseState::Held { .. }, Some(id)) => {
-                self.journal.note_lease(id, lease);
-                self.holding.parking.held_go += 1;
+                journal.note_lease(id, lease);
+                self.parking.held_go += 1;
             }
             (LeaseState::Pending { .. }, Some(id)) if ending == Ending::Stop => {
-                self.locker.drop_waiter(at, id, lease);
-                v = self.locker.lease_state(id, lease).unwrap_or(v);
+                locker.drop_waiter(at, id, lease);
+                v = locker.lease_state(id, lease).unwrap_or(v);
             }
             (LeaseState::Pending { .. }, Some(id)) => {
-                self.locker.watch_lease(id, lease, false);
+                locker.watch_lease(id, lease, false);
             }
             _ => {}
         }
@@ -199,6 +218,13 @@ impl Service {
         reply.waited_ms = Some(ceil_ms(now.saturating_sub(since)));
         out.clear();
         wire::encode(&reply, out);
-        parked.token
     }
+}
+
+/// What lease `lease` of the semaphore named `name` is now in `locker`,
+/// and the semaphore's id; `Unknown` when either is gone.
+fn lease_now(locker: &Locker, name: &str, lease: &str) -> (Option<LimitId>, LeaseVerdict) {
+    let limit = locker.find(Some(name)).ok();
+    let v = limit.and_then(|id| locker.lease_state(id, lease).ok());
+    (limit, v.unwrap_or(LeaseVerdict { state: LeaseState::Unknown, capacity: 0, free: 0 }))
 }

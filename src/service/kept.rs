@@ -1,6 +1,7 @@
 //! The state file's side of the service: the calls that can grant take a
 //! `Keep` (see `state::journal`) and hand it their records before they
-//! return; on start, an earlier run's records are put back.
+//! return (on start, an earlier run's records are put back by
+//! `step::restore`).
 //!
 //! Like the rest of the service this reads no clock and touches no file:
 //! the daemon brings `now` and its keeper; the records' bytes, what is
@@ -8,7 +9,7 @@
 
 use super::Service;
 use crate::core::Nanos;
-use crate::state::{self, Keep, Record, Restored};
+use crate::state::Keep;
 
 impl Service {
     /// Runs `call` as one call whose records go to `keep`: changes are
@@ -21,18 +22,5 @@ impl Service {
         let answer = call(self);
         self.status.refusing = self.journal.close(&self.locker, now, keep).err();
         answer
-    }
-
-    /// Puts back the records of earlier runs at `now`, before serving (see
-    /// `state::restore`); returns what was put back and the records the
-    /// new state file starts with, of run `run`.
-    pub(super) fn restore<'a>(
-        &mut self,
-        now: Nanos,
-        run: u32,
-        records: impl Iterator<Item = Record<'a>>,
-    ) -> (Restored, Vec<Record<'a>>) {
-        let nodes = self.peering.as_mut().map(|p| p.nodes_mut());
-        state::restore(&mut self.locker, nodes, now, run, records)
     }
 }

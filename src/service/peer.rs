@@ -4,7 +4,6 @@
 //! checked here, before the core merges a count; the sharing itself is
 //! `core::peering`'s. No clock, no socket: the daemon loop brings both.
 
-use super::Service;
 use crate::core::peering::members::MemberSet;
 use crate::core::peering::nodes::shown;
 use crate::core::peering::tenure::Said;
@@ -16,147 +15,155 @@ use crate::wire::{
     MAX_COUNTS_PER_MESSAGE,
 };
 
-impl Service {
-    /// Takes in one message from configured peer `peer` (numbered as in
-    /// the settings), received at `now`. A message that cannot be decoded
-    /// is dropped: peers cannot be answered, and the next cumulative count
-    /// repairs whatever it carried. Returns whether it was understood.
-    ///
-    /// What a peer may say is bounded: counts only for limits it defines as
-    /// this locker does, none above what one locker can grant in a slot,
-    /// and node ids only as many as its room in the node table (see
-    /// `core::peering::nodes`); the rest is refused and counted.
-    pub(super) fn on_peer(&mut self, now: Nanos, peer: PeerIx, body: &[u8]) -> bool {
-        let (Some(p), Ok(msg)) = (&mut self.peering, wire::decode_peer(body)) else {
-            return false;
-        };
-        // Offsets are measured against the group clock as read, not as
-        // held still after a move back.
-        let (reading, now) = (p.clock().reading(now), p.group_now(now));
-        let Some(sender) = msg.sender().map(node_key).filter(|_| peer < p.nodes().configured()) else {
-            return false;
-        };
-        let heard = match msg.kind {
-            PeerKind::Beat => {
-                let reported = reported_of(&msg, p.nodes());
-                let heard =
-                    p.on_heartbeat(reading, peer, &sender, Beat { sent_at: msg.at, joining: msg.joining, reported });
-                if heard {
-                    let me = &p.nodes().me().id;
-                    let echo = msg.echo.iter().find(|e| *e.0 == **me).map(|e| e.1);
-                    p.on_tenure(now, peer, Said { echo, dead: &msg.dead, holds: &msg.holds });
-                }
-                heard
-            }
-            PeerKind::Snapshot => {
-                let heard = p.on_message(now, peer, &sender);
-                if heard {
-                    p.on_clock(reading, peer, msg.at, reported_of(&msg, p.nodes()));
-                }
-                heard
-            }
-            PeerKind::Counts => p.on_message(now, peer, &sender),
-        };
-        if !heard {
-            p.refuse(now, peer, || format!("a message sent as {:?}", shown(&sender.id)));
-            return true;
-        }
-        if matches!(msg.kind, PeerKind::Beat | PeerKind::Snapshot) {
-            p.on_members(
-                now,
-                peer,
-                &sender,
-                msg.members.map(|PeerMembers(members, digest)| MemberSet { members, digest }),
-            );
-        }
-        if super::runtime::learn(&mut self.locker, p, now, peer, &msg.terms) {
-            // A plain body of a new limit's name chose the default until now.
-            self.plain_memo.0.clear();
-        }
-        for PeerLimit(name, digest) in &msg.limits {
-            if let Ok(id) = self.locker.find(Some(name)) {
-                p.on_limit(peer, id, self.locker.limit(id).digest() == *digest, || name.clone());
-            }
-        }
-        // Demand figures (`asked`) of the former split are ignored. A want
-        // is answered with a gift, which must be recorded before it leaves:
-        // while the state file has no room, wants go unanswered.
-        let counts = msg.counts.iter().map(|c| (c, Counted::Granted));
-        let wanted = if self.status.refusing.is_some() { &[][..] } else { &msg.wanted[..] };
-        for (c, what) in counts.chain(wanted.iter().map(|c| (c, Counted::Wanted))) {
-            if let Some(count) = accept(&self.locker, p, now, peer, &msg.nodes, c, what) {
-                self.locker.peers().merge(now, &count);
-            }
-        }
-        for PeerGift(name, key, slot, from, to, n) in &msg.gave {
-            let Some(to) = msg.nodes.get(*to as usize).map(node_key) else { continue };
-            let Some(to) = p.nodes_mut().resolve(now, peer, &to) else { continue };
-            let c = PeerCount(name.clone(), key.clone(), *slot, *from, *n);
-            if let Some(count) = accept(&self.locker, p, now, peer, &msg.nodes, &c, Counted::Gave(to)) {
-                self.locker.peers().merge(now, &count);
-            }
-        }
-        if msg.kind == PeerKind::Snapshot && msg.done {
-            // The runs the peer knows: this locker's earlier one among them
-            // means it may have granted in this slot (see `Peering::update`).
-            for key in msg.nodes.iter().skip(1).map(node_key) {
-                let _ = p.nodes_mut().resolve(now, peer, &key);
-            }
-            p.on_snapshot_done(now, peer, &sender);
-        }
-        self.locker.peers().set_view(p.view(now));
-        true
-    }
+/// What a peer message did: whether it was understood, and whether it
+/// created a limit (a plain body of its name chose the default until now).
+pub(super) struct Heard {
+    pub(super) understood: bool,
+    pub(super) created: bool,
+}
 
-    /// See `Note::Paused`.
-    pub(super) fn on_pause(&mut self, now: Nanos, paused: Nanos) {
-        if let Some(p) = &mut self.peering {
-            let now = p.group_now(now);
-            p.on_pause(now, paused);
-            self.locker.peers().set_view(p.view(now));
+/// Takes in one message from configured peer `peer` (numbered as in the
+/// settings), received at `now`, into `locker` and its peering `p`. A
+/// message that cannot be decoded is dropped: peers cannot be answered,
+/// and the next cumulative count repairs whatever it carried. While
+/// grants are `refusing`, wants go unanswered (see below).
+///
+/// What a peer may say is bounded: counts only for limits it defines as
+/// this locker does, none above what one locker can grant in a slot,
+/// and node ids only as many as its room in the node table (see
+/// `core::peering::nodes`); the rest is refused and counted.
+pub(super) fn on_peer(
+    locker: &mut Locker,
+    p: &mut Peering,
+    refusing: bool,
+    now: Nanos,
+    peer: PeerIx,
+    body: &[u8],
+) -> Heard {
+    let mut heard_as = Heard { understood: false, created: false };
+    let Ok(msg) = wire::decode_peer(body) else { return heard_as };
+    // Offsets are measured against the group clock as read, not as
+    // held still after a move back.
+    let (reading, now) = (p.clock().reading(now), p.group_now(now));
+    let Some(sender) = msg.sender().map(node_key).filter(|_| peer < p.nodes().configured()) else {
+        return heard_as;
+    };
+    heard_as.understood = true;
+    let heard = match msg.kind {
+        PeerKind::Beat => {
+            let reported = reported_of(&msg, p.nodes());
+            let heard =
+                p.on_heartbeat(reading, peer, &sender, Beat { sent_at: msg.at, joining: msg.joining, reported });
+            if heard {
+                let me = &p.nodes().me().id;
+                let echo = msg.echo.iter().find(|e| *e.0 == **me).map(|e| e.1);
+                p.on_tenure(now, peer, Said { echo, dead: &msg.dead, holds: &msg.holds });
+            }
+            heard
+        }
+        PeerKind::Snapshot => {
+            let heard = p.on_message(now, peer, &sender);
+            if heard {
+                p.on_clock(reading, peer, msg.at, reported_of(&msg, p.nodes()));
+            }
+            heard
+        }
+        PeerKind::Counts => p.on_message(now, peer, &sender),
+    };
+    if !heard {
+        p.refuse(now, peer, || format!("a message sent as {:?}", shown(&sender.id)));
+        return heard_as;
+    }
+    if matches!(msg.kind, PeerKind::Beat | PeerKind::Snapshot) {
+        let members = msg.members.map(|PeerMembers(members, digest)| MemberSet { members, digest });
+        p.on_members(now, peer, &sender, members);
+    }
+    heard_as.created = super::runtime::learn(locker, p, now, peer, &msg.terms);
+    for PeerLimit(name, digest) in &msg.limits {
+        if let Ok(id) = locker.find(Some(name)) {
+            p.on_limit(peer, id, locker.limit(id).digest() == *digest, || name.clone());
         }
     }
+    // Demand figures (`asked`) of the former split are ignored. A want
+    // is answered with a gift, which must be recorded before it leaves:
+    // while the state file has no room, wants go unanswered.
+    let counts = msg.counts.iter().map(|c| (c, Counted::Granted));
+    let wanted = if refusing { &[][..] } else { &msg.wanted[..] };
+    for (c, what) in counts.chain(wanted.iter().map(|c| (c, Counted::Wanted))) {
+        if let Some(count) = accept(locker, p, now, peer, &msg.nodes, c, what) {
+            locker.peers().merge(now, &count);
+        }
+    }
+    for PeerGift(name, key, slot, from, to, n) in &msg.gave {
+        let Some(to) = msg.nodes.get(*to as usize).map(node_key) else { continue };
+        let Some(to) = p.nodes_mut().resolve(now, peer, &to) else { continue };
+        let c = PeerCount(name.clone(), key.clone(), *slot, *from, *n);
+        if let Some(count) = accept(locker, p, now, peer, &msg.nodes, &c, Counted::Gave(to)) {
+            locker.peers().merge(now, &count);
+        }
+    }
+    if msg.kind == PeerKind::Snapshot && msg.done {
+        // The runs the peer knows: this locker's earlier one among them
+        // means it may have granted in this slot (see `Peering::update`).
+        for key in msg.nodes.iter().skip(1).map(node_key) {
+            let _ = p.nodes_mut().resolve(now, peer, &key);
+        }
+        p.on_snapshot_done(now, peer, &sender);
+    }
+    locker.peers().set_view(p.view(now));
+    heard_as
+}
 
-    /// Hands every peer message due at `now` to `send`, encoded: the counts
-    /// of grants since the last call, then heartbeats, repairs and snapshots
-    /// as the peering schedule asks. Does nothing when not peered. Hands
-    /// `keep` first every ledger of conserved permits that changed, so that
-    /// a gift is recorded before it leaves.
-    pub(super) fn publish(&mut self, now: Nanos, keep: &mut impl Keep, mut send: impl FnMut(&[u8])) {
-        let Some(p) = &mut self.peering else { return };
-        // A heartbeat says what the group clock reads, not where it holds
-        // still after a move back, so that peers measure this clock right.
-        let (reading, now) = (p.clock().reading(now), p.group_now(now));
-        if let Err(full) = keep_ledgers(&mut self.locker, now, keep) {
-            self.status.refusing = Some(full);
-        }
-        let mut counts: Vec<Count> = self.locker.peers().take_granted().collect();
-        send_counts(&self.locker, p.nodes(), PeerKind::Counts, now, &counts, &mut send);
-        while let Some(out) = p.poll_transmit(now) {
-            counts.clear();
-            let kind = match out {
-                Outgoing::Heartbeat { joining } => {
-                    let echoes = p.echoes(now);
-                    let mut msg = Batch::new(&self.locker, p.nodes(), PeerKind::Beat, reading);
-                    msg.msg.joining = joining;
-                    tenure_of(p, echoes, &mut msg.msg);
-                    msg.finish(true, &mut send);
-                    continue;
-                }
-                Outgoing::Repair => {
-                    self.locker.peers().drain_touched(now, |c| counts.push(c));
-                    PeerKind::Counts
-                }
-                Outgoing::Snapshot => {
-                    self.locker.peers().snapshot(now, |c| counts.push(c));
-                    PeerKind::Snapshot
-                }
-            };
-            // A snapshot's time measures this clock, like a heartbeat's.
-            let at = if kind == PeerKind::Snapshot { reading } else { now };
-            send_counts(&self.locker, p.nodes(), kind, at, &counts, &mut send);
-        }
+/// See `Note::Paused`.
+pub(super) fn on_pause(locker: &mut Locker, p: &mut Peering, now: Nanos, paused: Nanos) {
+    let now = p.group_now(now);
+    p.on_pause(now, paused);
+    locker.peers().set_view(p.view(now));
+}
+
+/// Hands every peer message due at `now` to `send`, encoded: the counts
+/// of grants since the last call, then heartbeats, repairs and snapshots
+/// as the peering schedule asks. Hands `keep` first every ledger of
+/// conserved permits that changed, so that a gift is recorded before it
+/// leaves; says why grants must be refused when `keep` has no room left.
+pub(super) fn publish(
+    locker: &mut Locker,
+    p: &mut Peering,
+    now: Nanos,
+    keep: &mut impl Keep,
+    mut send: impl FnMut(&[u8]),
+) -> Option<&'static str> {
+    // A heartbeat says what the group clock reads, not where it holds
+    // still after a move back, so that peers measure this clock right.
+    let (reading, now) = (p.clock().reading(now), p.group_now(now));
+    let full = keep_ledgers(locker, now, keep).err();
+    let mut counts: Vec<Count> = locker.peers().take_granted().collect();
+    send_counts(locker, p.nodes(), PeerKind::Counts, now, &counts, &mut send);
+    while let Some(out) = p.poll_transmit(now) {
+        counts.clear();
+        let kind = match out {
+            Outgoing::Heartbeat { joining } => {
+                let echoes = p.echoes(now);
+                let mut msg = Batch::new(locker, p.nodes(), PeerKind::Beat, reading);
+                msg.msg.joining = joining;
+                tenure_of(p, echoes, &mut msg.msg);
+                msg.finish(true, &mut send);
+                continue;
+            }
+            Outgoing::Repair => {
+                locker.peers().drain_touched(now, |c| counts.push(c));
+                PeerKind::Counts
+            }
+            Outgoing::Snapshot => {
+                locker.peers().snapshot(now, |c| counts.push(c));
+                PeerKind::Snapshot
+            }
+        };
+        // A snapshot's time measures this clock, like a heartbeat's.
+        let at = if kind == PeerKind::Snapshot { reading } else { now };
+        send_counts(locker, p.nodes(), kind, at, &counts, &mut send);
     }
+    full
 }
 
 /// Hands `keep` the ledger of every key whose gifts changed (see

@@ -27,7 +27,7 @@ impl Service {
     #[inline]
     pub(super) fn find_go(&mut self, now: Nanos, go: &wire::Ask) -> Result<LimitId, AskError> {
         match &go.terms {
-            None => self.find(go.limit).map_err(AskError::from),
+            None => self.names.find(&mut self.locker, go.limit).map_err(AskError::from),
             Some(terms) => self.find_with_terms(now, go.limit, terms),
         }
     }
@@ -43,7 +43,7 @@ impl Service {
         name: Option<&str>,
         terms: &Terms,
     ) -> Result<LimitId, AskError> {
-        let made = self.made_by_terms(now, name, terms);
+        let made = limit_of(name, terms).and_then(|l| self.take_terms(now, l).map_err(AskError::from));
         if let Err(e) = &made {
             let differs = matches!(e, AskError::Table(TableError::TermsDiffer(_)));
             let id = differs.then(|| self.locker.find(name).ok()).flatten();
@@ -57,25 +57,15 @@ impl Service {
     /// decision (a store's claims), which counts nothing itself.
     pub(super) fn lookup_go(&mut self, now: Nanos, go: &wire::Ask) -> Result<LimitId, AskError> {
         match &go.terms {
-            None => self.lookup(go.limit).map_err(AskError::from),
-            Some(terms) => self.made_by_terms(now, go.limit, terms),
+            None => self.names.lookup(&self.locker, go.limit).map_err(AskError::from),
+            Some(terms) => limit_of(go.limit, terms).and_then(|l| self.take_terms(now, l).map_err(AskError::from)),
         }
     }
 
-    fn made_by_terms(&mut self, now: Nanos, name: Option<&str>, terms: &Terms) -> Result<LimitId, AskError> {
-        let name = name.unwrap_or(DEFAULT_LIMIT);
-        let limit = Limit::from_terms(name, terms.algorithm, terms.max_requests, terms.in_seconds, terms.burst)
-            .map_err(|e| AskError::Terms(e.to_string()))?;
-        self.take_terms(now, limit).map_err(AskError::from)
-    }
-
-    /// Creates a runtime limit a state file kept, as an ask with its terms
-    /// would, at `now`.
-    pub(super) fn restore_limit(&mut self, now: Nanos, limit: Limit) -> Result<LimitId, TableError> {
-        self.take_terms(now, limit)
-    }
-
-    fn take_terms(&mut self, now: Nanos, limit: Limit) -> Result<LimitId, TableError> {
+    /// Finds or creates `limit` as a go with its terms, or a state file
+    /// that kept it, makes it count, at `now`; keeps what refers to limits
+    /// in step with a new one.
+    pub(super) fn take_terms(&mut self, now: Nanos, limit: Limit) -> Result<LimitId, TableError> {
         let (id, made) = self.locker.find_with_terms(now, limit)?;
         if made != Made::Found {
             if let Some(p) = &mut self.peering {
@@ -87,23 +77,17 @@ impl Service {
                 s.grow(self.locker.figures().stats().count());
             }
             // A plain body of its name chose the default until now.
-            self.plain_memo.0.clear();
+            self.names.forget_plain();
         }
         Ok(id)
     }
+}
 
-    /// Drops the runtime limits idle at `now` (the group's time), keeping
-    /// the service's references to limit ids in step when any went. With a
-    /// store, not while claims are on their way: their answers name limits
-    /// by id, which a drop would move under them.
-    pub(super) fn drop_idle(&mut self, now: Nanos) {
-        if self.store.as_ref().is_some_and(|s| s.claiming()) {
-            return;
-        }
-        if !self.locker.drop_idle(now).is_empty() {
-            self.limits_moved();
-        }
-    }
+/// The limit `terms` define, named `name` (else the default).
+fn limit_of(name: Option<&str>, terms: &Terms) -> Result<Limit, AskError> {
+    let name = name.unwrap_or(DEFAULT_LIMIT);
+    Limit::from_terms(name, terms.algorithm, terms.max_requests, terms.in_seconds, terms.burst)
+        .map_err(|e| AskError::Terms(e.to_string()))
 }
 
 /// Creates the limits a peer's `terms` name that `locker` lacks, while its

@@ -24,8 +24,8 @@
 use super::{Answer, Note, Service, Token};
 use crate::core::claims::{ClaimAsk, Claimed};
 use crate::core::store_lease::{LeaseAnswer, LeaseCall};
-use crate::core::{Limit, LimitId, Nanos, PeerEvent, PeerIx, Reloaded, TableError};
-use crate::state::{Keep, Record, Restored};
+use crate::core::{Limit, LimitId, Nanos, PeerEvent, PeerIx, Peering, Reloaded, TableError};
+use crate::state::{self, Keep, Record, Restored};
 
 /// Where what a step produces goes, and what the loop saw of it.
 pub trait Io {
@@ -132,22 +132,50 @@ impl Upkeep for () {}
 /// state file's upkeep and the heap's trim. `out` is the loop's reply
 /// buffer, reused.
 pub fn turn(service: &mut Service, now: Nanos, keep: &mut impl Upkeep, io: &mut impl Io, out: &mut Vec<u8>) {
-    service.on_timeout(now);
+    // The work that fell due: expired leases freed and their count granted
+    // to waiters, the peers followed, idle runtime limits dropped, the
+    // store's hands whose time is up let go.
+    if let Some(s) = &mut service.store {
+        s.lease_calls.recheck(now);
+    }
+    let at = service.enter(now);
+    service.locker.expire(at);
+    // Not while claims are on their way: their answers name limits by id,
+    // which a drop would move under them.
+    if !service.store.as_ref().is_some_and(|s| s.claiming()) && !service.locker.drop_idle(at).is_empty() {
+        service.limits_moved();
+    }
+    if let Some(s) = &mut service.store {
+        s.sweep(at);
+    }
     answer_due(service, now, keep, io, out);
     flush(service, now, keep, io);
     if let Some(refusing) = keep.upkeep(now) {
-        service.note(Note::Refusing(refusing));
+        note(service, Note::Refusing(refusing));
     }
     if service.trim.note(now, service.locker.figures().live_keys()) {
         io.release_free_heap();
     }
 }
 
-/// When the loop must turn next, if ever (see `Service::next_deadline`
-/// and `Upkeep::next_upkeep`): it caps its wait on the sockets by this
-/// instant.
+/// When the loop must turn next, if ever: it caps its wait on the sockets
+/// by this instant. The next lease expiry or end of a queued acquire's
+/// wait needs a wake-up, and so do peering's heartbeats, snapshots and the
+/// end of joining; so does the end of a slot that holds keys, so that
+/// their memory comes back without waiting for the next ask of that limit;
+/// so does the next parked ask to decide again or to answer at the end of
+/// its hold; and so does the state file's upkeep (`Upkeep::next_upkeep`).
 pub fn next_deadline(service: &Service, keep: &impl Upkeep) -> Option<Nanos> {
-    [service.next_deadline(), keep.next_upkeep()].into_iter().flatten().min()
+    let peering = service.peering.as_ref().map(Peering::next_deadline);
+    let due = [service.locker.next_deadline(), peering].into_iter().flatten().min();
+    // Due by the group's clock; the loop waits by its own, as parked
+    // asks are.
+    let due = match &service.peering {
+        Some(p) => due.map(|d| p.clock().raw_at(d)),
+        None => due,
+    };
+    let recheck = service.store.as_ref().and_then(|s| s.lease_calls.next_recheck());
+    [due, service.holding.next_wake(), recheck, keep.next_upkeep()].into_iter().flatten().min()
 }
 
 /// Serves one request received at `now` under `token`: the parked asks
@@ -181,25 +209,47 @@ pub fn request(
 /// `why`, without serving it: one the loop refuses before it is read (a
 /// message of several parts). It counts as an error.
 pub fn refuse(service: &mut Service, token: Token, why: impl std::fmt::Display, io: &mut impl Io, out: &mut Vec<u8>) {
-    service.reject(why, out);
+    super::reject(&mut service.locker, why, out);
     io.reply(token, out);
 }
 
 /// Takes in one message from peer `peer` at `now`; whether it was
 /// understood. What it changes leaves with the next `flush`.
 pub fn peer(service: &mut Service, now: Nanos, peer: PeerIx, body: &[u8]) -> bool {
-    service.on_peer(now, peer, body)
+    let Some(p) = &mut service.peering else { return false };
+    let refusing = service.status.refusing.is_some();
+    let heard = super::peer::on_peer(&mut service.locker, p, refusing, now, peer, body);
+    if heard.created {
+        service.names.forget_plain();
+    }
+    heard.understood
 }
 
 /// Takes the store's answers in at `now`; the requests they free are
 /// answered by the next turn.
 pub fn store_answers(service: &mut Service, now: Nanos, claims: Vec<Claimed>, leases: Vec<LeaseAnswer>) {
-    service.on_store(now, claims, leases);
+    if let Some(s) = &mut service.store {
+        s.on_answers((&mut service.locker, &mut service.holding), now, claims, leases);
+    }
 }
 
 /// What the loop tells of itself (see `Note`).
 pub fn note(service: &mut Service, note: Note) {
-    service.note(note);
+    let status = &mut service.status;
+    match note {
+        Note::Refusing(reason) => status.refusing = reason,
+        Note::RefusedConnections(n) => status.refused_connections = n,
+        Note::AcceptFailures(n) => status.accept_failures = n,
+        Note::Undelivered { replies, go } => {
+            status.undelivered += replies;
+            status.undelivered_go += go;
+        }
+        Note::Paused { now, paused } => {
+            if let Some(p) = &mut service.peering {
+                super::peer::on_pause(&mut service.locker, p, now, paused);
+            }
+        }
+    }
 }
 
 /// Gives back what the go replies the loop could not deliver took, at
@@ -209,19 +259,21 @@ pub fn note(service: &mut Service, note: Note) {
 pub fn flush(service: &mut Service, now: Nanos, keep: &mut impl Keep, io: &mut impl Io) {
     let lost = io.undelivered();
     if lost.replies > 0 {
-        service.note(Note::Undelivered { replies: lost.replies, go: lost.go });
+        note(service, Note::Undelivered { replies: lost.replies, go: lost.go });
     }
     for (request, reply) in &lost.lost_go {
         service.give_back_undelivered(now, request, reply, keep);
     }
-    if service.peering.is_some() {
-        service.publish(now, keep, |bytes| io.publish(bytes));
-        while let Some(event) = service.poll_event() {
+    if let Some(p) = &mut service.peering {
+        if let Some(full) = super::peer::publish(&mut service.locker, p, now, keep, |bytes| io.publish(bytes)) {
+            service.status.refusing = Some(full);
+        }
+        while let Some(event) = p.poll_event() {
             io.event(event);
         }
     }
-    if service.store.is_some() {
-        let (claims, leases) = service.take_store_calls();
+    if let Some(s) = &mut service.store {
+        let (claims, leases) = s.take_calls();
         if !claims.is_empty() || !leases.is_empty() {
             io.store(claims, leases);
         }
@@ -248,13 +300,14 @@ pub fn restore<'a>(
     run: u32,
     records: impl Iterator<Item = Record<'a>>,
 ) -> (Restored, Vec<Record<'a>>) {
-    service.restore(now, run, records)
+    let nodes = service.peering.as_mut().map(|p| p.nodes_mut());
+    state::restore(&mut service.locker, nodes, now, run, records)
 }
 
 /// Creates a runtime limit a state file kept, as an ask with its terms
 /// would, at `now`, before its counts are put back.
 pub fn restore_limit(service: &mut Service, now: Nanos, limit: Limit) -> Result<LimitId, TableError> {
-    service.restore_limit(now, limit)
+    service.take_terms(now, limit)
 }
 
 /// Serves `default` and `limits` from `now` on, keeping what unchanged
@@ -265,7 +318,9 @@ pub fn reload(
     (default, limits, max_keys): (Limit, Vec<Limit>, usize),
     keep: &mut impl Keep,
 ) -> Reloaded {
-    let done = service.reload(default, limits, max_keys);
+    // Peering keeps the shortest slot it started with for its schedule.
+    let done = service.locker.reload(default, limits, max_keys);
+    service.limits_moved();
     keep.follow_limits(service.locker(), now);
     done
 }

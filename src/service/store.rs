@@ -1,13 +1,13 @@
 //! Asks decided from a store's claims (`core::claims`), and the requests
 //! parked while a claim is on its way.
 //!
-//! With a store, a request first goes through `claims_needed`: each of its
+//! With a store, a request first goes through `wait_for_claims`: each of its
 //! asks is checked against the hand of its limit and key, which emits the
 //! claims the hands lack. A request that needs none is answered at once
 //! (from the hands, so it never waits on the store); one that needs some
 //! is parked under its token until every one of them is answered, then
 //! decided (`next_resumed`). This is the seam any answer from outside the
-//! loop uses: the daemon hands the answers in with `on_store` and never
+//! loop uses: the daemon hands the answers in with `step::store_answers` and never
 //! blocks the serving thread on them.
 //!
 //! Waiting requests count against `--max-parked` with held ones; they may
@@ -26,11 +26,11 @@ use std::collections::{HashMap, VecDeque};
 use super::hold::Held;
 use super::parking::Token;
 use super::store_lease::LeaseCalls;
-use super::{Service, StoreStatus};
+use super::{Holding, Service, StoreStatus};
 use crate::core::claims::{ClaimAsk, ClaimId, Claimed, Claims, Need};
 use crate::core::store_lease::{LeaseAnswer, LeaseCall};
 use crate::core::{Algorithm, AskError, LimitId, Locker, Nanos, PermitAsk, Verdict};
-use crate::wire::{Ask, BatchEntry, Decoded, Request, WireError};
+use crate::wire::{Ask, BatchEntry, Decoded, Request};
 
 /// How many times a request goes back to waiting for claims (another ask
 /// spent what its claim brought) before it is answered from what is on
@@ -185,29 +185,95 @@ impl StoreSide {
     }
 }
 
-impl Service {
-    /// The claims and lease calls to send to the store, taken out; empty
-    /// without a store. A loop takes them through `step::flush`.
-    pub(super) fn take_store_calls(&mut self) -> (Vec<ClaimAsk>, Vec<LeaseCall>) {
-        match &mut self.store {
-            Some(s) => (s.claims.take_outbox(), std::mem::take(&mut s.lease_calls.outbox)),
-            None => (Vec::new(), Vec::new()),
-        }
+impl StoreSide {
+    /// The claims and lease calls to send to the store, taken out. A loop
+    /// takes them through `step::flush`.
+    pub(super) fn take_calls(&mut self) -> (Vec<ClaimAsk>, Vec<LeaseCall>) {
+        (self.claims.take_outbox(), std::mem::take(&mut self.lease_calls.outbox))
     }
 
     /// Takes the store's answers in at `now`: the requests that waited for
-    /// them are decided, and the replies to lease calls sent, by `next_ready`.
-    pub(super) fn on_store(&mut self, now: Nanos, claims: Vec<Claimed>, leases: Vec<LeaseAnswer>) {
-        let Some(s) = &mut self.store else { return };
+    /// them are decided, and the replies to lease calls sent, by
+    /// `Service::next_ready`; `locker` counts the lease answers, `holding`
+    /// the held ones.
+    pub(super) fn on_answers(
+        &mut self,
+        (locker, holding): (&mut Locker, &mut Holding),
+        now: Nanos,
+        claims: Vec<Claimed>,
+        leases: Vec<LeaseAnswer>,
+    ) {
         if !claims.is_empty() {
-            let settled = s.claims.settle(now, claims);
-            s.waiting.settle(&settled);
+            let settled = self.claims.settle(now, claims);
+            self.waiting.settle(&settled);
         }
-        self.on_leases(now, leases);
+        self.lease_calls.on_answers(locker, holding, now, leases);
     }
 
+    /// Parks request `body` (its token, next round and hold in `parked`)
+    /// when `asks` (each a limit of `locker`, a key and a cost) need
+    /// claims; whether it did. The claims are made even when there is no
+    /// room beside `holding` to wait for them: the ask is then answered
+    /// from what is on hand, and the next one finds the claim's permits.
+    pub(super) fn wait_for_claims(
+        &mut self,
+        (locker, holding): (&Locker, &Holding),
+        now: Nanos,
+        (token, body, round, hold): (Token, &[u8], u8, Held),
+        asks: &[(LimitId, Option<&str>, u64)],
+    ) -> bool {
+        let mut needed = Vec::new();
+        for &(id, key, cost) in asks {
+            let limit = locker.limit(id);
+            let Ok(cost) = u32::try_from(cost) else { continue };
+            if limit.algorithm() == Algorithm::Semaphore || cost == 0 || cost > limit.capacity() {
+                continue;
+            }
+            if let Need::Claim(c) = self.claims.need(now, id, limit, key, cost) {
+                if !needed.contains(&c) {
+                    needed.push(c);
+                }
+            }
+        }
+        if needed.is_empty() || !holding.has_room_beside(self.waiting.waiters.len()) {
+            return false;
+        }
+        self.waiting.park(token, body, &needed, round, hold);
+        true
+    }
+
+    /// The next request whose claims are all answered: its token, body,
+    /// next round and hold.
+    pub(super) fn next_resumed(&mut self) -> Option<Resumed> {
+        let waiting = &mut self.waiting;
+        while let Some(token) = waiting.ready.pop_front() {
+            if let Some(w) = waiting.waiters.remove(&token) {
+                return Some((w.token, w.body, w.round + 1, w.hold));
+            }
+        }
+        None
+    }
+
+    /// At shutdown: the next request waiting for the store, in order: a
+    /// lease request answered into `out` (no body, counted by `locker`),
+    /// or a request that waited for claims, to decide once more (its body).
+    pub(super) fn next_final(&mut self, locker: &mut Locker, out: &mut Vec<u8>) -> Option<(Token, Option<Box<[u8]>>)> {
+        if let Some(token) = self.lease_calls.next_final(locker, out) {
+            return Some((token, None));
+        }
+        if self.final_waiters.is_empty() && !self.waiting.waiters.is_empty() {
+            self.final_waiters = self.waiting.take_all();
+            self.final_waiters.reverse();
+        }
+        self.final_waiters.pop().map(|(token, body)| (token, Some(body)))
+    }
+}
+
+impl Service {
     /// Parks `body` (decoded: `decoded`) under `token` when its asks need
-    /// claims; whether it did. `hold` is the hold it is already under, if any.
+    /// claims (see `StoreSide::wait_for_claims`); whether it did. `hold` is
+    /// the hold it is already under, if any. The limits are found here, as
+    /// an ask with terms may create one.
     pub(super) fn wait_for_claims(
         &mut self,
         now: Nanos,
@@ -220,99 +286,38 @@ impl Service {
         if self.store.is_none() || round >= MAX_ROUNDS {
             return false;
         }
-        // The claims are made even when there is no room to wait for them:
-        // the ask is then answered from what is on hand, and the next one
-        // finds the claim's permits.
-        let needed = self.claims_needed(now, decoded);
-        let Some(s) = &mut self.store else { return false };
-        if needed.is_empty() || !self.holding.has_room_beside(s.waiting.waiters.len()) {
-            return false;
+        let mut asks = Vec::new();
+        if let Ok(Request::Plain(b)) = &decoded.request {
+            asks.push((self.names.plain(&self.locker, b), None, 1));
         }
-        s.waiting.park(token, body, &needed, round, hold);
-        true
-    }
-
-    /// The next request whose claims are all answered: its token, body,
-    /// next round and hold.
-    pub(super) fn next_resumed(&mut self) -> Option<Resumed> {
-        let waiting = &mut self.store.as_mut()?.waiting;
-        while let Some(token) = waiting.ready.pop_front() {
-            if let Some(w) = waiting.waiters.remove(&token) {
-                return Some((w.token, w.body, w.round + 1, w.hold));
-            }
-        }
-        None
-    }
-
-    /// At shutdown: the next request waiting for the store, in order: a
-    /// lease request answered into `out` (no body), or a request that
-    /// waited for claims, to decide once more (its body).
-    pub(super) fn next_final_from_store(&mut self, out: &mut Vec<u8>) -> Option<(Token, Option<Box<[u8]>>)> {
-        if let Some(token) = self.next_final_lease(out) {
-            return Some((token, None));
-        }
-        let s = self.store.as_mut()?;
-        if s.final_waiters.is_empty() && !s.waiting.waiters.is_empty() {
-            s.final_waiters = s.waiting.take_all();
-            s.final_waiters.reverse();
-        }
-        s.final_waiters.pop().map(|(token, body)| (token, Some(body)))
-    }
-
-    /// The claims the asks of `request` wait for (none when every one can
-    /// be answered now).
-    fn claims_needed(&mut self, now: Nanos, decoded: &Decoded) -> Vec<ClaimId> {
-        let mut needed = Vec::new();
-        let Ok(request) = &decoded.request else { return needed };
-        match request {
-            Request::Plain(b) => {
-                let id = self.plain_limit(b);
-                self.need(now, id, None, 1, &mut needed);
-            }
-            Request::Go(go) => {
-                if let Ok(id) = self.lookup_go(now, go) {
-                    self.need(now, id, go.key, go.cost, &mut needed);
-                }
-            }
-            Request::All(_) => self.need_all(now, decoded.parts(), &mut needed),
-            Request::Batch(_) => {
-                for (entry, parts) in decoded.entries_with_parts() {
-                    match entry {
-                        Ok(BatchEntry::Go(go)) => {
-                            if let Ok(id) = self.lookup_go(now, go) {
-                                self.need(now, id, go.key, go.cost, &mut needed);
-                            }
-                        }
-                        Ok(BatchEntry::All(_)) => self.need_all(now, parts, &mut needed),
-                        Err(_) => {}
-                    }
-                }
-            }
-            _ => {}
-        }
-        needed
-    }
-
-    /// The claims the parts of an `all` (`parts`) wait for, added to
-    /// `needed`.
-    fn need_all(&mut self, now: Nanos, parts: &[Result<Ask, WireError>], needed: &mut Vec<ClaimId>) {
-        for go in parts.iter().flatten() {
+        for go in gos_of(decoded) {
             if let Ok(id) = self.lookup_go(now, go) {
-                self.need(now, id, go.key, go.cost, needed);
+                asks.push((id, go.key, go.cost));
             }
         }
+        let Some(s) = &mut self.store else { return false };
+        s.wait_for_claims((&self.locker, &self.holding), now, (token, body, round, hold), &asks)
     }
+}
 
-    fn need(&mut self, now: Nanos, id: LimitId, key: Option<&str>, cost: u64, needed: &mut Vec<ClaimId>) {
-        let limit = self.locker.limit(id);
-        let (Some(s), Ok(cost)) = (&mut self.store, u32::try_from(cost)) else { return };
-        if limit.algorithm() == Algorithm::Semaphore || cost == 0 || cost > limit.capacity() {
-            return;
-        }
-        if let Need::Claim(c) = s.claims.need(now, id, limit, key, cost) {
-            if !needed.contains(&c) {
-                needed.push(c);
+/// The structured asks of `decoded` that may need claims: a go, each part
+/// of an `all`, each entry of a batch (an `all` entry's parts).
+fn gos_of<'d, 'a>(decoded: &'d Decoded<'a>) -> Vec<&'d Ask<'a>> {
+    let Ok(request) = &decoded.request else { return Vec::new() };
+    match request {
+        Request::Go(go) => vec![go],
+        Request::All(_) => decoded.parts().iter().flatten().collect(),
+        Request::Batch(_) => {
+            let mut gos = Vec::new();
+            for (entry, parts) in decoded.entries_with_parts() {
+                match entry {
+                    Ok(BatchEntry::Go(go)) => gos.push(go),
+                    Ok(BatchEntry::All(_)) => gos.extend(parts.iter().flatten()),
+                    Err(_) => {}
+                }
             }
+            gos
         }
+        _ => Vec::new(),
     }
 }

@@ -3,7 +3,7 @@
 //! store's answer comes back.
 //!
 //! A lease request needs the store itself, not a hand of permits, so it is
-//! parked under its token until the store thread answers (`Service::on_store`);
+//! parked under its token until the store thread answers (`step::store_answers`);
 //! the reply is then ready for `next_ready`. A request the locker's own
 //! checks refuse (a bad count or ttl, a forged restore) is answered at
 //! once and never reaches the store. When the store cannot be asked, a
@@ -23,12 +23,14 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::lease::{acquire_ask, encode, lease_reply};
+use super::names::Names;
 use super::parking::{asked_hold, Token};
-use super::{error_reply, Answer, Service};
-use crate::core::kinds::semaphore::LeaseState;
+
+use super::{error_reply, Answer, Holding, StoreSide};
+use crate::core::kinds::semaphore::{LeaseState, LeaseVerdict};
 use crate::core::store_lease::{CallId, LeaseAnswer, LeaseCall, LeaseOp, StoreLeaseState};
 use crate::core::time::{ceil_ms, NANOS_PER_MS};
-use crate::core::{BeatTerms, HeartbeatAsk, LeaseError, LimitId, Nanos};
+use crate::core::{BeatTerms, HeartbeatAsk, LeaseError, LimitId, Locker, Nanos};
 use crate::wire::{self, Heartbeat, LeaseAsk, Request};
 
 /// How often the store is asked again whether a held acquire's queued
@@ -115,30 +117,30 @@ impl LeaseCalls {
     }
 }
 
-impl Service {
-    /// With a store, sends a lease request on a semaphore to it, parked
-    /// under `token` (`Some(Held)`), or answers it into `out` when the
-    /// locker's checks refuse it (`Some(Now)`); `None` for any other
-    /// request, or without a store.
+impl StoreSide {
+    /// Sends a lease request on a semaphore of `locker` (found through
+    /// `names`) to the store, parked under `token` (`Some(Held)`), or
+    /// answers it into `out` when the locker's checks refuse it
+    /// (`Some(Now)`); `None` for any other request. A held one waits only
+    /// when there is room beside `holding`.
     pub(super) fn lease_to_store(
         &mut self,
-        now: Nanos,
-        token: Token,
+        (locker, names, holding): (&mut Locker, &mut Names, &Holding),
+        (now, token): (Nanos, Token),
         request: &Request,
         out: &mut Vec<u8>,
     ) -> Option<Answer> {
-        self.store.as_ref()?;
         let (limit, call) = match request {
             Request::Acquire(ask) => {
-                let limit = self.semaphore(ask.limit)?;
-                (limit, self.acquire_call(limit, ask))
+                let limit = semaphore(locker, names, ask.limit)?;
+                (limit, acquire_call(locker, limit, ask))
             }
             Request::Heartbeat(beat) => {
-                let limit = self.semaphore(beat.limit)?;
-                (limit, self.beat_call(limit, beat))
+                let limit = semaphore(locker, names, beat.limit)?;
+                (limit, beat_call(locker, limit, beat))
             }
             Request::Release(release) => {
-                let limit = self.semaphore(release.limit)?;
+                let limit = semaphore(locker, names, release.limit)?;
                 (limit, Ok((release.lease.into(), LeaseOp::Release, Follow::Release)))
             }
             _ => return None,
@@ -151,9 +153,10 @@ impl Service {
                 return Some(Answer::Now);
             }
         };
-        let l = self.locker.limit(limit);
+        let l = locker.limit(limit);
         let (name, capacity) = (Box::<str>::from(l.name()), l.capacity());
-        let held = self.store_hold(now, request, &op).map(|(until, ttl)| Held {
+        let room = holding.has_room_beside(self.len());
+        let held = store_hold(now, request, &op).filter(|_| room).map(|(until, ttl)| Held {
             since: now,
             until,
             ttl,
@@ -161,184 +164,181 @@ impl Service {
             name: name.clone(),
             capacity,
         });
-        let calls = &mut self.store.as_mut()?.lease_calls;
+        let calls = &mut self.lease_calls;
         let id = calls.next;
         calls.next += 1;
         calls.outbox.push(LeaseCall { id, name, capacity, lease: lease.clone(), op });
         calls.waits.insert(id, LeaseWait { token, limit, lease, follow, held });
         Some(Answer::Held)
     }
+}
 
-    /// The end of the hold and the ttl of a held lease request to the
-    /// store (`hold_ms` on an acquire that may queue, or on a heartbeat),
-    /// when there is room to hold it; `None` to answer it as the store does.
-    fn store_hold(&self, now: Nanos, request: &Request, op: &LeaseOp) -> Option<(Nanos, Nanos)> {
-        let (hold, ttl) = match (request, op) {
-            (Request::Acquire(a), LeaseOp::Acquire(h)) if h.max_wait > 0 => (a.hold_ms?, h.ttl),
-            (Request::Heartbeat(b), LeaseOp::Heartbeat { ttl, restore: None }) => (b.hold_ms?, *ttl),
-            _ => return None,
-        };
-        let room = self.holding.has_room_beside(self.store.as_ref().map_or(0, |s| s.len()));
-        (hold > 0 && room).then(|| (now.saturating_add(asked_hold(hold)), ttl))
+/// The end of the hold and the ttl of a held lease request to the store
+/// (`hold_ms` on an acquire that may queue, or on a heartbeat); `None` to
+/// answer it as the store does.
+fn store_hold(now: Nanos, request: &Request, op: &LeaseOp) -> Option<(Nanos, Nanos)> {
+    let (hold, ttl) = match (request, op) {
+        (Request::Acquire(a), LeaseOp::Acquire(h)) if h.max_wait > 0 => (a.hold_ms?, h.ttl),
+        (Request::Heartbeat(b), LeaseOp::Heartbeat { ttl, restore: None }) => (b.hold_ms?, *ttl),
+        _ => return None,
+    };
+    (hold > 0).then(|| (now.saturating_add(asked_hold(hold)), ttl))
+}
+
+/// The semaphore `name` names; `None` (the request is answered as without
+/// a store, which says why) when it names none.
+fn semaphore(locker: &mut Locker, names: &mut Names, name: Option<&str>) -> Option<LimitId> {
+    let limit = names.find(locker, name).ok()?;
+    locker.leases(limit).ok().map(|_| limit)
+}
+
+/// An acquire's call, checked and its lease id minted; a refusal is counted.
+fn acquire_call(locker: &mut Locker, limit: LimitId, ask: &LeaseAsk) -> Result<Call, LeaseError> {
+    let call = locker.leases(limit).and_then(|l| l.lease_for(&acquire_ask(limit, ask)));
+    if call.is_err() {
+        locker.counters().note_acquire::<String, _>(limit, &Err(()));
     }
+    call.map(|(lease, hold)| (lease.into(), LeaseOp::Acquire(hold), Follow::Acquire))
+}
 
-    /// The semaphore `name` names; `None` (the request is answered as
-    /// without a store, which says why) when it names none.
-    fn semaphore(&mut self, name: Option<&str>) -> Option<LimitId> {
-        let limit = self.find(name).ok()?;
-        self.locker.leases(limit).ok().map(|_| limit)
+/// A heartbeat's call, checked; a refusal is counted.
+fn beat_call(locker: &mut Locker, limit: LimitId, beat: &Heartbeat) -> Result<Call, LeaseError> {
+    let ask = HeartbeatAsk { limit, lease: beat.lease, ttl_ms: beat.ttl_ms, count: beat.count };
+    let terms = locker.leases(limit).and_then(|l| l.beat_terms(&ask));
+    if terms.is_err() {
+        locker.counters().note_follow_up::<(), _>(limit, &Err(()));
     }
+    let op = |t: &BeatTerms| LeaseOp::Heartbeat { ttl: t.ttl, restore: t.restore };
+    terms.map(|t| (beat.lease.into(), op(&t), Follow::Heartbeat(t)))
+}
 
-    /// An acquire's call, checked and its lease id minted; a refusal is counted.
-    fn acquire_call(&mut self, limit: LimitId, ask: &LeaseAsk) -> Result<Call, LeaseError> {
-        let call = self.locker.leases(limit).and_then(|l| l.lease_for(&acquire_ask(limit, ask)));
-        if call.is_err() {
-            self.locker.counters().note_acquire::<String, _>(limit, &Err(()));
-        }
-        call.map(|(lease, hold)| (lease.into(), LeaseOp::Acquire(hold), Follow::Acquire))
-    }
-
-    /// A heartbeat's call, checked; a refusal is counted.
-    fn beat_call(&mut self, limit: LimitId, beat: &Heartbeat) -> Result<Call, LeaseError> {
-        let ask = HeartbeatAsk { limit, lease: beat.lease, ttl_ms: beat.ttl_ms, count: beat.count };
-        let terms = self.locker.leases(limit).and_then(|l| l.beat_terms(&ask));
-        if terms.is_err() {
-            self.locker.counters().note_follow_up::<(), _>(limit, &Err(()));
-        }
-        let op = |t: &BeatTerms| LeaseOp::Heartbeat { ttl: t.ttl, restore: t.restore };
-        terms.map(|t| (beat.lease.into(), op(&t), Follow::Heartbeat(t)))
-    }
-
-    /// Takes the store's answers to lease calls in at `now`: their replies
-    /// are sent by `next_ready`.
-    pub(super) fn on_leases(&mut self, now: Nanos, answers: Vec<LeaseAnswer>) {
+impl LeaseCalls {
+    /// Takes the store's answers to lease calls in at `now`, counted by
+    /// `locker` (held ones by `holding`): their replies are sent by
+    /// `next_reply`.
+    pub(super) fn on_answers(
+        &mut self,
+        locker: &mut Locker,
+        holding: &mut Holding,
+        now: Nanos,
+        answers: Vec<LeaseAnswer>,
+    ) {
         for answer in answers {
-            let Some(mut wait) = self.lease_calls().and_then(|c| c.waits.remove(&answer.id)) else { continue };
+            let Some(mut wait) = self.waits.remove(&answer.id) else { continue };
             let mut out = Vec::new();
             if let Some(held) = wait.held.clone() {
                 let queued = answer.result.as_ref().is_ok_and(|s| s.state == StoreLeaseState::Pending);
                 if !matches!(wait.follow, Follow::Waiting) {
                     // Counted once, as the request it is; asked again uncounted.
-                    self.lease_answer(now, &wait, answer, &mut out);
+                    lease_answer(locker, now, &wait, answer, &mut out);
                     if queued && now < held.until {
-                        self.holding.parking.held += 1;
+                        holding.parking.held += 1;
                         wait.follow = Follow::Waiting;
                         wait.held = Some(Held { pending_reply: out, ..held });
-                        self.recheck_later(now, wait);
+                        self.rechecks.push_back((now.saturating_add(RECHECK), wait));
                         continue;
                     }
                 } else if queued && now < held.until {
-                    self.recheck_later(now, wait);
+                    self.rechecks.push_back((now.saturating_add(RECHECK), wait));
                     continue;
-                } else {
-                    self.held_answer(now, &wait, &held, answer, &mut out);
+                } else if held_answer(now, &wait, &held, answer, &mut out) {
+                    holding.parking.held_go += 1;
                 }
             } else {
-                self.lease_answer(now, &wait, answer, &mut out);
+                lease_answer(locker, now, &wait, answer, &mut out);
             }
-            if let Some(calls) = self.lease_calls() {
-                calls.answered.push_back((wait.token, out));
-            }
+            self.answered.push_back((wait.token, out));
         }
-    }
-
-    fn lease_calls(&mut self) -> Option<&mut LeaseCalls> {
-        self.store.as_mut().map(|s| &mut s.lease_calls)
-    }
-
-    /// The reply to `wait` from the store's `answer`, counted.
-    fn lease_answer(&mut self, now: Nanos, wait: &LeaseWait, answer: LeaseAnswer, out: &mut Vec<u8>) {
-        let store = match answer.result {
-            Ok(s) => s,
-            Err(why) => {
-                match wait.follow {
-                    Follow::Acquire => self.locker.counters().note_acquire::<String, _>(wait.limit, &Err(())),
-                    _ => self.locker.counters().note_follow_up::<(), _>(wait.limit, &Err(())),
-                }
-                wire::encode(&error_reply(&why), out);
-                return;
-            }
-        };
-        let lease = wait.lease.to_string();
-        match &wait.follow {
-            Follow::Acquire => {
-                // An acquire's answer is never short of capacity: only a restore is.
-                let v = store.verdict(now).map_err(|_| LeaseError::UnknownLease(lease.clone()));
-                let result = v.map(|v| (lease.clone(), v));
-                self.locker.counters().note_acquire(wait.limit, &result);
-                encode(result.map(|(lease, v)| lease_reply(now, &v, lease)), out);
-            }
-            Follow::Heartbeat(terms) => {
-                let result = terms.outcome(&lease, store.verdict(now), None);
-                self.locker.counters().note_follow_up(wait.limit, &result);
-                encode(result.map(|v| lease_reply(now, &v, lease)), out);
-            }
-            Follow::Release => {
-                let result = store.verdict(now).map_err(|_| LeaseError::UnknownLease(lease.clone()));
-                self.locker.counters().note_follow_up(wait.limit, &result);
-                encode(result.map(|v| lease_reply(now, &v, lease)), out);
-            }
-            // A held request asked again is answered by `held_answer`.
-            Follow::Waiting => {}
-        }
-    }
-
-    /// Asks the store again about held request `wait` a recheck after `now`.
-    fn recheck_later(&mut self, now: Nanos, wait: LeaseWait) {
-        if let Some(calls) = self.lease_calls() {
-            calls.rechecks.push_back((now.saturating_add(RECHECK), wait));
-        }
-    }
-
-    /// The reply to held request `wait` from the store's `answer`: held,
-    /// pending (its hold ended first), not held (the store no longer
-    /// queues it), or the store's error; carrying how long it was held.
-    fn held_answer(&mut self, now: Nanos, wait: &LeaseWait, held: &Held, answer: LeaseAnswer, out: &mut Vec<u8>) {
-        out.clear();
-        let verdict = match answer.result {
-            Ok(store) => store.verdict(now).unwrap_or(crate::core::kinds::semaphore::LeaseVerdict {
-                state: LeaseState::Unknown,
-                capacity: store.capacity,
-                free: store.free,
-            }),
-            Err(why) => return wire::encode(&error_reply(&why), out),
-        };
-        if matches!(verdict.state, LeaseState::Held { .. }) {
-            self.holding.parking.held_go += 1;
-        }
-        let mut reply = lease_reply(now, &verdict, wait.lease.to_string());
-        reply.waited_ms = Some(ceil_ms(now.saturating_sub(held.since)));
-        wire::encode(&reply, out);
     }
 
     /// The next reply to a lease call the store answered: written into
     /// `out`, its token returned.
-    pub(super) fn next_lease_reply(&mut self, out: &mut Vec<u8>) -> Option<Token> {
-        let (token, reply) = self.lease_calls()?.answered.pop_front()?;
+    pub(super) fn next_reply(&mut self, out: &mut Vec<u8>) -> Option<Token> {
+        let (token, reply) = self.answered.pop_front()?;
         out.clear();
         out.extend_from_slice(&reply);
         Some(token)
     }
 
     /// At shutdown: the next lease request still waiting, answered with
-    /// what the store said, or with an error when it has not answered.
-    pub(super) fn next_final_lease(&mut self, out: &mut Vec<u8>) -> Option<Token> {
-        if let Some(token) = self.next_lease_reply(out) {
+    /// what the store said, or with an error (counted by `locker`) when it
+    /// has not answered.
+    pub(super) fn next_final(&mut self, locker: &mut Locker, out: &mut Vec<u8>) -> Option<Token> {
+        if let Some(token) = self.next_reply(out) {
             return Some(token);
         }
         // A held request still queued in the store: pending, as the store
         // first answered, so that its caller can ask another locker.
-        if let Some((_, wait)) = self.lease_calls().and_then(|c| c.rechecks.pop_front()) {
+        if let Some((_, wait)) = self.rechecks.pop_front() {
             out.clear();
             out.extend_from_slice(wait.held.as_ref().map_or(&[][..], |h| &h.pending_reply));
             return Some(wait.token);
         }
-        let calls = self.lease_calls()?;
-        let id = *calls.waits.keys().min()?;
-        let wait = calls.waits.remove(&id).expect("just found");
+        let id = *self.waits.keys().min()?;
+        let wait = self.waits.remove(&id).expect("just found");
         out.clear();
         let why = "the locker stopped before the store answered this lease request; a lease it took ends with its ttl";
-        self.lease_answer(0, &wait, LeaseAnswer { id, result: Err(why.into()) }, out);
+        lease_answer(locker, 0, &wait, LeaseAnswer { id, result: Err(why.into()) }, out);
         Some(wait.token)
     }
+}
+
+/// The reply to `wait` from the store's `answer`, counted by `locker`.
+fn lease_answer(locker: &mut Locker, now: Nanos, wait: &LeaseWait, answer: LeaseAnswer, out: &mut Vec<u8>) {
+    let store = match answer.result {
+        Ok(s) => s,
+        Err(why) => {
+            match wait.follow {
+                Follow::Acquire => locker.counters().note_acquire::<String, _>(wait.limit, &Err(())),
+                _ => locker.counters().note_follow_up::<(), _>(wait.limit, &Err(())),
+            }
+            wire::encode(&error_reply(&why), out);
+            return;
+        }
+    };
+    let lease = wait.lease.to_string();
+    match &wait.follow {
+        Follow::Acquire => {
+            // An acquire's answer is never short of capacity: only a restore is.
+            let v = store.verdict(now).map_err(|_| LeaseError::UnknownLease(lease.clone()));
+            let result = v.map(|v| (lease.clone(), v));
+            locker.counters().note_acquire(wait.limit, &result);
+            encode(result.map(|(lease, v)| lease_reply(now, &v, lease)), out);
+        }
+        Follow::Heartbeat(terms) => {
+            let result = terms.outcome(&lease, store.verdict(now), None);
+            locker.counters().note_follow_up(wait.limit, &result);
+            encode(result.map(|v| lease_reply(now, &v, lease)), out);
+        }
+        Follow::Release => {
+            let result = store.verdict(now).map_err(|_| LeaseError::UnknownLease(lease.clone()));
+            locker.counters().note_follow_up(wait.limit, &result);
+            encode(result.map(|v| lease_reply(now, &v, lease)), out);
+        }
+        // A held request asked again is answered by `held_answer`.
+        Follow::Waiting => {}
+    }
+}
+
+/// The reply to held request `wait` from the store's `answer`: held,
+/// pending (its hold ended first), not held (the store no longer queues
+/// it), or the store's error; carrying how long it was held. Whether it
+/// was held.
+fn held_answer(now: Nanos, wait: &LeaseWait, held: &Held, answer: LeaseAnswer, out: &mut Vec<u8>) -> bool {
+    out.clear();
+    let verdict = match answer.result {
+        Ok(store) => store.verdict(now).unwrap_or(LeaseVerdict {
+            state: LeaseState::Unknown,
+            capacity: store.capacity,
+            free: store.free,
+        }),
+        Err(why) => {
+            wire::encode(&error_reply(&why), out);
+            return false;
+        }
+    };
+    let mut reply = lease_reply(now, &verdict, wait.lease.to_string());
+    reply.waited_ms = Some(ceil_ms(now.saturating_sub(held.since)));
+    wire::encode(&reply, out);
+    matches!(verdict.state, LeaseState::Held { .. })
 }

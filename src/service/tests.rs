@@ -8,7 +8,7 @@
 
 use super::*;
 use crate::core::claims::{ClaimAsk, Claimed, Grant};
-use crate::core::Quota;
+use crate::core::{Limit, Quota};
 use crate::wire::{Ask, BatchAsk};
 
 const MS: Nanos = 1_000_000;
@@ -192,16 +192,16 @@ fn same_bytes_agrees_with_slice_equality_at_every_length_and_difference() {
     let base: Vec<u8> = (0..40u8).collect();
     for len in 0..=base.len() {
         let a = &base[..len];
-        assert!(super::same_bytes(a, a), "length {len}");
+        assert!(super::names::same_bytes(a, a), "length {len}");
         for at in 0..len {
             let mut b = a.to_vec();
             b[at] ^= 0x40;
-            assert!(!super::same_bytes(a, &b), "length {len}, byte {at}");
+            assert!(!super::names::same_bytes(a, &b), "length {len}, byte {at}");
         }
         if len > 0 {
-            assert!(!super::same_bytes(a, &base[..len - 1]), "lengths {len} and {}", len - 1);
+            assert!(!super::names::same_bytes(a, &base[..len - 1]), "lengths {len} and {}", len - 1);
         }
     }
-    assert!(super::same_bytes(b"let me go", b"let me go"));
-    assert!(!super::same_bytes(b"let me go", b"let me gO"));
+    assert!(super::names::same_bytes(b"let me go", b"let me go"));
+    assert!(!super::names::same_bytes(b"let me go", b"let me gO"));
 }

@@ -12,7 +12,7 @@ use crate::core::locker::all_or_none;
 use crate::core::time::ceil_ms;
 use crate::core::{AskError, Nanos, PartError, PermitAsk, Verdict, MAX_PARTS};
 use crate::state::Keep;
-use crate::wire::{self, AllAsk, AllReply, BatchEntry, EntryReply, GoReply, Reply, Request, WireError};
+use crate::wire::{self, AllAsk, AllReply, BatchEntry, Decoded, EntryReply, GoReply, Reply, Request, WireError};
 
 // Every part a request may hold fits the array `Service::all` fills.
 const _: () = assert!(wire::MAX_PARTS <= MAX_PARTS);
@@ -123,7 +123,7 @@ impl Service {
 
     /// Answers a refund: a go reply whose `granted` is what went back.
     pub(super) fn refund(&mut self, now: Nanos, refund: &wire::Refund, out: &mut Vec<u8>) {
-        let id = match self.find(refund.limit) {
+        let id = match self.names.find(&mut self.locker, refund.limit) {
             Ok(id) => id,
             Err(e) => return wire::encode(&error_reply(&e), out),
         };
@@ -144,7 +144,7 @@ impl Service {
 
     /// Answers a reset: a go reply with the key's figures after it.
     pub(super) fn reset(&mut self, now: Nanos, reset: &wire::Reset, out: &mut Vec<u8>) {
-        let id = match self.find(reset.limit) {
+        let id = match self.names.find(&mut self.locker, reset.limit) {
             Ok(id) => id,
             Err(e) => return wire::encode(&error_reply(&e), out),
         };
@@ -169,67 +169,77 @@ impl Service {
     /// (`reply`) could not be delivered: nobody goes with those permits.
     /// A plain go gave 1, a structured one its `granted` or its cost; a
     /// batch, each entry's go (an `all` entry's as an `all`'s); an `all`
-    /// that went, each part's.
+    /// that went, each part's. Each give-back is noted for the state file.
     pub(super) fn give_back_undelivered(&mut self, now: Nanos, request: &[u8], reply: &[u8], keep: &mut impl Keep) {
         let decoded = self.decoder.decode(request);
+        let mut took = Vec::new();
+        took_by(&decoded, reply, &mut took);
         self.keeping(now, keep, |s| {
             let now = s.enter(now);
-            match &decoded.request {
-                Ok(Request::Plain(body)) => {
-                    let limit = s.plain_limit(body);
-                    s.give_back_noted(now, &PermitAsk::new(limit));
+            let asks: Vec<PermitAsk> = match &decoded.request {
+                Ok(Request::Plain(body)) => vec![PermitAsk::new(s.names.plain(&s.locker, body))],
+                _ => took
+                    .iter()
+                    .filter_map(|(go, cost)| {
+                        let limit = s.names.lookup(&s.locker, go.limit).ok()?;
+                        Some(PermitAsk { key: go.key, cost: *cost, ..PermitAsk::new(limit) })
+                    })
+                    .collect(),
+            };
+            for ask in &asks {
+                if s.give_back(now, ask).is_ok_and(|v| v.granted > 0) {
+                    s.journal.note_count(ask.limit, ask.key);
                 }
-                Ok(Request::Go(go)) => {
-                    if let Ok(Reply::Answer(r)) = wire::decode_reply::<GoReply>(reply) {
-                        s.give_back_go(now, go, &r);
-                    }
-                }
-                Ok(Request::Batch(_)) => {
-                    if let Ok(Reply::Answer(replies)) = wire::decode_batch_entries_reply(reply) {
-                        for ((entry, parts), r) in decoded.entries_with_parts().zip(&replies) {
-                            match (entry, r) {
-                                (Ok(BatchEntry::Go(go)), Ok(EntryReply::Go(r))) => s.give_back_go(now, go, r),
-                                (Ok(BatchEntry::All(_)), Ok(EntryReply::All(r))) => s.give_back_all(now, parts, r),
-                                _ => {}
-                            }
-                        }
-                    }
-                }
-                Ok(Request::All(_)) => {
-                    if let Ok(Reply::Answer(r)) = wire::decode_all_reply(reply) {
-                        s.give_back_all(now, decoded.parts(), &r);
-                    }
-                }
-                _ => {}
             }
         });
+        drop(took);
         self.decoder.recycle(decoded);
     }
+}
 
-    /// Gives back what each part of an `all` (`parts`) took, when its
-    /// reply `reply` says the whole went.
-    fn give_back_all(&mut self, now: Nanos, parts: &[Result<wire::Ask, WireError>], reply: &AllReply) {
-        for (go, part) in parts.iter().zip(&reply.replies).filter(|_| reply.ok) {
-            if let Ok(go) = go {
-                self.give_back_go(now, go, part);
+/// The structured asks a go reply `reply` to `decoded` granted, each with
+/// what it took (its `granted`, else its cost), added to `took`: a go's,
+/// each entry's of a batch, each part's of an `all` that went.
+fn took_by<'d, 'a>(decoded: &'d Decoded<'a>, reply: &[u8], took: &mut Vec<(&'d wire::Ask<'a>, u64)>) {
+    let mut went = |go: &'d wire::Ask<'a>, r: &GoReply| {
+        if r.ok {
+            took.push((go, r.granted.map_or(go.cost, u64::from)));
+        }
+    };
+    match &decoded.request {
+        Ok(Request::Go(go)) => {
+            if let Ok(Reply::Answer(r)) = wire::decode_reply::<GoReply>(reply) {
+                went(go, &r);
             }
         }
-    }
-
-    /// Gives back what `go` took, as its reply `reply` says.
-    fn give_back_go(&mut self, now: Nanos, go: &wire::Ask, reply: &GoReply) {
-        if !reply.ok {
-            return;
+        Ok(Request::Batch(_)) => {
+            if let Ok(Reply::Answer(replies)) = wire::decode_batch_entries_reply(reply) {
+                for ((entry, parts), r) in decoded.entries_with_parts().zip(&replies) {
+                    match (entry, r) {
+                        (Ok(BatchEntry::Go(go)), Ok(EntryReply::Go(r))) => went(go, r),
+                        (Ok(BatchEntry::All(_)), Ok(EntryReply::All(r))) => {
+                            parts_went(parts, r).for_each(|(go, part)| went(go, part));
+                        }
+                        _ => {}
+                    }
+                }
+            }
         }
-        let Ok(limit) = self.lookup(go.limit) else { return };
-        let granted = reply.granted.map_or(go.cost, u64::from);
-        self.give_back_noted(now, &PermitAsk { key: go.key, cost: granted, ..PermitAsk::new(limit) });
-    }
-
-    /// Gives back up to `ask.cost`, noting the change for the state file.
-    fn give_back_noted(&mut self, now: Nanos, ask: &PermitAsk) {
-        if self.give_back(now, ask).is_ok_and(|v| v.granted > 0) {
-            self.journal.note_count(ask.limit, ask.key);
+        Ok(Request::All(_)) => {
+            if let Ok(Reply::Answer(r)) = wire::decode_all_reply(reply) {
+                parts_went(decoded.parts(), &r).for_each(|(go, part)| went(go, part));
+            }
         }
+        _ => {}
     }
+}
+
+/// The parts of an `all` (`parts`) and their replies in `r`, when the
+/// whole went: they went only then.
+fn parts_went<'d, 'a, 'r>(
+    parts: &'d [Result<wire::Ask<'a>, WireError>],
+    r: &'r AllReply,
+) -> impl Iterator<Item = (&'d wire::Ask<'a>, &'r GoReply)> {
+    let whole = if r.ok { &r.replies[..] } else { &[] };
+    parts.iter().zip(whole).filter_map(|(go, part)| Some((go.as_ref().ok()?, part)))
 }
