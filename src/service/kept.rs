@@ -35,4 +35,16 @@ impl Service {
         let nodes = self.peering.as_mut().map(|p| p.nodes_mut());
         state::restore(&mut self.locker, nodes, now, run, records)
     }
+
+    /// Takes what `restore` put back for possibly incomplete: the file
+    /// was written on another boot, so its unsynced tail may be lost.
+    /// When peered, this run owns none of the periods under way (see
+    /// `Peering::distrust_earlier_runs`). Alone, nothing changes: what the
+    /// file kept still counts, and a lost tail costs no more than a
+    /// restart without the file, which owns the whole limit.
+    pub fn distrust_restored(&mut self) {
+        if let Some(p) = &mut self.peering {
+            p.distrust_earlier_runs();
+        }
+    }
 }
