@@ -223,3 +223,44 @@ fn a_restart_4_s_ahead_grants_nothing_where_the_slot_went_and_the_next_real_slot
 fn a_restart_4_s_behind_grants_nothing_where_the_slot_went_and_the_next_real_slot_serves_in_full() {
     step_of_part_of_a_slot("behind", 1_500, "-4", 4_000, -4_000);
 }
+
+/// The `unseen_ms` a locker logged, if it logged one.
+fn unseen_ms(log: &str) -> Option<u64> {
+    let at = log.find("unseen_ms=")? + "unseen_ms=".len();
+    log[at..].chars().take_while(char::is_ascii_digit).collect::<String>().parse().ok()
+}
+
+/// A wall clock stepped 5 s ahead while a locker runs (libfaketime
+/// re-reading its timestamp file; the monotonic and boot-time clocks stay
+/// true), as a paused VM's is set right after it resumes: real time the
+/// monotonic clock did not see. The locker takes it for a pause of as much
+/// (issue 52, item 4), and serves on.
+#[test]
+fn a_wall_clock_jump_the_monotonic_clock_did_not_see_is_taken_for_a_pause() {
+    if !Path::new(LIBFAKETIME).exists() {
+        return eprintln!("libfaketime is not installed (apt-get install faketime): skipping");
+    }
+    let dir = Dir::new("jump");
+    let file = dir.0.join("faketime");
+    std::fs::write(&file, "+0\n").unwrap();
+    let vars = [
+        format!("LD_PRELOAD={LIBFAKETIME}"),
+        "FAKETIME_DONT_FAKE_MONOTONIC=1".into(),
+        format!("FAKETIME_TIMESTAMP_FILE={}", file.display()),
+        // Read again at least every second, not at every reading.
+        "FAKETIME_CACHE_DURATION=1".into(),
+    ];
+    let wrapper: Vec<&str> = std::iter::once("env").chain(vars.iter().map(String::as_str)).collect();
+    let d = Daemon::start_logged_under(&wrapper, &["--max-requests", "100", "--in-seconds", "1"]);
+    assert!(ask(&d, 1).ok);
+    assert!(!d.log().contains("taken as a pause"), "no pause before the jump: {}", d.log());
+    std::fs::write(&file, "+5\n").unwrap();
+    // The loop turns at least every 100 ms; libfaketime reads its file
+    // again within a second.
+    let log = d.log_with("taken as a pause");
+    assert!(log.contains("taken as a pause"), "the jump was not noticed: {log}");
+    let unseen = unseen_ms(&log).expect("unseen_ms logged");
+    assert!((4_000..=5_000).contains(&unseen), "a pause of about 5 s: {unseen} ms in {log}");
+    assert!(ask(&d, 1).ok, "serves on");
+    stop(d, "");
+}
