@@ -654,3 +654,17 @@ fn restore_terms(loaded: &Loaded, service: &mut Service, now: Nanos) -> Vec<Opti
     }
     numbers
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_is_from_before_a_reboot_only_when_both_boots_are_known_and_differ() {
+        let boot = |id| Some(BootStamp { id, wall_at_boot: 1_000 });
+        assert!(rebooted_since(boot(7), boot(8)), "another boot");
+        assert!(!rebooted_since(boot(7), boot(7)), "this boot");
+        assert!(!rebooted_since(None, boot(7)), "a file with no Clock record");
+        assert!(!rebooted_since(boot(7), None), "a kernel that does not say");
+    }
+}
