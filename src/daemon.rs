@@ -15,6 +15,7 @@ pub mod signals;
 pub mod store;
 pub mod transport;
 mod trim;
+mod watch;
 pub mod zap;
 
 pub use clock::Clock;

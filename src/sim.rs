@@ -6,8 +6,9 @@
 //! step (`service::step`: a turn at the service's deadline or the loop's
 //! tick, a request, a peer message, a flush after each that gives back
 //! what undelivered go replies took and publishes; and a pause reported as
-//! the daemon reports it), callers that go away before their held ask is
-//! answered (`abandon`), a node's state file when it keeps
+//! the daemon reports it, even one that stopped the node's own clock:
+//! `freeze`), callers that go away before their held ask is answered
+//! (`abandon`), a node's state file when it keeps
 //! one (`keep_state`: the records the daemon's keeper would write, which a
 //! kill leaves in place and a restart puts back), and the network between them (a
 //! delay, a jitter that reorders, a loss rate, duplicates, links cut and
@@ -84,6 +85,8 @@ struct Node {
     paused_until: Option<Nanos>,
     /// The true instant the node last ran, to tell it how long a pause was.
     last: Nanos,
+    /// How much of the current pause its own clock does not see (`freeze`).
+    unseen: Nanos,
     /// Its state file (`--state`), once `keep_state` turned it on.
     state: StateFile,
 }
@@ -181,6 +184,10 @@ pub struct Group {
     /// `cut[from][to]`: messages from `from` to `to` are dropped (a
     /// partition), until healed.
     cut: Vec<Vec<bool>>,
+    /// Whether a pause its own clock did not see is told to a node, as the
+    /// daemon's loop tells it by comparing its monotonic clock with the
+    /// boot-time and wall clocks (see `freeze`).
+    cross_check: bool,
 }
 
 /// The callers of a group's requests, as the daemon's serving socket
@@ -265,6 +272,7 @@ impl Group {
                 turn: start,
                 paused_until: None,
                 last: start,
+                unseen: 0,
                 state: StateFile::default(),
             })
             .collect();
@@ -283,6 +291,7 @@ impl Group {
             callers: Callers::default(),
             duplication: 0.0,
             cut: vec![vec![false; n]; n],
+            cross_check: true,
         };
         for i in 0..n {
             g.turn(i);
@@ -456,6 +465,7 @@ impl Group {
     pub fn kill(&mut self, i: usize) {
         self.nodes[i].service = None;
         self.nodes[i].paused_until = None;
+        self.nodes[i].unseen = 0;
     }
 
     /// Gives node `i` a state file from now on (`--state`): a restart puts
@@ -490,6 +500,7 @@ impl Group {
         }
         self.nodes[i].turn = self.now;
         self.nodes[i].paused_until = None;
+        self.nodes[i].unseen = 0;
         self.turn(i);
     }
 
@@ -498,6 +509,23 @@ impl Group {
     /// wait in its socket.
     pub fn pause(&mut self, i: usize, d: Nanos) {
         self.nodes[i].paused_until = Some(self.now + d);
+    }
+
+    /// Stops node `i` for `d` from now as a suspended host or a paused VM
+    /// is stopped: its monotonic clock stops too. The daemon's loop still
+    /// learns of it from its boot-time and wall clocks and moves its clock
+    /// ahead by as much; `without_cross_check`, the node's clock comes
+    /// back `d` behind (its offset moves by as much, for good) and the
+    /// pause goes untold.
+    pub fn freeze(&mut self, i: usize, d: Nanos) {
+        self.pause(i, d);
+        self.nodes[i].unseen = d;
+    }
+
+    /// Plays a daemon loop that compares nothing with its monotonic clock:
+    /// a `freeze` goes untold.
+    pub fn without_cross_check(&mut self) {
+        self.cross_check = false;
     }
 
     fn is_up(&self, i: usize) -> bool {
@@ -515,9 +543,17 @@ impl Group {
         let Some(until) = self.nodes[i].paused_until else { return };
         assert!(self.now >= until, "node {i} is paused: advance past its pause first");
         self.nodes[i].paused_until = None;
+        // A pause its clock did not see: the daemon's loop catches up with
+        // it (its clock moves ahead by as much), as if its clock had seen
+        // it; without that cross-check the clock comes back behind.
+        let unseen = std::mem::take(&mut self.nodes[i].unseen);
+        if !self.cross_check {
+            self.nodes[i].offset -= unseen as i64;
+        }
         let now = self.clock(i);
         let away = self.now - self.nodes[i].last;
-        step::note(self.service(i), Note::Paused { now, paused: away });
+        let told = if self.cross_check { away } else { away - unseen };
+        step::note(self.service(i), Note::Paused { now, paused: told });
     }
 
     /// One loop turn of node `i` with nothing to read (`step::turn`:

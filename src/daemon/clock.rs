@@ -79,7 +79,6 @@ impl BootStamp {
 /// of the wall clock, the pair least far apart of a few tries (a thread
 /// preempted between two readings would otherwise look like a step).
 fn wall_at_boot() -> Option<Nanos> {
-    let wall = || SystemTime::now().duration_since(UNIX_EPOCH).ok().map(|d| d.as_nanos() as Nanos);
     let mut best: Option<(Nanos, Nanos)> = None;
     for _ in 0..8 {
         let before = wall()?;
@@ -109,13 +108,19 @@ fn monotonic() -> Nanos {
 }
 
 /// The boot-time clock: nanoseconds since boot, suspend included.
-fn boot_time() -> Option<Nanos> {
+pub(super) fn boot_time() -> Option<Nanos> {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `ts` is a valid, writable timespec for the call.
     if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) } != 0 {
         return None;
     }
     Some(ts.tv_sec as Nanos * 1_000_000_000 + ts.tv_nsec as Nanos)
+}
+
+/// The wall clock now, in nanoseconds since the Unix epoch; `None` before
+/// it (a clock set wrong).
+pub(super) fn wall() -> Option<Nanos> {
+    SystemTime::now().duration_since(UNIX_EPOCH).ok().map(|d| d.as_nanos() as Nanos)
 }
 
 #[cfg(test)]

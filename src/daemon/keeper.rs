@@ -50,6 +50,9 @@ pub struct Loaded {
     /// Records written after this (by the wall clock now) are from a clock
     /// far ahead of this one, on another boot: they are dropped.
     cut: Option<Nanos>,
+    /// The file's last run wrote it on another boot: what it wrote last
+    /// may never have reached the disk (see `Keeper::start`).
+    rebooted: bool,
 }
 
 impl Loaded {
@@ -90,14 +93,25 @@ const STEP_FLOOR: i64 = 1_000_000;
 /// clock on one side or the other, and neither is followed for good.
 const MAX_LEAD: Nanos = NANOS_PER_SEC;
 
-/// How far the wall clock was stepped between the file's last run and
-/// this one (0 on another boot or without a `Clock` record), warned of.
-fn step_since_file(replay: Option<&Replay>, boot: Option<BootStamp>) -> i64 {
+/// The boot the file's last run wrote it on, by its `Clock` record.
+fn boot_of_file(replay: Option<&Replay>) -> Option<BootStamp> {
     let saved = replay.into_iter().flat_map(Replay::records).filter_map(|r| match r {
         Record::Clock { run, boot, wall_at_boot } => Some((run, BootStamp { id: boot, wall_at_boot })),
         _ => None,
     });
-    let Some((_, saved)) = saved.max_by_key(|(run, _)| *run) else { return 0 };
+    saved.max_by_key(|(run, _)| *run).map(|(_, saved)| saved)
+}
+
+/// Whether the file's last run wrote it on another boot than `boot`:
+/// false where either boot is unknown (no `Clock` record, not Linux).
+fn rebooted_since(saved: Option<BootStamp>, boot: Option<BootStamp>) -> bool {
+    saved.zip(boot).is_some_and(|(saved, boot)| saved.id != boot.id)
+}
+
+/// How far the wall clock was stepped between the file's last run and
+/// this one (0 on another boot or without a `Clock` record), warned of.
+fn step_since_file(saved: Option<BootStamp>, boot: Option<BootStamp>) -> i64 {
+    let Some(saved) = saved else { return 0 };
     let step = boot.and_then(|b| b.step_since(&saved)).unwrap_or(0);
     // What two readings of the clocks differ by without a step: not a
     // step, and not applied (a count moved by it would hold in a second
@@ -113,6 +127,26 @@ fn step_since_file(replay: Option<&Replay>, boot: Option<BootStamp>) -> i64 {
         );
     }
     step
+}
+
+/// A file written before the host rebooted may have lost its tail: what
+/// was written to the mapped file and not yet synced (every record, unless
+/// `--state-fsync`, and what came after the last sync even then). Its
+/// last grants and gifts may have left the host while their records did
+/// not reach the disk, so a peered run owns none of the slots, windows and
+/// periods under way, as a run that cannot know what it gave; it waits for
+/// the next ones, and may use what peers give it meanwhile.
+fn distrust_after_reboot(service: &mut Service) {
+    if service.peering().is_some() {
+        warn!(
+            "the state file was written before the host rebooted, and what it kept last may never have reached \
+             the disk: this run owns none of the current slot (window, period) of shared limits and waits for \
+             the next"
+        );
+    } else {
+        info!("the state file was written before the host rebooted; what it kept last may be lost");
+    }
+    step::distrust_restored(service);
 }
 
 /// When each run in the file started, by its `Run` record.
@@ -143,8 +177,9 @@ pub fn load(config: &StateConfig, locker: &Locker) -> Result<Loaded, StateError>
         warn!(path = %config.path.display(), %problem, skipped, "state file damaged; restoring every good record");
     }
     let boot = BootStamp::now();
-    let step = step_since_file(replay.as_ref(), boot);
-    let mut loaded = Loaded { replay, digest, started, boot, step, cut: None };
+    let saved = boot_of_file(replay.as_ref());
+    let (step, rebooted) = (step_since_file(saved, boot), rebooted_since(saved, boot));
+    let mut loaded = Loaded { replay, digest, started, boot, step, cut: None, rebooted };
     let wall = Clock::start().now();
     let lead = loaded.not_before().saturating_sub(wall);
     if lead > MAX_LEAD.max(locker.figures().longest_slot()) {
@@ -235,6 +270,9 @@ impl Keeper {
             .filter(|r| r.at() <= cut);
         let run = loaded.replay.as_ref().map_or(0, Replay::next_run);
         let (restored, mut keep) = step::restore(service, now, run, records);
+        if loaded.rebooted {
+            distrust_after_reboot(service);
+        }
         let node = service.peering().map(|p| p.nodes().me()).map_or(String::new(), |n| n.id.to_string());
         keep.insert(0, Record::Run { run, incarnation, node: &node });
         if let Some(b) = loaded.boot {
@@ -636,4 +674,18 @@ fn restore_terms(loaded: &Loaded, service: &mut Service, now: Nanos) -> Vec<Opti
         }
     }
     numbers
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_is_from_before_a_reboot_only_when_both_boots_are_known_and_differ() {
+        let boot = |id| Some(BootStamp { id, wall_at_boot: 1_000 });
+        assert!(rebooted_since(boot(7), boot(8)), "another boot");
+        assert!(!rebooted_since(boot(7), boot(7)), "this boot");
+        assert!(!rebooted_since(None, boot(7)), "a file with no Clock record");
+        assert!(!rebooted_since(boot(7), None), "a kernel that does not say");
+    }
 }

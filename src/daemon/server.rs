@@ -20,7 +20,8 @@
 //! counts make harmless. Peer messages and requests are read in bounded
 //! batches with the stop flag checked between them, so no flood delays a
 //! stop; and the loop tells the service how long it was away when the
-//! process was paused (SIGSTOP, a frozen VM).
+//! process was paused (SIGSTOP, a frozen VM; `watch`, which also catches
+//! pauses the monotonic clock did not see).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -36,6 +37,8 @@ use super::serving::{Received, Serving};
 use super::signals::Control;
 use super::store::{StoreCalls, StoreError, StoreLink};
 use super::transport::{self, zmq_err, TransportError};
+use super::watch::Watch;
+pub use super::watch::{LoopClock, Others};
 use super::zap::{self, Gate};
 use crate::config::{PeerConfig, PeerSpec, ServeConfig};
 use crate::core::claims::ClaimAsk;
@@ -67,10 +70,6 @@ const INNER_BATCH: usize = 8;
 
 /// How many peer messages are read from one peer in one go.
 const PEER_BATCH: usize = 64;
-
-/// A loop turn longer than this is reported to the service as a pause; the
-/// service decides whether it was long enough to matter.
-const PAUSE_NS: u64 = 2 * TICK_MS as u64 * NANOS_PER_MS;
 
 /// How long the serving socket may keep sending the replies of asks held
 /// at a stop, in milliseconds: well within the stop's second.
@@ -113,25 +112,6 @@ struct PeerSockets {
     /// One per configured peer, in configuration order.
     subscribers: Vec<zmq::Socket>,
     endpoint: String,
-}
-
-/// What the loop's clock reads: the daemon's `Clock`, or a test's.
-pub trait LoopClock: Send {
-    /// The time now, in nanoseconds since the Unix epoch; never goes back.
-    fn now(&self) -> Nanos;
-}
-
-impl LoopClock for Clock {
-    #[inline]
-    fn now(&self) -> Nanos {
-        Clock::now(self)
-    }
-}
-
-impl LoopClock for Box<dyn LoopClock> {
-    fn now(&self) -> Nanos {
-        (**self).now()
-    }
 }
 
 /// A bound locker, ready to run.
@@ -213,29 +193,6 @@ impl Io for LoopIo {
     }
 }
 
-/// The clock as the loop reads it. Each reading also says how long it has
-/// been since the previous one: a loop that reads the clock at least every
-/// tick and finds much more time gone was not running (SIGSTOP, a frozen
-/// VM), and the service hears of it before the reading is used for
-/// anything, so no request is decided on the view from before the pause.
-struct Watch {
-    clock: Box<dyn LoopClock>,
-    last: Nanos,
-}
-
-impl Watch {
-    fn now(&mut self, service: &mut Service) -> Nanos {
-        let now = self.clock.now();
-        let away = now.saturating_sub(self.last);
-        self.last = now;
-        if away > PAUSE_NS {
-            info!(away_ms = away / NANOS_PER_MS, "the loop did not run for a while");
-            step::note(service, Note::Paused { now, paused: away });
-        }
-        now
-    }
-}
-
 impl Server {
     /// Binds the serving socket described by `config` and builds the locker.
     pub fn bind(config: &ServeConfig) -> Result<Server, ServerError> {
@@ -314,7 +271,7 @@ impl Server {
             }
             _ => None,
         };
-        let watch = Watch { clock: Box::new(clock), last: clock.now() };
+        let watch = Watch::new(Box::new(clock), config.peering.is_some());
         Ok(Server {
             io: LoopIo { serving, peers, store, admins: Admins::new(config.curve.as_ref()), caller: None },
             gate,
@@ -334,7 +291,7 @@ impl Server {
     /// for tests that serve on real sockets in this process at instants
     /// they choose.
     pub fn with_clock(mut self, clock: impl LoopClock + 'static) -> Server {
-        self.watch = Watch { last: clock.now(), clock: Box::new(clock) };
+        self.watch = Watch::new(Box::new(clock), self.watch.peered());
         self
     }
 
@@ -389,7 +346,7 @@ impl Server {
                 self.reload();
             }
             if let Some(feed) = &mut self.metrics {
-                feed.tick(&self.service, self.watch.clock.now(), false);
+                feed.tick(&self.service, self.watch.peek(), false);
             }
             let (readable, refused_accepts) = self.wait_readable()?;
             if let Some(gate) = &mut self.gate {
@@ -399,7 +356,7 @@ impl Server {
             if refused_accepts {
                 step::note(&mut self.service, Note::AcceptFailures(self.accepts.read()));
             }
-            let now = self.watch.now(&mut self.service);
+            let now = self.watch.checked(&mut self.service);
             if let Some(rls) = &self.rls {
                 rls.health().set(serving(&self.service));
             }
@@ -416,7 +373,9 @@ impl Server {
                 let heard = self.read_peers(&mut msg)?;
                 let n = self.serve_some(&mut msg, &mut out)?;
                 if heard + n > 0 {
-                    let now = self.watch.now(&mut self.service);
+                    // Checked against the other clocks per batch, before
+                    // anything it decided leaves (see `watch`).
+                    let now = self.watch.checked(&mut self.service);
                     step::flush(&mut self.service, now, &mut self.state, &mut self.io);
                 }
                 handled += n + heard;
@@ -433,7 +392,7 @@ impl Server {
             rls.stop();
         }
         if let Some(feed) = &mut self.metrics {
-            feed.tick(&self.service, self.watch.clock.now(), true);
+            feed.tick(&self.service, self.watch.peek(), true);
         }
         let refused = self.gate.as_ref().map(Gate::refused);
         info!(refused_connections = ?refused, "stopping");
@@ -448,7 +407,7 @@ impl Server {
         let Some(r) = &mut self.reload else {
             return warn!("asked to reload, but the config came from no file");
         };
-        let now = self.watch.clock.now();
+        let now = self.watch.peek();
         let (service, state) = (&mut self.service, &mut self.state);
         reload::apply(r, self.rls.as_ref(), |limits| step::reload(service, now, limits, state));
     }
@@ -458,7 +417,7 @@ impl Server {
     /// and whether the accept monitor has news (so that it is read only
     /// then, not on every turn).
     fn wait_readable(&mut self) -> Result<(bool, bool), ServerError> {
-        let now = self.watch.clock.now();
+        let now = self.watch.peek();
         let deadline = step::next_deadline(&self.service, &self.state);
         let until_deadline = deadline.map(|d| d.saturating_sub(now).div_ceil(NANOS_PER_MS));
         let tick = if self.io.serving.backlog() > 0 { BACKLOG_RETRY_MS } else { TICK_MS };
@@ -561,8 +520,8 @@ impl Server {
         if answered > 0 {
             info!(answered, "answered every held ask before stopping");
         }
-        let until = self.watch.clock.now() + STOP_LINGER_MS as u64 * NANOS_PER_MS;
-        while self.io.serving.backlog() > 0 && self.watch.clock.now() < until {
+        let until = self.watch.peek() + STOP_LINGER_MS as u64 * NANOS_PER_MS;
+        while self.io.serving.backlog() > 0 && self.watch.peek() < until {
             let mut items = [self.io.serving.socket().as_poll_item(zmq::POLLOUT)];
             let _ = zmq::poll(&mut items, BACKLOG_RETRY_MS);
             self.io.serving.retry();

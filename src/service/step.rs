@@ -304,6 +304,12 @@ pub fn restore<'a>(
     state::restore(&mut service.locker, nodes, now, run, records)
 }
 
+/// Takes what `restore` put back for possibly incomplete, the file being
+/// from another boot (see `Service::distrust_restored`).
+pub fn distrust_restored(service: &mut Service) {
+    service.distrust_restored();
+}
+
 /// Creates a runtime limit a state file kept, as an ask with its terms
 /// would, at `now`, before its counts are put back.
 pub fn restore_limit(service: &mut Service, now: Nanos, limit: Limit) -> Result<LimitId, TableError> {

@@ -24,7 +24,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use locker::{Ask, Client};
 
-use crate::support::{Daemon, DEADLINE};
+use crate::support::{self, Daemon, DEADLINE};
 
 const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 const HOUR_MS: u64 = 3_600_000;
@@ -222,4 +222,68 @@ fn a_restart_4_s_ahead_grants_nothing_where_the_slot_went_and_the_next_real_slot
 #[test]
 fn a_restart_4_s_behind_grants_nothing_where_the_slot_went_and_the_next_real_slot_serves_in_full() {
     step_of_part_of_a_slot("behind", 1_500, "-4", 4_000, -4_000);
+}
+
+/// The `unseen_ms` a locker logged, if it logged one.
+fn unseen_ms(log: &str) -> Option<u64> {
+    let at = log.find("unseen_ms=")? + "unseen_ms=".len();
+    log[at..].chars().take_while(char::is_ascii_digit).collect::<String>().parse().ok()
+}
+
+/// A locker whose wall clock is stepped `step` seconds ahead while it runs
+/// (libfaketime re-reading its timestamp file; the monotonic and boot-time
+/// clocks stay true), as a paused VM's is set right after it resumes:
+/// real time the monotonic clock did not see, or a step. Returns its log
+/// once it logged `logged`; `None` without libfaketime.
+fn wall_stepped_ahead(args: &[&str], logged: &str) -> Option<(Daemon, String)> {
+    if !Path::new(LIBFAKETIME).exists() {
+        eprintln!("libfaketime is not installed (apt-get install faketime): skipping");
+        return None;
+    }
+    let dir = Dir::new("jump");
+    let file = dir.0.join("faketime");
+    std::fs::write(&file, "+0\n").unwrap();
+    let vars = [
+        format!("LD_PRELOAD={LIBFAKETIME}"),
+        "FAKETIME_DONT_FAKE_MONOTONIC=1".into(),
+        format!("FAKETIME_TIMESTAMP_FILE={}", file.display()),
+        // Read again at least every second, not at every reading.
+        "FAKETIME_CACHE_DURATION=1".into(),
+    ];
+    let wrapper: Vec<&str> = std::iter::once("env").chain(vars.iter().map(String::as_str)).collect();
+    let d = Daemon::start_logged_under(&wrapper, args);
+    assert!(!d.log().contains(logged), "nothing before the step: {}", d.log());
+    std::fs::write(&file, "+5\n").unwrap();
+    // The loop turns at least every 100 ms; libfaketime reads its file
+    // again within a second.
+    let log = d.log_with(logged);
+    assert!(log.contains(logged), "the step was not noticed: {log}");
+    Some((d, log))
+}
+
+/// A peered locker takes a wall clock jump the monotonic clock did not see
+/// for a pause of as much (issue 52, item 4): the safe side, since its
+/// lease must not outlive one its heir saw run out.
+#[test]
+fn a_wall_clock_jump_the_monotonic_clock_did_not_see_is_taken_for_a_pause() {
+    let (peer_bind, silent) =
+        (format!("tcp://127.0.0.1:{}", support::free_port()), format!("tcp://127.0.0.1:{}", support::free_port()));
+    let args = ["--peer-bind", &peer_bind, "--node-id", "a", "--peer", &silent, "--max-requests", "100"];
+    let Some((d, log)) = wall_stepped_ahead(&args, "taken as a pause") else { return };
+    let unseen = unseen_ms(&log).expect("unseen_ms logged");
+    assert!((4_000..=5_000).contains(&unseen), "a pause of about 5 s: {unseen} ms in {log}");
+    let answer = Client::new([d.endpoint.as_str()], DEADLINE).unwrap().ask(&Ask::new());
+    assert!(answer.is_ok(), "answers on: {answer:?}");
+    stop(d, "");
+}
+
+/// A lone locker holds no lease: it logs a wall clock step ahead but keeps
+/// its own reckoning, so its current slot is not cut short.
+#[test]
+fn a_lone_locker_logs_a_wall_clock_step_ahead_and_keeps_its_slots() {
+    let args = ["--max-requests", "100", "--in-seconds", "1"];
+    let Some((d, log)) = wall_stepped_ahead(&args, "keeps its own reckoning") else { return };
+    assert!(!log.contains("taken as a pause"), "a lone locker followed a wall step: {log}");
+    assert!(ask(&d, 1).ok, "serves on");
+    stop(d, "");
 }

@@ -127,6 +127,9 @@ pub struct Peering {
     /// Whether its state file kept what every earlier run granted and gave
     /// (see `Share::resumes`), as found when it first joined.
     resumes: bool,
+    /// Its state file may have lost what earlier runs last wrote (see
+    /// `distrust_earlier_runs`).
+    distrusts_file: bool,
     /// Which members' shares this locker grants from, and its lease.
     tenure: Tenure,
     /// Each limit's name and digest when the agreements were last fitted
@@ -163,6 +166,7 @@ impl Peering {
             clock: GroupClock::default(),
             owns_from: if settings_peers_empty { 0 } else { Nanos::MAX },
             resumes: false,
+            distrusts_file: false,
             tenure,
             fitted: Vec::new(),
             untaught: HashSet::new(),
@@ -390,6 +394,16 @@ impl Peering {
         }
     }
 
+    /// Tells the peering, before it joins, that the state file this run
+    /// restored may have lost what its earlier runs wrote last (it was
+    /// written before the host rebooted, and its tail may never have
+    /// reached the disk): this run resumes nothing of it and owns none of
+    /// the slots (windows, periods) under way when it joins, as a run that
+    /// cannot know what it gave. Gifts it may still use.
+    pub fn distrust_earlier_runs(&mut self) {
+        self.distrusts_file = true;
+    }
+
     /// Tells the peering that this locker's own loop did not run for
     /// `paused` until `now`. Longer than the peer-dead time, its view is
     /// stale (peers counted it out and granted meanwhile) and what queued up
@@ -421,11 +435,11 @@ impl Peering {
             // An earlier run of this locker may have granted in the slot it
             // joins in, and nothing says how much: when a peer knew of one,
             // or not every peer answered, this run owns none of that slot.
-            let unsure = !all || self.nodes.knows_earlier_run();
+            let unsure = !all || self.nodes.knows_earlier_run() || self.distrusts_file;
             if self.owns_from == Nanos::MAX {
                 // Unless its state file kept every grant and gift they
                 // made: then it knows exactly what is left of the slot.
-                self.resumes = all && self.nodes.knows_every_earlier_run();
+                self.resumes = all && self.nodes.knows_every_earlier_run() && !self.distrusts_file;
             }
             self.owns_from = self.owns_from.min(if unsure { now } else { 0 });
             self.tenure.joined(now, all);

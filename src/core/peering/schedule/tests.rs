@@ -172,3 +172,28 @@ fn a_starting_locker_serves_on_the_middle_clock_from_its_first_grant() {
     let events: Vec<_> = std::iter::from_fn(|| p.poll_event()).collect();
     assert!(events.contains(&PeerEvent::ClockFollowed { by_ms: -50, correction_ms: -50 }), "{events:?}");
 }
+
+/// A locker of one peer whose state file named an earlier run of it,
+/// joined at `T0 + 5 ms`; `distrusted` when the file came from before a
+/// reboot.
+fn restarted_with_a_file(distrusted: bool) -> PeerView {
+    let mut p = peering(1);
+    p.nodes_mut().kept_runs([("a", T0 - 1000 * MS)].into_iter());
+    if distrusted {
+        p.distrust_earlier_runs();
+    }
+    drain(&mut p, T0);
+    p.on_heartbeat(T0, 0, &node("b", 1), beat(T0, false));
+    p.on_snapshot_done(T0 + 5 * MS, 0, &node("b", 1));
+    assert!(!p.is_joining());
+    p.view(T0 + 5 * MS)
+}
+
+#[test]
+fn a_file_from_before_a_reboot_resumes_nothing_and_owns_none_of_the_slots_under_way() {
+    let trusted = restarted_with_a_file(false);
+    assert!(trusted.resumes, "the file kept every grant and gift of the earlier run");
+    let after_reboot = restarted_with_a_file(true);
+    assert!(!after_reboot.resumes, "its tail may never have reached the disk");
+    assert_eq!(after_reboot.owns_from, T0 + 5 * MS, "owns the slots that begin once it joined, no earlier one");
+}
