@@ -150,6 +150,20 @@ impl Rule {
         !matches!(self, Rule::Semaphore(_))
     }
 
+    /// How long peers must remember a run of a locker after they last
+    /// heard of it: as long as what it granted or gave may still count, so
+    /// that a later run of the same locker learns of it and owns none of
+    /// what it may have spent (see `Share::owns_from`). Each kind says why
+    /// its figure is enough; 0 for the semaphore, which peers do not share.
+    pub fn memory(&self) -> Nanos {
+        match self {
+            Rule::Window(w) => w.memory(),
+            Rule::Bucket(b) => b.memory(),
+            Rule::Rolling(r) => r.memory(),
+            Rule::Semaphore(_) => 0,
+        }
+    }
+
     /// Calls `f` with the own counts a verdict `v` for `key` of limit `id`,
     /// at `now`, leaves for the peers: after a go, the key's cumulative own
     /// count in the kind's slot (a fixed window's current slot, the rolling

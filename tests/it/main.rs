@@ -173,6 +173,8 @@ mod peering_kept_bucket;
 mod peering_kept_rolling;
 /// Peered lockers that list different members: nothing granted from shares until the sets agree, never over max.
 mod peering_members;
+/// A peered rolling window whose locker restarts more than two windows after lending its rights: never over max.
+mod peering_memory;
 /// Peered lockers splitting each slot by demand, on a simulated clock: a bursty
 /// or fast caller on one locker gets its whole quota, and load that moves adapts within a slot.
 mod peering_split;

@@ -105,6 +105,18 @@ impl Bucket {
         self.interval
     }
 
+    /// How long peers remember a run after they last heard of it (see
+    /// `Rule::memory`): two refill periods and `burst / rate`. Its gifts
+    /// end with the period they are of, which ends within a period of its
+    /// last message (the second period covers a run whose clock was a
+    /// little ahead); its room, which its grants may have emptied, comes
+    /// back full `burst / rate` (the depth) after its last gift ended. A
+    /// later run that did not learn of it holds a full room at once, which
+    /// is only safe once the earlier room would have refilled.
+    pub fn memory(&self) -> Nanos {
+        self.quota.slot_ns().saturating_mul(2).saturating_add(self.depth)
+    }
+
     /// Keys whose bucket is not full, or that hold a period's wants and
     /// gifts.
     pub fn live_keys(&self) -> usize {

@@ -74,6 +74,16 @@ impl FixedWindow {
         self.quota
     }
 
+    /// How long peers remember a run after they last heard of it (see
+    /// `Rule::memory`): two slots. A run counts and gives in the slot it
+    /// speaks in, which ends within a slot of its last message; the second
+    /// slot covers a run whose clock was a little ahead and counted early
+    /// in the next one (see `early`). A peered window makes no
+    /// reservations, so nothing of it counts later.
+    pub fn memory(&self) -> Nanos {
+        self.quota.slot_ns().saturating_mul(2)
+    }
+
     /// Takes a new quota, keeping the counts when the slot length is the
     /// same (a new `max_requests` applies to them from the next ask);
     /// returns false, changing nothing, when the slots would differ.

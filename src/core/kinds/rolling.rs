@@ -43,7 +43,7 @@ use crate::core::ask::{Verdict, Want};
 use crate::core::inline_keys::InlineKeys;
 use crate::core::limit::Quota;
 use crate::core::room::{KeyRoom, Leeway, NoRoom};
-use crate::core::share::Share;
+use crate::core::share::{Share, EARLIER_GIFTS_WINDOWS};
 use crate::core::time::{Nanos, NANOS_PER_SEC};
 
 mod back;
@@ -89,6 +89,21 @@ impl RollingWindow {
     /// The quota this window enforces.
     pub fn quota(&self) -> Quota {
         self.quota
+    }
+
+    /// How long peers remember a run after they last heard of it (see
+    /// `Rule::memory`): `EARLIER_GIFTS_WINDOWS` windows and one more. A
+    /// run's rights come back only when the grants made with them leave
+    /// the window: it renews what it lent into the next window, whose
+    /// receiver's grants count through the window after, so what it did in
+    /// window k bears on windows up to k + 2, which end within three
+    /// windows of its last message (its own grants, within one). One
+    /// window more covers a run whose clock was a little ahead, as the
+    /// fixed window's second slot does. Forgotten sooner, a later run of
+    /// the same locker would hold its rights at once while the earlier
+    /// run's still count.
+    pub fn memory(&self) -> Nanos {
+        self.span.window.saturating_mul(EARLIER_GIFTS_WINDOWS + 1)
     }
 
     /// Takes a new quota, keeping the counts when the window length and the

@@ -128,6 +128,12 @@ impl<'a> Figures<'a> {
         self.locker.entries.iter().map(|e| e.limit.quota().slot_ns()).max().unwrap_or(0)
     }
 
+    /// The longest memory of any limit: how long peers keep a run they no
+    /// longer hear (see `Rule::memory`).
+    pub fn longest_memory(self) -> Nanos {
+        self.locker.entries.iter().map(|e| e.rule.memory()).max().unwrap_or(0)
+    }
+
     /// The name and definition digest of every limit shared with peers
     /// (fixed windows and token buckets), for the peers to compare.
     pub fn shared_digests(self) -> impl Iterator<Item = (&'a str, u64)> + 'a {

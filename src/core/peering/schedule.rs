@@ -175,8 +175,10 @@ impl Peering {
     }
 
     /// Fits the peering to the locker's limits: how many there are, and how
-    /// long a run no longer live is kept (until the longest slot and the
-    /// bucket period before it have ended). Call again whenever the table's
+    /// long a run no longer live is kept (the longest memory of any limit,
+    /// see `Rule::memory`: a run forgotten sooner would let a later run of
+    /// the same locker take its share as new while what the earlier run
+    /// granted or gave still counts). Call again whenever the table's
     /// limits change (a reload, a limit created from terms or dropped
     /// idle): what each peer said of a limit stays with the limit while its
     /// definition is the same, and is unknown again until the peer's next
@@ -191,7 +193,10 @@ impl Peering {
             t.limits = fitted.iter().map(|l| agreed(l).unwrap_or(Agreement::Unknown)).collect();
         }
         self.fitted = fitted;
-        self.retention = self.settings.live_timeout.max(locker.figures().longest_slot().saturating_mul(2));
+        // A run is last named by this locker's clock, which may be behind
+        // the run's own by up to the tolerated skew.
+        let memory = locker.figures().longest_memory().saturating_add(self.settings.max_skew);
+        self.retention = self.settings.live_timeout.max(memory);
         self.nodes.set_retention(self.retention);
     }
 

@@ -197,3 +197,49 @@ fn a_file_from_before_a_reboot_resumes_nothing_and_owns_none_of_the_slots_under_
     assert!(!after_reboot.resumes, "its tail may never have reached the disk");
     assert_eq!(after_reboot.owns_from, T0 + 5 * MS, "owns the slots that begin once it joined, no earlier one");
 }
+
+/// A locker with one limit of `algorithm`, 99 per second.
+fn locker_of(algorithm: crate::core::limit::Algorithm) -> Locker {
+    use crate::core::limit::{Limit, Quota};
+    let limit = Limit::with_algorithm(crate::core::DEFAULT_LIMIT, Quota::new(99, 1.0).unwrap(), algorithm).unwrap();
+    Locker::new(limit, vec![], 100)
+}
+
+/// Heartbeats from `b`'s run `run` every 100 ms from `from` until `to`,
+/// this locker heartbeating (and forgetting) as it goes.
+fn beats_until(p: &mut Peering, run: u64, from: Nanos, to: Nanos) {
+    for at in (from..to).step_by(100 * MS as usize) {
+        p.on_heartbeat(at, 0, &node("b", run), beat(at, false));
+        drain(p, at);
+    }
+}
+
+#[test]
+fn an_earlier_run_is_remembered_for_as_long_as_a_rolling_window_remembers() {
+    // A rolling window of 1 s: what a run granted and lent counts for up
+    // to three windows after it was last heard, so a peer that forgot it
+    // sooner (after two slots) would tell its next run that there was none.
+    let mut p = peering(1);
+    p.fit_to(&locker_of(crate::core::limit::Algorithm::RollingWindow));
+    beats_until(&mut p, 1, T0, T0 + 200 * MS);
+    beats_until(&mut p, 2, T0 + 200 * MS, T0 + 3_100 * MS);
+    assert_eq!(p.nodes().runs(), 2, "b's earlier run is still remembered after 2.9 windows");
+    beats_until(&mut p, 2, T0 + 3_100 * MS, T0 + 4_300 * MS);
+    assert_eq!(p.nodes().runs(), 1, "and forgotten once no window it bore on is left");
+}
+
+#[test]
+fn each_kind_keeps_runs_for_its_own_memory() {
+    use crate::core::limit::Algorithm;
+    let kept = |algorithm| {
+        let mut p = peering(1);
+        p.fit_to(&locker_of(algorithm));
+        p.retention
+    };
+    let skew = Share::window_for(1000 * MS);
+    assert_eq!(kept(Algorithm::FixedWindow), 2000 * MS + skew);
+    assert_eq!(kept(Algorithm::RollingWindow), 4000 * MS + skew);
+    // 99 per second, a burst of 990: ten seconds to refill.
+    let interval = 1000 * MS / 99 + 1;
+    assert_eq!(kept(Algorithm::token_bucket(990).unwrap()), 2000 * MS + 990 * interval + skew);
+}
