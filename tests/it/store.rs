@@ -50,6 +50,11 @@ use crate::support::{
 /// How long anything about Redis may take to get ready.
 const READY: Duration = Duration::from_secs(20);
 
+/// A store timeout, in milliseconds, for the tests that are not about the
+/// store being slow: far past what a loaded machine makes a Redis on
+/// loopback take, so that only a failure the test made fails a claim.
+const PATIENT_STORE_MS: u64 = 5_000;
+
 /// One `redis-server` on loopback, killed when dropped.
 struct Redis {
     child: Option<Child>,
@@ -309,7 +314,7 @@ fn keys_of_every_kind_spread_over_every_shard_and_each_kind_holds_its_limit_per_
     let config = TempFile::new(
         "store-kinds.toml",
         &format!(
-            "store = {:?}\n\
+            "store = {:?}\nstore_timeout_ms = {PATIENT_STORE_MS}\n\
              [[limits]]\nname = \"fixed\"\nmax_requests = 10\nin_seconds = 30\n\
              [[limits]]\nname = \"bucket\"\nmax_requests = 10\nin_seconds = 30\nalgorithm = \"token-bucket\"\n\
              [[limits]]\nname = \"rolling\"\nmax_requests = 10\nin_seconds = 30\nalgorithm = \"rolling-window\"\n",
@@ -323,7 +328,7 @@ fn keys_of_every_kind_spread_over_every_shard_and_each_kind_holds_its_limit_per_
         let mut go = vec![0u32; keys.len()];
         for round in 0..15 {
             // Alternate lockers: both count the same count.
-            let mut client = Client::new([lockers[round % 2].endpoint.clone()], Duration::from_secs(3)).unwrap();
+            let mut client = Client::new([lockers[round % 2].endpoint.clone()], Duration::from_secs(15)).unwrap();
             let asks: Vec<Ask> = keys.iter().map(|k| Ask::new().limit(kind).key(k)).collect();
             for (i, reply) in client.ask_many(&asks).unwrap().into_iter().enumerate() {
                 go[i] += u32::from(reply.expect("no error").ok);
@@ -691,11 +696,15 @@ fn with_store_replicas_a_stopped_replica_fails_its_masters_claims_and_a_failover
     let cluster = Cluster::start_with(3, 1, false);
     let hour: u128 = 3_600_000_000_000;
     wait_for_room(hour, Duration::from_secs(60));
+    // The stopped replica's part waits 1 s for a claim, so that the keys
+    // of the other masters answer in time on a loaded machine; the
+    // failover's part keeps 100 ms, the time its measurement is made in.
     let config = |limit: &str, replicas: u32| {
+        let timeout_ms = if limit == "stopped" { 1_000 } else { 100 };
         TempFile::new(
             &format!("store-replicas-{limit}.toml"),
             &format!(
-                "store = {:?}\nstore_timeout_ms = 100\nstore_replicas = {replicas}\n\
+                "store = {:?}\nstore_timeout_ms = {timeout_ms}\nstore_replicas = {replicas}\n\
                  [[limits]]\nname = \"{limit}\"\nmax_requests = 100000000\nin_seconds = 3600\n",
                 cluster.url()
             ),
@@ -832,7 +841,7 @@ fn all_refund_and_reset_work_from_the_claims_in_hand_on_a_cluster() {
     let config = TempFile::new(
         "store-together.toml",
         &format!(
-            "store = '{}'\n{}",
+            "store = '{}'\nstore_timeout_ms = {PATIENT_STORE_MS}\n{}",
             cluster.url(),
             "[[limits]]\nname = 'api'\nmax_requests = 6\nin_seconds = 600\n\
              [[limits]]\nname = 'day'\nmax_requests = 2\nin_seconds = 600\n\
@@ -840,7 +849,7 @@ fn all_refund_and_reset_work_from_the_claims_in_hand_on_a_cluster() {
         ),
     );
     let d = Daemon::start(&["--config", config.path()]);
-    let mut c = Client::new([d.endpoint.clone()], Duration::from_secs(2)).unwrap();
+    let mut c = Client::new([d.endpoint.clone()], Duration::from_secs(15)).unwrap();
     let both = [Ask::new().limit("api").key("u"), Ask::new().limit("day").key("u")];
     let ok: Vec<bool> = (0..3).map(|_| c.all(&both).unwrap().ok).collect();
     assert_eq!(ok, [true, true, false], "day's 2");
