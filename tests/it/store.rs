@@ -15,8 +15,8 @@
 //!   the other masters go on, stats and health name the node, and service
 //!   resumes on its own.
 //! - One master of three asleep (`DEBUG SLEEP 2`): the keys on the other two
-//!   keep their rate, and stats, health and metrics name the sleeping node
-//!   while it sleeps and not after.
+//!   keep going (none waits half the sleep for a go), and stats, health and
+//!   metrics name the sleeping node while it sleeps and not after.
 //! - With `store_replicas = 1` on a cluster with a replica per master: a
 //!   stopped replica makes its master's claims wait and fail (closed:
 //!   sorry) while other masters' keys go on, and a forced failover while
@@ -36,7 +36,7 @@
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -55,6 +55,19 @@ const READY: Duration = Duration::from_secs(20);
 /// loopback take, so that only a failure the test made fails a claim.
 const PATIENT_STORE_MS: u64 = 5_000;
 
+/// The store tests' turn: one test's Redis at a time. Each test starts
+/// its own servers (a test kills, stops or puts them to sleep), and several
+/// clusters at once on a loaded machine make a Redis slow enough to fail
+/// claims no test meant to fail; taken in turn, the rest of the suite runs
+/// beside them.
+type Turn = MutexGuard<'static, ()>;
+
+fn store_turn() -> Turn {
+    static TURN: Mutex<()> = Mutex::new(());
+    // A test that failed still hands on its turn.
+    TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// One `redis-server` on loopback, killed when dropped.
 struct Redis {
     child: Option<Child>,
@@ -63,13 +76,19 @@ struct Redis {
     cluster: bool,
     /// Started with `--enable-debug-command yes`, for `DEBUG SLEEP`.
     debug: bool,
+    /// A lone server's turn (a cluster's nodes share the cluster's); last,
+    /// so that it is handed on only once the server is gone.
+    _turn: Option<Turn>,
 }
 
 impl Redis {
-    /// Starts a server on a port whose cluster bus port (+10000) is free
-    /// too, and waits until it answers PING.
+    /// Starts a server, in its test's turn, on a port whose cluster bus
+    /// port (+10000) is free too, and waits until it answers PING.
     fn start(cluster: bool) -> Redis {
-        Redis::start_with(cluster, false)
+        let turn = store_turn();
+        let mut redis = Redis::start_with(cluster, false);
+        redis._turn = Some(turn);
+        redis
     }
 
     fn start_with(cluster: bool, debug: bool) -> Redis {
@@ -80,7 +99,7 @@ impl Redis {
             N.fetch_add(1, Ordering::Relaxed)
         ));
         std::fs::create_dir_all(&dir).unwrap();
-        let mut redis = Redis { child: None, port: bus_safe_port(), dir, cluster, debug };
+        let mut redis = Redis { child: None, port: bus_safe_port(), dir, cluster, debug, _turn: None };
         redis.spawn();
         redis
     }
@@ -173,6 +192,8 @@ fn bus_safe_port() -> u16 {
 /// the locker's URL.
 struct Cluster {
     nodes: Vec<Redis>,
+    /// Last, so that it is handed on only once every node is gone.
+    _turn: Turn,
 }
 
 impl Cluster {
@@ -183,6 +204,7 @@ impl Cluster {
     /// `masters` masters with `replicas` replicas each, started with the
     /// `DEBUG` command when `debug`; returns once every replica is in sync.
     fn start_with(masters: usize, replicas: usize, debug: bool) -> Cluster {
+        let turn = store_turn();
         let nodes: Vec<Redis> = (0..masters * (1 + replicas)).map(|_| Redis::start_with(true, debug)).collect();
         let addresses: Vec<String> = nodes.iter().map(Redis::address).collect();
         let out = Command::new("redis-cli")
@@ -193,7 +215,7 @@ impl Cluster {
             .output()
             .expect("redis-cli");
         assert!(out.status.success(), "cluster create: {}", String::from_utf8_lossy(&out.stdout));
-        let cluster = Cluster { nodes };
+        let cluster = Cluster { nodes, _turn: turn };
         cluster.wait_ok();
         let end = Instant::now() + READY;
         let in_sync = |n: &Redis| {
@@ -565,6 +587,26 @@ fn fixed_key(limit: &str, key: &str) -> String {
     format!("locker:{{{}:{limit}:{key}}}:f", limit.len())
 }
 
+/// The count node `node` keeps under Redis key `key`: 0 when it has no
+/// such key. An answer that is neither (a redirection, a cluster still
+/// settling, a node too loaded to answer) is asked again, so that a count
+/// read wrong is never taken for a count lost.
+fn count_of(node: &Redis, key: &str) -> u64 {
+    let end = Instant::now() + READY;
+    loop {
+        let out = Command::new("redis-cli").args(["-p", &node.port.to_string(), "hget", key, "n"]).output().unwrap();
+        let answer = String::from_utf8_lossy(&out.stdout);
+        match answer.trim() {
+            "" if out.status.success() => return 0,
+            n => match n.parse() {
+                Ok(n) => return n,
+                Err(_) => assert!(Instant::now() < end, "HGET {key} on {}: {answer:?}", node.address()),
+            },
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// The first key `<prefix><i>` of `limit` that node `node` holds.
 fn key_on(node: &Redis, limit: &str, prefix: &str) -> String {
     let key = (0..200).map(|i| format!("{prefix}{i}")).find(|k| node.holds(&fixed_key(limit, k)));
@@ -614,7 +656,7 @@ fn go_rate(answers: &[Vec<(Duration, bool)>], from: Duration, to: Duration) -> f
 // Issue 36 (4): one pipeline to every node made one sleeping master stop
 // every key.
 #[test]
-fn while_one_master_sleeps_the_keys_on_the_others_keep_their_rate_and_the_node_is_named() {
+fn while_one_master_sleeps_the_keys_on_the_others_keep_going_and_the_node_is_named() {
     let cluster = Cluster::start_with(3, 0, true);
     let metrics_at = format!("127.0.0.1:{}", free_port());
     // Slots of 100 ms: every key claims again every 100 ms, so a node's
@@ -686,7 +728,20 @@ fn while_one_master_sleeps_the_keys_on_the_others_keep_their_rate_and_the_node_i
         keys.len() - sick_count
     );
     assert!(ill_asleep < ill_normal / 2.0, "the sleep stopped the sleeper's keys, else this proves nothing");
-    assert!(well_asleep >= well_normal / 2.0, "the other masters' keys keep at least half their rate");
+    // Not a rate against the rate before (a loaded machine moves both):
+    // a pipeline shared with the sleeper would stop every key for the
+    // whole 2 s sleep, so no healthy key may go half of it without a go.
+    let gap = well.iter().map(|a| longest_without_go(a, slept_from, slept_to)).max().unwrap();
+    eprintln!("the longest a healthy key went without a go while the master slept: {gap:?}");
+    assert!(gap < (slept_to - slept_from) / 2, "the other masters' keys go on while one sleeps: a gap of {gap:?}");
+}
+
+/// The longest time within `[from, to)` between two go of `answers` (or
+/// an end of the span and the go nearest it).
+fn longest_without_go(answers: &[(Duration, bool)], from: Duration, to: Duration) -> Duration {
+    let goes = answers.iter().filter(|(at, go)| *go && *at >= from && *at < to).map(|(at, _)| *at);
+    let marks: Vec<Duration> = std::iter::once(from).chain(goes).chain(std::iter::once(to)).collect();
+    marks.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(to - from)
 }
 
 // Issue 36 (5): a claim acknowledged by a master that dies before its
@@ -771,8 +826,7 @@ fn with_store_replicas_a_stopped_replica_fails_its_masters_claims_and_a_failover
     for (i, limit) in limits.iter().enumerate() {
         let claimed = Client::new([lockers[i].endpoint.clone()], Duration::from_secs(3)).unwrap().stats().unwrap();
         let claimed = claimed.store.unwrap().claimed;
-        let counted = cluster.nodes[replica].cli(&["hget", &fixed_key(limit, &keys[i]), "n"]);
-        let counted: u64 = counted.trim().parse().unwrap_or(0);
+        let counted = count_of(&cluster.nodes[replica], &fixed_key(limit, &keys[i]));
         let after = go_rate(&answers[i], took_over, took_over + Duration::from_millis(1_000));
         eprintln!(
             "store_replicas = {}: {claimed} permits granted from, {counted} counted by the new master; \
