@@ -162,3 +162,52 @@ fn a_full_disk_stops_gifts_as_it_stops_grants_so_a_restart_never_grants_a_permit
     eprintln!("a full disk, then kill -9 and a restart with the file: {go} go in the slot of 100, {each:?} after");
     assert!(go <= 100, "{go} go in a slot of 100: {each:?}");
 }
+
+/// Issue 52, item 6, on the simulated clock: a pair of 100 per 4 s, both
+/// with a state file; node 0 grants `first` (past its share of 50: node 1
+/// gives it the rest it asks for), is killed at once and restarted with
+/// its file; then both are asked until the slot is spent. The go of the
+/// slot and the restart's.
+fn pair_kill_and_restart(first: u64) -> (u64, u64) {
+    let grace = 2000 * MS;
+    let mut g = Group::new(2, T0, 5, Box::new(move |boot| sim::peered(fixed(100, 4000)(), boot, grace)));
+    g.keep_state(0);
+    g.keep_state(1);
+    g.advance(grace + 500 * MS);
+    g.advance_to((g.now() / SLOT + 1) * SLOT + 10 * MS);
+    let slot = g.now() / SLOT;
+    let mut go = take(&mut g, 0, slot, first);
+    g.kill(0);
+    g.advance(5 * MS);
+    g.restart(0);
+    g.advance(800 * MS);
+    let (mut resumed, mut sorry) = (0, [0u32; 2]);
+    while g.now() / SLOT == slot && sorry.iter().any(|&s| s < 100) {
+        for (i, s) in sorry.iter_mut().enumerate() {
+            if *s >= 100 {
+                continue;
+            }
+            let r = g.ask(i, &Ask::new().key("k")).expect("an answer");
+            if r.ok && g.now() / SLOT == slot {
+                go += 1;
+                resumed += u64::from(i == 0);
+                *s = 0;
+            } else {
+                *s = if r.retry_after_ms >= r.reset_after_ms { 100 } else { *s + 1 };
+            }
+        }
+        g.advance(MS);
+    }
+    assert_eq!(g.now() / SLOT, slot, "the slot ended before it was spent");
+    (go, resumed)
+}
+
+#[test]
+fn a_pair_restarted_with_its_state_files_fills_the_slot_exactly() {
+    for first in [30, 60] {
+        let (go, resumed) = pair_kill_and_restart(first);
+        eprintln!("a pair, node 0 killed after {first} and restarted with --state: {go} go in the slot, {resumed} by the restart");
+        assert!(go <= 100, "{first} before the kill: {go} go in a slot of 100");
+        assert_eq!(go, 100, "{first} before the kill: the slot is filled, no permit left with the dead run");
+    }
+}
