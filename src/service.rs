@@ -333,7 +333,7 @@ impl Service {
             Some(store) => {
                 // The table does not see a store's asks: they keep a
                 // runtime limit from falling idle here.
-                self.locker.touch(now, ask.limit);
+                self.locker.runtime().touch(now, ask.limit);
                 store.count(&mut self.locker, now, ask)
             }
         }

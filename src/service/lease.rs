@@ -13,7 +13,7 @@ impl Service {
     /// Answers an acquire into `out`; the new lease when it is pending.
     pub(super) fn acquire(&mut self, now: Nanos, ask: &LeaseAsk, out: &mut Vec<u8>) -> Pending {
         let answer = self.names.find(&mut self.locker, ask.limit).map_err(LeaseError::from).and_then(|limit| {
-            let (lease, v) = self.locker.acquire(now, &acquire_ask(limit, ask))?;
+            let (lease, v) = self.locker.semaphores().acquire(now, &acquire_ask(limit, ask))?;
             self.journal.note_lease(limit, &lease);
             Ok((limit, lease, v))
         });
@@ -29,7 +29,7 @@ impl Service {
     pub(super) fn heartbeat(&mut self, now: Nanos, beat: &Heartbeat, out: &mut Vec<u8>) -> Pending {
         let answer = self.names.find(&mut self.locker, beat.limit).map_err(LeaseError::from).and_then(|limit| {
             let renew = HeartbeatAsk { limit, lease: beat.lease, ttl_ms: beat.ttl_ms, count: beat.count };
-            let v = self.locker.heartbeat(now, &renew)?;
+            let v = self.locker.semaphores().heartbeat(now, &renew)?;
             self.journal.note_lease(limit, beat.lease);
             Ok((limit, v))
         });
@@ -43,7 +43,7 @@ impl Service {
 
     pub(super) fn release(&mut self, now: Nanos, release: &Release, out: &mut Vec<u8>) {
         let answer = self.names.find(&mut self.locker, release.limit).map_err(LeaseError::from).and_then(|id| {
-            let v = self.locker.release(now, id, release.lease)?;
+            let v = self.locker.semaphores().release(now, id, release.lease)?;
             self.journal.note_lease(id, release.lease);
             Ok(v)
         });

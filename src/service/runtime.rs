@@ -66,7 +66,7 @@ impl Service {
     /// that kept it, makes it count, at `now`; keeps what refers to limits
     /// in step with a new one.
     pub(super) fn take_terms(&mut self, now: Nanos, limit: Limit) -> Result<LimitId, TableError> {
-        let (id, made) = self.locker.find_with_terms(now, limit)?;
+        let (id, made) = self.locker.runtime().find_with_terms(now, limit)?;
         if made != Made::Found {
             if let Some(p) = &mut self.peering {
                 p.fit_to(&self.locker);
@@ -103,7 +103,7 @@ pub(super) fn learn(locker: &mut Locker, p: &mut Peering, now: Nanos, peer: Peer
         }
         let made = Limit::from_terms(name, algorithm, *max_requests, *in_seconds, *burst)
             .map_err(|e| e.to_string())
-            .and_then(|limit| locker.learn(now, limit).map_err(|e| e.to_string()));
+            .and_then(|limit| locker.runtime().learn(now, limit).map_err(|e| e.to_string()));
         match made {
             Ok(_) => created = true,
             Err(why) => p.refuse_terms(now, peer, name, || why),

@@ -142,7 +142,7 @@ pub fn turn(service: &mut Service, now: Nanos, keep: &mut impl Upkeep, io: &mut 
     service.locker.expire(at);
     // Not while claims are on their way: their answers name limits by id,
     // which a drop would move under them.
-    if !service.store.as_ref().is_some_and(|s| s.claiming()) && !service.locker.drop_idle(at).is_empty() {
+    if !service.store.as_ref().is_some_and(|s| s.claiming()) && !service.locker.runtime().drop_idle(at).is_empty() {
         service.limits_moved();
     }
     if let Some(s) = &mut service.store {
