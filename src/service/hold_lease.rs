@@ -99,12 +99,7 @@ impl Service {
         }
         out.clear();
         let at = self.enter(now);
-        let pending = match request {
-            Request::Acquire(a) => self.acquire(at, a, out),
-            Request::Heartbeat(b) => self.heartbeat(at, b, out),
-            _ => None,
-        };
-        let Some(pending) = pending else { return Some(Answer::Now) };
+        let Some(pending) = self.lease(at, request, out) else { return Some(Answer::Now) };
         let until = now.saturating_add(asked_hold(hold));
         Some(self.holding.watch(&mut self.locker, pending, (token, body), (now, until)))
     }
