@@ -23,9 +23,7 @@
 
 use crate::core::{time::ceil_ms, AskError, LimitId, Locker, Nanos, Peering, PermitAsk, Verdict};
 use crate::state::Journal;
-use crate::wire::{
-    self, BatchEntry, Decoded, Decoder, ErrorReply, GoReply, Request,
-};
+use crate::wire::{self, BatchEntry, Decoded, Decoder, ErrorReply, GoReply, Request};
 
 mod hold;
 mod hold_lease;

@@ -629,7 +629,8 @@ fn next_boundary(now: Nanos, step: Nanos) -> Nanos {
 /// them, each named by a `Terms` record.
 fn limits_digest(locker: &Locker) -> u64 {
     let mut text = String::new();
-    let configured = |(i, _): &(usize, _)| locker.keeping().limit_at(*i).is_some_and(|id| !locker.figures().is_runtime(id));
+    let configured =
+        |(i, _): &(usize, _)| locker.keeping().limit_at(*i).is_some_and(|id| !locker.figures().is_runtime(id));
     for (_, (limit, _)) in locker.figures().stats().enumerate().filter(configured) {
         let q = limit.quota();
         text.push_str(&format!("{}|{:?}|{}|{}\n", limit.name(), limit.algorithm(), q.max_requests(), q.slot_ns()));

@@ -161,14 +161,18 @@ mod tests {
     fn leases_have_minted_ids_count_as_live_keys_and_drive_the_deadline() {
         let mut l = locker(10);
         let db = l.find(Some("db")).unwrap();
-        let (lease, v) = l.semaphores().acquire(0, &AcquireAsk { ttl_ms: Some(100), ..AcquireAsk::new(db, 1) }).unwrap();
+        let (lease, v) =
+            l.semaphores().acquire(0, &AcquireAsk { ttl_ms: Some(100), ..AcquireAsk::new(db, 1) }).unwrap();
         assert_eq!(lease, "00000000000000000000000000000001", "counting entropy, no secret");
         assert_eq!(v.state, LeaseState::Held { until: 100 * MS });
         assert_eq!(l.figures().live_keys(), 1);
         assert_eq!(l.next_deadline(), Some(100 * MS));
         l.expire(100 * MS);
         assert_eq!((l.figures().live_keys(), l.next_deadline()), (0, None));
-        assert_eq!(l.semaphores().heartbeat(0, &HeartbeatAsk::new(db, &lease)), Err(LeaseError::UnknownLease(lease.clone())));
+        assert_eq!(
+            l.semaphores().heartbeat(0, &HeartbeatAsk::new(db, &lease)),
+            Err(LeaseError::UnknownLease(lease.clone()))
+        );
         let restore = HeartbeatAsk { count: Some(2), ..HeartbeatAsk::new(db, &lease) };
         let restored = l.semaphores().heartbeat(200 * MS, &restore).unwrap();
         assert_eq!(restored.state, LeaseState::Held { until: 1_200 * MS }, "the default ttl is in_seconds");
@@ -181,13 +185,18 @@ mod tests {
         let minter = || LeaseMinter::new(Box::<Counting>::default(), Some(&secret));
         let mut l = locker(10).with_lease_minter(minter());
         let db = l.find(Some("db")).unwrap();
-        let (lease, _) = l.semaphores().acquire(0, &AcquireAsk { ttl_ms: Some(100), ..AcquireAsk::new(db, 1) }).unwrap();
+        let (lease, _) =
+            l.semaphores().acquire(0, &AcquireAsk { ttl_ms: Some(100), ..AcquireAsk::new(db, 1) }).unwrap();
         // A restart: the same secret, none of the leases.
         let mut l = locker(10).with_lease_minter(minter());
         let restore = |lease, count| HeartbeatAsk { count: Some(count), ..HeartbeatAsk::new(db, lease) };
         let made_up = "00000000000000000000000000000001.00000000000000000000000000000000";
         assert_eq!(l.semaphores().heartbeat(0, &restore(made_up, 2)), Err(LeaseError::NotMinted(made_up.into())));
-        assert_eq!(l.semaphores().heartbeat(0, &restore(&lease, 2)), Err(LeaseError::NotMinted(lease.clone())), "a larger count");
+        assert_eq!(
+            l.semaphores().heartbeat(0, &restore(&lease, 2)),
+            Err(LeaseError::NotMinted(lease.clone())),
+            "a larger count"
+        );
         assert_eq!(l.figures().live_keys(), 0, "nothing was restored");
         assert!(matches!(l.semaphores().heartbeat(0, &restore(&lease, 1)).unwrap().state, LeaseState::Held { .. }));
         assert!(

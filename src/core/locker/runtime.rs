@@ -226,7 +226,10 @@ mod tests {
         let (id, made) = l.runtime().find_with_terms(NOW, terms("tenant", "fixed-window", 5, 0.8)).unwrap();
         assert_eq!(made, Made::Created);
         assert!(l.figures().is_runtime(id) && !l.figures().is_runtime(l.find(Some("api")).unwrap()));
-        assert_eq!(l.runtime().find_with_terms(NOW, terms("tenant", "fixed-window", 5, 0.8)).unwrap(), (id, Made::Found));
+        assert_eq!(
+            l.runtime().find_with_terms(NOW, terms("tenant", "fixed-window", 5, 0.8)).unwrap(),
+            (id, Made::Found)
+        );
         let api = l.find(Some("api")).unwrap();
         // Over two slots, the same go/sorry sequence as the configured twin.
         for at in [NOW, NOW + 300_000_000, NOW + 800_000_000, NOW + 900_000_000] {
@@ -283,7 +286,10 @@ mod tests {
         let (id, _) = l.runtime().find_with_terms(NOW, terms("t", "fixed-window", 1, 1.0)).unwrap();
         assert!(go(&mut l, NOW + 5 * NANOS_PER_SEC, id));
         let last = NOW + 5 * NANOS_PER_SEC;
-        assert!(l.runtime().find_with_terms(last, terms("u", "fixed-window", 1, 1.0)).is_err(), "the one place is taken");
+        assert!(
+            l.runtime().find_with_terms(last, terms("u", "fixed-window", 1, 1.0)).is_err(),
+            "the one place is taken"
+        );
         assert_eq!(l.next_deadline().filter(|&d| d > last + NANOS_PER_SEC), None, "its key's slot ends first");
         l.expire(last + NANOS_PER_SEC);
         assert_eq!(l.next_deadline(), Some(last + IDLE), "ten minutes after its last ask");
@@ -291,7 +297,10 @@ mod tests {
         assert_eq!(l.runtime().drop_idle(last + IDLE), ["t"]);
         assert!(l.find(Some("t")).is_err() && l.find(Some("api")).is_ok());
         assert_eq!(l.next_deadline(), None);
-        assert_eq!(l.runtime().find_with_terms(last + IDLE, terms("u", "fixed-window", 1, 1.0)).unwrap().1, Made::Created);
+        assert_eq!(
+            l.runtime().find_with_terms(last + IDLE, terms("u", "fixed-window", 1, 1.0)).unwrap().1,
+            Made::Created
+        );
     }
 
     #[test]
@@ -304,8 +313,10 @@ mod tests {
         assert!(l.runtime().drop_idle(NOW + 10 * slot - 1).is_empty());
         assert_eq!(l.runtime().drop_idle(NOW + 10 * slot), ["hour"]);
         // A bucket is kept while a key's bucket is not full again.
-        let (b, _) =
-            l.runtime().find_with_terms(NOW, Limit::from_terms("b", "token-bucket", 1, 1.0, Some(1000)).unwrap()).unwrap();
+        let (b, _) = l
+            .runtime()
+            .find_with_terms(NOW, Limit::from_terms("b", "token-bucket", 1, 1.0, Some(1000)).unwrap())
+            .unwrap();
         assert!(l.ask(NOW, &PermitAsk::new(b).key("k").cost(1000)).unwrap().go);
         assert!(l.runtime().drop_idle(NOW + IDLE).is_empty(), "its bucket refills over 1000 s");
         assert_eq!(l.runtime().drop_idle(NOW + 1000 * NANOS_PER_SEC + IDLE), ["b"]);
