@@ -16,16 +16,14 @@
 //! construction, so a locker without one never enters its code), leases
 //! (`lease`), peers (`peer`), the state file (`kept`), the limits last
 //! named (`names`) and when to trim the heap (`trim`). Each part carries
-//! its own behaviour, handed the locker and what else it needs.
+//! its own behaviour, handed the locker and what else it needs; the reply
+//! to a stats request only reads them (`stats`).
 //!
 //! It must not read a clock or touch a socket: the daemon loop does both.
 
-use crate::core::time::NANOS_PER_MS;
-use crate::core::{time::ceil_ms, Algorithm, AskError, LimitId, Locker, Nanos, Peering, PermitAsk, Verdict};
+use crate::core::{time::ceil_ms, AskError, LimitId, Locker, Nanos, Peering, PermitAsk, Verdict};
 use crate::state::Journal;
-use crate::wire::{
-    self, BatchEntry, Decoded, Decoder, ErrorReply, GoReply, LimitStatsReply, PeerStatsReply, Request, StatsReply,
-};
+use crate::wire::{self, BatchEntry, Decoded, Decoder, ErrorReply, GoReply, Request};
 
 mod hold;
 mod hold_lease;
@@ -35,6 +33,7 @@ mod names;
 mod parking;
 mod peer;
 mod runtime;
+mod stats;
 pub mod step;
 mod store;
 mod store_lease;
@@ -248,14 +247,13 @@ impl Service {
             Request::All(all) => return self.all(now, all, decoded.parts(), out),
             Request::Refund(refund) => self.refund(now, refund, out),
             Request::Reset(reset) => self.reset(now, reset, out),
-            Request::Acquire(ask) => {
-                self.acquire(now, ask, out);
+            Request::Acquire(_) | Request::Heartbeat(_) | Request::Release(_) => {
+                self.lease(now, request, out);
             }
-            Request::Heartbeat(beat) => {
-                self.heartbeat(now, beat, out);
+            Request::Stats => {
+                let reply = stats::reply(&self.locker, self.peering.as_ref(), self.status(), now);
+                wire::encode(&reply, out);
             }
-            Request::Release(release) => self.release(now, release, out),
-            Request::Stats => wire::encode(&self.stats(now), out),
         }
         None
     }
@@ -333,7 +331,7 @@ impl Service {
             Some(store) => {
                 // The table does not see a store's asks: they keep a
                 // runtime limit from falling idle here.
-                self.locker.touch(now, ask.limit);
+                self.locker.runtime().touch(now, ask.limit);
                 store.count(&mut self.locker, now, ask)
             }
         }
@@ -375,87 +373,6 @@ impl Service {
                 }
             }
         }
-    }
-
-    fn stats(&self, now: Nanos) -> StatsReply {
-        let limits = self
-            .locker
-            .figures()
-            .stats()
-            .map(|(limit, s)| LimitStatsReply {
-                name: limit.name().to_owned(),
-                max_requests: limit.quota().max_requests(),
-                in_seconds: limit.in_seconds(),
-                requests: s.requests,
-                go: s.go,
-                sorry: s.sorry,
-                errors: s.errors,
-                algorithm: limit.algorithm().name().to_owned(),
-                burst: match limit.algorithm() {
-                    Algorithm::TokenBucket { burst } => Some(burst.get()),
-                    _ => None,
-                },
-                margin_ms: (limit.margin() > 0).then(|| limit.margin() as f64 / 1e6),
-                waited: s.waited,
-                peeks: s.peeks,
-            })
-            .collect();
-        let status = self.status();
-        let mut reply = StatsReply {
-            limits,
-            errors: self.locker.figures().unattributed_errors(),
-            live_keys: self.locker.figures().live_keys() as u64,
-            key_bytes: self.locker.figures().key_bytes() as u64,
-            refused_connections: status.refused_connections,
-            refusing: status.refusing.map(str::to_owned),
-            accept_failures: status.accept_failures,
-            undelivered: status.undelivered,
-            undelivered_go: status.undelivered_go,
-            parked: status.parked as u64,
-            held: status.held,
-            held_go: status.held_go,
-            store: status.store.map(|s| wire::StoreStatsReply {
-                claims: s.claims,
-                claimed: s.claimed,
-                failed: s.failed,
-                in_flight: s.in_flight as u64,
-                down: s.down,
-            }),
-            ..StatsReply::default()
-        };
-        if let Some(p) = &self.peering {
-            reply.clock_correction_ms = p.clock().correction() as f64 / NANOS_PER_MS as f64;
-            reply.node = Some(p.nodes().me().id.to_string());
-            reply.joining = p.is_joining();
-            reply.peer_runs = Some(p.nodes().runs() as u64);
-            reply.peer_rejected = p.peers().map(|(_, s)| s.rejected).sum();
-            let tenure = p.tenure();
-            reply.leased = tenure.applies().then(|| tenure.holding(now, p.nodes()).leased);
-            reply.members = Some(1 + p.nodes().configured() as u32);
-            reply.member_set_mismatch = p.members().differs();
-            reply.declared_dead = tenure.declared().map(String::from).collect();
-            reply.holds = tenure.held().map(String::from).collect();
-            let timeout = p.settings().live_timeout;
-            reply.peers = p
-                .peers()
-                .filter_map(|(ix, s)| {
-                    let run = s.run.as_ref()?;
-                    Some(PeerStatsReply {
-                        node: run.id.to_string(),
-                        last_heard_ms: now.saturating_sub(s.last_heard) / 1_000_000,
-                        clock_offset_ms: s.skew() as f64 / 1e6,
-                        flagged: s.flagged,
-                        live: now.saturating_sub(s.last_heard) <= timeout,
-                        endpoint: s.name.to_string(),
-                        rejected: s.rejected,
-                        mismatched_limits: p.mismatched(ix).map(|id| self.locker.limit(id).name().to_owned()).collect(),
-                        members: p.members().stated(ix).map(|s| s.members),
-                        member_set_mismatch: p.members().peer_differs(ix),
-                    })
-                })
-                .collect();
-        }
-        reply
     }
 }
 

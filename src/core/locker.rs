@@ -12,11 +12,13 @@
 //! (`counters`).
 //!
 //! `Locker` itself holds the table (`new`, `find`, `limit`, `reload`) and
-//! answers what is asked of it (`go`, `ask`, `want`, `expire`, the lease
-//! ops); its other jobs are small borrowed views on it: the counters
-//! (`counters`) and the read-only figures that stats, metrics and peers
-//! read (`figures`), both in `stats`; peering (`peers`, in `peers`); and
-//! what is kept across a restart (`keeping` and `keeping_mut`, in `kept`).
+//! answers what is asked of it (`go`, `ask`, `want`, `expire`); its other
+//! jobs are small borrowed views on it: the counters (`counters`) and the
+//! read-only figures that stats, metrics and peers read (`figures`), both
+//! in `stats`; the semaphores' leases (`semaphores`, in `leases`); the
+//! limits made from terms (`runtime`, in `runtime`); peering (`peers`, in
+//! `peers`); and what is kept across a restart (`keeping` and
+//! `keeping_mut`, in `kept`).
 //!
 //! When lockers are peered, the table also merges the counts peers report
 //! (`Peers::merge`), lists its own grants for publishing
@@ -63,9 +65,10 @@ mod together;
 pub use super::ask::{TableError, MAX_WAIT_MS};
 pub use super::kinds::semaphore::leases::{BeatTerms, LeaseError, Leases, MAX_TTL_MS};
 pub use kept::Keeping;
+pub use leases::Semaphores;
 pub use peers::Peers;
 pub use reload::Reloaded;
-pub use runtime::{Made, IDLE, IDLE_SLOTS};
+pub use runtime::{Made, Runtime, IDLE, IDLE_SLOTS};
 use stats::Outcome;
 pub use stats::{Counters, Figures, Holdings, LimitStats};
 pub use together::{all_or_none, PartError, MAX_PARTS};
@@ -198,12 +201,6 @@ impl Locker {
             }
         }
         self.default = self.by_name[DEFAULT_LIMIT];
-    }
-
-    /// A number that changes whenever the limits' numbers or definitions
-    /// do: a reload, a limit created from terms, retuned or dropped.
-    pub fn generation(&self) -> u64 {
-        self.generation
     }
 
     /// The limit named `name`, or the default limit when `name` is `None`.

@@ -315,7 +315,7 @@ impl Keeper {
             retry_room: None,
             compact_after: None,
             layout: Layout::of(service.locker()),
-            generation: service.locker().generation(),
+            generation: service.locker().keeping().generation(),
         })
     }
 
@@ -439,10 +439,10 @@ impl Keeper {
     /// new number, those of limits removed or reset dropped, and the header
     /// naming the configured limits, so that a restart restores them.
     pub fn follow(&mut self, locker: &Locker, now: Nanos) {
-        if self.broken || locker.generation() == self.generation {
+        if self.broken || locker.keeping().generation() == self.generation {
             return;
         }
-        self.generation = locker.generation();
+        self.generation = locker.keeping().generation();
         let layout = Layout::of(locker);
         let added = layout.0.len().saturating_sub(self.layout.0.len());
         let header = limits_digest(locker) == self.log.header().limits;
@@ -629,7 +629,8 @@ fn next_boundary(now: Nanos, step: Nanos) -> Nanos {
 /// them, each named by a `Terms` record.
 fn limits_digest(locker: &Locker) -> u64 {
     let mut text = String::new();
-    let configured = |(i, _): &(usize, _)| locker.keeping().limit_at(*i).is_some_and(|id| !locker.is_runtime(id));
+    let configured =
+        |(i, _): &(usize, _)| locker.keeping().limit_at(*i).is_some_and(|id| !locker.figures().is_runtime(id));
     for (_, (limit, _)) in locker.figures().stats().enumerate().filter(configured) {
         let q = limit.quota();
         text.push_str(&format!("{}|{:?}|{}|{}\n", limit.name(), limit.algorithm(), q.max_requests(), q.slot_ns()));
@@ -639,7 +640,7 @@ fn limits_digest(locker: &Locker) -> u64 {
 
 /// A `Terms` record for each runtime limit of `locker` from number `from` on.
 fn terms_records(locker: &Locker, from: usize) -> impl Iterator<Item = Record<'_>> {
-    let ids = (from..).map_while(|i| locker.keeping().limit_at(i)).filter(|&id| locker.is_runtime(id));
+    let ids = (from..).map_while(|i| locker.keeping().limit_at(i)).filter(|&id| locker.figures().is_runtime(id));
     ids.map(|id| {
         let limit = locker.limit(id);
         Record::Terms { limit: id.index() as u32, name: limit.name(), terms: RuntimeTerms::of(limit) }

@@ -115,7 +115,13 @@ impl Service {
             return self
                 .keeping(now, keep, |s| {
                     let sorry = s.decide_plain(now, body, out)?;
-                    may_hold.then(|| s.hold_plain_sorry(now, token, body, sorry))
+                    // Only a sorry that may be held needs the request's value.
+                    may_hold.then(|| {
+                        let decoded = s.decoder.decode(body);
+                        let answer = s.hold_sorry(now, token, body, &decoded, sorry, None);
+                        s.decoder.recycle(decoded);
+                        answer
+                    })
                 })
                 .unwrap_or(Answer::Now);
         }
@@ -136,15 +142,6 @@ impl Service {
                 Answer::Now
             }
         };
-        self.decoder.recycle(decoded);
-        answer
-    }
-
-    /// Holds a plain ask's sorry, if it may be held: only then is the
-    /// request's value needed.
-    fn hold_plain_sorry(&mut self, now: Nanos, token: Token, body: &[u8], sorry: Sorry) -> Answer {
-        let decoded = self.decoder.decode(body);
-        let answer = self.hold_sorry(now, token, body, &decoded, sorry, None);
         self.decoder.recycle(decoded);
         answer
     }
@@ -253,12 +250,9 @@ impl Service {
     /// Decides the parked asks that are due at `now` (the loop's clock)
     /// until one is answered: writes its reply into `out` and returns its
     /// token; `None` when none is due. Call it until `None` before serving
-    /// new requests; what the answer left behind goes to `keep` first.
-    pub(super) fn next_ready(&mut self, now: Nanos, out: &mut Vec<u8>, keep: &mut impl Keep) -> Option<Token> {
-        self.keeping(now, keep, |s| s.ready_now(now, out))
-    }
-
-    fn ready_now(&mut self, now: Nanos, out: &mut Vec<u8>) -> Option<Token> {
+    /// new requests, each call inside `keeping`, so that what the answer
+    /// left behind is kept before its reply leaves (as `step` does).
+    pub(super) fn next_ready(&mut self, now: Nanos, out: &mut Vec<u8>) -> Option<Token> {
         if self.store.is_some() {
             if let Some(token) = self.ready_from_store(now, out) {
                 return Some(token);
@@ -334,13 +328,9 @@ impl Service {
     /// At shutdown: decides every parked ask once more, in arrival order,
     /// one per call (go if the limit allows it now, else sorry), writing
     /// its reply into `out` and returning its token; `None` when all are
-    /// answered. Nothing is held from the first call on. What the answer
-    /// left behind goes to `keep` first.
-    pub(super) fn next_final(&mut self, now: Nanos, out: &mut Vec<u8>, keep: &mut impl Keep) -> Option<Token> {
-        self.keeping(now, keep, |s| s.final_now(now, out))
-    }
-
-    fn final_now(&mut self, now: Nanos, out: &mut Vec<u8>) -> Option<Token> {
+    /// answered. Nothing is held from the first call on. Each call runs
+    /// inside `keeping`, as `next_ready`'s do (`step::stop`).
+    pub(super) fn next_final(&mut self, now: Nanos, out: &mut Vec<u8>) -> Option<Token> {
         if let Some(store) = &mut self.store {
             if let Some((token, body)) = store.next_final(&mut self.locker, out) {
                 let Some(body) = body else { return Some(token) };

@@ -99,12 +99,7 @@ impl Service {
         }
         out.clear();
         let at = self.enter(now);
-        let pending = match request {
-            Request::Acquire(a) => self.acquire(at, a, out),
-            Request::Heartbeat(b) => self.heartbeat(at, b, out),
-            _ => None,
-        };
-        let Some(pending) = pending else { return Some(Answer::Now) };
+        let Some(pending) = self.lease(at, request, out) else { return Some(Answer::Now) };
         let until = now.saturating_add(asked_hold(hold));
         Some(self.holding.watch(&mut self.locker, pending, (token, body), (now, until)))
     }
@@ -122,7 +117,7 @@ impl Holding {
         (token, body): (Token, &[u8]),
         (now, until): (Nanos, Nanos),
     ) -> Answer {
-        if self.leases.waits.contains_key(&lease) || !locker.watch_lease(limit, &lease, true) {
+        if self.leases.waits.contains_key(&lease) || !locker.semaphores().watch_lease(limit, &lease, true) {
             return Answer::Now;
         }
         let queue = (limit, Some(lease.clone()));
@@ -148,9 +143,9 @@ impl Holding {
         }
         if std::mem::take(&mut leases.recheck) {
             leases.changed.extend(leases.waits.keys().cloned());
-            locker.wake_waiters(at);
+            locker.semaphores().wake_waiters(at);
         }
-        locker.take_changed_leases(&mut self.leases.changed);
+        locker.semaphores().take_changed_leases(&mut self.leases.changed);
         while let Some(lease) = self.leases.changed.pop_front() {
             let Some(wait) = self.leases.waits.get(&lease) else { continue };
             let (limit, v) = lease_now(locker, &wait.limit, &lease);
@@ -206,11 +201,11 @@ impl Holding {
                 self.parking.held_go += 1;
             }
             (LeaseState::Pending { .. }, Some(id)) if ending == Ending::Stop => {
-                locker.drop_waiter(at, id, lease);
-                v = locker.lease_state(id, lease).unwrap_or(v);
+                locker.semaphores().drop_waiter(at, id, lease);
+                v = locker.semaphores().lease_state(id, lease).unwrap_or(v);
             }
             (LeaseState::Pending { .. }, Some(id)) => {
-                locker.watch_lease(id, lease, false);
+                locker.semaphores().watch_lease(id, lease, false);
             }
             _ => {}
         }
@@ -223,8 +218,8 @@ impl Holding {
 
 /// What lease `lease` of the semaphore named `name` is now in `locker`,
 /// and the semaphore's id; `Unknown` when either is gone.
-fn lease_now(locker: &Locker, name: &str, lease: &str) -> (Option<LimitId>, LeaseVerdict) {
+fn lease_now(locker: &mut Locker, name: &str, lease: &str) -> (Option<LimitId>, LeaseVerdict) {
     let limit = locker.find(Some(name)).ok();
-    let v = limit.and_then(|id| locker.lease_state(id, lease).ok());
+    let v = limit.and_then(|id| locker.semaphores().lease_state(id, lease).ok());
     (limit, v.unwrap_or(LeaseVerdict { state: LeaseState::Unknown, capacity: 0, free: 0 }))
 }

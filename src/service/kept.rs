@@ -23,16 +23,4 @@ impl Service {
         self.status.refusing = self.journal.close(&self.locker, now, keep).err();
         answer
     }
-
-    /// Takes what restore put back for possibly incomplete: the file
-    /// was written on another boot, so its unsynced tail may be lost.
-    /// When peered, this run owns none of the periods under way (see
-    /// `Peering::distrust_earlier_runs`). Alone, nothing changes: what the
-    /// file kept still counts, and a lost tail costs no more than a
-    /// restart without the file, which owns the whole limit.
-    pub(super) fn distrust_restored(&mut self) {
-        if let Some(p) = &mut self.peering {
-            p.distrust_earlier_runs();
-        }
-    }
 }

@@ -22,32 +22,18 @@ use crate::core::{AskError, Limit, LimitId, Locker, Made, Nanos, PeerIx, Peering
 use crate::wire::{self, PeerTerms, Terms};
 
 impl Service {
-    /// The limit `go` names, made to count by its terms when it carries
-    /// them (see `find_with_terms`); an error, counted, when there is none.
+    /// The limit `go` names; when it carries terms, as the table makes it
+    /// count by them. An error, counted, when there is none, or when the
+    /// terms are invalid, differ from a configured limit's, or would create
+    /// a limit past `--runtime-limits`.
     #[inline]
     pub(super) fn find_go(&mut self, now: Nanos, go: &wire::Ask) -> Result<LimitId, AskError> {
-        match &go.terms {
-            None => self.names.find(&mut self.locker, go.limit).map_err(AskError::from),
-            Some(terms) => self.find_with_terms(now, go.limit, terms),
-        }
-    }
-
-    /// The limit a go with `terms` names (`name`, else the default), as
-    /// the table makes it count by them; an error, counted, when the terms
-    /// are invalid, differ from a configured limit's, or would create a
-    /// limit past `--runtime-limits`.
-    #[cold]
-    pub(super) fn find_with_terms(
-        &mut self,
-        now: Nanos,
-        name: Option<&str>,
-        terms: &Terms,
-    ) -> Result<LimitId, AskError> {
-        let made = limit_of(name, terms).and_then(|l| self.take_terms(now, l).map_err(AskError::from));
+        let Some(terms) = &go.terms else {
+            return self.names.find(&mut self.locker, go.limit).map_err(AskError::from);
+        };
+        let made = limit_of(go.limit, terms).and_then(|l| self.take_terms(now, l).map_err(AskError::from));
         if let Err(e) = &made {
-            let differs = matches!(e, AskError::Table(TableError::TermsDiffer(_)));
-            let id = differs.then(|| self.locker.find(name).ok()).flatten();
-            self.locker.counters().record_error(id);
+            count_refused_terms(&mut self.locker, go.limit, e);
         }
         made
     }
@@ -66,7 +52,7 @@ impl Service {
     /// that kept it, makes it count, at `now`; keeps what refers to limits
     /// in step with a new one.
     pub(super) fn take_terms(&mut self, now: Nanos, limit: Limit) -> Result<LimitId, TableError> {
-        let (id, made) = self.locker.find_with_terms(now, limit)?;
+        let (id, made) = self.locker.runtime().find_with_terms(now, limit)?;
         if made != Made::Found {
             if let Some(p) = &mut self.peering {
                 p.fit_to(&self.locker);
@@ -81,6 +67,15 @@ impl Service {
         }
         Ok(id)
     }
+}
+
+/// Counts an ask whose terms for limit `name` were refused with `e`:
+/// against that limit when they differ from its own, else unattributed.
+#[cold]
+fn count_refused_terms(locker: &mut Locker, name: Option<&str>, e: &AskError) {
+    let differs = matches!(e, AskError::Table(TableError::TermsDiffer(_)));
+    let id = differs.then(|| locker.find(name).ok()).flatten();
+    locker.counters().record_error(id);
 }
 
 /// The limit `terms` define, named `name` (else the default).
@@ -103,7 +98,7 @@ pub(super) fn learn(locker: &mut Locker, p: &mut Peering, now: Nanos, peer: Peer
         }
         let made = Limit::from_terms(name, algorithm, *max_requests, *in_seconds, *burst)
             .map_err(|e| e.to_string())
-            .and_then(|limit| locker.learn(now, limit).map_err(|e| e.to_string()));
+            .and_then(|limit| locker.runtime().learn(now, limit).map_err(|e| e.to_string()));
         match made {
             Ok(_) => created = true,
             Err(why) => p.refuse_terms(now, peer, name, || why),

@@ -142,7 +142,7 @@ pub fn turn(service: &mut Service, now: Nanos, keep: &mut impl Upkeep, io: &mut 
     service.locker.expire(at);
     // Not while claims are on their way: their answers name limits by id,
     // which a drop would move under them.
-    if !service.store.as_ref().is_some_and(|s| s.claiming()) && !service.locker.drop_idle(at).is_empty() {
+    if !service.store.as_ref().is_some_and(|s| s.claiming()) && !service.locker.runtime().drop_idle(at).is_empty() {
         service.limits_moved();
     }
     if let Some(s) = &mut service.store {
@@ -284,7 +284,7 @@ pub fn flush(service: &mut Service, now: Nanos, keep: &mut impl Keep, io: &mut i
 /// now, else sorry), in arrival order; how many.
 pub fn stop(service: &mut Service, now: Nanos, keep: &mut impl Keep, io: &mut impl Io, out: &mut Vec<u8>) -> usize {
     let mut answered = 0;
-    while let Some(token) = service.next_final(now, out, keep) {
+    while let Some(token) = service.keeping(now, keep, |s| s.next_final(now, out)) {
         io.reply(token, out);
         answered += 1;
     }
@@ -304,10 +304,16 @@ pub fn restore<'a>(
     state::restore(&mut service.locker, nodes, now, run, records)
 }
 
-/// Takes what `restore` put back for possibly incomplete, the file being
-/// from another boot (see `Service::distrust_restored`).
+/// Takes what `restore` put back for possibly incomplete: the file was
+/// written on another boot, so its unsynced tail may be lost. When peered,
+/// this run owns none of the periods under way (see
+/// `Peering::distrust_earlier_runs`). Alone, nothing changes: what the
+/// file kept still counts, and a lost tail costs no more than a restart
+/// without the file, which owns the whole limit.
 pub fn distrust_restored(service: &mut Service) {
-    service.distrust_restored();
+    if let Some(p) = &mut service.peering {
+        p.distrust_earlier_runs();
+    }
 }
 
 /// Creates a runtime limit a state file kept, as an ask with its terms
@@ -344,7 +350,7 @@ fn answer_due(service: &mut Service, now: Nanos, keep: &mut impl Keep, io: &mut 
 
 /// `answer_due` past its plain-path check, out of that path's line.
 fn answer_ready(service: &mut Service, now: Nanos, keep: &mut impl Keep, io: &mut impl Io, out: &mut Vec<u8>) {
-    while let Some(token) = service.next_ready(now, out, keep) {
+    while let Some(token) = service.keeping(now, keep, |s| s.next_ready(now, out)) {
         io.reply(token, out);
     }
 }

@@ -189,12 +189,12 @@ fn store_hold(now: Nanos, request: &Request, op: &LeaseOp) -> Option<(Nanos, Nan
 /// a store, which says why) when it names none.
 fn semaphore(locker: &mut Locker, names: &mut Names, name: Option<&str>) -> Option<LimitId> {
     let limit = names.find(locker, name).ok()?;
-    locker.leases(limit).ok().map(|_| limit)
+    locker.semaphores().leases(limit).ok().map(|_| limit)
 }
 
 /// An acquire's call, checked and its lease id minted; a refusal is counted.
 fn acquire_call(locker: &mut Locker, limit: LimitId, ask: &LeaseAsk) -> Result<Call, LeaseError> {
-    let call = locker.leases(limit).and_then(|l| l.lease_for(&acquire_ask(limit, ask)));
+    let call = locker.semaphores().leases(limit).and_then(|l| l.lease_for(&acquire_ask(limit, ask)));
     if call.is_err() {
         locker.counters().note_acquire::<String, _>(limit, &Err(()));
     }
@@ -204,7 +204,7 @@ fn acquire_call(locker: &mut Locker, limit: LimitId, ask: &LeaseAsk) -> Result<C
 /// A heartbeat's call, checked; a refusal is counted.
 fn beat_call(locker: &mut Locker, limit: LimitId, beat: &Heartbeat) -> Result<Call, LeaseError> {
     let ask = HeartbeatAsk { limit, lease: beat.lease, ttl_ms: beat.ttl_ms, count: beat.count };
-    let terms = locker.leases(limit).and_then(|l| l.beat_terms(&ask));
+    let terms = locker.semaphores().leases(limit).and_then(|l| l.beat_terms(&ask));
     if terms.is_err() {
         locker.counters().note_follow_up::<(), _>(limit, &Err(()));
     }

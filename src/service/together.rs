@@ -11,7 +11,7 @@ use super::{error_reply, go_reply, parking, permit_ask, Service};
 use crate::core::locker::all_or_none;
 use crate::core::time::ceil_ms;
 use crate::core::{AskError, Nanos, PartError, PermitAsk, Verdict, MAX_PARTS};
-use crate::state::Keep;
+use crate::state::{Journal, Keep};
 use crate::wire::{self, AllAsk, AllReply, BatchEntry, Decoded, EntryReply, GoReply, Reply, Request, WireError};
 
 // Every part a request may hold fits the array `Service::all` fills.
@@ -58,7 +58,7 @@ impl Service {
             true => self.all_from_claims(now, asks, &mut verdicts),
         };
         let sorry = match decided {
-            Ok(go) => self.answer_all(all, asks, &verdicts, go, out),
+            Ok(go) => answer_all(&mut self.journal, all, asks, &verdicts, go, out),
             Err(e) => {
                 self.locker.counters().record_error(asks.get(e.part).map(|a| a.limit));
                 wire::encode(&error_reply(&e), out);
@@ -67,28 +67,6 @@ impl Service {
         };
         self.verdicts = verdicts;
         sorry
-    }
-
-    /// Notes and answers an `all` decided: `go` for the whole, a verdict
-    /// for each part of `asks`; a sorry to hold when the whole was refused
-    /// for a part's sorry.
-    fn answer_all(
-        &mut self,
-        all: &AllAsk,
-        asks: &[PermitAsk],
-        verdicts: &[Verdict],
-        go: bool,
-        out: &mut Vec<u8>,
-    ) -> Option<Sorry> {
-        for (ask, v) in asks.iter().zip(verdicts) {
-            self.journal.note_go(ask.limit, ask.key, v);
-        }
-        let whole = wire::Ask { max_wait_ms: all.max_wait_ms, hold_ms: all.hold_ms, ..wire::Ask::new() };
-        let retry_after = verdicts.iter().map(|v| v.retry_after).max().unwrap_or(0);
-        let replies = verdicts.iter().map(|v| go_reply(v, &whole));
-        wire::encode_all_reply(go, replies, ceil_ms(retry_after), out);
-        let first = asks.first().filter(|_| !go && verdicts.iter().any(|v| !v.go))?;
-        Some(Sorry { limit: first.limit, retry_after, asked_hold: all.hold_ms.map(parking::asked_hold) })
     }
 
     /// `all` with a store: each part decided from the claims in hand (the
@@ -195,6 +173,28 @@ impl Service {
         drop(took);
         self.decoder.recycle(decoded);
     }
+}
+
+/// Notes in `journal` and answers an `all` decided: `go` for the whole, a verdict
+/// for each part of `asks`; a sorry to hold when the whole was refused
+/// for a part's sorry.
+fn answer_all(
+    journal: &mut Journal,
+    all: &AllAsk,
+    asks: &[PermitAsk],
+    verdicts: &[Verdict],
+    go: bool,
+    out: &mut Vec<u8>,
+) -> Option<Sorry> {
+    for (ask, v) in asks.iter().zip(verdicts) {
+        journal.note_go(ask.limit, ask.key, v);
+    }
+    let whole = wire::Ask { max_wait_ms: all.max_wait_ms, hold_ms: all.hold_ms, ..wire::Ask::new() };
+    let retry_after = verdicts.iter().map(|v| v.retry_after).max().unwrap_or(0);
+    let replies = verdicts.iter().map(|v| go_reply(v, &whole));
+    wire::encode_all_reply(go, replies, ceil_ms(retry_after), out);
+    let first = asks.first().filter(|_| !go && verdicts.iter().any(|v| !v.go))?;
+    Some(Sorry { limit: first.limit, retry_after, asked_hold: all.hold_ms.map(parking::asked_hold) })
 }
 
 /// The structured asks a go reply `reply` to `decoded` granted, each with

@@ -2,8 +2,9 @@
 //! grant, lease change or gift, what it left behind in its limit
 //! (`kept_go`, `kept_lease`, `kept_exchange`, read with
 //! `Locker::keeping`), and on start, an earlier
-//! run's record put back (`restore`, with `Locker::keeping_mut`). Each
-//! kind's kept form is the kind's (`core::kinds` dispatches); this module
+//! run's record put back (`restore`, with `Locker::keeping_mut`); and the
+//! table's `generation`, which tells when the limit numbers records use
+//! have moved. Each kind's kept form is the kind's (`core::kinds` dispatches); this module
 //! only finds the limit and keeps the live-key count in step.
 //!
 //! The daemon turns these into state-log records and back. An earlier
@@ -49,6 +50,14 @@ impl Locker {
 }
 
 impl<L: Deref<Target = Locker>> Keeping<L> {
+    /// A number that changes whenever the limits' numbers or definitions
+    /// do (a reload, a limit created from terms, retuned or dropped):
+    /// records name a limit by its number, which means the same limit only
+    /// within one generation.
+    pub fn generation(&self) -> u64 {
+        self.locker.generation
+    }
+
     /// The limit at `index` (see `LimitId::index`), if there is one.
     pub fn limit_at(&self, index: usize) -> Option<LimitId> {
         (index < self.locker.entries.len()).then_some(LimitId(index))
@@ -221,7 +230,7 @@ mod tests {
         let bucket = first.keeping().kept_go(0, smooth, None, &v).unwrap();
         assert!(matches!(bucket, Kept::Bucket { count: 0, .. }), "alone: the TAT only: {bucket:?}");
         let ask = AcquireAsk { limit: db, key: None, count: 3, ttl_ms: Some(30_000), max_wait_ms: 0 };
-        let (lease, _) = first.acquire(0, &ask).unwrap();
+        let (lease, _) = first.semaphores().acquire(0, &ask).unwrap();
         let held = first.keeping().kept_lease(db, &lease);
         assert!(matches!(held, Kept::Lease(_)), "{held:?}");
 
@@ -233,10 +242,10 @@ mod tests {
         let after = second.go(4 * SEC / 10, smooth, None, 2).unwrap();
         assert!(!after.go && after.remaining == 1, "one token refilled in 400 ms");
         let one = AcquireAsk { limit: db, key: None, count: 1, ttl_ms: None, max_wait_ms: 0 };
-        assert!(second.acquire(SEC, &one).unwrap().1.free == 0);
+        assert!(second.semaphores().acquire(SEC, &one).unwrap().1.free == 0);
         assert_eq!(second.next_deadline(), Some(30 * SEC));
         assert_eq!(
-            second.release(SEC, db, &lease).map(|_| second.keeping().kept_lease(db, &lease)),
+            second.semaphores().release(SEC, db, &lease).map(|_| second.keeping().kept_lease(db, &lease)),
             Ok(Kept::Released)
         );
     }

@@ -149,7 +149,7 @@ mod tests {
     fn a_semaphore_keeps_its_leases_under_a_new_capacity() {
         let mut l = locker(vec![semaphore("db", 2)]);
         let id = l.find(Some("db")).unwrap();
-        let take = |l: &mut Locker| l.acquire(NOW, &AcquireAsk::new(id, 1)).unwrap().1.state;
+        let take = |l: &mut Locker| l.semaphores().acquire(NOW, &AcquireAsk::new(id, 1)).unwrap().1.state;
         assert!(matches!(take(&mut l), crate::core::kinds::semaphore::LeaseState::Held { .. }));
         assert!(matches!(take(&mut l), crate::core::kinds::semaphore::LeaseState::Held { .. }));
         l.reload(window(DEFAULT_LIMIT, 1, 1.0), vec![semaphore("db", 1)], 100);

@@ -47,29 +47,40 @@ pub enum Made {
 
 impl Locker {
     /// Creates up to `bound` limits from the terms asks send (see
-    /// `find_with_terms`); 0, the default, creates none.
+    /// `Runtime::find_with_terms`); 0, the default, creates none.
     pub fn with_runtime_limits(mut self, bound: usize) -> Locker {
         self.runtime_bound = bound;
         self
     }
 
-    /// How many runtime limits there are, and the most there may be.
-    pub fn runtime_limits(&self) -> (usize, usize) {
-        (self.entries.iter().filter(|e| e.runtime).count(), self.runtime_bound)
+    /// The table's runtime limits, to find, create, learn and drop.
+    pub fn runtime(&mut self) -> Runtime<'_> {
+        Runtime { locker: self }
     }
 
+    /// When the next runtime limit without live keys falls idle. One with
+    /// keys waits for its rule's own deadline to drop them first.
+    pub(super) fn next_idle(&self) -> Option<Nanos> {
+        self.entries.iter().filter(|e| e.runtime && e.rule.live_keys() == 0).map(idle_at).min()
+    }
+}
+
+/// The table's runtime limits, on a borrow of it: found or created from
+/// an ask's terms, learned from a peer's, kept from idling, and dropped
+/// when idle.
+#[derive(Debug)]
+pub struct Runtime<'a> {
+    locker: &'a mut Locker,
+}
+
+impl Runtime<'_> {
     /// Notes an ask of limit `id` at `now` that the table does not decide
     /// (a store's claims decide it): it keeps a runtime limit from idling.
     #[inline]
-    pub fn touch(&mut self, now: Nanos, id: LimitId) {
-        let entry = &mut self.entries[id.0];
+    pub fn touch(self, now: Nanos, id: LimitId) {
+        let entry = &mut self.locker.entries[id.0];
         entry.last_ask = now;
         entry.learned = false;
-    }
-
-    /// Whether limit `id` was created from terms sent with an ask.
-    pub fn is_runtime(&self, id: LimitId) -> bool {
-        self.entries[id.0].runtime
     }
 
     /// The limit `terms` names (the default when it is called so), made
@@ -78,8 +89,8 @@ impl Locker {
     /// name is created while fewer than the bound runtime limits exist.
     pub fn find_with_terms(&mut self, now: Nanos, terms: Limit) -> Result<(LimitId, Made), TableError> {
         let name = terms.name();
-        let Some(&id) = self.by_name.get(name) else { return self.create(now, terms) };
-        let entry = &mut self.entries[id.0];
+        let Some(&id) = self.locker.by_name.get(name) else { return self.create(now, terms) };
+        let entry = &mut self.locker.entries[id.0];
         if !entry.runtime && !entry.limit.counts_as(&terms) {
             return Err(TableError::TermsDiffer(name.to_owned()));
         }
@@ -95,8 +106,8 @@ impl Locker {
             Made::Reset
         };
         entry.limit = terms;
-        self.generation += 1;
-        self.live_keys = self.entries.iter().map(|e| e.rule.live_keys()).sum();
+        self.locker.generation += 1;
+        self.locker.live_keys = self.locker.entries.iter().map(|e| e.rule.live_keys()).sum();
         Ok((id, made))
     }
 
@@ -107,26 +118,26 @@ impl Locker {
     /// any runtime limit does, and its terms are not passed on until an ask
     /// here names it.
     pub fn learn(&mut self, now: Nanos, terms: Limit) -> Result<(LimitId, Made), TableError> {
-        if let Some(&id) = self.by_name.get(terms.name()) {
+        if let Some(&id) = self.locker.by_name.get(terms.name()) {
             return Ok((id, Made::Found));
         }
         let made = self.create(now, terms)?;
-        self.entries[made.0 .0].learned = true;
+        self.locker.entries[made.0 .0].learned = true;
         Ok(made)
     }
 
     fn create(&mut self, now: Nanos, terms: Limit) -> Result<(LimitId, Made), TableError> {
-        let (live, bound) = self.runtime_limits();
+        let (live, bound) = self.locker.figures().runtime_limits();
         if bound == 0 {
             return Err(TableError::NoRuntimeLimits(terms.name().to_owned()));
         }
         if live >= bound {
             return Err(TableError::RuntimeLimitsFull { name: terms.name().to_owned(), bound });
         }
-        let id = LimitId(self.entries.len());
-        self.generation += 1;
-        self.by_name.insert(terms.name().to_owned(), id);
-        self.entries.push(Entry { runtime: true, last_ask: now, ..Entry::new(terms) });
+        let id = LimitId(self.locker.entries.len());
+        self.locker.generation += 1;
+        self.locker.by_name.insert(terms.name().to_owned(), id);
+        self.locker.entries.push(Entry { runtime: true, last_ask: now, ..Entry::new(terms) });
         Ok((id, Made::Created))
     }
 
@@ -140,11 +151,11 @@ impl Locker {
                 e.rule.live_keys() == 0
             }
         };
-        if !self.entries.iter_mut().any(idle) {
+        if !self.locker.entries.iter_mut().any(idle) {
             return Vec::new();
         }
         let mut dropped = Vec::new();
-        let entries = std::mem::take(&mut self.entries).into_iter().filter_map(|mut e| {
+        let entries = std::mem::take(&mut self.locker.entries).into_iter().filter_map(|mut e| {
             if idle(&mut e) {
                 dropped.push(e.limit.name().to_owned());
                 return None;
@@ -152,21 +163,25 @@ impl Locker {
             Some(e)
         });
         let kept: Vec<Entry> = entries.collect();
-        self.index(kept.into_iter());
-        self.live_keys = self.entries.iter().map(|e| e.rule.live_keys()).sum();
+        self.locker.index(kept.into_iter());
+        self.locker.live_keys = self.locker.entries.iter().map(|e| e.rule.live_keys()).sum();
         // Unpublished grants name limits by position, which has moved.
-        self.granted.clear();
+        self.locker.granted.clear();
         dropped
-    }
-
-    /// When the next runtime limit without live keys falls idle. One with
-    /// keys waits for its rule's own deadline to drop them first.
-    pub(super) fn next_idle(&self) -> Option<Nanos> {
-        self.entries.iter().filter(|e| e.runtime && e.rule.live_keys() == 0).map(idle_at).min()
     }
 }
 
 impl<'a> Figures<'a> {
+    /// How many runtime limits there are, and the most there may be.
+    pub fn runtime_limits(self) -> (usize, usize) {
+        (self.locker.entries.iter().filter(|e| e.runtime).count(), self.locker.runtime_bound)
+    }
+
+    /// Whether limit `id` was created from terms sent with an ask.
+    pub fn is_runtime(self, id: LimitId) -> bool {
+        self.locker.entries[id.0].runtime
+    }
+
     /// The runtime limits whose terms peers are told: those an ask here
     /// named (not only learned from a peer) and that peers share.
     pub fn taught_terms(self) -> impl Iterator<Item = &'a Limit> + 'a {
@@ -208,10 +223,13 @@ mod tests {
     #[test]
     fn a_limit_sent_with_terms_is_created_on_first_use_and_counts_as_a_configured_twin() {
         let mut l = locker(4);
-        let (id, made) = l.find_with_terms(NOW, terms("tenant", "fixed-window", 5, 0.8)).unwrap();
+        let (id, made) = l.runtime().find_with_terms(NOW, terms("tenant", "fixed-window", 5, 0.8)).unwrap();
         assert_eq!(made, Made::Created);
-        assert!(l.is_runtime(id) && !l.is_runtime(l.find(Some("api")).unwrap()));
-        assert_eq!(l.find_with_terms(NOW, terms("tenant", "fixed-window", 5, 0.8)).unwrap(), (id, Made::Found));
+        assert!(l.figures().is_runtime(id) && !l.figures().is_runtime(l.find(Some("api")).unwrap()));
+        assert_eq!(
+            l.runtime().find_with_terms(NOW, terms("tenant", "fixed-window", 5, 0.8)).unwrap(),
+            (id, Made::Found)
+        );
         let api = l.find(Some("api")).unwrap();
         // Over two slots, the same go/sorry sequence as the configured twin.
         for at in [NOW, NOW + 300_000_000, NOW + 800_000_000, NOW + 900_000_000] {
@@ -219,19 +237,19 @@ mod tests {
                 assert_eq!(go(&mut l, at, id), go(&mut l, at, api), "at {at}");
             }
         }
-        assert_eq!(l.runtime_limits(), (1, 4));
+        assert_eq!(l.figures().runtime_limits(), (1, 4));
     }
 
     #[test]
     fn without_the_bound_or_past_it_a_limit_is_not_created() {
         let mut l = locker(0);
-        let e = l.find_with_terms(NOW, terms("t", "fixed-window", 1, 1.0)).unwrap_err();
+        let e = l.runtime().find_with_terms(NOW, terms("t", "fixed-window", 1, 1.0)).unwrap_err();
         assert_eq!(e, TableError::NoRuntimeLimits("t".into()));
         assert!(e.to_string().contains("--runtime-limits"), "{e}");
         let mut l = locker(2);
-        l.find_with_terms(NOW, terms("a", "fixed-window", 1, 1.0)).unwrap();
-        l.find_with_terms(NOW, terms("b", "token-bucket", 1, 1.0)).unwrap();
-        let e = l.find_with_terms(NOW, terms("c", "fixed-window", 1, 1.0)).unwrap_err();
+        l.runtime().find_with_terms(NOW, terms("a", "fixed-window", 1, 1.0)).unwrap();
+        l.runtime().find_with_terms(NOW, terms("b", "token-bucket", 1, 1.0)).unwrap();
+        let e = l.runtime().find_with_terms(NOW, terms("c", "fixed-window", 1, 1.0)).unwrap_err();
         assert_eq!(e, TableError::RuntimeLimitsFull { name: "c".into(), bound: 2 });
         assert!(l.find(Some("c")).is_err());
     }
@@ -240,24 +258,24 @@ mod tests {
     fn a_configured_limit_keeps_its_terms() {
         let mut l = locker(4);
         let api = l.find(Some("api")).unwrap();
-        assert_eq!(l.find_with_terms(NOW, terms("api", "fixed-window", 5, 0.8)).unwrap(), (api, Made::Found));
-        let e = l.find_with_terms(NOW, terms("api", "fixed-window", 50, 0.8)).unwrap_err();
+        assert_eq!(l.runtime().find_with_terms(NOW, terms("api", "fixed-window", 5, 0.8)).unwrap(), (api, Made::Found));
+        let e = l.runtime().find_with_terms(NOW, terms("api", "fixed-window", 50, 0.8)).unwrap_err();
         assert_eq!(e, TableError::TermsDiffer("api".into()));
-        assert!(l.find_with_terms(NOW, terms(DEFAULT_LIMIT, "rolling-window", 1, 1.0)).is_err());
+        assert!(l.runtime().find_with_terms(NOW, terms(DEFAULT_LIMIT, "rolling-window", 1, 1.0)).is_err());
         assert_eq!(l.limit(api).quota().max_requests(), 5, "unchanged");
-        assert_eq!(l.runtime_limits().0, 0);
+        assert_eq!(l.figures().runtime_limits().0, 0);
     }
 
     #[test]
     fn new_terms_for_a_runtime_limit_keep_its_counts_as_a_reload_does() {
         let mut l = locker(4);
-        let (id, _) = l.find_with_terms(NOW, terms("t", "fixed-window", 2, 60.0)).unwrap();
+        let (id, _) = l.runtime().find_with_terms(NOW, terms("t", "fixed-window", 2, 60.0)).unwrap();
         assert!(go(&mut l, NOW, id) && go(&mut l, NOW, id) && !go(&mut l, NOW, id));
-        assert_eq!(l.find_with_terms(NOW, terms("t", "fixed-window", 3, 60.0)).unwrap(), (id, Made::Retuned));
+        assert_eq!(l.runtime().find_with_terms(NOW, terms("t", "fixed-window", 3, 60.0)).unwrap(), (id, Made::Retuned));
         assert!(go(&mut l, NOW, id), "its 2 are kept and 3 allowed");
         assert!(!go(&mut l, NOW, id));
         // Another slot length: counts of other slots mean nothing.
-        assert_eq!(l.find_with_terms(NOW, terms("t", "fixed-window", 3, 30.0)).unwrap(), (id, Made::Reset));
+        assert_eq!(l.runtime().find_with_terms(NOW, terms("t", "fixed-window", 3, 30.0)).unwrap(), (id, Made::Reset));
         assert!(go(&mut l, NOW, id));
         assert_eq!(l.limit(id).quota().slot_ns(), 30 * NANOS_PER_SEC);
     }
@@ -265,49 +283,57 @@ mod tests {
     #[test]
     fn an_idle_runtime_limit_is_dropped_and_frees_its_place() {
         let mut l = locker(1);
-        let (id, _) = l.find_with_terms(NOW, terms("t", "fixed-window", 1, 1.0)).unwrap();
+        let (id, _) = l.runtime().find_with_terms(NOW, terms("t", "fixed-window", 1, 1.0)).unwrap();
         assert!(go(&mut l, NOW + 5 * NANOS_PER_SEC, id));
         let last = NOW + 5 * NANOS_PER_SEC;
-        assert!(l.find_with_terms(last, terms("u", "fixed-window", 1, 1.0)).is_err(), "the one place is taken");
+        assert!(
+            l.runtime().find_with_terms(last, terms("u", "fixed-window", 1, 1.0)).is_err(),
+            "the one place is taken"
+        );
         assert_eq!(l.next_deadline().filter(|&d| d > last + NANOS_PER_SEC), None, "its key's slot ends first");
         l.expire(last + NANOS_PER_SEC);
         assert_eq!(l.next_deadline(), Some(last + IDLE), "ten minutes after its last ask");
-        assert!(l.drop_idle(last + IDLE - 1).is_empty());
-        assert_eq!(l.drop_idle(last + IDLE), ["t"]);
+        assert!(l.runtime().drop_idle(last + IDLE - 1).is_empty());
+        assert_eq!(l.runtime().drop_idle(last + IDLE), ["t"]);
         assert!(l.find(Some("t")).is_err() && l.find(Some("api")).is_ok());
         assert_eq!(l.next_deadline(), None);
-        assert_eq!(l.find_with_terms(last + IDLE, terms("u", "fixed-window", 1, 1.0)).unwrap().1, Made::Created);
+        assert_eq!(
+            l.runtime().find_with_terms(last + IDLE, terms("u", "fixed-window", 1, 1.0)).unwrap().1,
+            Made::Created
+        );
     }
 
     #[test]
     fn a_long_slot_idles_for_ten_slots_and_live_keys_keep_a_limit() {
         let mut l = locker(2);
-        let (id, _) = l.find_with_terms(NOW, terms("hour", "fixed-window", 1, 3600.0)).unwrap();
+        let (id, _) = l.runtime().find_with_terms(NOW, terms("hour", "fixed-window", 1, 3600.0)).unwrap();
         let slot = 3600 * NANOS_PER_SEC;
         assert!(go(&mut l, NOW, id));
-        assert!(l.drop_idle(NOW + IDLE).is_empty(), "its key still counts");
-        assert!(l.drop_idle(NOW + 10 * slot - 1).is_empty());
-        assert_eq!(l.drop_idle(NOW + 10 * slot), ["hour"]);
+        assert!(l.runtime().drop_idle(NOW + IDLE).is_empty(), "its key still counts");
+        assert!(l.runtime().drop_idle(NOW + 10 * slot - 1).is_empty());
+        assert_eq!(l.runtime().drop_idle(NOW + 10 * slot), ["hour"]);
         // A bucket is kept while a key's bucket is not full again.
-        let (b, _) =
-            l.find_with_terms(NOW, Limit::from_terms("b", "token-bucket", 1, 1.0, Some(1000)).unwrap()).unwrap();
+        let (b, _) = l
+            .runtime()
+            .find_with_terms(NOW, Limit::from_terms("b", "token-bucket", 1, 1.0, Some(1000)).unwrap())
+            .unwrap();
         assert!(l.ask(NOW, &PermitAsk::new(b).key("k").cost(1000)).unwrap().go);
-        assert!(l.drop_idle(NOW + IDLE).is_empty(), "its bucket refills over 1000 s");
-        assert_eq!(l.drop_idle(NOW + 1000 * NANOS_PER_SEC + IDLE), ["b"]);
+        assert!(l.runtime().drop_idle(NOW + IDLE).is_empty(), "its bucket refills over 1000 s");
+        assert_eq!(l.runtime().drop_idle(NOW + 1000 * NANOS_PER_SEC + IDLE), ["b"]);
     }
 
     #[test]
     fn a_reload_keeps_runtime_limits_unless_the_config_names_them() {
         let mut l = locker(3);
-        let (a, _) = l.find_with_terms(NOW, terms("a", "fixed-window", 1, 1.0)).unwrap();
-        l.find_with_terms(NOW + IDLE, terms("b", "fixed-window", 4, 1.0)).unwrap();
+        let (a, _) = l.runtime().find_with_terms(NOW, terms("a", "fixed-window", 1, 1.0)).unwrap();
+        l.runtime().find_with_terms(NOW + IDLE, terms("b", "fixed-window", 4, 1.0)).unwrap();
         let done = l.reload(window(DEFAULT_LIMIT, 1, 1.0), vec![window("api", 6, 0.8), window("a", 9, 1.0)], 100);
         assert!(done.removed.is_empty(), "{done:?}");
         let a2 = l.find(Some("a")).unwrap();
-        assert!(!l.is_runtime(a2) && l.limit(a2).quota().max_requests() == 9, "the config now defines it");
+        assert!(!l.figures().is_runtime(a2) && l.limit(a2).quota().max_requests() == 9, "the config now defines it");
         let b = l.find(Some("b")).unwrap();
-        assert!(l.is_runtime(b) && go(&mut l, NOW + IDLE, b));
-        assert_eq!(l.runtime_limits().0, 1);
+        assert!(l.figures().is_runtime(b) && go(&mut l, NOW + IDLE, b));
+        assert_eq!(l.figures().runtime_limits().0, 1);
         let e = l.ask(NOW, &PermitAsk::new(a).key("k").cost(10));
         assert!(matches!(e, Err(AskError::CostAboveMax { max: 9, .. })), "{e:?}");
     }

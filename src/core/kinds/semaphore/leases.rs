@@ -5,7 +5,7 @@
 //! and the lease ops under the room the key table has left.
 //!
 //! `Leases` is a checked handle on one semaphore limit, which the table
-//! hands out only for a semaphore (`Locker::leases`). This module must not
+//! hands out only for a semaphore (`Semaphores::leases`). This module must not
 //! find limits by name, count live keys or keep statistics: the table does
 //! those around each op, since making room for a new lease may bring every
 //! limit up to date.
