@@ -468,10 +468,30 @@ impl Group {
         self.nodes[i].unseen = 0;
     }
 
-    /// Gives node `i` a state file from now on (`--state`): a restart puts
-    /// back what it kept.
+    /// Gives node `i` a new state file from now on (`--state`): a restart
+    /// puts back what it kept. Called before the node joined, it starts
+    /// with the file as the daemon's keeper starts one: a new file names
+    /// no earlier run, so the node knows it is a first run and owns the
+    /// slot it joins in (see `Peering::owns_from_joining`).
     pub fn keep_state(&mut self, i: usize) {
-        self.nodes[i].state = StateFile::started(self.service(i), 0, &[]);
+        let now = self.clock(i);
+        let service = self.nodes[i].service.as_mut().expect("node is up");
+        let (_, rewrite) = step::restore(service, now, 0, std::iter::empty());
+        self.nodes[i].state = StateFile::started(service, 0, &rewrite);
+    }
+
+    /// Starts every node that has not joined yet as one whose new state
+    /// file names no earlier run (see `keep_state`), without keeping the
+    /// file: a restart starts without one unless `keep_state` gave it one.
+    /// So a group started all at once owns the slot it starts in, as one
+    /// started with `--state` does (without, it owns none of it).
+    pub fn first_runs(&mut self) {
+        for i in 0..self.nodes.len() {
+            let now = self.clock(i);
+            if let Some(service) = self.nodes[i].service.as_mut() {
+                let _ = step::restore(service, now, 0, std::iter::empty());
+            }
+        }
     }
 
     /// Fills the disk under node `i`'s state file: it holds `headroom`

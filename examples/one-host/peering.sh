@@ -12,7 +12,10 @@ for i in 0 1 2; do
   for j in 0 1 2; do
     [ "$i" = "$j" ] || peers+=(--peer "tcp://127.0.0.1:$((BASE + 11 + j))")
   done
-  serve "${names[$i]}" --config "$config" --node-id "${names[$i]}" \
+  # Each keeps a state file (run in the scratch folder): with a new one a
+  # locker knows it is a first run, and the group serves from its first
+  # slot (without, a group started all at once serves nothing of it).
+  serve "${names[$i]}" --config "$config" --node-id "${names[$i]}" --state "${names[$i]}.state" \
     --bind "tcp://127.0.0.1:$((BASE + 1 + i))" --peer-bind "tcp://127.0.0.1:$((BASE + 11 + i))" "${peers[@]}"
 done
 

@@ -81,7 +81,9 @@ pub struct Settings {
     /// Seconds a starting locker waits for its peers' counts before serving with what it has [default: 1.0].
     #[arg(long, value_name = "S", allow_negative_numbers = true)]
     pub peer_grace: Option<f64>,
-    /// File that keeps counts, reservations and leases across restarts (and kill -9).
+    /// File that keeps counts, reservations and leases across restarts (and kill -9). Peered, a new
+    /// file also tells a first run: without one a group started (or restarted) all at once serves
+    /// nothing of its first slot (window, period), since no run can tell it is the first.
     #[arg(long, value_name = "FILE")]
     pub state: Option<PathBuf>,
     /// Sync the state file to the disk this often (e.g. 1s, 100ms), bounding what a power loss can cost [default: never].

@@ -52,8 +52,12 @@ pub(super) fn on_peer(
     let heard = match msg.kind {
         PeerKind::Beat => {
             let reported = reported_of(&msg, p.nodes());
-            let heard =
-                p.on_heartbeat(reading, peer, &sender, Beat { sent_at: msg.at, joining: msg.joining, reported });
+            let heard = p.on_heartbeat(
+                reading,
+                peer,
+                &sender,
+                Beat { sent_at: msg.at, joining: msg.joining, reported, up: msg.up },
+            );
             if heard {
                 let me = &p.nodes().me().id;
                 let echo = msg.echo.iter().find(|e| *e.0 == **me).map(|e| e.1);
@@ -146,6 +150,7 @@ pub(super) fn publish(
                 let echoes = p.echoes(now);
                 let mut msg = Batch::new(locker, p.nodes(), PeerKind::Beat, reading);
                 msg.msg.joining = joining;
+                msg.msg.up = Some(p.up(now));
                 tenure_of(p, echoes, &mut msg.msg);
                 msg.finish(true, &mut send);
                 continue;

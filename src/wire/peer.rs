@@ -157,6 +157,14 @@ pub struct PeerMsg {
     /// it checks nothing, as before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub members: Option<PeerMembers>,
+    /// In a heartbeat: how long, in nanoseconds, the sender's run has
+    /// heard its peers without a pause of its own (since it started, or
+    /// resumed from a pause). A peer that joins owns the slot under way
+    /// only if some peer was up since before it began and knew of no
+    /// earlier run of it (see `Peering::owns_from_joining`). Left out by an
+    /// older locker, which then proves nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub up: Option<u64>,
 }
 
 impl PeerMsg {
@@ -180,6 +188,7 @@ impl PeerMsg {
             holds: Vec::new(),
             terms: Vec::new(),
             members: None,
+            up: None,
         }
     }
 

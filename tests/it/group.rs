@@ -56,6 +56,8 @@ pub(crate) fn joined(n: usize, seed: u64, locker: impl Fn() -> Locker + 'static)
 /// Peered nodes whose clocks run `offsets` ahead of the true time, joined.
 pub(crate) fn skewed(offsets: &[i64], seed: u64, locker: impl Fn() -> Locker + 'static) -> Group {
     let mut g = Group::skewed(offsets, T0, seed, Box::new(move |boot| sim::peered(locker(), boot, 500 * MS)));
+    // As a group started with new state files: it owns its first slot.
+    g.first_runs();
     g.advance(1000 * MS);
     g
 }

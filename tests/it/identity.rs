@@ -18,6 +18,17 @@
 //! both ends fall inside it. A slow machine can only make fewer go
 //! certain, never more; and a restart slower than the period shows nothing
 //! rather than failing.
+//!
+//! The group starts with a new state file each, as a group that is not
+//! to lose its first slot does (without one, a group started all at once
+//! serves nothing of the slot, window or period it starts in: nothing
+//! tells its runs that they are the first), and locker 0 is restarted
+//! without it: its id is then the default's alone.
+//!
+//! Last, item 5 of the issue: three lockers with no `--state` at all,
+//! killed with -9 and started again together (an upgrade all at once),
+//! never grant a slot twice, though no run's peers knew of its earlier
+//! run.
 
 use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
@@ -81,8 +92,18 @@ fn restart_after_a_share(args: &[&str]) -> Seen {
     let mut goes: Vec<Go> = ask_share(&group.endpoint(0)).into_iter().collect();
     assert_eq!(goes.len(), 1, "locker 0 grants its own share");
     group.kill(0);
-    group.restart(0);
+    group.restart_without_state(0);
     group.wait_joined(2);
+    let after = ask_together(&group);
+    let ids = (before, node(&group, 0));
+    eprintln!("locker 0 granted {SHARE} before kill -9; after its restart, together: {after:?} (its id: {ids:?})");
+    goes.extend(after);
+    Seen { goes, ids }
+}
+
+/// Asks each locker of `group` for a share at once (three callers
+/// released together): the go.
+fn ask_together(group: &Peered) -> Vec<Go> {
     let together = Arc::new(Barrier::new(3));
     let after = Arc::new(Mutex::new(Vec::new()));
     let callers: Vec<_> = (0..3)
@@ -99,10 +120,7 @@ fn restart_after_a_share(args: &[&str]) -> Seen {
         .collect();
     callers.into_iter().for_each(|c| c.join().unwrap());
     let after = std::mem::take(&mut *after.lock().unwrap());
-    let ids = (before, node(&group, 0));
-    eprintln!("locker 0 granted {SHARE} before kill -9; after its restart, together: {after:?} (its id: {ids:?})");
-    goes.extend(after);
-    Seen { goes, ids }
+    after
 }
 
 fn node(group: &Peered, i: usize) -> Option<String> {
@@ -178,4 +196,29 @@ fn a_peered_locker_on_an_ephemeral_port_keeps_its_id_in_its_state_file_across_ki
     let again = Daemon::start(&args);
     assert!(before.is_some());
     assert_eq!(id(&again), before, "the state file keeps the id its first run made");
+}
+
+#[test]
+fn a_group_without_state_killed_and_restarted_together_never_puts_a_slot_over_max() {
+    let slot = PERIOD.as_nanos();
+    let mut group = Peered::start_stateless(3, &["--max-requests", "99", "--in-seconds", "4"]);
+    group.wait_joined(2);
+    // Without state the group owns none of the slot it started in (nor one
+    // that begins within half a second of its start): it waits for the
+    // clock to reach one it owns, and starts near its beginning.
+    thread::sleep(Duration::from_millis(600));
+    wait_for_room(slot, PERIOD);
+    let mut goes: Vec<Go> = (0..3).filter_map(|i| ask_share(&group.endpoint(i))).collect();
+    assert_eq!(goes.len(), 3, "each locker grants its own share of a slot the group owns");
+    (0..3).for_each(|i| group.kill(i));
+    (0..3).for_each(|i| group.restart(i));
+    group.wait_joined(2);
+    let after = ask_together(&group);
+    eprintln!("a share each before kill -9 of all three; after their restart, together: {after:?}");
+    goes.extend(after);
+    let seen = Seen { goes, ids: (None, None) };
+    let start = seen.first() / slot * slot;
+    let in_slot = seen.certainly_within(start, start + slot);
+    eprintln!("{in_slot} go certainly in the slot");
+    assert!(in_slot <= MAX, "{in_slot} go certainly in one slot, of a limit of {MAX}");
 }

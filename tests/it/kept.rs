@@ -231,7 +231,7 @@ fn peered(algorithm: Algorithm, id: &str, now: Nanos) -> Service {
     let locker = Locker::new(limit, vec![], 1000);
     let me = NodeKey { id: id.into(), incarnation: now };
     let settings = PeeringSettings::new(me, vec!["tcp://peer".into()], 5_000 * MS, locker.figures().shortest_slot());
-    Service::peered(locker, Peering::new(settings, now), now)
+    crate::support::first_run(Service::peered(locker, Peering::new(settings, now), now), now)
 }
 
 /// Each service's peer messages at `now`, delivered to the other.

@@ -178,6 +178,8 @@ mod peering_memory;
 /// Peered lockers splitting each slot by demand, on a simulated clock: a bursty
 /// or fast caller on one locker gets its whole quota, and load that moves adapts within a slot.
 mod peering_split;
+/// A peered group restarted all together without `--state`: no slot, window or span granted twice.
+mod peering_together;
 /// `PermitPool`: batches of permits taken with `up_to`, within the limit.
 mod pool;
 /// The scrape as promtool and a real Prometheus server read it.

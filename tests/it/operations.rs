@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use locker::wire::Ask;
 use locker::Client;
 
-use crate::support::{free_port, locker_bin, run_locker, Daemon, TempFile, DEADLINE};
+use crate::support::{free_port, locker_bin, run_locker, Daemon, StateDir, TempFile, DEADLINE};
 
 /// `GET path` on `addr`; the status and the body.
 fn get(addr: &str, path: &str) -> (u16, String) {
@@ -86,11 +86,15 @@ fn a_scrape_counts_asks_per_limit_and_health_is_200() {
 fn a_peered_pair_shows_each_other_in_its_scrape() {
     let pubs = [free_port(), free_port()].map(|p| format!("tcp://127.0.0.1:{p}"));
     let metrics = [free_port(), free_port()].map(|p| format!("127.0.0.1:{p}"));
+    // New state files: without, a pair started together serves nothing
+    // of its first slot (60 s here).
+    let states = StateDir::new();
     let lockers: Vec<Daemon> = (0..2)
         .map(|i| {
-            let node = format!("node-{i}");
+            let (node, state) = (format!("node-{i}"), states.file(i));
             let peer = &pubs[1 - i];
             let args = ["--peer-bind", &pubs[i], "--peer", peer, "--node-id", &node, "--metrics-bind", &metrics[i]];
+            let args = [&args[..], &["--state", &state]].concat();
             Daemon::start(&[&args[..], &["--max-requests", "5", "--in-seconds", "60"]].concat())
         })
         .collect();

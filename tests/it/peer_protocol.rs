@@ -31,7 +31,7 @@ fn service_of(locker: Locker, id: &str, incarnation: u64, peers: usize, now: u64
     let me = NodeKey { id: id.into(), incarnation };
     let names = (0..peers).map(|i| format!("tcp://peer-{i}").into()).collect();
     let settings = PeeringSettings::new(me, names, 500 * MS, 1000 * MS);
-    Service::peered(locker, Peering::new(settings, now), now)
+    crate::support::first_run(Service::peered(locker, Peering::new(settings, now), now), now)
 }
 
 pub(crate) fn ask(s: &mut Service, now: u64) -> GoReply {

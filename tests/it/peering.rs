@@ -84,6 +84,7 @@ fn trio_with_grace(grace: Nanos, max: u32, slot_ms: u64) -> Group {
 /// Three peered nodes of `locker`, past a join `grace`.
 fn trio_of(grace: Nanos, locker: impl Fn() -> locker::core::Locker + 'static) -> Group {
     let mut g = Group::new(3, crate::group::T0, 4, Box::new(move |boot| sim::peered(locker(), boot, grace)));
+    g.first_runs();
     g.advance(grace + 500 * MS);
     g
 }
@@ -245,6 +246,7 @@ fn a_locker_cut_off_stops_granting_before_its_share_is_reclaimed_and_no_slot_goe
 fn of_two_lockers_the_survivor_serves_its_own_share() {
     let mut g =
         Group::new(2, crate::group::T0, 5, Box::new(move |boot| sim::peered(fixed(1000, 1000)(), boot, 300 * MS)));
+    g.first_runs();
     g.advance(800 * MS);
     g.kill(1);
     g.advance(RECLAIMED_WITHIN + SLOT);

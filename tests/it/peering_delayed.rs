@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use locker::core::peering::tenure::{DECLARE_AFTER, LEASE, MARGIN};
 
-use crate::support::{free_port, wall_ns, Daemon};
+use crate::support::{free_port, wall_ns, Daemon, StateDir};
 
 const SLOT_NS: u128 = 800_000_000;
 
@@ -216,7 +216,10 @@ fn load(lockers: &[Daemon], run: Duration, during: impl FnOnce()) -> (Vec<u32>, 
 #[test]
 fn the_seeds_limit_with_every_peer_link_40_to_70_ms_late_never_puts_six_in_a_slot() {
     let cut: Vec<_> = (0..3).map(|_| Arc::new(AtomicBool::new(false))).collect();
-    let (lockers, _) = proxied_trio(&cut);
+    // New state files: a group started without serves nothing of its
+    // first slot, which this test would count as one not filled.
+    let states = StateDir::new();
+    let (lockers, _) = proxied_trio_each(&cut, |i| vec!["--state".into(), states.file(i)]);
     let (slots, mean) = load(&lockers, Duration::from_millis(8_000), || {});
     eprintln!("links 40-70 ms late: per slot {slots:?}; {mean:.2} per full slot");
     assert!(slots.iter().all(|&n| n <= 5), "a slot over 5: {slots:?}");
@@ -320,7 +323,12 @@ fn a_locker_killed_and_restarted_with_its_state_file_behind_late_links_never_put
 #[test]
 fn a_rolling_window_with_every_peer_link_40_to_70_ms_late_never_puts_six_in_any_0_8_s() {
     let cut: Vec<_> = (0..3).map(|_| Arc::new(AtomicBool::new(false))).collect();
-    let (lockers, _) = proxied_trio_with(&cut, &["--algorithm", "rolling-window"]);
+    // New state files: without, the group holds no rights in its first
+    // three windows, which this test would count as not filled.
+    let states = StateDir::new();
+    let (lockers, _) = proxied_trio_each(&cut, |i| {
+        ["--algorithm", "rolling-window", "--state", &states.file(i)].map(String::from).to_vec()
+    });
     // 10 s: the measured span starts a window after the first go, which a
     // busy machine delays, and at least 8 windows of it must remain.
     let mut all = goes(&lockers, Duration::from_millis(10_000), || {});

@@ -25,6 +25,7 @@ fn trio(kept: bool) -> Group {
 pub(crate) fn trio_of(kept: bool, locker: impl Fn() -> Locker + 'static) -> Group {
     let grace = 2000 * MS;
     let mut g = Group::new(3, T0, 4, Box::new(move |boot| sim::peered(locker(), boot, grace)));
+    g.first_runs();
     if kept {
         g.keep_state(0);
     }

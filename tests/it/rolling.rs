@@ -64,7 +64,7 @@ fn peered(id: &str, now: u64) -> Service {
         500 * MS,
         800 * MS,
     );
-    Service::peered(rolling_locker(), Peering::new(settings, now), now)
+    crate::support::first_run(Service::peered(rolling_locker(), Peering::new(settings, now), now), now)
 }
 
 fn outbox(s: &mut Service, now: u64) -> Vec<Vec<u8>> {

@@ -221,6 +221,16 @@ pub fn wait_output(mut child: Child, limit: Duration) -> Output {
     }
 }
 
+/// `service`, peered, started as one whose new state file names no
+/// earlier run: a first run, which owns the slot (window, period) it joins
+/// in; the file itself is not kept. Without it, a locker whose peers have
+/// not been up since before the slot began owns none of it (see
+/// docs/peering.md).
+pub fn first_run(mut service: locker::service::Service, now: u64) -> locker::service::Service {
+    let _ = locker::service::step::restore(&mut service, now, 0, std::iter::empty());
+    service
+}
+
 /// A file in the system temp directory, removed when dropped.
 pub struct TempFile(std::path::PathBuf);
 
@@ -301,12 +311,53 @@ pub struct Peered {
     /// Whether each locker is given `--node-id node-<i>`; without, each
     /// goes by its default id.
     pub named: bool,
+    /// The directory of each locker's state file (`--state
+    /// <dir>/node-<i>.state`), unless the group runs without: a group
+    /// started all at once without `--state` serves nothing of its first
+    /// slot (window, period), since no run can tell that it is the first
+    /// (see docs/peering.md).
+    pub states: Option<StateDir>,
+    /// The lockers restarted without their state file (`restart_without_state`).
+    pub stateless: Vec<usize>,
+}
+
+/// A directory for peered lockers' state files, removed when dropped.
+pub struct StateDir(std::path::PathBuf);
+
+impl StateDir {
+    /// A new empty directory, unique to this process and call.
+    pub fn new() -> StateDir {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("locker-test-{}-peered-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("create a state directory");
+        StateDir(path)
+    }
+
+    /// The state file of locker `i`.
+    pub fn file(&self, i: usize) -> String {
+        self.0.join(format!("node-{i}.state")).to_str().expect("a UTF-8 temp path").to_owned()
+    }
+}
+
+impl Drop for StateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 impl Peered {
-    /// Starts `n` lockers, each subscribed to all the others, with `args`.
+    /// Starts `n` lockers, each subscribed to all the others, with `args`,
+    /// each with a new state file unless `args` name one.
     pub fn start(n: usize, args: &[&str]) -> Peered {
         Peered::start_group(n, args, false)
+    }
+
+    /// Starts `n` lockers as `start` does, but without state files (each
+    /// serves nothing of the slot, window or period it starts in).
+    pub fn start_stateless(n: usize, args: &[&str]) -> Peered {
+        Peered::launch(n, args, false, Vec::new(), true, false)
     }
 
     /// Starts the group on fresh PUB ports. A port that `free_port` found
@@ -319,22 +370,25 @@ impl Peered {
 
     /// Starts the group with locker `i` run under `under[i]`.
     pub fn start_under(n: usize, args: &[&str], logged: bool, under: Vec<Vec<String>>) -> Peered {
-        Peered::launch(n, args, logged, under, true)
+        Peered::launch(n, args, logged, under, true, true)
     }
 
     /// Starts `n` lockers as `start` does, but without `--node-id`: each
     /// goes by its default id, as a user who sets nothing but the peers.
     pub fn start_unnamed(n: usize, args: &[&str]) -> Peered {
-        Peered::launch(n, args, false, Vec::new(), false)
+        Peered::launch(n, args, false, Vec::new(), false, true)
     }
 
-    fn launch(n: usize, args: &[&str], logged: bool, under: Vec<Vec<String>>, named: bool) -> Peered {
+    fn launch(n: usize, args: &[&str], logged: bool, under: Vec<Vec<String>>, named: bool, kept: bool) -> Peered {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         let mut why = String::new();
         for _ in 0..3 {
             let pubs: Vec<String> = (0..n).map(|_| format!("tcp://127.0.0.1:{}", free_port())).collect();
             let (args, under) = (args.clone(), under.clone());
-            let mut group = Peered { lockers: Vec::new(), pubs, args, logged, under, named };
+            let kept = kept && !args.iter().any(|a| a == "--state");
+            let states = kept.then(StateDir::new);
+            let mut group =
+                Peered { lockers: Vec::new(), pubs, args, logged, under, named, states, stateless: Vec::new() };
             for i in 0..n {
                 match group.try_spawn(i) {
                     Ok(d) => group.lockers.push(Some(d)),
@@ -370,6 +424,10 @@ impl Peered {
             }
         }
         args.extend(self.args.iter().map(String::as_str));
+        let state = self.states.as_ref().filter(|_| !self.stateless.contains(&i)).map(|s| s.file(i));
+        if let Some(state) = &state {
+            args.extend(["--state", state.as_str()]);
+        }
         let bind = ["--bind", "tcp://127.0.0.1:*"];
         match self.under.get(i).filter(|w| !w.is_empty()) {
             Some(w) => {
@@ -403,6 +461,13 @@ impl Peered {
         assert!(self.lockers[i].is_none(), "kill it first");
         let d = self.spawn(i);
         self.lockers[i] = Some(d);
+    }
+
+    /// Restarts a killed locker `i` as `restart` does, but without its
+    /// state file (nor with it from then on).
+    pub fn restart_without_state(&mut self, i: usize) {
+        self.stateless.push(i);
+        self.restart(i);
     }
 
     /// Waits until every running locker has joined and hears `live_peers`

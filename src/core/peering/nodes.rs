@@ -69,6 +69,11 @@ pub struct PeerState {
     pub flagged: bool,
     /// Whether the peer said it is still learning the counts.
     pub joining: bool,
+    /// Since when, by this locker's clock, the peer's live run has heard
+    /// its peers without a pause of its own, as its last heartbeat said
+    /// (`Beat::up`, read as if it had arrived at once, so never earlier
+    /// than true); `None` from a locker that does not say.
+    pub up_since: Option<Nanos>,
     /// Whether the peer went unheard past the live timeout (and was
     /// reported silent); cleared by its next heartbeat.
     pub silent: bool,
@@ -156,6 +161,8 @@ pub struct Nodes {
     /// The incarnations of this locker's earlier runs that its state file
     /// named: their grants and gifts are known (see `Nodes::kept_runs`).
     kept: Vec<u64>,
+    /// Whether this run keeps a state file (`kept_runs` was told of it).
+    keeps_state: bool,
 }
 
 impl Nodes {
@@ -173,6 +180,7 @@ impl Nodes {
             retention: DEFAULT_RETENTION,
             judge_skew_from: 0,
             kept: Vec::new(),
+            keeps_state: false,
         }
     }
 
@@ -262,6 +270,7 @@ impl Nodes {
         };
         state.run = Some(key.clone());
         state.last_beat = 0; // a new run's heartbeats are echoed, not the last run's
+        state.up_since = None; // nor is the last run's time up this run's
         Some((ix, event))
     }
 
@@ -313,7 +322,7 @@ impl Nodes {
     /// clock and received at `now` by ours. Returns what changed, if
     /// anything; nothing as well when the sender is refused.
     pub fn heartbeat(&mut self, now: Nanos, peer: PeerIx, from: &NodeKey, beat: Beat) -> Vec<PeerEvent> {
-        let Beat { sent_at, joining, reported } = beat;
+        let Beat { sent_at, joining, reported, up } = beat;
         let Some((_, event)) = self.sender(now, peer, from) else { return Vec::new() };
         let mut events: Vec<PeerEvent> = event.into_iter().collect();
         let state = &mut self.peers[peer];
@@ -329,6 +338,7 @@ impl Nodes {
         state.last_heard = now;
         state.last_beat = state.last_beat.max(sent_at);
         state.joining = joining;
+        state.up_since = up.map(|up| now.saturating_sub(up));
         self.measure(now, peer, sent_at, reported, &mut events);
         events
     }
@@ -467,6 +477,7 @@ impl Nodes {
     /// file named: those of this locker's id recorded every grant and gift
     /// they made before it left.
     pub fn kept_runs<'a>(&mut self, runs: impl Iterator<Item = (&'a str, u64)>) {
+        self.keeps_state = true;
         let me = &self.me;
         self.kept.extend(runs.filter(|&(id, at)| *id == *me.id && at < me.incarnation).map(|(_, at)| at));
     }
@@ -479,6 +490,22 @@ impl Nodes {
             r.key.id == self.me.id && r.key.incarnation < self.me.incarnation && !self.kept.contains(&r.key.incarnation)
         };
         !self.kept.is_empty() && !self.runs.values().any(unkept)
+    }
+
+    /// Whether this run's state file named no earlier run of this locker:
+    /// a new file, so this is the locker's first run (see
+    /// `Peering::owns_from`). Always false without a state file.
+    pub fn first_run(&self) -> bool {
+        self.keeps_state && self.kept.is_empty()
+    }
+
+    /// The earliest instant, by this locker's clock, since which a peer's
+    /// live run has heard its peers without a pause (`PeerState::up_since`),
+    /// among the peers that say so: any earlier run of this locker that
+    /// lived past it (and `live_timeout` more, for that peer to hear it)
+    /// is one that peer knows of (see `Peering::owns_from`).
+    pub fn heard_since(&self) -> Option<Nanos> {
+        self.peers.iter().filter(|p| p.run.is_some()).filter_map(|p| p.up_since).min()
     }
 
     /// Every run this locker knows of other lockers, for a snapshot.
@@ -552,6 +579,7 @@ impl PeerState {
             reported: None,
             flagged: false,
             joining: false,
+            up_since: None,
             silent: false,
             rejected: 0,
             last_reported: None,
@@ -569,6 +597,9 @@ pub struct Beat {
     pub joining: bool,
     /// This locker's clock minus the sender's, as the sender sees it.
     pub reported: Option<i64>,
+    /// How long the sender's run has heard its peers without a pause of
+    /// its own (since it started, or resumed from a pause), when it says.
+    pub up: Option<Nanos>,
 }
 
 /// The offsets of a peer's last `SAMPLES` heartbeats.

@@ -437,19 +437,54 @@ impl Peering {
         let done = all || now >= self.started.saturating_add(self.settings.grace);
         if self.joining && done {
             self.joining = false;
-            // An earlier run of this locker may have granted in the slot it
-            // joins in, and nothing says how much: when a peer knew of one,
-            // or not every peer answered, this run owns none of that slot.
-            let unsure = !all || self.nodes.knows_earlier_run() || self.distrusts_file;
             if self.owns_from == Nanos::MAX {
-                // Unless its state file kept every grant and gift they
+                // Its state file kept every grant and gift its earlier runs
                 // made: then it knows exactly what is left of the slot.
                 self.resumes = all && self.nodes.knows_every_earlier_run() && !self.distrusts_file;
             }
-            self.owns_from = self.owns_from.min(if unsure { now } else { 0 });
+            self.owns_from = self.owns_from.min(self.owns_from_joining(now, all));
             self.tenure.joined(now, all);
             self.events.push_back(PeerEvent::Ready { synced });
         }
+    }
+
+    /// From when a run that finishes joining at `now` (with `all` its
+    /// peers answered) owns its share of the slots (windows, periods):
+    /// those that begin at or after it. An earlier run of this locker may
+    /// have granted in the one under way, and nothing says how much (its
+    /// last counts may be lost), so the run owns that one only if it can
+    /// tell that no earlier run did:
+    ///
+    /// - its state file says so: a new file names no earlier run (a first
+    ///   run), and a file that kept every earlier run resumes them;
+    /// - or no peer knew of an earlier run, and one of them has heard its
+    ///   peers since before the slot began (`Nodes::heard_since`, and the
+    ///   live timeout more for it to hear a run that was up then): an
+    ///   earlier run that granted in the slot would be known to it.
+    ///
+    /// A peer that knew of an earlier run, not every peer answered, or a
+    /// file from before a reboot: none of the slot it joins in. So a group
+    /// restarted together without `--state` (no peer has been up longer
+    /// than the restart) owns none of the slots under way, and never
+    /// grants one twice; a brand-new group without a state file serves
+    /// nothing of its first slot.
+    fn owns_from_joining(&self, now: Nanos, all: bool) -> Nanos {
+        if !all || self.nodes.knows_earlier_run() || self.distrusts_file {
+            return now;
+        }
+        if self.resumes || self.nodes.first_run() {
+            return 0;
+        }
+        let heard = self.nodes.heard_since().map(|at| at.saturating_add(self.settings.live_timeout));
+        heard.map_or(now, |at| at.min(now))
+    }
+
+    /// How long this run has heard its peers without a pause of its own at
+    /// `now` (since it started, or resumed from a pause), for its
+    /// heartbeats (`Beat::up`): a peer that joins learns from it whether
+    /// this run would know of its earlier runs (see `owns_from_joining`).
+    pub fn up(&self, now: Nanos) -> Nanos {
+        now.saturating_sub(self.started)
     }
 
     /// What the peers mean for asks at `now`. Costs one step per configured

@@ -176,14 +176,14 @@ fn refusals_are_counted_always_and_reported_once_a_second() {
 /// A heartbeat sent at `at`, from a sender that says nothing of this
 /// locker's clock.
 fn beat(at: Nanos, joining: bool) -> Beat {
-    Beat { sent_at: at, joining, reported: None }
+    Beat { sent_at: at, joining, reported: None, up: None }
 }
 
 /// A heartbeat sent at `at` by a peer whose clock is `skew` off this
 /// locker's, saying how it sees this locker's (measured both ways, with no
 /// transit).
 fn beat_skewed(at: Nanos, skew: i64) -> Beat {
-    Beat { sent_at: at, joining: false, reported: Some(-skew) }
+    Beat { sent_at: at, joining: false, reported: Some(-skew), up: None }
 }
 
 #[test]

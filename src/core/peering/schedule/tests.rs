@@ -146,7 +146,7 @@ fn a_pause_longer_than_the_peer_dead_time_means_joining_again() {
 /// A heartbeat sent at `at`, from a sender whose clock agrees with this
 /// locker's and says so.
 fn beat(at: Nanos, joining: bool) -> Beat {
-    Beat { sent_at: at, joining, reported: Some(0) }
+    Beat { sent_at: at, joining, reported: Some(0), up: None }
 }
 
 #[test]
@@ -155,7 +155,7 @@ fn a_starting_locker_serves_on_the_middle_clock_from_its_first_grant() {
     let mut p = peering(2);
     let skew = 50 * MS;
     let heard = |p: &mut Peering, at: Nanos, peer, id, reported| {
-        let beat = Beat { sent_at: at - skew, joining: false, reported };
+        let beat = Beat { sent_at: at - skew, joining: false, reported, up: None };
         p.on_heartbeat(at, peer, &node(id, 1), beat);
     };
     heard(&mut p, T0, 0, "b", None);
@@ -242,4 +242,49 @@ fn each_kind_keeps_runs_for_its_own_memory() {
     // 99 per second, a burst of 990: ten seconds to refill.
     let interval = 1000 * MS / 99 + 1;
     assert_eq!(kept(Algorithm::token_bucket(990).unwrap()), 2000 * MS + 990 * interval + skew);
+}
+
+/// A locker of two peers that joined at `T0 + 5 ms`, each peer having
+/// said in its heartbeat how long it was `up` (`None`: an older locker
+/// that says nothing); with a `new_file`, it keeps a state file that
+/// named no earlier run of it.
+fn joined_among(up: [Option<Nanos>; 2], new_file: bool) -> PeerView {
+    let mut p = peering(2);
+    if new_file {
+        p.nodes_mut().kept_runs(std::iter::empty());
+    }
+    drain(&mut p, T0);
+    for (ix, id) in [(0, "b"), (1, "c")] {
+        p.on_heartbeat(T0, ix, &node(id, 1), Beat { up: up[ix], ..beat(T0, false) });
+    }
+    p.on_snapshot_done(T0 + 5 * MS, 0, &node("b", 1));
+    p.on_snapshot_done(T0 + 5 * MS, 1, &node("c", 1));
+    assert!(!p.is_joining());
+    p.view(T0 + 5 * MS)
+}
+
+#[test]
+fn a_run_owns_the_slot_under_way_only_when_a_peer_up_since_before_it_or_a_new_file_says_no_earlier_run_was() {
+    const LONG: Nanos = 600_000 * MS;
+    // Restarted together: no peer has been up longer than this run, so
+    // none can tell that its earlier run did not grant in the slot.
+    let together = joined_among([Some(3 * MS), Some(4 * MS)], false);
+    assert_eq!(together.owns_from, T0 + 5 * MS, "none of the slot under way");
+    // A peer up for ten minutes heard of no earlier run: there was none in
+    // the slots that began since (and the time to hear one).
+    let among_old = joined_among([Some(3 * MS), Some(LONG)], false);
+    assert_eq!(among_old.owns_from, T0 - LONG + 500 * MS);
+    // A new state file: a first run.
+    assert_eq!(joined_among([Some(3 * MS), Some(4 * MS)], true).owns_from, 0);
+    // Older peers say nothing, and prove nothing.
+    assert_eq!(joined_among([None, None], false).owns_from, T0 + 5 * MS);
+    assert_eq!(joined_among([None, Some(LONG)], false).owns_from, T0 - LONG + 500 * MS);
+}
+
+#[test]
+fn a_run_says_how_long_it_has_heard_its_peers_since_it_started_or_resumed() {
+    let mut p = peering(1);
+    assert_eq!(p.up(T0 + 700 * MS), 700 * MS);
+    p.on_pause(T0 + 2000 * MS, 1000 * MS);
+    assert_eq!(p.up(T0 + 2300 * MS), 300 * MS, "what a pause stopped it from hearing, it may not know");
 }
