@@ -80,13 +80,7 @@ impl Seen {
 /// share in one ask, is killed with -9 and started again with the same
 /// command line; then all three are asked for a share at once.
 fn restart_after_a_share(args: &[&str]) -> Seen {
-    // A grace long enough for a loaded machine to start all three: a
-    // locker whose grace runs out before every peer answered cannot know
-    // that no earlier run of it granted, so it rightly owns none of the
-    // period it joins in, and its first share would be sorry. Joining
-    // still ends as soon as every peer synced.
-    let args: Vec<&str> = args.iter().copied().chain(["--peer-grace", "10"]).collect();
-    let mut group = Peered::start_unnamed(3, &args);
+    let mut group = Peered::start_unnamed(3, args);
     group.wait_joined(2);
     let before = node(&group, 0);
     let mut goes: Vec<Go> = ask_share(&group.endpoint(0)).into_iter().collect();
