@@ -158,6 +158,9 @@ fn a_real_prometheus_scrapes_real_lockers_and_the_shipped_dashboard_and_alerts_q
     let file = TempFile::new("prometheus-limits.toml", LIMITS);
     let metrics = format!("127.0.0.1:{}", free_port());
     let (a, b) = (format!("tcp://127.0.0.1:{}", free_port()), format!("tcp://127.0.0.1:{}", free_port()));
+    // New state files: a first run, so the pair owns the day's slot it
+    // starts in (without them it would own none of it).
+    let (state_a, state_b) = (TempFile::new("prometheus-a.state", ""), TempFile::new("prometheus-b.state", ""));
     let d = Daemon::start(&[
         "--config",
         file.path(),
@@ -167,10 +170,23 @@ fn a_real_prometheus_scrapes_real_lockers_and_the_shipped_dashboard_and_alerts_q
         &b,
         "--node-id",
         "a",
+        "--state",
+        state_a.path(),
         "--metrics-bind",
         &metrics,
     ]);
-    let _b = Daemon::start(&["--config", file.path(), "--peer-bind", &b, "--peer", &a, "--node-id", "b"]);
+    let _b = Daemon::start(&[
+        "--config",
+        file.path(),
+        "--peer-bind",
+        &b,
+        "--peer",
+        &a,
+        "--node-id",
+        "b",
+        "--state",
+        state_b.path(),
+    ]);
     let mut c = Client::new([d.endpoint.as_str()], DEADLINE).unwrap();
     // Sorry while the pair joins, then the slot's 5 go and 2 sorry: the
     // counts Prometheus must show are the ones the client saw.
