@@ -157,6 +157,12 @@ pub struct PeerMsg {
     /// it checks nothing, as before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub members: Option<PeerMembers>,
+    /// With `members`: the sender's member set changed (a reload) and not
+    /// every peer has stated the new one since. It grants from no share,
+    /// and a peer that hears this grants from none either until it ends
+    /// (see `core::peering::members`). Left out when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub settling: bool,
 }
 
 impl PeerMsg {
@@ -180,6 +186,7 @@ impl PeerMsg {
             holds: Vec::new(),
             terms: Vec::new(),
             members: None,
+            settling: false,
         }
     }
 
