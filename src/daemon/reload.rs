@@ -182,12 +182,16 @@ mod tests {
     #[test]
     fn peers_apply_at_once_and_the_other_peering_settings_need_a_restart() {
         let trio = config("peer_bind = 'tcp://*:7778'\npeers = ['tcp://b:7778', 'tcp://c:7778']\nnode_id = 'a'\n");
-        let four = config("peer_bind = 'tcp://*:7778'\npeers = ['tcp://b:7778', 'tcp://c:7778', 'tcp://d:7778']\nnode_id = 'a'\n");
+        let four = config(
+            "peer_bind = 'tcp://*:7778'\npeers = ['tcp://b:7778', 'tcp://c:7778', 'tcp://d:7778']\nnode_id = 'a'\n",
+        );
         assert!(restart_only_changes(&trio, &four).is_empty(), "peers reload");
         let listed: Vec<&str> = changed_peers(&trio, &four).unwrap().iter().map(|p| p.endpoint.as_str()).collect();
         assert_eq!(listed, ["tcp://b:7778", "tcp://c:7778", "tcp://d:7778"]);
         assert!(changed_peers(&trio, &trio).is_none());
-        let renamed = config("peer_bind = 'tcp://*:7779'\npeers = ['tcp://b:7778', 'tcp://c:7778']\nnode_id = 'x'\npeer_grace = 2.0\n");
+        let renamed = config(
+            "peer_bind = 'tcp://*:7779'\npeers = ['tcp://b:7778', 'tcp://c:7778']\nnode_id = 'x'\npeer_grace = 2.0\n",
+        );
         assert_eq!(restart_only_changes(&trio, &renamed), ["peer_bind", "node_id", "peer_grace"]);
         assert!(changed_peers(&trio, &renamed).is_none());
         assert_eq!(restart_only_changes(&trio, &config("")), ["peer_bind (peering on or off)"]);

@@ -123,11 +123,17 @@ impl PeerSockets {
     /// new socket cannot be made.
     fn follow(&mut self, ctx: &zmq::Context, specs: &[PeerSpec], keys: Option<&KeyPair>) -> Result<(), ServerError> {
         let listed = |spec: &PeerSpec| self.specs.iter().position(|s| s == spec);
-        let mut made: Vec<Option<zmq::Socket>> =
-            specs.iter().map(|spec| listed(spec).map_or_else(|| subscribe(ctx, spec, keys).map(Some), |_| Ok(None))).collect::<Result<_, _>>()?;
+        let mut made: Vec<Option<zmq::Socket>> = specs
+            .iter()
+            .map(|spec| listed(spec).map_or_else(|| subscribe(ctx, spec, keys).map(Some), |_| Ok(None)))
+            .collect::<Result<_, _>>()?;
         let mut old: Vec<Option<zmq::Socket>> = std::mem::take(&mut self.subscribers).into_iter().map(Some).collect();
         let mut kept = |spec: &PeerSpec| listed(spec).and_then(|i| old[i].take());
-        self.subscribers = specs.iter().zip(&mut made).map(|(spec, new)| new.take().or_else(|| kept(spec)).expect("a socket per peer")).collect();
+        self.subscribers = specs
+            .iter()
+            .zip(&mut made)
+            .map(|(spec, new)| new.take().or_else(|| kept(spec)).expect("a socket per peer"))
+            .collect();
         self.specs = specs.to_vec();
         Ok(())
     }
@@ -429,7 +435,8 @@ impl Server {
         let now = self.watch.peek();
         let (service, state) = (&mut self.service, &mut self.state);
         let keys = r.current().curve.as_ref().map(|c| c.keys.clone());
-        let mut follow = Following { service, state, now, ctx: &self._ctx, sockets: &mut self.io.peers, gate: &mut self.gate, keys };
+        let mut follow =
+            Following { service, state, now, ctx: &self._ctx, sockets: &mut self.io.peers, gate: &mut self.gate, keys };
         reload::apply(r, self.rls.as_ref(), &mut follow);
     }
 

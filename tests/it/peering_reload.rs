@@ -39,8 +39,7 @@ impl Member {
 
     /// Writes its config: every other locker of `group` as a peer.
     fn list(&self, group: &[&Member]) {
-        let peers: Vec<String> =
-            group.iter().filter(|m| m.id != self.id).map(|m| format!("{:?}", m.publish)).collect();
+        let peers: Vec<String> = group.iter().filter(|m| m.id != self.id).map(|m| format!("{:?}", m.publish)).collect();
         let text = format!(
             "peer_bind = {:?}\nnode_id = {:?}\npeers = [{}]\npeer_grace = 1.0\n\
              [[limits]]\nname = 'default'\nmax_requests = {MAX}\nin_seconds = 2\n",

@@ -300,10 +300,10 @@ impl Nodes {
     /// end) under no peer, and are forgotten as any run no longer live.
     pub fn set_peers(&mut self, names: &[Box<str>], was: &[Option<PeerIx>]) {
         let mut old: Vec<Option<PeerState>> = std::mem::take(&mut self.peers).into_iter().map(Some).collect();
-        let kept = |(name, w): (&Box<str>, &Option<PeerIx>)| {
-            w.and_then(|i| old.get_mut(i)?.take()).unwrap_or_else(|| PeerState::new(name.clone()))
+        let kept = |(name, w): (&str, &Option<PeerIx>)| {
+            w.and_then(|i| old.get_mut(i)?.take()).unwrap_or_else(|| PeerState::new(name.into()))
         };
-        self.peers = names.iter().zip(was).map(kept).collect();
+        self.peers = names.iter().map(|n| &**n).zip(was).map(kept).collect();
         for run in self.runs.values_mut() {
             run.peer = was.iter().position(|w| *w == Some(run.peer)).unwrap_or(NO_PEER);
         }

@@ -288,7 +288,8 @@ impl Peering {
         self.nodes.set_peers(&peers, &was);
         let mut old: Vec<Option<PeerTerms>> = std::mem::take(&mut self.terms).into_iter().map(Some).collect();
         let fresh = PeerTerms { synced: false, snapshot_tat: now, limits: vec![Agreement::Unknown; self.fitted.len()] };
-        self.terms = was.iter().map(|w| w.and_then(|i| old.get_mut(i)?.take()).unwrap_or_else(|| fresh.clone())).collect();
+        self.terms =
+            was.iter().map(|w| w.and_then(|i| old.get_mut(i)?.take()).unwrap_or_else(|| fresh.clone())).collect();
         self.tenure.set_members(1 + peers.len(), &was);
         self.settings.peers = peers;
         self.members.changed(now, &was, &self.nodes, &mut self.events);
