@@ -74,7 +74,7 @@ enum Command {
 const SERVE_EXAMPLES: &str = "\
 Once bound, prints one line on stdout: `listening on <endpoint>`, with the real port.
 Logs go to stderr; set the level with LOCKER_LOG (e.g. LOCKER_LOG=debug), LOCKER_LOG_FORMAT=json for JSON.
-SIGHUP reads the --config file again, keeping the counts of unchanged limits.
+SIGHUP reads the --config file again, keeping the counts of unchanged limits; a changed `peers` list applies too.
 
 Examples:
   locker serve --max-requests 5 --in-seconds 0.8     5 go per 0.8 s slot on tcp://127.0.0.1:7777

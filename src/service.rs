@@ -205,6 +205,16 @@ impl Service {
         self.names.reset(&self.locker);
     }
 
+    /// Takes `peers` as the configured peers from `raw`, a reading of the
+    /// loop's clock, on (see `Peering::set_peers`); nothing unless peered.
+    fn repeer(&mut self, raw: Nanos, peers: Vec<Box<str>>) {
+        let Some(p) = &mut self.peering else { return };
+        let now = p.group_now(raw);
+        if p.set_peers(now, peers) {
+            self.locker.peers().set_view(p.view(now));
+        }
+    }
+
     /// Enters the instant `raw`, a reading of the loop's clock, and returns
     /// the time to decide by: the group's time when peered (this locker's
     /// clock moved to the middle of its peers', see `core::peering::clock`),

@@ -72,6 +72,7 @@ pub struct Settings {
     pub peer_bind: Option<String>,
     /// A peer's --peer-bind endpoint to subscribe to; repeat for each peer. With CURVE, `ENDPOINT=KEY`
     /// names the peer's public key (its .pub file or Z85); only listed peers' keys may subscribe.
+    /// The file's `peers` reload on SIGHUP unless given here (docs/peering.md, adding or removing a member).
     #[arg(long = "peer", value_name = "ENDPOINT[=KEY]")]
     pub peers: Option<Vec<String>>,
     /// This locker's name among its peers; it must stay the same across restarts (a pod name does)

@@ -3,20 +3,24 @@
 //! The file is merged with the command line's flags as at start (a flag
 //! still wins) and checked in full; only then does the loop hand its limits
 //! to the service, so an invalid file changes nothing. Limits and
-//! `max_keys` take effect at once; the sockets, peering and CURVE settings
-//! are read only at start, and a change to them is reported so that the
-//! operator knows a restart is needed. This module reads the file; it
-//! decides nothing about counts (that is `Locker::reload`).
+//! `max_keys` take effect at once, and so does a changed `peers` list (the
+//! loop subscribes to the new peers and drops the old; the peering follows
+//! the new member set as `core::peering::members` says). The sockets,
+//! the rest of the peering settings (`peer_bind`, `node_id`, `peer_grace`)
+//! and CURVE are read only at start, and a change to them is reported so
+//! that the operator knows a restart is needed. This module reads the
+//! file; it decides nothing about counts (that is `Locker::reload`) nor
+//! about shares (that is `Peering::set_peers`).
 
 use std::path::PathBuf;
 
 use tracing::{error, info, warn};
 
-use crate::config::{ConfigError, FileConfig, Flags, ServeConfig};
+use crate::config::{ConfigError, FileConfig, Flags, PeerSpec, ServeConfig};
 use crate::core::{Limit, Reloaded};
 
 /// What a reload serves: the default limit, the others, and `max_keys`.
-type Limits = (Limit, Vec<Limit>, usize);
+pub type Limits = (Limit, Vec<Limit>, usize);
 
 /// Where the config comes from, and what it was last.
 #[derive(Debug)]
@@ -56,19 +60,37 @@ impl Reload {
     }
 }
 
-/// Reads the file again and hands its limits to `serve` (the loop's
-/// `step::reload`) and its RLS rules to `rls` (before the reload is
-/// logged, so that a call after the log sees them); an invalid file is
+/// What the loop does with a config read again.
+pub trait Follow {
+    /// Serves these limits (the loop's `step::reload`).
+    fn limits(&mut self, limits: Limits) -> Reloaded;
+    /// Subscribes to these peers in place of the old (the loop's sockets
+    /// and `step::repeer`); false when it could not, which keeps the old.
+    fn peers(&mut self, peers: &[PeerSpec]) -> bool;
+}
+
+/// Reads the file again and hands its limits to `serve`, its peers too
+/// when the list changed, and its RLS rules to `rls` (before the reload
+/// is logged, so that a call after the log sees them); an invalid file is
 /// logged and changes nothing.
-pub fn apply(reload: &mut Reload, rls: Option<&crate::rls::Running>, serve: impl FnOnce(Limits) -> Reloaded) {
-    let new = match reload.read() {
+pub fn apply(reload: &mut Reload, rls: Option<&crate::rls::Running>, serve: &mut impl Follow) {
+    let mut new = match reload.read() {
         Ok(new) => new,
         Err(e) => {
             error!(path = %reload.path().display(), error = %e, "config not reloaded; the old one keeps serving");
             return;
         }
     };
-    let done = serve((new.default.clone(), new.limits.clone(), new.max_keys));
+    let done = serve.limits((new.default.clone(), new.limits.clone(), new.max_keys));
+    if let Some(peers) = changed_peers(reload.current(), &new) {
+        if !serve.peers(peers) {
+            // Kept: what the loop still subscribes to.
+            let old = reload.current().peering.as_ref().map(|pc| pc.peers.clone());
+            if let (Some(pc), Some(old)) = (new.peering.as_mut(), old) {
+                pc.peers = old;
+            }
+        }
+    }
     if let (Some(rls), Some(rules)) = (rls, &new.rls) {
         rls.swap(rules.table.clone());
     }
@@ -86,6 +108,15 @@ pub fn apply(reload: &mut Reload, rls: Option<&crate::rls::Running>, serve: impl
     }
 }
 
+/// The peers `new` lists, when a peered locker's list differs from
+/// `old`'s: they apply at once. Peering turned on or off needs a restart.
+pub fn changed_peers<'a>(old: &ServeConfig, new: &'a ServeConfig) -> Option<&'a [PeerSpec]> {
+    match (&old.peering, &new.peering) {
+        (Some(o), Some(n)) if o.peers != n.peers => Some(&n.peers),
+        _ => None,
+    }
+}
+
 /// The settings read only at start that differ between `old` and `new`.
 pub fn restart_only_changes(old: &ServeConfig, new: &ServeConfig) -> Vec<&'static str> {
     let mut changed = Vec::new();
@@ -95,8 +126,20 @@ pub fn restart_only_changes(old: &ServeConfig, new: &ServeConfig) -> Vec<&'stati
     if old.max_message_size != new.max_message_size {
         changed.push("max_message_size");
     }
-    if old.peering != new.peering {
-        changed.push("peering (peer_bind, peers, node_id, peer_grace)");
+    match (&old.peering, &new.peering) {
+        (Some(o), Some(n)) => {
+            if o.bind != n.bind {
+                changed.push("peer_bind");
+            }
+            if o.node_id != n.node_id {
+                changed.push("node_id");
+            }
+            if o.grace != n.grace {
+                changed.push("peer_grace");
+            }
+        }
+        (None, None) => {}
+        _ => changed.push("peer_bind (peering on or off)"),
     }
     if old.curve.is_some() != new.curve.is_some() {
         changed.push("curve");
@@ -134,6 +177,25 @@ mod tests {
         assert!(restart_only_changes(&old, &limits_only).is_empty());
         let moved = config("bind = 'tcp://*:2'\nmetrics_bind = '127.0.0.1:0'\nmax_message_size = 100\n");
         assert_eq!(restart_only_changes(&old, &moved), ["bind", "max_message_size", "metrics_bind"]);
+    }
+
+    #[test]
+    fn peers_apply_at_once_and_the_other_peering_settings_need_a_restart() {
+        let trio = config("peer_bind = 'tcp://*:7778'\npeers = ['tcp://b:7778', 'tcp://c:7778']\nnode_id = 'a'\n");
+        let four = config(
+            "peer_bind = 'tcp://*:7778'\npeers = ['tcp://b:7778', 'tcp://c:7778', 'tcp://d:7778']\nnode_id = 'a'\n",
+        );
+        assert!(restart_only_changes(&trio, &four).is_empty(), "peers reload");
+        let listed: Vec<&str> = changed_peers(&trio, &four).unwrap().iter().map(|p| p.endpoint.as_str()).collect();
+        assert_eq!(listed, ["tcp://b:7778", "tcp://c:7778", "tcp://d:7778"]);
+        assert!(changed_peers(&trio, &trio).is_none());
+        let renamed = config(
+            "peer_bind = 'tcp://*:7779'\npeers = ['tcp://b:7778', 'tcp://c:7778']\nnode_id = 'x'\npeer_grace = 2.0\n",
+        );
+        assert_eq!(restart_only_changes(&trio, &renamed), ["peer_bind", "node_id", "peer_grace"]);
+        assert!(changed_peers(&trio, &renamed).is_none());
+        assert_eq!(restart_only_changes(&trio, &config("")), ["peer_bind (peering on or off)"]);
+        assert!(changed_peers(&trio, &config("")).is_none(), "peering off needs a restart");
     }
 
     #[test]

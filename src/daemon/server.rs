@@ -25,7 +25,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 use super::admins::{Admins, RESET_REFUSED};
 use super::clock::Clock;
@@ -111,7 +111,32 @@ struct PeerSockets {
     publisher: zmq::Socket,
     /// One per configured peer, in configuration order.
     subscribers: Vec<zmq::Socket>,
+    /// The peers they subscribe to, in the same order.
+    specs: Vec<PeerSpec>,
     endpoint: String,
+}
+
+impl PeerSockets {
+    /// Subscribes to `specs` in place of the peers subscribed to now (a
+    /// reload): the socket of a peer still listed is kept, a new peer
+    /// gets a new one, a removed peer's is closed. Nothing changes when a
+    /// new socket cannot be made.
+    fn follow(&mut self, ctx: &zmq::Context, specs: &[PeerSpec], keys: Option<&KeyPair>) -> Result<(), ServerError> {
+        let listed = |spec: &PeerSpec| self.specs.iter().position(|s| s == spec);
+        let mut made: Vec<Option<zmq::Socket>> = specs
+            .iter()
+            .map(|spec| listed(spec).map_or_else(|| subscribe(ctx, spec, keys).map(Some), |_| Ok(None)))
+            .collect::<Result<_, _>>()?;
+        let mut old: Vec<Option<zmq::Socket>> = std::mem::take(&mut self.subscribers).into_iter().map(Some).collect();
+        let mut kept = |spec: &PeerSpec| listed(spec).and_then(|i| old[i].take());
+        self.subscribers = specs
+            .iter()
+            .zip(&mut made)
+            .map(|(spec, new)| new.take().or_else(|| kept(spec)).expect("a socket per peer"))
+            .collect();
+        self.specs = specs.to_vec();
+        Ok(())
+    }
 }
 
 /// A bound locker, ready to run.
@@ -409,7 +434,10 @@ impl Server {
         };
         let now = self.watch.peek();
         let (service, state) = (&mut self.service, &mut self.state);
-        reload::apply(r, self.rls.as_ref(), |limits| step::reload(service, now, limits, state));
+        let keys = r.current().curve.as_ref().map(|c| c.keys.clone());
+        let mut follow =
+            Following { service, state, now, ctx: &self._ctx, sockets: &mut self.io.peers, gate: &mut self.gate, keys };
+        reload::apply(r, self.rls.as_ref(), &mut follow);
     }
 
     /// Waits until a request or a peer message arrives, the service's next
@@ -565,6 +593,40 @@ impl Entropy for OsEntropy {
     }
 }
 
+/// What a reload changes in the loop: the limits served, and the peers
+/// subscribed to.
+struct Following<'a> {
+    service: &'a mut Service,
+    state: &'a mut Option<Keeper>,
+    now: Nanos,
+    ctx: &'a zmq::Context,
+    sockets: &'a mut Option<PeerSockets>,
+    gate: &'a mut Option<Gate>,
+    keys: Option<KeyPair>,
+}
+
+impl reload::Follow for Following<'_> {
+    fn limits(&mut self, limits: reload::Limits) -> crate::core::Reloaded {
+        step::reload(self.service, self.now, limits, self.state)
+    }
+
+    fn peers(&mut self, specs: &[PeerSpec]) -> bool {
+        let Some(sockets) = self.sockets.as_mut() else { return false };
+        if let Err(e) = sockets.follow(self.ctx, specs, self.keys.as_ref()) {
+            error!(error = %e, "peers not reloaded; the old ones stay");
+            return false;
+        }
+        if let (Some(gate), Some(keys)) = (self.gate.as_mut(), self.keys.as_ref()) {
+            gate.set_peers(Allowlist::of(specs.iter().map(|p| p.key.unwrap_or(keys.public))));
+        }
+        let names = specs.iter().map(|p| p.endpoint.as_str().into()).collect();
+        step::repeer(self.service, self.now, names);
+        let peers: Vec<&str> = specs.iter().map(|p| p.endpoint.as_str()).collect();
+        info!(?peers, "peers reloaded");
+        true
+    }
+}
+
 /// Binds the PUB socket and subscribes to every peer, one SUB socket each.
 /// With CURVE `keys`, the PUB socket is a CURVE server and each SUB socket
 /// a CURVE client of its peer's key (this locker's own, when the peer names
@@ -577,7 +639,7 @@ fn peer_sockets(ctx: &zmq::Context, pc: &PeerConfig, keys: Option<&KeyPair>) -> 
     publisher.bind(&pc.bind).map_err(zmq_err(format!("binding {}", pc.bind)))?;
     let endpoint = transport::last_endpoint(&publisher)?;
     let subscribers = pc.peers.iter().map(|peer| subscribe(ctx, peer, keys)).collect::<Result<_, _>>()?;
-    Ok(PeerSockets { publisher, subscribers, endpoint })
+    Ok(PeerSockets { publisher, subscribers, specs: pc.peers.clone(), endpoint })
 }
 
 /// A SUB socket connected to one peer.
@@ -636,6 +698,10 @@ fn log_event(event: &PeerEvent) {
             "a peer names another member set than this locker (list the same lockers on every member): granting nothing from shares until they agree"
         ),
         PeerEvent::MemberSetsAgree => info!("every peer names this locker's member set again: granting from shares from the next slot"),
+        PeerEvent::MemberSetChanged { ours } => warn!(
+            members = ours,
+            "the member set changed: granting nothing from shares until every peer names the new one, then from the next slot"
+        ),
         PeerEvent::LimitMismatch { peer, limit } => {
             warn!(%peer, %limit, "a peer defines this limit differently; its counts for it are not merged")
         }

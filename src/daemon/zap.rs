@@ -83,6 +83,14 @@ impl Gate {
         self.zap.as_poll_item(zmq::POLLIN)
     }
 
+    /// Lets in the keys of `peers` to subscribe from now on (a reload that
+    /// changed them). A subscription let in before stays until it ends.
+    pub fn set_peers(&mut self, peers: Allowlist) {
+        if self.peers.is_some() {
+            self.peers = Some(peers);
+        }
+    }
+
     /// How many connections have been refused since the start.
     pub fn refused(&self) -> u64 {
         self.refused

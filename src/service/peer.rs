@@ -80,7 +80,7 @@ pub(super) fn on_peer(
     }
     if matches!(msg.kind, PeerKind::Beat | PeerKind::Snapshot) {
         let members = msg.members.map(|PeerMembers(members, digest)| MemberSet { members, digest });
-        p.on_members(now, peer, &sender, members);
+        p.on_members(now, peer, &sender, members, msg.settling);
     }
     heard_as.created = super::runtime::learn(locker, p, now, peer, &msg.terms);
     for PeerLimit(name, digest) in &msg.limits {
@@ -142,13 +142,13 @@ pub(super) fn publish(
     let (reading, now) = (p.clock().reading(now), p.group_now(now));
     let full = keep_ledgers(locker, now, keep).err();
     let mut counts: Vec<Count> = locker.peers().take_granted().collect();
-    send_counts(locker, p.nodes(), PeerKind::Counts, now, &counts, &mut send);
+    send_counts(locker, p, PeerKind::Counts, now, &counts, &mut send);
     while let Some(out) = p.poll_transmit(now) {
         counts.clear();
         let kind = match out {
             Outgoing::Heartbeat { joining } => {
                 let echoes = p.echoes(now);
-                let mut msg = Batch::new(locker, p.nodes(), PeerKind::Beat, reading);
+                let mut msg = Batch::new(locker, p, PeerKind::Beat, reading);
                 msg.msg.joining = joining;
                 msg.msg.up = Some(p.up(now));
                 tenure_of(p, echoes, &mut msg.msg);
@@ -166,7 +166,7 @@ pub(super) fn publish(
         };
         // A snapshot's time measures this clock, like a heartbeat's.
         let at = if kind == PeerKind::Snapshot { reading } else { now };
-        send_counts(locker, p.nodes(), kind, at, &counts, &mut send);
+        send_counts(locker, p, kind, at, &counts, &mut send);
     }
     full
 }
@@ -198,13 +198,13 @@ fn keep_ledgers(locker: &mut Locker, now: Nanos, keep: &mut impl Keep) -> Result
 /// empty, since its `done` part is what a joining peer waits for.
 fn send_counts(
     locker: &Locker,
-    table: &Nodes,
+    p: &Peering,
     kind: PeerKind,
     now: Nanos,
     counts: &[Count],
     send: &mut impl FnMut(&[u8]),
 ) {
-    let mut batch = Batch::new(locker, table, kind, now);
+    let mut batch = Batch::new(locker, p, kind, now);
     for c in counts {
         batch.push(c, send);
     }
@@ -262,7 +262,8 @@ struct Batch<'a> {
 }
 
 impl<'a> Batch<'a> {
-    fn new(locker: &'a Locker, table: &'a Nodes, kind: PeerKind, now: Nanos) -> Batch<'a> {
+    fn new(locker: &'a Locker, p: &'a Peering, kind: PeerKind, now: Nanos) -> Batch<'a> {
+        let table = p.nodes();
         let me = table.me();
         let msg = PeerMsg::new(kind, vec![PeerNode(me.id.to_string(), me.incarnation)], now);
         let mut batch = Batch { locker, table, msg, ixs: vec![Nodes::ME], buf: Vec::new() };
@@ -278,6 +279,7 @@ impl<'a> Batch<'a> {
             // And the member set it shares by (see `core::peering::members`).
             let MemberSet { members, digest } = MemberSet::of(table);
             batch.msg.members = Some(PeerMembers(members, digest));
+            batch.msg.settling = p.members().settling();
         }
         batch
     }

@@ -337,6 +337,13 @@ pub fn reload(
     done
 }
 
+/// Takes `peers` as the configured peers from `now` on (a reload that
+/// changed them; the loop has subscribed to match): the shares follow the
+/// new member set as `Peering::set_peers` says.
+pub fn repeer(service: &mut Service, now: Nanos, peers: Vec<Box<str>>) {
+    service.repeer(now, peers);
+}
+
 /// Answers the parked asks that are due at `now`, each recorded before its
 /// reply leaves, as any reply is.
 #[inline]

@@ -165,6 +165,12 @@ pub struct PeerMsg {
     /// older locker, which then proves nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub up: Option<u64>,
+    /// With `members`: the sender's member set changed (a reload) and not
+    /// every peer has stated the new one since. It grants from no share,
+    /// and a peer that hears this grants from none either until it ends
+    /// (see `core::peering::members`). Left out when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub settling: bool,
 }
 
 impl PeerMsg {
@@ -189,6 +195,7 @@ impl PeerMsg {
             terms: Vec::new(),
             members: None,
             up: None,
+            settling: false,
         }
     }
 

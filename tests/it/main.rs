@@ -175,6 +175,8 @@ mod peering_kept_rolling;
 mod peering_members;
 /// A peered rolling window whose locker restarts more than two windows after lending its rights: never over max.
 mod peering_memory;
+/// Adding and removing a member on real lockers by the documented steps (configs, SIGHUP) under load: never over max.
+mod peering_reload;
 /// Peered lockers splitting each slot by demand, on a simulated clock: a bursty
 /// or fast caller on one locker gets its whole quota, and load that moves adapts within a slot.
 mod peering_split;

@@ -20,6 +20,30 @@
 //! counts are compared. A peer that states no set (an older locker) is
 //! taken to agree, as every peer was before the check.
 //!
+//! **A set that changes (a reload, `Agreement::changed`).** A slot's
+//! permits are conserved only while every member splits it by the same
+//! set; in the slot where the set changes, some members may still split
+//! it by the old one (a third each) while others split it by the new (a
+//! quarter each, or a half), and the two splits need not add up to the
+//! limit. So a locker whose set changed owns nothing of the slot
+//! (rolling window, bucket period) under way under the new set, and of
+//! none after it either, until every configured peer has stated the new
+//! set since the change; then it owns from the slots that begin after
+//! that instant (`agreed_at`, as when sets that differed come to agree),
+//! its inherited shares too. The other choice, owning under the new set
+//! what it owned under the old, at most, would need each member to know
+//! what every other still owns of the slot under the old split, which
+//! no message says. Meanwhile its heartbeats say it is *settling*, and a
+//! locker that hears a peer settling grants from no share either, and
+//! owns again only from the slots that begin after the peer stops: a new
+//! member started after the others reloaded hears nothing but its own set
+//! and would own its share of the slot under way, which the old members'
+//! shares had covered (a simulated group shows it, `change_tests`). No
+//! one waits for another to stop settling: a locker stops once every peer
+//! states its set, settling or not. A member that does not run keeps the
+//! others settling until it states the set: add a member by starting it
+//! first, remove one by stopping it first (`docs/peering.md`).
+//!
 //! Pure, like the rest of the core: it takes `now`, never logs (it hands
 //! events to the schedule), and never touches a socket.
 
@@ -75,6 +99,10 @@ struct Stated {
     /// The run that stated it: a restart states its own.
     run: Option<NodeKey>,
     set: Option<MemberSet>,
+    /// Whether it said its own set is settling (see `Agreement::changed`).
+    settling: bool,
+    /// Whether it stated a set since this locker's last changed.
+    since_change: bool,
     /// Whether it differs from this locker's, as last judged.
     differs: bool,
 }
@@ -86,33 +114,56 @@ pub struct Agreement {
     mine: Option<MemberSet>,
     /// Whether some peer's set differs from this locker's now.
     differs: bool,
-    /// When the sets last came to agree after differing; 0 if they never
-    /// differed in this run.
+    /// Whether this locker's set changed (a reload) and not every peer has
+    /// stated the new one since.
+    settling: bool,
+    /// Whether it grants from no share: a set differs, or this locker's
+    /// or a peer's is settling.
+    refusing: bool,
+    /// When the sets last came to agree after differing or settling; 0 if
+    /// they never did in this run.
     agreed_at: Nanos,
 }
 
 impl Agreement {
     /// No peer has stated a set yet.
     pub fn new(peers: usize) -> Agreement {
-        Agreement { stated: vec![Stated::default(); peers], mine: None, differs: false, agreed_at: 0 }
+        let stated = vec![Stated::default(); peers];
+        Agreement { stated, mine: None, differs: false, settling: false, refusing: false, agreed_at: 0 }
     }
 
     /// Records the set `peer`'s run `from` stated (`None`: it states
-    /// none) at `now`, and judges every peer's against this locker's as
-    /// `nodes` has it now. Pushes a `MemberSetDiffers` for each peer that
-    /// begins to differ, and a `MemberSetsAgree` when the last stops.
+    /// none) at `now`, and whether it said its own is `settling`, and
+    /// judges every peer's against this locker's as `nodes` has it now.
+    /// Pushes a `MemberSetDiffers` for each peer that begins to differ, and
+    /// a `MemberSetsAgree` when the last refusal ends.
     pub fn on_stated(
         &mut self,
         now: Nanos,
         peer: PeerIx,
         from: &NodeKey,
-        set: Option<MemberSet>,
+        (set, settling): (Option<MemberSet>, bool),
         nodes: &Nodes,
         events: &mut impl Extend<PeerEvent>,
     ) {
         if let Some(s) = self.stated.get_mut(peer) {
-            (s.run, s.set) = (Some(from.clone()), set);
+            (s.run, s.set, s.settling, s.since_change) = (Some(from.clone()), set, settling, true);
         }
+        self.judge(now, nodes, events);
+    }
+
+    /// This locker's member set changed at `now` (a reload): the peers
+    /// are now numbered as `was` maps them from before (see
+    /// `Nodes::set_peers`), and `nodes` has the new set. It grants from no
+    /// share, and says it is settling so that its peers grant from none
+    /// either, until every configured peer has stated a set since and each
+    /// agrees; then only from the slots that begin after (`agreed_at`).
+    pub fn changed(&mut self, now: Nanos, was: &[Option<PeerIx>], nodes: &Nodes, events: &mut impl Extend<PeerEvent>) {
+        let mut old: Vec<Option<Stated>> = std::mem::take(&mut self.stated).into_iter().map(Some).collect();
+        let kept = |w: &Option<PeerIx>| w.and_then(|i| old.get_mut(i)?.take()).unwrap_or_default();
+        self.stated = was.iter().map(kept).map(|s| Stated { since_change: false, ..s }).collect();
+        (self.settling, self.refusing) = (true, true);
+        events.extend([PeerEvent::MemberSetChanged { ours: MemberSet::of(nodes).members }]);
         self.judge(now, nodes, events);
     }
 
@@ -120,7 +171,7 @@ impl Agreement {
     fn judge(&mut self, now: Nanos, nodes: &Nodes, events: &mut impl Extend<PeerEvent>) {
         let mine = MemberSet::of(nodes);
         self.mine = Some(mine);
-        let mut any = false;
+        let (mut any, mut unheard, mut peers_settle) = (false, false, false);
         for ((_, state), s) in nodes.peers().zip(&mut self.stated) {
             // What an earlier run of the peer stated says nothing of this one.
             let current = s.run.is_some() && s.run == state.run;
@@ -133,12 +184,31 @@ impl Agreement {
             }
             s.differs = differs;
             any |= differs;
+            unheard |= !(current && s.since_change);
+            peers_settle |= current && s.settling;
         }
-        if self.differs && !any {
+        // Settled once every peer stated this locker's set since it
+        // changed (whether or not theirs still settles: each settles on
+        // hearing the others, so none waits for another's end).
+        self.settling &= any || unheard;
+        let refusing = any || self.settling || peers_settle;
+        if self.refusing && !refusing {
             self.agreed_at = now;
             events.extend([PeerEvent::MemberSetsAgree]);
         }
-        self.differs = any;
+        (self.differs, self.refusing) = (any, refusing);
+    }
+
+    /// Whether this locker grants from no share now: a peer's set differs
+    /// from its own, or its own or a peer's is settling.
+    pub fn refuses(&self) -> bool {
+        self.refusing
+    }
+
+    /// Whether this locker's set changed and not every peer has stated
+    /// the new one since: its heartbeats say so.
+    pub fn settling(&self) -> bool {
+        self.settling
     }
 
     /// Whether some peer's set differs from this locker's: it grants from
@@ -147,8 +217,9 @@ impl Agreement {
         self.differs
     }
 
-    /// When the sets last came to agree after differing (0 if they never
-    /// differed): shares are owned only of the slots that begin after it.
+    /// When the sets last came to agree after differing or settling (0 if
+    /// they never did): shares are owned only of the slots that begin
+    /// after it.
     pub fn agreed_at(&self) -> Nanos {
         self.agreed_at
     }
@@ -169,5 +240,7 @@ impl Agreement {
     }
 }
 
+#[cfg(test)]
+mod change_tests;
 #[cfg(test)]
 mod tests;

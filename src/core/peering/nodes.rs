@@ -35,6 +35,9 @@ pub const DEFAULT_RETENTION: Nanos = 2 * crate::core::time::NANOS_PER_SEC;
 /// An index naming one configured peer, in configuration order.
 pub type PeerIx = usize;
 
+/// The peer of a run whose peer is no longer configured (see `set_peers`).
+const NO_PEER: PeerIx = PeerIx::MAX;
+
 /// One run of one locker.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct NodeKey {
@@ -131,9 +134,13 @@ pub enum PeerEvent {
     /// than this locker's (`theirs` and `ours` members): no grant from
     /// shares until they agree (see `peering::members`).
     MemberSetDiffers { peer: String, id: String, theirs: u32, ours: u32 },
-    /// Every peer that states a member set states this locker's again:
-    /// shares are granted from the next slot on.
+    /// Every peer that states a member set states this locker's again,
+    /// and none says its own is settling: shares are granted from the
+    /// next slot on.
     MemberSetsAgree,
+    /// This locker's member set changed (a reload): `ours` members now.
+    /// No grant from shares until every peer states the new set.
+    MemberSetChanged { ours: u32 },
 }
 
 /// A run the table holds, and the peer that named it.
@@ -295,6 +302,22 @@ impl Nodes {
         }
     }
 
+    /// Takes `names` as the configured peers (a reload), where `was[i]` is
+    /// the index `names[i]` had before, if it was configured: a peer kept
+    /// keeps what this locker knows of it, a new one starts unheard. The
+    /// runs a removed peer named stay (their counts last until their slots
+    /// end) under no peer, and are forgotten as any run no longer live.
+    pub fn set_peers(&mut self, names: &[Box<str>], was: &[Option<PeerIx>]) {
+        let mut old: Vec<Option<PeerState>> = std::mem::take(&mut self.peers).into_iter().map(Some).collect();
+        let kept = |(name, w): (&str, &Option<PeerIx>)| {
+            w.and_then(|i| old.get_mut(i)?.take()).unwrap_or_else(|| PeerState::new(name.into()))
+        };
+        self.peers = names.iter().map(|n| &**n).zip(was).map(kept).collect();
+        for run in self.runs.values_mut() {
+            run.peer = was.iter().position(|w| *w == Some(run.peer)).unwrap_or(NO_PEER);
+        }
+    }
+
     /// Sets how long a run no longer live is kept after it was last named:
     /// long enough for every count it may hold to have ended with its slot.
     pub fn set_retention(&mut self, retention: Nanos) {
@@ -309,7 +332,7 @@ impl Nodes {
         let stale: Vec<NodeIx> = self
             .runs
             .iter()
-            .filter(|(_, r)| peers[r.peer].run.as_ref() != Some(&r.key))
+            .filter(|(_, r)| peers.get(r.peer).and_then(|p| p.run.as_ref()) != Some(&r.key))
             .filter(|(_, r)| now.saturating_sub(r.last_named) > retention)
             .map(|(&ix, _)| ix)
             .collect();

@@ -260,11 +260,40 @@ impl Peering {
     /// when it states none: an older locker), unless `from` is not the
     /// peer's live run. A set that differs from this locker's stops every
     /// grant from shares (see `peering::members`).
-    pub fn on_members(&mut self, now: Nanos, peer: PeerIx, from: &NodeKey, set: Option<MemberSet>) {
+    /// `settling` is what it said of its own set (see `set_peers`): while
+    /// a peer's settles, this locker grants from no share either.
+    pub fn on_members(&mut self, now: Nanos, peer: PeerIx, from: &NodeKey, set: Option<MemberSet>, settling: bool) {
         let live = self.nodes.peers().nth(peer).is_some_and(|(_, s)| s.run.as_ref() == Some(from));
         if live {
-            self.members.on_stated(now, peer, from, set, &self.nodes, &mut self.events);
+            self.members.on_stated(now, peer, from, (set, settling), &self.nodes, &mut self.events);
         }
+    }
+
+    /// Takes `peers` as the configured peers from `now` on (a reload that
+    /// changed them; the caller subscribes and unsubscribes to match).
+    /// Returns false, changing nothing, when they are the same list.
+    ///
+    /// What a kept peer's state was (its runs, clock, what it said of
+    /// limits and tenure) stays with it; a new peer starts unheard; the
+    /// runs of a removed one stay until forgotten, their counts with
+    /// them. Shares follow the new set only from the slots (windows,
+    /// periods) that begin once every member agrees on it: see
+    /// `peering::members` for why that is the safe choice.
+    pub fn set_peers(&mut self, now: Nanos, peers: Vec<Box<str>>) -> bool {
+        if peers == self.settings.peers {
+            return false;
+        }
+        let was: Vec<Option<PeerIx>> =
+            peers.iter().map(|name| self.settings.peers.iter().position(|old| old == name)).collect();
+        self.nodes.set_peers(&peers, &was);
+        let mut old: Vec<Option<PeerTerms>> = std::mem::take(&mut self.terms).into_iter().map(Some).collect();
+        let fresh = PeerTerms { synced: false, snapshot_tat: now, limits: vec![Agreement::Unknown; self.fitted.len()] };
+        self.terms =
+            was.iter().map(|w| w.and_then(|i| old.get_mut(i)?.take()).unwrap_or_else(|| fresh.clone())).collect();
+        self.tenure.set_members(1 + peers.len(), &was);
+        self.settings.peers = peers;
+        self.members.changed(now, &was, &self.nodes, &mut self.events);
+        true
     }
 
     /// Whether the peers state this locker's member set.
@@ -500,12 +529,18 @@ impl Peering {
         let member = self.nodes.member().map(|m| m as u32);
         let mut holding = self.tenure.holding(now, &self.nodes);
         let (mut owns_from, mut resumes) = (self.owns_from, self.resumes);
-        // Sets that differ, or did in this run: see `peering::members`.
-        if self.members.differs() {
+        // Sets that differ or settle, or did in this run: see
+        // `peering::members`. Inherited shares too, of the slots begun
+        // under the old set, count only from the agreement on.
+        if self.members.refuses() {
             holding = Holding::NONE;
         }
-        if self.members.agreed_at() > 0 && owns_from != Nanos::MAX {
-            (owns_from, resumes) = (owns_from.max(self.members.agreed_at()), false);
+        let agreed_at = self.members.agreed_at();
+        if agreed_at > 0 && owns_from != Nanos::MAX {
+            (owns_from, resumes) = (owns_from.max(agreed_at), false);
+        }
+        if agreed_at > 0 {
+            holding.held_from = holding.held_from.max(agreed_at);
         }
         PeerView { live, hold_until, late, members, member, owns_from, resumes, holding }
     }

@@ -141,6 +141,18 @@ impl Tenure {
         }
     }
 
+    /// Takes a new member set (a reload): `members` of them, with the
+    /// configured peers now numbered as `was` maps them from before (see
+    /// `Nodes::set_peers`). What a kept peer said stays with it; a new
+    /// one is unheard. Declarations, holdings and shunned names stay: they
+    /// name members by id, and a holding of a member no longer in the set
+    /// holds no place (see `place_of`). The majority is the new set's.
+    pub fn set_members(&mut self, members: usize, was: &[Option<PeerIx>]) {
+        let mut old: Vec<Option<Heard>> = std::mem::take(&mut self.heard).into_iter().map(Some).collect();
+        self.heard = was.iter().map(|w| w.and_then(|i| old.get_mut(i)?.take()).unwrap_or_default()).collect();
+        self.majority = if members >= 3 { members / 2 + 1 } else { 0 };
+    }
+
     /// Whether leases apply: three members or more.
     pub fn applies(&self) -> bool {
         self.majority > 0

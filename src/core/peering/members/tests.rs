@@ -68,21 +68,21 @@ fn a_peer_that_states_another_set_stops_every_grant_from_shares_until_it_agrees(
     let mut p = peering(&["b", "c", "d"]);
     let four = MemberSet::of(p.nodes());
     let three = MemberSet { members: 3, digest: Some(digest_of(vec!["a", "b", "c"])) };
-    p.on_members(T0, 0, &node("b", 1), Some(four));
+    p.on_members(T0, 0, &node("b", 1), Some(four), false);
     assert!(!p.members().differs());
     assert_eq!(p.view(T0).holding, p.tenure().holding(T0, p.nodes()), "as tenure says");
 
     let t = T0 + 10 * MS;
-    p.on_members(t, 1, &node("c", 1), Some(three));
+    p.on_members(t, 1, &node("c", 1), Some(three), false);
     assert!(p.members().differs() && p.members().peer_differs(1));
     assert_eq!(p.view(t).holding, Holding::NONE, "no share at all, own or inherited");
     let said = || PeerEvent::MemberSetDiffers { peer: "c".into(), id: "c".into(), theirs: 3, ours: 4 };
     assert_eq!(events(&mut p), [said()]);
-    p.on_members(t + 100 * MS, 1, &node("c", 1), Some(three));
+    p.on_members(t + 100 * MS, 1, &node("c", 1), Some(three), false);
     assert_eq!(events(&mut p), [], "once per change, not per heartbeat");
 
     let healed = t + 300 * MS;
-    p.on_members(healed, 1, &node("c", 1), Some(four));
+    p.on_members(healed, 1, &node("c", 1), Some(four), false);
     assert!(!p.members().differs());
     assert_eq!(events(&mut p), [PeerEvent::MemberSetsAgree]);
     let view = p.view(healed);
@@ -95,13 +95,13 @@ fn a_peer_that_states_another_set_stops_every_grant_from_shares_until_it_agrees(
 fn an_earlier_runs_set_and_an_older_lockers_silence_stop_nothing() {
     let mut p = peering(&["b", "c"]);
     let two = MemberSet { members: 2, digest: None };
-    p.on_members(T0, 0, &node("b", 1), Some(two));
+    p.on_members(T0, 0, &node("b", 1), Some(two), false);
     assert!(p.members().differs());
     // b restarts: what its earlier run stated no longer counts.
     p.on_heartbeat(T0 + MS, 0, &node("b", 2), Beat { sent_at: T0, ..Beat::default() });
-    p.on_members(T0 + MS, 0, &node("b", 2), None);
+    p.on_members(T0 + MS, 0, &node("b", 2), None, false);
     assert!(!p.members().differs(), "a locker that states no set is taken to agree");
-    p.on_members(T0 + 2 * MS, 1, &node("x", 1), Some(two));
+    p.on_members(T0 + 2 * MS, 1, &node("x", 1), Some(two), false);
     assert!(!p.members().differs(), "only the peer's live run is heard");
 }
 
