@@ -17,7 +17,7 @@ use crate::wire::{
 
 /// What a peer message did: whether it was understood, and whether it
 /// created a limit (a plain body of its name chose the default until now).
-pub(super) struct Heard {
+pub(super) struct MessageHeard {
     pub(super) understood: bool,
     pub(super) created: bool,
 }
@@ -39,8 +39,8 @@ pub(super) fn on_peer(
     now: Nanos,
     peer: PeerIx,
     body: &[u8],
-) -> Heard {
-    let mut heard_as = Heard { understood: false, created: false };
+) -> MessageHeard {
+    let mut heard_as = MessageHeard { understood: false, created: false };
     let Ok(msg) = wire::decode_peer(body) else { return heard_as };
     // Offsets are measured against the group clock as read, not as
     // held still after a move back.
@@ -90,7 +90,7 @@ pub(super) fn on_peer(
         }
         p.on_snapshot_done(now, peer, &sender);
     }
-    locker.peers().set_view(p.view(now));
+    locker.sharing().set_view(p.view(now));
     heard_as
 }
 
@@ -124,7 +124,7 @@ fn on_counts(locker: &mut Locker, p: &mut Peering, refusing: bool, now: Nanos, p
     let wanted = if refusing { &[][..] } else { &part.wanted[..] };
     for (c, what) in counts.chain(wanted.iter().map(|c| (c, Counted::Wanted))) {
         if let Some(count) = accept(locker, p, now, peer, &part.nodes, c, what) {
-            locker.peers().merge(now, &count);
+            locker.sharing().merge(now, &count);
         }
     }
     for PeerGift(name, key, slot, from, to, n) in &part.gave {
@@ -132,7 +132,7 @@ fn on_counts(locker: &mut Locker, p: &mut Peering, refusing: bool, now: Nanos, p
         let Some(to) = p.nodes_mut().resolve(now, peer, &to) else { continue };
         let c = PeerCount(name.clone(), key.clone(), *slot, *from, *n);
         if let Some(count) = accept(locker, p, now, peer, &part.nodes, &c, Counted::Gave(to)) {
-            locker.peers().merge(now, &count);
+            locker.sharing().merge(now, &count);
         }
     }
 }
@@ -141,7 +141,7 @@ fn on_counts(locker: &mut Locker, p: &mut Peering, refusing: bool, now: Nanos, p
 pub(super) fn on_pause(locker: &mut Locker, p: &mut Peering, now: Nanos, paused: Nanos) {
     let now = p.group_now(now);
     p.on_pause(now, paused);
-    locker.peers().set_view(p.view(now));
+    locker.sharing().set_view(p.view(now));
 }
 
 /// Hands every peer message due at `now` to `send`, encoded: the counts
@@ -160,7 +160,7 @@ pub(super) fn publish(
     // still after a move back, so that peers measure this clock right.
     let (reading, now) = (p.clock().reading(now), p.group_now(now));
     let full = keep_ledgers(locker, now, keep).err();
-    let mut counts: Vec<Count> = locker.peers().take_granted().collect();
+    let mut counts: Vec<Count> = locker.sharing().take_granted().collect();
     send_counts(locker, p.nodes(), PeerKind::Counts, now, &counts, &mut send);
     while let Some(out) = p.poll_transmit(now) {
         counts.clear();
@@ -175,11 +175,11 @@ pub(super) fn publish(
                 continue;
             }
             Outgoing::Repair => {
-                locker.peers().drain_touched(now, |c| counts.push(c));
+                locker.sharing().drain_touched(now, |c| counts.push(c));
                 PeerKind::Counts
             }
             Outgoing::Snapshot => {
-                locker.peers().snapshot(now, |c| counts.push(c));
+                locker.sharing().snapshot(now, |c| counts.push(c));
                 PeerKind::Snapshot
             }
         };
@@ -191,9 +191,9 @@ pub(super) fn publish(
 }
 
 /// Hands `keep` the ledger of every key whose gifts changed (see
-/// `Peers::take_ledgers`), at `now` by the group clock.
+/// `Sharing::take_ledgers`), at `now` by the group clock.
 fn keep_ledgers(locker: &mut Locker, now: Nanos, keep: &mut impl Keep) -> Result<(), &'static str> {
-    let mut touched: Vec<_> = locker.peers().take_ledgers().collect();
+    let mut touched: Vec<_> = locker.sharing().take_ledgers().collect();
     let Some(run) = keep.run() else { return Ok(()) };
     touched.sort_unstable();
     touched.dedup();

@@ -8,7 +8,7 @@
 //! which still lists only the old trio: 25 + 25 + 25 + 33 of 100). So a
 //! heartbeat carries the sender's set as a count and a digest of the
 //! members' ids, and a locker that hears a peer state another set grants
-//! nothing from shares (`Agreement::differs`) until the sets agree, and
+//! nothing from shares (`MemberAgreement::differs`) until the sets agree, and
 //! then only from the slots that begin after they do (`agreed_at`): a
 //! slot begun under the old shares may have been granted by them.
 //!
@@ -81,7 +81,7 @@ struct Stated {
 
 /// Whether the configured peers agree with this locker's member set.
 #[derive(Debug, Clone)]
-pub struct Agreement {
+pub struct MemberAgreement {
     stated: Vec<Stated>,
     mine: Option<MemberSet>,
     /// Whether some peer's set differs from this locker's now.
@@ -91,10 +91,10 @@ pub struct Agreement {
     agreed_at: Nanos,
 }
 
-impl Agreement {
+impl MemberAgreement {
     /// No peer has stated a set yet.
-    pub fn new(peers: usize) -> Agreement {
-        Agreement { stated: vec![Stated::default(); peers], mine: None, differs: false, agreed_at: 0 }
+    pub fn new(peers: usize) -> MemberAgreement {
+        MemberAgreement { stated: vec![Stated::default(); peers], mine: None, differs: false, agreed_at: 0 }
     }
 
     /// Records the set `peer`'s run `from` stated (`None`: it states
