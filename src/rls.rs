@@ -31,7 +31,7 @@ pub mod headers;
 pub mod proto;
 
 pub use config::{RlsConfigError, Table};
-pub use grpc::Health;
+pub use grpc::GrpcHealth;
 pub use headers::HeaderStyle;
 
 /// How long a call waits for the loop's reply, in milliseconds, at least:
@@ -102,7 +102,7 @@ pub struct RlsError {
 /// The running gRPC side.
 pub struct Running {
     addr: SocketAddr,
-    health: Health,
+    health: GrpcHealth,
     table: Arc<RwLock<Arc<Table>>>,
     stop: tokio::sync::watch::Sender<bool>,
     bridge: bridge::Bridge,
@@ -136,7 +136,7 @@ impl Running {
             .thread_name("locker-rls")
             .build()
             .map_err(|e| err(e.to_string()))?;
-        let health = Health::default();
+        let health = GrpcHealth::default();
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let server = grpc::RateLimitServer(Arc::new(shared));
         let follow = health.clone();
@@ -160,7 +160,7 @@ impl Running {
     }
 
     /// What the health service reports.
-    pub fn health(&self) -> &Health {
+    pub fn health(&self) -> &GrpcHealth {
         &self.health
     }
 

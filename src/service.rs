@@ -41,7 +41,7 @@ mod together;
 mod trim;
 
 pub use hold::Answer;
-use hold::{Holding, Sorry};
+use hold::{HeldAsks, Sorry};
 use names::Names;
 pub use parking::{Token, DEFAULT_MAX_PARKED};
 pub use step::{Io, Undelivered, Upkeep};
@@ -59,12 +59,12 @@ pub struct Service {
     peering: Option<Peering>,
     /// The limits last named, remembered (see `names`).
     names: Names,
-    /// What the call being answered changed, for the state file (see `keeping`).
+    /// What the call being answered changed, for the state file (see `journaled`).
     journal: Journal,
     /// What the daemon tells the service of itself, for stats.
     status: Status,
     /// Asks held for a go (see `serve`).
-    holding: Holding,
+    holding: HeldAsks,
     /// The store's side, when the counts live in a store.
     store: Option<Box<StoreSide>>,
     /// Decodes each request once, a batch's entries and every `all`'s
@@ -142,7 +142,7 @@ impl Service {
             peering: None,
             journal: Journal::default(),
             status: Status::default(),
-            holding: Holding::new(DEFAULT_MAX_PARKED),
+            holding: HeldAsks::new(DEFAULT_MAX_PARKED),
             store: None,
             decoder: Decoder::default(),
             verdicts: Vec::new(),
@@ -152,14 +152,14 @@ impl Service {
 
     /// Holds at most `max` asks at once (see `serve`).
     pub fn with_max_parked(mut self, max: usize) -> Service {
-        self.holding = Holding::new(max);
+        self.holding = HeldAsks::new(max);
         self
     }
 
     /// Serves requests from `locker`, sharing its counts with peers.
     pub fn peered(mut locker: Locker, mut peering: Peering, now: Nanos) -> Service {
         peering.fit_to(&locker);
-        locker.peers().set_view(peering.view(now));
+        locker.sharing().set_view(peering.view(now));
         Service { peering: Some(peering), ..Service::new(locker) }
     }
 
@@ -211,7 +211,7 @@ impl Service {
         let Some(p) = &mut self.peering else { return };
         let now = p.group_now(raw);
         if p.set_peers(now, peers) {
-            self.locker.peers().set_view(p.view(now));
+            self.locker.sharing().set_view(p.view(now));
         }
     }
 
@@ -224,7 +224,7 @@ impl Service {
     fn enter(&mut self, raw: Nanos) -> Nanos {
         let Some(p) = &mut self.peering else { return raw };
         let now = p.group_now(raw);
-        self.locker.peers().set_view(p.view(now));
+        self.locker.sharing().set_view(p.view(now));
         now
     }
 

@@ -46,8 +46,9 @@ pub use entries::{decode_batch_entries_reply, encode_batch_entries, BatchAsk, Ba
 pub(crate) use fast::reads as map_reads;
 pub use lease::{Heartbeat, LeaseAsk, LeaseReply, Release};
 pub use peer::{
-    decode_peer, PeerCount, PeerEcho, PeerGift, PeerKind, PeerLimit, PeerMembers, PeerMsg, PeerNode, PeerSeen,
-    PeerTerms, MAX_COUNTS_PER_MESSAGE, MAX_LIMITS_PER_MESSAGE, MAX_PEER_MESSAGE_SIZE,
+    decode_peer, PeerAbout, PeerBeat, PeerCount, PeerCounts, PeerEcho, PeerGift, PeerKind, PeerLimit, PeerMembers,
+    PeerMsg, PeerNode, PeerSeen, PeerSnapshotPart, PeerTenure, PeerTerms, MAX_COUNTS_PER_MESSAGE,
+    MAX_LIMITS_PER_MESSAGE, MAX_PEER_MESSAGE_SIZE,
 };
 pub use reply::{
     decode_plain_reply, decode_reply, ErrorReply, GoReply, LimitStatsReply, PeerStatsReply, Reply, ReplyKind,

@@ -8,17 +8,17 @@ use tracing_subscriber::EnvFilter;
 
 /// The log line format, from `LOCKER_LOG_FORMAT`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub enum LogFormat {
     Text,
     Json,
 }
 
-impl Format {
+impl LogFormat {
     /// `json` (any case) means JSON; anything else, or nothing, text.
-    pub fn from_env_value(value: Option<&str>) -> Format {
+    pub fn from_env_value(value: Option<&str>) -> LogFormat {
         match value {
-            Some(v) if v.trim().eq_ignore_ascii_case("json") => Format::Json,
-            _ => Format::Text,
+            Some(v) if v.trim().eq_ignore_ascii_case("json") => LogFormat::Json,
+            _ => LogFormat::Text,
         }
     }
 }
@@ -26,11 +26,11 @@ impl Format {
 /// Installs the global subscriber.
 pub fn init() {
     let filter = EnvFilter::try_from_env("LOCKER_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    let format = Format::from_env_value(std::env::var("LOCKER_LOG_FORMAT").ok().as_deref());
+    let format = LogFormat::from_env_value(std::env::var("LOCKER_LOG_FORMAT").ok().as_deref());
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match format {
-        Format::Json => builder.json().with_current_span(false).init(),
-        Format::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => builder.json().with_current_span(false).init(),
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
     }
 }
 
@@ -40,9 +40,9 @@ mod tests {
 
     #[test]
     fn only_json_selects_json() {
-        assert_eq!(Format::from_env_value(Some("json")), Format::Json);
-        assert_eq!(Format::from_env_value(Some("JSON ")), Format::Json);
-        assert_eq!(Format::from_env_value(Some("text")), Format::Text);
-        assert_eq!(Format::from_env_value(None), Format::Text);
+        assert_eq!(LogFormat::from_env_value(Some("json")), LogFormat::Json);
+        assert_eq!(LogFormat::from_env_value(Some("JSON ")), LogFormat::Json);
+        assert_eq!(LogFormat::from_env_value(Some("text")), LogFormat::Text);
+        assert_eq!(LogFormat::from_env_value(None), LogFormat::Text);
     }
 }

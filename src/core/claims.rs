@@ -69,7 +69,7 @@ const SWEEP_EVERY: Nanos = 1_000 * NANOS_PER_MS;
 /// The terms the store counts a claim by, in microseconds (the store's
 /// clock is read in microseconds).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Terms {
+pub enum ClaimTerms {
     /// At most `max` per slot of `slot_us`, slots aligned to the Unix epoch
     /// by the store's clock.
     Fixed { max: u32, slot_us: u64 },
@@ -81,20 +81,24 @@ pub enum Terms {
     Rolling { max: u32, sub_us: f64, span: u64, life_us: u64 },
 }
 
-impl Terms {
+impl ClaimTerms {
     /// The store terms of `limit`; `None` for a semaphore.
-    pub fn of(limit: &Limit) -> Option<Terms> {
+    pub fn of(limit: &Limit) -> Option<ClaimTerms> {
         let quota = limit.quota();
         let slot = quota.slot_ns();
         let max = quota.max_requests();
         match limit.algorithm() {
-            Algorithm::FixedWindow => Some(Terms::Fixed { max, slot_us: slot.div_ceil(1_000) }),
+            Algorithm::FixedWindow => Some(ClaimTerms::Fixed { max, slot_us: slot.div_ceil(1_000) }),
             Algorithm::TokenBucket { burst } => {
                 let interval = bucket_interval(quota);
                 // A claim lives as long as an eighth of the burst takes to
                 // refill: what a late spend can add stays within that.
                 let life = (interval.saturating_mul(u64::from(burst.get()) / 8)).clamp(MIN_LIFE, MAX_LIFE);
-                Some(Terms::Bucket { burst: burst.get(), interval_us: interval as f64 / 1e3, life_us: life / 1_000 })
+                Some(ClaimTerms::Bucket {
+                    burst: burst.get(),
+                    interval_us: interval as f64 / 1e3,
+                    life_us: life / 1_000,
+                })
             }
             Algorithm::RollingWindow => {
                 let sub = slot as f64 / ROLLING_SUBSLOTS as f64;
@@ -102,7 +106,7 @@ impl Terms {
                 // Sub-slots far enough back that every claim made within
                 // the window and a claim's life is still counted.
                 let span = ((slot + life) as f64 / sub).ceil() as u64 + 1;
-                Some(Terms::Rolling { max, sub_us: sub / 1e3, span, life_us: life / 1_000 })
+                Some(ClaimTerms::Rolling { max, sub_us: sub / 1e3, span, life_us: life / 1_000 })
             }
             Algorithm::Semaphore => None,
         }
@@ -119,7 +123,7 @@ pub struct ClaimAsk {
     /// The key; the empty key when the ask named none.
     pub key: Box<str>,
     pub want: u32,
-    pub terms: Terms,
+    pub terms: ClaimTerms,
 }
 
 /// What the store granted a claim.
@@ -296,7 +300,7 @@ impl Claims {
 
     /// Sends a claim for `want` permits, which `waiting` of asks wait for.
     fn claim(&mut self, now: Nanos, id: LimitId, limit: &Limit, key: &str, want: u32, waiting: u32) -> ClaimId {
-        let Some(terms) = Terms::of(limit) else { return 0 };
+        let Some(terms) = ClaimTerms::of(limit) else { return 0 };
         let claim = self.next;
         self.next += 1;
         let hand = self.hands[id.0].get_mut(key).expect("the hand was made before its claim");

@@ -16,14 +16,14 @@
 //! jobs are small borrowed views on it: the counters (`counters`) and the
 //! read-only figures that stats, metrics and peers read (`figures`), both
 //! in `stats`; the semaphores' leases (`semaphores`, in `leases`); the
-//! limits made from terms (`runtime`, in `runtime`); peering (`peers`, in
-//! `peers`); and what is kept across a restart (`keeping` and
+//! limits made from terms (`runtime`, in `runtime`); peering (`sharing`,
+//! in `peers`); and what is kept across a restart (`keeping` and
 //! `keeping_mut`, in `kept`).
 //!
 //! When lockers are peered, the table also merges the counts peers report
-//! (`Peers::merge`), lists its own grants for publishing
-//! (`Peers::take_granted`, `Peers::drain_touched`, `Peers::snapshot`), and
-//! follows the peer view the caller sets (`Peers::set_view`): how many
+//! (`Sharing::merge`), lists its own grants for publishing
+//! (`Sharing::take_granted`, `Sharing::drain_touched`, `Sharing::snapshot`), and
+//! follows the peer view the caller sets (`Sharing::set_view`): how many
 //! lockers are live, and whether to hold off while the counts are still
 //! being learned. Fixed windows and token buckets are what peers share;
 //! that glue is in `peers`.
@@ -66,7 +66,7 @@ pub use super::ask::{TableError, MAX_WAIT_MS};
 pub use super::kinds::semaphore::leases::{BeatTerms, LeaseError, Leases, MAX_TTL_MS};
 pub use kept::Keeping;
 pub use leases::Semaphores;
-pub use peers::Peers;
+pub use peers::Sharing;
 pub use reload::Reloaded;
 pub use runtime::{Made, Runtime, IDLE, IDLE_SLOTS};
 use stats::Outcome;
@@ -95,7 +95,7 @@ pub enum AskError {
 
 /// One limit's rules, counts and counters.
 #[derive(Debug)]
-struct Entry {
+struct LimitEntry {
     limit: Limit,
     rule: Rule,
     stats: LimitStats,
@@ -108,11 +108,11 @@ struct Entry {
     last_ask: Nanos,
 }
 
-impl Entry {
+impl LimitEntry {
     /// `limit` with empty counts and counters.
-    fn new(limit: Limit) -> Entry {
+    fn new(limit: Limit) -> LimitEntry {
         let stats = LimitStats::default();
-        Entry { rule: Rule::new(&limit), limit, stats, runtime: false, learned: false, last_ask: 0 }
+        LimitEntry { rule: Rule::new(&limit), limit, stats, runtime: false, learned: false, last_ask: 0 }
     }
 
     /// Counts an ask's outcome at `now`.
@@ -127,7 +127,7 @@ impl Entry {
 /// The decision table.
 #[derive(Debug)]
 pub struct Locker {
-    entries: Vec<Entry>,
+    entries: Vec<LimitEntry>,
     by_name: HashMap<String, LimitId>,
     default: LimitId,
     max_keys: usize,
@@ -171,7 +171,7 @@ impl Locker {
             runtime_bound: 0,
             generation: 0,
         };
-        locker.index(std::iter::once(default).chain(limits).map(Entry::new));
+        locker.index(std::iter::once(default).chain(limits).map(LimitEntry::new));
         locker
     }
 
@@ -187,7 +187,7 @@ impl Locker {
 
     /// Makes `entries`, in order, the table's limits, found by name; a
     /// later entry replaces an earlier one of the same name.
-    fn index(&mut self, entries: impl Iterator<Item = Entry>) {
+    fn index(&mut self, entries: impl Iterator<Item = LimitEntry>) {
         self.generation += 1;
         self.entries.clear();
         self.by_name.clear();
@@ -322,7 +322,7 @@ impl Locker {
     fn publish(&mut self, now: Nanos, ask: &PermitAsk, v: &Verdict) {
         // A sorry may have asked the peers for permits.
         if self.publishing && (v.granted > 0 || !v.go) {
-            self.peers().note_grant(now, ask, v);
+            self.sharing().note_grant(now, ask, v);
         }
     }
 

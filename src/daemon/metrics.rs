@@ -117,7 +117,7 @@ pub struct Snapshot {
     /// The store's claims, when the counts live in one.
     pub store: Option<StoreSnapshot>,
     /// Envoy's rate-limit service's calls per domain, when it serves.
-    pub rls: Vec<(String, crate::rls::counts::Tally)>,
+    pub rls: Vec<(String, crate::rls::counts::DomainCalls)>,
 }
 
 /// The store's side, as the loop sees it.

@@ -61,7 +61,7 @@ impl Reload {
 }
 
 /// What the loop does with a config read again.
-pub trait Follow {
+pub trait FollowsReload {
     /// Serves these limits (the loop's `step::reload`).
     fn limits(&mut self, limits: Limits) -> Reloaded;
     /// Subscribes to these peers in place of the old (the loop's sockets
@@ -73,7 +73,7 @@ pub trait Follow {
 /// when the list changed, and its RLS rules to `rls` (before the reload
 /// is logged, so that a call after the log sees them); an invalid file is
 /// logged and changes nothing.
-pub fn apply(reload: &mut Reload, rls: Option<&crate::rls::Running>, serve: &mut impl Follow) {
+pub fn apply(reload: &mut Reload, rls: Option<&crate::rls::Running>, serve: &mut impl FollowsReload) {
     let mut new = match reload.read() {
         Ok(new) => new,
         Err(e) => {

@@ -605,7 +605,7 @@ struct Following<'a> {
     keys: Option<KeyPair>,
 }
 
-impl reload::Follow for Following<'_> {
+impl reload::FollowsReload for Following<'_> {
     fn limits(&mut self, limits: reload::Limits) -> crate::core::Reloaded {
         step::reload(self.service, self.now, limits, self.state)
     }

@@ -45,7 +45,7 @@ pub enum Received {
 }
 
 /// A reply waiting for room in its client's queue.
-struct Waiting {
+struct QueuedReply {
     envelope: Vec<zmq::Message>,
     body: Vec<u8>,
     /// The request it answers, kept when the reply grants something (see
@@ -67,7 +67,7 @@ struct Backlog {
 /// One client's waiting replies, and the connection they wait for.
 #[derive(Default)]
 struct Queue {
-    replies: VecDeque<Waiting>,
+    replies: VecDeque<QueuedReply>,
     /// The client's connection, when it came over TCP or IPC: closed if
     /// the client never reads.
     conn: Option<Conn>,
@@ -316,7 +316,7 @@ impl Serving {
         let grants = wire::grants(body);
         let envelope = envelope.iter().map(|f| zmq::Message::from(&f[..])).collect();
         let request = request.filter(|_| grants).map(Box::from);
-        queue.replies.push_back(Waiting { envelope, body: body.to_vec(), request });
+        queue.replies.push_back(QueuedReply { envelope, body: body.to_vec(), request });
         self.backlog.len += 1;
     }
 

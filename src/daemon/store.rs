@@ -33,7 +33,7 @@ mod scripts;
 mod slots;
 
 use dispatch::Dispatcher;
-use node::{Call, Outcome};
+use node::{Call, NodeOutcome};
 
 /// The most events taken in before the answers so far are sent back.
 const MAX_EVENTS: usize = 256;
@@ -73,7 +73,7 @@ impl StoreAnswers {
 #[derive(Debug)]
 enum Event {
     Calls(StoreCalls),
-    Done { node: Arc<str>, outcomes: Vec<(Call, Outcome)> },
+    Done { node: Arc<str>, outcomes: Vec<(Call, NodeOutcome)> },
     Health { node: Arc<str>, health: Result<(), String> },
     Stop,
 }
@@ -110,7 +110,7 @@ impl StoreLink {
         poke.connect(WAKE_ENDPOINT).map_err(zmq_err("connecting the store's wake socket"))?;
         let (calls, inbox) = mpsc::channel();
         let (outbox, answers) = mpsc::channel();
-        let settings = node::Settings { timeout: config.timeout, replicas: config.replicas };
+        let settings = node::StoreCallSettings { timeout: config.timeout, replicas: config.replicas };
         let dispatcher = Dispatcher::new(&config.spec, settings, calls.clone());
         let thread = std::thread::Builder::new()
             .name("locker-store".into())

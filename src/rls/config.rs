@@ -125,7 +125,7 @@ struct RawFile {
 /// One configured rate limit: what the reply reports and the locker limit
 /// that counts it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Rule {
+pub struct DescriptorRule {
     /// The locker limit; `None` for an unlimited rule and for one of 0
     /// requests per unit (always over).
     pub limit: Option<Limit>,
@@ -142,7 +142,7 @@ pub struct Rule {
     pub shadow_mode: bool,
 }
 
-impl Rule {
+impl DescriptorRule {
     /// The window it counts in, in seconds.
     pub fn window_s(&self) -> f64 {
         self.limit.as_ref().map_or(unit_seconds(self.unit), Limit::in_seconds)
@@ -168,9 +168,9 @@ impl Rule {
 
 /// A node of the loaded tree.
 #[derive(Debug, Default, PartialEq)]
-struct Node {
+struct DescriptorNode {
     /// Children by `key` or `key_value` (the value may hold wildcards).
-    children: HashMap<String, Node>,
+    children: HashMap<String, DescriptorNode>,
     /// The children whose value holds a `*`, in file order, with their
     /// `key_value` split at the stars.
     wildcards: Vec<(String, Vec<String>)>,
@@ -181,8 +181,8 @@ struct Node {
 /// Every loaded domain.
 #[derive(Debug, Default, PartialEq)]
 pub struct Table {
-    domains: HashMap<String, Node>,
-    rules: Vec<Rule>,
+    domains: HashMap<String, DescriptorNode>,
+    rules: Vec<DescriptorRule>,
     /// The domains whose descriptors go together or not at all.
     all_or_nothing: Vec<String>,
 }
@@ -190,7 +190,7 @@ pub struct Table {
 /// What a descriptor matched: its rule and its key within the rule's limit.
 #[derive(Debug, PartialEq)]
 pub struct Found<'a> {
-    pub rule: &'a Rule,
+    pub rule: &'a DescriptorRule,
     pub key: String,
 }
 
@@ -241,7 +241,7 @@ impl Table {
         if self.domains.contains_key(&file.domain) {
             return Err(invalid(format!("domain {:?} is defined twice", file.domain)));
         }
-        let mut root = Node::default();
+        let mut root = DescriptorNode::default();
         let first_rule = self.rules.len();
         self.load_level(&mut root, &file.domain, &file.descriptors).map_err(invalid)?;
         if file.all_or_nothing {
@@ -258,7 +258,12 @@ impl Table {
         Ok(())
     }
 
-    fn load_level(&mut self, node: &mut Node, parent: &str, descriptors: &[RawDescriptor]) -> Result<(), String> {
+    fn load_level(
+        &mut self,
+        node: &mut DescriptorNode,
+        parent: &str,
+        descriptors: &[RawDescriptor],
+    ) -> Result<(), String> {
         for d in descriptors {
             if d.key.is_empty() {
                 return Err(format!("{parent}: a descriptor has an empty key"));
@@ -274,7 +279,7 @@ impl Table {
             if d.share_threshold && !final_key.contains('*') {
                 return Err(format!("{path}: share_threshold is only for a value with a wildcard (*)"));
             }
-            let mut child = Node { share_threshold: d.share_threshold, ..Node::default() };
+            let mut child = DescriptorNode { share_threshold: d.share_threshold, ..DescriptorNode::default() };
             if let Some(r) = &d.rate_limit {
                 let rule = rule(&path, r, d.shadow_mode)?;
                 child.rule = Some(self.rules.len());
@@ -380,7 +385,7 @@ fn wildcard_match(parts: &[String], value: &str) -> bool {
 }
 
 /// The rule a `rate_limit` block at `path` sets up.
-fn rule(path: &str, r: &RawRateLimit, shadow_mode: bool) -> Result<Rule, String> {
+fn rule(path: &str, r: &RawRateLimit, shadow_mode: bool) -> Result<DescriptorRule, String> {
     let unit = match r.unit.as_deref().map(str::to_ascii_lowercase).as_deref() {
         None | Some("") => None,
         Some("second") => Some(Unit::Second),
@@ -400,7 +405,7 @@ fn rule(path: &str, r: &RawRateLimit, shadow_mode: bool) -> Result<Rule, String>
             return Err(format!("{path}: replaces names its own rate limit"));
         }
     }
-    let rule = |limit, unit| Rule {
+    let rule = |limit, unit| DescriptorRule {
         limit,
         name: r.name.clone().unwrap_or_default(),
         label: limit_name(path),

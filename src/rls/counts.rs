@@ -16,7 +16,7 @@ pub const UNCONFIGURED: &str = "(unconfigured)";
 
 /// How a call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum CallOutcome {
     /// `overall_code` OK.
     Ok,
     /// `overall_code` OVER_LIMIT.
@@ -27,7 +27,7 @@ pub enum Outcome {
 
 /// One domain's calls, by outcome.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Tally {
+pub struct DomainCalls {
     pub ok: u64,
     pub over_limit: u64,
     pub error: u64,
@@ -35,11 +35,11 @@ pub struct Tally {
 
 /// Every domain's tally, shared by the gRPC side and the loop.
 #[derive(Debug, Clone, Default)]
-pub struct Counts(Arc<Mutex<BTreeMap<String, Tally>>>);
+pub struct Counts(Arc<Mutex<BTreeMap<String, DomainCalls>>>);
 
 impl Counts {
     /// Counts a call to `domain` (configured or not, as `configured` says).
-    pub fn record(&self, domain: &str, configured: bool, outcome: Outcome) {
+    pub fn record(&self, domain: &str, configured: bool, outcome: CallOutcome) {
         let label = if configured { domain } else { UNCONFIGURED };
         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let tally = match map.get_mut(label) {
@@ -47,14 +47,14 @@ impl Counts {
             None => map.entry(label.to_owned()).or_default(),
         };
         match outcome {
-            Outcome::Ok => tally.ok += 1,
-            Outcome::OverLimit => tally.over_limit += 1,
-            Outcome::Error => tally.error += 1,
+            CallOutcome::Ok => tally.ok += 1,
+            CallOutcome::OverLimit => tally.over_limit += 1,
+            CallOutcome::Error => tally.error += 1,
         }
     }
 
     /// Every domain's tally so far, in name order.
-    pub fn read(&self) -> Vec<(String, Tally)> {
+    pub fn read(&self) -> Vec<(String, DomainCalls)> {
         let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
         map.iter().map(|(d, t)| (d.clone(), *t)).collect()
     }
@@ -67,15 +67,15 @@ mod tests {
     #[test]
     fn unconfigured_domains_share_one_series() {
         let counts = Counts::default();
-        counts.record("a", true, Outcome::Ok);
-        counts.record("a", true, Outcome::OverLimit);
-        counts.record("x", false, Outcome::Ok);
-        counts.record("y", false, Outcome::Error);
+        counts.record("a", true, CallOutcome::Ok);
+        counts.record("a", true, CallOutcome::OverLimit);
+        counts.record("x", false, CallOutcome::Ok);
+        counts.record("y", false, CallOutcome::Error);
         assert_eq!(
             counts.read(),
             [
-                (UNCONFIGURED.to_owned(), Tally { ok: 1, over_limit: 0, error: 1 }),
-                ("a".to_owned(), Tally { ok: 1, over_limit: 1, error: 0 }),
+                (UNCONFIGURED.to_owned(), DomainCalls { ok: 1, over_limit: 0, error: 1 }),
+                ("a".to_owned(), DomainCalls { ok: 1, over_limit: 1, error: 0 }),
             ]
         );
     }

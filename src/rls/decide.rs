@@ -18,7 +18,7 @@
 
 use std::borrow::Cow;
 
-use super::config::{limit_name, push_escaped, unit_seconds, Rule, Table};
+use super::config::{limit_name, push_escaped, unit_seconds, DescriptorRule, Table};
 use super::headers::{self, HeaderStyle, Labelled};
 use super::proto::{
     Code, DescriptorStatus, Duration, RateLimit, RateLimitDescriptor, RateLimitOverride, RateLimitRequest,
@@ -61,22 +61,22 @@ pub enum BadRequest {
 
 /// What one descriptor comes to.
 #[derive(Debug, PartialEq)]
-enum Step<'a> {
+enum DescriptorStep<'a> {
     /// No rule: OK, no limit.
     Free,
     /// An unlimited rule: OK, the most remaining.
     Unlimited,
     /// Decided without asking: over (0 per unit, or more hits than the
     /// limit holds), or a check of a rule of 0.
-    Over(Cow<'a, Rule>),
+    Over(Cow<'a, DescriptorRule>),
     /// Asked of the locker, as the batch's `index`th ask.
-    Asked { rule: Cow<'a, Rule>, index: usize, check: bool },
+    Asked { rule: Cow<'a, DescriptorRule>, index: usize, check: bool },
 }
 
 /// One ask a plan sends: the limit's name, the key, the cost and, for a
 /// descriptor's `limit` override, the terms the limit is created with.
 #[derive(Debug)]
-struct Counted {
+struct PlannedAsk {
     limit: String,
     key: String,
     cost: u64,
@@ -98,7 +98,7 @@ pub struct Answering {
 /// A request matched against the config, and its batch of asks.
 #[derive(Debug)]
 pub struct Plan<'a> {
-    steps: Vec<Step<'a>>,
+    steps: Vec<DescriptorStep<'a>>,
     /// The asks go as one `all` (an all-or-nothing domain), not a batch.
     all: bool,
     headers: Option<HeaderStyle>,
@@ -134,9 +134,11 @@ pub fn plan<'a>(table: &'a Table, request: &RateLimitRequest, answering: &Answer
                 let limit = (rule.requests_per_unit > 0).then_some((counted_as, Some(terms)));
                 ask(Cow::Owned(rule), limit, cost, &mut counted)
             }
-            (None, None) => Step::Free,
-            (None, Some(f)) if !f.rule.name.is_empty() && replaced.contains(&f.rule.name.as_str()) => Step::Free,
-            (None, Some(f)) if f.rule.unlimited => Step::Unlimited,
+            (None, None) => DescriptorStep::Free,
+            (None, Some(f)) if !f.rule.name.is_empty() && replaced.contains(&f.rule.name.as_str()) => {
+                DescriptorStep::Free
+            }
+            (None, Some(f)) if f.rule.unlimited => DescriptorStep::Unlimited,
             (None, Some(f)) => {
                 let limit = f.rule.limit.as_ref().map(|l| ((l.name().to_owned(), f.key), None));
                 ask(Cow::Borrowed(f.rule), limit, cost, &mut counted)
@@ -148,13 +150,13 @@ pub fn plan<'a>(table: &'a Table, request: &RateLimitRequest, answering: &Answer
     if all && counted.len() > MAX_PARTS {
         return Err(BadRequest::TooManyForAll(counted.len()));
     }
-    if all && steps.iter().any(|s| matches!(s, Step::Over(_))) {
+    if all && steps.iter().any(|s| matches!(s, DescriptorStep::Over(_))) {
         // Refused before anything is asked: nothing may be charged, so
         // the others are only looked at, as a batch of checks.
         all = false;
         counted.iter_mut().for_each(|c| c.cost = 0);
         for step in &mut steps {
-            if let Step::Asked { check, .. } = step {
+            if let DescriptorStep::Asked { check, .. } = step {
                 *check = true;
             }
         }
@@ -183,18 +185,18 @@ pub fn plan<'a>(table: &'a Table, request: &RateLimitRequest, answering: &Answer
 /// ask added to `counted`, or over at once when the cost is more than the
 /// rule holds.
 fn ask<'a>(
-    rule: Cow<'a, Rule>,
+    rule: Cow<'a, DescriptorRule>,
     limit: Option<((String, String), Option<Terms<'static>>)>,
     cost: u64,
-    counted: &mut Vec<Counted>,
-) -> Step<'a> {
+    counted: &mut Vec<PlannedAsk>,
+) -> DescriptorStep<'a> {
     match limit {
         Some(((limit, key), terms)) if cost <= rule.capacity() => {
-            counted.push(Counted { limit, key, cost, terms });
-            Step::Asked { rule, index: counted.len() - 1, check: cost == 0 }
+            counted.push(PlannedAsk { limit, key, cost, terms });
+            DescriptorStep::Asked { rule, index: counted.len() - 1, check: cost == 0 }
         }
-        _ if cost == 0 => Step::Asked { rule, index: usize::MAX, check: true },
-        _ => Step::Over(rule),
+        _ if cost == 0 => DescriptorStep::Asked { rule, index: usize::MAX, check: true },
+        _ => DescriptorStep::Over(rule),
     }
 }
 
@@ -211,7 +213,7 @@ fn overridden(
     d: &RateLimitDescriptor,
     o: RateLimitOverride,
     answering: &Answering,
-) -> Result<(Rule, (String, String)), BadRequest> {
+) -> Result<(DescriptorRule, (String, String)), BadRequest> {
     let unit = match Unit::try_from(o.unit) {
         Ok(u @ (Unit::Second | Unit::Minute | Unit::Hour | Unit::Day)) => u,
         Ok(Unit::Unknown) | Err(_) => return Err(BadRequest::OverrideUnit(i, o.unit)),
@@ -227,7 +229,7 @@ fn overridden(
     }
     path.push('/');
     path.push_str(&format!("{unit:?}").to_lowercase());
-    let rule = Rule {
+    let rule = DescriptorRule {
         limit: None,
         name: String::new(),
         label: limit_name(&path),
@@ -298,12 +300,12 @@ pub fn answer(plan: &Plan, reply: &[u8]) -> Result<RateLimitResponse, Unanswered
     let mut statuses = Vec::with_capacity(plan.steps.len());
     for step in &plan.steps {
         let status = match step {
-            Step::Free => DescriptorStatus { code: Code::Ok as i32, ..DescriptorStatus::default() },
-            Step::Unlimited => {
+            DescriptorStep::Free => DescriptorStatus { code: Code::Ok as i32, ..DescriptorStatus::default() },
+            DescriptorStep::Unlimited => {
                 DescriptorStatus { code: Code::Ok as i32, limit_remaining: u32::MAX, ..DescriptorStatus::default() }
             }
-            Step::Over(rule) => status(rule, false, 0, None),
-            Step::Asked { rule, index, check } => match replies.get(*index) {
+            DescriptorStep::Over(rule) => status(rule, false, 0, None),
+            DescriptorStep::Asked { rule, index, check } => match replies.get(*index) {
                 Some(Ok(go)) => status(rule, go.ok || *check, go.remaining, Some(go)),
                 Some(Err(why)) => return Err(Unanswered::Entry(why.clone())),
                 // A check of a rule that counts nothing (0 per unit).
@@ -321,10 +323,10 @@ pub fn answer(plan: &Plan, reply: &[u8]) -> Result<RateLimitResponse, Unanswered
             .iter()
             .zip(&statuses)
             .filter_map(|(step, status)| match step {
-                Step::Over(rule) | Step::Asked { rule, .. } => {
+                DescriptorStep::Over(rule) | DescriptorStep::Asked { rule, .. } => {
                     Some(Labelled { status, name: rule.shown_name(), window_s: rule.window_s() })
                 }
-                Step::Free | Step::Unlimited => None,
+                DescriptorStep::Free | DescriptorStep::Unlimited => None,
             })
             .collect();
         headers::write(style, &labelled)
@@ -334,7 +336,7 @@ pub fn answer(plan: &Plan, reply: &[u8]) -> Result<RateLimitResponse, Unanswered
 
 /// The status of a descriptor under `rule`: over unless `ok`, OK whatever
 /// it is in shadow mode.
-fn status(rule: &Rule, ok: bool, remaining: u32, go: Option<&GoReply>) -> DescriptorStatus {
+fn status(rule: &DescriptorRule, ok: bool, remaining: u32, go: Option<&GoReply>) -> DescriptorStatus {
     let code = if ok || rule.shadow_mode { Code::Ok } else { Code::OverLimit };
     DescriptorStatus {
         code: code as i32,

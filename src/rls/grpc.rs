@@ -6,7 +6,7 @@
 //!
 //! A call is planned (`decide::plan`) on the runtime's thread, sent to the
 //! loop from a blocking thread (`bridge`), and answered (`decide::answer`).
-//! The health service follows what the loop says of itself (`Health`).
+//! The health service follows what the loop says of itself (`GrpcHealth`).
 //!
 //! This module owns no decision and no ZeroMQ socket but the bridge's.
 
@@ -21,7 +21,7 @@ use tracing::{debug, warn};
 
 use super::bridge::Bridge;
 use super::config::Table;
-use super::counts::{Counts, Outcome};
+use super::counts::{CallOutcome, Counts};
 use super::decide::{self, Answering, BadRequest, Unanswered};
 use super::proto::{Code, RateLimitRequest, RateLimitResponse};
 
@@ -43,9 +43,9 @@ const STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(300);
 /// Whether the locker serves, as the loop last said: what the health
 /// service reports.
 #[derive(Debug, Clone, Default)]
-pub struct Health(Arc<AtomicBool>);
+pub struct GrpcHealth(Arc<AtomicBool>);
 
-impl Health {
+impl GrpcHealth {
     /// Says whether the locker serves now. Never blocks.
     pub fn set(&self, serving: bool) {
         self.0.store(serving, Ordering::Relaxed);
@@ -111,9 +111,9 @@ impl UnaryService<RateLimitRequest> for ShouldRateLimit {
             let request = request.into_inner();
             let answered = should_rate_limit(&shared, &request).await;
             let outcome = match &answered {
-                Ok(r) if r.overall_code == Code::OverLimit as i32 => Outcome::OverLimit,
-                Ok(_) => Outcome::Ok,
-                Err(_) => Outcome::Error,
+                Ok(r) if r.overall_code == Code::OverLimit as i32 => CallOutcome::OverLimit,
+                Ok(_) => CallOutcome::Ok,
+                Err(_) => CallOutcome::Error,
             };
             let configured = shared.table.read().unwrap_or_else(|e| e.into_inner()).has_domain(&request.domain);
             shared.counts.record(&request.domain, configured, outcome);
@@ -156,7 +156,7 @@ async fn should_rate_limit(shared: &Shared, request: &RateLimitRequest) -> Resul
 pub async fn serve(
     listener: std::net::TcpListener,
     server: RateLimitServer,
-    health: Health,
+    health: GrpcHealth,
     mut stop: tokio::sync::watch::Receiver<bool>,
     tls: Option<super::Tls>,
 ) -> Result<(), String> {

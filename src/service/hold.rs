@@ -49,11 +49,11 @@ pub(super) struct Sorry {
 
 /// The hold a request was under: its end, and whether it was only the
 /// peers' in-flight wait.
-pub(super) type Held = Option<(Nanos, bool)>;
+pub(super) type HoldEnd = Option<(Nanos, bool)>;
 
 /// The asks held for a go, and what is left of them at a stop.
 #[derive(Debug)]
-pub(super) struct Holding {
+pub(super) struct HeldAsks {
     pub(super) parking: Parking,
     /// The lease requests among the parked, by lease id (`hold_lease`).
     pub(super) leases: LeaseWaits,
@@ -61,9 +61,9 @@ pub(super) struct Holding {
     finals: Vec<(QueueKey, Parked)>,
 }
 
-impl Holding {
-    pub(super) fn new(max: usize) -> Holding {
-        Holding { parking: Parking::new(max), leases: LeaseWaits::default(), finals: Vec::new() }
+impl HeldAsks {
+    pub(super) fn new(max: usize) -> HeldAsks {
+        HeldAsks { parking: Parking::new(max), leases: LeaseWaits::default(), finals: Vec::new() }
     }
 
     /// Asks parked now.
@@ -113,7 +113,7 @@ impl Service {
         if !wire::is_structured(body) && self.holding.parking.is_empty() && self.store.is_none() {
             let may_hold = io.may_hold();
             return self
-                .keeping(now, keep, |s| {
+                .journaled(now, keep, |s| {
                     let sorry = s.decide_plain(now, body, out)?;
                     // Only a sorry that may be held needs the request's value.
                     may_hold.then(|| {
@@ -138,7 +138,7 @@ impl Service {
             None if io.may_hold() => self.serve_now(now, token, body, &decoded, out, keep),
             None => {
                 // Answered at once, from what is on hand: nothing parks.
-                let _ = self.keeping(now, keep, |s| s.decide(now, &decoded, out));
+                let _ = self.journaled(now, keep, |s| s.decide(now, &decoded, out));
                 Answer::Now
             }
         };
@@ -157,7 +157,7 @@ impl Service {
         out: &mut Vec<u8>,
         keep: &mut impl Keep,
     ) -> Answer {
-        self.keeping(now, keep, |s| {
+        self.journaled(now, keep, |s| {
             if let Ok(r) = &decoded.request {
                 if s.park_behind(now, token, body, decoded) {
                     return Answer::Held;
@@ -206,7 +206,7 @@ impl Service {
         token: Token,
         body: &[u8],
         decoded: &Decoded,
-        held: Held,
+        held: HoldEnd,
         out: &mut Vec<u8>,
     ) -> Answer {
         let Some(sorry) = self.decide(now, decoded, out) else { return Answer::Now };
@@ -223,7 +223,7 @@ impl Service {
         body: &[u8],
         decoded: &Decoded,
         sorry: Sorry,
-        held: Held,
+        held: HoldEnd,
     ) -> Answer {
         if !self.holding.parking.has_room(body.len()) {
             return Answer::Now;
@@ -250,7 +250,7 @@ impl Service {
     /// Decides the parked asks that are due at `now` (the loop's clock)
     /// until one is answered: writes its reply into `out` and returns its
     /// token; `None` when none is due. Call it until `None` before serving
-    /// new requests, each call inside `keeping`, so that what the answer
+    /// new requests, each call inside `journaled`, so that what the answer
     /// left behind is kept before its reply leaves (as `step` does).
     pub(super) fn next_ready(&mut self, now: Nanos, out: &mut Vec<u8>) -> Option<Token> {
         if self.store.is_some() {
@@ -329,7 +329,7 @@ impl Service {
     /// one per call (go if the limit allows it now, else sorry), writing
     /// its reply into `out` and returning its token; `None` when all are
     /// answered. Nothing is held from the first call on. Each call runs
-    /// inside `keeping`, as `next_ready`'s do (`step::stop`).
+    /// inside `journaled`, as `next_ready`'s do (`step::stop`).
     pub(super) fn next_final(&mut self, now: Nanos, out: &mut Vec<u8>) -> Option<Token> {
         if let Some(store) = &mut self.store {
             if let Some((token, body)) = store.next_final(&mut self.locker, out) {

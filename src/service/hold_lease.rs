@@ -21,7 +21,7 @@ use std::collections::{HashMap, VecDeque};
 
 use super::lease::lease_reply;
 use super::parking::{asked_hold, Parked, QueueKey, Token};
-use super::{Answer, Holding, Service};
+use super::{Answer, HeldAsks, Service};
 use crate::core::kinds::semaphore::{LeaseState, LeaseVerdict};
 use crate::core::time::ceil_ms;
 use crate::core::{LimitId, Locker, Nanos};
@@ -31,7 +31,7 @@ use crate::wire::{self, Request};
 /// A parked lease request: where it is parked, its semaphore's name (ids
 /// may move at a reload) and when it was parked.
 #[derive(Debug)]
-struct LeaseWait {
+struct ParkedLease {
     queue: QueueKey,
     limit: Box<str>,
     since: Nanos,
@@ -40,7 +40,7 @@ struct LeaseWait {
 /// The lease requests parked, by lease id, and the leases to look at.
 #[derive(Debug, Default)]
 pub(super) struct LeaseWaits {
-    waits: HashMap<Box<str>, LeaseWait>,
+    waits: HashMap<Box<str>, ParkedLease>,
     /// Watched leases granted or dropped, to answer in this order.
     changed: VecDeque<Box<str>>,
     /// Every waiter is looked at on the next turn (after a reload).
@@ -105,7 +105,7 @@ impl Service {
     }
 }
 
-impl Holding {
+impl HeldAsks {
     /// Parks the request `parked` (its token and body), whose lease
     /// `pending` of `locker` is left pending at `now`, until `until`, its
     /// lease watched: `Held`; `Now` when the lease is already watched or
@@ -123,7 +123,7 @@ impl Holding {
         let queue = (limit, Some(lease.clone()));
         self.parking.park_lease(queue.clone(), token, body, until);
         let name = locker.limit(limit).name().into();
-        self.leases.waits.insert(lease, LeaseWait { queue, limit: name, since: now });
+        self.leases.waits.insert(lease, ParkedLease { queue, limit: name, since: now });
         Answer::Held
     }
 
@@ -189,7 +189,7 @@ impl Holding {
         &mut self,
         (locker, journal): (&mut Locker, &mut Journal),
         (now, at): (Nanos, Nanos),
-        (lease, wait): (&str, Option<LeaseWait>),
+        (lease, wait): (&str, Option<ParkedLease>),
         (limit, mut v): (Option<LimitId>, LeaseVerdict),
         ending: Ending,
         out: &mut Vec<u8>,

@@ -17,7 +17,7 @@ impl Service {
     /// any reply it wrote can leave. Grants are refused from then on if
     /// `keep` has no room for the next call's records.
     #[inline]
-    pub(super) fn keeping<T>(&mut self, now: Nanos, keep: &mut impl Keep, call: impl FnOnce(&mut Self) -> T) -> T {
+    pub(super) fn journaled<T>(&mut self, now: Nanos, keep: &mut impl Keep, call: impl FnOnce(&mut Self) -> T) -> T {
         self.journal.open(keep);
         let answer = call(self);
         self.status.refusing = self.journal.close(&self.locker, now, keep).err();

@@ -31,10 +31,10 @@ impl Service {
 
 /// The parts a lease request uses: the names to find its semaphore by,
 /// the table, and the journal that notes the lease for the state file.
-type Parts<'a> = (&'a mut Names, &'a mut Locker, &'a mut Journal);
+type LeaseParts<'a> = (&'a mut Names, &'a mut Locker, &'a mut Journal);
 
 /// Answers an acquire into `out`; the new lease when it is pending.
-fn acquire((names, locker, journal): Parts, now: Nanos, ask: &LeaseAsk, out: &mut Vec<u8>) -> Pending {
+fn acquire((names, locker, journal): LeaseParts, now: Nanos, ask: &LeaseAsk, out: &mut Vec<u8>) -> Pending {
     let answer = names.find(locker, ask.limit).map_err(LeaseError::from).and_then(|limit| {
         let (lease, v) = locker.semaphores().acquire(now, &acquire_ask(limit, ask))?;
         journal.note_lease(limit, &lease);
@@ -49,7 +49,7 @@ fn acquire((names, locker, journal): Parts, now: Nanos, ask: &LeaseAsk, out: &mu
 }
 
 /// Answers a heartbeat into `out`; the lease when it is pending.
-fn heartbeat((names, locker, journal): Parts, now: Nanos, beat: &Heartbeat, out: &mut Vec<u8>) -> Pending {
+fn heartbeat((names, locker, journal): LeaseParts, now: Nanos, beat: &Heartbeat, out: &mut Vec<u8>) -> Pending {
     let answer = names.find(locker, beat.limit).map_err(LeaseError::from).and_then(|limit| {
         let renew = HeartbeatAsk { limit, lease: beat.lease, ttl_ms: beat.ttl_ms, count: beat.count };
         let v = locker.semaphores().heartbeat(now, &renew)?;
@@ -65,7 +65,7 @@ fn heartbeat((names, locker, journal): Parts, now: Nanos, beat: &Heartbeat, out:
 }
 
 /// Answers a release into `out`.
-fn release((names, locker, journal): Parts, now: Nanos, release: &Release, out: &mut Vec<u8>) {
+fn release((names, locker, journal): LeaseParts, now: Nanos, release: &Release, out: &mut Vec<u8>) {
     let answer = names.find(locker, release.limit).map_err(LeaseError::from).and_then(|id| {
         let v = locker.semaphores().release(now, id, release.lease)?;
         journal.note_lease(id, release.lease);

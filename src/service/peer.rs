@@ -11,13 +11,13 @@ use crate::core::peering::Beat;
 use crate::core::{Count, Counted, Locker, Nanos, NodeKey, Nodes, Outgoing, PeerIx, Peering};
 use crate::state::{Keep, Record};
 use crate::wire::{
-    self, PeerCount, PeerEcho, PeerGift, PeerKind, PeerLimit, PeerMembers, PeerMsg, PeerNode, PeerSeen,
-    MAX_COUNTS_PER_MESSAGE,
+    self, PeerAbout, PeerBeat, PeerCount, PeerCounts, PeerEcho, PeerGift, PeerKind, PeerLimit, PeerMembers, PeerMsg,
+    PeerNode, PeerSeen, PeerSnapshotPart, PeerTenure, MAX_COUNTS_PER_MESSAGE,
 };
 
 /// What a peer message did: whether it was understood, and whether it
 /// created a limit (a plain body of its name chose the default until now).
-pub(super) struct Heard {
+pub(super) struct MessageHeard {
     pub(super) understood: bool,
     pub(super) created: bool,
 }
@@ -39,90 +39,113 @@ pub(super) fn on_peer(
     now: Nanos,
     peer: PeerIx,
     body: &[u8],
-) -> Heard {
-    let mut heard_as = Heard { understood: false, created: false };
+) -> MessageHeard {
+    let mut heard_as = MessageHeard { understood: false, created: false };
     let Ok(msg) = wire::decode_peer(body) else { return heard_as };
     // Offsets are measured against the group clock as read, not as
     // held still after a move back.
     let (reading, now) = (p.clock().reading(now), p.group_now(now));
-    let Some(sender) = msg.sender().map(node_key).filter(|_| peer < p.nodes().configured()) else {
+    if peer >= p.nodes().configured() {
         return heard_as;
-    };
+    }
+    let sender = node_key(msg.sender());
     heard_as.understood = true;
-    let heard = match msg.kind {
-        PeerKind::Beat => {
-            let reported = reported_of(&msg, p.nodes());
+    let heard = match &msg {
+        PeerMsg::Beat(beat) => {
+            let reported = reported_of(&beat.about, p.nodes());
             let heard = p.on_heartbeat(
                 reading,
                 peer,
                 &sender,
-                Beat { sent_at: msg.at, joining: msg.joining, reported, up: msg.up },
+                Beat { sent_at: beat.at, joining: beat.joining, reported, up: beat.up },
             );
             if heard {
+                let PeerTenure { echo, dead, holds } = &beat.tenure;
                 let me = &p.nodes().me().id;
-                let echo = msg.echo.iter().find(|e| *e.0 == **me).map(|e| e.1);
-                p.on_tenure(now, peer, Said { echo, dead: &msg.dead, holds: &msg.holds });
+                let echo = echo.iter().find(|e| *e.0 == **me).map(|e| e.1);
+                p.on_tenure(now, peer, Said { echo, dead, holds });
             }
             heard
         }
-        PeerKind::Snapshot => {
+        PeerMsg::Snapshot(PeerSnapshotPart { part, about, .. }) => {
             let heard = p.on_message(now, peer, &sender);
             if heard {
-                p.on_clock(reading, peer, msg.at, reported_of(&msg, p.nodes()));
+                p.on_clock(reading, peer, part.at, reported_of(about, p.nodes()));
             }
             heard
         }
-        PeerKind::Counts => p.on_message(now, peer, &sender),
+        PeerMsg::Counts(_) => p.on_message(now, peer, &sender),
     };
     if !heard {
         p.refuse(now, peer, || format!("a message sent as {:?}", shown(&sender.id)));
         return heard_as;
     }
-    if matches!(msg.kind, PeerKind::Beat | PeerKind::Snapshot) {
-        let members = msg.members.map(|PeerMembers(members, digest)| MemberSet { members, digest });
-        p.on_members(now, peer, &sender, members, msg.settling);
+    if let Some(about) = msg.about() {
+        heard_as.created = on_about(locker, p, now, peer, &sender, about);
     }
-    heard_as.created = super::runtime::learn(locker, p, now, peer, &msg.terms);
-    for PeerLimit(name, digest) in &msg.limits {
-        if let Ok(id) = locker.find(Some(name)) {
-            p.on_limit(peer, id, locker.limit(id).digest() == *digest, || name.clone());
-        }
+    if let Some(part) = msg.counts() {
+        on_counts(locker, p, refusing, now, peer, part);
     }
-    // Demand figures (`asked`) of the former split are ignored. A want
-    // is answered with a gift, which must be recorded before it leaves:
-    // while the state file has no room, wants go unanswered.
-    let counts = msg.counts.iter().map(|c| (c, Counted::Granted));
-    let wanted = if refusing { &[][..] } else { &msg.wanted[..] };
-    for (c, what) in counts.chain(wanted.iter().map(|c| (c, Counted::Wanted))) {
-        if let Some(count) = accept(locker, p, now, peer, &msg.nodes, c, what) {
-            locker.peers().merge(now, &count);
-        }
-    }
-    for PeerGift(name, key, slot, from, to, n) in &msg.gave {
-        let Some(to) = msg.nodes.get(*to as usize).map(node_key) else { continue };
-        let Some(to) = p.nodes_mut().resolve(now, peer, &to) else { continue };
-        let c = PeerCount(name.clone(), key.clone(), *slot, *from, *n);
-        if let Some(count) = accept(locker, p, now, peer, &msg.nodes, &c, Counted::Gave(to)) {
-            locker.peers().merge(now, &count);
-        }
-    }
-    if msg.kind == PeerKind::Snapshot && msg.done {
+    if let PeerMsg::Snapshot(PeerSnapshotPart { part, done: true, .. }) = &msg {
         // The runs the peer knows: this locker's earlier one among them
         // means it may have granted in this slot (see `Peering::update`).
-        for key in msg.nodes.iter().skip(1).map(node_key) {
+        for key in part.nodes.iter().skip(1).map(node_key) {
             let _ = p.nodes_mut().resolve(now, peer, &key);
         }
         p.on_snapshot_done(now, peer, &sender);
     }
-    locker.peers().set_view(p.view(now));
+    locker.sharing().set_view(p.view(now));
     heard_as
+}
+
+/// Takes in what a heartbeat or snapshot part from `peer` says of its
+/// `sender`: its member set, the limits it created from asks' terms (true
+/// when one was created here too), and how it defines each limit.
+fn on_about(
+    locker: &mut Locker,
+    p: &mut Peering,
+    now: Nanos,
+    peer: PeerIx,
+    sender: &NodeKey,
+    about: &PeerAbout,
+) -> bool {
+    let members = about.members.map(|PeerMembers(members, digest)| MemberSet { members, digest });
+    p.on_members(now, peer, sender, members, about.settling);
+    let created = super::runtime::learn(locker, p, now, peer, &about.terms);
+    for PeerLimit(name, digest) in &about.limits {
+        if let Ok(id) = locker.find(Some(name)) {
+            p.on_limit(peer, id, locker.limit(id).digest() == *digest, || name.clone());
+        }
+    }
+    created
+}
+
+/// Merges the counts, wants and gifts of a message from `peer`. A want is
+/// answered with a gift, which must be recorded before it leaves: while
+/// the state file has no room (`refusing`), wants go unanswered.
+fn on_counts(locker: &mut Locker, p: &mut Peering, refusing: bool, now: Nanos, peer: PeerIx, part: &PeerCounts) {
+    let counts = part.counts.iter().map(|c| (c, Counted::Granted));
+    let wanted = if refusing { &[][..] } else { &part.wanted[..] };
+    for (c, what) in counts.chain(wanted.iter().map(|c| (c, Counted::Wanted))) {
+        if let Some(count) = accept(locker, p, now, peer, &part.nodes, c, what) {
+            locker.sharing().merge(now, &count);
+        }
+    }
+    for PeerGift(name, key, slot, from, to, n) in &part.gave {
+        let Some(to) = part.nodes.get(*to as usize).map(node_key) else { continue };
+        let Some(to) = p.nodes_mut().resolve(now, peer, &to) else { continue };
+        let c = PeerCount(name.clone(), key.clone(), *slot, *from, *n);
+        if let Some(count) = accept(locker, p, now, peer, &part.nodes, &c, Counted::Gave(to)) {
+            locker.sharing().merge(now, &count);
+        }
+    }
 }
 
 /// See `Note::Paused`.
 pub(super) fn on_pause(locker: &mut Locker, p: &mut Peering, now: Nanos, paused: Nanos) {
     let now = p.group_now(now);
     p.on_pause(now, paused);
-    locker.peers().set_view(p.view(now));
+    locker.sharing().set_view(p.view(now));
 }
 
 /// Hands every peer message due at `now` to `send`, encoded: the counts
@@ -141,26 +164,26 @@ pub(super) fn publish(
     // still after a move back, so that peers measure this clock right.
     let (reading, now) = (p.clock().reading(now), p.group_now(now));
     let full = keep_ledgers(locker, now, keep).err();
-    let mut counts: Vec<Count> = locker.peers().take_granted().collect();
+    let mut counts: Vec<Count> = locker.sharing().take_granted().collect();
     send_counts(locker, p, PeerKind::Counts, now, &counts, &mut send);
     while let Some(out) = p.poll_transmit(now) {
         counts.clear();
         let kind = match out {
             Outgoing::Heartbeat { joining } => {
-                let echoes = p.echoes(now);
-                let mut msg = Batch::new(locker, p, PeerKind::Beat, reading);
-                msg.msg.joining = joining;
-                msg.msg.up = Some(p.up(now));
-                tenure_of(p, echoes, &mut msg.msg);
-                msg.finish(true, &mut send);
+                let tenure = tenure_of(p, now);
+                let (sender, about, up) = (me(p.nodes()), about(locker, p), Some(p.up(now)));
+                let beat = PeerBeat { sender, at: reading, joining, about, tenure, up };
+                let mut body = Vec::new();
+                wire::encode(&PeerMsg::Beat(beat), &mut body);
+                send(&body);
                 continue;
             }
             Outgoing::Repair => {
-                locker.peers().drain_touched(now, |c| counts.push(c));
+                locker.sharing().drain_touched(now, |c| counts.push(c));
                 PeerKind::Counts
             }
             Outgoing::Snapshot => {
-                locker.peers().snapshot(now, |c| counts.push(c));
+                locker.sharing().snapshot(now, |c| counts.push(c));
                 PeerKind::Snapshot
             }
         };
@@ -172,9 +195,9 @@ pub(super) fn publish(
 }
 
 /// Hands `keep` the ledger of every key whose gifts changed (see
-/// `Peers::take_ledgers`), at `now` by the group clock.
+/// `Sharing::take_ledgers`), at `now` by the group clock.
 fn keep_ledgers(locker: &mut Locker, now: Nanos, keep: &mut impl Keep) -> Result<(), &'static str> {
-    let mut touched: Vec<_> = locker.peers().take_ledgers().collect();
+    let mut touched: Vec<_> = locker.sharing().take_ledgers().collect();
     let Some(run) = keep.run() else { return Ok(()) };
     touched.sort_unstable();
     touched.dedup();
@@ -208,7 +231,7 @@ fn send_counts(
     for c in counts {
         batch.push(c, send);
     }
-    batch.finish(kind == PeerKind::Snapshot, send);
+    batch.finish(send);
 }
 
 /// Turns a count from `peer` into the core's terms, or `None` when it is
@@ -252,11 +275,38 @@ fn node_key(n: &PeerNode) -> NodeKey {
     NodeKey { id: n.0.as_str().into(), incarnation: n.1 }
 }
 
-/// Counts gathered into peer messages of at most `MAX_COUNTS_PER_MESSAGE`.
+/// This locker's run, as its messages name their sender.
+fn me(table: &Nodes) -> PeerNode {
+    let me = table.me();
+    PeerNode(me.id.to_string(), me.incarnation)
+}
+
+/// What heartbeats and snapshot parts say of this locker: how each limit
+/// is defined, so a peer merges the counts that come with them only when
+/// it agrees; the terms of the limits created from asks' terms here; how
+/// it sees each peer's clock (see `core::peering::clock`); the member set
+/// it shares by, and whether it is settling on a new one (see
+/// `core::peering::members`).
+fn about(locker: &Locker, p: &Peering) -> PeerAbout {
+    let table = p.nodes();
+    let MemberSet { members, digest } = MemberSet::of(table);
+    PeerAbout {
+        limits: locker.figures().shared_digests().map(|(name, d)| PeerLimit(name.to_owned(), d)).collect(),
+        terms: locker.figures().taught_terms().map(super::runtime::peer_terms).collect(),
+        seen: seen(table),
+        members: Some(PeerMembers(members, digest)),
+        settling: p.members().settling(),
+    }
+}
+
+/// Counts gathered into peer messages of at most `MAX_COUNTS_PER_MESSAGE`:
+/// messages of counts, or the parts of a snapshot.
 struct Batch<'a> {
     locker: &'a Locker,
     table: &'a Nodes,
-    msg: PeerMsg,
+    part: PeerCounts,
+    /// What a snapshot's parts say of this locker; `None` for counts.
+    snapshot: Option<PeerAbout>,
     ixs: Vec<u32>,
     buf: Vec<u8>,
 }
@@ -264,24 +314,9 @@ struct Batch<'a> {
 impl<'a> Batch<'a> {
     fn new(locker: &'a Locker, p: &'a Peering, kind: PeerKind, now: Nanos) -> Batch<'a> {
         let table = p.nodes();
-        let me = table.me();
-        let msg = PeerMsg::new(kind, vec![PeerNode(me.id.to_string(), me.incarnation)], now);
-        let mut batch = Batch { locker, table, msg, ixs: vec![Nodes::ME], buf: Vec::new() };
-        // Heartbeats and snapshot parts say how each limit is defined, so a
-        // peer merges the counts that come with them only when it agrees.
-        if matches!(kind, PeerKind::Beat | PeerKind::Snapshot) {
-            batch.msg.limits =
-                locker.figures().shared_digests().map(|(name, d)| PeerLimit(name.to_owned(), d)).collect();
-            // And the terms of the limits created from asks' terms here.
-            batch.msg.terms = locker.figures().taught_terms().map(super::runtime::peer_terms).collect();
-            // And how the sender sees each peer's clock (see `core::peering::clock`).
-            batch.msg.seen = seen(table);
-            // And the member set it shares by (see `core::peering::members`).
-            let MemberSet { members, digest } = MemberSet::of(table);
-            batch.msg.members = Some(PeerMembers(members, digest));
-            batch.msg.settling = p.members().settling();
-        }
-        batch
+        let part = PeerCounts::new(me(table), now);
+        let snapshot = (kind == PeerKind::Snapshot).then(|| about(locker, p));
+        Batch { locker, table, part, snapshot, ixs: vec![Nodes::ME], buf: Vec::new() }
     }
 
     fn push(&mut self, c: &Count, send: &mut impl FnMut(&[u8])) {
@@ -290,15 +325,15 @@ impl<'a> Batch<'a> {
         let limit = self.locker.limit(c.limit).name().to_owned();
         let key = c.key.as_deref().map(String::from);
         match c.what {
-            Counted::Granted => self.msg.counts.push(PeerCount(limit, key, c.slot, node, c.count)),
-            Counted::Wanted => self.msg.wanted.push(PeerCount(limit, key, c.slot, node, c.count)),
+            Counted::Granted => self.part.counts.push(PeerCount(limit, key, c.slot, node, c.count)),
+            Counted::Wanted => self.part.wanted.push(PeerCount(limit, key, c.slot, node, c.count)),
             Counted::Gave(to) => {
                 let Some(to) = self.node(to) else { return };
-                self.msg.gave.push(PeerGift(limit, key, c.slot, node, to, c.count));
+                self.part.gave.push(PeerGift(limit, key, c.slot, node, to, c.count));
             }
         }
-        if self.len() >= MAX_COUNTS_PER_MESSAGE {
-            self.send(send);
+        if self.part.len() >= MAX_COUNTS_PER_MESSAGE {
+            self.send(false, send);
         }
     }
 
@@ -309,55 +344,60 @@ impl<'a> Batch<'a> {
             return Some(i as u32);
         }
         let key = self.table.key(ix)?;
-        self.msg.nodes.push(PeerNode(key.id.to_string(), key.incarnation));
+        self.part.nodes.push(PeerNode(key.id.to_string(), key.incarnation));
         self.ixs.push(ix);
         Some(self.ixs.len() as u32 - 1)
     }
 
-    /// Counts of every kind in the message.
-    fn len(&self) -> usize {
-        self.msg.counts.len() + self.msg.wanted.len() + self.msg.gave.len()
-    }
-
-    /// Sends what is left; with `always`, also when nothing is (a heartbeat,
-    /// or the `done` part of a snapshot).
-    fn finish(mut self, always: bool, send: &mut impl FnMut(&[u8])) {
-        self.msg.done = self.msg.kind == PeerKind::Snapshot;
-        if self.msg.done {
+    /// Sends what is left: the `done` part of a snapshot even when nothing
+    /// is, since that part is what a joining peer waits for.
+    fn finish(mut self, send: &mut impl FnMut(&[u8])) {
+        let done = self.snapshot.is_some();
+        if done {
             // Every run this locker knows, so that a restarted locker
             // learns that its earlier run was heard (see `Peering::update`).
             for ix in self.table.run_indices() {
                 let _ = self.node(ix);
             }
         }
-        if always || self.len() > 0 {
-            self.send(send);
+        if done || !self.part.is_empty() {
+            self.send(done, send);
         }
     }
 
-    fn send(&mut self, send: &mut impl FnMut(&[u8])) {
+    /// Sends the counts gathered as one message, `done` for the last part
+    /// of a snapshot, and starts the next.
+    fn send(&mut self, done: bool, send: &mut impl FnMut(&[u8])) {
+        let next = PeerCounts::new(self.part.nodes[0].clone(), self.part.at);
+        let part = std::mem::replace(&mut self.part, next);
+        let msg = match self.snapshot.take() {
+            Some(about) => PeerMsg::Snapshot(PeerSnapshotPart { part, done, about }),
+            None => PeerMsg::Counts(part),
+        };
         self.buf.clear();
-        wire::encode(&self.msg, &mut self.buf);
+        wire::encode(&msg, &mut self.buf);
         send(&self.buf);
-        self.msg.counts.clear();
-        self.msg.wanted.clear();
-        self.msg.gave.clear();
-        self.msg.nodes.truncate(1);
+        if let PeerMsg::Snapshot(PeerSnapshotPart { about, .. }) = msg {
+            self.snapshot = Some(about);
+        }
         self.ixs.truncate(1);
     }
 }
 
-/// What a heartbeat says of tenure (see `core::peering::tenure`): the
-/// latest heartbeat heard from each peer this locker echoes (`echoes`), the
-/// members it declared dead, those whose shares it holds.
-fn tenure_of(p: &Peering, echoes: Vec<(Box<str>, Nanos)>, msg: &mut PeerMsg) {
+/// What a heartbeat says of tenure (see `core::peering::tenure`), at
+/// `now`: the latest heartbeat heard from each peer this locker echoes,
+/// the members it declared dead, those whose shares it holds.
+fn tenure_of(p: &mut Peering, now: Nanos) -> PeerTenure {
+    let echoes = p.echoes(now);
     let tenure = p.tenure();
     if !tenure.applies() {
-        return;
+        return PeerTenure::default();
     }
-    msg.echo = echoes.into_iter().map(|(id, at)| PeerEcho(id.into(), at)).collect();
-    msg.dead = tenure.declared().map(String::from).collect();
-    msg.holds = tenure.held().map(String::from).collect();
+    PeerTenure {
+        echo: echoes.into_iter().map(|(id, at)| PeerEcho(id.into(), at)).collect(),
+        dead: tenure.declared().map(String::from).collect(),
+        holds: tenure.held().map(String::from).collect(),
+    }
 }
 
 /// How this locker sees each peer's clock it has heard, for its heartbeat.
@@ -367,7 +407,7 @@ fn seen(table: &Nodes) -> Vec<PeerSeen> {
 }
 
 /// How a peer message's sender sees this locker's clock, if it says.
-fn reported_of(msg: &PeerMsg, table: &Nodes) -> Option<i64> {
+fn reported_of(about: &PeerAbout, table: &Nodes) -> Option<i64> {
     let me = &table.me().id;
-    msg.seen.iter().find(|s| *s.0 == **me).map(|s| s.1)
+    about.seen.iter().find(|s| *s.0 == **me).map(|s| s.1)
 }

@@ -284,7 +284,7 @@ pub fn flush(service: &mut Service, now: Nanos, keep: &mut impl Keep, io: &mut i
 /// now, else sorry), in arrival order; how many.
 pub fn stop(service: &mut Service, now: Nanos, keep: &mut impl Keep, io: &mut impl Io, out: &mut Vec<u8>) -> usize {
     let mut answered = 0;
-    while let Some(token) = service.keeping(now, keep, |s| s.next_final(now, out)) {
+    while let Some(token) = service.journaled(now, keep, |s| s.next_final(now, out)) {
         io.reply(token, out);
         answered += 1;
     }
@@ -357,7 +357,7 @@ fn answer_due(service: &mut Service, now: Nanos, keep: &mut impl Keep, io: &mut 
 
 /// `answer_due` past its plain-path check, out of that path's line.
 fn answer_ready(service: &mut Service, now: Nanos, keep: &mut impl Keep, io: &mut impl Io, out: &mut Vec<u8>) {
-    while let Some(token) = service.keeping(now, keep, |s| s.next_ready(now, out)) {
+    while let Some(token) = service.journaled(now, keep, |s| s.next_ready(now, out)) {
         io.reply(token, out);
     }
 }

@@ -23,10 +23,10 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::hold::Held;
+use super::hold::HoldEnd;
 use super::parking::Token;
 use super::store_lease::LeaseCalls;
-use super::{Holding, Service, StoreStatus};
+use super::{HeldAsks, Service, StoreStatus};
 use crate::core::claims::{ClaimAsk, ClaimId, Claimed, Claims, Need};
 use crate::core::store_lease::{LeaseAnswer, LeaseCall};
 use crate::core::{Algorithm, AskError, LimitId, Locker, Nanos, PermitAsk, Verdict};
@@ -38,7 +38,7 @@ use crate::wire::{Ask, BatchEntry, Decoded, Request};
 const MAX_ROUNDS: u8 = 3;
 
 /// A request whose claims came back: its token, body, next round and hold.
-pub(super) type Resumed = (Token, Box<[u8]>, u8, Held);
+pub(super) type Resumed = (Token, Box<[u8]>, u8, HoldEnd);
 
 /// A request waiting for claims.
 #[derive(Debug)]
@@ -49,7 +49,7 @@ struct Waiter {
     claims: usize,
     round: u8,
     /// The hold it was parked under before it waited, if any.
-    hold: Held,
+    hold: HoldEnd,
 }
 
 /// Requests waiting for claims, by the claims they wait for.
@@ -62,7 +62,7 @@ struct Waiting {
 }
 
 impl Waiting {
-    fn park(&mut self, token: Token, body: &[u8], claims: &[ClaimId], round: u8, hold: Held) {
+    fn park(&mut self, token: Token, body: &[u8], claims: &[ClaimId], round: u8, hold: HoldEnd) {
         for &c in claims {
             self.by_claim.entry(c).or_default().push(token);
         }
@@ -198,7 +198,7 @@ impl StoreSide {
     /// the held ones.
     pub(super) fn on_answers(
         &mut self,
-        (locker, holding): (&mut Locker, &mut Holding),
+        (locker, holding): (&mut Locker, &mut HeldAsks),
         now: Nanos,
         claims: Vec<Claimed>,
         leases: Vec<LeaseAnswer>,
@@ -217,9 +217,9 @@ impl StoreSide {
     /// from what is on hand, and the next one finds the claim's permits.
     pub(super) fn wait_for_claims(
         &mut self,
-        (locker, holding): (&Locker, &Holding),
+        (locker, holding): (&Locker, &HeldAsks),
         now: Nanos,
-        (token, body, round, hold): (Token, &[u8], u8, Held),
+        (token, body, round, hold): (Token, &[u8], u8, HoldEnd),
         asks: &[(LimitId, Option<&str>, u64)],
     ) -> bool {
         let mut needed = Vec::new();
@@ -281,7 +281,7 @@ impl Service {
         body: &[u8],
         decoded: &Decoded,
         round: u8,
-        hold: Held,
+        hold: HoldEnd,
     ) -> bool {
         if self.store.is_none() || round >= MAX_ROUNDS {
             return false;

@@ -26,7 +26,7 @@ use super::lease::{acquire_ask, encode, lease_reply};
 use super::names::Names;
 use super::parking::{asked_hold, Token};
 
-use super::{error_reply, Answer, Holding, StoreSide};
+use super::{error_reply, Answer, HeldAsks, StoreSide};
 use crate::core::kinds::semaphore::{LeaseState, LeaseVerdict};
 use crate::core::store_lease::{CallId, LeaseAnswer, LeaseCall, LeaseOp, StoreLeaseState};
 use crate::core::time::{ceil_ms, NANOS_PER_MS};
@@ -49,7 +49,7 @@ enum Follow {
 
 /// What a lease call carries: its lease id, what it does, and what its
 /// reply will need.
-type Call = (Box<str>, LeaseOp, Follow);
+type LeaseCallParts = (Box<str>, LeaseOp, Follow);
 
 /// A lease request waiting for the store.
 #[derive(Debug)]
@@ -59,12 +59,12 @@ struct LeaseWait {
     lease: Box<str>,
     follow: Follow,
     /// A held request's hold: asked again while queued (see the header).
-    held: Option<Held>,
+    held: Option<HeldLeaseAsk>,
 }
 
 /// What a held lease request needs to be asked again and answered.
 #[derive(Debug, Clone)]
-struct Held {
+struct HeldLeaseAsk {
     /// When it was received, and when its hold ends (the loop's clock).
     since: Nanos,
     until: Nanos,
@@ -119,13 +119,13 @@ impl LeaseCalls {
 
 impl StoreSide {
     /// Sends a lease request on a semaphore of `locker` (found through
-    /// `names`) to the store, parked under `token` (`Some(Held)`), or
+    /// `names`) to the store, parked under `token` (`Some(HeldLeaseAsk)`), or
     /// answers it into `out` when the locker's checks refuse it
     /// (`Some(Now)`); `None` for any other request. A held one waits only
     /// when there is room beside `holding`.
     pub(super) fn lease_to_store(
         &mut self,
-        (locker, names, holding): (&mut Locker, &mut Names, &Holding),
+        (locker, names, holding): (&mut Locker, &mut Names, &HeldAsks),
         (now, token): (Nanos, Token),
         request: &Request,
         out: &mut Vec<u8>,
@@ -156,7 +156,7 @@ impl StoreSide {
         let l = locker.limit(limit);
         let (name, capacity) = (Box::<str>::from(l.name()), l.capacity());
         let room = holding.has_room_beside(self.len());
-        let held = store_hold(now, request, &op).filter(|_| room).map(|(until, ttl)| Held {
+        let held = store_hold(now, request, &op).filter(|_| room).map(|(until, ttl)| HeldLeaseAsk {
             since: now,
             until,
             ttl,
@@ -193,7 +193,7 @@ fn semaphore(locker: &mut Locker, names: &mut Names, name: Option<&str>) -> Opti
 }
 
 /// An acquire's call, checked and its lease id minted; a refusal is counted.
-fn acquire_call(locker: &mut Locker, limit: LimitId, ask: &LeaseAsk) -> Result<Call, LeaseError> {
+fn acquire_call(locker: &mut Locker, limit: LimitId, ask: &LeaseAsk) -> Result<LeaseCallParts, LeaseError> {
     let call = locker.semaphores().leases(limit).and_then(|l| l.lease_for(&acquire_ask(limit, ask)));
     if call.is_err() {
         locker.counters().note_acquire::<String, _>(limit, &Err(()));
@@ -202,7 +202,7 @@ fn acquire_call(locker: &mut Locker, limit: LimitId, ask: &LeaseAsk) -> Result<C
 }
 
 /// A heartbeat's call, checked; a refusal is counted.
-fn beat_call(locker: &mut Locker, limit: LimitId, beat: &Heartbeat) -> Result<Call, LeaseError> {
+fn beat_call(locker: &mut Locker, limit: LimitId, beat: &Heartbeat) -> Result<LeaseCallParts, LeaseError> {
     let ask = HeartbeatAsk { limit, lease: beat.lease, ttl_ms: beat.ttl_ms, count: beat.count };
     let terms = locker.semaphores().leases(limit).and_then(|l| l.beat_terms(&ask));
     if terms.is_err() {
@@ -219,7 +219,7 @@ impl LeaseCalls {
     pub(super) fn on_answers(
         &mut self,
         locker: &mut Locker,
-        holding: &mut Holding,
+        holding: &mut HeldAsks,
         now: Nanos,
         answers: Vec<LeaseAnswer>,
     ) {
@@ -234,7 +234,7 @@ impl LeaseCalls {
                     if queued && now < held.until {
                         holding.parking.held += 1;
                         wait.follow = Follow::Waiting;
-                        wait.held = Some(Held { pending_reply: out, ..held });
+                        wait.held = Some(HeldLeaseAsk { pending_reply: out, ..held });
                         self.rechecks.push_back((now.saturating_add(RECHECK), wait));
                         continue;
                     }
@@ -324,7 +324,7 @@ fn lease_answer(locker: &mut Locker, now: Nanos, wait: &LeaseWait, answer: Lease
 /// pending (its hold ended first), not held (the store no longer queues
 /// it), or the store's error; carrying how long it was held. Whether it
 /// was held.
-fn held_answer(now: Nanos, wait: &LeaseWait, held: &Held, answer: LeaseAnswer, out: &mut Vec<u8>) -> bool {
+fn held_answer(now: Nanos, wait: &LeaseWait, held: &HeldLeaseAsk, answer: LeaseAnswer, out: &mut Vec<u8>) -> bool {
     out.clear();
     let verdict = match answer.result {
         Ok(store) => store.verdict(now).unwrap_or(LeaseVerdict {

@@ -152,7 +152,7 @@ impl Service {
         let decoded = self.decoder.decode(request);
         let mut took = Vec::new();
         took_by(&decoded, reply, &mut took);
-        self.keeping(now, keep, |s| {
+        self.journaled(now, keep, |s| {
             let now = s.enter(now);
             let asks: Vec<PermitAsk> = match &decoded.request {
                 Ok(Request::Plain(body)) => vec![PermitAsk::new(s.names.plain(&s.locker, body))],

@@ -277,7 +277,7 @@ impl<'a> Record<'a> {
     /// Reads a payload; `None` when the bytes are no record (a checksum
     /// that matched by chance, or a record of a newer kind).
     pub fn decode(bytes: &'a [u8]) -> Option<Record<'a>> {
-        Record::read(Reader { bytes, checked: false })
+        Record::read(RecordReader { bytes, checked: false })
     }
 
     /// Reads a payload that `decode` has already read once, without
@@ -288,10 +288,10 @@ impl<'a> Record<'a> {
     ///
     /// `Record::decode(bytes)` must have returned `Some` for these bytes.
     pub(super) unsafe fn decode_checked(bytes: &'a [u8]) -> Option<Record<'a>> {
-        Record::read(Reader { bytes, checked: true })
+        Record::read(RecordReader { bytes, checked: true })
     }
 
-    fn read(mut r: Reader<'a>) -> Option<Record<'a>> {
+    fn read(mut r: RecordReader<'a>) -> Option<Record<'a>> {
         let record = match r.u8()? {
             RUN => Record::Run { run: r.u32()?, incarnation: r.u64()?, node: r.rest_str()? },
             WINDOW => r.count(|r| Some(Kept::Window { slot: r.u64()?, count: r.u32()? }))?,
@@ -426,13 +426,13 @@ impl Writer<'_> {
     }
 }
 
-struct Reader<'a> {
+struct RecordReader<'a> {
     bytes: &'a [u8],
     /// Whether the text in `bytes` is known to be UTF-8.
     checked: bool,
 }
 
-impl<'a> Reader<'a> {
+impl<'a> RecordReader<'a> {
     fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
         let head: [u8; N] = self.bytes.get(..N)?.try_into().ok()?;
         self.bytes = &self.bytes[N..];

@@ -185,14 +185,14 @@ pub(super) fn put_array_len(out: &mut Vec<u8>, len: usize) {
 /// One reply in a batch, as a client reads it.
 #[derive(Deserialize)]
 #[serde(untagged)]
-enum Entry<T> {
+enum ReadEntry<T> {
     Answer(T),
     Refused(ErrorReply),
 }
 
 #[derive(Deserialize)]
 struct BatchReplyMap<T> {
-    replies: Vec<Entry<T>>,
+    replies: Vec<ReadEntry<T>>,
 }
 
 /// Decodes the reply to a batch: each ask's go reply, or the error that
@@ -212,8 +212,8 @@ pub(super) fn decode_replies<'de, T: Deserialize<'de>>(
         .replies
         .into_iter()
         .map(|e| match e {
-            Entry::Answer(answer) => Ok(answer),
-            Entry::Refused(e) => Err(e.error),
+            ReadEntry::Answer(answer) => Ok(answer),
+            ReadEntry::Refused(e) => Err(e.error),
         })
         .collect();
     Ok(Reply::Answer(replies))

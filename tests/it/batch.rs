@@ -142,7 +142,10 @@ fn peered(now: u64) -> Service {
 
 fn counts_sent(s: &mut Service, now: u64) -> Vec<wire::PeerCount> {
     let msgs = crate::support::published(s, now);
-    let mut counts: Vec<_> = msgs.iter().flat_map(|m| wire::decode_peer(m).unwrap().counts).collect();
+    let mut counts: Vec<_> = msgs
+        .iter()
+        .flat_map(|m| wire::decode_peer(m).unwrap().counts().map(|p| p.counts.clone()).unwrap_or_default())
+        .collect();
     counts.sort_by(|a, b| (&a.1, a.4).cmp(&(&b.1, b.4)));
     counts
 }

@@ -150,6 +150,8 @@ mod kinds;
 mod layout;
 /// The daemon's lifecycle: the endpoint line, and a clean stop on signals.
 mod lifecycle;
+/// Names that explain themselves: no two types in the crate share a name.
+mod names;
 /// The recipes of examples/one-host/: peering, CURVE, a lease secret and the store, each run as written.
 mod one_host;
 /// Operating it: Prometheus scrapes (alone and peered), health, reload on SIGHUP, check-config, JSON logs.

@@ -14,7 +14,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use locker::core::{Limit, Quota, DEFAULT_LIMIT};
-use locker::wire::{self, Ask, GoReply, PeerCount, PeerKind, PeerLimit, PeerMsg, PeerNode, Reply, StatsReply};
+use locker::wire::{
+    self, Ask, GoReply, PeerAbout, PeerBeat, PeerCount, PeerCounts, PeerLimit, PeerMsg, PeerNode, PeerTenure, Reply,
+    StatsReply,
+};
 use locker::Client;
 
 use crate::support::{req, round_trip, Daemon, Peered, DEADLINE};
@@ -63,10 +66,14 @@ impl Rogue {
     /// A heartbeat from node "rogue", with the digest a real peer would send.
     fn beat(&self) {
         let digest = Limit::new(DEFAULT_LIMIT, Quota::new(1000, 1.0).unwrap()).unwrap().digest();
-        self.send(&PeerMsg {
-            limits: vec![PeerLimit(DEFAULT_LIMIT.into(), digest)],
-            ..PeerMsg::new(PeerKind::Beat, vec![PeerNode("rogue".into(), 1)], wall_ns())
-        });
+        self.send(&PeerMsg::Beat(PeerBeat {
+            sender: PeerNode("rogue".into(), 1),
+            at: wall_ns(),
+            joining: false,
+            about: PeerAbout { limits: vec![PeerLimit(DEFAULT_LIMIT.into(), digest)], ..PeerAbout::default() },
+            tenure: PeerTenure::default(),
+            up: None,
+        }));
     }
 
     /// Counts for the current slot: `(node index, key, count)`, with the
@@ -75,13 +82,14 @@ impl Rogue {
         let slot = wall_ns() / 1_000_000_000;
         let mut all = vec![PeerNode("rogue".into(), 1)];
         all.extend(nodes.iter().map(|id| PeerNode(id.clone(), 1)));
-        self.send(&PeerMsg {
+        self.send(&PeerMsg::Counts(PeerCounts {
+            nodes: all,
             counts: counts
                 .iter()
                 .map(|&(n, key, c)| PeerCount(DEFAULT_LIMIT.into(), Some(key.into()), slot, n, c))
                 .collect(),
-            ..PeerMsg::new(PeerKind::Counts, all, wall_ns())
-        });
+            ..PeerCounts::new(PeerNode("rogue".into(), 1), wall_ns())
+        }));
     }
 }
 

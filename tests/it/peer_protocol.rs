@@ -5,7 +5,10 @@
 
 use locker::core::{Algorithm, Limit, Locker, NodeKey, Peering, PeeringSettings, Quota, DEFAULT_LIMIT};
 use locker::service::{Note, Service};
-use locker::wire::{self, Ask, GoReply, PeerCount, PeerKind, PeerMsg, PeerNode, PeerSeen, Reply, StatsReply};
+use locker::wire::{
+    self, Ask, GoReply, PeerAbout, PeerBeat, PeerCount, PeerCounts, PeerMsg, PeerNode, PeerSeen, PeerTenure, Reply,
+    StatsReply,
+};
 
 pub(crate) const MS: u64 = 1_000_000;
 /// The start of a 1 s slot.
@@ -105,7 +108,7 @@ fn a_locker_grants_what_it_owns_and_gets_more_from_its_peer_within_a_round_trip(
     assert!(!short.ok && short.retry_after_ms <= 4, "asks b, and says the permits are on their way: {short:?}");
     deliver(&mut b, now + 6 * MS, &outbox(&mut a, now + 5 * MS));
     let gift = outbox(&mut b, now + 6 * MS);
-    assert!(gift.iter().any(|m| !wire::decode_peer(m).unwrap().gave.is_empty()), "b gives");
+    assert!(gift.iter().any(|m| !gifts_in(m).is_empty()), "b gives");
     deliver(&mut a, now + 7 * MS, &gift);
     // a asked for as many as it had granted, and b, asked for nothing
     // itself, gave all it owned.
@@ -127,7 +130,7 @@ fn duplicates_reordering_and_loss_do_not_change_the_sum() {
     // The message that carries a's cumulative count `n`.
     let carrying = |n: u32| {
         sent.iter()
-            .find(|m| wire::decode_peer(m).unwrap().counts.iter().any(|c| c.4 == n))
+            .find(|m| wire::decode_peer(m).unwrap().counts().is_some_and(|p| p.counts.iter().any(|c| c.4 == n)))
             .unwrap_or_else(|| panic!("no message carries {n}"))
     };
     // The last count first, then two older ones, each twice; the rest lost.
@@ -165,7 +168,7 @@ fn a_restarted_locker_learns_the_slot_back_before_it_grants() {
     // Its heartbeat asks b for a snapshot, which carries a's earlier count.
     deliver(&mut b, restart, &outbox(&mut a, restart));
     let snapshot = outbox(&mut b, restart + MS);
-    assert!(snapshot.iter().any(|m| wire::decode_peer(m).unwrap().done));
+    assert!(snapshot.iter().any(|m| matches!(wire::decode_peer(m), Ok(PeerMsg::Snapshot(s)) if s.done)));
     deliver(&mut a, restart + MS, &snapshot);
     assert!(!stats(&mut a, restart + MS).joining);
     // b knew a's earlier run, which may have granted in this slot more
@@ -197,7 +200,10 @@ fn beat(id: &str, at: u64) -> Vec<u8> {
 /// A heartbeat of node `id` sent at `at` by its clock, saying how it sees
 /// the clocks of the nodes in `seen`.
 fn beat_seeing(id: &str, at: u64, seen: Vec<PeerSeen>) -> Vec<u8> {
-    let msg = PeerMsg { seen, ..PeerMsg::new(PeerKind::Beat, vec![PeerNode(id.into(), 1)], at) };
+    let about = PeerAbout { seen, ..PeerAbout::default() };
+    let beat =
+        PeerBeat { sender: PeerNode(id.into(), 1), at, joining: false, about, tenure: PeerTenure::default(), up: None };
+    let msg = PeerMsg::Beat(beat);
     let mut body = Vec::new();
     wire::encode(&msg, &mut body);
     body
@@ -229,7 +235,7 @@ fn garbage_from_a_peer_is_dropped() {
 
 /// The peer messages among `msgs` that carry a gift.
 fn gifts(msgs: &[Vec<u8>]) -> Vec<Vec<u8>> {
-    msgs.iter().filter(|m| !wire::decode_peer(m).unwrap().gave.is_empty()).cloned().collect()
+    msgs.iter().filter(|m| !gifts_in(m).is_empty()).cloned().collect()
 }
 
 /// A bucket pair where a has spent its 3 tokens (of 5: a holds room for
@@ -310,13 +316,16 @@ fn a_restarted_bucket_locker_holds_no_room_in_the_period_it_joins_in() {
 /// A counts message sent by node `from` of `nodes`, with each count
 /// `(node index, count)` for the default limit's key "k" in T0's slot.
 fn counts(nodes: &[(&str, u64)], counts: &[(u32, u32)]) -> Vec<u8> {
-    let msg = PeerMsg {
+    let msg = PeerMsg::Counts(PeerCounts {
+        nodes: nodes.iter().map(|&(id, inc)| PeerNode(id.into(), inc)).collect(),
+        at: T0,
         counts: counts
             .iter()
             .map(|&(node, n)| PeerCount(DEFAULT_LIMIT.into(), Some("k".into()), T0 / 1000 / MS, node, n))
             .collect(),
-        ..PeerMsg::new(PeerKind::Counts, nodes.iter().map(|&(id, inc)| PeerNode(id.into(), inc)).collect(), T0)
-    };
+        wanted: vec![],
+        gave: vec![],
+    });
     let mut body = Vec::new();
     wire::encode(&msg, &mut body);
     body
@@ -410,4 +419,9 @@ fn a_locker_paused_past_the_peer_dead_time_learns_the_counts_again() {
     assert!(!stats(&mut a, resumed + MS).joining);
     let granted = (0..10).filter(|i| ask(&mut a, resumed + 10 * MS + i * 5 * MS).ok).count();
     assert_eq!(granted, 5, "a owns its 5, whatever b granted while a was away");
+}
+
+/// The gifts a published message carries.
+fn gifts_in(body: &[u8]) -> Vec<wire::PeerGift> {
+    wire::decode_peer(body).unwrap().counts().map(|p| p.gave.clone()).unwrap_or_default()
 }

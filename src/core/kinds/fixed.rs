@@ -28,7 +28,7 @@ use crate::core::limit::Quota;
 use crate::core::room::{KeyRoom, Leeway, NoRoom};
 use crate::core::share::Share;
 use crate::core::time::Nanos;
-use ahead::{roll, Plan};
+use ahead::{roll, Landing};
 use early::EarlyCounts;
 use keys::KeyTable;
 pub use peer::SlotFit;

@@ -74,7 +74,7 @@ pub struct NoCapacity {
 }
 
 #[derive(Debug, Clone, Copy)]
-struct Lease {
+struct SemaphoreLease {
     count: u32,
     ttl: Nanos,
     until: Nanos,
@@ -88,7 +88,7 @@ struct Lease {
 pub struct Semaphore {
     capacity: u32,
     held: u32,
-    leases: HashMap<Box<str>, Lease>,
+    leases: HashMap<Box<str>, SemaphoreLease>,
     /// (expiry or wait deadline, id) for every lease, soonest first.
     deadlines: BTreeSet<(Nanos, Box<str>)>,
     /// Pending leases in arrival order.
@@ -174,10 +174,16 @@ impl Semaphore {
     pub fn acquire(&mut self, now: Nanos, id: &str, hold: Hold) -> LeaseVerdict {
         let Hold { count, ttl, max_wait } = hold;
         let state = if self.queue.is_empty() && self.free() >= count {
-            self.insert(id, Lease { count, ttl, until: now.saturating_add(ttl), pending: false, watched: false })
+            self.insert(
+                id,
+                SemaphoreLease { count, ttl, until: now.saturating_add(ttl), pending: false, watched: false },
+            )
         } else if max_wait > 0 {
             self.queue.push_back(id.into());
-            self.insert(id, Lease { count, ttl, until: now.saturating_add(max_wait), pending: true, watched: false })
+            self.insert(
+                id,
+                SemaphoreLease { count, ttl, until: now.saturating_add(max_wait), pending: true, watched: false },
+            )
         } else {
             LeaseState::Refused
         };
@@ -197,13 +203,14 @@ impl Semaphore {
             Some(lease) if lease.pending => LeaseState::Pending { until: lease.until },
             Some(lease) => {
                 self.deadlines.remove(&(lease.until, id.into()));
-                self.insert(id, Lease { ttl, until: now.saturating_add(ttl), ..lease })
+                self.insert(id, SemaphoreLease { ttl, until: now.saturating_add(ttl), ..lease })
             }
             // A restored lease was held before the restart, so it does not
             // queue behind acquirers that came later; it only needs the count.
             None => match restore {
                 Some(count) if self.free() >= count => {
-                    let lease = Lease { count, ttl, until: now.saturating_add(ttl), pending: false, watched: false };
+                    let lease =
+                        SemaphoreLease { count, ttl, until: now.saturating_add(ttl), pending: false, watched: false };
                     self.insert(id, lease)
                 }
                 Some(_) => return Err(NoCapacity { free: self.free() }),
@@ -310,11 +317,14 @@ impl Semaphore {
             if lease.watched {
                 self.changed.push(id.clone());
             }
-            self.insert(&id, Lease { until: now.saturating_add(lease.ttl), pending: false, watched: false, ..lease });
+            self.insert(
+                &id,
+                SemaphoreLease { until: now.saturating_add(lease.ttl), pending: false, watched: false, ..lease },
+            );
         }
     }
 
-    fn insert(&mut self, id: &str, lease: Lease) -> LeaseState {
+    fn insert(&mut self, id: &str, lease: SemaphoreLease) -> LeaseState {
         let before = self.leases.insert(id.into(), lease);
         if !lease.pending && before.is_none_or(|b| b.pending) {
             self.held += lease.count;

@@ -1,6 +1,6 @@
 //! The table's side of peering: its own grants queued for publishing, the
 //! counts peers report merged into the limit they name, and the snapshot
-//! and repair lists, all through `Peers` (`Locker::peers`); and the facts
+//! and repair lists, all through `Sharing` (`Locker::sharing`); and the facts
 //! peers are set up from, read only through `Figures` (`Locker::figures`):
 //! the shared limits' digests and the span of the slots.
 //!
@@ -23,18 +23,18 @@ use crate::core::time::Nanos;
 /// The table as its peers see it: the view the caller sets, own counts to
 /// publish, and peers' counts to merge.
 #[derive(Debug)]
-pub struct Peers<'a> {
+pub struct Sharing<'a> {
     locker: &'a mut Locker,
 }
 
 impl Locker {
     /// The table's side of peering, to publish own counts and merge peers'.
-    pub fn peers(&mut self) -> Peers<'_> {
-        Peers { locker: self }
+    pub fn sharing(&mut self) -> Sharing<'_> {
+        Sharing { locker: self }
     }
 }
 
-impl Peers<'_> {
+impl Sharing<'_> {
     /// Queues the own counts a verdict left for the peers: a go's own count,
     /// and what a fixed or rolling window or a token bucket asked its peers for (see
     /// `Rule::note_own`).

@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use super::{Entry, Locker};
+use super::{LimitEntry, Locker};
 use crate::core::kinds::Rule;
 use crate::core::limit::Limit;
 
@@ -41,7 +41,7 @@ impl Locker {
         let limits: Vec<Limit> = std::iter::once(default).chain(limits).collect();
         // Runtime limits are the callers', not the config's: they stay,
         // after the configured ones, unless the config now names one.
-        let (runtime, old): (Vec<Entry>, Vec<Entry>) = std::mem::take(&mut self.entries)
+        let (runtime, old): (Vec<LimitEntry>, Vec<LimitEntry>) = std::mem::take(&mut self.entries)
             .into_iter()
             .partition(|e| e.runtime && !limits.iter().any(|l| l.name() == e.limit.name()));
         let (mut entries, done) = carry_over(old, limits.into_iter());
@@ -61,8 +61,8 @@ impl Locker {
 /// The entries for `limits`, in order, each carrying over what the entry
 /// of its name in `old` holds where its meaning is unchanged (see the
 /// module header), and what that did, each list sorted.
-fn carry_over(old: Vec<Entry>, limits: impl Iterator<Item = Limit>) -> (Vec<Entry>, Reloaded) {
-    let mut old: HashMap<String, Entry> = old.into_iter().map(|e| (e.limit.name().to_owned(), e)).collect();
+fn carry_over(old: Vec<LimitEntry>, limits: impl Iterator<Item = Limit>) -> (Vec<LimitEntry>, Reloaded) {
+    let mut old: HashMap<String, LimitEntry> = old.into_iter().map(|e| (e.limit.name().to_owned(), e)).collect();
     let mut done = Reloaded::default();
     let entries = limits
         .map(|limit| {
@@ -70,7 +70,7 @@ fn carry_over(old: Vec<Entry>, limits: impl Iterator<Item = Limit>) -> (Vec<Entr
             match old.remove(&name) {
                 None => {
                     done.added.push(name);
-                    Entry::new(limit)
+                    LimitEntry::new(limit)
                 }
                 Some(entry) if entry.limit == limit => entry,
                 Some(mut entry) => {

@@ -19,7 +19,7 @@
 //! Table work only, like the rest of `locker`: no clock, no socket. The
 //! service keeps its own references to limit ids in step after a drop.
 
-use super::{Entry, Figures, Locker};
+use super::{Figures, LimitEntry, Locker};
 use crate::core::ask::TableError;
 use crate::core::kinds::Rule;
 use crate::core::limit::{Limit, LimitId};
@@ -137,7 +137,7 @@ impl Runtime<'_> {
         let id = LimitId(self.locker.entries.len());
         self.locker.generation += 1;
         self.locker.by_name.insert(terms.name().to_owned(), id);
-        self.locker.entries.push(Entry { runtime: true, last_ask: now, ..Entry::new(terms) });
+        self.locker.entries.push(LimitEntry { runtime: true, last_ask: now, ..LimitEntry::new(terms) });
         Ok((id, Made::Created))
     }
 
@@ -145,7 +145,7 @@ impl Runtime<'_> {
     /// returning their names. The ids of the limits after them move down,
     /// as after a reload.
     pub fn drop_idle(&mut self, now: Nanos) -> Vec<String> {
-        let idle = |e: &mut Entry| {
+        let idle = |e: &mut LimitEntry| {
             e.runtime && idle_at(e) <= now && {
                 e.rule.advance(now);
                 e.rule.live_keys() == 0
@@ -162,7 +162,7 @@ impl Runtime<'_> {
             }
             Some(e)
         });
-        let kept: Vec<Entry> = entries.collect();
+        let kept: Vec<LimitEntry> = entries.collect();
         self.locker.index(kept.into_iter());
         self.locker.live_keys = self.locker.entries.iter().map(|e| e.rule.live_keys()).sum();
         // Unpublished grants name limits by position, which has moved.
@@ -185,13 +185,13 @@ impl<'a> Figures<'a> {
     /// The runtime limits whose terms peers are told: those an ask here
     /// named (not only learned from a peer) and that peers share.
     pub fn taught_terms(self) -> impl Iterator<Item = &'a Limit> + 'a {
-        let taught = |e: &&'a Entry| e.runtime && !e.learned && e.rule.is_shared();
+        let taught = |e: &&'a LimitEntry| e.runtime && !e.learned && e.rule.is_shared();
         self.locker.entries.iter().filter(taught).map(|e| &e.limit)
     }
 }
 
 /// When `entry`, last asked at `last_ask`, falls idle.
-fn idle_at(entry: &Entry) -> Nanos {
+fn idle_at(entry: &LimitEntry) -> Nanos {
     let slots = entry.limit.quota().slot_ns().saturating_mul(IDLE_SLOTS);
     entry.last_ask.saturating_add(IDLE.max(slots))
 }

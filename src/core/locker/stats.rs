@@ -9,7 +9,7 @@
 //! Counting and reading only: what an outcome is comes from the op's
 //! result; no rules or checks live here.
 
-use super::{AskError, Entry, Locker};
+use super::{AskError, LimitEntry, Locker};
 use crate::core::ask::{PermitAsk, Verdict};
 use crate::core::kinds::semaphore::{LeaseState, LeaseVerdict};
 use crate::core::kinds::Rule;
@@ -132,7 +132,7 @@ impl LimitStats {
 /// Every limit's counters and the errors no limit can be blamed for.
 #[derive(Debug)]
 pub struct Counters<'a> {
-    entries: &'a mut [Entry],
+    entries: &'a mut [LimitEntry],
     unattributed: &'a mut u64,
 }
 
@@ -189,7 +189,7 @@ pub struct Holdings {
 
 /// The table's figures, read only: each limit's counters and holdings, the
 /// live keys and their bytes, and whether leases can be forged; what stats,
-/// metrics and start-up checks read, and what peers are told (see `peers`).
+/// metrics and start-up checks read, and what peers are told (see `Locker::sharing`).
 #[derive(Debug, Clone, Copy)]
 pub struct Figures<'a> {
     pub(super) locker: &'a Locker,

@@ -8,7 +8,7 @@
 //! which still lists only the old trio: 25 + 25 + 25 + 33 of 100). So a
 //! heartbeat carries the sender's set as a count and a digest of the
 //! members' ids, and a locker that hears a peer state another set grants
-//! nothing from shares (`Agreement::differs`) until the sets agree, and
+//! nothing from shares (`MemberAgreement::differs`) until the sets agree, and
 //! then only from the slots that begin after they do (`agreed_at`): a
 //! slot begun under the old shares may have been granted by them.
 //!
@@ -20,7 +20,7 @@
 //! counts are compared. A peer that states no set (an older locker) is
 //! taken to agree, as every peer was before the check.
 //!
-//! **A set that changes (a reload, `Agreement::changed`).** A slot's
+//! **A set that changes (a reload, `MemberAgreement::changed`).** A slot's
 //! permits are conserved only while every member splits it by the same
 //! set; in the slot where the set changes, some members may still split
 //! it by the old one (a third each) while others split it by the new (a
@@ -99,7 +99,7 @@ struct Stated {
     /// The run that stated it: a restart states its own.
     run: Option<NodeKey>,
     set: Option<MemberSet>,
-    /// Whether it said its own set is settling (see `Agreement::changed`).
+    /// Whether it said its own set is settling (see `MemberAgreement::changed`).
     settling: bool,
     /// Whether it stated a set since this locker's last changed.
     since_change: bool,
@@ -109,7 +109,7 @@ struct Stated {
 
 /// Whether the configured peers agree with this locker's member set.
 #[derive(Debug, Clone)]
-pub struct Agreement {
+pub struct MemberAgreement {
     stated: Vec<Stated>,
     mine: Option<MemberSet>,
     /// Whether some peer's set differs from this locker's now.
@@ -125,11 +125,11 @@ pub struct Agreement {
     agreed_at: Nanos,
 }
 
-impl Agreement {
+impl MemberAgreement {
     /// No peer has stated a set yet.
-    pub fn new(peers: usize) -> Agreement {
+    pub fn new(peers: usize) -> MemberAgreement {
         let stated = vec![Stated::default(); peers];
-        Agreement { stated, mine: None, differs: false, settling: false, refusing: false, agreed_at: 0 }
+        MemberAgreement { stated, mine: None, differs: false, settling: false, refusing: false, agreed_at: 0 }
     }
 
     /// Records the set `peer`'s run `from` stated (`None`: it states

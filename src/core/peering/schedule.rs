@@ -11,7 +11,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use super::clock::{median_offset, GroupClock, FOLLOW_BEYOND};
-use super::members::{Agreement as Members, MemberSet};
+use super::members::{MemberAgreement as Members, MemberSet};
 use super::nodes::{Beat, NodeKey, Nodes, PeerEvent, PeerIx, PeerState};
 use super::tenure::{Said, Tenure};
 use crate::core::limit::LimitId;
@@ -88,7 +88,7 @@ pub enum Outgoing {
 
 /// Whether a peer defines a limit as this locker does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Agreement {
+enum LimitAgreement {
     Unknown,
     Same,
     Differs,
@@ -96,12 +96,12 @@ enum Agreement {
 
 /// What this locker keeps per configured peer besides the node table.
 #[derive(Debug, Clone)]
-struct PeerTerms {
+struct PeerSync {
     synced: bool,
     /// When the peer's snapshot allowance is next full again (GCRA).
     snapshot_tat: Nanos,
     /// Per limit, whether the peer's definition matches; indexed by limit.
-    limits: Vec<Agreement>,
+    limits: Vec<LimitAgreement>,
 }
 
 /// The peering state of one locker.
@@ -109,7 +109,7 @@ struct PeerTerms {
 pub struct Peering {
     settings: PeeringSettings,
     nodes: Nodes,
-    terms: Vec<PeerTerms>,
+    sync: Vec<PeerSync>,
     started: Nanos,
     joining: bool,
     next_heartbeat: Nanos,
@@ -147,13 +147,13 @@ impl Peering {
     /// it grants nothing until they sent their counts or the grace ran out.
     pub fn new(settings: PeeringSettings, now: Nanos) -> Peering {
         let nodes = Nodes::new(settings.me.clone(), &settings.peers, settings.max_skew);
-        let terms = PeerTerms { synced: false, snapshot_tat: now, limits: Vec::new() };
+        let sync = PeerSync { synced: false, snapshot_tat: now, limits: Vec::new() };
         let settings_peers_empty = settings.peers.is_empty();
         let settings_peers_len = settings.peers.len();
         let tenure = Tenure::new(1 + settings.peers.len(), settings.peers.len());
         Peering {
             joining: !settings.peers.is_empty(),
-            terms: vec![terms; settings.peers.len()],
+            sync: vec![sync; settings.peers.len()],
             retention: super::nodes::DEFAULT_RETENTION,
             settings,
             nodes,
@@ -188,9 +188,9 @@ impl Peering {
             locker.figures().stats().map(|(l, _)| (l.name().into(), l.digest())).collect();
         let was: HashMap<(&str, u64), usize> =
             self.fitted.iter().enumerate().map(|(i, (name, digest))| ((&**name, *digest), i)).collect();
-        for t in &mut self.terms {
+        for t in &mut self.sync {
             let agreed = |(name, digest): &(Box<str>, u64)| was.get(&(&**name, *digest)).map(|&i| t.limits[i]);
-            t.limits = fitted.iter().map(|l| agreed(l).unwrap_or(Agreement::Unknown)).collect();
+            t.limits = fitted.iter().map(|l| agreed(l).unwrap_or(LimitAgreement::Unknown)).collect();
         }
         self.fitted = fitted;
         // A run is last named by this locker's clock, which may be behind
@@ -286,9 +286,10 @@ impl Peering {
         let was: Vec<Option<PeerIx>> =
             peers.iter().map(|name| self.settings.peers.iter().position(|old| old == name)).collect();
         self.nodes.set_peers(&peers, &was);
-        let mut old: Vec<Option<PeerTerms>> = std::mem::take(&mut self.terms).into_iter().map(Some).collect();
-        let fresh = PeerTerms { synced: false, snapshot_tat: now, limits: vec![Agreement::Unknown; self.fitted.len()] };
-        self.terms =
+        let mut old: Vec<Option<PeerSync>> = std::mem::take(&mut self.sync).into_iter().map(Some).collect();
+        let fresh =
+            PeerSync { synced: false, snapshot_tat: now, limits: vec![LimitAgreement::Unknown; self.fitted.len()] };
+        self.sync =
             was.iter().map(|w| w.and_then(|i| old.get_mut(i)?.take()).unwrap_or_else(|| fresh.clone())).collect();
         self.tenure.set_members(1 + peers.len(), &was);
         self.settings.peers = peers;
@@ -362,7 +363,7 @@ impl Peering {
 
     /// Takes one snapshot out of `peer`'s allowance, if there is one left.
     fn snapshot_allowed(&mut self, now: Nanos, peer: PeerIx) -> bool {
-        let tat = &mut self.terms[peer].snapshot_tat;
+        let tat = &mut self.sync[peer].snapshot_tat;
         let start = (*tat).max(now);
         if start - now > (SNAPSHOT_BURST - 1) * SNAPSHOT_REFILL {
             return false;
@@ -375,7 +376,7 @@ impl Peering {
     pub fn on_snapshot_done(&mut self, now: Nanos, peer: PeerIx, from: &NodeKey) {
         let live = self.nodes.peers().nth(peer).is_some_and(|(_, s)| s.run.as_ref() == Some(from));
         if self.joining && live {
-            self.terms[peer].synced = true;
+            self.sync[peer].synced = true;
         }
         self.update(now);
     }
@@ -384,9 +385,9 @@ impl Peering {
     /// not. Counts for a limit are merged only from peers that define it
     /// the same.
     pub fn on_limit(&mut self, peer: PeerIx, id: LimitId, same: bool, name: impl FnOnce() -> String) {
-        let Some(slot) = self.terms.get_mut(peer).and_then(|t| t.limits.get_mut(id.0)) else { return };
-        let now = if same { Agreement::Same } else { Agreement::Differs };
-        if std::mem::replace(slot, now) != Agreement::Differs && now == Agreement::Differs {
+        let Some(slot) = self.sync.get_mut(peer).and_then(|t| t.limits.get_mut(id.0)) else { return };
+        let now = if same { LimitAgreement::Same } else { LimitAgreement::Differs };
+        if std::mem::replace(slot, now) != LimitAgreement::Differs && now == LimitAgreement::Differs {
             let peer = self.settings.peers[peer].to_string();
             self.events.push_back(PeerEvent::LimitMismatch { peer, limit: name() });
         }
@@ -395,13 +396,13 @@ impl Peering {
     /// Whether counts from `peer` for limit `id` are merged: only once the
     /// peer said it defines the limit as this locker does.
     pub fn accepts(&self, peer: PeerIx, id: LimitId) -> bool {
-        self.terms.get(peer).and_then(|t| t.limits.get(id.0)) == Some(&Agreement::Same)
+        self.sync.get(peer).and_then(|t| t.limits.get(id.0)) == Some(&LimitAgreement::Same)
     }
 
     /// The limits `peer` defines differently.
     pub fn mismatched(&self, peer: PeerIx) -> impl Iterator<Item = LimitId> + '_ {
-        let limits = self.terms.get(peer).map_or(&[][..], |t| &t.limits[..]);
-        limits.iter().enumerate().filter(|(_, a)| **a == Agreement::Differs).map(|(i, _)| LimitId(i))
+        let limits = self.sync.get(peer).map_or(&[][..], |t| &t.limits[..]);
+        limits.iter().enumerate().filter(|(_, a)| **a == LimitAgreement::Differs).map(|(i, _)| LimitId(i))
     }
 
     /// Refuses, once per limit name, the terms `peer` sent for a limit this
@@ -450,7 +451,7 @@ impl Peering {
         self.joining = true;
         self.started = now;
         self.next_heartbeat = now;
-        for t in &mut self.terms {
+        for t in &mut self.sync {
             t.synced = false;
         }
         self.nodes.hold_skew_until(now.saturating_add(self.settings.live_timeout));
@@ -459,10 +460,10 @@ impl Peering {
 
     /// Ends joining once every configured peer synced or the grace ran out.
     fn update(&mut self, now: Nanos) {
-        let synced = self.terms.iter().filter(|t| t.synced).count();
+        let synced = self.sync.iter().filter(|t| t.synced).count();
         // Every peer synced, and its clock measured both ways, so that this
         // locker serves on the group's clock from its first grant.
-        let all = synced >= self.terms.len() && self.nodes.all_measured();
+        let all = synced >= self.sync.len() && self.nodes.all_measured();
         let done = all || now >= self.started.saturating_add(self.settings.grace);
         if self.joining && done {
             self.joining = false;

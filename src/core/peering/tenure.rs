@@ -82,7 +82,7 @@ pub struct Said<'a> {
 
 /// What one peer said of tenure, as last heard.
 #[derive(Debug, Clone, Default)]
-struct Heard {
+struct LastSaid {
     /// The latest of this locker's heartbeat times the peer echoed.
     echoed: Nanos,
     /// The members it declared dead, with when this locker first heard so.
@@ -105,7 +105,7 @@ struct Heard {
 pub struct Tenure {
     /// How many members make a majority; 0 when leases do not apply.
     majority: usize,
-    heard: Vec<Heard>,
+    heard: Vec<LastSaid>,
     /// Echo no one before this (see the module header).
     echo_from: Nanos,
     /// Nor before this: a lease and its margin past the last heartbeat
@@ -130,7 +130,7 @@ impl Tenure {
     pub fn new(members: usize, peers: usize) -> Tenure {
         Tenure {
             majority: if members >= 3 { members / 2 + 1 } else { 0 },
-            heard: vec![Heard::default(); peers],
+            heard: vec![LastSaid::default(); peers],
             echo_from: Nanos::MAX,
             quiet_until: 0,
             shunned: Vec::new(),
@@ -148,7 +148,7 @@ impl Tenure {
     /// name members by id, and a holding of a member no longer in the set
     /// holds no place (see `place_of`). The majority is the new set's.
     pub fn set_members(&mut self, members: usize, was: &[Option<PeerIx>]) {
-        let mut old: Vec<Option<Heard>> = std::mem::take(&mut self.heard).into_iter().map(Some).collect();
+        let mut old: Vec<Option<LastSaid>> = std::mem::take(&mut self.heard).into_iter().map(Some).collect();
         self.heard = was.iter().map(|w| w.and_then(|i| old.get_mut(i)?.take()).unwrap_or_default()).collect();
         self.majority = if members >= 3 { members / 2 + 1 } else { 0 };
     }
@@ -292,7 +292,7 @@ impl Tenure {
     /// slot the dead member granted in is granted from again.
     fn inherited_from(&self, now: Nanos, nodes: &Nodes) -> Nanos {
         let inherited = |s: &PeerState| s.run.as_ref().is_some_and(|r| self.held.contains(&r.id));
-        let fresh = |h: &Heard| h.echoed >= self.held_from && h.echoed.saturating_add(LEASE) > now;
+        let fresh = |h: &LastSaid| h.echoed >= self.held_from && h.echoed.saturating_add(LEASE) > now;
         let counting = self.heard.iter().zip(nodes.peers()).filter(|(h, (_, s))| fresh(h) && !inherited(s));
         let mut from: Vec<Nanos> = counting.map(|(h, _)| h.counts_from).filter(|&f| f != Nanos::MAX).collect();
         from.sort_unstable();

@@ -14,11 +14,11 @@ use std::fmt::Write;
 
 use super::{Health, LimitSnapshot, PeerSnapshot, Snapshot};
 use crate::core::LimitStats;
-use crate::rls::counts::Tally;
+use crate::rls::counts::DomainCalls;
 
 /// Which text format a scrape is written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Format {
+pub enum ScrapeFormat {
     /// Prometheus's classic text format, version 0.0.4.
     #[default]
     Text,
@@ -26,12 +26,12 @@ pub enum Format {
     OpenMetrics,
 }
 
-impl Format {
+impl ScrapeFormat {
     /// The content type of a scrape in this format.
     pub fn content_type(self) -> &'static str {
         match self {
-            Format::Text => "text/plain; version=0.0.4; charset=utf-8",
-            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            ScrapeFormat::Text => "text/plain; version=0.0.4; charset=utf-8",
+            ScrapeFormat::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
         }
     }
 }
@@ -83,7 +83,7 @@ impl Family {
 
 /// The scrape of `snapshot` in `format`, taken `uptime_seconds` after the
 /// daemon started.
-pub fn encode(snapshot: &Snapshot, uptime_seconds: f64, format: Format) -> String {
+pub fn encode(snapshot: &Snapshot, uptime_seconds: f64, format: ScrapeFormat) -> String {
     let mut families = process(snapshot, uptime_seconds);
     families.extend(store(snapshot));
     families.extend(limits(&snapshot.limits));
@@ -96,13 +96,13 @@ pub fn encode(snapshot: &Snapshot, uptime_seconds: f64, format: Format) -> Strin
     for family in families.iter().filter(|f| !f.samples.is_empty()) {
         write_family(&mut text, family, format);
     }
-    if format == Format::OpenMetrics {
+    if format == ScrapeFormat::OpenMetrics {
         text.push_str("# EOF\n");
     }
     text
 }
 
-fn write_family(text: &mut String, f: &Family, format: Format) {
+fn write_family(text: &mut String, f: &Family, format: ScrapeFormat) {
     let sample = match f.kind {
         Kind::Counter => format!("locker_{}_total", f.name),
         Kind::Gauge => format!("locker_{}", f.name),
@@ -110,14 +110,14 @@ fn write_family(text: &mut String, f: &Family, format: Format) {
     // The classic format names the family by its samples' name; OpenMetrics
     // by the name without `_total`, with a unit line.
     let (family, kind) = match (format, f.kind) {
-        (Format::Text, Kind::Counter) => (sample.clone(), "counter"),
-        (Format::OpenMetrics, Kind::Counter) => (format!("locker_{}", f.name), "counter"),
+        (ScrapeFormat::Text, Kind::Counter) => (sample.clone(), "counter"),
+        (ScrapeFormat::OpenMetrics, Kind::Counter) => (format!("locker_{}", f.name), "counter"),
         (_, Kind::Gauge) => (sample.clone(), "gauge"),
     };
     // Writing into a String cannot fail.
     let _ = writeln!(text, "# HELP {family} {}", f.help);
     let _ = writeln!(text, "# TYPE {family} {kind}");
-    if let (Format::OpenMetrics, Some(unit)) = (format, f.unit) {
+    if let (ScrapeFormat::OpenMetrics, Some(unit)) = (format, f.unit) {
         let _ = writeln!(text, "# UNIT {family} {unit}");
     }
     for (labels, value) in &f.samples {
@@ -251,7 +251,7 @@ fn limits(limits: &[LimitSnapshot]) -> Vec<Family> {
 
 /// Envoy's rate-limit service's calls, per configured domain (the others
 /// under one label) and outcome: a family only while it serves.
-fn rls(domains: &[(String, Tally)]) -> Option<Family> {
+fn rls(domains: &[(String, DomainCalls)]) -> Option<Family> {
     if domains.is_empty() {
         return None;
     }
@@ -346,7 +346,7 @@ mod tests {
 
     #[test]
     fn limits_become_series_labelled_by_limit() {
-        let text = encode(&snapshot(), 1.5, Format::OpenMetrics);
+        let text = encode(&snapshot(), 1.5, ScrapeFormat::OpenMetrics);
         assert_eq!(value(&text, r#"locker_requests_total{limit="api"}"#), Some(10.0));
         assert_eq!(value(&text, r#"locker_go_total{limit="api"}"#), Some(5.0));
         assert_eq!(value(&text, r#"locker_sorry_total{limit="api"}"#), Some(4.0));
@@ -359,7 +359,7 @@ mod tests {
 
     #[test]
     fn the_process_shows_uptime_build_and_health() {
-        let text = encode(&snapshot(), 1.5, Format::OpenMetrics);
+        let text = encode(&snapshot(), 1.5, ScrapeFormat::OpenMetrics);
         assert_eq!(value(&text, "locker_uptime_seconds"), Some(1.5));
         let build = format!(r#"locker_build_info{{version="{}"}}"#, env!("CARGO_PKG_VERSION"));
         assert_eq!(value(&text, &build), Some(1.0));
@@ -377,7 +377,7 @@ mod tests {
 
     #[test]
     fn peers_appear_only_when_peered() {
-        assert!(!encode(&snapshot(), 0.0, Format::Text).contains("locker_peer"));
+        assert!(!encode(&snapshot(), 0.0, ScrapeFormat::Text).contains("locker_peer"));
         let peer = PeerSnapshot {
             node: "b".into(),
             live: true,
@@ -389,7 +389,7 @@ mod tests {
         let gone = PeerSnapshot { node: "c".into(), flagged: true, set_mismatch: true, ..PeerSnapshot::default() };
         let peered =
             Snapshot { node: Some("a".into()), peers: vec![peer, gone], clock_correction_seconds: -0.05, ..snapshot() };
-        let text = encode(&peered, 0.0, Format::Text);
+        let text = encode(&peered, 0.0, ScrapeFormat::Text);
         assert_eq!(value(&text, "locker_peers_live"), Some(1.0));
         assert_eq!(value(&text, r#"locker_peer_live{peer="b"}"#), Some(1.0));
         assert_eq!(value(&text, r#"locker_peer_live{peer="c"}"#), Some(0.0));
@@ -403,10 +403,10 @@ mod tests {
 
     #[test]
     fn rls_calls_are_series_per_domain_and_code_only_while_it_serves() {
-        assert!(!encode(&snapshot(), 0.0, Format::Text).contains("locker_rls"));
-        let a = Tally { ok: 3, over_limit: 2, error: 1 };
+        assert!(!encode(&snapshot(), 0.0, ScrapeFormat::Text).contains("locker_rls"));
+        let a = DomainCalls { ok: 3, over_limit: 2, error: 1 };
         let serving = Snapshot { rls: vec![("a\"b".into(), a)], ..snapshot() };
-        let text = encode(&serving, 0.0, Format::Text);
+        let text = encode(&serving, 0.0, ScrapeFormat::Text);
         assert_eq!(value(&text, r#"locker_rls_requests_total{domain="a\"b",code="ok"}"#), Some(3.0));
         assert_eq!(value(&text, r#"locker_rls_requests_total{domain="a\"b",code="over_limit"}"#), Some(2.0));
         assert_eq!(value(&text, r#"locker_rls_requests_total{domain="a\"b",code="error"}"#), Some(1.0));
@@ -414,22 +414,22 @@ mod tests {
 
     #[test]
     fn the_classic_format_names_families_by_their_samples_and_has_no_eof() {
-        let text = encode(&snapshot(), 1.5, Format::Text);
+        let text = encode(&snapshot(), 1.5, ScrapeFormat::Text);
         assert!(text.contains("# HELP locker_go_total Requests answered go, per limit\n"), "{text}");
         assert!(text.contains("# TYPE locker_go_total counter\n"), "{text}");
         assert!(text.contains("# TYPE locker_build_info gauge\n"), "{text}");
         assert!(!text.contains("# UNIT") && !text.contains("# EOF"), "{text}");
         assert_eq!(value(&text, r#"locker_go_total{limit="api"}"#), Some(5.0));
-        let om = encode(&snapshot(), 1.5, Format::OpenMetrics);
+        let om = encode(&snapshot(), 1.5, ScrapeFormat::OpenMetrics);
         assert!(om.contains("# UNIT locker_uptime_seconds seconds\n"), "{om}");
     }
 
     #[test]
     fn lease_series_are_only_for_semaphores_and_the_order_is_the_configs() {
-        let text = encode(&snapshot(), 0.0, Format::Text);
+        let text = encode(&snapshot(), 0.0, ScrapeFormat::Text);
         assert_eq!(value(&text, r#"locker_leases_held{limit="api"}"#), None, "api is no semaphore");
         assert_eq!(value(&text, r#"locker_leases_held{limit="db"}"#), Some(4.0));
-        assert_eq!(text, encode(&snapshot(), 0.0, Format::Text), "the same snapshot, the same bytes");
+        assert_eq!(text, encode(&snapshot(), 0.0, ScrapeFormat::Text), "the same snapshot, the same bytes");
         let api = text.find(r#"locker_go_total{limit="api"}"#).unwrap();
         assert!(api < text.find(r#"locker_go_total{limit="db"}"#).unwrap(), "limits in the config's order");
     }
@@ -438,15 +438,15 @@ mod tests {
     fn label_values_are_escaped() {
         let counts = LimitStats { go: 1, ..LimitStats::default() };
         let odd = LimitSnapshot { name: "a\"b\\c".into(), counts, ..LimitSnapshot::default() };
-        let text = encode(&Snapshot { limits: vec![odd], ..Snapshot::default() }, 0.0, Format::Text);
+        let text = encode(&Snapshot { limits: vec![odd], ..Snapshot::default() }, 0.0, ScrapeFormat::Text);
         assert_eq!(value(&text, r#"locker_go_total{limit="a\"b\\c"}"#), Some(1.0));
     }
 
     #[test]
     fn a_scrape_does_not_grow_with_keys() {
-        let few = encode(&snapshot(), 0.0, Format::Text);
+        let few = encode(&snapshot(), 0.0, ScrapeFormat::Text);
         let mut many = snapshot();
         many.limits[0].live_keys = 1_000_000;
-        assert!(encode(&many, 0.0, Format::Text).len() <= few.len() + 8);
+        assert!(encode(&many, 0.0, ScrapeFormat::Text).len() <= few.len() + 8);
     }
 }

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use tracing::debug;
 
-use super::exposition::{self, Format};
+use super::exposition::{self, ScrapeFormat};
 use super::{Health, Mailbox};
 
 /// The longest request head read: a scrape's is a few hundred bytes.
@@ -35,13 +35,13 @@ pub enum Route {
 
 /// A request understood well enough to answer it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Request {
+pub struct HttpRequest {
     pub route: Route,
     /// `HEAD`: the answer's headers without its body.
     pub head_only: bool,
     /// The metrics' format: OpenMetrics when the `Accept` header names it,
     /// the classic text format otherwise.
-    pub format: Format,
+    pub format: ScrapeFormat,
 }
 
 /// Why a request gets an error answer instead.
@@ -57,16 +57,16 @@ pub enum Refusal {
 
 /// An answer, before it is written.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Response {
+pub struct HttpResponse {
     pub status: u16,
     pub content_type: &'static str,
     pub body: String,
     pub head_only: bool,
 }
 
-impl Response {
-    fn text(status: u16, body: &str) -> Response {
-        Response { status, content_type: "text/plain; charset=utf-8", body: body.to_owned(), head_only: false }
+impl HttpResponse {
+    fn text(status: u16, body: &str) -> HttpResponse {
+        HttpResponse { status, content_type: "text/plain; charset=utf-8", body: body.to_owned(), head_only: false }
     }
 
     /// The bytes on the wire.
@@ -130,7 +130,7 @@ fn head_end(bytes: &[u8]) -> Option<usize> {
 }
 
 /// Reads the request line of `head`: `METHOD PATH HTTP/1.x`.
-pub fn parse(head: &[u8]) -> Result<Request, Refusal> {
+pub fn parse(head: &[u8]) -> Result<HttpRequest, Refusal> {
     let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
     let line = std::str::from_utf8(line).map_err(|_| Refusal::BadRequest)?.trim_end_matches('\r');
     let mut parts = line.split(' ');
@@ -152,35 +152,35 @@ pub fn parse(head: &[u8]) -> Result<Request, Refusal> {
         Some("/health") => Route::Health,
         _ => return Err(Refusal::NotFound),
     };
-    Ok(Request { route, head_only, format: format_accepted(head) })
+    Ok(HttpRequest { route, head_only, format: format_accepted(head) })
 }
 
 /// OpenMetrics when an `Accept` header of `head` names it (as Prometheus
 /// does when it may), the classic text format otherwise.
-fn format_accepted(head: &[u8]) -> Format {
+fn format_accepted(head: &[u8]) -> ScrapeFormat {
     let text = String::from_utf8_lossy(head);
     let open_metrics = text.lines().skip(1).any(|line| {
         let Some((name, value)) = line.split_once(':') else { return false };
         name.trim().eq_ignore_ascii_case("accept") && value.contains("application/openmetrics-text")
     });
     if open_metrics {
-        Format::OpenMetrics
+        ScrapeFormat::OpenMetrics
     } else {
-        Format::Text
+        ScrapeFormat::Text
     }
 }
 
 /// The answer to `request`, from the latest snapshot in `mailbox`.
-pub fn answer(request: Result<Request, Refusal>, mailbox: &Mailbox, uptime_seconds: f64) -> Response {
+pub fn answer(request: Result<HttpRequest, Refusal>, mailbox: &Mailbox, uptime_seconds: f64) -> HttpResponse {
     let request = match request {
         Ok(r) => r,
-        Err(Refusal::BadRequest) => return Response::text(400, "bad request\n"),
-        Err(Refusal::MethodNotAllowed) => return Response::text(405, "only GET and HEAD\n"),
-        Err(Refusal::NotFound) => return Response::text(404, "try /metrics or /health\n"),
+        Err(Refusal::BadRequest) => return HttpResponse::text(400, "bad request\n"),
+        Err(Refusal::MethodNotAllowed) => return HttpResponse::text(405, "only GET and HEAD\n"),
+        Err(Refusal::NotFound) => return HttpResponse::text(404, "try /metrics or /health\n"),
     };
     let snapshot = mailbox.latest();
     let mut response = match request.route {
-        Route::Metrics => Response {
+        Route::Metrics => HttpResponse {
             status: 200,
             content_type: request.format.content_type(),
             body: exposition::encode(&snapshot, uptime_seconds, request.format),
@@ -192,7 +192,7 @@ pub fn answer(request: Result<Request, Refusal>, mailbox: &Mailbox, uptime_secon
             // second line says which and why.
             let store = snapshot.store.as_ref().and_then(|s| s.down.as_deref());
             let why = store.or(snapshot.set_mismatch.as_deref()).map(|d| format!("{d}\n"));
-            Response::text(status, &format!("{}\n{}", snapshot.health.name(), why.unwrap_or_default()))
+            HttpResponse::text(status, &format!("{}\n{}", snapshot.health.name(), why.unwrap_or_default()))
         }
     };
     response.head_only = request.head_only;
@@ -261,7 +261,7 @@ mod tests {
     use super::*;
     use crate::daemon::metrics::Snapshot;
 
-    fn answer_to(raw: &[u8], mailbox: &Mailbox) -> Response {
+    fn answer_to(raw: &[u8], mailbox: &Mailbox) -> HttpResponse {
         let request = match read_head(&mut Cursor::new(raw)).unwrap() {
             Some(head) => parse(&head),
             None => Err(Refusal::BadRequest),
@@ -277,11 +277,11 @@ mod tests {
 
     #[test]
     fn request_lines_name_the_route() {
-        let get = |route| Ok(Request { route, head_only: false, format: Format::Text });
+        let get = |route| Ok(HttpRequest { route, head_only: false, format: ScrapeFormat::Text });
         assert_eq!(parse(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"), get(Route::Metrics));
         assert_eq!(parse(b"GET /metrics?name[]=x HTTP/1.0\r\n\r\n"), get(Route::Metrics));
         assert_eq!(parse(b"GET /health HTTP/1.1\n\n"), get(Route::Health));
-        let head = Request { route: Route::Health, head_only: true, format: Format::Text };
+        let head = HttpRequest { route: Route::Health, head_only: true, format: ScrapeFormat::Text };
         assert_eq!(parse(b"HEAD /health HTTP/1.1\r\n\r\n"), Ok(head));
     }
 
@@ -289,14 +289,14 @@ mod tests {
     fn openmetrics_only_when_the_scraper_accepts_it() {
         // What Prometheus 2.x sends when it may have OpenMetrics.
         let prometheus = b"GET /metrics HTTP/1.1\r\nAccept: application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1\r\n\r\n";
-        assert_eq!(parse(prometheus).unwrap().format, Format::OpenMetrics);
-        assert_eq!(parse(b"GET /metrics HTTP/1.1\r\naccept: text/plain\r\n\r\n").unwrap().format, Format::Text);
+        assert_eq!(parse(prometheus).unwrap().format, ScrapeFormat::OpenMetrics);
+        assert_eq!(parse(b"GET /metrics HTTP/1.1\r\naccept: text/plain\r\n\r\n").unwrap().format, ScrapeFormat::Text);
         let mailbox = serving();
         let om = answer_to(prometheus, &mailbox);
-        assert_eq!(om.content_type, Format::OpenMetrics.content_type());
+        assert_eq!(om.content_type, ScrapeFormat::OpenMetrics.content_type());
         assert!(om.body.ends_with("# EOF\n"));
         let plain = answer_to(b"GET /metrics HTTP/1.1\r\n\r\n", &mailbox);
-        assert_eq!(plain.content_type, Format::Text.content_type());
+        assert_eq!(plain.content_type, ScrapeFormat::Text.content_type());
         assert!(!plain.body.contains("# EOF"));
     }
 
@@ -378,7 +378,7 @@ mod tests {
         };
         let metrics = get(b"GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n");
         assert!(metrics.starts_with("HTTP/1.1 200 OK\r\n"), "{metrics}");
-        assert!(metrics.contains(Format::Text.content_type()), "{metrics}");
+        assert!(metrics.contains(ScrapeFormat::Text.content_type()), "{metrics}");
         assert!(metrics.contains("\nlocker_health{state=\"serving\"} 1\n"), "{metrics}");
         assert!(get(b"GET /health HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 200 OK\r\n"));
         assert!(get(b"GET /x HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404 Not Found\r\n"));

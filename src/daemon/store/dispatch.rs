@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::node::{self, Call, NodeLink, Outcome, Settings, What};
+use super::node::{self, Call, NodeLink, NodeOutcome, StoreCallSettings, What};
 use super::slots::{slot_of, SlotMap};
 use super::{Event, StoreAnswers, StoreCalls};
 use crate::config::StoreSpec;
@@ -55,7 +55,7 @@ struct Cluster {
 /// Routes calls to nodes and outcomes to answers.
 pub struct Dispatcher {
     topology: Topology,
-    settings: Settings,
+    settings: StoreCallSettings,
     events: Sender<Event>,
     nodes: HashMap<Arc<str>, NodeLink>,
     /// Nodes whose last calls failed, and why.
@@ -67,7 +67,7 @@ pub struct Dispatcher {
 }
 
 impl Dispatcher {
-    pub fn new(spec: &StoreSpec, settings: Settings, events: Sender<Event>) -> Dispatcher {
+    pub fn new(spec: &StoreSpec, settings: StoreCallSettings, events: Sender<Event>) -> Dispatcher {
         let topology = match spec {
             StoreSpec::Single(url) => Topology::Single { node: node_of_url(url).into(), url: url.clone() },
             StoreSpec::Cluster(urls) => Topology::Cluster(Cluster {
@@ -105,20 +105,20 @@ impl Dispatcher {
 
     /// Takes the outcomes of one node's pipeline: answers, and calls to
     /// send elsewhere.
-    pub fn done(&mut self, node: &Arc<str>, outcomes: Vec<(Call, Outcome)>, answers: &mut StoreAnswers) {
+    pub fn done(&mut self, node: &Arc<str>, outcomes: Vec<(Call, NodeOutcome)>, answers: &mut StoreAnswers) {
         let mut failed = None;
         for (mut call, outcome) in outcomes {
             let redirect = match outcome {
-                Outcome::Answer(value) => {
+                NodeOutcome::Answer(value) => {
                     answer(call, node, Ok(value), answers);
                     continue;
                 }
-                Outcome::Failed(why) => {
+                NodeOutcome::Failed(why) => {
                     answer(call, node, Err(why.clone()), answers);
                     failed = Some(why);
                     continue;
                 }
-                Outcome::Moved { slot, node: to } => {
+                NodeOutcome::Moved { slot, node: to } => {
                     if let Topology::Cluster(c) = &mut self.topology {
                         c.map.get_or_insert_with(SlotMap::empty).moved(slot, &to);
                         c.stale = true;
@@ -126,7 +126,7 @@ impl Dispatcher {
                     call.ask = None;
                     to
                 }
-                Outcome::Ask { node: to } => {
+                NodeOutcome::Ask { node: to } => {
                     call.ask = Some(to.as_str().into());
                     to
                 }
@@ -302,7 +302,7 @@ fn unique(nodes: Vec<Arc<str>>) -> Vec<Arc<str>> {
 }
 
 /// `CLUSTER SLOTS` from `node`, or why not and whether it timed out.
-fn read_slots(node: &str, settings: Settings) -> Result<SlotMap, (String, bool)> {
+fn read_slots(node: &str, settings: StoreCallSettings) -> Result<SlotMap, (String, bool)> {
     let failed = |e: redis::RedisError| (e.to_string(), e.is_timeout());
     let mut conn = node::connect(&format!("redis://{node}"), settings).map_err(failed)?;
     let value: redis::Value = redis::cmd("CLUSTER").arg("SLOTS").query(&mut conn).map_err(failed)?;
@@ -359,20 +359,20 @@ fn grant_of(value: redis::Value) -> Result<Grant, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::claims::{ClaimAsk, Terms};
+    use crate::core::claims::{ClaimAsk, ClaimTerms};
     use crate::core::{Limit, Locker, Quota, DEFAULT_LIMIT};
 
     fn claim(id: u64) -> Call {
         let locker = Locker::new(Limit::new(DEFAULT_LIMIT, Quota::new(10, 1.0).unwrap()).unwrap(), vec![], 10);
         let limit = locker.find(None).unwrap();
-        let terms = Terms::Fixed { max: 10, slot_us: 1_000_000 };
+        let terms = ClaimTerms::Fixed { max: 10, slot_us: 1_000_000 };
         Call::new(What::Claim(ClaimAsk { id, limit, name: "l".into(), key: "k".into(), want: 1, terms }))
     }
 
     #[test]
     fn outcomes_become_answers_named_by_their_node_and_a_change_of_health_is_reported_once() {
         let (events, _inbox) = std::sync::mpsc::channel();
-        let settings = Settings { timeout: Duration::from_millis(50), replicas: 0 };
+        let settings = StoreCallSettings { timeout: Duration::from_millis(50), replicas: 0 };
         let url = "redis://127.0.0.1:1";
         let mut d = Dispatcher::new(&StoreSpec::Single(url.into()), settings, events.clone());
         let node: Arc<str> = "127.0.0.1:1".into();
@@ -381,9 +381,9 @@ mod tests {
         let grant = redis::Value::Array([1, 1_000, 9, 0].map(redis::Value::Int).to_vec());
         let mut answers = StoreAnswers::default();
         let outcomes = vec![
-            (claim(1), Outcome::Answer(grant)),
-            (claim(2), Outcome::Failed("timed out".into())),
-            (claim(3), Outcome::Moved { slot: 5, node: "127.0.0.1:2".into() }),
+            (claim(1), NodeOutcome::Answer(grant)),
+            (claim(2), NodeOutcome::Failed("timed out".into())),
+            (claim(3), NodeOutcome::Moved { slot: 5, node: "127.0.0.1:2".into() }),
         ];
         d.done(&node, outcomes, &mut answers);
         let got: Vec<_> = answers.claims.iter().map(|c| (c.id, &*c.node, c.grant.as_ref().map(|g| g.got))).collect();
@@ -391,7 +391,7 @@ mod tests {
         assert_eq!(got, [(1, "127.0.0.1:1", Ok(1)), (2, "127.0.0.1:1", why), (NODE_REPORT, "127.0.0.1:1", why)]);
         assert_eq!((d.pending.len(), d.pending[0].redirects), (1, 1), "the moved call is sent again");
         let mut again = StoreAnswers::default();
-        d.done(&node, vec![(claim(4), Outcome::Failed("timed out".into()))], &mut again);
+        d.done(&node, vec![(claim(4), NodeOutcome::Failed("timed out".into()))], &mut again);
         assert_eq!(again.claims.len(), 1, "the same failure is not reported twice");
         let mut back = StoreAnswers::default();
         d.health(&node, Ok(()), &mut back);

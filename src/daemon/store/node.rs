@@ -72,7 +72,7 @@ impl Call {
 
 /// What became of one call on its node.
 #[derive(Debug)]
-pub enum Outcome {
+pub enum NodeOutcome {
     /// The script's answer.
     Answer(redis::Value),
     /// The node does not hold the call's slot: this one does.
@@ -85,14 +85,14 @@ pub enum Outcome {
 
 /// How calls to every node are made.
 #[derive(Debug, Clone, Copy)]
-pub struct Settings {
+pub struct StoreCallSettings {
     /// How long one call to the store may take.
     pub timeout: Duration,
     /// Replicas that must acknowledge each pipeline's writes.
     pub replicas: u32,
 }
 
-impl Settings {
+impl StoreCallSettings {
     /// How long a read may wait: the scripts' time, and the `WAIT`'s.
     fn read_timeout(self) -> Duration {
         if self.replicas > 0 {
@@ -112,11 +112,16 @@ pub struct NodeLink {
 impl NodeLink {
     /// Starts the thread of node `name`, reached at `url`; it reports to
     /// `events`.
-    pub fn start(name: Arc<str>, url: String, settings: Settings, events: Sender<Event>) -> std::io::Result<NodeLink> {
+    pub fn start(
+        name: Arc<str>,
+        url: String,
+        settings: StoreCallSettings,
+        events: Sender<Event>,
+    ) -> std::io::Result<NodeLink> {
         let (calls, inbox) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name(format!("locker-store-{name}"))
-            .spawn(move || Node { name, url, settings, conn: None, failed: None }.serve(&inbox, &events))?;
+            .spawn(move || StoreNode { name, url, settings, conn: None, failed: None }.serve(&inbox, &events))?;
         Ok(NodeLink { calls, thread })
     }
 
@@ -140,15 +145,15 @@ struct Failure {
     probe: bool,
 }
 
-struct Node {
+struct StoreNode {
     name: Arc<str>,
     url: String,
-    settings: Settings,
+    settings: StoreCallSettings,
     conn: Option<redis::Connection>,
     failed: Option<Failure>,
 }
 
-impl Node {
+impl StoreNode {
     fn serve(mut self, inbox: &Receiver<Vec<Call>>, events: &Sender<Event>) {
         loop {
             let wait =
@@ -176,14 +181,14 @@ impl Node {
     }
 
     /// Makes `calls` in one pipeline: the outcome of each, in order.
-    fn call(&mut self, calls: &[Call]) -> Vec<Outcome> {
+    fn call(&mut self, calls: &[Call]) -> Vec<NodeOutcome> {
         if let Some(f) = self.failed.as_ref().filter(|f| f.at.elapsed() < Duration::from_nanos(RETRY_DOWN)) {
             // Left alone a while after it failed.
-            return calls.iter().map(|_| Outcome::Failed(f.why.clone())).collect();
+            return calls.iter().map(|_| NodeOutcome::Failed(f.why.clone())).collect();
         }
         match self.pipeline(calls) {
             Ok(outcomes) => {
-                let why = outcomes.iter().find_map(|o| if let Outcome::Failed(why) = o { Some(why) } else { None });
+                let why = outcomes.iter().find_map(|o| if let NodeOutcome::Failed(why) = o { Some(why) } else { None });
                 match why {
                     Some(why) => self.fail(why.clone(), false),
                     None => self.answered(),
@@ -194,12 +199,12 @@ impl Node {
                 self.conn = None;
                 let why = self.why(&e);
                 self.fail(why.clone(), true);
-                calls.iter().map(|_| Outcome::Failed(why.clone())).collect()
+                calls.iter().map(|_| NodeOutcome::Failed(why.clone())).collect()
             }
         }
     }
 
-    fn pipeline(&mut self, calls: &[Call]) -> redis::RedisResult<Vec<Outcome>> {
+    fn pipeline(&mut self, calls: &[Call]) -> redis::RedisResult<Vec<NodeOutcome>> {
         let conn = match &mut self.conn {
             Some(c) => c,
             None => self.conn.insert(connect(&self.url, self.settings)?),
@@ -222,7 +227,7 @@ impl Node {
         // A write no replica has is not granted from: it could be lost.
         Ok(outcomes
             .map(|o| match (o, &unacked) {
-                (Outcome::Answer(_), Some(why)) => Outcome::Failed(why.clone()),
+                (NodeOutcome::Answer(_), Some(why)) => NodeOutcome::Failed(why.clone()),
                 (o, _) => o,
             })
             .collect())
@@ -262,7 +267,7 @@ impl Node {
     }
 }
 
-pub fn connect(url: &str, settings: Settings) -> redis::RedisResult<redis::Connection> {
+pub fn connect(url: &str, settings: StoreCallSettings) -> redis::RedisResult<redis::Connection> {
     let conn = redis::Client::open(url)?.get_connection_with_timeout(settings.timeout)?;
     conn.set_read_timeout(Some(settings.read_timeout()))?;
     conn.set_write_timeout(Some(settings.timeout))?;
@@ -271,7 +276,7 @@ pub fn connect(url: &str, settings: Settings) -> redis::RedisResult<redis::Conne
 
 /// Why a pipeline's writes do not count, from its `WAIT`'s answer: fewer
 /// replicas acknowledged them in time than `settings` asks for.
-fn unacknowledged(acked: Option<redis::Value>, settings: Settings) -> Option<String> {
+fn unacknowledged(acked: Option<redis::Value>, settings: StoreCallSettings) -> Option<String> {
     let replicas = settings.replicas;
     match acked {
         Some(redis::Value::Int(n)) if n >= i64::from(replicas) => None,
@@ -284,16 +289,16 @@ fn unacknowledged(acked: Option<redis::Value>, settings: Settings) -> Option<Str
 
 /// One value of a pipeline's answer as an outcome: the answer, or a
 /// redirection, or the error.
-fn outcome(value: redis::Value) -> Outcome {
-    let redis::Value::ServerError(e) = value else { return Outcome::Answer(value) };
+fn outcome(value: redis::Value) -> NodeOutcome {
+    let redis::Value::ServerError(e) = value else { return NodeOutcome::Answer(value) };
     let redirect = || {
         let mut words = e.details()?.split_ascii_whitespace();
         Some((words.next()?.parse::<u16>().ok()?, words.next()?.to_owned()))
     };
     match (e.code(), redirect()) {
-        ("MOVED", Some((slot, node))) => Outcome::Moved { slot, node },
-        ("ASK", Some((_, node))) => Outcome::Ask { node },
-        (code, _) => Outcome::Failed(format!("{code} {}", e.details().unwrap_or_default()).trim_end().to_owned()),
+        ("MOVED", Some((slot, node))) => NodeOutcome::Moved { slot, node },
+        ("ASK", Some((_, node))) => NodeOutcome::Ask { node },
+        (code, _) => NodeOutcome::Failed(format!("{code} {}", e.details().unwrap_or_default()).trim_end().to_owned()),
     }
 }
 
@@ -304,7 +309,7 @@ mod tests {
 
     #[test]
     fn writes_fewer_replicas_acknowledged_than_asked_do_not_count() {
-        let settings = Settings { timeout: Duration::from_millis(100), replicas: 2 };
+        let settings = StoreCallSettings { timeout: Duration::from_millis(100), replicas: 2 };
         assert_eq!(unacknowledged(Some(Value::Int(2)), settings), None);
         assert_eq!(unacknowledged(Some(Value::Int(3)), settings), None);
         let short = unacknowledged(Some(Value::Int(1)), settings);
@@ -319,11 +324,11 @@ mod tests {
             other => panic!("{other:?}"),
         };
         assert!(
-            matches!(parse("-MOVED 3999 127.0.0.1:6381\r\n"), Outcome::Moved { slot: 3999, node } if node == "127.0.0.1:6381")
+            matches!(parse("-MOVED 3999 127.0.0.1:6381\r\n"), NodeOutcome::Moved { slot: 3999, node } if node == "127.0.0.1:6381")
         );
-        assert!(matches!(parse("-ASK 3999 127.0.0.1:6381\r\n"), Outcome::Ask { node } if node == "127.0.0.1:6381"));
+        assert!(matches!(parse("-ASK 3999 127.0.0.1:6381\r\n"), NodeOutcome::Ask { node } if node == "127.0.0.1:6381"));
         let down = parse("-CLUSTERDOWN The cluster is down\r\n");
-        assert!(matches!(down, Outcome::Failed(why) if why == "CLUSTERDOWN The cluster is down"));
-        assert!(matches!(outcome(Value::Int(1)), Outcome::Answer(Value::Int(1))));
+        assert!(matches!(down, NodeOutcome::Failed(why) if why == "CLUSTERDOWN The cluster is down"));
+        assert!(matches!(outcome(Value::Int(1)), NodeOutcome::Answer(Value::Int(1))));
     }
 }

@@ -9,7 +9,7 @@
 //! A semaphore's leases are one script too (`SEMAPHORE`), on two keys that
 //! share one hash tag, so one shard holds them.
 
-use crate::core::claims::{ClaimAsk, Terms};
+use crate::core::claims::{ClaimAsk, ClaimTerms};
 use crate::core::store_lease::{LeaseCall, LeaseOp};
 
 /// A fixed window: the key holds the slot it counts (`s`) and its count
@@ -90,9 +90,9 @@ return {got, life, left, retry}
 /// then the kind, so a limit whose kind changes starts afresh.
 pub fn key_of(claim: &ClaimAsk) -> String {
     let kind = match claim.terms {
-        Terms::Fixed { .. } => 'f',
-        Terms::Bucket { .. } => 'b',
-        Terms::Rolling { .. } => 'r',
+        ClaimTerms::Fixed { .. } => 'f',
+        ClaimTerms::Bucket { .. } => 'b',
+        ClaimTerms::Rolling { .. } => 'r',
     };
     format!("locker:{{{}:{}:{}}}:{kind}", claim.name.len(), claim.name, claim.key)
 }
@@ -101,15 +101,15 @@ pub fn key_of(claim: &ClaimAsk) -> String {
 pub fn command(claim: &ClaimAsk) -> redis::Cmd {
     let mut cmd = redis::cmd("EVAL");
     let script = match claim.terms {
-        Terms::Fixed { .. } => FIXED,
-        Terms::Bucket { .. } => BUCKET,
-        Terms::Rolling { .. } => ROLLING,
+        ClaimTerms::Fixed { .. } => FIXED,
+        ClaimTerms::Bucket { .. } => BUCKET,
+        ClaimTerms::Rolling { .. } => ROLLING,
     };
     cmd.arg(script).arg(1).arg(key_of(claim)).arg(claim.want);
     match claim.terms {
-        Terms::Fixed { max, slot_us } => cmd.arg(max).arg(slot_us),
-        Terms::Bucket { burst, interval_us, life_us } => cmd.arg(burst).arg(interval_us).arg(life_us),
-        Terms::Rolling { max, sub_us, span, life_us } => cmd.arg(max).arg(sub_us).arg(span).arg(life_us),
+        ClaimTerms::Fixed { max, slot_us } => cmd.arg(max).arg(slot_us),
+        ClaimTerms::Bucket { burst, interval_us, life_us } => cmd.arg(burst).arg(interval_us).arg(life_us),
+        ClaimTerms::Rolling { max, sub_us, span, life_us } => cmd.arg(max).arg(sub_us).arg(span).arg(life_us),
     };
     cmd
 }

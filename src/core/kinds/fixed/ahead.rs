@@ -14,7 +14,7 @@ use crate::core::time::Nanos;
 
 /// Where an ask lands: `index` slots after the current one, `granted` permits.
 #[derive(Clone, Copy)]
-pub(super) struct Plan {
+pub(super) struct Landing {
     pub(super) index: usize,
     pub(super) granted: u32,
 }
@@ -100,8 +100,8 @@ impl FixedWindow {
 
     /// Reserves `plan.granted` permits `plan.index` (at least 1) slots after
     /// the current one.
-    pub(super) fn reserve(&mut self, key: Option<&str>, plan: &Plan, room: KeyRoom) -> Result<(), NoRoom> {
-        let Plan { index, granted: n } = *plan;
+    pub(super) fn reserve(&mut self, key: Option<&str>, plan: &Landing, room: KeyRoom) -> Result<(), NoRoom> {
+        let Landing { index, granted: n } = *plan;
         // The key stays live while it holds a reservation.
         self.tally_mut(key, room)?;
         let ahead = match key {
@@ -119,7 +119,7 @@ impl FixedWindow {
 /// Where `want` lands for a key with `current` permits taken and `ahead`
 /// reserved: in the last slot holding a reservation if it fits there, else in
 /// the slot after it, which is empty (cost never exceeds max).
-pub(super) fn plan(current: u32, ahead: Option<&VecDeque<u32>>, max: u32, want: Want) -> Plan {
+pub(super) fn plan(current: u32, ahead: Option<&VecDeque<u32>>, max: u32, want: Want) -> Landing {
     let last = ahead.map_or(0, VecDeque::len);
     let taken = match ahead.and_then(VecDeque::back) {
         Some(&n) => n,
@@ -128,9 +128,9 @@ pub(super) fn plan(current: u32, ahead: Option<&VecDeque<u32>>, max: u32, want: 
     // Peers' counts can push a total past max; nothing is left then.
     let room = max.saturating_sub(taken);
     if room >= want.need() {
-        Plan { index: last, granted: want.grant(room) }
+        Landing { index: last, granted: want.grant(room) }
     } else {
-        Plan { index: last + 1, granted: want.grant(max) }
+        Landing { index: last + 1, granted: want.grant(max) }
     }
 }
 

@@ -15,7 +15,7 @@
 
 use std::collections::VecDeque;
 
-use super::{FixedWindow, Plan};
+use super::{FixedWindow, Landing};
 use crate::core::limit::Quota;
 use crate::core::room::{KeyRoom, NoRoom};
 use crate::core::share::exchange::KeptExchange;
@@ -57,7 +57,7 @@ impl FixedWindow {
     pub fn restore_reserved(&mut self, key: Option<&str>, slot: u64, n: u32, room: KeyRoom) -> Result<bool, NoRoom> {
         match slot.checked_sub(self.slot) {
             Some(index) if index > 0 && n > 0 => {
-                self.reserve(key, &Plan { index: usize::try_from(index).unwrap_or(usize::MAX), granted: n }, room)?;
+                self.reserve(key, &Landing { index: usize::try_from(index).unwrap_or(usize::MAX), granted: n }, room)?;
                 Ok(true)
             }
             _ => Ok(false),

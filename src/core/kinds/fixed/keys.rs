@@ -50,27 +50,27 @@ const GENERATIONS: u32 = 1 << (32 - InlineCount::STAMP_SHIFT);
 /// none straddles two.
 #[derive(Debug, Clone, Copy, Default)]
 #[repr(C, align(32))]
-struct Slot {
+struct CountSlot {
     /// The own count, and stamped in it the generation this slot was
     /// written in: the slot is empty unless that equals the table's
     /// current generation.
     count: InlineCount,
     /// The key's length, then its bytes, then zeros: two keys are equal
     /// exactly when their names are, which compares in three words.
-    name: Name,
+    name: InlineName,
 }
 
-impl Slot {
+impl CountSlot {
     #[inline]
     fn is_live(&self, generation: u32) -> bool {
         self.count.stamp() == generation
     }
 }
 
-type Name = [u8; INLINE + 1];
+type InlineName = [u8; INLINE + 1];
 
 /// The padded name of an inline key.
-fn name_of(key: &str) -> Name {
+fn name_of(key: &str) -> InlineName {
     let mut name = [0; INLINE + 1];
     name[0] = key.len() as u8;
     name[1..=key.len()].copy_from_slice(key.as_bytes());
@@ -81,7 +81,7 @@ fn name_of(key: &str) -> Name {
 #[derive(Debug)]
 pub struct KeyTable {
     /// A power of two in length, or empty before the first key.
-    slots: Vec<Slot>,
+    slots: Vec<CountSlot>,
     /// The peers' parts of the slots' tallies, by slot index: empty until
     /// a tally first needs one, then as long as `slots`.
     aside: Vec<Option<Box<Peered>>>,
@@ -154,7 +154,7 @@ impl KeyTable {
         if self.generation == GENERATIONS {
             // After 2^30 clears, generation numbers come round again: wipe
             // the slots once so that no old slot looks live.
-            self.slots.fill(Slot::default());
+            self.slots.fill(CountSlot::default());
             self.aside = Vec::new();
             self.generation = 1;
         }
@@ -213,7 +213,7 @@ impl KeyTable {
         let i = match self.find(key) {
             Ok(i) => i,
             Err(i) => {
-                self.slots[i] = Slot { count: InlineCount::stamped(self.generation), name: name_of(key) };
+                self.slots[i] = CountSlot { count: InlineCount::stamped(self.generation), name: name_of(key) };
                 self.inline += 1;
                 i
             }
@@ -297,7 +297,7 @@ impl KeyTable {
     /// Bytes held by the table itself and its list of peers' parts (not
     /// counting the long keys' map, nor the parts themselves).
     pub fn slot_bytes(&self) -> usize {
-        self.slots.capacity() * std::mem::size_of::<Slot>()
+        self.slots.capacity() * std::mem::size_of::<CountSlot>()
             + self.aside.capacity() * std::mem::size_of::<Option<Box<Peered>>>()
     }
 
@@ -317,7 +317,7 @@ impl KeyTable {
 }
 
 /// The key an inline name holds.
-fn key_of(name: &Name) -> &str {
+fn key_of(name: &InlineName) -> &str {
     std::str::from_utf8(&name[1..=usize::from(name[0])]).expect("stored from a str")
 }
 

@@ -62,7 +62,7 @@ impl FixedWindow {
             if tally.own() > 0 {
                 f(ME, tally.own(), Counted::Granted);
             }
-            tally.peers().for_each(|(node, n)| f(node, n, Counted::Granted));
+            tally.peer_counts().for_each(|(node, n)| f(node, n, Counted::Granted));
             if let Some(e) = tally.exchange() {
                 e.counts(|_, node, n, what| f(node, n, what));
             }

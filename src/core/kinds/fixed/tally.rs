@@ -182,7 +182,7 @@ impl<'a> TallyRef<'a> {
     }
 
     /// Each peer node's reported count.
-    pub fn peers(self) -> impl Iterator<Item = (NodeIx, u32)> + 'a {
+    pub fn peer_counts(self) -> impl Iterator<Item = (NodeIx, u32)> + 'a {
         self.peered.into_iter().flat_map(|s| s.peers.iter().copied())
     }
 

@@ -19,7 +19,7 @@
 
 use super::grants::Grants;
 use super::peer_log::PeerLog;
-use super::rights::{Held, Rights};
+use super::rights::{OwnGrants, Rights};
 pub use super::span::Span;
 use crate::core::time::Nanos;
 
@@ -84,9 +84,9 @@ impl Log {
     /// Own grants that still count at `now`, by the window of their stamps
     /// against `now`'s (see `rights`): grants stamped in an earlier window
     /// than the previous one no longer count.
-    fn held(&self, now: Nanos, span: Span) -> Held {
+    fn held(&self, now: Nanos, span: Span) -> OwnGrants {
         let window = span.window_of(now);
-        let mut held = Held::default();
+        let mut held = OwnGrants::default();
         for (stamp, n) in self.own.iter().rev().take_while(|&(stamp, _)| span.counts_at(stamp, now)) {
             if span.window_of(stamp) >= window {
                 held.current += n;

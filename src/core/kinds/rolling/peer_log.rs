@@ -25,7 +25,7 @@ use crate::core::time::Nanos;
 
 /// One node's cumulative grants for one sub-slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Heard {
+pub(super) struct SubSlotGrants {
     pub(super) node: NodeIx,
     pub(super) sub: u64,
     pub(super) count: u32,
@@ -34,7 +34,7 @@ pub(super) struct Heard {
 /// The part of a key's log that only peered lockers use.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct PeerLog {
-    pub(super) heard: Vec<Heard>,
+    pub(super) heard: Vec<SubSlotGrants>,
     /// The key's conserved rights.
     pub(super) rights: Rights,
     /// The earliest go instant among own grants not republished since the
@@ -42,14 +42,14 @@ pub struct PeerLog {
     pub(super) touched_from: Option<Nanos>,
     /// The grants of this locker's earlier runs, as its state file kept
     /// them: a run that resumed their share charges them as its own.
-    pub(super) earlier: Vec<Heard>,
+    pub(super) earlier: Vec<SubSlotGrants>,
 }
 
 impl PeerLog {
     /// Forgets peer counts that no longer count at `now` or after, and
     /// rights that no longer bear on its window.
     pub fn prune(&mut self, now: Nanos, span: Span) {
-        let counts = |h: &Heard| span.sub_bounds(h.sub).1.saturating_add(span.window) > now;
+        let counts = |h: &SubSlotGrants| span.sub_bounds(h.sub).1.saturating_add(span.window) > now;
         self.heard.retain(counts);
         self.earlier.retain(counts);
         self.rights.prune(span.window_of(now));
@@ -65,13 +65,13 @@ impl PeerLog {
     pub(super) fn carry(&mut self, node: NodeIx, sub: u64, count: u32) {
         match self.earlier.iter_mut().find(|h| h.node == node && h.sub == sub) {
             Some(h) => h.count = h.count.max(count),
-            None => self.earlier.push(Heard { node, sub, count }),
+            None => self.earlier.push(SubSlotGrants { node, sub, count }),
         }
     }
 
     /// The earlier runs' grants that still count at `now` (see `carry`).
     pub(super) fn earlier_held(&self, now: Nanos, span: Span) -> u32 {
-        let counts = |h: &&Heard| span.sub_bounds(h.sub).1.saturating_add(span.window) > now;
+        let counts = |h: &&SubSlotGrants| span.sub_bounds(h.sub).1.saturating_add(span.window) > now;
         self.earlier.iter().filter(counts).map(|h| h.count).sum()
     }
 
@@ -89,7 +89,7 @@ impl PeerLog {
         match self.heard.iter_mut().find(|h| h.node == node && h.sub == sub) {
             Some(h) => raise(&mut h.count, count) > 0,
             None => {
-                self.heard.push(Heard { node, sub, count });
+                self.heard.push(SubSlotGrants { node, sub, count });
                 true
             }
         }

@@ -46,7 +46,7 @@ use crate::core::share::{Counted, NodeIx};
 
 /// Own grants that still count, by the window of their stamps.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Held {
+pub struct OwnGrants {
     /// Stamped in the current window (or later, for a coarse stamp).
     pub current: u32,
     /// Stamped in the window before.
@@ -118,19 +118,19 @@ impl Rights {
     /// The permits this locker may grant in window `window`, holding
     /// `initial` rights before gifts, with `held` own grants still
     /// counting (see the module's rule).
-    pub fn free(&self, window: u64, initial: u32, held: Held) -> u32 {
+    pub fn free(&self, window: u64, initial: u32, held: OwnGrants) -> u32 {
         self.free_from(window, i64::from(initial), held)
     }
 
     /// `free` for a run that resumed its earlier runs' share: what they
     /// got is its own too, what they lent is not, and their grants that
     /// still count (`earlier_held`) are charged with its own, uncovered.
-    pub fn free_resumed(&self, window: u64, initial: u32, held: Held, earlier_held: u32) -> u32 {
+    pub fn free_resumed(&self, window: u64, initial: u32, held: OwnGrants, earlier_held: u32) -> u32 {
         let (lent, got) = earlier_in(&self.earlier, window);
         self.free_from(window, i64::from(initial) + got - lent - i64::from(earlier_held), held)
     }
 
-    fn free_from(&self, window: u64, initial: i64, held: Held) -> u32 {
+    fn free_from(&self, window: u64, initial: i64, held: OwnGrants) -> u32 {
         let (mut rights, mut cover) = (initial, 0i64);
         let ex = &self.exchange;
         for l in ex.trades() {
@@ -288,22 +288,22 @@ mod tests {
         let mut sent = Vec::new();
         giver.give(7, 2, 2, 2, |w, to, n| sent.push((w, to, n)));
         assert_eq!(sent, [(7, B, 2), (8, B, 2)], "half of 3 each, of 2 other members, rounded up; on into window 8");
-        assert_eq!(giver.free(7, 2, Held::default()), 0, "taken off before it left");
+        assert_eq!(giver.free(7, 2, OwnGrants::default()), 0, "taken off before it left");
         assert!(taker.merge(7, A, Counted::Gave(ME), 2));
         assert!(!taker.merge(7, A, Counted::Gave(ME), 2), "a repeat changes nothing");
-        assert_eq!(taker.free(7, 1, Held::default()), 3);
+        assert_eq!(taker.free(7, 1, OwnGrants::default()), 3);
         // Window 8: the taker's grants of window 7 are covered, but it may
         // not grant with the gift; the giver has not got it back yet.
-        let held = Held { current: 0, previous: 3 };
+        let held = OwnGrants { current: 0, previous: 3 };
         assert_eq!(taker.free(8, 1, held), 0, "1 of its own under the cover of 2");
-        assert_eq!(taker.free(8, 1, Held { current: 0, previous: 2 }), 1);
-        assert_eq!(giver.free(8, 2, Held::default()), 0, "still lent");
+        assert_eq!(taker.free(8, 1, OwnGrants { current: 0, previous: 2 }), 1);
+        assert_eq!(giver.free(8, 2, OwnGrants::default()), 0, "still lent");
         assert!(taker.merge(8, A, Counted::Gave(ME), 2), "the renewal");
-        assert_eq!(taker.free(8, 1, Held { current: 0, previous: 3 }), 0, "no cover for renewed rights");
-        assert_eq!(taker.free(8, 1, Held { current: 0, previous: 1 }), 2);
+        assert_eq!(taker.free(8, 1, OwnGrants { current: 0, previous: 3 }), 0, "no cover for renewed rights");
+        assert_eq!(taker.free(8, 1, OwnGrants { current: 0, previous: 1 }), 2);
         taker.prune(10);
         giver.prune(10);
-        assert_eq!((giver.free(10, 2, Held::default()), taker.free(10, 1, Held::default())), (2, 1), "back");
+        assert_eq!((giver.free(10, 2, OwnGrants::default()), taker.free(10, 1, OwnGrants::default())), (2, 1), "back");
     }
 
     #[test]
@@ -317,7 +317,7 @@ mod tests {
         assert_eq!(kept, [(7, 2, 1), (8, 2, 0)], "lent for two windows, got for one");
         let mut resumed = Rights::default();
         kept.iter().for_each(|&(window, lent, got)| resumed.carry(EarlierRights { run: 0, window, lent, got }));
-        let held = Held::default();
+        let held = OwnGrants::default();
         assert_eq!(resumed.free_resumed(7, 3, held, 1), 1, "3 of its own and 1 got, less 2 lent and 1 granted");
         assert_eq!(resumed.free(7, 3, held), 3, "a run that did not resume counts none of it");
         assert_eq!(resumed.free_resumed(8, 3, held, 0), 1, "still lent");
@@ -340,8 +340,8 @@ mod tests {
         assert!(sent.is_empty(), "nothing without rights of its own: what it lent comes back");
         giver.renew(8, B, 2, |w, to, n| sent.push((w, to, n)));
         assert_eq!(sent, [(8, B, 2), (9, B, 2)], "into this window and the next");
-        assert_eq!(giver.free(8, 2, Held::default()), 0, "no more than lent once");
-        assert_eq!(giver.free(9, 2, Held::default()), 0);
+        assert_eq!(giver.free(8, 2, OwnGrants::default()), 0, "no more than lent once");
+        assert_eq!(giver.free(9, 2, OwnGrants::default()), 0);
         giver.renew(8, B, 2, |w, to, n| sent.push((w, to, n)));
         assert_eq!(sent.len(), 2, "once");
         let mut short = Rights::default();

@@ -6,7 +6,7 @@
 //! was granted, and after a restart that heartbeat, carrying the count,
 //! restores it. No clock, no file: the caller brings both.
 
-use super::{Lease, Semaphore};
+use super::{Semaphore, SemaphoreLease};
 use crate::core::time::Nanos;
 
 /// A held lease as the state log keeps it.
@@ -33,7 +33,7 @@ impl Semaphore {
         }
         self.insert(
             id,
-            Lease { count: lease.count, ttl: lease.ttl, until: lease.until, pending: false, watched: false },
+            SemaphoreLease { count: lease.count, ttl: lease.ttl, until: lease.until, pending: false, watched: false },
         );
         true
     }

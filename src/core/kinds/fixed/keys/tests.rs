@@ -5,8 +5,8 @@ use super::*;
 
 #[test]
 fn slots_are_half_a_cache_line() {
-    assert_eq!(std::mem::size_of::<Slot>(), 32);
-    assert_eq!(std::mem::align_of::<Slot>(), 32);
+    assert_eq!(std::mem::size_of::<CountSlot>(), 32);
+    assert_eq!(std::mem::align_of::<CountSlot>(), 32);
 }
 
 /// Takes `n` permits of `key`, as a window would.

@@ -17,7 +17,7 @@ pub struct InlineCount {
 }
 
 impl InlineCount {
-    /// Granted since the last repair publish (see `Peers::drain_touched` in `core::locker`).
+    /// Granted since the last repair publish (see `Sharing::drain_touched` in `core::locker`).
     pub(super) const TOUCHED: u32 = 1;
     /// The peers' part of this tally is kept aside and is this slot's.
     pub(super) const ASIDE: u32 = 2;
