@@ -683,6 +683,11 @@ fn log_event(event: &PeerEvent) {
         PeerEvent::Back { id, silent_ms } => info!(peer = %id, silent_ms, "peer back: heard again"),
         PeerEvent::Ready { synced: 0 } => warn!("no peer sent its counts within the grace period; serving alone"),
         PeerEvent::Ready { synced } => info!(synced, "learned the current counts from peers; serving"),
+        PeerEvent::OwnsNextPeriods { why } => warn!(
+            why,
+            "this run owns none of the slots (windows, periods) under way of its shared limits: it grants from \
+             the next, and only what peers give before"
+        ),
         PeerEvent::Declared { id } => warn!(peer = %id, "peer silent past its lease: declared dead; a majority of such declarations passes its share on"),
         PeerEvent::Reclaimed { id, in_ms } => warn!(peer = %id, in_ms, "a majority declared this peer dead: its share is this locker's for the slots that begin after in_ms"),
         PeerEvent::LostShare { by } => warn!(by = %by, "a peer holds this locker's share (it was declared dead): granting only what peers give"),

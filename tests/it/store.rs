@@ -778,7 +778,11 @@ fn with_store_replicas_a_stopped_replica_fails_its_masters_claims_and_a_failover
     let mut client = Client::new([d.endpoint.clone()], Duration::from_secs(3)).unwrap();
     let ask = |c: &mut Client, key: &str| c.ask(&Ask::new().limit("stopped").key(key)).unwrap().ok;
     let key = key_on(&cluster.nodes[master], "stopped", "k");
-    assert!(ask(&mut client, &key), "a claim its replica acknowledged is granted from");
+    // A few tries where one would do on a quiet machine: a loaded one may
+    // keep a healthy replica past the timeout once, and a stopped replica
+    // fails every try.
+    let within_tries = |c: &mut Client, key: &str| (0..5).any(|_| ask(c, key));
+    assert!(within_tries(&mut client, &key), "a claim its replica acknowledged is granted from");
     cluster.nodes[replica].signal("STOP");
     let stopped = Instant::now();
     let mut longest = Duration::ZERO;
@@ -796,7 +800,7 @@ fn with_store_replicas_a_stopped_replica_fails_its_masters_claims_and_a_failover
     assert!(down.contains(&cluster.nodes[master].address()) && down.contains("0 of 1 replicas"), "{down}");
     let others = (0..20).map(|i| format!("o{i}")).filter(|k| !cluster.nodes[master].holds(&fixed_key("stopped", k)));
     let others: Vec<String> = others.collect();
-    assert!(others.iter().all(|k| ask(&mut client, k)), "keys on the other masters go on: {others:?}");
+    assert!(others.iter().all(|k| within_tries(&mut client, k)), "keys on the other masters go on: {others:?}");
     cluster.nodes[replica].signal("CONT");
     let end = Instant::now() + READY;
     while !ask(&mut client, &key) {

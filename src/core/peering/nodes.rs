@@ -112,6 +112,10 @@ pub enum PeerEvent {
     /// This locker finished learning the counts (from `synced` peers; 0
     /// means the grace period ran out and it serves alone).
     Ready { synced: usize },
+    /// This run owns none of the slots (windows, periods) under way of its
+    /// shared limits, only those that begin after it joined, for `why`: it
+    /// cannot tell that no earlier run of it granted in them.
+    OwnsNextPeriods { why: &'static str },
     /// This locker's own loop was paused longer than the peer-dead time
     /// (SIGSTOP, a frozen VM): it learns the counts again before granting.
     Rejoining { paused_ms: u64 },

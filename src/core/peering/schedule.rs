@@ -472,9 +472,14 @@ impl Peering {
                 // made: then it knows exactly what is left of the slot.
                 self.resumes = all && self.nodes.knows_every_earlier_run() && !self.distrusts_file;
             }
-            self.owns_from = self.owns_from.min(self.owns_from_joining(now, all));
+            let from = self.owns_from_joining(now, all);
+            let not_owning = (from == now && self.owns_from == Nanos::MAX).then(|| self.why_not_owning(all));
+            self.owns_from = self.owns_from.min(from);
             self.tenure.joined(now, all);
             self.events.push_back(PeerEvent::Ready { synced });
+            if let Some(why) = not_owning {
+                self.events.push_back(PeerEvent::OwnsNextPeriods { why });
+            }
         }
     }
 
@@ -507,6 +512,21 @@ impl Peering {
         }
         let heard = self.nodes.heard_since().map(|at| at.saturating_add(self.settings.live_timeout));
         heard.map_or(now, |at| at.min(now))
+    }
+
+    /// Why a run that joins at `now` owns none of the periods under way
+    /// (`owns_from_joining` said `now`), for the log: a brand-new group
+    /// without `--state` must learn why it answers sorry.
+    fn why_not_owning(&self, all: bool) -> &'static str {
+        if !all {
+            "not every peer answered within the grace period"
+        } else if self.nodes.knows_earlier_run() {
+            "a peer knew an earlier run of this locker"
+        } else if self.distrusts_file {
+            "the state file was written before the host rebooted"
+        } else {
+            "no state file says this is a first run, and no peer was up since before the period began (--state avoids this)"
+        }
     }
 
     /// How long this run has heard its peers without a pause of its own at

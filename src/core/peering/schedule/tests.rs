@@ -35,7 +35,7 @@ fn a_starting_locker_holds_until_every_peer_synced() {
     assert!(!p.is_joining());
     assert_eq!(p.view(T0 + 7 * MS).hold_until, None);
     let events: Vec<_> = std::iter::from_fn(|| p.poll_event()).collect();
-    assert_eq!(events.last(), Some(&PeerEvent::Ready { synced: 2 }));
+    assert!(events.contains(&PeerEvent::Ready { synced: 2 }), "{events:?}");
 }
 
 #[test]
@@ -247,8 +247,8 @@ fn each_kind_keeps_runs_for_its_own_memory() {
 /// A locker of two peers that joined at `T0 + 5 ms`, each peer having
 /// said in its heartbeat how long it was `up` (`None`: an older locker
 /// that says nothing); with a `new_file`, it keeps a state file that
-/// named no earlier run of it.
-fn joined_among(up: [Option<Nanos>; 2], new_file: bool) -> PeerView {
+/// named no earlier run of it. Its view, and what it told the log.
+fn joined_among(up: [Option<Nanos>; 2], new_file: bool) -> (PeerView, Vec<PeerEvent>) {
     let mut p = peering(2);
     if new_file {
         p.nodes_mut().kept_runs(std::iter::empty());
@@ -260,7 +260,8 @@ fn joined_among(up: [Option<Nanos>; 2], new_file: bool) -> PeerView {
     p.on_snapshot_done(T0 + 5 * MS, 0, &node("b", 1));
     p.on_snapshot_done(T0 + 5 * MS, 1, &node("c", 1));
     assert!(!p.is_joining());
-    p.view(T0 + 5 * MS)
+    let view = p.view(T0 + 5 * MS);
+    (view, std::iter::from_fn(|| p.poll_event()).collect())
 }
 
 #[test]
@@ -268,17 +269,32 @@ fn a_run_owns_the_slot_under_way_only_when_a_peer_up_since_before_it_or_a_new_fi
     const LONG: Nanos = 600_000 * MS;
     // Restarted together: no peer has been up longer than this run, so
     // none can tell that its earlier run did not grant in the slot.
-    let together = joined_among([Some(3 * MS), Some(4 * MS)], false);
+    let (together, _) = joined_among([Some(3 * MS), Some(4 * MS)], false);
     assert_eq!(together.owns_from, T0 + 5 * MS, "none of the slot under way");
     // A peer up for ten minutes heard of no earlier run: there was none in
     // the slots that began since (and the time to hear one).
-    let among_old = joined_among([Some(3 * MS), Some(LONG)], false);
+    let (among_old, _) = joined_among([Some(3 * MS), Some(LONG)], false);
     assert_eq!(among_old.owns_from, T0 - LONG + 500 * MS);
     // A new state file: a first run.
-    assert_eq!(joined_among([Some(3 * MS), Some(4 * MS)], true).owns_from, 0);
+    assert_eq!(joined_among([Some(3 * MS), Some(4 * MS)], true).0.owns_from, 0);
     // Older peers say nothing, and prove nothing.
-    assert_eq!(joined_among([None, None], false).owns_from, T0 + 5 * MS);
-    assert_eq!(joined_among([None, Some(LONG)], false).owns_from, T0 - LONG + 500 * MS);
+    assert_eq!(joined_among([None, None], false).0.owns_from, T0 + 5 * MS);
+    assert_eq!(joined_among([None, Some(LONG)], false).0.owns_from, T0 - LONG + 500 * MS);
+}
+
+#[test]
+fn a_run_that_owns_none_of_the_slot_under_way_says_why_and_one_that_does_says_nothing() {
+    let owns_next = |e: &PeerEvent| matches!(e, PeerEvent::OwnsNextPeriods { .. });
+    let (_, events) = joined_among([Some(3 * MS), Some(4 * MS)], false);
+    let why = events.iter().find_map(|e| match e {
+        PeerEvent::OwnsNextPeriods { why } => Some(*why),
+        _ => None,
+    });
+    assert!(why.is_some_and(|w| w.contains("--state")), "a group restarted together is told: {events:?}");
+    let (_, events) = joined_among([Some(3 * MS), Some(4 * MS)], true);
+    assert!(!events.iter().any(owns_next), "a first run owns the slot and says nothing: {events:?}");
+    let (_, events) = joined_among([Some(3 * MS), Some(600_000 * MS)], false);
+    assert!(!events.iter().any(owns_next), "nor does one a long-lived peer vouches for: {events:?}");
 }
 
 #[test]
