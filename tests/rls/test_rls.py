@@ -489,13 +489,17 @@ descriptors:
 def start_peered(rules):
     """Two lockers peered on loopback, each serving the RLS; a PUB port
     taken between its choice and the bind makes a locker exit, and then
-    the pair is started again on other ports."""
-    for _ in range(3):
+    the pair is started again on other ports. Each starts with a new state
+    file, a first run, so the pair owns the slot it starts in (a pair
+    without one owns none of it), and a grace a loaded machine can meet."""
+    for attempt in range(3):
         pubs = [f"tcp://127.0.0.1:{free_port()}" for _ in range(2)]
         nodes = []
         try:
             for i in range(2):
+                state = str(rules / f"n{i}-{attempt}.state")
                 peering = ["--peer-bind", pubs[i], "--node-id", f"n{i}", "--peer", pubs[1 - i]]
+                peering += ["--state", state, "--peer-grace", "5"]
                 nodes.append(Locker("--rls-config", str(rules), *peering))
             return nodes
         except AssertionError:
