@@ -24,7 +24,8 @@ fn module_of(root: &Path, file: &Path) -> Module {
     parts
 }
 
-fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+/// Every `.rs` file under `dir`.
+pub(crate) fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {
