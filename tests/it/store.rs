@@ -436,9 +436,10 @@ fn a_masters_kill_and_restart_fails_closed_or_open_as_each_limit_says_and_servic
 
 const SEMAPHORE: &str = "[[limits]]\nname = \"db\"\nmax_requests = 3\nin_seconds = 30\nalgorithm = \"semaphore\"\n";
 
-/// A client of locker `d` for lease requests.
+/// A client of locker `d` for lease requests, patient past the store's
+/// patient timeout.
 fn lease_client(d: &Daemon) -> Client {
-    Client::new([d.endpoint.clone()], Duration::from_secs(3)).unwrap()
+    Client::new([d.endpoint.clone()], Duration::from_secs(10)).unwrap()
 }
 
 fn acquire(c: &mut Client, count: u64, max_wait_ms: Option<u64>) -> LeaseReply {
@@ -452,7 +453,10 @@ fn beat<'a>(lease: &'a str) -> Heartbeat<'a> {
 #[test]
 fn a_semaphores_leases_are_shared_by_every_locker_on_a_cluster_through_a_lockers_kill() {
     let cluster = Cluster::start();
-    let config = TempFile::new("store-leases.toml", &format!("store = {:?}\n{SEMAPHORE}", cluster.url()));
+    let config = TempFile::new(
+        "store-leases.toml",
+        &format!("store = {:?}\nstore_timeout_ms = {PATIENT_STORE_MS}\n{SEMAPHORE}", cluster.url()),
+    );
     let mut lockers: Vec<Daemon> = (0..3).map(|_| Daemon::start(&["--config", config.path()])).collect();
     let mut clients: Vec<Client> = lockers.iter().map(lease_client).collect();
 
@@ -568,7 +572,10 @@ fn lease_script(c: &mut Client) -> Vec<String> {
 fn the_stores_semaphore_answers_every_step_as_the_embedded_one_does() {
     let redis = Redis::start(false);
     let alone = TempFile::new("lease-alone.toml", SEMAPHORE);
-    let stored = TempFile::new("lease-stored.toml", &format!("store = \"redis://{}\"\n{SEMAPHORE}", redis.address()));
+    let stored = TempFile::new(
+        "lease-stored.toml",
+        &format!("store = \"redis://{}\"\nstore_timeout_ms = {PATIENT_STORE_MS}\n{SEMAPHORE}", redis.address()),
+    );
     let (alone, stored) = (Daemon::start(&["--config", alone.path()]), Daemon::start(&["--config", stored.path()]));
     let expected = lease_script(&mut lease_client(&alone));
     // The script's own claims, so that a locker that does nothing can't pass.
@@ -782,7 +789,9 @@ fn with_store_replicas_a_stopped_replica_fails_its_masters_claims_and_a_failover
     // A stopped replica: its master's claims wait for it and fail.
     let stopped_config = config("stopped", 1);
     let d = Daemon::start(&["--config", stopped_config.path()]);
-    let mut client = Client::new([d.endpoint.clone()], Duration::from_secs(3)).unwrap();
+    // Patient: an ask waits up to the 1 s timeout for its claim, and a
+    // loaded machine adds to that; how long the longest took is printed.
+    let mut client = Client::new([d.endpoint.clone()], Duration::from_secs(10)).unwrap();
     let ask = |c: &mut Client, key: &str| c.ask(&Ask::new().limit("stopped").key(key)).unwrap().ok;
     let key = key_on(&cluster.nodes[master], "stopped", "k");
     // A few tries where one would do on a quiet machine: a loaded one may
@@ -873,7 +882,10 @@ fn store_replicas_is_read_from_the_file_and_the_flag_and_bounded() {
 #[test]
 fn a_held_acquire_on_one_locker_gets_a_count_released_on_another() {
     let redis = Redis::start(false);
-    let config = TempFile::new("store-held.toml", &format!("store = \"redis://{}\"\n{SEMAPHORE}", redis.address()));
+    let config = TempFile::new(
+        "store-held.toml",
+        &format!("store = \"redis://{}\"\nstore_timeout_ms = {PATIENT_STORE_MS}\n{SEMAPHORE}", redis.address()),
+    );
     let lockers = [Daemon::start(&["--config", config.path()]), Daemon::start(&["--config", config.path()])];
     let mut first = lease_client(&lockers[0]);
     let taken: Vec<String> = (0..3).map(|_| acquire(&mut first, 1, None).lease.expect("held")).collect();
