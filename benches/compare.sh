@@ -9,6 +9,7 @@
 #
 #   bash benches/compare.sh                 # about six minutes
 #   ROUNDS=5 DURATION=3s bash benches/compare.sh
+#   SERVER=/path/to/other/locker bash benches/compare.sh
 #
 # The last rows load the locker alone with batched asks (BATCH asks per
 # message, 100 by default) from several load shapes (BATCH_SHAPES, by
@@ -35,6 +36,10 @@ KINDS=${KINDS-bucket rolling}
 
 cargo build --release --quiet --bin locker --example echo_server
 LOCKER=target/release/locker
+# The locker that serves, by default this build. Another build (an earlier
+# commit's, say) is measured by its ratios to the same echo under the same
+# load generator, which stays this build's `locker bench`.
+SERVER=${SERVER:-$LOCKER}
 ECHO=target/release/examples/echo_server
 
 PIDS=()
@@ -75,7 +80,7 @@ ECHO_PID=$PID
 # all keys stay live while measured (slots are aligned to the Unix epoch: a
 # run across midnight UTC would see them dropped, and the live-key count
 # printed below would say so).
-LOCKER_LOG=warn start "$LOCKER" serve --bind 'tcp://127.0.0.1:*' --config "$CONF" \
+LOCKER_LOG=warn start "$SERVER" serve --bind 'tcp://127.0.0.1:*' --config "$CONF" \
   --max-requests 1000000000 --in-seconds 86400 --max-keys "$((NKINDS * KEYS + 1))" $LOCKER_ARGS
 LOCKER_EP=$ENDPOINT
 LOCKER_PID=$PID
@@ -133,7 +138,7 @@ ROUTER_PID=$PID
 
 # A second locker with holding off (--max-parked 0): nothing can wait, so
 # it serves on a REP socket, against the REP echo.
-LOCKER_LOG=warn start "$LOCKER" serve --bind 'tcp://127.0.0.1:*' --max-parked 0 \
+LOCKER_LOG=warn start "$SERVER" serve --bind 'tcp://127.0.0.1:*' --max-parked 0 \
   --max-requests 1000000000 --in-seconds 86400 $LOCKER_ARGS
 REP_LOCKER_EP=$ENDPOINT
 REP_LOCKER_PID=$PID

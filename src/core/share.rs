@@ -268,6 +268,15 @@ impl Share {
         self.in_flight_window.saturating_mul(2)
     }
 
+    /// How long a locker that asked its peers for permits keeps what it
+    /// owns rather than give it to a peer that asks: two round trips, in
+    /// which its own callers' next asks come with the gifts (see
+    /// `exchange::Exchange::give`).
+    #[inline]
+    pub fn keeps_own_for(&self) -> Nanos {
+        self.charged_for().saturating_mul(2)
+    }
+
     /// The in-flight window for a slot of `slot_ns`: the propagation
     /// allowance, but never more than an eighth of the slot, so that very
     /// short slots still fill.

@@ -273,7 +273,10 @@ impl Server {
                 let kept = loaded.as_ref().and_then(Loaded::node_id);
                 let id = pc.node_id.choose(kept);
                 info!(node_id = %id, kept = kept == Some(id.as_str()), "peering as this node id");
-                let me = NodeKey { id: id.as_str().into(), incarnation: now };
+                // The incarnation the state file's `Run` record names: a
+                // restart resumes an earlier run only when the run its
+                // peers knew is the one its file kept.
+                let me = NodeKey { id: id.as_str().into(), incarnation: started };
                 let grace = pc.grace.as_nanos() as u64;
                 let names = pc.peers.iter().map(|p| p.endpoint.as_str().into()).collect();
                 let settings = PeeringSettings::new(me, names, grace, locker.figures().shortest_slot());

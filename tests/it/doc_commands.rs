@@ -130,6 +130,8 @@ const COMMANDS: &[(&str, &str, Do)] = &[
     ("docs/peering.md", "PROPTEST_CASES=100000 cargo test --release --test it properties::conserved_rolling", Tests("properties::conserved_rolling")),
     ("docs/peering.md", "cargo test --release --test it peering_bucket -- --nocapture", Tests("peering_bucket")),
     ("docs/peering.md", "cargo test --release --test it peering_kept -- --nocapture", Tests("peering_kept")),
+    ("docs/peering.md", "cargo test --release --test it peering_capacity -- --nocapture", Tests("peering_capacity")),
+    ("docs/peering.md", "cargo test --release --test it peering_restarts -- --nocapture", Tests("peering_restarts")),
     ("docs/performance.md", "bash benches/compare.sh", Skip(MINUTES)),
     ("docs/performance.md", "bash benches/instructions.sh", Skip("needs valgrind, and a minute of load on a shared machine")),
     ("docs/performance.md", "python3 benches/rls_redis.py 3 3", Skip(MINUTES)),

@@ -164,6 +164,9 @@ mod peer_protocol;
 mod peering;
 /// Peered lockers sharing a token bucket on a simulated clock: the stated bound under saturation, a whole burst on one locker.
 mod peering_bucket;
+/// What exactness costs peered lockers in capacity, on a simulated clock: spare permits reach the demand, a pair's
+/// witness, one busy locker's share of the limit.
+mod peering_capacity;
 /// Issue 37 as a user runs it: the seed's limit on three real lockers whose
 /// peer links all pass through a proxy that delays them 40 to 70 ms.
 mod peering_delayed;
@@ -179,6 +182,9 @@ mod peering_members;
 mod peering_memory;
 /// Adding and removing a member on real lockers by the documented steps (configs, SIGHUP) under load: never over max.
 mod peering_reload;
+/// Real peered lockers with state files: a pair and a trio restarted with -9 serve their whole slot, and spare
+/// permits reach the demand.
+mod peering_restarts;
 /// Peered lockers splitting each slot by demand, on a simulated clock: a bursty
 /// or fast caller on one locker gets its whole quota, and load that moves adapts within a slot.
 mod peering_split;

@@ -230,7 +230,9 @@ impl FixedWindow {
             // Owning too few while peers may own spare permits, this locker
             // asks them, and the ask may be held while the gift comes;
             // otherwise sorry until the next slot, when it would fit.
-            if !over && terms.share.conserved() && tally.take(self.quota, slot, want.need(), terms.share) == Take::Short
+            if !over
+                && terms.share.conserved()
+                && tally.take(self.quota, slot, want.need(), terms.share, now) == Take::Short
             {
                 let retry_after = terms.share.charged_for().min(reset_after);
                 return Some(Ok(Verdict::sorry(max, free, retry_after, reset_after)));
@@ -238,7 +240,7 @@ impl FixedWindow {
             return Some(Ok(Verdict::sorry(max, free, reset_after, reset_after)));
         }
         let granted = want.grant(free);
-        match tally.take(self.quota, slot, granted, terms.share) {
+        match tally.take(self.quota, slot, granted, terms.share, now) {
             Take::Go => Some(Ok(Verdict::go(max, free - granted, reset_after, granted))),
             Take::Short | Take::Spent => Some(Ok(Verdict::sorry(max, free, reset_after, reset_after))),
         }

@@ -281,7 +281,7 @@ fn decide(
                     // lacks, so that a busy locker's rights double with
                     // each round trip.
                     let need = (want.need() - free).max(held).min(span.max);
-                    log.shared_mut().rights.want(span.window_of(now), need);
+                    log.shared_mut().rights.want(span.window_of(now), need, now.saturating_add(share.keeps_own_for()));
                     v.retry_after = share.charged_for();
                 }
                 return (v, None);

@@ -16,8 +16,8 @@
 //! (`raise`), so a late, lost or repeated message can delay permits but
 //! never make one. A short locker asks (`want`, cumulative too, so an ask
 //! decided again does not ask twice); each other member gives its part of
-//! a want out of what it can *spare*, unless it asked itself in the
-//! period.
+//! a want out of what it can *spare*, unless it asked itself lately (see
+//! `give`).
 //!
 //! What *spare* means, and what a gift does on arrival, is each kind's:
 //! - a fixed window's slot (`kinds::fixed::tally`): the permits it owns of
@@ -71,6 +71,9 @@ pub struct Exchange {
     /// grew since it was last noted for publishing.
     wanted: (u64, u32),
     wanted_new: bool,
+    /// Until when this locker keeps what it owns rather than give it: set
+    /// by its last want that grew (see `give`).
+    keeps_until: Nanos,
 }
 
 /// A step of `Exchange::give`, for the kind to act on.
@@ -88,7 +91,7 @@ impl Exchange {
     /// Empty again, keeping the memory.
     pub fn clear(&mut self) {
         self.trades.clear();
-        (self.wanted, self.wanted_new) = ((0, 0), false);
+        (self.wanted, self.wanted_new, self.keeps_until) = ((0, 0), false, 0);
     }
 
     /// Forgets the trades of periods before `from`, and the wants of
@@ -150,14 +153,25 @@ impl Exchange {
 
     /// Raises what this locker asks its peers for in `period` to `total`:
     /// what was asked is cumulative, so an ask decided again does not ask
-    /// twice. Returns whether it grew.
-    pub fn want(&mut self, period: u64, total: u32) -> bool {
+    /// twice. When it grows, this locker keeps what it owns until
+    /// `keep_until` (see `give`): its callers are still asking. Returns
+    /// whether it grew.
+    pub fn want(&mut self, period: u64, total: u32, keep_until: Nanos) -> bool {
         if self.wanted.0 != period {
             self.wanted = (period, 0);
         }
         let grew = raise(&mut self.wanted.1, total) > 0;
         self.wanted_new |= grew;
+        if grew {
+            self.keeps_until = keep_until;
+        }
         grew
+    }
+
+    /// Whether this locker asked for permits in `period` and keeps what it
+    /// owns at `now` (see `give`).
+    pub fn keeps_own(&self, period: u64, now: Nanos) -> bool {
+        self.wanted_in(period) > 0 && now < self.keeps_until
     }
 
     /// What this locker asked for, `(period, total)`, if that grew since
@@ -185,15 +199,29 @@ impl Exchange {
         self.trades.iter().any(|t| t.period == period && t.wanted > t.answered)
     }
 
-    /// Answers the wants of `period` not yet answered: gives each its part
-    /// (a share of what it lacks per other member, `others`, so that
-    /// together they give about what was asked, not that many times), out
-    /// of `spare`, unless this locker asked for some itself in the period:
-    /// it has callers of its own to serve, and keeps what it owns rather
-    /// than pass permits back and forth. `step` hears each want answered
-    /// and each gift, already counted as given.
-    pub fn give(&mut self, period: u64, mut spare: u32, others: u32, mut step: impl FnMut(&mut Exchange, Giving)) {
-        let asking = self.wanted_in(period) > 0;
+    /// Answers the wants of `period` not yet answered at `now`: gives each
+    /// its part (a share of what it lacks per other member, `others`, so
+    /// that together they give about what was asked, not that many times),
+    /// out of `spare`. Not while this locker itself asked lately (it keeps
+    /// its own until the time its last want set, a round trip or two):
+    /// its callers are asking too, and it keeps what it owns rather than
+    /// pass permits back and forth. A want left unanswered then is
+    /// answered when it is heard again (a short peer says so again at
+    /// each sorry), so that once this locker's own demand has ended, what
+    /// it was given and did not spend moves on to where the demand is.
+    /// `step` hears each want answered and each gift, already counted as
+    /// given.
+    pub fn give(
+        &mut self,
+        period: u64,
+        mut spare: u32,
+        others: u32,
+        now: Nanos,
+        mut step: impl FnMut(&mut Exchange, Giving),
+    ) {
+        if self.keeps_own(period, now) {
+            return;
+        }
         for i in 0..self.trades.len() {
             let Trade { period: p, node, wanted, answered, .. } = self.trades[i];
             if p != period || wanted <= answered {
@@ -201,7 +229,7 @@ impl Exchange {
             }
             self.trades[i].answered = wanted;
             step(self, Giving::Answering(node));
-            let n = if asking { 0 } else { (wanted - answered).div_ceil(others.max(1)).min(spare) };
+            let n = (wanted - answered).div_ceil(others.max(1)).min(spare);
             if n == 0 {
                 continue;
             }

@@ -42,8 +42,6 @@ pub struct Ledger {
     carried: i64,
     /// The period's wants and gifts (tokens, with as much room).
     exchange: Exchange,
-    /// When this locker last asked its peers for more.
-    wanted_at: Nanos,
     /// Wanted or gave since the last repair publish.
     touched: bool,
 }
@@ -61,7 +59,6 @@ impl Ledger {
             spent: 0,
             carried: 0,
             exchange: Exchange::default(),
-            wanted_at: 0,
             touched: false,
         }
     }
@@ -205,18 +202,20 @@ impl Ledger {
     /// ask is still unanswered and younger than `patience`: what was asked
     /// is cumulative, so an ask decided again does not ask twice, and a
     /// peer that had nothing spare is asked again once its room may have
-    /// refilled. Returns whether the ask grew.
+    /// refilled. For as long, this locker keeps its own tokens rather than
+    /// give them (see `Exchange::give`). Returns whether the ask grew.
     pub fn want(&mut self, now: Nanos, need: u32, patience: Nanos) -> bool {
         let (wanted, got) = (self.exchange.wanted_in(self.period), self.exchange.got_in(self.period));
         let unanswered = wanted > got;
-        if unanswered && now < self.wanted_at.saturating_add(patience) {
+        // Until then it also keeps its own (see `Exchange::give`).
+        if unanswered && self.exchange.keeps_own(self.period, now) {
             return false;
         }
         let from = if unanswered { wanted } else { got };
-        if !self.exchange.want(self.period, from.saturating_add(need)) {
+        if !self.exchange.want(self.period, from.saturating_add(need), now.saturating_add(patience)) {
             return false;
         }
-        (self.wanted_at, self.touched) = (now, true);
+        self.touched = true;
         true
     }
 
@@ -243,7 +242,7 @@ impl Ledger {
     /// total, which is what is published.
     pub fn give(&mut self, now: Nanos, depth: Nanos, others: u32, mut f: impl FnMut(NodeIx, u32)) {
         let mut exchange = std::mem::take(&mut self.exchange);
-        exchange.give(self.period, self.available(now, depth), others, |_, step| {
+        exchange.give(self.period, self.available(now, depth), others, now, |_, step| {
             if let Giving::Gave { node, n, total } = step {
                 self.reroom(now, depth, self.room - n, -i64::from(n));
                 self.touched = true;
@@ -356,6 +355,9 @@ mod tests {
         let mut asked = Ledger::new(0, DEPTH, 0, 0, 2);
         asked.want(0, 1, MS);
         asked.merge(0, DEPTH, 5, Counted::Wanted, 2);
-        asked.give(0, DEPTH, 1, |_, _| panic!("a locker that asked keeps its own"));
+        asked.give(0, DEPTH, 1, |_, _| panic!("a locker that asked lately keeps its own"));
+        let mut sent = Vec::new();
+        asked.give(MS, DEPTH, 1, |to, n| sent.push((to, n)));
+        assert_eq!(sent, [(5, 2)], "its own asks over, it gives what it holds");
     }
 }

@@ -68,7 +68,7 @@ impl Bucket {
             // Ask for as many as were granted, at least what is lacking, so
             // that a busy locker's share doubles with each round trip.
             let need = (want.need() - held).max(k.spent()).min(burst);
-            k.want(now, need, share.charged_for().saturating_mul(2));
+            k.want(now, need, share.keeps_own_for());
             retry_after = retry_after.min(share.charged_for());
         }
         Ok(Verdict::sorry(burst, held, retry_after, k.full_in(now)))

@@ -109,7 +109,7 @@ impl FixedWindow {
                 // A repeated want is answered too if it never was (it came
                 // early, before its slot began here).
                 if c.what == Counted::Wanted && share.conserved() {
-                    t.give(quota, slot, share, |to, n| give(key, slot, to, n));
+                    t.give(quota, slot, share, now, |to, n| give(key, slot, to, n));
                 }
                 changed
             }

@@ -25,6 +25,7 @@
 use crate::core::limit::Quota;
 use crate::core::share::exchange::{Exchange, Giving};
 use crate::core::share::{raise, Counted, NodeIx, Share};
+use crate::core::time::Nanos;
 
 mod count;
 pub use count::InlineCount;
@@ -303,14 +304,15 @@ impl<'a> TallyMut<'a> {
     /// (`TallyRef::owned`). A peered locker that owns too few while permits
     /// may be left elsewhere asks its peers for the rest (`Take::Short`).
     #[inline]
-    pub fn take(&mut self, quota: Quota, slot: u64, cost: u32, share: Share) -> Take {
+    pub fn take(&mut self, quota: Quota, slot: u64, cost: u32, share: Share, now: Nanos) -> Take {
         if cost > self.get().remaining(quota.max_requests()) {
             return Take::Spent;
         }
         if share.conserved() {
             let owned = self.get().owned(quota, slot, share);
             if cost > owned {
-                self.want((cost - owned).max(self.count.own).min(quota.max_requests()));
+                let need = (cost - owned).max(self.count.own).min(quota.max_requests());
+                self.want(need, now.saturating_add(share.keeps_own_for()));
                 return Take::Short;
             }
         }
@@ -342,10 +344,11 @@ impl<'a> TallyMut<'a> {
     /// ask decided again does not ask twice. The caller asks for as many
     /// as it granted so far (at least what the ask lacks), so that a busy
     /// locker's permits double with each round trip rather than come one
-    /// by one.
-    fn want(&mut self, need: u32) {
+    /// by one. It keeps what it owns until `keep_until` (see
+    /// `Exchange::give`).
+    fn want(&mut self, need: u32, keep_until: Nanos) {
         let exchange = &mut self.peered().exchange;
-        exchange.want(SLOT, exchange.got_in(SLOT).saturating_add(need));
+        exchange.want(SLOT, exchange.got_in(SLOT).saturating_add(need), keep_until);
         // Still short: the next repair says so again, in case the want or
         // the gift was lost.
         self.count.set(InlineCount::TOUCHED, true);
@@ -372,16 +375,16 @@ impl<'a> TallyMut<'a> {
     }
 
     /// Gives peers what they asked for and this locker can spare of the
-    /// permits it owns of `slot` (see `Exchange::give`); `f` hears each
+    /// permits it owns of `slot` at `now` (see `Exchange::give`); `f` hears each
     /// gift as the receiver's cumulative total, already taken off this
     /// locker's own.
-    pub fn give(&mut self, quota: Quota, slot: u64, share: Share, mut f: impl FnMut(NodeIx, u32)) {
+    pub fn give(&mut self, quota: Quota, slot: u64, share: Share, now: Nanos, mut f: impl FnMut(NodeIx, u32)) {
         let Some(p) = self.get().peered else { return };
-        if p.exchange.wanted_in(SLOT) > 0 || !p.exchange.unanswered(SLOT) {
+        if !p.exchange.unanswered(SLOT) || p.exchange.keeps_own(SLOT, now) {
             return;
         }
         let spare = self.get().owned(quota, slot, share);
-        self.peered().exchange.give(SLOT, spare, share.members.saturating_sub(1), |_, step| {
+        self.peered().exchange.give(SLOT, spare, share.members.saturating_sub(1), now, |_, step| {
             if let Giving::Gave { node, total, .. } = step {
                 f(node, total);
             }

@@ -89,7 +89,7 @@ impl RollingWindow {
         let rights = &mut log.shared_mut().rights;
         let mut f = |w, to, n| give(key, w, to, n);
         if c.what == Counted::Wanted {
-            rights.give(window, spare, initial, share.members.saturating_sub(1), &mut f);
+            rights.give((window, now), spare, initial, share.members.saturating_sub(1), &mut f);
         } else {
             rights.renew(window, node, initial, &mut f);
         }

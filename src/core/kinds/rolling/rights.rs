@@ -31,8 +31,8 @@
 //! it comes back to its giver two windows after the last window in which
 //! its receiver did (idle, cut off or dead since). A locker that needs rights
 //! asks like any other, and any locker with spare rights of its own share
-//! gives to a peer that asks, unless it asked for rights itself in the
-//! window.
+//! gives to a peer that asks, unless it asked for rights itself lately
+//! (see `Exchange::give`).
 //!
 //! Pure arithmetic: no clock, no names, no wire format.
 //!
@@ -43,6 +43,7 @@
 
 use crate::core::share::exchange::{Exchange, Giving};
 use crate::core::share::{Counted, NodeIx};
+use crate::core::time::Nanos;
 
 /// Own grants that still count, by the window of their stamps.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -150,9 +151,10 @@ impl Rights {
 
     /// Asks the peers for `need` rights more than they gave for `window`,
     /// unless that many are asked already: what was asked is cumulative,
-    /// so an ask decided again does not ask twice.
-    pub fn want(&mut self, window: u64, need: u32) {
-        self.exchange.want(window, self.exchange.got_in(window).saturating_add(need));
+    /// so an ask decided again does not ask twice. It keeps its own until
+    /// `keep_until` (see `Exchange::give`).
+    pub fn want(&mut self, window: u64, need: u32, keep_until: Nanos) {
+        self.exchange.want(window, self.exchange.got_in(window).saturating_add(need), keep_until);
         // Still short: the next repair says so again, in case the want or
         // the gift was lost.
         self.touched = true;
@@ -190,11 +192,18 @@ impl Rights {
     /// `initial` than it has not lent; a right is lent only by the member
     /// whose share it is, so that it is in one place at a time: a receiver
     /// that passed on what it was lent could renew it after its own lender
-    /// stopped). `f` hears each new total given, as for `renew`.
-    pub fn give(&mut self, window: u64, spare: u32, initial: u32, others: u32, mut f: impl FnMut(u64, NodeIx, u32)) {
+    /// stopped), at `now`. `f` hears each new total given, as for `renew`.
+    pub fn give(
+        &mut self,
+        (window, now): (u64, Nanos),
+        spare: u32,
+        initial: u32,
+        others: u32,
+        mut f: impl FnMut(u64, NodeIx, u32),
+    ) {
         let lendable = u64::from(initial).saturating_sub(lent(&self.exchange, &self.earlier, window)) as u32;
         let (earlier, touched) = (&self.earlier, &mut self.touched);
-        self.exchange.give(window, spare.min(lendable), others, |ex, step| match step {
+        self.exchange.give(window, spare.min(lendable), others, now, |ex, step| match step {
             Giving::Answering(node) => *touched |= renew(ex, earlier, (window, node, initial), &mut f),
             Giving::Gave { node, total, .. } => {
                 *touched = true;
@@ -282,11 +291,11 @@ mod tests {
     #[test]
     fn a_gift_is_given_before_it_is_published_and_lent_for_two_windows() {
         let (mut giver, mut taker) = (Rights::default(), Rights::default());
-        taker.want(7, 3);
+        taker.want(7, 3, 0);
         assert_eq!(taker.take_wanted_new(), Some((7, 3)));
         assert!(giver.merge(7, B, Counted::Wanted, 3));
         let mut sent = Vec::new();
-        giver.give(7, 2, 2, 2, |w, to, n| sent.push((w, to, n)));
+        giver.give((7, 0), 2, 2, 2, |w, to, n| sent.push((w, to, n)));
         assert_eq!(sent, [(7, B, 2), (8, B, 2)], "half of 3 each, of 2 other members, rounded up; on into window 8");
         assert_eq!(giver.free(7, 2, OwnGrants::default()), 0, "taken off before it left");
         assert!(taker.merge(7, A, Counted::Gave(ME), 2));
@@ -310,7 +319,7 @@ mod tests {
     fn a_resumed_run_holds_what_its_earlier_run_did_not_lend_or_use() {
         let mut earlier = Rights::default();
         earlier.merge(7, B, Counted::Wanted, 4);
-        earlier.give(7, 3, 3, 2, |_, _, _| {});
+        earlier.give((7, 0), 3, 3, 2, |_, _, _| {});
         earlier.merge(7, A, Counted::Gave(ME), 1);
         let mut kept = Vec::new();
         earlier.own_figures(7, |w, lent, got| kept.push((w, lent, got)));
@@ -323,7 +332,7 @@ mod tests {
         assert_eq!(resumed.free_resumed(8, 3, held, 0), 1, "still lent");
         let mut sent = Vec::new();
         resumed.merge(7, B, Counted::Wanted, 9);
-        resumed.give(7, 5, 3, 1, |w, to, n| sent.push((w, to, n)));
+        resumed.give((7, 0), 5, 3, 1, |w, to, n| sent.push((w, to, n)));
         assert_eq!(sent[0], (7, B, 1), "it lends only what its earlier run did not");
         resumed.prune(9);
         assert_eq!(resumed.free_resumed(9, 3, held, 0), 0, "what both runs lent for window 8 counts in 9");
@@ -346,16 +355,23 @@ mod tests {
         assert_eq!(sent.len(), 2, "once");
         let mut short = Rights::default();
         short.merge(7, ME, Counted::Gave(B), 2);
-        short.want(8, 1);
+        short.want(8, 1, 10);
         short.merge(8, B, Counted::Wanted, 3);
         let mut sent = Vec::new();
-        short.give(8, 5, 5, 1, |w, to, n| sent.push((w, to, n)));
-        assert_eq!(sent, [(8, B, 2), (9, B, 2)], "a locker that asked renews, and gives no more");
+        short.give((8, 0), 5, 5, 1, |w, to, n| sent.push((w, to, n)));
+        assert_eq!(sent, [(8, B, 2), (9, B, 2)], "a locker that asked lately renews, and gives no more");
+        sent.clear();
+        short.give((8, 10), 5, 5, 1, |w, to, n| sent.push((w, to, n)));
+        assert_eq!(
+            sent,
+            [(8, B, 5), (9, B, 5)],
+            "its own asks over, it gives the 3 it can spare on top of the 2 renewed"
+        );
         let mut taker = Rights::default();
         taker.merge(8, A, Counted::Gave(ME), 3);
         taker.merge(8, B, Counted::Wanted, 3);
         let mut sent = Vec::new();
-        taker.give(8, 4, 1, 1, |w, to, n| sent.push((w, to, n)));
+        taker.give((8, 0), 4, 1, 1, |w, to, n| sent.push((w, to, n)));
         assert_eq!(sent, [(8, B, 1), (9, B, 1)], "its own one right, not what it was lent");
     }
 }

@@ -175,8 +175,9 @@ fn a_starting_locker_serves_on_the_middle_clock_from_its_first_grant() {
 
 /// A locker of one peer whose state file named an earlier run of it,
 /// joined at `T0 + 5 ms`; `distrusted` when the file came from before a
-/// reboot.
-fn restarted_with_a_file(distrusted: bool) -> PeerView {
+/// reboot. Its peer tells of the earlier run `told` (as a peer that heard
+/// it does), if any.
+fn restarted_with_a_file(distrusted: bool, told: Option<Nanos>) -> PeerView {
     let mut p = peering(1);
     p.nodes_mut().kept_runs([("a", T0 - 1000 * MS)].into_iter());
     if distrusted {
@@ -184,6 +185,9 @@ fn restarted_with_a_file(distrusted: bool) -> PeerView {
     }
     drain(&mut p, T0);
     p.on_heartbeat(T0, 0, &node("b", 1), beat(T0, false));
+    if let Some(run) = told {
+        p.nodes_mut().resolve(T0, 0, &node("a", run)).unwrap();
+    }
     p.on_snapshot_done(T0 + 5 * MS, 0, &node("b", 1));
     assert!(!p.is_joining());
     p.view(T0 + 5 * MS)
@@ -191,11 +195,21 @@ fn restarted_with_a_file(distrusted: bool) -> PeerView {
 
 #[test]
 fn a_file_from_before_a_reboot_resumes_nothing_and_owns_none_of_the_slots_under_way() {
-    let trusted = restarted_with_a_file(false);
+    let trusted = restarted_with_a_file(false, None);
     assert!(trusted.resumes, "the file kept every grant and gift of the earlier run");
-    let after_reboot = restarted_with_a_file(true);
+    let after_reboot = restarted_with_a_file(true, None);
     assert!(!after_reboot.resumes, "its tail may never have reached the disk");
     assert_eq!(after_reboot.owns_from, T0 + 5 * MS, "owns the slots that begin once it joined, no earlier one");
+}
+
+#[test]
+fn a_restart_whose_file_kept_the_earlier_run_its_peer_knew_resumes_the_slot_under_way() {
+    let known = restarted_with_a_file(false, Some(T0 - 1000 * MS));
+    assert!(known.resumes, "the peer's run is the one the file kept");
+    assert_eq!(known.owns_from, 0, "it owns what its earlier run left of the slot under way");
+    let unkept = restarted_with_a_file(false, Some(T0 - 500 * MS));
+    assert!(!unkept.resumes, "a run the file did not keep wrote elsewhere, or nowhere");
+    assert_eq!(unkept.owns_from, T0 + 5 * MS, "none of the slot under way");
 }
 
 /// A locker with one limit of `algorithm`, 99 per second.

@@ -13,7 +13,7 @@ fn slots_are_half_a_cache_line() {
 fn take(t: &mut KeyTable, key: &str, n: u32) {
     for _ in 0..n {
         let big = crate::core::limit::Quota::new(1_000_000, 1.0).unwrap();
-        assert!(t.get_or_insert(key).take(big, 0, 1, crate::core::Share::ALONE).is_go());
+        assert!(t.get_or_insert(key).take(big, 0, 1, crate::core::Share::ALONE, 0).is_go());
     }
 }
 
