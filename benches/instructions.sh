@@ -10,6 +10,7 @@
 #
 #   bash benches/instructions.sh            # about two minutes; needs valgrind
 #   SHORT=3s LONG=9s bash benches/instructions.sh
+#   SERVER=/path/to/other/locker bash benches/instructions.sh
 #
 # Load goes to 127.0.0.1 only.
 set -euo pipefail
@@ -20,6 +21,9 @@ LONG=${LONG:-6s}
 command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
 cargo build --release --quiet --bin locker --example echo_server
 LOCKER=target/release/locker
+# The locker measured, by default this build (another build, an earlier
+# commit's, say, is loaded by this build's `locker bench`).
+SERVER=${SERVER:-$LOCKER}
 ECHO=target/release/examples/echo_server
 OUT=$(mktemp -d)
 PID=
@@ -72,6 +76,6 @@ per_request() {
 export LOCKER_LOG=warn
 SERVE=(serve --bind 'tcp://127.0.0.1:*' --max-requests 1000000000 --in-seconds 86400)
 per_request "bare REP echo" "$ECHO" 'tcp://127.0.0.1:*'
-per_request "locker, --max-parked 0 (REP)" "$LOCKER" "${SERVE[@]}" --max-parked 0
+per_request "locker, --max-parked 0 (REP)" "$SERVER" "${SERVE[@]}" --max-parked 0
 per_request "bare ROUTER echo" "$ECHO" 'tcp://127.0.0.1:*' 2 router
-per_request "locker, default (ROUTER)" "$LOCKER" "${SERVE[@]}"
+per_request "locker, default (ROUTER)" "$SERVER" "${SERVE[@]}"

@@ -42,6 +42,11 @@ pub enum Health {
     /// Answering, but granting nothing from shares: a peer names another
     /// member set (docs/peering.md, "One member set").
     MemberSetMismatch,
+    /// Answering, but granting nothing from shares while a change of the
+    /// member set settles: this locker's or a peer's set changed, and not
+    /// every member has stated the new one yet (docs/peering.md, "Adding
+    /// or removing a member").
+    MemberSetSettling,
     /// Asked to stop; the loop is finishing.
     Stopping,
 }
@@ -55,6 +60,7 @@ impl Health {
             Health::Refusing => "refusing",
             Health::StoreDown => "store-down",
             Health::MemberSetMismatch => "member-set-mismatch",
+            Health::MemberSetSettling => "member-set-settling",
             Health::Stopping => "stopping",
         }
     }
@@ -103,8 +109,9 @@ pub struct Snapshot {
     /// This locker's name among its peers; `None` when not peered.
     pub node: Option<String>,
     pub peers: Vec<PeerSnapshot>,
-    /// Why the member sets differ, while a peer names another one.
-    pub set_mismatch: Option<String>,
+    /// Why this locker grants from no share over the member set, while it
+    /// does: a peer names another one, or a change of it settles.
+    pub member_set_why: Option<String>,
     /// How far this locker moved its clock to the middle of its peers'.
     pub clock_correction_seconds: f64,
     /// Asks held now, held since start, and held then answered go.

@@ -88,6 +88,11 @@ pub struct StatsReply {
     /// grants nothing from shares until they agree (absent when not).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub member_set_mismatch: bool,
+    /// Whether this locker grants nothing from shares while a change of
+    /// the member set settles, its own or a peer's (absent when not; see
+    /// docs/peering.md, "Adding or removing a member").
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub member_set_settling: bool,
     /// The peers this locker declared dead (absent when none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub declared_dead: Vec<String>,

@@ -116,6 +116,29 @@ fn four_fixed_windows_one_listing_the_old_trio_never_grant_more_than_max_in_a_sl
     }
 }
 
+/// Node 2 of the four, listing the old trio, is told the four by a reload
+/// (SIGHUP's `step::repeer`): its set changed, so it grants from no share
+/// and says it is settling, in its stats as in its heartbeats, until every
+/// peer has stated the new set; then no node reports a mismatch or a
+/// settling set.
+#[test]
+fn a_reloaded_member_set_reports_settling_until_every_peer_states_it() {
+    let old = Rc::new(Cell::new(true));
+    let mut g = group(fixed(MAX as u32, 4000), old_trio_on_node_2(old.clone()));
+    g.advance(2000 * MS);
+    assert!(sim_stats(&mut g, 2).member_set_mismatch, "the old trio against the four");
+    old.set(false);
+    let (now, four) = (g.clock(2), ["node-0", "node-1", "node-3"].map(Into::into).to_vec());
+    locker::service::step::repeer(g.service(2), now, four);
+    let s = sim_stats(&mut g, 2);
+    assert!(s.member_set_settling && !s.member_set_mismatch, "reloaded, not yet stated by every peer: {s:?}");
+    g.advance(1000 * MS);
+    for i in 0..4 {
+        let s = sim_stats(&mut g, i);
+        assert!(!s.member_set_mismatch && !s.member_set_settling, "node {i}: {s:?}");
+    }
+}
+
 #[test]
 fn four_rolling_windows_one_listing_the_old_trio_never_grant_more_than_max_in_any_interval() {
     let old = Rc::new(Cell::new(true));

@@ -51,11 +51,13 @@ pub fn snapshot(service: &Service, now: Nanos, stopping: bool) -> Snapshot {
     });
     let store_down = store.as_ref().is_some_and(|s| !s.up);
     let set_mismatch = peering.and_then(set_mismatch);
+    let settling = peering.and_then(settling);
     let health = match (stopping, peering.is_some_and(|p| p.is_joining()), status.refusing.is_some()) {
         (true, _, _) => Health::Stopping,
         (false, _, true) => Health::Refusing,
         _ if store_down => Health::StoreDown,
         _ if set_mismatch.is_some() => Health::MemberSetMismatch,
+        _ if settling.is_some() => Health::MemberSetSettling,
         (false, true, false) => Health::Joining,
         (false, false, false) => Health::Serving,
     };
@@ -73,7 +75,7 @@ pub fn snapshot(service: &Service, now: Nanos, stopping: bool) -> Snapshot {
         held: status.held,
         held_go: status.held_go,
         store,
-        set_mismatch,
+        member_set_why: set_mismatch.or(settling),
         ..Snapshot::default()
     };
     if let Some(p) = peering {
@@ -111,6 +113,21 @@ fn set_mismatch(p: &Peering) -> Option<String> {
     let each: Vec<String> =
         differ.map(|(ix, s)| format!("{} counts {}", s.name, members.stated(ix).map_or(0, |m| m.members))).collect();
     Some(format!("peers name another member set than this locker ({ours} members): {}", each.join(", ")))
+}
+
+/// Why this locker grants from no share while a change of the member set
+/// settles, while it does (see `MemberAgreement::settling`).
+fn settling(p: &Peering) -> Option<String> {
+    let members = p.members();
+    if !members.refuses() || members.differs() {
+        return None;
+    }
+    Some(if members.settling() {
+        "this locker's member set changed: it grants from no share until every peer has stated the new one".into()
+    } else {
+        "a peer's member set changed: this locker grants from no share until that peer has heard every member state it"
+            .into()
+    })
 }
 
 #[cfg(test)]

@@ -191,7 +191,7 @@ pub fn answer(request: Result<HttpRequest, Refusal>, mailbox: &Mailbox, uptime_s
             // While a store node fails, or the member sets differ, the
             // second line says which and why.
             let store = snapshot.store.as_ref().and_then(|s| s.down.as_deref());
-            let why = store.or(snapshot.set_mismatch.as_deref()).map(|d| format!("{d}\n"));
+            let why = store.or(snapshot.member_set_why.as_deref()).map(|d| format!("{d}\n"));
             HttpResponse::text(status, &format!("{}\n{}", snapshot.health.name(), why.unwrap_or_default()))
         }
     };
@@ -346,11 +346,19 @@ mod tests {
         let why = "peers name another member set than this locker (4 members): tcp://c:1 counts 3";
         mailbox.offer(Snapshot {
             health: Health::MemberSetMismatch,
-            set_mismatch: Some(why.into()),
+            member_set_why: Some(why.into()),
             ..Snapshot::default()
         });
         let mismatch = answer_to(probe, &mailbox);
         assert_eq!((mismatch.status, mismatch.body), (503, format!("member-set-mismatch\n{why}\n")));
+        let why = "this locker's member set changed: it grants from no share until every peer has stated the new one";
+        mailbox.offer(Snapshot {
+            health: Health::MemberSetSettling,
+            member_set_why: Some(why.into()),
+            ..Snapshot::default()
+        });
+        let settling = answer_to(probe, &mailbox);
+        assert_eq!((settling.status, settling.body), (503, format!("member-set-settling\n{why}\n")));
     }
 
     #[test]
