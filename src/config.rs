@@ -423,7 +423,9 @@ impl PeerSpec {
     pub fn parse(text: &str) -> Result<PeerSpec, KeyError> {
         Ok(match text.split_once('=') {
             None => PeerSpec { endpoint: text.to_owned(), key: None },
-            Some((endpoint, key)) => PeerSpec { endpoint: endpoint.to_owned(), key: Some(curve::server_key(key)?) },
+            Some((endpoint, key)) => {
+                PeerSpec { endpoint: endpoint.to_owned(), key: Some(curve::public_key(key, "--peer")?) }
+            }
         })
     }
 }
@@ -818,7 +820,8 @@ fn resolve_curve(s: &Settings) -> Result<Option<ServerCurve>, ConfigError> {
     };
     let keys = KeyPair::load(secret).map_err(|e| s.at("curve_secret_key", e.into()))?;
     let clients = clients.map(|c| Allowlist::load(c)).transpose().map_err(|e| s.at("curve_clients", e.into()))?;
-    let admins = s.admin_keys.iter().flatten().map(|k| curve::server_key(k)).collect::<Result<Vec<_>, _>>();
+    let admins =
+        s.admin_keys.iter().flatten().map(|k| curve::public_key(k, "admin_keys")).collect::<Result<Vec<_>, _>>();
     let admins = Allowlist::of(admins.map_err(|e| s.at("admin_keys", e.into()))?);
     Ok(Some(ServerCurve { keys, clients, admins }))
 }

@@ -30,6 +30,8 @@ pub enum KeyError {
     Write { path: String, source: std::io::Error },
     #[error("{origin}: not a CURVE key (expected {Z85_CHARS} Z85 characters, got {got:?})")]
     NotZ85 { origin: String, got: String },
+    #[error("{origin}: {got:?} is no file, nor a CURVE key in Z85 ({Z85_CHARS} characters)")]
+    NoKey { origin: String, got: String },
     #[error("{0}: holds no key")]
     Empty(String),
     #[error("{0}: holds more than one key")]
@@ -202,14 +204,17 @@ impl ClientCurve {
     }
 }
 
-/// A server key given on the command line: a file, or the key itself in Z85.
-pub fn server_key(file_or_z85: &str) -> Result<PublicKey, KeyError> {
+/// A public key given as `origin` (the flag or setting that named it, for
+/// errors): a file, or the key itself in Z85. Text that is neither says
+/// so, naming `origin`: a peer's key file that is missing is reported
+/// against `--peer`, not against another flag.
+pub fn public_key(file_or_z85: &str, origin: &str) -> Result<PublicKey, KeyError> {
     let path = Path::new(file_or_z85);
     if path.exists() {
-        PublicKey::load(path)
-    } else {
-        PublicKey::from_z85(file_or_z85, "--server-key")
+        return PublicKey::load(path);
     }
+    PublicKey::from_z85(file_or_z85, origin)
+        .map_err(|_| KeyError::NoKey { origin: origin.to_owned(), got: file_or_z85.to_owned() })
 }
 
 fn shown(path: &Path) -> String {

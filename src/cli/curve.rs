@@ -24,7 +24,7 @@ impl CurveArgs {
     /// The CURVE settings, when the flags ask for CURVE.
     pub(crate) fn load(&self) -> Result<Option<ClientCurve>, curve::KeyError> {
         let (Some(server), Some(client)) = (&self.server_key, &self.client_key) else { return Ok(None) };
-        Ok(Some(ClientCurve { server: curve::server_key(server)?, keys: KeyPair::load(client)? }))
+        Ok(Some(ClientCurve { server: curve::public_key(server, "--server-key")?, keys: KeyPair::load(client)? }))
     }
 }
 

@@ -164,7 +164,8 @@ fn a_peer_may_name_its_public_key_when_curve_is_on() {
     let key = KeyPair::generate().unwrap().public;
     let spec = format!("tcp://b:7778={}", key.to_z85());
     assert_eq!(PeerSpec::parse(&spec).unwrap(), PeerSpec { endpoint: "tcp://b:7778".into(), key: Some(key) });
-    assert!(PeerSpec::parse("tcp://b:7778=/nonexistent.pub").is_err());
+    let missing = PeerSpec::parse("tcp://b:7778=/nonexistent.pub").unwrap_err().to_string();
+    assert_eq!(missing, "--peer: \"/nonexistent.pub\" is no file, nor a CURVE key in Z85 (40 characters)");
     let flags = Flags { peer_bind: Some("tcp://*:1".into()), peers: Some(vec![spec]), ..Flags::default() };
     let plain = ServeConfig::resolve(flags, FileConfig::default());
     assert!(matches!(plain, Err(ConfigError::PeerKeyWithoutSecret(e)) if e == "tcp://b:7778"));

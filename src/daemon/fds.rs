@@ -18,7 +18,15 @@
 //! longer readable, and the refused client reconnects on its own back-off
 //! (ZeroMQ's `ZMQ_RECONNECT_IVL`); each refusal is counted once, and a
 //! monitor on the serving socket lets the loop log them at most once a
-//! second. Nothing here decides go or sorry.
+//! second.
+//!
+//! The same monitor, under CURVE, reports handshakes that failed before
+//! any request: a plain client at a CURVE locker, or one holding another
+//! server key. ZeroMQ tells such a client nothing (it only gets no
+//! answer), so the locker's log is where an operator looks: each is
+//! counted, and logged at most once a second too. (A key the allowlist
+//! refuses is logged by the ZAP handler, `daemon::zap`.) Nothing here
+//! decides go or sorry.
 
 use std::time::{Duration, Instant};
 
@@ -61,24 +69,31 @@ pub fn raise_open_files() -> Option<(u64, u64)> {
 /// Where the serving socket's accept failures are reported.
 const MONITOR: &str = "inproc://locker-accept-failures";
 
-/// Watches the serving socket for connections it could not accept.
+/// Watches the serving socket for connections it could not accept, and
+/// under CURVE for handshakes that failed.
 pub struct AcceptWatch {
     events: zmq::Socket,
     failed: u64,
     last_logged: Option<Instant>,
+    handshakes_failed: u64,
+    last_handshake_logged: Option<Instant>,
 }
 
 impl AcceptWatch {
-    /// Starts watching `socket`, which lives in `ctx`, and puts a
-    /// descriptor in reserve for refusing what cannot be accepted.
-    pub fn start(ctx: &zmq::Context, socket: &zmq::Socket) -> zmq::Result<AcceptWatch> {
+    /// Starts watching `socket`, which lives in `ctx` (and its CURVE
+    /// handshakes when `curve`), and puts a descriptor in reserve for
+    /// refusing what cannot be accepted.
+    pub fn start(ctx: &zmq::Context, socket: &zmq::Socket, curve: bool) -> zmq::Result<AcceptWatch> {
         if !refusal::hold_reserve() {
             warn!("no descriptor to hold in reserve: at the open-files limit, libzmq will retry accepts in a spin");
         }
-        socket.monitor(MONITOR, zmq::SocketEvent::ACCEPT_FAILED as i32)?;
+        let handshakes =
+            zmq::SocketEvent::HANDSHAKE_FAILED_NO_DETAIL as i32 | zmq::SocketEvent::HANDSHAKE_FAILED_PROTOCOL as i32;
+        let watched = zmq::SocketEvent::ACCEPT_FAILED as i32 | if curve { handshakes } else { 0 };
+        socket.monitor(MONITOR, watched)?;
         let events = ctx.socket(zmq::PAIR)?;
         events.connect(MONITOR)?;
-        Ok(AcceptWatch { events, failed: 0, last_logged: None })
+        Ok(AcceptWatch { events, failed: 0, last_logged: None, handshakes_failed: 0, last_handshake_logged: None })
     }
 
     /// For the loop's poll.
@@ -90,15 +105,20 @@ impl AcceptWatch {
     /// returns how many connections were refused since start for want of
     /// a descriptor (each once, however often libzmq tried it).
     pub fn read(&mut self) -> u64 {
-        let before = self.failed;
+        let (before, handshakes_before) = (self.failed, self.handshakes_failed);
         let mut errno = 0;
         while let Ok(event) = self.events.recv_multipart(zmq::DONTWAIT) {
-            // Frame 1: the event (u16) and its value (u32, here the errno), in host order.
-            if let Some(head) = event.first().filter(|f| f.len() >= 6) {
-                errno = u32::from_ne_bytes([head[2], head[3], head[4], head[5]]);
-                self.failed += 1;
+            // Frame 1: the event (u16) and its value (u32: the errno, or
+            // the protocol error), in host order.
+            let Some(head) = event.first().filter(|f| f.len() >= 6) else { continue };
+            let value = u32::from_ne_bytes([head[2], head[3], head[4], head[5]]);
+            if u16::from_ne_bytes([head[0], head[1]]) == zmq::SocketEvent::ACCEPT_FAILED as u16 {
+                (errno, self.failed) = (value, self.failed + 1);
+            } else {
+                self.handshakes_failed += 1;
             }
         }
+        self.log_handshakes(handshakes_before);
         let refused = refusal::refused();
         let due = self.last_logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
         if self.failed > before && due {
@@ -112,6 +132,20 @@ impl AcceptWatch {
             );
         }
         refused
+    }
+
+    /// Logs the CURVE handshakes that failed since `before` was the count,
+    /// at most once a second.
+    fn log_handshakes(&mut self, before: u64) {
+        let due = self.last_handshake_logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
+        if self.handshakes_failed > before && due {
+            self.last_handshake_logged = Some(Instant::now());
+            warn!(
+                failed = self.handshakes_failed,
+                "a client's CURVE handshake failed: a plain client, or one with another server key; \
+                 ZeroMQ tells it nothing, so it sees no answer"
+            );
+        }
     }
 }
 

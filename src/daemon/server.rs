@@ -236,7 +236,8 @@ impl Server {
             transport::bind_serving_with(&ctx, kind, &config.bind, config.max_message_size, |socket| {
                 keys.map_or(Ok(()), |k| zap::secure_rep(socket, k))
             })?;
-        let accepts = AcceptWatch::start(&ctx, &socket).map_err(zmq_err("watching the serving socket's accepts"))?;
+        let accepts = AcceptWatch::start(&ctx, &socket, keys.is_some())
+            .map_err(zmq_err("watching the serving socket's accepts"))?;
         let rls = match &config.rls {
             Some(rc) => {
                 // The gRPC side asks through the serving socket, as any
