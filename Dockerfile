@@ -36,12 +36,15 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
 FROM debian:${DEBIAN_SNAPSHOT}-slim
 # libzmq and libsodium are linked statically; the binary needs only libc
 # and libstdc++, which the slim image has.
-RUN groupadd --system locker \
-    && useradd --system --gid locker --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin locker \
+# A fixed numeric uid and gid, so that Kubernetes' runAsNonRoot can tell
+# the user is not root (it cannot from a name) and the manifests'
+# runAsUser and fsGroup name the same ids (deploy/kubernetes).
+RUN groupadd --gid 10001 locker \
+    && useradd --uid 10001 --gid locker --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin locker \
     && mkdir -p /etc/locker
 COPY --from=build /usr/local/bin/locker /usr/local/bin/locker
 COPY contrib/locker.toml /etc/locker/locker.toml
-USER locker:locker
+USER 10001:10001
 # 7777: the REP socket clients ask; 9090: metrics and health, as the
 # image's config binds them (a mounted file that binds neither needs
 # `--bind 'tcp://*:7777' --metrics-bind 0.0.0.0:9090`, as the compose file
