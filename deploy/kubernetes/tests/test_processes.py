@@ -1,0 +1,297 @@
+"""The rendered pods' command lines, and the image's, run as local processes.
+
+The trio: the rendered StatefulSet's command and arguments for locker-0,
+locker-1 and locker-2 (the pod's name put in for `$(POD_NAME)`, as the
+kubelet does), with only the endpoints moved to loopback: each pod's
+listeners on free ports of 127.0.0.1, `locker-N.locker-peers` in the
+ConfigMap's files resolved to 127.0.0.1 and pod N's peer port, and the
+mounts (the ConfigMap's folder, each pod's state volume) to folders of the
+test. Every other flag is kept. The three join and serve; clients ask each
+of them without pause (the plain form, `let me go`, which the default limit
+of the rendered files answers: 100 per 1 s slot); the members are then
+restarted one at a time, highest ordinal first, as a rolling update does
+(SIGTERM, wait for the exit, start the same command line, wait for
+`/health` to say serving); and no slot may hold more go than the limit. A
+go counts in a slot only when its ask and its answer both fall inside it,
+since slots are wall-clock slots aligned to the epoch.
+
+The image: the Dockerfile's ENTRYPOINT with its config file (the COPY that
+puts contrib/locker.toml at /etc/locker/locker.toml), the file's endpoints
+moved to loopback; it must start, serve and answer go, and its HEALTHCHECK
+command must say so.
+
+Nothing sleeps to wait for readiness: each wait polls with a deadline.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+import tomllib
+import urllib.error
+import urllib.request
+from pathlib import Path, PurePosixPath
+from typing import Dict, List, Tuple
+
+import pytest
+import yaml
+import zmq
+
+from test_manifests import LOCKER, ROOT, config_files, container, one, pod_args, pod_config, render
+
+DEADLINE = 15.0  # seconds any one wait may take before the test fails
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Process:
+    """A locker started from a command line; ready once it printed
+    `listening on ...` (it does once bound) and its /health says serving."""
+
+    def __init__(self, argv: List[str], metrics: str, log: Path) -> None:
+        self.argv, self.metrics, self.log = argv, metrics, log
+        self.start()
+
+    def start(self) -> None:
+        self.err = open(self.log, "a")
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=self.err, text=True)
+        lines: "queue.Queue[str]" = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(l) for l in self.proc.stdout], daemon=True).start()
+        try:
+            line = lines.get(timeout=DEADLINE)
+        except queue.Empty:
+            pytest.fail(f"no `listening on` within {DEADLINE} s: {self.log.read_text()}")
+        assert line.startswith("listening on "), f"{line!r}: {self.log.read_text()}"
+
+    def health(self) -> str:
+        try:
+            with urllib.request.urlopen(f"http://{self.metrics}/health", timeout=2) as r:
+                return r.read().decode().split("\n")[0]
+        except urllib.error.HTTPError as e:
+            return e.read().decode().split("\n")[0]
+        except OSError as e:
+            return f"no answer: {e}"
+
+    def wait_serving(self) -> None:
+        end = time.monotonic() + DEADLINE
+        while (state := self.health()) != "serving":
+            assert time.monotonic() < end, f"{self.argv}: /health says {state!r} after {DEADLINE} s: {self.log.read_text()}"
+            time.sleep(0.02)
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(DEADLINE)
+        finally:
+            self.err.close()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.err.close()
+
+
+def rewrite_endpoints(argv: List[str], moves: Dict[str, str]) -> List[str]:
+    """`argv` with each flag of `moves` given the new value; every other
+    argument as it was."""
+    out = list(argv)
+    for i, arg in enumerate(argv[:-1]):
+        if arg in moves:
+            out[i + 1] = moves[arg]
+    return out
+
+
+def trio_command_lines(tmp: Path, unpeered: bool = False) -> Tuple[List[List[str]], List[Dict[str, str]], int]:
+    """Each pod's command line, on loopback, with its ZeroMQ and metrics
+    addresses; and the default limit's max_requests per slot of 1 s.
+    `unpeered` breaks the files on purpose: each member lists no peer."""
+    docs = render("overlays/trio")
+    statefulset = one(docs, "StatefulSet")
+    name, service = statefulset["metadata"]["name"], statefulset["spec"]["serviceName"]
+    pods = [f"{name}-{n}" for n in range(statefulset["spec"]["replicas"])]
+    ports = {pod: {"zmq": free_port(), "peer": free_port(), "metrics": free_port()} for pod in pods}
+    files = config_files(docs)
+    config_dir = tmp / "etc-locker"
+    config_dir.mkdir()
+    lines, addresses = [], []
+    for pod in pods:
+        args = pod_args(docs, pod)
+        config = PurePosixPath(args[args.index("--config") + 1])
+        text = files[str(config)]
+        peer_port = pod_config(docs, pod)["peer_bind"].rsplit(":", 1)[1]
+        # The pod's own peer listener on its loopback port; each peer's DNS
+        # name resolved to 127.0.0.1 and that pod's port.
+        text = text.replace(f'"tcp://*:{peer_port}"', f'"tcp://127.0.0.1:{ports[pod]["peer"]}"')
+        for other in pods:
+            text = text.replace(f"tcp://{other}.{service}:{peer_port}", f"tcp://127.0.0.1:{ports[other]['peer']}")
+        assert f".{service}:" not in text, text
+        if unpeered:
+            text = re.sub(r"^peers = .*$", "peers = []", text, flags=re.M)
+        (config_dir / config.name).write_text(text)
+        state = PurePosixPath(args[args.index("--state") + 1])
+        zmq_at, metrics_at = f"tcp://127.0.0.1:{ports[pod]['zmq']}", f"127.0.0.1:{ports[pod]['metrics']}"
+        moved = rewrite_endpoints(
+            args,
+            {
+                "--config": str(config_dir / config.name),  # the ConfigMap's mount
+                "--state": str(tmp / pod / state.name),  # the pod's volume
+                "--bind": zmq_at,
+                "--metrics-bind": metrics_at,
+            },
+        )
+        command = container(docs)["command"]
+        assert command[0] == "/usr/local/bin/locker", command
+        lines.append([LOCKER, *command[1:], *moved])
+        addresses.append({"zmq": zmq_at, "metrics": metrics_at})
+    limits = tomllib.loads(files[str(config)])["limits"]
+    default = next(l for l in limits if l["name"] == "default")
+    assert default["in_seconds"] == 1.0, default
+    return lines, addresses, default["max_requests"]
+
+
+class Asker(threading.Thread):
+    """Asks one locker in the plain form without pause, recording (ask
+    time, answer time, reply) by the wall clock; a request unanswered
+    within a second (the locker is down) is dropped with its socket."""
+
+    def __init__(self, ctx: zmq.Context, endpoint: str, stop: threading.Event) -> None:
+        super().__init__(daemon=True)
+        self.ctx, self.endpoint, self.stop = ctx, endpoint, stop
+        self.answers: List[Tuple[float, float, bytes]] = []
+
+    def connect(self) -> zmq.Socket:
+        s = self.ctx.socket(zmq.REQ)
+        s.setsockopt(zmq.LINGER, 0)
+        s.connect(self.endpoint)
+        return s
+
+    def run(self) -> None:
+        s = self.connect()
+        while not self.stop.is_set():
+            asked = time.time()
+            s.send(b"let me go")
+            if s.poll(1000):
+                reply = s.recv()
+                self.answers.append((asked, time.time(), reply))
+            else:
+                s.close()
+                s = self.connect()
+        s.close()
+
+
+def go_per_slot(answers: List[Tuple[float, float, bytes]], slot: float) -> Dict[int, int]:
+    counts: Dict[int, int] = {}
+    for asked, answered, reply in answers:
+        n = math.floor(asked / slot)
+        if reply == b"go" and n == math.floor(answered / slot):
+            counts[n] = counts.get(n, 0) + 1
+    return counts
+
+
+def rolling_restart(tmp_path: Path, unpeered: bool = False) -> Tuple[Dict[int, int], int, List[int], int]:
+    """Runs the trio through a rolling restart under load: go per slot, the
+    limit, go answered by each member after its restart, answers in all."""
+    lines, addresses, limit = trio_command_lines(tmp_path, unpeered)
+    members: List[Process] = []
+    ctx = zmq.Context()
+    stop = threading.Event()
+    askers: List[Asker] = []
+    try:
+        for n, argv in enumerate(lines):
+            members.append(Process(argv, addresses[n]["metrics"], tmp_path / f"locker-{n}.log"))
+        for m in members:
+            m.wait_serving()
+        for a in addresses:
+            for _ in range(2):
+                askers.append(Asker(ctx, a["zmq"], stop))
+        for a in askers:
+            a.start()
+        restarted_at = {}
+        # As a StatefulSet's RollingUpdate: highest ordinal first, the next
+        # only once the one before is ready again.
+        for n in reversed(range(len(members))):
+            assert members[n].stop() == 0, members[n].log.read_text()
+            members[n].start()
+            members[n].wait_serving()
+            restarted_at[n] = time.time()
+        # Asked on after the last restart, so every member serves again.
+        end = time.monotonic() + DEADLINE
+        while time.monotonic() < end:
+            after = [sum(1 for asked, _, r in askers[2 * n].answers + askers[2 * n + 1].answers if r == b"go" and asked > restarted_at[n]) for n in range(len(members))]
+            if all(after) and time.time() > restarted_at[0] + 2.0:
+                break
+            time.sleep(0.05)
+        stop.set()
+        for a in askers:
+            a.join(DEADLINE)
+    finally:
+        stop.set()
+        for m in members:
+            m.kill()
+        ctx.term()
+
+    answers = [x for a in askers for x in a.answers]
+    return go_per_slot(answers, 1.0), limit, after, len(answers)
+
+
+def test_the_rendered_trio_joins_serves_and_survives_a_rolling_restart(tmp_path):
+    counts, limit, after, answers = rolling_restart(tmp_path)
+    over = {slot: go for slot, go in counts.items() if go > limit}
+    assert not over, f"slots over the limit of {limit}: {over}"
+    assert sum(counts.values()) > 0 and answers > 100, f"{answers} answers, {sum(counts.values())} go"
+    assert all(after), f"go after each member's restart: {after}"
+    assert max(counts.values()) == limit or sum(counts.values()) > limit, f"the trio served little: {counts}"
+
+
+def test_the_count_sees_members_that_do_not_share(tmp_path):
+    """The same run with every member's peers taken out of its file: each
+    grants the whole limit, and the count per slot must show it."""
+    counts, limit, _, _ = rolling_restart(tmp_path, unpeered=True)
+    assert max(counts.values()) > limit, f"no slot over {limit}: {counts}"
+
+
+def test_the_images_entrypoint_starts_serves_and_is_healthy(tmp_path):
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    entry = yaml.safe_load(re.search(r"^ENTRYPOINT (\[.*\])$", dockerfile, re.M).group(1))
+    health = yaml.safe_load(re.search(r"^\s+CMD (\[.*\])$", dockerfile, re.M).group(1))
+    copies = dict(reversed(m.groups()) for m in re.finditer(r"^COPY (?!--)(\S+) (\S+)$", dockerfile, re.M))
+    assert entry[0] == health[0] == "/usr/local/bin/locker", (entry, health)
+    config_at = entry[entry.index("--config") + 1]
+    text = (ROOT / copies[config_at]).read_text()
+    bind = tomllib.loads(text)["bind"]
+    metrics = tomllib.loads(text)["metrics_bind"]
+    zmq_at, metrics_at = f"tcp://127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    # The file's listeners moved to loopback; nothing else changed.
+    text = text.replace(f'"{bind}"', f'"{zmq_at}"').replace(f'"{metrics}"', f'"{metrics_at}"')
+    (tmp_path / "locker.toml").write_text(text)
+    argv = [LOCKER, *[str(tmp_path / "locker.toml") if a == config_at else a for a in entry[1:]]]
+    locker = Process(argv, metrics_at, tmp_path / "locker.log")
+    ctx = zmq.Context()
+    try:
+        locker.wait_serving()
+        probe = [LOCKER, *[a.replace(metrics.replace("0.0.0.0", "127.0.0.1"), metrics_at) for a in health[1:]]]
+        assert metrics_at in probe, probe
+        assert subprocess.run(probe, capture_output=True, timeout=DEADLINE).returncode == 0, probe
+        s = ctx.socket(zmq.REQ)
+        s.setsockopt(zmq.LINGER, 0)
+        s.connect(zmq_at)
+        s.send(b"let me go")
+        assert s.poll(DEADLINE * 1000), "no answer"
+        assert s.recv() == b"go"
+        s.close()
+        assert locker.stop() == 0, locker.log.read_text()
+    finally:
+        locker.kill()
+        ctx.term()
