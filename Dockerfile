@@ -6,7 +6,14 @@
 #   docker run --rm -p 7777:7777 -p 9090:9090 locker
 #
 # or `docker compose up -d` (docker-compose.yml: examples/limits.toml
-# mounted over the image's config).
+# mounted over the image's config). For Kubernetes (deploy/kubernetes),
+# tag it for your registry and push it:
+#
+#   docker build -t registry.example.com/locker:1.0 .
+#   docker push registry.example.com/locker:1.0
+#
+# The StatefulSet runs this image's `locker serve` with flags of its own
+# and one config file per pod (docs/operations.md, "On Kubernetes").
 #
 # The first stage builds the binary (the zmq crate compiles its bundled
 # libzmq with libsodium for CURVE, which needs a C++ compiler and make: the
