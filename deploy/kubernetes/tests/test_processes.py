@@ -295,3 +295,114 @@ def test_the_images_entrypoint_starts_serves_and_is_healthy(tmp_path):
     finally:
         locker.kill()
         ctx.term()
+
+
+def test_adding_and_removing_a_member_as_operations_md_says_keeps_every_slot_within_the_limit(tmp_path):
+    """docs/operations.md, "On Kubernetes": locker-3 is added by giving it
+    a file that lists the three and starting it (it stays unready, naming
+    another set, while the three serve on), then adding it to the three's
+    files, replaced whole as the kubelet replaces a ConfigMap's files, and
+    sending each SIGHUP; it is removed by stopping it and taking it out of
+    the files, with SIGHUP again. Asked throughout: no slot over the
+    limit, and each member serving at the end of each step."""
+    docs = render("overlays/trio")
+    statefulset = one(docs, "StatefulSet")
+    name, service = statefulset["metadata"]["name"], statefulset["spec"]["serviceName"]
+    pods = [f"{name}-{n}" for n in range(4)]
+    ports = {pod: {"zmq": free_port(), "peer": free_port(), "metrics": free_port()} for pod in pods}
+    rendered = config_files(docs)
+    template = rendered[str(PurePosixPath(pod_args(docs, pods[0])[pod_args(docs, pods[0]).index("--config") + 1]))]
+    limit = next(l for l in tomllib.loads(template)["limits"] if l["name"] == "default")["max_requests"]
+    config_dir = tmp_path / "etc-locker"
+    config_dir.mkdir()
+
+    def write_file(pod: str, listed: List[str]) -> Path:
+        """pod's file as the overlay would hold it (the rendered one's limits,
+        `peers` naming `listed`), resolved to loopback, replaced whole."""
+        text = re.sub(r"^peers = .*$", "peers = [" + ", ".join(f'"tcp://{p}.{service}:7778"' for p in listed) + "]", template, flags=re.M)
+        text = text.replace('"tcp://*:7778"', f'"tcp://127.0.0.1:{ports[pod]["peer"]}"')
+        for other in pods:
+            text = text.replace(f"tcp://{other}.{service}:7778", f"tcp://127.0.0.1:{ports[other]['peer']}")
+        path = config_dir / f"{pod}.toml"
+        fresh = config_dir / f".{pod}.toml.new"
+        fresh.write_text(text)
+        fresh.rename(path)
+        return path
+
+    def command(pod: str) -> List[str]:
+        moves = {
+            "--config": str(write_file(pod, [p for p in pods[:3] if p != pod])),
+            "--state": str(tmp_path / pod / "state.log"),
+            "--bind": f"tcp://127.0.0.1:{ports[pod]['zmq']}",
+            "--metrics-bind": f"127.0.0.1:{ports[pod]['metrics']}",
+        }
+        return [LOCKER, *container(docs)["command"][1:], *rewrite_endpoints(pod_args(docs, pod), moves)]
+
+    def reload(member: Process) -> None:
+        member.proc.send_signal(signal.SIGHUP)
+
+    def wait_state(member: Process, want: str) -> None:
+        end = time.monotonic() + DEADLINE
+        while (state := member.health()) != want:
+            assert time.monotonic() < end, f"/health says {state!r}, not {want!r}: {member.log.read_text()}"
+            time.sleep(0.02)
+
+    members: Dict[str, Process] = {}
+    ctx = zmq.Context()
+    stop = threading.Event()
+    askers: Dict[str, Asker] = {}
+    try:
+        for pod in pods[:3]:
+            members[pod] = Process(command(pod), f"127.0.0.1:{ports[pod]['metrics']}", tmp_path / f"{pod}.log")
+        for pod in pods[:3]:
+            members[pod].wait_serving()
+            askers[pod] = Asker(ctx, f"tcp://127.0.0.1:{ports[pod]['zmq']}", stop)
+            askers[pod].start()
+        # 1. locker-3 starts listing the three; it names another set than
+        #    theirs and is not ready, while they serve on.
+        new = pods[3]
+        members[new] = Process(command(new), f"127.0.0.1:{ports[new]['metrics']}", tmp_path / f"{new}.log")
+        wait_state(members[new], "member-set-mismatch")
+        assert [members[p].health() for p in pods[:3]] == ["serving"] * 3
+        # 2. Each of the three lists it too and reloads.
+        for pod in pods[:3]:
+            write_file(pod, [p for p in pods if p != pod])
+            reload(members[pod])
+        # 3. All four serve; locker-3's clients get go.
+        for pod in pods:
+            members[pod].wait_serving()
+        stop_new = threading.Event()
+        askers[new] = Asker(ctx, f"tcp://127.0.0.1:{ports[new]['zmq']}", stop_new)
+        askers[new].start()
+        grown = time.time()
+        end = time.monotonic() + DEADLINE
+        while not any(r == b"go" and t > grown for t, _, r in askers[new].answers):
+            assert time.monotonic() < end, "locker-3 never answered go"
+            time.sleep(0.05)
+        # Removing it: stopped first, then out of the three's files.
+        stop_new.set()
+        askers[new].join(DEADLINE)
+        assert members[new].stop() == 0
+        for pod in pods[:3]:
+            write_file(pod, [p for p in pods[:3] if p != pod])
+            reload(members[pod])
+        for pod in pods[:3]:
+            members[pod].wait_serving()
+        shrunk = time.time()
+        end = time.monotonic() + DEADLINE
+        while not all(any(r == b"go" and t > shrunk + 1.0 for t, _, r in askers[p].answers) for p in pods[:3]):
+            assert time.monotonic() < end, "the three do not all answer go after the removal"
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        for a in askers.values():
+            a.stop.set()
+            a.join(DEADLINE)
+        for m in members.values():
+            m.kill()
+        ctx.term()
+
+    answers = [x for a in askers.values() for x in a.answers]
+    counts = go_per_slot(answers, 1.0)
+    over = {slot: go for slot, go in counts.items() if go > limit}
+    assert not over, f"slots over the limit of {limit}: {over}"
