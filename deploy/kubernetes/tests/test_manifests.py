@@ -39,9 +39,9 @@ LOCKER = os.environ.get("LOCKER_BIN", str(ROOT / "target" / "release" / "locker"
 KUBERNETES_VERSION = "1.32.0"
 
 #: What is rendered and validated: the two overlays, and the trio with
-#: both optional Secrets (tests/secured, as an overlay of your own adds
-#: the components).
-OVERLAYS = ["overlays/lone", "overlays/trio", "tests/secured"]
+#: every optional component (tests/all-components, as an overlay of your
+#: own adds them).
+OVERLAYS = ["overlays/lone", "overlays/trio", "tests/all-components"]
 
 #: Kinds of the Prometheus Operator, whose schemas kubernetes-validate does
 #: not bundle (they come with the operator's CRDs). They are skipped by the
@@ -427,3 +427,29 @@ def test_the_manifests_run_the_images_binary_as_the_images_user():
     assert container(docs)["command"] == entry[:2], "the image's `locker serve`"
     pod = one(docs, "StatefulSet")["spec"]["template"]["spec"]["securityContext"]
     assert (pod["runAsUser"], pod["runAsGroup"], pod["fsGroup"]) == (int(user.group(1)), int(user.group(2)), int(user.group(2)))
+
+
+def test_the_components_mount_what_their_flags_name():
+    """tests/all-components: each file flag a component adds names a path
+    inside the volume of the Secret or ConfigMap it is meant to come from,
+    and the rate-limit Service reaches --rls-bind's port."""
+    docs = render("tests/all-components")
+    spec = one(docs, "StatefulSet")["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    args = pod_args(docs, "locker-0")
+
+    def source(path: str) -> str:
+        for mount in container(docs)["volumeMounts"]:
+            if PurePosixPath(path).is_relative_to(PurePosixPath(mount["mountPath"])):
+                volume = volumes[mount["name"]]
+                return volume.get("secret", {}).get("secretName") or volume.get("configMap", {}).get("name")
+        return "nowhere"
+
+    assert source(flag(args, "--curve-secret-key")) == "locker-curve"
+    assert source(flag(args, "--curve-clients")) == "locker-curve-clients"
+    assert source(flag(args, "--lease-secret")) == "locker-lease-secret"
+    assert source(flag(args, "--rls-config")) == "locker-rls-config"
+    assert source("/etc/elsewhere/x") == "nowhere"
+    rls = one(docs, "Service", "locker-rls")["spec"]["ports"][0]
+    assert named_port(docs, rls["targetPort"]) == port_of(flag(args, "--rls-bind"))
+    assert one(docs, "ConfigMap", "locker-rls-config")["data"], "an example domain"

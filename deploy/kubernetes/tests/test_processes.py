@@ -44,7 +44,7 @@ import pytest
 import yaml
 import zmq
 
-from test_manifests import LOCKER, ROOT, config_files, container, one, pod_args, pod_config, render
+from test_manifests import LOCKER, ROOT, Docs, config_files, container, one, pod_args, pod_config, render
 
 DEADLINE = 15.0  # seconds any one wait may take before the test fails
 
@@ -113,49 +113,95 @@ def rewrite_endpoints(argv: List[str], moves: Dict[str, str]) -> List[str]:
     return out
 
 
+def kubelet_volume(folder: Path, files: Dict[str, bytes], mode: int = 0o644) -> None:
+    """`files` laid out as the kubelet mounts a ConfigMap or Secret: the
+    data in a dated folder, `..data` linking to it, each name linking
+    through `..data` (so an update replaces them all at once)."""
+    dated = folder / "..2026_01_01_00_00_00.000000000"
+    dated.mkdir(parents=True)
+    for name, data in files.items():
+        (dated / name).write_bytes(data)
+        (dated / name).chmod(mode)
+    (folder / "..data").symlink_to(dated.name)
+    for name in files:
+        (folder / name).symlink_to(f"..data/{name}")
+
+
+def pod_command(docs: Docs, pod: str, tmp: Path, ports: Dict[str, Dict[str, int]], secrets: Dict[str, Dict[str, bytes]] | None = None) -> Tuple[List[str], Dict[str, str]]:
+    """Pod `pod`'s command line as a local process, and its addresses.
+
+    The container's command and arguments with `$(POD_NAME)` expanded; each
+    volume mounted in a folder of `tmp` (a ConfigMap's or Secret's files as
+    the kubelet lays them out, a claim an empty folder) and every argument
+    under a mount path moved there; the listeners (`--bind`,
+    `--metrics-bind`, `--rls-bind`, the files' `peer_bind`) on pod `pod`'s
+    loopback ports, and each member's DNS name in the files resolved to
+    127.0.0.1 and that member's port. Every other flag is kept."""
+    statefulset = one(docs, "StatefulSet")
+    service = statefulset["spec"]["serviceName"]
+    volumes = {v["name"]: v for v in statefulset["spec"]["template"]["spec"].get("volumes", [])}
+    mounted: Dict[str, Path] = {}
+    for mount in container(docs).get("volumeMounts", []):
+        folder = tmp / pod / "mounts" / mount["name"]
+        volume = volumes.get(mount["name"])
+        if volume is None:  # a volumeClaimTemplate: the pod's own volume
+            folder.mkdir(parents=True)
+        elif "configMap" in volume:
+            data = one(docs, "ConfigMap", volume["configMap"]["name"]).get("data", {})
+            kubelet_volume(folder, {name: resolve(text, pod, service, ports).encode() for name, text in data.items()})
+        else:
+            secret = volume["secret"]
+            kubelet_volume(folder, (secrets or {})[secret["secretName"]], secret.get("defaultMode", 0o644))
+        mounted[mount["mountPath"]] = folder
+    args = []
+    for arg in pod_args(docs, pod):
+        for path, folder in sorted(mounted.items(), key=lambda m: -len(m[0])):
+            if arg == path or arg.startswith(path + "/"):
+                arg = str(folder) + arg[len(path):]
+                break
+        args.append(arg)
+    addresses = {
+        "--bind": f"tcp://127.0.0.1:{ports[pod]['zmq']}",
+        "--metrics-bind": f"127.0.0.1:{ports[pod]['metrics']}",
+        "--rls-bind": f"127.0.0.1:{ports[pod]['rls']}",
+    }
+    command = container(docs)["command"]
+    assert command[0] == "/usr/local/bin/locker", command
+    return [LOCKER, *command[1:], *rewrite_endpoints(args, addresses)], addresses
+
+
+def resolve(text: str, pod: str, service: str, ports: Dict[str, Dict[str, int]]) -> str:
+    """A config file with pod `pod`'s peer listener on its loopback port and
+    every member's DNS name resolved to loopback and its port."""
+    text = re.sub(r'^peer_bind = "tcp://\*:\d+"', f'peer_bind = "tcp://127.0.0.1:{ports[pod]["peer"]}"', text, flags=re.M)
+    for other in ports:
+        text = re.sub(rf"tcp://{re.escape(other)}\.{re.escape(service)}:\d+", f"tcp://127.0.0.1:{ports[other]['peer']}", text)
+    assert f".{service}:" not in text, text
+    return text
+
+
+def group_ports(pods: List[str]) -> Dict[str, Dict[str, int]]:
+    return {pod: {"zmq": free_port(), "peer": free_port(), "metrics": free_port(), "rls": free_port()} for pod in pods}
+
+
 def trio_command_lines(tmp: Path, unpeered: bool = False) -> Tuple[List[List[str]], List[Dict[str, str]], int]:
     """Each pod's command line, on loopback, with its ZeroMQ and metrics
     addresses; and the default limit's max_requests per slot of 1 s.
     `unpeered` breaks the files on purpose: each member lists no peer."""
     docs = render("overlays/trio")
+    if unpeered:
+        data = one(docs, "ConfigMap", "locker-config")["data"]
+        for name in data:
+            data[name] = re.sub(r"^peers = .*$", "peers = []", data[name], flags=re.M)
     statefulset = one(docs, "StatefulSet")
-    name, service = statefulset["metadata"]["name"], statefulset["spec"]["serviceName"]
-    pods = [f"{name}-{n}" for n in range(statefulset["spec"]["replicas"])]
-    ports = {pod: {"zmq": free_port(), "peer": free_port(), "metrics": free_port()} for pod in pods}
-    files = config_files(docs)
-    config_dir = tmp / "etc-locker"
-    config_dir.mkdir()
+    pods = [f"{statefulset['metadata']['name']}-{n}" for n in range(statefulset["spec"]["replicas"])]
+    ports = group_ports(pods)
     lines, addresses = [], []
     for pod in pods:
-        args = pod_args(docs, pod)
-        config = PurePosixPath(args[args.index("--config") + 1])
-        text = files[str(config)]
-        peer_port = pod_config(docs, pod)["peer_bind"].rsplit(":", 1)[1]
-        # The pod's own peer listener on its loopback port; each peer's DNS
-        # name resolved to 127.0.0.1 and that pod's port.
-        text = text.replace(f'"tcp://*:{peer_port}"', f'"tcp://127.0.0.1:{ports[pod]["peer"]}"')
-        for other in pods:
-            text = text.replace(f"tcp://{other}.{service}:{peer_port}", f"tcp://127.0.0.1:{ports[other]['peer']}")
-        assert f".{service}:" not in text, text
-        if unpeered:
-            text = re.sub(r"^peers = .*$", "peers = []", text, flags=re.M)
-        (config_dir / config.name).write_text(text)
-        state = PurePosixPath(args[args.index("--state") + 1])
-        zmq_at, metrics_at = f"tcp://127.0.0.1:{ports[pod]['zmq']}", f"127.0.0.1:{ports[pod]['metrics']}"
-        moved = rewrite_endpoints(
-            args,
-            {
-                "--config": str(config_dir / config.name),  # the ConfigMap's mount
-                "--state": str(tmp / pod / state.name),  # the pod's volume
-                "--bind": zmq_at,
-                "--metrics-bind": metrics_at,
-            },
-        )
-        command = container(docs)["command"]
-        assert command[0] == "/usr/local/bin/locker", command
-        lines.append([LOCKER, *command[1:], *moved])
-        addresses.append({"zmq": zmq_at, "metrics": metrics_at})
-    limits = tomllib.loads(files[str(config)])["limits"]
+        argv, at = pod_command(docs, pod, tmp, ports)
+        lines.append(argv)
+        addresses.append({"zmq": at["--bind"], "metrics": at["--metrics-bind"]})
+    limits = pod_config(docs, pods[0])["limits"]
     default = next(l for l in limits if l["name"] == "default")
     assert default["in_seconds"] == 1.0, default
     return lines, addresses, default["max_requests"]
@@ -406,3 +452,86 @@ def test_adding_and_removing_a_member_as_operations_md_says_keeps_every_slot_wit
     counts = go_per_slot(answers, 1.0)
     over = {slot: go for slot, go in counts.items() if go > limit}
     assert not over, f"slots over the limit of {limit}: {over}"
+
+
+def keygen(folder: Path, name: str) -> Tuple[bytes, bytes]:
+    """A CURVE pair from `locker keygen`: (secret key file, public key file)."""
+    subprocess.run([LOCKER, "keygen", "--out", str(folder / name)], check=True, capture_output=True, timeout=30)
+    return (folder / f"{name}.key").read_bytes(), (folder / f"{name}.pub").read_bytes()
+
+
+def peers_live(metrics: str) -> float:
+    with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=2) as r:
+        scrape = r.read().decode()
+    found = re.search(r"^locker_peers_live (\S+)$", scrape, re.M)
+    return float(found.group(1)) if found else -1
+
+
+def z85(key_file: bytes) -> bytes:
+    """The key of a `locker keygen` file: its last line (comments before)."""
+    return key_file.strip().splitlines()[-1]
+
+
+def test_every_component_runs_on_the_rendered_command_lines(tmp_path):
+    """The trio with CURVE, the lease secret and Envoy's rate-limit service
+    (tests/all-components), each pod's Secrets and ConfigMaps laid out as
+    the kubelet mounts them: the members join over CURVE, answer a client
+    whose key the clients Secret holds and not a plain one, and serve the
+    rate-limit service's health as SERVING."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+    import grpc
+
+    docs = render("tests/all-components")
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    server_key, server_pub = keygen(keys, "server")
+    alice_key, alice_pub = keygen(keys, "alice")
+    secrets = {
+        "locker-curve": {"server.key": server_key},
+        "locker-curve-clients": {"alice.pub": alice_pub},
+        "locker-lease-secret": {"lease.secret": os.urandom(32)},
+    }
+    statefulset = one(docs, "StatefulSet")
+    pods = [f"{statefulset['metadata']['name']}-{n}" for n in range(statefulset["spec"]["replicas"])]
+    ports = group_ports(pods)
+    members, ctx = [], zmq.Context()
+    try:
+        for pod in pods:
+            argv, at = pod_command(docs, pod, tmp_path, ports, secrets)
+            members.append((Process(argv, at["--metrics-bind"], tmp_path / f"{pod}.log"), at))
+        for member, at in members:
+            member.wait_serving()
+            # Its two peers heard over CURVE (with the group's one pair).
+            end = time.monotonic() + DEADLINE
+            while (live := peers_live(at["--metrics-bind"])) != len(pods) - 1:
+                assert time.monotonic() < end, f"{live} peers live: {member.log.read_text()}"
+                time.sleep(0.05)
+            log = member.log.read_text()
+            assert "serving a semaphore without --lease-secret" not in log, log
+            # A client with its key in the clients Secret is answered ...
+            alice = ctx.socket(zmq.REQ)
+            alice.setsockopt(zmq.LINGER, 0)
+            alice.curve_serverkey = z85(server_pub)
+            alice.curve_publickey = z85(alice_pub)
+            alice.curve_secretkey = z85(alice_key)
+            alice.connect(at["--bind"])
+            alice.send(b"let me go")
+            assert alice.poll(DEADLINE * 1000), f"alice is not answered: {log}"
+            assert alice.recv() in (b"go", b"sorry")
+            alice.close()
+            # ... a plain one is not.
+            plain = ctx.socket(zmq.REQ)
+            plain.setsockopt(zmq.LINGER, 0)
+            plain.connect(at["--bind"])
+            plain.send(b"let me go")
+            assert not plain.poll(300), "a plain client is answered by a CURVE locker"
+            plain.close()
+            # Envoy's cluster would find the rate-limit service serving.
+            with grpc.insecure_channel(at["--rls-bind"]) as channel:
+                stub = health_pb2_grpc.HealthStub(channel)
+                reply = stub.Check(health_pb2.HealthCheckRequest(service="envoy.service.ratelimit.v3.RateLimitService"), timeout=DEADLINE)
+                assert reply.status == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        for member, _ in members:
+            member.kill()
+        ctx.term()
