@@ -1,24 +1,28 @@
 """The rendered pods' command lines, and the image's, run as local processes.
 
-The trio: the rendered StatefulSet's command and arguments for locker-0,
-locker-1 and locker-2 (the pod's name put in for `$(POD_NAME)`, as the
-kubelet does), with only the endpoints moved to loopback: each pod's
-listeners on free ports of 127.0.0.1, `locker-N.locker-peers` in the
-ConfigMap's files resolved to 127.0.0.1 and pod N's peer port, and the
-mounts (the ConfigMap's folder, each pod's state volume) to folders of the
-test. Every other flag is kept. The three join and serve; clients ask each
-of them without pause (the plain form, `let me go`, which the default limit
-of the rendered files answers: 100 per 1 s slot); the members are then
-restarted one at a time, highest ordinal first, as a rolling update does
-(SIGTERM, wait for the exit, start the same command line, wait for
-`/health` to say serving); and no slot may hold more go than the limit. A
-go counts in a slot only when its ask and its answer both fall inside it,
-since slots are wall-clock slots aligned to the epoch.
+Each pod's command line is the rendered StatefulSet's command and
+arguments with the pod's name put in for `$(POD_NAME)`, as the kubelet
+does, and only what a cluster would supply moved to this machine
+(`pod_command`): the listeners on free ports of 127.0.0.1, each member's
+DNS name (`locker-N.locker-peers`) in the ConfigMap's files resolved to
+127.0.0.1 and that member's peer port, and each volume (ConfigMaps and
+Secrets laid out as the kubelet mounts them, the claim an empty folder) in
+a folder of the test. Every other flag is kept.
 
-The image: the Dockerfile's ENTRYPOINT with its config file (the COPY that
-puts contrib/locker.toml at /etc/locker/locker.toml), the file's endpoints
-moved to loopback; it must start, serve and answer go, and its HEALTHCHECK
-command must say so.
+- The trio joins and serves; clients ask each member without pause (the
+  plain form, `let me go`, which the default limit of the rendered files
+  answers: 100 per 1 s slot); the members are restarted one at a time,
+  highest ordinal first, as a rolling update does (SIGTERM, wait for the
+  exit, the same command line, wait for `/health` to say serving); and no
+  slot may hold more go than the limit. A go counts in a slot only when
+  its ask and its answer both fall inside it, since slots are wall-clock
+  slots aligned to the epoch. With the peers taken out of the files, the
+  same count must see slots over the limit.
+- A member is added and removed as docs/operations.md says, under load.
+- The trio with every optional component joins over CURVE and serves.
+- The image: the Dockerfile's ENTRYPOINT with the config file its COPY
+  installs, the file's endpoints moved to loopback, starts, serves and
+  answers go, and its HEALTHCHECK command says so.
 
 Nothing sleeps to wait for readiness: each wait polls with a deadline.
 """
