@@ -6,7 +6,14 @@
 #   docker run --rm -p 7777:7777 -p 9090:9090 locker
 #
 # or `docker compose up -d` (docker-compose.yml: examples/limits.toml
-# mounted over the image's config).
+# mounted over the image's config). For Kubernetes (deploy/kubernetes),
+# tag it for your registry and push it:
+#
+#   docker build -t registry.example.com/locker:1.0 .
+#   docker push registry.example.com/locker:1.0
+#
+# The StatefulSet runs this image's `locker serve` with flags of its own
+# and one config file per pod (docs/operations.md, "On Kubernetes").
 #
 # The first stage builds the binary (the zmq crate compiles its bundled
 # libzmq with libsodium for CURVE, which needs a C++ compiler and make: the
@@ -36,12 +43,15 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
 FROM debian:${DEBIAN_SNAPSHOT}-slim
 # libzmq and libsodium are linked statically; the binary needs only libc
 # and libstdc++, which the slim image has.
-RUN groupadd --system locker \
-    && useradd --system --gid locker --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin locker \
+# A fixed numeric uid and gid, so that Kubernetes' runAsNonRoot can tell
+# the user is not root (it cannot from a name) and the manifests'
+# runAsUser and fsGroup name the same ids (deploy/kubernetes).
+RUN groupadd --gid 10001 locker \
+    && useradd --uid 10001 --gid locker --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin locker \
     && mkdir -p /etc/locker
 COPY --from=build /usr/local/bin/locker /usr/local/bin/locker
 COPY contrib/locker.toml /etc/locker/locker.toml
-USER locker:locker
+USER 10001:10001
 # 7777: the REP socket clients ask; 9090: metrics and health, as the
 # image's config binds them (a mounted file that binds neither needs
 # `--bind 'tcp://*:7777' --metrics-bind 0.0.0.0:9090`, as the compose file

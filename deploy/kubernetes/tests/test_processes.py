@@ -1,0 +1,541 @@
+"""The rendered pods' command lines, and the image's, run as local processes.
+
+Each pod's command line is the rendered StatefulSet's command and
+arguments with the pod's name put in for `$(POD_NAME)`, as the kubelet
+does, and only what a cluster would supply moved to this machine
+(`pod_command`): the listeners on free ports of 127.0.0.1, each member's
+DNS name (`locker-N.locker-peers`) in the ConfigMap's files resolved to
+127.0.0.1 and that member's peer port, and each volume (ConfigMaps and
+Secrets laid out as the kubelet mounts them, the claim an empty folder) in
+a folder of the test. Every other flag is kept.
+
+- The trio joins and serves; clients ask each member without pause (the
+  plain form, `let me go`, which the default limit of the rendered files
+  answers: 100 per 1 s slot); the members are restarted one at a time,
+  highest ordinal first, as a rolling update does (SIGTERM, wait for the
+  exit, the same command line, wait for `/health` to say serving); and no
+  slot may hold more go than the limit. A go counts in a slot only when
+  its ask and its answer both fall inside it, since slots are wall-clock
+  slots aligned to the epoch. With the peers taken out of the files, the
+  same count must see slots over the limit.
+- A member is added and removed as docs/operations.md says, under load.
+- The trio with every optional component joins over CURVE and serves.
+- The image: the Dockerfile's ENTRYPOINT with the config file its COPY
+  installs, the file's endpoints moved to loopback, starts, serves and
+  answers go, and its HEALTHCHECK command says so.
+
+Nothing sleeps to wait for readiness: each wait polls with a deadline.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+import tomllib
+import urllib.error
+import urllib.request
+from pathlib import Path, PurePosixPath
+from typing import Dict, List, Tuple
+
+import pytest
+import yaml
+import zmq
+
+from test_manifests import LOCKER, ROOT, Docs, config_files, container, one, pod_args, pod_config, render
+
+DEADLINE = 15.0  # seconds any one wait may take before the test fails
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Process:
+    """A locker started from a command line; ready once it printed
+    `listening on ...` (it does once bound) and its /health says serving."""
+
+    def __init__(self, argv: List[str], metrics: str, log: Path) -> None:
+        self.argv, self.metrics, self.log = argv, metrics, log
+        self.start()
+
+    def start(self) -> None:
+        self.err = open(self.log, "a")
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=self.err, text=True)
+        lines: "queue.Queue[str]" = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(l) for l in self.proc.stdout], daemon=True).start()
+        try:
+            line = lines.get(timeout=DEADLINE)
+        except queue.Empty:
+            pytest.fail(f"no `listening on` within {DEADLINE} s: {self.log.read_text()}")
+        assert line.startswith("listening on "), f"{line!r}: {self.log.read_text()}"
+
+    def health(self) -> str:
+        try:
+            with urllib.request.urlopen(f"http://{self.metrics}/health", timeout=2) as r:
+                return r.read().decode().split("\n")[0]
+        except urllib.error.HTTPError as e:
+            return e.read().decode().split("\n")[0]
+        except OSError as e:
+            return f"no answer: {e}"
+
+    def wait_serving(self) -> None:
+        end = time.monotonic() + DEADLINE
+        while (state := self.health()) != "serving":
+            assert time.monotonic() < end, f"{self.argv}: /health says {state!r} after {DEADLINE} s: {self.log.read_text()}"
+            time.sleep(0.02)
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(DEADLINE)
+        finally:
+            self.err.close()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.err.close()
+
+
+def rewrite_endpoints(argv: List[str], moves: Dict[str, str]) -> List[str]:
+    """`argv` with each flag of `moves` given the new value; every other
+    argument as it was."""
+    out = list(argv)
+    for i, arg in enumerate(argv[:-1]):
+        if arg in moves:
+            out[i + 1] = moves[arg]
+    return out
+
+
+def kubelet_volume(folder: Path, files: Dict[str, bytes], mode: int = 0o644) -> None:
+    """`files` laid out as the kubelet mounts a ConfigMap or Secret: the
+    data in a dated folder, `..data` linking to it, each name linking
+    through `..data` (so an update replaces them all at once)."""
+    dated = folder / "..2026_01_01_00_00_00.000000000"
+    dated.mkdir(parents=True)
+    for name, data in files.items():
+        (dated / name).write_bytes(data)
+        (dated / name).chmod(mode)
+    (folder / "..data").symlink_to(dated.name)
+    for name in files:
+        (folder / name).symlink_to(f"..data/{name}")
+
+
+def pod_command(docs: Docs, pod: str, tmp: Path, ports: Dict[str, Dict[str, int]], secrets: Dict[str, Dict[str, bytes]] | None = None) -> Tuple[List[str], Dict[str, str]]:
+    """Pod `pod`'s command line as a local process, and its addresses.
+
+    The container's command and arguments with `$(POD_NAME)` expanded; each
+    volume mounted in a folder of `tmp` (a ConfigMap's or Secret's files as
+    the kubelet lays them out, a claim an empty folder) and every argument
+    under a mount path moved there; the listeners (`--bind`,
+    `--metrics-bind`, `--rls-bind`, the files' `peer_bind`) on pod `pod`'s
+    loopback ports, and each member's DNS name in the files resolved to
+    127.0.0.1 and that member's port. Every other flag is kept."""
+    statefulset = one(docs, "StatefulSet")
+    service = statefulset["spec"]["serviceName"]
+    volumes = {v["name"]: v for v in statefulset["spec"]["template"]["spec"].get("volumes", [])}
+    mounted: Dict[str, Path] = {}
+    for mount in container(docs).get("volumeMounts", []):
+        folder = tmp / pod / "mounts" / mount["name"]
+        volume = volumes.get(mount["name"])
+        if volume is None:  # a volumeClaimTemplate: the pod's own volume
+            folder.mkdir(parents=True)
+        elif "configMap" in volume:
+            data = one(docs, "ConfigMap", volume["configMap"]["name"]).get("data", {})
+            kubelet_volume(folder, {name: resolve(text, pod, service, ports).encode() for name, text in data.items()})
+        else:
+            secret = volume["secret"]
+            kubelet_volume(folder, (secrets or {})[secret["secretName"]], secret.get("defaultMode", 0o644))
+        mounted[mount["mountPath"]] = folder
+    args = []
+    for arg in pod_args(docs, pod):
+        for path, folder in sorted(mounted.items(), key=lambda m: -len(m[0])):
+            if arg == path or arg.startswith(path + "/"):
+                arg = str(folder) + arg[len(path):]
+                break
+        args.append(arg)
+    addresses = {
+        "--bind": f"tcp://127.0.0.1:{ports[pod]['zmq']}",
+        "--metrics-bind": f"127.0.0.1:{ports[pod]['metrics']}",
+        "--rls-bind": f"127.0.0.1:{ports[pod]['rls']}",
+    }
+    command = container(docs)["command"]
+    assert command[0] == "/usr/local/bin/locker", command
+    return [LOCKER, *command[1:], *rewrite_endpoints(args, addresses)], addresses
+
+
+def resolve(text: str, pod: str, service: str, ports: Dict[str, Dict[str, int]]) -> str:
+    """A config file with pod `pod`'s peer listener on its loopback port and
+    every member's DNS name resolved to loopback and its port."""
+    text = re.sub(r'^peer_bind = "tcp://\*:\d+"', f'peer_bind = "tcp://127.0.0.1:{ports[pod]["peer"]}"', text, flags=re.M)
+    for other in ports:
+        text = re.sub(rf"tcp://{re.escape(other)}\.{re.escape(service)}:\d+", f"tcp://127.0.0.1:{ports[other]['peer']}", text)
+    assert f".{service}:" not in text, text
+    return text
+
+
+def group_ports(pods: List[str]) -> Dict[str, Dict[str, int]]:
+    return {pod: {"zmq": free_port(), "peer": free_port(), "metrics": free_port(), "rls": free_port()} for pod in pods}
+
+
+def trio_command_lines(tmp: Path, unpeered: bool = False) -> Tuple[List[List[str]], List[Dict[str, str]], int]:
+    """Each pod's command line, on loopback, with its ZeroMQ and metrics
+    addresses; and the default limit's max_requests per slot of 1 s.
+    `unpeered` breaks the files on purpose: each member lists no peer."""
+    docs = render("overlays/trio")
+    if unpeered:
+        data = one(docs, "ConfigMap", "locker-config")["data"]
+        for name in data:
+            data[name] = re.sub(r"^peers = .*$", "peers = []", data[name], flags=re.M)
+    statefulset = one(docs, "StatefulSet")
+    pods = [f"{statefulset['metadata']['name']}-{n}" for n in range(statefulset["spec"]["replicas"])]
+    ports = group_ports(pods)
+    lines, addresses = [], []
+    for pod in pods:
+        argv, at = pod_command(docs, pod, tmp, ports)
+        lines.append(argv)
+        addresses.append({"zmq": at["--bind"], "metrics": at["--metrics-bind"]})
+    limits = pod_config(docs, pods[0])["limits"]
+    default = next(l for l in limits if l["name"] == "default")
+    assert default["in_seconds"] == 1.0, default
+    return lines, addresses, default["max_requests"]
+
+
+class Asker(threading.Thread):
+    """Asks one locker in the plain form without pause, recording (ask
+    time, answer time, reply) by the wall clock; a request unanswered
+    within a second (the locker is down) is dropped with its socket."""
+
+    def __init__(self, ctx: zmq.Context, endpoint: str, stop: threading.Event) -> None:
+        super().__init__(daemon=True)
+        self.ctx, self.endpoint, self.stop = ctx, endpoint, stop
+        self.answers: List[Tuple[float, float, bytes]] = []
+
+    def connect(self) -> zmq.Socket:
+        s = self.ctx.socket(zmq.REQ)
+        s.setsockopt(zmq.LINGER, 0)
+        s.connect(self.endpoint)
+        return s
+
+    def run(self) -> None:
+        s = self.connect()
+        while not self.stop.is_set():
+            asked = time.time()
+            s.send(b"let me go")
+            if s.poll(1000):
+                reply = s.recv()
+                self.answers.append((asked, time.time(), reply))
+            else:
+                s.close()
+                s = self.connect()
+        s.close()
+
+
+def go_per_slot(answers: List[Tuple[float, float, bytes]], slot: float) -> Dict[int, int]:
+    counts: Dict[int, int] = {}
+    for asked, answered, reply in answers:
+        n = math.floor(asked / slot)
+        if reply == b"go" and n == math.floor(answered / slot):
+            counts[n] = counts.get(n, 0) + 1
+    return counts
+
+
+def rolling_restart(tmp_path: Path, unpeered: bool = False) -> Tuple[Dict[int, int], int, List[int], int]:
+    """Runs the trio through a rolling restart under load: go per slot, the
+    limit, go answered by each member after its restart, answers in all."""
+    lines, addresses, limit = trio_command_lines(tmp_path, unpeered)
+    members: List[Process] = []
+    ctx = zmq.Context()
+    stop = threading.Event()
+    askers: List[Asker] = []
+    try:
+        for n, argv in enumerate(lines):
+            members.append(Process(argv, addresses[n]["metrics"], tmp_path / f"locker-{n}.log"))
+        for m in members:
+            m.wait_serving()
+        for a in addresses:
+            for _ in range(2):
+                askers.append(Asker(ctx, a["zmq"], stop))
+        for a in askers:
+            a.start()
+        restarted_at = {}
+        # As a StatefulSet's RollingUpdate: highest ordinal first, the next
+        # only once the one before is ready again.
+        for n in reversed(range(len(members))):
+            assert members[n].stop() == 0, members[n].log.read_text()
+            members[n].start()
+            members[n].wait_serving()
+            restarted_at[n] = time.time()
+        # Asked on after the last restart, so every member serves again.
+        end = time.monotonic() + DEADLINE
+        while time.monotonic() < end:
+            after = [sum(1 for asked, _, r in askers[2 * n].answers + askers[2 * n + 1].answers if r == b"go" and asked > restarted_at[n]) for n in range(len(members))]
+            if all(after) and time.time() > restarted_at[0] + 2.0:
+                break
+            time.sleep(0.05)
+        stop.set()
+        for a in askers:
+            a.join(DEADLINE)
+    finally:
+        stop.set()
+        for m in members:
+            m.kill()
+        ctx.term()
+
+    answers = [x for a in askers for x in a.answers]
+    return go_per_slot(answers, 1.0), limit, after, len(answers)
+
+
+def test_the_rendered_trio_joins_serves_and_survives_a_rolling_restart(tmp_path):
+    counts, limit, after, answers = rolling_restart(tmp_path)
+    over = {slot: go for slot, go in counts.items() if go > limit}
+    assert not over, f"slots over the limit of {limit}: {over}"
+    assert sum(counts.values()) > 0 and answers > 100, f"{answers} answers, {sum(counts.values())} go"
+    assert all(after), f"go after each member's restart: {after}"
+    assert max(counts.values()) == limit or sum(counts.values()) > limit, f"the trio served little: {counts}"
+
+
+def test_the_count_sees_members_that_do_not_share(tmp_path):
+    """The same run with every member's peers taken out of its file: each
+    grants the whole limit, and the count per slot must show it."""
+    counts, limit, _, _ = rolling_restart(tmp_path, unpeered=True)
+    assert max(counts.values()) > limit, f"no slot over {limit}: {counts}"
+
+
+def test_the_images_entrypoint_starts_serves_and_is_healthy(tmp_path):
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    entry = yaml.safe_load(re.search(r"^ENTRYPOINT (\[.*\])$", dockerfile, re.M).group(1))
+    health = yaml.safe_load(re.search(r"^\s+CMD (\[.*\])$", dockerfile, re.M).group(1))
+    copies = dict(reversed(m.groups()) for m in re.finditer(r"^COPY (?!--)(\S+) (\S+)$", dockerfile, re.M))
+    assert entry[0] == health[0] == "/usr/local/bin/locker", (entry, health)
+    config_at = entry[entry.index("--config") + 1]
+    text = (ROOT / copies[config_at]).read_text()
+    bind = tomllib.loads(text)["bind"]
+    metrics = tomllib.loads(text)["metrics_bind"]
+    zmq_at, metrics_at = f"tcp://127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    # The file's listeners moved to loopback; nothing else changed.
+    text = text.replace(f'"{bind}"', f'"{zmq_at}"').replace(f'"{metrics}"', f'"{metrics_at}"')
+    (tmp_path / "locker.toml").write_text(text)
+    argv = [LOCKER, *[str(tmp_path / "locker.toml") if a == config_at else a for a in entry[1:]]]
+    locker = Process(argv, metrics_at, tmp_path / "locker.log")
+    ctx = zmq.Context()
+    try:
+        locker.wait_serving()
+        probe = [LOCKER, *[a.replace(metrics.replace("0.0.0.0", "127.0.0.1"), metrics_at) for a in health[1:]]]
+        assert metrics_at in probe, probe
+        assert subprocess.run(probe, capture_output=True, timeout=DEADLINE).returncode == 0, probe
+        s = ctx.socket(zmq.REQ)
+        s.setsockopt(zmq.LINGER, 0)
+        s.connect(zmq_at)
+        s.send(b"let me go")
+        assert s.poll(DEADLINE * 1000), "no answer"
+        assert s.recv() == b"go"
+        s.close()
+        assert locker.stop() == 0, locker.log.read_text()
+    finally:
+        locker.kill()
+        ctx.term()
+
+
+def test_adding_and_removing_a_member_as_operations_md_says_keeps_every_slot_within_the_limit(tmp_path):
+    """docs/operations.md, "On Kubernetes": locker-3 is added by giving it
+    a file that lists the three and starting it (it stays unready, naming
+    another set, while the three serve on), then adding it to the three's
+    files, replaced whole as the kubelet replaces a ConfigMap's files, and
+    sending each SIGHUP; it is removed by stopping it and taking it out of
+    the files, with SIGHUP again. Asked throughout: no slot over the
+    limit, and each member serving at the end of each step."""
+    docs = render("overlays/trio")
+    statefulset = one(docs, "StatefulSet")
+    name, service = statefulset["metadata"]["name"], statefulset["spec"]["serviceName"]
+    pods = [f"{name}-{n}" for n in range(4)]
+    ports = {pod: {"zmq": free_port(), "peer": free_port(), "metrics": free_port()} for pod in pods}
+    rendered = config_files(docs)
+    template = rendered[str(PurePosixPath(pod_args(docs, pods[0])[pod_args(docs, pods[0]).index("--config") + 1]))]
+    limit = next(l for l in tomllib.loads(template)["limits"] if l["name"] == "default")["max_requests"]
+    config_dir = tmp_path / "etc-locker"
+    config_dir.mkdir()
+
+    def write_file(pod: str, listed: List[str]) -> Path:
+        """pod's file as the overlay would hold it (the rendered one's limits,
+        `peers` naming `listed`), resolved to loopback, replaced whole."""
+        text = re.sub(r"^peers = .*$", "peers = [" + ", ".join(f'"tcp://{p}.{service}:7778"' for p in listed) + "]", template, flags=re.M)
+        text = text.replace('"tcp://*:7778"', f'"tcp://127.0.0.1:{ports[pod]["peer"]}"')
+        for other in pods:
+            text = text.replace(f"tcp://{other}.{service}:7778", f"tcp://127.0.0.1:{ports[other]['peer']}")
+        path = config_dir / f"{pod}.toml"
+        fresh = config_dir / f".{pod}.toml.new"
+        fresh.write_text(text)
+        fresh.rename(path)
+        return path
+
+    def command(pod: str) -> List[str]:
+        moves = {
+            "--config": str(write_file(pod, [p for p in pods[:3] if p != pod])),
+            "--state": str(tmp_path / pod / "state.log"),
+            "--bind": f"tcp://127.0.0.1:{ports[pod]['zmq']}",
+            "--metrics-bind": f"127.0.0.1:{ports[pod]['metrics']}",
+        }
+        return [LOCKER, *container(docs)["command"][1:], *rewrite_endpoints(pod_args(docs, pod), moves)]
+
+    def reload(member: Process) -> None:
+        member.proc.send_signal(signal.SIGHUP)
+
+    def wait_state(member: Process, want: str) -> None:
+        end = time.monotonic() + DEADLINE
+        while (state := member.health()) != want:
+            assert time.monotonic() < end, f"/health says {state!r}, not {want!r}: {member.log.read_text()}"
+            time.sleep(0.02)
+
+    members: Dict[str, Process] = {}
+    ctx = zmq.Context()
+    stop = threading.Event()
+    askers: Dict[str, Asker] = {}
+    try:
+        for pod in pods[:3]:
+            members[pod] = Process(command(pod), f"127.0.0.1:{ports[pod]['metrics']}", tmp_path / f"{pod}.log")
+        for pod in pods[:3]:
+            members[pod].wait_serving()
+            askers[pod] = Asker(ctx, f"tcp://127.0.0.1:{ports[pod]['zmq']}", stop)
+            askers[pod].start()
+        # 1. locker-3 starts listing the three; it names another set than
+        #    theirs and is not ready, while they serve on.
+        new = pods[3]
+        members[new] = Process(command(new), f"127.0.0.1:{ports[new]['metrics']}", tmp_path / f"{new}.log")
+        wait_state(members[new], "member-set-mismatch")
+        assert [members[p].health() for p in pods[:3]] == ["serving"] * 3
+        # 2. Each of the three lists it too and reloads.
+        for pod in pods[:3]:
+            write_file(pod, [p for p in pods if p != pod])
+            reload(members[pod])
+        # 3. All four serve; locker-3's clients get go.
+        for pod in pods:
+            members[pod].wait_serving()
+        stop_new = threading.Event()
+        askers[new] = Asker(ctx, f"tcp://127.0.0.1:{ports[new]['zmq']}", stop_new)
+        askers[new].start()
+        grown = time.time()
+        end = time.monotonic() + DEADLINE
+        while not any(r == b"go" and t > grown for t, _, r in askers[new].answers):
+            assert time.monotonic() < end, "locker-3 never answered go"
+            time.sleep(0.05)
+        # Removing it: stopped first, then out of the three's files.
+        stop_new.set()
+        askers[new].join(DEADLINE)
+        assert members[new].stop() == 0
+        for pod in pods[:3]:
+            write_file(pod, [p for p in pods[:3] if p != pod])
+            reload(members[pod])
+        for pod in pods[:3]:
+            members[pod].wait_serving()
+        shrunk = time.time()
+        end = time.monotonic() + DEADLINE
+        while not all(any(r == b"go" and t > shrunk + 1.0 for t, _, r in askers[p].answers) for p in pods[:3]):
+            assert time.monotonic() < end, "the three do not all answer go after the removal"
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        for a in askers.values():
+            a.stop.set()
+            a.join(DEADLINE)
+        for m in members.values():
+            m.kill()
+        ctx.term()
+
+    answers = [x for a in askers.values() for x in a.answers]
+    counts = go_per_slot(answers, 1.0)
+    over = {slot: go for slot, go in counts.items() if go > limit}
+    assert not over, f"slots over the limit of {limit}: {over}"
+
+
+def keygen(folder: Path, name: str) -> Tuple[bytes, bytes]:
+    """A CURVE pair from `locker keygen`: (secret key file, public key file)."""
+    subprocess.run([LOCKER, "keygen", "--out", str(folder / name)], check=True, capture_output=True, timeout=30)
+    return (folder / f"{name}.key").read_bytes(), (folder / f"{name}.pub").read_bytes()
+
+
+def peers_live(metrics: str) -> float:
+    with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=2) as r:
+        scrape = r.read().decode()
+    found = re.search(r"^locker_peers_live (\S+)$", scrape, re.M)
+    return float(found.group(1)) if found else -1
+
+
+def z85(key_file: bytes) -> bytes:
+    """The key of a `locker keygen` file: its last line (comments before)."""
+    return key_file.strip().splitlines()[-1]
+
+
+def test_every_component_runs_on_the_rendered_command_lines(tmp_path):
+    """The trio with CURVE, the lease secret and Envoy's rate-limit service
+    (tests/all-components), each pod's Secrets and ConfigMaps laid out as
+    the kubelet mounts them: the members join over CURVE, answer a client
+    whose key the clients Secret holds and not a plain one, and serve the
+    rate-limit service's health as SERVING."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+    import grpc
+
+    docs = render("tests/all-components")
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    server_key, server_pub = keygen(keys, "server")
+    alice_key, alice_pub = keygen(keys, "alice")
+    secrets = {
+        "locker-curve": {"server.key": server_key},
+        "locker-curve-clients": {"alice.pub": alice_pub},
+        "locker-lease-secret": {"lease.secret": os.urandom(32)},
+    }
+    statefulset = one(docs, "StatefulSet")
+    pods = [f"{statefulset['metadata']['name']}-{n}" for n in range(statefulset["spec"]["replicas"])]
+    ports = group_ports(pods)
+    members, ctx = [], zmq.Context()
+    try:
+        for pod in pods:
+            argv, at = pod_command(docs, pod, tmp_path, ports, secrets)
+            members.append((Process(argv, at["--metrics-bind"], tmp_path / f"{pod}.log"), at))
+        for member, at in members:
+            member.wait_serving()
+            # Its two peers heard over CURVE (with the group's one pair).
+            end = time.monotonic() + DEADLINE
+            while (live := peers_live(at["--metrics-bind"])) != len(pods) - 1:
+                assert time.monotonic() < end, f"{live} peers live: {member.log.read_text()}"
+                time.sleep(0.05)
+            log = member.log.read_text()
+            assert "serving a semaphore without --lease-secret" not in log, log
+            # A client with its key in the clients Secret is answered ...
+            alice = ctx.socket(zmq.REQ)
+            alice.setsockopt(zmq.LINGER, 0)
+            alice.curve_serverkey = z85(server_pub)
+            alice.curve_publickey = z85(alice_pub)
+            alice.curve_secretkey = z85(alice_key)
+            alice.connect(at["--bind"])
+            alice.send(b"let me go")
+            assert alice.poll(DEADLINE * 1000), f"alice is not answered: {log}"
+            assert alice.recv() in (b"go", b"sorry")
+            alice.close()
+            # ... a plain one is not.
+            plain = ctx.socket(zmq.REQ)
+            plain.setsockopt(zmq.LINGER, 0)
+            plain.connect(at["--bind"])
+            plain.send(b"let me go")
+            assert not plain.poll(300), "a plain client is answered by a CURVE locker"
+            plain.close()
+            # Envoy's cluster would find the rate-limit service serving.
+            with grpc.insecure_channel(at["--rls-bind"]) as channel:
+                stub = health_pb2_grpc.HealthStub(channel)
+                reply = stub.Check(health_pb2.HealthCheckRequest(service="envoy.service.ratelimit.v3.RateLimitService"), timeout=DEADLINE)
+                assert reply.status == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        for member, _ in members:
+            member.kill()
+        ctx.term()
