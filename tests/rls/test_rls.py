@@ -216,6 +216,21 @@ def test_hits_addend_is_the_cost(pb, locker):
     assert (codes(pb, reply), reply.statuses[0].limit_remaining) == (("OK", ["OK"]), 0)
 
 
+def test_the_docs_ready_client_says_ok_then_over_limit(locker):
+    """examples/rls_ask.py, the client docs/envoy.md gives: OK with what is
+    left while the marketing limit of 5 a day lasts, then OVER_LIMIT."""
+    number = unique()
+    run = lambda: subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "rls_ask.py"), locker.address, "messaging",
+         "message_type=marketing", f"to_number={number}"],
+        capture_output=True, text=True, timeout=60,
+    )
+    answers = [run() for _ in range(6)]
+    assert [a.returncode for a in answers] == [0] * 5 + [1], [a.stderr for a in answers]
+    assert answers[0].stdout.splitlines() == ["OK", "  OK: 5 per DAY, 4 left"]
+    assert answers[5].stdout.splitlines()[0] == "OVER_LIMIT"
+
+
 def test_the_zeromq_side_counts_the_same_limit(pb, locker):
     number = unique()
     out = subprocess.run(
