@@ -109,6 +109,10 @@ pub struct Serving {
     /// Replies not delivered since the last `take_undelivered`, and how
     /// many of them were go.
     undelivered: (u64, u64),
+    /// Single replies lost to clients that had gone, not yet logged, and
+    /// when such a line was last logged (see `log_lost`).
+    lost_unlogged: (u64, u64),
+    lost_logged_at: Option<std::time::Instant>,
     /// Held asks' go replies not delivered since the last `take_lost_go`.
     lost_go: Vec<Lost>,
 }
@@ -130,6 +134,8 @@ impl Serving {
             backlog: Backlog::default(),
             per_client,
             undelivered: (0, 0),
+            lost_unlogged: (0, 0),
+            lost_logged_at: None,
             lost_go: Vec::new(),
         })
     }
@@ -264,9 +270,24 @@ impl Serving {
         self.backlog.len
     }
 
-    /// Replies not delivered since the last call, and how many were go.
+    /// Replies not delivered since the last call, and how many were go;
+    /// logs those lost one by one (see `log_lost`).
     pub fn take_undelivered(&mut self) -> (u64, u64) {
+        self.log_lost();
         std::mem::take(&mut self.undelivered)
+    }
+
+    /// Logs the single replies lost to clients that had gone, at most once
+    /// a second with how many since the last such line: one client that
+    /// gave up on thousands of held asks makes one line a second, not
+    /// thousands. (A backlog dropped whole is logged as it is dropped.)
+    fn log_lost(&mut self) {
+        let (replies, go) = self.lost_unlogged;
+        let due = self.lost_logged_at.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(1));
+        if replies > 0 && due {
+            warn!(replies, go, "replies not delivered since the last such line: their clients had gone");
+            (self.lost_unlogged, self.lost_logged_at) = ((0, 0), Some(std::time::Instant::now()));
+        }
     }
 
     /// Held asks' go replies not delivered since the last call, each with
@@ -359,7 +380,8 @@ impl Serving {
     fn count_lost(&mut self, go: bool) {
         self.undelivered.0 += 1;
         self.undelivered.1 += u64::from(go);
-        debug!(go, "a reply not delivered: its client has gone");
+        self.lost_unlogged.0 += 1;
+        self.lost_unlogged.1 += u64::from(go);
     }
 
     /// Reads the rest of a request's envelope into `self.envelope`, whose

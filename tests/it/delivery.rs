@@ -94,29 +94,53 @@ fn replies_to_a_client_that_went_away_are_counted_as_undelivered() {
     assert_eq!(after.undelivered_go, 1, "one of them had the next slot's permit: {after:?}");
 }
 
+/// The replies lost to a client that went away are logged too, as a
+/// running process logs them: at `warn`, at most one line a second.
+#[test]
+fn replies_to_a_client_that_went_away_are_logged() {
+    let d = Daemon::start_logged(&GONE_CLIENT_ARGS);
+    let (_client, after) = three_held_asks_then_gone(&d.endpoint);
+    assert_eq!(after.undelivered, 3, "{after:?}");
+    let deadline = Instant::now() + DEADLINE;
+    while !d.log().contains("replies not delivered since the last such line") {
+        assert!(Instant::now() < deadline, "no line says the replies were lost: {}", d.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// 1 per 3 s, asks held for up to 3 s.
+const GONE_CLIENT_ARGS: [&str; 6] = ["--max-requests", "1", "--in-seconds", "3", "--hold-ms", "3000"];
+
 /// A locker of 1 per 3 s holding asks for up to 3 s, a client that took
 /// the slot's permit, and a DEALER whose three held asks are answered at
 /// the next slot, after it has gone: the stats once all three are counted.
 fn a_client_goes_away_with_three_held_asks() -> (Served, Client, StatsReply) {
-    let args = ["--max-requests", "1", "--in-seconds", "3", "--hold-ms", "3000"];
-    let d = Served::start(&args);
+    let d = Served::start(&GONE_CLIENT_ARGS);
+    let (client, after) = three_held_asks_then_gone(&d.endpoint);
+    (d, client, after)
+}
+
+/// At the locker at `endpoint` (`GONE_CLIENT_ARGS`): a client takes the
+/// slot's permit, and a DEALER sends three asks, which are held, and goes
+/// away; the client, and the stats once all three are counted.
+fn three_held_asks_then_gone(endpoint: &str) -> (Client, StatsReply) {
     // The asks and the client's leaving fall in one slot: the held asks
     // are answered only when the next begins, after the client has gone.
     wait_for_room(3_000_000_000, Duration::from_millis(1500));
-    let mut client = Client::new([d.endpoint.as_str()], DEADLINE).unwrap();
+    let mut client = Client::new([endpoint], DEADLINE).unwrap();
     assert!(client.ask(&Ask::new()).unwrap().ok);
     let ctx = zmq::Context::new();
-    let s = dealer(&ctx, &d.endpoint);
+    let s = dealer(&ctx, endpoint);
     send_asks(&s, 3);
-    wait_parked(&d.endpoint, 3);
+    wait_parked(endpoint, 3);
     drop(s);
     let deadline = Instant::now() + DEADLINE;
-    let mut after = stats(&d.endpoint);
+    let mut after = stats(endpoint);
     while after.undelivered < 3 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
-        after = stats(&d.endpoint);
+        after = stats(endpoint);
     }
-    (d, client, after)
+    (client, after)
 }
 
 /// A held ask's go that could not be delivered is given back: the next
