@@ -312,7 +312,10 @@ fn three_lockers_on_a_cluster_hold_one_limit_exactly_through_a_lockers_kill_and_
 fn a_burst_on_one_locker_gets_the_whole_quota_and_the_other_locker_sees_it_spent() {
     let redis = Redis::start(false);
     let url = format!("redis://{}", redis.address());
-    let args = ["--max-requests", "50", "--in-seconds", "20", "--store", url.as_str()];
+    // A patient store timeout: the test is about the quota, not about a
+    // slow store, and a loaded machine keeps a claim past the default.
+    let patient = PATIENT_STORE_MS.to_string();
+    let args = ["--max-requests", "50", "--in-seconds", "20", "--store", url.as_str(), "--store-timeout-ms", &patient];
     let (a, b) = (Daemon::start(&args), Daemon::start(&args));
     wait_for_room(20_000_000_000, Duration::from_secs(3));
     let ctx = zmq::Context::new();
@@ -392,7 +395,12 @@ fn a_masters_kill_and_restart_fails_closed_or_open_as_each_limit_says_and_servic
     let d = Daemon::start(&["--config", config.path(), "--metrics-bind", &metrics]);
     let mut client = Client::new([d.endpoint.clone()], Duration::from_secs(3)).unwrap();
     let ask = |c: &mut Client, limit: &str, key: &str| c.ask(&Ask::new().limit(limit).key(key)).unwrap().ok;
-    assert!(ask(&mut client, "closed", "k"));
+    // Before the kill, a healthy store: a loaded machine may keep a claim
+    // past the 100 ms timeout once (a sorry, failing closed), so a few
+    // tries where one would do; what is judged is the store keeping the
+    // key, and the limits' behaviour once its master is killed.
+    let within_tries = |c: &mut Client, limit: &str, key: &str| (0..5).any(|_| ask(c, limit, key));
+    assert!(within_tries(&mut client, "closed", "k"));
     let open_keys: Vec<String> = (0..30).map(|i| format!("k{i}")).collect();
     assert!(open_keys.iter().all(|k| ask(&mut client, "open", k)));
     // Kill the master that holds the closed limit's key; some of the open
