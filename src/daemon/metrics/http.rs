@@ -10,6 +10,11 @@
 //! be at most [`MAX_HEAD_BYTES`]: a slow or hostile client costs the next
 //! scrape a couple of seconds at worst and never touches the serving loop,
 //! which only ever hands snapshots over (see the module above).
+//!
+//! At the open-files limit, where the serving socket refuses clients and
+//! `locker stats` cannot connect, this is the operator's way in: a
+//! descriptor is held in reserve, given up to accept a scrape or a probe
+//! the listener could not, and taken back after.
 
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -201,20 +206,46 @@ pub fn answer(request: Result<HttpRequest, Refusal>, mailbox: &Mailbox, uptime_s
 
 /// Accepts and answers connections one at a time, until the process exits.
 pub fn serve(listener: &TcpListener, mailbox: &Mailbox, started: Instant) {
-    for conn in listener.incoming() {
-        match conn {
-            Ok(stream) => {
-                if let Err(e) = handle(stream, mailbox, started) {
-                    debug!(error = %e, "metrics connection dropped");
+    let mut reserve = hold_reserve();
+    loop {
+        match listener.accept() {
+            Ok((stream, _)) => answer_one(stream, mailbox, started),
+            Err(e) if out_of_files(&e) && reserve.is_some() => {
+                // Another thread may take the freed descriptor first; then
+                // this accept fails too, and the next try comes later.
+                drop(reserve.take());
+                let accepted = listener.accept();
+                reserve = hold_reserve();
+                match accepted {
+                    Ok((stream, _)) => answer_one(stream, mailbox, started),
+                    Err(e) => pause_after(&e),
                 }
             }
-            Err(e) => {
-                debug!(error = %e, "metrics accept failed");
-                // Out of file descriptors, say: do not spin on it.
-                std::thread::sleep(Duration::from_millis(50));
-            }
+            Err(e) => pause_after(&e),
         }
     }
+}
+
+/// A descriptor (on /dev/null) held to be given up at the open-files limit.
+fn hold_reserve() -> Option<std::fs::File> {
+    std::fs::File::open("/dev/null").ok()
+}
+
+/// Whether `e` says no descriptor was left, for the process or the system.
+fn out_of_files(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE))
+}
+
+fn answer_one(stream: TcpStream, mailbox: &Mailbox, started: Instant) {
+    if let Err(e) = handle(stream, mailbox, started) {
+        debug!(error = %e, "metrics connection dropped");
+    }
+}
+
+fn pause_after(e: &io::Error) {
+    debug!(error = %e, "metrics accept failed");
+    // Out of file descriptors with no reserve, say: do not spin on it.
+    std::thread::sleep(Duration::from_millis(50));
 }
 
 /// Reads one request from `stream` and writes its answer, within [`DEADLINE`].
