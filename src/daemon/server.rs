@@ -161,6 +161,29 @@ pub struct Server {
     reload: Option<Reload>,
 }
 
+/// Logs one answer at debug (`LOCKER_LOG=debug`): the request when it is
+/// at hand (a held ask's reply leaves without it) and the reply, refusals
+/// with their reasons. Out of line: the request path pays only the check
+/// of the level.
+#[cold]
+#[inline(never)]
+fn log_answer(request: Option<&[u8]>, reply: &[u8]) {
+    match request {
+        Some(request) => debug!(request = %shown(request), reply = %shown(reply), "answered"),
+        None => debug!(reply = %shown(reply), "answered a held or deferred ask"),
+    }
+}
+
+/// A message body for the log: the plain form as text, MessagePack as
+/// JSON, anything else by its length.
+fn shown(body: &[u8]) -> String {
+    match std::str::from_utf8(body) {
+        Ok(text) if !text.is_empty() && !text.chars().any(char::is_control) => format!("{text:?}"),
+        _ => rmp_serde::from_slice::<serde_json::Value>(body)
+            .map_or_else(|_| format!("{} bytes", body.len()), |v| v.to_string()),
+    }
+}
+
 /// The sockets the loop step talks through (see `service::step::Io`).
 struct LoopIo {
     serving: Serving,
@@ -177,11 +200,17 @@ struct LoopIo {
 impl Io for LoopIo {
     #[inline]
     fn reply(&mut self, token: Token, body: &[u8]) {
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            log_answer(None, body);
+        }
         self.serving.reply(token, body);
     }
 
     #[inline]
     fn answer(&mut self, _token: Token, request: &[u8], body: &[u8]) {
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            log_answer(Some(request), body);
+        }
         self.serving.answer(request, body);
     }
 

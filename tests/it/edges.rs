@@ -82,6 +82,22 @@ impl Drop for Logged {
     }
 }
 
+/// `LOCKER_LOG=debug` shows each ask and its answer, a refusal with its
+/// reason; at `info` nothing of them is logged.
+#[test]
+fn at_debug_every_answer_is_logged_with_its_request() {
+    let d = Logged::start("debug", &["--bind", "tcp://127.0.0.1:*", "--max-requests", "1"]);
+    let mut client = Client::new([d.endpoint.as_str()], DEADLINE).unwrap();
+    let ctx = zmq::Context::new();
+    let s = ctx.socket(zmq::REQ).unwrap();
+    s.connect(&d.endpoint).unwrap();
+    s.send(&b"let me go"[..], 0).unwrap();
+    assert_eq!(s.recv_bytes(0).unwrap(), b"go");
+    d.wait_for(&["answered", "request=\"let me go\"", "reply=\"go\""]);
+    assert!(client.ask(&locker::Ask::new().limit("nope")).is_err(), "an unknown limit is refused");
+    d.wait_for(&["answered", "\"limit\":\"nope\"", "error"]);
+}
+
 #[test]
 fn a_lease_wait_that_ends_in_the_queue_is_not_held_rather_than_an_error() {
     let file = TempFile::new("edges-lease.toml", LIMITS);
