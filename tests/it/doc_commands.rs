@@ -43,6 +43,8 @@ const PATTERN: &str = "a pattern or a command's name, not a command";
 const RECIPE: &str = "run by one_host::*, on ports nothing else uses";
 const GRPC: &str = "needs grpcio, which .ci/run installs and then runs these tests with";
 const GRPC_LIMIT: &str = "asks a limit of the RLS config, which the documented daemon lacks: tests/rls asks it so";
+const CLUSTER: &str =
+    "needs a Kubernetes cluster; deploy/kubernetes/tests renders, validates and runs the manifests without one";
 const PIP: &str = "installs into the machine's Python; the test imports the client from clients/python/src";
 
 /// Every command of the docs, by file, in the order the file gives them.
@@ -117,6 +119,15 @@ const COMMANDS: &[(&str, &str, Do)] = &[
     ("docs/operations.md", "cargo test --release --test it prometheus", Tests("prometheus")),
     ("docs/operations.md", "locker serve --config /etc/locker/locker.toml", Skip(SYSTEMD)),
     ("docs/operations.md", "locker health --metrics 127.0.0.1:9090", Run),
+    ("docs/operations.md", "docker build -t registry.example.com/locker:1.0 .", Skip(DOCKER)),
+    ("docs/operations.md", "docker push registry.example.com/locker:1.0", Skip(DOCKER)),
+    ("docs/operations.md", "kubectl kustomize deploy/kubernetes/overlays/trio", Skip(CLUSTER)),
+    ("docs/operations.md", "kubectl apply -k deploy/kubernetes/overlays/trio", Skip(CLUSTER)),
+    ("docs/operations.md", "kubectl rollout status statefulset locker", Skip(CLUSTER)),
+    ("docs/operations.md", "kubectl exec locker-0 -- cat /etc/locker/locker-0.toml", Skip(CLUSTER)),
+    ("docs/operations.md", "kubectl exec locker-0 -- locker check-config /etc/locker/locker-0.toml", Skip(CLUSTER)),
+    ("docs/operations.md", "kubectl exec locker-0 -- sh -c 'kill -HUP 1'", Skip(CLUSTER)),
+    ("docs/operations.md", "kubectl logs locker-0 | grep 'config reloaded'", Skip(CLUSTER)),
     ("docs/peering.md", "locker serve --bind 'tcp://*:7777' --peer-bind 'tcp://*:7778' --node-id a --state /var/lib/locker/state --peer tcp://b:7778 --peer tcp://c:7778 --max-requests 1000 --in-seconds 1", Skip(HOSTS)),
     ("docs/peering.md", "locker ask --connect tcp://a:7777 --connect tcp://b:7777 --connect tcp://c:7777", Skip(HOSTS)),
     ("docs/peering.md", "locker stats --connect tcp://a:7777", Skip(HOSTS)),
