@@ -473,7 +473,10 @@ impl Peering {
                 self.resumes = all && self.nodes.knows_every_earlier_run() && !self.distrusts_file;
             }
             let from = self.owns_from_joining(now, all);
-            let not_owning = (from == now && self.owns_from == Nanos::MAX).then(|| self.why_not_owning(all));
+            // A run that resumed its earlier runs owns what they left (see
+            // `Share::resumes`), whatever `from` says of the rest.
+            let not_owning =
+                (from == now && self.owns_from == Nanos::MAX && !self.resumes).then(|| self.why_not_owning(all));
             self.owns_from = self.owns_from.min(from);
             self.tenure.joined(now, all);
             self.events.push_back(PeerEvent::Ready { synced });
@@ -497,25 +500,17 @@ impl Peering {
     ///   live timeout more for it to hear a run that was up then): an
     ///   earlier run that granted in the slot would be known to it.
     ///
-    /// Not every peer answered, a file from before a reboot, or a peer
-    /// that knew of an earlier run the file did not keep: none of the slot
-    /// it joins in. So a group restarted together without `--state` (no
-    /// peer has been up longer than the restart) owns none of the slots
-    /// under way, and never grants one twice; a brand-new group without a
-    /// state file serves nothing of its first slot. A run whose peers knew
-    /// its earlier run, which its file kept, resumes it: the file says
-    /// what that run left.
+    /// A peer that knew of an earlier run, not every peer answered, or a
+    /// file from before a reboot: none of the slot it joins in. So a group
+    /// restarted together without `--state` (no peer has been up longer
+    /// than the restart) owns none of the slots under way, and never
+    /// grants one twice; a brand-new group without a state file serves
+    /// nothing of its first slot.
     fn owns_from_joining(&self, now: Nanos, all: bool) -> Nanos {
-        if !all || self.distrusts_file {
+        if !all || self.nodes.knows_earlier_run() || self.distrusts_file {
             return now;
         }
-        if self.resumes {
-            return 0;
-        }
-        if self.nodes.knows_earlier_run() {
-            return now;
-        }
-        if self.nodes.first_run() {
+        if self.resumes || self.nodes.first_run() {
             return 0;
         }
         let heard = self.nodes.heard_since().map(|at| at.saturating_add(self.settings.live_timeout));

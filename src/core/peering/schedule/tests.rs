@@ -176,8 +176,8 @@ fn a_starting_locker_serves_on_the_middle_clock_from_its_first_grant() {
 /// A locker of one peer whose state file named an earlier run of it,
 /// joined at `T0 + 5 ms`; `distrusted` when the file came from before a
 /// reboot. Its peer tells of the earlier run `told` (as a peer that heard
-/// it does), if any.
-fn restarted_with_a_file(distrusted: bool, told: Option<Nanos>) -> PeerView {
+/// it does), if any. Its view, and what it told the log.
+fn restarted_with_a_file(distrusted: bool, told: Option<Nanos>) -> (PeerView, Vec<PeerEvent>) {
     let mut p = peering(1);
     p.nodes_mut().kept_runs([("a", T0 - 1000 * MS)].into_iter());
     if distrusted {
@@ -190,26 +190,28 @@ fn restarted_with_a_file(distrusted: bool, told: Option<Nanos>) -> PeerView {
     }
     p.on_snapshot_done(T0 + 5 * MS, 0, &node("b", 1));
     assert!(!p.is_joining());
-    p.view(T0 + 5 * MS)
+    (p.view(T0 + 5 * MS), std::iter::from_fn(|| p.poll_event()).collect())
 }
 
 #[test]
 fn a_file_from_before_a_reboot_resumes_nothing_and_owns_none_of_the_slots_under_way() {
-    let trusted = restarted_with_a_file(false, None);
+    let (trusted, _) = restarted_with_a_file(false, None);
     assert!(trusted.resumes, "the file kept every grant and gift of the earlier run");
-    let after_reboot = restarted_with_a_file(true, None);
+    let (after_reboot, _) = restarted_with_a_file(true, None);
     assert!(!after_reboot.resumes, "its tail may never have reached the disk");
     assert_eq!(after_reboot.owns_from, T0 + 5 * MS, "owns the slots that begin once it joined, no earlier one");
 }
 
 #[test]
-fn a_restart_whose_file_kept_the_earlier_run_its_peer_knew_resumes_the_slot_under_way() {
-    let known = restarted_with_a_file(false, Some(T0 - 1000 * MS));
+fn a_restart_whose_file_kept_the_earlier_run_its_peer_knew_resumes_it_and_says_nothing_of_owning_none() {
+    let owns_none = |events: &[PeerEvent]| events.iter().any(|e| matches!(e, PeerEvent::OwnsNextPeriods { .. }));
+    let (known, events) = restarted_with_a_file(false, Some(T0 - 1000 * MS));
     assert!(known.resumes, "the peer's run is the one the file kept");
-    assert_eq!(known.owns_from, 0, "it owns what its earlier run left of the slot under way");
-    let unkept = restarted_with_a_file(false, Some(T0 - 500 * MS));
+    assert!(!owns_none(&events), "it owns what its earlier run left: {events:?}");
+    let (unkept, events) = restarted_with_a_file(false, Some(T0 - 500 * MS));
     assert!(!unkept.resumes, "a run the file did not keep wrote elsewhere, or nowhere");
     assert_eq!(unkept.owns_from, T0 + 5 * MS, "none of the slot under way");
+    assert!(owns_none(&events), "and says so: {events:?}");
 }
 
 /// A locker with one limit of `algorithm`, 99 per second.
