@@ -1,5 +1,5 @@
 //! Capacity on real lockers, as a user meets it: peered lockers sharing
-//! 100 per 8 s, each with its state file (`--state`).
+//! 100 per 16 s, each with its state file (`--state`).
 //! - A pair: locker 0 grants 60 (its share of 50 and 10 its peer gives
 //!   it), is killed with -9 and restarted with the same command line; then
 //!   both are asked until the slot is spent. The restart resumes what its
@@ -9,10 +9,10 @@
 //!   two. What locker 0 was given and did not spend reaches the others
 //!   once its own asks have ended: the slot serves its 100.
 //!
-//! Every scenario runs inside one slot: it starts at least 6 s before the
+//! Every scenario runs inside one slot: it starts at least 12 s before the
 //! slot's end, and a go counts only when its ask and its answer both fall
 //! inside the slot. A slot that ended first fails the test with that
-//! reason (a machine too loaded to restart a locker in 6 s), never with a
+//! reason (a machine too loaded to restart a locker in 12 s), never with a
 //! wrong count.
 
 use std::time::Duration;
@@ -21,8 +21,8 @@ use locker::{Ask, Client};
 
 use crate::support::{wait_for_room, wall_ns, Peered, DEADLINE};
 
-const SLOT: Duration = Duration::from_secs(8);
-const LIMIT: [&str; 4] = ["--max-requests", "100", "--in-seconds", "8"];
+const SLOT: Duration = Duration::from_secs(16);
+const LIMIT: [&str; 4] = ["--max-requests", "100", "--in-seconds", "16"];
 
 /// A go as its caller saw it: when the ask left and when the answer came
 /// (the wall clock, in nanoseconds).
@@ -62,16 +62,16 @@ fn drain(group: &Peered, n: usize) -> Vec<Go> {
 fn in_slot(goes: &[Go], start: u128) -> usize {
     let end = start + SLOT.as_nanos();
     let outside = goes.iter().filter(|&&(asked, answered)| asked < start || answered >= end).count();
-    assert_eq!(outside, 0, "the scenario outran its slot: a machine too loaded to restart a locker in 6 s");
+    assert_eq!(outside, 0, "the scenario outran its slot: a machine too loaded to restart a locker in 12 s");
     goes.len()
 }
 
-/// A group of `n` with state files, joined, at least 6 s before the end
+/// A group of `n` with state files, joined, at least 12 s before the end
 /// of the slot under way: the group, and the slot's start.
 fn group_of(n: usize) -> (Peered, u128) {
     let group = Peered::start(n, &LIMIT);
     group.wait_joined(n - 1);
-    wait_for_room(SLOT.as_nanos(), Duration::from_secs(6));
+    wait_for_room(SLOT.as_nanos(), Duration::from_secs(12));
     let start = wall_ns() / SLOT.as_nanos() * SLOT.as_nanos();
     (group, start)
 }
@@ -93,7 +93,7 @@ fn sixty_then_kill_and_restart(n: usize) -> (usize, usize) {
 #[test]
 fn a_pair_restarted_on_its_state_files_serves_its_whole_slot() {
     let (go, before) = sixty_then_kill_and_restart(2);
-    eprintln!("a pair at 100 per 8 s: {before} go on locker 0, kill -9, restart with --state: {go} go in the slot");
+    eprintln!("a pair at 100 per 16 s: {before} go on locker 0, kill -9, restart with --state: {go} go in the slot");
     assert_eq!(before, 60, "locker 0 is given what it lacks of 60");
     assert!(go <= 100, "{go} go in a slot of 100");
     assert!(go >= 98, "the restart resumes what its earlier run owned: {go} go of 100");
@@ -102,7 +102,7 @@ fn a_pair_restarted_on_its_state_files_serves_its_whole_slot() {
 #[test]
 fn a_trio_restarted_on_its_state_files_serves_its_whole_slot() {
     let (go, before) = sixty_then_kill_and_restart(3);
-    eprintln!("a trio at 100 per 8 s: {before} go on locker 0, kill -9, restart with --state: {go} go in the slot");
+    eprintln!("a trio at 100 per 16 s: {before} go on locker 0, kill -9, restart with --state: {go} go in the slot");
     assert_eq!(before, 60, "locker 0 is given what it lacks of 60");
     assert!(go <= 100, "{go} go in a slot of 100");
     assert!(go >= 98, "the restart resumes what its earlier run owned: {go} go of 100");
@@ -129,7 +129,7 @@ fn permits_given_to_a_locker_whose_asks_ended_reach_the_other_two() {
         }
     }
     let go = in_slot(&goes, start);
-    eprintln!("a trio at 100 per 8 s: {first} go on locker 0, then 100 asks over the other two: {go} go in the slot");
+    eprintln!("a trio at 100 per 16 s: {first} go on locker 0, then 100 asks over the other two: {go} go in the slot");
     assert_eq!(first, 60, "locker 0 is given what it lacks of 60");
     assert!(go <= 100, "{go} go in a slot of 100");
     assert!(go >= 98, "what locker 0 did not spend reaches the others: {go} go of 100");
