@@ -396,11 +396,11 @@ fn a_masters_kill_and_restart_fails_closed_or_open_as_each_limit_says_and_servic
     let mut client = Client::new([d.endpoint.clone()], Duration::from_secs(3)).unwrap();
     let ask = |c: &mut Client, limit: &str, key: &str| c.ask(&Ask::new().limit(limit).key(key)).unwrap().ok;
     // Before the kill, a healthy store: a loaded machine may keep a claim
-    // past the 100 ms timeout once (a sorry, failing closed), so a few
-    // tries where one would do; what is judged is the store keeping the
-    // key, and the limits' behaviour once its master is killed.
-    let within_tries = |c: &mut Client, limit: &str, key: &str| (0..5).any(|_| ask(c, limit, key));
-    assert!(within_tries(&mut client, "closed", "k"));
+    // past the 100 ms timeout (a sorry, failing closed, and the node's
+    // calls failed at once for the next 100 ms), so each key is asked
+    // until it goes; what is judged is the store keeping the key, and the
+    // limits' behaviour once its master is killed.
+    assert!(goes_within(&mut client, &Ask::new().limit("closed").key("k"), 1, READY));
     let open_keys: Vec<String> = (0..30).map(|i| format!("k{i}")).collect();
     assert!(open_keys.iter().all(|k| ask(&mut client, "open", k)));
     // Kill the master that holds the closed limit's key; some of the open
@@ -422,7 +422,11 @@ fn a_masters_kill_and_restart_fails_closed_or_open_as_each_limit_says_and_servic
     assert!((0..20).all(|_| ask(&mut client, "open", open_key)), "a limit that fails open answers go, alone");
     // Until the cluster gives up on the master (cluster-node-timeout, 15 s
     // here), the other masters' keys are served: only the dead one's fail.
-    assert!((0..20).all(|_| ask(&mut client, "closed", &elsewhere)), "keys on live masters go on");
+    // A claim on a live master may miss its timeout on a loaded machine,
+    // as above; the dead master's key never goes.
+    let on_live_master = Ask::new().limit("closed").key(&elsewhere);
+    // Within 5 s: the cluster gives up on the dead master after 15 s.
+    assert!(goes_within(&mut client, &on_live_master, 20, Duration::from_secs(5)), "keys on live masters go on");
     assert!(stats.down.as_deref().is_some_and(|d| d.contains(&cluster.nodes[holder].address())), "{stats:?}");
     // The metrics listener sees the loop's state within a second or so.
     let end = Instant::now() + Duration::from_secs(5);
@@ -553,8 +557,6 @@ fn shape(reply: Result<LeaseReply, ClientError>) -> String {
 
 /// Runs one script of lease requests on `c`, returning each step's shape.
 fn lease_script(c: &mut Client) -> Vec<String> {
-    let start = Instant::now();
-    let at = |ms: u64| thread::sleep(Duration::from_millis(ms).saturating_sub(start.elapsed()));
     let ask = |count, ttl_ms, max_wait_ms| LeaseAsk { ttl_ms: Some(ttl_ms), max_wait_ms, ..LeaseAsk::new("db", count) };
     let mut steps = Vec::new();
     let a = c.acquire_lease(&ask(2, 700, None)).unwrap();
@@ -563,7 +565,11 @@ fn lease_script(c: &mut Client) -> Vec<String> {
     steps.extend([a.clone(), b.clone(), late.clone()].map(Ok).map(shape));
     steps.push(shape(c.acquire_lease(&ask(1, 5_000, None))));
     let (a, b, late) = (a.lease.unwrap(), b.lease.unwrap(), late.lease.unwrap());
-    // Each check comes 300 ms after the deadline it looks at.
+    // Each check comes at least 300 ms after the deadline it looks at,
+    // timed from after the acquires: each deadline was set before that,
+    // however long a loaded machine took to answer them.
+    let start = Instant::now();
+    let at = |ms: u64| thread::sleep(Duration::from_millis(ms).saturating_sub(start.elapsed()));
     at(400);
     steps.push(shape(c.heartbeat(&beat(&late))));
     at(1_000);
@@ -606,6 +612,26 @@ fn health(addr: &str) -> String {
     let mut text = String::new();
     let _ = s.read_to_string(&mut text);
     text
+}
+
+/// Whether `ask` goes `times` times within `bound`, asked again at once
+/// after a go and after 50 ms after a sorry: for claims that a loaded
+/// machine may keep past a short store timeout (and a failed node's calls
+/// then fail at once for `RETRY_DOWN`), where the test judges whether the
+/// store serves the key at all.
+fn goes_within(c: &mut Client, ask: &Ask, times: usize, bound: Duration) -> bool {
+    let end = Instant::now() + bound;
+    let mut went = 0;
+    while went < times {
+        if c.ask(ask).unwrap().ok {
+            went += 1;
+        } else if Instant::now() >= end {
+            return false;
+        } else {
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+    true
 }
 
 /// The Redis key a fixed window's `limit` and `key` count under.
@@ -702,6 +728,13 @@ fn while_one_master_sleeps_the_keys_on_the_others_keep_going_and_the_node_is_nam
     let sick_count = sick.iter().filter(|&&s| s).count();
     assert!(sick_count > 0 && sick_count < keys.len(), "keys on the sleeper and on the others: {sick:?}");
 
+    // Every key served before the askers start: on a loaded machine the
+    // first claims may miss the 100 ms timeout, and the rate before the
+    // sleep is what the sleep is measured against.
+    let mut client = Client::new([d.endpoint.clone()], Duration::from_secs(3)).unwrap();
+    for key in &keys {
+        assert!(goes_within(&mut client, &Ask::new().limit("fast").key(key), 1, READY), "{key} is served");
+    }
     let start = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
     let askers: Vec<_> =
@@ -718,7 +751,6 @@ fn while_one_master_sleeps_the_keys_on_the_others_keep_going_and_the_node_is_nam
         (from, start.elapsed())
     });
     // While it sleeps: stats, health and metrics name it.
-    let mut client = Client::new([d.endpoint.clone()], Duration::from_secs(3)).unwrap();
     let node = sleeper.address();
     let named_down = |c: &mut Client| {
         let down = c.stats().unwrap().store.unwrap().down.unwrap_or_default();
@@ -802,11 +834,11 @@ fn with_store_replicas_a_stopped_replica_fails_its_masters_claims_and_a_failover
     let mut client = Client::new([d.endpoint.clone()], Duration::from_secs(10)).unwrap();
     let ask = |c: &mut Client, key: &str| c.ask(&Ask::new().limit("stopped").key(key)).unwrap().ok;
     let key = key_on(&cluster.nodes[master], "stopped", "k");
-    // A few tries where one would do on a quiet machine: a loaded one may
-    // keep a healthy replica past the timeout once, and a stopped replica
-    // fails every try.
-    let within_tries = |c: &mut Client, key: &str| (0..5).any(|_| ask(c, key));
-    assert!(within_tries(&mut client, &key), "a claim its replica acknowledged is granted from");
+    // Asked until it goes where once would do on a quiet machine: a loaded
+    // one may keep a healthy replica past the timeout, and a stopped
+    // replica fails every ask for as long as it is stopped.
+    let within = |c: &mut Client, key: &str| goes_within(c, &Ask::new().limit("stopped").key(key), 1, READY);
+    assert!(within(&mut client, &key), "a claim its replica acknowledged is granted from");
     cluster.nodes[replica].signal("STOP");
     let stopped = Instant::now();
     let mut longest = Duration::ZERO;
@@ -824,7 +856,7 @@ fn with_store_replicas_a_stopped_replica_fails_its_masters_claims_and_a_failover
     assert!(down.contains(&cluster.nodes[master].address()) && down.contains("0 of 1 replicas"), "{down}");
     let others = (0..20).map(|i| format!("o{i}")).filter(|k| !cluster.nodes[master].holds(&fixed_key("stopped", k)));
     let others: Vec<String> = others.collect();
-    assert!(others.iter().all(|k| within_tries(&mut client, k)), "keys on the other masters go on: {others:?}");
+    assert!(others.iter().all(|k| within(&mut client, k)), "keys on the other masters go on: {others:?}");
     cluster.nodes[replica].signal("CONT");
     let end = Instant::now() + READY;
     while !ask(&mut client, &key) {
@@ -939,6 +971,14 @@ fn all_refund_and_reset_work_from_the_claims_in_hand_on_a_cluster() {
     );
     let d = Daemon::start(&["--config", config.path()]);
     let mut c = Client::new([d.endpoint.clone()], Duration::from_secs(15)).unwrap();
+    // The store link answers on every master before the exact sequences
+    // below begin: a loaded machine may fail a first call (and a failed
+    // node's calls then fail at once for a while), which would read as
+    // a sorry of the limit's.
+    for master in cluster.masters() {
+        let warm = key_on(&cluster.nodes[master], "api", "warm");
+        assert!(goes_within(&mut c, &Ask::new().limit("api").key(&warm), 1, READY), "master {master} answers");
+    }
     let both = [Ask::new().limit("api").key("u"), Ask::new().limit("day").key("u")];
     let ok: Vec<bool> = (0..3).map(|_| c.all(&both).unwrap().ok).collect();
     assert_eq!(ok, [true, true, false], "day's 2");
