@@ -13,7 +13,10 @@
 #   docker push registry.example.com/locker:1.0
 #
 # The StatefulSet runs this image's `locker serve` with flags of its own
-# and one config file per pod (docs/operations.md, "On Kubernetes").
+# and one config file per pod (docs/operations.md, "On Kubernetes"), and
+# beside it the same image's `sh` on deploy/kubernetes/base/reload.sh,
+# which uses `cksum`, `pidof`, `tr`, `sed` and `sleep` of the Debian base:
+# a base without them would need that container's image changed too.
 #
 # The first stage builds the binary (the zmq crate compiles its bundled
 # libzmq with libsodium for CURVE, which needs a C++ compiler and make: the

@@ -6,7 +6,8 @@ schemas of a pinned version (the `kubernetes-validate` package, offline),
 and the rendered trio is read for what the locker needs of its members:
 ids from pod names, every other member listed as a peer, the state file on
 a volume of its own, the disruption budget, the probes, the security
-context, the config where `--config` points. Every invariant is also
+context, the config where `--config` points, the reload container that
+signals a changed file. Every invariant is also
 checked to fail on a copy broken on purpose (`test_each_invariant_fails_
 on_a_copy_broken_on_purpose`), so none passes by reading nothing.
 
@@ -86,23 +87,32 @@ def container(docs: Docs) -> Dict[str, Any]:
     return one(docs, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]
 
 
-def pod_args(docs: Docs, pod: str) -> List[str]:
-    """The container's arguments as the kubelet runs them in pod `pod`:
-    `$(POD_NAME)` expanded from the downward API's metadata.name."""
-    env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for e in container(docs).get("env", [])}
+def reload_container(docs: Docs) -> Dict[str, Any] | None:
+    """The pod's container named `reload` beside the locker's, if any."""
+    found = [c for c in one(docs, "StatefulSet")["spec"]["template"]["spec"]["containers"][1:] if c["name"] == "reload"]
+    return found[0] if len(found) == 1 else None
+
+
+def pod_args(docs: Docs, pod: str, c: Dict[str, Any] | None = None) -> List[str]:
+    """The container's arguments (the locker's unless `c` is given) as the
+    kubelet runs them in pod `pod`: `$(POD_NAME)` expanded from the
+    downward API's metadata.name."""
+    c = c or container(docs)
+    env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for e in c.get("env", [])}
     names = [n for n, path in env.items() if path == "metadata.name"]
-    args = container(docs)["args"]
+    args = c.get("args", [])
     for n in names:
         args = [a.replace(f"$({n})", pod) for a in args]
     return args
 
 
-def config_files(docs: Docs) -> Dict[str, str]:
-    """The files of the ConfigMap that the container mounts, by path."""
+def config_files(docs: Docs, c: Dict[str, Any] | None = None) -> Dict[str, str]:
+    """The files of the ConfigMaps that the container (the locker's unless
+    `c` is given) mounts, by path."""
     spec = one(docs, "StatefulSet")["spec"]["template"]["spec"]
     volumes = {v["name"]: v for v in spec.get("volumes", [])}
     files = {}
-    for mount in container(docs).get("volumeMounts", []):
+    for mount in (c or container(docs)).get("volumeMounts", []):
         volume = volumes.get(mount["name"], {})
         if "configMap" in volume and "subPath" not in mount:
             data = one(docs, "ConfigMap", volume["configMap"]["name"]).get("data", {})
@@ -238,15 +248,64 @@ def rollout(docs: Docs) -> List[str]:
 
 
 def locked_down(docs: Docs) -> List[str]:
-    pod = one(docs, "StatefulSet")["spec"]["template"]["spec"].get("securityContext", {})
-    own = container(docs).get("securityContext", {})
+    """Every container of the pod, the locker's and the reload container."""
+    spec = one(docs, "StatefulSet")["spec"]["template"]["spec"]
+    pod = spec.get("securityContext", {})
     wrong = []
-    if not (own.get("runAsNonRoot", pod.get("runAsNonRoot")) and own.get("runAsUser", pod.get("runAsUser", 0)) != 0):
-        wrong.append("may run as root")
-    if not own.get("readOnlyRootFilesystem"):
-        wrong.append("the root file system is writable")
-    if own.get("allowPrivilegeEscalation", True):
-        wrong.append("privilege escalation allowed")
+    for c in spec["containers"]:
+        own = c.get("securityContext", {})
+        if not (own.get("runAsNonRoot", pod.get("runAsNonRoot")) and own.get("runAsUser", pod.get("runAsUser", 0)) != 0):
+            wrong.append(f"{c['name']} may run as root")
+        if not own.get("readOnlyRootFilesystem"):
+            wrong.append(f"{c['name']}: the root file system is writable")
+        if own.get("allowPrivilegeEscalation", True):
+            wrong.append(f"{c['name']}: privilege escalation allowed")
+        if "ALL" not in own.get("capabilities", {}).get("drop", []):
+            wrong.append(f"{c['name']} keeps capabilities")
+    return wrong
+
+
+def reloads_on_change(docs: Docs) -> List[str]:
+    """A container beside the locker's sends it SIGHUP when its file
+    changes: the pod shares one process namespace; the reload container
+    runs the locker's image, mounts the volume of the locker's --config at
+    the locker's path and watches that very file (in every pod), and its
+    script (from a mounted ConfigMap) sends SIGHUP to the process named as
+    the locker's binary; it is bounded in memory."""
+    spec = one(docs, "StatefulSet")["spec"]["template"]["spec"]
+    locker = container(docs)
+    wrong = []
+    if spec.get("shareProcessNamespace") is not True:
+        wrong.append("no shared process namespace: the reload container cannot signal the locker")
+    reload = reload_container(docs)
+    if reload is None:
+        return wrong + ["no reload container"]
+    if reload.get("image") != locker.get("image"):
+        wrong.append(f"the reload container runs {reload.get('image')}, not the locker's image (whose shell and tools it uses)")
+    config = flag(pod_args(docs, "locker-0"), "--config") or ""
+    locker_mounts = {m["name"]: m["mountPath"] for m in locker.get("volumeMounts", [])}
+    reload_mounts = {m["name"]: m["mountPath"] for m in reload.get("volumeMounts", [])}
+    volume = next((v for v, at in locker_mounts.items() if PurePosixPath(config).is_relative_to(PurePosixPath(at))), None)
+    if volume is None or reload_mounts.get(volume) != locker_mounts[volume]:
+        wrong.append(f"the reload container mounts {volume} at {reload_mounts.get(volume)}, not at {locker_mounts.get(volume)} as the locker")
+    for n in range(replicas(docs)):
+        pod = f"locker-{n}"
+        watched = pod_args(docs, pod, reload)
+        if flag(pod_args(docs, pod), "--config") not in watched:
+            wrong.append(f"{pod}: the reload container watches {watched}, not the locker's --config")
+    command = reload.get("command", [])
+    script = config_files(docs, reload).get(command[1] if len(command) > 1 else "")
+    if not command or PurePosixPath(command[0]).name != "sh" or script is None:
+        return wrong + [f"the reload container runs {command}, not sh on a script of a mounted ConfigMap"]
+    env = {e["name"]: e.get("value") for e in reload.get("env", [])}
+    default = re.search(r"^name=\$\{RELOAD_PROCESS:-([^}]+)\}$", script, re.M)
+    name = env.get("RELOAD_PROCESS") or (default.group(1) if default else None)
+    if name != PurePosixPath(locker["command"][0]).name:
+        wrong.append(f"the reload container signals processes named {name!r}, not the locker's {locker['command'][0]}")
+    if not re.search(r'^\s*for pid in \$\(pidof "\$name"\)', script, re.M) or not re.search(r'^\s*kill -HUP "\$pid"', script, re.M):
+        wrong.append("the reload script does not send SIGHUP to the processes pidof names")
+    if not reload.get("resources", {}).get("limits", {}).get("memory"):
+        wrong.append("the reload container has no memory limit")
     return wrong
 
 
@@ -301,6 +360,7 @@ INVARIANTS: List[Callable[[Docs], List[str]]] = [
     rollout,
     locked_down,
     config_where_it_points,
+    reloads_on_change,
     services_reach_the_ports,
     operator_resources,
 ]
@@ -345,7 +405,7 @@ def test_the_rendered_trio_holds(invariant):
 def test_the_lone_locker_is_a_group_of_one():
     docs = render("overlays/lone")
     assert replicas(docs) == 1
-    for invariant in [ids_from_pod_names, every_other_member_is_a_peer, state_on_a_claimed_volume, budget_of_one, probes, locked_down, config_where_it_points, services_reach_the_ports]:
+    for invariant in [ids_from_pod_names, every_other_member_is_a_peer, state_on_a_claimed_volume, budget_of_one, probes, locked_down, config_where_it_points, reloads_on_change, services_reach_the_ports]:
         assert invariant(docs) == [], invariant.__name__
     assert pod_config(docs, "locker-0").get("peers", []) == []
 
@@ -373,7 +433,15 @@ BREAKS = [
     ("an even group", lambda d: one(d, "StatefulSet")["spec"].update(replicas=4), rollout),
     ("root", lambda d: one(d, "StatefulSet")["spec"]["template"]["spec"]["securityContext"].update(runAsUser=0), locked_down),
     ("a writable root", lambda d: container(d)["securityContext"].update(readOnlyRootFilesystem=False), locked_down),
+    ("a writable root for the reload container", lambda d: reload_container(d)["securityContext"].update(readOnlyRootFilesystem=False), locked_down),
     ("config elsewhere", lambda d: _replace_arg(d, "/etc/locker/$(POD_NAME).toml", "/etc/other/$(POD_NAME).toml"), config_where_it_points),
+    ("no shared process namespace", lambda d: one(d, "StatefulSet")["spec"]["template"]["spec"].update(shareProcessNamespace=False), reloads_on_change),
+    ("no reload container", lambda d: one(d, "StatefulSet")["spec"]["template"]["spec"]["containers"].remove(reload_container(d)), reloads_on_change),
+    ("the reload container mounts the config elsewhere", lambda d: _mount(reload_container(d), "config").update(mountPath="/etc/config"), reloads_on_change),
+    ("the reload container watches another file", lambda d: reload_container(d)["args"].__setitem__(0, "/etc/locker/locker.toml"), reloads_on_change),
+    ("the reload container lacks the pod's name", lambda d: reload_container(d)["env"].pop(0), reloads_on_change),
+    ("the reload container signals another process", lambda d: reload_container(d)["env"].append({"name": "RELOAD_PROCESS", "value": "sh"}), reloads_on_change),
+    ("the reload script sends another signal", lambda d: _edit_script(d, 'kill -HUP "$pid"', 'kill -USR1 "$pid"'), reloads_on_change),
     ("client Service on the peer port", lambda d: one(d, "Service", "locker")["spec"]["ports"][0].update(targetPort="peers"), services_reach_the_ports),
     ("a rule changed", lambda d: one(d, "PrometheusRule")["spec"]["groups"][0]["rules"][0].update(expr="up == 0"), operator_resources),
     ("monitor on the client Service", lambda d: one(d, "ServiceMonitor")["spec"]["selector"]["matchLabels"].pop("app.kubernetes.io/component"), operator_resources),
@@ -385,6 +453,18 @@ def _replace_arg(docs, old, new, after=None):
     i = args.index(after) + 1 if after else args.index(old)
     assert args[i] == old, args
     args[i] = new
+
+
+def _mount(c, volume):
+    return next(m for m in c["volumeMounts"] if m["name"] == volume)
+
+
+def _edit_script(docs, old, new):
+    volume = next(v for v in one(docs, "StatefulSet")["spec"]["template"]["spec"]["volumes"] if v["name"] == "reload")
+    data = one(docs, "ConfigMap", volume["configMap"]["name"])["data"]
+    key = PurePosixPath(reload_container(docs)["command"][1]).name
+    assert old in data[key], data[key]
+    data[key] = data[key].replace(old, new)
 
 
 def _edit_config(docs, key, old, new):

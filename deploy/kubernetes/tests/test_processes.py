@@ -20,6 +20,9 @@ a folder of the test. Every other flag is kept.
   same count must see slots over the limit.
 - A member is added and removed as docs/operations.md says, under load.
 - The trio with every optional component joins over CURVE and serves.
+- The pod's reload container: its script, run with `sh` beside the
+  locker, sends SIGHUP when the kubelet replaces the locker's file with
+  one of other limits, and not when another member's file changes.
 - The image: the Dockerfile's ENTRYPOINT with the config file its COPY
   installs, the file's endpoints moved to loopback, starts, serves and
   answers go, and its HEALTHCHECK command says so.
@@ -42,13 +45,13 @@ import tomllib
 import urllib.error
 import urllib.request
 from pathlib import Path, PurePosixPath
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 import pytest
 import yaml
 import zmq
 
-from test_manifests import LOCKER, ROOT, Docs, config_files, container, one, pod_args, pod_config, render
+from test_manifests import LOCKER, ROOT, Docs, config_files, container, one, pod_args, pod_config, reload_container, render
 
 DEADLINE = 15.0  # seconds any one wait may take before the test fails
 
@@ -131,24 +134,41 @@ def kubelet_volume(folder: Path, files: Dict[str, bytes], mode: int = 0o644) -> 
         (folder / name).symlink_to(f"..data/{name}")
 
 
-def pod_command(docs: Docs, pod: str, tmp: Path, ports: Dict[str, Dict[str, int]], secrets: Dict[str, Dict[str, bytes]] | None = None) -> Tuple[List[str], Dict[str, str]]:
-    """Pod `pod`'s command line as a local process, and its addresses.
+def kubelet_update(folder: Path, files: Dict[str, bytes]) -> None:
+    """A mounted ConfigMap updated as the kubelet updates it: the new data
+    in a new dated folder, a link to it renamed over `..data` at once, a
+    link for each new name, the old folder removed."""
+    old = (folder / "..data").readlink()
+    dated = folder / f"..{time.strftime('%Y_%m_%d_%H_%M_%S')}.{time.time_ns() % 10**9:09d}"
+    dated.mkdir()
+    for name, data in files.items():
+        (dated / name).write_bytes(data)
+    (folder / "..data_tmp").symlink_to(dated.name)
+    (folder / "..data_tmp").rename(folder / "..data")
+    for name in files:
+        if not (folder / name).is_symlink():
+            (folder / name).symlink_to(f"..data/{name}")
+    for stale in (folder / old).iterdir():
+        stale.unlink()
+    (folder / old).rmdir()
 
-    The container's command and arguments with `$(POD_NAME)` expanded; each
-    volume mounted in a folder of `tmp` (a ConfigMap's or Secret's files as
-    the kubelet lays them out, a claim an empty folder) and every argument
-    under a mount path moved there; the listeners (`--bind`,
-    `--metrics-bind`, `--rls-bind`, the files' `peer_bind`) on pod `pod`'s
-    loopback ports, and each member's DNS name in the files resolved to
-    127.0.0.1 and that member's port. Every other flag is kept."""
+
+def mount_volumes(docs: Docs, c: Dict[str, Any], pod: str, tmp: Path, ports: Dict[str, Dict[str, int]], secrets: Dict[str, Dict[str, bytes]] | None = None) -> Dict[str, Path]:
+    """Each volume container `c` mounts, in a folder of `tmp` by mount path:
+    a ConfigMap's or Secret's files as the kubelet lays them out (the
+    ConfigMaps' DNS names resolved as `resolve` does), a claim an empty
+    folder. A pod's volume is laid out once, so two containers that mount
+    it share its folder, as they do in the pod."""
     statefulset = one(docs, "StatefulSet")
     service = statefulset["spec"]["serviceName"]
     volumes = {v["name"]: v for v in statefulset["spec"]["template"]["spec"].get("volumes", [])}
     mounted: Dict[str, Path] = {}
-    for mount in container(docs).get("volumeMounts", []):
+    for mount in c.get("volumeMounts", []):
         folder = tmp / pod / "mounts" / mount["name"]
         volume = volumes.get(mount["name"])
-        if volume is None:  # a volumeClaimTemplate: the pod's own volume
+        if folder.exists():
+            pass
+        elif volume is None:  # a volumeClaimTemplate: the pod's own volume
             folder.mkdir(parents=True)
         elif "configMap" in volume:
             data = one(docs, "ConfigMap", volume["configMap"]["name"]).get("data", {})
@@ -157,13 +177,31 @@ def pod_command(docs: Docs, pod: str, tmp: Path, ports: Dict[str, Dict[str, int]
             secret = volume["secret"]
             kubelet_volume(folder, (secrets or {})[secret["secretName"]], secret.get("defaultMode", 0o644))
         mounted[mount["mountPath"]] = folder
-    args = []
-    for arg in pod_args(docs, pod):
+    return mounted
+
+
+def move_paths(args: List[str], mounted: Dict[str, Path]) -> List[str]:
+    """`args` with every path under a mount path moved to its folder."""
+    out = []
+    for arg in args:
         for path, folder in sorted(mounted.items(), key=lambda m: -len(m[0])):
             if arg == path or arg.startswith(path + "/"):
                 arg = str(folder) + arg[len(path):]
                 break
-        args.append(arg)
+        out.append(arg)
+    return out
+
+
+def pod_command(docs: Docs, pod: str, tmp: Path, ports: Dict[str, Dict[str, int]], secrets: Dict[str, Dict[str, bytes]] | None = None) -> Tuple[List[str], Dict[str, str]]:
+    """Pod `pod`'s command line as a local process, and its addresses.
+
+    The container's command and arguments with `$(POD_NAME)` expanded; each
+    volume mounted in a folder of `tmp` (`mount_volumes`) and every argument
+    under a mount path moved there; the listeners (`--bind`,
+    `--metrics-bind`, `--rls-bind`, the files' `peer_bind`) on pod `pod`'s
+    loopback ports, and each member's DNS name in the files resolved to
+    127.0.0.1 and that member's port. Every other flag is kept."""
+    args = move_paths(pod_args(docs, pod), mount_volumes(docs, container(docs), pod, tmp, ports, secrets))
     addresses = {
         "--bind": f"tcp://127.0.0.1:{ports[pod]['zmq']}",
         "--metrics-bind": f"127.0.0.1:{ports[pod]['metrics']}",
@@ -172,6 +210,19 @@ def pod_command(docs: Docs, pod: str, tmp: Path, ports: Dict[str, Dict[str, int]
     command = container(docs)["command"]
     assert command[0] == "/usr/local/bin/locker", command
     return [LOCKER, *command[1:], *rewrite_endpoints(args, addresses)], addresses
+
+
+def reload_command(docs: Docs, pod: str, tmp: Path, ports: Dict[str, Dict[str, int]]) -> Tuple[List[str], Dict[str, str]]:
+    """Pod `pod`'s reload container as a local process: its command and
+    arguments with `$(POD_NAME)` expanded and the paths under its mounts
+    moved to the pod's folders (`mount_volumes`: the config volume is the
+    locker's folder), and its environment (`POD_NAME` the pod's name)."""
+    c = reload_container(docs)
+    assert c is not None, "no reload container"
+    mounted = mount_volumes(docs, c, pod, tmp, ports)
+    env = {e["name"]: e["value"] for e in c.get("env", []) if "value" in e}
+    env.update({e["name"]: pod for e in c.get("env", []) if e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "metadata.name"})
+    return move_paths([*c["command"], *pod_args(docs, pod, c)], mounted), env
 
 
 def resolve(text: str, pod: str, service: str, ports: Dict[str, Dict[str, int]]) -> str:
@@ -539,3 +590,85 @@ def test_every_component_runs_on_the_rendered_command_lines(tmp_path):
         for member, _ in members:
             member.kill()
         ctx.term()
+
+
+def test_the_reload_container_sends_sighup_when_the_lockers_file_changes(tmp_path):
+    """The lone pod's two containers as local processes: the locker on its
+    rendered command line, and beside it the reload container's command
+    (`sh` on reload.sh from the ConfigMap locker-reload), both on the one
+    folder that stands in for the config volume. The locker runs under a
+    name of its own (a link to the binary), given to the script as
+    RELOAD_PROCESS, so that no other locker on the machine is signalled;
+    the script polls every 0.1 s instead of the rendered 5 s.
+
+    The kubelet adds another member's file (the locker's unchanged): no
+    SIGHUP. It then replaces the locker's file with one whose semaphore
+    `db` holds 6 instead of 4: the 4 leases held stay, and 2 more are
+    granted, then none. One SIGHUP in all, one reload in the locker's log."""
+    docs = render("overlays/lone")
+    pod = "locker-0"
+    ports = group_ports([pod])
+    argv, at = pod_command(docs, pod, tmp_path, ports)
+    name = f"locker{os.urandom(4).hex()}"  # 14 characters: pidof sees it whole
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / name).symlink_to(LOCKER)
+    argv[0] = str(tmp_path / "bin" / name)
+    config = Path(argv[argv.index("--config") + 1])
+    assert (config.parent / "..data").is_symlink(), config
+    capacity = next(l for l in tomllib.loads(config.read_text())["limits"] if l["name"] == "db")["max_requests"]
+
+    reload_argv, env = reload_command(docs, pod, tmp_path, ports)
+    assert reload_argv[0] == "/bin/sh" and str(config) in reload_argv, reload_argv
+    assert env["RELOAD_EVERY"] == "5" and "RELOAD_PROCESS" not in env, env
+    env.update(RELOAD_EVERY="0.1", RELOAD_PROCESS=name, PATH=os.environ["PATH"])
+
+    def acquire() -> bool:
+        out = subprocess.run([LOCKER, "lease", "acquire", "--limit", "db", "--ttl", "60s", "--connect", at["--bind"]], capture_output=True, text=True, timeout=DEADLINE)
+        assert out.returncode in (0, 1), out.stderr
+        return out.returncode == 0
+
+    locker = Process(argv, at["--metrics-bind"], tmp_path / "locker.log")
+    reload = subprocess.Popen(reload_argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: "queue.Queue[str]" = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(l) for l in reload.stdout], daemon=True)
+    reader.start()
+    said: List[str] = []
+    try:
+        locker.wait_serving()
+        said.append(lines.get(timeout=DEADLINE))
+        assert said[0].startswith(f"watching {config} every 0.1 s"), said
+        assert [acquire() for _ in range(capacity + 1)] == [True] * capacity + [False]
+
+        # Another member's file arrives; the locker's stays as it was.
+        text = config.read_text()
+        kubelet_update(config.parent, {config.name: text.encode(), "locker-1.toml": text.encode()})
+        time.sleep(1.0)  # ten polls, each of which must see no change
+        assert lines.empty(), lines.get()
+        assert not acquire()
+
+        # The locker's file with db at capacity + 2.
+        head, tail = text.split('name = "db"')
+        changed = head + 'name = "db"' + re.sub(r"^max_requests = \d+$", f"max_requests = {capacity + 2}", tail, count=1, flags=re.M)
+        assert next(l for l in tomllib.loads(changed)["limits"] if l["name"] == "db")["max_requests"] == capacity + 2
+        kubelet_update(config.parent, {config.name: changed.encode(), "locker-1.toml": text.encode()})
+        said.append(lines.get(timeout=DEADLINE))
+        assert said[1] == f"changed: SIGHUP to {name} serve (pid {locker.proc.pid})\n", said
+        end = time.monotonic() + DEADLINE
+        while not acquire():
+            assert time.monotonic() < end, f"db still holds {capacity} after the reload: {locker.log.read_text()}"
+            time.sleep(0.05)
+        assert [acquire(), acquire()] == [True, False]
+        assert locker.health() == "serving"
+        log = locker.log.read_text()
+        assert log.count("config reloaded") == 1, log
+
+        reload.send_signal(signal.SIGTERM)
+        assert reload.wait(DEADLINE) == 0
+        reader.join(DEADLINE)
+        assert lines.empty(), f"said more: {lines.get()!r}"
+        assert locker.stop() == 0, locker.log.read_text()
+    finally:
+        if reload.poll() is None:
+            reload.kill()
+            reload.wait()
+        locker.kill()
