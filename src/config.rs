@@ -69,6 +69,10 @@ pub enum ConfigError {
     PeersWithoutBind,
     #[error("a node id must be 1 to 64 printable characters without spaces, got {0:?}")]
     BadNodeId(String),
+    #[error("peer {peer:?}: a node id must be 1 to 64 printable characters without spaces, got {id:?}")]
+    BadPeerId { peer: String, id: String },
+    #[error("node id {0:?} is named twice among this locker and its peers: every member's id is its own")]
+    PeerIdTwice(String),
     #[error(
         "peer_bind {0} has no fixed port and no state file is set, so this locker has no id that stays the same when it restarts (a restart under a new id could grant its share twice): pass --node-id (node_id in the file), e.g. the host or pod name; or bind a fixed port; or set --state, which keeps an id"
     )]
@@ -407,10 +411,14 @@ fn failing_limit(text: &str, message: &str) -> Option<String> {
     })
 }
 
-/// One configured peer: `ENDPOINT` or `ENDPOINT=KEY`, where KEY is the
-/// peer's public key (its `.pub` file, or the key in Z85).
+/// One configured peer: `[ID@]ENDPOINT[=KEY]`, where ID is the peer's
+/// node id and KEY its public key (its `.pub` file, or the key in Z85).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PeerSpec {
+    /// The peer's node id, when the configuration names it: this locker
+    /// then knows every member's place before it hears them all, and
+    /// refuses messages from that endpoint under another id.
+    pub id: Option<String>,
     /// The peer's `peer_bind` endpoint.
     pub endpoint: String,
     /// Its CURVE public key; without one, a CURVE locker expects the
@@ -419,14 +427,33 @@ pub struct PeerSpec {
 }
 
 impl PeerSpec {
-    /// Reads `ENDPOINT` or `ENDPOINT=KEY`.
-    pub fn parse(text: &str) -> Result<PeerSpec, KeyError> {
-        Ok(match text.split_once('=') {
-            None => PeerSpec { endpoint: text.to_owned(), key: None },
-            Some((endpoint, key)) => {
-                PeerSpec { endpoint: endpoint.to_owned(), key: Some(curve::public_key(key, "--peer")?) }
-            }
-        })
+    /// Reads `[ID@]ENDPOINT[=KEY]`. The id is what comes before the last
+    /// `@` ahead of the endpoint's `://` (a transport name has none).
+    pub fn parse(text: &str) -> Result<PeerSpec, ConfigError> {
+        let (named, key) = match text.split_once('=') {
+            None => (text, None),
+            Some((named, key)) => (named, Some(curve::public_key(key, "--peer")?)),
+        };
+        let (id, endpoint) = match named.split_once("://") {
+            Some((head, _)) => match head.rsplit_once('@') {
+                Some((id, _)) => (Some(id), &named[id.len() + 1..]),
+                None => (None, named),
+            },
+            None => (None, named),
+        };
+        if let Some(id) = id.filter(|id| !node_id::valid(id)) {
+            return Err(ConfigError::BadPeerId { peer: text.to_owned(), id: id.to_owned() });
+        }
+        Ok(PeerSpec { id: id.map(str::to_owned), endpoint: endpoint.to_owned(), key })
+    }
+
+    /// The peer as the peering core names it: `ID@ENDPOINT`, or the
+    /// endpoint alone (see `PeerState::named`).
+    pub fn name(&self) -> String {
+        match &self.id {
+            Some(id) => format!("{id}@{}", self.endpoint),
+            None => self.endpoint.clone(),
+        }
     }
 }
 
@@ -740,7 +767,12 @@ fn resolve_peering(s: &Settings) -> Result<Option<PeerConfig>, ConfigError> {
         return Err(s.at("peer_grace", ConfigError::BadGrace(grace)));
     }
     let peers = peers.iter().map(|p| PeerSpec::parse(p)).collect::<Result<Vec<_>, _>>();
-    let peers = peers.map_err(|e| s.at("peers", e.into()))?;
+    let peers = peers.map_err(|e| s.at("peers", e))?;
+    let mut ids: Vec<&str> = peers.iter().filter_map(|p| p.id.as_deref()).chain(s.node_id.as_deref()).collect();
+    ids.sort_unstable();
+    if let Some(twice) = ids.windows(2).find(|w| w[0] == w[1]) {
+        return Err(s.at("peers", ConfigError::PeerIdTwice(twice[0].to_owned())));
+    }
     if let Some(keyed) = peers.iter().find(|p| p.key.is_some() && s.curve_secret_key.is_none()) {
         return Err(s.at("peers", ConfigError::PeerKeyWithoutSecret(keyed.endpoint.clone())));
     }

@@ -69,8 +69,19 @@ pub type Make = Box<dyn FnMut(&Boot) -> Service>;
 /// A peered service whose peers are named `node-0`, `node-1`, … in the
 /// group's order (without itself), as a daemon's configured peers are.
 pub fn peered(locker: Locker, boot: &Boot, grace: Nanos) -> Service {
+    peered_as(locker, boot, grace, |n| format!("node-{n}"))
+}
+
+/// `peered`, each peer listed with its node id (`node-1@sim://node-1`), as
+/// a daemon's `--peer ID@ENDPOINT`: every member's place is known before
+/// every peer is heard.
+pub fn peered_named(locker: Locker, boot: &Boot, grace: Nanos) -> Service {
+    peered_as(locker, boot, grace, |n| format!("node-{n}@sim://node-{n}"))
+}
+
+fn peered_as(locker: Locker, boot: &Boot, grace: Nanos, name: impl Fn(usize) -> String) -> Service {
     let me = NodeKey { id: format!("node-{}", boot.node).into(), incarnation: boot.now };
-    let names = (0..boot.nodes).filter(|&n| n != boot.node).map(|n| format!("node-{n}").into()).collect();
+    let names = (0..boot.nodes).filter(|&n| n != boot.node).map(|n| name(n).into()).collect();
     let settings = PeeringSettings::new(me, names, grace, locker.figures().shortest_slot());
     Service::peered(locker, Peering::new(settings, boot.now), boot.now)
 }

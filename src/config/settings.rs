@@ -70,10 +70,13 @@ pub struct Settings {
     /// ZeroMQ endpoint for the PUB socket that peers subscribe to; turns peering on.
     #[arg(long, value_name = "ENDPOINT")]
     pub peer_bind: Option<String>,
-    /// A peer's --peer-bind endpoint to subscribe to; repeat for each peer. With CURVE, `ENDPOINT=KEY`
-    /// names the peer's public key (its .pub file or Z85); only listed peers' keys may subscribe.
-    /// The file's `peers` reload on SIGHUP unless given here (docs/peering.md, adding or removing a member).
-    #[arg(long = "peer", value_name = "ENDPOINT[=KEY]")]
+    /// A peer's --peer-bind endpoint to subscribe to; repeat for each peer. `ID@ENDPOINT` names the
+    /// peer's node id, so that every member's place is known before all are heard (a restart while a
+    /// member is down owns its part of the slot's remainder); messages under another id are refused.
+    /// With CURVE, `ENDPOINT=KEY` names the peer's public key (its .pub file or Z85); only listed
+    /// peers' keys may subscribe. The file's `peers` reload on SIGHUP unless given here
+    /// (docs/peering.md, adding or removing a member).
+    #[arg(long = "peer", value_name = "[ID@]ENDPOINT[=KEY]")]
     pub peers: Option<Vec<String>>,
     /// This locker's name among its peers; it must stay the same across restarts (a pod name does)
     /// [default: the id --state kept, else <hostname>-<port of --peer-bind>].

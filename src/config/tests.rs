@@ -163,9 +163,9 @@ fn peering_comes_from_the_file_or_the_flags() {
 fn a_peer_may_name_its_public_key_when_curve_is_on() {
     let key = KeyPair::generate().unwrap().public;
     let spec = format!("tcp://b:7778={}", key.to_z85());
-    assert_eq!(PeerSpec::parse(&spec).unwrap(), PeerSpec { endpoint: "tcp://b:7778".into(), key: Some(key) });
+    assert_eq!(PeerSpec::parse(&spec).unwrap(), PeerSpec { id: None, endpoint: "tcp://b:7778".into(), key: Some(key) });
     let missing = PeerSpec::parse("tcp://b:7778=/nonexistent.pub").unwrap_err().to_string();
-    assert_eq!(missing, "--peer: \"/nonexistent.pub\" is no file, nor a CURVE key in Z85 (40 characters)");
+    assert_eq!(missing, "CURVE: --peer: \"/nonexistent.pub\" is no file, nor a CURVE key in Z85 (40 characters)");
     let flags = Flags { peer_bind: Some("tcp://*:1".into()), peers: Some(vec![spec]), ..Flags::default() };
     let plain = ServeConfig::resolve(flags, FileConfig::default());
     assert!(matches!(plain, Err(ConfigError::PeerKeyWithoutSecret(e)) if e == "tcp://b:7778"));
@@ -449,4 +449,23 @@ fn runtime_limits_are_none_unless_set_and_go_with_state_peers_and_a_store() {
     assert_eq!(ServeConfig::resolve(Flags::default(), peered).unwrap().runtime_limits, 5, "peers share them");
     let text = "runtime_limits = 5\nstore = 'redis://127.0.0.1:6379'\n";
     assert_eq!(ServeConfig::resolve(Flags::default(), parse(text)).unwrap().runtime_limits, 5);
+}
+
+#[test]
+fn a_peer_may_name_its_node_id() {
+    let spec = PeerSpec::parse("b@tcp://h:7778").unwrap();
+    assert_eq!(
+        (spec.id.as_deref(), spec.endpoint.as_str(), spec.name()),
+        (Some("b"), "tcp://h:7778", "b@tcp://h:7778".into())
+    );
+    let plain = PeerSpec::parse("tcp://h:7778").unwrap();
+    assert_eq!((plain.id.as_deref(), plain.name()), (None, "tcp://h:7778".to_owned()));
+    let bad = PeerSpec::parse("@tcp://h:7778").unwrap_err().to_string();
+    assert!(bad.contains("a node id must be 1 to 64 printable characters"), "{bad}");
+    let twice = parse("peer_bind = 'tcp://*:7778'\nnode_id = 'a'\npeers = ['b@tcp://h:1', 'b@tcp://i:1']\n");
+    let e = ServeConfig::resolve(Flags::default(), twice).unwrap_err().to_string();
+    assert!(e.contains("node id \"b\" is named twice"), "{e}");
+    let mine = parse("peer_bind = 'tcp://*:7778'\nnode_id = 'a'\npeers = ['a@tcp://h:1']\n");
+    let e = ServeConfig::resolve(Flags::default(), mine).unwrap_err().to_string();
+    assert!(e.contains("node id \"a\" is named twice"), "{e}");
 }

@@ -308,7 +308,7 @@ impl Server {
                 // peers knew is the one its file kept.
                 let me = NodeKey { id: id.as_str().into(), incarnation: started };
                 let grace = pc.grace.as_nanos() as u64;
-                let names = pc.peers.iter().map(|p| p.endpoint.as_str().into()).collect();
+                let names = pc.peers.iter().map(|p| p.name().into()).collect();
                 let settings = PeeringSettings::new(me, names, grace, locker.figures().shortest_slot());
                 (Some(sockets), Service::peered(locker, Peering::new(settings, now), now))
             }
@@ -652,7 +652,7 @@ impl reload::FollowsReload for Following<'_> {
         if let (Some(gate), Some(keys)) = (self.gate.as_mut(), self.keys.as_ref()) {
             gate.set_peers(Allowlist::of(specs.iter().map(|p| p.key.unwrap_or(keys.public))));
         }
-        let names = specs.iter().map(|p| p.endpoint.as_str().into()).collect();
+        let names = specs.iter().map(|p| p.name().into()).collect();
         step::repeer(self.service, self.now, names);
         let peers: Vec<&str> = specs.iter().map(|p| p.endpoint.as_str()).collect();
         info!(?peers, "peers reloaded");

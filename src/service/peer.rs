@@ -77,7 +77,13 @@ pub(super) fn on_peer(
         PeerMsg::Counts(_) => p.on_message(now, peer, &sender),
     };
     if !heard {
-        p.refuse(now, peer, || format!("a message sent as {:?}", shown(&sender.id)));
+        let named = p.nodes().peers().nth(peer).and_then(|(_, s)| s.named.as_deref().map(shown));
+        p.refuse(now, peer, || match named {
+            Some(id) if *id != *sender.id => {
+                format!("a message sent as {:?}, not as {id:?}, the id the peer list names", shown(&sender.id))
+            }
+            _ => format!("a message sent as {:?}", shown(&sender.id)),
+        });
         return heard_as;
     }
     if let Some(about) = msg.about() {

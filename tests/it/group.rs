@@ -53,6 +53,17 @@ pub(crate) fn joined(n: usize, seed: u64, locker: impl Fn() -> Locker + 'static)
     skewed(&vec![0; n], seed, locker)
 }
 
+/// `joined`, each peer listed by id (`--peer ID@ENDPOINT`) when `named`.
+pub(crate) fn joined_as(n: usize, seed: u64, locker: impl Fn() -> Locker + 'static, named: bool) -> Group {
+    if !named {
+        return joined(n, seed, locker);
+    }
+    let mut g = Group::new(n, T0, seed, Box::new(move |boot| sim::peered_named(locker(), boot, 500 * MS)));
+    g.first_runs();
+    g.advance(1000 * MS);
+    g
+}
+
 /// Peered nodes whose clocks run `offsets` ahead of the true time, joined.
 pub(crate) fn skewed(offsets: &[i64], seed: u64, locker: impl Fn() -> Locker + 'static) -> Group {
     let mut g = Group::skewed(offsets, T0, seed, Box::new(move |boot| sim::peered(locker(), boot, 500 * MS)));

@@ -16,8 +16,9 @@
 //! the endpoints it reaches them at, and itself by the address it binds
 //! (`tcp://*:7778`), so no two lockers list the same endpoints; ids are
 //! the names every member gives alike. A peer's id is known once it was
-//! heard; until every member's is, the digest is left out and only the
-//! counts are compared. A peer that states no set (an older locker) is
+//! heard, or from the start when the configuration names it
+//! (`ID@ENDPOINT`); until every member's is, the digest is left out and
+//! only the counts are compared. A peer that states no set (an older locker) is
 //! taken to agree, as every peer was before the check.
 //!
 //! **A set that changes (a reload, `MemberAgreement::changed`).** A slot's
@@ -62,10 +63,10 @@ pub struct MemberSet {
 
 impl MemberSet {
     /// The set `nodes` describes: this locker and its configured peers,
-    /// with the digest once every peer's id was heard.
+    /// with the digest once every peer's id is known.
     pub fn of(nodes: &Nodes) -> MemberSet {
         let members = 1 + nodes.configured() as u32;
-        let peers: Option<Vec<&str>> = nodes.peers().map(|(_, s)| s.run.as_ref().map(|r| &*r.id)).collect();
+        let peers: Option<Vec<&str>> = nodes.peers().map(|(_, s)| s.id()).collect();
         let digest = peers.map(|mut ids| {
             ids.push(&nodes.me().id);
             digest_of(ids)

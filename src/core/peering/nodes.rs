@@ -47,11 +47,23 @@ pub struct NodeKey {
     pub incarnation: u64,
 }
 
+/// The node id a configured peer's name gives it, if any: `ID@ENDPOINT`
+/// names it (the last `@` ahead of the endpoint's `://`, as the
+/// configuration reads it), an endpoint alone does not.
+fn configured_id(name: &str) -> Option<&str> {
+    let (head, _) = name.split_once("://")?;
+    head.rsplit_once('@').map(|(id, _)| id)
+}
+
 /// What this locker knows of one configured peer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeerState {
-    /// The peer as configured (its endpoint), for stats and logs.
+    /// The peer as configured (`[ID@]ENDPOINT`), for stats and logs.
     pub name: Box<str>,
+    /// The node id the configuration names it by, if it does: its place
+    /// among the members is known before it is heard, and its messages
+    /// under any other id are refused.
+    pub named: Option<Box<str>>,
     /// The run that sends this peer's messages, once heard.
     pub run: Option<NodeKey>,
     /// When a heartbeat from it last arrived, by this locker's clock.
@@ -250,6 +262,9 @@ impl Nodes {
     pub fn sender(&mut self, now: Nanos, peer: PeerIx, key: &NodeKey) -> Option<(NodeIx, Option<PeerEvent>)> {
         if key.id == self.me.id || peer >= self.peers.len() {
             return None;
+        }
+        if self.peers[peer].named.as_ref().is_some_and(|id| *id != key.id) {
+            return None; // another locker at a named peer's endpoint
         }
         let ix = match self.index.get(key) {
             Some(&ix) => {
@@ -485,13 +500,12 @@ impl Nodes {
 
     /// This locker's place among every configured locker by id (the
     /// owner of a slot's remainder, see `Share::owns`), once every
-    /// configured peer's id is known, live or not; `None` before.
+    /// configured peer's id is known (heard, or named by the
+    /// configuration), live or not; `None` before.
     pub fn member(&self) -> Option<usize> {
-        let me = &self.me.id;
-        if self.peers.iter().any(|p| p.run.is_none()) {
-            return None;
-        }
-        Some(self.peers.iter().filter(|p| p.run.as_ref().is_some_and(|r| r.id < *me)).count())
+        let me = &*self.me.id;
+        let ids: Option<Vec<&str>> = self.peers.iter().map(PeerState::id).collect();
+        Some(ids?.into_iter().filter(|id| *id < me).count())
     }
 
     /// Whether a peer told of an earlier run of this locker (see
@@ -566,6 +580,13 @@ pub fn shown(id: &str) -> String {
 }
 
 impl PeerState {
+    /// The peer's node id: its live run's, else the one the configuration
+    /// names (the two never differ, see `Nodes::sender`); `None` while
+    /// neither is known.
+    pub fn id(&self) -> Option<&str> {
+        self.run.as_ref().map(|r| &*r.id).or(self.named.as_deref())
+    }
+
     /// The peer's clock minus this locker's, in nanoseconds: halfway
     /// between how each sees the other when the peer says how it sees this
     /// locker (which cancels the transit time), else as seen from here.
@@ -597,6 +618,7 @@ impl PeerState {
 
     fn new(name: Box<str>) -> PeerState {
         PeerState {
+            named: configured_id(&name).map(Into::into),
             name,
             run: None,
             last_heard: 0,

@@ -108,6 +108,9 @@ pub struct Tenure {
     heard: Vec<LastSaid>,
     /// Echo no one before this (see the module header).
     echo_from: Nanos,
+    /// When joining ended: a peer the configuration names and this run
+    /// never heard has been silent to it since (see `tick`).
+    joined_at: Nanos,
     /// Nor before this: a lease and its margin past the last heartbeat
     /// this run echoed of a member it learned later it must shun.
     quiet_until: Nanos,
@@ -132,6 +135,7 @@ impl Tenure {
             majority: if members >= 3 { members / 2 + 1 } else { 0 },
             heard: vec![LastSaid::default(); peers],
             echo_from: Nanos::MAX,
+            joined_at: Nanos::MAX,
             quiet_until: 0,
             shunned: Vec::new(),
             declared: Vec::new(),
@@ -162,6 +166,7 @@ impl Tenure {
     pub fn joined(&mut self, now: Nanos, all: bool) {
         let from = if all { now } else { now.saturating_add(LEASE + MARGIN) };
         self.echo_from = self.echo_from.min(from);
+        self.joined_at = self.joined_at.min(now);
     }
 
     /// Takes in what `peer` said in a heartbeat received at `now`. Echoes
@@ -291,7 +296,7 @@ impl Tenure {
     /// before its run started, may have echoed the dead member too. So no
     /// slot the dead member granted in is granted from again.
     fn inherited_from(&self, now: Nanos, nodes: &Nodes) -> Nanos {
-        let inherited = |s: &PeerState| s.run.as_ref().is_some_and(|r| self.held.contains(&r.id));
+        let inherited = |s: &PeerState| s.id().is_some_and(|id| self.held.iter().any(|h| **h == *id));
         let fresh = |h: &LastSaid| h.echoed >= self.held_from && h.echoed.saturating_add(LEASE) > now;
         let counting = self.heard.iter().zip(nodes.peers()).filter(|(h, (_, s))| fresh(h) && !inherited(s));
         let mut from: Vec<Nanos> = counting.map(|(h, _)| h.counts_from).filter(|&f| f != Nanos::MAX).collect();
@@ -320,17 +325,29 @@ impl Tenure {
     /// Declares the peers silent for `DECLARE_AFTER` dead, while leased,
     /// and reclaims the shares this locker is heir to. Call once a
     /// heartbeat or so.
+    ///
+    /// A peer the configuration names by id (`ID@ENDPOINT`) and this run
+    /// never heard is silent since this run joined: a run restarted while
+    /// a member is down declares it as a run that heard it would, so that
+    /// a majority can still reclaim its share. It is the same word ("not
+    /// heard for `DECLARE_AFTER` while leased"), and a member that is
+    /// alive and heard by the rest is echoed by them, and never declared
+    /// by a majority.
     pub fn tick(&mut self, now: Nanos, nodes: &Nodes, events: &mut VecDeque<PeerEvent>) {
         if !self.applies() {
             return;
         }
         if self.holding(now, nodes).leased {
             for (_, s) in nodes.peers() {
-                let Some(run) = s.run.as_ref().filter(|_| s.last_heard > 0) else { continue };
-                let quiet = now.saturating_sub(s.last_heard) > DECLARE_AFTER;
-                if quiet && !self.declared.iter().any(|(d, _)| *d == run.id) {
-                    self.declared.push((run.id.clone(), now));
-                    events.push_back(PeerEvent::Declared { id: shown(&run.id) });
+                let (id, last) = match (&s.run, &s.named) {
+                    (Some(run), _) if s.last_heard > 0 => (&run.id, s.last_heard),
+                    (None, Some(named)) if self.joined_at != Nanos::MAX => (named, self.joined_at),
+                    _ => continue,
+                };
+                let quiet = now.saturating_sub(last) > DECLARE_AFTER;
+                if quiet && !self.declared.iter().any(|(d, _)| d == id) {
+                    self.declared.push((id.clone(), now));
+                    events.push_back(PeerEvent::Declared { id: shown(id) });
                 }
             }
         }
@@ -371,12 +388,12 @@ impl Tenure {
             Some(**heir == *me || self.held.contains(heir))
         };
         for (peer, s) in nodes.peers() {
-            let Some(id) = s.run.as_ref().map(|r| &r.id) else { continue };
-            if self.held.contains(id) || heir_is_me(id) != Some(true) {
+            let Some(id) = s.id() else { continue };
+            if self.held.iter().any(|h| **h == *id) || heir_is_me(id) != Some(true) {
                 continue;
             }
             if let Some(learned) = self.declared_by_majority(id, nodes) {
-                return Some((peer, id.clone(), learned.saturating_add(LEASE + MARGIN)));
+                return Some((peer, id.into(), learned.saturating_add(LEASE + MARGIN)));
             }
         }
         None
@@ -400,11 +417,11 @@ impl Tenure {
 }
 
 /// Every member's id in order (this locker's and every configured
-/// peer's), once each is known.
+/// peer's), once each is known (heard, or named by the configuration).
 fn member_ids(nodes: &Nodes) -> Option<Vec<Box<str>>> {
     let mut ids = vec![nodes.me().id.clone()];
     for (_, s) in nodes.peers() {
-        ids.push(s.run.as_ref()?.id.clone());
+        ids.push(s.id()?.into());
     }
     ids.sort_unstable();
     Some(ids)
@@ -415,9 +432,10 @@ fn place_of(nodes: &Nodes, id: &str) -> Option<u32> {
     member_ids(nodes)?.iter().position(|m| **m == *id).map(|p| p as u32)
 }
 
-/// Whether `id` names a member: this locker or a configured peer's run.
+/// Whether `id` names a member: this locker, a configured peer's run, or
+/// an id the configuration names.
 fn is_member(nodes: &Nodes, id: &str) -> bool {
-    *nodes.me().id == *id || nodes.peers().any(|(_, s)| s.run.as_ref().is_some_and(|r| *r.id == *id))
+    *nodes.me().id == *id || nodes.peers().any(|(_, s)| s.id() == Some(id))
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ use locker::sim::{Group, Link};
 use locker::wire::Ask;
 use proptest::prelude::*;
 
-use crate::group::{fixed, joined, MS};
+use crate::group::{fixed, joined_as, MS};
 
 /// One thing that happens, after a pause of `gap` microseconds.
 #[derive(Debug, Clone)]
@@ -105,8 +105,10 @@ pub(crate) struct Trial {
 }
 
 impl Trial {
-    fn new(n: usize, max: u32, slot_ms: u64, seed: u64) -> Trial {
-        Trial::of(joined(n, seed, fixed(max, slot_ms)), n, slot_ms * MS, max)
+    /// `n` lockers sharing `max` per `slot_ms`, each peer listed by id
+    /// when `named`.
+    fn new(n: usize, max: u32, slot_ms: u64, seed: u64, named: bool) -> Trial {
+        Trial::of(joined_as(n, seed, fixed(max, slot_ms), named), n, slot_ms * MS, max)
     }
 
     /// Every node keeps a state file from now on, when `kept`.
@@ -248,8 +250,9 @@ proptest! {
         seed in any::<u64>(),
         events in prop::collection::vec((0u64..60, kept_event()), 1..80),
         kept in any::<bool>(),
+        named in any::<bool>(),
     ) {
-        let mut t = Trial::new(n, max, slot_ms, seed);
+        let mut t = Trial::new(n, max, slot_ms, seed, named);
         t.keep_states(kept);
         t.run(&events);
         prop_assert!(t.over().is_empty(), "slots over {max}: {:?} of {:?}", t.over(), t.per_slot);
@@ -263,8 +266,9 @@ proptest! {
         seed in any::<u64>(),
         events in prop::collection::vec((0u64..800, kept_long_event()), 1..60),
         kept in any::<bool>(),
+        named in any::<bool>(),
     ) {
-        let mut t = Trial::new(n, max, slot_ms, seed);
+        let mut t = Trial::new(n, max, slot_ms, seed, named);
         t.keep_states(kept);
         t.run(&events);
         prop_assert!(t.over().is_empty(), "slots over {max}: {:?} of {:?}", t.over(), t.per_slot);
@@ -278,7 +282,7 @@ proptest! {
         busy in 0usize..5,
         seed in any::<u64>(),
     ) {
-        let mut t = Trial::new(n, max, slot_ms, seed);
+        let mut t = Trial::new(n, max, slot_ms, seed, false);
         let busy = busy % n;
         let start = (t.g.now() / t.slot + 1) * t.slot;
         let mut at = start;
@@ -303,7 +307,7 @@ proptest! {
         slot_ms in prop::sample::select(vec![100u64, 300, 800]),
         seed in any::<u64>(),
     ) {
-        let mut t = Trial::new(n, max, slot_ms, seed);
+        let mut t = Trial::new(n, max, slot_ms, seed, false);
         let start = (t.g.now() / t.slot + 1) * t.slot;
         t.g.advance_to(start);
         // Every locker asked once a millisecond, in turn, for four slots.
@@ -346,7 +350,7 @@ fn a_schedule_of_kills_isolation_and_pauses_found_by_the_property_never_holds_mo
         (126, Link { delay_pct: 83, jitter_pct: 79, loss_pct: 23, dup_pct: 15 }),
         (591, Drain),
     ];
-    let mut t = Trial::new(3, 3, 100, 86058102781033518);
+    let mut t = Trial::new(3, 3, 100, 86058102781033518, false);
     t.keep_states(false);
     t.run(&events);
     assert!(t.over().is_empty(), "slots over 3: {:?} of {:?}", t.over(), t.per_slot);

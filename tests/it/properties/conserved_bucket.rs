@@ -16,7 +16,7 @@ use locker::core::{Algorithm, Limit, Locker, Nanos, Quota, DEFAULT_LIMIT};
 use proptest::prelude::*;
 
 use super::conserved::{cases, kept_event, kept_long_event, Event, Trial};
-use crate::group::{joined, MS};
+use crate::group::{joined_as, MS};
 
 /// A token bucket of `burst` refilled at `max` per `period_ms`, as the
 /// default limit of every node.
@@ -30,8 +30,8 @@ pub(crate) fn bucket(max: u32, period_ms: u64, burst: u32) -> impl Fn() -> Locke
 
 /// A trial of `n` lockers sharing a bucket, with the bucket's rate as
 /// nanoseconds per token.
-fn trial(n: usize, max: u32, period_ms: u64, burst: u32, seed: u64) -> (Trial, Nanos) {
-    let g = joined(n, seed, bucket(max, period_ms, burst));
+fn trial(n: usize, max: u32, period_ms: u64, burst: u32, seed: u64, named: bool) -> (Trial, Nanos) {
+    let g = joined_as(n, seed, bucket(max, period_ms, burst), named);
     let interval = bucket_interval(Quota::new(max, period_ms as f64 / 1000.0).unwrap());
     (Trial::of(g, n, period_ms * MS, burst), interval)
 }
@@ -74,7 +74,7 @@ proptest! {
         events in prop::collection::vec((0u64..60, kept_event()), 1..80),
         kept in any::<bool>(),
     ) {
-        let (mut t, interval) = trial(n, max, period_ms, burst, seed);
+        let (mut t, interval) = trial(n, max, period_ms, burst, seed, false);
         t.keep_states(kept);
         let (excess, span, taken) = run(&mut t, &events, burst, interval);
         prop_assert!(excess <= 0, "{} go in {} ns, {} over burst {} + rate: {:?}", taken, span, excess, burst, t.gos);
@@ -89,10 +89,11 @@ proptest! {
         burst in 1u32..12,
         period_ms in prop::sample::select(vec![100u64, 300]),
         seed in any::<u64>(),
+        named in any::<bool>(),
         events in prop::collection::vec((0u64..800, kept_long_event()), 1..60),
         kept in any::<bool>(),
     ) {
-        let (mut t, interval) = trial(n, max, period_ms, burst, seed);
+        let (mut t, interval) = trial(n, max, period_ms, burst, seed, named);
         t.keep_states(kept);
         let (excess, span, taken) = run(&mut t, &events, burst, interval);
         prop_assert!(excess <= 0, "{} go in {} ns, {} over burst {} + rate: {:?}", taken, span, excess, burst, t.gos);
@@ -103,7 +104,7 @@ proptest! {
 /// asks once a millisecond on the lockers `busy` names, in turn: the go
 /// against what one bucket would grant, `burst + rate x 4 periods`.
 fn saturated(n: usize, max: u32, period_ms: u64, burst: u32, seed: u64, busy: &[usize]) -> (u64, u64) {
-    let (mut t, interval) = trial(n, max, period_ms, burst, seed);
+    let (mut t, interval) = trial(n, max, period_ms, burst, seed, false);
     let start = (t.g.now() / t.slot + 1) * t.slot;
     let end = start + 4 * t.slot;
     let mut at = start;

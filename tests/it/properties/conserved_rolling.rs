@@ -17,7 +17,7 @@ use locker::core::Nanos;
 use proptest::prelude::*;
 
 use super::conserved::{cases, kept_event, kept_long_event, Trial};
-use crate::group::{joined, rolling, MS};
+use crate::group::{joined_as, rolling, MS};
 
 /// The most permits that went in any interval of length `window`, and
 /// the instant that interval ends at.
@@ -32,8 +32,8 @@ fn per_window(goes: &[(Nanos, u64)], start: Nanos, window: Nanos, windows: u64) 
     (0..windows).map(within).collect()
 }
 
-fn rolling_trial(n: usize, max: u32, window_ms: u64, seed: u64) -> Trial {
-    Trial::of(joined(n, seed, rolling(max, window_ms)), n, window_ms * MS, max)
+fn rolling_trial(n: usize, max: u32, window_ms: u64, seed: u64, named: bool) -> Trial {
+    Trial::of(joined_as(n, seed, rolling(max, window_ms), named), n, window_ms * MS, max)
 }
 
 proptest! {
@@ -48,7 +48,7 @@ proptest! {
         events in prop::collection::vec((0u64..60, kept_event()), 1..80),
         kept in any::<bool>(),
     ) {
-        let mut t = rolling_trial(n, max, window_ms, seed);
+        let mut t = rolling_trial(n, max, window_ms, seed, false);
         t.keep_states(kept);
         t.run(&events);
         let (most, end) = worst(&t.gos, t.slot);
@@ -63,10 +63,11 @@ proptest! {
         max in 1u32..12,
         window_ms in prop::sample::select(vec![100u64, 300, 3000]),
         seed in any::<u64>(),
+        named in any::<bool>(),
         events in prop::collection::vec((0u64..800, kept_long_event()), 1..60),
         kept in any::<bool>(),
     ) {
-        let mut t = rolling_trial(n, max, window_ms, seed);
+        let mut t = rolling_trial(n, max, window_ms, seed, named);
         t.keep_states(kept);
         t.run(&events);
         let (most, end) = worst(&t.gos, t.slot);
@@ -81,7 +82,7 @@ proptest! {
         busy in 0usize..5,
         seed in any::<u64>(),
     ) {
-        let mut t = rolling_trial(n, max, window_ms, seed);
+        let mut t = rolling_trial(n, max, window_ms, seed, false);
         let busy = busy % n;
         let start = (t.g.now() / t.slot + 1) * t.slot;
         let mut at = start;
@@ -103,7 +104,7 @@ proptest! {
         window_ms in prop::sample::select(vec![100u64, 300, 800]),
         seed in any::<u64>(),
     ) {
-        let mut t = rolling_trial(n, max, window_ms, seed);
+        let mut t = rolling_trial(n, max, window_ms, seed, false);
         let start = (t.g.now() / t.slot + 1) * t.slot;
         t.g.advance_to(start);
         // Every locker asked once a millisecond, in turn, for four windows.

@@ -218,3 +218,35 @@ fn earlier_runs_are_all_known_only_when_the_state_file_named_each_one_a_peer_tol
     assert!(!n.knows_every_earlier_run(), "run 7 wrote elsewhere, or nowhere");
     assert!(n.knows_earlier_run());
 }
+
+#[test]
+fn a_peer_the_configuration_names_has_its_place_before_it_is_heard() {
+    // Unnamed, this locker ("a") knows its place only once it heard "0"
+    // and "c"; named, from the start, as the peers' ids place them.
+    let unnamed = table(&["tcp://x:1", "tcp://y:1"]);
+    assert_eq!(unnamed.member(), None);
+    let named = table(&["0@tcp://x:1", "c@tcp://y:1"]);
+    assert_eq!(named.member(), Some(1), "after \"0\", before \"c\"");
+    let partly = table(&["0@tcp://x:1", "tcp://y:1"]);
+    assert_eq!(partly.member(), None, "an unnamed peer still has to be heard");
+    let (_, first) = named.peers().next().unwrap();
+    assert_eq!((first.named.as_deref(), first.id(), &*first.name), (Some("0"), Some("0"), "0@tcp://x:1"));
+}
+
+#[test]
+fn a_named_peers_endpoint_speaking_under_another_id_is_refused() {
+    let mut n = table(&["b@tcp://x:1"]);
+    assert_eq!(n.sender(0, 0, &node("z", 1)), None, "not the id the configuration names");
+    assert!(n.peers().next().unwrap().1.run.is_none(), "and it does not become the peer's run");
+    assert!(n.sender(0, 0, &node("b", 1)).is_some(), "the named id is heard");
+    assert_eq!(n.member(), Some(0));
+}
+
+#[test]
+fn an_id_is_read_only_ahead_of_the_transport() {
+    assert_eq!(configured_id("tcp://x:1"), None);
+    assert_eq!(configured_id("locker-1@tcp://locker-1.peers:7778"), Some("locker-1"));
+    assert_eq!(configured_id("a@b@tcp://x:1"), Some("a@b"), "the last @ ahead of ://");
+    assert_eq!(configured_id("ipc:///run/a@b"), None, "an @ in the address is the address's");
+    assert_eq!(configured_id("b"), None);
+}
