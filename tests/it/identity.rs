@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use locker::{Ask, Client};
 
-use crate::support::{run_locker, wait_for_room, wall_ns, Daemon, Peered, TempFile, DEADLINE};
+use crate::support::{free_port, run_locker, wait_for_room, wall_ns, Daemon, Peered, TempFile, DEADLINE};
 
 /// The limit: 99 per `PERIOD`, a share of 33 on each of three lockers.
 const MAX: u32 = 99;
@@ -215,4 +215,28 @@ fn a_group_without_state_killed_and_restarted_together_never_puts_a_slot_over_ma
     let in_slot = seen.certainly_within(start, start + slot);
     eprintln!("{in_slot} go certainly in the slot");
     assert!(in_slot <= MAX, "{in_slot} go certainly in one slot, of a limit of {MAX}");
+}
+
+/// Peers listed by id (`--peer ID@ENDPOINT`): a locker at a listed
+/// endpoint that goes by another id is refused, counted and logged, and
+/// the listed one is heard.
+#[test]
+fn a_peer_listed_by_id_is_refused_under_another_id() {
+    let (pa, pb) = (format!("tcp://127.0.0.1:{}", free_port()), format!("tcp://127.0.0.1:{}", free_port()));
+    let wrong = format!("x@{pb}");
+    let right = format!("a@{pa}");
+    let a = Daemon::start_logged(&["--peer-bind", &pa, "--node-id", "a", "--peer", &wrong, "--peer-grace", "0"]);
+    let b = Daemon::start_logged(&["--peer-bind", &pb, "--node-id", "b", "--peer", &right, "--peer-grace", "5"]);
+    let log = a.log_with("the id the peer list names");
+    assert!(log.contains(r#"a message sent as "b", not as "x", the id the peer list names"#), "{log}");
+    let mut client = Client::new([a.endpoint.clone()], Duration::from_secs(3)).unwrap();
+    let stats = client.stats().unwrap();
+    assert!(stats.peer_rejected > 0 && stats.peers.iter().all(|p| !p.live), "b is not a's peer: {stats:?}");
+    let end = std::time::Instant::now() + DEADLINE;
+    let mut client = Client::new([b.endpoint.clone()], Duration::from_secs(3)).unwrap();
+    while !client.stats().unwrap().peers.iter().any(|p| p.live) {
+        assert!(std::time::Instant::now() < end, "a, listed by its own id, is b's peer");
+        thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(client.stats().unwrap().peer_rejected, 0);
 }
