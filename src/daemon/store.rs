@@ -75,6 +75,7 @@ enum Event {
     Calls(StoreCalls),
     Done { node: Arc<str>, outcomes: Vec<(Call, NodeOutcome)> },
     Health { node: Arc<str>, health: Result<(), String> },
+    Map(dispatch::MapRead),
     Stop,
 }
 
@@ -180,6 +181,7 @@ fn run(mut dispatcher: Dispatcher, inbox: &Receiver<Event>, outbox: &Sender<Stor
                 Event::Calls(batch) => dispatcher.take(batch),
                 Event::Done { node, outcomes } => dispatcher.done(&node, outcomes, &mut answers),
                 Event::Health { node, health } => dispatcher.health(&node, health, &mut answers),
+                Event::Map(read) => dispatcher.mapped(read, &mut answers),
             }
         }
         dispatcher.route(&mut answers);

@@ -7,14 +7,21 @@
 //! `RETRY_DOWN`), so that a failover is followed; a node that left the map
 //! is reported gone. It turns outcomes into the answers the loop reads,
 //! each naming its node, and reports each node's change of health once.
-//! It does no I/O on calls (the nodes' threads do), only the short
-//! `CLUSTER SLOTS` reads.
+//!
+//! It does no I/O: the nodes' threads carry the calls, and the map is read
+//! by a thread of its own (`MapReader`), whose answer comes back as an
+//! event. A map read may wait for a node's timeout, and a loaded machine
+//! may take long to connect: were it read here, every call to every node
+//! would wait for it, at each failure of any node. Calls are routed by the
+//! map in hand meanwhile; only before the first map do they wait for it.
 
 use std::collections::HashMap;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use std::sync::mpsc;
 
 use super::node::{self, Call, NodeLink, NodeOutcome, StoreCallSettings, What};
 use super::slots::{slot_of, SlotMap};
@@ -50,6 +57,57 @@ struct Cluster {
     unmapped: Option<String>,
     /// Nodes that did not answer `CLUSTER SLOTS` in time: asked last.
     slow: Vec<Arc<str>>,
+    /// The thread that reads the map, and whether a read is under way.
+    reader: MapReader,
+    reading: bool,
+}
+
+/// What one reading of the cluster's map found: the map, or why no node
+/// gave it and the node that timed out, if one did.
+#[derive(Debug)]
+pub enum MapRead {
+    Read(SlotMap),
+    Failed { why: String, slow: Option<Arc<str>> },
+}
+
+/// The thread that reads the cluster's map: it takes the nodes to ask, in
+/// order, and sends what it read back as an event.
+struct MapReader {
+    ask: Option<mpsc::Sender<Vec<Arc<str>>>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl MapReader {
+    fn start(settings: StoreCallSettings, events: Sender<Event>) -> MapReader {
+        let (ask, asked) = mpsc::channel::<Vec<Arc<str>>>();
+        let thread = std::thread::Builder::new().name("locker-store-map".into()).spawn(move || {
+            for candidates in asked {
+                if events.send(Event::Map(read_first(&candidates, settings))).is_err() {
+                    return;
+                }
+            }
+        });
+        match thread {
+            Ok(thread) => MapReader { ask: Some(ask), thread: Some(thread) },
+            // No thread: `read` reads in the caller's thread instead.
+            Err(_) => MapReader { ask: None, thread: None },
+        }
+    }
+
+    /// Reads the map from the first of `candidates` that answers: by the
+    /// thread, whose answer comes as an event (`None` here), or at once.
+    fn read(&self, candidates: Vec<Arc<str>>, settings: StoreCallSettings) -> Option<MapRead> {
+        match &self.ask {
+            Some(ask) => ask.send(candidates).err().map(|e| read_first(&e.0, settings)),
+            None => Some(read_first(&candidates, settings)),
+        }
+    }
+
+    /// Ends the thread, after the read under way.
+    fn stop(mut self) -> Option<JoinHandle<()>> {
+        self.ask = None;
+        self.thread.take()
+    }
 }
 
 /// Routes calls to nodes and outcomes to answers.
@@ -77,6 +135,8 @@ impl Dispatcher {
                 read_at: None,
                 unmapped: None,
                 slow: Vec::new(),
+                reader: MapReader::start(settings, events.clone()),
+                reading: false,
             }),
         };
         let nodes = HashMap::new();
@@ -167,11 +227,15 @@ impl Dispatcher {
         }
     }
 
-    /// Sends every pending call to its node, reading the cluster's map
-    /// first when it is due.
+    /// Sends every pending call to its node, starting a read of the
+    /// cluster's map when it is due. Before the first map, calls wait for
+    /// the read under way.
     pub fn route(&mut self, answers: &mut StoreAnswers) {
         if self.map_due() {
             self.read_map(answers);
+        }
+        if matches!(&self.topology, Topology::Cluster(c) if c.map.is_none() && c.reading) {
+            return;
         }
         let mut by_node: HashMap<Arc<str>, Vec<Call>> = HashMap::new();
         for call in std::mem::take(&mut self.pending) {
@@ -189,9 +253,14 @@ impl Dispatcher {
         }
     }
 
-    /// Ends every node's thread, after its current pipeline.
+    /// Ends every node's thread, after its current pipeline, and the map's
+    /// reader after its read.
     pub fn stop(self) {
-        let threads = self.nodes.into_values().map(NodeLink::close).chain(self.closed);
+        let reader = match self.topology {
+            Topology::Cluster(c) => c.reader.stop(),
+            Topology::Single { .. } => None,
+        };
+        let threads = self.nodes.into_values().map(NodeLink::close).chain(self.closed).chain(reader);
         for t in threads.collect::<Vec<_>>() {
             let _ = t.join();
         }
@@ -200,7 +269,7 @@ impl Dispatcher {
     fn map_due(&self) -> bool {
         let Topology::Cluster(c) = &self.topology else { return false };
         let due = c.read_at.is_none_or(|at| at.elapsed() >= Duration::from_nanos(RETRY_DOWN));
-        due && (c.stale || c.map.is_none())
+        !c.reading && due && (c.stale || c.map.is_none())
     }
 
     fn node_for(&self, call: &Call) -> Result<Arc<str>, String> {
@@ -239,47 +308,53 @@ impl Dispatcher {
         link.send(calls).map_err(|calls| (calls, "the node's thread is gone".to_owned()))
     }
 
-    /// Reads the cluster's map from the first node that answers, nodes
-    /// that fail or were slow asked last; reports nodes that left it. It
-    /// waits for at most one node that does not answer in time per turn
-    /// (calls wait meanwhile), and a map it has is kept until a new one is
-    /// read.
+    /// Starts a read of the cluster's map, nodes that fail or were slow
+    /// asked last (see `read_first`); its answer comes to `mapped`.
     fn read_map(&mut self, answers: &mut StoreAnswers) {
         let Topology::Cluster(c) = &mut self.topology else { return };
         c.read_at = Some(Instant::now());
         let known = c.map.as_ref().map(SlotMap::masters).unwrap_or_default();
         let mut candidates: Vec<Arc<str>> = known.iter().chain(&c.seeds).cloned().collect();
         candidates.sort_by_key(|n| (self.failing.contains_key(n), c.slow.contains(n)));
-        let mut why = String::from("no node to ask");
-        for node in unique(candidates) {
-            match read_slots(&node, self.settings) {
-                Ok(map) => {
-                    let masters = map.masters();
-                    for gone in known.iter().filter(|n| !masters.contains(n)) {
-                        self.failing.remove(gone);
-                        if let Some(link) = self.nodes.remove(gone) {
-                            self.closed.push(link.close());
-                        }
-                        answers.claims.push(report(NODE_GONE, gone, Ok(())));
-                    }
-                    if c.unmapped.take().is_some() {
-                        answers.claims.push(report(NODE_GONE, &CLUSTER.into(), Ok(())));
-                    }
-                    c.map = Some(map);
-                    c.stale = false;
-                    c.slow.clear();
-                    return;
-                }
-                Err((e, timed_out)) => {
-                    why = format!("reading the cluster's map from {node}: {e}");
-                    if timed_out {
-                        c.slow.retain(|n| *n != node);
-                        c.slow.push(node);
-                        break;
-                    }
-                }
-            }
+        c.reading = true;
+        if let Some(read) = c.reader.read(unique(candidates), self.settings) {
+            self.mapped(read, answers);
         }
+    }
+
+    /// Takes what a read of the cluster's map found: a new map (nodes that
+    /// left it reported gone), or why none could be read. A map in hand
+    /// is kept until a new one is read.
+    pub fn mapped(&mut self, read: MapRead, answers: &mut StoreAnswers) {
+        let Topology::Cluster(c) = &mut self.topology else { return };
+        c.reading = false;
+        let why = match read {
+            MapRead::Read(map) => {
+                let known = c.map.as_ref().map(SlotMap::masters).unwrap_or_default();
+                let masters = map.masters();
+                for gone in known.iter().filter(|n| !masters.contains(n)) {
+                    self.failing.remove(gone);
+                    if let Some(link) = self.nodes.remove(gone) {
+                        self.closed.push(link.close());
+                    }
+                    answers.claims.push(report(NODE_GONE, gone, Ok(())));
+                }
+                if c.unmapped.take().is_some() {
+                    answers.claims.push(report(NODE_GONE, &CLUSTER.into(), Ok(())));
+                }
+                c.map = Some(map);
+                c.stale = false;
+                c.slow.clear();
+                return;
+            }
+            MapRead::Failed { why, slow } => {
+                if let Some(node) = slow {
+                    c.slow.retain(|n| *n != node);
+                    c.slow.push(node);
+                }
+                why
+            }
+        };
         if c.map.is_some() {
             return;
         }
@@ -288,6 +363,24 @@ impl Dispatcher {
         }
         c.unmapped = Some(why);
     }
+}
+
+/// Reads the cluster's map from the first of `candidates` that answers; it
+/// waits for at most one node that does not answer in time.
+fn read_first(candidates: &[Arc<str>], settings: StoreCallSettings) -> MapRead {
+    let mut why = String::from("no node to ask");
+    for node in candidates {
+        match read_slots(node, settings) {
+            Ok(map) => return MapRead::Read(map),
+            Err((e, timed_out)) => {
+                why = format!("reading the cluster's map from {node}: {e}");
+                if timed_out {
+                    return MapRead::Failed { why, slow: Some(node.clone()) };
+                }
+            }
+        }
+    }
+    MapRead::Failed { why, slow: None }
 }
 
 /// `nodes` without repeats, in their order.
@@ -396,6 +489,28 @@ mod tests {
         let mut back = StoreAnswers::default();
         d.health(&node, Ok(()), &mut back);
         assert_eq!((back.claims[0].id, back.claims[0].grant.is_ok()), (NODE_REPORT, true), "back: reported");
+        d.stop();
+    }
+
+    #[test]
+    fn calls_wait_for_the_first_map_which_is_read_off_the_dispatchers_thread() {
+        let (events, inbox) = std::sync::mpsc::channel();
+        let settings = StoreCallSettings { timeout: Duration::from_millis(500), replicas: 0 };
+        let spec = StoreSpec::Cluster(vec!["redis://127.0.0.1:1".into()]);
+        let mut d = Dispatcher::new(&spec, settings, events);
+        d.pending.push(claim(1));
+        let mut answers = StoreAnswers::default();
+        d.route(&mut answers);
+        assert!(answers.is_empty() && d.pending.len() == 1, "the call waits for the map being read");
+        assert!(!d.map_due(), "one read at a time");
+        let Ok(Event::Map(read)) = inbox.recv_timeout(Duration::from_secs(10)) else { panic!("the map's read") };
+        d.mapped(read, &mut answers);
+        d.route(&mut answers);
+        let got: Vec<_> = answers.claims.iter().map(|c| (c.id, c.grant.as_ref().err().cloned())).collect();
+        assert_eq!(got.len(), 2, "{got:?}");
+        let why = got[0].1.clone().expect("the cluster's failure");
+        assert!(why.starts_with("reading the cluster's map from 127.0.0.1:1"), "{why}");
+        assert_eq!(got, [(NODE_REPORT, Some(why.clone())), (1, Some(why))], "reported, and the call answered");
         d.stop();
     }
 
