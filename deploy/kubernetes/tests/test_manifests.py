@@ -4,10 +4,10 @@ Each overlay is rendered with `kubectl kustomize` (the kustomize built into
 kubectl), every document is validated against the Kubernetes OpenAPI
 schemas of a pinned version (the `kubernetes-validate` package, offline),
 and the rendered trio is read for what the locker needs of its members:
-ids from pod names, every other member listed as a peer, the state file on
-a volume of its own, the disruption budget, the probes, the security
-context, the config where `--config` points, the reload container that
-signals a changed file. Every invariant is also
+ids from pod names, every other member listed as a peer under the id it
+goes by, the state file on a volume of its own, the disruption budget,
+the probes, the security context, the config where `--config` points,
+the reload container that signals a changed file. Every invariant is also
 checked to fail on a copy broken on purpose (`test_each_invariant_fails_
 on_a_copy_broken_on_purpose`), so none passes by reading nothing.
 
@@ -25,7 +25,7 @@ import subprocess
 import tomllib
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Tuple
 
 import pytest
 import yaml
@@ -81,6 +81,18 @@ def flag(args: List[str], name: str) -> str | None:
 
 def port_of(endpoint: str) -> int:
     return int(endpoint.rsplit(":", 1)[1])
+
+
+def named_peer(peer: str) -> Tuple[str | None, str]:
+    """A `peers` entry as the locker reads it, `[ID@]ENDPOINT[=KEY]`: the
+    node id it names (what comes before the last `@` ahead of `://`), or
+    None, and the endpoint."""
+    named = peer.split("=", 1)[0]
+    head, scheme, _ = named.partition("://")
+    if scheme and "@" in head:
+        peer_id = head.rsplit("@", 1)[0]
+        return peer_id, named[len(peer_id) + 1 :]
+    return None, named
 
 
 def container(docs: Docs) -> Dict[str, Any]:
@@ -165,12 +177,52 @@ def every_other_member_is_a_peer(docs: Docs) -> List[str]:
         if peer_port not in [p["port"] for p in headless["ports"]]:
             wrong.append(f"{service} does not serve the peer port {peer_port}")
         want = {f"tcp://{name}-{m}.{service}:{peer_port}" for m in range(replicas(docs)) if m != n}
-        listed = pod_config(docs, pod).get("peers", [])
+        listed = [named_peer(p)[1] for p in pod_config(docs, pod).get("peers", [])]
         if sorted(listed) != sorted(want):
             wrong.append(f"{pod} lists {sorted(listed)}, not every other member {sorted(want)}")
         members.add(frozenset(listed) | {f"tcp://{pod}.{service}:{peer_port}"})
     if len(members) > 1:
         wrong.append(f"the members count different sets: {members}")
+    return wrong
+
+
+def peers_listed_by_the_ids_they_go_by(docs: Docs) -> List[str]:
+    """Each member goes by its pod's name (`--node-id $(POD_NAME)`), and
+    each peer it lists names the id that the pod at the peer's DNS name goes
+    by (`locker-1@tcp://locker-1.locker-peers:7778`): every member's place
+    is then known before all are heard, and a locker at that name under
+    another id is refused. No id is named twice among a member and its
+    peers, its own neither (the locker would refuse to start), and every
+    member counts the same ids (the member-set digest is taken over
+    them)."""
+    s = one(docs, "StatefulSet")
+    name, service = s["metadata"]["name"], s["spec"]["serviceName"]
+    wrong = []
+    counted = {}
+    for n in range(replicas(docs)):
+        pod = f"{name}-{n}"
+        own = flag(pod_args(docs, pod), "--node-id")
+        if own != pod:
+            wrong.append(f"{pod} goes by {own!r}, not its pod's name")
+        ids = [own]
+        for peer in pod_config(docs, pod).get("peers", []):
+            peer_id, endpoint = named_peer(peer)
+            at = re.fullmatch(rf"tcp://({re.escape(name)}-\d+)\.{re.escape(service)}:\d+", endpoint)
+            if at is None:
+                wrong.append(f"{pod} lists {peer!r}, at no member's DNS name")
+                continue
+            goes_by = flag(pod_args(docs, at.group(1)), "--node-id")
+            if peer_id is None:
+                wrong.append(f"{pod} lists {peer!r} without its id: {at.group(1)} goes by {goes_by!r}")
+            elif peer_id != goes_by:
+                wrong.append(f"{pod} lists {peer!r} under the id {peer_id!r}: {at.group(1)} goes by {goes_by!r}")
+            ids.append(peer_id)
+        twice = sorted({i for i in ids if i is not None and ids.count(i) > 1})
+        if twice:
+            wrong.append(f"{pod} names {twice} twice among itself and its peers: it would refuse to start")
+        counted[pod] = sorted(str(i) for i in ids)
+    if len({repr(v) for v in counted.values()}) > 1:
+        wrong.append(f"the members count different ids: {counted}")
     return wrong
 
 
@@ -353,6 +405,7 @@ def operator_resources(docs: Docs) -> List[str]:
 INVARIANTS: List[Callable[[Docs], List[str]]] = [
     ids_from_pod_names,
     every_other_member_is_a_peer,
+    peers_listed_by_the_ids_they_go_by,
     limits_alike,
     state_on_a_claimed_volume,
     budget_of_one,
@@ -405,7 +458,7 @@ def test_the_rendered_trio_holds(invariant):
 def test_the_lone_locker_is_a_group_of_one():
     docs = render("overlays/lone")
     assert replicas(docs) == 1
-    for invariant in [ids_from_pod_names, every_other_member_is_a_peer, state_on_a_claimed_volume, budget_of_one, probes, locked_down, config_where_it_points, reloads_on_change, services_reach_the_ports]:
+    for invariant in [ids_from_pod_names, every_other_member_is_a_peer, peers_listed_by_the_ids_they_go_by, state_on_a_claimed_volume, budget_of_one, probes, locked_down, config_where_it_points, reloads_on_change, services_reach_the_ports]:
         assert invariant(docs) == [], invariant.__name__
     assert pod_config(docs, "locker-0").get("peers", []) == []
 
@@ -418,10 +471,14 @@ def _env(docs):
 BREAKS = [
     ("node id not the pod's name", lambda d: _replace_arg(d, "$(POD_NAME)", "locker", after="--node-id"), ids_from_pod_names),
     ("no downward API", lambda d: _env(d)[0]["valueFrom"]["fieldRef"].update(fieldPath="metadata.uid"), ids_from_pod_names),
-    ("a member lists itself", lambda d: _edit_config(d, "locker-1.toml", "locker-0.locker-peers", "locker-1.locker-peers"), every_other_member_is_a_peer),
-    ("a member misses a peer", lambda d: _edit_config(d, "locker-2.toml", ', "tcp://locker-1.locker-peers:7778"', ""), every_other_member_is_a_peer),
+    ("a member lists itself", lambda d: _edit_config(d, "locker-1.toml", '"locker-0@tcp://locker-0.locker-peers', '"locker-1@tcp://locker-1.locker-peers'), every_other_member_is_a_peer),
+    ("a member misses a peer", lambda d: _edit_config(d, "locker-2.toml", ', "locker-1@tcp://locker-1.locker-peers:7778"', ""), every_other_member_is_a_peer),
     ("peers on another port", lambda d: _edit_config(d, "locker-0.toml", 'peer_bind = "tcp://*:7778"', 'peer_bind = "tcp://*:7779"'), every_other_member_is_a_peer),
     ("the headless Service hides joining members", lambda d: one(d, "Service", "locker-peers")["spec"].pop("publishNotReadyAddresses"), every_other_member_is_a_peer),
+    ("a peer listed without its id", lambda d: _edit_config(d, "locker-0.toml", '"locker-1@tcp://locker-1.locker-peers', '"tcp://locker-1.locker-peers'), peers_listed_by_the_ids_they_go_by),
+    ("peers listed under each other's ids", lambda d: _edit_config(d, "locker-0.toml", '["locker-1@tcp://locker-1.locker-peers:7778", "locker-2@tcp://locker-2.locker-peers:7778"]', '["locker-2@tcp://locker-1.locker-peers:7778", "locker-1@tcp://locker-2.locker-peers:7778"]'), peers_listed_by_the_ids_they_go_by),
+    ("a peer listed under the member's own id", lambda d: _edit_config(d, "locker-2.toml", '"locker-1@tcp://locker-1.locker-peers', '"locker-2@tcp://locker-1.locker-peers'), peers_listed_by_the_ids_they_go_by),
+    ("members go by other ids than the peers list", lambda d: _replace_arg(d, "$(POD_NAME)", "$(POD_NAME).locker-peers", after="--node-id"), peers_listed_by_the_ids_they_go_by),
     ("a member with other limits", lambda d: _edit_config(d, "locker-1.toml", "max_requests = 100", "max_requests = 101"), limits_alike),
     ("state off the volume", lambda d: _replace_arg(d, "/var/lib/locker/state.log", "/tmp/state.log"), state_on_a_claimed_volume),
     ("state on an emptyDir", lambda d: one(d, "StatefulSet")["spec"].pop("volumeClaimTemplates"), state_on_a_claimed_volume),

@@ -5,9 +5,10 @@ arguments with the pod's name put in for `$(POD_NAME)`, as the kubelet
 does, and only what a cluster would supply moved to this machine
 (`pod_command`): the listeners on free ports of 127.0.0.1, each member's
 DNS name (`locker-N.locker-peers`) in the ConfigMap's files resolved to
-127.0.0.1 and that member's peer port, and each volume (ConfigMaps and
-Secrets laid out as the kubelet mounts them, the claim an empty folder) in
-a folder of the test. Every other flag is kept.
+127.0.0.1 and that member's peer port (the id it is listed by,
+`locker-N@`, kept), and each volume (ConfigMaps and Secrets laid out as
+the kubelet mounts them, the claim an empty folder) in a folder of the
+test. Every other flag is kept.
 
 - The trio joins and serves; clients ask each member without pause (the
   plain form, `let me go`, which the default limit of the rendered files
@@ -18,6 +19,9 @@ a folder of the test. Every other flag is kept.
   its ask and its answer both fall inside it, since slots are wall-clock
   slots aligned to the epoch. With the peers taken out of the files, the
   same count must see slots over the limit.
+- Each member of the trio hears every peer under the id it lists it by,
+  and refuses nothing; with a member listed under another id than it goes
+  by, the others refuse its messages and say so.
 - A member is added and removed as docs/operations.md says, under load.
 - The trio with every optional component joins over CURVE and serves.
 - The pod's reload container: its script, run with `sh` beside the
@@ -32,6 +36,7 @@ Nothing sleeps to wait for readiness: each wait polls with a deadline.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import queue
@@ -51,7 +56,7 @@ import pytest
 import yaml
 import zmq
 
-from test_manifests import LOCKER, ROOT, Docs, config_files, container, one, pod_args, pod_config, reload_container, render
+from test_manifests import LOCKER, ROOT, Docs, config_files, container, named_peer, one, pod_args, pod_config, reload_container, render
 
 DEADLINE = 15.0  # seconds any one wait may take before the test fails
 
@@ -227,11 +232,16 @@ def reload_command(docs: Docs, pod: str, tmp: Path, ports: Dict[str, Dict[str, i
 
 def resolve(text: str, pod: str, service: str, ports: Dict[str, Dict[str, int]]) -> str:
     """A config file with pod `pod`'s peer listener on its loopback port and
-    every member's DNS name resolved to loopback and its port."""
+    every member's DNS name resolved to loopback and its port. The id a
+    peer is listed by (`locker-1@tcp://locker-1.locker-peers:7778`) stays
+    before its endpoint (`locker-1@tcp://127.0.0.1:PORT`), so the members
+    run with their peers listed by id, as in the cluster."""
+    ids = re.findall(r'"([^"\s@]+)@tcp://', text)
     text = re.sub(r'^peer_bind = "tcp://\*:\d+"', f'peer_bind = "tcp://127.0.0.1:{ports[pod]["peer"]}"', text, flags=re.M)
     for other in ports:
         text = re.sub(rf"tcp://{re.escape(other)}\.{re.escape(service)}:\d+", f"tcp://127.0.0.1:{ports[other]['peer']}", text)
     assert f".{service}:" not in text, text
+    assert re.findall(r'"([^"\s@]+)@tcp://', text) == ids, text
     return text
 
 
@@ -239,15 +249,18 @@ def group_ports(pods: List[str]) -> Dict[str, Dict[str, int]]:
     return {pod: {"zmq": free_port(), "peer": free_port(), "metrics": free_port(), "rls": free_port()} for pod in pods}
 
 
-def trio_command_lines(tmp: Path, unpeered: bool = False) -> Tuple[List[List[str]], List[Dict[str, str]], int]:
+def trio_command_lines(tmp: Path, unpeered: bool = False, misnamed: bool = False) -> Tuple[List[List[str]], List[Dict[str, str]], int]:
     """Each pod's command line, on loopback, with its ZeroMQ and metrics
     addresses; and the default limit's max_requests per slot of 1 s.
-    `unpeered` breaks the files on purpose: each member lists no peer."""
+    `unpeered` breaks the files on purpose: each member lists no peer;
+    `misnamed` too: the others list locker-2 under the id locker-9."""
     docs = render("overlays/trio")
-    if unpeered:
-        data = one(docs, "ConfigMap", "locker-config")["data"]
-        for name in data:
+    data = one(docs, "ConfigMap", "locker-config")["data"]
+    for name in data:
+        if unpeered:
             data[name] = re.sub(r"^peers = .*$", "peers = []", data[name], flags=re.M)
+        if misnamed:
+            data[name] = data[name].replace('"locker-2@tcp://', '"locker-9@tcp://')
     statefulset = one(docs, "StatefulSet")
     pods = [f"{statefulset['metadata']['name']}-{n}" for n in range(statefulset["spec"]["replicas"])]
     ports = group_ports(pods)
@@ -363,6 +376,75 @@ def test_the_count_sees_members_that_do_not_share(tmp_path):
     assert max(counts.values()) > limit, f"no slot over {limit}: {counts}"
 
 
+def stats(zmq_at: str) -> Dict[str, Any]:
+    """A member's `locker stats --json`."""
+    out = subprocess.run([LOCKER, "stats", "--json", "--connect", zmq_at], capture_output=True, text=True, timeout=DEADLINE)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def heard_by_id(s: Dict[str, Any], pod: str, listed: int) -> List[str]:
+    """What a member's stats show amiss with ids: it goes by `pod`, hears
+    each of its `listed` peers, live, under the id it lists it by (the
+    id before `@` in the peer's `endpoint` is its `node`), and has refused
+    nothing from its peers (`peer_rejected`, absent when 0)."""
+    wrong = []
+    if s.get("node") != pod:
+        wrong.append(f"goes by {s.get('node')!r}, not {pod!r}")
+    peers = s.get("peers", [])
+    if len(peers) != listed:
+        wrong.append(f"{len(peers)} peers heard of the {listed} listed: {peers}")
+    for p in peers:
+        if not p.get("live"):
+            wrong.append(f"{p.get('endpoint')} not live")
+        if named_peer(p.get("endpoint", ""))[0] != p.get("node"):
+            wrong.append(f"{p.get('endpoint')} heard as {p.get('node')!r}")
+    if s.get("peer_rejected", 0):
+        wrong.append(f"{s['peer_rejected']} messages refused from peers")
+    return wrong
+
+
+def test_each_member_hears_its_peers_under_the_ids_it_lists(tmp_path):
+    """The rendered trio: each member goes by its pod's name and hears both
+    peers, live, under the ids its file lists them by, refusing nothing."""
+    lines, addresses, _ = trio_command_lines(tmp_path)
+    members = []
+    try:
+        for n, argv in enumerate(lines):
+            members.append(Process(argv, addresses[n]["metrics"], tmp_path / f"locker-{n}.log"))
+        for n, member in enumerate(members):
+            member.wait_serving()
+            end = time.monotonic() + DEADLINE
+            while wrong := heard_by_id(stats(addresses[n]["zmq"]), f"locker-{n}", len(members) - 1):
+                assert time.monotonic() < end, f"locker-{n}: {wrong}: {member.log.read_text()}"
+                time.sleep(0.05)
+    finally:
+        for m in members:
+            m.kill()
+
+
+def test_a_member_listed_under_another_id_is_refused(tmp_path):
+    """The same trio with locker-2 listed as locker-9 in the others' files:
+    they refuse its messages (`peer_rejected`), say so in the log, and do
+    not hear it; so the check above can fail."""
+    lines, addresses, _ = trio_command_lines(tmp_path, misnamed=True)
+    members = []
+    try:
+        for n, argv in enumerate(lines):
+            members.append(Process(argv, addresses[n]["metrics"], tmp_path / f"locker-{n}.log"))
+        end = time.monotonic() + DEADLINE
+        while not (s := stats(addresses[0]["zmq"])).get("peer_rejected", 0):
+            assert time.monotonic() < end, f"locker-0 refuses nothing: {s}: {members[0].log.read_text()}"
+            time.sleep(0.05)
+        assert [p["node"] for p in s["peers"]] == ["locker-1"], s
+        assert heard_by_id(s, "locker-0", 2) != [], s
+        log = members[0].log.read_text()
+        assert 'a message sent as "locker-2", not as "locker-9", the id the peer list names' in log, log
+    finally:
+        for m in members:
+            m.kill()
+
+
 def test_the_images_entrypoint_starts_serves_and_is_healthy(tmp_path):
     dockerfile = (ROOT / "Dockerfile").read_text()
     entry = yaml.safe_load(re.search(r"^ENTRYPOINT (\[.*\])$", dockerfile, re.M).group(1))
@@ -419,11 +501,11 @@ def test_adding_and_removing_a_member_as_operations_md_says_keeps_every_slot_wit
 
     def write_file(pod: str, listed: List[str]) -> Path:
         """pod's file as the overlay would hold it (the rendered one's limits,
-        `peers` naming `listed`), resolved to loopback, replaced whole."""
-        text = re.sub(r"^peers = .*$", "peers = [" + ", ".join(f'"tcp://{p}.{service}:7778"' for p in listed) + "]", template, flags=re.M)
-        text = text.replace('"tcp://*:7778"', f'"tcp://127.0.0.1:{ports[pod]["peer"]}"')
-        for other in pods:
-            text = text.replace(f"tcp://{other}.{service}:7778", f"tcp://127.0.0.1:{ports[other]['peer']}")
+        `peers` naming `listed` by id and DNS name, as
+        `locker-3@tcp://locker-3.locker-peers:7778`), resolved to loopback
+        (`resolve`), replaced whole."""
+        text = re.sub(r"^peers = .*$", "peers = [" + ", ".join(f'"{p}@tcp://{p}.{service}:7778"' for p in listed) + "]", template, flags=re.M)
+        text = resolve(text, pod, service, ports)
         path = config_dir / f"{pod}.toml"
         fresh = config_dir / f".{pod}.toml.new"
         fresh.write_text(text)
