@@ -517,7 +517,10 @@ fn a_lease_outlives_its_stores_restart_and_no_lease_is_granted_while_the_store_i
     let mut redis = Redis::start(false);
     let config =
         TempFile::new("store-lease-down.toml", &format!("store = \"redis://{}\"\n{SEMAPHORE}", redis.address()));
-    let d = Daemon::start(&["--config", config.path(), "--store-timeout-ms", "100"]);
+    // Patient: a loaded machine may keep a live store's answer past a
+    // short timeout; a store that is gone fails at once (refused).
+    let patient = PATIENT_STORE_MS.to_string();
+    let d = Daemon::start(&["--config", config.path(), "--store-timeout-ms", &patient]);
     let mut client = lease_client(&d);
     let held = acquire(&mut client, 1, None);
     let lease = held.lease.expect("held");
@@ -1010,11 +1013,12 @@ fn a_limit_sent_with_terms_is_one_count_in_the_store_for_every_locker_as_its_con
         "store-runtime.toml",
         "runtime_limits = 2\n\n[[limits]]\nname = \"twin\"\nmax_requests = 5\nin_seconds = 86400\n",
     );
-    let args = ["--config", config.path(), "--store", url.as_str()];
+    let patient = PATIENT_STORE_MS.to_string();
+    let args = ["--config", config.path(), "--store", url.as_str(), "--store-timeout-ms", &patient];
     let (a, b) = (Daemon::start(&args), Daemon::start(&args));
     // Every ask below falls in one day-long slot.
     wait_for_room(86_400 * 1_000_000_000, Duration::from_secs(30));
-    let client = |d: &Daemon| Client::new([d.endpoint.clone()], Duration::from_secs(5)).unwrap();
+    let client = |d: &Daemon| Client::new([d.endpoint.clone()], Duration::from_secs(15)).unwrap();
     let mut clients = [client(&a), client(&b)];
     let terms = locker::Terms::new("fixed-window", 5, 86_400.0);
     let mut gone = 0;
