@@ -291,7 +291,7 @@ impl Peering {
             PeerSync { synced: false, snapshot_tat: now, limits: vec![LimitAgreement::Unknown; self.fitted.len()] };
         self.sync =
             was.iter().map(|w| w.and_then(|i| old.get_mut(i)?.take()).unwrap_or_else(|| fresh.clone())).collect();
-        self.tenure.set_members(1 + peers.len(), &was);
+        self.tenure.set_members(now, 1 + peers.len(), &was);
         self.settings.peers = peers;
         self.members.changed(now, &was, &self.nodes, &mut self.events);
         true

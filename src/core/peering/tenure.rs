@@ -98,6 +98,9 @@ struct LastSaid {
     counts_from: Nanos,
     /// The latest of the peer's heartbeat times this run echoed.
     vouched: Nanos,
+    /// When a reload listed the peer, 0 for one listed from the start: a
+    /// peer never heard is silent to this run only since then (see `tick`).
+    listed: Nanos,
 }
 
 /// This locker's tenure.
@@ -145,15 +148,19 @@ impl Tenure {
         }
     }
 
-    /// Takes a new member set (a reload): `members` of them, with the
-    /// configured peers now numbered as `was` maps them from before (see
-    /// `Nodes::set_peers`). What a kept peer said stays with it; a new
-    /// one is unheard. Declarations, holdings and shunned names stay: they
-    /// name members by id, and a holding of a member no longer in the set
-    /// holds no place (see `place_of`). The majority is the new set's.
-    pub fn set_members(&mut self, members: usize, was: &[Option<PeerIx>]) {
+    /// Takes a new member set (a reload at `now`): `members` of them, with
+    /// the configured peers now numbered as `was` maps them from before
+    /// (see `Nodes::set_peers`). What a kept peer said stays with it; a new
+    /// one is unheard, listed from `now`. Declarations, holdings and
+    /// shunned names stay: they name members by id, and a holding of a
+    /// member no longer in the set holds no place (see `place_of`). The
+    /// majority is the new set's.
+    pub fn set_members(&mut self, now: Nanos, members: usize, was: &[Option<PeerIx>]) {
         let mut old: Vec<Option<LastSaid>> = std::mem::take(&mut self.heard).into_iter().map(Some).collect();
-        self.heard = was.iter().map(|w| w.and_then(|i| old.get_mut(i)?.take()).unwrap_or_default()).collect();
+        let kept_or_new = |w: &Option<PeerIx>| {
+            w.and_then(|i| old.get_mut(i)?.take()).unwrap_or(LastSaid { listed: now, ..LastSaid::default() })
+        };
+        self.heard = was.iter().map(kept_or_new).collect();
         self.majority = if members >= 3 { members / 2 + 1 } else { 0 };
     }
 
@@ -327,7 +334,9 @@ impl Tenure {
     /// heartbeat or so.
     ///
     /// A peer the configuration names by id (`ID@ENDPOINT`) and this run
-    /// never heard is silent since this run joined: a run restarted while
+    /// never heard is silent since this run joined (or a reload listed
+    /// it, so that a member added is not declared before it could start):
+    /// a run restarted while
     /// a member is down declares it as a run that heard it would, so that
     /// a majority can still reclaim its share. It is the same word ("not
     /// heard for `DECLARE_AFTER` while leased"), and a member that is
@@ -338,10 +347,11 @@ impl Tenure {
             return;
         }
         if self.holding(now, nodes).leased {
-            for (_, s) in nodes.peers() {
+            for (ix, s) in nodes.peers() {
+                let listed = self.heard.get(ix).map_or(0, |h| h.listed);
                 let (id, last) = match (&s.run, &s.named) {
                     (Some(run), _) if s.last_heard > 0 => (&run.id, s.last_heard),
-                    (None, Some(named)) if self.joined_at != Nanos::MAX => (named, self.joined_at),
+                    (None, Some(named)) if self.joined_at != Nanos::MAX => (named, self.joined_at.max(listed)),
                     _ => continue,
                 };
                 let quiet = now.saturating_sub(last) > DECLARE_AFTER;

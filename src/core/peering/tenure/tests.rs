@@ -233,3 +233,45 @@ fn a_peers_new_run_counts_for_an_inherited_share_only_in_slots_after_its_earlier
     assert!(h.leased, "its own share: the new run's echo counts at once");
     assert_eq!((h.held, h.held_from), (1 << 2, restart + MS + LEASE + MARGIN), "c's in the slots from then on");
 }
+
+/// Members listed by id (`ID@ENDPOINT`): one this run never heard is
+/// silent to it since it joined, or since a reload listed it.
+#[test]
+fn a_listed_member_never_heard_is_declared_a_declare_time_after_joining_or_after_the_reload_that_listed_it() {
+    let names: Vec<Box<str>> = vec!["b@tcp://b:1".into(), "c@tcp://c:1".into()];
+    let mut nodes = Nodes::new(key("a"), &names, MS);
+    let mut t = Tenure::new(3, 2);
+    t.joined(T0, false);
+    let mut events = VecDeque::new();
+    let leased_at = |t: &mut Tenure, nodes: &mut Nodes, now: Nanos, heard: &[(PeerIx, &str)]| {
+        for &(ix, id) in heard {
+            hear(nodes, now, ix, id);
+            echo(t, nodes, now, ix, now - MS);
+        }
+        assert!(t.holding(now, nodes).leased);
+    };
+    let soon = T0 + DECLARE_AFTER - MS;
+    leased_at(&mut t, &mut nodes, soon, &[(0, "b")]);
+    t.tick(soon, &nodes, &mut events);
+    assert!(events.is_empty(), "not before a declare time since joining: {events:?}");
+    let later = T0 + DECLARE_AFTER + MS;
+    leased_at(&mut t, &mut nodes, later, &[(0, "b")]);
+    t.tick(later, &nodes, &mut events);
+    assert_eq!(events.pop_front(), Some(PeerEvent::Declared { id: "c".into() }), "c was never heard");
+
+    // A reload lists d, which has not started yet: silent only since then.
+    let (mut nodes, mut t) = (Nodes::new(key("a"), &names, MS), Tenure::new(3, 2));
+    t.joined(T0, true);
+    let reload = T0 + 10 * DECLARE_AFTER;
+    let four: Vec<Box<str>> = vec!["b@tcp://b:1".into(), "c@tcp://c:1".into(), "d@tcp://d:1".into()];
+    let was = [Some(0), Some(1), None];
+    nodes.set_peers(&four, &was);
+    t.set_members(reload, 4, &was);
+    let heard = [(0, "b"), (1, "c")];
+    leased_at(&mut t, &mut nodes, reload + DECLARE_AFTER - MS, &heard);
+    t.tick(reload + DECLARE_AFTER - MS, &nodes, &mut events);
+    assert!(events.is_empty(), "a member added is not declared before it could start: {events:?}");
+    leased_at(&mut t, &mut nodes, reload + DECLARE_AFTER + MS, &heard);
+    t.tick(reload + DECLARE_AFTER + MS, &nodes, &mut events);
+    assert_eq!(events.pop_front(), Some(PeerEvent::Declared { id: "d".into() }));
+}
