@@ -18,7 +18,7 @@ use crate::daemon::metrics::{Feed, Mailbox, MetricsServer};
 use crate::daemon::reload::Reload;
 use crate::daemon::signals::Control;
 use crate::daemon::Server;
-use crate::wire::{Ask, GoReply, StatsReply, Terms};
+use crate::wire::{Ask, GoReply, Parents, StatsReply, Terms};
 
 mod check_config;
 mod curve;
@@ -88,6 +88,7 @@ const ASK_EXAMPLES: &str = "\
 Examples:
   locker ask && curl https://api.example/...          go on, or stop on sorry
   locker ask --limit api --key user-7 --json          the whole reply as JSON
+  locker ask --limit user --key u7 --parent team=t3 --parent org=acme   a limit under parents: every level, or none
   locker ask --connect tcp://a:7777 --connect tcp://b:7777 --timeout 250ms";
 
 #[derive(Debug, Args)]
@@ -144,6 +145,23 @@ struct AskArgs {
     /// (e.g. fixed-window,5,0.8 or token-bucket,10,1,20).
     #[arg(long, value_name = "ALGORITHM,MAX_REQUESTS,IN_SECONDS[,BURST]", value_parser = parse_terms)]
     terms: Option<OwnedTerms>,
+    /// The key of a limit above --limit (its config's parent, or that one's), e.g. --parent team=t3; repeat for
+    /// each: the ask takes its cost from every one of them too, or from none.
+    #[arg(long = "parent", value_name = "LIMIT=KEY", value_parser = parse_parent)]
+    parents: Vec<(String, String)>,
+}
+
+/// Parses `LIMIT=KEY`, the key of one limit above the one asked.
+pub(crate) fn parse_parent(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((limit, key)) if !limit.is_empty() => Ok((limit.to_owned(), key.to_owned())),
+        _ => Err("expected LIMIT=KEY, e.g. team=t3".to_owned()),
+    }
+}
+
+/// `--parent` pairs as the wire lists them.
+pub(crate) fn parent_pairs(given: &[(String, String)]) -> Vec<(&str, &str)> {
+    given.iter().map(|(limit, key)| (limit.as_str(), key.as_str())).collect()
 }
 
 /// `--terms` as given: the fields of `wire::Terms`, owned.
@@ -362,6 +380,10 @@ fn ask(mut args: AskArgs) -> u8 {
         Ok(c) => c,
         Err(e) => return failure::request_failed(&e, args.connect.json),
     };
+    if args.limit.len() > 1 && !args.parents.is_empty() {
+        return fail("--parent goes with one --limit: name the limits above it, and ask the others apart");
+    }
+    let pairs = parent_pairs(&args.parents);
     let ask = Ask {
         limit: args.limit.first().map(String::as_str),
         key: args.key.as_deref(),
@@ -375,6 +397,7 @@ fn ask(mut args: AskArgs) -> u8 {
             in_seconds: t.in_seconds,
             burst: t.burst,
         }),
+        parents: (!pairs.is_empty()).then(|| Parents::new(&pairs)),
     };
     if args.limit.len() > 1 {
         let asks: Vec<Ask> = args.limit.iter().map(|l| Ask { limit: Some(l), ..ask }).collect();

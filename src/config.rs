@@ -15,6 +15,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::core::lease_id::ShortSecret;
+use crate::core::limit::parents::{self, ParentError};
 use crate::core::{Algorithm, LeaseSecret, Limit, LimitError, Quota, DEFAULT_LIMIT};
 use crate::curve::{self, Allowlist, KeyError, KeyPair, PublicKey, ServerCurve};
 use crate::rls::{RlsConfig, RlsConfigError, Table};
@@ -59,6 +60,8 @@ pub enum ConfigError {
     Limit { name: String, source: LimitError },
     #[error("limit {0:?} is defined twice")]
     Duplicate(String),
+    #[error("limit {name:?}: {source}")]
+    Parent { name: String, source: ParentError },
     #[error("max_keys must be at least 1")]
     ZeroMaxKeys,
     #[error("max_message_size must be from 64 to {max} bytes, got {got}", max = i64::MAX)]
@@ -255,6 +258,9 @@ pub struct FileLimit {
     pub store_failure: Option<StoreFailure>,
     /// Whether one key's count may be cleared on request (op `reset`).
     pub allow_reset: Option<bool>,
+    /// The limit this one counts under: an ask of it takes its cost from
+    /// the parent too (and from the parent's parent), all or nothing.
+    pub parent: Option<String>,
     /// The line of its `[[limits]]` header, for error messages; 0 when
     /// unknown (an inline table).
     #[serde(skip)]
@@ -621,11 +627,11 @@ fn add_rls_limits(s: &Settings, table: &Table, limits: &mut Vec<Limit>) -> Resul
     Ok(())
 }
 
-/// The file's limits, each checked, its name once: the `default` one
-/// apart from the others.
+/// The file's limits, each checked, its name once, their parents checked
+/// over them all: the `default` one apart from the others.
 fn file_limits(s: &Settings) -> Result<(Option<Limit>, Vec<Limit>), ConfigError> {
     let mut names = HashSet::new();
-    let (mut default, mut limits) = (None, Vec::new());
+    let mut built = Vec::new();
     for (i, l) in s.limits.iter().enumerate() {
         if !names.insert(l.name.as_str()) {
             return Err(s.locate(i, "name", ConfigError::Duplicate(l.name.clone())));
@@ -633,13 +639,30 @@ fn file_limits(s: &Settings) -> Result<(Option<Limit>, Vec<Limit>), ConfigError>
         let limit = build_limit(&l.name, l.max_requests, l.in_seconds, l.algorithm, (l.burst, l.margin_ms, l.hold_ms))
             .map_err(|e| s.locate(i, limit_key(&e), e))?;
         let limit = with_reset(limit, l.allow_reset).map_err(|e| s.locate(i, "allow_reset", e))?;
-        if l.name == DEFAULT_LIMIT {
+        built.push(limit.with_parent(l.parent.as_deref()));
+    }
+    check_parents(s, &built)?;
+    let (mut default, mut limits) = (None, Vec::new());
+    for limit in built {
+        if limit.name() == DEFAULT_LIMIT {
             default = Some(limit);
         } else {
             limits.push(limit);
         }
     }
     Ok((default, limits))
+}
+
+/// Refuses a `parent` that names no limit of the file, closes a cycle,
+/// makes a chain deeper than `MAX_LEVELS`, or is a semaphore's (or the
+/// default limit's), at the line of the `parent` at fault. `built` are
+/// the file's limits in its order.
+fn check_parents(s: &Settings, built: &[Limit]) -> Result<(), ConfigError> {
+    let limits: Vec<&Limit> = built.iter().collect();
+    parents::check(&limits).map_err(|(i, source)| {
+        let name = built[i].name().to_owned();
+        s.locate(i, "parent", ConfigError::Parent { name, source })
+    })
 }
 
 /// The default limit: the flags over the file's `default` table

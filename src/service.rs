@@ -15,9 +15,10 @@
 //! store's side (`store`, only when the counts live in a store, chosen at
 //! construction, so a locker without one never enters its code), leases
 //! (`lease`), peers (`peer`), the state file (`kept`), the limits last
-//! named (`names`) and when to trim the heap (`trim`). Each part carries
-//! its own behaviour, handed the locker and what else it needs; the reply
-//! to a stats request only reads them (`stats`).
+//! named (`names`), the levels of a limit under parents (`parents`) and
+//! when to trim the heap (`trim`). Each part carries its own behaviour,
+//! handed the locker and what else it needs; the reply to a stats request
+//! only reads them (`stats`).
 //!
 //! It must not read a clock or touch a socket: the daemon loop does both.
 
@@ -30,6 +31,7 @@ mod hold_lease;
 mod kept;
 mod lease;
 mod names;
+mod parents;
 mod parking;
 mod peer;
 mod runtime;
@@ -293,8 +295,14 @@ impl Service {
     fn plain(&mut self, now: Nanos, body: &[u8], out: &mut Vec<u8>) -> Option<Sorry> {
         let id = self.names.plain(&self.locker, body);
         // A plain request names no key and costs 1, which every counting
-        // limit allows; a semaphore cannot be taken without a lease, so it
-        // answers sorry (and counts an error).
+        // limit allows; a semaphore cannot be taken without a lease, and a
+        // limit with a parent without the keys of the limits above it, so
+        // each answers sorry (and counts an error).
+        if self.locker.parent(id).is_some() {
+            self.locker.counters().record_error(Some(id));
+            out.extend_from_slice(wire::SORRY);
+            return None;
+        }
         let ask = PermitAsk::new(id);
         match self.count(now, &ask) {
             Ok(v) if v.go => {
@@ -315,6 +323,7 @@ impl Service {
 
     fn go(&mut self, now: Nanos, go: &wire::Ask, out: &mut Vec<u8>) -> Option<Sorry> {
         let verdict = match self.find_go(now, go) {
+            Ok(limit) if self.has_levels(limit, go.parents) => return self.go_with_levels(now, limit, go, out),
             Ok(limit) => self.count(now, &permit_ask(limit, go)).map(|v| (limit, v)),
             Err(e) => Err(e),
         };

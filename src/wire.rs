@@ -14,6 +14,7 @@
 //! `request` (every request, and the one decoder), `batch` (many asks in one
 //! message), `together` (`all`, refund, reset), `entries` (a batch with
 //! `all` entries),
+//! `parents` (the keys an ask names for the limits above its own),
 //! `lease` (acquire, heartbeat, release), `reply` (go, sorry, errors, stats)
 //! and `peer` (what peered lockers say over PUB/SUB). This file holds what
 //! they share: the request map they all travel in, the error, the size
@@ -34,6 +35,7 @@ mod cascade;
 mod entries;
 mod fast;
 mod lease;
+mod parents;
 mod peer;
 mod reply;
 mod request;
@@ -45,6 +47,7 @@ pub use entries::{decode_batch_entries_reply, encode_batch_entries, BatchAsk, Ba
 #[cfg(test)]
 pub(crate) use fast::reads as map_reads;
 pub use lease::{Heartbeat, LeaseAsk, LeaseReply, Release};
+pub use parents::{ParentKeys, Parents, MAX_PARENTS};
 pub use peer::{
     decode_peer, PeerAbout, PeerBeat, PeerCount, PeerCounts, PeerEcho, PeerGift, PeerKind, PeerLimit, PeerMembers,
     PeerMsg, PeerNode, PeerSeen, PeerSnapshotPart, PeerTenure, PeerTerms, MAX_COUNTS_PER_MESSAGE,
@@ -105,6 +108,11 @@ pub struct RequestMap<'a> {
     /// A go's limit terms, for a limit created on first use (`--runtime-limits`).
     #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
     pub terms: Option<Terms<'a>>,
+    /// A go's or a refund's keys for the limits above its own. Read by
+    /// hand wherever the map is read (`fast`), serde's reading included
+    /// (`cascade::read_by_serde`): it stays in the request's bytes.
+    #[serde(skip_deserializing, skip_serializing_if = "Option::is_none")]
+    pub parents: Option<Parents<'a>>,
     /// A semaphore count to hold (acquire), or to restore (heartbeat).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub count: Option<u64>,
@@ -147,6 +155,10 @@ pub enum WireError {
     FieldNameNotAString(&'static str),
     #[error("bad request: field {0:?} must be a string, found {1}")]
     NotAString(String, &'static str),
+    #[error("bad request: {0}")]
+    BadParents(String),
+    #[error("bad request: {0}")]
+    MisplacedParents(&'static str),
 }
 
 /// Whether `body` is a structured request: it starts with a MessagePack map

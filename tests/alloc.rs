@@ -1,6 +1,6 @@
 //! The hot path allocates nothing: once warmed up, answering a plain or a
-//! structured request, a batch or an `all` through `service::step::request`
-//! makes no heap allocation.
+//! structured request, a batch or an `all`, or an ask of a limit under
+//! parents, through `service::step::request` makes no heap allocation.
 //! A counting global allocator (for this test binary only) counts the
 //! allocations made on the current thread while each request is answered.
 
@@ -10,7 +10,7 @@ use std::cell::Cell;
 use locker::core::{Limit, Locker, Quota, DEFAULT_LIMIT};
 use locker::service::Service;
 use locker::state::{Header, Keep, Record, StateLog};
-use locker::wire::{self, Ask, BatchAsk};
+use locker::wire::{self, Ask, BatchAsk, Parents};
 
 struct Counting;
 
@@ -45,10 +45,15 @@ fn allocations_in(f: impl FnOnce()) -> u64 {
 
 const NOW: u64 = 1_700_000_000_000_000_000;
 
+/// The key of the limit above `user`.
+static TEAM: [(&str, &str); 1] = [("team", "t")];
+
 fn service() -> Service {
     let quota = Quota::new(3, 1.0).unwrap();
     let api = Limit::new("api", Quota::new(1000, 1.0).unwrap()).unwrap();
-    Service::new(Locker::new(Limit::new(DEFAULT_LIMIT, quota).unwrap(), vec![api], 1000))
+    let team = Limit::new("team", Quota::new(1000, 1.0).unwrap()).unwrap();
+    let user = Limit::new("user", Quota::new(1000, 1.0).unwrap()).unwrap().with_parent(Some("team"));
+    Service::new(Locker::new(Limit::new(DEFAULT_LIMIT, quota).unwrap(), vec![api, team, user], 1000))
 }
 
 fn structured(ask: Ask) -> Vec<u8> {
@@ -93,6 +98,11 @@ fn answering_a_warmed_up_request_allocates_nothing() {
                 BatchAsk::All(&[Ask::new().limit("api").key("user-13"), Ask::new().key("user-14")]),
                 BatchAsk::Go(Ask::new().key("user-15")),
             ]),
+        ),
+        ("structured, under parents", structured(Ask::new().limit("user").key("user-16").parents(Parents::new(&TEAM)))),
+        (
+            "an all with a part under parents",
+            all(&[Ask::new().limit("user").key("user-17").parents(Parents::new(&TEAM)), Ask::new()]),
         ),
         ("structured, cost 2", structured(Ask::new().limit("api").key("user-7").cost(2))),
     ];

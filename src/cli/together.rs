@@ -1,5 +1,6 @@
 //! `locker ask` with several `--limit` (limits checked together, as one
-//! `all`), `locker refund` and `locker reset`: each one request through
+//! `all`), `locker refund` (with `--parent`, to the limits above too) and
+//! `locker reset`: each one request through
 //! `Client`, printed for a person or as JSON.
 
 use std::time::Duration;
@@ -8,7 +9,7 @@ use clap::Args;
 
 use super::{exit_for, failure, ConnectArgs, EXIT_GO};
 use crate::client::Client;
-use crate::wire::{AllReply, Ask, GoReply};
+use crate::wire::{AllReply, Ask, GoReply, Parents, Refund};
 
 /// One key of one limit, on the lockers asked.
 #[derive(Debug, Args)]
@@ -30,6 +31,10 @@ pub(crate) struct RefundArgs {
     /// Permits to give back: at most what the key took and still counts.
     #[arg(long, value_name = "N", default_value_t = 1)]
     cost: u64,
+    /// The key of a limit above --limit, as the ask named it (e.g. --parent team=t3); repeat for each: each gets the
+    /// permits back too.
+    #[arg(long = "parent", value_name = "LIMIT=KEY", value_parser = super::parse_parent)]
+    parents: Vec<(String, String)>,
 }
 
 /// Asks every part of `asks` together and, on a go with reservations,
@@ -65,7 +70,14 @@ fn print_all(reply: &AllReply, asks: &[Ask], json: bool) {
 
 pub(crate) fn refund(args: RefundArgs) -> u8 {
     let (of, json) = (&args.of, args.of.connect.json);
-    let reply = of.connect.client().and_then(|mut c| c.refund(of.limit.as_deref(), of.key.as_deref(), args.cost));
+    let pairs = super::parent_pairs(&args.parents);
+    let refund = Refund {
+        limit: of.limit.as_deref(),
+        key: of.key.as_deref(),
+        cost: args.cost,
+        parents: (!pairs.is_empty()).then(|| Parents::new(&pairs)),
+    };
+    let reply = of.connect.client().and_then(|mut c| c.give_back(&refund));
     print_done(reply, json, |r| format!("refunded {}, {} left", r.granted.unwrap_or(0), r.remaining))
 }
 

@@ -1,7 +1,7 @@
 //! The client's side of limits checked together, refunds and resets:
 //! `Client::all` (and `all_within`, with the whole's wait and hold;
 //! `ask_entries`, a batch with `all` entries),
-//! `Client::refund` and `Client::reset`, each one round trip through
+//! `Client::refund` (`give_back`, to the limits above too) and `Client::reset`, each one round trip through
 //! `wire`, failing over as every request does.
 
 use super::{Client, ClientError};
@@ -65,7 +65,15 @@ impl Client {
     /// limit when `None`) that still count: the reply's `granted` is how
     /// many went back, `remaining` what is left after.
     pub fn refund(&mut self, limit: Option<&str>, key: Option<&str>, cost: u64) -> Result<GoReply, ClientError> {
-        self.send_map(&Refund { limit, key, cost }.to_map())
+        self.give_back(&Refund { limit, key, cost, parents: None })
+    }
+
+    /// Sends `refund` as it is: with `parents`, the permits go back to
+    /// the limits above its limit too, each under the key named for it
+    /// (as the ask that took them named them). The reply is the figures
+    /// of the level with the fewest permits left after it.
+    pub fn give_back(&mut self, refund: &Refund) -> Result<GoReply, ClientError> {
+        self.send_map(&refund.to_map())
     }
 
     /// Clears `key`'s count of `limit` (the default limit when `None`);

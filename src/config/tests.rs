@@ -469,3 +469,47 @@ fn a_peer_may_name_its_node_id() {
     let e = ServeConfig::resolve(Flags::default(), mine).unwrap_err().to_string();
     assert!(e.contains("node id \"a\" is named twice"), "{e}");
 }
+
+/// A limit's `parent` is checked over the whole file, at the line of the
+/// `parent` at fault: one that names no limit, closes a cycle, makes a
+/// chain deeper than 8 levels, or puts a semaphore in a chain.
+#[test]
+fn parents_are_checked_with_the_line_of_the_parent_at_fault() {
+    let limit = |name: &str, parent: Option<&str>| {
+        let parent = parent.map(|p| format!("parent = '{p}'\n")).unwrap_or_default();
+        format!("[[limits]]\nname = '{name}'\nmax_requests = 4\nin_seconds = 1\n{parent}")
+    };
+    let unknown = [limit("team", None), limit("user", Some("tem"))].concat();
+    assert_eq!(
+        error_of(&unknown, Flags::default()),
+        "limits.toml, line 9: limit \"user\": parent \"tem\" is not defined: a parent is another limit of the same config"
+    );
+    let cycle = [limit("org", None), limit("a", Some("b")), limit("b", Some("c")), limit("c", Some("a"))].concat();
+    assert_eq!(
+        error_of(&cycle, Flags::default()),
+        "limits.toml, line 9: limit \"a\": parent \"b\" closes a cycle: a > b > c > a"
+    );
+    let chain = |levels: usize| -> String {
+        let name = |i: usize| format!("l{i}");
+        (0..levels).map(|i| limit(&name(i), (i + 1 < levels).then(|| name(i + 1)).as_deref())).collect()
+    };
+    let deep = error_of(&chain(9), Flags::default());
+    assert_eq!(
+        deep,
+        "limits.toml, line 5, parent: limit \"l0\": parents go more than 8 levels deep: \
+         l0 > l1 > l2 > l3 > l4 > l5 > l6 > l7 > l8 (a limit and at most 7 above it)"
+    );
+    let eight = ServeConfig::resolve(Flags::default(), FileConfig::parse(&chain(8)).unwrap()).unwrap();
+    let parents: Vec<Option<&str>> = eight.limits.iter().map(|l| l.parent()).collect();
+    assert_eq!(parents[..2], [Some("l1"), Some("l2")]);
+    assert_eq!(parents[7], None);
+    let semaphore = format!("{}algorithm = 'semaphore'\n{}", limit("db", None), limit("user", Some("db")));
+    let got = error_of(&semaphore, Flags::default());
+    assert!(got.starts_with("limits.toml, line 10: limit \"user\": parent \"db\" is a semaphore"), "{got}");
+    let default = [limit("org", None), limit("default", Some("org"))].concat();
+    let got = error_of(&default, Flags::default());
+    assert!(
+        got.starts_with("limits.toml, line 9, parent: limit \"default\": the default limit takes no parent"),
+        "{got}"
+    );
+}

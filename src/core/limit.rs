@@ -8,7 +8,9 @@ use std::num::{NonZeroU32, NonZeroU64};
 
 use super::time::{Nanos, NANOS_PER_SEC};
 
+pub mod parents;
 mod terms;
+pub use parents::{ParentError, MAX_LEVELS};
 pub use terms::TermsError;
 
 /// The shortest slot a limit may have: one millisecond.
@@ -202,6 +204,8 @@ pub struct Limit {
     /// Whether one key's count may be cleared on request (see
     /// `with_reset_allowed`).
     allow_reset: bool,
+    /// The limit this one counts under, by name (see `with_parent`).
+    parent: Option<Box<str>>,
 }
 
 impl Limit {
@@ -220,7 +224,16 @@ impl Limit {
         if let Algorithm::TokenBucket { burst } = algorithm {
             check_bucket_depth(quota, burst.get())?;
         }
-        Ok(Limit { name: name.to_owned(), quota, algorithm, margin: 0, hold: 0, fail_open: false, allow_reset: false })
+        Ok(Limit {
+            name: name.to_owned(),
+            quota,
+            algorithm,
+            margin: 0,
+            hold: 0,
+            fail_open: false,
+            allow_reset: false,
+            parent: None,
+        })
     }
 
     /// The same rolling window counted over in_seconds plus `margin_ms`:
@@ -268,6 +281,19 @@ impl Limit {
     /// Whether one key's count may be cleared on request.
     pub fn allows_reset(&self) -> bool {
         self.allow_reset
+    }
+
+    /// The same limit counting under the limit named `parent` (none for
+    /// `None`): an ask of it takes its cost from the parent too, and from
+    /// the parent's own parent, all or nothing. Which names may be
+    /// parents is checked over the whole table (`parents::check`).
+    pub fn with_parent(self, parent: Option<&str>) -> Limit {
+        Limit { parent: parent.map(Box::from), ..self }
+    }
+
+    /// The name of the limit this one counts under, if any.
+    pub fn parent(&self) -> Option<&str> {
+        self.parent.as_deref()
     }
 
     /// Whether the limit fails open when its store cannot be reached.

@@ -106,13 +106,16 @@ struct LimitEntry {
     learned: bool,
     /// When an ask last named it.
     last_ask: Nanos,
+    /// The limit it counts under (see `Limit::with_parent`), linked by
+    /// name whenever the table's ids are set.
+    parent: Option<LimitId>,
 }
 
 impl LimitEntry {
     /// `limit` with empty counts and counters.
     fn new(limit: Limit) -> LimitEntry {
         let stats = LimitStats::default();
-        LimitEntry { rule: Rule::new(&limit), limit, stats, runtime: false, learned: false, last_ask: 0 }
+        LimitEntry { rule: Rule::new(&limit), limit, stats, runtime: false, learned: false, last_ask: 0, parent: None }
     }
 
     /// Counts an ask's outcome at `now`.
@@ -149,6 +152,9 @@ pub struct Locker {
     /// Counts changes to the limits' numbers or definitions (a reload, a
     /// runtime limit created, retuned or dropped), for the state file.
     generation: u64,
+    /// Whether any limit has a parent: without one, an ask needs no look
+    /// at its limit's parent.
+    parented: bool,
 }
 
 impl Locker {
@@ -170,6 +176,7 @@ impl Locker {
             ledgers: Vec::new(),
             runtime_bound: 0,
             generation: 0,
+            parented: false,
         };
         locker.index(std::iter::once(default).chain(limits).map(LimitEntry::new));
         locker
@@ -201,6 +208,28 @@ impl Locker {
             }
         }
         self.default = self.by_name[DEFAULT_LIMIT];
+        self.link_parents();
+    }
+
+    /// Links each limit to its parent by name, as the ids stand now. A
+    /// name the table lacks links nothing: the config refuses it at load
+    /// (`parents::check`), which an embedding program may skip.
+    fn link_parents(&mut self) {
+        for i in 0..self.entries.len() {
+            let parent = self.entries[i].limit.parent().and_then(|name| self.by_name.get(name).copied());
+            self.entries[i].parent = parent;
+        }
+        self.parented = self.entries.iter().any(|e| e.parent.is_some());
+    }
+
+    /// The limit limit `id` counts under, if any. Cheap when no limit has
+    /// one: a single flag is read.
+    #[inline]
+    pub fn parent(&self, id: LimitId) -> Option<LimitId> {
+        if !self.parented {
+            return None;
+        }
+        self.entries[id.0].parent
     }
 
     /// The limit named `name`, or the default limit when `name` is `None`.

@@ -24,6 +24,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::hold::HoldEnd;
+use super::parents::levels;
 use super::parking::Token;
 use super::store_lease::LeaseCalls;
 use super::{HeldAsks, Service, StoreStatus};
@@ -292,7 +293,13 @@ impl Service {
         }
         for go in gos_of(decoded) {
             if let Ok(id) = self.lookup_go(now, go) {
-                asks.push((id, go.key, go.cost));
+                // The limits above its own are claimed for too; an ask
+                // whose levels are not all found is refused when decided.
+                let ask = PermitAsk { key: go.key, cost: go.cost, ..PermitAsk::new(id) };
+                let _ = levels(&self.locker, ask, go.parents, |level| {
+                    asks.push((level.limit, level.key, level.cost));
+                    Ok(())
+                });
             }
         }
         let Some(s) = &mut self.store else { return false };

@@ -7,6 +7,7 @@
 //! CURVE key) and to log; this reads no clock and touches no socket.
 
 use super::hold::Sorry;
+use super::parents::{level_reply, levels, Levels};
 use super::{error_reply, go_reply, parking, permit_ask, Service};
 use crate::core::locker::all_or_none;
 use crate::core::time::ceil_ms;
@@ -35,38 +36,54 @@ impl Service {
             wire::encode(&error_reply(&"the parts of \"all\" could not be read"), out);
             return None;
         }
-        // On the stack: an `all` allocates nothing once warm. The array is
-        // filled from the first part found.
-        let mut asks: Option<[PermitAsk; MAX_PARTS]> = None;
+        // On the stack: an `all` allocates nothing once warm. The levels
+        // are made from the first part found; a part's limits above its
+        // own (`parents`) follow it.
+        let mut levels: Option<Levels> = None;
         for (part, go) in parts.iter().enumerate() {
             let found = go.as_ref().map_err(|e| e.to_string()).and_then(|go| {
                 let limit = self.find_go(now, go).map_err(|e| e.to_string())?;
-                Ok(permit_ask(limit, &wire::Ask { max_wait_ms: all.max_wait_ms, hold_ms: all.hold_ms, ..*go }))
+                let ask = permit_ask(limit, &wire::Ask { max_wait_ms: all.max_wait_ms, hold_ms: all.hold_ms, ..*go });
+                let levels = levels.get_or_insert_with(|| Levels::new(ask));
+                levels.add(&self.locker, ask, go.parents).map_err(|e| e.to_string())
             });
-            match found {
-                Ok(ask) => asks.get_or_insert([ask; MAX_PARTS])[part] = ask,
-                Err(e) => {
-                    wire::encode(&error_reply(&format!("part {} of \"all\": {e}", part + 1)), out);
-                    return None;
-                }
+            if let Err(e) = found {
+                wire::encode(&error_reply(&format!("part {} of \"all\": {e}", part + 1)), out);
+                return None;
             }
         }
-        let asks = asks.as_ref().map_or(&[][..], |a| &a[..parts.len()]);
-        let mut verdicts = std::mem::take(&mut self.verdicts);
-        let decided = match self.store.is_some() {
-            false => self.locker.all(now, asks, &mut verdicts),
-            true => self.all_from_claims(now, asks, &mut verdicts),
+        let Some(levels) = levels else {
+            // No part: nothing to decide, and the whole goes.
+            wire::encode_all_reply(true, std::iter::empty(), 0, out);
+            return None;
         };
-        let sorry = match decided {
-            Ok(go) => answer_all(&mut self.journal, all, asks, &verdicts, go, out),
+        let asks = levels.asks();
+        let mut verdicts = std::mem::take(&mut self.verdicts);
+        let sorry = match self.together(now, asks, &mut verdicts) {
+            Ok(go) => answer_all(&mut self.journal, all, &levels, &verdicts, go, out),
             Err(e) => {
                 self.locker.counters().record_error(asks.get(e.part).map(|a| a.limit));
-                wire::encode(&error_reply(&e), out);
+                wire::encode(&error_reply(&levels.describe(&self.locker, &e, true)), out);
                 None
             }
         };
         self.verdicts = verdicts;
         sorry
+    }
+
+    /// Decides `asks` together at `now`, each part charged or none, their
+    /// verdicts into `verdicts`: by the table, or from the claims in hand
+    /// with a store.
+    pub(super) fn together(
+        &mut self,
+        now: Nanos,
+        asks: &[PermitAsk],
+        verdicts: &mut Vec<Verdict>,
+    ) -> Result<bool, PartError> {
+        match self.store.is_some() {
+            false => self.locker.all(now, asks, verdicts),
+            true => self.all_from_claims(now, asks, verdicts),
+        }
     }
 
     /// `all` with a store: each part decided from the claims in hand (the
@@ -92,7 +109,7 @@ impl Service {
 
     /// Gives back up to `ask.cost` permits: to the table, or to the claim
     /// in hand with a store (never to the store past what was claimed).
-    fn give_back(&mut self, now: Nanos, ask: &PermitAsk) -> Result<Verdict, AskError> {
+    pub(super) fn give_back(&mut self, now: Nanos, ask: &PermitAsk) -> Result<Verdict, AskError> {
         match &mut self.store {
             Some(s) if !s.decides_alone(&self.locker, ask) => Ok(s.give_back(&self.locker, now, ask)),
             _ => self.locker.refund(now, ask),
@@ -106,6 +123,9 @@ impl Service {
             Err(e) => return wire::encode(&error_reply(&e), out),
         };
         let ask = PermitAsk { key: refund.key, cost: refund.cost, ..PermitAsk::new(id) };
+        if self.has_levels(id, refund.parents) {
+            return self.refund_with_levels(now, ask, refund.parents, out);
+        }
         match self.give_back(now, &ask) {
             Ok(v) => {
                 if v.granted > 0 {
@@ -154,16 +174,21 @@ impl Service {
         took_by(&decoded, reply, &mut took);
         self.journaled(now, keep, |s| {
             let now = s.enter(now);
-            let asks: Vec<PermitAsk> = match &decoded.request {
-                Ok(Request::Plain(body)) => vec![PermitAsk::new(s.names.plain(&s.locker, body))],
-                _ => took
-                    .iter()
-                    .filter_map(|(go, cost)| {
-                        let limit = s.names.lookup(&s.locker, go.limit).ok()?;
-                        Some(PermitAsk { key: go.key, cost: *cost, ..PermitAsk::new(limit) })
-                    })
-                    .collect(),
-            };
+            let mut asks: Vec<PermitAsk> = Vec::new();
+            match &decoded.request {
+                Ok(Request::Plain(body)) => asks.push(PermitAsk::new(s.names.plain(&s.locker, body))),
+                _ => {
+                    for (go, cost) in &took {
+                        let Ok(limit) = s.names.lookup(&s.locker, go.limit) else { continue };
+                        let ask = PermitAsk { key: go.key, cost: *cost, ..PermitAsk::new(limit) };
+                        // A go that went found every level: each gets back what it took.
+                        let _ = levels(&s.locker, ask, go.parents, |level| {
+                            asks.push(level);
+                            Ok(())
+                        });
+                    }
+                }
+            }
             for ask in &asks {
                 if s.give_back(now, ask).is_ok_and(|v| v.granted > 0) {
                     s.journal.note_count(ask.limit, ask.key);
@@ -181,17 +206,22 @@ impl Service {
 fn answer_all(
     journal: &mut Journal,
     all: &AllAsk,
-    asks: &[PermitAsk],
+    levels: &Levels,
     verdicts: &[Verdict],
     go: bool,
     out: &mut Vec<u8>,
 ) -> Option<Sorry> {
+    let asks = levels.asks();
     for (ask, v) in asks.iter().zip(verdicts) {
         journal.note_go(ask.limit, ask.key, v);
     }
     let whole = wire::Ask { max_wait_ms: all.max_wait_ms, hold_ms: all.hold_ms, ..wire::Ask::new() };
     let retry_after = verdicts.iter().map(|v| v.retry_after).max().unwrap_or(0);
-    let replies = verdicts.iter().map(|v| go_reply(v, &whole));
+    // A part with limits above its own answers for all of its levels.
+    let replies = levels.spans().map(|span| {
+        let part = &verdicts[span];
+        level_reply(part, part.iter().all(|v| v.go), &whole)
+    });
     wire::encode_all_reply(go, replies, ceil_ms(retry_after), out);
     let first = asks.first().filter(|_| !go && verdicts.iter().any(|v| !v.go))?;
     Some(Sorry { limit: first.limit, retry_after, asked_hold: all.hold_ms.map(parking::asked_hold) })

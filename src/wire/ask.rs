@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::RequestMap;
+use super::{Parents, RequestMap};
 
 /// A structured "may I go?": which limit, which key, how many permits, and
 /// how long the caller would wait for them.
@@ -40,11 +40,23 @@ pub struct Ask<'a> {
     /// The limit's terms, for a limit the locker creates on first use
     /// (`--runtime-limits`, see docs/wire.md).
     pub terms: Option<Terms<'a>>,
+    /// The keys for the limits above this one, when its config names a
+    /// `parent` (see [`Parents`]).
+    pub parents: Option<Parents<'a>>,
 }
 
 impl Default for Ask<'_> {
     fn default() -> Self {
-        Ask { limit: None, key: None, cost: 1, up_to: false, max_wait_ms: None, hold_ms: None, terms: None }
+        Ask {
+            limit: None,
+            key: None,
+            cost: 1,
+            up_to: false,
+            max_wait_ms: None,
+            hold_ms: None,
+            terms: None,
+            parents: None,
+        }
     }
 }
 
@@ -144,6 +156,12 @@ impl<'a> Ask<'a> {
         Ask { terms: Some(terms), ..self }
     }
 
+    /// Names the key of each limit above this one (see [`Parents`]): the
+    /// ask takes its cost from every one of them too, or from none.
+    pub fn parents(self, parents: Parents<'a>) -> Ask<'a> {
+        Ask { parents: Some(parents), ..self }
+    }
+
     /// The request map that carries this ask.
     pub fn to_map(&self) -> RequestMap<'a> {
         RequestMap {
@@ -155,6 +173,8 @@ impl<'a> Ask<'a> {
             max_wait_ms: self.max_wait_ms,
             hold_ms: self.hold_ms,
             terms: self.terms,
+            // An empty map names nothing: it is left out, as a read one is.
+            parents: self.parents.filter(|p| !p.is_empty()),
             ..RequestMap::default()
         }
     }
@@ -174,6 +194,7 @@ impl<'a> Ask<'a> {
             max_wait_ms: map.max_wait_ms,
             hold_ms: map.hold_ms,
             terms: map.terms,
+            parents: map.parents,
         }
     }
 }

@@ -45,5 +45,7 @@ pub(super) fn read_rest_into<'a>(body: &'a [u8], entry: &mut impl FnMut(Checked<
 /// The last reader of the cascade: serde, after the contract's checks.
 pub(super) fn read_by_serde(body: &[u8]) -> Result<Read<'_>, WireError> {
     fast::check_fields(body)?;
-    Ok(Read::Map(decode_exact(body)?, None))
+    let mut map: RequestMap = decode_exact(body)?;
+    map.parents = fast::parents_of(body)?;
+    Ok(Read::Map(map, None))
 }

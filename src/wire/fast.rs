@@ -7,7 +7,8 @@
 //! bytes), at a fraction of the cost.
 //!
 //! The decoders read the common shapes only: `decode_go_prefix` a flat map
-//! of a go's fields, `read_request` any request map whose values have their
+//! of a go's fields (and its `parents`, a map of strings read where it
+//! lies), `read_request` any request map whose values have their
 //! common types, a batch's `asks` included (each entry checked, and a go in
 //! its common shape decoded as it is checked, for the caller to keep:
 //! `read_request_into`). Anything else they leave to the serde decoder, which gives the
@@ -18,6 +19,7 @@
 //! `batch` call it.
 
 use super::ask::Ask;
+use super::parents::{Parents, MAX_PARENTS};
 use super::reply::GoReply;
 use super::{RequestMap, WireError, BATCH_LEVELS, MAX_BATCH_ASKS, MAX_DEPTH};
 
@@ -87,6 +89,7 @@ pub fn read_request_into<'a>(
     // Fields serde would read otherwise (or refuse); for a batch, `op` or
     // `asks` not as a batch needs them.
     let (mut irregular, mut irregular_batch) = (false, false);
+    let mut parents_seen = false;
     for _ in 0..fields {
         let kind = r.kind();
         let Some(name) = r.str_bytes() else { return Err(WireError::FieldNameNotAString(kind)) };
@@ -107,6 +110,15 @@ pub fn read_request_into<'a>(
                 let Some(asks) = asks(&mut r, entry)? else { return Ok(None) };
                 irregular_batch |= f.asks.replace(asks).is_some();
                 continue;
+            }
+            // Read by hand wherever the map is read: serde leaves them.
+            b"parents" => {
+                let parents = read_parents(&mut r)?;
+                let again = std::mem::replace(&mut parents_seen, true);
+                if !again {
+                    f.map.parents = Some(parents).filter(|p| !p.is_empty());
+                }
+                Some(!again)
             }
             // A go's terms are a map: serde reads them.
             b"terms" => r.skip(MAX_DEPTH - 1).ok().map(|()| false),
@@ -226,6 +238,11 @@ pub fn decode_go_prefix(body: &[u8]) -> Option<(Ask<'_>, usize)> {
                 ask.hold_ms = Some(r.uint()?);
                 64
             }
+            // A map the general reader refuses with the contract's words.
+            b"parents" => {
+                ask.parents = Some(read_parents(&mut r).ok()?).filter(|p| !p.is_empty());
+                128
+            }
             _ => return None,
         };
         if seen & bit != 0 {
@@ -322,6 +339,67 @@ pub fn value_len(body: &[u8], depth: usize) -> Option<usize> {
     Some(r.at)
 }
 
+/// The `parents` of request map `body`, for the serde reading of the map,
+/// which leaves them (see `RequestMap::parents`): held to the contract as
+/// `read_request` holds them; given twice, an error as serde's for any
+/// field given twice.
+pub fn parents_of(body: &[u8]) -> Result<Option<Parents<'_>>, WireError> {
+    let mut r = Reader::new(body);
+    let Some(fields) = r.map_len() else { return Ok(None) };
+    let (mut found, mut seen) = (None, false);
+    for _ in 0..fields {
+        let Some(name) = r.str_bytes() else { return Ok(found) };
+        if name != b"parents" {
+            if r.skip(MAX_DEPTH).is_err() {
+                return Ok(found);
+            }
+            continue;
+        }
+        if std::mem::replace(&mut seen, true) {
+            return Err(WireError::Malformed("duplicate field `parents`".to_owned()));
+        }
+        found = Some(read_parents(&mut r)?).filter(|p| !p.is_empty());
+    }
+    Ok(found)
+}
+
+/// Reads the `parents` map at `r` and steps over it, holding it to the
+/// contract: a map of at most [`MAX_PARENTS`] limit names, each named
+/// once, to keys, all strings.
+fn read_parents<'a>(r: &mut Reader<'a>) -> Result<Parents<'a>, WireError> {
+    let bad = WireError::BadParents;
+    let start = r.at;
+    let found = r.kind();
+    let Some(len) = r.map_len() else {
+        return Err(bad(format!("field \"parents\" must be a map of limit names to keys, found {found}")));
+    };
+    let len = usize::try_from(len).unwrap_or(usize::MAX);
+    if len > MAX_PARENTS {
+        return Err(bad(format!("\"parents\" names at most {MAX_PARENTS} limits, this one names {len}")));
+    }
+    let mut names = [""; MAX_PARENTS];
+    for i in 0..len {
+        let name = parents_string(r)?;
+        if names[..i].contains(&name) {
+            return Err(bad(format!("\"parents\" names {name:?} twice")));
+        }
+        names[i] = name;
+        parents_string(r)?;
+    }
+    Ok(Parents::checked(&r.body[start..r.at]))
+}
+
+/// A limit name or a key of `parents`, read at `r`.
+fn parents_string<'a>(r: &mut Reader<'a>) -> Result<&'a str, WireError> {
+    let found = match r.body.get(r.at) {
+        Some(0xa0..=0xbf | 0xd9..=0xdb) => "a string that is not UTF-8",
+        _ => r.kind(),
+    };
+    r.str().ok_or_else(|| {
+        WireError::BadParents(format!("field \"parents\" maps limit names to keys, both strings, found {found}"))
+    })
+}
+
 /// Fields whose values the contract (docs/wire.md) says are strings.
 const STRING_FIELDS: [&[u8]; 4] = [b"op", b"limit", b"key", b"lease"];
 
@@ -346,6 +424,9 @@ fn check_map(r: &mut Reader, levels: u8) -> Result<(), WireError> {
             return Ok(()); // cut short: the decoder says so
         }
         check_value(r, name)?;
+        if name == b"parents" {
+            read_parents(&mut Reader { body: r.body, at: r.at })?;
+        }
         let asks = levels > 0 && name == b"asks" && matches!(r.body.get(r.at), Some(0x90..=0x9f | 0xdc | 0xdd));
         if asks {
             let Some(len) = r.array_len() else { return Ok(()) };

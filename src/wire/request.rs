@@ -87,7 +87,7 @@ fn decode_other_into<'a>(body: &'a [u8], entry: &mut impl FnMut(Checked<'a>)) ->
             None => Err(WireError::NoParts),
         },
         "refund" => Ok(Request::Refund(Refund::from_map(&map))),
-        "reset" => Ok(Request::Reset(Reset::from_map(&map))),
+        "reset" => Reset::from_map(&map).map(Request::Reset),
         "stats" => Ok(Request::Stats),
         "acquire" => Ok(Request::Acquire(LeaseAsk::from_map(&map))),
         "heartbeat" => Heartbeat::from_map(&map).map(Request::Heartbeat),

@@ -5,7 +5,7 @@
 //! ```text
 //! request  {"op": "all", "asks": [ask, ...], "max_wait_ms"?, "hold_ms"?}
 //! reply    {"ok": bool, "replies": [go reply, ...], "retry_after_ms": n}
-//! request  {"op": "refund", "limit", "key", "cost"}   reply: a go reply
+//! request  {"op": "refund", "limit", "key", "cost", "parents"?}   reply: a go reply
 //! request  {"op": "reset", "limit", "key"}            reply: a go reply
 //! ```
 //!
@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ask::Ask;
 use super::batch::{put_array_len, AskBatch, Entries};
+use super::parents::Parents;
 use super::reply::{ErrorReply, GoReply, Reply};
 use super::{decode_exact, RequestMap, WireError};
 
@@ -43,6 +44,9 @@ impl<'a> AllAsk<'a> {
     pub(super) fn new(map: &RequestMap<'a>, parts: AskBatch<'a>) -> Result<AllAsk<'a>, WireError> {
         if parts.len() > MAX_PARTS {
             return Err(WireError::TooManyParts(parts.len()));
+        }
+        if map.parents.is_some() {
+            return Err(WireError::MisplacedParents("\"parents\" go in each part of an \"all\", not on the whole"));
         }
         Ok(AllAsk { parts, max_wait_ms: map.max_wait_ms, hold_ms: map.hold_ms })
     }
@@ -120,7 +124,8 @@ pub fn encode_all_reply(
     super::encode(&retry_after_ms, out);
 }
 
-/// A refund: give back up to `cost` permits `key` took of `limit`.
+/// A refund: give back up to `cost` permits `key` took of `limit` (and,
+/// with `parents`, of each limit above it under the key named for it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Refund<'a> {
     /// A configured limit's name; the default limit when `None`.
@@ -128,6 +133,9 @@ pub struct Refund<'a> {
     pub key: Option<&'a str>,
     /// Permits to give back; 1 when absent.
     pub cost: u64,
+    /// The keys for the limits above `limit`, when its config names a
+    /// `parent`, as the go that took the permits named them.
+    pub parents: Option<Parents<'a>>,
 }
 
 impl<'a> Refund<'a> {
@@ -138,12 +146,13 @@ impl<'a> Refund<'a> {
             limit: self.limit,
             key: self.key,
             cost: Some(self.cost),
+            parents: self.parents.filter(|p| !p.is_empty()),
             ..RequestMap::default()
         }
     }
 
     pub(super) fn from_map(map: &RequestMap<'a>) -> Refund<'a> {
-        Refund { limit: map.limit, key: map.key, cost: map.cost.unwrap_or(1) }
+        Refund { limit: map.limit, key: map.key, cost: map.cost.unwrap_or(1), parents: map.parents }
     }
 }
 
@@ -161,8 +170,13 @@ impl<'a> Reset<'a> {
         RequestMap { op: Some("reset"), limit: self.limit, key: self.key, ..RequestMap::default() }
     }
 
-    pub(super) fn from_map(map: &RequestMap<'a>) -> Reset<'a> {
-        Reset { limit: map.limit, key: map.key }
+    /// The reset a map carries; one with `parents` is refused, since a
+    /// reset clears the limit it names and no other.
+    pub(super) fn from_map(map: &RequestMap<'a>) -> Result<Reset<'a>, WireError> {
+        if map.parents.is_some() {
+            return Err(WireError::MisplacedParents("a reset clears only the limit it names: it takes no \"parents\""));
+        }
+        Ok(Reset { limit: map.limit, key: map.key })
     }
 }
 

@@ -45,6 +45,8 @@ const GRPC: &str = "needs grpcio, which .ci/run installs and then runs these tes
 const GRPC_LIMIT: &str = "asks a limit of the RLS config, which the documented daemon lacks: tests/rls asks it so";
 const CLUSTER: &str =
     "needs a Kubernetes cluster; deploy/kubernetes/tests renders, validates and runs the manifests without one";
+const PARENTS: &str =
+    "asks limits under parents, which the documented daemon's examples/limits.toml lacks: parents::* asks them so";
 const PIP: &str = "installs into the machine's Python; the test imports the client from clients/python/src";
 
 /// Every command of the docs, by file, in the order the file gives them.
@@ -113,6 +115,7 @@ const COMMANDS: &[(&str, &str, Do)] = &[
     ("docs/operations.md", "locker ask --limit api --limit smooth --key user-7", Ask),
     ("docs/operations.md", "locker refund --limit api --key user-7 --cost 2", Run),
     ("docs/operations.md", "locker reset --limit NAME --key KEY", Skip(PATTERN)),
+    ("docs/operations.md", "locker ask --limit user --key u7 --parent team=t3 --parent org=acme", Skip(PARENTS)),
     ("docs/operations.md", "locker lease acquire --limit db", Run),
     ("docs/operations.md", "locker health --metrics HOST:PORT", Skip(PATTERN)),
     ("docs/operations.md", "cargo test --release --test it clocks", Tests("clocks")),

@@ -10,7 +10,7 @@
 
 use locker::wire::{
     self, AllReply, Ask, BatchAsk, BatchEntry, EntryReply, ErrorReply, GoReply, LeaseAsk, LeaseReply, LimitStatsReply,
-    PeerKind, PeerMsg, Refund, Release, Reply, ReplyKind, Request, RequestMap, Reset, StatsReply, Terms,
+    Parents, PeerKind, PeerMsg, Refund, Release, Reply, ReplyKind, Request, RequestMap, Reset, StatsReply, Terms,
 };
 use serde_json::Value;
 
@@ -54,7 +54,15 @@ fn ask_of(a: &Value) -> Ask<'_> {
         max_wait_ms: n("max_wait_ms"),
         hold_ms: n("hold_ms"),
         terms: a.get("terms").map(terms_of),
+        parents: None,
     }
+}
+
+/// The keys of the limits above a case's own, as it writes them: pairs in
+/// the order of the bytes (a JSON object would not keep it).
+fn parent_pairs(v: &Value) -> Vec<(&str, &str)> {
+    let pairs = v.get("parents").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    pairs.iter().map(|p| (p[0].as_str().expect("a limit"), p[1].as_str().expect("a key"))).collect()
 }
 
 /// A limit's terms as a case writes them.
@@ -271,8 +279,10 @@ fn the_combined_golden_file_holds_for_the_rust_side() {
             assert_eq!(wire::decode_all_reply(&want), Ok(Reply::Answer(reply.clone())), "{name}");
             encoded_bytes(&reply)
         } else if let Some(r) = case.get("refund") {
-            let (limit, key) = (s(r, "limit"), s(r, "key"));
-            let refund = Refund { limit: limit.as_deref(), key: key.as_deref(), cost: r["cost"].as_u64().unwrap() };
+            let (limit, key, pairs) = (s(r, "limit"), s(r, "key"), parent_pairs(r));
+            let cost = r["cost"].as_u64().unwrap();
+            let parents = (!pairs.is_empty()).then(|| Parents::new(&pairs));
+            let refund = Refund { limit: limit.as_deref(), key: key.as_deref(), cost, parents };
             assert_eq!(read, Ok(Request::Refund(refund)), "{name}");
             encoded_bytes(&refund.to_map())
         } else if let Some(r) = case.get("reset") {
@@ -280,6 +290,20 @@ fn the_combined_golden_file_holds_for_the_rust_side() {
             let reset = Reset { limit: limit.as_deref(), key: key.as_deref() };
             assert_eq!(read, Ok(Request::Reset(reset)), "{name}");
             encoded_bytes(&reset.to_map())
+        } else if let Some(a) = case.get("ask_with_parents") {
+            let pairs = parent_pairs(a);
+            let ask = Ask { parents: Some(Parents::new(&pairs)), ..ask_of(a) };
+            assert_eq!(read, Ok(Request::Go(ask)), "{name}");
+            // Read the same as a batch's entry, and as a part of an `all`.
+            let mut batch = Vec::new();
+            wire::encode_batch(&[ask], &mut batch);
+            let Ok(Request::Batch(b)) = wire::decode_request(&batch) else { panic!("{name}: a batch") };
+            assert_eq!(b.iter().collect::<Vec<_>>(), [Ok(ask)], "{name}");
+            let mut all = Vec::new();
+            wire::encode_all(&[ask], None, None, &mut all);
+            let Ok(Request::All(all)) = wire::decode_request(&all) else { panic!("{name}: an all") };
+            assert_eq!(all.parts().collect::<Vec<_>>(), [Ok(ask)], "{name}");
+            encoded_bytes(&ask.to_map())
         } else {
             assert!(case.get("ask").is_some_and(|a| a.get("terms").is_some()), "{name}: a case of an unknown kind");
             continue;
@@ -287,7 +311,7 @@ fn the_combined_golden_file_holds_for_the_rust_side() {
         assert_eq!(hex(&got), hex(&want), "{name}");
         seen += 1;
     }
-    assert_eq!(seen, 6, "two of all, two of its reply, a refund and a reset");
+    assert_eq!(seen, 8, "two of all, two of its reply, two refunds, a reset and an ask with parents");
 }
 
 /// The cases in `tests/golden/peer.json`: each message written as its

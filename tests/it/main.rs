@@ -82,6 +82,7 @@
 //!   `runtime::a_real_locker_counts_a_limit_sent_with_terms_as_its_configured_twin_and_refuses_it_without_the_flag`,
 //!   `together::a_real_locker_answers_all_refund_and_reset_from_the_command_line`,
 //!   `together::peered_lockers_charge_a_refused_whole_to_no_part` (a peered pair, through the client),
+//!   `parents::a_real_locker_asks_and_refunds_under_parents_and_refuses_a_cycle_with_its_line` (with a SIGHUP),
 //!   `operations::check_config_exits_0_for_a_valid_file_and_2_with_the_error`,
 //!   `edges::a_lease_wait_that_ends_in_the_queue_is_not_held_rather_than_an_error`,
 //!   `edges::toml_errors_say_the_line_and_column_and_which_limit`, `edges::negative_numbers_reach_the_validation_message`,
@@ -156,6 +157,9 @@ mod names;
 mod one_host;
 /// Operating it: Prometheus scrapes (alone and peered), health, reload on SIGHUP, check-config, JSON logs.
 mod operations;
+/// Limits under parents (org > team > user): every level or none, on the seam, peered on a simulated clock, and a
+/// real locker's `--parent`, `check-config` and SIGHUP.
+mod parents;
 /// The peer link under attack on real processes: a node-id flood, a frozen peer.
 mod peer_attacks;
 /// Peering on the seam: services wired by hand through a network the test controls.

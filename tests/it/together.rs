@@ -37,7 +37,7 @@ pub fn all(s: &mut Service, now: u64, asks: &[Ask]) -> Result<AllReply, String> 
 
 pub fn refund(s: &mut Service, now: u64, limit: &str, key: &str, cost: u64) -> Result<GoReply, String> {
     let mut body = Vec::new();
-    wire::encode(&Refund { limit: Some(limit), key: Some(key), cost }.to_map(), &mut body);
+    wire::encode(&Refund { limit: Some(limit), key: Some(key), cost, parents: None }.to_map(), &mut body);
     crate::support::answer(&seam(s, now, &body))
 }
 
@@ -275,7 +275,7 @@ fn a_peered_refund_never_lets_the_group_grant_more_than_the_limit() {
     let slot = g.now() / SLOT;
     assert!(g.ask(0, &Ask::new().key("k").cost(5)).unwrap().ok, "locker 0 owns half the slot");
     let mut body = Vec::new();
-    wire::encode(&Refund { limit: None, key: Some("k"), cost: 2 }.to_map(), &mut body);
+    wire::encode(&Refund { limit: None, key: Some("k"), cost: 2, parents: None }.to_map(), &mut body);
     let back: GoReply = crate::support::answer(&g.request(0, &body)).unwrap();
     assert_eq!(back.granted, Some(2));
     let mut after = 0;

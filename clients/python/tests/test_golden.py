@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 import msgpack
 import pytest
@@ -140,8 +140,24 @@ def check_all_reply(body: bytes, r: Dict[str, Any]) -> None:
     assert bool(got) is r["ok"] and got.retry_after == r["retry_after_ms"] / 1000
 
 
+def parents_of(fields: Dict[str, Any]) -> Optional[Dict[str, str]]:
+    """The keys of the limits above, as a case writes them: pairs, in the
+    order of the bytes."""
+    pairs = fields.get("parents")
+    return None if pairs is None else {limit: key for limit, key in pairs}
+
+
 def check_refund(body: bytes, r: Dict[str, Any]) -> None:
-    assert wire.encode(wire.refund_request(r.get("limit"), r.get("key"), r.get("cost", 1))) == body
+    request = wire.refund_request(r.get("limit"), r.get("key"), r.get("cost", 1), parents_of(r))
+    assert wire.encode(request) == body
+
+
+def check_ask_with_parents(body: bytes, a: Dict[str, Any]) -> None:
+    args = (a.get("limit"), a.get("key"), a.get("cost", 1), a.get("up_to", False), a.get("max_wait_ms"))
+    parents = parents_of(a)
+    assert wire.encode(wire.go_request(*args, hold_ms=a.get("hold_ms"), parents=parents)) == body
+    # The common ask's short cut steps aside for parents, and writes the same bytes.
+    assert wire.ask_body(*args, hold_ms=a.get("hold_ms"), parents=parents) == body
 
 
 def check_reset(body: bytes, r: Dict[str, Any]) -> None:
@@ -155,6 +171,7 @@ COMBINED_KINDS: Dict[str, Callable[[bytes, Any], None]] = {
     "refund": check_refund,
     "reset": check_reset,
     "ask": check_ask_with_terms,
+    "ask_with_parents": check_ask_with_parents,
 }
 
 

@@ -28,6 +28,7 @@ from typing import (
     Generator,
     Iterable,
     List,
+    Mapping,
     Optional,
     Sequence,
     Tuple,
@@ -93,13 +94,15 @@ class AsyncClient(ClientBase["zmq.Socket[bytes]"]):
         max_wait_ms: Optional[int] = None,
         hold_ms: Optional[int] = None,
         terms: Optional[wire.Terms] = None,
+        parents: Optional[Mapping[str, str]] = None,
     ) -> GoReply:
         """Asks for permits; see :meth:`locker_client.Client.ask`."""
         if max_wait is not None:
             max_wait_ms = wire.seconds_or_ms("max_wait", max_wait, max_wait_ms)
         if hold is not None:
             hold_ms = wire.seconds_or_ms("hold", hold, hold_ms)
-        return _decode_go(await self.round_trip(wire.ask_body(limit, key, cost, up_to, max_wait_ms, hold_ms, terms)))
+        body = wire.ask_body(limit, key, cost, up_to, max_wait_ms, hold_ms, terms, parents)
+        return _decode_go(await self.round_trip(body))
 
     async def all(
         self,
@@ -114,9 +117,16 @@ class AsyncClient(ClientBase["zmq.Socket[bytes]"]):
         :meth:`locker_client.Client.all`."""
         return await self._call(calls.all_of(asks, *calls.whole_waits(max_wait, hold, max_wait_ms, hold_ms)))
 
-    async def refund(self, limit: Optional[str], key: Optional[str] = None, cost: int = 1) -> GoReply:
+    async def refund(
+        self,
+        limit: Optional[str],
+        key: Optional[str] = None,
+        cost: int = 1,
+        *,
+        parents: Optional[Mapping[str, str]] = None,
+    ) -> GoReply:
         """Gives back permits a key took; see :meth:`locker_client.Client.refund`."""
-        return await self._call(calls.refund(limit, key, cost))
+        return await self._call(calls.refund(limit, key, cost, parents))
 
     async def reset(self, limit: Optional[str], key: Optional[str] = None) -> GoReply:
         """Clears one key's count; see :meth:`locker_client.Client.reset`."""
@@ -137,12 +147,12 @@ class AsyncClient(ClientBase["zmq.Socket[bytes]"]):
         up_to: bool = False,
         max_wait: Optional[float] = None,
         max_wait_ms: Optional[int] = None,
+        parents: Optional[Mapping[str, str]] = None,
     ) -> GoReply:
         """Asks and, on a reservation, ``asyncio.sleep``s ``wait_ms`` before
         returning; see :meth:`locker_client.Client.acquire`."""
-        reply = await self.ask(
-            limit, key, cost=cost, up_to=up_to, max_wait_ms=wire.seconds_or_ms("max_wait", max_wait, max_wait_ms)
-        )
+        max_wait_ms = wire.seconds_or_ms("max_wait", max_wait, max_wait_ms)
+        reply = await self.ask(limit, key, cost=cost, up_to=up_to, max_wait_ms=max_wait_ms, parents=parents)
         pause = calls.reservation(reply)
         if pause:
             await asyncio.sleep(pause)

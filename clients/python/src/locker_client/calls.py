@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Generic, Iterable, List, Optional, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, Generic, Iterable, List, Mapping, Optional, Tuple, TypeVar, Union
 
 from . import wire
 from .errors import RateLimited
@@ -87,10 +87,12 @@ def whole_waits(
     return wire.seconds_or_ms("max_wait", max_wait, max_wait_ms), wire.seconds_or_ms("hold", hold, hold_ms)
 
 
-def refund(limit: Optional[str], key: Optional[str], cost: int) -> Call[GoReply]:
-    """Permits given back; the reply is a go reply whose ``granted`` is
-    what went back."""
-    return Call(wire.encode(wire.refund_request(limit, key, cost)), wire.decode_go)
+def refund(
+    limit: Optional[str], key: Optional[str], cost: int, parents: Optional[Mapping[str, str]] = None
+) -> Call[GoReply]:
+    """Permits given back (to the limits above too, with ``parents``); the
+    reply is a go reply whose ``granted`` is what went back."""
+    return Call(wire.encode(wire.refund_request(limit, key, cost, parents)), wire.decode_go)
 
 
 def reset(limit: Optional[str], key: Optional[str]) -> Call[GoReply]:

@@ -30,6 +30,7 @@ from typing import (
     Dict,
     Iterable,
     List,
+    Mapping,
     Optional,
     Sequence,
     TypeVar,
@@ -112,6 +113,7 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         max_wait_ms: Optional[int] = None,
         hold_ms: Optional[int] = None,
         terms: Optional[Terms] = None,
+        parents: Optional[Mapping[str, str]] = None,
     ) -> GoReply:
         """Asks for ``cost`` permits of ``limit`` (the default limit when
         None) for ``key`` and returns the locker's whole reply.
@@ -125,6 +127,10 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         under the client's ``timeout``); ``terms`` sends the limit's
         :class:`~locker_client.Terms`, for a limit the locker's config does
         not name (a locker started with ``--runtime-limits``).
+        ``parents`` names the key of each limit above ``limit``, when its
+        config names a ``parent`` (``{"team": "t3", "org": "acme"}``): the
+        ask takes ``cost`` from every level or from none, and the reply is
+        the figures of the level nearest to refusing it.
         Raises :class:`~locker_client.LockerError` when the locker refuses,
         ``TypeError``/``ValueError`` for a bad argument, before sending.
         """
@@ -134,7 +140,8 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
             max_wait_ms = wire.seconds_or_ms("max_wait", max_wait, max_wait_ms)
         if hold is not None:
             hold_ms = wire.seconds_or_ms("hold", hold, hold_ms)
-        return _decode_go(self.round_trip(wire.ask_body(limit, key, cost, up_to, max_wait_ms, hold_ms, terms)))
+        body = wire.ask_body(limit, key, cost, up_to, max_wait_ms, hold_ms, terms, parents)
+        return _decode_go(self.round_trip(body))
 
     def all(
         self,
@@ -163,13 +170,23 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         """
         return self._call(calls.all_of(asks, *calls.whole_waits(max_wait, hold, max_wait_ms, hold_ms)))
 
-    def refund(self, limit: Optional[str], key: Optional[str] = None, cost: int = 1) -> GoReply:
+    def refund(
+        self,
+        limit: Optional[str],
+        key: Optional[str] = None,
+        cost: int = 1,
+        *,
+        parents: Optional[Mapping[str, str]] = None,
+    ) -> GoReply:
         """Gives back ``cost`` permits that ``key`` took of ``limit`` and
         that still count (the call they were for never happened). Never
         more than the key took: a refund cannot create capacity. The reply
         is a :class:`~locker_client.GoReply`: ``granted``, the permits that
-        went back; ``remaining``, what a new ask could take now."""
-        return self._call(calls.refund(limit, key, cost))
+        went back; ``remaining``, what a new ask could take now. With
+        ``parents`` (as the ask named them) the permits go back to every
+        limit above ``limit`` too, and the reply is the level's with the
+        fewest left."""
+        return self._call(calls.refund(limit, key, cost, parents))
 
     def reset(self, limit: Optional[str], key: Optional[str] = None) -> GoReply:
         """Clears ``key``'s count of ``limit`` (a login that succeeded) and
@@ -208,14 +225,14 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         up_to: bool = False,
         max_wait: Optional[float] = None,
         max_wait_ms: Optional[int] = None,
+        parents: Optional[Mapping[str, str]] = None,
     ) -> GoReply:
         """Asks like :meth:`ask` and, when the locker answers with a
         reservation (``wait_ms``), sleeps until the caller may go. On return
         ``ok`` means go now; not ``ok`` means sorry even within
         ``max_wait_ms``."""
-        reply = self.ask(
-            limit, key, cost=cost, up_to=up_to, max_wait_ms=wire.seconds_or_ms("max_wait", max_wait, max_wait_ms)
-        )
+        max_wait_ms = wire.seconds_or_ms("max_wait", max_wait, max_wait_ms)
+        reply = self.ask(limit, key, cost=cost, up_to=up_to, max_wait_ms=max_wait_ms, parents=parents)
         time.sleep(calls.reservation(reply))
         return reply
 

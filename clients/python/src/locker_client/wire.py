@@ -38,6 +38,9 @@ MAX_TTL_MS = 86_400_000
 MAX_BATCH_ASKS = 1000
 #: The most parts limits checked together (``all``) may have.
 MAX_ALL_ASKS = 16
+#: The most limits ``parents`` may name: a chain holds at most 8 levels,
+#: the limit asked and 7 above it.
+MAX_PARENTS = 7
 #: The kinds a limit sent with the ask (:class:`Terms`) may be: the counting ones.
 TERMS_ALGORITHMS = ("fixed-window", "token-bucket", "rolling-window")
 
@@ -171,8 +174,9 @@ class Ask:
     :meth:`~locker_client.Client.ask` and the same defaults: ``cost``
     permits of ``limit`` (the default limit when None) for ``key``, with
     ``up_to`` and ``max_wait`` (seconds; or ``max_wait_ms``) as there, and
-    the limit's :class:`Terms` when the locker's config does not name it.
-    Checked when the batch is built; ``max_wait`` is kept as ``max_wait_ms``.
+    the limit's :class:`Terms` when the locker's config does not name it,
+    and ``parents``, the key of each limit above ``limit`` (see
+    :meth:`~locker_client.Client.ask`). Checked when the batch is built; ``max_wait`` is kept as ``max_wait_ms``.
     A part of :meth:`~locker_client.Client.all` takes neither ``up_to`` nor
     a wait of its own (the wait is the whole's).
     """
@@ -184,6 +188,7 @@ class Ask:
     max_wait_ms: Optional[int] = None
     max_wait: Optional[float] = None
     terms: Optional[Terms] = None
+    parents: Optional[Mapping[str, str]] = None
 
     def __post_init__(self) -> None:
         if self.max_wait is not None:
@@ -382,15 +387,17 @@ def go_request(
     max_wait_ms: Optional[int],
     hold_ms: Optional[int] = None,
     terms: Optional[Terms] = None,
+    parents: Optional[Mapping[str, str]] = None,
 ) -> Request:
     """The map of an ask, checked; fields in the Rust client's order.
     ``hold_ms`` asks the locker to hold the reply that long for a go
     rather than answer sorry (at most a minute); ``terms``, the limit's
-    own, come after every other field."""
+    own, come after the ask's own fields, and ``parents`` last."""
     request: Request = {"op": "go", **ask_entry(limit, key, cost, up_to, max_wait_ms)}
     if hold_ms is not None:
         request["hold_ms"] = check_count("hold_ms", hold_ms, high=MAX_HOLD_MS)
     _put_terms(request, terms)
+    _put_parents(request, parents)
     return request
 
 
@@ -400,6 +407,26 @@ def _put_terms(request: Request, terms: Optional[Terms]) -> None:
         if not isinstance(terms, Terms):
             raise TypeError(f"terms must be a Terms, not {type(terms).__name__}")
         request["terms"] = terms.entry()
+
+
+def _put_parents(request: Request, parents: Optional[Mapping[str, str]]) -> None:
+    """Adds the keys of the limits above the one asked, last: a map of
+    limit names to keys, in the caller's order; left out when empty, as
+    the Rust client leaves it."""
+    if parents is None:
+        return
+    if not isinstance(parents, Mapping):
+        raise TypeError(f"parents must be a mapping of limit names to keys, not {type(parents).__name__}")
+    if len(parents) > MAX_PARENTS:
+        raise ValueError(f"parents names at most {MAX_PARENTS} limits, not {len(parents)}")
+    checked: Dict[str, str] = {}
+    for name, key in parents.items():
+        if not isinstance(name, str) or not isinstance(key, str):
+            kinds = f"{type(name).__name__}: {type(key).__name__}"
+            raise TypeError(f"parents maps limit names to keys, both str, not {kinds}")
+        checked[name] = key
+    if checked:
+        request["parents"] = checked
 
 
 def ask_entry(
@@ -490,6 +517,7 @@ def ask_body(
     max_wait_ms: Optional[int] = None,
     hold_ms: Optional[int] = None,
     terms: Optional[Terms] = None,
+    parents: Optional[Mapping[str, str]] = None,
 ) -> bytes:
     """The bytes of an ask, checked: ``encode(go_request(...))``, with the
     common ask written straight to bytes."""
@@ -500,6 +528,7 @@ def ask_body(
         and max_wait_ms is None
         and hold_ms is None
         and terms is None
+        and parents is None
         and cost.__class__ is int
         and 0 <= cost < 128
         and (limit is None or limit.__class__ is str)
@@ -512,7 +541,7 @@ def ask_body(
         body = _ask_bytes(limit, key, cost, True)
         if body is not None:
             return body
-    return encode(go_request(limit, key, cost, up_to, max_wait_ms, hold_ms, terms))
+    return encode(go_request(limit, key, cost, up_to, max_wait_ms, hold_ms, terms, parents))
 
 
 def batch_body(asks: Iterable[Union[Ask, AllAsks]]) -> Tuple[bytes, int]:
@@ -526,7 +555,13 @@ def batch_body(asks: Iterable[Union[Ask, AllAsks]]) -> Tuple[bytes, int]:
     parts = [_BATCH_HEAD, _array_header(count)]
     for index, ask in enumerate(listed):
         entry = None
-        if ask.__class__ is Ask and ask.up_to is False and ask.max_wait_ms is None and ask.terms is None:
+        if (
+            ask.__class__ is Ask
+            and ask.up_to is False
+            and ask.max_wait_ms is None
+            and ask.terms is None
+            and ask.parents is None
+        ):
             entry = _ask_bytes(ask.limit, ask.key, ask.cost, False)
         parts.append(entry if entry is not None else encode(_batch_entry(index, ask)))
     return b"".join(parts), count
@@ -562,6 +597,7 @@ def _batch_entry(index: int, ask: object) -> Request:
     try:
         entry = ask_entry(ask.limit, ask.key, ask.cost, ask.up_to, ask.max_wait_ms)
         _put_terms(entry, ask.terms)
+        _put_parents(entry, ask.parents)
     except (TypeError, ValueError) as e:
         raise type(e)(f"ask {index}: {e}") from e
     return entry
@@ -591,12 +627,16 @@ def _all_part(index: int, ask: object) -> Request:
     return _batch_entry(index, ask)
 
 
-def refund_request(limit: Optional[str], key: Optional[str], cost: int) -> Request:
-    """The map of a refund of ``cost`` permits (at least 1)."""
+def refund_request(
+    limit: Optional[str], key: Optional[str], cost: int, parents: Optional[Mapping[str, str]] = None
+) -> Request:
+    """The map of a refund of ``cost`` permits (at least 1), given back
+    to the limits above ``limit`` too under the keys ``parents`` names."""
     request: Request = {"op": "refund"}
     _put(request, "limit", check_name("limit", limit))
     _put(request, "key", check_name("key", key))
     request["cost"] = check_count("cost", cost, 1)
+    _put_parents(request, parents)
     return request
 
 
