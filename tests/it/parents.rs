@@ -14,7 +14,7 @@ use locker::core::{Limit, Locker, Nanos, Quota, DEFAULT_LIMIT};
 use locker::service::Service;
 use locker::wire::{self, AllReply, Ask, GoReply, Parents, Refund, Reply, RequestMap};
 
-use crate::support::{answer, seam, seam_ask, seam_stats};
+use crate::support::{answer, cli, seam, seam_ask, seam_stats};
 
 const MS: Nanos = 1_000_000;
 /// An instant on a 60 s boundary, and one a second into that slot.
@@ -278,17 +278,6 @@ fn peered_lockers_never_grant_a_parent_more_than_its_limit_through_its_children(
     }
     eprintln!("went: {went} of {asked}");
     assert!((2..=4).contains(&went), "team t's 4 at most, across the group: {went}");
-}
-
-fn cli(endpoint: &str, args: &[&str]) -> (Option<i32>, String, String) {
-    let mut all = vec![args[0], "--connect", endpoint];
-    all.extend_from_slice(&args[1..]);
-    let out = crate::support::run_locker(&all);
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// A real locker from the command line: `ask --parent` charges every

@@ -206,6 +206,19 @@ pub fn run_locker(args: &[&str]) -> Output {
     wait_output(child, DEADLINE)
 }
 
+/// Runs the command-line client `args[0]` (`ask`, `refund`, ...) against
+/// the locker at `endpoint`: its exit status, standard output and error.
+pub fn cli(endpoint: &str, args: &[&str]) -> (Option<i32>, String, String) {
+    let mut all = vec![args[0], "--connect", endpoint];
+    all.extend_from_slice(&args[1..]);
+    let out = run_locker(&all);
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// Collects a child's output, killing it if it runs past `limit`.
 pub fn wait_output(mut child: Child, limit: Duration) -> Output {
     let end = Instant::now() + limit;

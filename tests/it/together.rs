@@ -5,7 +5,7 @@ use locker::core::{Algorithm, Limit, Locker, Quota, DEFAULT_LIMIT};
 use locker::service::Service;
 use locker::wire::{self, AllReply, Ask, GoReply, Refund, Reply, Reset};
 
-use crate::support::{seam, seam_ask};
+use crate::support::{cli, seam, seam_ask};
 
 const SLOT: u64 = 1_000_000_000;
 const T0: u64 = 100 * SLOT;
@@ -188,17 +188,6 @@ max_requests = 3
 in_seconds = 600
 allow_reset = true
 ";
-
-fn cli(endpoint: &str, args: &[&str]) -> (Option<i32>, String, String) {
-    let mut all = vec![args[0], "--connect", endpoint];
-    all.extend_from_slice(&args[1..]);
-    let out = crate::support::run_locker(&all);
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// Every op against a real locker from the command line: `ask` with two
 /// `--limit`, `refund` and `reset`, with the figures of issue 38.
