@@ -252,6 +252,11 @@ fn wall_stepped_ahead(args: &[&str], logged: &str) -> Option<(Daemon, String)> {
     ];
     let wrapper: Vec<&str> = std::iter::once("env").chain(vars.iter().map(String::as_str)).collect();
     let d = Daemon::start_logged_under(&wrapper, args);
+    // An answer shows the loop has read its clocks on the unstepped file:
+    // without it, a start slower than libfaketime's cache (a loaded
+    // machine) could read the step first and see no jump at all.
+    let answered = Client::new([d.endpoint.as_str()], DEADLINE).unwrap().stats();
+    assert!(answered.is_ok(), "answers before the step: {answered:?}");
     assert!(!d.log().contains(logged), "nothing before the step: {}", d.log());
     std::fs::write(&file, "+5\n").unwrap();
     // The loop turns at least every 100 ms; libfaketime reads its file
