@@ -20,6 +20,7 @@
 //! tested exactly on the simulated clock in `group`, not here.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use locker::{Ask, Client};
@@ -133,8 +134,12 @@ fn goes(d: &Daemon, n: usize) -> usize {
 struct Dir(std::path::PathBuf);
 
 impl Dir {
+    /// A new directory, unique to this call: tests that run at once
+    /// (the wall-step tests both name theirs "jump") never share one.
     fn new(name: &str) -> Dir {
-        let dir = std::env::temp_dir().join(format!("locker-clocks-it-{}-{name}", std::process::id()));
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("locker-clocks-it-{}-{n}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         Dir(dir)

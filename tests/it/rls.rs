@@ -17,8 +17,11 @@ descriptors:
     rate_limit: {unit: day, requests_per_unit: 100}
 ";
 
+/// A new directory, unique to this call, holding `text` as its rules.
 fn dir_with(text: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("locker-rls-serve-{}-{}", std::process::id(), text.len()));
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("locker-rls-serve-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("rules.yaml"), text).unwrap();
     dir
