@@ -774,8 +774,14 @@ fn while_one_master_sleeps_the_keys_on_the_others_keep_going_and_the_node_is_nam
     let named_at = start.elapsed();
     let (slept_from, slept_to) = sleep.join().unwrap();
     // And once it answers again, it is no longer named, traffic or not.
+    // Only the sleeper is judged: on a loaded machine a healthy master may
+    // miss the 500 ms timeout now and then, and is named for as long.
     let end = Instant::now() + Duration::from_secs(3);
-    while client.stats().unwrap().store.unwrap().down.is_some() || !health(&metrics_at).contains("200 OK") {
+    let named = |c: &mut Client| {
+        c.stats().unwrap().store.unwrap().down.unwrap_or_default().contains(&node)
+            || health(&metrics_at).contains(&node)
+    };
+    while named(&mut client) {
         assert!(Instant::now() < end, "the node is back once it answers: {}", health(&metrics_at));
         thread::sleep(Duration::from_millis(20));
     }
