@@ -748,7 +748,17 @@ fn while_one_master_sleeps_the_keys_on_the_others_keep_going_and_the_node_is_nam
     let stop = Arc::new(AtomicBool::new(false));
     let askers: Vec<_> =
         keys.iter().map(|k| paced_asker(d.endpoint.clone(), "fast", k.clone(), start, stop.clone())).collect();
-    thread::sleep(Duration::from_millis(1_500));
+    // The rate before the sleep is measured over the second after the
+    // askers are seen going (five go a key), not at a fixed time: a loaded
+    // machine may take long to start 30 threads and their first claims.
+    let went = |c: &mut Client| c.stats().unwrap().limits.iter().find(|l| l.name == "fast").map_or(0, |l| l.go);
+    let end = Instant::now() + READY;
+    while went(&mut client) < 5 * keys.len() as u64 + keys.len() as u64 {
+        assert!(Instant::now() < end, "the askers go before the sleep");
+        thread::sleep(Duration::from_millis(20));
+    }
+    let normal = (start.elapsed(), start.elapsed() + Duration::from_millis(1_000));
+    thread::sleep(Duration::from_millis(1_000));
     let port = sleeper.port.to_string();
     let sleep = thread::spawn(move || {
         let from = start.elapsed();
@@ -791,7 +801,6 @@ fn while_one_master_sleeps_the_keys_on_the_others_keep_going_and_the_node_is_nam
     let (well, ill): (Vec<_>, Vec<_>) = answers.into_iter().zip(&sick).partition(|(_, &sick)| !sick);
     let well: Vec<_> = well.into_iter().map(|(a, _)| a).collect();
     let ill: Vec<_> = ill.into_iter().map(|(a, _)| a).collect();
-    let normal = (Duration::from_millis(400), Duration::from_millis(1_400));
     let (well_normal, well_asleep) = (go_rate(&well, normal.0, normal.1), go_rate(&well, slept_from, slept_to));
     let (ill_normal, ill_asleep) = (go_rate(&ill, normal.0, normal.1), go_rate(&ill, slept_from, slept_to));
     eprintln!(
