@@ -11,9 +11,11 @@ fn ask(endpoint: &str, extra: &[&str]) -> (Option<i32>, String, String) {
     )
 }
 
+// The slots below are an hour long: two asks a minute-long slot apart may
+// fall on each side of its end on a loaded machine, and both go.
 #[test]
 fn ask_exits_0_on_go_1_on_sorry_2_on_errors() {
-    let d = Daemon::start(&["--max-requests", "1", "--in-seconds", "60"]);
+    let d = Daemon::start(&["--max-requests", "1", "--in-seconds", "3600"]);
     assert_eq!(ask(&d.endpoint, &[]), (Some(0), "go\n".into(), String::new()));
     assert_eq!(ask(&d.endpoint, &[]).0, Some(1));
     let (code, out, err) = ask(&d.endpoint, &["--limit", "nope"]);
@@ -51,7 +53,7 @@ fn ask_with_no_locker_exits_2_within_its_timeout() {
 
 #[test]
 fn stats_prints_counters_per_limit() {
-    let d = Daemon::start(&["--max-requests", "1", "--in-seconds", "60"]);
+    let d = Daemon::start(&["--max-requests", "1", "--in-seconds", "3600"]);
     ask(&d.endpoint, &[]);
     ask(&d.endpoint, &[]);
     let out = run_locker(&["stats", "--connect", &d.endpoint, "--json"]);
