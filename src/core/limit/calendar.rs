@@ -74,6 +74,9 @@ struct Rules {
     zone: TimeZone,
 }
 
+/// The rules made so far, one per period and zone name.
+type KeptRules = HashMap<(Period, Box<str>), &'static Rules>;
+
 /// Calendar slots: a period in a time zone. Copied as freely as a
 /// `Quota`: it refers to rules kept once per period and zone for the
 /// life of the process (a reload naming the same zone finds them again).
@@ -89,7 +92,7 @@ impl Calendar {
     /// Slots of `period` in `zone`, which the caller resolved from the
     /// name `zone_name`.
     pub fn new(period: Period, zone_name: &str, zone: TimeZone) -> Calendar {
-        static KEPT: OnceLock<Mutex<HashMap<(Period, Box<str>), &'static Rules>>> = OnceLock::new();
+        static KEPT: OnceLock<Mutex<KeptRules>> = OnceLock::new();
         let mut kept = KEPT.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
         let rules = kept
             .entry((period, zone_name.into()))
