@@ -16,6 +16,7 @@ use serde::Deserialize;
 
 use crate::core::lease_id::ShortSecret;
 use crate::core::limit::parents::{self, ParentError};
+use crate::core::limit::{Calendar, Period};
 use crate::core::{Algorithm, LeaseSecret, Limit, LimitError, Quota, DEFAULT_LIMIT};
 use crate::curve::{self, Allowlist, KeyError, KeyPair, PublicKey, ServerCurve};
 use crate::rls::{RlsConfig, RlsConfigError, Table};
@@ -68,6 +69,16 @@ pub enum ConfigError {
     MessageSize { got: usize },
     #[error("limit {0:?}: burst is only for algorithm = \"token-bucket\"")]
     BurstWithoutBucket(String),
+    #[error("limit {0:?}: in_seconds or period is needed (a slot length, or a calendar period)")]
+    NoSlots(String),
+    #[error("limit {0:?}: period and in_seconds are both set: a window counts per calendar period or per in_seconds, not both")]
+    SlotsTwice(String),
+    #[error("limit {name:?}: period must be \"day\", \"week\" or \"month\", got {got:?}")]
+    BadPeriod { name: String, got: String },
+    #[error("limit {name:?}: time_zone {got:?} is not a time zone of the IANA database (write it as Area/City, e.g. \"Europe/Berlin\")")]
+    BadZone { name: String, got: String },
+    #[error("limit {0:?}: time_zone is only for a limit with a period")]
+    ZoneWithoutPeriod(String),
     #[error("peers are set but peer_bind is not: a peered locker must publish its own counts")]
     PeersWithoutBind,
     #[error("a node id must be 1 to 64 printable characters without spaces, got {0:?}")]
@@ -110,6 +121,10 @@ pub enum ConfigError {
         "limit {0:?} is a semaphore with store_failure = \"open\": its leases live in the store and fail closed (a lease granted without the store would be invisible to the other lockers); drop the setting"
     )]
     SemaphoreFailsOpen(String),
+    #[error(
+        "limit {0:?} counts per calendar period, which a store does not count yet (its slots are multiples of a length by the store's clock); use in_seconds, or no store"
+    )]
+    PeriodWithStore(String),
     #[error("store_timeout_ms must be from 1 to 60000, got {0}")]
     BadStoreTimeout(u64),
     #[error("store_replicas must be from 0 to {MAX_STORE_REPLICAS}, got {0}")]
@@ -238,13 +253,19 @@ impl std::str::FromStr for AlgorithmName {
 
 /// One `[[limits]]` table. `max_requests` per `in_seconds` is the rate of
 /// every kind: a fixed window's count per slot, a token bucket's refill, and
-/// for a semaphore the capacity, with in_seconds the default lease ttl.
+/// for a semaphore the capacity, with in_seconds the default lease ttl. A
+/// fixed window may count per calendar `period` in `time_zone` instead.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileLimit {
     pub name: String,
     pub max_requests: u32,
-    pub in_seconds: f64,
+    /// The slot length; required unless `period` is set, refused with it.
+    pub in_seconds: Option<f64>,
+    /// A fixed window's calendar period: "day", "week" or "month".
+    pub period: Option<String>,
+    /// The IANA time zone of `period` ("UTC" when absent).
+    pub time_zone: Option<String>,
     #[serde(default)]
     pub algorithm: AlgorithmName,
     /// A token bucket's capacity; max_requests when absent.
@@ -367,8 +388,12 @@ fn limit_key(error: &ConfigError) -> &'static str {
             ZeroBurst | BucketTooDeep { .. } => "burst",
             HoldOutOfRange(_) | HoldOnSemaphore => "hold_ms",
             MarginWithoutRolling | MarginOutOfRange { .. } => "margin_ms",
+            PeriodWithoutFixed => "period",
         },
         ConfigError::BurstWithoutBucket(_) => "burst",
+        ConfigError::NoSlots(_) => "in_seconds",
+        ConfigError::SlotsTwice(_) | ConfigError::BadPeriod { .. } => "period",
+        ConfigError::BadZone { .. } | ConfigError::ZoneWithoutPeriod(_) => "time_zone",
         _ => "name",
     }
 }
@@ -636,7 +661,10 @@ fn file_limits(s: &Settings) -> Result<(Option<Limit>, Vec<Limit>), ConfigError>
         if !names.insert(l.name.as_str()) {
             return Err(s.locate(i, "name", ConfigError::Duplicate(l.name.clone())));
         }
-        let limit = build_limit(&l.name, l.max_requests, l.in_seconds, l.algorithm, (l.burst, l.margin_ms, l.hold_ms))
+        let limit = file_slots(l)
+            .and_then(|slots| {
+                build_limit(&l.name, l.max_requests, slots, l.algorithm, (l.burst, l.margin_ms, l.hold_ms))
+            })
             .map_err(|e| s.locate(i, limit_key(&e), e))?;
         let limit = with_reset(limit, l.allow_reset).map_err(|e| s.locate(i, "allow_reset", e))?;
         built.push(limit.with_parent(l.parent.as_deref()));
@@ -665,11 +693,42 @@ fn check_parents(s: &Settings, built: &[Limit]) -> Result<(), ConfigError> {
     })
 }
 
+/// A `[[limits]]` table's slots: `in_seconds`, or a calendar `period`
+/// in `time_zone`, resolved from the time zone database bundled with the
+/// binary (so a host without /usr/share/zoneinfo reads it the same).
+fn file_slots(l: &FileLimit) -> Result<Slots, ConfigError> {
+    let name = || l.name.clone();
+    match (l.in_seconds, l.period.as_deref(), l.time_zone.as_deref()) {
+        (Some(_), Some(_), _) => Err(ConfigError::SlotsTwice(name())),
+        (_, None, Some(_)) => Err(ConfigError::ZoneWithoutPeriod(name())),
+        (Some(secs), None, None) => Ok(Slots::Seconds(secs)),
+        (None, None, None) => Err(ConfigError::NoSlots(name())),
+        (None, Some(period), zone) => {
+            let period =
+                Period::parse(period).ok_or_else(|| ConfigError::BadPeriod { name: name(), got: period.into() })?;
+            let zone_name = zone.unwrap_or("UTC");
+            let zone = jiff::tz::db()
+                .get(zone_name)
+                .map_err(|_| ConfigError::BadZone { name: name(), got: zone_name.into() })?;
+            // The database's own spelling, so that peers that wrote the
+            // zone in other cases still agree on the limit's digest.
+            let canonical = zone.iana_name().unwrap_or(zone_name).to_owned();
+            Ok(Slots::Calendar(Calendar::new(period, &canonical, zone)))
+        }
+    }
+}
+
 /// The default limit: the flags over the file's `default` table
-/// (`from_file`, as built) over the seed's 1 per second.
+/// (`from_file`, as built) over the seed's 1 per second. A flag
+/// --in-seconds wins over the table's calendar period.
 fn default_limit(s: &Settings, from_file: Option<&Limit>) -> Result<Limit, ConfigError> {
     let (file_max, file_secs) =
         from_file.map_or((DEFAULT_MAX_REQUESTS, DEFAULT_IN_SECONDS), |d| (d.quota().max_requests(), d.in_seconds()));
+    let slots = match (s.in_seconds, from_file.and_then(|d| d.quota().calendar())) {
+        (Some(secs), _) => Slots::Seconds(secs),
+        (None, Some(calendar)) => Slots::Calendar(calendar),
+        (None, None) => Slots::Seconds(file_secs),
+    };
     let table = s.limits.iter().find(|l| l.name == DEFAULT_LIMIT);
     let algorithm = s.algorithm.or(table.map(|l| l.algorithm)).unwrap_or_default();
     // A flag --burst wins; the file's burst only goes with the file's algorithm.
@@ -677,7 +736,7 @@ fn default_limit(s: &Settings, from_file: Option<&Limit>) -> Result<Limit, Confi
     let limit = build_limit(
         DEFAULT_LIMIT,
         s.max_requests.unwrap_or(file_max),
-        s.in_seconds.unwrap_or(file_secs),
+        slots,
         algorithm,
         (
             s.burst.or(same_kind.and_then(|l| l.burst)),
@@ -719,6 +778,10 @@ fn store_limits(s: &Settings, default: Limit, limits: Vec<Limit>) -> Result<(Lim
     let overall = s.store_failure.unwrap_or_default();
     let policy = |limit: Limit| {
         let own = s.limits.iter().find(|l| l.name == limit.name()).and_then(|l| l.store_failure);
+        if limit.quota().calendar().is_some() {
+            let error = ConfigError::PeriodWithStore(limit.name().to_owned());
+            return Err(s.locate_named(limit.name(), "period", error));
+        }
         if limit.algorithm() == Algorithm::Semaphore {
             if own == Some(StoreFailure::Open) {
                 let error = ConfigError::SemaphoreFailsOpen(limit.name().to_owned());
@@ -889,10 +952,17 @@ fn load_secret(path: &Path) -> Result<LeaseSecret, ConfigError> {
     LeaseSecret::new(bytes).map_err(|source| ConfigError::LeaseSecret { path: shown, source })
 }
 
+/// What a limit's slots are, as a file or the flags said.
+#[derive(Debug, Clone, Copy)]
+enum Slots {
+    Seconds(f64),
+    Calendar(Calendar),
+}
+
 fn build_limit(
     name: &str,
     max_requests: u32,
-    in_seconds: f64,
+    slots: Slots,
     algorithm: AlgorithmName,
     (burst, margin_ms, hold_ms): (Option<u32>, Option<f64>, Option<f64>),
 ) -> Result<Limit, ConfigError> {
@@ -904,7 +974,11 @@ fn build_limit(
         (AlgorithmName::Semaphore, None) => Algorithm::Semaphore,
         (AlgorithmName::RollingWindow, None) => Algorithm::RollingWindow,
     };
-    let limit = Limit::with_algorithm(name, Quota::new(max_requests, in_seconds).map_err(err)?, algorithm);
+    let quota = match slots {
+        Slots::Seconds(in_seconds) => Quota::new(max_requests, in_seconds),
+        Slots::Calendar(calendar) => Quota::per_period(max_requests, calendar),
+    };
+    let limit = Limit::with_algorithm(name, quota.map_err(err)?, algorithm);
     let limit = limit.and_then(|l| l.with_margin(margin_ms.unwrap_or(0.0)));
     limit.and_then(|l| l.with_hold(hold_ms.unwrap_or(0.0))).map_err(err)
 }

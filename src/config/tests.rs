@@ -42,8 +42,6 @@ fn bad_files_are_clear_errors() {
 
 #[test]
 fn file_errors_say_the_line_column_and_limit() {
-    let e = FileConfig::parse("max_keys = 1\n\n[[limits]]\nname = 'a'\nmax_requests = 1\n").unwrap_err();
-    assert_eq!(e, "line 3, column 1: limit \"a\": missing field `in_seconds`");
     let e = FileConfig::parse("[[limits]]\nmax_requests = 1\nin_seconds = 1\n").unwrap_err();
     assert!(e.starts_with("line 1, column 1: limit number 1: missing field `name`"), "{e}");
     let e = FileConfig::parse("max_keys = 1\nnonsense = 2\n").unwrap_err();
@@ -291,6 +289,62 @@ fn meaning_errors_name_the_file_the_line_and_the_limit() {
     assert_eq!(resolved(zero), "limits.toml, line 4: limit \"a\": max_requests must be at least 1");
     let burst = "[[limits]]\nname = 'a'\nmax_requests = 1\nin_seconds = 1\nburst = 3\n";
     assert!(resolved(burst).starts_with("limits.toml, line 5: limit \"a\": burst is only for"), "{}", resolved(burst));
+}
+
+#[test]
+fn a_fixed_window_may_count_per_calendar_period_in_a_time_zone() {
+    let file = parse(
+        "[[limits]]\nname = 'plan'\nmax_requests = 10000\nperiod = 'month'\ntime_zone = 'Europe/Berlin'\n\
+         [[limits]]\nname = 'daily'\nmax_requests = 5\nperiod = 'day'\n\
+         [[limits]]\nname = 'default'\nmax_requests = 7\nperiod = 'week'\ntime_zone = 'america/new_york'\n",
+    );
+    let c = ServeConfig::resolve(Flags::default(), file).unwrap();
+    let calendar = |l: &Limit| l.quota().calendar().map(|c| (c.period(), c.zone_name()));
+    assert_eq!(calendar(&c.limits[0]), Some((Period::Month, "Europe/Berlin")));
+    assert_eq!(calendar(&c.limits[1]), Some((Period::Day, "UTC")), "UTC unless told");
+    assert_eq!(calendar(&c.default), Some((Period::Week, "America/New_York")), "the database's spelling");
+    assert_eq!(c.default.quota().max_requests(), 7);
+}
+
+#[test]
+fn calendar_settings_that_cannot_be_are_refused_at_their_line() {
+    let resolved = |text: &str| {
+        let mut file = FileConfig::parse(text).unwrap();
+        file.path = Some("limits.toml".into());
+        ServeConfig::resolve(Flags::default(), file).unwrap_err().to_string()
+    };
+    let head = "[[limits]]\nname = 'a'\nmax_requests = 1\n";
+    assert_eq!(
+        resolved(&format!("{head}period = 'month'\ntime_zone = 'Mars/Olympus_Mons'\n")),
+        "limits.toml, line 5: limit \"a\": time_zone \"Mars/Olympus_Mons\" is not a time zone of the IANA database \
+         (write it as Area/City, e.g. \"Europe/Berlin\")"
+    );
+    assert_eq!(
+        resolved(&format!("{head}in_seconds = 60\nperiod = 'month'\n")),
+        "limits.toml, line 5: limit \"a\": period and in_seconds are both set: a window counts per calendar period \
+         or per in_seconds, not both"
+    );
+    assert_eq!(
+        resolved(&format!("{head}period = 'year'\n")),
+        "limits.toml, line 4: limit \"a\": period must be \"day\", \"week\" or \"month\", got \"year\""
+    );
+    assert_eq!(
+        resolved(&format!("{head}algorithm = 'token-bucket'\nperiod = 'day'\n")),
+        "limits.toml, line 5: limit \"a\": period is only for algorithm = \"fixed-window\""
+    );
+    assert_eq!(
+        resolved(&format!("{head}in_seconds = 1\ntime_zone = 'UTC'\n")),
+        "limits.toml, line 5: limit \"a\": time_zone is only for a limit with a period"
+    );
+    assert_eq!(
+        resolved(&format!("store = 'redis://127.0.0.1:6379'\n{head}period = 'month'\n")),
+        "limits.toml, line 5, period: limit \"a\" counts per calendar period, which a store does not count yet \
+         (its slots are multiples of a length by the store's clock); use in_seconds, or no store"
+    );
+    assert_eq!(
+        resolved(&format!("max_keys = 1\n\n{head}")),
+        "limits.toml, line 3: limit \"a\": in_seconds or period is needed (a slot length, or a calendar period)"
+    );
 }
 
 /// The TOML reader's Rust wording is put in the file's own words.

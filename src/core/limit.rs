@@ -8,8 +8,10 @@ use std::num::{NonZeroU32, NonZeroU64};
 
 use super::time::{Nanos, NANOS_PER_SEC};
 
+pub mod calendar;
 pub mod parents;
 mod terms;
+pub use calendar::{Calendar, Period};
 pub use parents::{ParentError, MAX_LEVELS};
 pub use terms::TermsError;
 
@@ -20,6 +22,10 @@ pub const MIN_SLOT_SECONDS: f64 = 0.001;
 /// certainly a unit mistake, and a day keeps every product of slot length
 /// and count far from overflowing a `u64` of nanoseconds.
 pub const MAX_SLOT_SECONDS: f64 = 86_400.0;
+
+/// The longest slot of a fixed window counted in whole units of Unix time
+/// (`Quota::long`): a year of 365 days, envoyproxy/ratelimit's `year`.
+pub const MAX_LONG_SLOT_SECONDS: f64 = 365.0 * 86_400.0;
 
 /// The longest a token bucket may take to refill from empty (`burst`
 /// tokens at the refill rate): a year. A bucket's theoretical arrival time
@@ -60,6 +66,8 @@ pub enum LimitError {
     MarginWithoutRolling,
     #[error("margin_ms must be a number from 0 to the window's length ({most_ms} ms), got {got}")]
     MarginOutOfRange { got: f64, most_ms: f64 },
+    #[error("period is only for algorithm = \"fixed-window\"")]
+    PeriodWithoutFixed,
 }
 
 /// How a limit counts. Every kind shares the quota's numbers, read per kind:
@@ -106,11 +114,16 @@ impl Algorithm {
     }
 }
 
-/// At most `max_requests` go in every slot of `slot` nanoseconds.
+/// At most `max_requests` go in every slot of `slot` nanoseconds, or in
+/// every calendar period (a day, week or month of a time zone).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Quota {
     max_requests: NonZeroU32,
+    /// The slot length; a calendar period's longest (see `slot_ns`).
     slot: NonZeroU64,
+    /// Calendar slots, whose bounds come from the zone's rules rather than
+    /// from multiples of `slot`.
+    calendar: Option<Calendar>,
 }
 
 impl Quota {
@@ -122,7 +135,40 @@ impl Quota {
         }
         let slot = (in_seconds * NANOS_PER_SEC as f64).round() as u64;
         let slot = NonZeroU64::new(slot).ok_or(LimitError::SlotOutOfRange(in_seconds))?;
-        Ok(Quota { max_requests, slot })
+        Ok(Quota { max_requests, slot, calendar: None })
+    }
+
+    /// A fixed window's quota of up to `MAX_LONG_SLOT_SECONDS`, slots
+    /// aligned to the Unix epoch as every quota's: envoyproxy/ratelimit's
+    /// units of a week, a month (30 days) and a year (365 days), which it
+    /// counts so. Only for a fixed window, whose sums of slot lengths stay
+    /// far from overflowing (a bucket's and a rolling window's keep
+    /// `Quota::new`'s day).
+    pub fn long(max_requests: u32, in_seconds: f64) -> Result<Quota, LimitError> {
+        if !(MIN_SLOT_SECONDS..=MAX_LONG_SLOT_SECONDS).contains(&in_seconds) {
+            return Err(LimitError::SlotOutOfRange(in_seconds));
+        }
+        let day = Quota::new(max_requests, MAX_SLOT_SECONDS)?;
+        let slot = NonZeroU64::new((in_seconds * NANOS_PER_SEC as f64).round() as u64).expect("at least a millisecond");
+        Ok(Quota { slot, ..day })
+    }
+
+    /// `max_requests` in every period of `calendar`.
+    pub fn per_period(max_requests: u32, calendar: Calendar) -> Result<Quota, LimitError> {
+        let max_requests = NonZeroU32::new(max_requests).ok_or(LimitError::ZeroMaxRequests)?;
+        let slot = NonZeroU64::new(calendar.longest()).expect("a period lasts");
+        Ok(Quota { max_requests, slot, calendar: Some(calendar) })
+    }
+
+    /// The calendar period the slots are, if they are one.
+    pub fn calendar(&self) -> Option<Calendar> {
+        self.calendar
+    }
+
+    /// Whether `other` has the same slots: the same length, or the same
+    /// calendar period and zone.
+    pub fn same_slots(&self, other: &Quota) -> bool {
+        self.slot == other.slot && self.calendar == other.calendar
     }
 
     /// The most permits granted in one slot.
@@ -130,7 +176,9 @@ impl Quota {
         self.max_requests.get()
     }
 
-    /// The slot length in nanoseconds.
+    /// The slot length in nanoseconds; for calendar slots, the longest a
+    /// period lasts (an upper bound: its bounds are `slot_start` and
+    /// `slot_end`).
     pub fn slot_ns(&self) -> Nanos {
         self.slot.get()
     }
@@ -143,18 +191,35 @@ impl Quota {
     /// The number of the slot that `now` falls in. Slots are aligned to the
     /// Unix epoch so that lockers on different hosts agree on boundaries
     /// without talking to each other.
+    /// Calendar slots are numbered from 1970 in their zone (see `Calendar`).
+    #[inline]
     pub fn slot_of(&self, now: Nanos) -> u64 {
-        now / self.slot.get()
+        match self.calendar {
+            None => now / self.slot.get(),
+            Some(c) => c.slot_of(now),
+        }
     }
 
-    /// The same count over a slot `by` nanoseconds longer.
+    /// The same count over a slot `by` nanoseconds longer (never a
+    /// calendar's: only a rolling window widens).
     pub fn widened(self, by: Nanos) -> Quota {
         Quota { slot: self.slot.saturating_add(by), ..self }
     }
 
-    /// When slot number `slot` ends.
+    /// When slot number `slot` begins.
+    pub fn slot_start(&self, slot: u64) -> Nanos {
+        match self.calendar {
+            None => slot.saturating_mul(self.slot.get()),
+            Some(c) => c.slot_start(slot),
+        }
+    }
+
+    /// When slot number `slot` ends: the first instant of the next.
     pub fn slot_end(&self, slot: u64) -> Nanos {
-        slot.saturating_add(1).saturating_mul(self.slot.get())
+        match self.calendar {
+            None => slot.saturating_add(1).saturating_mul(self.slot.get()),
+            Some(c) => c.slot_end(slot),
+        }
     }
 }
 
@@ -220,6 +285,9 @@ impl Limit {
         let printable = name.chars().all(|c| c.is_ascii_graphic() || (!c.is_ascii() && !c.is_whitespace()));
         if name.is_empty() || name.len() > 64 || !printable {
             return Err(LimitError::BadName(name.to_owned()));
+        }
+        if quota.calendar().is_some() && algorithm != Algorithm::FixedWindow {
+            return Err(LimitError::PeriodWithoutFixed);
         }
         if let Algorithm::TokenBucket { burst } = algorithm {
             check_bucket_depth(quota, burst.get())?;
@@ -342,17 +410,21 @@ impl Limit {
     }
 
     /// A digest of the limit's definition (kind, max_requests, slot length,
-    /// burst), the same on every locker and every build: peers compare it
-    /// so that counts of two different limits that share a name are never
-    /// added up. FNV-1a over a canonical text, since it only has to tell
-    /// honest configurations apart.
+    /// burst, and a calendar's period and zone), the same on every locker
+    /// and every build: peers compare it so that counts of two different
+    /// limits that share a name are never added up. FNV-1a over a
+    /// canonical text, since it only has to tell honest configurations
+    /// apart.
     pub fn digest(&self) -> u64 {
         let burst = match self.algorithm {
             Algorithm::TokenBucket { burst } => burst.get(),
             _ => 0,
         };
-        let text =
+        let mut text =
             format!("{}/{}/{}/{}", self.algorithm.name(), self.quota.max_requests(), self.quota.slot_ns(), burst);
+        if let Some(c) = self.quota.calendar() {
+            text.push_str(&format!("/{}/{}", c.period().name(), c.zone_name()));
+        }
         text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
     }
 
@@ -435,5 +507,25 @@ mod tests {
         assert_ne!(b.unwrap().digest(), w(1000, 1.0));
         // Lockers of different builds compare digests: the value must not drift.
         assert_eq!(w(1000, 1.0), 0x4900_c190_f19f_056f, "{:#x}", w(1000, 1.0));
+    }
+
+    #[test]
+    fn a_calendar_window_is_a_fixed_window_whose_digest_names_its_period_and_zone() {
+        use calendar::tests::calendar;
+        let monthly = |zone| Quota::per_period(100, calendar(Period::Month, zone)).unwrap();
+        let digest = |q| Limit::new("api", q).unwrap().digest();
+        assert_eq!(digest(monthly("Europe/Berlin")), digest(monthly("Europe/Berlin")));
+        assert_ne!(digest(monthly("Europe/Berlin")), digest(monthly("America/New_York")));
+        let weekly = Quota::per_period(100, calendar(Period::Week, "Europe/Berlin")).unwrap();
+        assert_ne!(digest(weekly), digest(monthly("Europe/Berlin")));
+        assert!(monthly("UTC").same_slots(&monthly("UTC")) && !monthly("UTC").same_slots(&weekly));
+        assert_eq!(
+            Limit::with_algorithm("b", monthly("UTC"), Algorithm::token_bucket(5).unwrap()),
+            Err(LimitError::PeriodWithoutFixed)
+        );
+        assert_eq!(
+            Limit::with_algorithm("r", monthly("UTC"), Algorithm::RollingWindow),
+            Err(LimitError::PeriodWithoutFixed)
+        );
     }
 }

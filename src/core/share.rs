@@ -182,7 +182,7 @@ impl Share {
             return 0;
         }
         let slot = quota.slot_of(self.owns_from);
-        if quota.slot_end(slot).saturating_sub(quota.slot_ns()) >= self.owns_from {
+        if quota.slot_start(slot) >= self.owns_from {
             self.owns_from
         } else {
             quota.slot_end(slot)
@@ -195,7 +195,7 @@ impl Share {
     /// its earlier runs'.
     fn parts(&self, quota: Quota, total: u32, slot: u64, turn: u64, resumed: bool) -> (u32, u32) {
         let members = self.members.max(1);
-        let start = quota.slot_end(slot).saturating_sub(quota.slot_ns());
+        let start = quota.slot_start(slot);
         let share_of = |place: Option<u32>| {
             let extra = place.is_some_and(|m| (u64::from(m) + turn) % u64::from(members) < u64::from(total % members));
             total / members + u32::from(extra)

@@ -16,7 +16,7 @@ use tracing::{debug, error, info, warn};
 
 use super::clock::{BootStamp, Clock};
 use crate::core::time::NANOS_PER_SEC;
-use crate::core::{Algorithm, Locker, Nanos};
+use crate::core::{Algorithm, Locker, Nanos, Quota};
 use crate::service::{step, Service, Upkeep};
 use crate::state::{
     collapse, digest, Compacted, Header, Keep, Liveness, Record, Replay, RuntimeTerms, StateConfig, StateError,
@@ -593,14 +593,15 @@ fn headroom(max_request: usize) -> usize {
     max_request.saturating_mul(2).saturating_add(256 << 10).min(1 << 30)
 }
 
-/// What the records' limit numbers mean: each limit's name, kind, slot
-/// length and definition's digest, in the locker's order.
-pub struct Layout(Vec<(String, Algorithm, Nanos, u64)>);
+/// What the records' limit numbers mean: each limit's name, kind, slots
+/// (length, or calendar period and zone) and definition's digest, in the
+/// locker's order.
+pub struct Layout(Vec<(String, Algorithm, Quota, u64)>);
 
 impl Layout {
     /// The layout of `locker`'s limits now.
     pub fn of(locker: &Locker) -> Layout {
-        let of = |l: &crate::core::Limit| (l.name().to_owned(), l.algorithm(), l.quota().slot_ns(), l.digest());
+        let of = |l: &crate::core::Limit| (l.name().to_owned(), l.algorithm(), l.quota(), l.digest());
         Layout(locker.figures().stats().map(|(l, _)| of(l)).collect())
     }
 
@@ -612,7 +613,8 @@ impl Layout {
         self.0
             .iter()
             .map(|(name, kind, slot, _)| {
-                let to = now.0.iter().position(|(n, k, s, _)| n == name && same_kind(*k, *kind) && s == slot)?;
+                let to =
+                    now.0.iter().position(|(n, k, q, _)| n == name && same_kind(*k, *kind) && q.same_slots(slot))?;
                 Some(to as u32)
             })
             .collect()
@@ -633,7 +635,13 @@ fn limits_digest(locker: &Locker) -> u64 {
         |(i, _): &(usize, _)| locker.keeping().limit_at(*i).is_some_and(|id| !locker.figures().is_runtime(id));
     for (_, (limit, _)) in locker.figures().stats().enumerate().filter(configured) {
         let q = limit.quota();
-        text.push_str(&format!("{}|{:?}|{}|{}\n", limit.name(), limit.algorithm(), q.max_requests(), q.slot_ns()));
+        text.push_str(&format!("{}|{:?}|{}|{}", limit.name(), limit.algorithm(), q.max_requests(), q.slot_ns()));
+        // A calendar's period and zone, after the figures every earlier
+        // file's digest was taken over, so that those still match.
+        if let Some(c) = q.calendar() {
+            text.push_str(&format!("|{}|{}", c.period().name(), c.zone_name()));
+        }
+        text.push('\n');
     }
     digest(&text)
 }

@@ -434,7 +434,15 @@ fn rule(path: &str, r: &RawRateLimit, shadow_mode: bool) -> Result<DescriptorRul
 fn locker_limit(path: &str, r: &RawRateLimit, unit: Unit) -> Result<Limit, String> {
     let text = |e: LimitError| e.to_string();
     let seconds = r.in_seconds.unwrap_or(unit_seconds(unit));
-    let quota = Quota::new(r.requests_per_unit, seconds).map_err(|e| match e {
+    // A fixed window of a week, a month or a year counts as
+    // envoyproxy/ratelimit's does: one window of that many seconds,
+    // aligned to the epoch. Other kinds keep a day at most.
+    let fixed = matches!(r.algorithm.as_deref(), None | Some("fixed-window"));
+    let quota = match r.in_seconds {
+        None if fixed => Quota::long(r.requests_per_unit, seconds),
+        _ => Quota::new(r.requests_per_unit, seconds),
+    };
+    let quota = quota.map_err(|e| match e {
         LimitError::SlotOutOfRange(_) if r.in_seconds.is_none() => too_long(unit),
         e => text(e),
     })?;
@@ -452,16 +460,17 @@ fn locker_limit(path: &str, r: &RawRateLimit, unit: Unit) -> Result<Limit, Strin
     Limit::with_algorithm(&limit_name(path), quota, algorithm).map_err(text)
 }
 
-/// Why a rate limit of one `unit` (a week, a month, a year) is refused:
-/// envoyproxy/ratelimit counts it as one fixed window of that many
-/// seconds, longer than a locker's longest, and any shorter window would
-/// be another limit; the error names what counts exactly instead.
+/// Why a rate limit of one `unit` (a week, a month, a year) of a token
+/// bucket or a rolling window is refused: envoyproxy/ratelimit counts it
+/// as one fixed window of that many seconds, longer than such a kind's
+/// longest, and any shorter window would be another limit; the error
+/// names what counts exactly instead.
 fn too_long(unit: Unit) -> String {
     let seconds = unit_seconds(unit) as u64;
     format!(
         "unit {unit}: envoyproxy/ratelimit counts it as one fixed window of {seconds} s (aligned to the epoch), \
-         longer than a locker's longest window, a day; write unit: day with a day's requests_per_unit, or \
-         in_seconds (at most 86400) for another window",
+         longer than a token bucket's or a rolling window's longest, a day; count it in a fixed window \
+         (no algorithm), or write in_seconds (at most 86400) for another window",
         unit = format!("{unit:?}").to_lowercase()
     )
 }

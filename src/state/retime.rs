@@ -99,8 +99,8 @@ fn period_shift(quota: Quota, written: Written, step: i64) -> i64 {
 /// whole slot when the writer granted it and the slot had not ended when
 /// this run started.
 fn fixed_span(quota: Quota, slot: u64, written: Written) -> (Nanos, Nanos) {
-    let first = slot.saturating_mul(quota.slot_ns());
-    let end = first.saturating_add(quota.slot_ns() - 1);
+    let first = quota.slot_start(slot);
+    let end = quota.slot_end(slot).saturating_sub(1).max(first);
     match written.own_until {
         Some(start) if start <= end => (first, end),
         _ => (first, written.at.clamp(first, end)),

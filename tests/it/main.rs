@@ -107,6 +107,8 @@ mod ask;
 mod batch;
 /// `locker bench` against a real locker: its counts add up.
 mod bench;
+/// Calendar windows (a day, week or month of a time zone) on the seam, peered on a simulated clock, and restarted with a state file.
+mod calendar;
 /// Wall clocks stepped across a restart, under libfaketime.
 mod clocks;
 /// What stats count and what an ask may ask, on the seam: peeks apart from go, the hold's bound, refused peer messages.

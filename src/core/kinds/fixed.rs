@@ -84,11 +84,11 @@ impl FixedWindow {
         self.quota.slot_ns().saturating_mul(2)
     }
 
-    /// Takes a new quota, keeping the counts when the slot length is the
-    /// same (a new `max_requests` applies to them from the next ask);
-    /// returns false, changing nothing, when the slots would differ.
+    /// Takes a new quota, keeping the counts when the slots are the same
+    /// (a new `max_requests` applies to them from the next ask); returns
+    /// false, changing nothing, when the slots would differ.
     pub fn retune(&mut self, quota: Quota) -> bool {
-        let same_slots = quota.slot_ns() == self.quota.slot_ns();
+        let same_slots = quota.same_slots(&self.quota);
         if same_slots {
             self.quota = quota;
         }

@@ -71,13 +71,15 @@ impl Limit {
     }
 
     /// Whether `other` counts as this limit does: the same kind, count,
-    /// slot length (without a rolling window's margin) and burst. Terms
-    /// sent with an ask say no more than these.
+    /// slot length (without a rolling window's margin) and burst, and
+    /// neither counts by calendar periods. Terms sent with an ask say no
+    /// more than these (they name no period).
     pub fn counts_as(&self, other: &Limit) -> bool {
         let slot = |l: &Limit| l.quota().slot_ns() - l.margin();
         self.algorithm() == other.algorithm()
             && self.quota().max_requests() == other.quota().max_requests()
             && slot(self) == slot(other)
+            && self.quota().calendar() == other.quota().calendar()
     }
 }
 

@@ -210,12 +210,13 @@ fn errors_say_where() {
     assert!(
         error("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {requests_per_unit: 5}\n").contains("needs a unit")
     );
-    let e = error("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: month, requests_per_unit: 5}\n");
+    let bucket = "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: month, requests_per_unit: 5, algorithm: token-bucket}\n";
+    let e = error(bucket);
     assert!(e.contains("d.a: unit month: envoyproxy/ratelimit counts it as one fixed window of 2592000 s"), "{e}");
-    assert!(e.contains("longer than a locker's longest window, a day; write unit: day"), "{e}");
+    assert!(e.contains("longer than a token bucket's or a rolling window's longest, a day"), "{e}");
     for (unit, seconds) in [("week", "604800"), ("year", "31536000")] {
         let e = error(&format!(
-            "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {{unit: {unit}, requests_per_unit: 5}}\n"
+            "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {{unit: {unit}, requests_per_unit: 5, algorithm: rolling-window}}\n"
         ));
         assert!(
             e.contains(&format!("unit {unit}: envoyproxy/ratelimit counts it as one fixed window of {seconds} s")),
@@ -258,4 +259,37 @@ fn all_or_nothing_is_a_domains_setting_without_shadow_rules() {
     assert!(!table(MESSAGING).all_or_nothing("messaging"), "off by default");
     let e = error("domain: a\nall_or_nothing: true\ndescriptors:\n  - key: k\n    shadow_mode: true\n    rate_limit: {unit: second, requests_per_unit: 1}\n");
     assert!(e.contains("test.yaml: a domain that is all_or_nothing has no shadow_mode descriptor"), "{e}");
+}
+
+/// envoyproxy/ratelimit's long units are fixed dividers of Unix time
+/// (`UnitToDivider`: a week of 604,800 s, a month of 30 days, a year of
+/// 365), not calendar periods: a fixed window of each, aligned to the epoch.
+#[test]
+fn long_units_are_fixed_windows_of_envoys_dividers() {
+    let t = table(
+        "domain: x
+descriptors:
+  - key: w
+    rate_limit: {unit: week, requests_per_unit: 7}
+  - key: m
+    rate_limit: {unit: month, requests_per_unit: 30}
+  - key: y
+    rate_limit: {unit: YEAR, requests_per_unit: 365}
+",
+    );
+    let rule = |k: &str| t.find("x", [(k, "v")].into_iter()).unwrap().rule.clone();
+    const S: u64 = 1_000_000_000;
+    for (key, divider) in [("w", 604_800), ("m", 2_592_000), ("y", 31_536_000)] {
+        let rule = rule(key);
+        let limit = rule.limit.clone().unwrap();
+        assert_eq!((limit.algorithm(), limit.quota().calendar()), (Algorithm::FixedWindow, None), "{key}");
+        assert_eq!(limit.quota().slot_ns(), divider * S, "{key}");
+        assert_eq!(rule.window_s(), divider as f64, "{key}");
+        // Slots are multiples of the divider since the epoch, as
+        // envoyproxy/ratelimit's `now / divider`.
+        let now = 1_795_000_000 * S;
+        assert_eq!(limit.quota().slot_of(now), now / (divider * S), "{key}");
+        assert_eq!(limit.quota().slot_end(limit.quota().slot_of(now)) % (divider * S), 0, "{key}");
+    }
+    assert_eq!(rule("m").limit.unwrap().quota().max_requests(), 30);
 }

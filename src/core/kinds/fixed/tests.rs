@@ -1,7 +1,10 @@
 //! The fixed window's rules with literal instants, and a property test of reservations.
 
 use super::*;
+use crate::core::limit::calendar::tests::{at, calendar};
+use crate::core::limit::Period;
 use crate::core::share::Count;
+use crate::core::time::NANOS_PER_SEC;
 
 fn window(max: u32, secs: f64) -> FixedWindow {
     FixedWindow::new(Quota::new(max, secs).unwrap())
@@ -223,4 +226,72 @@ fn counts_too_far_ahead_or_for_a_skipped_slot_are_not_kept() {
     assert!(w.merge_count(t0 + 700_000_000, &heard(11, 3), Leeway::ALONE, |_, _, _, _| {}));
     w.advance(t0 + 2_400_000_000); // slot 13: slot 11 passed unseen
     assert!(w.tally(Some("k")).is_none_or(|t| t.heard() == 0), "nothing of slot 11 reaches slot 13");
+}
+
+/// A window of `max` per calendar `period` in `zone`.
+fn calendar_window(max: u32, period: Period, zone: &str) -> FixedWindow {
+    FixedWindow::new(Quota::per_period(max, calendar(period, zone)).unwrap())
+}
+
+#[test]
+fn a_monthly_window_resets_at_midnight_of_the_first_in_its_zone() {
+    for zone in ["America/New_York", "Europe/Berlin"] {
+        let mut w = calendar_window(2, Period::Month, zone);
+        let last = at(zone, "2026-01-31T23:59:59");
+        assert!(take(&mut w, at(zone, "2026-01-01T00:00:00"), Some("k")).go, "{zone}");
+        assert!(take(&mut w, at(zone, "2026-01-15T12:00:00"), Some("k")).go, "{zone}");
+        let v = take(&mut w, last, Some("k"));
+        assert!(!v.go, "{zone}: the month's two are spent");
+        // The reset names the zone's midnight, a second away, not UTC's.
+        assert_eq!((v.reset_after, v.retry_after), (NANOS_PER_SEC, NANOS_PER_SEC), "{zone}");
+        assert!(!take(&mut w, at(zone, "2026-02-01T00:00:00") - 1, Some("k")).go, "{zone}");
+        let v = take(&mut w, at(zone, "2026-02-01T00:00:00"), Some("k"));
+        assert!(v.go, "{zone}: February begins at its midnight");
+        assert_eq!(v.reset_after, 28 * 86_400 * NANOS_PER_SEC, "{zone}: February 2026 has 28 days");
+    }
+}
+
+#[test]
+fn a_daily_window_follows_a_daylight_saving_day_of_23_hours() {
+    let zone = "Europe/Berlin";
+    let mut w = calendar_window(1, Period::Day, zone);
+    let v = take(&mut w, at(zone, "2026-03-29T00:00:00"), None);
+    assert_eq!(v.reset_after, 23 * 3_600 * NANOS_PER_SEC, "the clocks skip an hour that day");
+    assert!(!take(&mut w, at(zone, "2026-03-29T23:59:59"), None).go);
+    assert!(take(&mut w, at(zone, "2026-03-30T00:00:00"), None).go);
+}
+
+#[test]
+fn a_weekly_window_starts_on_monday() {
+    let zone = "UTC";
+    let mut w = calendar_window(1, Period::Week, zone);
+    assert!(take(&mut w, at(zone, "2026-12-02T10:00:00"), None).go, "a Wednesday");
+    let v = take(&mut w, at(zone, "2026-12-06T23:00:00"), None);
+    assert!(!v.go, "the Sunday after is the same week");
+    assert_eq!(v.reset_after, 3_600 * NANOS_PER_SEC);
+    assert!(take(&mut w, at(zone, "2026-12-07T00:00:00"), None).go, "Monday begins the next");
+}
+
+#[test]
+fn a_reservation_waits_into_the_next_month_and_counts_there() {
+    let zone = "America/New_York";
+    let mut w = calendar_window(1, Period::Month, zone);
+    let last = at(zone, "2026-01-31T23:59:59");
+    assert!(take(&mut w, last, None).go);
+    w.advance(last);
+    let v = w.take(last, None, Want { cost: 1, up_to: false, max_wait: 2 * NANOS_PER_SEC }, KeyRoom::Free).unwrap();
+    assert!(v.go);
+    assert_eq!(v.wait, NANOS_PER_SEC, "it goes at the zone's midnight");
+    // February's one permit went to the reservation.
+    let feb = at(zone, "2026-02-01T00:00:00");
+    assert!(!take(&mut w, feb, None).go);
+    assert!(take(&mut w, at(zone, "2026-03-01T00:00:00"), None).go, "March's is free");
+}
+
+#[test]
+fn a_retune_keeps_counts_only_for_the_same_calendar() {
+    let mut w = calendar_window(1, Period::Month, "Europe/Berlin");
+    assert!(w.retune(Quota::per_period(5, calendar(Period::Month, "Europe/Berlin")).unwrap()));
+    assert!(!w.retune(Quota::per_period(5, calendar(Period::Month, "America/New_York")).unwrap()));
+    assert!(!w.retune(Quota::new(5, 86_400.0).unwrap()));
 }
