@@ -107,6 +107,9 @@ mod ask;
 mod batch;
 /// `locker bench` against a real locker: its counts add up.
 mod bench;
+/// Permits charged after the fact: the debt each kind carries and the asks that wait it out; peered, a debt of the
+/// charging locker's share; `locker charge`.
+mod charge;
 /// Wall clocks stepped across a restart, under libfaketime.
 mod clocks;
 /// What stats count and what an ask may ask, on the seam: peeks apart from go, the hold's bound, refused peer messages.
