@@ -54,6 +54,8 @@ enum Command {
     Ask(AskArgs),
     /// Give back permits a key took and that still count; exit 0 when answered, 2 on an error.
     Refund(together::RefundArgs),
+    /// Charge permits a key used, taken past the limit if need be (a debt later asks wait out); exit 0 when answered, 2 on an error.
+    Charge(together::ChargeArgs),
     /// Clear one key's count of a limit that allows it (allow_reset); exit 0 when cleared, 2 when refused.
     Reset(together::KeyArgs),
     /// Acquire, heartbeat or release a lease on a semaphore limit.
@@ -246,6 +248,7 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => serve(*args),
         Command::Ask(args) => ask(args),
         Command::Refund(args) => together::refund(args),
+        Command::Charge(args) => together::charge(args),
         Command::Reset(args) => together::reset(args),
         Command::Lease(command) => lease::run(command),
         Command::Stats(args) => stats(args),

@@ -38,7 +38,7 @@ pub mod share;
 pub mod store_lease;
 pub mod time;
 
-pub use ask::{AcquireAsk, HeartbeatAsk, PermitAsk, Verdict, Want};
+pub use ask::{AcquireAsk, Charged, HeartbeatAsk, PermitAsk, Verdict, Want, MAX_CHARGE_CAPACITIES};
 pub use lease_id::{Entropy, LeaseMinter, LeaseSecret};
 pub use limit::LimitId;
 pub use limit::{Algorithm, Limit, LimitError, Quota, TermsError, DEFAULT_LIMIT};

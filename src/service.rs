@@ -26,6 +26,7 @@ use crate::core::{time::ceil_ms, AskError, LimitId, Locker, Nanos, Peering, Perm
 use crate::state::Journal;
 use crate::wire::{self, BatchEntry, Decoded, Decoder, ErrorReply, GoReply, Request};
 
+mod charge;
 mod hold;
 mod hold_lease;
 mod kept;
@@ -258,6 +259,7 @@ impl Service {
             Request::Batch(_) => self.batch(now, decoded, out),
             Request::All(all) => return self.all(now, all, decoded.parts(), out),
             Request::Refund(refund) => self.refund(now, refund, out),
+            Request::Charge(charge) => self.charge(now, charge, out),
             Request::Reset(reset) => self.reset(now, reset, out),
             Request::Acquire(_) | Request::Heartbeat(_) | Request::Release(_) => {
                 self.lease(now, request, out);

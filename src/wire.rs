@@ -12,7 +12,8 @@
 //!
 //! One file per message family: `ask` (the structured "may I go?"),
 //! `request` (every request, and the one decoder), `batch` (many asks in one
-//! message), `together` (`all`, refund, reset), `entries` (a batch with
+//! message), `together` (`all`, refund, reset), `charge` (permits charged
+//! after the fact, and the debt they leave), `entries` (a batch with
 //! `all` entries),
 //! `parents` (the keys an ask names for the limits above its own),
 //! `lease` (acquire, heartbeat, release), `reply` (go, sorry, errors, stats)
@@ -32,6 +33,7 @@ use serde::{Deserialize, Serialize};
 mod ask;
 mod batch;
 mod cascade;
+mod charge;
 mod entries;
 mod fast;
 mod lease;
@@ -43,6 +45,7 @@ mod together;
 
 pub use ask::{Ask, Terms};
 pub use batch::{begin_batch_reply, classify_batch_reply, decode_batch_reply, encode_batch, AskBatch, Entries};
+pub use charge::{decode_charge_reply, encode_charge_reply, Charge, ChargeReply};
 pub use entries::{decode_batch_entries_reply, encode_batch_entries, BatchAsk, BatchEntries, BatchEntry, EntryReply};
 #[cfg(test)]
 pub(crate) use fast::reads as map_reads;
@@ -135,7 +138,7 @@ pub enum WireError {
     TooDeep,
     #[error("bad request: trailing bytes after the request map")]
     TrailingBytes,
-    #[error("unknown op {0:?} (expected \"go\", \"batch\", \"all\", \"refund\", \"reset\", \"stats\", \"acquire\", \"heartbeat\" or \"release\")")]
+    #[error("unknown op {0:?} (expected \"go\", \"batch\", \"all\", \"refund\", \"charge\", \"reset\", \"stats\", \"acquire\", \"heartbeat\" or \"release\")")]
     UnknownOp(String),
     #[error("bad request: op {0:?} needs a lease")]
     NoLease(&'static str),
@@ -159,6 +162,8 @@ pub enum WireError {
     BadParents(String),
     #[error("bad request: {0}")]
     MisplacedParents(&'static str),
+    #[error("bad request: {0}")]
+    MisplacedField(&'static str),
 }
 
 /// Whether `body` is a structured request: it starts with a MessagePack map

@@ -1,5 +1,6 @@
 //! `locker ask` with several `--limit` (limits checked together, as one
-//! `all`), `locker refund` (with `--parent`, to the limits above too) and
+//! `all`), `locker refund` (with `--parent`, to the limits above too),
+//! `locker charge` (permits used, taken past the limit if need be) and
 //! `locker reset`: each one request through
 //! `Client`, printed for a person or as JSON.
 
@@ -9,7 +10,7 @@ use clap::Args;
 
 use super::{exit_for, failure, ConnectArgs, EXIT_GO};
 use crate::client::Client;
-use crate::wire::{AllReply, Ask, GoReply, Parents, Refund};
+use crate::wire::{AllReply, Ask, Charge, GoReply, Parents, Refund};
 
 /// One key of one limit, on the lockers asked.
 #[derive(Debug, Args)]
@@ -33,6 +34,18 @@ pub(crate) struct RefundArgs {
     cost: u64,
     /// The key of a limit above --limit, as the ask named it (e.g. --parent team=t3); repeat for each: each gets the
     /// permits back too.
+    #[arg(long = "parent", value_name = "LIMIT=KEY", value_parser = super::parse_parent)]
+    parents: Vec<(String, String)>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ChargeArgs {
+    #[command(flatten)]
+    of: KeyArgs,
+    /// Permits used, to take whatever is left: what goes past the limit is a debt later asks wait out.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    cost: u64,
+    /// The key of a limit above --limit (e.g. --parent team=t3); repeat for each: each is charged too.
     #[arg(long = "parent", value_name = "LIMIT=KEY", value_parser = super::parse_parent)]
     parents: Vec<(String, String)>,
 }
@@ -79,6 +92,28 @@ pub(crate) fn refund(args: RefundArgs) -> u8 {
     };
     let reply = of.connect.client().and_then(|mut c| c.give_back(&refund));
     print_done(reply, json, |r| format!("refunded {}, {} left", r.granted.unwrap_or(0), r.remaining))
+}
+
+pub(crate) fn charge(args: ChargeArgs) -> u8 {
+    let (of, json) = (&args.of, args.of.connect.json);
+    let pairs = super::parent_pairs(&args.parents);
+    let charge = Charge {
+        limit: of.limit.as_deref(),
+        key: of.key.as_deref(),
+        cost: args.cost,
+        parents: (!pairs.is_empty()).then(|| Parents::new(&pairs)),
+    };
+    match of.connect.client().and_then(|mut c| c.charge_with(&charge)) {
+        Ok(r) if json => {
+            println!("{}", serde_json::to_string(&r).expect("a reply is plain data"));
+            EXIT_GO
+        }
+        Ok(r) => {
+            println!("charged {}, {} left, {} owed", r.granted, r.remaining, r.debt);
+            EXIT_GO
+        }
+        Err(e) => failure::request_failed(&e, json),
+    }
 }
 
 pub(crate) fn reset(args: KeyArgs) -> u8 {

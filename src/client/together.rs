@@ -1,11 +1,12 @@
 //! The client's side of limits checked together, refunds and resets:
 //! `Client::all` (and `all_within`, with the whole's wait and hold;
 //! `ask_entries`, a batch with `all` entries),
-//! `Client::refund` (`give_back`, to the limits above too) and `Client::reset`, each one round trip through
+//! `Client::refund` (`give_back`, to the limits above too), `Client::charge`
+//! (`charge_with`: permits used, past the limit if need be) and `Client::reset`, each one round trip through
 //! `wire`, failing over as every request does.
 
 use super::{Client, ClientError};
-use crate::wire::{self, AllReply, Ask, BatchAsk, EntryReply, GoReply, Refund, Reply, Reset};
+use crate::wire::{self, AllReply, Ask, BatchAsk, Charge, ChargeReply, EntryReply, GoReply, Refund, Reply, Reset};
 
 impl Client {
     /// Asks for every one of `asks` together (at most `wire::MAX_PARTS`):
@@ -74,6 +75,23 @@ impl Client {
     /// of the level with the fewest permits left after it.
     pub fn give_back(&mut self, refund: &Refund) -> Result<GoReply, ClientError> {
         self.send_map(&refund.to_map())
+    }
+
+    /// Charges `cost` permits `key` used of `limit` (the default limit
+    /// when `None`) before it could know how many: taken whatever is left,
+    /// past the limit if need be. The reply's `debt` is what is owed
+    /// beyond the limit, which later asks of the key wait out; `ok` is
+    /// always true. A semaphore, or a limit kept in a store, refuses it.
+    pub fn charge(&mut self, limit: Option<&str>, key: Option<&str>, cost: u64) -> Result<ChargeReply, ClientError> {
+        self.charge_with(&Charge { limit, key, cost, parents: None })
+    }
+
+    /// Sends `charge` as it is: with `parents`, the permits are charged
+    /// to the limits above its limit too, each under the key named for it.
+    /// The reply is the figures of the level with the fewest permits left
+    /// and the largest debt of any level.
+    pub fn charge_with(&mut self, charge: &Charge) -> Result<ChargeReply, ClientError> {
+        self.send_map(&charge.to_map())
     }
 
     /// Clears `key`'s count of `limit` (the default limit when `None`);

@@ -238,3 +238,20 @@ impl Verdict {
         Verdict { go: true, limit, remaining, retry_after: 0, reset_after, granted, wait: 0 }
     }
 }
+
+/// A charge may owe at most this many times its limit's capacity: a debt
+/// is paid by the slots (or the refill) that follow, and a fixed window
+/// keeps one count for each slot a debt reaches into.
+pub const MAX_CHARGE_CAPACITIES: u64 = 64;
+
+/// The answer to a charge (`Locker::charge`): permits used before they
+/// were asked for, taken whatever is left, past empty if need be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Charged {
+    /// Always a go, with `granted` the cost; `remaining` is 0 while in
+    /// debt, and `reset_after` when the count is whole again.
+    pub verdict: Verdict,
+    /// Permits owed beyond the limit right now, which later asks wait out
+    /// (each kind says how, see `Rule::charge`); 0 when none.
+    pub debt: u32,
+}

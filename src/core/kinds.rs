@@ -19,7 +19,7 @@ pub mod fixed;
 pub mod rolling;
 pub mod semaphore;
 
-use super::ask::{Verdict, Want};
+use super::ask::{Charged, Verdict, Want};
 use super::limit::{Algorithm, Limit, LimitId, Quota};
 use super::room::{KeyBudget, KeyRoom, Leeway, NoRoom};
 use super::share::exchange::KeptExchange;
@@ -102,6 +102,22 @@ impl Rule {
             Rule::Window(w) => Ok(w.take_shared(now, key, want, terms)?),
             Rule::Bucket(b) => Ok(b.take_shared(now, key, want, terms)?),
             Rule::Rolling(r) => Ok(r.take_shared(now, key, want, terms)?),
+            Rule::Semaphore(_) => Err(TakeError::Semaphore),
+        }
+    }
+
+    /// Charges `cost` permits used by `key` before they were asked for:
+    /// taken whatever is left, past the limit if need be, the excess a
+    /// debt that later asks wait out (a token bucket's tokens below zero,
+    /// a fixed window's count carried into the slots after, a rolling
+    /// window's grants until they leave it; see each kind's `charge`).
+    /// Peered, the debt is this locker's own share's. A semaphore takes
+    /// no charge. Call `advance` first.
+    pub fn charge(&mut self, now: Nanos, key: Option<&str>, cost: u32, terms: Leeway) -> Result<Charged, TakeError> {
+        match self {
+            Rule::Window(w) => Ok(w.charge(now, key, cost, terms)?),
+            Rule::Bucket(b) => Ok(b.charge(now, key, cost, terms)?),
+            Rule::Rolling(r) => Ok(r.charge(now, key, cost, terms)?),
             Rule::Semaphore(_) => Err(TakeError::Semaphore),
         }
     }

@@ -54,6 +54,7 @@ use super::room::{KeyBudget, KeyRoom, Leeway};
 use super::time::Nanos;
 use crate::core::share::{Count, PeerView, Share};
 
+mod charge;
 pub mod kept;
 mod leases;
 mod peers;
@@ -82,6 +83,13 @@ pub enum AskError {
     CostAboveMax { cost: u64, max: u32 },
     #[error("limit {0:?} is a semaphore: take it with op \"acquire\"")]
     IsSemaphore(String),
+    #[error("limit {0:?} is a semaphore: a lease is not a rate, so nothing can be charged to it after the fact (acquire a lease, release it when done)")]
+    ChargeSemaphore(String),
+    #[error(
+        "a charge of {cost} is above the most a charge may owe, {most} ({} times the limit's capacity)",
+        crate::core::ask::MAX_CHARGE_CAPACITIES
+    )]
+    ChargeAboveMost { cost: u64, most: u64 },
     #[error("limit {0:?} does not allow a reset (set allow_reset = true in its [limits] entry)")]
     ResetNotAllowed(String),
     #[error("\"up_to\" is not allowed in a part of \"all\": each part takes its whole cost or nothing")]

@@ -120,6 +120,10 @@ struct RawFile {
     /// An extension: a request's descriptors go, or none is charged.
     #[serde(default)]
     all_or_nothing: bool,
+    /// An extension: a refused descriptor's hits are charged too, past the
+    /// limit, as envoyproxy/ratelimit counts them.
+    #[serde(default)]
+    charge_refused: bool,
 }
 
 /// One configured rate limit: what the reply reports and the locker limit
@@ -185,6 +189,8 @@ pub struct Table {
     rules: Vec<DescriptorRule>,
     /// The domains whose descriptors go together or not at all.
     all_or_nothing: Vec<String>,
+    /// The domains whose refused descriptors are charged their hits.
+    charge_refused: Vec<String>,
 }
 
 /// What a descriptor matched: its rule and its key within the rule's limit.
@@ -254,6 +260,14 @@ impl Table {
             }
             self.all_or_nothing.push(file.domain.clone());
         }
+        if file.charge_refused {
+            if file.all_or_nothing {
+                let why = "a domain is all_or_nothing (a refused request charges nothing) or charge_refused (it \
+                           charges every descriptor's hits), not both";
+                return Err(invalid(why.to_owned()));
+            }
+            self.charge_refused.push(file.domain.clone());
+        }
         self.domains.insert(file.domain, root);
         Ok(())
     }
@@ -303,6 +317,12 @@ impl Table {
     /// (`all_or_nothing: true` in its file).
     pub fn all_or_nothing(&self, domain: &str) -> bool {
         self.all_or_nothing.iter().any(|d| d == domain)
+    }
+
+    /// Whether `domain`'s refused descriptors are charged their hits all
+    /// the same (`charge_refused: true` in its file).
+    pub fn charge_refused(&self, domain: &str) -> bool {
+        self.charge_refused.iter().any(|d| d == domain)
     }
 
     /// Whether `domain` is configured.

@@ -12,7 +12,11 @@
 //! that is refused is not charged (the locker never counts past a limit),
 //! and a check (`hits_addend` 0 on a descriptor) is never over. In a
 //! domain that is `all_or_nothing` the asks go as one `all`: a refused
-//! request charges nothing to any descriptor.
+//! request charges nothing to any descriptor. In a domain that is
+//! `charge_refused`, as in envoyproxy/ratelimit, a refused descriptor's
+//! hits are counted all the same: `charges` writes a `charge` of each,
+//! sent after the batch, which takes them past the limit (a debt later
+//! requests wait out).
 //!
 //! This module is pure: bytes and values in, bytes and values out.
 
@@ -104,6 +108,9 @@ pub struct Plan<'a> {
     headers: Option<HeaderStyle>,
     /// The encoded batch or `all`; empty when nothing needs the locker.
     pub body: Vec<u8>,
+    /// Each ask's limit, key and cost, when the domain charges refused
+    /// descriptors (`charges`); empty otherwise.
+    charged: Vec<(String, String, u64)>,
 }
 
 /// Checks `request`, matches each descriptor in `table` (or takes its
@@ -177,7 +184,37 @@ pub fn plan<'a>(table: &'a Table, request: &RateLimitRequest, answering: &Answer
     if body.len() > answering.max_message_size {
         return Err(BadRequest::TooLarge(body.len()));
     }
-    Ok(Plan { steps, all, headers: answering.headers, body })
+    let charged = match table.charge_refused(&request.domain) {
+        true => counted.into_iter().map(|c| (c.limit, c.key, c.cost)).collect(),
+        false => Vec::new(),
+    };
+    Ok(Plan { steps, all, headers: answering.headers, body, charged })
+}
+
+/// The charges a domain that is `charge_refused` sends after the batch's
+/// `reply`: one for each descriptor the locker refused, of its hits (a
+/// check charges nothing), each one request's bytes. None in any other
+/// domain, or when the reply cannot be read (`answer` says why).
+pub fn charges(plan: &Plan, reply: &[u8]) -> Vec<Vec<u8>> {
+    if plan.charged.is_empty() {
+        return Vec::new();
+    }
+    let Ok(Reply::Answer(replies)) = wire::decode_batch_reply(reply) else { return Vec::new() };
+    let mut bodies = Vec::new();
+    for step in &plan.steps {
+        let DescriptorStep::Asked { index, check: false, .. } = step else { continue };
+        let (Some(Ok(go)), Some((limit, key, cost))) = (replies.get(*index), plan.charged.get(*index)) else {
+            continue;
+        };
+        if go.ok {
+            continue;
+        }
+        let charge = wire::Charge { limit: Some(limit), key: Some(key), cost: *cost, parents: None };
+        let mut body = Vec::new();
+        wire::encode(&charge.to_map(), &mut body);
+        bodies.push(body);
+    }
+    bodies
 }
 
 /// The step of a descriptor of `cost` under `rule`, counted by `limit`

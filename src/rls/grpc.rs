@@ -24,6 +24,7 @@ use super::config::Table;
 use super::counts::{CallOutcome, Counts};
 use super::decide::{self, Answering, BadRequest, Unanswered};
 use super::proto::{Code, RateLimitRequest, RateLimitResponse};
+use crate::wire;
 
 /// The service's full name, as Envoy calls it.
 pub const SERVICE: &str = "envoy.service.ratelimit.v3.RateLimitService";
@@ -142,6 +143,18 @@ async fn should_rate_limit(shared: &Shared, request: &RateLimitRequest) -> Resul
             Err(e) => return Err(Status::internal(e.to_string())),
         }
     };
+    for body in decide::charges(&plan, &reply) {
+        // The answer stands whatever becomes of a charge: the descriptor
+        // was over either way.
+        let bridge = shared.bridge.clone();
+        match tokio::task::spawn_blocking(move || bridge.ask(&body)).await {
+            Ok(Ok(charged))
+                if wire::decode_charge_reply(&charged).is_ok_and(|r| matches!(r, wire::Reply::Answer(_))) => {}
+            Ok(Ok(_)) => warn!(domain = %request.domain, "a refused descriptor's hits could not be charged"),
+            Ok(Err(e)) => warn!(error = %e, "a refused descriptor's charge got no answer from the locker"),
+            Err(e) => warn!(error = %e, "a refused descriptor's charge failed"),
+        }
+    }
     decide::answer(&plan, &reply).map_err(|e| {
         debug!(error = %e, domain = %request.domain, "a rate-limit call refused");
         match e {

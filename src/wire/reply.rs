@@ -222,6 +222,10 @@ pub struct LimitStatsReply {
     /// absent when 0.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub peeks: u64,
+    /// Permits charged after the fact (`charge`; each charge is also a
+    /// request and a go); absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub charged: u64,
 }
 
 /// What a reply to "may I go?" said; see `wire::classify_reply`.

@@ -7,6 +7,7 @@
 use super::ask::Ask;
 use super::batch::AskBatch;
 use super::cascade::{read_go, read_rest_into, Read};
+use super::charge::Charge;
 use super::entries::{other_entry, part_of_entry, BatchEntry};
 use super::fast::Checked;
 use super::lease::{Heartbeat, LeaseAsk, Release};
@@ -26,6 +27,8 @@ pub enum Request<'a> {
     All(AllAsk<'a>),
     /// Give back permits a key took.
     Refund(Refund<'a>),
+    /// Take permits a key used, whatever is left.
+    Charge(Charge<'a>),
     /// Clear one key's count.
     Reset(Reset<'a>),
     /// The locker's counters.
@@ -87,6 +90,7 @@ fn decode_other_into<'a>(body: &'a [u8], entry: &mut impl FnMut(Checked<'a>)) ->
             None => Err(WireError::NoParts),
         },
         "refund" => Ok(Request::Refund(Refund::from_map(&map))),
+        "charge" => Charge::from_map(&map).map(Request::Charge),
         "reset" => Reset::from_map(&map).map(Request::Reset),
         "stats" => Ok(Request::Stats),
         "acquire" => Ok(Request::Acquire(LeaseAsk::from_map(&map))),

@@ -116,6 +116,7 @@ const COMMANDS: &[(&str, &str, Do)] = &[
     ("docs/operations.md", "locker refund --limit api --key user-7 --cost 2", Run),
     ("docs/operations.md", "locker reset --limit NAME --key KEY", Skip(PATTERN)),
     ("docs/operations.md", "locker ask --limit user --key u7 --parent team=t3 --parent org=acme", Skip(PARENTS)),
+    ("docs/operations.md", "locker charge --limit api --key user-9 --cost 12", Run),
     ("docs/operations.md", "locker lease acquire --limit db", Run),
     ("docs/operations.md", "locker health --metrics HOST:PORT", Skip(PATTERN)),
     ("docs/operations.md", "cargo test --release --test it clocks", Tests("clocks")),
@@ -289,7 +290,7 @@ locker() {
   local arg
   case "$1" in
     serve) shift; serve_until_listening "$@" ;;
-    ask|stats|bench|lease|refund|reset)
+    ask|stats|bench|lease|refund|charge|reset)
       for arg in "$@"; do
         if [ "$arg" = --connect ]; then "$LOCKER_BIN" "$@"; return; fi
       done

@@ -9,8 +9,9 @@
 //! deliberate: update the README's wire contract in the same change.
 
 use locker::wire::{
-    self, AllReply, Ask, BatchAsk, BatchEntry, EntryReply, ErrorReply, GoReply, LeaseAsk, LeaseReply, LimitStatsReply,
-    Parents, PeerKind, PeerMsg, Refund, Release, Reply, ReplyKind, Request, RequestMap, Reset, StatsReply, Terms,
+    self, AllReply, Ask, BatchAsk, BatchEntry, Charge, ChargeReply, EntryReply, ErrorReply, GoReply, LeaseAsk,
+    LeaseReply, LimitStatsReply, Parents, PeerKind, PeerMsg, Refund, Release, Reply, ReplyKind, Request, RequestMap,
+    Reset, StatsReply, Terms,
 };
 use serde_json::Value;
 
@@ -285,6 +286,20 @@ fn the_combined_golden_file_holds_for_the_rust_side() {
             let refund = Refund { limit: limit.as_deref(), key: key.as_deref(), cost, parents };
             assert_eq!(read, Ok(Request::Refund(refund)), "{name}");
             encoded_bytes(&refund.to_map())
+        } else if let Some(r) = case.get("charge") {
+            let (limit, key, pairs) = (s(r, "limit"), s(r, "key"), parent_pairs(r));
+            let cost = r["cost"].as_u64().unwrap();
+            let parents = (!pairs.is_empty()).then(|| Parents::new(&pairs));
+            let charge = Charge { limit: limit.as_deref(), key: key.as_deref(), cost, parents };
+            assert_eq!(read, Ok(Request::Charge(charge)), "{name}");
+            encoded_bytes(&charge.to_map())
+        } else if let Some(r) = case.get("charge_reply") {
+            let reply: ChargeReply = serde_json::from_value(r.clone()).expect("a charge's reply");
+            assert_eq!(wire::decode_charge_reply(&want), Ok(Reply::Answer(reply)), "{name}");
+            let mut fast = Vec::new();
+            wire::encode_charge_reply(&reply.go(), reply.debt, &mut fast);
+            assert_eq!(hex(&fast), hex(&want), "{name}: as the locker writes it");
+            encoded_bytes(&reply)
         } else if let Some(r) = case.get("reset") {
             let (limit, key) = (s(r, "limit"), s(r, "key"));
             let reset = Reset { limit: limit.as_deref(), key: key.as_deref() };
@@ -311,7 +326,10 @@ fn the_combined_golden_file_holds_for_the_rust_side() {
         assert_eq!(hex(&got), hex(&want), "{name}");
         seen += 1;
     }
-    assert_eq!(seen, 8, "two of all, two of its reply, two refunds, a reset and an ask with parents");
+    assert_eq!(
+        seen, 11,
+        "two of all, two of its reply, two refunds, two charges, a charge's reply, a reset and an ask with parents"
+    );
 }
 
 /// The cases in `tests/golden/peer.json`: each message written as its

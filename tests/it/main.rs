@@ -109,6 +109,9 @@ mod batch;
 mod bench;
 /// Calendar windows (a day, week or month of a time zone) on the seam, peered on a simulated clock, and restarted with a state file.
 mod calendar;
+/// Permits charged after the fact: the debt each kind carries and the asks that wait it out; peered, a debt of the
+/// charging locker's share; `locker charge`.
+mod charge;
 /// Wall clocks stepped across a restart, under libfaketime.
 mod clocks;
 /// What stats count and what an ask may ask, on the seam: peeks apart from go, the hold's bound, refused peer messages.

@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Optional
 import msgpack
 import pytest
 
-from locker_client import AllAsks, AllReply, Ask, GoReply, LeaseReply, Refused, Terms, wire
+from locker_client import AllAsks, AllReply, Ask, ChargeReply, GoReply, LeaseReply, Refused, Terms, wire
 
 GOLDEN = Path(__file__).resolve().parents[3] / "tests" / "golden"
 
@@ -160,6 +160,18 @@ def check_ask_with_parents(body: bytes, a: Dict[str, Any]) -> None:
     assert wire.ask_body(*args, hold_ms=a.get("hold_ms"), parents=parents) == body
 
 
+def check_charge(body: bytes, r: Dict[str, Any]) -> None:
+    request = wire.charge_request(r.get("limit"), r.get("key"), r.get("cost", 1), parents_of(r))
+    assert wire.encode(request) == body
+
+
+def check_charge_reply(body: bytes, r: Dict[str, Any]) -> None:
+    got = wire.decode_charge(body)
+    assert isinstance(got, ChargeReply) and got.debt == r["debt"]
+    assert (got.ok, got.limit, got.remaining, got.granted) == (r["ok"], r["limit"], r["remaining"], r["granted"])
+    assert (got.retry_after_ms, got.reset_after_ms, got.wait_ms) == (r["retry_after_ms"], r["reset_after_ms"], None)
+
+
 def check_reset(body: bytes, r: Dict[str, Any]) -> None:
     assert wire.encode(wire.reset_request(r.get("limit"), r.get("key"))) == body
 
@@ -169,6 +181,8 @@ COMBINED_KINDS: Dict[str, Callable[[bytes, Any], None]] = {
     "all": check_all,
     "all_reply": check_all_reply,
     "refund": check_refund,
+    "charge": check_charge,
+    "charge_reply": check_charge_reply,
     "reset": check_reset,
     "ask": check_ask_with_terms,
     "ask_with_parents": check_ask_with_parents,

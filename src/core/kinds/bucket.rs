@@ -33,6 +33,7 @@ use crate::core::room::{KeyRoom, NoRoom};
 use crate::core::time::{Nanos, NANOS_PER_SEC};
 
 mod back;
+mod charge;
 mod kept;
 mod ledger;
 mod peer;

@@ -307,6 +307,7 @@ impl FixedWindow {
 
 mod ahead;
 mod back;
+mod charge;
 mod early;
 mod kept;
 pub mod keys;

@@ -47,6 +47,7 @@ use crate::core::share::{Share, EARLIER_GIFTS_WINDOWS};
 use crate::core::time::{Nanos, NANOS_PER_SEC};
 
 mod back;
+mod charge;
 mod grants;
 mod kept;
 mod log;

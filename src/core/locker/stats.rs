@@ -27,6 +27,8 @@ pub struct LimitStats {
     pub errors: u64,
     pub waited: u64,
     pub peeks: u64,
+    /// Permits charged after the fact (`charge`), each charge also a go.
+    pub charged: u64,
 }
 
 /// What one request came to, as the counters see it.

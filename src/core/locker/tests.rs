@@ -39,7 +39,7 @@ fn bad_asks_are_errors_and_are_counted() {
     let patient = PermitAsk::new(api).max_wait_ms(MAX_WAIT_MS + 1);
     assert_eq!(l.ask(0, &patient), Err(TableError::WaitTooLong(MAX_WAIT_MS + 1).into()));
     let stats: Vec<_> = l.figures().stats().map(|(lim, s)| (lim.name().to_owned(), s)).collect();
-    assert_eq!(stats[1].1, LimitStats { requests: 2, go: 0, sorry: 0, errors: 2, waited: 0, peeks: 0 });
+    assert_eq!(stats[1].1, LimitStats { requests: 2, go: 0, sorry: 0, errors: 2, waited: 0, peeks: 0, charged: 0 });
 }
 
 #[test]

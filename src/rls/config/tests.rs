@@ -293,3 +293,12 @@ descriptors:
     }
     assert_eq!(rule("m").limit.unwrap().quota().max_requests(), 30);
 }
+
+#[test]
+fn charge_refused_is_a_domains_setting_apart_from_all_or_nothing() {
+    let t = table("domain: a\ncharge_refused: true\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n");
+    assert!(t.charge_refused("a") && !t.charge_refused("b"));
+    assert!(!table(MESSAGING).charge_refused("messaging"), "off by default");
+    let e = error("domain: a\ncharge_refused: true\nall_or_nothing: true\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n");
+    assert!(e.contains("all_or_nothing (a refused request charges nothing) or charge_refused"), "{e}");
+}

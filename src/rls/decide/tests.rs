@@ -268,3 +268,26 @@ fn an_all_or_nothing_domain_asks_as_one_all() {
     let many = RateLimitRequest { domain: "together".into(), ..request(vec![descriptor(&[("user", "a")]); 17]) };
     assert_eq!(super::plan(&t, &many, &ANSWERING).unwrap_err(), BadRequest::TooManyForAll(17));
 }
+
+#[test]
+fn a_charge_refused_domain_charges_a_refused_descriptors_hits_after_the_batch() {
+    let mut t = table();
+    let text = "domain: llm\ncharge_refused: true\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 50}\n";
+    t.add("llm.yaml", text).unwrap();
+    let mut r = request(vec![descriptor(&[("user", "a")]), descriptor(&[("user", "b")])]);
+    r.domain = "llm".into();
+    r.hits_addend = 30;
+    let plan = plan(&t, &r, &ANSWERING).unwrap();
+    let batch = reply(&[Ok(go(true, 20)), Ok(go(false, 10))]);
+    let response = answer(&plan, &batch).unwrap();
+    assert_eq!((codes(&response), response.overall_code), (vec![OK, OVER], OVER), "still over");
+    let charges = charges(&plan, &batch);
+    assert_eq!(charges.len(), 1, "only the refused descriptor");
+    let Ok(Request::Charge(c)) = wire::decode_request(&charges[0]) else { panic!("not a charge") };
+    assert_eq!((c.limit, c.key, c.cost), (Some("llm.user"), Some("b"), 30));
+    // Other domains charge nothing refused, as before.
+    let mut other = r.clone();
+    other.domain = "d".into();
+    let plan = super::plan(&t, &other, &ANSWERING).unwrap();
+    assert!(super::charges(&plan, &batch).is_empty());
+}

@@ -21,7 +21,9 @@ message (``ask_many`` with :class:`Ask`; :class:`Refused` for an ask refused
 alone), semaphore leases kept alive in the background (:class:`Lease`,
 :class:`AsyncLease`), permit pools that take permits in batches
 (:class:`PermitPool`, :class:`AsyncPermitPool`), several limits checked
-together (``all``, :class:`AllReply`), permits given back (``refund``), a
+together (``all``, :class:`AllReply`), permits given back (``refund``),
+permits charged after the fact (``charge``, :class:`ChargeReply`; a
+permit's ``settle``), a
 key's count cleared (``reset``), limits sent with the ask (:class:`Terms`)
 and the standard rate-limit header fields of a reply (``headers()``; the
 ASGI and WSGI middlewares, ``locker_client.asgi`` and ``locker_client.wsgi``,
@@ -34,7 +36,7 @@ from .base import DEFAULT_ENDPOINT
 from .errors import BadReply, ClientError, LockerError, NoAnswer, NotAcquired, RateLimited
 from .lease import Lease
 from .pool import PermitPool, Permits
-from .wire import AllAsks, AllReply, Ask, GoReply, LeaseReply, Refused, Terms
+from .wire import AllAsks, AllReply, Ask, ChargeReply, GoReply, LeaseReply, Refused, Terms
 
 __version__ = "0.1.0"
 
@@ -46,6 +48,7 @@ __all__ = [
     "AsyncLease",
     "AsyncPermitPool",
     "BadReply",
+    "ChargeReply",
     "Client",
     "ClientError",
     "DEFAULT_ENDPOINT",

@@ -46,7 +46,7 @@ from .base import DEFAULT_ENDPOINT, DEFAULT_TIMEOUT, ClientBase, sent as _sent
 from .errors import ClientError
 from .lease import LeaseState, LeaseWait, Terms, lease_hold_ms, log
 from .pool import PoolState
-from .wire import AllAsks, AllReply, Ask, BatchReply, GoReply, LeaseReply
+from .wire import AllAsks, AllReply, Ask, BatchReply, ChargeReply, GoReply, LeaseReply
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -128,6 +128,18 @@ class AsyncClient(ClientBase["zmq.Socket[bytes]"]):
         """Gives back permits a key took; see :meth:`locker_client.Client.refund`."""
         return await self._call(calls.refund(limit, key, cost, parents))
 
+    async def charge(
+        self,
+        limit: Optional[str],
+        key: Optional[str] = None,
+        cost: int = 1,
+        *,
+        parents: Optional[Mapping[str, str]] = None,
+    ) -> ChargeReply:
+        """Charges permits a key used, past the limit if need be; see
+        :meth:`locker_client.Client.charge`."""
+        return await self._call(calls.charge(limit, key, cost, parents))
+
     async def reset(self, limit: Optional[str], key: Optional[str] = None) -> GoReply:
         """Clears one key's count; see :meth:`locker_client.Client.reset`."""
         return await self._call(calls.reset(limit, key))
@@ -188,6 +200,9 @@ class AsyncClient(ClientBase["zmq.Socket[bytes]"]):
 
             async with client.permit("api", wait=2.0):
                 await call_the_api()
+
+        Settled with the cost known afterwards (``await permit.settle(used)``)
+        as the blocking permit is.
         """
         if calls.several(limit):
             return _PermitAll(self, calls.permit_all(cast(calls.Limits, limit), key, cost), wait)
@@ -684,7 +699,7 @@ class _Permit:
     entering (``async with``) and spends it on exit; a class rather than an
     async generator, which costs more to enter and leave."""
 
-    __slots__ = ("_client", "_limit", "_key", "_cost", "_wait")
+    __slots__ = ("_client", "_limit", "_key", "_cost", "_wait", "_taken")
 
     def __init__(self, client: AsyncClient, limit: Optional[str], key: Optional[str], cost: int, wait: float) -> None:
         self._client = client
@@ -692,11 +707,27 @@ class _Permit:
         self._key = key
         self._cost = cost
         self._wait = wait
+        self._taken = False
 
     async def __aenter__(self) -> GoReply:
-        return await self._client._permit(self._limit, self._key, self._cost, self._wait)
+        reply = await self._client._permit(self._limit, self._key, self._cost, self._wait)
+        self._taken = True
+        return reply
 
     async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    async def settle(self, actual: int) -> Optional[GoReply]:
+        """Settles the permit with the ``actual`` permits used: charges or
+        refunds the difference; see ``locker_client.client._Permit.settle``."""
+        if not self._taken:
+            raise RuntimeError("settle a permit once, after it was taken")
+        op, n = calls.settlement(self._cost, actual)
+        self._taken = False
+        if op == "charge":
+            return await self._client.charge(self._limit, self._key, n)
+        if op == "refund":
+            return await self._client.refund(self._limit, self._key, n)
         return None
 
 

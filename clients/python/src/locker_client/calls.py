@@ -1,5 +1,5 @@
 """The requests a client makes besides asks (stats, lease requests, limits
-checked together, refunds and resets), as
+checked together, refunds, charges and resets), as
 the bytes to send and the way to read the reply, built once here for
 :class:`~locker_client.Client` and :class:`~locker_client.AsyncClient`,
 which only add the round trip; and the arithmetic of acquire and permit.
@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, Generic, Iterable, List, Mapping, Option
 
 from . import wire
 from .errors import RateLimited
-from .wire import AllReply, Ask, GoReply, LeaseReply
+from .wire import AllReply, Ask, ChargeReply, GoReply, LeaseReply
 
 T = TypeVar("T")
 
@@ -93,6 +93,26 @@ def refund(
     """Permits given back (to the limits above too, with ``parents``); the
     reply is a go reply whose ``granted`` is what went back."""
     return Call(wire.encode(wire.refund_request(limit, key, cost, parents)), wire.decode_go)
+
+
+def charge(
+    limit: Optional[str], key: Optional[str], cost: int, parents: Optional[Mapping[str, str]] = None
+) -> Call[ChargeReply]:
+    """Permits used, charged whatever is left (to the limits above too,
+    with ``parents``); the reply is a go reply with the ``debt`` left."""
+    return Call(wire.encode(wire.charge_request(limit, key, cost, parents)), wire.decode_charge)
+
+
+def settlement(estimate: int, actual: int) -> Tuple[str, int]:
+    """What settles a permit of ``estimate`` permits that used ``actual``:
+    ``("charge", n)`` for the ``n`` more it used, ``("refund", n)`` for the
+    ``n`` fewer, ``("", 0)`` when the estimate was right."""
+    used = wire.check_count("actual", actual, 0)
+    if used > estimate:
+        return "charge", used - estimate
+    if used < estimate:
+        return "refund", estimate - used
+    return "", 0
 
 
 def reset(limit: Optional[str], key: Optional[str]) -> Call[GoReply]:

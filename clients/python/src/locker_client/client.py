@@ -45,7 +45,7 @@ from . import calls, curve, pirate, wire
 from .base import DEFAULT_ENDPOINT, DEFAULT_TIMEOUT, ClientBase, sent as _sent
 from .errors import ClientError
 from .lease import Lease, wait_for_lease
-from .wire import AllAsks, AllReply, Ask, BatchReply, GoReply, LeaseReply, Terms
+from .wire import AllAsks, AllReply, Ask, BatchReply, ChargeReply, GoReply, LeaseReply, Terms
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -188,6 +188,25 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         fewest left."""
         return self._call(calls.refund(limit, key, cost, parents))
 
+    def charge(
+        self,
+        limit: Optional[str],
+        key: Optional[str] = None,
+        cost: int = 1,
+        *,
+        parents: Optional[Mapping[str, str]] = None,
+    ) -> ChargeReply:
+        """Charges ``cost`` permits that ``key`` used of ``limit`` before it
+        could know how many (the tokens of a model's answer): taken
+        whatever is left, past the limit if need be. The reply is a
+        :class:`~locker_client.ChargeReply`: always ``ok``; ``debt``, the
+        permits owed beyond the limit, which later asks of the key wait
+        out (their ``retry_after`` says how long); ``remaining`` 0 while in
+        debt. With ``parents`` every limit above ``limit`` is charged too.
+        Raises :class:`~locker_client.LockerError` for a semaphore or a
+        limit kept in a store."""
+        return self._call(calls.charge(limit, key, cost, parents))
+
     def reset(self, limit: Optional[str], key: Optional[str] = None) -> GoReply:
         """Clears ``key``'s count of ``limit`` (a login that succeeded) and
         returns the key's figures after it, as a
@@ -273,6 +292,16 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
 
             with client.permit("api", key="user-7", wait=2.0):
                 call_the_api()
+
+        When the cost is known only afterwards (an LLM's tokens), ask for
+        an estimate and settle the permit with what was used: the
+        difference is charged when more (a debt later asks wait out), or
+        refunded when less (see :meth:`_Permit.settle`)::
+
+            permit = client.permit("llm", key="user-7", cost=1000, wait=5.0)
+            with permit:
+                answer = call_the_model()
+                permit.settle(answer.usage.total_tokens)
 
         Over several limits at once, ``limit`` is a list of names (each
         asked for ``key`` and ``cost``) or :class:`~locker_client.Ask`: they
@@ -526,7 +555,7 @@ class _Permit:
     class rather than a generator: entering and leaving cost a method
     call each."""
 
-    __slots__ = ("_client", "_limit", "_key", "_cost", "_wait")
+    __slots__ = ("_client", "_limit", "_key", "_cost", "_wait", "_taken")
 
     def __init__(self, client: Client, limit: Optional[str], key: Optional[str], cost: int, wait: float) -> None:
         self._client = client
@@ -534,11 +563,31 @@ class _Permit:
         self._key = key
         self._cost = cost
         self._wait = wait
+        self._taken = False
 
     def __enter__(self) -> GoReply:
-        return self._client._permit(self._limit, self._key, self._cost, self._wait)
+        reply = self._client._permit(self._limit, self._key, self._cost, self._wait)
+        self._taken = True
+        return reply
 
     def __exit__(self, *exc: object) -> None:
+        return None
+
+    def settle(self, actual: int) -> Optional[GoReply]:
+        """Settles the permit taken for its ``cost`` (an estimate) with the
+        ``actual`` permits used: charges the difference when more (a
+        :class:`~locker_client.ChargeReply`, whose ``debt`` later asks
+        wait out), refunds it when fewer (a :class:`~locker_client.GoReply`
+        whose ``granted`` went back); None, sending nothing, when the
+        estimate was right. Once, after the permit was taken."""
+        if not self._taken:
+            raise RuntimeError("settle a permit once, after it was taken")
+        op, n = calls.settlement(self._cost, actual)
+        self._taken = False
+        if op == "charge":
+            return self._client.charge(self._limit, self._key, n)
+        if op == "refund":
+            return self._client.refund(self._limit, self._key, n)
         return None
 
 

@@ -121,6 +121,16 @@ class GoReply(_Answer):
 
 
 @dataclass(frozen=True)
+class ChargeReply(GoReply):
+    """The locker's answer to a charge: a :class:`GoReply` (always ``ok``;
+    ``granted``, the cost charged; ``remaining`` 0 while in debt) and
+    ``debt``, the permits owed beyond the limit right now, which later
+    asks of the key wait out (0 when the charge fit)."""
+
+    debt: int = 0
+
+
+@dataclass(frozen=True)
 class Terms:
     """A limit's terms, sent with an ask (``terms=``) for a limit the
     locker's config does not name: a locker started with
@@ -640,6 +650,20 @@ def refund_request(
     return request
 
 
+def charge_request(
+    limit: Optional[str], key: Optional[str], cost: int, parents: Optional[Mapping[str, str]] = None
+) -> Request:
+    """The map of a charge of ``cost`` permits (at least 1) used before
+    they were asked for, to the limits above ``limit`` too under the keys
+    ``parents`` names."""
+    request: Request = {"op": "charge"}
+    _put(request, "limit", check_name("limit", limit))
+    _put(request, "key", check_name("key", key))
+    request["cost"] = check_count("cost", cost, 1)
+    _put_parents(request, parents)
+    return request
+
+
 def reset_request(limit: Optional[str], key: Optional[str]) -> Request:
     """The map of a reset of one key's count."""
     request: Request = {"op": "reset"}
@@ -806,6 +830,19 @@ def _go_reply(m: Dict[str, Any]) -> GoReply:
         raise BadReply(f"not a go reply: {m!r}") from e
     reply = _new(GoReply)
     _set(reply, "__dict__", fields)
+    return reply
+
+
+def decode_charge(body: bytes) -> ChargeReply:
+    """The reply to a charge: a go reply with its ``debt``."""
+    m = decode_map(body)
+    go = _go_reply(m)
+    try:
+        debt = int(m["debt"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise BadReply(f"not a charge's reply: {m!r}") from e
+    reply = _new(ChargeReply)
+    _set(reply, "__dict__", {**go.__dict__, "debt": debt})
     return reply
 
 

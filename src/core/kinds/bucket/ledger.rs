@@ -144,13 +144,21 @@ impl Ledger {
     /// A gift moves tokens and room alike; room taken back or handed on
     /// with no tokens leaves the tokens held as they were, and room that
     /// grows comes empty. Callers never take more tokens than are held.
+    /// A debt (tokens below zero, after a charge) stays a debt: the
+    /// tokens a gift brings pay it first, and room that moves never
+    /// forgives it.
     fn reroom(&mut self, at: Nanos, depth: Nanos, room: u32, tokens: i64) {
         let d = u128::from(depth);
         let moved = u128::from(tokens.unsigned_abs()) * d;
+        let lack = self.lack_at(at);
+        let owed = lack.saturating_sub(u128::from(self.room) * d);
         let held = self.scaled_level(at, depth);
-        let held = if tokens < 0 { held.saturating_sub(moved) } else { held + moved };
+        let (held, owed) = match tokens < 0 {
+            true => (held.saturating_sub(moved), owed),
+            false => ((held + moved).saturating_sub(owed), owed.saturating_sub(held + moved)),
+        };
         let held = held.min(u128::from(room) * d);
-        (self.lack, self.at, self.room) = (u128::from(room) * d - held, at.max(self.at), room);
+        (self.lack, self.at, self.room) = (u128::from(room) * d - held + owed, at.max(self.at), room);
     }
 
     /// Brings the figures to `now`, where this locker's own room is `base`.
@@ -182,7 +190,15 @@ impl Ledger {
         self.base = base;
     }
 
-    /// Takes `n` tokens at `now`; the caller checked they are held.
+    /// Tokens owed beyond an empty room at `now`, rounded up: a charge's
+    /// debt, which this share's own refill pays (see `bucket::charge`).
+    pub fn debt(&self, now: Nanos, depth: Nanos) -> u32 {
+        let owed = self.lack_at(now).saturating_sub(u128::from(self.room) * u128::from(depth));
+        u32::try_from(owed.div_ceil(u128::from(depth.max(1)))).unwrap_or(u32::MAX)
+    }
+
+    /// Takes `n` tokens at `now`; the caller checked they are held, or
+    /// charges them (`bucket::charge`), which may leave a debt.
     pub fn take(&mut self, now: Nanos, depth: Nanos, n: u32) {
         (self.lack, self.at) = (self.lack_at(now) + u128::from(n) * u128::from(depth), now.max(self.at));
         self.spent = self.spent.saturating_add(n);
@@ -307,6 +323,25 @@ mod tests {
         assert_eq!((taker.room, taker.available(0, DEPTH)), (5, 3));
         // 5 of 10 tokens' room: refills at 5 per second.
         assert_eq!(taker.available(200 * MS, DEPTH), 4);
+    }
+
+    #[test]
+    fn a_charges_debt_is_paid_by_the_refill_or_a_gift_never_forgiven() {
+        // A full room of 4 charged 7: 3 owed, paid at 4 per second.
+        let mut l = Ledger::new(0, DEPTH, 0, 0, 4);
+        l.take(0, DEPTH, 7);
+        assert_eq!((l.available(0, DEPTH), l.debt(0, DEPTH)), (0, 3));
+        assert_eq!(l.wait_for(0, DEPTH, 1), Some(1000 * MS), "3 owed and 1 more, at 4 per second");
+        // A gift of 2 tokens with their room pays 2 of the debt.
+        assert!(l.merge(0, DEPTH, 3, Counted::Gave(ME), 2));
+        assert_eq!((l.room, l.available(0, DEPTH), l.debt(0, DEPTH)), (6, 0, 1));
+        // The period's end takes the room back: the debt stays.
+        l.settle(1000 * MS, quota(), DEPTH, 4);
+        assert_eq!(l.debt(1000 * MS, DEPTH), 0, "6 per second paid it within the period");
+        let mut m = Ledger::new(0, DEPTH, 0, 0, 4);
+        m.take(0, DEPTH, 12);
+        m.settle(1000 * MS, quota(), DEPTH, 4);
+        assert_eq!(m.debt(1000 * MS, DEPTH), 4, "8 owed, 4 paid in the first second");
     }
 
     #[test]

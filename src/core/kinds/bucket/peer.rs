@@ -157,7 +157,7 @@ impl Bucket {
     /// new key), as an earlier run left it when this run resumes their
     /// share (see `kept`), else from a TAT this locker kept alone
     /// (restored) if it is emptier than a fresh share.
-    fn peered_mut(
+    pub(super) fn peered_mut(
         &mut self,
         now: Nanos,
         key: Option<&str>,

@@ -81,6 +81,18 @@ impl Log {
         (free, held.current + held.previous)
     }
 
+    /// The own grants that count at `now` beyond the rights this locker
+    /// holds (`initial` before gifts, see `free`): a charge's debt when
+    /// peered.
+    pub fn owed(&self, now: Nanos, span: Span, initial: u32, resumed: bool) -> u32 {
+        let (window, held) = (span.window_of(now), self.held(now, span));
+        match &self.shared {
+            Some(s) if resumed => s.rights.owed(window, initial, held, Some(s.earlier_held(now, span))),
+            Some(s) => s.rights.owed(window, initial, held, None),
+            None => Rights::default().owed(window, initial, held, None),
+        }
+    }
+
     /// Own grants that still count at `now`, by the window of their stamps
     /// against `now`'s (see `rights`): grants stamped in an earlier window
     /// than the previous one no longer count.

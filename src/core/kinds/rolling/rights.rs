@@ -132,6 +132,26 @@ impl Rights {
     }
 
     fn free_from(&self, window: u64, initial: i64, held: OwnGrants) -> u32 {
+        self.balance(window, initial, held).clamp(0, i64::from(u32::MAX)) as u32
+    }
+
+    /// What `free` and `free_resumed` say when the own grants that count
+    /// are more than the rights held (a charge, see `rolling::charge`):
+    /// how many more, 0 when none.
+    pub fn owed(&self, window: u64, initial: u32, held: OwnGrants, earlier: Option<u32>) -> u32 {
+        let initial = match earlier {
+            Some(earlier_held) => {
+                let (lent, got) = earlier_in(&self.earlier, window);
+                i64::from(initial) + got - lent - i64::from(earlier_held)
+            }
+            None => i64::from(initial),
+        };
+        (-self.balance(window, initial, held)).clamp(0, i64::from(u32::MAX)) as u32
+    }
+
+    /// The rights held less the own grants they are charged with: below
+    /// zero only after a charge.
+    fn balance(&self, window: u64, initial: i64, held: OwnGrants) -> i64 {
         let (mut rights, mut cover) = (initial, 0i64);
         let ex = &self.exchange;
         for l in ex.trades() {
@@ -146,7 +166,7 @@ impl Rights {
             }
         }
         let charged = i64::from(held.current) + (i64::from(held.previous) - cover).max(0);
-        (rights - charged).clamp(0, i64::from(u32::MAX)) as u32
+        rights - charged
     }
 
     /// Asks the peers for `need` rights more than they gave for `window`,

@@ -1,0 +1,255 @@
+//! Permits charged after the fact (`op: charge`). On the seam, from a
+//! config file's text: a charge past the limit is taken, its reply says
+//! the debt, and the asks after it wait it out for exactly as long as each
+//! kind says (a token bucket's refill, a fixed window's carried slots, a
+//! rolling window's grants leaving it), a held ask too; a semaphore, a
+//! store-backed limit and a charge with a wait are refused; with parents
+//! every level is charged. Peered on a simulated clock: a charge is a debt
+//! of the charging locker's own share, and the other member's grants are
+//! untouched. A real locker: `locker charge`.
+
+use locker::config::{FileConfig, Flags, ServeConfig};
+use locker::core::{Limit, Locker, Nanos, Quota, DEFAULT_LIMIT};
+use locker::service::{Answer, Service};
+use locker::wire::{self, Ask, Charge, ChargeReply, Parents, Reply};
+
+use crate::support::{cli, deadline, ready, seam, seam_ask, seam_stats, serve};
+
+const MS: Nanos = 1_000_000;
+/// An instant on a 60 s boundary, and one 250 ms into that slot.
+const T0: Nanos = 28_000_000 * 60_000 * MS;
+const T: Nanos = T0 + 250 * MS;
+
+const CONFIG: &str = "
+[[limits]]
+name = 'fw'
+max_requests = 10
+in_seconds = 1
+
+[[limits]]
+name = 'tb'
+algorithm = 'token-bucket'
+max_requests = 10
+in_seconds = 1
+burst = 3
+
+[[limits]]
+name = 'rw'
+algorithm = 'rolling-window'
+max_requests = 4
+in_seconds = 1
+
+[[limits]]
+name = 'db'
+algorithm = 'semaphore'
+max_requests = 2
+in_seconds = 10
+
+[[limits]]
+name = 'org'
+max_requests = 5
+in_seconds = 60
+
+[[limits]]
+name = 'user'
+max_requests = 6
+in_seconds = 60
+parent = 'org'
+";
+
+fn served() -> Service {
+    let config = ServeConfig::resolve(Flags::default(), FileConfig::parse(CONFIG).unwrap()).unwrap();
+    Service::new(Locker::new(config.default, config.limits, config.max_keys))
+}
+
+fn charge_body(charge: &Charge) -> Vec<u8> {
+    let mut body = Vec::new();
+    wire::encode(&charge.to_map(), &mut body);
+    body
+}
+
+/// `cost` charged to `limit`'s key "k" at `now`.
+fn charge(s: &mut Service, now: Nanos, limit: &str, cost: u64) -> Result<ChargeReply, String> {
+    let body = charge_body(&Charge { limit: Some(limit), key: Some("k"), cost, parents: None });
+    match wire::decode_charge_reply(&seam(s, now, &body)).unwrap() {
+        Reply::Answer(r) => Ok(r),
+        Reply::Refused(e) => Err(e),
+    }
+}
+
+/// An ask of `cost` of `limit`'s key "k" at `now`: (ok, retry_after_ms).
+fn ask(s: &mut Service, now: Nanos, limit: &str, cost: u64) -> (bool, u64) {
+    let r = seam_ask(s, now, &Ask::new().limit(limit).key("k").cost(cost)).unwrap();
+    (r.ok, r.retry_after_ms)
+}
+
+/// (ok, granted, remaining, debt, reset_after_ms)
+fn figures(r: &ChargeReply) -> (bool, u32, u32, u64, u64) {
+    (r.ok, r.granted, r.remaining, r.debt, r.reset_after_ms)
+}
+
+#[test]
+fn a_fixed_windows_charge_past_max_carries_its_excess_into_the_next_slots() {
+    let mut s = served();
+    assert!(ask(&mut s, T, "fw", 4).0);
+    // 35 counted in this slot: 25 owed, 10 + 10 + 5 in the next three.
+    let c = charge(&mut s, T, "fw", 31).unwrap();
+    assert_eq!(figures(&c), (true, 31, 0, 25, 3_750));
+    assert_eq!(ask(&mut s, T + 250 * MS, "fw", 1), (false, 2_500), "the third slot after has room");
+    assert_eq!(ask(&mut s, T0 + 1_000 * MS, "fw", 1), (false, 2_000), "the next slot starts full");
+    assert_eq!(ask(&mut s, T0 + 3_000 * MS, "fw", 6), (false, 1_000), "5 of the debt count in the third");
+    assert_eq!(ask(&mut s, T0 + 3_000 * MS, "fw", 5), (true, 0));
+    assert_eq!(ask(&mut s, T0 + 4_000 * MS, "fw", 10), (true, 0), "paid");
+    let fw = seam_stats(&mut s, T0 + 4_000 * MS).limits.into_iter().find(|l| l.name == "fw").unwrap();
+    assert_eq!((fw.requests, fw.go, fw.charged), (7, 4, 31), "a charge is a request and a go");
+}
+
+#[test]
+fn a_token_buckets_charge_takes_its_tokens_below_zero_until_the_refill() {
+    let mut s = served();
+    // 3 tokens, one back each 100 ms: 5 charged leaves -2.
+    let c = charge(&mut s, T, "tb", 5).unwrap();
+    assert_eq!(figures(&c), (true, 5, 0, 2, 500));
+    assert_eq!(ask(&mut s, T, "tb", 1), (false, 300));
+    assert_eq!(ask(&mut s, T + 299 * MS, "tb", 1), (false, 1));
+    assert_eq!(ask(&mut s, T + 300 * MS, "tb", 1), (true, 0));
+    let within = charge(&mut s, T + 10_000 * MS, "tb", 2).unwrap();
+    assert_eq!((within.remaining, within.debt), (1, 0), "a charge that fits owes nothing");
+}
+
+#[test]
+fn a_rolling_windows_charge_counts_until_its_grants_leave_the_window() {
+    let mut s = served();
+    assert!(ask(&mut s, T, "rw", 2).0);
+    let c = charge(&mut s, T + 100 * MS, "rw", 5).unwrap();
+    assert_eq!(figures(&c), (true, 5, 0, 3, 1_000));
+    // 7 counted: the 2 leave at T + 1 s and leave 5, still over 4; the 5
+    // leave at T + 1.1 s.
+    assert_eq!(ask(&mut s, T + 200 * MS, "rw", 1), (false, 900));
+    assert_eq!(ask(&mut s, T + 1_099 * MS, "rw", 1), (false, 1));
+    assert_eq!(ask(&mut s, T + 1_100 * MS, "rw", 4), (true, 0));
+}
+
+#[test]
+fn a_held_ask_waits_out_the_debt_within_its_hold() {
+    let mut s = served();
+    charge(&mut s, T, "tb", 5).unwrap();
+    let held = Ask::new().limit("tb").key("k").hold_ms(1_000);
+    assert_eq!(serve(&mut s, T, 7, &crate::support::ask_body(&held)).0, Answer::Held);
+    assert_eq!(deadline(&s), Some(T + 300 * MS), "when the refill covers the debt");
+    let replies = ready(&mut s, T + 300 * MS);
+    assert_eq!(replies.len(), 1);
+    assert!(crate::support::answer::<locker::GoReply>(&replies[0].1).unwrap().ok);
+}
+
+#[test]
+fn a_semaphore_a_charge_with_a_wait_and_one_past_the_most_are_refused() {
+    let mut s = served();
+    let e = charge(&mut s, T, "db", 1).unwrap_err();
+    assert!(e.contains("limit \"db\" is a semaphore: a lease is not a rate"), "{e}");
+    let e = charge(&mut s, T, "fw", 641).unwrap_err();
+    assert!(e.contains("a charge of 641 is above the most a charge may owe, 640"), "{e}");
+    let mut body = Vec::new();
+    let map = wire::RequestMap {
+        hold_ms: Some(10),
+        ..Charge { limit: Some("fw"), key: None, cost: 1, parents: None }.to_map()
+    };
+    wire::encode(&map, &mut body);
+    let e = crate::support::answer::<ChargeReply>(&seam(&mut s, T, &body)).unwrap_err();
+    assert!(e.contains("a charge is taken at once and in full"), "{e}");
+    assert_eq!(ask(&mut s, T, "fw", 10), (true, 0), "nothing was charged");
+}
+
+#[test]
+fn a_charge_with_parents_is_taken_at_every_level() {
+    let mut s = served();
+    static UP: [(&str, &str); 1] = [("org", "o")];
+    let body = charge_body(&Charge { limit: Some("user"), key: Some("a"), cost: 7, parents: Some(Parents::new(&UP)) });
+    let c = crate::support::answer::<ChargeReply>(&seam(&mut s, T, &body)).unwrap();
+    // user a owes 1 of its 6, org o 2 of its 5: the reply says the largest.
+    assert_eq!((c.ok, c.granted, c.remaining, c.debt), (true, 7, 0, 2));
+    let org = seam_ask(&mut s, T, &Ask::new().limit("org").key("o")).unwrap();
+    assert_eq!((org.ok, org.retry_after_ms), (false, 59_750), "org o's next slot starts with its 2 owed, and has room");
+    let e = charge(&mut s, T, "user", 1).unwrap_err();
+    assert!(e.contains("names no key for \"org\""), "{e}");
+}
+
+#[test]
+fn a_store_backed_limit_refuses_a_charge() {
+    let limits = vec![Limit::new("api", Quota::new(100, 1.0).unwrap()).unwrap()];
+    let mut s = Service::new(Locker::new(Limit::new(DEFAULT_LIMIT, Quota::new(1, 1.0).unwrap()).unwrap(), limits, 100))
+        .with_store();
+    let e = charge(&mut s, T, "api", 1).unwrap_err();
+    assert!(e.contains("a limit whose counts live in the store takes no charge"), "{e}");
+}
+
+/// Two peered lockers on a simulated clock, a fixed window of 10 per
+/// second (5 owned by each): member 0 charges 12 in a slot where member
+/// 1 asks for all it owns. Member 1 gets its 5 in that slot and the next;
+/// member 0's debt of 7 is its own share's (5 in the next slot, 2 in the
+/// one after), so the group's count in each slot is at most the limit
+/// plus what was charged beyond it, and member 0 grants nothing while
+/// its share is paying the debt.
+#[test]
+fn a_peered_charge_is_a_debt_of_the_charging_lockers_share_alone() {
+    use locker::sim::{self, Group};
+    const SLOT: Nanos = 1_000 * MS;
+    let make = |boot: &sim::Boot| {
+        let limits = vec![Limit::new("api", Quota::new(10, 1.0).unwrap()).unwrap()];
+        sim::peered(
+            Locker::new(Limit::new(DEFAULT_LIMIT, Quota::new(1, 1.0).unwrap()).unwrap(), limits, 100),
+            boot,
+            300 * MS,
+        )
+    };
+    let mut g = Group::new(2, crate::group::T0, 11, Box::new(make));
+    g.advance(800 * MS);
+    g.advance_to((g.now() / SLOT + 1) * SLOT + MS);
+    let api = || Ask::new().limit("api").key("k").hold_ms(0);
+    let body = charge_body(&Charge { limit: Some("api"), key: Some("k"), cost: 12, parents: None });
+    let c = crate::support::answer::<ChargeReply>(&g.request(0, &body)).unwrap();
+    assert_eq!((c.ok, c.granted, c.remaining, c.debt), (true, 12, 0, 7), "5 owned, 7 owed");
+    let mut counts = Vec::new();
+    for _ in 0..3 {
+        let (mut mine, mut theirs) = (0, 0);
+        let start = g.now();
+        while g.now() - start < 600 * MS {
+            mine += u32::from(g.ask(0, &api()).unwrap().ok);
+            theirs += u32::from(g.ask(1, &api()).unwrap().ok);
+            g.advance(20 * MS);
+        }
+        counts.push((mine, theirs));
+        g.advance_to((g.now() / SLOT + 1) * SLOT + MS);
+    }
+    eprintln!("grants by slot (member 0, member 1): {counts:?}");
+    assert_eq!(counts[0].1, 5, "member 1 grants all it owns in the charged slot");
+    assert_eq!(counts[1], (0, 5), "member 0's share of the next slot pays its debt; member 1's is whole");
+    // Member 0 has 3 of its 5 after its last 2 owed, and may be given
+    // what member 1 spares, as any busy member is.
+    assert!(counts[2].0 + counts[2].1 + 2 <= 10, "the last 2 owed count in the slot after: {counts:?}");
+    for (slot, (mine, theirs)) in counts.iter().enumerate() {
+        let charged = if slot == 0 { 12 } else { 0 };
+        assert!(mine + theirs + charged <= 10 + 7, "slot {slot}: the limit plus the excess charged at most");
+    }
+}
+
+/// A real locker: `locker charge` prints the debt, and the ask after it
+/// waits it out; `--json` gives the reply's map.
+#[test]
+fn a_real_locker_charges_from_the_command_line() {
+    let config = crate::support::TempFile::new("charge.toml", CONFIG);
+    let d = crate::support::Daemon::start(&["--config", config.path()]);
+    let (code, out, err) = cli(&d.endpoint, &["charge", "--limit", "org", "--key", "k", "--cost", "8"]);
+    assert_eq!((code, out.as_str()), (Some(0), "charged 8, 0 left, 3 owed\n"), "{err}");
+    let (code, _, _) = cli(&d.endpoint, &["ask", "--limit", "org", "--key", "k"]);
+    assert_eq!(code, Some(1), "in debt: sorry");
+    let (code, out, _) = cli(&d.endpoint, &["charge", "--limit", "org", "--key", "j", "--cost", "2", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (code, v["ok"].as_bool(), v["granted"].as_u64(), v["debt"].as_u64()),
+        (Some(0), Some(true), Some(2), Some(0))
+    );
+    let (code, _, err) = cli(&d.endpoint, &["charge", "--limit", "db"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("is a semaphore"), "{err}");
+}
