@@ -32,6 +32,7 @@ pub(super) fn reply(locker: &Locker, peering: Option<&Peering>, status: Status, 
             margin_ms: (limit.margin() > 0).then(|| limit.margin() as f64 / 1e6),
             waited: s.waited,
             peeks: s.peeks,
+            shadow_sorry: s.shadow_sorry,
         })
         .collect();
     let mut reply = StatsReply {

@@ -55,6 +55,7 @@ fn ask_of(a: &Value) -> Ask<'_> {
         hold_ms: n("hold_ms"),
         terms: a.get("terms").map(terms_of),
         parents: None,
+        shadow: a.get("shadow").and_then(Value::as_bool).unwrap_or(false),
     }
 }
 
@@ -429,6 +430,7 @@ fn replies_round_trip_through_the_client_decoder() {
         reset_after_ms: 9,
         granted: None,
         wait_ms: None,
+        shadow_sorry: false,
     };
     wire::encode(&go, &mut out);
     assert_eq!(wire::decode_reply::<GoReply>(&out), Ok(Reply::Answer(go)));
@@ -494,6 +496,7 @@ fn the_load_generator_reads_replies_of_both_forms() {
         reset_after_ms: 9,
         granted: Some(1),
         wait_ms: None,
+        shadow_sorry: false,
     };
     assert_eq!(wire::classify_reply(b"go"), ReplyKind::Go);
     assert_eq!(wire::classify_reply(b"sorry"), ReplyKind::Sorry);

@@ -213,13 +213,14 @@ fn process(snapshot: &Snapshot, uptime_seconds: f64) -> Vec<Family> {
 type LimitCounter = (&'static str, &'static str, fn(&LimitStats) -> u64);
 
 /// Each limit's counters since start, as the `stats` reply has them.
-const LIMIT_COUNTERS: [LimitCounter; 6] = [
+const LIMIT_COUNTERS: [LimitCounter; 7] = [
     ("requests", "Requests answered, per limit", |c| c.requests),
     ("go", "Requests answered go, per limit", |c| c.go),
     ("sorry", "Requests answered sorry, per limit", |c| c.sorry),
     ("errors", "Requests answered with an error, per limit", |c| c.errors),
     ("waited", "Reservations and queued lease acquires, per limit", |c| c.waited),
     ("peeks", "Peeks (cost 0) answered, per limit: neither go nor sorry", |c| c.peeks),
+    ("shadow_sorry", "Sorries answered go because the ask or its limit was in shadow, per limit", |c| c.shadow_sorry),
 ];
 
 fn limits(limits: &[LimitSnapshot]) -> Vec<Family> {
@@ -315,7 +316,7 @@ mod tests {
         let api = LimitSnapshot {
             name: "api".into(),
             algorithm: "fixed-window",
-            counts: LimitStats { requests: 10, go: 5, sorry: 4, errors: 1, waited: 2, peeks: 0 },
+            counts: LimitStats { requests: 10, go: 5, sorry: 4, errors: 1, waited: 2, peeks: 0, shadow_sorry: 3 },
             live_keys: 3,
             ..LimitSnapshot::default()
         };
@@ -353,6 +354,7 @@ mod tests {
         assert_eq!(value(&text, r#"locker_sorry_total{limit="api"}"#), Some(4.0));
         assert_eq!(value(&text, r#"locker_errors_total{limit="api"}"#), Some(1.0));
         assert_eq!(value(&text, r#"locker_waited_total{limit="api"}"#), Some(2.0));
+        assert_eq!(value(&text, r#"locker_shadow_sorry_total{limit="api"}"#), Some(3.0));
         assert_eq!(value(&text, r#"locker_live_keys{limit="api"}"#), Some(3.0));
         assert_eq!(value(&text, r#"locker_leases_held{limit="db"}"#), Some(4.0));
         assert_eq!(value(&text, r#"locker_leases_waiting{limit="db"}"#), Some(1.0));
