@@ -312,7 +312,7 @@ fn the_combined_golden_file_holds_for_the_rust_side() {
         assert_eq!(hex(&got), hex(&want), "{name}");
         seen += 1;
     }
-    assert_eq!(seen, 8, "two of all, two of its reply, two refunds, a reset and an ask with parents");
+    assert_eq!(seen, 10, "three of all, three of its reply, two refunds, a reset and an ask with parents");
 }
 
 /// The cases in `tests/golden/peer.json`: each message written as its

@@ -127,7 +127,7 @@ fn the_count_after_a_shadow_sorry_is_where_a_real_sorry_leaves_it_for_every_kind
             let ask = Ask::new().limit(limit).key("k").cost(cost);
             let (real, dry) = (seam_ask(&mut plain, now, &ask).unwrap(), seam_ask(&mut shadowed, now, &ask.shadow()));
             let dry = dry.unwrap();
-            assert_eq!(dry.ok, true, "{limit} #{i}: {dry:?}");
+            assert!(dry.ok, "{limit} #{i}: {dry:?}");
             assert_eq!(dry.shadow_sorry, !real.ok, "{limit} #{i}: {real:?}");
             assert_eq!(GoReply { ok: real.ok, shadow_sorry: false, ..dry }, real, "{limit} #{i}: the same figures");
             shadow_sorries += u64::from(dry.shadow_sorry);
