@@ -91,6 +91,7 @@ Examples:
   locker ask && curl https://api.example/...          go on, or stop on sorry
   locker ask --limit api --key user-7 --json          the whole reply as JSON
   locker ask --limit user --key u7 --parent team=t3 --parent org=acme   a limit under parents: every level, or none
+  locker ask --limit new-api --key user-7 --shadow    a dry run: go either way, \"go (shadow sorry)\" when it would refuse
   locker ask --connect tcp://a:7777 --connect tcp://b:7777 --timeout 250ms";
 
 #[derive(Debug, Args)]
@@ -151,6 +152,10 @@ struct AskArgs {
     /// each: the ask takes its cost from every one of them too, or from none.
     #[arg(long = "parent", value_name = "LIMIT=KEY", value_parser = parse_parent)]
     parents: Vec<(String, String)>,
+    /// Ask in shadow: decided and counted as usual, but a would-be sorry is answered go (printed "go (shadow
+    /// sorry)", exit 0) and charges nothing; never held or reserved.
+    #[arg(long)]
+    shadow: bool,
 }
 
 /// Parses `LIMIT=KEY`, the key of one limit above the one asked.
@@ -401,6 +406,7 @@ fn ask(mut args: AskArgs) -> u8 {
             burst: t.burst,
         }),
         parents: (!pairs.is_empty()).then(|| Parents::new(&pairs)),
+        shadow: args.shadow,
     };
     if args.limit.len() > 1 {
         let asks: Vec<Ask> = args.limit.iter().map(|l| Ask { limit: Some(l), ..ask }).collect();
@@ -430,6 +436,8 @@ fn print_go(reply: &GoReply, json: bool) {
         println!("{}", serde_json::to_string(reply).expect("a reply is plain data"));
     } else if !reply.ok {
         println!("sorry");
+    } else if reply.shadow_sorry {
+        println!("go (shadow sorry)");
     } else if let Some(n) = reply.granted {
         println!("go {n}");
     } else {
@@ -454,13 +462,23 @@ fn stats(args: StatsArgs) -> u8 {
 
 fn print_stats(s: &StatsReply) {
     println!(
-        "{:<20} {:<13} {:>8} {:>10} {:>12} {:>12} {:>12} {:>8} {:>10} {:>10}",
-        "limit", "kind", "max", "in_seconds", "requests", "go", "sorry", "errors", "waited", "peeks"
+        "{:<20} {:<13} {:>8} {:>10} {:>12} {:>12} {:>12} {:>8} {:>10} {:>10} {:>12}",
+        "limit", "kind", "max", "in_seconds", "requests", "go", "sorry", "errors", "waited", "peeks", "shadow_sorry"
     );
     for l in &s.limits {
         println!(
-            "{:<20} {:<13} {:>8} {:>10} {:>12} {:>12} {:>12} {:>8} {:>10} {:>10}",
-            l.name, l.algorithm, l.max_requests, l.in_seconds, l.requests, l.go, l.sorry, l.errors, l.waited, l.peeks
+            "{:<20} {:<13} {:>8} {:>10} {:>12} {:>12} {:>12} {:>8} {:>10} {:>10} {:>12}",
+            l.name,
+            l.algorithm,
+            l.max_requests,
+            l.in_seconds,
+            l.requests,
+            l.go,
+            l.sorry,
+            l.errors,
+            l.waited,
+            l.peeks,
+            l.shadow_sorry
         );
     }
     println!("live keys: {}   unattributed errors: {}", s.live_keys, s.errors);

@@ -101,6 +101,8 @@ pub enum ConfigError {
     AdminsWithoutSecret,
     #[error("limit {0:?}: allow_reset is for the counting kinds; a semaphore's leases are released, not reset")]
     ResetOnSemaphore(String),
+    #[error("limit {0:?}: shadow is for the counting kinds; a semaphore's leases are held, not answered go")]
+    ShadowOnSemaphore(String),
     #[error("cannot bind {endpoint}: {why}")]
     Bind { endpoint: String, why: String },
     #[error("metrics_bind {addr:?}: {why}")]
@@ -282,6 +284,9 @@ pub struct FileLimit {
     /// The limit this one counts under: an ask of it takes its cost from
     /// the parent too (and from the parent's parent), all or nothing.
     pub parent: Option<String>,
+    /// Whether the limit is in shadow: its would-be sorries are answered
+    /// go, charged nothing and counted (see `Limit::with_shadow`).
+    pub shadow: Option<bool>,
     /// The line of its `[[limits]]` header, for error messages; 0 when
     /// unknown (an inline table).
     #[serde(skip)]
@@ -667,6 +672,7 @@ fn file_limits(s: &Settings) -> Result<(Option<Limit>, Vec<Limit>), ConfigError>
             })
             .map_err(|e| s.locate(i, limit_key(&e), e))?;
         let limit = with_reset(limit, l.allow_reset).map_err(|e| s.locate(i, "allow_reset", e))?;
+        let limit = with_shadow(limit, l.shadow).map_err(|e| s.locate(i, "shadow", e))?;
         built.push(limit.with_parent(l.parent.as_deref()));
     }
     check_parents(s, &built)?;
@@ -744,7 +750,19 @@ fn default_limit(s: &Settings, from_file: Option<&Limit>) -> Result<Limit, Confi
             s.hold_ms.or(table.and_then(|l| l.hold_ms)),
         ),
     )?;
-    with_reset(limit, table.and_then(|l| l.allow_reset)).map_err(|e| s.locate_named(DEFAULT_LIMIT, "allow_reset", e))
+    let limit = with_reset(limit, table.and_then(|l| l.allow_reset))
+        .map_err(|e| s.locate_named(DEFAULT_LIMIT, "allow_reset", e))?;
+    with_shadow(limit, table.and_then(|l| l.shadow)).map_err(|e| s.locate_named(DEFAULT_LIMIT, "shadow", e))
+}
+
+/// `limit`, in shadow when `shadow` says so; only a counting kind may be.
+fn with_shadow(limit: Limit, shadow: Option<bool>) -> Result<Limit, ConfigError> {
+    match shadow {
+        Some(true) if limit.algorithm() == Algorithm::Semaphore => {
+            Err(ConfigError::ShadowOnSemaphore(limit.name().to_owned()))
+        }
+        shadow => Ok(limit.with_shadow(shadow.unwrap_or(false))),
+    }
 }
 
 /// `limit`, allowing a reset when `allow` says so; only a counting kind may.

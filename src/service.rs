@@ -312,6 +312,12 @@ impl Service {
                 out.extend_from_slice(wire::GO);
                 None
             }
+            // A limit in shadow answers its sorry go, having taken nothing.
+            Ok(_) if self.locker.shadow(id) => {
+                self.locker.counters().record_shadow_sorry(id);
+                out.extend_from_slice(wire::GO);
+                None
+            }
             Ok(v) => {
                 out.extend_from_slice(wire::SORRY);
                 Some(Sorry { limit: id, retry_after: v.retry_after, asked_hold: None })
@@ -326,10 +332,21 @@ impl Service {
     fn go(&mut self, now: Nanos, go: &wire::Ask, out: &mut Vec<u8>) -> Option<Sorry> {
         let verdict = match self.find_go(now, go) {
             Ok(limit) if self.has_levels(limit, go.parents) => return self.go_with_levels(now, limit, go, out),
-            Ok(limit) => self.count(now, &permit_ask(limit, go)).map(|v| (limit, v)),
+            Ok(limit) => {
+                let ask = self.unreserved_in_shadow(permit_ask(limit, go), go);
+                self.count(now, &ask).map(|v| (limit, v))
+            }
             Err(e) => Err(e),
         };
         match verdict {
+            // Never held: the sorry is answered go at once.
+            Ok((id, v)) if !v.go && self.in_shadow(id, go) => {
+                if go.cost > 0 {
+                    self.locker.counters().record_shadow_sorry(id);
+                }
+                wire::encode_go_reply(&GoReply { ok: true, shadow_sorry: true, ..go_reply(&v, go) }, out);
+                None
+            }
             Ok((id, v)) => {
                 self.journal.note_go(id, go.key, &v);
                 wire::encode_go_reply(&go_reply(&v, go), out);
@@ -340,6 +357,25 @@ impl Service {
                 wire::encode(&error_reply(&e), out);
                 None
             }
+        }
+    }
+
+    /// Whether `go`, an ask of `limit`, is in shadow: it says so, or its
+    /// limit is. Asked only of a sorry (and of an ask that would wait):
+    /// a go never pays for it.
+    #[inline]
+    fn in_shadow(&self, limit: LimitId, go: &wire::Ask) -> bool {
+        go.shadow || self.locker.shadow(limit)
+    }
+
+    /// `ask`, the core's form of `go`, without its wait when it is in
+    /// shadow: a reservation would hide the sorry a shadow ask is for.
+    #[inline]
+    fn unreserved_in_shadow<'k>(&self, ask: PermitAsk<'k>, go: &wire::Ask) -> PermitAsk<'k> {
+        match ask.max_wait_ms {
+            0 => ask,
+            _ if self.in_shadow(ask.limit, go) => PermitAsk { max_wait_ms: 0, ..ask },
+            _ => ask,
         }
     }
 
@@ -420,6 +456,7 @@ fn go_reply(v: &Verdict, ask: &wire::Ask) -> GoReply {
         reset_after_ms: ceil_ms(v.reset_after),
         granted: ask.up_to.then_some(v.granted),
         wait_ms: ask.max_wait_ms.map(|_| ceil_ms(v.wait)),
+        shadow_sorry: false,
     }
 }
 

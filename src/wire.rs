@@ -116,6 +116,9 @@ pub struct RequestMap<'a> {
     /// (`cascade::read_by_serde`): it stays in the request's bytes.
     #[serde(skip_deserializing, skip_serializing_if = "Option::is_none")]
     pub parents: Option<Parents<'a>>,
+    /// A go in shadow: a would-be sorry is answered go and charges nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<bool>,
     /// A semaphore count to hold (acquire), or to restore (heartbeat).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub count: Option<u64>,
@@ -186,7 +189,7 @@ pub fn encode<T: Serialize>(value: &T, out: &mut Vec<u8>) {
 /// ```
 /// use locker::wire::{self, GoReply};
 ///
-/// let reply = GoReply { ok: true, limit: 5, remaining: 4, retry_after_ms: 0, reset_after_ms: 700, granted: None, wait_ms: None };
+/// let reply = GoReply { ok: true, limit: 5, remaining: 4, retry_after_ms: 0, reset_after_ms: 700, granted: None, wait_ms: None, shadow_sorry: false };
 /// let (mut fast, mut serde) = (Vec::new(), Vec::new());
 /// wire::encode_go_reply(&reply, &mut fast);
 /// wire::encode(&reply, &mut serde);

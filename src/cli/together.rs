@@ -72,12 +72,19 @@ fn print_all(reply: &AllReply, asks: &[Ask], json: bool) {
         println!("{}", serde_json::to_string(reply).expect("a reply is plain data"));
         return;
     }
-    println!("{}", if reply.ok { "go" } else { "sorry" });
-    if !reply.ok {
-        for (ask, part) in asks.iter().zip(&reply.replies).filter(|(_, p)| !p.ok) {
-            let limit = ask.limit.unwrap_or("default");
-            println!("  {limit}: sorry, {} left, retry after {} ms", part.remaining, part.retry_after_ms);
+    println!(
+        "{}",
+        if !reply.ok {
+            "sorry"
+        } else if reply.shadow_sorry {
+            "go (shadow sorry)"
+        } else {
+            "go"
         }
+    );
+    for (ask, part) in asks.iter().zip(&reply.replies).filter(|(_, p)| !p.ok || p.shadow_sorry) {
+        let (limit, said) = (ask.limit.unwrap_or("default"), if part.ok { "shadow sorry" } else { "sorry" });
+        println!("  {limit}: {said}, {} left, retry after {} ms", part.remaining, part.retry_after_ms);
     }
 }
 

@@ -490,6 +490,22 @@ fn allow_reset_and_admin_keys_are_checked_with_their_lines() {
     assert!(config.default.allows_reset(), "the default limit's table says it too");
 }
 
+/// `shadow` is a limit's, the default limit's too, and a semaphore's is
+/// refused with its file and line.
+#[test]
+fn shadow_is_read_per_limit_and_refused_on_a_semaphore() {
+    let semaphore = "[[limits]]\nname = 'db'\nalgorithm = 'semaphore'\nmax_requests = 1\nin_seconds = 1\n";
+    let got = error_of(&format!("{semaphore}shadow = true\n"), Flags::default());
+    assert!(got.starts_with("limits.toml, line 6: limit \"db\": shadow is for the counting kinds"), "{got}");
+    let text = "[[limits]]\nname = 'new-api'\nmax_requests = 3\nin_seconds = 60\nshadow = true\n\
+                [[limits]]\nname = 'api'\nmax_requests = 3\nin_seconds = 60\nshadow = false\n\
+                [[limits]]\nname = 'default'\nmax_requests = 1\nin_seconds = 1\nshadow = true\n";
+    let config = ServeConfig::resolve(Flags::default(), FileConfig::parse(text).unwrap()).unwrap();
+    let shadows: Vec<(&str, bool)> = config.limits.iter().map(|l| (l.name(), l.is_shadow())).collect();
+    assert_eq!(shadows, [("new-api", true), ("api", false)]);
+    assert!(config.default.is_shadow(), "the default limit's table says it too");
+}
+
 #[test]
 fn runtime_limits_are_none_unless_set_and_go_with_state_peers_and_a_store() {
     assert_eq!(ServeConfig::resolve(Flags::default(), FileConfig::default()).unwrap().runtime_limits, 0);

@@ -271,6 +271,8 @@ pub struct Limit {
     allow_reset: bool,
     /// The limit this one counts under, by name (see `with_parent`).
     parent: Option<Box<str>>,
+    /// Whether its would-be sorries are answered go (see `with_shadow`).
+    shadow: bool,
 }
 
 impl Limit {
@@ -301,6 +303,7 @@ impl Limit {
             fail_open: false,
             allow_reset: false,
             parent: None,
+            shadow: false,
         })
     }
 
@@ -362,6 +365,20 @@ impl Limit {
     /// The name of the limit this one counts under, if any.
     pub fn parent(&self) -> Option<&str> {
         self.parent.as_deref()
+    }
+
+    /// The same limit in shadow (`true`) or not: an ask of it is decided
+    /// and counted as usual, but one it would refuse is answered go and
+    /// charged nothing (the count stays where the sorry left it), never
+    /// held or reserved, and counted as a shadow sorry. For watching a new
+    /// limit before it refuses anyone.
+    pub fn with_shadow(self, shadow: bool) -> Limit {
+        Limit { shadow, ..self }
+    }
+
+    /// Whether the limit is in shadow (see `with_shadow`).
+    pub fn is_shadow(&self) -> bool {
+        self.shadow
     }
 
     /// Whether the limit fails open when its store cannot be reached.

@@ -72,7 +72,7 @@ pub use reload::Reloaded;
 pub use runtime::{Made, Runtime, IDLE, IDLE_SLOTS};
 use stats::Outcome;
 pub use stats::{Counters, Figures, Holdings, LimitStats};
-pub use together::{all_or_none, PartError, MAX_PARTS};
+pub use together::{all_or_none, refused_range, PartError, MAX_PARTS};
 
 /// Why an ask for permits got neither go nor sorry.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -163,6 +163,9 @@ pub struct Locker {
     /// Whether any limit has a parent: without one, an ask needs no look
     /// at its limit's parent.
     parented: bool,
+    /// Whether any limit is in shadow: without one, a sorry needs no look
+    /// at its limit's terms.
+    shadowed: bool,
 }
 
 impl Locker {
@@ -185,6 +188,7 @@ impl Locker {
             runtime_bound: 0,
             generation: 0,
             parented: false,
+            shadowed: false,
         };
         locker.index(std::iter::once(default).chain(limits).map(LimitEntry::new));
         locker
@@ -228,6 +232,14 @@ impl Locker {
             self.entries[i].parent = parent;
         }
         self.parented = self.entries.iter().any(|e| e.parent.is_some());
+        self.shadowed = self.entries.iter().any(|e| e.limit.is_shadow());
+    }
+
+    /// Whether limit `id` is in shadow (see `Limit::with_shadow`). Cheap
+    /// when no limit is: a single flag is read.
+    #[inline]
+    pub fn shadow(&self, id: LimitId) -> bool {
+        self.shadowed && self.entries[id.0].limit.is_shadow()
     }
 
     /// The limit limit `id` counts under, if any. Cheap when no limit has

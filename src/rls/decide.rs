@@ -7,7 +7,9 @@
 //! As envoyproxy/ratelimit does: a descriptor that matches nothing, or
 //! whose rule another matched rule `replaces`, is OK with no limit; an
 //! unlimited one is OK with `limit_remaining` at its largest; a rule of 0
-//! requests per unit is always over; `shadow_mode` counts and answers OK;
+//! requests per unit is always over; `shadow_mode` asks in shadow (the
+//! locker counts its would-be refusal in `locker_shadow_sorry_total` and
+//! charges nothing) and answers OK with nothing remaining;
 //! the request is over when any descriptor is. Unlike it, a descriptor
 //! that is refused is not charged (the locker never counts past a limit),
 //! and a check (`hits_addend` 0 on a descriptor) is never over. In a
@@ -85,6 +87,8 @@ struct PlannedAsk {
     key: String,
     cost: u64,
     terms: Option<Terms<'static>>,
+    /// The rule is in `shadow_mode`: the ask goes in shadow.
+    shadow: bool,
 }
 
 /// How the service answers, the same for every call.
@@ -171,7 +175,7 @@ pub fn plan<'a>(table: &'a Table, request: &RateLimitRequest, answering: &Answer
     let asks: Vec<Ask> = counted
         .iter()
         .map(|c| {
-            let ask = Ask::new().limit(&c.limit).key(&c.key).cost(c.cost);
+            let ask = Ask { shadow: c.shadow, ..Ask::new().limit(&c.limit).key(&c.key).cost(c.cost) };
             c.terms.map_or(ask, |t| ask.terms(t))
         })
         .collect();
@@ -229,7 +233,7 @@ fn ask<'a>(
 ) -> DescriptorStep<'a> {
     match limit {
         Some(((limit, key), terms)) if cost <= rule.capacity() => {
-            counted.push(PlannedAsk { limit, key, cost, terms });
+            counted.push(PlannedAsk { limit, key, cost, terms, shadow: rule.shadow_mode });
             DescriptorStep::Asked { rule, index: counted.len() - 1, check: cost == 0 }
         }
         _ if cost == 0 => DescriptorStep::Asked { rule, index: usize::MAX, check: true },
@@ -343,7 +347,9 @@ pub fn answer(plan: &Plan, reply: &[u8]) -> Result<RateLimitResponse, Unanswered
             }
             DescriptorStep::Over(rule) => status(rule, false, 0, None),
             DescriptorStep::Asked { rule, index, check } => match replies.get(*index) {
-                Some(Ok(go)) => status(rule, go.ok || *check, go.remaining, Some(go)),
+                // A shadow ask's go that would have been sorry is over
+                // here, and answered OK by its rule's shadow_mode.
+                Some(Ok(go)) => status(rule, (go.ok && !go.shadow_sorry) || *check, go.remaining, Some(go)),
                 Some(Err(why)) => return Err(Unanswered::Entry(why.clone())),
                 // A check of a rule that counts nothing (0 per unit).
                 None if *index == usize::MAX => status(rule, true, 0, None),

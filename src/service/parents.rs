@@ -17,6 +17,7 @@ use std::ops::Range;
 use super::hold::Sorry;
 use super::{error_reply, go_reply, parking, permit_ask, Service};
 use crate::core::limit::MAX_LEVELS;
+use crate::core::locker::refused_range;
 use crate::core::time::ceil_ms;
 use crate::core::{Algorithm, AskError, LimitId, Locker, Nanos, PartError, PermitAsk, Verdict, MAX_PARTS};
 use crate::wire::{self, GoReply, Parents};
@@ -63,19 +64,21 @@ impl Service {
     ) -> Option<Sorry> {
         let ask = permit_ask(limit, go);
         let mut levels = Levels::new(ask);
-        let found = if go.up_to { Err(ParentsError::UpTo) } else { levels.add(&self.locker, ask, go.parents) };
+        let found =
+            if go.up_to { Err(ParentsError::UpTo) } else { levels.add(&self.locker, ask, go.parents, go.shadow) };
         if let Err(e) = found {
             self.locker.counters().record_error(Some(limit));
             wire::encode(&error_reply(&e), out);
             return None;
         }
         let mut verdicts = std::mem::take(&mut self.verdicts);
-        let sorry = match self.together(now, levels.asks(), &mut verdicts) {
+        let sorry = match self.together(now, levels.asks(), levels.shadow(), &mut verdicts) {
             Ok(went) => {
                 for (level, v) in levels.asks().iter().zip(&verdicts) {
                     self.journal.note_go(level.limit, level.key, v);
                 }
-                wire::encode_go_reply(&level_reply(&verdicts, went, go), out);
+                let shadow_sorry = went && self.note_shadow_sorries(&levels, &verdicts);
+                wire::encode_go_reply(&GoReply { shadow_sorry, ..level_reply(&verdicts, went, go) }, out);
                 let retry_after = verdicts.iter().map(|v| v.retry_after).max().unwrap_or(0);
                 let asked_hold = go.hold_ms.map(parking::asked_hold);
                 (!went && go.cost > 0).then_some(Sorry { limit, retry_after, asked_hold })
@@ -102,7 +105,7 @@ impl Service {
         out: &mut Vec<u8>,
     ) {
         let mut levels = Levels::new(ask);
-        let found = levels.add(&self.locker, ask, parents).map_err(|e| e.to_string()).and_then(|()| {
+        let found = levels.add(&self.locker, ask, parents, false).map_err(|e| e.to_string()).and_then(|()| {
             let semaphore =
                 levels.asks().iter().find(|a| self.locker.limit(a.limit).algorithm() == Algorithm::Semaphore);
             semaphore.map_or(Ok(()), |a| {
@@ -126,6 +129,27 @@ impl Service {
         }
         wire::encode_go_reply(&level_reply(&verdicts, true, &wire::Ask::new().up_to()), out);
         self.verdicts = verdicts;
+    }
+
+    /// Counts a shadow sorry for each level of `levels` that said sorry
+    /// in a shadow range that would have refused (`verdicts`, the
+    /// levels'); tells whether there was one. A peek counts none, as it
+    /// counts no sorry.
+    pub(super) fn note_shadow_sorries(&mut self, levels: &Levels, verdicts: &[Verdict]) -> bool {
+        let shadow = levels.shadow();
+        if shadow.is_empty() {
+            return false;
+        }
+        let mut any = false;
+        for (i, (ask, v)) in levels.asks().iter().zip(verdicts).enumerate() {
+            if !v.go && refused_range(shadow, verdicts, i) {
+                any = true;
+                if ask.cost > 0 {
+                    self.locker.counters().record_shadow_sorry(ask.limit);
+                }
+            }
+        }
+        any
     }
 }
 
@@ -201,6 +225,7 @@ pub(super) fn level_reply(verdicts: &[Verdict], went: bool, ask: &wire::Ask) -> 
             reset_after_ms: 0,
             granted: None,
             wait_ms: None,
+            shadow_sorry: false,
         };
     };
     let wait = verdicts.iter().map(|v| v.wait).max().unwrap_or(0);
@@ -208,30 +233,41 @@ pub(super) fn level_reply(verdicts: &[Verdict], went: bool, ask: &wire::Ask) -> 
 }
 
 /// The asks of one request's levels, on the stack: the parts of an `all`
-/// (or the one ask of a go), each followed by the limits above its own.
+/// (or the one ask of a go), each followed by the limits above its own;
+/// and the ranges of them in shadow.
 pub(super) struct Levels<'k> {
     asks: [PermitAsk<'k>; MAX_PARTS],
     len: usize,
     /// Where each part's levels end in `asks`.
     ends: [usize; MAX_PARTS],
     parts: usize,
+    /// The levels in shadow, each range decided apart (see
+    /// `Locker::all_shadowed`): every level of a part asked in shadow,
+    /// or one level whose limit is in shadow.
+    shadow: [Range<usize>; MAX_PARTS],
+    shadows: usize,
 }
 
 impl<'k> Levels<'k> {
     /// No levels yet; `first` only fills the array.
     pub(super) fn new(first: PermitAsk<'k>) -> Levels<'k> {
-        Levels { asks: [first; MAX_PARTS], len: 0, ends: [0; MAX_PARTS], parts: 0 }
+        let shadow = std::array::from_fn(|_| 0..0);
+        Levels { asks: [first; MAX_PARTS], len: 0, ends: [0; MAX_PARTS], parts: 0, shadow, shadows: 0 }
     }
 
     /// Adds `ask` and the limits above its own (see `levels`) as the next
-    /// part; more than `MAX_PARTS` levels in all is an error.
+    /// part, in shadow when `shadow` says so (a level whose limit is in
+    /// shadow is, alone, whatever it says); more than `MAX_PARTS` levels in
+    /// all is an error.
     pub(super) fn add(
         &mut self,
         locker: &Locker,
         ask: PermitAsk<'k>,
         parents: Option<Parents<'k>>,
+        shadow: bool,
     ) -> Result<(), ParentsError> {
         let (asks, len) = (&mut self.asks, &mut self.len);
+        let start = *len;
         levels(locker, ask, parents, |level| {
             *asks.get_mut(*len).ok_or(ParentsError::TooMany)? = level;
             *len += 1;
@@ -239,7 +275,31 @@ impl<'k> Levels<'k> {
         })?;
         self.ends[self.parts] = self.len;
         self.parts += 1;
+        if shadow {
+            self.add_shadow(start..self.len);
+        } else {
+            for i in start..self.len {
+                if locker.shadow(self.asks[i].limit) {
+                    self.add_shadow(i..i + 1);
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// Puts the levels of `range` in shadow: never reserved, so that a
+    /// would-be sorry is one.
+    fn add_shadow(&mut self, range: Range<usize>) {
+        for ask in &mut self.asks[range.clone()] {
+            ask.max_wait_ms = 0;
+        }
+        self.shadow[self.shadows] = range;
+        self.shadows += 1;
+    }
+
+    /// The ranges of levels in shadow.
+    pub(super) fn shadow(&self) -> &[Range<usize>] {
+        &self.shadow[..self.shadows]
     }
 
     /// Every level of every part, in order.

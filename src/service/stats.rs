@@ -33,6 +33,7 @@ pub(super) fn reply(locker: &Locker, peering: Option<&Peering>, status: Status, 
             waited: s.waited,
             peeks: s.peeks,
             charged: s.charged,
+            shadow_sorry: s.shadow_sorry,
         })
         .collect();
     let mut reply = StatsReply {

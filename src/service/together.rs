@@ -8,8 +8,10 @@
 
 use super::hold::Sorry;
 use super::parents::{level_reply, levels, Levels};
+use std::ops::Range;
+
 use super::{error_reply, go_reply, parking, permit_ask, Service};
-use crate::core::locker::all_or_none;
+use crate::core::locker::{all_or_none, refused_range};
 use crate::core::time::ceil_ms;
 use crate::core::{AskError, Nanos, PartError, PermitAsk, Verdict, MAX_PARTS};
 use crate::state::{Journal, Keep};
@@ -45,7 +47,7 @@ impl Service {
                 let limit = self.find_go(now, go).map_err(|e| e.to_string())?;
                 let ask = permit_ask(limit, &wire::Ask { max_wait_ms: all.max_wait_ms, hold_ms: all.hold_ms, ..*go });
                 let levels = levels.get_or_insert_with(|| Levels::new(ask));
-                levels.add(&self.locker, ask, go.parents).map_err(|e| e.to_string())
+                levels.add(&self.locker, ask, go.parents, go.shadow).map_err(|e| e.to_string())
             });
             if let Err(e) = found {
                 wire::encode(&error_reply(&format!("part {} of \"all\": {e}", part + 1)), out);
@@ -54,13 +56,16 @@ impl Service {
         }
         let Some(levels) = levels else {
             // No part: nothing to decide, and the whole goes.
-            wire::encode_all_reply(true, std::iter::empty(), 0, out);
+            wire::encode_all_reply(true, std::iter::empty(), 0, false, out);
             return None;
         };
         let asks = levels.asks();
         let mut verdicts = std::mem::take(&mut self.verdicts);
-        let sorry = match self.together(now, asks, &mut verdicts) {
-            Ok(go) => answer_all(&mut self.journal, all, &levels, &verdicts, go, out),
+        let sorry = match self.together(now, asks, levels.shadow(), &mut verdicts) {
+            Ok(go) => {
+                let shadow_sorry = go && self.note_shadow_sorries(&levels, &verdicts);
+                answer_all(&mut self.journal, all, &levels, &verdicts, (go, shadow_sorry), out)
+            }
             Err(e) => {
                 self.locker.counters().record_error(asks.get(e.part).map(|a| a.limit));
                 wire::encode(&error_reply(&levels.describe(&self.locker, &e, true)), out);
@@ -71,18 +76,20 @@ impl Service {
         sorry
     }
 
-    /// Decides `asks` together at `now`, each part charged or none, their
+    /// Decides `asks` together at `now`, each part charged or none (a
+    /// range of `shadow` that would refuse charged nothing, apart), their
     /// verdicts into `verdicts`: by the table, or from the claims in hand
     /// with a store.
     pub(super) fn together(
         &mut self,
         now: Nanos,
         asks: &[PermitAsk],
+        shadow: &[Range<usize>],
         verdicts: &mut Vec<Verdict>,
     ) -> Result<bool, PartError> {
         match self.store.is_some() {
-            false => self.locker.all(now, asks, verdicts),
-            true => self.all_from_claims(now, asks, verdicts),
+            false => self.locker.all_shadowed(now, asks, shadow, verdicts),
+            true => self.all_from_claims(now, asks, shadow, verdicts),
         }
     }
 
@@ -93,12 +100,14 @@ impl Service {
         &mut self,
         now: Nanos,
         asks: &[PermitAsk],
+        shadow: &[Range<usize>],
         verdicts: &mut Vec<Verdict>,
     ) -> Result<bool, PartError> {
         self.locker.check_parts(asks)?;
         all_or_none(
             self,
             asks,
+            shadow,
             verdicts,
             |me, _, ask| me.count(now, ask),
             |me, ask, v| {
@@ -176,7 +185,14 @@ impl Service {
             let now = s.enter(now);
             let mut asks: Vec<PermitAsk> = Vec::new();
             match &decoded.request {
-                Ok(Request::Plain(body)) => asks.push(PermitAsk::new(s.names.plain(&s.locker, body))),
+                // A plain go of a limit in shadow may have been a sorry
+                // that took nothing: none is given back.
+                Ok(Request::Plain(body)) => {
+                    let id = s.names.plain(&s.locker, body);
+                    if !s.locker.shadow(id) {
+                        asks.push(PermitAsk::new(id));
+                    }
+                }
                 _ => {
                     for (go, cost) in &took {
                         let Ok(limit) = s.names.lookup(&s.locker, go.limit) else { continue };
@@ -200,15 +216,16 @@ impl Service {
     }
 }
 
-/// Notes in `journal` and answers an `all` decided: `go` for the whole, a verdict
-/// for each part of `asks`; a sorry to hold when the whole was refused
-/// for a part's sorry.
+/// Notes in `journal` and answers an `all` decided: `go` for the whole
+/// (and whether a part in shadow would have refused it), a verdict for
+/// each part of `asks`; a sorry to hold when the whole was refused for a
+/// part's sorry.
 fn answer_all(
     journal: &mut Journal,
     all: &AllAsk,
     levels: &Levels,
     verdicts: &[Verdict],
-    go: bool,
+    (go, shadow_sorry): (bool, bool),
     out: &mut Vec<u8>,
 ) -> Option<Sorry> {
     let asks = levels.asks();
@@ -217,12 +234,16 @@ fn answer_all(
     }
     let whole = wire::Ask { max_wait_ms: all.max_wait_ms, hold_ms: all.hold_ms, ..wire::Ask::new() };
     let retry_after = verdicts.iter().map(|v| v.retry_after).max().unwrap_or(0);
-    // A part with limits above its own answers for all of its levels.
+    // A part with limits above its own answers for all of its levels; one
+    // whose sorry was in shadow goes, and says so.
+    let shadow = levels.shadow();
     let replies = levels.spans().map(|span| {
-        let part = &verdicts[span];
-        level_reply(part, part.iter().all(|v| v.go), &whole)
+        let part = &verdicts[span.clone()];
+        let shadow_sorry = go && span.clone().any(|i| !verdicts[i].go && refused_range(shadow, verdicts, i));
+        let went = part.iter().all(|v| v.go) || shadow_sorry;
+        GoReply { shadow_sorry, ..level_reply(part, went, &whole) }
     });
-    wire::encode_all_reply(go, replies, ceil_ms(retry_after), out);
+    wire::encode_all_reply(go, replies, ceil_ms(retry_after), shadow_sorry, out);
     let first = asks.first().filter(|_| !go && verdicts.iter().any(|v| !v.go))?;
     Some(Sorry { limit: first.limit, retry_after, asked_hold: all.hold_ms.map(parking::asked_hold) })
 }
@@ -231,8 +252,10 @@ fn answer_all(
 /// what it took (its `granted`, else its cost), added to `took`: a go's,
 /// each entry's of a batch, each part's of an `all` that went.
 fn took_by<'d, 'a>(decoded: &'d Decoded<'a>, reply: &[u8], took: &mut Vec<(&'d wire::Ask<'a>, u64)>) {
+    // A go whose sorry was in shadow took nothing at some level, perhaps
+    // at all of them: none is given back, rather than one it did not take.
     let mut went = |go: &'d wire::Ask<'a>, r: &GoReply| {
-        if r.ok {
+        if r.ok && !r.shadow_sorry {
             took.push((go, r.granted.map_or(go.cost, u64::from)));
         }
     };

@@ -43,6 +43,10 @@ pub struct Ask<'a> {
     /// The keys for the limits above this one, when its config names a
     /// `parent` (see [`Parents`]).
     pub parents: Option<Parents<'a>>,
+    /// Decide and count the ask as usual, but answer a would-be sorry go
+    /// (the reply says `shadow_sorry`), charging nothing; never held or
+    /// reserved.
+    pub shadow: bool,
 }
 
 impl Default for Ask<'_> {
@@ -56,6 +60,7 @@ impl Default for Ask<'_> {
             hold_ms: None,
             terms: None,
             parents: None,
+            shadow: false,
         }
     }
 }
@@ -162,6 +167,13 @@ impl<'a> Ask<'a> {
         Ask { parents: Some(parents), ..self }
     }
 
+    /// Asks in shadow: decided and counted as usual, but a would-be sorry
+    /// is answered go with `shadow_sorry` and charges nothing (see
+    /// docs/wire.md).
+    pub fn shadow(self) -> Ask<'a> {
+        Ask { shadow: true, ..self }
+    }
+
     /// The request map that carries this ask.
     pub fn to_map(&self) -> RequestMap<'a> {
         RequestMap {
@@ -175,6 +187,7 @@ impl<'a> Ask<'a> {
             terms: self.terms,
             // An empty map names nothing: it is left out, as a read one is.
             parents: self.parents.filter(|p| !p.is_empty()),
+            shadow: self.shadow.then_some(true),
             ..RequestMap::default()
         }
     }
@@ -195,6 +208,7 @@ impl<'a> Ask<'a> {
             hold_ms: map.hold_ms,
             terms: map.terms,
             parents: map.parents,
+            shadow: map.shadow.unwrap_or(false),
         }
     }
 }

@@ -299,6 +299,7 @@ mod tests {
             reset_after_ms: 7,
             granted: None,
             wait_ms: None,
+            shadow_sorry: false,
         };
         wire::encode_go_reply(&go, &mut out);
         wire::encode_go_reply(&GoReply { ok: false, ..go }, &mut out);

@@ -103,6 +103,7 @@ pub fn read_request_into<'a>(
             b"up_to" => field(&mut r, &mut f.map.up_to, Reader::bool),
             b"max_wait_ms" => field(&mut r, &mut f.map.max_wait_ms, Reader::uint),
             b"hold_ms" => field(&mut r, &mut f.map.hold_ms, Reader::uint),
+            b"shadow" => field(&mut r, &mut f.map.shadow, Reader::bool),
             b"count" => field(&mut r, &mut f.map.count, Reader::uint),
             b"ttl_ms" => field(&mut r, &mut f.map.ttl_ms, Reader::uint),
             // Every `asks` array is held to the contract, a repeated one too.
@@ -209,7 +210,7 @@ pub fn decode_go_prefix(body: &[u8]) -> Option<(Ask<'_>, usize)> {
     let fields = r.map_len()?;
     let mut ask = Ask::default();
     // One bit per field seen: a repeated field is an error for serde.
-    let mut seen = 0u8;
+    let mut seen = 0u16;
     for _ in 0..fields {
         let name = r.str_bytes()?;
         let bit = match name {
@@ -243,6 +244,10 @@ pub fn decode_go_prefix(body: &[u8]) -> Option<(Ask<'_>, usize)> {
                 ask.parents = Some(read_parents(&mut r).ok()?).filter(|p| !p.is_empty());
                 128
             }
+            b"shadow" => {
+                ask.shadow = r.bool()?;
+                256
+            }
             _ => return None,
         };
         if seen & bit != 0 {
@@ -256,12 +261,12 @@ pub fn decode_go_prefix(body: &[u8]) -> Option<(Ask<'_>, usize)> {
 /// Appends the encoding of `reply` to `out`: the bytes `wire::encode` gives
 /// (a map of five named fields, integers in their shortest form).
 pub fn encode_go_reply(reply: &GoReply, out: &mut Vec<u8>) {
-    let GoReply { ok, limit, remaining, retry_after_ms, reset_after_ms, granted, wait_ms } = *reply;
+    let GoReply { ok, limit, remaining, retry_after_ms, reset_after_ms, granted, wait_ms, shadow_sorry } = *reply;
     // Written on the stack and appended once: one capacity check for the
-    // reply instead of one per piece. The longest reply is 119 bytes.
-    let mut buf = Buf { bytes: [0; 128], len: 0 };
+    // reply instead of one per piece. The longest reply is 133 bytes.
+    let mut buf = Buf { bytes: [0; 136], len: 0 };
     // A fixmap: five fields, plus the optional ones that are present.
-    buf.put(&[0x85 + u8::from(granted.is_some()) + u8::from(wait_ms.is_some())]);
+    buf.put(&[0x85 + u8::from(granted.is_some()) + u8::from(wait_ms.is_some()) + u8::from(shadow_sorry)]);
     buf.put(if ok { b"\xa2ok\xc3" } else { b"\xa2ok\xc2" });
     buf.put(b"\xa5limit");
     buf.uint(u64::from(limit));
@@ -279,12 +284,15 @@ pub fn encode_go_reply(reply: &GoReply, out: &mut Vec<u8>) {
         buf.put(b"\xa7wait_ms");
         buf.uint(wait_ms);
     }
+    if shadow_sorry {
+        buf.put(b"\xacshadow_sorry\xc3");
+    }
     out.extend_from_slice(&buf.bytes[..buf.len]);
 }
 
 /// A reply being written, on the stack.
 struct Buf {
-    bytes: [u8; 128],
+    bytes: [u8; 136],
     len: usize,
 }
 

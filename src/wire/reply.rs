@@ -34,6 +34,11 @@ pub struct GoReply {
     /// when the request had `max_wait_ms`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_ms: Option<u64>,
+    /// Whether an ask in shadow (or of a limit in shadow) would have got
+    /// sorry: it is answered ok and charged nothing, with the sorry's
+    /// figures. Absent otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shadow_sorry: bool,
 }
 
 /// The reply to a request that could not be served.
@@ -226,6 +231,10 @@ pub struct LimitStatsReply {
     /// request and a go); absent when 0.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub charged: u64,
+    /// Asks in shadow answered go that would have got sorry (each also
+    /// counted in `sorry`); absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub shadow_sorry: u64,
 }
 
 /// What a reply to "may I go?" said; see `wire::classify_reply`.

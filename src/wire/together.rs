@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! request  {"op": "all", "asks": [ask, ...], "max_wait_ms"?, "hold_ms"?}
-//! reply    {"ok": bool, "replies": [go reply, ...], "retry_after_ms": n}
+//! reply    {"ok": bool, "replies": [go reply, ...], "retry_after_ms": n, "shadow_sorry"?: true}
 //! request  {"op": "refund", "limit", "key", "cost", "parents"?}   reply: a go reply
 //! request  {"op": "reset", "limit", "key"}            reply: a go reply
 //! ```
@@ -103,25 +103,30 @@ pub fn encode_all(asks: &[Ask], max_wait_ms: Option<u64>, hold_ms: Option<u64>, 
 /// ```
 /// use locker::wire::{self, AllReply, GoReply};
 ///
-/// let part = GoReply { ok: false, limit: 5, remaining: 0, retry_after_ms: 300, reset_after_ms: 300, granted: None, wait_ms: None };
+/// let part = GoReply { ok: false, limit: 5, remaining: 0, retry_after_ms: 300, reset_after_ms: 300, granted: None, wait_ms: None, shadow_sorry: false };
 /// let (mut fast, mut serde) = (Vec::new(), Vec::new());
-/// wire::encode_all_reply(false, [part, part].into_iter(), 300, &mut fast);
-/// wire::encode(&AllReply { ok: false, replies: vec![part, part], retry_after_ms: 300 }, &mut serde);
+/// wire::encode_all_reply(false, [part, part].into_iter(), 300, false, &mut fast);
+/// wire::encode(&AllReply { ok: false, replies: vec![part, part], retry_after_ms: 300, shadow_sorry: false }, &mut serde);
 /// assert_eq!(fast, serde);
 /// ```
 pub fn encode_all_reply(
     ok: bool,
     replies: impl ExactSizeIterator<Item = GoReply>,
     retry_after_ms: u64,
+    shadow_sorry: bool,
     out: &mut Vec<u8>,
 ) {
-    out.extend_from_slice(if ok { b"\x83\xa2ok\xc3\xa7replies" } else { b"\x83\xa2ok\xc2\xa7replies" });
+    out.push(0x83 + u8::from(shadow_sorry));
+    out.extend_from_slice(if ok { b"\xa2ok\xc3\xa7replies" } else { b"\xa2ok\xc2\xa7replies" });
     put_array_len(out, replies.len());
     for reply in replies {
         super::encode_go_reply(&reply, out);
     }
     out.extend_from_slice(b"\xaeretry_after_ms");
     super::encode(&retry_after_ms, out);
+    if shadow_sorry {
+        out.extend_from_slice(b"\xacshadow_sorry\xc3");
+    }
 }
 
 /// A refund: give back up to `cost` permits `key` took of `limit` (and,
@@ -187,6 +192,10 @@ pub struct AllReply {
     pub ok: bool,
     pub replies: Vec<GoReply>,
     pub retry_after_ms: u64,
+    /// Whether a part in shadow would have refused the whole: it was
+    /// charged nothing, and its reply says `shadow_sorry`. Absent otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shadow_sorry: bool,
 }
 
 /// Decodes the reply to an `all`: its answer, or the error that refused it.

@@ -130,8 +130,8 @@ fn toml_errors_say_the_line_and_column_and_which_limit() {
     let out = run_locker(&["serve", "--bind", "tcp://127.0.0.1:*", "--config", missing.path()]);
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
-    assert!(err.contains("line 6, column 1"), "{err}");
-    assert!(err.contains("limit \"api\"") && err.contains("missing field `in_seconds`"), "{err}");
+    assert!(err.contains(&format!("{}, line 6", missing.path())), "{err}");
+    assert!(err.contains("limit \"api\"") && err.contains("in_seconds or period is needed"), "{err}");
 }
 
 #[test]

@@ -56,6 +56,7 @@ fn ask_of(a: &Value) -> Ask<'_> {
         hold_ms: n("hold_ms"),
         terms: a.get("terms").map(terms_of),
         parents: None,
+        shadow: a.get("shadow").and_then(Value::as_bool).unwrap_or(false),
     }
 }
 
@@ -327,8 +328,8 @@ fn the_combined_golden_file_holds_for_the_rust_side() {
         seen += 1;
     }
     assert_eq!(
-        seen, 11,
-        "two of all, two of its reply, two refunds, two charges, a charge's reply, a reset and an ask with parents"
+        seen, 13,
+        "three of all, three of its reply, two refunds, two charges, a charge's reply, a reset and an ask with parents"
     );
 }
 
@@ -447,6 +448,7 @@ fn replies_round_trip_through_the_client_decoder() {
         reset_after_ms: 9,
         granted: None,
         wait_ms: None,
+        shadow_sorry: false,
     };
     wire::encode(&go, &mut out);
     assert_eq!(wire::decode_reply::<GoReply>(&out), Ok(Reply::Answer(go)));
@@ -512,6 +514,7 @@ fn the_load_generator_reads_replies_of_both_forms() {
         reset_after_ms: 9,
         granted: Some(1),
         wait_ms: None,
+        shadow_sorry: false,
     };
     assert_eq!(wire::classify_reply(b"go"), ReplyKind::Go);
     assert_eq!(wire::classify_reply(b"sorry"), ReplyKind::Sorry);

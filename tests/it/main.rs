@@ -83,6 +83,7 @@
 //!   `together::a_real_locker_answers_all_refund_and_reset_from_the_command_line`,
 //!   `together::peered_lockers_charge_a_refused_whole_to_no_part` (a peered pair, through the client),
 //!   `parents::a_real_locker_asks_and_refunds_under_parents_and_refuses_a_cycle_with_its_line` (with a SIGHUP),
+//!   `shadow::a_real_locker_asks_in_shadow_counts_it_in_stats_and_metrics_and_a_reload_ends_the_shadow` (a SIGHUP),
 //!   `operations::check_config_exits_0_for_a_valid_file_and_2_with_the_error`,
 //!   `edges::a_lease_wait_that_ends_in_the_queue_is_not_held_rather_than_an_error`,
 //!   `edges::toml_errors_say_the_line_and_column_and_which_limit`, `edges::negative_numbers_reach_the_validation_message`,
@@ -219,6 +220,9 @@ mod runtime;
 mod seed;
 /// The seed's limit as a rolling window with a margin on three real lockers: the resource refuses nothing.
 mod seed_scenario;
+/// Dry runs (`shadow`): would-be sorries answered go, counted, charged nothing; on the seam, in an `all`, under
+/// parents, peered on a simulated clock, on a store; a real locker's `--shadow`, stats, metrics and SIGHUP.
+mod shadow;
 /// `--state` on a real disk: a kill -9 mid-slot, damaged files, compaction, SIGTERM, reload.
 mod state;
 /// Counts in a real Redis and Redis Cluster.

@@ -49,7 +49,7 @@ fn try_get(addr: &str, path: &str, accept: &str) -> Option<String> {
 
 /// Scrapes `addr` until the locker's metrics thread has a snapshot with
 /// `series` in it.
-fn scrape_with(addr: &str, series: &str) -> String {
+pub fn scrape_with(addr: &str, series: &str) -> String {
     let end = Instant::now() + DEADLINE;
     loop {
         let body = get(addr, "/metrics", "text/plain");

@@ -63,7 +63,8 @@ fn structured_replies_carry_the_numbers_a_caller_plans_with() {
             retry_after_ms: 0,
             reset_after_ms: 700,
             granted: None,
-            wait_ms: None
+            wait_ms: None,
+            shadow_sorry: false
         }
     );
     let big = ask(&mut s, now, Ask::new().cost(4)).unwrap();

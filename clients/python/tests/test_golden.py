@@ -134,6 +134,7 @@ def check_all_reply(body: bytes, r: Dict[str, Any]) -> None:
         replies=tuple(go_reply(part) for part in r["replies"]),
         retry_after_ms=r["retry_after_ms"],
         wait_ms=r.get("wait_ms"),
+        shadow_sorry=r.get("shadow_sorry", False),
     )
     got = wire.decode_all(body)
     assert got == want

@@ -29,6 +29,9 @@ pub struct LimitStats {
     pub peeks: u64,
     /// Permits charged after the fact (`charge`), each charge also a go.
     pub charged: u64,
+    /// Sorries answered go because the ask or its limit was in shadow
+    /// (each also counted as a sorry).
+    pub shadow_sorry: u64,
 }
 
 /// What one request came to, as the counters see it.
@@ -159,6 +162,12 @@ impl Counters<'_> {
             Some(LimitId(i)) => self.entries[i].stats.record(Outcome::Error),
             None => *self.unattributed += 1,
         }
+    }
+
+    /// Counts a sorry of limit `id` (already counted) that was answered go
+    /// because the ask or the limit was in shadow.
+    pub fn record_shadow_sorry(&mut self, id: LimitId) {
+        self.entries[id.0].stats.shadow_sorry += 1;
     }
 
     /// Takes back the sorry last counted for limit `id`: the ask was held

@@ -39,7 +39,10 @@ fn bad_asks_are_errors_and_are_counted() {
     let patient = PermitAsk::new(api).max_wait_ms(MAX_WAIT_MS + 1);
     assert_eq!(l.ask(0, &patient), Err(TableError::WaitTooLong(MAX_WAIT_MS + 1).into()));
     let stats: Vec<_> = l.figures().stats().map(|(lim, s)| (lim.name().to_owned(), s)).collect();
-    assert_eq!(stats[1].1, LimitStats { requests: 2, go: 0, sorry: 0, errors: 2, waited: 0, peeks: 0, charged: 0 });
+    assert_eq!(
+        stats[1].1,
+        LimitStats { requests: 2, go: 0, sorry: 0, errors: 2, waited: 0, peeks: 0, charged: 0, shadow_sorry: 0 }
+    );
 }
 
 #[test]
@@ -70,4 +73,34 @@ fn a_named_default_replaces_the_flag_default() {
     let l = Locker::new(limit(DEFAULT_LIMIT, 2, 1.0), vec![limit(DEFAULT_LIMIT, 9, 1.0)], 10);
     assert_eq!(l.limit(l.find(None).unwrap()).quota().max_requests(), 9);
     assert_eq!(l.figures().stats().count(), 1);
+}
+
+/// A limit in shadow is known by one flag while none is; in `all`, a range
+/// of asks in shadow that would refuse is given back alone and does not
+/// refuse the whole, each of its asks counted a sorry; a usual refusal
+/// still gives back every part.
+#[test]
+#[allow(clippy::single_range_in_vec_init)] // one range of asks in shadow, not the indices in it
+fn a_shadow_range_that_would_refuse_is_given_back_alone_and_does_not_refuse_the_whole() {
+    let mut l = locker(10);
+    let (d, api) = (l.find(None).unwrap(), l.find(Some("api")).unwrap());
+    assert!(!l.shadow(api), "no limit is in shadow");
+    let shadowed = Locker::new(limit(DEFAULT_LIMIT, 2, 1.0), vec![limit("api", 5, 0.8).with_shadow(true)], 10);
+    assert!(shadowed.shadow(api) && !shadowed.shadow(d));
+
+    assert!(l.go(0, d, Some("k"), 2).unwrap().go, "the default limit's key k is spent");
+    // Part 0 (api) goes; parts 1..3 (api, then the spent default) are in shadow.
+    let asks = [PermitAsk::new(api).key("k"), PermitAsk::new(api).key("k"), PermitAsk::new(d).key("k")];
+    let (mut verdicts, shadow) = (Vec::new(), [1..3]);
+    assert_eq!(l.all_shadowed(0, &asks, &shadow, &mut verdicts), Ok(true));
+    assert_eq!(verdicts.iter().map(|v| (v.go, v.granted)).collect::<Vec<_>>(), [(true, 1), (true, 0), (false, 0)]);
+    assert!(refused_range(&shadow, &verdicts, 1) && !refused_range(&shadow, &verdicts, 0));
+    assert_eq!(l.go(0, api, Some("k"), 0).unwrap().remaining, 4, "only part 0 charged api");
+    let counts = |l: &Locker| l.figures().stats().map(|(_, s)| (s.go, s.sorry)).collect::<Vec<_>>();
+    assert_eq!(counts(&l), [(1, 1), (1, 1)], "each ask of the refused range a sorry (the peek neither)");
+
+    // A refusal outside the ranges refuses the whole, as ever.
+    let second = [1..2];
+    assert_eq!(l.all_shadowed(0, &[asks[2], asks[0]], &second, &mut verdicts), Ok(false));
+    assert_eq!(l.go(0, api, Some("k"), 0).unwrap().remaining, 4, "nothing charged");
 }

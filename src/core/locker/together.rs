@@ -4,10 +4,13 @@
 //! `all` takes every part in turn, as a go would, and when any part says
 //! sorry gives back exactly what the others took, before anything is
 //! published to peers or counted: a refused whole leaves every count as
-//! it found it. A refund gives back what a key took and still counts
+//! it found it; a range of asks in shadow (`all_shadowed`) that says
+//! sorry is given back alone, and does not refuse the whole. A refund gives back what a key took and still counts
 //! (see `Rule::give_back`), never more, so it cannot make room a limit
 //! does not have. Like the rest of the table: `now` comes in, nothing is
 //! logged, no socket is touched.
+
+use std::ops::Range;
 
 use super::{AskError, Locker, Outcome};
 use crate::core::ask::{PermitAsk, Verdict, Want};
@@ -33,10 +36,24 @@ impl Locker {
     /// refused by its limit's terms, is an error for the whole, with
     /// nothing charged.
     pub fn all(&mut self, now: Nanos, asks: &[PermitAsk], verdicts: &mut Vec<Verdict>) -> Result<bool, PartError> {
+        self.all_shadowed(now, asks, &[], verdicts)
+    }
+
+    /// `all`, with the asks of each range of `shadow` in shadow: a range
+    /// with a sorry among them charges nothing and does not refuse the
+    /// whole (see `all_or_none`); each of its asks counts as a sorry.
+    pub fn all_shadowed(
+        &mut self,
+        now: Nanos,
+        asks: &[PermitAsk],
+        shadow: &[Range<usize>],
+        verdicts: &mut Vec<Verdict>,
+    ) -> Result<bool, PartError> {
         let wants = self.check_parts(asks)?;
         let go = all_or_none(
             self,
             asks,
+            shadow,
             verdicts,
             |me, part, ask| me.take_quietly(now, ask, wants[part]),
             |me, ask, v| {
@@ -44,10 +61,12 @@ impl Locker {
                 me.counted(now, ask.limit, |rule, _| rule.give_back(now, key, granted, wait));
             },
         )?;
-        for (ask, v) in asks.iter().zip(verdicts.iter()) {
-            // A refused whole is a sorry for every part; peers still hear
+        for (i, (ask, v)) in asks.iter().zip(verdicts.iter()).enumerate() {
+            // A refused whole is a sorry for every part, and so is a
+            // refused shadow range for each of its asks; peers still hear
             // what a short part asked them for.
-            let outcome = if go { Outcome::of_verdict(v) } else { Outcome::Sorry };
+            let refused = !go || refused_range(shadow, verdicts, i);
+            let outcome = if refused { Outcome::Sorry } else { Outcome::of_verdict(v) };
             self.entries[ask.limit.0].stats.record(outcome);
             self.publish(now, ask, v);
         }
@@ -110,9 +129,15 @@ impl Locker {
 /// figures as they stood). The verdicts go into `verdicts` (cleared
 /// first). For the table's `all`, and for deciders outside it (a store's
 /// claims), so that both refuse a whole alike.
+///
+/// The asks of each range of `shadow` (none for a usual `all`) are in
+/// shadow: when one of a range says sorry, the range's other asks are
+/// given back as a refused whole's are, and the range does not refuse
+/// the whole; the other asks decide it as usual.
 pub fn all_or_none<S: ?Sized>(
     s: &mut S,
     asks: &[PermitAsk],
+    shadow: &[Range<usize>],
     verdicts: &mut Vec<Verdict>,
     mut take: impl FnMut(&mut S, usize, &PermitAsk) -> Result<Verdict, AskError>,
     mut give_back: impl FnMut(&mut S, &PermitAsk, &Verdict),
@@ -128,15 +153,34 @@ pub fn all_or_none<S: ?Sized>(
             }
         }
     }
-    let go = failed.is_none() && verdicts.iter().all(|v| v.go);
-    if !go {
-        for (ask, v) in asks.iter().zip(verdicts.iter_mut()).rev().filter(|(_, v)| v.go && v.granted > 0) {
+    let mut give_back_range = |s: &mut S, verdicts: &mut [Verdict], range: Range<usize>| {
+        let start = range.start;
+        for (ask, v) in asks[range].iter().zip(&mut verdicts[start..]).rev().filter(|(_, v)| v.go && v.granted > 0) {
             give_back(s, ask, v);
             if v.wait == 0 {
                 v.remaining = v.remaining.saturating_add(v.granted).min(v.limit);
             }
             (v.granted, v.wait) = (0, 0);
         }
+    };
+    if failed.is_none() {
+        for range in shadow.iter().rev() {
+            if refused_range(shadow, verdicts, range.start) {
+                give_back_range(s, verdicts, range.clone());
+            }
+        }
+    }
+    let go =
+        failed.is_none() && verdicts.iter().enumerate().all(|(i, v)| v.go || shadow.iter().any(|r| r.contains(&i)));
+    if !go {
+        let taken = verdicts.len();
+        give_back_range(s, verdicts, 0..taken);
     }
     failed.map_or(Ok(go), Err)
+}
+
+/// Whether the ask at `i` is in a range of `shadow` some ask of which
+/// says sorry in `verdicts`: a shadow range that would refuse.
+pub fn refused_range(shadow: &[Range<usize>], verdicts: &[Verdict], i: usize) -> bool {
+    shadow.iter().any(|r| r.contains(&i) && verdicts.get(r.clone()).is_some_and(|vs| vs.iter().any(|v| !v.go)))
 }

@@ -221,6 +221,7 @@ const LIMIT_COUNTERS: [LimitCounter; 7] = [
     ("waited", "Reservations and queued lease acquires, per limit", |c| c.waited),
     ("peeks", "Peeks (cost 0) answered, per limit: neither go nor sorry", |c| c.peeks),
     ("charged", "Permits charged after the fact (op charge), per limit, past the limit or not", |c| c.charged),
+    ("shadow_sorry", "Sorries answered go because the ask or its limit was in shadow, per limit", |c| c.shadow_sorry),
 ];
 
 fn limits(limits: &[LimitSnapshot]) -> Vec<Family> {
@@ -316,7 +317,16 @@ mod tests {
         let api = LimitSnapshot {
             name: "api".into(),
             algorithm: "fixed-window",
-            counts: LimitStats { requests: 10, go: 5, sorry: 4, errors: 1, waited: 2, peeks: 0, charged: 0 },
+            counts: LimitStats {
+                requests: 10,
+                go: 5,
+                sorry: 4,
+                errors: 1,
+                waited: 2,
+                peeks: 0,
+                charged: 0,
+                shadow_sorry: 3,
+            },
             live_keys: 3,
             ..LimitSnapshot::default()
         };
@@ -354,6 +364,7 @@ mod tests {
         assert_eq!(value(&text, r#"locker_sorry_total{limit="api"}"#), Some(4.0));
         assert_eq!(value(&text, r#"locker_errors_total{limit="api"}"#), Some(1.0));
         assert_eq!(value(&text, r#"locker_waited_total{limit="api"}"#), Some(2.0));
+        assert_eq!(value(&text, r#"locker_shadow_sorry_total{limit="api"}"#), Some(3.0));
         assert_eq!(value(&text, r#"locker_live_keys{limit="api"}"#), Some(3.0));
         assert_eq!(value(&text, r#"locker_leases_held{limit="db"}"#), Some(4.0));
         assert_eq!(value(&text, r#"locker_leases_waiting{limit="db"}"#), Some(1.0));

@@ -59,7 +59,16 @@ fn reply(replies: &[Result<GoReply, &str>]) -> Vec<u8> {
 }
 
 fn go(ok: bool, remaining: u32) -> GoReply {
-    GoReply { ok, limit: 5, remaining, retry_after_ms: 0, reset_after_ms: 1_500, granted: None, wait_ms: None }
+    GoReply {
+        ok,
+        limit: 5,
+        remaining,
+        retry_after_ms: 0,
+        reset_after_ms: 1_500,
+        granted: None,
+        wait_ms: None,
+        shadow_sorry: false,
+    }
 }
 
 fn codes(response: &RateLimitResponse) -> Vec<i32> {
@@ -119,6 +128,24 @@ fn shadow_mode_counts_and_answers_ok() {
     assert_eq!(asks(&plan).len(), 1, "counted");
     let response = answer(&plan, &reply(&[Ok(go(false, 0))])).unwrap();
     assert_eq!((codes(&response), response.overall_code), (vec![OK], OK));
+}
+
+/// A shadow_mode rule asks in shadow, so that the locker counts its
+/// would-be refusal (`locker_shadow_sorry_total`); the locker's go that
+/// says `shadow_sorry` is answered OK with nothing remaining, as
+/// envoyproxy/ratelimit answers a shadow rule over its limit.
+#[test]
+fn shadow_mode_asks_in_shadow_and_its_shadow_sorry_is_ok_with_nothing_remaining() {
+    let t = table();
+    let plan = plan(&t, &request(vec![descriptor(&[("soft", "x")]), descriptor(&[("user", "u")])]), &ANSWERING);
+    let plan = plan.unwrap();
+    let Ok(Request::Batch(batch)) = wire::decode_request(&plan.body) else { panic!("not a batch") };
+    let shadows: Vec<bool> = batch.iter().map(|a| a.unwrap().shadow).collect();
+    assert_eq!(shadows, [true, false], "only the shadow_mode rule's ask");
+    let would_be_sorry = GoReply { shadow_sorry: true, ..go(true, 0) };
+    let response = answer(&plan, &reply(&[Ok(would_be_sorry), Ok(go(true, 4))])).unwrap();
+    assert_eq!((codes(&response), response.overall_code), (vec![OK, OK], OK));
+    assert_eq!((response.statuses[0].limit_remaining, response.statuses[1].limit_remaining), (0, 4));
 }
 
 #[test]
@@ -252,7 +279,10 @@ fn an_all_or_nothing_domain_asks_as_one_all() {
     assert_eq!(all.len(), 2);
     // Refused: the part that would have gone is OK, nothing charged.
     let mut out = Vec::new();
-    wire::encode(&wire::AllReply { ok: false, replies: vec![go(true, 4), go(false, 0)], retry_after_ms: 9 }, &mut out);
+    wire::encode(
+        &wire::AllReply { ok: false, replies: vec![go(true, 4), go(false, 0)], retry_after_ms: 9, shadow_sorry: false },
+        &mut out,
+    );
     let response = answer(&plan, &out).unwrap();
     assert_eq!((codes(&response), response.overall_code), (vec![OK, OVER], OVER));
     assert_eq!(response.statuses[0].limit_remaining, 4);

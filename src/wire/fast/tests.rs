@@ -127,7 +127,7 @@ proptest! {
         granted: Option<u32>,
         wait_ms in proptest::option::of(prop_oneof![0..1000u64, any::<u64>()]),
     ) {
-        let reply = GoReply { ok, limit, remaining, retry_after_ms: retry, reset_after_ms: reset, granted, wait_ms };
+        let reply = GoReply { ok, limit, remaining, retry_after_ms: retry, reset_after_ms: reset, granted, wait_ms, shadow_sorry: false };
         let mut out = Vec::new();
         encode_go_reply(&reply, &mut out);
         prop_assert_eq!(&out, &serde_bytes(&reply));

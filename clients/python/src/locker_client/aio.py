@@ -95,13 +95,14 @@ class AsyncClient(ClientBase["zmq.Socket[bytes]"]):
         hold_ms: Optional[int] = None,
         terms: Optional[wire.Terms] = None,
         parents: Optional[Mapping[str, str]] = None,
+        shadow: bool = False,
     ) -> GoReply:
         """Asks for permits; see :meth:`locker_client.Client.ask`."""
         if max_wait is not None:
             max_wait_ms = wire.seconds_or_ms("max_wait", max_wait, max_wait_ms)
         if hold is not None:
             hold_ms = wire.seconds_or_ms("hold", hold, hold_ms)
-        body = wire.ask_body(limit, key, cost, up_to, max_wait_ms, hold_ms, terms, parents)
+        body = wire.ask_body(limit, key, cost, up_to, max_wait_ms, hold_ms, terms, parents, shadow)
         return _decode_go(await self.round_trip(body))
 
     async def all(
@@ -160,11 +161,12 @@ class AsyncClient(ClientBase["zmq.Socket[bytes]"]):
         max_wait: Optional[float] = None,
         max_wait_ms: Optional[int] = None,
         parents: Optional[Mapping[str, str]] = None,
+        shadow: bool = False,
     ) -> GoReply:
         """Asks and, on a reservation, ``asyncio.sleep``s ``wait_ms`` before
         returning; see :meth:`locker_client.Client.acquire`."""
         max_wait_ms = wire.seconds_or_ms("max_wait", max_wait, max_wait_ms)
-        reply = await self.ask(limit, key, cost=cost, up_to=up_to, max_wait_ms=max_wait_ms, parents=parents)
+        reply = await self.ask(limit, key, cost=cost, up_to=up_to, max_wait_ms=max_wait_ms, parents=parents, shadow=shadow)
         pause = calls.reservation(reply)
         if pause:
             await asyncio.sleep(pause)

@@ -114,6 +114,7 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         hold_ms: Optional[int] = None,
         terms: Optional[Terms] = None,
         parents: Optional[Mapping[str, str]] = None,
+        shadow: bool = False,
     ) -> GoReply:
         """Asks for ``cost`` permits of ``limit`` (the default limit when
         None) for ``key`` and returns the locker's whole reply.
@@ -131,6 +132,10 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         config names a ``parent`` (``{"team": "t3", "org": "acme"}``): the
         ask takes ``cost`` from every level or from none, and the reply is
         the figures of the level nearest to refusing it.
+        ``shadow=True`` asks in shadow, a dry run: decided and counted as
+        usual, but a would-be sorry is answered go with ``shadow_sorry``
+        set, charging nothing, never held or reserved (as an ask of a limit
+        whose config says ``shadow = true`` is).
         Raises :class:`~locker_client.LockerError` when the locker refuses,
         ``TypeError``/``ValueError`` for a bad argument, before sending.
         """
@@ -140,7 +145,7 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
             max_wait_ms = wire.seconds_or_ms("max_wait", max_wait, max_wait_ms)
         if hold is not None:
             hold_ms = wire.seconds_or_ms("hold", hold, hold_ms)
-        body = wire.ask_body(limit, key, cost, up_to, max_wait_ms, hold_ms, terms, parents)
+        body = wire.ask_body(limit, key, cost, up_to, max_wait_ms, hold_ms, terms, parents, shadow)
         return _decode_go(self.round_trip(body))
 
     def all(
@@ -245,13 +250,14 @@ class Client(ClientBase["zmq.Socket[bytes]"]):
         max_wait: Optional[float] = None,
         max_wait_ms: Optional[int] = None,
         parents: Optional[Mapping[str, str]] = None,
+        shadow: bool = False,
     ) -> GoReply:
         """Asks like :meth:`ask` and, when the locker answers with a
         reservation (``wait_ms``), sleeps until the caller may go. On return
         ``ok`` means go now; not ``ok`` means sorry even within
         ``max_wait_ms``."""
         max_wait_ms = wire.seconds_or_ms("max_wait", max_wait, max_wait_ms)
-        reply = self.ask(limit, key, cost=cost, up_to=up_to, max_wait_ms=max_wait_ms, parents=parents)
+        reply = self.ask(limit, key, cost=cost, up_to=up_to, max_wait_ms=max_wait_ms, parents=parents, shadow=shadow)
         time.sleep(calls.reservation(reply))
         return reply
 

@@ -82,6 +82,8 @@ class GoReply(_Answer):
     ``granted``: permits taken, present when the ask had ``up_to``.
     ``wait_ms``: go after this long, present when the ask had ``max_wait_ms``.
     ``limit``: the limit's capacity (max_requests, or a bucket's burst).
+    ``shadow_sorry``: the ask (or its limit) was in shadow and would have
+    got sorry: it is ``ok``, charged nothing, with the sorry's figures.
 
     The ``_ms`` fields are the wire's own names, in milliseconds;
     ``retry_after``, ``reset_after`` and ``wait`` give them in seconds.
@@ -94,6 +96,7 @@ class GoReply(_Answer):
     granted: Optional[int]
     wait_ms: Optional[int]
     limit: int
+    shadow_sorry: bool = False
 
     @property
     def reset_after(self) -> float:
@@ -185,8 +188,8 @@ class Ask:
     permits of ``limit`` (the default limit when None) for ``key``, with
     ``up_to`` and ``max_wait`` (seconds; or ``max_wait_ms``) as there, and
     the limit's :class:`Terms` when the locker's config does not name it,
-    and ``parents``, the key of each limit above ``limit`` (see
-    :meth:`~locker_client.Client.ask`). Checked when the batch is built; ``max_wait`` is kept as ``max_wait_ms``.
+    and ``parents``, the key of each limit above ``limit``, and ``shadow``
+    (see :meth:`~locker_client.Client.ask`). Checked when the batch is built; ``max_wait`` is kept as ``max_wait_ms``.
     A part of :meth:`~locker_client.Client.all` takes neither ``up_to`` nor
     a wait of its own (the wait is the whole's).
     """
@@ -199,6 +202,7 @@ class Ask:
     max_wait: Optional[float] = None
     terms: Optional[Terms] = None
     parents: Optional[Mapping[str, str]] = None
+    shadow: bool = False
 
     def __post_init__(self) -> None:
         if self.max_wait is not None:
@@ -279,6 +283,9 @@ class AllReply(_Answer):
     have gone says what it has, charged nothing). ``retry_after_ms``: when
     not ok, the longest of the parts' (``retry_after`` in seconds).
     ``wait_ms``: present when the whole had a wait and was reserved.
+    ``shadow_sorry``: a part in shadow would have refused the whole: it
+    went on the other parts, that part charged nothing (its own reply
+    says ``shadow_sorry``).
     ``names``: the limits asked, in order (None for the default limit),
     which :meth:`headers` names its items after; not part of equality.
     """
@@ -287,6 +294,7 @@ class AllReply(_Answer):
     replies: Tuple[GoReply, ...]
     retry_after_ms: int
     wait_ms: Optional[int] = None
+    shadow_sorry: bool = False
     names: Tuple[Optional[str], ...] = field(default=(), compare=False)
 
     @property
@@ -398,17 +406,26 @@ def go_request(
     hold_ms: Optional[int] = None,
     terms: Optional[Terms] = None,
     parents: Optional[Mapping[str, str]] = None,
+    shadow: bool = False,
 ) -> Request:
     """The map of an ask, checked; fields in the Rust client's order.
     ``hold_ms`` asks the locker to hold the reply that long for a go
     rather than answer sorry (at most a minute); ``terms``, the limit's
-    own, come after the ask's own fields, and ``parents`` last."""
+    own, come after the ask's own fields, then ``parents``, and ``shadow``
+    last (only when true)."""
     request: Request = {"op": "go", **ask_entry(limit, key, cost, up_to, max_wait_ms)}
     if hold_ms is not None:
         request["hold_ms"] = check_count("hold_ms", hold_ms, high=MAX_HOLD_MS)
     _put_terms(request, terms)
     _put_parents(request, parents)
+    _put_shadow(request, shadow)
     return request
+
+
+def _put_shadow(request: Request, shadow: bool) -> None:
+    """Adds ``shadow``, last, when it is true."""
+    if check_flag("shadow", shadow):
+        request["shadow"] = True
 
 
 def _put_terms(request: Request, terms: Optional[Terms]) -> None:
@@ -528,6 +545,7 @@ def ask_body(
     hold_ms: Optional[int] = None,
     terms: Optional[Terms] = None,
     parents: Optional[Mapping[str, str]] = None,
+    shadow: bool = False,
 ) -> bytes:
     """The bytes of an ask, checked: ``encode(go_request(...))``, with the
     common ask written straight to bytes."""
@@ -539,6 +557,7 @@ def ask_body(
         and hold_ms is None
         and terms is None
         and parents is None
+        and shadow is False
         and cost.__class__ is int
         and 0 <= cost < 128
         and (limit is None or limit.__class__ is str)
@@ -551,7 +570,7 @@ def ask_body(
         body = _ask_bytes(limit, key, cost, True)
         if body is not None:
             return body
-    return encode(go_request(limit, key, cost, up_to, max_wait_ms, hold_ms, terms, parents))
+    return encode(go_request(limit, key, cost, up_to, max_wait_ms, hold_ms, terms, parents, shadow))
 
 
 def batch_body(asks: Iterable[Union[Ask, AllAsks]]) -> Tuple[bytes, int]:
@@ -571,6 +590,7 @@ def batch_body(asks: Iterable[Union[Ask, AllAsks]]) -> Tuple[bytes, int]:
             and ask.max_wait_ms is None
             and ask.terms is None
             and ask.parents is None
+            and ask.shadow is False
         ):
             entry = _ask_bytes(ask.limit, ask.key, ask.cost, False)
         parts.append(entry if entry is not None else encode(_batch_entry(index, ask)))
@@ -608,6 +628,7 @@ def _batch_entry(index: int, ask: object) -> Request:
         entry = ask_entry(ask.limit, ask.key, ask.cost, ask.up_to, ask.max_wait_ms)
         _put_terms(entry, ask.terms)
         _put_parents(entry, ask.parents)
+        _put_shadow(entry, ask.shadow)
     except (TypeError, ValueError) as e:
         raise type(e)(f"ask {index}: {e}") from e
     return entry
@@ -825,6 +846,7 @@ def _go_reply(m: Dict[str, Any]) -> GoReply:
             "granted": m.get("granted"),
             "wait_ms": m.get("wait_ms"),
             "limit": int(m["limit"]),
+            "shadow_sorry": bool(m.get("shadow_sorry", False)),
         }
     except (KeyError, TypeError, ValueError) as e:
         raise BadReply(f"not a go reply: {m!r}") from e
@@ -901,6 +923,7 @@ def _all_reply(m: Dict[str, Any], names: Sequence[Optional[str]] = ()) -> AllRep
             replies=tuple(parts),
             retry_after_ms=int(m["retry_after_ms"]),
             wait_ms=None if m.get("wait_ms") is None else int(m["wait_ms"]),
+            shadow_sorry=bool(m.get("shadow_sorry", False)),
             names=tuple(names),
         )
     except (KeyError, TypeError, ValueError) as e:
