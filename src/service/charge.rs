@@ -51,7 +51,7 @@ impl Service {
     /// fewest permits left, and the largest debt of any level.
     fn charge_with_levels(&mut self, now: Nanos, ask: PermitAsk, parents: Option<Parents>, out: &mut Vec<u8>) {
         let mut levels = Levels::new(ask);
-        let found = levels.add(&self.locker, ask, parents).map_err(|e| e.to_string()).and_then(|()| {
+        let found = levels.add(&self.locker, ask, parents, false).map_err(|e| e.to_string()).and_then(|()| {
             levels.asks().iter().try_for_each(|level| match &self.store {
                 Some(s) if !s.decides_alone(&self.locker, level) => Err(STORE_TAKES_NO_CHARGE.to_owned()),
                 _ => self.locker.check_charge(level).map(drop).map_err(|e| e.to_string()),

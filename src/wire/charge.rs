@@ -81,6 +81,7 @@ impl ChargeReply {
             reset_after_ms: self.reset_after_ms,
             granted: Some(self.granted),
             wait_ms: None,
+            shadow_sorry: false,
         }
     }
 }

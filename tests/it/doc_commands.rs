@@ -47,6 +47,8 @@ const CLUSTER: &str =
     "needs a Kubernetes cluster; deploy/kubernetes/tests renders, validates and runs the manifests without one";
 const PARENTS: &str =
     "asks limits under parents, which the documented daemon's examples/limits.toml lacks: parents::* asks them so";
+const SHADOW: &str =
+    "asks a limit in shadow, which the documented daemon's examples/limits.toml lacks: shadow::* asks it so";
 const PIP: &str = "installs into the machine's Python; the test imports the client from clients/python/src";
 
 /// Every command of the docs, by file, in the order the file gives them.
@@ -117,6 +119,8 @@ const COMMANDS: &[(&str, &str, Do)] = &[
     ("docs/operations.md", "locker reset --limit NAME --key KEY", Skip(PATTERN)),
     ("docs/operations.md", "locker ask --limit user --key u7 --parent team=t3 --parent org=acme", Skip(PARENTS)),
     ("docs/operations.md", "locker charge --limit api --key user-9 --cost 12", Run),
+    ("docs/operations.md", "locker ask --shadow", Run),
+    ("docs/operations.md", "locker ask --limit search-v2 --key u7 --shadow", Skip(SHADOW)),
     ("docs/operations.md", "locker lease acquire --limit db", Run),
     ("docs/operations.md", "locker health --metrics HOST:PORT", Skip(PATTERN)),
     ("docs/operations.md", "cargo test --release --test it clocks", Tests("clocks")),
@@ -187,6 +191,7 @@ const COMMANDS: &[(&str, &str, Do)] = &[
     ("docs/store.md", "locker serve --store redis-cluster://10.0.0.1:6379,10.0.0.2:6379", Skip(HOSTS)),
     ("docs/store.md", "bash benches/store.sh", Skip(MINUTES)),
     ("docs/wire.md", "locker bench --batch N", Skip(PATTERN)),
+    ("docs/wire.md", "locker ask --shadow", Run),
 ];
 
 /// The commands of a Markdown text: each line of a `sh` or `bash` block

@@ -213,7 +213,7 @@ fn process(snapshot: &Snapshot, uptime_seconds: f64) -> Vec<Family> {
 type LimitCounter = (&'static str, &'static str, fn(&LimitStats) -> u64);
 
 /// Each limit's counters since start, as the `stats` reply has them.
-const LIMIT_COUNTERS: [LimitCounter; 7] = [
+const LIMIT_COUNTERS: [LimitCounter; 8] = [
     ("requests", "Requests answered, per limit", |c| c.requests),
     ("go", "Requests answered go, per limit", |c| c.go),
     ("sorry", "Requests answered sorry, per limit", |c| c.sorry),
