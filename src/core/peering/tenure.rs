@@ -84,6 +84,12 @@
 //!   that never heard the holding is still safe: of the new run's
 //!   majority, one locker at least declared its earlier run (a majority
 //!   of the others did), and says so in the heartbeat that echoes it.
+//! - **No second holder.** While a peer held a member's share, that peer
+//!   was heir to whatever the member is heir to, and took those shares;
+//!   it keeps them when it gives the member's own share back. So a run
+//!   whose share a peer may have held (it heard a holding of it, or a
+//!   declaration of a run of its member) reclaims nothing: it could
+//!   otherwise take, as heir, a share that peer still grants from.
 //! - **The declared run.** A run declared by a majority (cut off, then
 //!   healed) stays shunned, and its share held: it grants only what peers
 //!   give it until it is restarted. Its restart is a later run, handed
@@ -577,7 +583,14 @@ impl Tenure {
 
     /// Takes over each member this locker (or a member whose share it
     /// holds) is heir to, once a majority declared its newest run dead.
+    ///
+    /// Not a run whose own share a peer may have held (`once_held`): while
+    /// a peer held it, that peer was heir to whatever this locker is heir
+    /// to, and may hold it still; a second holder would grant beside it.
     fn reclaim(&mut self, now: Nanos, nodes: &Nodes, events: &mut VecDeque<PeerEvent>) {
+        if self.once_held {
+            return;
+        }
         let Some(members) = member_ids(nodes) else { return };
         let me = nodes.me().id.clone();
         // Taking one over can make this locker heir to the next: go round

@@ -418,3 +418,30 @@ fn an_older_lockers_declaration_by_id_covers_the_runs_started_before_it_was_hear
     t.on_beat(at + 3 * MS, 0, Said { at: at + 3 * MS, dead: &dead, ..Said::default() }, &nodes);
     assert!(t.vouch(at + 3 * MS, 1, &c_later, at + 2 * MS, &nodes), "a run started since is not the one declared");
 }
+
+#[test]
+fn a_run_whose_share_a_peer_held_reclaims_nothing_its_holder_may_hold_still() {
+    // c's second run, of a..e; a holds c's share, so a is heir to b too.
+    let names: Vec<Box<str>> = ["a", "b", "d", "e"].into_iter().map(Box::from).collect();
+    let mut nodes = Nodes::new(run_of("c", 2), &names, MS);
+    for (ix, id) in [(0, "a"), (1, "b"), (2, "d"), (3, "e")] {
+        hear(&mut nodes, T0, ix, id);
+    }
+    let mut t = Tenure::new(5, 4);
+    t.joined(T0, true);
+    let (held, dead) = (["c".to_string()], runs(&["b"]));
+    beat(&mut t, &mut nodes, T0 + MS, 0, &key("a"), Said { holds: &held, dead: &dead, ..Said::default() });
+    for peer in [2, 3] {
+        beat(
+            &mut t,
+            &mut nodes,
+            T0 + MS,
+            peer,
+            &key(["", "", "d", "e"][peer]),
+            Said { dead: &dead, ..Said::default() },
+        );
+    }
+    let mut events = VecDeque::new();
+    t.tick(T0 + 2 * MS, &nodes, &mut events);
+    assert!(t.held().next().is_none(), "a majority declared b, whose heir is c, but a may hold it: {events:?}");
+}
