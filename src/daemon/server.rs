@@ -723,7 +723,9 @@ fn log_event(event: &PeerEvent) {
         ),
         PeerEvent::Declared { id } => warn!(peer = %id, "peer silent past its lease: declared dead; a majority of such declarations passes its share on"),
         PeerEvent::Reclaimed { id, in_ms } => warn!(peer = %id, in_ms, "a majority declared this peer dead: its share is this locker's for the slots that begin after in_ms"),
-        PeerEvent::LostShare { by } => warn!(by = %by, "a peer holds this locker's share (it was declared dead): granting only what peers give"),
+        PeerEvent::LostShare { by } => warn!(by = %by, "a peer holds this locker's share (it was declared dead): granting only what peers give until a later run of this locker is heard"),
+        PeerEvent::ShareBack => info!("no peer holds this locker's share any more: granting from it again from the slots after a lease regained since"),
+        PeerEvent::Released { id } => info!(peer = %id, "a later run of a peer whose share this locker held was heard: its share is given back"),
         PeerEvent::Rejoining { paused_ms } => {
             warn!(paused_ms, "this locker was paused longer than the peer-dead time; learning the counts again")
         }

@@ -60,10 +60,18 @@ pub(super) fn on_peer(
                 Beat { sent_at: beat.at, joining: beat.joining, reported, up: beat.up },
             );
             if heard {
-                let PeerTenure { echo, dead, holds } = &beat.tenure;
+                let PeerTenure { echo, dead, holds, dead_runs } = &beat.tenure;
                 let me = &p.nodes().me().id;
                 let echo = echo.iter().find(|e| *e.0 == **me).map(|e| e.1);
-                p.on_tenure(now, peer, Said { echo, dead, holds });
+                // An older locker names the members only: any run of each.
+                let ids: Vec<(String, u64)>;
+                let dead = if dead_runs.is_empty() && !dead.is_empty() {
+                    ids = dead.iter().map(|id| (id.clone(), 0)).collect();
+                    &ids
+                } else {
+                    dead_runs
+                };
+                p.on_tenure(now, peer, Said { at: beat.at, echo, dead, holds });
             }
             heard
         }
@@ -401,8 +409,9 @@ fn tenure_of(p: &mut Peering, now: Nanos) -> PeerTenure {
     }
     PeerTenure {
         echo: echoes.into_iter().map(|(id, at)| PeerEcho(id.into(), at)).collect(),
-        dead: tenure.declared().map(String::from).collect(),
+        dead: tenure.declared().map(|(id, _)| String::from(id)).collect(),
         holds: tenure.held().map(String::from).collect(),
+        dead_runs: tenure.declared().map(|(id, run)| (String::from(id), run)).collect(),
     }
 }
 

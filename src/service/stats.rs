@@ -69,7 +69,7 @@ pub(super) fn reply(locker: &Locker, peering: Option<&Peering>, status: Status, 
         reply.members = Some(1 + p.nodes().configured() as u32);
         reply.member_set_mismatch = p.members().differs();
         reply.member_set_settling = p.members().refuses() && !p.members().differs();
-        reply.declared_dead = tenure.declared().map(String::from).collect();
+        reply.declared_dead = tenure.declared().map(|(id, _)| String::from(id)).collect();
         reply.holds = tenure.held().map(String::from).collect();
         let timeout = p.settings().live_timeout;
         reply.peers = p

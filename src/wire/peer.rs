@@ -193,11 +193,17 @@ pub struct PeerTenure {
     /// The latest heartbeat time the sender heard from each peer it
     /// still echoes.
     pub echo: Vec<PeerEcho>,
-    /// The members (node ids) the sender declared dead.
+    /// The members (node ids) the sender declared dead, for an older
+    /// locker, which shuns every run of each.
     pub dead: Vec<String>,
     /// The members whose shares of every slot the sender holds, besides
     /// its own.
     pub holds: Vec<String>,
+    /// The runs the sender declared dead, as `[id, incarnation]`: every
+    /// run of the member up to that incarnation (for a member it never
+    /// heard, every run that started before it declared). A reader that
+    /// finds it reads it rather than `dead`; left out by an older locker.
+    pub dead_runs: Vec<(String, u64)>,
 }
 
 impl PeerCounts {
@@ -299,6 +305,8 @@ struct Frame<'a> {
     up: Option<u64>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     settling: bool,
+    #[serde(default, skip_serializing_if = "is_empty")]
+    dead_runs: List<'a, (String, u64)>,
 }
 
 /// A list of a frame: borrowed from the message when written, owned when
@@ -340,6 +348,7 @@ impl Serialize for PeerMsg {
                 _ => None,
             },
             settling: about.settling,
+            dead_runs: Cow::Borrowed(&tenure.dead_runs),
         };
         frame.serialize(serializer)
     }
@@ -360,7 +369,7 @@ impl TryFrom<Frame<'static>> for PeerMsg {
         let too_many = counts > MAX_COUNTS_PER_MESSAGE
             || f.nodes.len() > MAX_COUNTS_PER_MESSAGE + 1
             || f.seen.len() > MAX_COUNTS_PER_MESSAGE
-            || f.echo.len() + f.dead.len() + f.holds.len() > MAX_COUNTS_PER_MESSAGE
+            || f.echo.len() + f.dead.len() + f.holds.len() + f.dead_runs.len() > MAX_COUNTS_PER_MESSAGE
             || f.limits.len() > MAX_LIMITS_PER_MESSAGE
             || f.terms.len() > MAX_LIMITS_PER_MESSAGE;
         if too_many {
@@ -378,8 +387,8 @@ impl TryFrom<Frame<'static>> for PeerMsg {
         let part = PeerCounts { nodes: f.nodes.into_owned(), at: f.at, counts, wanted, gave };
         Ok(match f.kind {
             PeerKind::Beat => {
-                let tenure =
-                    PeerTenure { echo: f.echo.into_owned(), dead: f.dead.into_owned(), holds: f.holds.into_owned() };
+                let (echo, dead, holds) = (f.echo.into_owned(), f.dead.into_owned(), f.holds.into_owned());
+                let tenure = PeerTenure { echo, dead, holds, dead_runs: f.dead_runs.into_owned() };
                 PeerMsg::Beat(PeerBeat { sender, at: f.at, joining: f.joining, about, tenure, up: f.up })
             }
             PeerKind::Counts => PeerMsg::Counts(part),

@@ -152,6 +152,7 @@ const COMMANDS: &[(&str, &str, Do)] = &[
     ("docs/peering.md", "cargo test --release --test it peering_bucket -- --nocapture", Tests("peering_bucket")),
     ("docs/peering.md", "cargo test --release --test it peering_kept -- --nocapture", Tests("peering_kept")),
     ("docs/peering.md", "cargo test --release --test it peering_capacity -- --nocapture", Tests("peering_capacity")),
+    ("docs/peering.md", "cargo test --release --test it peering_handback -- --nocapture", Tests("peering_handback")),
     ("docs/peering.md", "cargo test --release --test it peering_restarts -- --nocapture", Tests("peering_restarts")),
     ("docs/performance.md", "bash benches/compare.sh", Skip(MINUTES)),
     ("docs/performance.md", "bash benches/instructions.sh", Skip("needs valgrind, and a minute of load on a shared machine")),

@@ -415,6 +415,24 @@ fn an_older_peer_reads_the_limits_of_a_message_with_terms() {
     assert!(rmp_serde::from_slice::<OlderPeerMsg>(&longer).is_err(), "a longer entry is refused");
 }
 
+/// A peer built before declarations named runs reads the members a
+/// heartbeat declared dead from `dead`, which still names their ids, and
+/// skips `dead_runs`; this version reads the runs.
+#[test]
+fn an_older_peer_reads_the_ids_of_a_heartbeat_that_declares_runs() {
+    #[derive(serde::Deserialize)]
+    struct OlderPeerMsg {
+        dead: Vec<String>,
+        holds: Vec<String>,
+    }
+    let case = cases("peer.json").into_iter().find(|c| c["peer"].get("dead_runs").is_some()).expect("dead_runs");
+    let (_, bytes) = named_bytes(&case);
+    let older: OlderPeerMsg = rmp_serde::from_slice(&bytes).expect("dead_runs is skipped");
+    assert_eq!((older.dead, older.holds), (vec!["c".to_string()], vec!["c".to_string()]));
+    let Ok(PeerMsg::Beat(beat)) = wire::decode_peer(&bytes) else { panic!("a heartbeat") };
+    assert_eq!(beat.tenure.dead_runs, [("c".to_string(), 5)]);
+}
+
 #[test]
 fn a_peer_message_must_be_a_map_with_its_fields() {
     assert!(wire::decode_peer(b"let me go").is_err());

@@ -180,6 +180,9 @@ mod peering_capacity;
 /// Issue 37 as a user runs it: the seed's limit on three real lockers whose
 /// peer links all pass through a proxy that delays them 40 to 70 ms.
 mod peering_delayed;
+/// A member that comes back gets its share back from its heir, on a simulated clock, and a second failure is
+/// reclaimed: never over max.
+mod peering_handback;
 /// Peered fixed windows restarted with their state file, on a simulated clock: the share of the slot resumes, never over max.
 mod peering_kept;
 /// Peered token buckets restarted with their state file, on a simulated clock: the share resumes, never over burst + rate x T.

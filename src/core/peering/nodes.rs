@@ -144,8 +144,15 @@ pub enum PeerEvent {
     /// This locker holds `id`'s share (and what `id` held) for the slots
     /// that begin `in_ms` from now on.
     Reclaimed { id: String, in_ms: u64 },
-    /// Peer `by` holds this locker's share: it grants what it is given.
+    /// Peer `by` holds this locker's share: it grants what it is given
+    /// until no peer holds it (see `ShareBack`).
     LostShare { by: String },
+    /// No peer holds this locker's share any more: it owns it again from
+    /// the slots that begin once a majority echoed it since.
+    ShareBack,
+    /// This locker gave back member `id`'s share, which it held: a later
+    /// run of `id` than the one declared dead was heard.
+    Released { id: String },
     /// The configured peer `peer` (its run `id`) states a member set other
     /// than this locker's (`theirs` and `ours` members): no grant from
     /// shares until they agree (see `peering::members`).

@@ -238,9 +238,8 @@ impl Peering {
     /// Takes in what `peer`'s heartbeat, received at `now`, said of
     /// tenure (see `peering::tenure`): call after `on_heartbeat` heard it.
     pub fn on_tenure(&mut self, now: Nanos, peer: PeerIx, said: Said<'_>) {
-        if let Some(event) = self.tenure.on_beat(now, peer, said, &self.nodes) {
-            self.events.push_back(event);
-        }
+        let events = self.tenure.on_beat(now, peer, said, &self.nodes);
+        self.events.extend(events);
     }
 
     /// The heartbeats this locker's next heartbeat echoes: each peer run's
@@ -251,7 +250,7 @@ impl Peering {
         let runs = heard.filter_map(|(ix, s)| Some((ix, s.run.as_ref()?, s.last_beat)));
         let tenure = &mut self.tenure;
         let nodes = &self.nodes;
-        runs.filter(|&(ix, run, at)| tenure.vouch(now, ix, &run.id, at, nodes))
+        runs.filter(|&(ix, run, at)| tenure.vouch(now, ix, run, at, nodes))
             .map(|(_, run, at)| (run.id.clone(), at))
             .collect()
     }
@@ -565,6 +564,12 @@ impl Peering {
         }
         if agreed_at > 0 {
             holding.held_from = holding.held_from.max(agreed_at);
+        }
+        // A share a peer held and gave back: only the slots after a lease
+        // regained since (see `peering::tenure`).
+        let own_from = self.tenure.own_from(now, &self.nodes);
+        if own_from > 0 && owns_from != Nanos::MAX {
+            (owns_from, resumes) = (owns_from.max(own_from), false);
         }
         PeerView { live, hold_until, late, members, member, owns_from, resumes, holding }
     }

@@ -115,7 +115,7 @@ impl Group {
                     p.on_snapshot_done(now, ix, key);
                 }
                 let echo = echoes.iter().find(|(e, _)| **e == *x.id).map(|&(_, at)| at);
-                p.on_tenure(now, ix, Said { echo, dead: &[], holds: &[] });
+                p.on_tenure(now, ix, Said { at: now, echo, dead: &[], holds: &[] });
                 p.on_members(now, ix, key, Some(*set), *settling);
             }
         }
