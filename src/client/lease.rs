@@ -128,7 +128,7 @@ fn not_held(last: &LeaseReply) -> LeaseReply {
 /// ```
 /// # use std::sync::atomic::AtomicBool;
 /// # use locker::config::{AlgorithmName, FileConfig, FileLimit, Flags, ServeConfig};
-/// # let db = FileLimit { name: "db".into(), max_requests: 1, in_seconds: 30.0, algorithm: AlgorithmName::Semaphore, burst: None, margin_ms: None, hold_ms: None, store_failure: None, allow_reset: None, parent: None, shadow: None, line: 0 };
+/// # let db = FileLimit { name: "db".into(), max_requests: 1, in_seconds: Some(30.0), algorithm: AlgorithmName::Semaphore, burst: None, margin_ms: None, hold_ms: None, store_failure: None, allow_reset: None, parent: None, shadow: None, period: None, time_zone: None, line: 0 };
 /// # let file = FileConfig { limits: vec![db], ..FileConfig::default() };
 /// # let flags = Flags { bind: Some("tcp://127.0.0.1:*".into()), ..Flags::default() };
 /// # let server = locker::daemon::Server::bind(&ServeConfig::resolve(flags, file)?)?;

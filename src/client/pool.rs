@@ -92,7 +92,7 @@ impl Permits {
 /// ```
 /// # use std::sync::atomic::AtomicBool;
 /// # use locker::config::{AlgorithmName, FileConfig, FileLimit, Flags, ServeConfig};
-/// # let api = FileLimit { name: "api".into(), max_requests: 5, in_seconds: 86_400.0, algorithm: AlgorithmName::FixedWindow, burst: None, margin_ms: None, hold_ms: None, store_failure: None, allow_reset: None, parent: None, shadow: None, line: 0 };
+/// # let api = FileLimit { name: "api".into(), max_requests: 5, in_seconds: Some(86_400.0), algorithm: AlgorithmName::FixedWindow, burst: None, margin_ms: None, hold_ms: None, store_failure: None, allow_reset: None, parent: None, shadow: None, period: None, time_zone: None, line: 0 };
 /// # let file = FileConfig { limits: vec![api], ..FileConfig::default() };
 /// # let flags = Flags { bind: Some("tcp://127.0.0.1:*".into()), ..Flags::default() };
 /// # let server = locker::daemon::Server::bind(&ServeConfig::resolve(flags, file)?)?;
