@@ -559,19 +559,28 @@ def test_peered_lockers_never_exceed_a_descriptor_limit_between_them(pb, tmp_pat
             n.close()
 
 
-@pytest.mark.parametrize("unit", ["week", "month", "year"])
-def test_a_unit_longer_than_a_day_is_refused_naming_what_counts_exactly(tmp_path, unit):
-    rules = tmp_path / "long.yaml"
-    rules.write_text(f"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {{unit: {unit}, requests_per_unit: 5}}\n")
-    out = subprocess.run(
-        [LOCKER, "serve", "--rls-bind", "127.0.0.1:0", "--rls-config", str(rules)],
-        capture_output=True,
-        text=True,
-        timeout=DEADLINE,
+@pytest.mark.parametrize("unit,seconds", [("week", 604_800), ("month", 2_592_000), ("year", 31_536_000)])
+def test_a_unit_longer_than_a_day_counts_as_envoys_fixed_window(pb, tmp_path, unit, seconds):
+    """envoyproxy/ratelimit divides Unix time by 604,800 s, 30 days or 365
+    days for these units: one fixed window each, its reset a multiple of
+    that since the epoch."""
+    (tmp_path / "long.yaml").write_text(
+        f"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {{unit: {unit}, requests_per_unit: 2}}\n"
     )
-    assert out.returncode == 2
-    assert f"unit {unit}: envoyproxy/ratelimit counts it as one fixed window of" in out.stderr, out.stderr
-    assert "in_seconds" in out.stderr
+    node = Locker("--rls-config", str(tmp_path))
+    try:
+        wait_serving(node.channel, "")
+        key = [("a", unique())]
+        replies = [ask(pb, node, "d", key) for _ in range(3)]
+        assert [codes(pb, r)[0] for r in replies] == ["OK", "OK", "OVER_LIMIT"]
+        status = replies[0].statuses[0]
+        assert status.current_limit.requests_per_unit == 2
+        reset = status.duration_until_reset.seconds
+        assert 0 < reset <= seconds
+        off = (int(time.time()) + reset) % seconds
+        assert min(off, seconds - off) <= 2, "the window ends at a multiple of the divider"
+    finally:
+        node.close()
 
 
 def scrape(address):
