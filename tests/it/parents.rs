@@ -14,7 +14,7 @@ use locker::core::{Limit, Locker, Nanos, Quota, DEFAULT_LIMIT};
 use locker::service::Service;
 use locker::wire::{self, AllReply, Ask, GoReply, Parents, Refund, Reply, RequestMap};
 
-use crate::support::{answer, cli, seam, seam_ask, seam_stats};
+use crate::support::{answer, cli, seam, seam_all, seam_ask, seam_stats};
 
 const MS: Nanos = 1_000_000;
 /// An instant on a 60 s boundary, and one a second into that slot.
@@ -196,12 +196,7 @@ fn a_refund_gives_back_to_every_level_and_a_reset_clears_only_the_limit_it_names
 }
 
 fn all(s: &mut Service, parts: &[Ask]) -> Result<AllReply, String> {
-    let mut body = Vec::new();
-    wire::encode_all(parts, None, None, &mut body);
-    match wire::decode_all_reply(&seam(s, T, &body)).unwrap() {
-        Reply::Answer(r) => Ok(r),
-        Reply::Refused(e) => Err(e),
-    }
+    seam_all(s, T, parts)
 }
 
 #[test]

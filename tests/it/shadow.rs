@@ -14,7 +14,7 @@ use locker::core::{Limit, Locker, Nanos, Quota, DEFAULT_LIMIT};
 use locker::service::{step, Answer, Service};
 use locker::wire::{self, AllReply, Ask, GoReply, Parents, Reply};
 
-use crate::support::{answer, ask_body, cli, seam, seam_ask, seam_stats, serve};
+use crate::support::{answer, ask_body, cli, seam, seam_all, seam_ask, seam_stats, serve};
 
 const MS: Nanos = 1_000_000;
 /// An instant on a 60 s boundary, and one a second into that slot.
@@ -157,12 +157,7 @@ fn an_ask_in_shadow_is_never_held_or_reserved() {
 }
 
 fn all(s: &mut Service, parts: &[Ask]) -> Result<AllReply, String> {
-    let mut body = Vec::new();
-    wire::encode_all(parts, None, None, &mut body);
-    match wire::decode_all_reply(&seam(s, T, &body)).unwrap() {
-        Reply::Answer(r) => Ok(r),
-        Reply::Refused(e) => Err(e),
-    }
+    seam_all(s, T, parts)
 }
 
 /// A part in shadow that would refuse charges nothing and does not refuse

@@ -712,6 +712,20 @@ pub fn seam_ask(
     answer(&seam(service, now, &ask_body(ask)))
 }
 
+/// `parts` asked all or nothing (`op: all`) of `service` at `now`.
+pub fn seam_all(
+    service: &mut locker::service::Service,
+    now: locker::core::Nanos,
+    parts: &[Ask],
+) -> Result<locker::wire::AllReply, String> {
+    let mut body = Vec::new();
+    locker::wire::encode_all(parts, None, None, &mut body);
+    match locker::wire::decode_all_reply(&seam(service, now, &body)).expect("a decodable reply") {
+        locker::wire::Reply::Answer(r) => Ok(r),
+        locker::wire::Reply::Refused(e) => Err(e),
+    }
+}
+
 /// The bytes of a stats request.
 pub fn stats_body() -> Vec<u8> {
     let mut body = Vec::new();

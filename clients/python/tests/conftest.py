@@ -18,7 +18,7 @@ import tempfile
 import threading
 import uuid
 from pathlib import Path
-from typing import Iterator, List, Optional
+from typing import Any, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -149,6 +149,27 @@ def serving(locker_bin: str, config: str) -> Iterator[Daemon]:
         yield daemon
     finally:
         daemon.kill()
+
+
+def served(config: str) -> Tuple[Any, Any]:
+    """The fixtures of a module whose tests ask one daemon of its own,
+    serving the limits `config`: ``locker`` (for the module) and
+    ``client`` (a blocking client of it, for each test). A module takes
+    them with ``locker, client = served(CONFIG)``."""
+
+    @pytest.fixture(scope="module")
+    def locker(locker_bin: str) -> Iterator[Daemon]:
+        with written_config(config) as path, serving(locker_bin, path) as daemon:
+            yield daemon
+
+    @pytest.fixture
+    def client(locker: Daemon) -> Iterator[Any]:
+        from locker_client import Client
+
+        with Client(locker.endpoint, timeout=5.0) as c:
+            yield c
+
+    return locker, client
 
 
 @pytest.fixture(scope="session")

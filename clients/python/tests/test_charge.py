@@ -7,12 +7,11 @@ without a locker, the bytes a charge writes and its checks."""
 from __future__ import annotations
 
 import asyncio
-from typing import Iterator
 
 import msgpack
 import pytest
 
-from conftest import Daemon, serving, written_config
+from conftest import Daemon, served
 from locker_client import AsyncClient, ChargeReply, Client, LockerError, wire
 
 #: Hour-long slots and a bucket refilling 1 token an hour, so no count
@@ -38,16 +37,7 @@ in_seconds = 10
 """
 
 
-@pytest.fixture(scope="module")
-def locker(locker_bin: str) -> Iterator[Daemon]:
-    with written_config(CONFIG) as path, serving(locker_bin, path) as daemon:
-        yield daemon
-
-
-@pytest.fixture
-def client(locker: Daemon) -> Iterator[Client]:
-    with Client(locker.endpoint, timeout=5.0) as c:
-        yield c
+locker, client = served(CONFIG)
 
 
 def test_a_charge_past_the_limit_is_taken_and_the_next_ask_waits_out_its_debt(client: Client, key: str) -> None:

@@ -7,12 +7,12 @@ sending."""
 from __future__ import annotations
 
 import asyncio
-from typing import Dict, Iterator
+from typing import Dict
 
 import msgpack
 import pytest
 
-from conftest import Daemon, serving, written_config
+from conftest import Daemon, served
 from locker_client import Ask, AsyncClient, Client, LockerError, Refused, wire
 
 #: org (5 an hour) > team (4) > user (6); api (10) has no parent. Hour-long
@@ -42,16 +42,7 @@ in_seconds = 3600
 """
 
 
-@pytest.fixture(scope="module")
-def locker(locker_bin: str) -> Iterator[Daemon]:
-    with written_config(CONFIG) as path, serving(locker_bin, path) as daemon:
-        yield daemon
-
-
-@pytest.fixture
-def client(locker: Daemon) -> Iterator[Client]:
-    with Client(locker.endpoint, timeout=5.0) as c:
-        yield c
+locker, client = served(CONFIG)
 
 
 def above(key: str, team: str = "t") -> Dict[str, str]:

@@ -7,12 +7,11 @@ and the replies' ``shadow_sorry``; and, without a locker, the bytes
 from __future__ import annotations
 
 import asyncio
-from typing import Iterator
 
 import msgpack
 import pytest
 
-from conftest import Daemon, serving, written_config
+from conftest import Daemon, served
 from locker_client import Ask, AsyncClient, Client, wire
 
 #: api (2 an hour) and new-api (2 an hour, in shadow). Hour-long slots, so
@@ -31,16 +30,7 @@ shadow = true
 """
 
 
-@pytest.fixture(scope="module")
-def locker(locker_bin: str) -> Iterator[Daemon]:
-    with written_config(CONFIG) as path, serving(locker_bin, path) as daemon:
-        yield daemon
-
-
-@pytest.fixture
-def client(locker: Daemon) -> Iterator[Client]:
-    with Client(locker.endpoint, timeout=5.0) as c:
-        yield c
+locker, client = served(CONFIG)
 
 
 def test_an_ask_in_shadow_goes_where_it_would_be_sorry_and_takes_nothing(client: Client, key: str) -> None:
