@@ -491,8 +491,9 @@ impl Peered {
         self.restart(i);
     }
 
-    /// Waits until every running locker has joined and hears `live_peers`
-    /// live peers, polling stats; panics after `DEADLINE`.
+    /// Waits until every running locker has joined, holds its lease (where
+    /// one applies) and hears `live_peers` live peers, polling stats;
+    /// panics after `DEADLINE`.
     pub fn wait_joined(&self, live_peers: usize) {
         let end = Instant::now() + DEADLINE;
         for (i, d) in self.lockers.iter().enumerate() {
@@ -500,7 +501,10 @@ impl Peered {
             let mut client = locker::Client::new([d.endpoint.as_str()], DEADLINE).unwrap();
             loop {
                 let s = client.stats().expect("stats");
-                if !s.joining && s.peers.iter().filter(|p| p.live).count() >= live_peers {
+                // Joined, and holding its share: a run that has just
+                // joined holds it only once a majority echoed its lease,
+                // a heartbeat or two later, and answers sorry until then.
+                if !s.joining && s.leased != Some(false) && s.peers.iter().filter(|p| p.live).count() >= live_peers {
                     break;
                 }
                 assert!(Instant::now() < end, "locker {i} not joined with {live_peers} live peers: {s:?}");
