@@ -31,6 +31,7 @@ use crate::core::ask::Verdict;
 use crate::core::limit::{bucket_interval, Algorithm, Limit, LimitId};
 use crate::core::time::{Nanos, NANOS_PER_MS};
 
+mod charge;
 #[cfg(test)]
 mod tests;
 
@@ -124,6 +125,10 @@ pub struct ClaimAsk {
     pub key: Box<str>,
     pub want: u32,
     pub terms: ClaimTerms,
+    /// A charge's claim: the store takes `want` whatever is left, past the
+    /// limit if it must, and counts the excess as a debt that later claims
+    /// wait out (see `charge`).
+    pub force: bool,
 }
 
 /// What the store granted a claim.
@@ -137,6 +142,9 @@ pub struct Grant {
     pub left: u32,
     /// When `left` is 0: microseconds until the store has one again.
     pub retry_us: u64,
+    /// Permits the store counts beyond the limit after this claim (only a
+    /// charge's claim takes past it), which later claims wait out.
+    pub debt: u32,
 }
 
 /// The store's answer to a claim: a grant, or why the store could not be
@@ -163,6 +171,11 @@ pub enum Need {
 #[derive(Debug, Default)]
 struct Hand {
     permits: u32,
+    /// Permits a charge's claim brought, for the charges waiting for them
+    /// alone: an ask never spends them (see `charge`).
+    earmarked: u32,
+    /// What the store counted beyond the limit at its last answer.
+    debt: u32,
     /// When the permits may no longer be spent.
     until: Nanos,
     /// What the store had left at the last claim.
@@ -178,6 +191,38 @@ struct Hand {
     /// The last claim failed: the failure policy answers, and no claim is
     /// sent before this time. Cleared when a claim works.
     failed: Option<Nanos>,
+}
+
+impl Hand {
+    /// Forgets the permits whose time is up at `now`.
+    fn expire(&mut self, now: Nanos) {
+        if now >= self.until {
+            self.permits = 0;
+            self.earmarked = 0;
+        }
+    }
+
+    /// Takes in what the store said of a claim sent as `flight`, answered
+    /// with `grant` at `now` (its permits are the caller's to add): when
+    /// they may be spent, what the store has left, and its debt.
+    fn took(&mut self, now: Nanos, flight: &InFlight, grant: &Grant) {
+        self.failed = None;
+        let until = flight.sent.saturating_add(grant.valid_us.saturating_mul(1_000));
+        if now >= self.until {
+            self.permits = 0;
+            self.earmarked = 0;
+            self.until = until;
+        } else {
+            // Older permits keep the earlier deadline: none is spent later
+            // than its own claim allows.
+            self.until = self.until.min(until);
+        }
+        self.left = grant.left;
+        self.debt = grant.debt;
+        if grant.left == 0 {
+            self.empty_until = now.saturating_add(grant.retry_us.saturating_mul(1_000));
+        }
+    }
 }
 
 /// A claim on its way to the store.
@@ -257,16 +302,8 @@ impl Claims {
     /// none is on its way). Also claims ahead when the hand runs low.
     pub fn need(&mut self, now: Nanos, id: LimitId, limit: &Limit, key: Option<&str>, cost: u32) -> Need {
         let key = key.unwrap_or("");
-        if self.hands.len() <= id.0 {
-            self.hands.resize_with(id.0 + 1, HashMap::new);
-        }
-        let hand = match self.hands[id.0].get_mut(key) {
-            Some(h) => h,
-            None => self.hands[id.0].entry(key.into()).or_default(),
-        };
-        if now >= hand.until {
-            hand.permits = 0;
-        }
+        let hand = self.hand(id, key);
+        hand.expire(now);
         if let Some(claim) = hand.claiming {
             if hand.permits >= cost {
                 return Need::Ready;
@@ -298,6 +335,18 @@ impl Claims {
         Need::Claim(self.claim(now, id, limit, key, want, cost))
     }
 
+    /// The hand of `key` of limit `id`, made empty if there is none.
+    fn hand(&mut self, id: LimitId, key: &str) -> &mut Hand {
+        if self.hands.len() <= id.0 {
+            self.hands.resize_with(id.0 + 1, HashMap::new);
+        }
+        let table = &mut self.hands[id.0];
+        if !table.contains_key(key) {
+            table.insert(key.into(), Hand::default());
+        }
+        table.get_mut(key).expect("inserted")
+    }
+
     /// Sends a claim for `want` permits, which `waiting` of asks wait for.
     fn claim(&mut self, now: Nanos, id: LimitId, limit: &Limit, key: &str, want: u32, waiting: u32) -> ClaimId {
         let Some(terms) = ClaimTerms::of(limit) else { return 0 };
@@ -307,7 +356,8 @@ impl Claims {
         hand.claiming = Some(claim);
         hand.spent = 0;
         hand.waiting = waiting;
-        let ask = ClaimAsk { id: claim, limit: id, name: limit.name().into(), key: key.into(), want, terms };
+        let ask =
+            ClaimAsk { id: claim, limit: id, name: limit.name().into(), key: key.into(), want, terms, force: false };
         self.send(now, ask);
         claim
     }
@@ -328,26 +378,20 @@ impl Claims {
             let Some(flight) = self.in_flight.remove(&answer.id) else { continue };
             settled.push(answer.id);
             let Some(hand) = self.hands.get_mut(flight.limit.0).and_then(|h| h.get_mut(&flight.key)) else { continue };
+            if flight.ask.force {
+                charge::settle(hand, now, &flight, &answer.grant);
+                self.failed += u64::from(answer.grant.is_err());
+                self.claimed += answer.grant.as_ref().map_or(0, |g| u64::from(g.got));
+                continue;
+            }
             hand.claiming = None;
             let waiting = std::mem::take(&mut hand.waiting);
             match answer.grant {
                 Ok(grant) => {
-                    hand.failed = None;
                     self.claimed += u64::from(grant.got);
-                    let until = flight.sent.saturating_add(grant.valid_us.saturating_mul(1_000));
-                    if now >= hand.until {
-                        hand.permits = 0;
-                        hand.until = until;
-                    } else {
-                        // Older permits keep the earlier deadline: none is
-                        // spent later than its own claim allows.
-                        hand.until = hand.until.min(until);
-                    }
+                    hand.took(now, &flight, &grant);
                     hand.permits = hand.permits.saturating_add(grant.got);
-                    hand.left = grant.left;
-                    if grant.left == 0 {
-                        hand.empty_until = now.saturating_add(grant.retry_us.saturating_mul(1_000));
-                    } else if waiting > hand.permits {
+                    if grant.left > 0 && waiting > hand.permits {
                         // More asks waited than this claim brought (they
                         // came after it left): claim the rest at once.
                         let want = (waiting - hand.permits).min(grant.left);
@@ -403,9 +447,7 @@ impl Claims {
         let Some(hand) = self.hands.get_mut(id.0).and_then(|h| h.get_mut(key.unwrap_or(""))) else {
             return Verdict::sorry(capacity, 0, NANOS_PER_MS, 0);
         };
-        if now >= hand.until {
-            hand.permits = 0;
-        }
+        hand.expire(now);
         let granted = if up_to { cost.min(hand.permits) } else { cost };
         let reset = hand.until.saturating_sub(now);
         let remaining = |h: &Hand| h.permits.saturating_add(h.left).min(capacity);

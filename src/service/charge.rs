@@ -3,18 +3,16 @@
 //! `core::locker::charge`), at every level when its limit has parents, and
 //! answered with a go reply and the debt left.
 //!
-//! A store-backed limit takes no charge: its claims are permits already
-//! taken from the store, which never counts below zero, so a debt has
-//! nowhere to live; the caller is told so. This reads no clock and touches
-//! no socket.
+//! A store-backed limit takes its charges in the store: the request first
+//! waited for the claims of what the hands lacked (`store`), taken there
+//! past the limit, so here it is taken from the hands; when a claim
+//! failed, nothing is taken and the caller is told to send it again. This
+//! reads no clock and touches no socket.
 
 use super::parents::{level_reply, Levels};
 use super::{error_reply, go_reply, Service};
 use crate::core::{Charged, Nanos, PermitAsk};
 use crate::wire::{self, Parents};
-
-/// Why a store-backed limit refuses a charge.
-const STORE_TAKES_NO_CHARGE: &str = "a limit whose counts live in the store takes no charge: the store's claims never go below zero (refund what an estimate took too much, ask for more when it took too little)";
 
 impl Service {
     /// Answers a charge: a go reply (`granted` the cost) with its `debt`.
@@ -36,13 +34,19 @@ impl Service {
         }
     }
 
-    /// Charges `ask` to the table, unless a store keeps its limit's counts.
+    /// Charges `ask` to the table, or to the store's claims when a store
+    /// keeps its limit's counts.
     fn charge_one(&mut self, now: Nanos, ask: &PermitAsk) -> Result<Charged, String> {
-        if self.store.as_ref().is_some_and(|s| !s.decides_alone(&self.locker, ask)) {
-            self.locker.counters().record_error(Some(ask.limit));
-            return Err(STORE_TAKES_NO_CHARGE.to_owned());
+        match &mut self.store {
+            Some(s) if !s.decides_alone(&self.locker, ask) => {
+                let charged = s.charge(&mut self.locker, now, ask);
+                if charged.is_err() {
+                    self.locker.counters().record_error(Some(ask.limit));
+                }
+                charged
+            }
+            _ => self.locker.charge(now, ask).map_err(|e| e.to_string()),
         }
-        self.locker.charge(now, ask).map_err(|e| e.to_string())
     }
 
     /// Charges `ask` to its limit and every limit above it: each level
@@ -53,7 +57,7 @@ impl Service {
         let mut levels = Levels::new(ask);
         let found = levels.add(&self.locker, ask, parents, false).map_err(|e| e.to_string()).and_then(|()| {
             levels.asks().iter().try_for_each(|level| match &self.store {
-                Some(s) if !s.decides_alone(&self.locker, level) => Err(STORE_TAKES_NO_CHARGE.to_owned()),
+                Some(s) if !s.decides_alone(&self.locker, level) => s.covers(&self.locker, now, level),
                 _ => self.locker.check_charge(level).map(drop).map_err(|e| e.to_string()),
             })
         });
@@ -64,8 +68,9 @@ impl Service {
         let mut charged = Vec::with_capacity(levels.asks().len());
         for level in levels.asks() {
             // Never an error: every level was checked, and a charge takes
-            // its cost whatever is left.
-            if let Ok(c) = self.locker.charge(now, level) {
+            // its cost whatever is left (the store's, what its claims
+            // brought).
+            if let Ok(c) = self.charge_one(now, level) {
                 self.journal.note_go(level.limit, level.key, &c.verdict);
                 charged.push(c);
             }

@@ -30,8 +30,12 @@ use super::store_lease::LeaseCalls;
 use super::{HeldAsks, Service, StoreStatus};
 use crate::core::claims::{ClaimAsk, ClaimId, Claimed, Claims, Need};
 use crate::core::store_lease::{LeaseAnswer, LeaseCall};
-use crate::core::{Algorithm, AskError, LimitId, Locker, Nanos, PermitAsk, Verdict};
+use crate::core::{Algorithm, AskError, Charged, LimitId, Locker, Nanos, PermitAsk, Verdict};
 use crate::wire::{Ask, BatchEntry, Decoded, Request};
+
+/// Why a charge on a store-backed limit was not taken.
+const STORE_LACKS_CHARGE: &str =
+    "the store did not take this charge (its node failed or did not answer in time): nothing was charged; send it again";
 
 /// How many times a request goes back to waiting for claims (another ask
 /// spent what its claim brought) before it is answered from what is on
@@ -178,6 +182,25 @@ impl StoreSide {
         limit.algorithm() == Algorithm::Semaphore || (limit.fails_open() && self.claims.failing(ask.limit, ask.key))
     }
 
+    /// Takes charge `ask` at `now` from the claims on hand (see
+    /// `Claims::charge`), counted by `locker`; an error, and nothing
+    /// taken, when they lack it (its claim failed or never came back).
+    pub(super) fn charge(&mut self, locker: &mut Locker, now: Nanos, ask: &PermitAsk) -> Result<Charged, String> {
+        let cost = locker.check_charge(ask).map_err(|e| e.to_string())?;
+        let charged = self.claims.charge(now, ask.limit, locker.limit(ask.limit), ask.key, cost);
+        let charged = charged.ok_or_else(|| STORE_LACKS_CHARGE.to_owned())?;
+        locker.counters().record_charge(ask, &charged.verdict);
+        Ok(charged)
+    }
+
+    /// Whether charge `ask` can be taken at `now` from the claims on hand;
+    /// the error `charge` would give when not.
+    pub(super) fn covers(&self, locker: &Locker, now: Nanos, ask: &PermitAsk) -> Result<(), String> {
+        let cost = locker.check_charge(ask).map_err(|e| e.to_string())?;
+        let covers = self.claims.covers(now, ask.limit, ask.key, cost);
+        covers.then_some(()).ok_or_else(|| STORE_LACKS_CHARGE.to_owned())
+    }
+
     /// Gives back up to `ask.cost` permits to the claim in hand (see
     /// `Claims::give_back`).
     pub(super) fn give_back(&mut self, locker: &Locker, now: Nanos, ask: &PermitAsk) -> Verdict {
@@ -212,8 +235,8 @@ impl StoreSide {
     }
 
     /// Parks request `body` (its token, next round and hold in `parked`)
-    /// when `asks` (each a limit of `locker`, a key and a cost) need
-    /// claims; whether it did. The claims are made even when there is no
+    /// when `asks` (each a limit of `locker`, a key, a cost and whether it
+    /// is a charge) need claims; whether it did. The claims are made even when there is no
     /// room beside `holding` to wait for them: the ask is then answered
     /// from what is on hand, and the next one finds the claim's permits.
     pub(super) fn wait_for_claims(
@@ -221,16 +244,28 @@ impl StoreSide {
         (locker, holding): (&Locker, &HeldAsks),
         now: Nanos,
         (token, body, round, hold): (Token, &[u8], u8, HoldEnd),
-        asks: &[(LimitId, Option<&str>, u64)],
+        asks: &[(LimitId, Option<&str>, u64, bool)],
     ) -> bool {
         let mut needed = Vec::new();
-        for &(id, key, cost) in asks {
+        for &(id, key, cost, charge) in asks {
             let limit = locker.limit(id);
             let Ok(cost) = u32::try_from(cost) else { continue };
-            if limit.algorithm() == Algorithm::Semaphore || cost == 0 || cost > limit.capacity() {
+            if limit.algorithm() == Algorithm::Semaphore || cost == 0 {
                 continue;
             }
-            if let Need::Claim(c) = self.claims.need(now, id, limit, key, cost) {
+            let need = match charge {
+                // Refused when decided, whatever the store says.
+                true if locker
+                    .check_charge(&PermitAsk { key, cost: u64::from(cost), ..PermitAsk::new(id) })
+                    .is_err() =>
+                {
+                    continue
+                }
+                true => self.claims.need_charge(now, id, limit, key, cost),
+                false if cost > limit.capacity() => continue,
+                false => self.claims.need(now, id, limit, key, cost),
+            };
+            if let Need::Claim(c) = need {
                 if !needed.contains(&c) {
                     needed.push(c);
                 }
@@ -288,8 +323,18 @@ impl Service {
             return false;
         }
         let mut asks = Vec::new();
-        if let Ok(Request::Plain(b)) = &decoded.request {
-            asks.push((self.names.plain(&self.locker, b), None, 1));
+        match &decoded.request {
+            Ok(Request::Plain(b)) => asks.push((self.names.plain(&self.locker, b), None, 1, false)),
+            Ok(Request::Charge(c)) => {
+                if let Ok(id) = self.names.find(&mut self.locker, c.limit) {
+                    let charge = PermitAsk { key: c.key, cost: c.cost, ..PermitAsk::new(id) };
+                    let _ = levels(&self.locker, charge, c.parents, |level| {
+                        asks.push((level.limit, level.key, level.cost, true));
+                        Ok(())
+                    });
+                }
+            }
+            _ => {}
         }
         for go in gos_of(decoded) {
             if let Ok(id) = self.lookup_go(now, go) {
@@ -297,7 +342,7 @@ impl Service {
                 // whose levels are not all found is refused when decided.
                 let ask = PermitAsk { key: go.key, cost: go.cost, ..PermitAsk::new(id) };
                 let _ = levels(&self.locker, ask, go.parents, |level| {
-                    asks.push((level.limit, level.key, level.cost));
+                    asks.push((level.limit, level.key, level.cost, false));
                     Ok(())
                 });
             }

@@ -105,7 +105,7 @@ fn with_a_store_an_all_is_read_once_for_its_claims_and_once_when_they_are_back()
     step::flush(&mut s, T0, &mut (), &mut sent);
     let claims = sent.claims;
     assert!(claims.len() >= 4, "a claim for each part's limit and key: {claims:?}");
-    let grant = |want| Ok(Grant { got: want, valid_us: 1_000_000, left: 100, retry_us: 0 });
+    let grant = |want| Ok(Grant { got: want, valid_us: 1_000_000, left: 100, retry_us: 0, debt: 0 });
     let answers = claims.iter().map(|c| Claimed { id: c.id, node: "n:1".into(), grant: grant(c.want) }).collect();
     step::store_answers(&mut s, T0 + MS, answers, Vec::new());
     let mut answered = Vec::new();

@@ -2,9 +2,11 @@
 //! config file's text: a charge past the limit is taken, its reply says
 //! the debt, and the asks after it wait it out for exactly as long as each
 //! kind says (a token bucket's refill, a fixed window's carried slots, a
-//! rolling window's grants leaving it), a held ask too; a semaphore, a
-//! store-backed limit and a charge with a wait are refused; with parents
-//! every level is charged. Peered on a simulated clock: a charge is a debt
+//! rolling window's grants leaving it), a held ask too; a semaphore and a
+//! charge with a wait are refused; with parents every level is charged.
+//! On a store (its answers written by hand): a charge claims what its
+//! key's hand lacks, past the limit, and says the store's debt; a failed
+//! claim takes nothing, unless the limit fails open. Peered on a simulated clock: a charge is a debt
 //! of the charging locker's own share, and the other member's grants are
 //! untouched. A real locker: `locker charge`.
 
@@ -174,13 +176,88 @@ fn a_charge_with_parents_is_taken_at_every_level() {
     assert!(e.contains("names no key for \"org\""), "{e}");
 }
 
+/// On a store, with its answers written by hand: a charge the hand
+/// cannot cover waits for a claim of what it lacks, sent as a charge's
+/// (`force`), and its reply says the debt the store counted; the asks
+/// after it are sorry until the store's retry time. A charge the hand
+/// covers is answered at once, with no claim and no debt.
 #[test]
-fn a_store_backed_limit_refuses_a_charge() {
-    let limits = vec![Limit::new("api", Quota::new(100, 1.0).unwrap()).unwrap()];
+fn on_a_store_a_charge_claims_what_the_hand_lacks_past_the_limit_and_says_the_stores_debt() {
+    use crate::support::store_calls;
+    use locker::core::claims::{Claimed, Grant};
+    use locker::service::step;
+    let limits = vec![Limit::new("api", Quota::new(10, 1.0).unwrap()).unwrap()];
     let mut s = Service::new(Locker::new(Limit::new(DEFAULT_LIMIT, Quota::new(1, 1.0).unwrap()).unwrap(), limits, 100))
         .with_store();
-    let e = charge(&mut s, T, "api", 1).unwrap_err();
-    assert!(e.contains("a limit whose counts live in the store takes no charge"), "{e}");
+    let body = charge_body(&Charge { limit: Some("api"), key: Some("k"), cost: 14, parents: None });
+    assert_eq!(serve(&mut s, T, 1, &body).0, Answer::Held, "nothing on hand: the charge waits for its claim");
+    let claims = store_calls(&mut s, T).claims;
+    assert_eq!(claims.len(), 1, "{claims:?}");
+    assert!(claims[0].force && claims[0].want == 14, "a charge's claim of the whole cost: {claims:?}");
+    let grant = Grant { got: 14, valid_us: 750_000, left: 0, retry_us: 1_750_000, debt: 4 };
+    step::store_answers(
+        &mut s,
+        T + MS,
+        vec![Claimed { id: claims[0].id, node: "n:1".into(), grant: Ok(grant) }],
+        Vec::new(),
+    );
+    let answered = ready(&mut s, T + MS);
+    let c = crate::support::answer::<ChargeReply>(&answered[0].1).unwrap();
+    assert_eq!((c.ok, c.granted, c.remaining, c.debt), (true, 14, 0, 4), "{c:?}");
+    let next = seam_ask(&mut s, T + 2 * MS, &Ask::new().limit("api").key("k")).unwrap();
+    assert_eq!((next.ok, next.retry_after_ms), (false, 1_749), "sorry until the store's retry time");
+    assert!(store_calls(&mut s, T + 2 * MS).claims.is_empty(), "no claim while the store is spent");
+    let stats = s.locker().figures().stats().find(|(l, _)| l.name() == "api").unwrap().1;
+    assert_eq!(stats.charged, 14);
+
+    // A key whose hand holds enough: answered at once, from the hand.
+    let other = charge_body(&Charge { limit: Some("api"), key: Some("j"), cost: 1, parents: None });
+    assert_eq!(serve(&mut s, T, 2, &other).0, Answer::Held);
+    let claim = store_calls(&mut s, T).claims.remove(0);
+    let grant = Grant { got: 6, valid_us: 750_000, left: 3, retry_us: 0, debt: 0 };
+    step::store_answers(
+        &mut s,
+        T + MS,
+        vec![Claimed { id: claim.id, node: "n:1".into(), grant: Ok(grant) }],
+        Vec::new(),
+    );
+    ready(&mut s, T + MS);
+    let (answer, reply) = serve(&mut s, T + 2 * MS, 3, &other);
+    let c = crate::support::answer::<ChargeReply>(&reply).unwrap();
+    assert_eq!((answer, c.granted, c.debt), (Answer::Now, 1, 0), "{c:?}");
+    assert!(store_calls(&mut s, T + 2 * MS).claims.is_empty(), "the hand had it");
+}
+
+/// On a store, a charge whose claim fails is not taken: a limit that
+/// fails closed answers an error that says to send it again, and one that
+/// fails open takes it in the locker's own count.
+#[test]
+fn on_a_store_a_charge_whose_claim_fails_is_refused_or_taken_alone_as_the_failure_policy_says() {
+    use crate::support::store_calls;
+    use locker::core::claims::Claimed;
+    use locker::service::step;
+    let limits = vec![
+        Limit::new("closed", Quota::new(10, 1.0).unwrap()).unwrap(),
+        Limit::new("open", Quota::new(10, 1.0).unwrap()).unwrap().with_fail_open(true),
+    ];
+    let mut s = Service::new(Locker::new(Limit::new(DEFAULT_LIMIT, Quota::new(1, 1.0).unwrap()).unwrap(), limits, 100))
+        .with_store();
+    for (token, limit) in [(1, "closed"), (2, "open")] {
+        let body = charge_body(&Charge { limit: Some(limit), key: None, cost: 12, parents: None });
+        assert_eq!(serve(&mut s, T, token, &body).0, Answer::Held);
+    }
+    let failed: Vec<_> = store_calls(&mut s, T)
+        .claims
+        .into_iter()
+        .map(|c| Claimed { id: c.id, node: "n:1".into(), grant: Err("no answer within 500 ms".into()) })
+        .collect();
+    assert_eq!(failed.len(), 2);
+    step::store_answers(&mut s, T + MS, failed, Vec::new());
+    let answered = ready(&mut s, T + MS);
+    let e = crate::support::answer::<ChargeReply>(&answered[0].1).unwrap_err();
+    assert!(e.contains("nothing was charged; send it again"), "{e}");
+    let c = crate::support::answer::<ChargeReply>(&answered[1].1).unwrap();
+    assert_eq!((c.ok, c.granted, c.debt), (true, 12, 2), "taken alone, past the limit: {c:?}");
 }
 
 /// Two peered lockers on a simulated clock, a fixed window of 10 per

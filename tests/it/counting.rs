@@ -76,7 +76,7 @@ fn a_peek_on_a_store_counts_apart_from_go() {
     let held = crate::support::serve(&mut s, T0, 1, b"let me go").0;
     assert_eq!(held, locker::service::Answer::Held, "nothing on hand: the ask waits for a claim");
     let claims = store_calls(&mut s, T0).claims;
-    let grant = Grant { got: 10, valid_us: 1_000_000, left: 90, retry_us: 0 };
+    let grant = Grant { got: 10, valid_us: 1_000_000, left: 90, retry_us: 0, debt: 0 };
     let answers = claims.iter().map(|c| Claimed { id: c.id, node: "n:1".into(), grant: Ok(grant) }).collect();
     locker::service::step::store_answers(&mut s, T0 + MS, answers, Vec::new());
     assert_eq!(crate::support::ready(&mut s, T0 + MS).iter().map(|r| r.0).collect::<Vec<_>>(), [1]);

@@ -230,6 +230,8 @@ mod shadow;
 mod state;
 /// Counts in a real Redis and Redis Cluster.
 mod store;
+/// Charges on a real Redis: each kind's debt in the store, waited out by every locker.
+mod store_charge;
 /// A locker on a store, on the service seam: claims, the failure policy, lease calls.
 mod store_seam;
 /// Structured requests and named limits from a config file's text, on the seam: keys, errors, counters.

@@ -299,7 +299,7 @@ fn on_a_store_a_shadow_ask_the_claims_cannot_cover_goes_and_charges_nothing() {
     let mut s = Service::new(Locker::new(Limit::new(DEFAULT_LIMIT, q).unwrap(), limits, 100)).with_store();
     let answer_claims = |s: &mut Service, now: Nanos, got: u32| {
         let claims = store_calls(s, now).claims;
-        let grant = Ok(Grant { got, valid_us: 1_000_000, left: 0, retry_us: 500_000 });
+        let grant = Ok(Grant { got, valid_us: 1_000_000, left: 0, retry_us: 500_000, debt: 0 });
         let claimed = claims.iter().map(|c| Claimed { id: c.id, node: "n:1".into(), grant: grant.clone() });
         step::store_answers(s, now, claimed.collect(), Vec::new());
     };

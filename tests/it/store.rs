@@ -54,7 +54,7 @@ const READY: Duration = Duration::from_secs(20);
 /// A store timeout, in milliseconds, for the tests that are not about the
 /// store being slow: far past what a loaded machine makes a Redis on
 /// loopback take, so that only a failure the test made fails a claim.
-const PATIENT_STORE_MS: u64 = 5_000;
+pub(crate) const PATIENT_STORE_MS: u64 = 5_000;
 
 /// The store tests' turn: one test's Redis at a time. Each test starts
 /// its own servers (a test kills, stops or puts them to sleep), and several
@@ -70,7 +70,7 @@ fn store_turn() -> Turn {
 }
 
 /// One `redis-server` on loopback, killed when dropped.
-struct Redis {
+pub(crate) struct Redis {
     child: Option<Child>,
     port: u16,
     dir: PathBuf,
@@ -85,7 +85,7 @@ struct Redis {
 impl Redis {
     /// Starts a server, in its test's turn, on a port whose cluster bus
     /// port (+10000) is free too, and waits until it answers PING.
-    fn start(cluster: bool) -> Redis {
+    pub(crate) fn start(cluster: bool) -> Redis {
         let turn = store_turn();
         let mut redis = Redis::start_with(cluster, false);
         redis._turn = Some(turn);
@@ -133,7 +133,7 @@ impl Redis {
     }
 
     /// `redis-cli -p PORT <args>`'s output.
-    fn cli(&self, args: &[&str]) -> String {
+    pub(crate) fn cli(&self, args: &[&str]) -> String {
         let out = Command::new("redis-cli").args(["-p", &self.port.to_string()]).args(args).output();
         out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default()
     }
@@ -164,7 +164,7 @@ impl Redis {
         !out.contains("MOVED") && !out.contains("CLUSTERDOWN")
     }
 
-    fn address(&self) -> String {
+    pub(crate) fn address(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
 

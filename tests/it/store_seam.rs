@@ -33,7 +33,7 @@ fn body(map: &RequestMap) -> Vec<u8> {
 }
 
 fn grant(got: u32, left: u32) -> Result<Grant, String> {
-    Ok(Grant { got, valid_us: 1_000_000, left, retry_us: 0 })
+    Ok(Grant { got, valid_us: 1_000_000, left, retry_us: 0, debt: 0 })
 }
 
 #[test]
@@ -147,7 +147,7 @@ fn when_one_node_fails_only_the_keys_it_answered_for_follow_the_failure_policy()
     assert_eq!(serve(&mut s, T0, 2, &ask("on-well")).0, Answer::Held);
     let claims = store_calls(&mut s, T0).claims;
     let id = |key: &str| claims.iter().find(|c| &*c.key == key).unwrap().id;
-    let spent = Grant { got: 1, valid_us: 1_000_000, left: 0, retry_us: 1_000_000 };
+    let spent = Grant { got: 1, valid_us: 1_000_000, left: 0, retry_us: 1_000_000, debt: 0 };
     step::store_answers(
         &mut s,
         T0 + MS,

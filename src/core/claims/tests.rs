@@ -20,7 +20,11 @@ fn id() -> LimitId {
 
 fn grant(id: ClaimId, got: u32, valid_ms: u64, left: u32, retry_ms: u64) -> Claimed {
     let node = "10.0.0.1:7000".into();
-    Claimed { id, node, grant: Ok(Grant { got, valid_us: valid_ms * 1_000, left, retry_us: retry_ms * 1_000 }) }
+    Claimed {
+        id,
+        node,
+        grant: Ok(Grant { got, valid_us: valid_ms * 1_000, left, retry_us: retry_ms * 1_000, debt: 0 }),
+    }
 }
 
 /// A hand with one claim on its way for the unkeyed count of `limit`.
@@ -168,8 +172,11 @@ fn one_nodes_failure_puts_aside_only_its_own_keys_and_names_the_node() {
     // A new key on the healthy node claims at once: nothing global is down.
     assert!(matches!(c.need(T0 + 201 * MS, id(), &limit, Some("also-on-b"), 1), Need::Claim(_)));
     // The store reports the node back (a probe answered): it is no longer named.
-    let back =
-        Claimed { id: NODE_REPORT, node: "a:1".into(), grant: Ok(Grant { got: 0, valid_us: 0, left: 0, retry_us: 0 }) };
+    let back = Claimed {
+        id: NODE_REPORT,
+        node: "a:1".into(),
+        grant: Ok(Grant { got: 0, valid_us: 0, left: 0, retry_us: 0, debt: 0 }),
+    };
     assert!(c.settle(T0 + 250 * MS, vec![back]).is_empty(), "a report answers no claim");
     assert_eq!(c.down(), None);
     let gone = Claimed { id: NODE_GONE, node: "a:1".into(), grant: Err(String::new()) };
@@ -179,4 +186,27 @@ fn one_nodes_failure_puts_aside_only_its_own_keys_and_names_the_node() {
     let Need::Claim(late) = c.need(T0 + 260 * MS, id(), &limit, Some("late"), 1) else { panic!() };
     c.settle(T0 + 300 * MS, vec![failed(late, "a:1", "timed out")]);
     assert_eq!(c.down(), None, "only reports tell a node's health");
+}
+
+#[test]
+fn a_charge_claims_what_the_hand_lacks_and_only_a_charge_spends_what_that_claim_brought() {
+    let limit = fixed(10);
+    let (mut c, claim) = claiming(&limit);
+    c.settle(T0, vec![grant(claim, 2, 500, 8, 0)]);
+    // The hand holds 2: a charge of 5 claims the 3 it lacks, by force.
+    let Need::Claim(forced) = c.need_charge(T0, id(), &limit, None, 5) else { panic!("a short hand must claim") };
+    let sent = c.take_outbox();
+    assert_eq!((sent.len(), sent[0].want, sent[0].force), (1, 3, true), "{sent:?}");
+    let debt = Claimed {
+        id: forced,
+        node: "10.0.0.1:7000".into(),
+        grant: Ok(Grant { got: 3, valid_us: 500_000, left: 0, retry_us: 900_000, debt: 0 }),
+    };
+    c.settle(T0 + MS, vec![debt]);
+    assert!(c.take(T0 + MS, id(), &limit, None, 2, false).go, "an ask spends the hand's own 2");
+    assert!(!c.take(T0 + MS, id(), &limit, None, 1, false).go, "but not what the charge's claim brought");
+    assert!(c.charge(T0 + MS, id(), &limit, None, 4).is_none(), "3 on hand for charges: a charge of 4 takes nothing");
+    let charged = c.charge(T0 + MS, id(), &limit, None, 3).expect("the charge's own 3");
+    assert_eq!((charged.verdict.go, charged.verdict.granted, charged.debt), (true, 3, 0));
+    assert_eq!(c.need_charge(T0 + MS, id(), &limit, None, 0), Need::Ready, "nothing to claim for nothing");
 }

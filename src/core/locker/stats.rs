@@ -155,6 +155,14 @@ impl Counters<'_> {
         self.entries[ask.limit.0].stats.record(Outcome::of_ask_for(ask.cost, verdict));
     }
 
+    /// Counts a charge taken outside the table (from a store's claims): a
+    /// go, and its cost charged.
+    pub fn record_charge(&mut self, ask: &PermitAsk, verdict: &Verdict) {
+        let stats = &mut self.entries[ask.limit.0].stats;
+        stats.record(Outcome::of_ask_for::<AskError>(ask.cost, &Ok(*verdict)));
+        stats.charged += u64::from(verdict.granted);
+    }
+
     /// Counts a request that failed before it reached a limit (it could not
     /// be decoded, or named no known limit), or one that failed on limit `id`.
     pub fn record_error(&mut self, id: Option<LimitId>) {

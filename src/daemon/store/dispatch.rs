@@ -411,7 +411,7 @@ fn node_of_url(url: &str) -> &str {
 
 /// A report of `node`'s health, as an answer to no claim.
 fn report(id: u64, node: &Arc<str>, health: Result<(), String>) -> Claimed {
-    let nothing = Grant { got: 0, valid_us: 0, left: 0, retry_us: 0 };
+    let nothing = Grant { got: 0, valid_us: 0, left: 0, retry_us: 0, debt: 0 };
     Claimed { id, node: node.clone(), grant: health.map(|()| nothing) }
 }
 
@@ -434,11 +434,11 @@ fn lease_of(value: redis::Value) -> Result<StoreLease, String> {
     StoreLease::from_numbers(&numbers)
 }
 
-/// A script's answer `{got, valid_us, left, retry_us}` as a grant.
+/// A script's answer `{got, valid_us, left, retry_us, debt}` as a grant.
 fn grant_of(value: redis::Value) -> Result<Grant, String> {
     let numbers: Vec<i64> = redis::from_redis_value(value).map_err(|e| format!("the store's answer: {e}"))?;
-    let [got, valid_us, left, retry_us] = numbers[..] else {
-        return Err(format!("the store's answer has {} numbers, not 4", numbers.len()));
+    let [got, valid_us, left, retry_us, debt] = numbers[..] else {
+        return Err(format!("the store's answer has {} numbers, not 5", numbers.len()));
     };
     let n = |x: i64| u64::try_from(x).unwrap_or(0);
     Ok(Grant {
@@ -446,6 +446,7 @@ fn grant_of(value: redis::Value) -> Result<Grant, String> {
         valid_us: n(valid_us),
         left: u32::try_from(n(left)).unwrap_or(u32::MAX),
         retry_us: n(retry_us),
+        debt: u32::try_from(n(debt)).unwrap_or(u32::MAX),
     })
 }
 
@@ -459,7 +460,7 @@ mod tests {
         let locker = Locker::new(Limit::new(DEFAULT_LIMIT, Quota::new(10, 1.0).unwrap()).unwrap(), vec![], 10);
         let limit = locker.find(None).unwrap();
         let terms = ClaimTerms::Fixed { max: 10, slot_us: 1_000_000 };
-        Call::new(What::Claim(ClaimAsk { id, limit, name: "l".into(), key: "k".into(), want: 1, terms }))
+        Call::new(What::Claim(ClaimAsk { id, limit, name: "l".into(), key: "k".into(), want: 1, terms, force: false }))
     }
 
     #[test]
@@ -471,7 +472,7 @@ mod tests {
         let node: Arc<str> = "127.0.0.1:1".into();
         // A node's thread does nothing until it gets calls.
         d.nodes.insert(node.clone(), NodeLink::start(node.clone(), url.into(), settings, events).unwrap());
-        let grant = redis::Value::Array([1, 1_000, 9, 0].map(redis::Value::Int).to_vec());
+        let grant = redis::Value::Array([1, 1_000, 9, 0, 0].map(redis::Value::Int).to_vec());
         let mut answers = StoreAnswers::default();
         let outcomes = vec![
             (claim(1), NodeOutcome::Answer(grant)),

@@ -3,45 +3,55 @@
 //!
 //! Each script touches exactly one key (so a Redis Cluster never answers
 //! CROSSSLOT), reads the store's own clock (`TIME`, so every locker counts
-//! by one clock), takes at most what the terms allow, and answers
-//! `{got, valid_us, left, retry_us}` (see `core::claims::Grant`). Times are
-//! microseconds since the Unix epoch, which a Lua number holds exactly.
+//! by one clock), takes at most what the terms allow (a charge's claim,
+//! `force`, takes all it wants and counts the excess as a debt), and
+//! answers `{got, valid_us, left, retry_us, debt}` (see
+//! `core::claims::Grant`). Times are microseconds since the Unix epoch,
+//! which a Lua number holds exactly.
 //! A semaphore's leases are one script too (`SEMAPHORE`), on two keys that
 //! share one hash tag, so one shard holds them.
 
 use crate::core::claims::{ClaimAsk, ClaimTerms};
 use crate::core::store_lease::{LeaseCall, LeaseOp};
 
-/// A fixed window: the key holds the slot it counts (`s`) and its count
-/// (`n`); a new slot starts from 0. Claims live until the slot's end.
+/// A fixed window: the key holds the slot it last counted (`s`) and its
+/// count (`n`). A count past `max` (a charge's, `force`) is a debt carried
+/// into the following slots, each filled up to `max`: a later slot starts
+/// from what is left of it, `n - max` for each slot since. Claims live
+/// until the slot's end.
 pub const FIXED: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local want, max, slot_us = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local want, force, max, slot_us = tonumber(ARGV[1]), ARGV[2] == '1', tonumber(ARGV[3]), tonumber(ARGV[4])
 local slot = math.floor(now / slot_us)
 local held = redis.call('HMGET', KEYS[1], 's', 'n')
 local n = 0
-if tonumber(held[1]) == slot then n = tonumber(held[2]) end
+if tonumber(held[1]) ~= nil then n = math.max(tonumber(held[2]) - (slot - tonumber(held[1])) * max, 0) end
 local got = math.max(math.min(want, max - n), 0)
+if force then got = want end
+n = n + got
+local debt = math.max(n - max, 0)
 if got > 0 then
-  redis.call('HSET', KEYS[1], 's', slot, 'n', n + got)
-  redis.call('PEXPIREAT', KEYS[1], math.ceil((slot + 2) * slot_us / 1000))
+  redis.call('HSET', KEYS[1], 's', slot, 'n', n)
+  redis.call('PEXPIREAT', KEYS[1], math.ceil((slot + 2 + math.ceil(debt / max)) * slot_us / 1000))
 end
 local till = (slot + 1) * slot_us - now
-return {got, till, max - n - got, till}
+return {got, till, math.max(max - n, 0), till + math.floor(debt / max) * slot_us, debt}
 "#;
 
 /// A token bucket by GCRA: the key holds the theoretical arrival time
-/// (`tat`); a claim of k tokens moves it k intervals on. Claims live
-/// `life_us`.
+/// (`tat`); a claim of k tokens moves it k intervals on. A charge
+/// (`force`) moves it past the burst: the tokens owed are the debt, which
+/// the refill pays before the next token. Claims live `life_us`.
 pub const BUCKET: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local want, burst, interval, life = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local want, force, burst, interval, life = tonumber(ARGV[1]), ARGV[2] == '1', tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local tat = tonumber(redis.call('GET', KEYS[1])) or now
 if tat < now then tat = now end
 local room = math.floor((now + burst * interval - tat) / interval)
 local got = math.max(math.min(want, room), 0)
+if force then got = want end
 if got > 0 then
   tat = tat + got * interval
   redis.call('SET', KEYS[1], tat, 'PX', math.ceil((tat - now) / 1000) + 1)
@@ -49,39 +59,58 @@ end
 local left = math.max(room - got, 0)
 local retry = 0
 if left == 0 then retry = math.max(math.ceil(tat + interval - burst * interval - now), 1) end
-return {got, life, left, retry}
+return {got, life, left, retry, math.max(got - room, 0)}
 "#;
 
 /// A rolling window in sub-slots: the key is a hash of sub-slot → count;
 /// a claim counts the last `span` sub-slots (the window and a claim's
-/// life), drops older ones, and adds to the current one. Claims live
-/// `life_us`.
+/// life), drops older ones, and adds to the current one, past `max` for a
+/// charge (`force`): the window then has room again once enough of its
+/// oldest sub-slots have left it. Claims live `life_us`.
 pub const ROLLING: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local want, max, sub, span, life = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local want, force = tonumber(ARGV[1]), ARGV[2] == '1'
+local max, sub, span, life = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local i = math.floor(now / sub)
 local all = redis.call('HGETALL', KEYS[1])
-local n, oldest = 0, nil
+local n, counts, ixs = 0, {}, {}
 for j = 1, #all, 2 do
   local ix = tonumber(all[j])
   if ix > i - span then
     n = n + tonumber(all[j + 1])
-    if oldest == nil or ix < oldest then oldest = ix end
+    counts[ix] = tonumber(all[j + 1])
+    table.insert(ixs, ix)
   else
     redis.call('HDEL', KEYS[1], all[j])
   end
 end
 local got = math.max(math.min(want, max - n), 0)
+if force then got = want end
 if got > 0 then
   redis.call('HINCRBY', KEYS[1], i, got)
   redis.call('PEXPIRE', KEYS[1], math.ceil(span * sub / 1000) + 1)
-  if oldest == nil then oldest = i end
+  if counts[i] == nil then
+    counts[i] = 0
+    table.insert(ixs, i)
+  end
+  counts[i] = counts[i] + got
 end
-local left = math.max(max - n - got, 0)
+n = n + got
+local left = math.max(max - n, 0)
 local retry = 0
-if left == 0 and oldest ~= nil then retry = math.max(math.ceil((oldest + span) * sub - now), 1) end
-return {got, life, left, retry}
+if left == 0 then
+  table.sort(ixs)
+  local rest = n
+  for _, ix in ipairs(ixs) do
+    rest = rest - counts[ix]
+    if rest < max then
+      retry = math.max(math.ceil((ix + span) * sub - now), 1)
+      break
+    end
+  end
+end
+return {got, life, left, retry, math.max(n - max, 0)}
 "#;
 
 /// The Redis key `claim` counts under: the limit's name and the key,
@@ -105,7 +134,7 @@ pub fn command(claim: &ClaimAsk) -> redis::Cmd {
         ClaimTerms::Bucket { .. } => BUCKET,
         ClaimTerms::Rolling { .. } => ROLLING,
     };
-    cmd.arg(script).arg(1).arg(key_of(claim)).arg(claim.want);
+    cmd.arg(script).arg(1).arg(key_of(claim)).arg(claim.want).arg(u8::from(claim.force));
     match claim.terms {
         ClaimTerms::Fixed { max, slot_us } => cmd.arg(max).arg(slot_us),
         ClaimTerms::Bucket { burst, interval_us, life_us } => cmd.arg(burst).arg(interval_us).arg(life_us),
