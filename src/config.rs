@@ -123,10 +123,6 @@ pub enum ConfigError {
         "limit {0:?} is a semaphore with store_failure = \"open\": its leases live in the store and fail closed (a lease granted without the store would be invisible to the other lockers); drop the setting"
     )]
     SemaphoreFailsOpen(String),
-    #[error(
-        "limit {0:?} counts per calendar period, which a store does not count yet (its slots are multiples of a length by the store's clock); use in_seconds, or no store"
-    )]
-    PeriodWithStore(String),
     #[error("store_timeout_ms must be from 1 to 60000, got {0}")]
     BadStoreTimeout(u64),
     #[error("store_replicas must be from 0 to {MAX_STORE_REPLICAS}, got {0}")]
@@ -796,10 +792,6 @@ fn store_limits(s: &Settings, default: Limit, limits: Vec<Limit>) -> Result<(Lim
     let overall = s.store_failure.unwrap_or_default();
     let policy = |limit: Limit| {
         let own = s.limits.iter().find(|l| l.name == limit.name()).and_then(|l| l.store_failure);
-        if limit.quota().calendar().is_some() {
-            let error = ConfigError::PeriodWithStore(limit.name().to_owned());
-            return Err(s.locate_named(limit.name(), "period", error));
-        }
         if limit.algorithm() == Algorithm::Semaphore {
             if own == Some(StoreFailure::Open) {
                 let error = ConfigError::SemaphoreFailsOpen(limit.name().to_owned());

@@ -337,11 +337,6 @@ fn calendar_settings_that_cannot_be_are_refused_at_their_line() {
         "limits.toml, line 5: limit \"a\": time_zone is only for a limit with a period"
     );
     assert_eq!(
-        resolved(&format!("store = 'redis://127.0.0.1:6379'\n{head}period = 'month'\n")),
-        "limits.toml, line 5, period: limit \"a\" counts per calendar period, which a store does not count yet \
-         (its slots are multiples of a length by the store's clock); use in_seconds, or no store"
-    );
-    assert_eq!(
         resolved(&format!("max_keys = 1\n\n{head}")),
         "limits.toml, line 3: limit \"a\": in_seconds or period is needed (a slot length, or a calendar period)"
     );

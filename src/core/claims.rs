@@ -74,6 +74,12 @@ pub enum ClaimTerms {
     /// At most `max` per slot of `slot_us`, slots aligned to the Unix epoch
     /// by the store's clock.
     Fixed { max: u32, slot_us: u64 },
+    /// At most `max` per calendar period (a day, week or month of a time
+    /// zone), whose lengths differ: the locker names the period its clock
+    /// is in (`slot`) and the bounds of the one before, that one and the
+    /// one after (`bounds_us`, four instants), and the store counts in
+    /// whichever of the three its own clock is in.
+    Calendar { max: u32, slot: u64, bounds_us: [u64; 4] },
     /// GCRA: a token every `interval_us`, at most `burst` at once.
     Bucket { burst: u32, interval_us: f64, life_us: u64 },
     /// At most `max` claimed in any `span_us` sub-slots' worth of time,
@@ -83,12 +89,18 @@ pub enum ClaimTerms {
 }
 
 impl ClaimTerms {
-    /// The store terms of `limit`; `None` for a semaphore.
-    pub fn of(limit: &Limit) -> Option<ClaimTerms> {
+    /// The store terms of `limit` for a claim at `now`; `None` for a
+    /// semaphore.
+    pub fn of(limit: &Limit, now: Nanos) -> Option<ClaimTerms> {
         let quota = limit.quota();
         let slot = quota.slot_ns();
         let max = quota.max_requests();
         match limit.algorithm() {
+            Algorithm::FixedWindow if quota.calendar().is_some() => {
+                let slot = quota.slot_of(now);
+                let starts = [slot.saturating_sub(1), slot, slot + 1, slot + 2].map(|s| quota.slot_start(s) / 1_000);
+                Some(ClaimTerms::Calendar { max, slot, bounds_us: starts })
+            }
             Algorithm::FixedWindow => Some(ClaimTerms::Fixed { max, slot_us: slot.div_ceil(1_000) }),
             Algorithm::TokenBucket { burst } => {
                 let interval = bucket_interval(quota);
@@ -349,7 +361,7 @@ impl Claims {
 
     /// Sends a claim for `want` permits, which `waiting` of asks wait for.
     fn claim(&mut self, now: Nanos, id: LimitId, limit: &Limit, key: &str, want: u32, waiting: u32) -> ClaimId {
-        let Some(terms) = ClaimTerms::of(limit) else { return 0 };
+        let Some(terms) = ClaimTerms::of(limit, now) else { return 0 };
         let claim = self.next;
         self.next += 1;
         let hand = self.hands[id.0].get_mut(key).expect("the hand was made before its claim");

@@ -230,6 +230,8 @@ mod shadow;
 mod state;
 /// Counts in a real Redis and Redis Cluster.
 mod store;
+/// A monthly quota in a time zone on a real Redis, counted once by two lockers.
+mod store_calendar;
 /// Charges on a real Redis: each kind's debt in the store, waited out by every locker.
 mod store_charge;
 /// A locker on a store, on the service seam: claims, the failure policy, lease calls.

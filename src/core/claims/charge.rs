@@ -30,7 +30,7 @@ impl Claims {
         hand.expire(now);
         let on_hand = hand.permits.saturating_add(hand.earmarked);
         let left_alone = hand.failed.is_some_and(|retry| now < retry);
-        let terms = ClaimTerms::of(limit);
+        let terms = ClaimTerms::of(limit, now);
         let (Some(terms), false, false) = (terms, on_hand >= cost, left_alone) else { return Need::Ready };
         let claim = self.next;
         self.next += 1;

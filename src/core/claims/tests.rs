@@ -139,17 +139,17 @@ fn a_failing_store_is_left_alone_for_a_while() {
 fn terms_cover_a_claims_life_for_buckets_and_rolling_windows() {
     let bucket =
         Limit::with_algorithm("b", Quota::new(100, 1.0).unwrap(), Algorithm::token_bucket(80).unwrap()).unwrap();
-    let Some(ClaimTerms::Bucket { burst, interval_us, life_us }) = ClaimTerms::of(&bucket) else { panic!() };
+    let Some(ClaimTerms::Bucket { burst, interval_us, life_us }) = ClaimTerms::of(&bucket, T0) else { panic!() };
     // 100 per second: a token every 10 ms; an eighth of the burst is 10 tokens, 100 ms.
     assert_eq!((burst, interval_us, life_us), (80, 10_000.0, 100_000));
     let rolling = Limit::with_algorithm("r", Quota::new(100, 1.6).unwrap(), Algorithm::RollingWindow).unwrap();
-    let Some(ClaimTerms::Rolling { max, sub_us, span, life_us }) = ClaimTerms::of(&rolling) else { panic!() };
+    let Some(ClaimTerms::Rolling { max, sub_us, span, life_us }) = ClaimTerms::of(&rolling, T0) else { panic!() };
     assert_eq!((max, sub_us, life_us), (100, 100_000.0, 100_000));
     // Counted over the window (16 sub-slots) and a claim's life (one more), plus the sub-slot in progress.
     assert_eq!(span, 18);
     assert!((span - 1) as f64 * sub_us >= 1_600_000.0 + life_us as f64);
     let semaphore = Limit::with_algorithm("s", Quota::new(1, 1.0).unwrap(), Algorithm::Semaphore).unwrap();
-    assert_eq!(ClaimTerms::of(&semaphore), None);
+    assert_eq!(ClaimTerms::of(&semaphore, T0), None);
 }
 
 #[test]

@@ -19,11 +19,33 @@ use crate::core::store_lease::{LeaseCall, LeaseOp};
 /// into the following slots, each filled up to `max`: a later slot starts
 /// from what is left of it, `n - max` for each slot since. Claims live
 /// until the slot's end.
+///
+/// Slots are `slot_us` long from the Unix epoch, or, when `slot_us` is 0,
+/// calendar periods: the locker sends the number of its period (`p`) and
+/// the bounds of periods `p - 1` to `p + 1`, and the store's clock picks
+/// one (a store clock outside all three is an error, never a guess). A
+/// debt of more than a period waits by the shortest of their lengths, so
+/// that an ask is never told to wait past the period with room.
 pub const FIXED: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local want, force, max, slot_us = tonumber(ARGV[1]), ARGV[2] == '1', tonumber(ARGV[3]), tonumber(ARGV[4])
-local slot = math.floor(now / slot_us)
+local slot, till, short, long
+if slot_us > 0 then
+  slot = math.floor(now / slot_us)
+  till, short, long = (slot + 1) * slot_us - now, slot_us, slot_us
+else
+  local p = tonumber(ARGV[5])
+  local b = {tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])}
+  if now < b[1] or now >= b[4] then
+    return redis.error_reply('the store clock is outside the calendar periods the locker sent')
+  end
+  local i = 3
+  if now < b[2] then i = 1 elseif now < b[3] then i = 2 end
+  slot, till = p + i - 2, b[i + 1] - now
+  short = math.min(b[2] - b[1], b[3] - b[2], b[4] - b[3])
+  long = math.max(b[2] - b[1], b[3] - b[2], b[4] - b[3])
+end
 local held = redis.call('HMGET', KEYS[1], 's', 'n')
 local n = 0
 if tonumber(held[1]) ~= nil then n = math.max(tonumber(held[2]) - (slot - tonumber(held[1])) * max, 0) end
@@ -33,10 +55,9 @@ n = n + got
 local debt = math.max(n - max, 0)
 if got > 0 then
   redis.call('HSET', KEYS[1], 's', slot, 'n', n)
-  redis.call('PEXPIREAT', KEYS[1], math.ceil((slot + 2 + math.ceil(debt / max)) * slot_us / 1000))
+  redis.call('PEXPIREAT', KEYS[1], math.ceil((now + till + (1 + math.ceil(debt / max)) * long) / 1000))
 end
-local till = (slot + 1) * slot_us - now
-return {got, till, math.max(max - n, 0), till + math.floor(debt / max) * slot_us, debt}
+return {got, till, math.max(max - n, 0), till + math.floor(debt / max) * short, debt}
 "#;
 
 /// A token bucket by GCRA: the key holds the theoretical arrival time
@@ -120,6 +141,7 @@ return {got, life, left, retry, math.max(n - max, 0)}
 pub fn key_of(claim: &ClaimAsk) -> String {
     let kind = match claim.terms {
         ClaimTerms::Fixed { .. } => 'f',
+        ClaimTerms::Calendar { .. } => 'c',
         ClaimTerms::Bucket { .. } => 'b',
         ClaimTerms::Rolling { .. } => 'r',
     };
@@ -130,13 +152,14 @@ pub fn key_of(claim: &ClaimAsk) -> String {
 pub fn command(claim: &ClaimAsk) -> redis::Cmd {
     let mut cmd = redis::cmd("EVAL");
     let script = match claim.terms {
-        ClaimTerms::Fixed { .. } => FIXED,
+        ClaimTerms::Fixed { .. } | ClaimTerms::Calendar { .. } => FIXED,
         ClaimTerms::Bucket { .. } => BUCKET,
         ClaimTerms::Rolling { .. } => ROLLING,
     };
     cmd.arg(script).arg(1).arg(key_of(claim)).arg(claim.want).arg(u8::from(claim.force));
     match claim.terms {
         ClaimTerms::Fixed { max, slot_us } => cmd.arg(max).arg(slot_us),
+        ClaimTerms::Calendar { max, slot, bounds_us } => cmd.arg(max).arg(0).arg(slot).arg(&bounds_us[..]),
         ClaimTerms::Bucket { burst, interval_us, life_us } => cmd.arg(burst).arg(interval_us).arg(life_us),
         ClaimTerms::Rolling { max, sub_us, span, life_us } => cmd.arg(max).arg(sub_us).arg(span).arg(life_us),
     };
