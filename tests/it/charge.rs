@@ -260,6 +260,55 @@ fn on_a_store_a_charge_whose_claim_fails_is_refused_or_taken_alone_as_the_failur
     assert_eq!((c.ok, c.granted, c.debt), (true, 12, 2), "taken alone, past the limit: {c:?}");
 }
 
+/// Two peered lockers on a simulated clock, a token bucket and a rolling
+/// window of 10 per second (5 of each owned by each member): member 0
+/// charges 12, 7 past what it owns, and both members are asked every
+/// 20 ms for the next 0.9 s. The debt is member 0's own: its share pays
+/// it (a bucket's room refills at 5 a second, a rolling window's rights
+/// come back as its grants leave the window a second later) before it
+/// grants, a gift from member 1 pays it first too, and member 1's share
+/// is untouched: the group grants no more than member 1's share allows.
+#[test]
+fn a_peered_charge_on_a_bucket_or_a_rolling_window_is_a_debt_of_the_charging_share_alone() {
+    use locker::core::Algorithm;
+    use locker::sim::{self, Group};
+    for algorithm in
+        [Algorithm::TokenBucket { burst: std::num::NonZeroU32::new(10).unwrap() }, Algorithm::RollingWindow]
+    {
+        let make = move |boot: &sim::Boot| {
+            let limits = vec![Limit::with_algorithm("api", Quota::new(10, 1.0).unwrap(), algorithm).unwrap()];
+            sim::peered(
+                Locker::new(Limit::new(DEFAULT_LIMIT, Quota::new(1, 1.0).unwrap()).unwrap(), limits, 100),
+                boot,
+                300 * MS,
+            )
+        };
+        let mut g = Group::new(2, crate::group::T0, 11, Box::new(make));
+        // Joined, and past a whole period after: each member's room is
+        // full (a group without state files owns no period it began in).
+        g.advance(3_000 * MS);
+        let api = || Ask::new().limit("api").key("k").hold_ms(0);
+        let body = charge_body(&Charge { limit: Some("api"), key: Some("k"), cost: 12, parents: None });
+        let c = crate::support::answer::<ChargeReply>(&g.request(0, &body)).unwrap();
+        assert_eq!((c.ok, c.granted, c.remaining, c.debt), (true, 12, 0, 7), "{algorithm:?}: 5 owned, 7 owed");
+        let (mut mine, mut theirs) = (0, 0);
+        let start = g.now();
+        while g.now() - start < 900 * MS {
+            mine += u32::from(g.ask(0, &api()).unwrap().ok);
+            theirs += u32::from(g.ask(1, &api()).unwrap().ok);
+            g.advance(20 * MS);
+        }
+        eprintln!("{algorithm:?}: in 0.9 s after the charge, member 0 granted {mine}, member 1 {theirs}");
+        // Member 1's own 5, and a bucket's refill of its share in 0.9 s
+        // (4.5): what it gives member 0 pays member 0's debt first. Had
+        // the debt been forgiven (member 0's room at 0 after the charge),
+        // member 0 would grant its refill too: 14 for the bucket.
+        let own = if algorithm == Algorithm::RollingWindow { 5 } else { 5 + 4 };
+        assert!(mine + theirs <= own, "{algorithm:?}: the group grants from member 1's share alone");
+        assert!(mine + theirs > 0, "{algorithm:?}: member 1's share is untouched by member 0's debt");
+    }
+}
+
 /// Two peered lockers on a simulated clock, a fixed window of 10 per
 /// second (5 owned by each): member 0 charges 12 in a slot where member
 /// 1 asks for all it owns. Member 1 gets its 5 in that slot and the next;

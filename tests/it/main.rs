@@ -234,6 +234,8 @@ mod store;
 mod store_calendar;
 /// Charges on a real Redis: each kind's debt in the store, waited out by every locker.
 mod store_charge;
+/// Limits under parents on a real Redis: an org's limit held across users and lockers.
+mod store_parents;
 /// A locker on a store, on the service seam: claims, the failure policy, lease calls.
 mod store_seam;
 /// Structured requests and named limits from a config file's text, on the seam: keys, errors, counters.

@@ -446,6 +446,39 @@ def test_an_all_or_nothing_domain_charges_nothing_for_a_refused_request(pb, tmp_
         node.close()
 
 
+CHARGE_REFUSED = """domain: tokens
+charge_refused: true
+descriptors:
+  - {key: user, rate_limit: {unit: hour, requests_per_unit: 10}}
+"""
+
+
+def test_a_charge_refused_domain_counts_a_refused_requests_hits_as_a_debt(pb, tmp_path):
+    (tmp_path / "tokens.yaml").write_text(CHARGE_REFUSED)
+    plain = CHARGE_REFUSED.replace("domain: tokens", "domain: plain").replace("charge_refused: true\n", "")
+    (tmp_path / "plain.yaml").write_text(plain)
+    node = Locker("--rls-config", str(tmp_path))
+    try:
+        wait_serving(node.channel, "")
+        for domain in ["tokens", "plain"]:
+            user = [("user", unique())]
+            assert ask(pb, node, domain, user + [4]).statuses[0].limit_remaining == 6
+            # Eight hits where six are left (an answer's tokens, known at
+            # stream end): refused either way.
+            assert codes(pb, ask(pb, node, domain, user + [8])) == ("OVER_LIMIT", ["OVER_LIMIT"])
+            after = ask(pb, node, domain, user + [1])
+            if domain == "tokens":
+                # Charged all the same, 2 past the limit: the next hit is refused.
+                assert codes(pb, after) == ("OVER_LIMIT", ["OVER_LIMIT"]), domain
+                assert after.statuses[0].limit_remaining == 0
+            else:
+                # Without the setting, a refused descriptor charges nothing.
+                assert codes(pb, after) == ("OK", ["OK"]), domain
+                assert after.statuses[0].limit_remaining == 5
+    finally:
+        node.close()
+
+
 @pytest.mark.parametrize("style", ["draft-03", "ietf"])
 def test_response_headers(pb, style):
     # README Example 2, with a named rule of the locker's own beside it.
