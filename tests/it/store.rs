@@ -54,7 +54,7 @@ const READY: Duration = Duration::from_secs(20);
 /// A store timeout, in milliseconds, for the tests that are not about the
 /// store being slow: far past what a loaded machine makes a Redis on
 /// loopback take, so that only a failure the test made fails a claim.
-pub(crate) const PATIENT_STORE_MS: u64 = 5_000;
+const PATIENT_STORE_MS: u64 = 5_000;
 
 /// The store tests' turn: one test's Redis at a time. Each test starts
 /// its own servers (a test kills, stops or puts them to sleep), and several
@@ -67,6 +67,18 @@ fn store_turn() -> Turn {
     static TURN: Mutex<()> = Mutex::new(());
     // A test that failed still hands on its turn.
     TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Two lockers on `redis` alone, serving `limits` (a config file's
+/// `[[limits]]` tables), with a patient store timeout: the lockers, a
+/// client of each, and their config file.
+pub(crate) fn two_lockers_on(redis: &Redis, limits: &str) -> ([Daemon; 2], [Client; 2], TempFile) {
+    let url = format!("redis://{}", redis.address());
+    let text = format!("store = {url:?}\nstore_timeout_ms = {PATIENT_STORE_MS}\n{limits}");
+    let config = TempFile::new("store-two.toml", &text);
+    let lockers = [Daemon::start(&["--config", config.path()]), Daemon::start(&["--config", config.path()])];
+    let clients = [0, 1].map(|i| Client::new([lockers[i].endpoint.clone()], Duration::from_secs(30)).unwrap());
+    (lockers, clients, config)
 }
 
 /// One `redis-server` on loopback, killed when dropped.

@@ -9,10 +9,9 @@ use std::time::Duration;
 use jiff::civil::DateTime;
 use jiff::tz::TimeZone;
 use jiff::{Timestamp, ToSpan};
-use locker::{Ask, Client};
+use locker::Ask;
 
-use crate::store::{Redis, PATIENT_STORE_MS};
-use crate::support::{Daemon, TempFile};
+use crate::store::{two_lockers_on, Redis};
 
 const ZONE: &str = "America/New_York";
 
@@ -31,17 +30,9 @@ fn a_monthly_quota_in_a_zone_is_counted_in_the_store_until_that_zones_first_of_t
         std::thread::sleep(Duration::from_millis(to_next_month().max(0) as u64 + 1_000));
     }
     let redis = Redis::start(false);
-    let url = format!("redis://{}", redis.address());
-    let config = TempFile::new(
-        "store-calendar.toml",
-        &format!(
-            "store = {url:?}\nstore_timeout_ms = {PATIENT_STORE_MS}\n\
-             [[limits]]\nname = \"monthly\"\nmax_requests = 5\nperiod = \"month\"\ntime_zone = \"{ZONE}\"\n"
-        ),
-    );
-    let lockers = [Daemon::start(&["--config", config.path()]), Daemon::start(&["--config", config.path()])];
-    let mut clients: Vec<Client> =
-        lockers.iter().map(|d| Client::new([d.endpoint.clone()], Duration::from_secs(30)).unwrap()).collect();
+    let limits =
+        format!("[[limits]]\nname = \"monthly\"\nmax_requests = 5\nperiod = \"month\"\ntime_zone = \"{ZONE}\"\n");
+    let (_lockers, mut clients, _config) = two_lockers_on(&redis, &limits);
     let ask = Ask::new().limit("monthly").key("k");
     // One at a time, alternating: a locker's claim takes at most a
     // quarter of the capacity (1), so both lockers claim from the store.

@@ -8,19 +8,15 @@
 
 use std::time::Duration;
 
-use locker::{Ask, Client};
+use locker::Ask;
 
-use crate::store::{Redis, PATIENT_STORE_MS};
-use crate::support::{wait_for_room, Daemon, TempFile};
+use crate::store::{two_lockers_on, Redis};
+use crate::support::wait_for_room;
 
-fn config(url: &str) -> String {
-    format!(
-        "store = {url:?}\nstore_timeout_ms = {PATIENT_STORE_MS}\n\
-         [[limits]]\nname = \"fixed\"\nmax_requests = 10\nin_seconds = 3600\n\
-         [[limits]]\nname = \"bucket\"\nmax_requests = 10\nin_seconds = 60\nalgorithm = \"token-bucket\"\n\
-         [[limits]]\nname = \"rolling\"\nmax_requests = 10\nin_seconds = 60\nalgorithm = \"rolling-window\"\n"
-    )
-}
+const LIMITS: &str = "\
+[[limits]]\nname = \"fixed\"\nmax_requests = 10\nin_seconds = 3600\n\
+[[limits]]\nname = \"bucket\"\nmax_requests = 10\nin_seconds = 60\nalgorithm = \"token-bucket\"\n\
+[[limits]]\nname = \"rolling\"\nmax_requests = 10\nin_seconds = 60\nalgorithm = \"rolling-window\"\n";
 
 /// Charges 25 of each kind's 10 on one locker: a debt of 15, and both
 /// lockers are sorry for as long as the kind needs to pay it (a fixed
@@ -30,12 +26,9 @@ fn config(url: &str) -> String {
 #[test]
 fn a_charge_past_the_limit_is_a_debt_in_the_store_that_every_locker_waits_out() {
     let redis = Redis::start(false);
-    let config = TempFile::new("store-charge.toml", &config(&format!("redis://{}", redis.address())));
     // Far from an hour's end, so the fixed window's slot does not change.
     wait_for_room(3_600_000_000_000, Duration::from_secs(10));
-    let lockers = [Daemon::start(&["--config", config.path()]), Daemon::start(&["--config", config.path()])];
-    let client = |i: usize| Client::new([lockers[i].endpoint.clone()], Duration::from_secs(30)).unwrap();
-    let (mut a, mut b) = (client(0), client(1));
+    let (_lockers, [mut a, mut b], _config) = two_lockers_on(&redis, LIMITS);
     // What the store must have counted: the debt, and how long the asks
     // after it wait (in ms, a range that holds on any machine).
     let expected =

@@ -6,30 +6,21 @@
 use std::time::Duration;
 
 use locker::wire::Parents;
-use locker::{Ask, Client};
+use locker::Ask;
 
-use crate::store::{Redis, PATIENT_STORE_MS};
-use crate::support::{wait_for_room, Daemon, TempFile};
+use crate::store::{two_lockers_on, Redis};
+use crate::support::wait_for_room;
 
 static IN_O: [(&str, &str); 1] = [("org", "o")];
 
 #[test]
 fn an_orgs_limit_holds_in_the_store_across_its_users_and_lockers() {
     let redis = Redis::start(false);
-    let url = format!("redis://{}", redis.address());
-    let config = TempFile::new(
-        "store-parents.toml",
-        &format!(
-            "store = {url:?}\nstore_timeout_ms = {PATIENT_STORE_MS}\n\
-             [[limits]]\nname = \"org\"\nmax_requests = 5\nin_seconds = 3600\n\
-             [[limits]]\nname = \"user\"\nmax_requests = 4\nin_seconds = 3600\nparent = \"org\"\n"
-        ),
-    );
+    let limits = "[[limits]]\nname = \"org\"\nmax_requests = 5\nin_seconds = 3600\n\
+                  [[limits]]\nname = \"user\"\nmax_requests = 4\nin_seconds = 3600\nparent = \"org\"\n";
     // Far from an hour's end, so the slot does not change.
     wait_for_room(3_600_000_000_000, Duration::from_secs(10));
-    let lockers = [Daemon::start(&["--config", config.path()]), Daemon::start(&["--config", config.path()])];
-    let mut clients: Vec<Client> =
-        lockers.iter().map(|d| Client::new([d.endpoint.clone()], Duration::from_secs(30)).unwrap()).collect();
+    let (_lockers, mut clients, _config) = two_lockers_on(&redis, limits);
     let ask = |user: &'static str| Ask::new().limit("user").key(user).parents(Parents::new(&IN_O));
     // User a takes its 4 on locker 0 and is refused its fifth; user b,
     // asking on both lockers in turn, gets what is left of the org's 5:
