@@ -449,6 +449,16 @@ impl Rule {
         }
     }
 
+    /// Calls `f` with what `key` holds in the slots after the current
+    /// one, as the state file keeps each: a fixed window's reservations
+    /// and a charge's debt carried into them; nothing for another kind
+    /// (a bucket's debt is in its TAT, a rolling window's in its grants).
+    pub fn kept_ahead(&self, key: Option<&str>, mut f: impl FnMut(Kept)) {
+        if let Rule::Window(w) = self {
+            w.kept_ahead(key, |slot, count| f(Kept::Window { slot, count }));
+        }
+    }
+
     /// Calls `f` with what the exchange of conserved permits of `key`
     /// left at `now`, as the state file keeps it: a fixed window's current
     /// slot, a rolling window's windows that bear on `now`, a peered token

@@ -27,7 +27,7 @@ impl Service {
         }
         match self.charge_one(now, &ask) {
             Ok(c) => {
-                self.journal.note_go(id, ask.key, &c.verdict);
+                self.journal.note_charge(id, ask.key, &c.verdict);
                 write_reply(&[c], out);
             }
             Err(e) => wire::encode(&error_reply(&e), out),
@@ -71,7 +71,7 @@ impl Service {
             // its cost whatever is left (the store's, what its claims
             // brought).
             if let Ok(c) = self.charge_one(now, level) {
-                self.journal.note_go(level.limit, level.key, &c.verdict);
+                self.journal.note_charge(level.limit, level.key, &c.verdict);
                 charged.push(c);
             }
         }

@@ -71,8 +71,18 @@ pub struct Journal {
 
 #[derive(Debug, Clone, Copy)]
 enum Change {
-    Go { id: LimitId, verdict: Verdict },
-    Lease { id: LimitId },
+    Go {
+        id: LimitId,
+        verdict: Verdict,
+    },
+    /// What a key holds in the slots after the current one: a charge's
+    /// debt carried into them.
+    Ahead {
+        id: LimitId,
+    },
+    Lease {
+        id: LimitId,
+    },
 }
 
 impl Journal {
@@ -87,6 +97,16 @@ impl Journal {
     pub fn note_go(&mut self, id: LimitId, key: Option<&str>, verdict: &Verdict) {
         if self.run.is_some() && verdict.go && verdict.granted > 0 {
             self.note(Change::Go { id, verdict: *verdict }, key);
+        }
+    }
+
+    /// Notes a charge of `id` for `key`, answered with `verdict`: its count
+    /// now, and what it carried into the slots after (a fixed window's
+    /// debt), so that a restart still waits the debt out.
+    pub fn note_charge(&mut self, id: LimitId, key: Option<&str>, verdict: &Verdict) {
+        if self.run.is_some() && verdict.granted > 0 {
+            self.note(Change::Go { id, verdict: *verdict }, key);
+            self.note(Change::Ahead { id }, key);
         }
     }
 
@@ -137,9 +157,7 @@ impl Journal {
         }
         for &(change, span) in &self.pending {
             let name = span.map(|(start, end)| &self.names[start..end]);
-            if let Some(record) = record_of(locker, now, run, change, name) {
-                keep.keep(&record);
-            }
+            records_of(locker, now, run, change, name, |record| keep.keep(&record));
         }
         if together {
             keep.release();
@@ -149,17 +167,28 @@ impl Journal {
     }
 }
 
-/// The record of one change, read from the locker as it is now.
-fn record_of<'a>(locker: &Locker, now: Nanos, run: u32, change: Change, name: Option<&'a str>) -> Option<Record<'a>> {
+/// The records of one change, read from the locker as it is now, each
+/// handed to `keep`.
+fn records_of<'a>(
+    locker: &Locker,
+    now: Nanos,
+    run: u32,
+    change: Change,
+    name: Option<&'a str>,
+    mut keep: impl FnMut(Record<'a>),
+) {
     let (at, keeping) = (now, locker.keeping());
-    Some(match change {
+    let count = |id: LimitId, kept| Record::Count { at, run, limit: id.index() as u32, key: name, kept };
+    match change {
         Change::Go { id, verdict } => {
-            let kept = keeping.kept_go(now, id, name, &verdict)?;
-            Record::Count { at, run, limit: id.index() as u32, key: name, kept }
+            if let Some(kept) = keeping.kept_go(now, id, name, &verdict) {
+                keep(count(id, kept));
+            }
         }
+        Change::Ahead { id } => keeping.kept_ahead(id, name, |kept| keep(count(id, kept))),
         Change::Lease { id } => {
             let lease = name.unwrap_or("");
-            Record::Lease { at, limit: id.index() as u32, lease, kept: keeping.kept_lease(id, lease) }
+            keep(Record::Lease { at, limit: id.index() as u32, lease, kept: keeping.kept_lease(id, lease) });
         }
-    })
+    }
 }

@@ -115,6 +115,25 @@ fn a_locker_killed_mid_slot_regrants_nothing_of_it() {
     assert_eq!(60 + after, 100, "{after} more went after the restart");
 }
 
+/// A fixed window's debt survives a kill -9: 35 charged of 10 an hour
+/// fill this hour and the next two and 5 of the third, and after the
+/// restart the asks still wait for that third hour, not the next.
+#[test]
+fn a_charges_debt_carried_into_later_slots_survives_a_kill_9() {
+    let dir = Dir::new("charge");
+    let args = ["--max-requests", "10", "--in-seconds", "3600"];
+    within_one_slot(Duration::from_secs(3600), Duration::from_secs(10));
+    let d = serve(&dir, "first.log", &args);
+    let charged = client(&d).charge(None, None, 35).unwrap();
+    assert_eq!((charged.granted, charged.debt), (35, 25));
+    let before = client(&d).ask(&Ask::new()).unwrap();
+    kill_9(d);
+    let d = serve(&dir, "second.log", &args);
+    let after = client(&d).ask(&Ask::new()).unwrap();
+    assert!(!before.ok && before.retry_after_ms > 2 * 3_600_000, "before: {before:?}");
+    assert!(!after.ok && after.retry_after_ms > 2 * 3_600_000, "the debt was kept: {after:?}");
+}
+
 /// Runs 60 plain asks on a fresh locker, kills it, damages its state file
 /// with `damage`, restarts it, and returns how many of 100 more went and
 /// what it logged.

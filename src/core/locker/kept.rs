@@ -69,6 +69,12 @@ impl<L: Deref<Target = Locker>> Keeping<L> {
         self.locker.entries[id.0].rule.kept_go(now, key, v)
     }
 
+    /// What `key` of limit `id` holds in the slots after the current one
+    /// (see `Rule::kept_ahead`), each as its record keeps it.
+    pub fn kept_ahead(&self, id: LimitId, key: Option<&str>, f: impl FnMut(Kept)) {
+        self.locker.entries[id.0].rule.kept_ahead(key, f);
+    }
+
     /// What lease `lease` of semaphore `id` is after a lease request.
     pub fn kept_lease(&self, id: LimitId, lease: &str) -> Kept {
         self.locker.entries[id.0].rule.kept_lease(lease)

@@ -84,6 +84,16 @@ impl FixedWindow {
         true
     }
 
+    /// Calls `f` with each later slot for which `key` holds counts
+    /// (reservations, or a charge's debt carried into it) and this
+    /// locker's own count there, as a go into that slot would be kept.
+    pub fn kept_ahead(&self, key: Option<&str>, mut f: impl FnMut(u64, u32)) {
+        let ahead = self.ahead_of(key).into_iter().flatten();
+        for (index, &count) in ahead.enumerate().filter(|(_, &count)| count > 0) {
+            f(self.slot + 1 + index as u64, count);
+        }
+    }
+
     fn ahead_of(&self, key: Option<&str>) -> Option<&VecDeque<u32>> {
         match key {
             None => Some(&self.unkeyed_ahead),
