@@ -30,9 +30,10 @@ fn a_charge_past_the_limit_is_a_debt_in_the_store_that_every_locker_waits_out() 
     wait_for_room(3_600_000_000_000, Duration::from_secs(10));
     let (_lockers, [mut a, mut b], _config) = two_lockers_on(&redis, LIMITS);
     // What the store must have counted: the debt, and how long the asks
-    // after it wait (in ms, a range that holds on any machine).
+    // after it wait (in ms; lower by up to 10 s an ask that comes late on a
+    // loaded machine).
     let expected =
-        [("fixed", 15, 3_600_001..=7_200_000), ("bucket", 15, 95_000..=96_000), ("rolling", 15, 60_000..=68_000)];
+        [("fixed", 15, 3_600_001..=7_200_000), ("bucket", 15, 86_000..=96_000), ("rolling", 15, 55_000..=68_000)];
     for (limit, debt, wait) in expected {
         let fresh = a.charge(Some(limit), Some("fresh"), 3).unwrap();
         assert_eq!((fresh.ok, fresh.granted, fresh.debt), (true, 3, 0), "{limit}: within the limit, no debt");
