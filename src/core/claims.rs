@@ -11,7 +11,8 @@
 //! command per decision) and the caller waits for it; when the store said
 //! the limit is spent, the hand answers sorry until the store's retry time.
 //! A hand running low claims its next chunk while it still answers, so a
-//! steady caller never waits.
+//! steady caller never waits. A charge (`charge`) claims what its hand
+//! lacks past the limit, and the store keeps the debt.
 //!
 //! A store is one or more nodes (a cluster's masters), each answering for
 //! its own keys. A failed claim puts only its own key aside for a while
