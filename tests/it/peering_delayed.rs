@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use locker::core::peering::tenure::{DECLARE_AFTER, LEASE, MARGIN};
 
-use crate::support::{free_port, wall_ns, Daemon, StateDir};
+use crate::support::{free_port, wall_ns, Daemon, StateDir, JOIN};
 
 const SLOT_NS: u128 = 800_000_000;
 
@@ -143,7 +143,7 @@ fn try_proxied_trio(
         .iter()
         .map(|a| Daemon::try_spawn(&bind, &a.iter().map(String::as_str).collect::<Vec<_>>(), false))
         .collect::<Result<_, _>>()?;
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + JOIN;
     for d in &lockers {
         let mut client = locker::Client::new([d.endpoint.as_str()], Duration::from_secs(2)).unwrap();
         loop {

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use locker::wire::Ask;
 use locker::Client;
 
-use crate::support::{free_port, Daemon, TempFile, DEADLINE};
+use crate::support::{free_port, Daemon, TempFile, DEADLINE, JOIN};
 
 const LIMITS: &str = "[[limits]]\nname = 'api'\nmax_requests = 5\nin_seconds = 86400\n\n\
                       [[limits]]\nname = 'db'\nalgorithm = 'semaphore'\nmax_requests = 2\nin_seconds = 30\n";
@@ -191,7 +191,7 @@ fn a_real_prometheus_scrapes_real_lockers_and_the_shipped_dashboard_and_alerts_q
     // Sorry while the pair joins, then the slot's 5 go and 2 sorry: the
     // counts Prometheus must show are the ones the client saw.
     let (mut seen_go, mut seen_sorry) = (0.0, 0.0);
-    let end = Instant::now() + DEADLINE;
+    let end = Instant::now() + JOIN;
     while seen_go < 5.0 || seen_sorry < 2.0 {
         assert!(Instant::now() < end, "the pair never joined");
         match c.ask(&Ask::new().limit("api")).unwrap().ok {
