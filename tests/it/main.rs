@@ -189,6 +189,8 @@ mod peering_kept;
 mod peering_kept_bucket;
 /// Peered rolling windows restarted with their state file, on a simulated clock: their rights resume, never over max.
 mod peering_kept_rolling;
+/// A group of ten on a simulated clock, past the runs a peer may name at once: a restart within a slot owns none of it.
+mod peering_large;
 /// Peered lockers that list different members: nothing granted from shares until the sets agree, never over max.
 mod peering_members;
 /// A peered rolling window whose locker restarts more than two windows after lending its rights: never over max.

@@ -15,7 +15,10 @@
 //! this locker's earlier run). A run no longer live is forgotten once it
 //! has not been named for the retention time, after its slots ended. So a
 //! flood of made-up node ids costs a hash lookup each and holds at most
-//! `MAX_RUNS_PER_PEER` entries per configured peer. This module is pure: it
+//! `MAX_RUNS_PER_PEER` entries per configured peer. A refused run is not
+//! forgotten entirely when it is an earlier run of this locker: that one
+//! existed is what keeps a joining run from owning the slot it joins in,
+//! so it is kept as a flag. This module is pure: it
 //! takes `now` and never logs; it reports what changed so the caller can.
 
 use std::collections::{HashMap, VecDeque};
@@ -193,6 +196,12 @@ pub struct Nodes {
     kept: Vec<u64>,
     /// Whether this run keeps a state file (`kept_runs` was told of it).
     keeps_state: bool,
+    /// Whether a peer named an earlier run of this locker that found no
+    /// room among that peer's runs, and whether one its state file did not
+    /// keep: the run is refused, but not the fact that it was (see
+    /// `resolve`).
+    refused_earlier: bool,
+    refused_unkept: bool,
 }
 
 impl Nodes {
@@ -211,6 +220,8 @@ impl Nodes {
             judge_skew_from: 0,
             kept: Vec::new(),
             keeps_state: false,
+            refused_earlier: false,
+            refused_unkept: false,
         }
     }
 
@@ -254,7 +265,22 @@ impl Nodes {
             self.runs.get_mut(&ix).expect("indexed runs are held").last_named = now;
             return Some(ix);
         }
-        (self.held_by(peer) < MAX_RUNS_PER_PEER).then(|| self.admit(now, peer, key))
+        if self.held_by(peer) >= MAX_RUNS_PER_PEER {
+            self.note_refused(key);
+            return None;
+        }
+        Some(self.admit(now, peer, key))
+    }
+
+    /// Keeps, of a run refused for lack of room, whether it was an earlier
+    /// run of this locker: what a joining run owns rests on knowing one
+    /// existed (see `knows_earlier_run`), and a peer's room may be full of
+    /// other runs it relays. Two flags, so a flood costs nothing more.
+    fn note_refused(&mut self, key: &NodeKey) {
+        if key.id == self.me.id && key.incarnation < self.me.incarnation {
+            self.refused_earlier = true;
+            self.refused_unkept |= !self.kept.contains(&key.incarnation);
+        }
     }
 
     /// Records that `peer`'s messages are sent by `key` at `now`: its live
@@ -518,7 +544,8 @@ impl Nodes {
     /// Whether a peer told of an earlier run of this locker (see
     /// `Peering::owns_from`).
     pub fn knows_earlier_run(&self) -> bool {
-        self.runs.values().any(|r| r.key.id == self.me.id && r.key.incarnation < self.me.incarnation)
+        self.refused_earlier
+            || self.runs.values().any(|r| r.key.id == self.me.id && r.key.incarnation < self.me.incarnation)
     }
 
     /// Notes the runs, as `(node id, incarnation)`, that this locker's state
@@ -537,7 +564,7 @@ impl Nodes {
         let unkept = |r: &Run| {
             r.key.id == self.me.id && r.key.incarnation < self.me.incarnation && !self.kept.contains(&r.key.incarnation)
         };
-        !self.kept.is_empty() && !self.runs.values().any(unkept)
+        !self.kept.is_empty() && !self.refused_unkept && !self.runs.values().any(unkept)
     }
 
     /// Whether this run's state file named no earlier run of this locker:

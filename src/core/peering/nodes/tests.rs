@@ -104,6 +104,30 @@ fn a_flood_of_made_up_node_ids_holds_a_few_runs_per_peer() {
 }
 
 #[test]
+fn an_earlier_run_of_this_locker_refused_for_room_is_still_known_to_have_been() {
+    let mut n = table(&["b"]);
+    n.kept_runs([("a", 0)].into_iter());
+    n.sender(0, 0, &node("b", 1)).unwrap();
+    for i in 0..MAX_RUNS_PER_PEER - 1 {
+        assert!(n.resolve(MS, 0, &node(&format!("relayed{i}"), 1)).is_some());
+    }
+    assert!(n.knows_every_earlier_run(), "the file kept the only earlier run named so far");
+    assert_eq!(n.resolve(MS, 0, &node("a", 0)), None, "no room for a kept run");
+    assert!(n.knows_earlier_run() && n.knows_every_earlier_run(), "a kept run, refused: still known, still kept");
+    assert_eq!(n.resolve(MS, 0, &node("a", 1)), Some(Nodes::ME), "this run itself needs no room");
+    assert_eq!(n.resolve(MS, 0, &node("a", 2)), None, "a later run is nobody's earlier run");
+    assert!(n.knows_every_earlier_run());
+    let mut fresh = table(&["b"]);
+    fresh.sender(0, 0, &node("b", 1)).unwrap();
+    for i in 0..MAX_RUNS_PER_PEER - 1 {
+        fresh.resolve(MS, 0, &node(&format!("relayed{i}"), 1));
+    }
+    assert!(!fresh.knows_earlier_run());
+    assert_eq!(fresh.resolve(MS, 0, &node("a", 0)), None, "no room");
+    assert!(fresh.knows_earlier_run(), "refused, yet known to have been: the run owns none of the slot it joins in");
+}
+
+#[test]
 fn a_new_run_waits_for_room_and_old_runs_are_forgotten() {
     let mut n = table(&["b"]);
     let retention = 2000 * MS;
