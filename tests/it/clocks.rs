@@ -25,7 +25,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use locker::{Ask, Client};
 
-use crate::support::{self, Daemon, DEADLINE};
+use crate::support::{self, Daemon, DEADLINE, GONE};
 
 const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 const HOUR_MS: u64 = 3_600_000;
@@ -121,7 +121,7 @@ fn into_slot(into_ms: u64) -> u64 {
 /// Kills `d` with SIGKILL and waits until it is gone.
 fn kill_9(mut d: Daemon) {
     d.signal("KILL");
-    assert!(d.wait_exit(DEADLINE).is_some(), "not dead after kill -9");
+    assert!(d.wait_exit(GONE).is_some(), "not dead after kill -9");
 }
 
 /// How many of `n` asks of one permit went.

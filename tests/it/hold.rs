@@ -14,7 +14,7 @@ use locker::service::{step, Answer, Io, Service, Token};
 use locker::wire::{self, Ask, GoReply};
 use locker::Client;
 
-use crate::support::{deadline, finals, ready, req, run_seed_client, serve, Daemon, Served, DEADLINE};
+use crate::support::{deadline, finals, ready, req, run_seed_client, serve, Daemon, Served, DEADLINE, GONE};
 
 const MS: Nanos = 1_000_000;
 /// An instant on an 0.8 s slot boundary.
@@ -264,7 +264,7 @@ fn a_held_ask_that_goes_is_in_the_state_file_before_its_reply_leaves() {
     assert_eq!(ask(&socket), b"go", "held until the next slot");
     let slot = wall_ns() / 2_000_000_000;
     d.signal("KILL");
-    d.wait_exit(DEADLINE).expect("gone after SIGKILL");
+    d.wait_exit(GONE).expect("gone after SIGKILL");
     let again = Daemon::start(&["--max-requests", "1", "--in-seconds", "2", "--state", state.as_str()]);
     let r = Client::new([again.endpoint.as_str()], DEADLINE).unwrap().ask(&Ask::new()).unwrap();
     let _ = std::fs::remove_dir_all(&dir);

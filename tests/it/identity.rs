@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use locker::{Ask, Client};
 
-use crate::support::{free_port, run_locker, wait_for_room, wall_ns, Daemon, Peered, TempFile, DEADLINE};
+use crate::support::{free_port, run_locker, wait_for_room, wall_ns, Daemon, Peered, TempFile, DEADLINE, GONE};
 
 /// The limit: 99 per `PERIOD`, a share of 33 on each of three lockers.
 const MAX: u32 = 99;
@@ -186,7 +186,7 @@ fn a_peered_locker_on_an_ephemeral_port_keeps_its_id_in_its_state_file_across_ki
     let mut first = Daemon::start(&args);
     let before = id(&first);
     first.signal("KILL");
-    first.wait_exit(DEADLINE).expect("gone after SIGKILL");
+    first.wait_exit(GONE).expect("gone after SIGKILL");
     let again = Daemon::start(&args);
     assert!(before.is_some());
     assert_eq!(id(&again), before, "the state file keeps the id its first run made");

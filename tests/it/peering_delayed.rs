@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use locker::core::peering::tenure::{DECLARE_AFTER, LEASE, MARGIN};
 
-use crate::support::{free_port, wall_ns, Daemon, StateDir, JOIN};
+use crate::support::{free_port, wall_ns, Daemon, StateDir, GONE, JOIN};
 
 const SLOT_NS: u128 = 800_000_000;
 
@@ -277,7 +277,7 @@ fn a_locker_cut_off_has_its_share_taken_back_by_the_other_two_and_no_slot_goes_o
 fn kill_and_restart(victim: &std::sync::Mutex<Option<Daemon>>, args: &[String]) -> Daemon {
     let mut d = victim.lock().unwrap().take().unwrap();
     d.signal("KILL");
-    d.wait_exit(Duration::from_secs(5)).expect("gone after SIGKILL");
+    d.wait_exit(GONE).expect("gone after SIGKILL");
     thread::sleep(Duration::from_millis(200));
     Daemon::start(&args.iter().map(String::as_str).collect::<Vec<_>>())
 }

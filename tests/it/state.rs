@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use locker::wire::{BatchAsk, EntryReply};
 use locker::{Ask, Client};
 
-use crate::support::{Daemon, DEADLINE};
+use crate::support::{Daemon, DEADLINE, GONE};
 
 /// A directory for one test's state file, config and log, removed when dropped.
 struct Dir(PathBuf);
@@ -55,7 +55,7 @@ fn serve(dir: &Dir, _log: &str, args: &[&str]) -> Daemon {
 /// Kills the daemon with SIGKILL and waits until it is gone.
 fn kill_9(mut d: Daemon) {
     d.signal("KILL");
-    assert!(d.wait_exit(DEADLINE).is_some(), "not dead after kill -9");
+    assert!(d.wait_exit(GONE).is_some(), "not dead after kill -9");
 }
 
 fn client(d: &Daemon) -> Client {

@@ -24,6 +24,11 @@ pub const DEADLINE: Duration = Duration::from_secs(10);
 /// judges nothing by how long it took.
 pub const JOIN: Duration = Duration::from_secs(30);
 
+/// How long a process killed with -9 may take to be gone: one blocked in a
+/// sync of its state file dies only once the sync returns, which a busy
+/// disk can hold for seconds.
+pub const GONE: Duration = Duration::from_secs(30);
+
 /// The path of the binary under test.
 pub fn locker_bin() -> &'static str {
     env!("CARGO_BIN_EXE_locker")
@@ -480,7 +485,7 @@ impl Peered {
     pub fn kill(&mut self, i: usize) {
         let mut d = self.lockers[i].take().expect("locker is running");
         d.signal("KILL");
-        d.wait_exit(DEADLINE).expect("gone after SIGKILL");
+        d.wait_exit(GONE).expect("gone after SIGKILL");
     }
 
     /// Restarts a killed locker `i` under the same node id and ports.
