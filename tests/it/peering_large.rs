@@ -18,6 +18,8 @@ use crate::group::{fixed, MS, T0};
 /// A slot of 4 s: long enough for a member to restart and join within it.
 const SLOT: Nanos = 4000 * MS;
 const MEMBERS: usize = 10;
+// Each snapshot names more runs than a peer may name at once.
+const _: () = assert!(MEMBERS - 1 > MAX_RUNS_PER_PEER);
 
 /// The go every node answers at once until each says sorry, `rounds`
 /// times 10 ms apart, counted while the true slot is `slot`.
@@ -35,7 +37,6 @@ fn drain(g: &mut Group, slot: u64, rounds: usize) -> u64 {
 
 #[test]
 fn a_member_of_ten_restarted_without_its_file_within_a_slot_owns_none_of_it() {
-    assert!(MEMBERS - 1 > MAX_RUNS_PER_PEER, "each snapshot names more runs than a peer may name at once");
     let grace = 500 * MS;
     let mut g = Group::new(MEMBERS, T0, 11, Box::new(move |boot| sim::peered(fixed(100, 4000)(), boot, grace)));
     g.first_runs();
