@@ -8,7 +8,9 @@
 //! and the log, and shares again from the slot after the sets agree.
 //!
 //! The real-process run of the same group is `a_locker_listing_the_old_trio_*`
-//! below.
+//! below. The documented procedures to add and to remove a member, run on
+//! real lockers for fixed windows in `peering_reload`, are run here for
+//! rolling windows and token buckets.
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -22,6 +24,7 @@ use locker::wire::Ask;
 use locker::{Client, StatsReply};
 
 use crate::group::{fixed, rolling, MS, T0};
+use crate::properties::conserved_bucket::{bucket, worst_excess};
 use crate::properties::conserved_rolling::worst;
 use crate::support::{per_slot, sim_stats, stamping, workers, Daemon, DEADLINE};
 
@@ -220,4 +223,85 @@ fn a_locker_listing_the_old_trio_among_four_real_lockers_is_refused_and_reported
         assert!(scrape.contains("locker_health{state=\"member-set-mismatch\"} 1"), "{scrape}");
         assert_eq!(d.log().matches("another member set").count(), if i == 2 { 2 } else { 1 }, "locker {i}");
     }
+}
+
+/// Two callers on each node of `up`, asking for `span` as `load`'s do.
+fn load_on(g: &mut Group, up: &[usize], span: Nanos) -> Vec<(Nanos, u64)> {
+    let end = g.now() + span;
+    let mut next: Vec<(Nanos, usize)> =
+        (0..2 * up.len()).map(|i| (g.now() + i as u64 * 37_000, up[i % up.len()])).collect();
+    let mut goes = Vec::new();
+    while let Some(c) = (0..next.len()).min_by_key(|&c| next[c].0).filter(|&c| next[c].0 < end) {
+        g.advance_to(next[c].0);
+        let r = g.ask(next[c].1, &Ask::new().key("k")).expect("an answer");
+        let wait = if r.ok { MS } else { (r.retry_after_ms.max(1) * MS).min(r.reset_after_ms.max(1) * MS) };
+        if r.ok {
+            goes.push((g.now(), 1));
+        }
+        next[c].0 = g.now() + wait;
+    }
+    goes
+}
+
+/// Reloads node `i` with `members` (SIGHUP on an edited config): its
+/// peers become the others of them.
+fn reload(g: &mut Group, i: usize, members: usize) {
+    let now = g.clock(i);
+    let peers = (0..members).filter(|&n| n != i).map(|n| format!("node-{n}").into()).collect();
+    locker::service::step::repeer(g.service(i), now, peers);
+}
+
+/// docs/peering.md's procedures on four nodes of `locker`, on a simulated
+/// clock with every link 40 to 70 ms late, under load on every running
+/// node: the trio adds node 3 (started listing the trio, then each of the
+/// trio reloaded with the four, 300 ms apart), runs as four for four
+/// slots, then removes it (stopped, then each reloaded with the trio).
+/// Every go at its true instant.
+fn add_then_remove(locker: impl Fn() -> Locker + 'static) -> Vec<(Nanos, u64)> {
+    // Node 3, when it starts, lists the trio, as the trio lists itself.
+    let mut g = group(locker, Rc::new(|_| 3));
+    g.kill(3);
+    let trio = [0, 1, 2];
+    let mut goes = load_on(&mut g, &trio, 2 * SLOT);
+    g.restart(3);
+    goes.extend(load_on(&mut g, &trio, 300 * MS));
+    for i in trio {
+        reload(&mut g, i, 4);
+        goes.extend(load_on(&mut g, &[0, 1, 2, 3], 300 * MS));
+    }
+    goes.extend(load_on(&mut g, &[0, 1, 2, 3], 4 * SLOT));
+    for i in 0..4 {
+        assert!(!sim_stats(&mut g, i).member_set_mismatch, "node {i}: the four agree");
+    }
+    g.kill(3);
+    for i in trio {
+        reload(&mut g, i, 3);
+        goes.extend(load_on(&mut g, &trio, 300 * MS));
+    }
+    goes.extend(load_on(&mut g, &trio, 4 * SLOT));
+    goes
+}
+
+#[test]
+fn adding_and_removing_a_member_by_the_documented_steps_keeps_a_rolling_window_within_max() {
+    let goes = add_then_remove(rolling(MAX as u32, 4000));
+    let (most, at) = worst(&goes, SLOT);
+    let last: u64 = goes.iter().filter(|&&(t, _)| t + SLOT > goes.last().unwrap().0).map(|&(_, n)| n).sum();
+    eprintln!("rolling window, a member added then removed: at most {most} go in 4 s (ending at {at}), {last} in the last 4 s");
+    assert!(most <= MAX, "{most} go in the 4 s ending at {at}");
+    assert!(last >= MAX * 9 / 10, "the trio owns its rights again: {last} go in the last window");
+}
+
+#[test]
+fn adding_and_removing_a_member_by_the_documented_steps_keeps_a_token_bucket_within_burst_and_rate() {
+    // 60 tokens of room, refilled at 60 per 4 s.
+    let goes = add_then_remove(bucket(60, 4000, 60));
+    let (excess, span, n) = worst_excess(&goes, 60, SLOT.div_ceil(60));
+    let last: u64 = goes.iter().filter(|&&(t, _)| t + SLOT > goes.last().unwrap().0).map(|&(_, n)| n).sum();
+    eprintln!(
+        "token bucket, a member added then removed: {} go, worst {n} in {span} ns, {last} in the last 4 s",
+        goes.len()
+    );
+    assert!(excess <= 0, "{n} go in {span} ns: {excess} over burst + rate x T");
+    assert!(last >= 50, "the trio refills its rooms again: {last} go in the last 4 s (the rate is 60)");
 }
