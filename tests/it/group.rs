@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use locker::core::peering::tenure::{LEASE, MARGIN, MOVE_BEYOND};
 use locker::core::PeerEvent;
 use locker::core::{Algorithm, Limit, Locker, Nanos, Quota, DEFAULT_LIMIT};
 use locker::sim::{self, Group, Link};
@@ -170,6 +171,56 @@ fn a_peer_clock_50_ms_fast_follows_the_group_and_no_true_slot_goes_over() {
 #[test]
 fn a_peer_clock_300_ms_slow_follows_the_group_and_no_true_slot_goes_over() {
     one_clock_off(-300);
+}
+
+/// A joined trio whose other two lockers restart on hosts whose clocks
+/// run `offset_ms` ahead: locker 0, joined, follows the group's middle by
+/// as much. Asked every 10 ms for a new key (a share of 10 each), from
+/// the restart for 4 s: when (true time, from the restart) it followed
+/// the group past `MOVE_BEYOND` (if it did), and when it answered go
+/// after that (or after the restart).
+fn followed_and_went(offset_ms: i64) -> (Option<Nanos>, Option<Nanos>) {
+    let mut g = joined(3, 17, fixed(30, 1000));
+    g.advance(2000 * MS);
+    for i in [1, 2] {
+        g.kill(i);
+        g.set_offset(i, offset_ms * MS as i64);
+        g.restart(i);
+    }
+    let restarted = g.now();
+    let (mut followed, mut went) = (None, None);
+    for n in 0..400 {
+        g.advance(10 * MS);
+        let moved = g
+            .take_events(0)
+            .iter()
+            .any(|e| matches!(e, PeerEvent::ClockFollowed { by_ms, .. } if by_ms.unsigned_abs() * MS > MOVE_BEYOND));
+        if moved && followed.is_none() {
+            followed = Some(g.now() - restarted);
+            went = None;
+        }
+        if went.is_none() && g.ask(0, &Ask::new().key(&format!("k{n}"))).expect("an answer").ok {
+            went = Some(g.now() - restarted);
+        }
+    }
+    (followed, went)
+}
+
+#[test]
+fn a_locker_whose_group_clock_moves_past_the_margin_grants_from_no_share_for_a_lease_and_its_margin() {
+    let (followed, went) = followed_and_went(600);
+    eprintln!("clocks 600 ms ahead: followed at {followed:?}, went again at {went:?} (from the restart)");
+    let followed = followed.expect("locker 0 follows the two clocks 600 ms ahead");
+    let went = went.expect("and grants again");
+    // A lease and its margin on the moved clock, which runs at the true
+    // one's rate: as long in true time (within the 10 ms of the polling).
+    assert!(went + 10 * MS >= followed + LEASE + MARGIN, "went at {went} ns, followed at {followed} ns");
+    assert!(went <= followed + 2 * (LEASE + MARGIN), "went at {went} ns, followed at {followed} ns");
+    // Without the move, it grants sooner than that after the same restart.
+    let (none, control) = followed_and_went(0);
+    eprintln!("right clocks: went at {control:?} from the restart");
+    assert_eq!(none, None, "no move with right clocks");
+    assert!(control.expect("grants") < followed + LEASE, "the restart alone costs less");
 }
 
 /// Counts 2 to 5 ms late, past the 2 ms in-flight window: once the

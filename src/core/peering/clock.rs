@@ -53,6 +53,12 @@ impl GroupClock {
         t.saturating_add_signed(self.correction.saturating_neg())
     }
 
+    /// The latest group time handed out: where it holds still after a
+    /// move back.
+    pub fn latest(&self) -> Nanos {
+        self.last
+    }
+
     /// How far this locker's clock has been moved, in nanoseconds.
     pub fn correction(&self) -> i64 {
         self.correction

@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use super::clock::{median_offset, GroupClock, FOLLOW_BEYOND};
 use super::members::{MemberAgreement as Members, MemberSet};
 use super::nodes::{Beat, NodeKey, Nodes, PeerEvent, PeerIx, PeerState};
-use super::tenure::{Said, Tenure};
+use super::tenure::{Said, Tenure, MOVE_BEYOND};
 use crate::core::limit::LimitId;
 use crate::core::locker::Locker;
 use crate::core::share::Share;
@@ -223,7 +223,7 @@ impl Peering {
         let mut events = self.nodes.heartbeat(now, peer, from, beat);
         let heard = self.nodes.peers().nth(peer).is_some_and(|(_, s)| s.run.as_ref() == Some(from));
         if heard {
-            self.recenter(&mut events);
+            self.recenter(now, &mut events);
         }
         self.events.extend(events);
         if heard && self.joining {
@@ -312,7 +312,7 @@ impl Peering {
     /// measured both ways, or after joining with those that are live:
     /// before that, the median of the first peers heard could be a wrong
     /// clock's, and a one-way measure is off by the transit time.
-    fn recenter(&mut self, events: &mut Vec<PeerEvent>) {
+    fn recenter(&mut self, now: Nanos, events: &mut Vec<PeerEvent>) {
         if self.joining && !self.nodes.all_measured() {
             return;
         }
@@ -325,6 +325,11 @@ impl Peering {
         }
         let by = median_offset(self.nodes.live_offsets(PeerState::skew));
         self.clock.follow(by);
+        if !self.joining && by.unsigned_abs() > MOVE_BEYOND {
+            // `now` is a reading from before the move; after a move back
+            // the group time holds still where it was.
+            self.tenure.clock_moved(now.saturating_add_signed(by).max(self.clock.latest()));
+        }
         self.nodes.shift_offsets(by);
         self.nodes.judge_skew(events);
         let ms = |ns: i64| ns / NANOS_PER_MS as i64;
@@ -347,7 +352,7 @@ impl Peering {
     pub fn on_clock(&mut self, now: Nanos, peer: PeerIx, sent_at: Nanos, reported: Option<i64>) {
         let mut events = Vec::new();
         self.nodes.measure(now, peer, sent_at, reported, &mut events);
-        self.recenter(&mut events);
+        self.recenter(now, &mut events);
         self.events.extend(events);
     }
 

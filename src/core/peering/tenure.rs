@@ -126,6 +126,12 @@ pub const DECLARE_AFTER: Nanos = LEASE + LEASE / 2;
 /// its moves.
 pub const MARGIN: Nanos = LEASE / 4;
 
+/// A move of the group clock larger than this, at once, would eat into
+/// `MARGIN` (a lease and an heir's wait are measured on two lockers'
+/// clocks): after one, a locker grants from no share for a lease and its
+/// margin (see `Tenure::clock_moved`).
+pub const MOVE_BEYOND: Nanos = MARGIN / 2;
+
 /// What a peer's heartbeat says of tenure.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Said<'a> {
@@ -188,6 +194,9 @@ pub struct Tenure {
     /// Nor before this: a lease and its margin past the last heartbeat
     /// this run echoed of a member run it learned later it must shun.
     quiet_until: Nanos,
+    /// Grants from no share before this: a lease and its margin past a
+    /// move of the group clock beyond `MOVE_BEYOND`.
+    still_until: Nanos,
     /// The peers' runs this run shuns now (see `shun_named`).
     shunned: Vec<NodeKey>,
     /// The runs this run declared dead (one entry per member, covering
@@ -221,6 +230,7 @@ impl Tenure {
             echo_from: Nanos::MAX,
             joined_at: Nanos::MAX,
             quiet_until: 0,
+            still_until: 0,
             shunned: Vec::new(),
             declared: Vec::new(),
             held: Vec::new(),
@@ -481,10 +491,23 @@ impl Tenure {
         }
     }
 
+    /// The group clock moved by `by` at `now` (after the move), past
+    /// `MOVE_BEYOND`: every lease and wait this run measured on the clock
+    /// before may be off by as much, more than the margin allows for. It
+    /// grants from no share until a lease and its margin have passed on
+    /// the new clock: by then every lease it held then has run out, and
+    /// every wait it began then has passed in true time too.
+    pub fn clock_moved(&mut self, now: Nanos) {
+        self.still_until = self.still_until.max(now.saturating_add(LEASE + MARGIN));
+    }
+
     /// What tenure means for grants at `now`.
     pub fn holding(&self, now: Nanos, nodes: &Nodes) -> Holding {
         if !self.applies() {
             return Holding::OWN;
+        }
+        if now < self.still_until {
+            return Holding { leased: false, held: 0, held_from: Nanos::MAX };
         }
         let leased = !self.lost_own && self.majority_echoes(now);
         let held_from = if self.held.is_empty() { Nanos::MAX } else { self.inherited_from(now, nodes) };
