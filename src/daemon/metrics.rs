@@ -47,6 +47,11 @@ pub enum Health {
     /// every member has stated the new one yet (docs/peering.md, "Adding
     /// or removing a member").
     MemberSetSettling,
+    /// Answering, but granting nothing from shares: with three members or
+    /// more, no majority echoed this locker within a lease. A run that has
+    /// just joined, before its peers' first echoes, or one cut off from
+    /// most of the group (docs/peering.md, "Leases").
+    Unleased,
     /// Asked to stop; the loop is finishing.
     Stopping,
 }
@@ -61,6 +66,7 @@ impl Health {
             Health::StoreDown => "store-down",
             Health::MemberSetMismatch => "member-set-mismatch",
             Health::MemberSetSettling => "member-set-settling",
+            Health::Unleased => "unleased",
             Health::Stopping => "stopping",
         }
     }

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 
 use locker::core::peering::tenure::{DECLARE_AFTER, LEASE, MARGIN};
 use locker::core::Nanos;
+use locker::daemon::metrics::Health;
 use locker::sim::{self, Group};
 use locker::wire::Ask;
 
@@ -117,6 +118,39 @@ fn a_killed_and_restarted_locker_does_not_grant_the_slot_again() {
     // had not granted, its own and what it was given, is lost with it.
     eprintln!("kill -9 and restart mid-slot: {go} go in the slot of 100");
     assert!((60..=100).contains(&go), "kill -9 and restart mid-slot: {go} go in the slot of 100");
+}
+
+/// What `/health` would say of node `i` now.
+fn health_of(g: &mut Group, i: usize) -> Health {
+    let now = g.clock(i);
+    locker::daemon::metrics::gather::snapshot(g.service(i), now, false).health
+}
+
+/// A readiness probe on `/health` sends traffic to a member only while it
+/// can grant from its share: `unleased` (503) while no majority echoes it,
+/// whether it lost its peers or has just joined and awaits their echoes.
+#[test]
+fn health_says_unleased_while_no_majority_echoes_the_locker() {
+    let mut g = trio_with_grace(300 * MS, 30, 1000);
+    assert_eq!(health_of(&mut g, 0), Health::Serving);
+    g.kill(1);
+    g.kill(2);
+    g.advance(LEASE + 100 * MS);
+    assert_eq!(health_of(&mut g, 0), Health::Unleased, "its two peers gone");
+    assert!(!g.ask(0, &Ask::new().key("k")).unwrap().ok, "and it grants nothing from its share");
+    g.restart(1);
+    let mut seen = Vec::new();
+    for _ in 0..300 {
+        let h = health_of(&mut g, 1);
+        if seen.last() != Some(&h) {
+            seen.push(h);
+        }
+        g.advance(10 * MS);
+    }
+    assert_eq!(health_of(&mut g, 0), Health::Serving, "a majority again: {seen:?}");
+    assert_eq!(seen.last(), Some(&Health::Serving), "the restarted run: {seen:?}");
+    eprintln!("the restarted run's /health: {seen:?}");
+    assert_ne!(seen[0], Health::Serving, "not ready at once: {seen:?}");
 }
 
 #[test]

@@ -162,6 +162,7 @@ fn process(snapshot: &Snapshot, uptime_seconds: f64) -> Vec<Family> {
         Health::StoreDown,
         Health::MemberSetMismatch,
         Health::MemberSetSettling,
+        Health::Unleased,
         Health::Stopping,
     ];
     let n = |v: u64| v as f64;
@@ -175,7 +176,7 @@ fn process(snapshot: &Snapshot, uptime_seconds: f64) -> Vec<Family> {
         Family::new(
             "health",
             Kind::Gauge,
-            "1 for the locker's state: joining, serving, refusing (the state file cannot grow), store-down, member-set-mismatch, member-set-settling or stopping",
+            "1 for the locker's state: joining, serving, refusing (the state file cannot grow), store-down, member-set-mismatch, member-set-settling, unleased or stopping",
         )
         .each("state", &states, |&h| (h.name().to_owned(), f64::from(u8::from(h == snapshot.health)))),
         Family::new("max_keys", Kind::Gauge, "Live keys allowed across all limits").one(n(snapshot.max_keys)),

@@ -52,6 +52,7 @@ pub fn snapshot(service: &Service, now: Nanos, stopping: bool) -> Snapshot {
     let store_down = store.as_ref().is_some_and(|s| !s.up);
     let set_mismatch = peering.and_then(set_mismatch);
     let settling = peering.and_then(settling);
+    let unleased = peering.is_some_and(|p| unleased(p, now));
     let health = match (stopping, peering.is_some_and(|p| p.is_joining()), status.refusing.is_some()) {
         (true, _, _) => Health::Stopping,
         (false, _, true) => Health::Refusing,
@@ -59,6 +60,7 @@ pub fn snapshot(service: &Service, now: Nanos, stopping: bool) -> Snapshot {
         _ if set_mismatch.is_some() => Health::MemberSetMismatch,
         _ if settling.is_some() => Health::MemberSetSettling,
         (false, true, false) => Health::Joining,
+        _ if unleased => Health::Unleased,
         (false, false, false) => Health::Serving,
     };
     let mut snapshot = Snapshot {
@@ -99,6 +101,13 @@ pub fn snapshot(service: &Service, now: Nanos, stopping: bool) -> Snapshot {
             .collect();
     }
     snapshot
+}
+
+/// Whether leases apply to `p` (three members or more) and no majority
+/// echoed it within one at `now`, a reading of the loop's clock.
+fn unleased(p: &Peering, now: Nanos) -> bool {
+    let now = p.clock().reading(now).max(p.clock().latest());
+    p.tenure().applies() && !p.tenure().holding(now, p.nodes()).leased
 }
 
 /// Which peers name another member set than this locker's, and how many
