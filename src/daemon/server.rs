@@ -43,7 +43,6 @@ use super::zap::{self, Gate};
 use crate::config::{PeerConfig, PeerSpec, ServeConfig};
 use crate::core::claims::ClaimAsk;
 use crate::core::lease_id::RANDOM_BYTES;
-use crate::core::peering::tenure::MOVE_BEYOND;
 use crate::core::store_lease::LeaseCall;
 use crate::core::{
     time::NANOS_PER_MS, Entropy, LeaseMinter, Locker, Nanos, NodeKey, PeerEvent, Peering, PeeringSettings,
@@ -706,13 +705,13 @@ fn log_event(event: &PeerEvent) {
             warn!(peer = %id, offset_ms, "peer clock differs from this locker's by more than the in-flight window")
         }
         PeerEvent::ClockSkewCleared { id } => info!(peer = %id, "peer clock back within tolerance"),
-        PeerEvent::ClockFollowed { by_ms, correction_ms } => {
+        PeerEvent::ClockFollowed { by_ms, correction_ms, still } => {
             warn!(
                 by_ms,
                 correction_ms,
                 "this host's clock differs from its peers'; following the middle of the group's clocks (keep clocks synchronised, e.g. with chrony)"
             );
-            if by_ms.unsigned_abs() * NANOS_PER_MS > MOVE_BEYOND {
+            if *still {
                 warn!(by_ms, "the clock moved past the leases' margin at once; granting from no share for a lease and its margin")
             }
         }

@@ -194,7 +194,7 @@ fn followed_and_went(offset_ms: i64) -> (Option<Nanos>, Option<Nanos>) {
         let moved = g
             .take_events(0)
             .iter()
-            .any(|e| matches!(e, PeerEvent::ClockFollowed { by_ms, .. } if by_ms.unsigned_abs() * MS > MOVE_BEYOND));
+            .any(|e| matches!(e, PeerEvent::ClockFollowed { by_ms, still: true, .. } if by_ms.unsigned_abs() * MS > MOVE_BEYOND));
         if moved && followed.is_none() {
             followed = Some(g.now() - restarted);
             went = None;

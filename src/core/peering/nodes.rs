@@ -118,7 +118,9 @@ pub enum PeerEvent {
     ClockSkewCleared { id: String },
     /// This locker moved its clock by `by_ms` to the middle of its peers'
     /// (`correction_ms` in all since it started): its own clock is off.
-    ClockFollowed { by_ms: i64, correction_ms: i64 },
+    /// `still`: the move was past `tenure::MOVE_BEYOND` once joined, so it
+    /// grants from no share for a lease and its margin.
+    ClockFollowed { by_ms: i64, correction_ms: i64, still: bool },
     /// A peer was not heard for longer than the live timeout: it no longer
     /// counts as live. `last_heard_ms` ago it was heard last.
     Silent { id: String, last_heard_ms: u64 },

@@ -325,7 +325,8 @@ impl Peering {
         }
         let by = median_offset(self.nodes.live_offsets(PeerState::skew));
         self.clock.follow(by);
-        if !self.joining && by.unsigned_abs() > MOVE_BEYOND {
+        let still = !self.joining && by.unsigned_abs() > MOVE_BEYOND;
+        if still {
             // `now` is a reading from before the move; after a move back
             // the group time holds still where it was.
             self.tenure.clock_moved(now.saturating_add_signed(by).max(self.clock.latest()));
@@ -333,7 +334,7 @@ impl Peering {
         self.nodes.shift_offsets(by);
         self.nodes.judge_skew(events);
         let ms = |ns: i64| ns / NANOS_PER_MS as i64;
-        events.push(PeerEvent::ClockFollowed { by_ms: ms(by), correction_ms: ms(self.clock.correction()) });
+        events.push(PeerEvent::ClockFollowed { by_ms: ms(by), correction_ms: ms(self.clock.correction()), still });
     }
 
     /// This locker's clock as moved to the group's.

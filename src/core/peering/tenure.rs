@@ -491,8 +491,8 @@ impl Tenure {
         }
     }
 
-    /// The group clock moved by `by` at `now` (after the move), past
-    /// `MOVE_BEYOND`: every lease and wait this run measured on the clock
+    /// The group clock moved past `MOVE_BEYOND` at once, and reads `now`
+    /// after the move: every lease and wait this run measured on the clock
     /// before may be off by as much, more than the margin allows for. It
     /// grants from no share until a lease and its margin have passed on
     /// the new clock: by then every lease it held then has run out, and
