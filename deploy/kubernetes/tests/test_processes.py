@@ -433,8 +433,10 @@ def test_a_member_listed_under_another_id_is_refused(tmp_path):
         for n, argv in enumerate(lines):
             members.append(Process(argv, addresses[n]["metrics"], tmp_path / f"locker-{n}.log"))
         end = time.monotonic() + DEADLINE
-        while not (s := stats(addresses[0]["zmq"])).get("peer_rejected", 0):
-            assert time.monotonic() < end, f"locker-0 refuses nothing: {s}: {members[0].log.read_text()}"
+        # A refusal may come before locker-1's first heartbeat is heard, and
+        # the reply names no peers until one is: wait for both.
+        while not ((s := stats(addresses[0]["zmq"])).get("peer_rejected", 0) and s.get("peers")):
+            assert time.monotonic() < end, f"locker-0 refuses nothing or hears no one: {s}: {members[0].log.read_text()}"
             time.sleep(0.05)
         assert [p["node"] for p in s["peers"]] == ["locker-1"], s
         assert heard_by_id(s, "locker-0", 2) != [], s
