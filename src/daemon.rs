@@ -4,6 +4,7 @@
 //! side lives here, and nothing here decides go or sorry.
 
 mod admins;
+mod calls;
 pub mod clock;
 pub mod fds;
 pub mod keeper;

@@ -8,13 +8,16 @@
 //! - `counts`: calls per domain and outcome, for metrics;
 //! - `decide`: one call from request to reply, around a batch of asks;
 //! - `headers`: the response headers of `--rls-headers`;
-//! - `bridge`: the batch to the loop over `inproc://`, as a client's;
+//! - `bridge`: the batch to the loop through a queue it drains, and the
+//!   reply back, with no thread per call;
 //! - `grpc`: tonic, the health service and the thread they run on.
 //!
 //! The gRPC side runs on its own thread and reaches the loop only through
-//! the serving socket, so the loop never blocks on it and every guarantee
-//! of the ZeroMQ side (peering, the store, the state file, metrics) holds
-//! for these asks too. This module reads no clock and decides nothing.
+//! the bridge, whose requests the loop serves as it serves a ZeroMQ
+//! client's, so the loop never blocks on it and every guarantee of the
+//! ZeroMQ side (peering, the store, the state file, held asks, metrics)
+//! holds for these asks too. This module reads no clock and decides
+//! nothing.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -42,9 +45,9 @@ const ASK_TIMEOUT_MS: u64 = 5_000;
 /// How long a call waits for the loop when a store call may take up to
 /// `store_timeout`: long enough that the store's own answer or failure,
 /// not this wait, decides.
-pub fn ask_timeout_ms(store_timeout: Option<std::time::Duration>) -> i32 {
+pub fn ask_timeout_ms(store_timeout: Option<std::time::Duration>) -> u64 {
     let store = store_timeout.map_or(0, |t| t.as_millis() as u64);
-    ASK_TIMEOUT_MS.max(2 * store + 1_000).min(i32::MAX as u64) as i32
+    ASK_TIMEOUT_MS.max(2 * store + 1_000)
 }
 
 /// The RLS settings, checked: where to listen and the loaded config.
@@ -99,6 +102,12 @@ pub struct RlsError {
     why: String,
 }
 
+impl RlsError {
+    pub fn new(addr: &str, why: String) -> RlsError {
+        RlsError { addr: addr.to_owned(), why }
+    }
+}
+
 /// The running gRPC side.
 pub struct Running {
     addr: SocketAddr,
@@ -111,28 +120,19 @@ pub struct Running {
 }
 
 impl Running {
-    /// Binds `config.bind` and serves on a new thread, asking the loop at
-    /// `endpoint` (an inproc endpoint of the serving socket, in `ctx`);
-    /// a batch is at most `max_message_size` bytes, and a call waits up to
-    /// `timeout_ms` for the loop.
-    pub fn start(
-        ctx: &zmq::Context,
-        endpoint: String,
-        config: &RlsConfig,
-        max_message_size: usize,
-        timeout_ms: i32,
-    ) -> Result<Running, RlsError> {
+    /// Binds `config.bind` and serves on a new thread, asking the loop
+    /// through `bridge` (whose inbox the loop drains); a batch is at most
+    /// `max_message_size` bytes.
+    pub fn start(bridge: bridge::Bridge, config: &RlsConfig, max_message_size: usize) -> Result<Running, RlsError> {
         let err = |why: String| RlsError { addr: config.bind.clone(), why };
         let (listener, addr) = grpc::bind(&config.bind).map_err(|e| err(e.to_string()))?;
         let table = Arc::new(RwLock::new(config.table.clone()));
-        let bridge = bridge::Bridge::new(ctx.clone(), endpoint, timeout_ms);
         let answering =
             decide::Answering { max_message_size, runtime_limits: config.runtime_limits, headers: config.headers };
         let counts = counts::Counts::default();
         let shared = grpc::Shared { table: table.clone(), bridge: bridge.clone(), answering, counts: counts.clone() };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
-            .max_blocking_threads(grpc::MAX_CALLS)
             .thread_name("locker-rls")
             .build()
             .map_err(|e| err(e.to_string()))?;
@@ -174,8 +174,8 @@ impl Running {
         *self.table.write().unwrap_or_else(|e| e.into_inner()) = table;
     }
 
-    /// Stops serving and waits for the thread: calls in flight end first,
-    /// their sockets closed, so the ZeroMQ context can end after it.
+    /// Stops serving and waits for the thread: calls waiting for the loop
+    /// end at once (the locker is stopping), then the connections close.
     pub fn stop(&mut self) {
         self.health.set(false);
         self.bridge.close();

@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tracing::{debug, error, info, warn};
 
 use super::admins::{Admins, RESET_REFUSED};
+use super::calls::{self, Calls};
 use super::clock::Clock;
 use super::fds::AcceptWatch;
 use super::keeper::{self, Keeper, Loaded};
@@ -195,6 +196,16 @@ struct LoopIo {
     /// Who sent the request being served, when callers are told apart
     /// (see `Admins::tells_apart`).
     caller: Option<String>,
+    /// Envoy's calls, when the rate-limit service is on.
+    calls: Option<Calls>,
+}
+
+impl LoopIo {
+    /// The calls, when `token` is a call's: its reply goes there.
+    #[inline]
+    fn call(&mut self, token: Token) -> Option<&mut Calls> {
+        self.calls.as_mut().filter(|_| calls::is_call(token))
+    }
 }
 
 impl Io for LoopIo {
@@ -203,15 +214,21 @@ impl Io for LoopIo {
         if tracing::enabled!(tracing::Level::DEBUG) {
             log_answer(None, body);
         }
-        self.serving.reply(token, body);
+        match self.call(token) {
+            Some(calls) => calls.reply(token, body, None),
+            None => self.serving.reply(token, body),
+        }
     }
 
     #[inline]
-    fn answer(&mut self, _token: Token, request: &[u8], body: &[u8]) {
+    fn answer(&mut self, token: Token, request: &[u8], body: &[u8]) {
         if tracing::enabled!(tracing::Level::DEBUG) {
             log_answer(Some(request), body);
         }
-        self.serving.answer(request, body);
+        match self.call(token) {
+            Some(calls) => calls.reply(token, body, Some(request)),
+            None => self.serving.answer(request, body),
+        }
     }
 
     fn publish(&mut self, bytes: &[u8]) {
@@ -238,8 +255,14 @@ impl Io for LoopIo {
     }
 
     fn undelivered(&mut self) -> Undelivered {
-        let (replies, go) = self.serving.take_undelivered();
-        Undelivered { replies, go, lost_go: self.serving.take_lost_go() }
+        let (mut replies, mut go) = self.serving.take_undelivered();
+        let mut lost_go = self.serving.take_lost_go();
+        if let Some(calls) = &mut self.calls {
+            let (r, g) = calls.take_undelivered();
+            (replies, go) = (replies + r, go + g);
+            lost_go.append(&mut calls.take_lost_go());
+        }
+        Undelivered { replies, go, lost_go }
     }
 
     fn release_free_heap(&mut self) {
@@ -267,16 +290,17 @@ impl Server {
             })?;
         let accepts = AcceptWatch::start(&ctx, &socket, keys.is_some())
             .map_err(zmq_err("watching the serving socket's accepts"))?;
-        let rls = match &config.rls {
+        let (rls, calls) = match &config.rls {
             Some(rc) => {
-                // The gRPC side asks through the serving socket, as any
-                // client does, over an endpoint only this process reaches.
-                let inproc = rls_endpoint();
-                socket.bind(&inproc).map_err(zmq_err(format!("binding {inproc}")))?;
+                // The gRPC side's requests reach the loop through a queue
+                // it drains, and are served as any client's are.
                 let timeout = crate::rls::ask_timeout_ms(config.store.as_ref().map(|s| s.timeout));
-                Some(crate::rls::Running::start(&ctx, inproc, rc, config.max_message_size, timeout)?)
+                let (bridge, inbox) = crate::rls::bridge::pair(timeout)
+                    .map_err(|e| crate::rls::RlsError::new(&rc.bind, format!("the loop's wake-up: {e}")))?;
+                let running = crate::rls::Running::start(bridge, rc, config.max_message_size)?;
+                (Some(running), Some(Calls::new(inbox)))
             }
-            None => None,
+            None => (None, None),
         };
         let serving = Serving::new(socket, router, config.max_parked + BACKLOG_BEYOND_PARKED)?;
         let minter = LeaseMinter::new(Box::new(OsEntropy), config.lease_secret.as_ref());
@@ -331,7 +355,7 @@ impl Server {
         };
         let watch = Watch::new(Box::new(clock), config.peering.is_some());
         Ok(Server {
-            io: LoopIo { serving, peers, store, admins: Admins::new(config.curve.as_ref()), caller: None },
+            io: LoopIo { serving, peers, store, admins: Admins::new(config.curve.as_ref()), caller: None, calls },
             gate,
             accepts,
             _ctx: ctx,
@@ -493,12 +517,23 @@ impl Server {
         if let Some(s) = &self.io.store {
             items.push(s.poll_item());
         }
-        items.push(self.accepts.poll_item());
-        match zmq::poll(&mut items, timeout) {
-            Ok(n) => Ok((n > 0, items.last().is_some_and(zmq::PollItem::is_readable))),
-            Err(zmq::Error::EINTR) => Ok((false, false)),
-            Err(e) => Err(zmq_err("waiting for requests")(e).into()),
+        if let Some(c) = &self.io.calls {
+            items.push(c.poll_item());
         }
+        items.push(self.accepts.poll_item());
+        let (n, calls, accepts) = match zmq::poll(&mut items, timeout) {
+            Ok(n) => {
+                let calls = self.io.calls.is_some() && items[items.len() - 2].is_readable();
+                (n, calls, items.last().is_some_and(zmq::PollItem::is_readable))
+            }
+            Err(zmq::Error::EINTR) => (0, false, false),
+            Err(e) => return Err(zmq_err("waiting for requests")(e).into()),
+        };
+        drop(items);
+        if let Some(c) = &mut self.io.calls {
+            c.woken(calls);
+        }
+        Ok((n > 0, accepts))
     }
 
     /// Takes the store's answers in; the requests they free are answered
@@ -512,14 +547,34 @@ impl Server {
         }
     }
 
-    /// Serves up to `INNER_BATCH` waiting requests; returns how many.
+    /// Serves up to `INNER_BATCH` waiting requests, and as many of
+    /// Envoy's calls; returns how many.
     fn serve_some(&mut self, msg: &mut zmq::Message, out: &mut Vec<u8>) -> Result<usize, ServerError> {
-        for n in 0..INNER_BATCH {
-            if !self.serve_one(msg, out)? {
-                return Ok(n);
-            }
+        let mut n = 0;
+        while n < INNER_BATCH && self.serve_one(msg, out)? {
+            n += 1;
         }
-        Ok(INNER_BATCH)
+        Ok(n + self.serve_calls(out))
+    }
+
+    /// Serves up to `INNER_BATCH` of Envoy's calls; returns how many.
+    fn serve_calls(&mut self, out: &mut Vec<u8>) -> usize {
+        let mut n = 0;
+        while n < INNER_BATCH {
+            let Some((token, request)) = self.io.calls.as_mut().and_then(Calls::next) else { break };
+            // No ZeroMQ caller: nobody to name to the admins' check.
+            self.io.caller = None;
+            let now = self.watch.now(&mut self.service);
+            if step::request(&mut self.service, now, token, &request, &mut self.state, &mut self.io, out)
+                == Answer::Held
+            {
+                if let Some(calls) = &mut self.io.calls {
+                    calls.hold(token, request);
+                }
+            }
+            n += 1;
+        }
+        n
     }
 
     /// Hands up to `PEER_BATCH` waiting messages of each peer to the
@@ -607,12 +662,6 @@ fn serving(service: &Service) -> bool {
     let joining = service.peering().is_some_and(|p| p.is_joining());
     let status = service.status();
     !joining && status.refusing.is_none() && status.store.as_ref().is_none_or(|s| s.down.is_none())
-}
-
-/// An inproc endpoint no other server of this process has bound.
-fn rls_endpoint() -> String {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    format!("inproc://locker-rls-{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 /// Lease ids' randomness, from the OS's CSPRNG (getrandom(2) on Linux,

@@ -1,14 +1,14 @@
-//! The gRPC side, on a thread of its own: a tokio runtime (one thread for
-//! the connections, a bounded pool of blocking threads for the calls),
-//! tonic serving `envoy.service.ratelimit.v3.RateLimitService` and
+//! The gRPC side, on a thread of its own: a tokio runtime of one thread
+//! for the connections and the calls, tonic serving `envoy.service.ratelimit.v3.RateLimitService` and
 //! `grpc.health.v1.Health`. The service glue is written by hand, as
 //! `tonic-build` would generate it, so no `protoc` runs at build time.
 //!
-//! A call is planned (`decide::plan`) on the runtime's thread, sent to the
-//! loop from a blocking thread (`bridge`), and answered (`decide::answer`).
+//! A call is planned (`decide::plan`), handed to the loop (`bridge`) and
+//! awaited without a thread of its own, and answered (`decide::answer`),
+//! all on the runtime's thread.
 //! The health service follows what the loop says of itself (`GrpcHealth`).
 //!
-//! This module owns no decision and no ZeroMQ socket but the bridge's.
+//! This module owns no decision and no socket but gRPC's.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,10 +33,6 @@ const METHOD: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLim
 /// The largest request message accepted, in bytes: room for the most
 /// descriptors one request may carry, with long values.
 pub const MAX_REQUEST_BYTES: usize = 256 * 1024;
-
-/// How many calls wait on the loop at once, at most: each holds one
-/// blocking thread (and its socket) while it waits.
-pub const MAX_CALLS: usize = 64;
 
 /// How long open connections may take to close after a stop.
 const STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(300);
@@ -132,27 +128,21 @@ async fn should_rate_limit(shared: &Shared, request: &RateLimitRequest) -> Resul
     let reply = if plan.body.is_empty() {
         Vec::new()
     } else {
-        let (bridge, body) = (shared.bridge.clone(), plan.body.clone());
-        let asked = tokio::task::spawn_blocking(move || bridge.ask(&body)).await;
-        match asked {
-            Ok(Ok(reply)) => reply,
-            Ok(Err(e)) => {
+        match shared.bridge.ask(plan.body.clone()).await {
+            Ok(reply) => reply,
+            Err(e) => {
                 warn!(error = %e, "a rate-limit call got no answer from the locker");
                 return Err(Status::unavailable(e.to_string()));
             }
-            Err(e) => return Err(Status::internal(e.to_string())),
         }
     };
     for body in decide::charges(&plan, &reply) {
         // The answer stands whatever becomes of a charge: the descriptor
         // was over either way.
-        let bridge = shared.bridge.clone();
-        match tokio::task::spawn_blocking(move || bridge.ask(&body)).await {
-            Ok(Ok(charged))
-                if wire::decode_charge_reply(&charged).is_ok_and(|r| matches!(r, wire::Reply::Answer(_))) => {}
-            Ok(Ok(_)) => warn!(domain = %request.domain, "a refused descriptor's hits could not be charged"),
-            Ok(Err(e)) => warn!(error = %e, "a refused descriptor's charge got no answer from the locker"),
-            Err(e) => warn!(error = %e, "a refused descriptor's charge failed"),
+        match shared.bridge.ask(body).await {
+            Ok(charged) if wire::decode_charge_reply(&charged).is_ok_and(|r| matches!(r, wire::Reply::Answer(_))) => {}
+            Ok(_) => warn!(domain = %request.domain, "a refused descriptor's hits could not be charged"),
+            Err(e) => warn!(error = %e, "a refused descriptor's charge got no answer from the locker"),
         }
     }
     decide::answer(&plan, &reply).map_err(|e| {

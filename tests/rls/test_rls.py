@@ -338,9 +338,9 @@ def wait_log(node, needle):
 
 @pytest.mark.parametrize("serving", ["curve", "rep"])
 def test_a_curve_or_rep_serving_socket_serves_the_rls_too(pb, tmp_path, serving):
-    # The gRPC side reaches the loop over inproc, which CURVE does not
-    # guard; a locker that holds nothing serves on a REP socket, which
-    # returns the bridge's id frame as a ROUTER does.
+    # The gRPC side reaches the loop beside the serving socket, whatever
+    # guards it (CURVE) and whichever kind it is (a locker that holds
+    # nothing serves on a REP socket).
     if serving == "curve":
         subprocess.run([LOCKER, "keygen", "--out", str(tmp_path / "server")], check=True, capture_output=True)
         args = ["--curve-secret-key", str(tmp_path / "server.key")]
