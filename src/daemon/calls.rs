@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use tracing::warn;
 
 use super::serving::Lost;
-use crate::rls::bridge::{Call, Inbox};
+use crate::rls::bridge::{Inbox, RlsCall};
 use crate::service::Token;
 use crate::wire;
 
@@ -32,14 +32,14 @@ pub fn is_call(token: Token) -> bool {
 pub struct Calls {
     inbox: Inbox,
     /// Taken, not yet served, in order.
-    taken: Vec<Call>,
+    taken: Vec<RlsCall>,
     /// The call being served.
-    current: Option<(Token, Call)>,
+    current: Option<(Token, RlsCall)>,
     /// Whether the inbox was readable at the last poll: only then is it
     /// taken, so an idle inbox costs the loop no system call.
     woken: bool,
     /// Held asks' calls.
-    held: HashMap<Token, Call>,
+    held: HashMap<Token, RlsCall>,
     next: Token,
     /// Replies not delivered, and how many were go.
     undelivered: (u64, u64),
@@ -132,7 +132,7 @@ impl Calls {
         std::mem::take(&mut self.lost_go)
     }
 
-    fn deliver(&mut self, call: Call, body: &[u8], request: Option<&[u8]>) {
+    fn deliver(&mut self, call: RlsCall, body: &[u8], request: Option<&[u8]>) {
         if !call.reply(body) {
             self.lose(body, request);
         }

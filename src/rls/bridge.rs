@@ -11,7 +11,7 @@
 //! reads the wake-ups before it takes the queue, so a call pushed after
 //! the take always leaves a byte behind it and is never left waiting.
 //!
-//! The loop answers each call through its sender (`Call::reply`); the
+//! The loop answers each call through its sender (`RlsCall::reply`); the
 //! daemon keeps the senders of held asks as it keeps the envelopes of
 //! ZeroMQ clients, and hands back what a go took when its caller has gone
 //! (a call that gave up waiting drops its receiver). Peering, the store,
@@ -46,12 +46,12 @@ pub enum BridgeError {
 
 /// One call on its way to the loop: the request's bytes and where its
 /// reply goes.
-pub struct Call {
+pub struct RlsCall {
     pub request: Vec<u8>,
     reply: oneshot::Sender<Vec<u8>>,
 }
 
-impl Call {
+impl RlsCall {
     /// Sends `body` to the caller; false when it has gone (it gave up
     /// waiting, or the gRPC side stopped), so that the reply is counted as
     /// undelivered.
@@ -61,22 +61,22 @@ impl Call {
 }
 
 /// What both sides share.
-struct Shared {
-    queue: Mutex<Vec<Call>>,
+struct Handoff {
+    queue: Mutex<Vec<RlsCall>>,
     closing: AtomicBool,
 }
 
 /// The gRPC side's end: sends requests to the loop and awaits replies.
 #[derive(Clone)]
 pub struct Bridge {
-    shared: Arc<Shared>,
+    shared: Arc<Handoff>,
     wake: Arc<UnixDatagram>,
     timeout: Duration,
 }
 
 /// The loop's end: the wake-up to poll and the queue to take.
 pub struct Inbox {
-    shared: Arc<Shared>,
+    shared: Arc<Handoff>,
     woken: UnixDatagram,
 }
 
@@ -85,7 +85,7 @@ pub fn pair(timeout_ms: u64) -> std::io::Result<(Bridge, Inbox)> {
     let (wake, woken) = UnixDatagram::pair()?;
     wake.set_nonblocking(true)?;
     woken.set_nonblocking(true)?;
-    let shared = Arc::new(Shared { queue: Mutex::new(Vec::new()), closing: AtomicBool::new(false) });
+    let shared = Arc::new(Handoff { queue: Mutex::new(Vec::new()), closing: AtomicBool::new(false) });
     let bridge = Bridge { shared: shared.clone(), wake: Arc::new(wake), timeout: Duration::from_millis(timeout_ms) };
     Ok((bridge, Inbox { shared, woken }))
 }
@@ -95,7 +95,7 @@ impl Bridge {
     /// within the tokio runtime (the wait is a timer).
     pub async fn ask(&self, request: Vec<u8>) -> Result<Vec<u8>, BridgeError> {
         let (reply, replied) = oneshot::channel();
-        self.push(Call { request, reply })?;
+        self.push(RlsCall { request, reply })?;
         match tokio::time::timeout(self.timeout, replied).await {
             Ok(Ok(body)) => Ok(body),
             // The sender was dropped unanswered: the loop stopped.
@@ -104,7 +104,7 @@ impl Bridge {
         }
     }
 
-    fn push(&self, call: Call) -> Result<(), BridgeError> {
+    fn push(&self, call: RlsCall) -> Result<(), BridgeError> {
         let was_empty = {
             let mut queue = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
             // Checked under the lock, so no call is queued after `close`
@@ -144,7 +144,7 @@ impl Inbox {
 
     /// Moves every waiting call into `into`, in the order they came. Never
     /// blocks.
-    pub fn take(&self, into: &mut Vec<Call>) {
+    pub fn take(&self, into: &mut Vec<RlsCall>) {
         // The wake-ups first: a call pushed after the swap below sends a
         // new one, which stays to wake the next poll.
         let mut bytes = [0u8; 64];
@@ -244,10 +244,10 @@ mod tests {
         let (bridge, inbox) = pair(60_000).unwrap();
         for _ in 0..MAX_WAITING {
             let (reply, _) = oneshot::channel();
-            bridge.push(Call { request: Vec::new(), reply }).unwrap();
+            bridge.push(RlsCall { request: Vec::new(), reply }).unwrap();
         }
         let (reply, _) = oneshot::channel();
-        assert!(matches!(bridge.push(Call { request: Vec::new(), reply }), Err(BridgeError::Full)));
+        assert!(matches!(bridge.push(RlsCall { request: Vec::new(), reply }), Err(BridgeError::Full)));
         let mut calls = Vec::new();
         inbox.take(&mut calls);
         assert_eq!(calls.len(), MAX_WAITING);
