@@ -506,6 +506,9 @@ impl Server {
         let deadline = step::next_deadline(&self.service, &self.state);
         let until_deadline = deadline.map(|d| d.saturating_sub(now).div_ceil(NANOS_PER_MS));
         let tick = if self.io.serving.backlog() > 0 { BACKLOG_RETRY_MS } else { TICK_MS };
+        // Envoy's calls that wait already are served without waiting.
+        let calls_waiting = self.io.calls.as_ref().is_some_and(|c| !c.sleep());
+        let tick = if calls_waiting { 0 } else { tick };
         let timeout = until_deadline.map_or(tick, |ms| (ms as i64).min(tick));
         let mut items = vec![self.io.serving.socket().as_poll_item(zmq::POLLIN)];
         if let Some(p) = &self.io.peers {
@@ -530,10 +533,10 @@ impl Server {
             Err(e) => return Err(zmq_err("waiting for requests")(e).into()),
         };
         drop(items);
-        if let Some(c) = &mut self.io.calls {
-            c.woken(calls);
+        if let Some(c) = &self.io.calls {
+            c.awake(calls);
         }
-        Ok((n > 0, accepts))
+        Ok((n > 0 || calls_waiting, accepts))
     }
 
     /// Takes the store's answers in; the requests they free are answered

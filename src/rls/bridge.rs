@@ -5,11 +5,14 @@
 //! batch of asks, exactly the bytes a ZeroMQ client's would be) and awaits
 //! its reply on the gRPC side's own thread.
 //!
-//! The wake-up is one byte on a datagram socket pair, sent only when a
-//! call finds the queue empty: calls that arrive while the loop is busy
-//! join the batch it takes next, and cost no system call at all. The loop
-//! reads the wake-ups before it takes the queue, so a call pushed after
-//! the take always leaves a byte behind it and is never left waiting.
+//! The wake-up is one byte on a datagram socket pair, sent only when the
+//! loop has said it is about to wait (`Inbox::sleep`): calls that arrive
+//! while it works join the batch it takes next and cost no system call
+//! at all. Neither side can miss the other: the loop says it sleeps and
+//! then looks at the queue, a call joins the queue and then looks whether
+//! the loop sleeps (both sequentially consistent), so at least one of the
+//! two sees the other, and a call is never left waiting for a turn that
+//! has no reason to come.
 //!
 //! The loop answers each call through its sender (`RlsCall::reply`); the
 //! daemon keeps the senders of held asks as it keeps the envelopes of
@@ -23,7 +26,7 @@
 use std::io::ErrorKind;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixDatagram;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -61,8 +64,15 @@ impl RlsCall {
 }
 
 /// What both sides share.
+#[derive(Default)]
 struct Handoff {
     queue: Mutex<Vec<RlsCall>>,
+    /// The queue's length, written under its lock: the loop reads it
+    /// without taking the lock.
+    waiting: AtomicUsize,
+    /// The loop is in (or about to enter) its wait on the sockets: a call
+    /// must wake it.
+    asleep: AtomicBool,
     closing: AtomicBool,
 }
 
@@ -85,7 +95,7 @@ pub fn pair(timeout_ms: u64) -> std::io::Result<(Bridge, Inbox)> {
     let (wake, woken) = UnixDatagram::pair()?;
     wake.set_nonblocking(true)?;
     woken.set_nonblocking(true)?;
-    let shared = Arc::new(Handoff { queue: Mutex::new(Vec::new()), closing: AtomicBool::new(false) });
+    let shared = Arc::new(Handoff::default());
     let bridge = Bridge { shared: shared.clone(), wake: Arc::new(wake), timeout: Duration::from_millis(timeout_ms) };
     Ok((bridge, Inbox { shared, woken }))
 }
@@ -105,7 +115,7 @@ impl Bridge {
     }
 
     fn push(&self, call: RlsCall) -> Result<(), BridgeError> {
-        let was_empty = {
+        {
             let mut queue = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
             // Checked under the lock, so no call is queued after `close`
             // has emptied the queue.
@@ -116,9 +126,9 @@ impl Bridge {
                 return Err(BridgeError::Full);
             }
             queue.push(call);
-            queue.len() == 1
-        };
-        if was_empty {
+            self.shared.waiting.store(queue.len(), Ordering::SeqCst);
+        }
+        if self.shared.asleep.swap(false, Ordering::SeqCst) {
             // A full socket buffer means wake-ups are already waiting to be
             // read: the loop is woken either way.
             let _ = self.wake.send(&[1]);
@@ -132,35 +142,60 @@ impl Bridge {
         let mut queue = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
         self.shared.closing.store(true, Ordering::Relaxed);
         queue.clear();
+        self.shared.waiting.store(0, Ordering::SeqCst);
     }
 }
 
 impl Inbox {
-    /// The descriptor to poll for readability: readable when calls may
-    /// be waiting.
+    /// The descriptor to poll for readability: readable when a call woke
+    /// the loop.
     pub fn fd(&self) -> RawFd {
         self.woken.as_raw_fd()
     }
 
-    /// Moves every waiting call into `into`, in the order they came. Never
-    /// blocks.
-    pub fn take(&self, into: &mut Vec<RlsCall>) {
-        // The wake-ups first: a call pushed after the swap below sends a
-        // new one, which stays to wake the next poll.
+    /// Says the loop is about to wait on its sockets, so that the next
+    /// call wakes it; returns false, and the loop must not wait, when
+    /// calls are waiting already.
+    pub fn sleep(&self) -> bool {
+        self.shared.asleep.store(true, Ordering::SeqCst);
+        if self.waiting() {
+            self.shared.asleep.store(false, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+
+    /// Says the loop has woken: calls join the queue without waking it
+    /// until it sleeps again. `readable`: the poll found wake-ups, which
+    /// are read here.
+    pub fn awake(&self, readable: bool) {
+        self.shared.asleep.store(false, Ordering::SeqCst);
         let mut bytes = [0u8; 64];
-        loop {
+        while readable {
             match self.woken.recv(&mut bytes) {
                 Ok(_) => {}
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(_) => break,
             }
         }
+    }
+
+    /// Whether calls wait in the queue.
+    #[inline]
+    pub fn waiting(&self) -> bool {
+        self.shared.waiting.load(Ordering::SeqCst) > 0
+    }
+
+    /// Moves every waiting call into `into`, in the order they came. Never
+    /// blocks.
+    pub fn take(&self, into: &mut Vec<RlsCall>) {
         let mut queue = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
         if into.is_empty() {
             std::mem::swap(&mut *queue, into);
         } else {
             into.append(&mut queue);
         }
+        self.shared.waiting.store(0, Ordering::SeqCst);
     }
 }
 
@@ -177,20 +212,30 @@ mod tests {
         zmq::poll(&mut items, 0).unwrap() > 0
     }
 
-    /// The loop's side on a thread: each call's request comes back
-    /// reversed; a second call while the first waits wakes nothing more.
+    /// The loop's side on a thread: it sleeps, a call wakes it, and each
+    /// call's request comes back reversed; calls while it is awake wake
+    /// nothing.
     #[test]
-    fn a_call_wakes_the_loop_once_and_gets_its_reply() {
+    fn a_call_wakes_a_sleeping_loop_and_gets_its_reply() {
         let (bridge, inbox) = pair(2_000).unwrap();
+        assert!(inbox.sleep(), "nothing waits yet");
         assert!(!readable(inbox.fd()));
         let answerer = std::thread::spawn(move || {
             let mut calls = Vec::new();
             while calls.len() < 2 {
-                let mut items = [zmq::PollItem::from_fd(inbox.fd(), zmq::POLLIN)];
-                zmq::poll(&mut items, 1_000).unwrap();
+                if inbox.sleep() {
+                    let mut items = [zmq::PollItem::from_fd(inbox.fd(), zmq::POLLIN)];
+                    zmq::poll(&mut items, 1_000).unwrap();
+                    inbox.awake(items[0].is_readable());
+                } else {
+                    inbox.awake(false);
+                }
                 inbox.take(&mut calls);
             }
-            assert!(!readable(inbox.fd()), "a wake-up left behind with the queue empty");
+            // A wake-up may be left behind (a call that saw the loop say
+            // it sleeps just before it took that back): the next poll
+            // reads it, and finds nothing to serve.
+            assert!(!inbox.waiting());
             for call in calls {
                 let mut body = call.request.clone();
                 body.reverse();
@@ -201,6 +246,30 @@ mod tests {
             runtime().block_on(async { tokio::join!(bridge.ask(b"ab".to_vec()), bridge.ask(b"cd".to_vec())) });
         answerer.join().unwrap();
         assert_eq!((one.unwrap(), two.unwrap()), (b"ba".to_vec(), b"dc".to_vec()));
+    }
+
+    /// A loop awake is not woken by calls; one that says it sleeps while
+    /// calls wait is told not to.
+    #[test]
+    fn only_a_sleeping_loop_is_woken() {
+        let (bridge, inbox) = pair(60_000).unwrap();
+        let (reply, _) = oneshot::channel();
+        bridge.push(RlsCall { request: Vec::new(), reply }).unwrap();
+        assert!(!readable(inbox.fd()), "the loop never said it sleeps: no wake-up");
+        assert!(inbox.waiting());
+        assert!(!inbox.sleep(), "a call waits: the loop must not wait");
+        let (reply, _) = oneshot::channel();
+        bridge.push(RlsCall { request: Vec::new(), reply }).unwrap();
+        assert!(!readable(inbox.fd()), "the loop took back its sleep");
+        let mut calls = Vec::new();
+        inbox.take(&mut calls);
+        assert_eq!(calls.len(), 2);
+        assert!(inbox.sleep());
+        let (reply, _) = oneshot::channel();
+        bridge.push(RlsCall { request: Vec::new(), reply }).unwrap();
+        assert!(readable(inbox.fd()), "a sleeping loop is woken");
+        inbox.awake(true);
+        assert!(!readable(inbox.fd()), "the wake-up was read");
     }
 
     /// A call nobody answers times out, and its late reply finds no caller;
