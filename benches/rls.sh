@@ -23,9 +23,11 @@
 # tests/rls/proto) checks that every server answers OK under (a)'s limit,
 # OVER_LIMIT past (b)'s, and refuses a call of more hits than (a)'s limit
 # holds (so the limit is really in force); it checks again at the end. h2load
-# alone could not tell: it counts HTTP 200 even for a gRPC error.
+# alone could not tell: it counts HTTP 200 even for a gRPC error. (The
+# replies differ: the locker's carry a status per descriptor, with the limit
+# and what is left, limitador's only the overall code.)
 #
-#   bash benches/rls.sh                      # about three minutes
+#   bash benches/rls.sh                      # about two and a half minutes
 #   ROUNDS=5 DURATION=3 bash benches/rls.sh
 #   LOCKER_BIN=/path/to/other/locker bash benches/rls.sh
 #

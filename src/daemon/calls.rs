@@ -5,6 +5,11 @@
 //! up waiting) is counted as undelivered, and what a go among them took is
 //! handed back to be given back to its limit.
 //!
+//! Replies leave together when the loop flushes (`take_undelivered`, at
+//! the end of each batch), not one by one as they are decided: the gRPC
+//! side then wakes once for the batch, and writes its responses to each
+//! connection in one go rather than one system call per response.
+//!
 //! Calls' tokens have the top bit set and the serving socket's never do,
 //! so a token alone says where its reply goes.
 //!
@@ -37,6 +42,9 @@ pub struct Calls {
     current: Option<(Token, RlsCall)>,
     /// Held asks' calls.
     held: HashMap<Token, RlsCall>,
+    /// Replies decided, not yet sent: each call, its reply, and the
+    /// request when the reply is a go (to be given back if undelivered).
+    outgoing: Vec<(RlsCall, Vec<u8>, Option<Box<[u8]>>)>,
     next: Token,
     /// Replies not delivered, and how many were go.
     undelivered: (u64, u64),
@@ -50,6 +58,7 @@ impl Calls {
             taken: Vec::new(),
             current: None,
             held: HashMap::new(),
+            outgoing: Vec::new(),
             next: 0,
             undelivered: (0, 0),
             lost_go: Vec::new(),
@@ -125,8 +134,17 @@ impl Calls {
         }
     }
 
-    /// Replies not delivered since the last call, and how many were go.
+    /// Sends the replies decided since the last call; returns the replies
+    /// not delivered since then, and how many were go.
     pub fn take_undelivered(&mut self) -> (u64, u64) {
+        let mut outgoing = std::mem::take(&mut self.outgoing);
+        for (call, body, request) in outgoing.drain(..) {
+            if !call.reply(&body) {
+                self.lose(&body, request.as_deref());
+            }
+        }
+        // The buffer is kept for the next batch.
+        self.outgoing = outgoing;
         std::mem::take(&mut self.undelivered)
     }
 
@@ -136,9 +154,8 @@ impl Calls {
     }
 
     fn deliver(&mut self, call: RlsCall, body: &[u8], request: Option<&[u8]>) {
-        if !call.reply(body) {
-            self.lose(body, request);
-        }
+        let request = request.filter(|_| wire::grants(body)).map(Box::from);
+        self.outgoing.push((call, body.to_vec(), request));
     }
 
     fn lose(&mut self, body: &[u8], request: Option<&[u8]>) {
@@ -193,8 +210,8 @@ mod tests {
         calls.hold(token, request);
         assert!(calls.current.is_none());
         calls.reply(token, b"go", None);
+        assert_eq!(calls.take_undelivered(), (0, 0), "sent at the flush");
         assert_eq!(waiter.unwrap().join().unwrap(), b"go");
-        assert_eq!(calls.take_undelivered(), (0, 0));
     }
 
     /// A go whose caller has gone is counted, and its request kept so that
