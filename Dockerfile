@@ -40,8 +40,8 @@ COPY vendor ./vendor
 # the binary is copied out of the cached target directory.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked --bin locker \
-    && install -m 0755 target/release/locker /usr/local/bin/locker
+    cargo build --profile dist --locked --bin locker \
+    && install -m 0755 target/dist/locker /usr/local/bin/locker
 
 FROM debian:${DEBIAN_SNAPSHOT}-slim
 # libzmq and libsodium are linked statically; the binary needs only libc
