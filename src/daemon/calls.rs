@@ -33,6 +33,10 @@ pub fn is_call(token: Token) -> bool {
     token & CALL != 0
 }
 
+/// A reply decided, not yet sent: the call, its reply, and the request
+/// when the reply is a go (to be given back if it cannot be delivered).
+type Outgoing = (RlsCall, Vec<u8>, Option<Box<[u8]>>);
+
 /// The calls taken from the inbox and those held, by token.
 pub struct Calls {
     inbox: Inbox,
@@ -42,9 +46,8 @@ pub struct Calls {
     current: Option<(Token, RlsCall)>,
     /// Held asks' calls.
     held: HashMap<Token, RlsCall>,
-    /// Replies decided, not yet sent: each call, its reply, and the
-    /// request when the reply is a go (to be given back if undelivered).
-    outgoing: Vec<(RlsCall, Vec<u8>, Option<Box<[u8]>>)>,
+    /// Replies decided, not yet sent.
+    outgoing: Vec<Outgoing>,
     next: Token,
     /// Replies not delivered, and how many were go.
     undelivered: (u64, u64),

@@ -170,8 +170,11 @@ impl Inbox {
     /// are read here.
     pub fn awake(&self, readable: bool) {
         self.shared.asleep.store(false, Ordering::SeqCst);
+        if !readable {
+            return;
+        }
         let mut bytes = [0u8; 64];
-        while readable {
+        loop {
             match self.woken.recv(&mut bytes) {
                 Ok(_) => {}
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
