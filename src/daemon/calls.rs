@@ -35,7 +35,7 @@ pub fn is_call(token: Token) -> bool {
 
 /// A reply decided, not yet sent: the call, its reply, and the request
 /// when the reply is a go (to be given back if it cannot be delivered).
-type Outgoing = (RlsCall, Vec<u8>, Option<Box<[u8]>>);
+type DecidedReply = (RlsCall, Vec<u8>, Option<Box<[u8]>>);
 
 /// The calls taken from the inbox and those held, by token.
 pub struct Calls {
@@ -47,7 +47,7 @@ pub struct Calls {
     /// Held asks' calls.
     held: HashMap<Token, RlsCall>,
     /// Replies decided, not yet sent.
-    outgoing: Vec<Outgoing>,
+    outgoing: Vec<DecidedReply>,
     next: Token,
     /// Replies not delivered, and how many were go.
     undelivered: (u64, u64),
