@@ -19,7 +19,7 @@ use std::collections::HashMap;
 
 use tracing::warn;
 
-use super::serving::Lost;
+use super::serving::{Losses, Lost};
 use crate::rls::bridge::{Inbox, RlsCall};
 use crate::service::Token;
 use crate::wire;
@@ -49,9 +49,8 @@ pub struct Calls {
     /// Replies decided, not yet sent.
     outgoing: Vec<DecidedReply>,
     next: Token,
-    /// Replies not delivered, and how many were go.
-    undelivered: (u64, u64),
-    lost_go: Vec<Lost>,
+    /// Replies not delivered, and the go among them.
+    losses: Losses,
 }
 
 impl Calls {
@@ -63,8 +62,7 @@ impl Calls {
             held: HashMap::new(),
             outgoing: Vec::new(),
             next: 0,
-            undelivered: (0, 0),
-            lost_go: Vec::new(),
+            losses: Losses::default(),
         }
     }
 
@@ -103,7 +101,7 @@ impl Calls {
             // gets one; counted if it did.
             warn!(token, "a call served without a reply");
             drop(call);
-            self.count_lost(false);
+            self.losses.lose(b"", None);
         }
         Some((token, request))
     }
@@ -132,7 +130,7 @@ impl Calls {
             other => {
                 self.current = other;
                 warn!(token, "a reply with no call to send it to");
-                self.lose(body, request);
+                self.losses.lose(body, request);
             }
         }
     }
@@ -143,35 +141,22 @@ impl Calls {
         let mut outgoing = std::mem::take(&mut self.outgoing);
         for (call, body, request) in outgoing.drain(..) {
             if !call.reply(&body) {
-                self.lose(&body, request.as_deref());
+                self.losses.lose(&body, request.as_deref());
             }
         }
         // The buffer is kept for the next batch.
         self.outgoing = outgoing;
-        std::mem::take(&mut self.undelivered)
+        self.losses.take_counts()
     }
 
     /// Go replies not delivered since the last call, with their requests.
     pub fn take_lost_go(&mut self) -> Vec<Lost> {
-        std::mem::take(&mut self.lost_go)
+        self.losses.take_lost_go()
     }
 
     fn deliver(&mut self, call: RlsCall, body: &[u8], request: Option<&[u8]>) {
         let request = request.filter(|_| wire::grants(body)).map(Box::from);
         self.outgoing.push((call, body.to_vec(), request));
-    }
-
-    fn lose(&mut self, body: &[u8], request: Option<&[u8]>) {
-        let go = wire::grants(body);
-        self.count_lost(go);
-        if let Some(request) = request.filter(|_| go) {
-            self.lost_go.push((request.into(), body.to_vec()));
-        }
-    }
-
-    fn count_lost(&mut self, go: bool) {
-        self.undelivered.0 += 1;
-        self.undelivered.1 += u64::from(go);
     }
 }
 

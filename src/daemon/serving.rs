@@ -57,6 +57,41 @@ struct QueuedReply {
 /// permits are given back (`service::step::flush`).
 pub type Lost = (Box<[u8]>, Vec<u8>);
 
+/// Replies not delivered, how many of them were go, and each go with the
+/// request it answered: what the loop's flush gives back. ZeroMQ clients'
+/// replies (here) and Envoy's calls' (`calls`) are counted alike.
+#[derive(Default)]
+pub struct Losses {
+    replies: u64,
+    go: u64,
+    lost_go: Vec<Lost>,
+}
+
+impl Losses {
+    /// Counts `body` as not delivered; keeps a go with the request it
+    /// answered (when at hand), so that its permits are given back.
+    /// Returns whether it was a go.
+    pub fn lose(&mut self, body: &[u8], request: Option<&[u8]>) -> bool {
+        let go = wire::grants(body);
+        self.replies += 1;
+        self.go += u64::from(go);
+        if let Some(request) = request.filter(|_| go) {
+            self.lost_go.push((request.into(), body.to_vec()));
+        }
+        go
+    }
+
+    /// The replies not delivered since the last call, and how many were go.
+    pub fn take_counts(&mut self) -> (u64, u64) {
+        (std::mem::take(&mut self.replies), std::mem::take(&mut self.go))
+    }
+
+    /// The go replies not delivered since the last call, with their requests.
+    pub fn take_lost_go(&mut self) -> Vec<Lost> {
+        std::mem::take(&mut self.lost_go)
+    }
+}
+
 /// Replies waiting for room, per client (by routing id), in order.
 #[derive(Default)]
 struct Backlog {
@@ -106,15 +141,13 @@ pub struct Serving {
     backlog: Backlog,
     /// The most replies one client's backlog may hold.
     per_client: usize,
-    /// Replies not delivered since the last `take_undelivered`, and how
-    /// many of them were go.
-    undelivered: (u64, u64),
+    /// Replies not delivered since the last `take_undelivered`, and the
+    /// go among them (`take_lost_go`).
+    losses: Losses,
     /// Single replies lost to clients that had gone, not yet logged, and
     /// when such a line was last logged (see `log_lost`).
     lost_unlogged: (u64, u64),
     lost_logged_at: Option<std::time::Instant>,
-    /// Held asks' go replies not delivered since the last `take_lost_go`.
-    lost_go: Vec<Lost>,
 }
 
 impl Serving {
@@ -133,10 +166,9 @@ impl Serving {
             held: HashMap::new(),
             backlog: Backlog::default(),
             per_client,
-            undelivered: (0, 0),
+            losses: Losses::default(),
             lost_unlogged: (0, 0),
             lost_logged_at: None,
-            lost_go: Vec::new(),
         })
     }
 
@@ -274,7 +306,7 @@ impl Serving {
     /// logs those lost one by one (see `log_lost`).
     pub fn take_undelivered(&mut self) -> (u64, u64) {
         self.log_lost();
-        std::mem::take(&mut self.undelivered)
+        self.losses.take_counts()
     }
 
     /// Logs the single replies lost to clients that had gone, at most once
@@ -293,7 +325,7 @@ impl Serving {
     /// Held asks' go replies not delivered since the last call, each with
     /// the request it answered.
     pub fn take_lost_go(&mut self) -> Vec<Lost> {
-        std::mem::take(&mut self.lost_go)
+        self.losses.take_lost_go()
     }
 
     /// Lets what is queued leave for up to `ms` once the socket closes.
@@ -350,14 +382,8 @@ impl Serving {
         self.backlog.len -= replies;
         let mut go = 0;
         for w in queue.replies {
-            let grants = wire::grants(&w.body);
-            go += u64::from(grants);
-            if let Some(request) = w.request.filter(|_| grants) {
-                self.lost_go.push((request, w.body));
-            }
+            go += u64::from(self.losses.lose(&w.body, w.request.as_deref()));
         }
-        self.undelivered.0 += replies as u64;
-        self.undelivered.1 += go;
         match why {
             Dropped::Gone => warn!(replies, go, "replies not delivered: the client went away"),
             Dropped::NotReading => {
@@ -370,16 +396,7 @@ impl Serving {
     /// Counts `body` as not delivered; keeps a go with the request it
     /// answered, so that its permits are given back.
     fn lose(&mut self, body: &[u8], request: Option<&[u8]>) {
-        let go = wire::grants(body);
-        self.count_lost(go);
-        if let Some(request) = request.filter(|_| go) {
-            self.lost_go.push((request.into(), body.to_vec()));
-        }
-    }
-
-    fn count_lost(&mut self, go: bool) {
-        self.undelivered.0 += 1;
-        self.undelivered.1 += u64::from(go);
+        let go = self.losses.lose(body, request);
         self.lost_unlogged.0 += 1;
         self.lost_unlogged.1 += u64::from(go);
     }
