@@ -130,7 +130,13 @@ impl Running {
         let answering =
             decide::Answering { max_message_size, runtime_limits: config.runtime_limits, headers: config.headers };
         let counts = counts::Counts::default();
-        let shared = grpc::Shared { table: table.clone(), bridge: bridge.clone(), answering, counts: counts.clone() };
+        let shared = grpc::Shared {
+            table: table.clone(),
+            bridge: bridge.clone(),
+            answering,
+            counts: counts.clone(),
+            unanswered: grpc::MissedCalls::default(),
+        };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .thread_name("locker-rls")

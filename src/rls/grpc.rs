@@ -59,6 +59,29 @@ pub struct Shared {
     pub bridge: Bridge,
     pub answering: Answering,
     pub counts: Counts,
+    /// Calls the locker did not answer, logged at most once a second.
+    pub unanswered: MissedCalls,
+}
+
+/// Calls the locker did not answer (a full queue, a timeout, a stop),
+/// counted so that an overload logs one line a second, not one a call.
+#[derive(Debug, Default)]
+pub struct MissedCalls(std::sync::Mutex<(u64, Option<std::time::Instant>)>);
+
+impl MissedCalls {
+    /// Counts one at `now`; returns how many to log, the first since the
+    /// last line or a second after it.
+    pub fn count(&self, now: std::time::Instant) -> Option<u64> {
+        let mut state = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let (calls, logged_at) = &mut *state;
+        *calls += 1;
+        let due = logged_at.is_none_or(|t| now.duration_since(t) >= std::time::Duration::from_secs(1));
+        if !due {
+            return None;
+        }
+        *logged_at = Some(now);
+        Some(std::mem::take(calls))
+    }
 }
 
 /// `RateLimitService` over `Shared`.
@@ -131,7 +154,9 @@ async fn should_rate_limit(shared: &Shared, request: &RateLimitRequest) -> Resul
         match shared.bridge.ask(plan.body.clone()).await {
             Ok(reply) => reply,
             Err(e) => {
-                warn!(error = %e, "a rate-limit call got no answer from the locker");
+                if let Some(calls) = shared.unanswered.count(std::time::Instant::now()) {
+                    warn!(error = %e, calls, "rate-limit calls got no answer from the locker since the last such line");
+                }
                 return Err(Status::unavailable(e.to_string()));
             }
         }
@@ -212,4 +237,24 @@ pub fn bind(addr: &str) -> std::io::Result<(std::net::TcpListener, SocketAddr)> 
     listener.set_nonblocking(true)?;
     let bound = listener.local_addr()?;
     Ok((listener, bound))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// A flood of unanswered calls logs the first, then one line a second
+    /// with how many came since.
+    #[test]
+    fn unanswered_calls_log_once_a_second_with_their_count() {
+        let unanswered = MissedCalls::default();
+        let t0 = Instant::now();
+        assert_eq!(unanswered.count(t0), Some(1));
+        for ms in 1..1_000 {
+            assert_eq!(unanswered.count(t0 + Duration::from_millis(ms)), None);
+        }
+        assert_eq!(unanswered.count(t0 + Duration::from_secs(1)), Some(1_000));
+        assert_eq!(unanswered.count(t0 + Duration::from_millis(1_500)), None);
+    }
 }
