@@ -32,7 +32,7 @@
 #   LOCKER_BIN=/path/to/other/locker bash benches/rls.sh
 #
 # ROUNDS (10) rounds of six DURATION-second (2) h2load runs. LOCKER_BIN is
-# the locker to measure (target/release/locker by default; this script does
+# the locker to measure (target/dist/locker when built, else target/release/locker; this script does
 # not build it). LIMITADOR_BIN is limitador-server, by default
 # ~/.cache/locker-bench/limitador/bin/limitador-server. When it is missing
 # the script says how to build it and measures the locker alone; with
@@ -51,7 +51,11 @@ ROOT=$PWD
 
 ROUNDS=${ROUNDS:-10}
 DURATION=${DURATION:-2}
-LOCKER_BIN=${LOCKER_BIN:-$ROOT/target/release/locker}
+# The shipped build (`cargo build --profile dist`) when there is one.
+if [ -z "${LOCKER_BIN:-}" ]; then
+  LOCKER_BIN=$ROOT/target/release/locker
+  [ -x "$ROOT/target/dist/locker" ] && LOCKER_BIN=$ROOT/target/dist/locker
+fi
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/locker-bench
 LIMITADOR_BIN=${LIMITADOR_BIN:-$CACHE/limitador/bin/limitador-server}
 LIMITADOR_SRC=${LIMITADOR_SRC:-https://github.com/Kuadrant/limitador}

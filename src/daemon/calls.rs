@@ -184,6 +184,7 @@ mod tests {
         let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while calls.taken.is_empty() {
             assert!(std::time::Instant::now() < end, "the call never reached the inbox");
+            std::thread::yield_now();
             calls.inbox.take(&mut calls.taken);
         }
         (calls, waiter)

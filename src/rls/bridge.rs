@@ -129,9 +129,20 @@ impl Bridge {
             self.shared.waiting.store(queue.len(), Ordering::SeqCst);
         }
         if self.shared.asleep.swap(false, Ordering::SeqCst) {
-            // A full socket buffer means wake-ups are already waiting to be
-            // read: the loop is woken either way.
-            let _ = self.wake.send(&[1]);
+            match self.wake.send(&[1]) {
+                Ok(_) => {}
+                // A full socket buffer means wake-ups are already waiting
+                // to be read: the loop is woken either way.
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(e) => {
+                    // The loop's end is gone: no call would ever be
+                    // answered, so every waiting call ends now rather
+                    // than at its timeout.
+                    tracing::error!(error = %e, "the loop's wake-up failed; refusing Envoy's calls");
+                    self.close();
+                    return Err(BridgeError::Closing);
+                }
+            }
         }
         Ok(())
     }
@@ -308,6 +319,18 @@ mod tests {
             tokio::join!(ask, close).0
         });
         assert!(matches!(asked, Err(BridgeError::Closing)));
+    }
+
+    /// A loop whose end of the wake-up is gone answers nothing: the calls
+    /// end at once, not at their timeout.
+    #[test]
+    fn a_wake_up_that_fails_ends_the_calls() {
+        let (bridge, inbox) = pair(60_000).unwrap();
+        assert!(inbox.sleep());
+        drop(inbox);
+        let asked = runtime().block_on(bridge.ask(b"one".to_vec()));
+        assert!(matches!(asked, Err(BridgeError::Closing)), "{asked:?}");
+        assert!(matches!(runtime().block_on(bridge.ask(b"two".to_vec())), Err(BridgeError::Closing)));
     }
 
     /// Past `MAX_WAITING` a call is refused at once.

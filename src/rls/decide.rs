@@ -111,7 +111,10 @@ pub struct Plan<'a> {
     all: bool,
     headers: Option<HeaderStyle>,
     /// The encoded batch or `all`; empty when nothing needs the locker.
+    /// The call moves it out to send it (`take_body`).
     pub body: Vec<u8>,
+    /// Whether anything was asked of the locker (the body was not empty).
+    asked: bool,
     /// Each ask's limit, key and cost, when the domain charges refused
     /// descriptors (`charges`); empty otherwise.
     charged: Vec<(String, String, u64)>,
@@ -192,7 +195,16 @@ pub fn plan<'a>(table: &'a Table, request: &RateLimitRequest, answering: &Answer
         true => counted.into_iter().map(|c| (c.limit, c.key, c.cost)).collect(),
         false => Vec::new(),
     };
-    Ok(Plan { steps, all, headers: answering.headers, body, charged })
+    let asked = !body.is_empty();
+    Ok(Plan { steps, all, headers: answering.headers, body, asked, charged })
+}
+
+impl Plan<'_> {
+    /// The body to send, moved out rather than copied; empty when nothing
+    /// needs the locker.
+    pub fn take_body(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.body)
+    }
 }
 
 /// The charges a domain that is `charge_refused` sends after the batch's
@@ -327,7 +339,7 @@ pub enum Unanswered {
 pub fn answer(plan: &Plan, reply: &[u8]) -> Result<RateLimitResponse, Unanswered> {
     let unreadable = |e: wire::WireError| Unanswered::Unreadable(e.to_string());
     let replies = match () {
-        _ if plan.body.is_empty() => Vec::new(),
+        _ if !plan.asked => Vec::new(),
         _ if plan.all => match wire::decode_all_reply(reply).map_err(unreadable)? {
             Reply::Refused(why) => return Err(Unanswered::Refused(why)),
             // A refused whole: each part says whether it would have gone.

@@ -144,14 +144,15 @@ impl UnaryService<RateLimitRequest> for ShouldRateLimit {
 
 async fn should_rate_limit(shared: &Shared, request: &RateLimitRequest) -> Result<RateLimitResponse, Status> {
     let table = shared.table.read().unwrap_or_else(|e| e.into_inner()).clone();
-    let plan = decide::plan(&table, request, &shared.answering).map_err(|e| match e {
+    let mut plan = decide::plan(&table, request, &shared.answering).map_err(|e| match e {
         BadRequest::NoRuntimeLimits(_) => Status::failed_precondition(e.to_string()),
         e => Status::invalid_argument(e.to_string()),
     })?;
-    let reply = if plan.body.is_empty() {
+    let body = plan.take_body();
+    let reply = if body.is_empty() {
         Vec::new()
     } else {
-        match shared.bridge.ask(plan.body.clone()).await {
+        match shared.bridge.ask(body).await {
             Ok(reply) => reply,
             Err(e) => {
                 if let Some(calls) = shared.unanswered.count(std::time::Instant::now()) {

@@ -161,6 +161,7 @@ const COMMANDS: &[(&str, &str, Do)] = &[
     ("docs/performance.md", "bash benches/instructions.sh", Skip("needs valgrind, and a minute of load on a shared machine")),
     ("docs/performance.md", "python3 benches/rls_redis.py 3 3", Skip(MINUTES)),
     ("docs/performance.md", "bash benches/rls.sh", Skip(MINUTES)),
+    ("docs/performance.md", "cargo build --profile dist --bin locker && bash benches/rls.sh", Skip(MINUTES)),
     ("docs/performance.md", "bash benches/leases.sh", Skip(MINUTES)),
     ("docs/performance.md", "cargo bench --bench decide", Skip(MINUTES)),
     ("docs/performance.md", "cargo bench --bench kinds", Skip(MINUTES)),
