@@ -180,39 +180,20 @@ impl Rule {
         }
     }
 
-    /// Calls `f` with the own counts a verdict `v` for `key` of limit `id`,
-    /// at `now`, leaves for the peers: after a go, the key's cumulative own
-    /// count in the kind's slot (a fixed window's current slot, the rolling
-    /// window's sub-slot its caller goes in); and what a fixed or rolling
-    /// window or a bucket asked its peers for, when that grew (a bucket
-    /// publishes no grants: each locker spends only its own tokens). A peek
-    /// leaves none; a reservation goes out at once, so that
-    /// peers count it ahead.
-    pub fn note_own(&mut self, now: Nanos, id: LimitId, key: Option<&str>, v: &Verdict, mut f: impl FnMut(Count)) {
-        if let Rule::Window(w) = self {
-            let Some((slot, own, wanted)) = w.note_own(key, v) else { return };
-            if v.granted > 0 {
-                f(Count::granted(id, key, slot, ME, own));
-            }
-            if let Some(n) = wanted {
-                f(Count::of(Counted::Wanted, id, key, slot, ME, n));
-            }
-            return;
-        }
-        if let Rule::Bucket(b) = self {
-            if let Some((period, n)) = b.note_wanted(key) {
-                f(Count::of(Counted::Wanted, id, key, period, ME, n));
-            }
-            return;
-        }
-        if let Rule::Rolling(r) = self {
-            let (granted, wanted) = r.note_own(now, key, v);
-            if let Some((sub, own)) = granted {
-                f(Count::granted(id, key, sub, ME, own));
-            }
-            if let Some((window, n)) = wanted {
-                f(Count::of(Counted::Wanted, id, key, window, ME, n));
-            }
+    /// Calls `f` with what an ask for `key` of limit `id` that came short
+    /// asked the peers for, when that grew: a want changes who owns
+    /// permits, so it leaves at once. A grant does not: a locker grants
+    /// only what it owns, and its counts reach the peers with the next
+    /// repair (`drain_own`), once per key however many it granted.
+    pub fn note_wanted(&mut self, id: LimitId, key: Option<&str>, mut f: impl FnMut(Count)) {
+        let wanted = match self {
+            Rule::Window(w) => w.note_wanted(key),
+            Rule::Bucket(b) => b.note_wanted(key),
+            Rule::Rolling(r) => r.note_wanted(key),
+            Rule::Semaphore(_) => None,
+        };
+        if let Some((slot, n)) = wanted {
+            f(Count::of(Counted::Wanted, id, key, slot, ME, n));
         }
     }
 

@@ -21,8 +21,9 @@
 //! `keeping_mut`, in `kept`).
 //!
 //! When lockers are peered, the table also merges the counts peers report
-//! (`Sharing::merge`), lists its own grants for publishing
-//! (`Sharing::take_granted`, `Sharing::drain_touched`, `Sharing::snapshot`), and
+//! (`Sharing::merge`), lists its wants and gifts for publishing at once
+//! (`Sharing::take_exchanged`) and its own counts for the repairs
+//! (`Sharing::drain_touched`) and snapshots (`Sharing::snapshot`), and
 //! follows the peer view the caller sets (`Sharing::set_view`): how many
 //! lockers are live, and whether to hold off while the counts are still
 //! being learned. Fixed windows and token buckets are what peers share;
@@ -147,9 +148,9 @@ pub struct Locker {
     /// Names new leases and vouches for restored ones.
     minter: LeaseMinter,
     view: PeerView,
-    /// Own counts after each grant, until `take_granted`; only kept when
+    /// Wants and gifts, until `take_exchanged`; only kept when
     /// `publishing` is on.
-    granted: Vec<Count>,
+    exchanged: Vec<Count>,
     publishing: bool,
     /// Keys whose ledger of conserved permits changed (a gift given or
     /// received), until `take_ledgers`: the state file records each before
@@ -182,7 +183,7 @@ impl Locker {
             unattributed_errors: 0,
             minter: LeaseMinter::default(),
             view: PeerView::ALONE,
-            granted: Vec::new(),
+            exchanged: Vec::new(),
             publishing: false,
             ledgers: Vec::new(),
             runtime_bound: 0,
@@ -346,7 +347,7 @@ impl Locker {
     #[inline]
     fn decide(&mut self, now: Nanos, ask: &PermitAsk, want: Want) -> Result<Verdict, AskError> {
         let v = self.take_quietly(now, ask, want)?;
-        self.publish(now, ask, &v);
+        self.publish(ask, &v, want.cost);
         Ok(v)
     }
 
@@ -366,12 +367,14 @@ impl Locker {
         }
     }
 
-    /// Tells the peers what verdict `v` on `ask` took or asked them for.
+    /// Tells the peers what verdict `v` on `ask` for `cost` permits asked
+    /// them for. Only an ask that came short (a sorry, or fewer than
+    /// `cost` with `up_to`) may have: a whole go costs the peers nothing
+    /// until the next repair.
     #[inline]
-    fn publish(&mut self, now: Nanos, ask: &PermitAsk, v: &Verdict) {
-        // A sorry may have asked the peers for permits.
-        if self.publishing && (v.granted > 0 || !v.go) {
-            self.sharing().note_grant(now, ask, v);
+    fn publish(&mut self, ask: &PermitAsk, v: &Verdict, cost: u32) {
+        if self.publishing && (!v.go || v.granted < cost) {
+            self.sharing().note_short(ask);
         }
     }
 

@@ -178,7 +178,7 @@ pub(super) fn publish(
     // still after a move back, so that peers measure this clock right.
     let (reading, now) = (p.clock().reading(now), p.group_now(now));
     let full = keep_ledgers(locker, now, keep).err();
-    let mut counts: Vec<Count> = locker.sharing().take_granted().collect();
+    let mut counts: Vec<Count> = locker.sharing().take_exchanged().collect();
     send_counts(locker, p, PeerKind::Counts, now, &counts, &mut send);
     while let Some(out) = p.poll_transmit(now) {
         counts.clear();

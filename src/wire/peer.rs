@@ -1,5 +1,5 @@
 //! Peer messages: what peered lockers say to each other over PUB/SUB —
-//! heartbeats, the cumulative counts each grant produces, and snapshots for
+//! heartbeats, cumulative counts, wants and gifts, and snapshots for
 //! a locker that (re)starts.
 //!
 //! Like the rest of `wire`, this only translates; the ledger that merges

@@ -164,8 +164,12 @@ fn peers_hear_of_each_entry_as_of_a_separate_ask() {
     }
     let Reply::Answer(replies) = batch(&mut batched, now, &asks) else { panic!() };
     assert!(replies.iter().all(|r| r.as_ref().unwrap().ok));
-    let sent = counts_sent(&mut batched, now);
-    assert_eq!(sent, counts_sent(&mut one_by_one, now));
+    // Grants reach the peers with the next heartbeat, one count per key.
+    assert!(counts_sent(&mut batched, now).is_empty(), "a grant alone sends nothing");
+    let later = now + 100 * MS;
+    let sent = counts_sent(&mut batched, later);
+    assert_eq!(sent, counts_sent(&mut one_by_one, later));
+    assert_eq!(sent.iter().filter(|c| c.1.as_deref() == Some("x")).count(), 1, "{sent:?}");
     assert!(sent.iter().any(|c| c.1.as_deref() == Some("x") && c.4 == 2), "{sent:?}");
 }
 

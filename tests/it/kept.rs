@@ -262,11 +262,14 @@ fn restored_and_snapshot_merge_by_maximum(algorithm: Algorithm) {
     while went < 60 {
         let r = log.ask(&mut a, now, &Ask::new());
         went += usize::from(r.ok);
-        // Spaced beyond the in-flight window, each count heard by b at once.
+        // Spaced beyond the in-flight window, each want heard by b at once.
         now += 3 * MS;
         exchange(&mut a, &mut b, now);
         assert!(now < start + 5_000 * MS, "a never granted 60: {went}");
     }
+    // Grants reach b with a's next heartbeat.
+    now += 100 * MS;
+    exchange(&mut a, &mut b, now);
     assert_eq!(seam_peek(&mut b, now), 40, "b heard a's 60 grants");
     // A kill -9, and a restart on the same log.
     now += 100 * MS;

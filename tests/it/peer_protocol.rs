@@ -123,9 +123,11 @@ fn duplicates_reordering_and_loss_do_not_change_the_sum() {
     let (mut a, mut b) = joined_pair();
     let now = T0 + 100 * MS;
     let mut sent = Vec::new();
+    // A grant reaches the peers with the next heartbeat (every 100 ms):
+    // one grant between two, so that each carries its own count.
     for i in 0..5 {
-        assert!(ask(&mut a, now + i * 10 * MS).ok);
-        sent.extend(outbox(&mut a, now + i * 10 * MS));
+        assert!(ask(&mut a, now + i * 110 * MS).ok);
+        sent.extend(outbox(&mut a, now + i * 110 * MS));
     }
     // The message that carries a's cumulative count `n`.
     let carrying = |n: u32| {
@@ -135,9 +137,9 @@ fn duplicates_reordering_and_loss_do_not_change_the_sum() {
     };
     // The last count first, then two older ones, each twice; the rest lost.
     for m in [carrying(5), carrying(2), carrying(5), carrying(3), carrying(3)] {
-        assert!(locker::service::step::peer(&mut b, now + 60 * MS, 0, m));
+        assert!(locker::service::step::peer(&mut b, now + 500 * MS, 0, m));
     }
-    assert_eq!(ask(&mut b, now + 70 * MS).remaining, 4, "5 from a and 1 from b, counted once");
+    assert_eq!(ask(&mut b, now + 510 * MS).remaining, 4, "5 from a and 1 from b, counted once");
 }
 
 #[test]

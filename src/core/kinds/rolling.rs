@@ -193,7 +193,7 @@ impl RollingWindow {
             log.prune(now, span);
             let (v, at) = decide(log, now, span, want, rights, share);
             if let Some(at) = at {
-                log.add(at, v.granted, span);
+                log.add_own(at, v.granted, span, share.conserved());
             }
             return Ok(v);
         }
@@ -210,7 +210,7 @@ impl RollingWindow {
             };
             log.shared = fresh.shared;
             if let Some(at) = at {
-                log.add(at, v.granted, span);
+                log.add_own(at, v.granted, span, share.conserved());
             }
         }
         Ok(v)

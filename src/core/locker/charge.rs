@@ -35,7 +35,7 @@ impl Locker {
         entry.record(now, Outcome::of_ask(&charged.as_ref().map(|c| c.verdict)));
         if let Ok(c) = &charged {
             entry.stats.charged += u64::from(c.verdict.granted);
-            self.publish(now, ask, &c.verdict);
+            self.publish(ask, &c.verdict, c.verdict.granted);
         }
         charged
     }

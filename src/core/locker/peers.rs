@@ -1,4 +1,4 @@
-//! The table's side of peering: its own grants queued for publishing, the
+//! The table's side of peering: its wants and gifts queued for publishing, the
 //! counts peers report merged into the limit they name, and the snapshot
 //! and repair lists, all through `Sharing` (`Locker::sharing`); and the facts
 //! peers are set up from, read only through `Figures` (`Locker::figures`):
@@ -12,7 +12,7 @@
 //! encode anything: the bytes are `wire`'s.
 
 use super::{Figures, Locker};
-use crate::core::ask::{PermitAsk, Verdict};
+use crate::core::ask::PermitAsk;
 use crate::core::kinds::Rule;
 use crate::core::limit::LimitId;
 use crate::core::room::KeyBudget;
@@ -35,12 +35,11 @@ impl Locker {
 }
 
 impl Sharing<'_> {
-    /// Queues the own counts a verdict left for the peers: a go's own count,
-    /// and what a fixed or rolling window or a token bucket asked its peers for (see
-    /// `Rule::note_own`).
-    pub(super) fn note_grant(&mut self, now: Nanos, ask: &PermitAsk, v: &Verdict) {
-        let granted = &mut self.locker.granted;
-        self.locker.entries[ask.limit.0].rule.note_own(now, ask.limit, ask.key, v, |c| granted.push(c));
+    /// Queues what an ask that came short asked its peers for (see
+    /// `Rule::note_wanted`).
+    pub(super) fn note_short(&mut self, ask: &PermitAsk) {
+        let exchanged = &mut self.locker.exchanged;
+        self.locker.entries[ask.limit.0].rule.note_wanted(ask.limit, ask.key, |c| exchanged.push(c));
     }
 
     /// Sets what the peers mean for the next asks, and starts keeping own
@@ -50,9 +49,10 @@ impl Sharing<'_> {
         self.locker.publishing = true;
     }
 
-    /// Own counts after each grant since the last call, oldest first.
-    pub fn take_granted(&mut self) -> std::vec::Drain<'_, Count> {
-        self.locker.granted.drain(..)
+    /// The wants and gifts queued since the last call, oldest first: what
+    /// changes who owns permits, published at once.
+    pub fn take_exchanged(&mut self) -> std::vec::Drain<'_, Count> {
+        self.locker.exchanged.drain(..)
     }
 
     /// Merges a count a peer reported, received at `now`. `ME` as the node
@@ -65,7 +65,7 @@ impl Sharing<'_> {
     /// queued for publishing with the own counts.
     pub fn merge(&mut self, now: Nanos, c: &Count) -> bool {
         let share = self.locker.share(c.limit);
-        let (granted, publishing) = (&mut self.locker.granted, self.locker.publishing);
+        let (exchanged, publishing) = (&mut self.locker.exchanged, self.locker.publishing);
         let rule = &mut self.locker.entries[c.limit.0].rule;
         let others = self.locker.live_keys - rule.live_keys();
         let budget = KeyBudget { others, max_keys: self.locker.max_keys };
@@ -73,7 +73,7 @@ impl Sharing<'_> {
         let changed = rule.merge(now, c, budget, share, |gift| {
             gave = true;
             if publishing {
-                granted.push(gift);
+                exchanged.push(gift);
             }
         });
         self.locker.live_keys = others + rule.live_keys();

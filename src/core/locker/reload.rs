@@ -51,9 +51,9 @@ impl Locker {
         self.index(entries.into_iter().chain(runtime));
         self.max_keys = max_keys;
         self.live_keys = self.entries.iter().map(|e| e.rule.live_keys()).sum();
-        // Grants not yet published name limits by position, which has just
-        // changed; peers get them again with the next repair.
-        self.granted.clear();
+        // Wants and gifts not yet published name limits by position, which
+        // has just changed; peers get them again with the next repair.
+        self.exchanged.clear();
         done
     }
 }

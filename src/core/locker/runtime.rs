@@ -165,8 +165,9 @@ impl Runtime<'_> {
         let kept: Vec<LimitEntry> = entries.collect();
         self.locker.index(kept.into_iter());
         self.locker.live_keys = self.locker.entries.iter().map(|e| e.rule.live_keys()).sum();
-        // Unpublished grants name limits by position, which has moved.
-        self.locker.granted.clear();
+        // Unpublished wants and gifts name limits by position, which has
+        // moved; the next repair sends them again.
+        self.locker.exchanged.clear();
         dropped
     }
 }

@@ -68,7 +68,7 @@ impl Locker {
             let refused = !go || refused_range(shadow, verdicts, i);
             let outcome = if refused { Outcome::Sorry } else { Outcome::of_verdict(v) };
             self.entries[ask.limit.0].stats.record(outcome);
-            self.publish(now, ask, v);
+            self.publish(ask, v, wants[i].cost);
         }
         Ok(go)
     }

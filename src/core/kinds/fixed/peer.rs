@@ -6,7 +6,7 @@
 //! `tally`. No clock, no names, no wire format.
 
 use super::tally::{Tally, TallyMut, TallyRef};
-use super::{FixedWindow, Verdict};
+use super::FixedWindow;
 use crate::core::room::{KeyRoom, Leeway};
 use crate::core::share::{Count, Counted, Gifts, NodeIx, ME};
 use crate::core::time::Nanos;
@@ -37,18 +37,13 @@ pub(super) fn merge_into(tally: &mut TallyMut<'_>, node: NodeIx, count: u32, wha
 }
 
 impl FixedWindow {
-    /// The own count of `key` in the current slot after a verdict `v`, and
-    /// what it asked its peers for if that grew, for the peers: `(slot,
-    /// own, wanted)`. `None` for a reservation, which reaches the peers
-    /// when its slot begins.
-    pub fn note_own(&mut self, key: Option<&str>, v: &Verdict) -> Option<(u64, u32, Option<u32>)> {
-        if v.wait > 0 {
-            return None;
-        }
+    /// What an ask for `key` that came short asked the peers for in the
+    /// current slot, if that grew: `(slot, wanted)`. Grants are not
+    /// published one by one: the next repair tells of them (`drain_own`).
+    pub fn note_wanted(&mut self, key: Option<&str>) -> Option<(u64, u32)> {
         let slot = self.slot;
         let mut tally = self.tally_mut(key, KeyRoom::Full).ok()?;
-        let wanted = tally.take_wanted_new().then(|| tally.get().wanted());
-        Some((slot, tally.get().own(), wanted))
+        tally.take_wanted_new().then(|| (slot, tally.get().wanted()))
     }
 
     /// Calls `f` with every count of the current slot this window knows,

@@ -8,7 +8,7 @@
 //! which only makes the debt last as long as that. Peered, the grant is
 //! charged to this locker's rights: it grants nothing more until its own
 //! grants leave the window or a peer gives it rights; the counts it
-//! publishes tell peers of the grants, whose rights are untouched. No
+//! repairs tell peers of the grants, whose rights are untouched. No
 //! clock: the caller brings `now`.
 
 use super::RollingWindow;
@@ -25,7 +25,7 @@ impl RollingWindow {
         let log = self.log_entry(key, terms.room)?;
         log.prune(now, span);
         let at = now.max(log.last);
-        log.add(at, cost, span);
+        log.add_own(at, cost, span, share.conserved());
         let (remaining, debt) = match rights {
             Some(initial) => {
                 (log.free(now, span, initial, share.resumes).0, log.owed(now, span, initial, share.resumes))

@@ -67,6 +67,17 @@ impl Log {
         self.last = self.last.max(at);
     }
 
+    /// `add`, and for a peered locker (`peered`) the mark that the next
+    /// repair tells the peers of the grants from `at` on (see
+    /// `RollingWindow::drain_touched`): a grant itself is not published.
+    pub fn add_own(&mut self, at: Nanos, n: u32, span: Span, peered: bool) {
+        self.add(at, n, span);
+        if peered {
+            let shared = self.shared_mut();
+            shared.touched_from = Some(shared.touched_from.map_or(at, |t| t.min(at)));
+        }
+    }
+
     /// The permits this locker may grant at `now` holding `initial` rights
     /// before gifts (see `rights`), and its own grants that count now.
     /// A run that `resumed` its earlier runs' share counts their figures

@@ -8,7 +8,6 @@
 
 use super::log::Log;
 use super::RollingWindow;
-use crate::core::ask::Verdict;
 use crate::core::room::{KeyRoom, Leeway, NoRoom};
 use crate::core::share::{Count, Counted, Gifts, NodeIx, ME};
 use crate::core::time::{Nanos, NANOS_PER_SEC};
@@ -27,20 +26,12 @@ impl RollingWindow {
         self.span.sub(at)
     }
 
-    /// Records for the peers what a verdict `v` for `key` at `now` left:
-    /// after a go, the sub-slot its permits go in and the own count there
-    /// (its caller goes at `now` plus its wait); after a sorry that asked
-    /// the peers for rights, the window and what it asked for in all.
-    pub fn note_own(&mut self, now: Nanos, key: Option<&str>, v: &Verdict) -> (Noted, Noted) {
-        let (span, at) = (self.span, now.saturating_add(v.wait));
-        let Some(log) = self.log_mut(key) else { return (None, None) };
-        let wanted = log.shared.as_mut().and_then(|s| s.rights.take_wanted_new());
-        if v.granted == 0 {
-            return (None, wanted);
-        }
-        let shared = log.shared_mut();
-        shared.touched_from = Some(shared.touched_from.map_or(at, |t| t.min(at)));
-        (Some((span.sub(at), log.own_in(span, span.sub(at)))), wanted)
+    /// What an ask for `key` that came short asked the peers for, if that
+    /// grew: the window and what it asked for in all. Grants are not
+    /// published one by one: the next repair tells of them (see
+    /// `Log::add_own`).
+    pub fn note_wanted(&mut self, key: Option<&str>) -> Noted {
+        self.log_mut(key)?.shared.as_mut()?.rights.take_wanted_new()
     }
 
     /// Whether a peer's count for sub-slot `sub`, received at `now`, is

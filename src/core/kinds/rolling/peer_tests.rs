@@ -141,12 +141,9 @@ impl Net {
         if v.go {
             self.goes.push((now + v.wait, v.granted));
         }
-        let (granted, wanted) = self.windows[i].note_own(now, Some("k"), &v);
+        // Grants reach the peers by the repairs (`deliver`), wants at once.
         let mut counts = Vec::new();
-        if let Some((sub, n)) = granted {
-            counts.push(Count::granted(LimitId(0), Some("k"), sub, ME, n));
-        }
-        if let Some((w, n)) = wanted {
+        if let Some((w, n)) = self.windows[i].note_wanted(Some("k")) {
             counts.push(Count::of(Counted::Wanted, LimitId(0), Some("k"), w, ME, n));
         }
         self.send(i, now, counts, s);
