@@ -194,6 +194,7 @@ pub(super) fn publish(
             }
             Outgoing::Repair => {
                 locker.sharing().drain_touched(now, |c| counts.push(c));
+                p.repaired(now, counts.len());
                 PeerKind::Counts
             }
             Outgoing::Snapshot => {
