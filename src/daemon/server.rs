@@ -65,6 +65,13 @@ const BACKLOG_RETRY_MS: i64 = 1;
 /// stop flag again, so a flood cannot delay shutdown.
 const BATCH: usize = 1024;
 
+/// How long one turn may serve requests and peer messages back to back
+/// before the loop returns to its timers (heartbeats, repairs, the
+/// keeper): a peer's burst of wants for a hundred thousand keys is
+/// hundreds of messages of 256, which, read in one turn, kept heartbeats
+/// back for longer than a peer waits before counting this locker out.
+const TURN_BUDGET: Nanos = 20 * NANOS_PER_MS;
+
 /// How many requests are served between two looks at the peers, so that a
 /// flood of requests cannot leave peer counts waiting.
 const INNER_BATCH: usize = 8;
@@ -74,8 +81,10 @@ const INNER_BATCH: usize = 8;
 /// of the batch (`calls`), at a few microseconds each.
 const CALLS_BATCH: usize = 64;
 
-/// How many peer messages are read from one peer in one go.
-const PEER_BATCH: usize = 64;
+/// How many peer messages are read from one peer in one go: a message
+/// holds up to 256 counts, wants and gifts, so a few are as much work as
+/// the `INNER_BATCH` requests served beside them.
+const PEER_BATCH: usize = 8;
 
 /// How long the serving socket may keep sending the replies of asks held
 /// at a stop, in milliseconds: well within the stop's second.
@@ -453,20 +462,22 @@ impl Server {
             if !readable {
                 continue;
             }
-            // Requests and peer messages both count towards the batch, so a
-            // flood of either returns to the stop flag and the timers soon.
-            let mut handled = 0;
+            // Requests and peer messages both count towards the batch, and
+            // the turn's time is bounded too, so a flood of either returns
+            // to the stop flag and the timers soon.
+            let (mut handled, started) = (0, now);
             while handled < BATCH && !stop() {
                 let heard = self.read_peers(&mut msg)?;
                 let n = self.serve_some(&mut msg, &mut out)?;
-                if heard + n > 0 {
-                    // Checked against the other clocks per batch, before
-                    // anything it decided leaves (see `watch`).
-                    let now = self.watch.checked(&mut self.service);
-                    step::flush(&mut self.service, now, &mut self.state, &mut self.io);
-                }
-                handled += n + heard;
                 if heard == 0 && n == 0 {
+                    break;
+                }
+                // Checked against the other clocks per batch, before
+                // anything it decided leaves (see `watch`).
+                let now = self.watch.checked(&mut self.service);
+                step::flush(&mut self.service, now, &mut self.state, &mut self.io);
+                handled += n + heard;
+                if now.saturating_sub(started) >= TURN_BUDGET {
                     break;
                 }
             }
