@@ -23,6 +23,7 @@ use super::ask::{Charged, Verdict, Want};
 use super::limit::{Algorithm, Limit, LimitId, Quota};
 use super::room::{KeyBudget, KeyRoom, Leeway, NoRoom};
 use super::share::exchange::KeptExchange;
+use super::share::repair::RepairWalk;
 use super::share::{Count, Counted, NodeIx, Share, ME};
 use super::time::Nanos;
 use bucket::Bucket;
@@ -252,16 +253,17 @@ impl Rule {
         }
     }
 
-    /// Calls `f` with the own count of limit `id` of every key granted
-    /// since the last call (and a fixed or rolling window's or a bucket's
-    /// own wants and gifts), for republishing at `now`: a count lost on the
-    /// way is repaired by the next one. Call `advance` first.
-    pub fn drain_own(&mut self, now: Nanos, id: LimitId, mut f: impl FnMut(Count)) {
+    /// Calls `f` with the own count of limit `id` of the keys granted since
+    /// they were last republished that `walk` takes (and a fixed or rolling
+    /// window's or a bucket's own wants and gifts), for republishing at
+    /// `now`: a count lost on the way is repaired by the next one. Call
+    /// `advance` first.
+    pub fn drain_own(&mut self, now: Nanos, id: LimitId, walk: &mut RepairWalk, mut f: impl FnMut(Count)) {
         match self {
-            Rule::Window(w) => w.drain_own(|key, slot, node, n, what| f(Count::of(what, id, key, slot, node, n))),
-            Rule::Bucket(b) => b.drain_own(|key, period, n, what| f(Count::of(what, id, key, period, ME, n))),
+            Rule::Window(w) => w.drain_own(walk, |key, slot, node, n, what| f(Count::of(what, id, key, slot, node, n))),
+            Rule::Bucket(b) => b.drain_own(walk, |key, period, n, what| f(Count::of(what, id, key, period, ME, n))),
             Rule::Rolling(r) => {
-                r.drain_touched(now, |key, slot, node, n, what| f(Count::of(what, id, key, slot, node, n)))
+                r.drain_touched(now, walk, |key, slot, node, n, what| f(Count::of(what, id, key, slot, node, n)))
             }
             Rule::Semaphore(_) => {}
         }

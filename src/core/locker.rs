@@ -151,6 +151,9 @@ pub struct Locker {
     /// Wants and gifts, until `take_exchanged`; only kept when
     /// `publishing` is on.
     exchanged: Vec<Count>,
+    /// Where the next repair resumes: a limit's index, and a position
+    /// among its keys (see `Sharing::drain_touched`).
+    repair_at: (usize, usize),
     publishing: bool,
     /// Keys whose ledger of conserved permits changed (a gift given or
     /// received), until `take_ledgers`: the state file records each before
@@ -184,6 +187,7 @@ impl Locker {
             minter: LeaseMinter::default(),
             view: PeerView::ALONE,
             exchanged: Vec::new(),
+            repair_at: (0, 0),
             publishing: false,
             ledgers: Vec::new(),
             runtime_bound: 0,

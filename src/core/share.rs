@@ -12,6 +12,7 @@
 //! No clock, no counts kept, no sockets.
 
 pub mod exchange;
+pub mod repair;
 
 use crate::core::limit::{LimitId, Quota};
 use crate::core::time::{Nanos, NANOS_PER_MS};

@@ -7,6 +7,7 @@
 use crate::core::peering::members::MemberSet;
 use crate::core::peering::nodes::shown;
 use crate::core::peering::tenure::Said;
+use crate::core::peering::schedule::REPAIR_BUDGET;
 use crate::core::peering::Beat;
 use crate::core::{Count, Counted, Locker, Nanos, NodeKey, Nodes, Outgoing, PeerIx, Peering};
 use crate::state::{Keep, Record};
@@ -179,7 +180,10 @@ pub(super) fn publish(
     let (reading, now) = (p.clock().reading(now), p.group_now(now));
     let full = keep_ledgers(locker, now, keep).err();
     let mut counts: Vec<Count> = locker.sharing().take_exchanged().collect();
-    send_counts(locker, p, PeerKind::Counts, now, &counts, &mut send);
+    // Most turns moved no permits: nothing to build a message for.
+    if !counts.is_empty() {
+        send_counts(locker, p, PeerKind::Counts, now, &counts, &mut send);
+    }
     while let Some(out) = p.poll_transmit(now) {
         counts.clear();
         let kind = match out {
@@ -193,8 +197,7 @@ pub(super) fn publish(
                 continue;
             }
             Outgoing::Repair => {
-                locker.sharing().drain_touched(now, |c| counts.push(c));
-                p.repaired(now, counts.len());
+                locker.sharing().drain_touched(now, REPAIR_BUDGET, |c| counts.push(c));
                 PeerKind::Counts
             }
             Outgoing::Snapshot => {

@@ -16,6 +16,7 @@ use crate::core::ask::PermitAsk;
 use crate::core::kinds::Rule;
 use crate::core::limit::LimitId;
 use crate::core::room::KeyBudget;
+use crate::core::share::repair::RepairWalk;
 use crate::core::share::PeerView;
 use crate::core::share::{Count, Counted, ME};
 use crate::core::time::Nanos;
@@ -96,10 +97,30 @@ impl Sharing<'_> {
         self.each_shared(now, |id, rule| rule.counts(now, id, &mut f));
     }
 
-    /// Calls `f` with the own count of every key granted since the last
-    /// call, for republishing (see `Rule::drain_own`).
-    pub fn drain_touched(&mut self, now: Nanos, mut f: impl FnMut(Count)) {
-        self.each_shared(now, |id, rule| rule.drain_own(now, id, &mut f));
+    /// Calls `f` with the own counts of keys granted, short or giving since
+    /// they were last republished, for a repair of at most `budget` counts
+    /// (give or take one key's): from where the last repair stopped, limit
+    /// by limit and key by key, round to the start after the last (see
+    /// `core::share::repair`). Returns how many it gave `f`.
+    pub fn drain_touched(&mut self, now: Nanos, budget: usize, mut f: impl FnMut(Count)) -> usize {
+        let (from_limit, from_key) = self.locker.repair_at;
+        let mut next = None;
+        let mut left = budget;
+        let mut sent = 0;
+        self.each_shared(now, |id, rule| {
+            if id.0 < from_limit || next.is_some() {
+                return;
+            }
+            let mut walk = RepairWalk::new(if id.0 == from_limit { from_key } else { 0 }, left);
+            rule.drain_own(now, id, &mut walk, |c| {
+                sent += 1;
+                f(c);
+            });
+            left = walk.left();
+            next = walk.resume_at().map(|key| (id.0, key));
+        });
+        self.locker.repair_at = next.unwrap_or((0, 0));
+        sent
     }
 
     /// Brings every shared limit up to `now` and calls `f` with each.

@@ -104,3 +104,34 @@ fn a_shadow_range_that_would_refuse_is_given_back_alone_and_does_not_refuse_the_
     assert_eq!(l.all_shadowed(0, &[asks[2], asks[0]], &second, &mut verdicts), Ok(false));
     assert_eq!(l.go(0, api, Some("k"), 0).unwrap().remaining, 4, "nothing charged");
 }
+
+#[test]
+fn a_repair_carries_at_most_its_budget_and_the_next_resumes_where_it_stopped() {
+    // Peered, two members: each owns 50 of 100 per key and slot.
+    let mut l = Locker::new(limit(DEFAULT_LIMIT, 100, 10.0), vec![limit("api", 100, 10.0)], 1000);
+    l.sharing().set_view(PeerView { members: 2, live: 2, ..PeerView::ALONE });
+    let now = 1_000 * crate::core::time::NANOS_PER_SEC;
+    let keys: Vec<String> = (0..10).map(|i| format!("k{i}")).collect();
+    for id in [l.default, l.find(Some("api")).unwrap()] {
+        for k in &keys {
+            assert!(l.go(now, id, Some(k), 1).unwrap().go);
+        }
+    }
+    // 20 touched keys, one count each (the own count): 3 repairs of 8.
+    let mut seen = Vec::new();
+    let mut sizes = Vec::new();
+    for _ in 0..4 {
+        let sent = l.sharing().drain_touched(now, 8, |c| seen.push((c.limit, c.key.clone())));
+        sizes.push(sent);
+    }
+    assert_eq!(sizes, [8, 8, 4, 0], "at most the budget, the rest in the next; then nothing is touched");
+    let mut unique = seen.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), 20, "every touched key once: {seen:?}");
+    // Touched again: the next cycle starts over from the first limit.
+    assert!(l.go(now, l.default, Some("k3"), 1).unwrap().go);
+    let mut again = Vec::new();
+    assert_eq!(l.sharing().drain_touched(now, 8, |c| again.push((c.limit, c.key.clone(), c.count))), 1);
+    assert_eq!(again, [(l.default, Some("k3".into()), 2)]);
+}

@@ -36,19 +36,18 @@ pub const SNAPSHOT_BURST: u64 = 8;
 /// its time on snapshots.
 pub const SNAPSHOT_REFILL: Nanos = 500 * NANOS_PER_MS;
 
-/// A repair (own counts of the keys touched since the last) is due with a
-/// heartbeat once the one before has had a heartbeat for each of these
-/// counts it sent: a locker with few busy keys repairs every heartbeat, one
-/// with a hundred thousand about every two and a half seconds, so its
-/// peers spend on repairs at most this many merges a heartbeat whatever the
-/// number of keys. What moves permits (wants, gifts) does not wait for a
-/// repair: it leaves within the loop turn. Repairs only carry it again
-/// (in case it was lost) and let peers see the counts.
+/// The most counts one repair carries (a repair goes with every
+/// heartbeat: the own counts of keys touched since they were last
+/// republished, resumed where the last repair stopped; see
+/// `core::share::repair`). A locker with a few thousand busy keys
+/// republishes each at every heartbeat, one with a hundred thousand each
+/// about every two and a half seconds; neither it nor its peers ever spend
+/// a long turn on a repair, and peers merge at most this many repaired
+/// counts a heartbeat whatever the number of keys. What moves permits
+/// (wants, gifts) does not wait for a repair: it leaves within the loop
+/// turn. Repairs carry it again (in case it was lost) and let peers see
+/// the counts.
 pub const REPAIR_BUDGET: usize = 4096;
-
-/// ...but never further apart than this, so that a lost want or gift is
-/// sent again within it.
-pub const LONGEST_REPAIR_GAP: Nanos = 5_000 * NANOS_PER_MS;
 
 /// How a locker takes part in peering.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,9 +127,6 @@ pub struct Peering {
     started: Nanos,
     joining: bool,
     next_heartbeat: Nanos,
-    /// A repair goes out with the first heartbeat from then on (see
-    /// `REPAIR_BUDGET`).
-    next_repair: Nanos,
     repair_due: bool,
     snapshot_wanted: bool,
     next_snapshot: Nanos,
@@ -177,7 +173,6 @@ impl Peering {
             nodes,
             started: now,
             next_heartbeat: now,
-            next_repair: now,
             repair_due: false,
             snapshot_wanted: false,
             next_snapshot: now,
@@ -608,7 +603,7 @@ impl Peering {
             self.tenure.tick(now, &self.nodes, &mut self.events);
             let every = if self.joining { JOINING_HEARTBEAT } else { self.settings.heartbeat };
             self.next_heartbeat = now.saturating_add(every);
-            self.repair_due = now >= self.next_repair;
+            self.repair_due = true;
             self.nodes.forget(now, self.retention);
             return Some(Outgoing::Heartbeat { joining: self.joining });
         }
@@ -621,16 +616,6 @@ impl Peering {
             return Some(Outgoing::Snapshot);
         }
         None
-    }
-
-    /// Records that the repair `poll_transmit` asked for at `now` sent
-    /// `sent` counts: the next waits a heartbeat for each `REPAIR_BUDGET`
-    /// of them.
-    pub fn repaired(&mut self, now: Nanos, sent: usize) {
-        let heartbeats = sent.div_ceil(REPAIR_BUDGET).max(1) as Nanos;
-        let gap = self.settings.heartbeat.saturating_mul(heartbeats).min(LONGEST_REPAIR_GAP);
-        // Due with the heartbeat that comes after the gap, not the one before.
-        self.next_repair = now.saturating_add(gap.saturating_sub(self.settings.heartbeat / 2));
     }
 
     /// When `poll_transmit` or the end of joining next has work.

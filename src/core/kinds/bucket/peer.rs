@@ -29,6 +29,7 @@
 use super::{Bucket, Ledger};
 use crate::core::ask::{Verdict, Want};
 use crate::core::room::{KeyRoom, Leeway, NoRoom};
+use crate::core::share::repair::RepairWalk;
 use crate::core::share::{Count, Counted, NodeIx, Share, ME};
 use crate::core::time::Nanos;
 
@@ -131,20 +132,25 @@ impl Bucket {
     }
 
     /// Calls `f` with this locker's own wants and gifts, as `(key, period,
-    /// count, what)`, of every key that asked or gave since the last call,
-    /// so that one lost on the way is repaired.
-    pub fn drain_own(&mut self, mut f: impl FnMut(Option<&str>, u64, u32, Counted)) {
+    /// count, what)`, of the keys that asked or gave since they were last
+    /// republished that `walk` takes, so that one lost on the way is
+    /// repaired.
+    pub fn drain_own(&mut self, walk: &mut RepairWalk, mut f: impl FnMut(Option<&str>, u64, u32, Counted)) {
         let mut each = |key: Option<&str>, k: &mut Ledger| {
-            if k.take_touched() {
+            if walk.take() && k.take_touched() {
                 let (period, wanted) = (k.period(), k.exchange().wanted_in(k.period()));
+                let mut sent = 0;
                 if wanted > 0 {
                     f(key, period, wanted, Counted::Wanted);
+                    sent += 1;
                 }
                 k.exchange().counts(|_, node, n, what| {
                     if node == ME {
-                        f(key, period, n, what)
+                        f(key, period, n, what);
+                        sent += 1;
                     }
                 });
+                walk.sent(sent);
             }
         };
         if let Some(k) = self.unkeyed_peered.as_deref_mut() {

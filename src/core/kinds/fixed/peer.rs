@@ -8,6 +8,7 @@
 use super::tally::{Tally, TallyMut, TallyRef};
 use super::FixedWindow;
 use crate::core::room::{KeyRoom, Leeway};
+use crate::core::share::repair::RepairWalk;
 use crate::core::share::{Count, Counted, Gifts, NodeIx, ME};
 use crate::core::time::Nanos;
 
@@ -65,25 +66,31 @@ impl FixedWindow {
     }
 
     /// Calls `f` with the own counts, as `(key, slot, node, count, what)`,
-    /// of every key granted, short or giving since the last call: its
-    /// grants, what it asked for, and its gifts, so that one lost on the
-    /// way is repaired.
-    pub fn drain_own(&mut self, mut f: impl FnMut(Option<&str>, u64, NodeIx, u32, Counted)) {
+    /// of the keys granted, short or giving since they were last
+    /// republished that `walk` takes: its grants, what it asked for, and
+    /// its gifts, so that one lost on the way is repaired.
+    pub fn drain_own(&mut self, walk: &mut RepairWalk, mut f: impl FnMut(Option<&str>, u64, NodeIx, u32, Counted)) {
         let slot = self.slot;
-        self.drain_touched(|key, tally| {
+        self.drain_touched(walk, |key, tally| {
+            let mut sent = 0;
+            let mut f = |node, n, what| {
+                sent += 1;
+                f(key, slot, node, n, what);
+            };
             if tally.own() > 0 {
-                f(key, slot, ME, tally.own(), Counted::Granted);
+                f(ME, tally.own(), Counted::Granted);
             }
             if tally.wanted() > 0 {
-                f(key, slot, ME, tally.wanted(), Counted::Wanted);
+                f(ME, tally.wanted(), Counted::Wanted);
             }
             if let Some(e) = tally.exchange() {
                 e.counts(|_, node, n, what| {
                     if node == ME {
-                        f(key, slot, node, n, what)
+                        f(node, n, what)
                     }
                 });
             }
+            sent
         });
     }
 
@@ -138,16 +145,17 @@ impl FixedWindow {
         unkeyed.into_iter().chain(self.keys.iter().map(|(k, t)| (Some(k), t)))
     }
 
-    /// Calls `f` with every tally granted, short or giving since the last
-    /// call, and clears the marks.
-    fn drain_touched(&mut self, mut f: impl FnMut(Option<&str>, TallyRef<'_>)) {
+    /// Calls `f` with every tally granted, short or giving since it was
+    /// last drained that `walk` takes, and clears their marks; `f` says how
+    /// many counts it republished.
+    fn drain_touched(&mut self, walk: &mut RepairWalk, mut f: impl FnMut(Option<&str>, TallyRef<'_>) -> usize) {
         let mut unkeyed = self.unkeyed.get_mut();
-        if unkeyed.take_touched() {
-            f(None, unkeyed.get());
+        if walk.take() && unkeyed.take_touched() {
+            walk.sent(f(None, unkeyed.get()));
         }
         self.keys.for_each_mut(|k, mut t| {
-            if t.take_touched() {
-                f(Some(k), t.get());
+            if walk.take() && t.take_touched() {
+                walk.sent(f(Some(k), t.get()));
             }
         });
     }

@@ -9,6 +9,7 @@
 use super::log::Log;
 use super::RollingWindow;
 use crate::core::room::{KeyRoom, Leeway, NoRoom};
+use crate::core::share::repair::RepairWalk;
 use crate::core::share::{Count, Counted, Gifts, NodeIx, ME};
 use crate::core::time::{Nanos, NANOS_PER_SEC};
 
@@ -131,15 +132,28 @@ impl RollingWindow {
     }
 
     /// Calls `f` with the own figures, as `(key, slot, node, count,
-    /// what)`, of every key granted, short or giving since the last call,
-    /// for republishing: the grants of each sub-slot granted in, what it
-    /// asked for, and its gifts, so that one lost on the way is repaired
-    /// by the next.
-    pub fn drain_touched(&mut self, now: Nanos, mut f: impl FnMut(Option<&str>, u64, NodeIx, u32, Counted)) {
+    /// what)`, of the keys granted, short or giving since they were last
+    /// republished that `walk` takes: the grants of each sub-slot granted
+    /// in, what it asked for, and its gifts, so that one lost on the way is
+    /// repaired by the next.
+    pub fn drain_touched(
+        &mut self,
+        now: Nanos,
+        walk: &mut RepairWalk,
+        mut f: impl FnMut(Option<&str>, u64, NodeIx, u32, Counted),
+    ) {
         let span = self.span;
         let window = span.window_of(now);
         let mut drain = |key: Option<&str>, log: &mut Log| {
+            if !walk.take() {
+                return;
+            }
             let Some(s) = log.shared.as_mut() else { return };
+            let mut sent = 0;
+            let mut f = |key, slot, node, n, what| {
+                sent += 1;
+                f(key, slot, node, n, what);
+            };
             if std::mem::take(&mut s.rights.touched) {
                 let wanted = s.rights.exchange().wanted_in(window);
                 if wanted > 0 {
@@ -151,8 +165,10 @@ impl RollingWindow {
                     }
                 });
             }
-            let Some(from) = s.touched_from.take() else { return };
-            log.own_subs(span, span.sub(from), |sub, n| f(key, sub, ME, n, Counted::Granted));
+            if let Some(from) = s.touched_from.take() {
+                log.own_subs(span, span.sub(from), |sub, n| f(key, sub, ME, n, Counted::Granted));
+            }
+            walk.sent(sent);
         };
         drain(None, &mut self.unkeyed);
         self.keys.for_each_mut(|k, log| drain(Some(k), log));

@@ -321,30 +321,3 @@ fn a_run_says_how_long_it_has_heard_its_peers_since_it_started_or_resumed() {
     assert_eq!(p.up(T0 + 2300 * MS), 300 * MS, "what a pause stopped it from hearing, it may not know");
 }
 
-#[test]
-fn a_repair_waits_a_heartbeat_for_each_budget_of_counts_the_last_one_sent() {
-    let mut p = peering(1);
-    let hb = p.settings().heartbeat;
-    // Joined, beating every `hb`.
-    p.on_heartbeat(T0, 0, &node("b", 1), beat(T0, false));
-    p.on_snapshot_done(T0, 0, &node("b", 1));
-    let repairs = |p: &mut Peering, from: Nanos, beats: u64, sent: usize| {
-        let mut at = Vec::new();
-        for i in 0..beats {
-            let now = from + i * hb;
-            if drain(p, now).contains(&Outgoing::Repair) {
-                p.repaired(now, sent);
-                at.push(i);
-            }
-        }
-        at
-    };
-    let start = T0 + 10 * hb;
-    drain(&mut p, start - hb);
-    assert_eq!(repairs(&mut p, start, 4, 10), [0, 1, 2, 3], "a few keys: every heartbeat");
-    let many = 3 * REPAIR_BUDGET + 1;
-    assert_eq!(repairs(&mut p, start + 4 * hb, 12, many), [0, 4, 8], "four budgets: every fourth heartbeat");
-    let huge = 1_000_000;
-    let gaps = repairs(&mut p, start + 20 * hb, 120, huge);
-    assert_eq!(gaps[1] - gaps[0], LONGEST_REPAIR_GAP / hb, "never further apart than the longest gap: {gaps:?}");
-}
