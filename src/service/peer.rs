@@ -6,8 +6,8 @@
 
 use crate::core::peering::members::MemberSet;
 use crate::core::peering::nodes::shown;
-use crate::core::peering::tenure::Said;
 use crate::core::peering::schedule::REPAIR_BUDGET;
+use crate::core::peering::tenure::Said;
 use crate::core::peering::Beat;
 use crate::core::{Count, Counted, Locker, Nanos, NodeKey, Nodes, Outgoing, PeerIx, Peering};
 use crate::state::{Keep, Record};

@@ -320,4 +320,3 @@ fn a_run_says_how_long_it_has_heard_its_peers_since_it_started_or_resumed() {
     p.on_pause(T0 + 2000 * MS, 1000 * MS);
     assert_eq!(p.up(T0 + 2300 * MS), 300 * MS, "what a pause stopped it from hearing, it may not know");
 }
-
