@@ -25,6 +25,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from free_port import free_port  # noqa: E402
+
 LOCKER = os.environ.get("LOCKER_BIN", str(ROOT / "target" / "release" / "locker"))
 DEADLINE = 10  # seconds any one wait may take before the test fails
 
@@ -517,31 +520,6 @@ def test_response_headers(pb, style):
 def test_no_headers_unless_asked(pb, locker):
     reply = ask(pb, locker, "messaging", [("to_number", unique())])
     assert list(reply.response_headers_to_add) == []
-
-
-def free_port():
-    """A port nobody listens on, from below the kernel's ephemeral range,
-    where no outgoing connection takes it before its locker binds it."""
-    import socket
-
-    global _next_port
-    ranges = Path("/proc/sys/net/ipv4/ip_local_port_range")
-    first = int(ranges.read_text().split()[0]) if ranges.exists() else 32768
-    low = max(10_000, first - 12_000)
-    span = max(1, first - low)
-    for _ in range(span):
-        _next_port += 1
-        port = low + _next_port % span
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no free port in {low}..{first}")
-
-
-_next_port = (os.getpid() * 7919 + time.time_ns()) % 100_000
 
 
 PEERED = """domain: peered

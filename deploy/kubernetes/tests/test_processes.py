@@ -42,8 +42,8 @@ import os
 import queue
 import re
 import signal
-import socket
 import subprocess
+import sys
 import threading
 import time
 import tomllib
@@ -58,32 +58,10 @@ import zmq
 
 from test_manifests import LOCKER, ROOT, Docs, config_files, container, named_peer, one, pod_args, pod_config, reload_container, render
 
+sys.path.insert(0, str(ROOT / "tests"))
+from free_port import free_port  # noqa: E402
+
 DEADLINE = 15.0  # seconds any one wait may take before the test fails
-
-
-def free_port() -> int:
-    """A port nobody listens on, taken from below the kernel's ephemeral
-    range: a port picked by binding port 0 lies inside that range, where an
-    outgoing connection (a member dialling one not yet started) may take it
-    before the locker meant to listen there binds it."""
-    global _next_port
-    ranges = Path("/proc/sys/net/ipv4/ip_local_port_range")
-    first = int(ranges.read_text().split()[0]) if ranges.exists() else 32768
-    low = max(10_000, first - 12_000)
-    span = max(1, first - low)
-    for _ in range(span):
-        _next_port += 1
-        port = low + _next_port % span
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no free port in {low}..{first}")
-
-
-_next_port = (os.getpid() * 7919 + time.time_ns()) % 100_000
 
 
 class Process:
