@@ -15,7 +15,8 @@
 //! peer, so the socket a message arrives on names the peer it came from,
 //! and publishes on a PUB socket whatever the service hands it. Peer
 //! messages are read before requests, and publishing follows every small
-//! batch of requests, so that counts travel within one loop turn. A publish
+//! batch of requests, so that wants and gifts travel within one loop turn;
+//! a turn serves for at most `TURN_BUDGET` before the timers. A publish
 //! never blocks: past the high-water mark ZeroMQ drops it, which cumulative
 //! counts make harmless. Peer messages and requests are read in bounded
 //! batches with the stop flag checked between them, so no flood delays a
