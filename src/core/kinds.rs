@@ -258,7 +258,12 @@ impl Rule {
     /// window's or a bucket's own wants and gifts), for republishing at
     /// `now`: a count lost on the way is repaired by the next one. Call
     /// `advance` first.
-    pub fn drain_own(&mut self, now: Nanos, id: LimitId, walk: &mut RepairWalk, mut f: impl FnMut(Count)) {
+    pub fn drain_own(&mut self, now: Nanos, id: LimitId, walk: &RepairWalk, mut f: impl FnMut(Count)) {
+        // Every count republished spends the walk's budget.
+        let mut f = |c| {
+            walk.sent();
+            f(c);
+        };
         match self {
             Rule::Window(w) => w.drain_own(walk, |key, slot, node, n, what| f(Count::of(what, id, key, slot, node, n))),
             Rule::Bucket(b) => b.drain_own(walk, |key, period, n, what| f(Count::of(what, id, key, period, ME, n))),

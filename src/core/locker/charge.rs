@@ -35,6 +35,7 @@ impl Locker {
         entry.record(now, Outcome::of_ask(&charged.as_ref().map(|c| c.verdict)));
         if let Ok(c) = &charged {
             entry.stats.charged += u64::from(c.verdict.granted);
+            // A charge takes what it is charged and asks the peers for nothing.
             self.publish(ask, &c.verdict, c.verdict.granted);
         }
         charged

@@ -111,8 +111,8 @@ impl Sharing<'_> {
             if id.0 < from_limit || next.is_some() {
                 return;
             }
-            let mut walk = RepairWalk::new(if id.0 == from_limit { from_key } else { 0 }, left);
-            rule.drain_own(now, id, &mut walk, |c| {
+            let walk = RepairWalk::new(if id.0 == from_limit { from_key } else { 0 }, left);
+            rule.drain_own(now, id, &walk, |c| {
                 sent += 1;
                 f(c);
             });

@@ -135,22 +135,18 @@ impl Bucket {
     /// count, what)`, of the keys that asked or gave since they were last
     /// republished that `walk` takes, so that one lost on the way is
     /// repaired.
-    pub fn drain_own(&mut self, walk: &mut RepairWalk, mut f: impl FnMut(Option<&str>, u64, u32, Counted)) {
+    pub fn drain_own(&mut self, walk: &RepairWalk, mut f: impl FnMut(Option<&str>, u64, u32, Counted)) {
         let mut each = |key: Option<&str>, k: &mut Ledger| {
             if walk.take() && k.take_touched() {
                 let (period, wanted) = (k.period(), k.exchange().wanted_in(k.period()));
-                let mut sent = 0;
                 if wanted > 0 {
                     f(key, period, wanted, Counted::Wanted);
-                    sent += 1;
                 }
                 k.exchange().counts(|_, node, n, what| {
                     if node == ME {
-                        f(key, period, n, what);
-                        sent += 1;
+                        f(key, period, n, what)
                     }
                 });
-                walk.sent(sent);
             }
         };
         if let Some(k) = self.unkeyed_peered.as_deref_mut() {

@@ -69,28 +69,22 @@ impl FixedWindow {
     /// of the keys granted, short or giving since they were last
     /// republished that `walk` takes: its grants, what it asked for, and
     /// its gifts, so that one lost on the way is repaired.
-    pub fn drain_own(&mut self, walk: &mut RepairWalk, mut f: impl FnMut(Option<&str>, u64, NodeIx, u32, Counted)) {
+    pub fn drain_own(&mut self, walk: &RepairWalk, mut f: impl FnMut(Option<&str>, u64, NodeIx, u32, Counted)) {
         let slot = self.slot;
         self.drain_touched(walk, |key, tally| {
-            let mut sent = 0;
-            let mut f = |node, n, what| {
-                sent += 1;
-                f(key, slot, node, n, what);
-            };
             if tally.own() > 0 {
-                f(ME, tally.own(), Counted::Granted);
+                f(key, slot, ME, tally.own(), Counted::Granted);
             }
             if tally.wanted() > 0 {
-                f(ME, tally.wanted(), Counted::Wanted);
+                f(key, slot, ME, tally.wanted(), Counted::Wanted);
             }
             if let Some(e) = tally.exchange() {
                 e.counts(|_, node, n, what| {
                     if node == ME {
-                        f(node, n, what)
+                        f(key, slot, node, n, what)
                     }
                 });
             }
-            sent
         });
     }
 
@@ -146,16 +140,15 @@ impl FixedWindow {
     }
 
     /// Calls `f` with every tally granted, short or giving since it was
-    /// last drained that `walk` takes, and clears their marks; `f` says how
-    /// many counts it republished.
-    fn drain_touched(&mut self, walk: &mut RepairWalk, mut f: impl FnMut(Option<&str>, TallyRef<'_>) -> usize) {
+    /// last drained that `walk` takes, and clears their marks.
+    fn drain_touched(&mut self, walk: &RepairWalk, mut f: impl FnMut(Option<&str>, TallyRef<'_>)) {
         let mut unkeyed = self.unkeyed.get_mut();
         if walk.take() && unkeyed.take_touched() {
-            walk.sent(f(None, unkeyed.get()));
+            f(None, unkeyed.get());
         }
         self.keys.for_each_mut(|k, mut t| {
             if walk.take() && t.take_touched() {
-                walk.sent(f(Some(k), t.get()));
+                f(Some(k), t.get());
             }
         });
     }

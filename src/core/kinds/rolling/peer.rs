@@ -139,7 +139,7 @@ impl RollingWindow {
     pub fn drain_touched(
         &mut self,
         now: Nanos,
-        walk: &mut RepairWalk,
+        walk: &RepairWalk,
         mut f: impl FnMut(Option<&str>, u64, NodeIx, u32, Counted),
     ) {
         let span = self.span;
@@ -149,11 +149,6 @@ impl RollingWindow {
                 return;
             }
             let Some(s) = log.shared.as_mut() else { return };
-            let mut sent = 0;
-            let mut f = |key, slot, node, n, what| {
-                sent += 1;
-                f(key, slot, node, n, what);
-            };
             if std::mem::take(&mut s.rights.touched) {
                 let wanted = s.rights.exchange().wanted_in(window);
                 if wanted > 0 {
@@ -165,10 +160,8 @@ impl RollingWindow {
                     }
                 });
             }
-            if let Some(from) = s.touched_from.take() {
-                log.own_subs(span, span.sub(from), |sub, n| f(key, sub, ME, n, Counted::Granted));
-            }
-            walk.sent(sent);
+            let Some(from) = s.touched_from.take() else { return };
+            log.own_subs(span, span.sub(from), |sub, n| f(key, sub, ME, n, Counted::Granted));
         };
         drain(None, &mut self.unkeyed);
         self.keys.for_each_mut(|k, log| drain(Some(k), log));

@@ -104,8 +104,8 @@ impl Net {
         while self.next_repair <= now {
             for from in 0..self.windows.len() {
                 let mut counts = Vec::new();
-                let mut walk = crate::core::share::repair::RepairWalk::new(0, usize::MAX);
-                self.windows[from].drain_touched(self.next_repair, &mut walk, |key, slot, node, n, what| {
+                let walk = crate::core::share::repair::RepairWalk::new(0, usize::MAX);
+                self.windows[from].drain_touched(self.next_repair, &walk, |key, slot, node, n, what| {
                     counts.push(Count::of(what, LimitId(0), key, slot, node, n));
                 });
                 let at = self.next_repair;
