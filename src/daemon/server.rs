@@ -82,6 +82,14 @@ const INNER_BATCH: usize = 8;
 /// of the batch (`calls`), at a few microseconds each.
 const CALLS_BATCH: usize = 64;
 
+/// How many batches of requests are served after the peers were found
+/// quiet before they are looked at again within a turn: a look at an
+/// empty SUB socket is a system call (ZeroMQ polls its mailbox), which
+/// between every `INNER_BATCH` single asks cost a member about a twentieth
+/// of its CPU. A peer message then waits at most this many batches (well
+/// under a millisecond of single asks) beyond the turn's own bound.
+const PEER_LOOK_EVERY: usize = 8;
+
 /// How many peer messages are read from one peer in one go: a message
 /// holds up to 256 counts, wants and gifts, so a few are as much work as
 /// the `INNER_BATCH` requests served beside them.
@@ -466,9 +474,16 @@ impl Server {
             // Requests and peer messages both count towards the batch, and
             // the turn's time is bounded too, so a flood of either returns
             // to the stop flag and the timers soon.
-            let (mut handled, started) = (0, now);
+            let (mut handled, started, mut look_in) = (0, now, 0);
             while handled < BATCH && !stop() {
-                let heard = self.read_peers(&mut msg)?;
+                // Peers are looked at first and while they have messages;
+                // found quiet, again only after `PEER_LOOK_EVERY` batches.
+                let heard = if look_in == 0 { self.read_peers(&mut msg)? } else { 0 };
+                look_in = match (look_in, heard) {
+                    (0, 0) => PEER_LOOK_EVERY,
+                    (0, _) => 0,
+                    (left, _) => left - 1,
+                };
                 let n = self.serve_some(&mut msg, &mut out)?;
                 if heard == 0 && n == 0 {
                     break;
