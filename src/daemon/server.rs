@@ -14,7 +14,8 @@
 //! When peered, the same thread also polls one SUB socket per configured
 //! peer, so the socket a message arrives on names the peer it came from,
 //! and publishes on a PUB socket whatever the service hands it. Peer
-//! messages are read before requests, and publishing follows every small
+//! messages are read before requests (and, once found quiet, again after a
+//! few batches: `PEER_LOOK_EVERY`), and publishing follows every small
 //! batch of requests, so that wants and gifts travel within one loop turn;
 //! a turn serves for at most `TURN_BUDGET` before the timers. A publish
 //! never blocks: past the high-water mark ZeroMQ drops it, which cumulative
