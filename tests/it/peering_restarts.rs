@@ -8,6 +8,9 @@
 //! - A trio, no kill: 60 asks on locker 0, then 100 spread over the other
 //!   two. What locker 0 was given and did not spend reaches the others
 //!   once its own asks have ended: the slot serves its 100.
+//! - A pair, locker 0 kept busy by a flood of batched asks on other keys
+//!   (`locker bench`): locker 1 still gets its peer's half, since the loop
+//!   reads its peers between requests however many keep coming.
 //!
 //! Every scenario runs inside one slot: it starts at least 12 s before the
 //! slot's end, and a go counts only when its ask and its answer both fall
@@ -15,11 +18,12 @@
 //! reason (a machine too loaded to restart a locker in 12 s), never with a
 //! wrong count.
 
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use locker::{Ask, Client};
 
-use crate::support::{wait_for_room, wall_ns, Peered, DEADLINE};
+use crate::support::{locker_bin, wait_for_room, wall_ns, Peered, DEADLINE};
 
 const SLOT: Duration = Duration::from_secs(16);
 const LIMIT: [&str; 4] = ["--max-requests", "100", "--in-seconds", "16"];
@@ -133,4 +137,26 @@ fn permits_given_to_a_locker_whose_asks_ended_reach_the_other_two() {
     assert_eq!(first, 60, "locker 0 is given what it lacks of 60");
     assert!(go <= 100, "{go} go in a slot of 100");
     assert!(go >= 98, "what locker 0 did not spend reaches the others: {go} go of 100");
+}
+
+#[test]
+fn a_member_flooded_with_requests_still_gives_its_peer_what_it_asks() {
+    let (group, start) = group_of(2);
+    // Batches of 100 over 100,000 keys of their own, never waiting for a
+    // reply before sending the next: locker 0's loop is never idle.
+    let mut flood = Command::new(locker_bin())
+        .args(["bench", "--connect", &group.endpoint(0), "--keys", "100000", "--batch", "100"])
+        .args(["--pipeline", "4", "--clients", "1", "--duration", "8s", "--timeout", "10s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let goes = take(&group.endpoint(1), 100);
+    let flooding = flood.try_wait().unwrap().is_none();
+    let _ = flood.kill();
+    let _ = flood.wait();
+    let go = in_slot(&goes, start);
+    eprintln!("a pair at 100 per 16 s, locker 0 flooded: {go} go on locker 1");
+    assert!(flooding, "the flood ended before locker 1's asks did: nothing was tested");
+    assert_eq!(go, 100, "locker 1's half and its peer's, given under the flood");
 }
