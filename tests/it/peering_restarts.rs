@@ -151,6 +151,7 @@ fn a_member_flooded_with_requests_still_gives_its_peer_what_it_asks() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    under_way(&group.endpoint(0), 10_000);
     let goes = take(&group.endpoint(1), 100);
     let flooding = flood.try_wait().unwrap().is_none();
     let _ = flood.kill();
@@ -159,4 +160,19 @@ fn a_member_flooded_with_requests_still_gives_its_peer_what_it_asks() {
     eprintln!("a pair at 100 per 16 s, locker 0 flooded: {go} go on locker 1");
     assert!(flooding, "the flood ended before locker 1's asks did: nothing was tested");
     assert_eq!(go, 100, "locker 1's half and its peer's, given under the flood");
+}
+
+/// Waits (10 s at most) until `endpoint` has answered more than `requests`
+/// asks, by its stats: the flood is under way.
+fn under_way(endpoint: &str, requests: u64) {
+    let mut client = Client::new([endpoint], DEADLINE).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let answered: u64 = client.stats().expect("stats").limits.iter().map(|l| l.requests).sum();
+        if answered > requests {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "the flood did not start: {answered} requests in 10 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
