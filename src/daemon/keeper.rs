@@ -696,14 +696,18 @@ const COMPACTION_NICE: libc::c_int = 10;
 
 /// Makes the calling thread `COMPACTION_NICE` nicer than it is (at most
 /// 19): Linux applies a nice set by thread id to that thread alone. Best
-/// effort: a failure leaves the thread as it was.
+/// effort: a failure leaves the thread as it was, and says so in the log.
 fn yield_to_the_loop() {
     // SAFETY: plain system calls on this thread's own id; no memory passed.
     let tid = unsafe { libc::gettid() } as libc::id_t;
     // SAFETY: as above; both read only their integer arguments.
-    unsafe {
+    let set = unsafe {
         let nice = libc::getpriority(libc::PRIO_PROCESS, tid);
-        libc::setpriority(libc::PRIO_PROCESS, tid, (nice + COMPACTION_NICE).min(19));
+        libc::setpriority(libc::PRIO_PROCESS, tid, (nice + COMPACTION_NICE).min(19))
+    };
+    if set != 0 {
+        let error = std::io::Error::last_os_error();
+        warn!(%error, "the state file's compaction runs at the loop's priority: its nice could not be raised");
     }
 }
 
