@@ -39,10 +39,10 @@
 #    [target ≥ 0.9]. Slots are aligned to wall time, so every run starts
 #    just after a slot boundary (epoch seconds divisible by 10) and has one
 #    whole slot to itself; lone and trio take turns slot by slot, and each
-#    limit is asked once per locker per round, so a rolling window has
-#    emptied and a bucket refilled before it is asked again. The members'
-#    own stats show what each granted in the run: B and C should grant
-#    nothing, and the trio no more than the limit. A lone locker that did
+#    limit is asked by a locker at least a slot after that locker last
+#    asked it, so a rolling window has emptied and a bucket refilled. The
+#    members' own stats show what each granted in the run: B and C should
+#    grant nothing, and the trio no more than the limit. A lone locker that did
 #    not spend the limit in the run (too few asks on a busy machine) is
 #    flagged: its ratio then mixes reach with throughput.
 #
@@ -284,14 +284,19 @@ reach() {
   declare -A before
   [ "$target" != trio ] || serving "reach, $kind, $keys keys"
   for name in "${names[@]}"; do before[$name]=$(go_of "$name" "$limit"); done
+  # The next slot boundary at least a slot after this target last asked
+  # this limit, so that a bucket is full again (the order of the two
+  # targets alternates, and one may ask the same limit twice in a row).
   now=$(date +%s.%N)
-  wait=$(awk -v t="$now" -v s="$REACH_SECONDS" 'BEGIN { printf "%.3f", s - (t - int(t / s) * s) + 0.05 }')
+  wait=$(awk -v t="$now" -v s="$REACH_SECONDS" -v last="${last_asked[$target-$limit]:-0}" \
+    'BEGIN { from = (last + s > t) ? last + s : t; printf "%.3f", from - t + s - (from - int(from / s) * s) + 0.05 }')
   sleep "$wait"
   started=$(date +%s.%N)
   # shellcheck disable=SC2086
   bench --connect "tcp://127.0.0.1:${PORT[$who]}" --limit "$limit" --keys "$keys" \
     --duration "${REACH_DURATION}s" $REACH_BENCH --json >"$DIR/run.json" || die "locker bench against $target failed"
   ended=$(date +%s.%N)
+  last_asked[$target-$limit]=$ended
   local gos=()
   for name in "${names[@]}"; do gos+=("go_$name=$(($(go_of "$name" "$limit") - ${before[$name]}))"); done
   local most=$REACH_MAX
@@ -327,6 +332,7 @@ for round in $(seq "$ROUNDS"); do
 done
 cost_took=$(($(date +%s) - began))
 
+declare -A last_asked
 if [ "$REACH" = 1 ]; then
   turn=0
   for round in $(seq "$REACH_ROUNDS"); do

@@ -139,6 +139,17 @@ impl Ledger {
         self.lack_at(now).div_ceil(u128::from(self.room.max(1))) as Nanos
     }
 
+    /// Nanoseconds from `now` until this share is full with tokens to
+    /// grant, the period ending in `period_end`: `full_in`, but a share
+    /// that gave all its room away holds none until the period ends, when
+    /// its room comes back empty and fills in `depth`.
+    pub fn full_with_tokens_in(&self, now: Nanos, depth: Nanos, period_end: Nanos) -> Nanos {
+        match self.room {
+            0 => period_end.saturating_add(depth),
+            _ => self.full_in(now),
+        }
+    }
+
     /// Makes the room `room` at `at`, with `tokens` more (fewer when
     /// negative) than were held: the tokens held become at most the room.
     /// A gift moves tokens and room alike; room taken back or handed on
@@ -256,9 +267,17 @@ impl Ledger {
     /// other members): each gift's tokens and as much room leave this
     /// locker before `f` hears of it with the receiver's cumulative
     /// total, which is what is published.
+    ///
+    /// A share that granted nothing in the period is idle: it gives the
+    /// whole want, not its part of it. An idle share is full, so its
+    /// refill is lost; given away with its room, the refill goes where the
+    /// tokens are spent, and a want over many peers is met in one round
+    /// trip instead of one per doubling. Should demand come here later in
+    /// the period, this locker asks back like any other.
     pub fn give(&mut self, now: Nanos, depth: Nanos, others: u32, mut f: impl FnMut(NodeIx, u32)) {
         let mut exchange = std::mem::take(&mut self.exchange);
-        exchange.give(self.period, self.available(now, depth), others, now, |_, step| {
+        let parts = if self.spent == 0 { 1 } else { others };
+        exchange.give(self.period, self.available(now, depth), parts, now, |_, step| {
             if let Giving::Gave { node, n, total } = step {
                 self.reroom(now, depth, self.room - n, -i64::from(n));
                 self.touched = true;

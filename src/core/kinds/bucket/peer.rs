@@ -57,7 +57,8 @@ impl Bucket {
         let own_wait = |k: &Ledger, n| k.wait_for(now, depth, n).unwrap_or(period_end);
         if want.cost == 0 {
             let retry_after = if held > 0 { 0 } else { own_wait(k, 1) };
-            return Ok(Verdict { go: held > 0, ..Verdict::sorry(burst, held, retry_after, k.full_in(now)) });
+            let reset = k.full_with_tokens_in(now, depth, period_end);
+            return Ok(Verdict { go: held > 0, ..Verdict::sorry(burst, held, retry_after, reset) });
         }
         if held >= want.need() {
             let granted = want.grant(held);
@@ -72,7 +73,7 @@ impl Bucket {
             k.want(now, need, share.keeps_own_for());
             retry_after = retry_after.min(share.charged_for());
         }
-        Ok(Verdict::sorry(burst, held, retry_after, k.full_in(now)))
+        Ok(Verdict::sorry(burst, held, retry_after, k.full_with_tokens_in(now, depth, period_end)))
     }
 
     /// What `key` asked its peers for, if that grew with the last ask:

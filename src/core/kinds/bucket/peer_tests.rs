@@ -60,15 +60,32 @@ fn a_want_is_answered_with_tokens_taken_off_the_giver_first() {
     let mut gifts = Vec::new();
     let want = heard(Counted::Wanted, period, 1, wanted);
     assert!(giver.merge_want_or_gift(T0, &want, terms(1), |_, p, to, n| gifts.push((p, to, n))));
-    // Two other members: each gives half of the want.
-    assert_eq!(gifts, [(period, 1, 1)]);
-    assert_eq!(ask(&mut giver, T0, 1).remaining, 0, "the giver kept 1 of its 2");
+    // The giver granted none in the period: it gives the whole want, not
+    // its half (two other members), and holds no room until the period
+    // ends (at T0 + 1 s), when its room comes back empty to fill in 500 ms.
+    assert_eq!(gifts, [(period, 1, 2)]);
+    let emptied = ask(&mut giver, T0, 1);
+    assert!(!emptied.go, "the giver gave both its tokens");
+    assert_eq!(emptied.reset_after, 1_500 * MS, "{emptied:?}");
     assert!(!giver.merge_want_or_gift(T0, &want, terms(1), |_, _, _, _| panic!("answered")));
     let gift = heard(Counted::Gave(ME), period, 2, 1);
     assert!(taker.merge_want_or_gift(T0, &gift, terms(0), |_, _, _, _| {}));
     assert!(!taker.merge_want_or_gift(T0, &gift, terms(0), |_, _, _, _| {}), "a repeat");
     assert!(ask(&mut taker, T0, 0).go, "the gift is the taker's own");
     assert!(!ask(&mut taker, T0, 0).go);
+}
+
+#[test]
+fn a_member_that_granted_in_the_period_gives_its_part_of_a_want() {
+    let mut giver = bucket();
+    assert!(ask(&mut giver, T0, 0).go, "one of its 2");
+    // Its room of 2 refills at 4 a second: full again 250 ms later.
+    let at = T0 + 250 * MS;
+    let mut gifts = Vec::new();
+    let want = heard(Counted::Wanted, giver.period(at), 1, 2);
+    giver.merge_want_or_gift(at, &want, terms(0), |_, p, to, n| gifts.push((p, to, n)));
+    assert_eq!(gifts, [(giver.period(at), 1, 1)], "half of the want: two other members");
+    assert!(ask(&mut giver, at, 0).go, "and keeps the other");
 }
 
 #[test]
@@ -160,7 +177,8 @@ fn a_resumed_share_holds_what_its_earlier_run_held_after_a_gift_and_a_grant_alon
 fn a_grant_after_the_last_gift_resumes_on_the_room_the_gift_left() {
     let mut earlier = bucket();
     let mut given = 0;
-    earlier.merge_want_or_gift(T0, &heard(Counted::Wanted, earlier.period(T0), 1, 2), terms(0), |_, _, _, n| given = n);
+    // Idle, it gives the whole want: one of its two tokens.
+    earlier.merge_want_or_gift(T0, &heard(Counted::Wanted, earlier.period(T0), 1, 1), terms(0), |_, _, _, n| given = n);
     assert_eq!(given, 1);
     let fill = kept_fill(&earlier, T0);
     assert!(ask(&mut earlier, T0 + MS, 0).go, "the one token left");
