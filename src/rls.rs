@@ -10,14 +10,17 @@
 //! - `headers`: the response headers of `--rls-headers`;
 //! - `bridge`: the batch to the loop through a queue it drains, and the
 //!   reply back, with no thread per call;
-//! - `grpc`: tonic, the health service and the thread they run on.
+//! - `sockets`: the listener and connections, whose readiness the loop
+//!   polls beside its own sockets;
+//! - `grpc`: tonic and the health service.
 //!
-//! The gRPC side runs on its own thread and reaches the loop only through
-//! the bridge, whose requests the loop serves as it serves a ZeroMQ
-//! client's, so the loop never blocks on it and every guarantee of the
-//! ZeroMQ side (peering, the store, the state file, held asks, metrics)
-//! holds for these asks too. This module reads no clock and decides
-//! nothing.
+//! The gRPC side runs on the loop's own thread: a tokio runtime the loop
+//! drives between its turns (`Running::drive`), on sockets the loop polls.
+//! It reaches the loop only through the bridge, whose requests the loop
+//! serves as it serves a ZeroMQ client's, so every guarantee of the ZeroMQ
+//! side (peering, the store, the state file, held asks, metrics) holds for
+//! these asks too, and no thread is woken on a call's way. This module
+//! reads no clock and decides nothing.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -32,6 +35,7 @@ pub mod decide;
 pub mod grpc;
 pub mod headers;
 pub mod proto;
+pub mod sockets;
 
 pub use config::{RlsConfigError, Table};
 pub use grpc::GrpcHealth;
@@ -108,7 +112,16 @@ impl RlsError {
     }
 }
 
-/// The running gRPC side.
+/// How many scheduler ticks one drive may run before it looks at timers:
+/// more than the tasks a turn readies (a connection's, and one per call in
+/// flight), so that one drive runs every task a turn readied.
+const TASKS_PER_DRIVE: u32 = 4_096;
+
+/// How long a stop drives the gRPC side for its connections to close.
+const STOP_WAIT: std::time::Duration = std::time::Duration::from_millis(1_500);
+
+/// The running gRPC side: a runtime of no thread of its own, driven by
+/// the loop.
 pub struct Running {
     addr: SocketAddr,
     health: GrpcHealth,
@@ -116,16 +129,21 @@ pub struct Running {
     stop: tokio::sync::watch::Sender<bool>,
     bridge: bridge::Bridge,
     counts: counts::Counts,
-    thread: Option<std::thread::JoinHandle<()>>,
+    ready: sockets::Ready,
+    runtime: Option<tokio::runtime::Runtime>,
+    served: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Running {
-    /// Binds `config.bind` and serves on a new thread, asking the loop
-    /// through `bridge` (whose inbox the loop drains); a batch is at most
-    /// `max_message_size` bytes.
+    /// Binds `config.bind` and makes the gRPC side ready to serve, asking
+    /// the loop through `bridge` (whose inbox the loop drains); a batch is
+    /// at most `max_message_size` bytes. Nothing runs until the loop
+    /// drives it.
     pub fn start(bridge: bridge::Bridge, config: &RlsConfig, max_message_size: usize) -> Result<Running, RlsError> {
         let err = |why: String| RlsError { addr: config.bind.clone(), why };
         let (listener, addr) = grpc::bind(&config.bind).map_err(|e| err(e.to_string()))?;
+        let ready = sockets::Ready::default();
+        let incoming = sockets::Incoming::new(listener, ready.clone()).map_err(|e| err(e.to_string()))?;
         let table = Arc::new(RwLock::new(config.table.clone()));
         let answering =
             decide::Answering { max_message_size, runtime_limits: config.runtime_limits, headers: config.headers };
@@ -137,9 +155,10 @@ impl Running {
             counts: counts.clone(),
             unanswered: grpc::MissedCalls::default(),
         };
+        // Timers only: the sockets are the loop's to poll (`sockets`).
         let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .thread_name("locker-rls")
+            .enable_time()
+            .event_interval(TASKS_PER_DRIVE)
             .build()
             .map_err(|e| err(e.to_string()))?;
         let health = GrpcHealth::default();
@@ -147,17 +166,35 @@ impl Running {
         let server = grpc::RateLimitServer(Arc::new(shared));
         let follow = health.clone();
         let tls = config.tls.clone();
-        let thread = std::thread::Builder::new()
-            .name("locker-rls".into())
-            .spawn(move || {
-                if let Err(e) = runtime.block_on(grpc::serve(listener, server, follow, stopped, tls)) {
-                    error!(error = %e, "envoy's rate-limit service stopped");
-                }
-                runtime.shutdown_timeout(std::time::Duration::from_secs(1));
-            })
-            .map_err(|e| err(e.to_string()))?;
+        let served = runtime.spawn(async move {
+            if let Err(e) = grpc::serve(incoming, server, follow, stopped, tls).await {
+                error!(error = %e, "envoy's rate-limit service stopped");
+            }
+        });
         info!(address = %addr, tls = config.tls.is_some(), "envoy's rate-limit service over grpc");
-        Ok(Running { addr, health, table, stop, bridge, counts, thread: Some(thread) })
+        Ok(Running { addr, health, table, stop, bridge, counts, ready, runtime: Some(runtime), served: Some(served) })
+    }
+
+    /// Adds a poll item for each gRPC socket a task waits on; returns how
+    /// many (see `sockets::Ready`).
+    pub fn poll_items(&self, into: &mut Vec<zmq::PollItem<'_>>) -> usize {
+        self.ready.poll_items(into)
+    }
+
+    /// Readies the tasks whose sockets `items` (what `poll_items` added,
+    /// polled) found ready, and drives.
+    pub fn wake_and_drive(&self, items: &[zmq::PollItem<'_>]) {
+        self.ready.wake(items);
+        self.drive();
+    }
+
+    /// Runs every task that is ready (connections with bytes to read or
+    /// write, calls replied to), and timers that are due, then returns:
+    /// never waits.
+    pub fn drive(&self) {
+        if let Some(runtime) = &self.runtime {
+            runtime.block_on(tokio::task::yield_now());
+        }
     }
 
     /// The address gRPC listens on, with the real port.
@@ -180,14 +217,23 @@ impl Running {
         *self.table.write().unwrap_or_else(|e| e.into_inner()) = table;
     }
 
-    /// Stops serving and waits for the thread: calls waiting for the loop
-    /// end at once (the locker is stopping), then the connections close.
+    /// Stops serving: calls waiting for the loop end at once (the locker
+    /// is stopping), then the connections are driven until they close, for
+    /// at most `STOP_WAIT`.
     pub fn stop(&mut self) {
         self.health.set(false);
         self.bridge.close();
         let _ = self.stop.send(true);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+        let deadline = std::time::Instant::now() + STOP_WAIT;
+        while self.served.as_ref().is_some_and(|s| !s.is_finished()) && std::time::Instant::now() < deadline {
+            let mut items = Vec::new();
+            let n = self.poll_items(&mut items);
+            let _ = zmq::poll(&mut items[..n], 10);
+            self.wake_and_drive(&items);
+        }
+        self.served = None;
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
         }
     }
 }

@@ -6,9 +6,10 @@
 //! handed back to be given back to its limit.
 //!
 //! Replies leave together when the loop flushes (`take_undelivered`, at
-//! the end of each batch), not one by one as they are decided: the gRPC
-//! side then wakes once for the batch, and writes its responses to each
-//! connection in one go rather than one system call per response.
+//! the end of each batch), not one by one as they are decided: the loop
+//! then drives the gRPC side once for the batch, which writes its
+//! responses to each connection in one go rather than one system call per
+//! response.
 //!
 //! Calls' tokens have the top bit set and the serving socket's never do,
 //! so a token alone says where its reply goes.
@@ -66,20 +67,9 @@ impl Calls {
         }
     }
 
-    /// The descriptor the loop polls: readable when calls wait.
-    pub fn poll_item(&self) -> zmq::PollItem<'static> {
-        zmq::PollItem::from_fd(self.inbox.fd(), zmq::POLLIN)
-    }
-
-    /// Says the loop is about to wait on its sockets (see
-    /// `Inbox::sleep`); false when calls wait and it must not.
-    pub fn sleep(&self) -> bool {
-        self.inbox.sleep()
-    }
-
-    /// Says the loop woke, the inbox `readable` or not.
-    pub fn awake(&self, readable: bool) {
-        self.inbox.awake(readable);
+    /// Whether calls wait to be taken.
+    pub fn waiting(&self) -> bool {
+        !self.taken.is_empty() || self.inbox.waiting()
     }
 
     /// The next call to serve, taking what waits in the inbox when none
@@ -168,7 +158,7 @@ mod tests {
     /// Calls pushed through a bridge, each with its receiver dropped when
     /// `gone` (the caller gave up), else awaited on a thread.
     fn calls(gone: bool) -> (Calls, Option<std::thread::JoinHandle<Vec<u8>>>) {
-        let (bridge, inbox) = bridge::pair(60_000).unwrap();
+        let (bridge, inbox) = bridge::pair(60_000);
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let waiter = if gone {
             let asked = rt.block_on(async {

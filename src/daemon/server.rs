@@ -24,6 +24,13 @@
 //! stop; and the loop tells the service how long it was away when the
 //! process was paused (SIGSTOP, a frozen VM; `watch`, which also catches
 //! pauses the monotonic clock did not see).
+//!
+//! With Envoy's rate-limit service on, the same thread also polls the gRPC
+//! side's sockets and drives its tasks (`rls::Running::drive`): before and
+//! after every wait, and after every batch that served calls, so that
+//! their replies leave with the batch and the calls that came meanwhile
+//! join the next. A call thus reaches the loop and its reply its
+//! connection with no other thread woken.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -319,8 +326,7 @@ impl Server {
                 // The gRPC side's requests reach the loop through a queue
                 // it drains, and are served as any client's are.
                 let timeout = crate::rls::ask_timeout_ms(config.store.as_ref().map(|s| s.timeout));
-                let (bridge, inbox) = crate::rls::bridge::pair(timeout)
-                    .map_err(|e| crate::rls::RlsError::new(&rc.bind, format!("the loop's wake-up: {e}")))?;
+                let (bridge, inbox) = crate::rls::bridge::pair(timeout);
                 let running = crate::rls::Running::start(bridge, rc, config.max_message_size)?;
                 (Some(running), Some(Calls::new(inbox)))
             }
@@ -485,7 +491,7 @@ impl Server {
                     (0, _) => 0,
                     (left, _) => left - 1,
                 };
-                let n = self.serve_some(&mut msg, &mut out)?;
+                let (n, calls) = self.serve_some(&mut msg, &mut out)?;
                 if heard == 0 && n == 0 {
                     break;
                 }
@@ -493,6 +499,11 @@ impl Server {
                 // anything it decided leaves (see `watch`).
                 let now = self.watch.checked(&mut self.service);
                 step::flush(&mut self.service, now, &mut self.state, &mut self.io);
+                if calls > 0 {
+                    // The replies go out, and the calls that came meanwhile
+                    // join the next batch.
+                    self.drive_rls();
+                }
                 handled += n + heard;
                 if now.saturating_sub(started) >= TURN_BUDGET {
                     break;
@@ -530,8 +541,10 @@ impl Server {
         reload::apply(r, self.rls.as_ref(), &mut follow);
     }
 
-    /// Waits until a request or a peer message arrives, the service's next
-    /// deadline passes, or a tick goes by; returns whether anything arrived,
+    /// Waits until a request, a peer message or a gRPC socket's bytes
+    /// arrive, the service's next deadline passes, or a tick goes by (a
+    /// gRPC timer, such as a call's timeout, is seen within one); returns
+    /// whether anything arrived,
     /// and whether the accept monitor has news (so that it is read only
     /// then, not on every turn).
     fn wait_readable(&mut self) -> Result<(bool, bool), ServerError> {
@@ -539,9 +552,12 @@ impl Server {
         let deadline = step::next_deadline(&self.service, &self.state);
         let until_deadline = deadline.map(|d| d.saturating_sub(now).div_ceil(NANOS_PER_MS));
         let tick = if self.io.serving.backlog() > 0 { BACKLOG_RETRY_MS } else { TICK_MS };
-        // Envoy's calls that wait already are served without waiting.
-        let calls_waiting = self.io.calls.as_ref().is_some_and(|c| !c.sleep());
-        let tick = if calls_waiting { 0 } else { tick };
+        // The gRPC side's ready tasks run first (replies to send, held
+        // asks answered in the turn), so that every socket they wait on is
+        // among the items; calls that wait already are served without
+        // waiting.
+        self.drive_rls();
+        let tick = if self.calls_waiting() { 0 } else { tick };
         let timeout = until_deadline.map_or(tick, |ms| (ms as i64).min(tick));
         let mut items = vec![self.io.serving.socket().as_poll_item(zmq::POLLIN)];
         if let Some(p) = &self.io.peers {
@@ -553,23 +569,35 @@ impl Server {
         if let Some(s) = &self.io.store {
             items.push(s.poll_item());
         }
-        if let Some(c) = &self.io.calls {
-            items.push(c.poll_item());
-        }
         items.push(self.accepts.poll_item());
-        let (n, calls, accepts) = match zmq::poll(&mut items, timeout) {
-            Ok(n) => {
-                let calls = self.io.calls.is_some() && items[items.len() - 2].is_readable();
-                (n, calls, items.last().is_some_and(zmq::PollItem::is_readable))
-            }
-            Err(zmq::Error::EINTR) => (0, false, false),
+        let rls_from = items.len();
+        if let Some(rls) = &self.rls {
+            rls.poll_items(&mut items);
+        }
+        let (n, accepts) = match zmq::poll(&mut items, timeout) {
+            Ok(n) => (n, items[rls_from - 1].is_readable()),
+            Err(zmq::Error::EINTR) => (0, false),
             Err(e) => return Err(zmq_err("waiting for requests")(e).into()),
         };
-        drop(items);
-        if let Some(c) = &self.io.calls {
-            c.awake(calls);
+        // Every wait ends in a drive: the gRPC side's sockets that became
+        // ready, its replies and its timers.
+        if let Some(rls) = &self.rls {
+            rls.wake_and_drive(&items[rls_from..]);
         }
-        Ok((n > 0 || calls_waiting, accepts))
+        drop(items);
+        Ok((n > 0 || self.calls_waiting(), accepts))
+    }
+
+    /// Whether Envoy's calls wait to be served.
+    fn calls_waiting(&self) -> bool {
+        self.io.calls.as_ref().is_some_and(Calls::waiting)
+    }
+
+    /// Runs the gRPC side's ready tasks (see `rls::Running::drive`).
+    fn drive_rls(&self) {
+        if let Some(rls) = &self.rls {
+            rls.drive();
+        }
     }
 
     /// Takes the store's answers in; the requests they free are answered
@@ -583,14 +611,16 @@ impl Server {
         }
     }
 
-    /// Serves up to `INNER_BATCH` waiting requests, and as many of
-    /// Envoy's calls; returns how many.
-    fn serve_some(&mut self, msg: &mut zmq::Message, out: &mut Vec<u8>) -> Result<usize, ServerError> {
+    /// Serves up to `INNER_BATCH` waiting requests, and up to
+    /// `CALLS_BATCH` of Envoy's calls; returns how many in all, and how
+    /// many calls.
+    fn serve_some(&mut self, msg: &mut zmq::Message, out: &mut Vec<u8>) -> Result<(usize, usize), ServerError> {
         let mut n = 0;
         while n < INNER_BATCH && self.serve_one(msg, out)? {
             n += 1;
         }
-        Ok(n + self.serve_calls(out))
+        let calls = self.serve_calls(out);
+        Ok((n + calls, calls))
     }
 
     /// Serves up to `CALLS_BATCH` of Envoy's calls; returns how many.

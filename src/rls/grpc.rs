@@ -1,11 +1,11 @@
-//! The gRPC side, on a thread of its own: a tokio runtime of one thread
-//! for the connections and the calls, tonic serving `envoy.service.ratelimit.v3.RateLimitService` and
-//! `grpc.health.v1.Health`. The service glue is written by hand, as
-//! `tonic-build` would generate it, so no `protoc` runs at build time.
+//! The gRPC side: tonic serving `envoy.service.ratelimit.v3.RateLimitService`
+//! and `grpc.health.v1.Health` on the connections `sockets` accepts, in a
+//! tokio runtime the loop drives on its own thread (`rls::Running`). The
+//! service glue is written by hand, as `tonic-build` would generate it, so
+//! no `protoc` runs at build time.
 //!
 //! A call is planned (`decide::plan`), handed to the loop (`bridge`) and
-//! awaited without a thread of its own, and answered (`decide::answer`),
-//! all on the runtime's thread.
+//! awaited without a thread of its own, and answered (`decide::answer`).
 //! The health service follows what the loop says of itself (`GrpcHealth`).
 //!
 //! This module owns no decision and no socket but gRPC's.
@@ -38,18 +38,25 @@ pub const MAX_REQUEST_BYTES: usize = 256 * 1024;
 const STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(300);
 
 /// Whether the locker serves, as the loop last said: what the health
-/// service reports.
+/// service reports, told of each change.
 #[derive(Debug, Clone, Default)]
-pub struct GrpcHealth(Arc<AtomicBool>);
+pub struct GrpcHealth(Arc<(AtomicBool, tokio::sync::Notify)>);
 
 impl GrpcHealth {
     /// Says whether the locker serves now. Never blocks.
     pub fn set(&self, serving: bool) {
-        self.0.store(serving, Ordering::Relaxed);
+        if self.0 .0.swap(serving, Ordering::Relaxed) != serving {
+            self.0 .1.notify_one();
+        }
     }
 
     pub fn serving(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.0 .0.load(Ordering::Relaxed)
+    }
+
+    /// Until the next change (or at once, when one came since the last).
+    async fn changed(&self) {
+        self.0 .1.notified().await;
     }
 }
 
@@ -180,10 +187,10 @@ async fn should_rate_limit(shared: &Shared, request: &RateLimitRequest) -> Resul
     })
 }
 
-/// Serves `server` and the health service on `listener` until `stop`
-/// fires, following `health`.
+/// Serves `server` and the health service on the connections of
+/// `incoming` until `stop` fires, following `health`.
 pub async fn serve(
-    listener: std::net::TcpListener,
+    incoming: super::sockets::Incoming,
     server: RateLimitServer,
     health: GrpcHealth,
     mut stop: tokio::sync::watch::Receiver<bool>,
@@ -201,11 +208,9 @@ pub async fn serve(
                 reporter.set_service_status(SERVICE, status).await;
                 last = Some(now);
             }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            health.changed().await;
         }
     };
-    let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
-    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     let mut builder = tonic::transport::Server::builder();
     if let Some(tls) = tls {
         use tonic::transport::{Certificate, Identity, ServerTlsConfig};
@@ -235,7 +240,6 @@ pub async fn serve(
 /// Binds `addr` for the gRPC listener, before anything is served.
 pub fn bind(addr: &str) -> std::io::Result<(std::net::TcpListener, SocketAddr)> {
     let listener = std::net::TcpListener::bind(addr)?;
-    listener.set_nonblocking(true)?;
     let bound = listener.local_addr()?;
     Ok((listener, bound))
 }
