@@ -268,8 +268,8 @@ impl AsyncWrite for Connection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Instant;
     use futures_core::Stream;
+    use std::time::Instant;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     /// Polls what `ready` waits on for up to 100 ms, wakes and drives once,
