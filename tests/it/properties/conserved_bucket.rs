@@ -146,3 +146,29 @@ proptest! {
         prop_assert!(go + slack >= one_bucket, "{} go of {} on {:?}", go, one_bucket, busy);
     }
 }
+
+/// A case the reclaim property found at 100,000 cases: three lockers at 1
+/// per 300 ms with a burst of 11, a member paused for 2.6 periods (long
+/// enough for the others to reclaim its room) while lossy, late links and
+/// bursts of demand move tokens between them.
+#[test]
+fn a_paused_members_room_reclaimed_under_lossy_links_grants_no_more_than_the_bucket() {
+    use Event::*;
+    let events = [
+        (211, Link { delay_pct: 30, jitter_pct: 77, loss_pct: 37, dup_pct: 8 }),
+        (306, Cut { a: 1, b: 1 }),
+        (778, Burst { node: 4, n: 16 }),
+        (568, Pause { node: 0, pct: 885 }),
+        (204, Drain),
+        (687, Isolate { node: 3 }),
+        (403, Link { delay_pct: 18, jitter_pct: 66, loss_pct: 33, dup_pct: 1 }),
+        (214, Drain),
+        (89, Burst { node: 4, n: 25 }),
+        (600, Drain),
+    ];
+    let (burst, seed) = (11, 16_300_330_749_935_257_597);
+    let (mut t, interval) = trial(3, 1, 300, burst, seed, false);
+    t.keep_states(false);
+    let (excess, span, taken) = run(&mut t, &events, burst, interval);
+    assert!(excess <= 0, "{taken} go in {span} ns, {excess} over burst {burst} + rate: {:?}", t.gos);
+}

@@ -288,9 +288,13 @@ impl Ledger {
     }
 
     /// Whether this ledger says nothing a fresh one would not at `now`:
-    /// no wants or gifts, the base room, and full.
-    pub fn is_idle(&self, now: Nanos) -> bool {
-        self.exchange.is_empty() && self.carried == 0 && self.lack_at(now) == 0
+    /// no wants or gifts, the base room, full, and neither taken from nor
+    /// changed in the last `depth`. The last: a fresh share's own room is
+    /// full (`Bucket::peered_mut`), and its room may by then be larger than
+    /// this one's (a lease regained, a base that grew), so it is dropped
+    /// only once even a room emptied by its last grant would have refilled.
+    pub fn is_idle(&self, now: Nanos, depth: Nanos) -> bool {
+        self.exchange.is_empty() && self.carried == 0 && self.lack_at(now) == 0 && now >= self.at.saturating_add(depth)
     }
 
     /// The period's wants and gifts.

@@ -229,14 +229,17 @@ impl Bucket {
     }
 
     /// Ends the gifts of ended periods, and drops the shares that say no
-    /// more than a fresh one would: a fresh share is never fuller.
+    /// more than a fresh one would (`Ledger::is_idle`): full, and untouched
+    /// for the bucket's depth, so that a fresh share made later, full of
+    /// whatever room this locker then holds, is never fuller than one
+    /// kept all along.
     pub(super) fn sweep_peered(&mut self, now: Nanos) {
         let (quota, depth, base) = (self.quota, self.depth, self.base);
         let period = quota.slot_of(now);
         self.earlier.retain(|_, e| e.period().saturating_add(1) >= period);
         self.ledgers.retain(|_, k| {
             k.settle(now, quota, depth, base);
-            !k.is_idle(now)
+            !k.is_idle(now, depth)
         });
     }
 }

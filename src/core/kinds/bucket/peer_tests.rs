@@ -122,8 +122,12 @@ fn idle_shares_are_swept_and_busy_ones_kept() {
     b.take_shared(T0, Some("idle"), Want::now(0), terms(0)).unwrap();
     assert_eq!(b.live_keys(), 2);
     b.advance(T0);
-    assert_eq!(b.live_keys(), 1, "a full share says nothing");
-    assert_eq!(b.advance(T0 + 5000 * MS), 1);
+    assert_eq!(b.live_keys(), 2, "touched within the depth (500 ms): a fresh share might be fuller");
+    // Sweeps come at most once a second.
+    ask(&mut b, T0 + 900 * MS, 0);
+    assert_eq!(b.advance(T0 + 1000 * MS), 1, "full and untouched for the depth, a share says nothing");
+    assert_eq!(b.live_keys(), 1, "granted from 100 ms ago");
+    assert_eq!(b.advance(T0 + 2000 * MS), 1);
     assert_eq!(b.live_keys(), 0);
 }
 
