@@ -73,6 +73,17 @@ impl Ready {
         }
     }
 
+    /// Whether `fd` still waits to be readable: no poll since the last
+    /// `wait` to read found it ready. Then `waker` is kept instead.
+    fn still_unreadable(&self, fd: RawFd, waker: &Waker) -> bool {
+        let mut sockets = self.sockets();
+        let Some(old) = sockets.waiting.get_mut(&fd).and_then(|w| w.read.as_mut()) else { return false };
+        if !old.will_wake(waker) {
+            *old = waker.clone();
+        }
+        true
+    }
+
     /// Forgets `fd`: its socket is closing.
     fn forget(&self, fd: RawFd) {
         self.sockets().waiting.remove(&fd);
@@ -180,6 +191,11 @@ pub struct Connection {
     stream: TcpStream,
     ready: Ready,
     info: TcpConnectInfo,
+    /// The last read found nothing: the next one waits for the loop's poll
+    /// to find the socket readable, rather than ask the kernel again. (A
+    /// connection's task is polled after each batch of its replies, and
+    /// would otherwise read once for nothing each time.)
+    drained: bool,
 }
 
 impl Connection {
@@ -188,7 +204,7 @@ impl Connection {
         // Replies are small and leave at once.
         stream.set_nodelay(true)?;
         let info = TcpConnectInfo { local_addr: stream.local_addr().ok(), remote_addr: Some(remote) };
-        Ok(Connection { stream, ready: ready.clone(), info })
+        Ok(Connection { stream, ready: ready.clone(), info, drained: false })
     }
 
     /// Runs `op` on the socket; not ready, keeps the waker for when it is.
@@ -227,9 +243,14 @@ impl Connected for Connection {
 
 impl AsyncRead for Connection {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        if self.drained && self.ready.still_unreadable(self.stream.as_raw_fd(), cx.waker()) {
+            return Poll::Pending;
+        }
         let room = buf.remaining().min(READ_AT_MOST);
         let into = buf.initialize_unfilled_to(room);
-        let n = std::task::ready!(self.attempt(cx, false, |mut s| s.read(into)))?;
+        let read = self.attempt(cx, false, |mut s| s.read(into));
+        self.drained = read.is_pending();
+        let n = std::task::ready!(read)?;
         buf.advance(n);
         Poll::Ready(Ok(()))
     }
