@@ -37,7 +37,7 @@ const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
 /// The tasks waiting for one socket, to read and to write.
 #[derive(Default)]
-struct Waiting {
+struct Wakers {
     read: Option<Waker>,
     write: Option<Waker>,
 }
@@ -46,7 +46,7 @@ struct Waiting {
 /// last poll, in the order of its items.
 #[derive(Default)]
 struct Sockets {
-    waiting: HashMap<RawFd, Waiting>,
+    waiting: HashMap<RawFd, Wakers>,
     polled: Vec<RawFd>,
 }
 
