@@ -284,6 +284,38 @@ def test_health_says_serving_for_the_server_and_the_service(locker):
         assert reply.status == health_pb2.HealthCheckResponse.SERVING
 
 
+def threads(pid):
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+def test_the_grpc_side_runs_on_the_loops_thread_and_holds_no_thread_per_call(pb, locker):
+    """A locker serving Envoy's calls has as many threads as one without
+    the RLS, while calls are in flight on several connections."""
+    plain = subprocess.Popen(
+        [LOCKER, "serve", "--bind", "tcp://127.0.0.1:*"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    try:
+        assert plain.stdout.readline().startswith("listening on ")
+        rls_pb2, rls_pb2_grpc = pb
+        channels = [grpc.insecure_channel(locker.address) for _ in range(4)]
+        stubs = [rls_pb2_grpc.RateLimitServiceStub(c) for c in channels]
+
+        def request():
+            r = rls_pb2.RateLimitRequest(domain="messaging")
+            r.descriptors.add().entries.add(key="to_number", value=unique())
+            return r
+
+        calls = [stubs[n % 4].ShouldRateLimit.future(request(), timeout=DEADLINE) for n in range(200)]
+        during = threads(locker.proc.pid)
+        assert all(c.result().overall_code == rls_pb2.RateLimitResponse.OK for c in calls)
+        assert during == threads(plain.pid), "the gRPC side adds no thread"
+        for c in channels:
+            c.close()
+    finally:
+        plain.terminate()
+        plain.wait(DEADLINE)
+
+
 def test_a_stopping_locker_stops_the_rls(pb):
     node = Locker("--rls-config", str(HERE / "config" / "example2.yaml"))
     wait_serving(node.channel, "")
