@@ -130,8 +130,29 @@ pub struct Running {
     bridge: bridge::Bridge,
     counts: counts::Counts,
     ready: sockets::Ready,
-    runtime: Option<tokio::runtime::Runtime>,
+    runtime: Option<Arc<tokio::runtime::Runtime>>,
     served: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// Runs the loop's replies to calls on the gRPC side's scheduler (see
+/// `Within::run`).
+#[derive(Clone)]
+pub struct Within(Arc<tokio::runtime::Runtime>);
+
+impl Within {
+    /// Sends from `runtime`'s scheduler.
+    pub fn new(runtime: Arc<tokio::runtime::Runtime>) -> Within {
+        Within(runtime)
+    }
+
+    /// Runs `f` (which sends replies) as the scheduler's own: each call a
+    /// reply readies is then queued in order, and a connection its call
+    /// readies after them all, so the next drive writes each connection's
+    /// replies together. Sent from outside, every reply's call would run
+    /// ahead of the others and its connection write for it alone.
+    pub fn run<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.0.block_on(async { f() })
+    }
 }
 
 impl Running {
@@ -172,7 +193,13 @@ impl Running {
             }
         });
         info!(address = %addr, tls = config.tls.is_some(), "envoy's rate-limit service over grpc");
-        Ok(Running { addr, health, table, stop, bridge, counts, ready, runtime: Some(runtime), served: Some(served) })
+        let runtime = Some(Arc::new(runtime));
+        Ok(Running { addr, health, table, stop, bridge, counts, ready, runtime, served: Some(served) })
+    }
+
+    /// Where the loop's replies to calls are sent from.
+    pub fn within(&self) -> Option<Within> {
+        self.runtime.clone().map(Within)
     }
 
     /// Adds a poll item for each gRPC socket a task waits on; returns how
@@ -232,7 +259,9 @@ impl Running {
             self.wake_and_drive(&items);
         }
         self.served = None;
-        if let Some(runtime) = self.runtime.take() {
+        // The loop's calls may still hold it (`Within`); the last holder
+        // drops it.
+        if let Some(runtime) = self.runtime.take().and_then(|r| Arc::into_inner(r)) {
             runtime.shutdown_background();
         }
     }

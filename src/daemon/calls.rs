@@ -22,6 +22,7 @@ use tracing::warn;
 
 use super::serving::{Losses, Lost};
 use crate::rls::bridge::{Inbox, RlsCall};
+use crate::rls::Within;
 use crate::service::Token;
 use crate::wire;
 
@@ -41,6 +42,8 @@ type DecidedReply = (RlsCall, Vec<u8>, Option<Box<[u8]>>);
 /// The calls taken from the inbox and those held, by token.
 pub struct Calls {
     inbox: Inbox,
+    /// Where replies are sent from.
+    within: Within,
     /// Taken, not yet served, in order.
     taken: Vec<RlsCall>,
     /// The call being served.
@@ -55,9 +58,10 @@ pub struct Calls {
 }
 
 impl Calls {
-    pub fn new(inbox: Inbox) -> Calls {
+    pub fn new(inbox: Inbox, within: Within) -> Calls {
         Calls {
             inbox,
+            within,
             taken: Vec::new(),
             current: None,
             held: HashMap::new(),
@@ -129,11 +133,14 @@ impl Calls {
     /// not delivered since then, and how many were go.
     pub fn take_undelivered(&mut self) -> (u64, u64) {
         let mut outgoing = std::mem::take(&mut self.outgoing);
-        for (call, body, request) in outgoing.drain(..) {
-            if !call.reply(&body) {
-                self.losses.lose(&body, request.as_deref());
+        let losses = &mut self.losses;
+        self.within.run(|| {
+            for (call, body, request) in outgoing.drain(..) {
+                if !call.reply(&body) {
+                    losses.lose(&body, request.as_deref());
+                }
             }
-        }
+        });
         // The buffer is kept for the next batch.
         self.outgoing = outgoing;
         self.losses.take_counts()
@@ -170,7 +177,8 @@ mod tests {
         } else {
             Some(std::thread::spawn(move || rt.block_on(bridge.ask(b"let me go".to_vec())).unwrap()))
         };
-        let mut calls = Calls::new(inbox);
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let mut calls = Calls::new(inbox, crate::rls::Within::new(std::sync::Arc::new(runtime)));
         let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while calls.taken.is_empty() {
             assert!(std::time::Instant::now() < end, "the call never reached the inbox");

@@ -328,7 +328,8 @@ impl Server {
                 let timeout = crate::rls::ask_timeout_ms(config.store.as_ref().map(|s| s.timeout));
                 let (bridge, inbox) = crate::rls::bridge::pair(timeout);
                 let running = crate::rls::Running::start(bridge, rc, config.max_message_size)?;
-                (Some(running), Some(Calls::new(inbox)))
+                let within = running.within().expect("a runtime until stopped");
+                (Some(running), Some(Calls::new(inbox, within)))
             }
             None => (None, None),
         };
