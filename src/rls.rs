@@ -261,7 +261,7 @@ impl Running {
         self.served = None;
         // The loop's calls may still hold it (`Within`); the last holder
         // drops it.
-        if let Some(runtime) = self.runtime.take().and_then(|r| Arc::into_inner(r)) {
+        if let Some(runtime) = self.runtime.take().and_then(Arc::into_inner) {
             runtime.shutdown_background();
         }
     }
