@@ -6,9 +6,10 @@
 //! handed back to be given back to its limit.
 //!
 //! Replies leave together when the loop flushes (`take_undelivered`, at
-//! the end of each batch), not one by one as they are decided: the loop
-//! then drives the gRPC side once for the batch, which writes its
-//! responses to each connection in one go rather than one system call per
+//! the end of each batch), not one by one as they are decided, and they
+//! are sent on the gRPC side's scheduler (`rls::Within`): the loop then
+//! drives the gRPC side once for the batch, which writes each
+//! connection's responses in one go rather than one system call per
 //! response.
 //!
 //! Calls' tokens have the top bit set and the serving socket's never do,
