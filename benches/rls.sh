@@ -6,7 +6,8 @@
 # round, so a change in the machine's background load touches both alike.
 # Prints, as medians over the rounds, each server's calls/s, its CPU per
 # call (user + system of the whole server process from /proc/PID/stat,
-# divided by the calls h2load completed) and its p50 latency, and the
+# divided by the calls h2load completed) and its latency (the p50 of
+# lockstep runs, h2load's mean of the others), and the
 # per-round ratios locker / limitador with their ranges, for three loads:
 #
 #   (a) 4 connections x 16 streams, limit 1,000,000 a second: every call OK
@@ -290,10 +291,15 @@ HZ=$(getconf CLK_TCK)
 # CPU clock ticks (user + system, every thread) a process has used so far.
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
-# h2load PORT CLIENTS STREAMS SECONDS -> its report; per-call log in $DIR/calls
+# h2load PORT CLIENTS STREAMS SECONDS [LOG] -> its report; with LOG=1 a
+# per-call log in $DIR/calls. The log costs h2load a write per call, which
+# under many streams made h2load itself the bottleneck, so only lockstep
+# runs keep one (for the p50); the others report h2load's mean.
 h2() {
+  local log=()
   rm -f "$DIR/calls" # h2load appends to its log
-  timeout $(($4 + 60)) h2load -t 1 -c "$2" -m "$3" -D "$4" --log-file="$DIR/calls" -d "$BODY" \
+  [ "${5:-0}" = 1 ] && log=(--log-file="$DIR/calls")
+  timeout $(($4 + 60)) h2load -t 1 -c "$2" -m "$3" -D "$4" "${log[@]}" -d "$BODY" \
     -H 'content-type: application/grpc' -H 'te: trailers' "http://127.0.0.1:$1$METHOD"
 }
 
@@ -303,11 +309,13 @@ for server in "${SERVERS[@]}"; do
 done
 
 # measure SERVER LIMIT CLIENTS STREAMS -> sets RATE (calls/s), CPU (server
-# us per call), P50 (ms)
+# us per call), P50 (ms: the median of lockstep runs, h2load's mean of the
+# others)
 measure() {
-  local pid=${SPID[$1-$2]} port=${SPORT[$1-$2]} before report t n
+  local pid=${SPID[$1-$2]} port=${SPORT[$1-$2]} before report t n lockstep=0
+  [ "$3 $4" = "1 1" ] && lockstep=1
   before=$(ticks "$pid")
-  report=$(h2 "$port" "$3" "$4" "$DURATION") || die "h2load failed against $1: $report"
+  report=$(h2 "$port" "$3" "$4" "$DURATION" "$lockstep") || die "h2load failed against $1: $report"
   t=$(($(ticks "$pid") - before))
   # requests: N total, N started, N done, N succeeded, N failed, N errored, N timeout
   read -r n bad <<<"$(awk '$1 == "requests:" { print $8, $10 + $12 + $14 }' <<<"$report")"
@@ -316,7 +324,14 @@ measure() {
     die "h2load against $1 saw failures: $report"
   RATE=$(awk '$1 == "finished" { sub(",", "", $4); printf "%.0f", $4 }' <<<"$report")
   CPU=$(awk -v t="$t" -v n="$n" -v hz="$HZ" 'BEGIN { printf "%.2f", t / hz * 1e6 / n }')
-  P50=$(cut -f3 "$DIR/calls" | sort -n | awk '{ v[NR] = $1 } END { printf "%.3f", v[int((NR + 1) / 2)] / 1000 }')
+  if [ "$lockstep" = 1 ]; then
+    P50=$(cut -f3 "$DIR/calls" | sort -n | awk '{ v[NR] = $1 } END { printf "%.3f", v[int((NR + 1) / 2)] / 1000 }')
+  else
+    # time for request:  MIN MAX MEAN SD +/-SD, each with its unit
+    P50=$(awk '$1 == "time" && $3 == "request:" { m = $6; f = 1
+      if (m ~ /us$/) f = 0.001; else if (m ~ /ms$/) f = 1; else if (m ~ /s$/) f = 1000
+      sub(/[a-z]+$/, "", m); printf "%.3f", m * f }' <<<"$report")
+  fi
 }
 
 # median VALUES [FORMAT], range VALUES [FORMAT]: of space-separated values
@@ -352,7 +367,7 @@ for round in $(seq "$ROUNDS"); do
       measure "$server" "${LIMIT[$row]}" ${SHAPE[$row]}
       V_RATE[$server-$row]+="$RATE " V_CPU[$server-$row]+="$CPU " V_P50[$server-$row]+="$P50 "
       declare "last_rate_$server=$RATE" "last_cpu_$server=$CPU" "last_p50_$server=$P50"
-      line+="  $server $RATE calls/s, $CPU us cpu/call, p50 $P50 ms"
+      line+="  $server $RATE calls/s, $CPU us cpu/call, latency $P50 ms"
     done
     if [ "${#SERVERS[@]}" = 2 ]; then
       R_RATE[$row]+="$(ratio "$last_rate_locker" "$last_rate_limitador") "
@@ -370,9 +385,10 @@ echo
 echo "locker: $LOCKER_BIN"
 [ "${#SERVERS[@]}" = 1 ] || echo "limitador: $LIMITADOR_BIN ($("$LIMITADOR_BIN" --version 2>/dev/null | head -1 || true))"
 echo "$ROUNDS rounds of ${DURATION}s h2load runs (h2load 1 thread), ${took}s measuring; $(nproc) cores"
+echo "latency: the p50 of every call in lockstep runs; h2load's mean under 4 x 16, run without its per-call log"
 echo
 echo "Absolute figures, medians over rounds (server CPU = utime + stime of the whole process per completed call):"
-printf '| %-42s | %-9s | %8s | %11s | %7s |\n' load server calls/s "us CPU/call" "p50 ms"
+printf '| %-42s | %-9s | %8s | %11s | %7s |\n' load server calls/s "us CPU/call" "lat. ms"
 printf '|%s|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..44})" "-----------" "----------" "-------------" "---------"
 for row in "${ROWS[@]}"; do
   for server in "${SERVERS[@]}"; do
@@ -383,7 +399,7 @@ done
 if [ "${#SERVERS[@]}" = 2 ]; then
   echo
   echo "Locker / limitador: median of the per-round ratios [their range over rounds]:"
-  printf '| %-42s | %-28s | %-33s | %-40s |\n' load "locker calls/s ÷ limitador's" "locker CPU per call ÷ limitador's" "p50 latency: locker, limitador: ÷"
+  printf '| %-42s | %-28s | %-33s | %-40s |\n' load "locker calls/s ÷ limitador's" "locker CPU per call ÷ limitador's" "latency: locker, limitador: ÷"
   printf '|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..44})" "$(printf -- '-%.0s' {1..30})" "$(printf -- '-%.0s' {1..35})" "$(printf -- '-%.0s' {1..42})"
   for row in "${ROWS[@]}"; do
     printf '| %-42s | %-28s | %-33s | %-40s |\n' "${NAME[$row]}" \

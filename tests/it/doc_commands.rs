@@ -64,6 +64,7 @@ const COMMANDS: &[(&str, &str, Do)] = &[
     ("README.md", "bash benches/store.sh", Skip(MINUTES)),
     ("README.md", "bash benches/rls.sh", Skip(MINUTES)),
     ("README.md", "bash benches/peered.sh", Skip(MINUTES)),
+    ("README.md", "cargo build --profile dist", Skip(CARGO)),
     ("README.md", "cargo test --release", Skip(MINUTES)),
     ("README.md", "cargo install --locked --path .", Skip(CARGO)),
     ("README.md", "locker ask && echo allowed", Ask),
