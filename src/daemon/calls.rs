@@ -133,6 +133,9 @@ impl Calls {
     /// Sends the replies decided since the last call; returns the replies
     /// not delivered since then, and how many were go.
     pub fn take_undelivered(&mut self) -> (u64, u64) {
+        if self.outgoing.is_empty() {
+            return self.losses.take_counts();
+        }
         let mut outgoing = std::mem::take(&mut self.outgoing);
         let losses = &mut self.losses;
         self.within.run(|| {
