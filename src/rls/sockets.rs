@@ -130,11 +130,6 @@ impl Ready {
         // Woken outside the lock: a task woken may run at once.
         woken.into_iter().for_each(Waker::wake);
     }
-
-    /// Whether any task waits on a socket.
-    pub fn is_empty(&self) -> bool {
-        self.sockets().waiting.is_empty()
-    }
 }
 
 /// The listener, as the stream of connections tonic serves.
@@ -338,7 +333,7 @@ mod tests {
         client.read_to_end(&mut back).unwrap();
         assert_eq!(back, b"hello");
         rt.block_on(echoed).unwrap();
-        assert!(ready.is_empty(), "closed sockets are forgotten");
+        assert!(ready.sockets().waiting.is_empty(), "closed sockets are forgotten");
     }
 
     /// A task is not woken by a poll that found its socket not ready.

@@ -146,15 +146,16 @@ fn a_member_flooded_with_requests_still_gives_its_peer_what_it_asks() {
     // reply before sending the next: locker 0's loop is never idle.
     let mut flood = Command::new(locker_bin())
         .args(["bench", "--connect", &group.endpoint(0), "--keys", "100000", "--batch", "100"])
-        .args(["--pipeline", "4", "--clients", "1", "--duration", "8s", "--timeout", "10s"])
+        .args(["--pipeline", "4", "--clients", "1", "--duration", "30s", "--timeout", "10s"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     under_way(&group.endpoint(0), 10_000);
     // Patient: on a loaded machine a gift may come later than `take`'s
-    // fifty short waits, so it asks again until 5 s have passed (the flood
-    // runs for 8).
+    // fifty short waits, so it asks again until 5 s have passed. The flood
+    // runs for 30 s, so that a slow start (up to 10 s in `under_way`) still
+    // leaves it running through the asks; it is killed once they end.
     let (mut goes, patience) = (Vec::new(), std::time::Instant::now() + Duration::from_secs(5));
     while goes.len() < 100 && std::time::Instant::now() < patience {
         goes.extend(take(&group.endpoint(1), 100 - goes.len()));
